@@ -1,0 +1,1 @@
+"""Context-parallel strategies (zigzag, interleave) over torch.distributed."""

@@ -1,0 +1,1 @@
+"""meshsat solver: the SGLang parallel-layout rules, validate, fix, enumerate, groups."""
