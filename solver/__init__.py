@@ -1,1 +1,35 @@
-"""meshsat solver: the SGLang parallel-layout rules, validate, fix, enumerate, groups."""
+"""meshsat solver: the SGLang parallel-layout rules, declared once, and what they answer.
+
+Entry points:
+- `validate(config, model=None) -> Report`: every violated rule, the conflicting fields,
+  SGLang's silent changes and the derived widths.
+- `check(config, model=None)`: the same, raising `InvalidLayoutError` for a server.
+- `Config`, `ModelSpec`: the typed inputs; `RULES`, `RESOLUTIONS`: the catalogue.
+
+Importing this package loads neither torch nor Z3; Z3 is imported on first need.
+"""
+
+from __future__ import annotations
+
+from solver.catalogue import RESOLUTIONS, RULES
+from solver.config import Config
+from solver.errors import InputError, InvalidLayoutError, MeshsatError, UnsatisfiableError
+from solver.model_spec import ModelSpec
+from solver.report import Note, Report, Violation
+from solver.validate import check, validate
+
+__all__ = [
+    "RESOLUTIONS",
+    "RULES",
+    "Config",
+    "InputError",
+    "InvalidLayoutError",
+    "MeshsatError",
+    "ModelSpec",
+    "Note",
+    "Report",
+    "UnsatisfiableError",
+    "Violation",
+    "check",
+    "validate",
+]

@@ -1,0 +1,38 @@
+"""The rule catalogue: every rule and resolution step, declared once.
+
+Order follows SGLang's handler order, so reports list violations in the order a user
+fixing them one launch at a time would meet them.
+"""
+
+from __future__ import annotations
+
+from solver.catalogue import (
+    context_parallel,
+    data_parallel,
+    decode_cp,
+    dwdp,
+    elastic_ep,
+    eplb,
+    model,
+    topology,
+)
+from solver.catalogue.resolution import RESOLUTIONS
+from solver.rule import Resolution, Rule
+
+RULES: tuple[Rule, ...] = (
+    *context_parallel.RULES,
+    *decode_cp.RULES,
+    *data_parallel.RULES,
+    *dwdp.RULES,
+    *elastic_ep.RULES,
+    *eplb.RULES,
+    *topology.RULES,
+    *model.RULES,
+)
+ERRORS: tuple[Rule, ...] = tuple(r for r in RULES if r.severity == "error")
+WARNINGS: tuple[Rule, ...] = tuple(r for r in RULES if r.severity == "warning")
+BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+if len(BY_ID) != len(RULES):  # pragma: no cover - guards the declaration itself
+    raise RuntimeError("duplicate rule id in the catalogue")
+
+__all__ = ["BY_ID", "ERRORS", "RESOLUTIONS", "RULES", "WARNINGS", "Resolution", "Rule"]

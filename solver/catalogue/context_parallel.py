@@ -1,0 +1,127 @@
+"""Prefill context parallelism and MoE-DP (seed: handle_context_parallelism)."""
+
+from __future__ import annotations
+
+from solver.expr import TRUE, divides, is_set, one_of
+from solver.fields import F
+from solver.model_spec import MIMO_V2_ARCHITECTURES
+from solver.rule import Rule
+
+SRC = "handle_context_parallelism"
+cp, tp, dp, moe_dp, ep = F.attn_cp_size, F.tp_size, F.dp_size, F.moe_dp_size, F.ep_size
+_mimo_cp_v2 = (
+    one_of(F.architecture, *MIMO_V2_ARCHITECTURES)
+    & F.enable_prefill_cp
+    & (F.env_enable_cp_v2 == True)  # noqa: E712 - builds a rule node, not a comparison
+)
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "CP-STRATEGY-REQUIRED",
+        F.enable_prefill_cp,
+        is_set(F.cp_strategy),
+        "--cp-strategy must be set when --enable-prefill-cp is enabled.",
+        SRC,
+        hint="add --cp-strategy zigzag or --cp-strategy interleave",
+    ),
+    Rule(
+        "CP-LEGACY-XOR",
+        TRUE,
+        ~(F.enable_prefill_context_parallel & F.enable_dsa_prefill_context_parallel),
+        "--enable-prefill-context-parallel and --enable-nsa-prefill-context-parallel are "
+        "mutually exclusive. Use --enable-nsa-prefill-context-parallel for DeepSeek V3.2 (NSA) "
+        "models and --enable-prefill-context-parallel for MLA-based models (DeepSeek V3/R1, "
+        "Kimi K2.5) or MHA/GQA-based models.",
+        SRC,
+        hint="keep one legacy flag, or use --enable-prefill-cp --cp-strategy instead",
+    ),
+    Rule("CP-TP-DIV", cp > 1, divides(cp, tp), "tp_size must be divisible by attn_cp_size", SRC),
+    Rule(
+        "CP-DPCP-DIV",
+        cp > 1,
+        divides(dp * cp, tp),
+        "tp_size must be divisible by dp_size * attn_cp_size",
+        SRC,
+        hint="SGLang uses dp_size here even without DP attention",
+    ),
+    Rule(
+        "CP-NO-AITER",
+        cp > 1,
+        ~F.enable_aiter_allreduce_fusion,
+        "Aiter allreduce fusion is not supported with context parallelism",
+        SRC,
+    ),
+    Rule(
+        "MOEDP-TP-DIV",
+        moe_dp > 1,
+        divides(moe_dp, tp),
+        "tp_size must be divisible by moe_dp_size",
+        SRC,
+    ),
+    Rule(
+        "MOEDP-EP-LE",
+        moe_dp > 1,
+        ep * moe_dp <= tp,
+        "ep_size * moe_dp_size must be less than or equal to tp_size",
+        SRC,
+    ),
+    Rule(
+        "MOEDP-NO-PP",
+        moe_dp > 1,
+        F.pp_size == 1,
+        "PP is not supported with context parallelism",
+        SRC,
+        hint="moe_dp_size > 1 needs pp_size 1",
+    ),
+    Rule(
+        "MOEDP-EP-EQ",
+        (moe_dp > 1) & (ep > 1),
+        ep * moe_dp == tp,
+        "ep_size * moe_dp_size must be equal to tp_size",
+        SRC,
+    ),
+    Rule(
+        "MOEDP-NO-AITER",
+        moe_dp > 1,
+        ~F.enable_aiter_allreduce_fusion,
+        "Aiter allreduce fusion is not supported with context parallelism",
+        SRC,
+    ),
+    Rule(
+        "CP-MOEDP-MATCH",
+        cp != moe_dp,
+        moe_dp == 1,
+        "attn_cp_size != moe_dp_size is only supported when moe_dp_size == 1",
+        SRC,
+        hint="set moe_dp_size to attn_cp_size or to 1",
+    ),
+    Rule(
+        "CP-MIMO-ZIGZAG",
+        _mimo_cp_v2,
+        F.cp_strategy == "zigzag",
+        "MiMo V2 CP-v2 only supports --cp-strategy zigzag.",
+        SRC,
+    ),
+    Rule(
+        "CP-MIMO-TEXT",
+        _mimo_cp_v2 & F.is_multimodal,
+        F.language_only | F.language_model_only,
+        "MiMo V2 CP-v2 only supports text inference; add --language-only.",
+        SRC,
+    ),
+    Rule(
+        "CP-DSV32-INTERLEAVE",
+        (F.architecture == "DeepseekV32ForCausalLM") & F.enable_prefill_cp,
+        F.cp_strategy != "zigzag",
+        "DeepSeek V3.2 prefill context parallelism supports only --cp-strategy interleave.",
+        "DSA context-parallel model support (outside the seed)",
+    ),
+    Rule(
+        "CP-DSA-TP8",
+        F.is_deepseek_dsa & F.enable_prefill_cp,
+        tp <= 8,
+        "Context parallel only supports single machine (tp_size <= 8). Cross-machine CP has "
+        "precision issues.",
+        "DSA context-parallel model overrides",
+    ),
+)

@@ -1,0 +1,58 @@
+"""Decode context parallelism (seed: handle_dcp_validation)."""
+
+from __future__ import annotations
+
+from solver.derived import attn_dp, attn_tp
+from solver.expr import TRUE, divides, one_of
+from solver.fields import F
+from solver.rule import Rule
+
+SRC = "handle_dcp_validation"
+dcp, backend = F.dcp_size, F.dcp_comm_backend
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "DCP-MIN",
+        TRUE,
+        dcp >= 1,
+        "Decode context parallel size (--dcp-size / --decode-context-parallel-size) must be "
+        ">= 1, but got dcp_size={dcp_size}.",
+        SRC,
+    ),
+    Rule(
+        "DCP-BACKEND-NEEDS-DCP",
+        one_of(backend, "a2a", "fi_a2a"),
+        dcp > 1,
+        "--dcp-comm-backend {dcp_comm_backend} only affects the decode context-parallel "
+        "attention reduction and therefore requires --dcp-size / "
+        "--decode-context-parallel-size > 1, but got dcp_size={dcp_size}.",
+        SRC,
+        hint="use --dcp-comm-backend ag_rs, or raise --dcp-size",
+    ),
+    Rule(
+        "DCP-FI-A2A-CUDA",
+        backend == "fi_a2a",
+        F.platform == "cuda",
+        "--dcp-comm-backend fi_a2a delegates the exchange to FlashInfer's MNNVL All-to-All "
+        "kernel, which requires an NVIDIA CUDA platform with SM90+ and MNNVL fabric memory "
+        "(e.g. GB200 NVL72). Use 'a2a' or 'ag_rs' on clusters without MNNVL.",
+        SRC,
+    ),
+    Rule(
+        "DCP-REPLICATE-Q",
+        F.dcp_replicate_q_proj,
+        (dcp > 1) & one_of(backend, "a2a", "fi_a2a"),
+        "--dcp-replicate-q-proj requires --dcp-size > 1 and only applies to the a2a/fi_a2a "
+        "DCP communication backend (it removes the head-dim Q all-gather); got "
+        "--dcp-size {dcp_size} --dcp-comm-backend {dcp_comm_backend}.",
+        SRC,
+    ),
+    Rule(
+        "DCP-IN-ATTN-TP",
+        (dcp > 1) & divides(attn_dp * F.attn_cp_size, F.tp_size),
+        divides(dcp, attn_tp),
+        "dcp_size must divide the attention-TP width attn_tp: decode-CP groups are runs of "
+        "dcp_size ranks inside each attention-TP group.",
+        "dcp_size field documentation (SGLang does not assert it)",
+    ),
+)

@@ -1,0 +1,223 @@
+"""What SGLang changes silently, in the order it does so (rules.md §3 and §3b).
+
+Every later rule reads the resolved values. Each step here is also what `fix` and
+`enumerate` treat as a fixed point: a listed layout is one SGLang would not rewrite.
+"""
+
+from __future__ import annotations
+
+from solver.derived import attn_dp, elastic_scaling
+from solver.expr import Expr, is_set, ite, one_of
+from solver.fields import F
+from solver.model_spec import CP_V2_DEFAULT_ARCHITECTURES, MLA_ARCHITECTURES
+from solver.rule import Resolution, assign
+
+A2A_FORCING_EP = (
+    "deepep",
+    "deepep_v2",
+    "mooncake",
+    "nixl",
+    "mori",
+    "flashinfer",
+    "pplx",
+    "megamoe",
+    "ascend_fuseep",
+)
+
+
+def _strategy_of(mode: Expr) -> Expr:
+    return ite(mode == "in-seq-split", "zigzag", "interleave")
+
+
+def _legacy_cp() -> Resolution:
+    legacy, dsa_legacy = F.enable_prefill_context_parallel, F.enable_dsa_prefill_context_parallel
+    mirror = ~(legacy & dsa_legacy) & F.enable_prefill_cp & is_set(F.cp_strategy)
+    use_dsa = dsa_legacy | one_of(F.attention_backend, "dsa", "dsv4")
+    mode = ite(F.cp_strategy == "zigzag", "in-seq-split", "round-robin-split")
+    return Resolution(
+        "R-LEGACY-CP",
+        "handle_legacy_cp_arguments",
+        "a legacy prefill-CP flag is set; --enable-prefill-cp with --cp-strategy is the "
+        "current spelling",
+        (
+            assign(legacy | dsa_legacy, enable_prefill_cp=True),
+            assign(legacy & ~is_set(F.cp_strategy), cp_strategy=_strategy_of(F.prefill_cp_mode)),
+            assign(
+                dsa_legacy & ~is_set(F.cp_strategy),
+                cp_strategy=_strategy_of(F.dsa_prefill_cp_mode),
+            ),
+            assign(
+                mirror & use_dsa,
+                quiet=True,
+                enable_dsa_prefill_context_parallel=True,
+                enable_prefill_context_parallel=False,
+            ),
+            assign(mirror & ~use_dsa, quiet=True, enable_prefill_context_parallel=True),
+            assign(mirror, quiet=True, dsa_prefill_cp_mode=mode, prefill_cp_mode=mode),
+        ),
+    )
+
+
+RESOLUTIONS: tuple[Resolution, ...] = (
+    _legacy_cp(),
+    Resolution(
+        "R-DWDP",
+        "handle_dwdp",
+        "dwdp_size > 1 makes every rank its own DP-attention group with EP over all of them",
+        (
+            assign(
+                F.dwdp_size > 1,
+                dp_size=F.dwdp_size,
+                enable_dp_attention=True,
+                enable_dp_lm_head=True,
+                moe_dense_tp_size=1,
+                ep_size=F.dwdp_size,
+                moe_dp_size=1,
+                moe_a2a_backend="none",
+                disable_cuda_graph=True,
+            ),
+        ),
+    ),
+    Resolution(
+        "R-DP1",
+        "_data_parallelism_defaults",
+        "dp_size is 1, so there is nothing for DP attention to split",
+        (assign(F.dp_size == 1, enable_dp_attention=False, enable_dp_lm_head=False),),
+    ),
+    Resolution(
+        "R-DPATTN",
+        "handle_data_parallelism",
+        "DP attention is on: each DP group schedules its own share",
+        (
+            assign(
+                F.enable_dp_attention, schedule_conservativeness=F.schedule_conservativeness * 0.3
+            ),
+            assign(
+                F.enable_dp_attention & is_set(F.chunked_prefill_size),
+                chunked_prefill_size=F.chunked_prefill_size // F.dp_size,
+            ),
+        ),
+    ),
+    Resolution(
+        "R-CP-MLA",
+        "DeepSeek MLA model overrides",
+        "MLA models (DeepSeek V2/V3, Kimi K2.5) run prefill CP over the whole attention-TP "
+        "group with DeepEP",
+        (
+            assign(
+                one_of(F.architecture, *MLA_ARCHITECTURES) & F.enable_prefill_cp,
+                attn_cp_size=F.tp_size // attn_dp,
+                moe_a2a_backend="deepep",
+                ep_size=F.tp_size,
+                moe_dense_tp_size=1,
+            ),
+        ),
+    ),
+    Resolution(
+        "R-CP-DSA",
+        "DeepSeek sparse-attention model overrides",
+        "DSA models (DeepSeek V3.2, GLM-5) run prefill CP over the whole attention-TP group",
+        (
+            assign(F.is_deepseek_dsa & F.enable_prefill_cp, attn_cp_size=F.tp_size // attn_dp),
+            assign(
+                F.is_deepseek_dsa & F.enable_prefill_cp & (F.cp_strategy == "zigzag"),
+                moe_a2a_backend="deepep",
+                ep_size=F.tp_size,
+                moe_dense_tp_size=1,
+            ),
+        ),
+    ),
+    Resolution(
+        "R-A2A-EP",
+        "MoE all-to-all backend defaults",
+        "an all-to-all MoE backend dispatches over every rank of the engine",
+        (assign(one_of(F.moe_a2a_backend, *A2A_FORCING_EP), ep_size=F.tp_size),),
+    ),
+    Resolution(
+        "R-CPV2",
+        "handle_context_parallelism",
+        "this architecture uses CP-v2 by default (DSA models only with prefill CP and interleave)",
+        (
+            assign(
+                one_of(F.architecture, *CP_V2_DEFAULT_ARCHITECTURES)
+                & ~is_set(F.env_enable_cp_v2)
+                & (~F.is_deepseek_dsa | (F.enable_prefill_cp & (F.cp_strategy == "interleave"))),
+                env_enable_cp_v2=True,
+            ),
+        ),
+    ),
+    Resolution(
+        "R-EPLB-RECORDER",
+        "handle_eplb_and_dispatch",
+        "EPLB needs expert statistics",
+        (
+            assign(
+                F.enable_eplb & ~is_set(F.expert_distribution_recorder_mode),
+                expert_distribution_recorder_mode="stat",
+            ),
+        ),
+    ),
+    Resolution(
+        "R-DISPATCH",
+        "handle_eplb_and_dispatch",
+        "EPLB or a non-trivial expert placement needs a dispatch algorithm (rank-invariant "
+        "'dynamic' without an all-to-all backend)",
+        (
+            assign(
+                (F.enable_eplb | (F.init_expert_location != "trivial"))
+                & ~is_set(F.ep_dispatch_algorithm),
+                ep_dispatch_algorithm=ite(F.moe_a2a_backend == "none", "dynamic", "static"),
+            ),
+        ),
+    ),
+    Resolution(
+        "R-ELASTIC-REJOIN",
+        "handle_elastic_ep",
+        "--elastic-ep-rejoin is the deprecated spelling of --elastic-ep-join-mode recover",
+        (assign(F.elastic_ep_rejoin & ~is_set(F.ep_join_mode), ep_join_mode="recover"),),
+    ),
+    Resolution(
+        "R-ELASTIC-EPLB",
+        "handle_elastic_ep",
+        "elastic EP needs the elasticity-aware EPLB algorithm",
+        (
+            assign(
+                is_set(F.elastic_ep_backend) & F.enable_eplb & (F.eplb_algorithm == "auto"),
+                eplb_algorithm="elasticity_aware",
+            ),
+        ),
+    ),
+    Resolution(
+        "R-ELASTIC-INIT",
+        "handle_elastic_ep",
+        "an elastic EP primary starts at its launch-time TP size",
+        (
+            assign(
+                elastic_scaling & (F.ep_join_mode != "scale") & ~is_set(F.elastic_ep_initial_size),
+                elastic_ep_initial_size=F.tp_size,
+            ),
+        ),
+    ),
+    Resolution(
+        "R-METRICS",
+        "handle_expert_distribution_metrics",
+        "the balancedness report and the recorder need a recorder mode and buffer size",
+        (
+            assign(
+                (F.expert_balancedness_report_mode != "off")
+                & ~is_set(F.expert_distribution_recorder_mode),
+                expert_distribution_recorder_mode="stat",
+            ),
+            assign(
+                ~is_set(F.expert_distribution_recorder_buffer_size)
+                & is_set(F.eplb_rebalance_num_iterations),
+                expert_distribution_recorder_buffer_size=F.eplb_rebalance_num_iterations,
+            ),
+            assign(
+                ~is_set(F.expert_distribution_recorder_buffer_size)
+                & is_set(F.expert_distribution_recorder_mode),
+                expert_distribution_recorder_buffer_size=1000,
+            ),
+        ),
+    ),
+)

@@ -1,0 +1,76 @@
+"""Launch-time topology checks and the derived widths that must be whole numbers."""
+
+from __future__ import annotations
+
+from solver.derived import attn_dp
+from solver.expr import TRUE, And, divides, is_set
+from solver.fields import F
+from solver.rule import Rule
+
+SRC = "SGLang launch checks"
+POSITIVE_SIZES = (
+    "tp_size",
+    "pp_size",
+    "dp_size",
+    "attn_cp_size",
+    "moe_dp_size",
+    "ep_size",
+    "nnodes",
+    "gpus_per_node",
+)
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "TOPO-POSITIVE",
+        TRUE,
+        And(*(getattr(F, n) >= 1 for n in POSITIVE_SIZES)),
+        "every parallel size must be a positive integer",
+        SRC,
+    ),
+    Rule(
+        "TOPO-NNODES",
+        F.ep_join_mode != "scale",
+        divides(F.nnodes, F.tp_size * F.pp_size),
+        "tp_size * pp_size must be divisible by nnodes: every node runs the same number of ranks",
+        SRC,
+    ),
+    Rule(
+        "TOPO-MULTINODE-DP",
+        (F.dp_size > 1) & (F.nnodes > 1),
+        F.enable_dp_attention,
+        "multi-node data parallel is not supported unless dp attention!",
+        SRC,
+        hint="add --enable-dp-attention, or launch the replicas separately",
+    ),
+    Rule(
+        "TOPO-MOE-DENSE-TP",
+        is_set(F.moe_dense_tp_size),
+        (F.moe_dense_tp_size == 1) | (F.moe_dense_tp_size == F.tp_size),
+        "moe_dense_tp_size must be unset, 1 or tp_size",
+        SRC,
+    ),
+    Rule(
+        "TOPO-ATTN-TP",
+        TRUE,
+        divides(attn_dp * F.attn_cp_size, F.tp_size),
+        "tp_size must be divisible by attn_dp_size * attn_cp_size: the attention TP width "
+        "attn_tp = tp_size / (attn_dp * attn_cp) must be whole",
+        "derive_parallel_widths",
+    ),
+    Rule(
+        "TOPO-MOE-TP",
+        TRUE,
+        divides(F.ep_size * F.moe_dp_size, F.tp_size),
+        "tp_size must be divisible by ep_size * moe_dp_size: the MoE TP width "
+        "moe_tp = tp_size / (ep * moe_dp) must be whole",
+        "derive_parallel_widths",
+    ),
+    Rule(
+        "TOPO-A2A-FLASHINFER",
+        F.moe_a2a_backend == "flashinfer",
+        F.enable_dp_attention & (F.dp_size == F.tp_size),
+        "the flashinfer MoE all-to-all backend requires --enable-dp-attention with "
+        "dp_size == tp_size",
+        SRC,
+    ),
+)

@@ -1,0 +1,126 @@
+"""The inputs every layout command takes, declared once (validate, fix, groups, ...)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from solver.config import Config
+from solver.errors import InputError
+from solver.inputs import (
+    as_model,
+    coerce,
+    config_from_values,
+    load_config_file,
+    parse_sglang_command,
+)
+from solver.model_spec import ModelSpec
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Layout file (JSON, YAML or TOML) of field: value pairs; "
+        "an optional `model:` entry holds model facts or an HF config.",
+        show_default=False,
+    ),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        "-s",
+        metavar="FIELD=VALUE",
+        help="Set one field (repeatable), e.g. --set tp_size=8. `meshsat fields` "
+        "lists the fields and their values.",
+        show_default=False,
+    ),
+]
+SglangOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sglang",
+        metavar="CMDLINE",
+        help='An SGLang launch command, e.g. "python -m sglang.launch_server --tp 8 '
+        '--dp 2 --enable-dp-attention"; non-layout flags are ignored.',
+        show_default=False,
+    ),
+]
+ModelOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--model",
+        "-m",
+        metavar="CONFIG_JSON",
+        help="Hugging Face config.json (or its folder): heads, KV heads, experts and "
+        "layers prune layouts.",
+        show_default=False,
+    ),
+]
+ExampleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--example",
+        metavar="NAME",
+        help="Start from an embedded example (dp-cp-conflict, "
+        "deepseek-v3-prefill-cp, qwen3-moe-dp-attention).",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+
+
+@dataclass
+class Layout:
+    config: Config
+    model: ModelSpec | None
+    notes: list[str] = field(default_factory=list)
+
+
+def _split_model(values: dict[str, Any]) -> Any:
+    return values.pop("model", None)
+
+
+def load_layout(
+    config: Path | None = None,
+    sets: list[str] | None = None,
+    sglang: str | None = None,
+    model: Path | None = None,
+    example: str | None = None,
+) -> Layout:
+    """Merge the inputs: example, then file, then SGLang command line, then --set."""
+    values: dict[str, Any] = {}
+    model_facts: Any = None
+    notes: list[str] = []
+    if example is not None:
+        from solver.examples import path_of
+
+        values.update(load_config_file(path_of(example)))
+        model_facts = _split_model(values) or model_facts
+    if config is not None:
+        values.update(load_config_file(config))
+        model_facts = _split_model(values) or model_facts
+    if sglang is not None:
+        parsed = parse_sglang_command(sglang)
+        values.update(parsed.values)
+        if parsed.ignored:
+            notes.append(
+                f"ignored {len(parsed.ignored)} word(s) that do not concern the layout: "
+                + " ".join(parsed.ignored)
+            )
+    for item in sets or []:
+        name, eq, text = item.partition("=")
+        if not eq or not name.strip():
+            raise InputError(f"--set expects FIELD=VALUE, got {item!r}")
+        key = name.strip().replace("-", "_")
+        values[key] = coerce(key, text)
+    spec = ModelSpec.from_file(model) if model is not None else None
+    if spec is None and model_facts is not None:
+        if not isinstance(model_facts, dict):
+            raise InputError("the `model:` entry of a layout file must be a mapping")
+        spec = as_model(model_facts)
+    return Layout(config_from_values(values), spec, notes)

@@ -1,0 +1,69 @@
+"""Human rendering of a validation report (shared by validate and fix)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from solver.cli.output import out
+from solver.render import fmt_value
+from solver.report import Report, Violation
+
+
+def _violation_table(rows: tuple[Violation, ...], title: str) -> Table:
+    table = Table(title=title, title_justify="left", show_lines=True, expand=False)
+    table.add_column("rule", style="bold", no_wrap=True)
+    table.add_column("SGLang says")
+    table.add_column("because")
+    for v in rows:
+        because = v.detail + (f"\n[dim]hint: {v.hint}[/dim]" if v.hint else "")
+        table.add_row(v.rule, v.message, because)
+    return table
+
+
+def gpu_summary(report: Report) -> str:
+    d = report.derived
+    used = d["gpus_used"]
+    mode = "with DP attention" if report.resolved["enable_dp_attention"] else "without DP attention"
+    return (
+        f"{used} GPU(s) {mode} (with DP attention: {d['gpus_with_dp_attention']}; "
+        f"without: {d['gpus_without_dp_attention']})"
+    )
+
+
+def derived_line(report: Report) -> str:
+    d = report.derived
+    parts = [
+        f"attn_dp {d['attn_dp']}",
+        f"attn_tp {d['attn_tp']}",
+        f"moe_tp {d['moe_tp']}",
+        f"engine world {d['engine_world']}",
+        f"CP strategy active: {fmt_value(d['cp_active'])}",
+    ]
+    return " · ".join(parts)
+
+
+def print_report(report: Report) -> None:
+    if report.valid:
+        out.print(f"[green]✓ valid[/green] layout on {gpu_summary(report)}")
+    else:
+        n = len(report.violations)
+        out.print(
+            f"[red]✗ invalid[/red]: {n} rule{'s' if n != 1 else ''} violated; {gpu_summary(report)}"
+        )
+        out.print(_violation_table(report.violations, "violations"))
+    if report.conflict:
+        values = ", ".join(f"{f}={fmt_value(report.config.__dict__[f])}" for f in report.conflict)
+        out.print(
+            f"[bold]conflict:[/bold] {values} cannot all hold (with the other fields as "
+            "they are); change at least one of them"
+        )
+    elif report.conflict == () and not report.valid:
+        out.print(
+            "[bold]conflict:[/bold] none among the fields you set; the failing rules "
+            "need fields you left at their defaults (see the hints)"
+        )
+    if report.warnings:
+        out.print(_violation_table(report.warnings, "warnings"))
+    for change in report.notes:
+        out.print(f"[cyan]note:[/cyan] {change.text} [dim]({change.resolution})[/dim]")
+    out.print(f"[dim]derived:[/dim] {derived_line(report)}")

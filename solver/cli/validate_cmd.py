@@ -1,0 +1,53 @@
+"""`meshsat validate`."""
+
+from __future__ import annotations
+
+import typer
+
+from solver.cli.layout_options import (
+    ConfigOpt,
+    ExampleOpt,
+    JsonOpt,
+    ModelOpt,
+    SetOpt,
+    SglangOpt,
+    load_layout,
+)
+from solver.cli.output import emit_json, note
+from solver.cli.report_view import print_report
+from solver.validate import validate
+
+
+def validate_cmd(
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+    sglang: SglangOpt = None,
+    model: ModelOpt = None,
+    example: ExampleOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check a layout against every rule and say everything that is wrong with it.
+
+    Lists every violated rule (not just the first) with SGLang's wording and the
+    arithmetic behind it, the user-set fields that jointly conflict, what SGLang would
+    silently change, and the derived widths and GPU count.
+
+    Exit status: 0 valid, 1 invalid, 2 bad input.
+
+    Examples:
+
+      meshsat validate --set tp_size=8 --set dp_size=3 --set enable_dp_attention=true
+
+      meshsat validate --sglang "python -m sglang.launch_server --tp 8 --attn-cp-size 2"
+
+      meshsat validate --config layout.yaml --model ./DeepSeek-V3/config.json --json
+    """
+    layout = load_layout(config, sets, sglang, model, example)
+    for text in layout.notes:
+        note(text)
+    report = validate(layout.config, layout.model)
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        print_report(report)
+    raise typer.Exit(0 if report.valid else 1)

@@ -1,0 +1,386 @@
+"""The layout configuration: every field the rules read, with SGLang's names and defaults.
+
+This model is the single declaration of the input vocabulary. The rule language's
+field references (`solver.fields.F`), the `--set` parser, the SGLang flag table and
+`meshsat fields` are all derived from it, so a field added here is usable everywhere.
+
+Fields marked *tool-only* are not SGLang flags: hardware facts (`gpus_per_node`,
+`platform`) and environment variables (`env_*`) that SGLang reads at start-up; the
+tool takes them as inputs so that validation stays pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic import Field as PField
+
+A2A_BACKENDS = (
+    "none",
+    "deepep",
+    "deepep_v2",
+    "mooncake",
+    "nixl",
+    "mori",
+    "flashinfer",
+    "pplx",
+    "megamoe",
+    "ascend_fuseep",
+)
+A2aBackend = Literal[
+    "none",
+    "deepep",
+    "deepep_v2",
+    "mooncake",
+    "nixl",
+    "mori",
+    "flashinfer",
+    "pplx",
+    "megamoe",
+    "ascend_fuseep",
+]
+
+
+def _f(
+    default: Any,
+    help: str,
+    *,
+    flags: tuple[str, ...] = (),
+    size: bool = False,
+    group: str = "layout",
+    tool_only: bool = False,
+    **kw: Any,
+) -> Any:
+    """Declare a field with the metadata the CLI and rule compiler read."""
+    extra: dict[str, Any] = {
+        "flags": list(flags),
+        "size": size,
+        "group": group,
+        "tool_only": tool_only,
+    }
+    if size:
+        kw.setdefault("ge", 1)
+    return PField(default, description=help, json_schema_extra=extra, **kw)
+
+
+class Config(BaseModel):
+    """One SGLang launch's parallel layout, as the user wrote it (before resolution)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    # --- topology ---------------------------------------------------------------------
+    tp_size: int = _f(
+        1,
+        "World size of one engine per pipeline stage (not the real TP "
+        "degree: attention and MoE carve their widths out of it).",
+        flags=("--tp-size", "--tensor-parallel-size", "--tp"),
+        size=True,
+        group="topology",
+    )
+    pp_size: int = _f(
+        1,
+        "Pipeline-parallel stages.",
+        flags=("--pp-size", "--pipeline-parallel-size", "--pp"),
+        size=True,
+        group="topology",
+    )
+    dp_size: int = _f(
+        1,
+        "Data-parallel size: DP-attention groups inside the engine, or "
+        "independent replicas without DP attention.",
+        flags=("--dp-size", "--data-parallel-size", "--dp"),
+        size=True,
+        group="topology",
+    )
+    nnodes: int = _f(1, "Nodes the engine spans.", flags=("--nnodes",), size=True, group="topology")
+    node_rank: int = _f(0, "This node's rank.", flags=("--node-rank",), ge=0, group="topology")
+    gpus_per_node: int = _f(
+        8,
+        "GPUs per node, for rank groups and --intra-node checks.",
+        size=True,
+        group="topology",
+        tool_only=True,
+    )
+    platform: Literal["cuda", "hip", "npu", "cpu"] = _f(
+        "cuda", "Accelerator platform SGLang runs on.", group="topology", tool_only=True
+    )
+
+    # --- attention: DP attention and context parallelism -----------------------------
+    enable_dp_attention: bool = _f(
+        False,
+        "Data-parallel attention, tensor-parallel FFN.",
+        flags=("--enable-dp-attention",),
+        group="attention",
+    )
+    enable_dp_lm_head: bool = _f(
+        False,
+        "Vocabulary parallel across the attention-TP group.",
+        flags=("--enable-dp-lm-head",),
+        group="attention",
+    )
+    attn_cp_size: int = _f(
+        1,
+        "Attention context-parallel width.",
+        flags=("--attn-cp-size", "--attention-context-parallel-size"),
+        size=True,
+        group="attention",
+    )
+    enable_prefill_cp: bool = _f(
+        False, "Context parallelism for prefill.", flags=("--enable-prefill-cp",), group="attention"
+    )
+    cp_strategy: Literal["zigzag", "interleave"] | None = _f(
+        None,
+        "Prefill-CP sharding: zigzag (former in-seq-split) or interleave (former "
+        "round-robin-split).",
+        flags=("--cp-strategy",),
+        group="attention",
+    )
+    enable_prefill_context_parallel: bool = _f(
+        False,
+        "Legacy alias of --enable-prefill-cp (MLA and MHA/GQA models).",
+        flags=("--enable-prefill-context-parallel",),
+        group="attention",
+    )
+    prefill_cp_mode: Literal["in-seq-split", "round-robin-split"] = _f(
+        "in-seq-split",
+        "Legacy CP mode for --enable-prefill-context-parallel.",
+        flags=("--prefill-cp-mode",),
+        group="attention",
+    )
+    enable_dsa_prefill_context_parallel: bool = _f(
+        False,
+        "Legacy alias of --enable-prefill-cp for DeepSeek sparse attention.",
+        flags=("--enable-nsa-prefill-context-parallel", "--enable-dsa-prefill-context-parallel"),
+        group="attention",
+    )
+    dsa_prefill_cp_mode: Literal["in-seq-split", "round-robin-split"] = _f(
+        "round-robin-split",
+        "Legacy CP mode for the DSA alias.",
+        flags=("--nsa-prefill-cp-mode", "--dsa-prefill-cp-mode"),
+        group="attention",
+    )
+    attention_backend: str | None = _f(
+        None,
+        "Attention backend (dsa/dsv4 select the DSA legacy aliases).",
+        flags=("--attention-backend",),
+        group="attention",
+    )
+    enable_aiter_allreduce_fusion: bool = _f(
+        False,
+        "AMD aiter all-reduce fusion.",
+        flags=("--enable-aiter-allreduce-fusion",),
+        group="attention",
+    )
+    chunked_prefill_size: int | None = _f(
+        None,
+        "Chunked prefill size (divided by dp under DP attention).",
+        flags=("--chunked-prefill-size",),
+        group="attention",
+    )
+    schedule_conservativeness: float = _f(
+        1.0,
+        "Scheduler conservativeness (x0.3 under DP attention).",
+        flags=("--schedule-conservativeness",),
+        group="attention",
+    )
+    mm_enable_dp_encoder: bool = _f(
+        False,
+        "Replicate the vision encoder across TP ranks.",
+        flags=("--mm-enable-dp-encoder",),
+        group="attention",
+    )
+    language_only: bool = _f(
+        False, "Serve the language model only.", flags=("--language-only",), group="attention"
+    )
+    language_model_only: bool = _f(
+        False,
+        "Serve the language model only (alias).",
+        flags=("--language-model-only",),
+        group="attention",
+    )
+    env_enable_cp_v2: bool | None = _f(
+        None,
+        "SGLANG_ENABLE_CP_V2 in the environment (None: unset).",
+        group="attention",
+        tool_only=True,
+    )
+
+    # --- decode context parallelism -------------------------------------------------
+    dcp_size: int = _f(
+        1,
+        "Decode context-parallel width inside the attention-TP group.",
+        flags=("--dcp-size", "--decode-context-parallel-size"),
+        size=True,
+        group="dcp",
+    )
+    dcp_comm_backend: Literal["ag_rs", "a2a", "fi_a2a"] = _f(
+        "ag_rs", "DCP attention reduction backend.", flags=("--dcp-comm-backend",), group="dcp"
+    )
+    dcp_replicate_q_proj: bool = _f(
+        False,
+        "Replicate the Q projection on each DCP rank.",
+        flags=("--dcp-replicate-q-proj",),
+        group="dcp",
+    )
+
+    # --- MoE and expert parallelism --------------------------------------------------
+    ep_size: int = _f(
+        1,
+        "Expert-parallel width.",
+        flags=("--ep-size", "--expert-parallel-size", "--ep"),
+        size=True,
+        group="moe",
+    )
+    moe_dp_size: int = _f(
+        1,
+        "MoE data-parallel width.",
+        flags=("--moe-dp-size", "--moe-data-parallel-size"),
+        size=True,
+        group="moe",
+    )
+    moe_dense_tp_size: int | None = _f(
+        None,
+        "TP size for MoE dense MLP layers (None, 1 or tp_size).",
+        flags=("--moe-dense-tp-size",),
+        group="moe",
+        ge=1,
+    )
+    moe_a2a_backend: A2aBackend = _f(
+        "none",
+        "MoE all-to-all backend (any but none forces ep_size = tp_size).",
+        flags=("--moe-a2a-backend",),
+        group="moe",
+    )
+    enable_eplb: bool = _f(
+        False, "Expert-parallel load balancer.", flags=("--enable-eplb",), group="moe"
+    )
+    eplb_algorithm: str = _f(
+        "auto",
+        "EPLB algorithm (auto, deepseek, elasticity_aware, ...).",
+        flags=("--eplb-algorithm",),
+        group="moe",
+    )
+    ep_dispatch_algorithm: Literal["static", "dynamic", "fake", "lp"] | None = _f(
+        None, "Expert replica dispatch algorithm.", flags=("--ep-dispatch-algorithm",), group="moe"
+    )
+    init_expert_location: str = _f(
+        "trivial", "Initial expert placement.", flags=("--init-expert-location",), group="moe"
+    )
+    expert_distribution_recorder_mode: (
+        Literal["stat", "stat_approx", "per_pass", "per_token"] | None
+    ) = _f(
+        None,
+        "Expert distribution recorder mode.",
+        flags=("--expert-distribution-recorder-mode",),
+        group="moe",
+    )
+    expert_distribution_recorder_buffer_size: int | None = _f(
+        None,
+        "Recorder buffer size.",
+        flags=("--expert-distribution-recorder-buffer-size",),
+        group="moe",
+    )
+    eplb_rebalance_num_iterations: int | None = _f(
+        None, "EPLB rebalance period.", flags=("--eplb-rebalance-num-iterations",), group="moe"
+    )
+    expert_balancedness_report_mode: Literal["off", "server_log", "prometheus", "both"] = _f(
+        "off",
+        "Expert balancedness report.",
+        flags=("--expert-balancedness-report-mode",),
+        group="moe",
+    )
+    env_enable_eplb_balancedness_metric: bool = _f(
+        False,
+        "SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC is set (removed variable).",
+        group="moe",
+        tool_only=True,
+    )
+
+    # --- DWDP, disaggregation, speculative decoding, overlap ------------------------
+    dwdp_size: int = _f(
+        1,
+        "Distributed weight data parallelism group size (> 1 enables).",
+        flags=("--dwdp-size",),
+        size=True,
+        group="dwdp",
+    )
+    disaggregation_mode: Literal["null", "prefill", "decode"] = _f(
+        "null",
+        "Prefill/decode disaggregation role.",
+        flags=("--disaggregation-mode",),
+        group="dwdp",
+    )
+    speculative_algorithm: str | None = _f(
+        None, "Speculative decoding algorithm.", flags=("--speculative-algorithm",), group="dwdp"
+    )
+    enable_two_batch_overlap: bool = _f(
+        False, "Two-batch overlap.", flags=("--enable-two-batch-overlap",), group="dwdp"
+    )
+
+    # --- elastic expert parallelism -------------------------------------------------
+    elastic_ep_backend: Literal["mooncake", "nixl"] | None = _f(
+        None, "Elastic EP backend.", flags=("--elastic-ep-backend",), group="elastic"
+    )
+    elastic_ep_rejoin: bool = _f(
+        False,
+        "Deprecated: use --elastic-ep-join-mode recover.",
+        flags=("--elastic-ep-rejoin",),
+        group="elastic",
+    )
+    ep_join_mode: Literal["scale", "recover"] | None = _f(
+        None, "Elastic EP join mode.", flags=("--elastic-ep-join-mode",), group="elastic"
+    )
+    ep_join_rank_offset: int = _f(
+        0,
+        "Global rank offset of a joining group.",
+        flags=("--elastic-ep-join-rank-offset",),
+        group="elastic",
+    )
+    max_ep_size: int | None = _f(
+        None, "Largest EP size the server may scale to.", flags=("--max-ep-size",), group="elastic"
+    )
+    elastic_ep_initial_size: int | None = _f(
+        None,
+        "Launch-time EP size of the primary.",
+        flags=("--elastic-ep-initial-size",),
+        group="elastic",
+    )
+    elastic_ep_scale_timeout: int = _f(
+        600, "Scale-up timeout in seconds.", flags=("--elastic-ep-scale-timeout",), group="elastic"
+    )
+    tokenizer_worker_num: int = _f(
+        1, "Tokenizer workers.", flags=("--tokenizer-worker-num",), group="elastic"
+    )
+    use_ray: bool = _f(False, "Launch with Ray.", flags=("--use-ray",), group="elastic")
+    enable_elastic_expert_backup: bool = _f(
+        False, "Elastic expert backup.", flags=("--enable-elastic-expert-backup",), group="elastic"
+    )
+    load_balance_method: Literal[
+        "auto", "round_robin", "total_requests", "total_tokens", "follow_bootstrap_room"
+    ] = _f("auto", "DP load balancing.", flags=("--load-balance-method",), group="elastic")
+    disable_cuda_graph: bool = _f(
+        False,
+        "Disable CUDA graphs for every phase.",
+        flags=("--disable-cuda-graph",),
+        group="elastic",
+    )
+    disable_decode_cuda_graph: bool = _f(
+        False,
+        "Disable decode CUDA graphs.",
+        flags=("--disable-decode-cuda-graph",),
+        group="elastic",
+    )
+    disable_prefill_cuda_graph: bool = _f(
+        False,
+        "Disable prefill CUDA graphs.",
+        flags=("--disable-prefill-cuda-graph", "--disable-piecewise-cuda-graph"),
+        group="elastic",
+    )
+
+    def user_set(self) -> frozenset[str]:
+        """Fields the user gave explicitly: what `fix` tries to keep and cores range over."""
+        return frozenset(self.model_fields_set)
+
+
+FIELD_NAMES: tuple[str, ...] = tuple(Config.model_fields)

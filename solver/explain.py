@@ -1,0 +1,237 @@
+"""Which user-set fields jointly conflict: a minimal unsat core over per-field pins.
+
+Every rule is hard; each field the user set is pinned by an assumption `field == value`,
+and the fields left unset keep their defaults (that is the layout SGLang will run), as
+do model facts. The core is minimal: freeing any one of its fields (letting it take any
+value) makes the rest satisfiable, so changing one of them is necessary. Which other
+fields to change as well, defaults included, is `fix`'s question.
+
+(Freeing the defaults too was measured here: it names slightly different fields but
+needs Z3 to prove unsatisfiability over some sixty free integers, 5-180 ms and erratic
+per check, against about a millisecond for the whole core with defaults pinned.)
+
+Minimisation is deletion-based, and each "is the rest satisfiable with these fields
+free?" question takes the cheapest exact route:
+1. a violated rule that reads none of the free fields stays violated: unsat;
+2. a witness assignment found by the compiled Python back-end proves sat;
+3. otherwise Z3 decides, on the rules that read a free field, with every pinned field
+   substituted by its value (Z3's nonlinear `mod` costs milliseconds per check, so the
+   first two routes are what keeps an explanation near a millisecond).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from functools import cache
+from typing import Any
+
+import z3
+
+from solver.catalogue import RESOLUTIONS, RULES
+from solver.config import Config
+from solver.expr import Const, walk
+from solver.fields import SPECS, FieldSpec
+from solver.model_spec import ModelSpec
+from solver.pyeval import compiled
+from solver.z3enc import Z3Encoder
+
+#: Budget for one Z3 check; a check that runs out keeps its field (the core stays sound).
+CHECK_TIMEOUT_MS = 2000
+#: Most candidate layouts the witness search evaluates before handing over to Z3.
+WITNESS_BUDGET = 300
+#: How many fields the witness search changes at most.
+REPAIR_DEPTH = 3
+
+_ERROR_INDEX = frozenset(i for i, r in enumerate(RULES) if r.severity == "error")
+
+
+def _string_literals() -> tuple[str, ...]:
+    """Every string the catalogue compares against, as candidates for open fields."""
+    from solver.catalogue import RESOLUTIONS as RES
+
+    seen: dict[str, None] = {}
+    exprs = [e for r in RULES for e in (r.when, r.holds)]
+    exprs += [e for res in RES for s in res.steps for e in (s.when, *(v for _, v in s.sets))]
+    for e in exprs:
+        for node in walk(e):
+            if isinstance(node, Const) and isinstance(node.value, str):
+                seen.setdefault(node.value, None)
+            values = getattr(node, "values", ())
+            for v in values:
+                if isinstance(v, str):
+                    seen.setdefault(v, None)
+    return tuple(seen)
+
+
+class Explainer:
+    """Built once per process: Z3 terms of every error rule and their field footprints."""
+
+    def __init__(self) -> None:
+        self.enc = Z3Encoder(RESOLUTIONS)
+        self.terms = {i: self.enc.rule_term(RULES[i]) for i in sorted(_ERROR_INDEX)}
+        var_field = {}
+        for name, sym in self.enc.raw.items():
+            var_field[str(sym.val)] = name
+            if sym.is_set is not None:
+                var_field[str(sym.is_set)] = name
+        self.reads: dict[int, frozenset[str]] = {
+            i: frozenset(var_field[str(v)] for v in _consts(t) if str(v) in var_field)
+            for i, t in self.terms.items()
+        }
+        self.domain: dict[str, list[Any]] = {n: [] for n in SPECS}
+        for c in self.enc.domain:
+            for v in _consts(c):
+                if str(v) in var_field:
+                    self.domain[var_field[str(v)]].append(c)
+                    break
+        self.literals = _string_literals()
+
+    # --- one satisfiability question --------------------------------------------------
+    def satisfiable(
+        self, raw: Mapping[str, Any], violated: list[int], free: frozenset[str]
+    ) -> bool | None:
+        """Can every rule hold with the `free` fields unpinned? None: the solver gave up."""
+        if any(not (self.reads[i] & free) for i in violated):
+            return False
+        if self._witness(raw, free):
+            return True
+        return self._z3(raw, free)
+
+    def _witness(self, raw: Mapping[str, Any], changeable: frozenset[str]) -> bool:
+        """Look for a valid assignment that changes only `changeable` fields.
+
+        Iterative deepening over repairs: at depth d, take the first violated rule and
+        try each candidate value of each changeable field it reads, then recurse with
+        d - 1. Finding one proves satisfiability; failing within the budget proves
+        nothing and the question goes to Z3.
+        """
+        c = compiled()
+        budget = [WITNESS_BUDGET]
+        pools: dict[str, list[Any]] = {}
+
+        def failing(env: dict[str, Any]) -> list[int] | None:
+            budget[0] -= 1
+            resolved, _ = c.resolve(env)
+            return [i for i in c.violations(resolved, env) if i in _ERROR_INDEX]
+
+        def search(env: dict[str, Any], failed: list[int], depth: int) -> bool:
+            for name in sorted(self.reads[failed[0]] & changeable):
+                if name not in pools:
+                    pools[name] = self._candidates(SPECS[name], raw)
+                for value in pools[name]:
+                    if budget[0] <= 0:
+                        return False
+                    if value == env[name] and type(value) is type(env[name]):
+                        continue
+                    trial = {**env, name: value}
+                    still = failing(trial)
+                    if not still:
+                        return True
+                    if depth > 1 and search(trial, still, depth - 1):
+                        return True
+            return False
+
+        start = dict(raw)
+        first = failing(start)
+        if not first:
+            return True
+        return any(search(start, first, d) for d in range(1, REPAIR_DEPTH + 1))
+
+    def _candidates(self, spec: FieldSpec, raw: Mapping[str, Any]) -> list[Any]:
+        if spec.kind == "bool":
+            return [False, True]
+        if spec.choices:
+            return list(spec.choices)
+        if spec.kind == "enum":
+            return [*([None] if spec.optional else []), *self.literals, raw[spec.name]]
+        if spec.kind == "float":
+            return [raw[spec.name], 1.0]
+        return list(_int_candidates(spec, raw))
+
+    def _z3(self, raw: Mapping[str, Any], free: frozenset[str]) -> bool | None:
+        relevant = [t for i, t in self.terms.items() if self.reads[i] & free]
+        pinned = set().union(*(self.reads[i] for i in self.terms if self.reads[i] & free))
+        pairs = [p for n in sorted(pinned - free) for p in self._constants(n, raw[n])]
+        formula = z3.And(*relevant, *(d for n in free for d in self.domain[n]))
+        solver = z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver()
+        solver.set("timeout", CHECK_TIMEOUT_MS)
+        solver.add(z3.simplify(z3.substitute(formula, *pairs)))
+        result = solver.check()
+        return None if result == z3.unknown else result == z3.sat
+
+    def _constants(self, name: str, value: Any) -> list[tuple[Any, Any]]:
+        spec, sym = SPECS[name], self.enc.raw[name]
+        if spec.kind == "enum":
+            return [(sym.val, z3.IntVal(self.enc.codes.code(value)))]
+        if spec.kind == "bool":
+            return [(sym.val, z3.BoolVal(bool(value)))]
+        if spec.kind == "float":
+            return [(sym.val, z3.RealVal(value))]
+        pairs = [(sym.val, z3.IntVal(0 if value is None else value))]
+        if sym.is_set is not None:
+            pairs.append((sym.is_set, z3.BoolVal(value is not None)))
+        return pairs
+
+    # --- the core ------------------------------------------------------------------------
+    def core(self, raw: Mapping[str, Any], user: frozenset[str]) -> tuple[str, ...]:
+        c = compiled()
+        resolved, _ = c.resolve(raw)
+        violated = [i for i in c.violations(resolved, raw) if i in _ERROR_INDEX]
+        if not violated:
+            return ()
+        # Flags and choices are tried first, so when a layout holds several independent
+        # conflicts the numeric one (the hard one to see) is the one reported; the
+        # violation list already names every rule that failed.
+        keep = sorted((n for n in SPECS if n in user), key=lambda n: SPECS[n].size)
+        dropped: frozenset[str] = frozenset()
+        for name in list(keep):
+            trial = dropped | {name}
+            if self.satisfiable(raw, violated, trial) is False:
+                dropped = trial
+                keep.remove(name)
+        return tuple(n for n in SPECS if n in keep)
+
+
+def _consts(term: Any) -> Iterator[Any]:
+    """Uninterpreted constants of a Z3 term (each shared sub-term visited once)."""
+    seen: set[int] = set()
+    stack = [term]
+    while stack:
+        t = stack.pop()
+        key = t.get_id()
+        if key in seen:
+            continue
+        seen.add(key)
+        if z3.is_const(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            yield t
+        stack.extend(t.children())
+
+
+def _int_candidates(spec: FieldSpec, raw: Mapping[str, Any]) -> Iterator[int | None]:
+    """Likely values first: small numbers, then divisors and multiples of the pinned ints."""
+    low = spec.minimum if spec.minimum is not None else 0
+    seen: set[int | None] = set()
+    if spec.optional:
+        seen.add(None)
+        yield None
+    pinned = sorted({v for v in raw.values() if type(v) is int and 0 < v <= 1 << 20})
+    pool = list(range(low, 17))
+    for v in pinned:
+        pool += [d for d in range(1, min(v, 4096) + 1) if v % d == 0]
+        pool += [v * k for k in (2, 3, 4, 8)] + [v + 1, v - 1]
+    for v in pool:
+        if v >= low and v not in seen:
+            seen.add(v)
+            yield v
+
+
+@cache
+def explainer() -> Explainer:
+    return Explainer()
+
+
+def conflict_core(
+    config: Config, model: ModelSpec | None, raw: Mapping[str, Any]
+) -> tuple[str, ...]:
+    """The minimal set of user-set fields that cannot all hold together."""
+    return explainer().core(raw, config.user_set())

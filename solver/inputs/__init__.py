@@ -1,0 +1,18 @@
+"""Adapters from outside vocabularies (files, `--set`, SGLang command lines, HF configs)
+into the typed `Config` and `ModelSpec`, with one readable line for every bad input."""
+
+from __future__ import annotations
+
+from solver.inputs.convert import as_config, as_model, coerce, config_from_values
+from solver.inputs.files import load_config_file
+from solver.inputs.sglang_cmdline import ParsedCommandLine, parse_sglang_command
+
+__all__ = [
+    "ParsedCommandLine",
+    "as_config",
+    "as_model",
+    "coerce",
+    "config_from_values",
+    "load_config_file",
+    "parse_sglang_command",
+]

@@ -1,0 +1,126 @@
+"""Typed conversion of user values, with errors that name the field and what it accepts."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from solver.config import Config
+from solver.errors import InputError
+from solver.fields import CONFIG_SPECS, SPECS, FieldSpec
+from solver.model_spec import ModelSpec
+from solver.render import fmt_value
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+_NONE = {"none", "null"}
+
+
+def accepted(spec: FieldSpec) -> str:
+    """What a field accepts, in words, for error messages and help."""
+    if spec.choices:
+        return "one of " + ", ".join(fmt_value(c) for c in spec.choices)
+    if spec.kind == "int":
+        lo = spec.minimum
+        base = (
+            "a positive integer"
+            if lo == 1
+            else "a non-negative integer"
+            if lo == 0
+            else "an integer"
+        )
+        return base + (" or none" if spec.optional else "")
+    if spec.kind == "bool":
+        return "true or false"
+    if spec.kind == "float":
+        return "a number"
+    return "a string" + (" or none" if spec.optional else "")
+
+
+def unknown_field(name: str, known: Mapping[str, Any] = CONFIG_SPECS) -> InputError:
+    flag = "--" + name.replace("_", "-")
+    by_flag = [n for n, s in CONFIG_SPECS.items() if flag in s.flags]
+    close = by_flag or difflib.get_close_matches(name, list(known), n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return InputError(f"unknown field {name!r}{hint} (`meshsat fields` lists them)")
+
+
+def coerce(name: str, text: str) -> Any:
+    """Parse a command-line string into the field's type."""
+    spec = SPECS.get(name)
+    if spec is None or spec.model_fact:
+        raise unknown_field(name)
+    t = text.strip()
+    low = t.lower()
+    if spec.optional and low in _NONE:
+        return None
+    bad = InputError(f"{name} must be {accepted(spec)}, got {text!r}")
+    if spec.kind == "int":
+        try:
+            return int(t, 10)
+        except ValueError:
+            raise bad from None
+    if spec.kind == "float":
+        try:
+            return float(t)
+        except ValueError:
+            raise bad from None
+    if spec.kind == "bool" or (spec.choices and set(spec.choices) <= {None, True, False}):
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise bad
+    if spec.choices and t not in spec.choices:
+        raise bad
+    return t
+
+
+def _field_error(err: Mapping[str, Any], data: Mapping[str, Any]) -> InputError:
+    loc = err.get("loc") or ()
+    name = str(loc[0]) if loc else "?"
+    if err.get("type") == "extra_forbidden":
+        return unknown_field(name)
+    spec = SPECS.get(name)
+    value = data.get(name, err.get("input"))
+    if spec is None:
+        return InputError(f"{name}: {err.get('msg')}")
+    return InputError(f"{name} must be {accepted(spec)}, got {value!r}")
+
+
+def config_from_values(values: Mapping[str, Any]) -> Config:
+    """Build a Config, turning the first validation problem into one readable line."""
+    data = {str(k).replace("-", "_"): v for k, v in values.items()}
+    for k in data:
+        if k not in CONFIG_SPECS:
+            raise unknown_field(k)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise _field_error(exc.errors()[0], data) from None
+
+
+def as_config(config: Config | Mapping[str, Any]) -> Config:
+    if isinstance(config, Config):
+        return config
+    if isinstance(config, Mapping):
+        return config_from_values(config)
+    raise InputError(f"a layout must be a Config or a mapping, not {type(config).__name__}")
+
+
+def as_model(model: ModelSpec | Mapping[str, Any] | None) -> ModelSpec | None:
+    if model is None or isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, Mapping):
+        if "architectures" in model or "model_type" in model:
+            return ModelSpec.from_hf_config(model)
+        try:
+            return ModelSpec.model_validate(dict(model))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            name = str(err["loc"][0]) if err.get("loc") else "?"
+            raise InputError(f"model fact {name}: {err.get('msg')}") from None
+    raise InputError(f"a model must be a ModelSpec or a mapping, not {type(model).__name__}")

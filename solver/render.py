@@ -1,0 +1,195 @@
+"""Rule trees as text: conditions in words, and the arithmetic of a failure.
+
+Messages show the numbers, never just the verdict: for a failed
+`divides(dp_size * attn_cp_size, tp_size)` the detail reads
+"tp_size = 8 is not divisible by dp_size·attn_cp_size = 3·2 = 6".
+Both texts come from the same tree the back-ends evaluate, so they cannot drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from solver.expr import (
+    TRUE,
+    And,
+    Arith,
+    Cmp,
+    Const,
+    Divides,
+    Expr,
+    Field,
+    Implies,
+    In,
+    IsSet,
+    Ite,
+    Named,
+    Not,
+    Or,
+)
+from solver.interp import evaluate
+from solver.rule import Rule
+
+_OPS = {"*": "·", "//": "/", "%": " % ", "+": " + ", "-": " - "}
+_NEG = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def fmt_value(v: Any) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return v
+    return str(v)
+
+
+def _atomic(e: Expr) -> bool:
+    return isinstance(e, Const | Field | Named)
+
+
+def text(e: Expr) -> str:
+    """The expression in compact infix, with field and width names."""
+    if isinstance(e, Const):
+        return repr(e.value) if isinstance(e.value, str) else fmt_value(e.value)
+    if isinstance(e, Field):
+        return f"{e.name} (as given)" if e.raw else e.name
+    if isinstance(e, Named):
+        return e.name
+    if isinstance(e, Arith):
+        return f"{_wrap(e.a)}{_OPS[e.op]}{_wrap(e.b)}"
+    if isinstance(e, Cmp):
+        if e.a.kind == "bool" and isinstance(e.b, Const) and e.b.value is True:
+            return text(e.a)
+        return f"{text(e.a)} {e.op} {text(e.b)}"
+    if isinstance(e, Divides):
+        return f"{_wrap(e.d)} divides {_wrap(e.n)}"
+    if isinstance(e, And):
+        return " and ".join(_wrap(a) for a in e.args)
+    if isinstance(e, Or):
+        return " or ".join(_wrap(a) for a in e.args)
+    if isinstance(e, Not):
+        return _negated(e.a)
+    if isinstance(e, Implies):
+        return f"if {text(e.a)} then {text(e.b)}"
+    if isinstance(e, Ite):
+        return f"({text(e.then)} if {text(e.cond)} else {text(e.other)})"
+    if isinstance(e, In):
+        vals = ", ".join(fmt_value(v) for v in e.values)
+        return f"{text(e.x)} in {{{vals}}}"
+    if isinstance(e, IsSet):
+        return f"{text(e.x)} is set"
+    raise TypeError(type(e).__name__)
+
+
+def _negated(a: Expr) -> str:
+    if isinstance(a, IsSet):
+        return f"{text(a.x)} is unset"
+    if isinstance(a, In):
+        vals = ", ".join(fmt_value(v) for v in a.values)
+        return f"{text(a.x)} not in {{{vals}}}"
+    if isinstance(a, Cmp):
+        return f"{text(a.a)} {_NEG[a.op]} {text(a.b)}"
+    if isinstance(a, Field | Named):
+        return f"not {text(a)}"
+    return f"not ({text(a)})"
+
+
+def _wrap(e: Expr) -> str:
+    return text(e) if _atomic(e) or isinstance(e, Not | IsSet) else f"({text(e)})"
+
+
+def condition(rule: Rule) -> str:
+    """`meshsat rules`' condition column."""
+    if rule.when is TRUE:
+        return text(rule.holds)
+    return f"if {text(rule.when)}: {text(rule.holds)}"
+
+
+# --- the arithmetic of a failure ------------------------------------------------------
+
+
+class _Shower:
+    def __init__(self, resolved: Mapping[str, Any], raw: Mapping[str, Any]) -> None:
+        self.v, self.u = resolved, raw
+
+    def val(self, e: Expr) -> Any:
+        return evaluate(e, self.v, self.u)
+
+    def subst(self, e: Expr) -> str:
+        """The expression with every leaf replaced by its value."""
+        if isinstance(e, Arith):
+            a, b = self.subst(e.a), self.subst(e.b)
+            a = a if _atomic(e.a) else f"({a})"
+            b = b if _atomic(e.b) else f"({b})"
+            return f"{a}{_OPS[e.op]}{b}"
+        return fmt_value(self.val(e))
+
+    def show(self, e: Expr) -> str:
+        """`name = value`, with the arithmetic spelled out for compound terms."""
+        if isinstance(e, Const):
+            return fmt_value(e.value)
+        if isinstance(e, Arith):
+            return f"{text(e)} = {self.subst(e)} = {fmt_value(self.val(e))}"
+        return f"{text(e)} = {fmt_value(self.val(e))}"
+
+    def why_false(self, e: Expr) -> list[str]:
+        """Short reasons why `e` evaluates to false."""
+        if isinstance(e, Const):
+            return []
+        if isinstance(e, Divides):
+            return [f"{self.show(e.n)} is not divisible by {self.show(e.d)}"]
+        if isinstance(e, Cmp):
+            if e.a.kind == "bool":
+                return [f"{self.show(e.a)}, needs {text(e.b)}"]
+            return [f"{self.show(e.a)} {_NEG[e.op]} {self.show(e.b)}"]
+        if isinstance(e, And):
+            return [r for a in e.args if not self.val(a) for r in self.why_false(a)]
+        if isinstance(e, Or):
+            parts = [r for a in e.args for r in self.why_false(a)]
+            return ["none holds: " + "; ".join(parts)] if len(parts) > 1 else parts
+        if isinstance(e, Not):
+            return [self.why_true(e.a)]
+        if isinstance(e, IsSet):
+            return [f"{text(e.x)} is unset"]
+        if isinstance(e, In):
+            vals = ", ".join(fmt_value(v) for v in e.values)
+            return [f"{self.show(e.x)}, not one of {{{vals}}}"]
+        if isinstance(e, Field | Named):
+            return [f"{text(e)} is false"]
+        return [f"{text(e)} does not hold"]
+
+    def why_true(self, e: Expr) -> str:
+        if isinstance(e, IsSet):
+            return f"{self.show(e.x)} is set"
+        if isinstance(e, In):
+            return f"{self.show(e.x)}"
+        if isinstance(e, Field | Named):
+            return f"{text(e)} is true"
+        if isinstance(e, And):
+            return " and ".join(self.why_true(a) for a in e.args)
+        if isinstance(e, Cmp) and e.a.kind != "bool":
+            return f"{self.show(e.a)} {e.op} {self.show(e.b)}"
+        return f"{text(e)} holds"
+
+
+def failure_detail(rule: Rule, resolved: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
+    """Why a violated rule failed, with the numbers."""
+    return "; ".join(_Shower(resolved, raw).why_false(rule.holds))
+
+
+def format_message(rule: Rule, resolved: Mapping[str, Any]) -> str:
+    """SGLang's wording with `{field}` placeholders filled from the resolved values."""
+    if "{" not in rule.message:
+        return rule.message
+    return rule.message.format_map(_Values(resolved))
+
+
+class _Values(dict[str, str]):
+    def __init__(self, env: Mapping[str, Any]) -> None:
+        super().__init__()
+        self.env = env
+
+    def __missing__(self, key: str) -> str:
+        return fmt_value(self.env[key])

@@ -1,0 +1,101 @@
+"""What `validate` returns: plain frozen dataclasses, cheap to build on the hot path."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from solver.config import Config
+from solver.fields import CONFIG_SPECS
+from solver.model_spec import ModelSpec
+from solver.render import fmt_value
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One failed rule, with SGLang's wording and the arithmetic behind it."""
+
+    rule: str
+    message: str
+    fields: tuple[str, ...]
+    detail: str
+    hint: str
+    source: str
+    severity: str = "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "message": self.message,
+            "fields": list(self.fields),
+            "detail": self.detail,
+            "hint": self.hint,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class Note:
+    """A silent change SGLang makes: not an error, but the layout differs from the input."""
+
+    resolution: str
+    field: str
+    old: Any
+    new: Any
+    because: str
+    source: str
+
+    @property
+    def text(self) -> str:
+        return (
+            f"SGLang will set {self.field} = {fmt_value(self.new)} (given "
+            f"{fmt_value(self.old)}) because {self.because}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "resolution": self.resolution,
+            "field": self.field,
+            "old": self.old,
+            "new": self.new,
+            "because": self.because,
+            "source": self.source,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything `validate` learned about one layout."""
+
+    valid: bool
+    config: Config
+    model: ModelSpec | None
+    violations: tuple[Violation, ...]
+    warnings: tuple[Violation, ...]
+    notes: tuple[Note, ...]
+    derived: dict[str, Any]
+    resolved_env: dict[str, Any] = field(repr=False)
+    #: Minimal set of user-set fields that cannot all hold together; None when valid or
+    #: when no explanation was asked for.
+    conflict: tuple[str, ...] | None = None
+
+    @property
+    def resolved(self) -> dict[str, Any]:
+        """The configuration SGLang would run, after its silent changes."""
+        return {k: self.resolved_env[k] for k in CONFIG_SPECS}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "valid": self.valid,
+            "violations": [v.to_dict() for v in self.violations],
+            "conflict": list(self.conflict) if self.conflict is not None else None,
+            "warnings": [w.to_dict() for w in self.warnings],
+            "notes": [n.to_dict() for n in self.notes],
+            "derived": dict(self.derived),
+            "resolved": self.resolved,
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)

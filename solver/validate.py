@@ -1,0 +1,102 @@
+"""validate and check: every violated rule, not just the first, in microseconds.
+
+Validation evaluates the compiled catalogue in Python. Z3 is imported only to explain
+an invalid layout (which user-set fields jointly conflict), so a server validating its
+arguments at start-up never pays for the solver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from solver.catalogue import RESOLUTIONS, RULES
+from solver.config import Config
+from solver.errors import InvalidLayoutError
+from solver.inputs import as_config, as_model
+from solver.model_spec import MODEL_FACT_NAMES, ModelSpec
+from solver.pyeval import compiled
+from solver.render import failure_detail, format_message
+from solver.report import Note, Report, Violation
+
+_NO_MODEL: dict[str, Any] = dict.fromkeys(MODEL_FACT_NAMES)
+_NO_MODEL.update(is_multimodal=False, is_deepseek_dsa=False)
+
+
+def environment(config: Config, model: ModelSpec | None) -> dict[str, Any]:
+    """The raw evaluation environment: config fields and model facts in one mapping."""
+    facts = _NO_MODEL if model is None else model.__dict__
+    return {**config.__dict__, **facts}
+
+
+def _violation(index: int, resolved: Mapping[str, Any], raw: Mapping[str, Any]) -> Violation:
+    rule = RULES[index]
+    return Violation(
+        rule=rule.id,
+        message=format_message(rule, resolved),
+        fields=rule.fields,
+        detail=failure_detail(rule, resolved, raw),
+        hint=rule.hint,
+        source=rule.source,
+        severity=rule.severity,
+    )
+
+
+def validate(
+    config: Config | Mapping[str, Any],
+    model: ModelSpec | Mapping[str, Any] | None = None,
+    *,
+    explain: bool | None = None,
+) -> Report:
+    """Check a layout against every rule.
+
+    `explain=None` computes the conflicting fields only when the layout is invalid;
+    `False` never does (no Z3 import), `True` always tries.
+    """
+    cfg = as_config(config)
+    spec = as_model(model)
+    c = compiled()
+    raw = environment(cfg, spec)
+    resolved, changes = c.resolve(raw)
+    failed = c.violations(resolved, raw)
+    errors: list[Violation] = []
+    warnings: list[Violation] = []
+    for i in failed:
+        (warnings if RULES[i].severity == "warning" else errors).append(
+            _violation(i, resolved, raw)
+        )
+    notes = tuple(
+        Note(RESOLUTIONS[ri].id, name, old, new, RESOLUTIONS[ri].because, RESOLUTIONS[ri].source)
+        for ri, si, name, old, new in changes
+        if not RESOLUTIONS[ri].steps[si].quiet
+    )
+    valid = not errors
+    conflict = None
+    if explain or (explain is None and not valid):
+        from solver.explain import conflict_core
+
+        conflict = conflict_core(cfg, spec, raw) if not valid else ()
+    return Report(
+        valid=valid,
+        config=cfg,
+        model=spec,
+        violations=tuple(errors),
+        warnings=tuple(warnings),
+        notes=notes,
+        derived=c.derived(resolved),
+        resolved_env=resolved,
+        conflict=conflict,
+    )
+
+
+def check(
+    config: Config | Mapping[str, Any], model: ModelSpec | Mapping[str, Any] | None = None
+) -> Report:
+    """Validate, raising one `InvalidLayoutError` that carries every violated rule.
+
+    For servers at start-up: no solver is imported, even on failure.
+    """
+    report = validate(config, model, explain=False)
+    if not report.valid:
+        raise InvalidLayoutError(report)
+    return report
