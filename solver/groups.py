@@ -162,23 +162,23 @@ def plan(w: Widths) -> RankMap:
     ranks = []
     for rank in range(w.world):
         replica, in_engine = divmod(rank, w.tp * w.pp)
-        pp, l = divmod(in_engine, w.tp)
-        tp_r = l % a_tp
+        pp, local = divmod(in_engine, w.tp)
+        tp_r = local % a_tp
         ranks.append(
             RankInfo(
                 rank=rank,
                 replica=replica,
                 pp=pp,
-                attn_dp=l // (a_tp * w.attn_cp),
-                attn_cp=(l // a_tp) % w.attn_cp,
+                attn_dp=local // (a_tp * w.attn_cp),
+                attn_cp=(local // a_tp) % w.attn_cp,
                 attn_tp=tp_r,
-                moe_dp=l // (m_tp * w.ep),
-                ep=(l // m_tp) % w.ep,
-                moe_tp=l % m_tp,
+                moe_dp=local // (m_tp * w.ep),
+                ep=(local // m_tp) % w.ep,
+                moe_tp=local % m_tp,
                 dcp=tp_r % w.dcp,
                 node=rank // w.gpus_per_node,
                 local_gpu=rank % w.gpus_per_node,
-                local=l,
+                local=local,
             )
         )
     keys: dict[str, Callable[[RankInfo], tuple[int, ...]]] = {
