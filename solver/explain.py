@@ -10,13 +10,14 @@ fields to change as well, defaults included, is `fix`'s question.
 needs Z3 to prove unsatisfiability over some sixty free integers, 5-180 ms and erratic
 per check, against about a millisecond for the whole core with defaults pinned.)
 
-Minimisation is deletion-based, and each "is the rest satisfiable with these fields
-free?" question takes the cheapest exact route:
+The core is grown by insertion (see `Explainer.core`), and each "can every rule hold
+with these fields free?" question takes the cheapest exact route:
 1. a violated rule that reads none of the free fields stays violated: unsat;
-2. a witness assignment found by the compiled Python back-end proves sat;
-3. otherwise Z3 decides, on the rules that read a free field, with every pinned field
-   substituted by its value (Z3's nonlinear `mod` costs milliseconds per check, so the
-   first two routes are what keeps an explanation near a millisecond).
+2. a witness found by the compiled Python back-end (a small repair search) proves sat;
+3. a violated rule that is unsatisfiable on its own under the pins proves unsat;
+4. otherwise Z3 decides on every rule, with the pinned fields substituted.
+Z3's nonlinear `mod` costs milliseconds per check over many free integers, so routes
+1-3 are what keep an explanation at a few milliseconds.
 """
 
 from __future__ import annotations
@@ -35,8 +36,11 @@ from solver.model_spec import ModelSpec
 from solver.pyeval import compiled
 from solver.z3enc import Z3Encoder
 
-#: Budget for one Z3 check; a check that runs out keeps its field (the core stays sound).
+#: Budget for one full Z3 check. A check that runs out counts as "not proven unsat", so
+#: the core stays an unsat set (possibly not minimal); it never hangs.
 CHECK_TIMEOUT_MS = 2000
+#: Budget for the one-rule unsatisfiability shortcut before the full check.
+RULE_TIMEOUT_MS = 100
 #: Most candidate layouts the witness search evaluates before handing over to Z3.
 WITNESS_BUDGET = 300
 #: How many fields the witness search changes at most.
@@ -47,11 +51,11 @@ _ERROR_INDEX = frozenset(i for i, r in enumerate(RULES) if r.severity == "error"
 
 def _string_literals() -> tuple[str, ...]:
     """Every string the catalogue compares against, as candidates for open fields."""
-    from solver.catalogue import RESOLUTIONS as RES
-
     seen: dict[str, None] = {}
     exprs = [e for r in RULES for e in (r.when, r.holds)]
-    exprs += [e for res in RES for s in res.steps for e in (s.when, *(v for _, v in s.sets))]
+    exprs += [
+        e for res in RESOLUTIONS for s in res.steps for e in (s.when, *(v for _, v in s.sets))
+    ]
     for e in exprs:
         for node in walk(e):
             if isinstance(node, Const) and isinstance(node.value, str):
@@ -95,7 +99,27 @@ class Explainer:
             return False
         if self._witness(raw, free):
             return True
+        if any(self._rule_alone_unsat(i, raw, free) for i in violated):
+            return False
         return self._z3(raw, free)
+
+    def _rule_alone_unsat(self, i: int, raw: Mapping[str, Any], free: frozenset[str]) -> bool:
+        """One violated rule that no value of the free fields can satisfy on its own.
+
+        Sound (a subset of the rules is already unsatisfiable) and cheap: the formula is
+        one rule with the pinned values substituted, where the full check carries all.
+        """
+        mine = self.reads[i] & free
+        pairs = [p for n in sorted(self.reads[i] - free) for p in self._constants(n, raw[n])]
+        formula = z3.simplify(
+            z3.substitute(z3.And(self.terms[i], *(d for n in mine for d in self.domain[n])), *pairs)
+        )
+        if z3.is_false(formula):
+            return True
+        solver = z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver()
+        solver.set("timeout", RULE_TIMEOUT_MS)
+        solver.add(formula)
+        return bool(solver.check() == z3.unsat)
 
     def _witness(self, raw: Mapping[str, Any], changeable: frozenset[str]) -> bool:
         """Look for a valid assignment that changes only `changeable` fields.
@@ -131,11 +155,16 @@ class Explainer:
                         return True
             return False
 
-        start = dict(raw)
-        first = failing(start)
-        if not first:
-            return True
-        return any(search(start, first, d) for d in range(1, REPAIR_DEPTH + 1))
+        # Two starting points: the freed fields back at their defaults (the defaults are a
+        # valid layout, so this is often valid or one repair away), then as given.
+        starts = [{**raw, **{n: SPECS[n].default for n in changeable}}, dict(raw)]
+        for start in starts:
+            first = failing(start)
+            if not first:
+                return True
+            if any(search(start, first, d) for d in range(1, REPAIR_DEPTH + 1)):
+                return True
+        return False
 
     def _candidates(self, spec: FieldSpec, raw: Mapping[str, Any]) -> list[Any]:
         if spec.kind == "bool":
@@ -174,22 +203,36 @@ class Explainer:
 
     # --- the core ------------------------------------------------------------------------
     def core(self, raw: Mapping[str, Any], user: frozenset[str]) -> tuple[str, ...]:
+        """Insertion-based minimal unsat subset of the user's pins.
+
+        Pin a growing prefix of the candidates until the pins become unsatisfiable; the
+        field that tipped it belongs to the core, and only the fields before it can
+        complete the core. Each round costs one unsat proof (the expensive kind) and a
+        few satisfiability checks that the witness search answers in microseconds;
+        deletion-based minimisation would need one unsat proof per field *not* in the core.
+        """
         c = compiled()
         resolved, _ = c.resolve(raw)
         violated = [i for i in c.violations(resolved, raw) if i in _ERROR_INDEX]
         if not violated:
             return ()
-        # Flags and choices are tried first, so when a layout holds several independent
-        # conflicts the numeric one (the hard one to see) is the one reported; the
-        # violation list already names every rule that failed.
-        keep = sorted((n for n in SPECS if n in user), key=lambda n: SPECS[n].size)
-        dropped: frozenset[str] = frozenset()
-        for name in list(keep):
-            trial = dropped | {name}
-            if self.satisfiable(raw, violated, trial) is False:
-                dropped = trial
-                keep.remove(name)
-        return tuple(n for n in SPECS if n in keep)
+        # Sizes first: when a layout holds several independent conflicts, the numeric one
+        # (the hard one to see) is the one reported; the violation list names them all.
+        candidates = sorted((n for n in SPECS if n in user), key=lambda n: not SPECS[n].size)
+        core: list[str] = []
+        while True:
+            if self.satisfiable(raw, violated, user - set(core)) is False:
+                break
+            pinned = list(core)
+            for index, name in enumerate(candidates):
+                pinned.append(name)
+                if self.satisfiable(raw, violated, user - set(pinned)) is False:
+                    core.append(name)
+                    candidates = candidates[:index]
+                    break
+            else:  # the solver gave up on every prefix: fall back to the whole set
+                return tuple(n for n in SPECS if n in user)
+        return tuple(n for n in SPECS if n in core)
 
 
 def _consts(term: Any) -> Iterator[Any]:

@@ -1,0 +1,356 @@
+"""One row per rule: a layout that breaks it, the exact rules that then fail, and a
+neighbour that repairs exactly that rule.
+
+Most rules can be broken alone. Where the catalogue makes that impossible (a rule
+implied by another, e.g. `CP-TP-DIV` implies `CP-DPCP-DIV` fails too), the row lists
+every rule that fails. The neighbour is valid unless `remaining` says otherwise (three
+rows, each with the reason).
+Adding a rule to the catalogue means adding a row here: a test checks the coverage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DSV3 = {"architecture": "DeepseekV3ForCausalLM"}
+DSV32 = {"architecture": "DeepseekV32ForCausalLM", "is_deepseek_dsa": True}
+GLM5 = {"architecture": "GlmMoeDsaForCausalLM", "is_deepseek_dsa": True}
+MIMO = {"architecture": "MiMoV2FlashForCausalLM"}
+
+#: A valid elastic-EP scale-up primary (scaling active: max_ep_size > tp_size).
+EEP_PRIMARY: dict[str, Any] = {
+    "tp_size": 4,
+    "dp_size": 4,
+    "enable_dp_attention": True,
+    "enable_dp_lm_head": True,
+    "moe_a2a_backend": "nixl",
+    "elastic_ep_backend": "mooncake",
+    "max_ep_size": 8,
+    "load_balance_method": "round_robin",
+    "disable_cuda_graph": True,
+}
+#: A valid scale joiner for that primary.
+EEP_JOINER: dict[str, Any] = {
+    **EEP_PRIMARY,
+    "ep_join_mode": "scale",
+    "node_rank": 1,
+    "ep_join_rank_offset": 4,
+    "elastic_ep_initial_size": 4,
+}
+DWDP: dict[str, Any] = {"tp_size": 4, "dwdp_size": 4, "disaggregation_mode": "prefill"}
+SCALE_JOIN = {
+    "elastic_ep_backend": "mooncake",
+    "ep_join_mode": "scale",
+    "node_rank": 1,
+    "ep_join_rank_offset": 2,
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str
+    config: dict[str, Any]
+    #: Every rule the broken layout violates (errors only), the row's rule included.
+    fails: frozenset[str]
+    #: Changes that repair `rule`: the neighbour violates exactly `remaining`.
+    repair: dict[str, Any]
+    model: dict[str, Any] = field(default_factory=dict)
+    #: What the neighbour still violates: empty (a valid neighbour) unless the catalogue
+    #: makes a valid neighbour one change away impossible.
+    remaining: frozenset[str] = frozenset()
+    #: Only representable as a raw environment (a size the Config type rejects).
+    raw_only: bool = False
+
+
+def case(
+    rule: str,
+    config: dict[str, Any],
+    repair: dict[str, Any],
+    *also: str,
+    model: dict[str, Any] | None = None,
+    raw_only: bool = False,
+    remaining: tuple[str, ...] = (),
+) -> Case:
+    return Case(
+        rule, config, frozenset((rule, *also)), repair, model or {}, frozenset(remaining), raw_only
+    )
+
+
+CASES: tuple[Case, ...] = (
+    # --- context parallelism ---------------------------------------------------------
+    case("CP-STRATEGY-REQUIRED", {"enable_prefill_cp": True}, {"cp_strategy": "zigzag"}),
+    case(
+        "CP-LEGACY-XOR",
+        {"enable_prefill_context_parallel": True, "enable_dsa_prefill_context_parallel": True},
+        {"enable_dsa_prefill_context_parallel": False},
+    ),
+    case(
+        "CP-TP-DIV",
+        {"tp_size": 6, "attn_cp_size": 4},
+        {"tp_size": 8},
+        "CP-DPCP-DIV",
+        "TOPO-ATTN-TP",
+    ),
+    case("CP-DPCP-DIV", {"tp_size": 8, "dp_size": 3, "attn_cp_size": 2}, {"dp_size": 2}),
+    case(
+        "CP-NO-AITER",
+        {"tp_size": 2, "attn_cp_size": 2, "enable_aiter_allreduce_fusion": True},
+        {"attn_cp_size": 1},
+    ),
+    case(
+        "MOEDP-TP-DIV",
+        {"tp_size": 6, "moe_dp_size": 4},
+        {"moe_dp_size": 1},
+        "TOPO-MOE-TP",
+        "CP-MOEDP-MATCH",
+    ),
+    case(
+        "MOEDP-EP-LE",
+        {"tp_size": 8, "attn_cp_size": 2, "moe_dp_size": 2, "ep_size": 8},
+        {"ep_size": 4},
+        "MOEDP-EP-EQ",
+        "TOPO-MOE-TP",
+    ),
+    case(
+        "MOEDP-NO-PP",
+        {"tp_size": 4, "attn_cp_size": 2, "moe_dp_size": 2, "pp_size": 2},
+        {"pp_size": 1},
+    ),
+    case(
+        "MOEDP-EP-EQ",
+        {"tp_size": 8, "attn_cp_size": 2, "moe_dp_size": 2, "ep_size": 2},
+        {"ep_size": 4},
+    ),
+    case(
+        "MOEDP-NO-AITER",
+        {"tp_size": 4, "attn_cp_size": 2, "moe_dp_size": 2, "enable_aiter_allreduce_fusion": True},
+        {"moe_dp_size": 1},
+        "CP-NO-AITER",
+        remaining=("CP-NO-AITER",),
+    ),
+    case("CP-MOEDP-MATCH", {"tp_size": 4, "moe_dp_size": 2}, {"attn_cp_size": 2}),
+    case(
+        "CP-MIMO-ZIGZAG",
+        {"tp_size": 2, "attn_cp_size": 2, "enable_prefill_cp": True, "cp_strategy": "interleave"},
+        {"cp_strategy": "zigzag"},
+        model=MIMO,
+    ),
+    case(
+        "CP-MIMO-TEXT",
+        {"tp_size": 2, "attn_cp_size": 2, "enable_prefill_cp": True, "cp_strategy": "zigzag"},
+        {"language_only": True},
+        model={**MIMO, "is_multimodal": True},
+    ),
+    case(
+        "CP-DSV32-INTERLEAVE",
+        {"tp_size": 8, "enable_prefill_cp": True, "cp_strategy": "zigzag"},
+        {"cp_strategy": "interleave"},
+        model=DSV32,
+    ),
+    case(
+        "CP-DSA-TP8",
+        {"tp_size": 16, "enable_prefill_cp": True, "cp_strategy": "interleave"},
+        {"tp_size": 8},
+        model=GLM5,
+    ),
+    # --- decode context parallelism -------------------------------------------------
+    case("DCP-MIN", {"dcp_size": 0}, {"dcp_size": 1}, raw_only=True),
+    case("DCP-BACKEND-NEEDS-DCP", {"dcp_comm_backend": "a2a"}, {"dcp_comm_backend": "ag_rs"}),
+    case(
+        "DCP-FI-A2A-CUDA",
+        {"tp_size": 2, "dcp_size": 2, "dcp_comm_backend": "fi_a2a", "platform": "hip"},
+        {"platform": "cuda"},
+    ),
+    case("DCP-REPLICATE-Q", {"dcp_replicate_q_proj": True}, {"dcp_replicate_q_proj": False}),
+    case("DCP-IN-ATTN-TP", {"tp_size": 4, "dcp_size": 3}, {"dcp_size": 2}),
+    # --- data parallelism -------------------------------------------------------------
+    case(
+        "DPATTN-TP-DIV",
+        {"tp_size": 4, "dp_size": 3, "enable_dp_attention": True},
+        {"enable_dp_attention": False},
+        "TOPO-ATTN-TP",
+    ),
+    case(
+        "DP-LM-HEAD",
+        {"tp_size": 2, "dp_size": 2, "enable_dp_lm_head": True},
+        {"enable_dp_attention": True},
+    ),
+    # --- DWDP -----------------------------------------------------------------------------
+    case("DWDP-MIN", {"dwdp_size": 0}, {"dwdp_size": 1}, raw_only=True),
+    case("DWDP-EQ-TP", {**DWDP, "tp_size": 8}, {"tp_size": 4}),
+    case(
+        "DWDP-MODE", {**DWDP, "disaggregation_mode": "decode"}, {"disaggregation_mode": "prefill"}
+    ),
+    case("DWDP-NO-EPLB", {**DWDP, "enable_eplb": True}, {"enable_eplb": False}),
+    case(
+        "DWDP-NO-SPEC", {**DWDP, "speculative_algorithm": "EAGLE"}, {"speculative_algorithm": None}
+    ),
+    case("DWDP-PP1", {**DWDP, "pp_size": 2}, {"pp_size": 1}),
+    case(
+        "DWDP-NO-TBO",
+        {**DWDP, "enable_two_batch_overlap": True},
+        {"enable_two_batch_overlap": False},
+    ),
+    # --- elastic EP ------------------------------------------------------------------------
+    case(
+        "EEP-REJOIN-CONFLICT",
+        {**SCALE_JOIN, "elastic_ep_rejoin": True},
+        {"elastic_ep_rejoin": False},
+    ),
+    case(
+        "EEP-EPLB-ALGO",
+        {
+            "tp_size": 2,
+            "ep_size": 2,
+            "elastic_ep_backend": "mooncake",
+            "enable_eplb": True,
+            "eplb_algorithm": "deepseek",
+        },
+        {"eplb_algorithm": "auto"},
+    ),
+    case("EEP-PP1", {"elastic_ep_backend": "nixl", "pp_size": 2}, {"pp_size": 1}),
+    case("EEP-JOIN-NEEDS-BACKEND", {"ep_join_mode": "recover"}, {"elastic_ep_backend": "mooncake"}),
+    case("EEP-SCALE-NODE", {**SCALE_JOIN, "node_rank": 0}, {"node_rank": 1}),
+    case("EEP-OFFSET", {"ep_join_rank_offset": 2}, {"ep_join_rank_offset": 0}),
+    case("EEP-MAX", {"max_ep_size": 1}, {"elastic_ep_backend": "mooncake"}),
+    case(
+        "EEP-INIT-ONLY-SCALING", {"elastic_ep_initial_size": 4}, {"elastic_ep_initial_size": None}
+    ),
+    case(
+        "EEP-TIMEOUT",
+        {**EEP_PRIMARY, "elastic_ep_scale_timeout": 0},
+        {"elastic_ep_scale_timeout": 600},
+    ),
+    case("EEP-TOKENIZER", {**EEP_PRIMARY, "tokenizer_worker_num": 2}, {"tokenizer_worker_num": 1}),
+    case("EEP-NO-RAY", {**EEP_PRIMARY, "use_ray": True}, {"use_ray": False}),
+    case(
+        "EEP-NO-BACKUP",
+        {**EEP_PRIMARY, "enable_elastic_expert_backup": True},
+        {"enable_elastic_expert_backup": False},
+    ),
+    case(
+        "EEP-JOIN-INIT",
+        {**EEP_JOINER, "elastic_ep_initial_size": 6},
+        {"elastic_ep_initial_size": 4},
+    ),
+    case("EEP-JOIN-TARGET", {**EEP_JOINER, "ep_join_rank_offset": 8}, {"max_ep_size": 12}),
+    # With tp_size 1, EEP-DP-EQ-TP forces dp_size 1, which turns DP attention off, so a
+    # single-rank joiner always fails EEP-DPATTN and EEP-DP-LM-HEAD as well.
+    case(
+        "EEP-JOIN-TP1",
+        {**EEP_JOINER, "tp_size": 1, "dp_size": 1, "ep_join_rank_offset": 4, "max_ep_size": 8},
+        {"moe_dense_tp_size": 1},
+        "EEP-DPATTN",
+        "EEP-DP-LM-HEAD",
+        remaining=("EEP-DPATTN", "EEP-DP-LM-HEAD"),
+    ),
+    case(
+        "EEP-PRIMARY-INIT",
+        {**EEP_PRIMARY, "elastic_ep_initial_size": 2},
+        {"elastic_ep_initial_size": 4},
+    ),
+    case(
+        "EEP-LB",
+        {**EEP_PRIMARY, "load_balance_method": "auto"},
+        {"load_balance_method": "round_robin"},
+    ),
+    case(
+        "EEP-MOONCAKE",
+        {**EEP_PRIMARY, "elastic_ep_backend": "nixl"},
+        {"elastic_ep_backend": "mooncake"},
+    ),
+    case(
+        "EEP-SCALE-PP1",
+        {**EEP_PRIMARY, "pp_size": 2},
+        {"elastic_ep_backend": None, "max_ep_size": None},
+        "EEP-PP1",
+    ),
+    case(
+        "EEP-NO-GRAPHS", {**EEP_PRIMARY, "disable_cuda_graph": False}, {"disable_cuda_graph": True}
+    ),
+    case(
+        "EEP-DPATTN",
+        {**EEP_PRIMARY, "enable_dp_attention": False},
+        {"enable_dp_attention": True},
+        "DP-LM-HEAD",
+    ),
+    case(
+        "EEP-DP-LM-HEAD", {**EEP_PRIMARY, "enable_dp_lm_head": False}, {"enable_dp_lm_head": True}
+    ),
+    case(
+        "EEP-CP1",
+        {**EEP_PRIMARY, "attn_cp_size": 2},
+        {"attn_cp_size": 1},
+        "CP-DPCP-DIV",
+        "TOPO-ATTN-TP",
+    ),
+    case(
+        "EEP-MOEDP1",
+        {**EEP_PRIMARY, "moe_dp_size": 2},
+        {"moe_dp_size": 1},
+        "MOEDP-EP-LE",
+        "MOEDP-EP-EQ",
+        "TOPO-MOE-TP",
+        "CP-MOEDP-MATCH",
+    ),
+    case(
+        "EEP-EP-EQ-TP",
+        {**EEP_PRIMARY, "moe_a2a_backend": "none", "ep_size": 2},
+        {"ep_size": 4},
+        "EEP-A2A-NIXL",
+        remaining=("EEP-A2A-NIXL",),
+    ),
+    case("EEP-DP-EQ-TP", {**EEP_PRIMARY, "dp_size": 2}, {"dp_size": 4}),
+    case("EEP-A2A-NIXL", {**EEP_PRIMARY, "moe_a2a_backend": "deepep"}, {"moe_a2a_backend": "nixl"}),
+    # --- EPLB and dispatch --------------------------------------------------------------
+    case(
+        "DISPATCH-RANK-INVARIANT",
+        {"ep_dispatch_algorithm": "static"},
+        {"ep_dispatch_algorithm": "dynamic"},
+    ),
+    case("EPLB-NEEDS-EP", {"enable_eplb": True}, {"enable_eplb": False}),
+    case(
+        "METRICS-ENV",
+        {"env_enable_eplb_balancedness_metric": True},
+        {"env_enable_eplb_balancedness_metric": False},
+    ),
+    # --- topology -----------------------------------------------------------------------
+    case("TOPO-POSITIVE", {"gpus_per_node": 0}, {"gpus_per_node": 8}, raw_only=True),
+    case("TOPO-NNODES", {"tp_size": 4, "nnodes": 3}, {"nnodes": 2}),
+    case(
+        "TOPO-MULTINODE-DP",
+        {"tp_size": 2, "dp_size": 2, "nnodes": 2},
+        {"enable_dp_attention": True},
+    ),
+    case("TOPO-MOE-DENSE-TP", {"tp_size": 4, "moe_dense_tp_size": 2}, {"moe_dense_tp_size": 4}),
+    case(
+        "TOPO-ATTN-TP",
+        {"tp_size": 8, "attn_cp_size": 4, "dp_size": 4, "enable_dp_attention": True},
+        {"dp_size": 2},
+        "CP-DPCP-DIV",
+    ),
+    case("TOPO-MOE-TP", {"tp_size": 4, "ep_size": 3}, {"ep_size": 2}),
+    case(
+        "TOPO-A2A-FLASHINFER",
+        {"tp_size": 4, "moe_a2a_backend": "flashinfer"},
+        {"dp_size": 4, "enable_dp_attention": True},
+    ),
+    # --- model facts ----------------------------------------------------------------------
+    case("MODEL-HEADS", {"tp_size": 4}, {"tp_size": 2}, model={"num_attention_heads": 6}),
+    case(
+        "MODEL-KV-HEADS",
+        {"tp_size": 4},
+        {"tp_size": 2},
+        model={"num_attention_heads": 32, "num_key_value_heads": 6},
+    ),
+    case("MODEL-EXPERTS", {"tp_size": 4, "ep_size": 4}, {"ep_size": 2}, model={"num_experts": 6}),
+    case("MODEL-PP-LAYERS", {"pp_size": 4}, {"pp_size": 2}, model={"num_hidden_layers": 2}),
+)
+
+#: Warnings: a layout that triggers each, which stays valid.
+WARNING_CASES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("MM-DP-ENCODER", {"mm_enable_dp_encoder": True}),
+    ("DWDP-DISAGG-NULL", {"tp_size": 4, "dwdp_size": 4}),
+    ("EEP-REJOIN-DEPRECATED", {"elastic_ep_rejoin": True, "elastic_ep_backend": "mooncake"}),
+)

@@ -1,0 +1,106 @@
+"""Hypothesis strategies over raw environments, biased towards the interesting regions:
+most fields at their defaults, sizes drawn from divisor-rich small numbers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from solver.fields import SPECS
+from solver.model_spec import (
+    CP_V2_DEFAULT_ARCHITECTURES,
+    DSA_ARCHITECTURES,
+    MIMO_V2_ARCHITECTURES,
+    MLA_ARCHITECTURES,
+)
+
+SIZES = (1, 1, 1, 2, 2, 3, 4, 4, 6, 8, 8, 12, 16)
+ARCHITECTURES = (
+    None,
+    None,
+    "LlamaForCausalLM",
+    *MLA_ARCHITECTURES,
+    *DSA_ARCHITECTURES,
+    *MIMO_V2_ARCHITECTURES,
+    *CP_V2_DEFAULT_ARCHITECTURES,
+)
+OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
+    "eplb_algorithm": (
+        "auto",
+        "auto",
+        "elasticity_aware",
+        "elasticity_aware_hierarchical",
+        "deepseek",
+    ),
+    "init_expert_location": ("trivial", "trivial", "/path/to/placement.json"),
+    "attention_backend": (None, None, "fa3", "dsa", "dsv4"),
+    "speculative_algorithm": (None, None, None, "EAGLE"),
+    "architecture": ARCHITECTURES,
+}
+SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
+    "node_rank": (0, 0, 1, 2),
+    "ep_join_rank_offset": (0, 0, 0, 2, 4, 8, -1),
+    "elastic_ep_scale_timeout": (600, 600, 0),
+    "tokenizer_worker_num": (1, 1, 2),
+    "max_ep_size": (None, None, 1, 4, 8, 16, 0),
+    "elastic_ep_initial_size": (None, None, 2, 4),
+    "chunked_prefill_size": (None, 8192, 4096),
+    "moe_dense_tp_size": (None, None, 1, 2, 4),
+    "expert_distribution_recorder_buffer_size": (None, None, 500),
+    "eplb_rebalance_num_iterations": (None, None, 200),
+    "num_attention_heads": (None, 6, 8, 32, 64, 128),
+    "num_key_value_heads": (None, 1, 4, 6, 8, 128),
+    "num_experts": (None, 6, 8, 64, 256),
+    "num_hidden_layers": (None, 2, 61),
+    "gpus_per_node": (8, 8, 4, 0),
+}
+
+
+def _field(name: str, zero_sizes: bool) -> st.SearchStrategy[Any]:
+    spec = SPECS[name]
+    if name in OPEN_STRINGS:
+        return st.sampled_from(OPEN_STRINGS[name])
+    if name in SPECIAL_INTS:
+        return st.sampled_from(SPECIAL_INTS[name])
+    if spec.kind == "bool":
+        return st.sampled_from((spec.default, spec.default, spec.default, not spec.default))
+    if spec.choices:
+        return st.sampled_from((spec.default, spec.default, *spec.choices))
+    if spec.kind == "float":
+        return st.sampled_from((1.0, 0.5))
+    if spec.kind == "int":
+        return st.sampled_from(SIZES + ((0,) if zero_sizes else ()))
+    raise AssertionError(f"no strategy for {name}")
+
+
+def _themes() -> tuple[dict[str, Any], ...]:
+    from tests.rule_cases import DWDP, EEP_JOINER, EEP_PRIMARY
+
+    prefill_cp = {
+        "enable_prefill_cp": True,
+        "cp_strategy": "zigzag",
+        "attn_cp_size": 2,
+        "tp_size": 8,
+    }
+    legacy = {"enable_prefill_context_parallel": True, "tp_size": 4, "attn_cp_size": 2}
+    dcp = {"tp_size": 4, "dcp_size": 2, "dcp_comm_backend": "a2a"}
+    return ({}, {}, {}, EEP_PRIMARY, EEP_JOINER, DWDP, prefill_cp, legacy, dcp)
+
+
+@st.composite
+def raw_envs(draw: st.DrawFn, zero_sizes: bool = True) -> dict[str, Any]:
+    """A layout: defaults or a themed base (elastic EP, DWDP, prefill CP, ...), then a
+    random subset of fields moved away from it."""
+    env = {n: s.default for n, s in SPECS.items()}
+    env.update(draw(st.sampled_from(_themes())))
+    arch = draw(st.sampled_from(ARCHITECTURES))
+    env["architecture"] = arch
+    env["is_deepseek_dsa"] = arch in DSA_ARCHITECTURES
+    names = draw(st.lists(st.sampled_from(sorted(SPECS)), min_size=1, max_size=14, unique=True))
+    for core in ("tp_size", "dp_size", "attn_cp_size", "ep_size", "moe_dp_size"):
+        if core not in names and draw(st.booleans()):
+            names.append(core)
+    for name in names:
+        env[name] = draw(_field(name, zero_sizes))
+    return env

@@ -1,0 +1,126 @@
+"""The conflict core: minimal sets of user-set fields that cannot all hold.
+
+Each core is re-checked with a plain Z3 solver that shares nothing with the explainer
+but the rule encoding: pinning the core (with unset fields at their defaults) is unsat,
+and freeing any one core field is sat.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import pytest
+import z3
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from solver import Config, validate
+from solver.catalogue import ERRORS, RESOLUTIONS
+from solver.fields import SPECS
+from solver.z3enc import Z3Encoder
+
+
+@cache
+def _plain() -> tuple[Z3Encoder, z3.Solver]:
+    enc = Z3Encoder(RESOLUTIONS)
+    solver = z3.Solver()
+    solver.set("timeout", 20_000)
+    solver.add(*enc.domain, *(enc.rule_term(r) for r in ERRORS))
+    return enc, solver
+
+
+def pinned_check(config: Config, pinned: set[str]) -> z3.CheckSatResult:
+    enc, solver = _plain()
+    values = config.__dict__
+    user = config.user_set()
+    pins = [
+        enc.value_term(n, values[n])
+        for n in SPECS
+        if not SPECS[n].model_fact and (n in pinned or n not in user)
+    ]
+    pins += [
+        enc.value_term(n, None if SPECS[n].optional else SPECS[n].default)
+        for n in SPECS
+        if SPECS[n].model_fact
+    ]
+    return solver.check(*pins)
+
+
+def assert_minimal_core(config: Config, core: tuple[str, ...]) -> None:
+    assert set(core) <= config.user_set()
+    assert pinned_check(config, set(core)) == z3.unsat
+    for name in core:
+        assert pinned_check(config, set(core) - {name}) == z3.sat, name
+
+
+@pytest.mark.parametrize(
+    "config,core",
+    [
+        (
+            {"tp_size": 8, "dp_size": 3, "attn_cp_size": 2, "enable_dp_attention": True},
+            ("tp_size", "dp_size", "attn_cp_size"),
+        ),
+        ({"tp_size": 16, "dwdp_size": 8, "enable_eplb": True}, ("tp_size", "dwdp_size")),
+        (
+            {"tp_size": 8, "ep_size": 4, "moe_dp_size": 4, "attn_cp_size": 4, "pp_size": 2},
+            ("pp_size", "moe_dp_size"),
+        ),
+        (
+            {"tp_size": 32, "dcp_size": 5, "dcp_comm_backend": "a2a", "enable_prefill_cp": True},
+            ("tp_size", "dcp_size"),
+        ),
+        # Two independent conflicts with the defaults (ep_size 1; a2a none): the first
+        # candidate in declaration order that completes a conflict is named.
+        ({"enable_eplb": True, "ep_dispatch_algorithm": "static"}, ("enable_eplb",)),
+    ],
+)
+def test_documented_cores(config: dict[str, Any], core: tuple[str, ...]) -> None:
+    report = validate(config)
+    assert report.conflict == core
+    assert_minimal_core(report.config, core)
+
+
+def test_valid_layout_has_no_conflict_and_explain_false_skips_it() -> None:
+    assert validate({"tp_size": 8}).conflict is None
+    assert validate({"tp_size": 8}, explain=True).conflict == ()
+    assert validate({"tp_size": 8, "attn_cp_size": 3}, explain=False).conflict is None
+
+
+_SIZES = st.sampled_from((1, 2, 3, 4, 6, 8))
+
+
+@st.composite
+def invalid_configs(draw: st.DrawFn) -> Config:
+    values: dict[str, Any] = {
+        "tp_size": draw(_SIZES),
+        "dp_size": draw(_SIZES),
+        "attn_cp_size": draw(_SIZES),
+        "ep_size": draw(_SIZES),
+        "moe_dp_size": draw(st.sampled_from((1, 2, 4))),
+    }
+    for flag in ("enable_dp_attention", "enable_prefill_cp", "enable_eplb"):
+        if draw(st.booleans()):
+            values[flag] = True
+    if draw(st.booleans()):
+        values["cp_strategy"] = draw(st.sampled_from(("zigzag", "interleave")))
+    if draw(st.booleans()):
+        values["pp_size"] = draw(st.sampled_from((1, 2)))
+    config = Config(**values)
+    from hypothesis import assume
+
+    assume(not validate(config, explain=False).valid)
+    return config
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(invalid_configs())
+def test_cores_are_minimal_unsat_sets(config: Config) -> None:
+    report = validate(config)
+    assert report.conflict  # an invalid layout always has a conflict among its fields
+    assert_minimal_core(config, report.conflict)

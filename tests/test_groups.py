@@ -1,0 +1,123 @@
+"""The rank plan (rules.md §5): SGLang's examples, then properties over every legal
+layout up to 16 GPUs, found by brute force."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from solver import InvalidLayoutError, validate
+from solver.groups import GROUP_KINDS, Widths, groups, plan
+
+
+def test_sglang_attention_cp_example() -> None:
+    m = groups({"tp_size": 8, "attn_cp_size": 2})
+    assert m.groups["attn_cp"] == ((0, 4), (1, 5), (2, 6), (3, 7))
+    assert m.groups["attn_tp"] == ((0, 1, 2, 3), (4, 5, 6, 7))
+
+
+def test_sglang_moe_example() -> None:
+    m = groups({"tp_size": 8, "ep_size": 4, "moe_dp_size": 2, "attn_cp_size": 2})
+    assert m.groups["ep"] == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert m.groups["moe_dp"] == ((0, 4), (1, 5), (2, 6), (3, 7))
+    assert not m.moe_dp_is_attn_cp
+
+
+def test_moe_dp_uses_the_attention_cp_group_when_wider() -> None:
+    m = groups({"tp_size": 8, "attn_cp_size": 4, "ep_size": 2})
+    assert m.moe_dp_is_attn_cp
+    assert m.groups["moe_dp"] == m.groups["attn_cp"] == ((0, 2, 4, 6), (1, 3, 5, 7))
+
+
+def test_pipeline_stages_and_replicas() -> None:
+    m = groups({"tp_size": 2, "pp_size": 2, "dp_size": 2, "gpus_per_node": 4})
+    assert m.widths.world == 8
+    assert m.groups["pp"] == ((0, 2), (1, 3), (4, 6), (5, 7))
+    assert m.groups["tp"] == ((0, 1), (2, 3), (4, 5), (6, 7))
+    assert [r.node for r in m.ranks] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [r.replica for r in m.ranks] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_dcp_groups_are_runs_inside_attention_tp() -> None:
+    m = groups({"tp_size": 8, "attn_cp_size": 2, "dcp_size": 2})
+    assert m.groups["dcp"] == ((0, 1), (2, 3), (4, 5), (6, 7))
+
+
+def test_invalid_layout_is_refused_with_the_validators_messages() -> None:
+    with pytest.raises(InvalidLayoutError, match=r"\[CP-DPCP-DIV\]"):
+        groups({"tp_size": 8, "dp_size": 3, "attn_cp_size": 2})
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def legal_layouts(max_gpus: int) -> Iterator[dict[str, Any]]:
+    """Brute force: every combination of sizes up to `max_gpus`, kept if valid."""
+    for tp in range(1, max_gpus + 1):
+        for pp, dp in itertools.product(range(1, max_gpus // tp + 1), repeat=2):
+            for cp, moe_dp, ep, dcp, dp_attn in itertools.product(
+                _divisors(tp), _divisors(tp), _divisors(tp), _divisors(tp), (False, True)
+            ):
+                used = tp * pp * (1 if dp_attn else dp)
+                if used > max_gpus or (dp_attn and dp == 1):
+                    continue
+                config = {
+                    "tp_size": tp,
+                    "pp_size": pp,
+                    "dp_size": dp,
+                    "attn_cp_size": cp,
+                    "moe_dp_size": moe_dp,
+                    "ep_size": ep,
+                    "dcp_size": dcp,
+                    "enable_dp_attention": dp_attn,
+                    "gpus_per_node": 4,
+                }
+                if validate(config, explain=False).valid:
+                    yield config
+
+
+LEGAL = list(legal_layouts(16))
+
+
+def test_brute_force_found_a_rich_space() -> None:
+    assert len(LEGAL) > 500
+    assert any(c["moe_dp_size"] > 1 for c in LEGAL) and any(c["dcp_size"] > 1 for c in LEGAL)
+
+
+@pytest.mark.parametrize("chunk", range(8))
+def test_groups_partition_ranks_with_the_right_widths(chunk: int) -> None:
+    for config in LEGAL[chunk::8]:
+        m = groups(config)
+        w = m.widths
+        sizes = {
+            "tp": w.tp,
+            "pp": w.pp,
+            "attn_tp": w.attn_tp,
+            "attn_cp": w.attn_cp,
+            "attn_dp": w.attn_dp,
+            "ep": w.ep,
+            "moe_tp": w.moe_tp,
+            "moe_dp": w.attn_cp if m.moe_dp_is_attn_cp else w.moe_dp,
+            "dcp": w.dcp,
+        }
+        assert w.world == validate(config, explain=False).derived["gpus_used"]
+        for kind in GROUP_KINDS:
+            flat = sorted(r for g in m.groups[kind] for r in g)
+            assert flat == list(range(w.world)), (config, kind)
+            assert {len(g) for g in m.groups[kind]} == {sizes[kind]}, (config, kind)
+        for r in m.ranks:
+            local = (r.attn_dp * w.attn_cp + r.attn_cp) * w.attn_tp + r.attn_tp
+            assert local == (r.moe_dp * w.ep + r.ep) * w.moe_tp + r.moe_tp == r.local
+            assert r.rank == (r.replica * w.pp + r.pp) * w.tp + local
+            assert r.rank == r.node * w.gpus_per_node + r.local_gpu
+            assert r.dcp == r.attn_tp % w.dcp
+            assert r.rank in m.group_of("attn_cp", r.rank)
+
+
+def test_plan_rejects_widths_that_do_not_tile() -> None:
+    with pytest.raises(ValueError, match="does not divide tp"):
+        plan(Widths(tp=8, attn_cp=3))

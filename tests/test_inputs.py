@@ -1,0 +1,184 @@
+"""Adapters from outside vocabularies: SGLang command lines, files, HF configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from solver import InputError, ModelSpec
+from solver.inputs import config_from_values, load_config_file, parse_sglang_command
+
+
+@pytest.mark.parametrize(
+    "flag,field",
+    [
+        ("--tp", "tp_size"),
+        ("--tp-size", "tp_size"),
+        ("--tensor-parallel-size", "tp_size"),
+        ("--dp", "dp_size"),
+        ("--dp-size", "dp_size"),
+        ("--data-parallel-size", "dp_size"),
+        ("--ep", "ep_size"),
+        ("--ep-size", "ep_size"),
+        ("--expert-parallel-size", "ep_size"),
+        ("--pp", "pp_size"),
+        ("--pp-size", "pp_size"),
+        ("--pipeline-parallel-size", "pp_size"),
+        ("--attn-cp-size", "attn_cp_size"),
+        ("--attention-context-parallel-size", "attn_cp_size"),
+        ("--dcp-size", "dcp_size"),
+        ("--decode-context-parallel-size", "dcp_size"),
+        ("--moe-dp-size", "moe_dp_size"),
+        ("--moe-data-parallel-size", "moe_dp_size"),
+        ("--nnodes", "nnodes"),
+        ("--dwdp-size", "dwdp_size"),
+    ],
+)
+def test_size_flag_aliases(flag: str, field: str) -> None:
+    assert parse_sglang_command(f"python -m sglang.launch_server {flag} 4").values == {field: 4}
+    assert parse_sglang_command(f"sglang serve {flag}=4").values == {field: 4}
+
+
+def test_full_launch_command() -> None:
+    parsed = parse_sglang_command(
+        "SGLANG_ENABLE_CP_V2=0 CUDA_VISIBLE_DEVICES=0,1 python3 -m sglang.launch_server "
+        "--model-path deepseek-ai/DeepSeek-V3 --trust-remote-code --tp 8 --dp 2 "
+        "--enable-dp-attention --enable-nsa-prefill-context-parallel "
+        "--nsa-prefill-cp-mode in-seq-split --moe-a2a-backend deepep --cuda-graph-bs 1 2 4 "
+        "--no-dcp-replicate-q-proj --mem-fraction-static 0.8"
+    )
+    assert parsed.values == {
+        "env_enable_cp_v2": False,
+        "tp_size": 8,
+        "dp_size": 2,
+        "enable_dp_attention": True,
+        "enable_dsa_prefill_context_parallel": True,
+        "dsa_prefill_cp_mode": "in-seq-split",
+        "moe_a2a_backend": "deepep",
+        "dcp_replicate_q_proj": False,
+    }
+    assert parsed.ignored == [
+        "CUDA_VISIBLE_DEVICES",
+        "--model-path",
+        "--trust-remote-code",
+        "--cuda-graph-bs",
+        "--mem-fraction-static",
+    ]
+
+
+def test_balancedness_env_variable_is_a_fact() -> None:
+    parsed = parse_sglang_command("SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC=1 sglang serve --tp 2")
+    assert parsed.values["env_enable_eplb_balancedness_metric"] is True
+
+
+@pytest.mark.parametrize(
+    "cmdline,message",
+    [
+        ("python -m sglang.launch_server --tp", "--tp expects a value"),
+        ("python -m sglang.launch_server --tp eight", "tp_size must be a positive integer"),
+        ("python -m sglang.launch_server --cp-strategy zigzga", "cp_strategy must be one of"),
+        ("python -m sglang.launch_server 'unterminated", "cannot parse"),
+        ("python -m sglang.launch_server", "has no --flags"),
+        ("sglang serve --tp 2 stray", "unexpected word 'stray'"),
+        ("sglang serve --enable-dp-attention=maybe", "enable_dp_attention must be true or false"),
+    ],
+)
+def test_bad_command_lines(cmdline: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        parse_sglang_command(cmdline)
+
+
+@pytest.mark.parametrize(
+    "suffix,text",
+    [
+        (".json", json.dumps({"tp_size": 8, "enable-dp-attention": True, "dp_size": 2})),
+        (".yaml", "tp_size: 8\nenable-dp-attention: true\ndp_size: 2\n"),
+        (".toml", "tp_size = 8\nenable-dp-attention = true\ndp_size = 2\n"),
+    ],
+)
+def test_config_files(tmp_path: Path, suffix: str, text: str) -> None:
+    path = tmp_path / f"layout{suffix}"
+    path.write_text(text)
+    config = config_from_values(load_config_file(path))
+    assert (config.tp_size, config.dp_size, config.enable_dp_attention) == (8, 2, True)
+    assert config.user_set() == {"tp_size", "dp_size", "enable_dp_attention"}
+
+
+@pytest.mark.parametrize(
+    "name,text,message",
+    [
+        ("a.json", "{tp_size: 8", "invalid JSON at line 1"),
+        ("a.yaml", "tp_size: [8", "invalid YAML"),
+        ("a.toml", "tp_size = ", "invalid TOML"),
+        ("a.ini", "tp_size=8", "must end in .json"),
+        ("a.json", "[1, 2]", "must hold a mapping"),
+    ],
+)
+def test_bad_files(tmp_path: Path, name: str, text: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InputError, match=message):
+        load_config_file(path)
+
+
+def test_missing_file() -> None:
+    with pytest.raises(InputError, match="not found"):
+        load_config_file("/nonexistent/layout.yaml")
+
+
+@pytest.mark.parametrize(
+    "values,message",
+    [
+        ({"tp": 8}, "unknown field 'tp'; did you mean tp_size"),
+        ({"tp_sise": 8}, "did you mean tp_size"),
+        ({"tp_size": 0}, "tp_size must be a positive integer, got 0"),
+        ({"tp_size": -2}, "tp_size must be a positive integer, got -2"),
+        ({"tp_size": 2.5}, "tp_size must be a positive integer, got 2.5"),
+        ({"tp_size": "8"}, "tp_size must be a positive integer, got '8'"),
+        ({"cp_strategy": "ring"}, "cp_strategy must be one of none, zigzag, interleave"),
+        ({"moe_a2a_backend": "nccl"}, "moe_a2a_backend must be one of none, deepep"),
+        ({"enable_dp_attention": "yes"}, "enable_dp_attention must be true or false"),
+        ({"node_rank": -1}, "node_rank must be a non-negative integer"),
+    ],
+)
+def test_bad_values_name_the_field_and_accepted_values(values: dict, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        config_from_values(values)
+
+
+def test_hf_config_key_spellings(tmp_path: Path) -> None:
+    deepseek = {
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "num_attention_heads": 128,
+        "num_key_value_heads": 128,
+        "n_routed_experts": 256,
+        "num_hidden_layers": 61,
+    }
+    assert ModelSpec.from_hf_config(deepseek) == ModelSpec(
+        architecture="DeepseekV3ForCausalLM",
+        num_attention_heads=128,
+        num_key_value_heads=128,
+        num_experts=256,
+        num_hidden_layers=61,
+    )
+    mixtral = {
+        "architectures": ["MixtralForCausalLM"],
+        "num_attention_heads": 32,
+        "num_local_experts": 8,
+        "num_hidden_layers": 32,
+    }
+    spec = ModelSpec.from_hf_config(mixtral)
+    assert (spec.num_experts, spec.num_key_value_heads) == (8, 32)  # kv defaults to heads
+    wrapped = {
+        "architectures": ["KimiK25ForConditionalGeneration"],
+        "vision_config": {},
+        "text_config": {"num_attention_heads": 64, "n_routed_experts": 384},
+    }
+    spec = ModelSpec.from_hf_config(wrapped)
+    assert spec.is_multimodal and spec.num_attention_heads == 64 and spec.num_experts == 384
+    v32 = {"architectures": ["DeepseekV3ForCausalLM"], "index_topk": 2048}
+    assert ModelSpec.from_hf_config(v32).is_deepseek_dsa
+    (tmp_path / "config.json").write_text(json.dumps(deepseek))
+    assert ModelSpec.from_file(tmp_path).num_experts == 256  # a model folder works too
