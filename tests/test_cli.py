@@ -197,9 +197,10 @@ def test_cli_surface_is_pinned() -> None:
     surface = _surface(group)
     layout = ["--config", "--example", "--json", "--model", "--set", "--sglang", "-c", "-m", "-s"]
     assert surface["validate"] == layout
+    assert surface["groups"] == sorted([*layout, "--rank", "-r"])
     assert surface["rules"] == ["--json"]
     assert surface["fields"] == ["--json"]
-    assert {"validate", "rules", "fields"} <= set(surface[""])
+    assert {"validate", "rules", "fields", "groups"} <= set(surface[""])
 
 
 def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:

@@ -121,3 +121,43 @@ def test_groups_partition_ranks_with_the_right_widths(chunk: int) -> None:
 def test_plan_rejects_widths_that_do_not_tile() -> None:
     with pytest.raises(ValueError, match="does not divide tp"):
         plan(Widths(tp=8, attn_cp=3))
+
+
+def test_groups_cli_json_matches_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from tests.cli_helpers import run_cli
+
+    run = run_cli(capsys, "groups", "--set", "tp_size=8", "--set", "attn_cp_size=2", "--json")
+    assert run.code == 0
+    data = json.loads(run.out)
+    assert data["groups"]["attn_cp"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert data["widths"]["attn_tp"] == 4 and len(data["ranks"]) == 8
+    one = json.loads(
+        run_cli(
+            capsys,
+            "groups",
+            "--set",
+            "tp_size=8",
+            "--set",
+            "attn_cp_size=2",
+            "--rank",
+            "5",
+            "--json",
+        ).out
+    )
+    assert one["rank"]["attn_cp"] == 1 and one["groups"]["attn_cp"] == [1, 5]
+
+
+def test_groups_cli_grid_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.cli_helpers import run_cli
+
+    run = run_cli(
+        capsys, "groups", "--set", "tp_size=4", "--set", "pp_size=2", "--set", "gpus_per_node=4"
+    )
+    assert run.code == 0
+    assert "pipeline stage 0" in run.out and "pipeline stage 1" in run.out
+    bad = run_cli(capsys, "groups", "--set", "tp_size=8", "--set", "attn_cp_size=3")
+    assert bad.code == 1 and "CP-TP-DIV" in bad.out and "conflict:" in bad.out
+    out_of_range = run_cli(capsys, "groups", "--set", "tp_size=2", "--rank", "2")
+    assert out_of_range.code == 2 and "--rank must be in 0..1" in out_of_range.err

@@ -1,0 +1,146 @@
+"""`meshsat groups`: which GPU belongs to which group, per pipeline stage and node."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from solver.cli.layout_options import (
+    ConfigOpt,
+    ExampleOpt,
+    JsonOpt,
+    ModelOpt,
+    SetOpt,
+    SglangOpt,
+    load_layout,
+)
+from solver.cli.output import emit_json, note, out
+from solver.errors import InputError
+from solver.groups import GROUP_KINDS, RankMap, groups
+
+RankOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--rank",
+        "-r",
+        help="Show one global rank: its coordinates and the members of every group it belongs to.",
+        show_default=False,
+    ),
+]
+#: What each grid cell shows, as (label, group kind).
+CELL = (("A", "attn_tp"), ("C", "attn_cp"), ("E", "ep"))
+
+
+def _index(m: RankMap) -> dict[str, dict[int, int]]:
+    """Group number of every rank, per kind (groups numbered in rank order)."""
+    return {kind: {r: i for i, g in enumerate(m.groups[kind]) for r in g} for kind in GROUP_KINDS}
+
+
+def print_grids(m: RankMap) -> None:
+    w = m.widths
+    idx = _index(m)
+    out.print(
+        f"{w.world} GPU(s) on {-(-w.world // w.gpus_per_node)} node(s) of {w.gpus_per_node}: "
+        f"{w.replicas} replica(s) × pp {w.pp} × tp {w.tp}; attention dp {w.attn_dp} · cp "
+        f"{w.attn_cp} · tp {w.attn_tp}; MoE dp {w.moe_dp} · ep {w.ep} · tp {w.moe_tp}"
+        + (f"; dcp {w.dcp}" if w.dcp > 1 else "")
+    )
+    out.print(
+        "[dim]cell: global rank, then A = attention-TP group, C = attention-CP group, "
+        "E = expert-parallel group (numbered in rank order)[/dim]"
+    )
+    for replica in range(w.replicas):
+        for stage in range(w.pp):
+            ranks = [r for r in m.ranks if r.replica == replica and r.pp == stage]
+            title = f"pipeline stage {stage}" + (f", replica {replica}" if w.replicas > 1 else "")
+            cols = min(w.gpus_per_node, len(ranks))
+            table = Table(title=title, title_justify="left", show_lines=True)
+            table.add_column("node", no_wrap=True)
+            for c in range(cols):
+                table.add_column(f"gpu {c}" if cols == w.gpus_per_node else "", no_wrap=True)
+            rows: dict[int, list[str]] = {}
+            for r in ranks:
+                cell = f"[bold]{r.rank}[/bold]\n" + " ".join(
+                    f"{label}{idx[kind][r.rank]}" for label, kind in CELL
+                )
+                rows.setdefault(r.node, [""] * cols)[r.local_gpu % cols] = cell
+            for node, cells in rows.items():
+                table.add_row(str(node), *cells)
+            out.print(table)
+
+
+def print_rank(m: RankMap, rank: int) -> None:
+    if not 0 <= rank < m.widths.world:
+        raise InputError(f"--rank must be in 0..{m.widths.world - 1}, got {rank}")
+    r = m.ranks[rank]
+    out.print(
+        f"rank {rank}: node {r.node} gpu {r.local_gpu}; replica {r.replica}, pp {r.pp}; "
+        f"attention dp {r.attn_dp} cp {r.attn_cp} tp {r.attn_tp}; "
+        f"MoE dp {r.moe_dp} ep {r.ep} tp {r.moe_tp}; dcp {r.dcp}"
+    )
+    table = Table(show_header=True)
+    table.add_column("group")
+    table.add_column("members")
+    for kind in GROUP_KINDS:
+        label = kind + (" (= attn_cp)" if kind == "moe_dp" and m.moe_dp_is_attn_cp else "")
+        table.add_row(label, " ".join(map(str, m.group_of(kind, rank))))
+    out.print(table)
+
+
+def groups_cmd(
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+    sglang: SglangOpt = None,
+    model: ModelOpt = None,
+    example: ExampleOpt = None,
+    rank: RankOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the rank groups of a valid layout: which GPU is in which attention-TP,
+    attention-CP and expert-parallel group, per pipeline stage, with node boundaries.
+
+    Follows SGLang's rank layout: inside a stage, attention splits ranks as
+    (dp, cp, tp) and MoE as (moe_dp, ep, moe_tp), the last coordinate fastest.
+    An invalid layout exits 1 with the validator's messages.
+
+    Examples:
+
+      meshsat groups --set tp_size=8 --set attn_cp_size=2
+
+      meshsat groups --set tp_size=16 --set ep_size=16 --set nnodes=2 --rank 9
+
+      meshsat groups --example qwen3-moe-dp-attention --json
+    """
+    from solver.cli.report_view import print_report
+    from solver.errors import InvalidLayoutError
+
+    layout = load_layout(config, sets, sglang, model, example)
+    for text in layout.notes:
+        note(text)
+    try:
+        m = groups(layout.config, layout.model)
+    except InvalidLayoutError:
+        from solver.validate import validate
+
+        report = validate(layout.config, layout.model)  # again, with the conflict core
+        if as_json:
+            emit_json(report.to_dict())
+        else:
+            print_report(report)
+        raise typer.Exit(1) from None
+    if as_json:
+        data = m.to_dict()
+        if rank is not None:
+            if not 0 <= rank < m.widths.world:
+                raise InputError(f"--rank must be in 0..{m.widths.world - 1}, got {rank}")
+            data = {
+                "rank": data["ranks"][rank],
+                "groups": {k: list(m.group_of(k, rank)) for k in GROUP_KINDS},
+            }
+        emit_json(data)
+    elif rank is not None:
+        print_rank(m, rank)
+    else:
+        print_grids(m)
