@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from solver.expr import TRUE, And, Expr, Not, fields_of
+from solver.expr import TRUE, And, Expr, Implies, Not, fields_of, lift
+from solver.fields import SPECS
 
 Severity = Literal["error", "warning"]
 
@@ -38,8 +39,6 @@ class Rule:
     @property
     def constraint(self) -> Expr:
         """The formula a solver must satisfy: the rule's `when ⇒ holds`."""
-        from solver.expr import Implies
-
         if self.when is TRUE:
             return self.holds
         return Implies(self.when, self.holds)
@@ -82,8 +81,6 @@ class Resolution:
 
 def assign(when: Expr, *, quiet: bool = False, **sets: object) -> Assign:
     """Build an assignment, lifting literals against each target field's type."""
-    from solver.expr import lift
-    from solver.fields import SPECS
 
     pairs = []
     for name, value in sets.items():
