@@ -29,7 +29,9 @@ from cp.kvcache import LayerKV
 AttnFn = Callable[[Tensor, Tensor, Tensor, int], Tensor]
 """attn_fn(q [rows, heads, dim], cu_seqlens_q [seqs + 1], kv_lens [seqs], max_seqlen_q) -> out."""
 
-_ROW_BLOCK = 1024  # query rows per torch attention call: bounds the [rows, keys] mask memory
+# Query rows per torch attention call. SDPA computes the masked-out part of a block too, so
+# small blocks keep that waste near one block per request (and bound the [rows, keys] mask).
+_ROW_BLOCK = 128
 _HALF = (torch.float16, torch.bfloat16)
 
 

@@ -124,8 +124,9 @@ class CPStrategy(ABC):
                 f"{meta.total_tokens} tokens along dim 0"
             )
         idx = meta.on_device("tokens", self.cp_rank, x.device)
-        out = x.new_zeros((meta.physical, *x.shape[1:]))
+        out = x.new_empty((meta.physical, *x.shape[1:]))
         torch.index_select(x, 0, idx, out=out.narrow(0, 0, idx.numel()))
+        out[idx.numel() :].zero_()
         return out
 
     def shard_position_ids(self, positions: Tensor, batch: CPBatch) -> Tensor:
