@@ -151,6 +151,9 @@ class ReplayComm(Comm):
 
 
 def bench_throughput(device: torch.device, repeats: int, tokens: int, hidden: int) -> None:
+    # One thread: the copies are memory-bound, and on a shared small machine a multi-threaded
+    # copy waits a scheduler tick for any thread whose core is taken, timing the neighbours.
+    torch.set_num_threads(1)
     dtype = torch.bfloat16
     lens = request_mix(seed=1).extend_lens
     scale = tokens / sum(lens)
@@ -160,7 +163,7 @@ def bench_throughput(device: torch.device, repeats: int, tokens: int, hidden: in
     gb = x.numel() * x.element_size() / 1e9
     print(
         f"## 2. Shard + gather throughput ({batch.num_tokens} tokens x {hidden} bf16 = "
-        f"{gb * 1e3:.0f} MB, {device.type}, median of {repeats})\n\n"
+        f"{gb * 1e3:.0f} MB, {device.type}, one torch thread, median of {repeats})\n\n"
         "shard: every rank's shard_hidden_states (index_select into a zero-padded buffer), "
         "the bytes of x in total; gather: one rank's gather_hidden_states (the all-gather's "
         "local copy of every padded shard, then one index_select); baseline: torch.cat of "
