@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
-import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,9 +36,11 @@ _HALF = (torch.float16, torch.bfloat16)
 
 @dataclass(frozen=True)
 class _Seqs:
-    q_lens: list[int]
-    kv_lens: list[int]
-    requests: list[int]
+    """One call's sequences, validated, as CPU int64 tensors."""
+
+    q_lens: Tensor
+    kv_lens: Tensor
+    requests: Tensor
 
 
 def causal_attention_fn(
@@ -55,19 +56,21 @@ def causal_attention_fn(
     True requires it to be installed (and still falls back to torch for calls it cannot serve
     exactly), False never uses it.
     """
-    requests = [int(r) for r in seq_requests.tolist()]
-    bad = [r for r in requests if not 0 <= r < kv.batch.bs]
-    if bad:
+    requests = seq_requests.to(device="cpu", dtype=torch.long)
+    bad = torch.nonzero((requests < 0) | (requests >= kv.batch.bs)).flatten()
+    if bad.numel():
         raise CPShapeError(
-            f"seq_requests names request {bad[0]}; the batch has {kv.batch.bs} requests"
+            f"seq_requests names request {int(requests[bad[0]])}; the batch has "
+            f"{kv.batch.bs} requests"
         )
     if use_flash and not _flash_installed():
         raise CPConfigError("use_flash=True but flash_attn is not importable with CUDA here")
     flash_ok = use_flash is not False and kv.k.is_cuda and _flash_installed()
-    repeats = len(set(requests)) != len(requests)
+    repeats = torch.unique(requests).numel() != requests.numel()
+    capacity = torch.tensor(kv.seq_lens, dtype=torch.long)[requests]
 
     def attn_fn(q: Tensor, cu_seqlens_q: Tensor, kv_lens: Tensor, max_seqlen_q: int) -> Tensor:
-        seqs = _check_call(q, cu_seqlens_q, kv_lens, max_seqlen_q, requests, kv)
+        seqs = _check_call(q, cu_seqlens_q, kv_lens, max_seqlen_q, requests, capacity, kv)
         scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
         if flash_ok and not repeats and _flash_fits(q, kv):
             return _flash_attention(q, kv, seqs, cu_seqlens_q, max_seqlen_q, scale)
@@ -81,7 +84,8 @@ def _check_call(
     cu_seqlens_q: Tensor,
     kv_lens: Tensor,
     max_seqlen_q: int,
-    requests: list[int],
+    requests: Tensor,
+    capacity: Tensor,
     kv: LayerKV,
 ) -> _Seqs:
     if q.dim() != 3:
@@ -91,26 +95,30 @@ def _check_call(
         raise CPShapeError(f"{heads} query heads are not a multiple of {kv_heads} kv heads")
     if q.shape[2] != kv.k.shape[2]:
         raise CPShapeError(f"q head_dim {q.shape[2]} != key head_dim {kv.k.shape[2]}")
-    cu = [int(c) for c in cu_seqlens_q.tolist()]
-    kl = [int(c) for c in kv_lens.tolist()]
-    if len(cu) != len(kl) + 1 or len(kl) != len(requests):
+    cu = cu_seqlens_q.to(device="cpu", dtype=torch.long)
+    kl = kv_lens.to(device="cpu", dtype=torch.long)
+    if cu.numel() != kl.numel() + 1 or kl.numel() != requests.numel():
         raise CPShapeError(
-            f"{len(cu)} cu_seqlens_q entries and {len(kl)} kv_lens for {len(requests)} "
-            f"bound sequences; need seqs + 1, seqs and seqs"
+            f"{cu.numel()} cu_seqlens_q entries and {kl.numel()} kv_lens for "
+            f"{requests.numel()} bound sequences; need seqs + 1, seqs and seqs"
         )
-    if cu[:1] != [0] or cu[-1] != q.shape[0]:
-        raise CPShapeError(f"cu_seqlens_q must run from 0 to the {q.shape[0]} query rows; got {cu}")
-    q_lens = [b - a for a, b in itertools.pairwise(cu)]
-    if min(q_lens, default=0) < 0:
-        raise CPShapeError(f"cu_seqlens_q must not decrease; got {cu}")
-    if max(q_lens, default=0) > max_seqlen_q:
-        raise CPShapeError(f"max_seqlen_q {max_seqlen_q} < longest sequence {max(q_lens)}")
-    for i, (n, k, r) in enumerate(zip(q_lens, kl, requests, strict=True)):
-        if not n <= k <= kv.seq_lens[r]:
-            raise CPShapeError(
-                f"sequence {i} (request {r}): kv length {k} must lie in [q length {n}, "
-                f"sequence length {kv.seq_lens[r]}]"
-            )
+    if int(cu[0]) != 0 or int(cu[-1]) != q.shape[0]:
+        raise CPShapeError(
+            f"cu_seqlens_q must run from 0 to the {q.shape[0]} query rows; got {cu.tolist()}"
+        )
+    q_lens = cu.diff()
+    if bool((q_lens < 0).any()):
+        raise CPShapeError(f"cu_seqlens_q must not decrease; got {cu.tolist()}")
+    longest = int(q_lens.max()) if q_lens.numel() else 0
+    if longest > max_seqlen_q:
+        raise CPShapeError(f"max_seqlen_q {max_seqlen_q} < longest sequence {longest}")
+    bad = torch.nonzero((kl < q_lens) | (kl > capacity)).flatten()
+    if bad.numel():
+        i = int(bad[0])
+        raise CPShapeError(
+            f"sequence {i} (request {int(requests[i])}): kv length {int(kl[i])} must lie in "
+            f"[q length {int(q_lens[i])}, sequence length {int(capacity[i])}]"
+        )
     return _Seqs(q_lens, kl, requests)
 
 
@@ -122,13 +130,13 @@ def _torch_attention(q: Tensor, kv: LayerKV, seqs: _Seqs, scale: float) -> Tenso
     out = q.new_zeros((rows, heads, kv.v.shape[2]))
     if rows == 0:
         return out
-    q_lens = torch.tensor(seqs.q_lens)
-    seq_of_row = torch.repeat_interleave(torch.arange(len(seqs.q_lens)), q_lens)
+    q_lens = seqs.q_lens
+    seq_of_row = torch.repeat_interleave(torch.arange(q_lens.numel()), q_lens)
     first_row = torch.cumsum(q_lens, 0) - q_lens
     offset = torch.arange(rows) - first_row[seq_of_row]
     # Row i of a sequence of q queries with kv length K sees keys [0, K - q + i].
-    last_key = torch.tensor(seqs.kv_lens)[seq_of_row] - q_lens[seq_of_row] + offset
-    row_request = torch.tensor(seqs.requests, dtype=torch.long)[seq_of_row]
+    last_key = seqs.kv_lens[seq_of_row] - q_lens[seq_of_row] + offset
+    row_request = seqs.requests[seq_of_row]
     for request in torch.unique(row_request).tolist():
         start = kv.starts[request]
         for block in torch.split(torch.nonzero(row_request == request).flatten(), _ROW_BLOCK):
@@ -170,13 +178,14 @@ def _flash_attention(
     """FlashAttention varlen with causal masking aligned bottom-right (flash-attn >= 2.1), which
     is exactly 'the i-th of q queries sees keys [0, K - q + i]'."""
     flash: Any = importlib.import_module("flash_attn")
+    kv_lens = seqs.kv_lens.tolist()
     key_rows = torch.cat(
         [
             torch.arange(kv.starts[r], kv.starts[r] + n)
-            for r, n in zip(seqs.requests, seqs.kv_lens, strict=True)
+            for r, n in zip(seqs.requests.tolist(), kv_lens, strict=True)
         ]
     ).to(q.device)
-    cu_k = torch.tensor([0, *seqs.kv_lens], device=q.device).cumsum(0).to(torch.int32)
+    cu_k = torch.tensor([0, *kv_lens], device=q.device).cumsum(0).to(torch.int32)
     out: Tensor = flash.flash_attn_varlen_func(
         q,
         kv.k.index_select(0, key_rows),
@@ -184,7 +193,7 @@ def _flash_attention(
         cu_seqlens_q.to(device=q.device, dtype=torch.int32),
         cu_k,
         max_seqlen_q,
-        max(seqs.kv_lens),
+        max(kv_lens),
         softmax_scale=scale,
         causal=True,
     )

@@ -229,7 +229,9 @@ class CPStrategy(ABC):
             if out is None:
                 out = o.new_zeros((meta.physical, *o.shape[1:]))
             out[chunk.row_start : chunk.row_start + rows] = o
-        return q.new_zeros(q.shape) if out is None else out
+        if out is None:
+            raise RuntimeError(f"internal: {self.name} plan has no attention chunk for a rank")
+        return out
 
     def materialize_full_kv(
         self, batch: CPBatch, layer: LayerKV | None, k: Tensor, v: Tensor
