@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import hypothesis.strategies as st
 import pytest
 import torch
 import torch.distributed as dist
@@ -41,6 +42,23 @@ def tolerance(dtype: torch.dtype) -> dict[str, float]:
     if dtype == torch.float32:
         return {"atol": 2e-6, "rtol": 1e-5}
     return {"atol": 2e-2, "rtol": 2e-2}
+
+
+# ---- random batches ----------------------------------------------------------------------------
+
+CP_SIZES = (1, 2, 3, 4, 6, 8)
+
+
+@st.composite
+def cp_batches(
+    draw: st.DrawFn, max_bs: int = 5, max_extend: int = 50, max_prefix: int = 20
+) -> tuple[int, CPBatch]:
+    """(cp size, batch): any lengths from 0 (also outside can_apply), 0..max_bs requests."""
+    cp = draw(st.sampled_from(CP_SIZES))
+    bs = draw(st.integers(0, max_bs))
+    ext = draw(st.lists(st.integers(0, max_extend), min_size=bs, max_size=bs))
+    pre = draw(st.lists(st.integers(0, max_prefix), min_size=bs, max_size=bs))
+    return cp, CPBatch(tuple(ext), tuple(pre))
 
 
 # ---- oracle ------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hypothesis.strategies as st
 import pytest
 import torch
-from cp_helpers import check_cp_attention, cp_test_device, make_inputs
+from cp_helpers import check_cp_attention, cp_batches, cp_test_device, make_inputs
 from hypothesis import given, settings
 
 from cp import (
@@ -24,18 +24,9 @@ STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy]
 HEADS = [(4, 4), (4, 2), (6, 3), (2, 1)]
 
 
-@st.composite
-def cases(draw: st.DrawFn) -> tuple[int, CPBatch]:
-    cp = draw(st.sampled_from([1, 2, 3, 4, 6, 8]))
-    bs = draw(st.integers(0, 5))
-    ext = draw(st.lists(st.integers(0, 40), min_size=bs, max_size=bs))
-    pre = draw(st.lists(st.integers(0, 20), min_size=bs, max_size=bs))
-    return cp, CPBatch(tuple(ext), tuple(pre))
-
-
 @settings(max_examples=40, deadline=None)
 @given(
-    cases(),
+    cp_batches(max_extend=40),
     st.sampled_from(STRATEGIES),
     st.sampled_from(HEADS),
     st.sampled_from([8, 16]),

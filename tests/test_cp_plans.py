@@ -3,22 +3,11 @@ here token by token, for random batches."""
 
 from __future__ import annotations
 
-import hypothesis.strategies as st
 import torch
+from cp_helpers import cp_batches
 from hypothesis import given, settings
 
-from cp import CPMetadata, interleave_plan, zigzag_plan
-
-CP_SIZES = [1, 2, 3, 4, 6, 8]
-
-
-@st.composite
-def lengths(draw: st.DrawFn) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    cp = draw(st.sampled_from(CP_SIZES))
-    bs = draw(st.integers(0, 5))
-    ext = tuple(draw(st.lists(st.integers(0, 60), min_size=bs, max_size=bs)))
-    pre = tuple(draw(st.lists(st.integers(0, 30), min_size=bs, max_size=bs)))
-    return cp, ext, pre
+from cp import CPBatch, CPMetadata, interleave_plan, zigzag_plan
 
 
 def request_and_position(ext: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -73,11 +62,10 @@ def check_common(meta: CPMetadata, cp: int, ext: tuple[int, ...], pre: tuple[int
 
 
 @settings(max_examples=150, deadline=None)
-@given(lengths())
-def test_zigzag_plan_follows_the_block_rule(
-    case: tuple[int, tuple[int, ...], tuple[int, ...]],
-) -> None:
-    cp, ext, pre = case
+@given(cp_batches(max_extend=60, max_prefix=30))
+def test_zigzag_plan_follows_the_block_rule(case: tuple[int, CPBatch]) -> None:
+    cp, batch = case
+    ext, pre = batch.extend_lens, batch.prefix_lens
     meta = zigzag_plan(cp, ext, pre)
     assert meta.align == 2 * cp
     check_common(meta, cp, ext, pre)
@@ -96,11 +84,10 @@ def test_zigzag_plan_follows_the_block_rule(
 
 
 @settings(max_examples=150, deadline=None)
-@given(lengths())
-def test_interleave_plan_is_global_round_robin(
-    case: tuple[int, tuple[int, ...], tuple[int, ...]],
-) -> None:
-    cp, ext, pre = case
+@given(cp_batches(max_extend=60, max_prefix=30))
+def test_interleave_plan_is_global_round_robin(case: tuple[int, CPBatch]) -> None:
+    cp, batch = case
+    ext, pre = batch.extend_lens, batch.prefix_lens
     meta = interleave_plan(cp, ext, pre)
     assert meta.align == cp
     check_common(meta, cp, ext, pre)

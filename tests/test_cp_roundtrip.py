@@ -6,7 +6,7 @@ from __future__ import annotations
 import hypothesis.strategies as st
 import pytest
 import torch
-from cp_helpers import check_round_trip
+from cp_helpers import check_round_trip, cp_batches
 from hypothesis import given, settings
 
 from cp import (
@@ -24,17 +24,8 @@ from cp.comm import LocalSimComm
 STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy]
 
 
-@st.composite
-def batches(draw: st.DrawFn) -> tuple[int, CPBatch]:
-    cp = draw(st.sampled_from([1, 2, 3, 4, 6, 8]))
-    bs = draw(st.integers(0, 5))
-    ext = draw(st.lists(st.integers(0, 50), min_size=bs, max_size=bs))
-    pre = draw(st.lists(st.integers(0, 20), min_size=bs, max_size=bs))
-    return cp, CPBatch(tuple(ext), tuple(pre))
-
-
 @settings(max_examples=60, deadline=None)
-@given(batches(), st.sampled_from(STRATEGIES), st.integers(0, 2**31 - 1))
+@given(cp_batches(), st.sampled_from(STRATEGIES), st.integers(0, 2**31 - 1))
 def test_gather_of_shards_is_the_input(
     case: tuple[int, CPBatch], cls: type[CPStrategy], seed: int
 ) -> None:
