@@ -1,0 +1,401 @@
+"""Benchmarks for the `cp` package: causal work balance, shard + gather throughput, and CP
+attention over real process groups against single-process attention on the same tokens.
+
+Every timing is the median of several runs, and every ratio is against a baseline measured in
+the same run. Usage:
+
+    python benchmarks/bench_cp.py                      # CPU, gloo at world 2 and 4
+    python benchmarks/bench_cp.py --device cuda --worlds 1,2   # NCCL (world <= GPU count)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import Tensor
+
+from cp import (
+    CPBatch,
+    CPMetadata,
+    CPStrategy,
+    InterleaveStrategy,
+    LayerKV,
+    ProcessGroupComm,
+    ZigzagStrategy,
+    causal_attention_fn,
+    interleave_plan,
+    zigzag_plan,
+)
+from cp.comm import Comm
+
+STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy]
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def median_seconds(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        sync(device)
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def request_mix(seed: int = 0, n: int = 16) -> CPBatch:
+    """A serving-like prefill mix: lengths log-uniform in [256, 16384], a third of the requests
+    with a cached prefix log-uniform in [512, 8192] (radix-cache hits)."""
+    rng = random.Random(seed)
+    ext = [int(2 ** rng.uniform(8, 14)) for _ in range(n)]
+    pre = [int(2 ** rng.uniform(9, 13)) if rng.random() < 1 / 3 else 0 for _ in range(n)]
+    return CPBatch(tuple(ext), tuple(pre))
+
+
+# ---- 1. causal work balance ----------------------------------------------------------------
+
+
+def plan_work(meta: CPMetadata) -> list[int]:
+    """Per rank, query-key pairs its attention computes (proportional to FLOPs: 4·heads·dim
+    each): a sequence of q queries with kv length K computes sum_i (K - q + i + 1) pairs."""
+    work = []
+    for chunks in meta.chunks:
+        pairs = 0
+        for c in chunks:
+            q, k = c.q_lens, c.kv_lens
+            pairs += int((q * (k - q) + q * (q + 1) // 2).sum())
+        work.append(pairs)
+    return work
+
+
+def contiguous_work(batch: CPBatch, cp: int) -> list[int]:
+    """The plain split: each request cut into cp contiguous pieces, piece r on rank r."""
+    work = [0] * cp
+    for p, n in zip(batch.prefix_lens, batch.extend_lens, strict=True):
+        base, rem = divmod(n, cp)
+        start = 0
+        for r in range(cp):
+            size = base + (r < rem)
+            first, last = p + start + 1, p + start + size  # kv counts of the piece's rows
+            work[r] += (first + last) * size // 2
+            start += size
+    return work
+
+
+def imbalance(work: Sequence[int]) -> float:
+    return max(work) / (sum(work) / len(work))
+
+
+def bench_balance() -> None:
+    mix = request_mix()
+    workloads = {
+        "mix": mix,
+        "mix, no prefix": CPBatch(mix.extend_lens, (0,) * mix.bs),
+        "one 32k request": CPBatch((32768,), (0,)),
+    }
+    print(
+        f"## 1. Causal work balance: max/mean attention FLOPs over ranks\n\n"
+        f"mix = {mix.bs} requests, extend lengths {list(mix.extend_lens)}, "
+        f"cached prefixes {list(mix.prefix_lens)} ({mix.num_tokens} tokens in the forward)\n"
+    )
+    print("| workload | cp | zigzag | interleave | contiguous | 2 - 1/cp |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, batch in workloads.items():
+        for cp in (2, 4, 8):
+            z = imbalance(plan_work(zigzag_plan(cp, batch.extend_lens, batch.prefix_lens)))
+            i = imbalance(plan_work(interleave_plan(cp, batch.extend_lens, batch.prefix_lens)))
+            c = imbalance(contiguous_work(batch, cp))
+            print(f"| {name} | {cp} | {z:.4f} | {i:.4f} | {c:.4f} | {2 - 1 / cp:.4f} |")
+    print()
+
+
+# ---- 2. shard + gather throughput ----------------------------------------------------------
+
+
+class ReplayComm(Comm):
+    """Stands in for the network: its all-gather writes the padded shards of every rank into one
+    buffer, the same local copy a real all-gather ends with."""
+
+    def __init__(self, rank: int, world_size: int) -> None:
+        self._rank = rank
+        self._world_size = world_size
+        self.shards: list[Tensor] = []
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        return self._world_size
+
+    def all_gather(self, x: Tensor) -> Tensor:
+        return torch.cat(self.shards)
+
+
+def bench_throughput(device: torch.device, repeats: int, tokens: int, hidden: int) -> None:
+    # One thread: the copies are memory-bound, and on a shared small machine a multi-threaded
+    # copy waits a scheduler tick for any thread whose core is taken, timing the neighbours.
+    torch.set_num_threads(1)
+    dtype = torch.bfloat16
+    lens = request_mix(seed=1).extend_lens
+    scale = tokens / sum(lens)
+    ext = tuple(max(1, round(n * scale)) for n in lens)
+    batch = CPBatch(ext, (0,) * len(ext))
+    x = torch.randn(batch.num_tokens, hidden, device=device).to(dtype)
+    gb = x.numel() * x.element_size() / 1e9
+    print(
+        f"## 2. Shard + gather throughput ({batch.num_tokens} tokens x {hidden} bf16 = "
+        f"{gb * 1e3:.0f} MB, {device.type}, one torch thread, median of {repeats})\n\n"
+        "shard: every rank's shard_hidden_states (index_select into a zero-padded buffer), "
+        "the bytes of x in total; gather: one rank's gather_hidden_states (the all-gather's "
+        "local copy of every padded shard, then one index_select); baseline: torch.cat of "
+        "the same bytes split in cp pieces.\n"
+    )
+    print(
+        "| strategy | cp | shard GB/s | gather GB/s | torch.cat GB/s | shard / cat | gather / cat |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for cp in (2, 4, 8):
+        pieces = list(torch.chunk(x, cp))
+        t_cat = median_seconds(lambda pieces=pieces: torch.cat(pieces), device, repeats)
+        for cls in STRATEGIES:
+            comms = [ReplayComm(r, cp) for r in range(cp)]
+            ranks = [cls(cp, comm=c) for c in comms]
+            prepared = ranks[0].prepare(batch)
+            shards = [s.shard_hidden_states(x, prepared) for s in ranks]
+            for c in comms:
+                c.shards = shards
+
+            def shard_all(ranks: list[CPStrategy] = ranks, b: CPBatch = prepared) -> None:
+                for s in ranks:
+                    s.shard_hidden_states(x, b)
+
+            def gather_one(
+                s: CPStrategy = ranks[0], b: CPBatch = prepared, mine: Tensor = shards[0]
+            ) -> Tensor:
+                return s.gather_hidden_states(mine, b)
+
+            assert torch.equal(gather_one(), x)
+            t_shard = median_seconds(shard_all, device, repeats)
+            t_gather = median_seconds(gather_one, device, repeats)
+            print(
+                f"| {cls.name} | {cp} | {gb / t_shard:.2f} | {gb / t_gather:.2f} | "
+                f"{gb / t_cat:.2f} | {t_cat / t_shard:.2f} | {t_cat / t_gather:.2f} |"
+            )
+    print()
+
+
+# ---- 3. CP attention over real process groups ----------------------------------------------
+
+HEADS, KV_HEADS, DIM = 8, 2, 64
+PHASES = ("total", "attention", "comm")
+
+
+def attention_batch(quick: bool) -> CPBatch:
+    if quick:
+        return CPBatch((768, 512, 384, 256), (256, 0, 128, 0))
+    return CPBatch((1536, 1024, 768, 512), (512, 0, 256, 0))
+
+
+def attention_inputs(batch: CPBatch, device: torch.device) -> dict[str, Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    t, p = batch.num_tokens, sum(batch.prefix_lens)
+    shapes = {"q": (t, HEADS), "k": (t, KV_HEADS), "v": (t, KV_HEADS)}
+    shapes |= {"prefix_k": (p, KV_HEADS), "prefix_v": (p, KV_HEADS)}
+    return {n: torch.randn(*s, DIM, generator=gen).to(device) for n, s in shapes.items()}
+
+
+def single_process_attention(batch: CPBatch, x: dict[str, Tensor]) -> Tensor:
+    """The same tokens without CP: one sequence per request over the full KV."""
+    kv = LayerKV.from_prefix(batch, x["prefix_k"], x["prefix_v"])
+    kv.write_extend(x["k"], x["v"])
+    dev = x["q"].device
+    cu = torch.tensor([0, *batch.extend_lens], device=dev).cumsum(0).to(torch.int32)
+    kv_lens = torch.tensor(batch.seq_lens, dtype=torch.int32, device=dev)
+    fn = causal_attention_fn(kv, torch.arange(batch.bs))
+    return fn(x["q"], cu, kv_lens, max(batch.extend_lens))
+
+
+def cp_forward(
+    strategy: CPStrategy, batch: CPBatch, x: dict[str, Tensor]
+) -> tuple[dict[str, float], Tensor]:
+    """One CP attention layer as an engine runs it: phase times (seconds) and the output."""
+    dev = x["q"].device
+    sync(dev)
+    t0 = time.perf_counter()
+    q, k, v = (strategy.shard_hidden_states(x[n], batch) for n in ("q", "k", "v"))
+    kv = LayerKV.from_prefix(batch, x["prefix_k"], x["prefix_v"])
+    strategy.materialize_full_kv(batch, kv, k, v)
+    sync(dev)
+    t1 = time.perf_counter()
+    local = strategy.run_attention(q, batch, dev, strategy.default_attn_fn(batch, kv))
+    sync(dev)
+    t2 = time.perf_counter()
+    out = strategy.gather_hidden_states(local, batch)
+    sync(dev)
+    t3 = time.perf_counter()
+    return {"total": t3 - t0, "attention": t2 - t1, "comm": (t1 - t0) + (t3 - t2)}, out
+
+
+def attention_worker(
+    rank: int,
+    world: int,
+    init_file: str,
+    out_file: str,
+    device_type: str,
+    quick: bool,
+    repeats: int,
+) -> None:
+    torch.set_num_threads(1)
+    device = torch.device(device_type, rank) if device_type == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(
+        "nccl" if device.type == "cuda" else "gloo",
+        init_method=f"file://{init_file}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=300),
+    )
+    try:
+        batch = attention_batch(quick)
+        x = attention_inputs(batch, device)
+        reference = single_process_attention(batch, x)
+        strategies = [cls(world, comm=ProcessGroupComm()) for cls in STRATEGIES]
+        # world 1 (one GPU) is outside can_apply but still exact; it times the plumbing
+        prepared = [
+            s.prepare(batch)
+            if s.can_apply(batch.num_tokens, batch)
+            else batch.with_metadata(
+                s.build_metadata(batch.num_tokens, batch.seq_lens, batch.extend_lens)
+            )
+            for s in strategies
+        ]
+        runs: dict[str, list[list[float]]] = {s.name: [] for s in strategies}
+        errors: dict[str, float] = {}
+        single: list[float] = []
+        # Round-robin over the strategies and the single-process baseline, so that a slow spell
+        # of this shared machine lands on all of them rather than on one.
+        for i in range(repeats + 1):
+            for strategy, b in zip(strategies, prepared, strict=True):
+                dist.barrier()
+                phases, out = cp_forward(strategy, b, x)
+                if i == 0:  # warm-up; its output is checked against the single-process answer
+                    errors[strategy.name] = float((out - reference).abs().max())
+                    continue
+                slowest = torch.tensor([phases[k] for k in PHASES])
+                dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+                runs[strategy.name].append(slowest.tolist())
+            dist.barrier()
+            if rank == 0:  # the other ranks wait at the barrier below
+                sync(device)
+                t0 = time.perf_counter()
+                single_process_attention(batch, x)
+                sync(device)
+                if i > 0:
+                    single.append(time.perf_counter() - t0)
+            dist.barrier()
+        if rank == 0:
+            results = {
+                name: {k: statistics.median(r[j] for r in rs) for j, k in enumerate(PHASES)}
+                | {"max_abs_err": errors[name]}
+                for name, rs in runs.items()
+            }
+            with open(out_file, "w") as f:
+                json.dump({"single": statistics.median(single), "strategies": results}, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def bench_attention(device: torch.device, worlds: list[int], quick: bool, repeats: int) -> None:
+    batch = attention_batch(quick)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    print(
+        f"## 3. CP attention over {backend} vs single-process attention ({device.type})\n\n"
+        f"{batch.bs} requests, extend {list(batch.extend_lens)}, prefix "
+        f"{list(batch.prefix_lens)}; {HEADS} heads, {KV_HEADS} kv heads, head dim {DIM}, fp32; "
+        f"one torch thread per process, {os.cpu_count()} cores on this machine. Time per "
+        "layer: shard q/k/v + all-gather K/V (comm), run_attention (attention), gather output "
+        f"(comm); slowest rank, median of {repeats}. Baseline (1 proc): the same attention "
+        "without CP, run by rank 0 of the same spawn while the others wait, alternating with "
+        "the CP runs.\n"
+    )
+    print(
+        "| strategy | world | 1 proc ms | total ms | attention ms | comm ms | "
+        "speed-up vs 1 proc | attention speed-up | max abs err |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for world in worlds:
+        if device.type == "cuda" and torch.cuda.device_count() < world:
+            have = torch.cuda.device_count()
+            print(f"| (skipped) | {world} | NCCL needs {world} GPUs, {have} here |")
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            out_file = os.path.join(tmp, "results.json")
+            mp.spawn(
+                attention_worker,
+                args=(world, os.path.join(tmp, "init"), out_file, device.type, quick, repeats),
+                nprocs=world,
+                join=True,
+            )
+            with open(out_file) as f:
+                results = json.load(f)
+        single = results["single"]
+        for name, r in results["strategies"].items():
+            print(
+                f"| {name} | {world} | {single * 1e3:.1f} | {r['total'] * 1e3:.1f} | "
+                f"{r['attention'] * 1e3:.1f} | {r['comm'] * 1e3:.1f} | "
+                f"{single / r['total']:.2f} | {single / r['attention']:.2f} | "
+                f"{r['max_abs_err']:.1e} |"
+            )
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--worlds", default="2,4", help="world sizes for part 3, e.g. 2,4")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="smaller tensors")
+    # 16 MB: every buffer stays under glibc's 32 MB mmap threshold, so the copies are timed
+    # rather than the page faults of a fresh mapping per call
+    parser.add_argument("--tokens", type=int, default=8192, help="tokens for part 2")
+    parser.add_argument("--hidden", type=int, default=1024, help="hidden size for part 2")
+    parser.add_argument("--parts", default="1,2,3", help="which parts to run, e.g. 2,3")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    print(
+        f"# bench_cp: torch {torch.__version__}, python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start, "
+        f"device {args.device}\n"
+    )
+    parts = {int(p) for p in args.parts.split(",")}
+    if 1 in parts:
+        bench_balance()
+    if 2 in parts:
+        bench_throughput(device, args.repeats, args.tokens, args.hidden)
+    if 3 in parts:
+        worlds = [int(w) for w in args.worlds.split(",")]
+        bench_attention(device, worlds, args.quick, args.repeats)
+
+
+if __name__ == "__main__":
+    main()

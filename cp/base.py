@@ -1,0 +1,264 @@
+"""The strategy contract (SGLang's `ContextParallelStrategy`) and what every layout shares.
+
+A strategy is a token permutation plus attention bookkeeping. The layouts differ only in their
+plan (`_plan`, a pure function of cp size and lengths) and their policy (`why_not`); sharding,
+gathering, attention dispatch and KV materialisation are the same code for both and live here.
+The plan is exact for any lengths and any cp size; `can_apply` is the engine's policy on top of it
+(when CP is worth it and the kernels' assumptions hold), and `prepare` enforces it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import ClassVar, NamedTuple
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from cp.attention import AttnFn, causal_attention_fn
+from cp.batch import CPBatch, CPMetadata
+from cp.comm import Comm, ProcessGroupComm, SoloComm
+from cp.kinds import (
+    CPAttentionBackend,
+    CPBatchError,
+    CPConfigError,
+    CPNotApplicableError,
+    CPShapeError,
+    CPStrategyKind,
+)
+from cp.kvcache import LayerKV
+
+
+class SplitInputs(NamedTuple):
+    """This rank's share of the model inputs (SGLang stores these on the ForwardBatch)."""
+
+    input_ids: Tensor | None
+    positions: Tensor
+    input_embeds: Tensor | None
+
+
+class CPStrategy(ABC):
+    """One context-parallel layout bound to one CP group (its `Comm`)."""
+
+    name: ClassVar[str]
+    kind: ClassVar[CPStrategyKind]
+
+    def __init__(self, cp_size: int, comm: Comm | None = None) -> None:
+        if isinstance(cp_size, bool) or not isinstance(cp_size, int) or cp_size < 1:
+            raise CPConfigError(f"cp_size must be an int >= 1, got {cp_size!r}")
+        if comm is None:
+            comm = _default_comm(cp_size)
+        if comm.world_size != cp_size:
+            raise CPConfigError(
+                f"{self.name}: cp_size {cp_size} but the communicator's group has "
+                f"{comm.world_size} ranks; bind the strategy to a group of cp_size ranks"
+            )
+        self.cp_size = cp_size
+        self.comm = comm
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(cp_size={self.cp_size}, cp_rank={self.cp_rank})"
+
+    @property
+    def cp_rank(self) -> int:
+        return self.comm.rank
+
+    # ---- policy and plan -------------------------------------------------------------------
+
+    @abstractmethod
+    def why_not(self, batch: CPBatch) -> str | None:
+        """Why `can_apply` is false for this batch (with the numbers), or None."""
+
+    @abstractmethod
+    def _plan(self, extend_lens: tuple[int, ...], prefix_lens: tuple[int, ...]) -> CPMetadata:
+        """The layout of every rank; exact for any lengths."""
+
+    def can_apply(self, num_tokens: int, batch: CPBatch) -> bool:
+        _check_num_tokens(num_tokens, batch.extend_lens)
+        return self.why_not(batch) is None
+
+    def build_metadata(
+        self,
+        num_tokens: int,
+        seq_lens: Sequence[int] | None,
+        extend_seq_lens: Sequence[int] | None = None,
+    ) -> CPMetadata:
+        if seq_lens is None:
+            raise CPBatchError(f"{self.name}: build_metadata needs seq_lens")
+        lens = CPBatch.from_seq_lens(seq_lens, extend_seq_lens)
+        _check_num_tokens(num_tokens, lens.extend_lens)
+        return self._plan(lens.extend_lens, lens.prefix_lens)
+
+    def prepare(self, batch: CPBatch) -> CPBatch:
+        """The engine's entry: refuse batches outside `can_apply`, else attach the plan."""
+        reason = self.why_not(batch)
+        if reason is not None:
+            raise CPNotApplicableError(reason)
+        return batch.with_metadata(self._plan(batch.extend_lens, batch.prefix_lens))
+
+    def metadata(self, batch: CPBatch) -> CPMetadata:
+        """The batch's plan, checked to be this strategy's."""
+        meta = batch.metadata
+        if meta is None:
+            raise CPBatchError(
+                f"{self.name}: the batch has no CP metadata; call strategy.prepare(batch) or "
+                "batch.with_metadata(strategy.build_metadata(...)) first"
+            )
+        if meta.kind != self.kind or meta.cp_size != self.cp_size:
+            raise CPBatchError(
+                f"{self.name} cp_size {self.cp_size} was given metadata built by "
+                f"{meta.kind.cli_value} cp_size {meta.cp_size}"
+            )
+        return meta
+
+    # ---- tokens ----------------------------------------------------------------------------
+
+    def shard_hidden_states(self, x: Tensor, batch: CPBatch) -> Tensor:
+        """This rank's rows of `x` (dim 0 = tokens), zero-padded to the plan's physical rows."""
+        meta = self.metadata(batch)
+        if x.dim() == 0 or x.shape[0] != meta.total_tokens:
+            raise CPShapeError(
+                f"{self.name}: tensor {tuple(x.shape)} must have the batch's "
+                f"{meta.total_tokens} tokens along dim 0"
+            )
+        idx = meta.on_device("tokens", self.cp_rank, x.device)
+        out = x.new_empty((meta.physical, *x.shape[1:]))
+        torch.index_select(x, 0, idx, out=out.narrow(0, 0, idx.numel()))
+        out[idx.numel() :].zero_()
+        return out
+
+    def shard_position_ids(self, positions: Tensor, batch: CPBatch) -> Tensor:
+        """Like `shard_hidden_states` along the last dim, so [T] and M-RoPE [3, T] both work."""
+        meta = self.metadata(batch)
+        if positions.dim() == 0 or positions.shape[-1] != meta.total_tokens:
+            raise CPShapeError(
+                f"{self.name}: positions {tuple(positions.shape)} must have the batch's "
+                f"{meta.total_tokens} tokens along the last dim"
+            )
+        idx = meta.on_device("tokens", self.cp_rank, positions.device)
+        out = positions.new_zeros((*positions.shape[:-1], meta.physical))
+        out[..., : idx.numel()] = positions.index_select(-1, idx)
+        return out
+
+    def gather_hidden_states(self, x: Tensor, batch: CPBatch) -> Tensor:
+        """Every rank's rows back in token order: padded all-gather, then one index_select."""
+        meta = self.metadata(batch)
+        if x.dim() == 0 or x.shape[0] != meta.physical:
+            raise CPShapeError(
+                f"{self.name}: rank {self.cp_rank} must gather its {meta.physical} physical "
+                f"rows (padding included); got {tuple(x.shape)}"
+            )
+        gathered = self.comm.all_gather(x)
+        return gathered.index_select(0, meta.on_device("gather", 0, x.device))
+
+    def gather_kv_cache(self, x: Tensor, batch: CPBatch) -> Tensor:
+        """K or V payloads follow the same layout as hidden states."""
+        return self.gather_hidden_states(x, batch)
+
+    def split_before_forward(
+        self,
+        batch: CPBatch,
+        input_ids: Tensor | None,
+        positions: Tensor,
+        input_embeds: Tensor | None = None,
+    ) -> SplitInputs:
+        return SplitInputs(
+            None if input_ids is None else self.shard_hidden_states(input_ids, batch),
+            self.shard_position_ids(positions, batch),
+            None if input_embeds is None else self.shard_hidden_states(input_embeds, batch),
+        )
+
+    def shard_per_request(
+        self, extend_seqs_cpu: list[int], extend_seqs: Tensor
+    ) -> tuple[list[int], Tensor, list[int], Tensor]:
+        raise NotImplementedError(f"{self.name} strategy does not support per-request sharding")
+
+    # ---- attention -------------------------------------------------------------------------
+
+    def sequence_requests(self, batch: CPBatch) -> Tensor:
+        """The request each `attn_fn` sequence reads its keys from; the same for every call of
+        `run_attention` on this rank, so an attention function can be bound to it once."""
+        return self.metadata(batch).seq_requests[self.cp_rank]
+
+    def default_attn_fn(
+        self,
+        batch: CPBatch,
+        kv: LayerKV,
+        *,
+        softmax_scale: float | None = None,
+        use_flash: bool | None = None,
+    ) -> AttnFn:
+        """Exact causal attention over `kv`, bound to this rank's sequences."""
+        return causal_attention_fn(
+            kv, self.sequence_requests(batch), softmax_scale=softmax_scale, use_flash=use_flash
+        )
+
+    def run_attention(
+        self,
+        q: Tensor,
+        batch: CPBatch,
+        device: torch.device | str,
+        attn_fn: AttnFn,
+        backend: CPAttentionBackend = CPAttentionBackend.VARLEN,
+    ) -> Tensor:
+        """Attention for this rank's query rows, one `attn_fn` call per chunk of the plan;
+        padding rows of the output are zero."""
+        if backend != CPAttentionBackend.VARLEN:
+            raise CPConfigError(f"{self.name}: no calling convention for backend {backend!r}")
+        meta = self.metadata(batch)
+        if q.dim() < 1 or q.shape[0] != meta.physical:
+            raise CPShapeError(
+                f"{self.name}: q {tuple(q.shape)} must have rank {self.cp_rank}'s "
+                f"{meta.physical} physical rows"
+            )
+        device = torch.device(device)
+        out: Tensor | None = None
+        for chunk in meta.chunks[self.cp_rank]:
+            rows = chunk.rows
+            cu = torch.cat([chunk.q_lens.new_zeros(1), chunk.q_lens.cumsum(0)])
+            o = attn_fn(
+                q.narrow(0, chunk.row_start, rows),
+                cu.to(device=device, dtype=torch.int32),
+                chunk.kv_lens.to(device=device, dtype=torch.int32),
+                int(chunk.q_lens.max()) if chunk.q_lens.numel() else 0,
+            )
+            if o.shape[0] != rows:
+                raise CPShapeError(f"attn_fn returned {o.shape[0]} rows for a chunk of {rows}")
+            if out is None:
+                out = o.new_zeros((meta.physical, *o.shape[1:]))
+            out[chunk.row_start : chunk.row_start + rows] = o
+        if out is None:
+            raise RuntimeError(f"internal: {self.name} plan has no attention chunk for a rank")
+        return out
+
+    def materialize_full_kv(
+        self, batch: CPBatch, layer: LayerKV | None, k: Tensor, v: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """All-gather this layer's K and V and restore token order, so every rank holds the KV
+        of the whole forward (CP saves no KV memory); written into `layer` when given."""
+        full_k = self.gather_kv_cache(k, batch)
+        full_v = self.gather_kv_cache(v, batch)
+        if layer is not None:
+            layer.write_extend(full_k, full_v)
+        return full_k, full_v
+
+
+def _check_num_tokens(num_tokens: int, extend_lens: tuple[int, ...]) -> None:
+    if num_tokens != sum(extend_lens):
+        raise CPBatchError(
+            f"num_tokens {num_tokens} != sum of extend lengths {list(extend_lens)} = "
+            f"{sum(extend_lens)}"
+        )
+
+
+def _default_comm(cp_size: int) -> Comm:
+    if cp_size == 1:
+        return SoloComm()
+    if dist.is_available() and dist.is_initialized():
+        return ProcessGroupComm()
+    raise CPConfigError(
+        f"cp_size {cp_size} needs a communicator: pass comm=ProcessGroupComm(group) or "
+        "initialise torch.distributed first"
+    )

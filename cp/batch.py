@@ -1,0 +1,183 @@
+"""The batch a strategy shards, and the per-forward plan (metadata) it shards by.
+
+`CPBatch` is a small stand-in for SGLang's ForwardBatch: request lengths and, once prepared, the
+plan. `CPMetadata` is that plan. It is a pure function of the strategy, the cp size and the lengths,
+holds the layout of every rank (so one object serves any rank and can be table-tested without a
+process group), and keeps index tensors on the CPU, copying them to a device once on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch import Tensor
+
+from cp.kinds import CPBatchError, CPStrategyKind
+
+
+def as_lengths(name: str, values: Sequence[int]) -> tuple[int, ...]:
+    out: list[int] = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise CPBatchError(f"{name}[{i}] is {v!r}; lengths must be ints")
+        if v < 0:
+            raise CPBatchError(f"{name}[{i}] is {v}; lengths must be >= 0")
+        out.append(v)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class CPBatch:
+    """Lengths of one prefill forward: request b has `prefix_lens[b]` cached tokens (a radix-cache
+    hit, already in the KV cache) followed by `extend_lens[b]` tokens that are in this forward,
+    flattened request after request."""
+
+    extend_lens: tuple[int, ...]
+    prefix_lens: tuple[int, ...]
+    metadata: CPMetadata | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        ext = as_lengths("extend_lens", self.extend_lens)
+        pre = as_lengths("prefix_lens", self.prefix_lens)
+        if len(ext) != len(pre):
+            raise CPBatchError(
+                f"{len(ext)} extend lengths but {len(pre)} prefix lengths; one of each per request"
+            )
+        object.__setattr__(self, "extend_lens", ext)
+        object.__setattr__(self, "prefix_lens", pre)
+        if self.metadata is not None:
+            self.metadata.check_lengths(ext, pre)
+
+    @classmethod
+    def from_seq_lens(
+        cls, seq_lens: Sequence[int], extend_seq_lens: Sequence[int] | None = None
+    ) -> CPBatch:
+        """SGLang's convention: total lengths, and the extend part (all of it when omitted)."""
+        seq = as_lengths("seq_lens", seq_lens)
+        ext = seq if extend_seq_lens is None else as_lengths("extend_seq_lens", extend_seq_lens)
+        if len(seq) != len(ext):
+            raise CPBatchError(
+                f"{len(seq)} seq lengths but {len(ext)} extend lengths; one of each per request"
+            )
+        for b, (s, e) in enumerate(zip(seq, ext, strict=True)):
+            if e > s:
+                raise CPBatchError(
+                    f"request {b}: extend length {e} exceeds its sequence length {s}"
+                )
+        return cls(ext, tuple(s - e for s, e in zip(seq, ext, strict=True)))
+
+    @property
+    def bs(self) -> int:
+        return len(self.extend_lens)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.extend_lens)
+
+    @property
+    def seq_lens(self) -> tuple[int, ...]:
+        return tuple(p + e for p, e in zip(self.prefix_lens, self.extend_lens, strict=True))
+
+    def with_metadata(self, metadata: CPMetadata) -> CPBatch:
+        return replace(self, metadata=metadata)
+
+
+@dataclass(frozen=True, eq=False)
+class AttnChunk:
+    """One varlen attention call of one rank: local query rows [row_start, row_start + rows),
+    cut into sequences of `q_lens`; the i-th query of a sequence of q queries with kv length K
+    sees keys [0, K - q + i] of its request (the kv length counts the cached prefix)."""
+
+    row_start: int
+    q_lens: Tensor
+    kv_lens: Tensor
+
+    @property
+    def rows(self) -> int:
+        return int(self.q_lens.sum().item())
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class CPMetadata:
+    """The plan of one forward for every rank of the CP group.
+
+    `rank_tokens[r]` lists, in rank r's local row order, the global token index of each row: the
+    shard is that index map, the gather its inverse. `gather_index` composes the spec's two gather
+    steps, cutting each rank's chunk of the padded all-gather to its real rows and undoing the
+    permutation, so that a gather is one index_select after the collective.
+    """
+
+    kind: CPStrategyKind
+    cp_size: int
+    extend_lens: tuple[int, ...]
+    prefix_lens: tuple[int, ...]
+    align: int
+    rank_tokens: tuple[Tensor, ...]
+    chunks: tuple[tuple[AttnChunk, ...], ...]
+    seq_requests: tuple[Tensor, ...]
+    counts: tuple[int, ...] = field(init=False)
+    physical: int = field(init=False)
+    perm: Tensor = field(init=False)
+    gather_index: Tensor = field(init=False)
+    _device_cache: dict[tuple[str, int, torch.device], Tensor] = field(
+        init=False, default_factory=dict, repr=False
+    )
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        counts = tuple(int(t.numel()) for t in self.rank_tokens)
+        most = max(counts, default=0)
+        physical = -(-most // self.align) * self.align
+        perm = torch.cat(self.rank_tokens) if self.rank_tokens else torch.zeros(0, dtype=torch.long)
+        if not torch.equal(torch.sort(perm).values, torch.arange(self.total_tokens)):
+            raise RuntimeError(f"internal: {self.kind.name} plan is not a permutation")
+        rank_of_row = torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts))
+        row_offset = torch.tensor([0, *counts]).cumsum(0)[:-1]
+        padded_pos = rank_of_row * physical + (torch.arange(perm.numel()) - row_offset[rank_of_row])
+        object.__setattr__(self, "counts", counts)
+        object.__setattr__(self, "physical", physical)
+        object.__setattr__(self, "perm", perm)
+        object.__setattr__(self, "gather_index", padded_pos[torch.argsort(perm)])
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.extend_lens)
+
+    @property
+    def bs(self) -> int:
+        return len(self.extend_lens)
+
+    def check_lengths(self, extend_lens: tuple[int, ...], prefix_lens: tuple[int, ...]) -> None:
+        if extend_lens != self.extend_lens or prefix_lens != self.prefix_lens:
+            raise CPBatchError(
+                f"metadata was built for extend {list(self.extend_lens)} / prefix "
+                f"{list(self.prefix_lens)}, not for extend {list(extend_lens)} / prefix "
+                f"{list(prefix_lens)}"
+            )
+
+    def kv_lens(self, rank: int) -> list[list[int]]:
+        """Per attention call of `rank`, the kv length of each sequence (the spec's tables)."""
+        return [c.kv_lens.tolist() for c in self.chunks[rank]]
+
+    def on_device(self, name: str, rank: int, device: torch.device) -> Tensor:
+        """`rank_tokens` (name "tokens") or `gather_index` ("gather") on `device`, copied once."""
+        key = (name, rank, device)
+        with self._lock:
+            cached = self._device_cache.get(key)
+            if cached is None:
+                src = self.rank_tokens[rank] if name == "tokens" else self.gather_index
+                cached = src.to(device)
+                self._device_cache[key] = cached
+        return cached
+
+
+def plan_starts(lengths: Sequence[int]) -> list[int]:
+    """Exclusive prefix sums: where each request's tokens begin in the flattened batch."""
+    starts, acc = [], 0
+    for n in lengths:
+        starts.append(acc)
+        acc += n
+    return starts

@@ -1,0 +1,102 @@
+"""Interleave (SGLang's former "round-robin-split"): global token t of the flattened batch goes
+to rank t % cp. Every rank sees every part of every request, so causal work is even without any
+per-request cutting; the price is that each query is its own attention sequence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from cp.base import CPStrategy
+from cp.batch import AttnChunk, CPBatch, CPMetadata, as_lengths, plan_starts
+from cp.kinds import CPShapeError, CPStrategyKind
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class InterleaveMetadata(CPMetadata):
+    """The plan plus, per rank, how many of its queries fall in each request."""
+
+    request_counts: tuple[tuple[int, ...], ...]
+
+
+def interleave_plan(
+    cp_size: int, extend_lens: tuple[int, ...], prefix_lens: tuple[int, ...]
+) -> InterleaveMetadata:
+    """Rank r's rows: tokens r, r + cp, r + 2cp, ...; the query of token t in request b is a
+    length-1 sequence with kv length prefix[b] + (t - start[b]) + 1."""
+    total, bs = sum(extend_lens), len(extend_lens)
+    request = torch.repeat_interleave(torch.arange(bs), torch.tensor(extend_lens, dtype=torch.long))
+    start = torch.tensor(plan_starts(extend_lens), dtype=torch.long)
+    prefix = torch.tensor(prefix_lens, dtype=torch.long)
+    kv_len = prefix[request] + (torch.arange(total) - start[request]) + 1
+    tokens, chunks, seq_requests, counts = [], [], [], []
+    for r in range(cp_size):
+        mine = torch.arange(r, max(r, total), cp_size)
+        tokens.append(mine)
+        chunks.append((AttnChunk(row_start=0, q_lens=torch.ones_like(mine), kv_lens=kv_len[mine]),))
+        seq_requests.append(request[mine])
+        counts.append(tuple(torch.bincount(request[mine], minlength=bs).tolist()))
+    return InterleaveMetadata(
+        kind=CPStrategyKind.INTERLEAVE,
+        cp_size=cp_size,
+        extend_lens=extend_lens,
+        prefix_lens=prefix_lens,
+        align=cp_size,
+        rank_tokens=tuple(tokens),
+        chunks=tuple(chunks),
+        seq_requests=tuple(seq_requests),
+        request_counts=tuple(counts),
+    )
+
+
+def rank_request_counts(extend_lens: tuple[int, ...], cp_size: int, rank: int) -> list[int]:
+    """Per request, how many of its tokens land on `rank` under the global t % cp rule: the
+    count of t ≡ rank in [start, start + len), carried across requests through `start`."""
+
+    def below(x: int) -> int:  # tokens t < x with t ≡ rank (mod cp)
+        return (x - rank + cp_size - 1) // cp_size
+
+    starts = plan_starts(extend_lens)
+    return [below(s + n) - below(s) for s, n in zip(starts, extend_lens, strict=True)]
+
+
+class InterleaveStrategy(CPStrategy):
+    name = "interleave"
+    kind = CPStrategyKind.INTERLEAVE
+
+    def why_not(self, batch: CPBatch) -> str | None:
+        if self.cp_size < 2:
+            return f"interleave needs cp_size > 1; it is {self.cp_size}"
+        if batch.num_tokens < self.cp_size:
+            return (
+                f"interleave needs at least cp = {self.cp_size} tokens so that every rank has "
+                f"one; the batch has {batch.num_tokens}"
+            )
+        return None
+
+    def _plan(self, extend_lens: tuple[int, ...], prefix_lens: tuple[int, ...]) -> CPMetadata:
+        return interleave_plan(self.cp_size, extend_lens, prefix_lens)
+
+    def shard_per_request(
+        self, extend_seqs_cpu: list[int], extend_seqs: Tensor
+    ) -> tuple[list[int], Tensor, list[int], Tensor]:
+        """This rank's query count per request, dropping requests that get none; returns
+        (counts, counts on `extend_seqs`' device, kept request indices, the same on device)."""
+        lens = as_lengths("extend_seqs_cpu", extend_seqs_cpu)
+        if extend_seqs.dim() != 1 or extend_seqs.numel() != len(lens):
+            raise CPShapeError(
+                f"extend_seqs {tuple(extend_seqs.shape)} must be 1-D with one entry per request "
+                f"({len(lens)})"
+            )
+        per_request = rank_request_counts(lens, self.cp_size, self.cp_rank)
+        kept = [b for b, n in enumerate(per_request) if n > 0]
+        counts = [per_request[b] for b in kept]
+        device = extend_seqs.device
+        return (
+            counts,
+            torch.tensor(counts, dtype=extend_seqs.dtype, device=device),
+            kept,
+            torch.tensor(kept, dtype=torch.long, device=device),
+        )
