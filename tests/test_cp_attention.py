@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from cp_helpers import AttnInputs, cp_test_device, make_inputs, tolerance
 
 from cp import CPBatch, CPConfigError, CPShapeError, LayerKV, causal_attention_fn
+from tests.cp_helpers import AttnInputs, cp_test_device, make_inputs, tolerance
 
 
 def cache(batch: CPBatch, x: AttnInputs) -> LayerKV:

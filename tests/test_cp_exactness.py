@@ -6,7 +6,6 @@ from __future__ import annotations
 import hypothesis.strategies as st
 import pytest
 import torch
-from cp_helpers import check_cp_attention, cp_batches, cp_test_device, make_inputs
 from hypothesis import given, settings
 
 from cp import (
@@ -19,6 +18,7 @@ from cp import (
     run_local_ranks,
 )
 from cp.comm import LocalSimComm
+from tests.cp_helpers import check_cp_attention, cp_batches, cp_test_device, make_inputs
 
 STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy]
 HEADS = [(4, 4), (4, 2), (6, 3), (2, 1)]

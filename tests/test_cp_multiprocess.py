@@ -6,13 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
-from cp_helpers import (
-    check_cp_attention,
-    check_round_trip,
-    cp_test_device,
-    make_inputs,
-    spawn_world,
-)
 from torch.multiprocessing import ProcessRaisedException
 
 from cp import (
@@ -25,6 +18,13 @@ from cp import (
     get_cp_strategy,
     init_cp_strategy,
     reset_cp_strategy,
+)
+from tests.cp_helpers import (
+    check_cp_attention,
+    check_round_trip,
+    cp_test_device,
+    make_inputs,
+    spawn_world,
 )
 
 pytestmark = pytest.mark.multiprocess

@@ -4,10 +4,10 @@ here token by token, for random batches."""
 from __future__ import annotations
 
 import torch
-from cp_helpers import cp_batches
 from hypothesis import given, settings
 
 from cp import CPBatch, CPMetadata, interleave_plan, zigzag_plan
+from tests.cp_helpers import cp_batches
 
 
 def request_and_position(ext: tuple[int, ...]) -> list[tuple[int, int]]:

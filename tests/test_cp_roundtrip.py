@@ -6,7 +6,6 @@ from __future__ import annotations
 import hypothesis.strategies as st
 import pytest
 import torch
-from cp_helpers import check_round_trip, cp_batches
 from hypothesis import given, settings
 
 from cp import (
@@ -20,6 +19,7 @@ from cp import (
     run_local_ranks,
 )
 from cp.comm import LocalSimComm
+from tests.cp_helpers import check_round_trip, cp_batches
 
 STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-from cp_helpers import check_round_trip
 
 from cp import (
     CPBatch,
@@ -16,6 +15,7 @@ from cp import (
     zigzag_plan,
 )
 from cp.comm import LocalSimComm
+from tests.cp_helpers import check_round_trip
 
 
 def tokens(meta: CPMetadata, rank: int) -> list[int]:
