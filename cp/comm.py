@@ -58,6 +58,11 @@ class Comm(ABC):
         return torch.cat([gathered[r * physical : r * physical + n] for r, n in enumerate(counts)])
 
 
+# torch 2.13 renamed all_gather_into_tensor (now deprecated) to all_gather_single; the
+# project's torch range reaches back to releases that only have the old name.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
 class ProcessGroupComm(Comm):
     """A `torch.distributed` process group (gloo on CPU, NCCL on GPU); the world when None."""
 
@@ -87,7 +92,7 @@ class ProcessGroupComm(Comm):
     def all_gather(self, x: Tensor) -> Tensor:
         x = x.contiguous()
         out = x.new_empty((self._world_size * x.shape[0], *x.shape[1:]))
-        dist.all_gather_into_tensor(out, x, group=self.group)
+        _all_gather_single(out, x, group=self.group)
         return out
 
 

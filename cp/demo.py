@@ -1,0 +1,272 @@
+"""A causal attention layer run under a meshsat layout, checked against one process.
+
+    torchrun --nproc-per-node 4 -m cp.demo --set tp_size=4 --set attn_cp_size=2 \\
+        --set enable_prefill_cp=true --set cp_strategy=zigzag
+    python -m cp.demo --spawn 4 --set tp_size=4 ...      # the same without torchrun
+
+Every rank builds the same random layer (8 query heads, 4 KV heads) and batch (requests
+with cached prefixes). Heads are split over the attention-TP group (output projection
+summed with an all-reduce), tokens over the attention-CP group by the bound strategy; the
+gathered output is compared with plain float64 attention computed in one process. Prints
+the largest error over all ranks; exits 1 above tolerance (or for an invalid layout),
+2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any, cast
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from cp.attention import causal_attention_fn
+from cp.batch import CPBatch
+from cp.instantiate import LayoutHandle, instantiate
+from cp.kinds import CPError, CPNotApplicableError
+from cp.kvcache import LayerKV
+from solver import InvalidLayoutError, MeshsatError, ModelSpec
+
+HIDDEN, HEADS, KV_HEADS, HEAD_DIM = 64, 8, 4, 16
+#: The layer's shape as model facts, so validation rejects layouts that cannot split it.
+MODEL = ModelSpec(num_attention_heads=HEADS, num_key_value_heads=KV_HEADS)
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2}
+#: What each rank reports to rank 0: (rank, attention-CP group, attention-TP group, error).
+RankReport = tuple[int, tuple[int, ...], tuple[int, ...], float]
+
+
+@dataclass(frozen=True)
+class Layer:
+    wq: Tensor
+    wk: Tensor
+    wv: Tensor
+    wo: Tensor
+
+    @classmethod
+    def random(cls, seed: int) -> Layer:
+        gen = torch.Generator().manual_seed(seed)
+
+        def w(rows: int, cols: int) -> Tensor:
+            return torch.randn(rows, cols, generator=gen, dtype=torch.float64) / math.sqrt(rows)
+
+        return cls(
+            w(HIDDEN, HEADS * HEAD_DIM),
+            w(HIDDEN, KV_HEADS * HEAD_DIM),
+            w(HIDDEN, KV_HEADS * HEAD_DIM),
+            w(HEADS * HEAD_DIM, HIDDEN),
+        )
+
+
+def reference(layer: Layer, batch: CPBatch, x: Tensor, xp: Tensor) -> Tensor:
+    """Plain causal attention in float64, one request and one head at a time."""
+
+    def heads(t: Tensor, w: Tensor) -> Tensor:
+        return (t @ w).view(t.shape[0], -1, HEAD_DIM)
+
+    q = heads(x, layer.wq)
+    kx, kp, vx, vp = (
+        heads(x, layer.wk),
+        heads(xp, layer.wk),
+        heads(x, layer.wv),
+        heads(xp, layer.wv),
+    )
+    out = torch.zeros(x.shape[0], HEADS, HEAD_DIM, dtype=torch.float64)
+    tok = pre = 0
+    group = HEADS // KV_HEADS
+    for p, n in zip(batch.prefix_lens, batch.extend_lens, strict=True):
+        keys = torch.cat([kp[pre : pre + p], kx[tok : tok + n]])
+        vals = torch.cat([vp[pre : pre + p], vx[tok : tok + n]])
+        visible = torch.ones(n, p + n, dtype=torch.bool).tril(diagonal=p)
+        for h in range(HEADS):
+            scores = q[tok : tok + n, h] @ keys[:, h // group].T / math.sqrt(HEAD_DIM)
+            out[tok : tok + n, h] = (
+                scores.masked_fill(~visible, -math.inf).softmax(-1) @ vals[:, h // group]
+            )
+        tok, pre = tok + n, pre + p
+    return out.reshape(-1, HEADS * HEAD_DIM) @ layer.wo
+
+
+def _head_slices(handle: LayoutHandle) -> tuple[slice, slice]:
+    """This rank's query and KV columns: heads split over the attention-TP group, KV heads
+    replicated when there are fewer of them than TP ranks (GQA groups stay together)."""
+    tp, r = handle.plan.widths.attn_tp, handle.coords.attn_tp
+    q_local = HEADS // tp
+    if tp <= KV_HEADS:
+        kv_first, kv_local = r * (KV_HEADS // tp), KV_HEADS // tp
+    else:
+        kv_first, kv_local = r // (tp // KV_HEADS), 1
+    return (
+        slice(r * q_local * HEAD_DIM, (r + 1) * q_local * HEAD_DIM),
+        slice(kv_first * HEAD_DIM, (kv_first + kv_local) * HEAD_DIM),
+    )
+
+
+def run_layer(
+    handle: LayoutHandle, batch: CPBatch, seed: int, dtype: torch.dtype
+) -> tuple[float, bool]:
+    """This rank's share of the layer; returns (max |error| against the reference, CP used)."""
+    layer = Layer.random(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(batch.num_tokens, HIDDEN, generator=gen, dtype=torch.float64)
+    xp = torch.randn(sum(batch.prefix_lens), HIDDEN, generator=gen, dtype=torch.float64)
+    qs, kvs = _head_slices(handle)
+
+    def proj(t: Tensor, w: Tensor, cols: slice) -> Tensor:
+        return (t.to(dtype) @ w[:, cols].to(dtype)).view(t.shape[0], -1, HEAD_DIM)
+
+    strategy = handle.strategy
+    try:
+        batch = strategy.prepare(batch) if strategy is not None else batch
+    except CPNotApplicableError:  # SGLang runs such a forward without CP
+        strategy = None
+    local_x = strategy.shard_hidden_states(x, batch) if strategy is not None else x
+    q, k, v = (
+        proj(local_x, layer.wq, qs),
+        proj(local_x, layer.wk, kvs),
+        proj(local_x, layer.wv, kvs),
+    )
+    cache = LayerKV.from_prefix(batch, proj(xp, layer.wk, kvs), proj(xp, layer.wv, kvs))
+    if strategy is not None:
+        strategy.materialize_full_kv(batch, cache, k, v)
+        attn = strategy.run_attention(q, batch, q.device, strategy.default_attn_fn(batch, cache))
+    else:
+        cache.write_extend(k, v)
+        attn = causal_attention_fn(cache, torch.arange(batch.bs))(
+            q,
+            _cumsum(batch.extend_lens),
+            torch.tensor(batch.seq_lens, dtype=torch.int32),
+            max(batch.extend_lens, default=0),
+        )
+    out = attn.reshape(attn.shape[0], -1) @ layer.wo[qs, :].to(dtype)
+    if handle.plan.widths.attn_tp > 1:
+        dist.all_reduce(out, group=handle.groups["attn_tp"])
+    full = strategy.gather_hidden_states(out, batch) if strategy is not None else out
+    error = (full.double() - reference(layer, batch, x, xp)).abs().max()
+    return float(error), strategy is not None
+
+
+def _cumsum(lens: tuple[int, ...]) -> Tensor:
+    return torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="python -m cp.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    ap.add_argument("--config", help="layout file (JSON, YAML or TOML)")
+    ap.add_argument("--example", help="an embedded example layout")
+    ap.add_argument("--lens", default="96,61,40", help="extend lengths per request")
+    ap.add_argument("--prefixes", default="0,17,9", help="cached prefix length per request")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--spawn",
+        type=int,
+        metavar="N",
+        help="start N local processes (gloo) instead of running under torchrun",
+    )
+    return ap.parse_args(argv)
+
+
+def _batch(args: argparse.Namespace) -> CPBatch:
+    try:
+        lens = tuple(int(t) for t in args.lens.split(","))
+        prefixes = tuple(int(t) for t in args.prefixes.split(","))
+    except ValueError:
+        raise MeshsatError("--lens and --prefixes take comma-separated integers") from None
+    if len(lens) != len(prefixes) or min((*lens, *prefixes), default=0) < 0:
+        raise MeshsatError("--lens and --prefixes need the same count of non-negative integers")
+    return CPBatch(lens, prefixes)
+
+
+def worker(args: argparse.Namespace) -> int:
+    """One rank: instantiate the layout, run the layer, report; returns the exit status."""
+    from solver.cli.layout_options import load_layout
+
+    rank = dist.get_rank()
+    dtype = getattr(torch, args.dtype)
+    try:
+        layout = load_layout(args.config, args.set, None, None, args.example)
+        handle = instantiate(layout.config, model=MODEL)
+        error, used_cp = run_layer(handle, _batch(args), args.seed, dtype)
+    except (MeshsatError, CPError) as exc:
+        if rank == 0:
+            one_line = "; ".join(part.strip() for part in str(exc).splitlines())
+            print(f"cp.demo: error: {one_line}", file=sys.stderr)
+        return 1 if isinstance(exc, InvalidLayoutError) else 2
+    mine: RankReport = (rank, handle.members["attn_cp"], handle.members["attn_tp"], error)
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, mine)
+    reports = [cast(RankReport, r) for r in gathered]
+    worst = max(r[3] for r in reports)
+    if rank == 0:
+        w = handle.plan.widths
+        kind = handle.strategy.name if used_cp and handle.strategy is not None else "none"
+        print(
+            f"layout: {w.world} ranks; attention dp {w.attn_dp} · cp {w.attn_cp} · tp "
+            f"{w.attn_tp}; CP strategy {kind}; batch {args.lens} (prefixes {args.prefixes}), "
+            f"{args.dtype}"
+        )
+        for r, cp_group, tp_group, err in reports:
+            print(
+                f"  rank {r}: attention-CP group {list(cp_group)}, attention-TP group "
+                f"{list(tp_group)}, max |error| {err:.2e}"
+            )
+        tol = TOLERANCE[dtype]
+        verdict = "OK" if worst <= tol else "ABOVE TOLERANCE"
+        print(f"max |error| over all ranks: {worst:.3e} (tolerance {tol:.0e}): {verdict}")
+    return 0 if worst <= TOLERANCE[dtype] else 1
+
+
+def _spawned(rank: int, world: int, init_file: str, args: argparse.Namespace) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        code = worker(args)
+    finally:
+        dist.destroy_process_group()
+    if code:
+        sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    torch.set_num_threads(1)
+    if args.spawn is not None:
+        if args.spawn < 1:
+            print("cp.demo: error: --spawn needs a positive process count", file=sys.stderr)
+            return 2
+        # Plain processes, not torch.multiprocessing.spawn: its join kills the other ranks
+        # at the first non-zero exit, and every rank must finish its collectives.
+        context = torch.multiprocessing.get_context("spawn")
+        with tempfile.TemporaryDirectory() as tmp:
+            init_file = os.path.join(tmp, "rendezvous")
+            procs = [
+                context.Process(target=_spawned, args=(r, args.spawn, init_file, args))
+                for r in range(args.spawn)
+            ]
+            for proc in procs:
+                proc.start()
+            for proc in procs:
+                proc.join()
+        return max(proc.exitcode or 0 for proc in procs)
+    if "RANK" not in os.environ:
+        print("cp.demo: error: run under torchrun, or pass --spawn N", file=sys.stderr)
+        return 2
+    dist.init_process_group("gloo")
+    try:
+        return worker(args)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

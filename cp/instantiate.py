@@ -1,0 +1,127 @@
+"""From a legal layout to process groups and a bound CP strategy.
+
+The rank plan is `solver.groups` (pure, torch-free); this module is the thin layer that
+turns it into `torch.distributed` groups. `torch.distributed.new_group` is collective:
+every process must call it for every group, in the same order, even for groups it is not
+in. So each rank walks the whole plan in `GROUP_KINDS` order, groups with identical
+members share one process group, and the rank keeps the ones it belongs to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch.distributed as dist
+
+from cp.base import CPStrategy
+from cp.comm import ProcessGroupComm
+from cp.kinds import CPConfigError
+from cp.registry import init_cp_strategy, strategy_class
+from solver import Config, InvalidLayoutError, ModelSpec, validate
+from solver.groups import GROUP_KINDS, RankInfo, RankMap, Widths, plan
+
+
+@dataclass(frozen=True)
+class LayoutHandle:
+    """What one rank holds once the layout is instantiated."""
+
+    rank: int
+    world_size: int
+    #: The configuration SGLang would run (after its silent changes).
+    resolved: Mapping[str, Any]
+    plan: RankMap
+    coords: RankInfo
+    #: This rank's process group per kind (`GROUP_KINDS`).
+    groups: Mapping[str, dist.ProcessGroup]
+    #: The global ranks of each of this rank's groups.
+    members: Mapping[str, tuple[int, ...]]
+    #: The strategy bound to this rank's attention-CP group; None when CP is inactive.
+    strategy: CPStrategy | None
+
+    def comm(self, kind: str) -> ProcessGroupComm:
+        """A `Comm` over one of this rank's groups (e.g. "attn_tp")."""
+        return ProcessGroupComm(self.groups[kind])
+
+
+def instantiate(
+    config: Config | Mapping[str, Any],
+    rank: int | None = None,
+    world_size: int | None = None,
+    *,
+    model: ModelSpec | Mapping[str, Any] | None = None,
+    bind: bool = True,
+) -> LayoutHandle:
+    """Validate the layout, create every process group it needs and bind the CP strategy.
+
+    Call it on every rank after `dist.init_process_group`. `rank` and `world_size`
+    default to the default group's and must match it when given. An invalid layout raises
+    `solver.InvalidLayoutError` (the validator's messages) before any group is created, and
+    so does a world size other than the layout's GPU count. With `bind=False` the strategy
+    is built but not bound process-wide (`cp.get_cp_strategy`).
+    """
+    report = validate(config, model, explain=False)
+    if not report.valid:
+        raise InvalidLayoutError(report)
+    resolved = report.resolved
+    rank_map = plan(Widths.of(resolved))
+    if not (dist.is_available() and dist.is_initialized()):
+        raise CPConfigError(
+            "instantiate needs torch.distributed initialised (dist.init_process_group, or "
+            "run under torchrun) before process groups can be created"
+        )
+    actual_rank, actual_world = dist.get_rank(), dist.get_world_size()
+    if rank is not None and rank != actual_rank:
+        raise CPConfigError(f"rank {rank} was asked for, but this process is rank {actual_rank}")
+    if world_size is not None and world_size != actual_world:
+        raise CPConfigError(
+            f"world_size {world_size} was asked for, but the process group has {actual_world}"
+        )
+    needed = rank_map.widths.world
+    if actual_world != needed:
+        raise CPConfigError(
+            f"the layout uses {needed} GPU(s) (gpus_used); the process group has "
+            f"{actual_world} process(es)"
+        )
+    created: dict[tuple[int, ...], dist.ProcessGroup] = {}
+    groups: dict[str, dist.ProcessGroup] = {}
+    members: dict[str, tuple[int, ...]] = {}
+    for kind in GROUP_KINDS:
+        for ranks in rank_map.groups[kind]:
+            group = created.get(ranks)
+            if group is None:
+                made = dist.new_group(ranks=list(ranks))
+                if made is None:  # pragma: no cover - torch returns None only off-group in old APIs
+                    raise CPConfigError(f"torch.distributed refused a {kind} group {ranks}")
+                group = created[ranks] = made
+            if actual_rank in ranks:
+                groups[kind], members[kind] = group, ranks
+    strategy = _strategy(resolved, rank_map, groups["attn_cp"], bind)
+    return LayoutHandle(
+        rank=actual_rank,
+        world_size=actual_world,
+        resolved=resolved,
+        plan=rank_map,
+        coords=rank_map.ranks[actual_rank],
+        groups=groups,
+        members=members,
+        strategy=strategy,
+    )
+
+
+def _strategy(
+    resolved: Mapping[str, Any], rank_map: RankMap, group: dist.ProcessGroup, bind: bool
+) -> CPStrategy | None:
+    """The strategy SGLang would instantiate: only with prefill CP on and attn_cp > 1."""
+    options = {
+        "enable_prefill_cp": bool(resolved["enable_prefill_cp"]),
+        "cp_size": rank_map.widths.attn_cp,
+        "cp_strategy": resolved["cp_strategy"],
+    }
+    if bind:
+        return init_cp_strategy(**options, comm_or_group=group)
+    if not (options["enable_prefill_cp"] and options["cp_size"] > 1):
+        return None
+    cls = strategy_class(resolved["cp_strategy"])
+    return cls(rank_map.widths.attn_cp, comm=ProcessGroupComm(group))

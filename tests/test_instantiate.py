@@ -1,0 +1,145 @@
+"""cp.instantiate: from a layout to process groups and a bound strategy.
+
+Tier 2 in one process (gloo, world 1) for the refusals; tier 3 in real processes at world
+4 and 6, where every attention-CP group runs a CP attention layer (heads split over the
+attention-TP group too) and is compared with single-process float64 attention.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from cp import CPConfigError, InterleaveStrategy, ZigzagStrategy, get_cp_strategy
+from cp.batch import CPBatch
+from cp.demo import MODEL, TOLERANCE, run_layer
+from cp.instantiate import instantiate
+from solver import InvalidLayoutError
+from solver.groups import GROUP_KINDS
+from tests.cp_helpers import spawn_world
+
+CP_ON = {"enable_prefill_cp": True}
+WORLD_4: list[dict[str, Any]] = [
+    {"tp_size": 4, "attn_cp_size": 2, **CP_ON, "cp_strategy": "zigzag"},
+    {"tp_size": 4, "attn_cp_size": 2, **CP_ON, "cp_strategy": "interleave"},
+    {"tp_size": 4, "attn_cp_size": 4, **CP_ON, "cp_strategy": "zigzag", "ep_size": 1},
+    {"tp_size": 2, "pp_size": 2, "attn_cp_size": 2, **CP_ON, "cp_strategy": "interleave"},
+    {
+        "tp_size": 4,
+        "dp_size": 2,
+        "enable_dp_attention": True,
+        "attn_cp_size": 2,
+        **CP_ON,
+        "cp_strategy": "zigzag",
+        "moe_dp_size": 2,
+        "ep_size": 2,
+    },
+    {"tp_size": 4},  # no CP: heads over four TP ranks, no strategy bound
+]
+WORLD_6: list[dict[str, Any]] = [
+    {
+        "tp_size": 6,
+        "dp_size": 3,
+        "enable_dp_attention": True,
+        "attn_cp_size": 2,
+        **CP_ON,
+        "cp_strategy": "zigzag",
+    },
+    {"tp_size": 6, "attn_cp_size": 3, **CP_ON, "cp_strategy": "interleave"},
+    {"tp_size": 6, "attn_cp_size": 3, **CP_ON, "cp_strategy": "zigzag"},
+    # Plain DP replicas: SGLang's tp % (dp_size·attn_cp_size) forbids CP beside them here.
+    {"tp_size": 2, "dp_size": 3},
+]
+BATCH = CPBatch((40, 29, 61), (0, 7, 13))
+
+
+def check_layout(rank: int, config: dict[str, Any], seed: int) -> None:
+    handle = instantiate(config, model=MODEL)
+    plan = handle.plan
+    assert handle.coords == plan.ranks[rank]
+    for kind in GROUP_KINDS:
+        members = handle.members[kind]
+        assert rank in members and members in plan.groups[kind]
+        assert dist.get_world_size(handle.groups[kind]) == len(members)
+        assert dist.get_rank(handle.groups[kind]) == members.index(rank)
+    strategy = handle.strategy
+    if config.get("enable_prefill_cp") and config.get("attn_cp_size", 1) > 1:
+        expected = ZigzagStrategy if config["cp_strategy"] == "zigzag" else InterleaveStrategy
+        assert isinstance(strategy, expected) and get_cp_strategy() is strategy
+        assert strategy.cp_size == plan.widths.attn_cp
+        assert strategy.cp_rank == handle.coords.attn_cp
+    else:
+        assert strategy is None and get_cp_strategy() is None
+    error, used_cp = run_layer(handle, BATCH, seed, torch.float32)
+    assert used_cp == (strategy is not None)
+    assert error <= TOLERANCE[torch.float32], (config, error)
+
+
+def layouts_worker(rank: int, world: int, device: torch.device, layouts: list[dict]) -> None:
+    torch.set_num_threads(1)
+    for i, config in enumerate(layouts):
+        check_layout(rank, config, seed=i)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("world,layouts", [(4, WORLD_4), (6, WORLD_6)], ids=["world4", "world6"])
+def test_instantiate_runs_cp_attention_in_every_group(
+    tmp_path: Path, world: int, layouts: list[dict[str, Any]]
+) -> None:
+    spawn_world(world, layouts_worker, str(tmp_path), torch.device("cpu"), layouts)
+
+
+@pytest.fixture
+def world_of_one(tmp_path: Path) -> Any:
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rdv'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_invalid_layout_raises_before_any_group(
+    world_of_one: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[object] = []
+    monkeypatch.setattr(dist, "new_group", lambda *a, **k: made.append(a) or None)
+    with pytest.raises(InvalidLayoutError, match=r"\[CP-TP-DIV\]"):
+        instantiate({"tp_size": 1, "attn_cp_size": 2})
+    with pytest.raises(CPConfigError, match="layout uses 2 GPU"):
+        instantiate({"tp_size": 2})
+    assert made == []
+
+
+def test_world_of_one_binds_nothing(world_of_one: None) -> None:
+    handle = instantiate({"tp_size": 1, "enable_prefill_cp": True, "cp_strategy": "zigzag"})
+    assert handle.strategy is None and handle.members["attn_cp"] == (0,)
+    with pytest.raises(CPConfigError, match="rank 3 was asked for"):
+        instantiate({}, rank=3)
+
+
+def test_needs_an_initialised_process_group() -> None:
+    assert not dist.is_initialized()
+    with pytest.raises(CPConfigError, match="init_process_group"):
+        instantiate({"tp_size": 1})
+
+
+def test_demo_end_to_end_without_torchrun() -> None:
+    from cp.demo import main
+
+    args = [
+        "--spawn",
+        "2",
+        "--set",
+        "tp_size=2",
+        "--set",
+        "attn_cp_size=2",
+        "--set",
+        "enable_prefill_cp=true",
+        "--set",
+        "cp_strategy=zigzag",
+    ]
+    assert main(args) == 0
+    assert main(["--spawn", "2", "--set", "tp_size=2", "--set", "attn_cp_size=3"]) == 1
+    assert main(["--spawn", "2", "--set", "tp_size=4"]) == 2
