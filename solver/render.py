@@ -145,7 +145,10 @@ class _Shower:
                 return [f"{self.show(e.a)}, needs {text(e.b)}"]
             return [f"{self.show(e.a)} {_NEG[e.op]} {self.show(e.b)}"]
         if isinstance(e, And):
-            return [r for a in e.args if not self.val(a) for r in self.why_false(a)]
+            # Conjuncts after the first false one may read unset fields (`x is set and
+            # x <= y`), as in every back-end's short-circuit `and`: stop there.
+            false = next(a for a in e.args if not self.val(a))
+            return self.why_false(false)
         if isinstance(e, Or):
             parts = [r for a in e.args for r in self.why_false(a)]
             return ["none holds: " + "; ".join(parts)] if len(parts) > 1 else parts
