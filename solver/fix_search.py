@@ -141,8 +141,10 @@ class Search:
             goals = (changes, distance) if objective == "changes" else (distance, changes)
             for k in range(top):
                 if k:
-                    if self.check([]) != z3.sat:
-                        break  # fewer than `top` alternatives exist (or time is up)
+                    result = self.check([])
+                    if result != z3.sat:
+                        out.timed_out = result != z3.unsat  # else: no more alternatives
+                        break
                     self.model = self.s.model()
                 found = self.best(goals)
                 out.found.append(found)
