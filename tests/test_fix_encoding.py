@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import z3
 
-from solver.catalogue import ERRORS
+from solver.catalogue import ERRORS, RULES
 from solver.config import Config
 from solver.fields import SPECS
 from solver.fix_problem import (
@@ -30,23 +30,32 @@ from solver.z3exp import Universe, factorize, order_weights
 
 MODELS = (
     None,
-    ModelSpec(
-        architecture="DeepseekV3ForCausalLM",
-        num_attention_heads=128,
-        num_key_value_heads=128,
-        num_experts=256,
-        num_hidden_layers=61,
+    ModelSpec.model_validate(
+        {
+            "architecture": "DeepseekV3ForCausalLM",
+            "num_attention_heads": 128,
+            "num_key_value_heads": 128,
+            "num_experts": 256,
+            "num_hidden_layers": 61,
+        }
     ),
-    ModelSpec(
-        architecture="DeepseekV32ForCausalLM",
-        is_deepseek_dsa=True,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        num_experts=96,
-        num_hidden_layers=3,
+    ModelSpec.model_validate(
+        {
+            "architecture": "DeepseekV32ForCausalLM",
+            "is_deepseek_dsa": True,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "num_experts": 96,
+            "num_hidden_layers": 3,
+        }
     ),
-    ModelSpec(architecture="MiMoV2FlashForCausalLM", is_multimodal=True, num_attention_heads=12),
+    ModelSpec.model_validate(
+        {"architecture": "MiMoV2FlashForCausalLM", "is_multimodal": True, "num_attention_heads": 12}
+    ),
 )
+
+
+ERRORS_INDEX = {i: rule.id for i, rule in enumerate(RULES) if rule.severity == "error"}
 
 
 def divisors(n: int) -> list[int]:
@@ -144,10 +153,3 @@ def test_every_rule_agrees_with_python(n: int) -> None:
             assert z3_failed == failed, cfg.model_dump()
         else:
             assert failed, cfg.model_dump()
-
-
-ERRORS_INDEX = {
-    i: rule.id
-    for i, rule in enumerate(__import__("solver.catalogue", fromlist=["RULES"]).RULES)
-    if rule.severity == "error"
-}
