@@ -336,3 +336,11 @@ def test_cli_surface() -> None:
         "--timeout",
         "--json",
     }
+
+
+def test_importing_the_package_loads_no_solver() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, solver; assert 'z3' not in sys.modules and 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
