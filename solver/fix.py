@@ -253,7 +253,9 @@ def fix(
 
     Pins that cannot all hold give `conflict`, a minimal set of pins and rules, and no fix.
     Every Z3 call is bounded by what is left of `timeout_s`: `optimal` says whether a fix
-    is proven best, `timed_out` whether the time ran out. Bad arguments raise `InputError`.
+    is proven best, `timed_out` whether the time ran out (if it runs out while ties are
+    broken, the objectives stay proven but which of the equals is returned may vary). Bad
+    arguments raise `InputError`.
     Calls are serialised per cached problem, so threads may share `fix`.
     """
     pinned = _check_args(pins, gpus, objective, top, timeout_s)

@@ -146,15 +146,16 @@ def print_fix(report: FixReport) -> None:
     for i, result in enumerate(report.fixes, 1):
         if len(report.fixes) > 1:
             out.print(f"\n[bold]fix {i} of {len(report.fixes)}[/bold]")
-        _print_result(report, result)
+        _print_result(report, result, first=i == 1)
     if report.timed_out:
         out.print(f"[yellow]the timeout cut the search: {len(report.fixes)} fix(es) found[/yellow]")
 
 
-def _print_result(report: FixReport, result: FixResult) -> None:
+def _print_result(report: FixReport, result: FixResult, first: bool) -> None:
     n = len(result.changes)
+    best = "optimal" if first else "the best alternative to the fixes above"
     proof = (
-        f"proven optimal ({_GOALS[report.objective]})"
+        f"proven {best} ({_GOALS[report.objective]})"
         if result.optimal
         else "best found within the timeout (not proven optimal)"
     )
