@@ -126,6 +126,9 @@ class Search:
             pin_lits = {name: z3.Bool(f"pin:{name}") for name in pins}
             for name, lit in pin_lits.items():
                 self.s.add(z3.Implies(lit, self.keep[name]))
+            # Per-call terms read raw fields only, which carry no quotient: nothing to
+            # assert, but an exactness condition met here must hold like the others.
+            self.s.add(*self.enc.take_side())
             self.start_at_input()
             result = self.check([self.p.all, *pin_lits.values()])
             if result == z3.unsat:
