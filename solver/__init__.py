@@ -4,6 +4,8 @@ Entry points:
 - `validate(config, model=None) -> Report`: every violated rule, the conflicting fields,
   SGLang's silent changes and the derived widths.
 - `check(config, model=None)`: the same, raising `InvalidLayoutError` for a server.
+- `fix(config, model=None, pins=(), gpus=None, objective="changes", top=1) -> FixReport`:
+  the nearest valid layouts, or the pins and rules that conflict.
 - `Config`, `ModelSpec`: the typed inputs; `RULES`, `RESOLUTIONS`: the catalogue.
 
 Importing this package loads neither torch nor Z3; Z3 is imported on first need.
@@ -14,6 +16,7 @@ from __future__ import annotations
 from solver.catalogue import RESOLUTIONS, RULES
 from solver.config import Config
 from solver.errors import InputError, InvalidLayoutError, MeshsatError, UnsatisfiableError
+from solver.fix import Conflict, FixReport, FixResult, fix
 from solver.model_spec import ModelSpec
 from solver.report import Note, Report, Violation
 from solver.validate import check, validate
@@ -22,6 +25,9 @@ __all__ = [
     "RESOLUTIONS",
     "RULES",
     "Config",
+    "Conflict",
+    "FixReport",
+    "FixResult",
     "InputError",
     "InvalidLayoutError",
     "MeshsatError",
@@ -31,5 +37,6 @@ __all__ = [
     "UnsatisfiableError",
     "Violation",
     "check",
+    "fix",
     "validate",
 ]

@@ -145,7 +145,18 @@ class _Shower:
                 return [f"{self.show(e.a)}, needs {text(e.b)}"]
             return [f"{self.show(e.a)} {_NEG[e.op]} {self.show(e.b)}"]
         if isinstance(e, And):
-            return [r for a in e.args if not self.val(a) for r in self.why_false(a)]
+            # Every false conjunct is worth showing (TOPO-POSITIVE lists each bad size), but a
+            # conjunct may be guarded by an earlier one (`x is set and x <= y`): where one
+            # cannot be evaluated, the short-circuit `and` of every back-end stops too.
+            reasons: list[str] = []
+            for a in e.args:
+                try:
+                    holds = self.val(a)
+                except TypeError:
+                    break
+                if not holds:
+                    reasons += self.why_false(a)
+            return reasons
         if isinstance(e, Or):
             parts = [r for a in e.args for r in self.why_false(a)]
             return ["none holds: " + "; ".join(parts)] if len(parts) > 1 else parts

@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from solver.cli.fix_cmd import fix_cmd
 from solver.cli.groups_cmd import groups_cmd
 from solver.cli.rules_cmd import fields_cmd, rules_cmd
 from solver.cli.validate_cmd import validate_cmd
@@ -25,9 +26,10 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.command("validate")(validate_cmd)
+app.command("fix")(fix_cmd)
+app.command("groups")(groups_cmd)
 app.command("rules")(rules_cmd)
 app.command("fields")(fields_cmd)
-app.command("groups")(groups_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:

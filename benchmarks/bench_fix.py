@@ -1,0 +1,264 @@
+"""Benchmark `fix` against a brute-force nearest valid layout, in the same run.
+
+For each GPU count N, a fixed corpus of invalid layouts (seeded; sizes among the divisors
+of N, flags and choices of the field space below) is fixed with `gpus=N` under both
+objectives. Each layout is timed `--runs` times and its median kept; the table gives the
+p50 and p95 of those medians. The first call per N, which builds the cached problem, is
+reported apart ("cold").
+
+The baseline is what one would do without a solver: enumerate every layout of the field
+space that uses N GPUs, keep the valid ones (compiled Python validator), then for each
+query pick the minimum of the same objective over that list with numpy. Enumeration is paid
+once per N and shown on its own; the per-query argmin is the baseline of the ratio. Where
+the enumeration is estimated above `--brute-limit` seconds it is skipped, and the table
+says so. fix searches every field, the baseline only this space, so fix's objective can
+only be lower or equal: the last column counts the queries where it is.
+
+Usage: python benchmarks/bench_fix.py [--count 200] [--runs 3] [--gpus 8,64,512,4096,65536]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import platform
+import random
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import z3
+
+from solver.catalogue import RULES
+from solver.config import Config
+from solver.fix import change_weight, fix, size_mbits
+from solver.fix_problem import problem
+from solver.pyeval import compiled
+from solver.validate import environment
+from solver.z3exp import Universe
+
+SIZES = ("tp_size", "pp_size", "dp_size", "attn_cp_size", "ep_size", "moe_dp_size", "dcp_size")
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "enable_dp_attention": (False, True),
+    "enable_prefill_cp": (False, True),
+    "cp_strategy": (None, "zigzag", "interleave"),
+    "moe_a2a_backend": ("none", "deepep"),
+}
+FIELDS = (*SIZES, *CHOICES)
+ERROR_INDEX = frozenset(i for i, r in enumerate(RULES) if r.severity == "error")
+
+
+def corpus(n: int, count: int, seed: int) -> list[Config]:
+    """`count` invalid layouts over the field space, the same on every run."""
+    rng = random.Random(seed * 1_000_003 + n)
+    divisors = Universe.dividing(n).divisors()
+    checker = compiled()
+    out: list[Config] = []
+    while len(out) < count:
+        values: dict[str, Any] = {"tp_size": rng.choice(divisors)}
+        for name in SIZES[1:]:
+            if rng.random() < 0.35:
+                values[name] = rng.choice(divisors)
+        for name, choices in CHOICES.items():
+            if rng.random() < 0.25:
+                values[name] = rng.choice(choices)
+        cfg = Config.model_validate(values)
+        env = environment(cfg, None)
+        resolved, _ = checker.resolve(env)
+        if any(i in ERROR_INDEX for i in checker.violations(resolved, env)):
+            out.append(cfg)
+    return out
+
+
+# --- the brute-force baseline ---------------------------------------------------------------
+def _heads(n: int) -> Iterator[dict[str, Any]]:
+    """The (tp, pp, dp, DP attention) choices that use n GPUs."""
+    divisors = Universe.dividing(n).divisors()
+    for tp, pp, dp in itertools.product(divisors, repeat=3):
+        for dp_attention in (False, True):
+            used = tp * pp if dp_attention and dp > 1 else dp * tp * pp
+            if used == n:
+                yield {
+                    "tp_size": tp,
+                    "pp_size": pp,
+                    "dp_size": dp,
+                    "enable_dp_attention": dp_attention,
+                }
+
+
+def _rest(n: int) -> list[tuple[str, tuple[Any, ...]]]:
+    divisors = tuple(Universe.dividing(n).divisors())
+    others = [(k, v) for k, v in CHOICES.items() if k != "enable_dp_attention"]
+    return [(name, divisors) for name in SIZES[3:]] + others
+
+
+def candidates(n: int) -> Iterator[dict[str, Any]]:
+    """Every layout of the field space on n GPUs (the GPU count prunes tp, pp, dp first)."""
+    rest = _rest(n)
+    for head in _heads(n):
+        for values in itertools.product(*(v for _, v in rest)):
+            yield {**head, **dict(zip((k for k, _ in rest), values, strict=True))}
+
+
+def count_candidates(n: int) -> int:
+    return sum(1 for _ in _heads(n)) * math.prod(len(v) for _, v in _rest(n))
+
+
+@dataclass
+class Valid:
+    """The valid layouts of the field space, as numpy columns."""
+
+    columns: dict[str, np.ndarray[Any, Any]]
+    mbits: dict[str, np.ndarray[Any, Any]]
+    rows: int
+
+
+def enumerate_valid(n: int) -> Valid:
+    checker = compiled()
+    base = environment(Config(), None)
+    kept: list[dict[str, Any]] = []
+    for row in candidates(n):
+        env = {**base, **row}
+        resolved, _ = checker.resolve(env)
+        if not any(i in ERROR_INDEX for i in checker.violations(resolved, env)):
+            kept.append(row)
+    columns = {f: np.array([_code(f, r[f]) for r in kept], dtype=np.int64) for f in FIELDS}
+    mbits = {f: np.array([size_mbits(r[f]) for r in kept], dtype=np.int64) for f in SIZES}
+    return Valid(columns, mbits, len(kept))
+
+
+def _code(name: str, value: Any) -> int:
+    return value if name in SIZES else CHOICES[name].index(value)
+
+
+def brute_nearest(valid: Valid, cfg: Config, objective: str) -> tuple[int, int]:
+    """The least (primary, secondary) objective over the valid list."""
+    user = cfg.user_set()
+    changes = np.zeros(valid.rows, dtype=np.int64)
+    distance = np.zeros(valid.rows, dtype=np.int64)
+    for name in FIELDS:
+        old = getattr(cfg, name)
+        changes += (valid.columns[name] != _code(name, old)) * change_weight(name, user)
+        if name in SIZES:
+            distance += np.abs(valid.mbits[name] - size_mbits(old))
+    first, second = (changes, distance) if objective == "changes" else (distance, changes)
+    key = first * (1 << 32) + second
+    i = int(np.argmin(key))
+    return int(first[i]), int(second[i])
+
+
+# --- timing -------------------------------------------------------------------------------------
+def timed(runs: int, fn: Any, *args: Any, **kwargs: Any) -> tuple[float, Any]:
+    """Median seconds of `runs` calls, and the last result."""
+    times, result = [], None
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = fn(*args, **kwargs)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--count", type=int, default=200)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--gpus", default="8,64,512,4096,65536")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--brute-limit", type=float, default=60.0)
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.gpus.split(",")]
+
+    print("# fix benchmark")
+    print()
+    print(
+        f"{args.count} invalid layouts per GPU count, median of {args.runs} runs per layout; "
+        f"python {platform.python_version()}, z3 {z3.get_version_string()}, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs."
+    )
+    print()
+    header = (
+        "| GPUs | objective | fix p50 ms | fix p95 ms | cold ms | proven optimal | "
+        "brute force p50 ms (enumerate + argmin) | brute / fix | argmin alone p50 ms | "
+        "fix <= brute |"
+    )
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    enumerations: list[str] = []
+    for n in sizes:
+        layouts = corpus(n, args.count, args.seed)
+        valid, enumerate_ms, line = brute_force_list(n, args.brute_limit)
+        enumerations.append(line)
+        for objective in ("changes", "distance"):
+            problem.cache_clear()
+            start = time.perf_counter()
+            fix(layouts[0], gpus=n, objective=objective)
+            cold = (time.perf_counter() - start) * 1000
+            fix_times, argmin_times, proven, not_worse = [], [], 0, 0
+            for cfg in layouts:
+                t, report = timed(args.runs, fix, cfg, gpus=n, objective=objective)
+                fix_times.append(t * 1000)
+                best = report.best
+                proven += best.optimal
+                if valid is not None:
+                    b, key = timed(args.runs, brute_nearest, valid, cfg, objective)
+                    argmin_times.append(b * 1000)
+                    not_worse += best.objective.key(objective) <= key
+            p50 = statistics.median(fix_times)
+            brute = "skipped (see below) | - | - | -"
+            if valid is not None:
+                a50 = statistics.median(argmin_times)
+                b50 = enumerate_ms + a50
+                brute = f"{b50:.0f} | {b50 / p50:.0f}x | {a50:.1f} | {not_worse}/{len(layouts)}"
+            print(
+                f"| {n} | {objective} | {p50:.1f} | {pct(fix_times, 0.95):.1f} | {cold:.0f} | "
+                f"{proven}/{len(layouts)} | {brute} |",
+                flush=True,
+            )
+    print()
+    print("| GPUs | brute force: layouts on N GPUs | valid | enumeration |")
+    print("|---|---|---|---|")
+    for line in enumerations:
+        print(line)
+    print()
+    print(
+        "Goals: changes p50 <= 50 ms and distance p50 <= 300 ms at every size. cold: the "
+        "first call at that GPU count, which builds the cached problem. Brute force "
+        "(enumerate all, pick the minimum): every layout of "
+        f"{', '.join(FIELDS)} on N GPUs, validated with the compiled Python back-end, then "
+        "a numpy argmin of the same objective; a query pays the enumeration (measured once "
+        "per N, since it does not depend on the query) plus its argmin. fix searches every "
+        "field, the brute force only these, so fix's objective can only be lower or equal "
+        f"(last column). Skipped where the enumeration is estimated above {args.brute_limit:.0f} s."
+    )
+
+
+def brute_force_list(n: int, limit: float) -> tuple[Valid | None, float, str]:
+    """The valid list (None when too slow to build), its build time in ms, a table row."""
+    estimate = count_candidates(n)
+    sample = list(itertools.islice(candidates(n), 2000))
+    checker, base = compiled(), environment(Config(), None)
+    start = time.perf_counter()
+    for row in sample:
+        env = {**base, **row}
+        checker.violations(checker.resolve(env)[0], env)
+    per = (time.perf_counter() - start) / max(1, len(sample))
+    if estimate * per > limit:
+        return None, 0.0, f"| {n} | {estimate:,} | - | skipped: about {estimate * per:,.0f} s |"
+    start = time.perf_counter()
+    valid = enumerate_valid(n)
+    seconds = time.perf_counter() - start
+    return valid, seconds * 1000, f"| {n} | {estimate:,} | {valid.rows:,} | {seconds:.1f} s |"
+
+
+if __name__ == "__main__":
+    main()

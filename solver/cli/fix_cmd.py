@@ -1,0 +1,187 @@
+"""`meshsat fix`: the nearest layout SGLang accepts."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from solver.cli.layout_options import (
+    ConfigOpt,
+    ExampleOpt,
+    JsonOpt,
+    ModelOpt,
+    SetOpt,
+    SglangOpt,
+    load_layout,
+)
+from solver.cli.output import emit_json, note, out
+from solver.fix import FixReport, FixResult, fix
+from solver.render import fmt_value
+
+PinOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--pin",
+        "-p",
+        metavar="FIELD",
+        help="Keep this field's value (repeatable). Pins that cannot all hold are explained.",
+        show_default=False,
+    ),
+]
+GpusOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--gpus",
+        metavar="N",
+        help="The layout must use exactly N GPUs; sizes are then divisors of N. Without it, "
+        "the GPU count may change.",
+        show_default=False,
+    ),
+]
+TopOpt = Annotated[
+    int,
+    typer.Option(
+        "--top",
+        metavar="K",
+        help="The K best fixes; each later one drops or alters a change of every earlier one.",
+    ),
+]
+ObjectiveOpt = Annotated[
+    str,
+    typer.Option(
+        "--objective",
+        metavar="changes|distance",
+        help="changes: fewest changed fields, then the smallest size change; distance: the "
+        "reverse.",
+    ),
+]
+TimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--timeout", metavar="S", help="Seconds for the whole search; the best found is kept."
+    ),
+]
+
+_GOALS = {
+    "changes": "fewest changes, then the smallest size change",
+    "distance": "the smallest size change, then the fewest changes",
+}
+
+
+def fix_cmd(
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+    sglang: SglangOpt = None,
+    model: ModelOpt = None,
+    example: ExampleOpt = None,
+    pin: PinOpt = None,
+    gpus: GpusOpt = None,
+    top: TopOpt = 1,
+    objective: ObjectiveOpt = "changes",
+    timeout: TimeoutOpt = 10.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Find the nearest layout SGLang accepts, keeping what you pinned.
+
+    Every rule is a hard constraint; keeping each field is a soft one (sizes and the
+    fields you set weigh more). Prints the changes, SGLang's silent changes to the fixed
+    layout, and the fixed layout as an SGLang command line.
+
+    Exit status: 0 fixed (or already valid), 1 no fix (the pins conflict, or nothing was
+    found in time), 2 bad input.
+
+    Examples:
+
+      meshsat fix --example dp-cp-conflict
+
+      meshsat fix --set tp_size=8 --set dp_size=3 --set attn_cp_size=2 --gpus 8 --top 3
+
+      meshsat fix --sglang "sglang serve --tp 16 --ep 4 --moe-dp-size 2" --pin tp_size --json
+    """
+    layout = load_layout(config, sets, sglang, model, example)
+    for text in layout.notes:
+        note(text)
+    report = fix(
+        layout.config,
+        layout.model,
+        pins=pin or (),
+        gpus=gpus,
+        objective=objective,
+        top=top,
+        timeout_s=timeout,
+    )
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        print_fix(report)
+    raise typer.Exit(0 if report.fixes else 1)
+
+
+def print_fix(report: FixReport) -> None:
+    if report.valid_input:
+        best = report.best
+        out.print(f"[green]✓ already valid[/green] on {best.gpus_used} GPU(s): nothing to change")
+        _print_notes(best)
+        out.print(f"[bold]command:[/bold] {escape(best.command_line)}", soft_wrap=True)
+        return
+    broken = ", ".join(report.violations) or f"uses {report.gpus_before} GPUs, not {report.gpus}"
+    out.print(f"[dim]input:[/dim] {broken}")
+    if report.conflict is not None:
+        out.print("[red]✗ no fix:[/red] the pinned fields cannot all hold")
+        pins = ", ".join(f"{f}={fmt_value(v)}" for f, v in report.conflict.pins) or "(none)"
+        out.print(f"[bold]pins:[/bold] {escape(pins)}")
+        table = Table(title="conflicting rules", title_justify="left", show_lines=True)
+        for col in ("rule", "condition", "SGLang says"):
+            table.add_column(col, no_wrap=col == "rule")
+        for rule in report.conflict.rules:
+            table.add_row(rule.id, escape(rule.condition), escape(rule.message))
+        out.print(table)
+        return
+    if not report.fixes:
+        out.print("[red]✗ no fix found[/red] within the timeout; pass a larger --timeout")
+        return
+    for i, result in enumerate(report.fixes, 1):
+        if len(report.fixes) > 1:
+            out.print(f"\n[bold]fix {i} of {len(report.fixes)}[/bold]")
+        _print_result(report, result, first=i == 1)
+    if report.timed_out:
+        out.print(f"[yellow]the timeout cut the search: {len(report.fixes)} fix(es) found[/yellow]")
+
+
+def _print_result(report: FixReport, result: FixResult, first: bool) -> None:
+    n = len(result.changes)
+    best = "optimal" if first else "the best alternative to the fixes above"
+    proof = (
+        f"proven {best} ({_GOALS[report.objective]})"
+        if result.optimal
+        else "best found within the timeout (not proven optimal)"
+    )
+    obj = result.objective
+    out.print(
+        f"[green]✓ fixed[/green] with {n} change{'s' if n != 1 else ''}, {proof}; "
+        f"weight {obj.changes}, size change {obj.distance:g} bit(s)"
+    )
+    table = Table(show_header=True, expand=False)
+    table.add_column("field", style="bold", no_wrap=True)
+    table.add_column("old")
+    table.add_column("new")
+    for change in result.changes:
+        table.add_row(change.field, escape(fmt_value(change.old)), escape(fmt_value(change.new)))
+    out.print(table)
+    if result.gpus_used != report.gpus_before:
+        hint = "" if report.gpus is not None else " (pass --gpus N to keep a GPU count)"
+        out.print(
+            f"[yellow]GPU count changes:[/yellow] {report.gpus_before} → {result.gpus_used}{hint}"
+        )
+    else:
+        out.print(f"[dim]GPUs:[/dim] {result.gpus_used}")
+    _print_notes(result)
+    out.print(f"[bold]command:[/bold] {escape(result.command_line)}", soft_wrap=True)
+
+
+def _print_notes(result: FixResult) -> None:
+    for change in result.notes:
+        out.print(f"[cyan]note:[/cyan] {escape(change.text)} [dim]({change.resolution})[/dim]")

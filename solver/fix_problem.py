@@ -1,0 +1,173 @@
+"""The hard part of `fix`: the catalogue in one Z3 solver, built once and kept.
+
+Every error rule (through the exponent encoding of `solver.z3exp`) sits behind a tracking
+literal, so that a conflict names rules and pins. Translating the catalogue costs more than
+a fix's solving, so a `Problem` is cached per (sizes searched, --gpus, model facts,
+hardware) and each call enters its solver with push/pop.
+
+Which fields fix may change is derived from the same declarations: the fields an error rule
+reads, directly or through a resolution step that sets one ("live"), less the model facts
+and the hardware. A field no rule reads never changes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from typing import Any
+
+import z3
+
+from solver.catalogue import ERRORS, RESOLUTIONS
+from solver.derived import gpus_used
+from solver.expr import Cmp, Const, Expr, Field, In, fields_of, walk
+from solver.fields import CONFIG_SPECS
+from solver.rule import Assign, Resolution
+from solver.z3exp import ExpEncoder, Universe
+
+#: Fix's own constraints, tracked like rules so that a conflict always names a rule.
+GPUS_RULE = "FIX-GPUS"
+DIVIDE_RULE = "FIX-GPUS-DIVIDE"
+EXACT_RULE = "FIX-EXACT-DIV"
+#: Hardware facts: what the machine is, not a choice fix may revise.
+HARDWARE = ("gpus_per_node", "platform")
+#: Cached per-field terms per problem; the cache is emptied beyond this many.
+_MEMO_LIMIT = 50_000
+
+
+@cache
+def live_fields() -> frozenset[str]:
+    """Fields an error rule reads, directly or through a resolution step that sets one."""
+    live: set[str] = set()
+    for r in ERRORS:
+        live.update(r.fields)
+    grown = True
+    while grown:
+        grown = False
+        for res in RESOLUTIONS:
+            for step in res.steps:
+                if not any(name in live for name, _ in step.sets):
+                    continue
+                reads = set(fields_of(step.when))
+                for _, value in step.sets:
+                    reads.update(fields_of(value))
+                if not reads <= live:
+                    live |= reads
+                    grown = True
+    return frozenset(live)
+
+
+@cache
+def live_resolutions() -> tuple[Resolution, ...]:
+    """The resolution steps with their assignments to dead fields dropped."""
+    live = live_fields()
+    return tuple(
+        Resolution(
+            res.id,
+            res.source,
+            res.because,
+            tuple(
+                Assign(s.when, tuple((n, v) for n, v in s.sets if n in live), s.quiet)
+                for s in res.steps
+            ),
+        )
+        for res in RESOLUTIONS
+    )
+
+
+@cache
+def changeable() -> tuple[str, ...]:
+    """Config fields fix may change, in declaration order."""
+    live = live_fields()
+    return tuple(n for n in CONFIG_SPECS if n in live and n not in HARDWARE)
+
+
+@cache
+def open_literals() -> dict[str, tuple[Any, ...]]:
+    """For fields with an open value set (any string), the literals the catalogue uses.
+
+    With the field's default, None where allowed and the input's own value, they are the
+    values fix may choose: no rule can tell the other strings apart.
+    """
+    found: dict[str, dict[Any, None]] = {
+        n: {} for n, s in CONFIG_SPECS.items() if s.kind == "enum" and not s.choices
+    }
+    exprs: list[Expr] = [e for r in ERRORS for e in (r.when, r.holds)]
+    for res in RESOLUTIONS:
+        for step in res.steps:
+            exprs.append(step.when)
+            for name, value in step.sets:
+                if name in found and isinstance(value, Const):
+                    found[name].setdefault(value.value, None)
+                exprs.append(value)
+    for e in exprs:
+        for node in walk(e):
+            if isinstance(node, In) and isinstance(node.x, Field) and node.x.name in found:
+                for v in node.values:
+                    found[node.x.name].setdefault(v, None)
+            if isinstance(node, Cmp):
+                for a, b in ((node.a, node.b), (node.b, node.a)):
+                    if isinstance(a, Field) and a.name in found and isinstance(b, Const):
+                        found[a.name].setdefault(b.value, None)
+    return {n: tuple(v) for n, v in found.items()}
+
+
+@dataclass(frozen=True)
+class Key:
+    """What a `Problem` depends on: the sizes searched, --gpus, and the fixed facts."""
+
+    universe: Universe
+    gpus: int | None
+    fixed: tuple[tuple[str, Any], ...]
+
+
+class Problem:
+    """The catalogue in one solver, every constraint behind a tracking literal."""
+
+    def __init__(self, key: Key) -> None:
+        self.key = key
+        #: Calls share the solver (push/pop): one at a time.
+        self.lock = threading.Lock()
+        self.enc = ExpEncoder(key.universe, live_resolutions(), dict(key.fixed))
+        self.solver = z3.SimpleSolver()  # the SMT core: it honours set_initial_value
+        self.solver.add(*self.enc.domain)
+        #: Tracking literal and formula of each constraint, by rule id.
+        self.tracked: dict[str, Any] = {}
+        self.formulas: dict[str, Any] = {}
+        self._memo: dict[tuple[Any, ...], Any] = {}
+        for rule in ERRORS:
+            self._track(rule.id, self.enc.rule_term(rule))
+        self._track(DIVIDE_RULE, z3.And(self.enc.bounds))
+        if key.gpus is not None:
+            self._track(GPUS_RULE, self.enc.formula(gpus_used == key.gpus))
+        self._track(EXACT_RULE, z3.And(self.enc.take_side()))
+        #: One literal for all of them: an ordinary check assumes this one only (the
+        #: Python API converts every assumption, which costs more than the check).
+        self.all = z3.Bool("rules:all")
+        self.solver.add(z3.Implies(self.all, z3.And(list(self.tracked.values()))))
+
+    def _track(self, rule_id: str, formula: Any) -> None:
+        lit = z3.Bool(f"rule:{rule_id}")
+        self.tracked[rule_id] = lit
+        self.formulas[rule_id] = formula
+        self.solver.add(z3.Implies(lit, formula))
+
+    def memo(self, key: tuple[Any, ...], build: Callable[..., Any], *args: Any) -> Any:
+        """Per-field terms (keep a value, its rank, its distance), shared between calls."""
+        if len(self._memo) > _MEMO_LIMIT:
+            self._memo.clear()
+        if key not in self._memo:
+            self._memo[key] = build(*args)
+        return self._memo[key]
+
+    def is_value(self, name: str, value: Any) -> Any:
+        """`name == value` over the input field (also: the soft constraint that keeps it)."""
+        key = ("is", name, type(value).__name__, value)
+        return self.memo(key, self.enc.value_term, name, value)
+
+
+@lru_cache(maxsize=16)
+def problem(key: Key) -> Problem:
+    return Problem(key)

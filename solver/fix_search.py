@@ -1,0 +1,341 @@
+"""The MaxSMT search behind `fix`: hard rules, soft "keep what the user had", in Z3.
+
+Optimisation is a descent on the SMT solver rather than z3's `Optimize`: each step asks for
+a strictly better objective value, so a search cut short by the timeout still holds the
+best layout found, and the last, unsatisfiable step is the proof of optimality. Variables
+start at the input's values (`set_initial_value`), so the first layout is already close,
+and the count of changed fields is a pseudo-Boolean constraint, which Z3 bounds several
+times faster than the same sum of If-terms.
+
+After the objectives, the remaining ties go field by field in declaration order to keeping
+the input's value, else the nearest one. The answer is then the least layout of a total
+order, whatever Z3 met first and whatever earlier calls left in the cached solver.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from solver.fields import SPECS
+from solver.fix import prime_mbits, size_mbits
+from solver.fix_problem import Problem, changeable, open_literals
+from solver.z3exp import Num
+
+
+@dataclass
+class Found:
+    """One fix: the new values of the changeable fields; whether both objectives are proven."""
+
+    values: dict[str, Any]
+    optimal: bool
+
+
+@dataclass
+class Outcome:
+    found: list[Found] = field(default_factory=list)
+    #: (pins, rule ids) of a minimal conflict.
+    conflict: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    timed_out: bool = False
+
+
+class Deadline:
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+
+    def ms(self) -> int:
+        return max(0, int((self.end - time.monotonic()) * 1000))
+
+
+class Goal:
+    """An objective to minimise: its value in a model, and the constraints that bound it."""
+
+    def value(self, model: Any) -> int:
+        raise NotImplementedError
+
+    def below(self, bound: int) -> Any:
+        raise NotImplementedError
+
+    def equal(self, bound: int) -> Any:
+        raise NotImplementedError
+
+
+class TermGoal(Goal):
+    def __init__(self, term: Any) -> None:
+        self.term = term
+
+    def value(self, model: Any) -> int:
+        return int(model.eval(self.term, model_completion=True).as_long())
+
+    def below(self, bound: int) -> Any:
+        return self.term < bound
+
+    def equal(self, bound: int) -> Any:
+        return self.term == bound
+
+
+class PbGoal(TermGoal):
+    """A weighted count of literals, bounded with Z3's pseudo-Boolean constraints.
+
+    The argument arrays are built once: the Python API rebuilds them on every `PbLe`.
+    """
+
+    def __init__(self, pairs: list[tuple[Any, int]], total: Any) -> None:
+        super().__init__(total)
+        self.ctx = z3.main_ctx()
+        self.n = len(pairs)
+        self.args = (z3.Ast * self.n)(*(b.as_ast() for b, _ in pairs))
+        self.coeffs = (ctypes.c_int * self.n)(*(w for _, w in pairs))
+        self.pairs = pairs  # keeps the literals alive while the arrays point at them
+
+    def below(self, bound: int) -> Any:
+        ast = z3.Z3_mk_pble(self.ctx.ref(), self.n, self.args, self.coeffs, bound - 1)
+        return z3.BoolRef(ast, self.ctx)
+
+    def equal(self, bound: int) -> Any:
+        ast = z3.Z3_mk_pbeq(self.ctx.ref(), self.n, self.args, self.coeffs, bound)
+        return z3.BoolRef(ast, self.ctx)
+
+
+class Search:
+    """One `fix` question on a cached `Problem`: objectives, ties, top K, or a conflict."""
+
+    def __init__(
+        self, prob: Problem, old: Mapping[str, Any], weights: Mapping[str, int], deadline: Deadline
+    ) -> None:
+        self.p, self.enc, self.s = prob, prob.enc, prob.solver
+        self.old, self.weights, self.deadline = old, weights, deadline
+        self.fields = changeable()
+        self.keep = {n: prob.is_value(n, old[n]) for n in self.fields}
+        self.model: Any = None
+
+    # --- the question --------------------------------------------------------------------
+    def run(self, objective: str, pins: Sequence[str], top: int) -> Outcome:
+        out = Outcome()
+        self.s.push()
+        try:
+            for name in self.fields:
+                if SPECS[name].kind == "enum" and not SPECS[name].choices:
+                    options = self.enum_values(name)
+                    self.s.add(z3.Or([self.p.is_value(name, v) for v in options]))
+            pin_lits = {name: z3.Bool(f"pin:{name}") for name in pins}
+            for name, lit in pin_lits.items():
+                self.s.add(z3.Implies(lit, self.keep[name]))
+            # Per-call terms read raw fields only, which carry no quotient: nothing to
+            # assert, but an exactness condition met here must hold like the others.
+            self.s.add(*self.enc.take_side())
+            self.start_at_input()
+            result = self.check([self.p.all, *pin_lits.values()])
+            if result == z3.unsat:
+                out.conflict = self.core(pin_lits)
+                out.timed_out = out.conflict is None
+                return out
+            if result != z3.sat:
+                out.timed_out = True
+                return out
+            self.model = self.s.model()
+            self.s.add(self.p.all, *pin_lits.values())
+            changes, distance = self.changes_goal(), self.distance_goal()
+            goals = (changes, distance) if objective == "changes" else (distance, changes)
+            for k in range(top):
+                if k:
+                    result = self.check([])
+                    if result != z3.sat:
+                        out.timed_out = result != z3.unsat  # else: no more alternatives
+                        break
+                    self.model = self.s.model()
+                found = self.best(goals)
+                out.found.append(found)
+                if self.deadline.ms() <= 0:
+                    out.timed_out = k + 1 < top
+                    break
+                # A later fix must undo one of this fix's changes: a fix that only adds
+                # changes to an earlier one is no alternative to it.
+                changed = [
+                    self.p.is_value(n, v)
+                    for n, v in found.values.items()
+                    if not _same(v, self.old[n])
+                ]
+                if not changed:
+                    break
+                self.s.add(z3.Not(z3.And(changed)))
+        finally:
+            self.s.pop()
+        return out
+
+    def best(self, goals: Sequence[Goal]) -> Found:
+        """The least layout: objectives in order, then ties field by field."""
+        self.s.push()
+        try:
+            optimal = all([self.minimize(g) for g in goals])
+            if self.deadline.ms() > 0:
+                self.break_ties()
+            return Found({n: self.enc.decode(self.model, n) for n in self.fields}, optimal)
+        finally:
+            self.s.pop()
+
+    def check(self, assumptions: Sequence[Any]) -> Any:
+        ms = self.deadline.ms()
+        if ms <= 0:
+            return z3.unknown
+        self.s.set("timeout", ms)
+        return self.s.check(*assumptions)
+
+    def minimize(self, goal: Goal) -> bool:
+        """Lower `goal` step by step and hold it at its best value. True: proven minimal."""
+        best = goal.value(self.model)
+        proven = True
+        while best > 0:
+            lit = z3.FreshBool()
+            self.s.add(z3.Implies(lit, goal.below(best)))
+            result = self.check([lit])
+            if result != z3.sat:
+                proven = result == z3.unsat
+                break
+            self.model = self.s.model()
+            best = goal.value(self.model)
+        self.s.add(goal.equal(best))
+        return proven
+
+    def break_ties(self) -> None:
+        """Lexicographic over fields in declaration order: keep, else the nearest value."""
+        for name in self.fields:
+            if z3.is_true(self.model.eval(self.keep[name], model_completion=True)):
+                self.s.add(self.keep[name])
+            elif not self.minimize(TermGoal(self.rank(name))):
+                return
+
+    def core(self, pin_lits: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """A minimal set of pins and rules that cannot hold together (deletion-based).
+
+        None when the time runs out before even one conflict is shown.
+        """
+        hard = [*self.p.tracked.values(), *pin_lits.values()]
+        if self.check(hard) != z3.unsat:
+            return None
+        core = self.unsat_core(hard)
+        for lit in list(core):
+            if any(lit.eq(c) for c in core):
+                trial = [a for a in core if not a.eq(lit)]
+                if self.check(trial) == z3.unsat:
+                    core = self.unsat_core(trial)
+        pins = tuple(n for n, lit in pin_lits.items() if any(lit.eq(c) for c in core))
+        rules = tuple(r for r, lit in self.p.tracked.items() if any(lit.eq(c) for c in core))
+        return pins, rules
+
+    def unsat_core(self, among: list[Any]) -> list[Any]:
+        core = self.s.unsat_core()
+        return [a for a in among if any(a.eq(c) for c in core)]
+
+    def start_at_input(self) -> None:
+        """Let the first layout Z3 tries be the input, as far as it is representable."""
+        for name in self.fields:
+            sym, value = self.enc.raw[name], self.old[name]
+            n = sym.val
+            if isinstance(n, Num) and n.exps is not None:
+                exps = self.enc.universe.exponents(value)
+                for var, x in zip(n.exps, exps or (), strict=False):
+                    self.s.set_initial_value(var, x)
+            elif isinstance(n, Num):
+                if sym.is_set is not None:
+                    self.s.set_initial_value(sym.is_set, z3.BoolVal(value is not None))
+                self.s.set_initial_value(n.val, 0 if value is None else value)
+            elif SPECS[name].kind == "bool":
+                self.s.set_initial_value(sym.val, z3.BoolVal(bool(value)))
+            else:
+                self.s.set_initial_value(sym.val, self.enc.codes.code(value))
+
+    # --- objective terms, cached per (field, input value) on the problem ------------------
+    def changes_goal(self) -> Goal:
+        """The weighted count of changed fields."""
+        pairs, costs = [], []
+        for name in self.fields:
+            old, w = self.old[name], self.weights[name]
+            key = (name, type(old).__name__, old)
+            changed = self.p.memo(("changed", *key), z3.Not, self.keep[name])
+            pairs.append((changed, w))
+            costs.append(self.p.memo(("cost", *key, w), z3.If, changed, w, 0))
+        return PbGoal(pairs, _sum(costs))
+
+    def distance_goal(self) -> Goal:
+        """Sum over sizes of |mbits(new) - mbits(old)|, linear in the exponents."""
+        terms = []
+        for name in self.fields:
+            if self.enc.exponents(name) is not None:
+                key = ("distance", name, self.old[name])
+                terms.append(self.p.memo(key, self.distance_term, name))
+        return TermGoal(_sum(terms))
+
+    def distance_term(self, name: str) -> Any:
+        exps = self.enc.exponents(name) or ()
+        weights = [prime_mbits(p) for p in self.enc.universe.primes]
+        bits = _sum([c * e for c, e in zip(weights, exps, strict=True)])
+        before = size_mbits(self.old[name])
+        return z3.If(bits >= before, bits - before, before - bits)
+
+    def rank(self, name: str) -> Any:
+        old = self.old[name]
+        key = ("rank", name, type(old).__name__, old)
+        return self.p.memo(key, self.rank_term, name)
+
+    def rank_term(self, name: str) -> Any:
+        """0 for the input's value, then the other values, nearest first (injective)."""
+        spec, old, sym = SPECS[name], self.old[name], self.enc.raw[name]
+        if spec.kind == "bool":
+            return z3.If(self.keep[name], 0, 1)
+        n = sym.val
+        if isinstance(n, Num) and n.exps is not None:
+            order = sorted(
+                self.enc.universe.divisors(),
+                key=lambda d: (d != old, abs(size_mbits(d) - size_mbits(old)), d),
+            )
+            return self._chain(name, order, len(order))
+        if isinstance(n, Num):
+            if sym.is_set is None:
+                return _zigzag(n.val - old)
+            if old is None:
+                return z3.If(sym.is_set, 1 + _zigzag(n.val), 0)
+            return z3.If(sym.is_set, 2 * _zigzag(n.val - old), 1)
+        others = [v for v in self.enum_values(name) if not _same(v, old)]
+        return self._chain(name, [old, *others], len(others) + 1)
+
+    def _chain(self, name: str, values: list[Any], otherwise: int) -> Any:
+        term: Any = z3.IntVal(otherwise)
+        for i, v in reversed(list(enumerate(values))):
+            term = z3.If(self.p.is_value(name, v), i, term)
+        return term
+
+    def enum_values(self, name: str) -> list[Any]:
+        """The values fix may give an enum field (for open ones, see `open_literals`)."""
+        spec = SPECS[name]
+        if spec.choices:
+            return list(spec.choices)
+        values = dict.fromkeys(open_literals()[name])
+        values.setdefault(spec.default, None)
+        if spec.optional:
+            values.setdefault(None, None)
+        values.setdefault(self.old[name], None)
+        return list(values)
+
+
+def _sum(terms: list[Any]) -> Any:
+    """Sum of integer terms in one API call (z3.Sum re-checks every argument's sort)."""
+    if len(terms) < 2:
+        return terms[0] if terms else z3.IntVal(0)
+    ctx = terms[0].ctx
+    args = (z3.Ast * len(terms))(*(t.as_ast() for t in terms))
+    return z3.ArithRef(z3.Z3_mk_add(ctx.ref(), len(terms), args), ctx)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _zigzag(k: Any) -> Any:
+    """0, -1, 1, -2, 2, ... to 0, 1, 2, 3, 4, ...: an injective rank of an offset."""
+    return z3.If(k >= 0, 2 * k, -2 * k - 1)

@@ -1,0 +1,346 @@
+"""fix: answers, pins and their conflicts, top K, determinism, timeouts, output, CLI."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from fix_oracle import CHOICES, SIZES, divisors, nearest, objective_between, z3_accepts
+
+import solver
+from solver import fix_problem, fix_search
+from solver.cli import main
+from solver.config import Config
+from solver.errors import InputError
+from solver.fix import Change, FixSelfCheckError, command_line, fix
+from solver.inputs import parse_sglang_command
+from solver.model_spec import ModelSpec
+
+DP_CP = {
+    "tp_size": 8,
+    "dp_size": 3,
+    "attn_cp_size": 2,
+    "enable_dp_attention": True,
+    "enable_prefill_cp": True,
+    "cp_strategy": "zigzag",
+}
+DEEPSEEK_V3 = ModelSpec.model_validate(
+    {
+        "architecture": "DeepseekV3ForCausalLM",
+        "num_attention_heads": 128,
+        "num_key_value_heads": 128,
+        "num_experts": 256,
+        "num_hidden_layers": 61,
+    }
+)
+
+
+def invalid_layout(rng: random.Random, n: int) -> Config:
+    while True:
+        values: dict[str, Any] = {"tp_size": rng.choice(divisors(n))}
+        for name in SIZES[1:]:
+            if rng.random() < 0.4:
+                values[name] = rng.choice(divisors(n))
+        for name, choices in CHOICES.items():
+            if rng.random() < 0.25:
+                values[name] = rng.choice(choices)
+        if not solver.validate(values, explain=False).valid:
+            return Config.model_validate(values)
+
+
+# --- answers ------------------------------------------------------------------------------------
+def test_exported_from_the_package() -> None:
+    assert solver.fix is fix
+    assert {"fix", "FixReport", "FixResult"} <= set(solver.__all__)
+
+
+def test_dp_cp_conflict_needs_one_size_change() -> None:
+    report = fix(DP_CP, gpus=8)
+    assert report.violations == ("CP-DPCP-DIV", "DPATTN-TP-DIV", "TOPO-ATTN-TP")
+    best = report.best
+    assert best.changes == (Change("dp_size", 3, 4),)
+    assert best.optimal and best.gpus_used == 8
+    assert (best.objective.changes, best.objective.distance_mbits) == (4, 415)
+    assert best.command_line == (
+        "python -m sglang.launch_server --tp-size 8 --dp-size 4 --enable-dp-attention "
+        "--attn-cp-size 2 --enable-prefill-cp --cp-strategy zigzag"
+    )
+    assert [n.resolution for n in best.notes] == ["R-DPATTN"]
+    assert best.config.user_set() == frozenset(DP_CP)
+
+
+def test_a_valid_layout_is_returned_unchanged() -> None:
+    cfg = Config(tp_size=8, dp_size=2, enable_dp_attention=True)
+    report = fix(cfg, top=3)
+    assert report.valid_input and len(report.fixes) == 1
+    assert report.best.config is cfg and report.best.changes == () and report.best.optimal
+    assert fix(cfg, gpus=8).valid_input
+
+
+def test_gpus_sets_the_gpu_count_of_a_valid_layout() -> None:
+    report = fix({"tp_size": 8}, gpus=32)
+    assert not report.valid_input and report.violations == ()
+    assert report.best.gpus_used == 32
+    assert report.best.changes == (Change("dp_size", 1, 4),)
+
+
+def test_without_gpus_the_gpu_count_may_change_and_is_reported() -> None:
+    report = fix({"tp_size": 16, "ep_size": 4, "moe_dp_size": 2, "pp_size": 2})
+    assert report.gpus is None and report.gpus_before == 32 and report.size_bound == 32
+    assert all(f.gpus_used in (1, 2, 4, 8, 16, 32) for f in report.fixes)
+
+
+def test_model_facts_and_resolution_are_respected() -> None:
+    cfg = {"tp_size": 8, "attn_cp_size": 2, "enable_prefill_cp": True, "cp_strategy": "zigzag"}
+    cfg |= {"dp_size": 2, "enable_dp_attention": True, "moe_dp_size": 2}
+    report = fix(cfg, DEEPSEEK_V3, gpus=8, top=3)
+    assert report.fixes
+    for result in report.fixes:
+        assert solver.validate(result.config, DEEPSEEK_V3, explain=False).valid
+        assert z3_accepts(result.config, DEEPSEEK_V3)
+
+
+def test_plain_integers_elastic_ep() -> None:
+    cfg = {"tp_size": 8, "elastic_ep_backend": "mooncake", "ep_join_mode": "scale"}
+    cfg |= {"ep_join_rank_offset": 8, "node_rank": 1, "max_ep_size": 12}
+    report = fix(cfg, gpus=8, top=3)
+    assert report.best.changes == (Change("max_ep_size", 12, None),)
+    for result in report.fixes:
+        assert z3_accepts(result.config, None)
+
+
+def test_every_fix_validates_in_both_back_ends() -> None:
+    rng = random.Random(7)
+    for _ in range(20):
+        n = rng.choice((8, 12, 48, 512, 4096))
+        for result in fix(invalid_layout(rng, n), gpus=n, top=2).fixes:
+            assert solver.validate(result.config, explain=False).valid
+            assert z3_accepts(result.config, None)
+            assert result.gpus_used == n
+
+
+def test_the_self_check_rejects_an_invalid_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    def bogus(self: fix_search.Search, objective: str, pins: Any, top: int) -> Any:
+        values = {n: self.old[n] for n in self.fields}
+        return fix_search.Outcome(found=[fix_search.Found(values, True)])
+
+    monkeypatch.setattr(fix_search.Search, "run", bogus)
+    with pytest.raises(FixSelfCheckError, match="CP-DPCP-DIV"):
+        fix(DP_CP, gpus=8)
+
+
+# --- pins ----------------------------------------------------------------------------------------
+def test_pins_are_kept_and_the_fix_is_optimal_under_them() -> None:
+    rng = random.Random(11)
+    fixed = 0
+    for _ in range(40):
+        n = rng.choice((4, 8, 12, 16))
+        cfg = invalid_layout(rng, n)
+        pins = tuple(rng.sample(sorted(cfg.user_set()), min(2, len(cfg.user_set()))))
+        report = fix(cfg, gpus=n, pins=pins)
+        if report.conflict is not None:
+            assert {f for f, _ in report.conflict.pins} <= set(pins) and report.conflict.rules
+            continue
+        fixed += 1
+        best = report.best
+        assert all(getattr(best.config, p) == getattr(cfg, p) for p in pins)
+        key = objective_between(cfg, best.config, "changes")
+        assert next(nearest(cfg, n, n, "changes", key, pins), None) is None
+    assert fixed > 20
+
+
+def test_a_pin_outside_the_gpu_count_names_the_divisibility_rule() -> None:
+    report = fix(DP_CP, gpus=4096, pins=["dp_size"])
+    assert report.fixes == () and report.conflict is not None
+    assert report.conflict.pins == (("dp_size", 3),)
+    assert [r.id for r in report.conflict.rules] == ["FIX-GPUS-DIVIDE"]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "pins", "gpus", "rules"),
+    [
+        (DP_CP, ("tp_size", "dp_size", "attn_cp_size"), None, {"CP-DPCP-DIV", "DWDP-EQ-TP"}),
+        (
+            {"tp_size": 4, "dcp_size": 2, "dcp_comm_backend": "fi_a2a", "platform": "hip"},
+            ("dcp_comm_backend",),
+            None,
+            {"DCP-FI-A2A-CUDA"},
+        ),
+        ({"tp_size": 8, "pp_size": 2}, ("tp_size", "pp_size"), 8, {"FIX-GPUS"}),
+        (
+            {"tp_size": 8, "moe_dp_size": 2, "pp_size": 2},
+            ("moe_dp_size", "pp_size"),
+            16,
+            {"MOEDP-NO-PP", "DWDP-PP1"},  # dwdp > 1 would reset moe_dp_size to 1
+        ),
+    ],
+)
+def test_impossible_pins_are_explained(
+    cfg: dict[str, Any], pins: tuple[str, ...], gpus: int | None, rules: set[str]
+) -> None:
+    report = fix(cfg, pins=pins, gpus=gpus)
+    assert report.fixes == () and report.conflict is not None
+    assert {r.id for r in report.conflict.rules} == rules
+    assert all(r.condition and r.message for r in report.conflict.rules)
+    conflict_pins = tuple(f for f, _ in report.conflict.pins)
+    assert set(conflict_pins) <= set(pins)
+    # The conflict stands on its own pins, and each of them is needed.
+    assert fix(cfg, pins=conflict_pins, gpus=gpus).conflict == report.conflict
+    for pin in conflict_pins:
+        fewer = fix(cfg, pins=[p for p in conflict_pins if p != pin], gpus=gpus)
+        assert fewer.conflict != report.conflict
+
+
+# --- top K and determinism -----------------------------------------------------------------------
+def test_top_k_fixes_are_distinct_ordered_and_alternatives() -> None:
+    rng = random.Random(3)
+    for objective in ("changes", "distance"):
+        for _ in range(8):
+            n = rng.choice((8, 16, 64))
+            cfg = invalid_layout(rng, n)
+            report = fix(cfg, gpus=n, objective=objective, top=4)
+            assert 1 <= len(report.fixes) <= 4
+            keys = [f.objective.key(objective) for f in report.fixes]
+            assert keys == sorted(keys)
+            configs = [f.config.model_dump() for f in report.fixes]
+            assert all(a != b for i, a in enumerate(configs) for b in configs[i + 1 :])
+            for i, later in enumerate(report.fixes):
+                for earlier in report.fixes[:i]:
+                    assert not set(earlier.changes) <= set(later.changes)
+            assert report.fixes[0] == fix(cfg, gpus=n, objective=objective).best
+
+
+def test_same_input_same_answer() -> None:
+    rng = random.Random(5)
+    layouts = [invalid_layout(rng, 64) for _ in range(6)]
+    first = [fix(c, gpus=64).best.config for c in layouts]
+    fix_problem.problem.cache_clear()
+    again = [fix(c, gpus=64).best.config for c in reversed(layouts)]
+    assert first == list(reversed(again))
+
+
+def test_a_tiny_timeout_returns_quickly_without_a_wrong_claim() -> None:
+    fix_problem.problem.cache_clear()
+    fix(DP_CP, gpus=4096, timeout_s=30)  # builds the problem
+    report = fix(DP_CP, gpus=4096, timeout_s=1e-6)
+    assert report.timed_out and report.fixes == () and report.conflict is None
+
+
+# --- bad input ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"pins": ["tp"]}, "unknown field"),
+        ({"pins": ["num_experts"]}, "unknown field"),
+        ({"gpus": 0}, "--gpus"),
+        ({"top": 0}, "--top"),
+        ({"objective": "foo"}, "--objective"),
+        ({"timeout_s": 0}, "--timeout"),
+    ],
+)
+def test_bad_arguments_are_input_errors(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(InputError, match=match):
+        fix(DP_CP, **kwargs)
+
+
+# --- output -------------------------------------------------------------------------------------
+def test_command_line_round_trips_and_keeps_tool_facts_apart() -> None:
+    cfg = Config(
+        tp_size=8,
+        dp_size=2,
+        enable_dp_attention=True,
+        moe_a2a_backend="deepep",
+        cp_strategy="interleave",
+        env_enable_cp_v2=False,
+        gpus_per_node=4,
+        platform="hip",
+    )
+    line = command_line(cfg)
+    assert line.startswith("SGLANG_ENABLE_CP_V2=0 python -m sglang.launch_server --tp-size 8 ")
+    assert line.endswith("  # not SGLang flags: gpus_per_node=4 platform=hip")
+    parsed = parse_sglang_command(line.split("  #")[0]).values
+    expected = cfg.model_dump(exclude_defaults=True)
+    del expected["gpus_per_node"], expected["platform"]
+    assert parsed == expected
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    captured = capsys.readouterr()
+    return int(exc.value.code or 0), captured.out, captured.err
+
+
+def test_cli_fixes_the_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        ["fix", "--example", "dp-cp-conflict", "--gpus", "8", "--top", "2"], capsys
+    )
+    assert code == 0 and err == ""
+    assert "fix 1 of 2" in out and "proven optimal" in out and "dp_size" in out
+    assert "command: python -m sglang.launch_server --tp-size 8 --dp-size 4" in out
+
+
+def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["fix", "--set", "tp_size=8", "--set", "dp_size=3", "--set", "attn_cp_size=2"]
+    code, out, _ = run([*args, "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["valid_input"] is False and data["conflict"] is None
+    fix0 = data["fixes"][0]
+    assert set(fix0) >= {"config", "changes", "notes", "optimal", "objective", "command_line"}
+    assert fix0["changes"] == [{"field": "dp_size", "old": 3, "new": 4}]
+    code, out, _ = run([*args, "--pin", "dp_size", "--gpus", "64", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 1 and data["fixes"] == []
+    assert data["conflict"]["pins"] == [{"field": "dp_size", "value": 3}]
+    assert [r["id"] for r in data["conflict"]["rules"]] == ["FIX-GPUS-DIVIDE"]
+
+
+def test_cli_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["fix", "--set", "tp_size=8"], capsys)
+    assert code == 0 and "already valid" in out
+    args = ["fix", "--example", "dp-cp-conflict", "--pin", "dp_size", "--pin", "tp_size"]
+    code, out, _ = run([*args, "--pin", "attn_cp_size"], capsys)
+    assert code == 1 and "cannot all hold" in out and "CP-DPCP-DIV" in out
+    for bad in (["--gpus", "0"], ["--top", "0"], ["--objective", "foo"], ["--pin", "nope"]):
+        code, out, err = run(["fix", "--set", "tp_size=8", *bad], capsys)
+        assert code == 2 and out == ""
+        assert err.startswith("meshsat: error: ") and err.count("\n") == 1
+
+
+def test_cli_says_when_time_ran_out(capsys: pytest.CaptureFixture[str]) -> None:
+    fix(DP_CP, gpus=4096)
+    args = ["fix", "--example", "dp-cp-conflict", "--gpus", "4096", "--timeout", "0.000001"]
+    code, out, _ = run(args, capsys)
+    assert code == 1 and "timeout" in out
+
+
+def test_cli_surface() -> None:
+    import typer.main
+
+    from solver.cli import app
+
+    command = typer.main.get_command(app).commands["fix"]  # type: ignore[attr-defined]
+    options = {opt for p in command.params for opt in p.opts}
+    assert options >= {
+        "--config",
+        "--set",
+        "--sglang",
+        "--model",
+        "--example",
+        "--pin",
+        "--gpus",
+        "--top",
+        "--objective",
+        "--timeout",
+        "--json",
+    }
+
+
+def test_importing_the_package_loads_no_solver() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, solver; assert 'z3' not in sys.modules and 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
