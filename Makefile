@@ -32,6 +32,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_validate.py
+	$(PY) benchmarks/bench_fix.py
+	$(PY) benchmarks/bench_cp.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

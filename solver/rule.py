@@ -8,6 +8,7 @@ Nothing here knows about a back-end: `pyeval` and the Z3 encoders walk these.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from solver.expr import TRUE, And, Expr, Implies, Not, fields_of, lift
@@ -43,9 +44,9 @@ class Rule:
             return self.holds
         return Implies(self.when, self.holds)
 
-    @property
+    @cached_property
     def fields(self) -> tuple[str, ...]:
-        """Input fields the rule reads (through derived widths)."""
+        """Input fields the rule reads (through derived widths); walked once, then cached."""
         return fields_of(And(self.when, self.holds))
 
 

@@ -135,14 +135,14 @@ class Z3Encoder:
         spec, sym = SPECS[name], self.raw[name]
         if sym.is_set is not None and not z3.is_true(model.eval(sym.is_set, True)):
             return None
+        if spec.kind == "int":  # a subclass may represent integers otherwise (exponents)
+            return self.decode_int(model, sym)
         v = model.eval(sym.val, model_completion=True)
         if spec.kind == "bool":
             return z3.is_true(v)
         if spec.kind == "enum":
             return self.codes.value(v.as_long())
-        if spec.kind == "float":
-            return float(v.as_fraction())
-        return self.decode_int(model, sym)
+        return float(v.as_fraction())
 
     def decode_int(self, model: z3.ModelRef, sym: Sym) -> int:
         return int(model.eval(sym.val, model_completion=True).as_long())

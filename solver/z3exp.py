@@ -198,15 +198,9 @@ class ExpEncoder(Z3Encoder):
     def int_equals(self, sym: Sym, value: int) -> Any:
         return self.num_eq(sym.val, self.num(value))
 
-    def decode(self, model: z3.ModelRef, name: str) -> Any:
-        sym = self.raw[name]
-        if not isinstance(sym.val, Num):
-            return super().decode(model, name)
-        if sym.is_set is not None and not z3.is_true(model.eval(sym.is_set, True)):
-            return None
-        return self.decode_int(model, sym)
-
     def decode_int(self, model: z3.ModelRef, sym: Sym) -> int:
+        if not isinstance(sym.val, Num):
+            return super().decode_int(model, sym)
         n: Num = sym.val
         if n.exps is None:
             return int(model.eval(n.val, model_completion=True).as_long())

@@ -7,7 +7,6 @@ import random
 from typing import Any
 
 import pytest
-from fix_oracle import CHOICES, SIZES, divisors, nearest, objective_between, z3_accepts
 
 import solver
 from solver import fix_problem, fix_search
@@ -17,6 +16,7 @@ from solver.errors import InputError
 from solver.fix import Change, FixSelfCheckError, command_line, fix
 from solver.inputs import parse_sglang_command
 from solver.model_spec import ModelSpec
+from tests.fix_oracle import CHOICES, SIZES, divisors, nearest, objective_between, z3_accepts
 
 DP_CP = {
     "tp_size": 8,

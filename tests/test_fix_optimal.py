@@ -13,11 +13,11 @@ import random
 from typing import Any
 
 import pytest
-from fix_oracle import CHOICES, SIZES, divisors, nearest, objective_between, z3_accepts
 
 from solver import validate
 from solver.config import Config
 from solver.fix import fix
+from tests.fix_oracle import CHOICES, SIZES, divisors, nearest, objective_between, z3_accepts
 
 GPUS = (4, 6, 8, 12, 16, 24, 32, 48, 64)
 SMALL = (4, 6, 8, 12, 16)

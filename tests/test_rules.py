@@ -79,3 +79,30 @@ def test_arithmetic_detail_matches_the_style_guide() -> None:
     assert v.rule == "CP-DPCP-DIV"
     assert v.detail == "tp_size = 8 is not divisible by dp_size·attn_cp_size = 3·2 = 6"
     assert v.fields == ("attn_cp_size", "dp_size", "tp_size")
+
+
+def test_detail_stops_at_a_guarding_conjunct() -> None:
+    """`is_set(x) and x <= y` with x unset: the reason is the guard, and rendering the
+    second conjunct (which would compare None) must not crash."""
+    report = validate(
+        {
+            "tp_size": 4,
+            "elastic_ep_backend": "mooncake",
+            "max_ep_size": 8,
+            "ep_join_mode": "scale",
+            "node_rank": 1,
+            "ep_join_rank_offset": 4,
+        },
+        explain=False,
+    )
+    join_init = next(v for v in report.violations if v.rule == "EEP-JOIN-INIT")
+    assert join_init.detail == "elastic_ep_initial_size is unset"
+
+
+def test_detail_lists_every_false_conjunct() -> None:
+    from tests.backends import py
+
+    raw = raw_env({"tp_size": 0, "pp_size": 0})
+    resolved, _ = py(raw)
+    rule = next(r for r in RULES if r.id == "TOPO-POSITIVE")
+    assert failure_detail(rule, resolved, raw) == "tp_size = 0 < 1; pp_size = 0 < 1"
