@@ -5,6 +5,7 @@ Entry points:
   SGLang's silent changes and the derived widths.
 - `check(config, model=None)`: the same, raising `InvalidLayoutError` for a server.
 - `Config`, `ModelSpec`: the typed inputs; `RULES`, `RESOLUTIONS`: the catalogue.
+- `enumerate(gpus, ...) -> Iterator[Layout]`, `count(gpus, ...)`: every legal layout.
 
 Importing this package loads neither torch nor Z3; Z3 is imported on first need.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from solver.catalogue import RESOLUTIONS, RULES
 from solver.config import Config
 from solver.errors import InputError, InvalidLayoutError, MeshsatError, UnsatisfiableError
+from solver.layouts import Layout, count, enumerate
 from solver.model_spec import ModelSpec
 from solver.report import Note, Report, Violation
 from solver.validate import check, validate
@@ -24,6 +26,7 @@ __all__ = [
     "Config",
     "InputError",
     "InvalidLayoutError",
+    "Layout",
     "MeshsatError",
     "ModelSpec",
     "Note",
@@ -31,5 +34,7 @@ __all__ = [
     "UnsatisfiableError",
     "Violation",
     "check",
+    "count",
+    "enumerate",
     "validate",
 ]

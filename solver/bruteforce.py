@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from solver.catalogue import RULES
 from solver.config import Config
 from solver.expr import Expr
-from solver.catalogue import RULES
 from solver.groups import GROUP_KINDS, Widths, plan
 from solver.inputs import as_config, as_model
 from solver.interp import evaluate
 from solver.model_spec import ModelSpec
-from solver.space import DEFAULT_VARY, dims_of, divisors, varied_fields
 from solver.pyeval import compiled
+from solver.space import DEFAULT_VARY, dims_of, divisors, varied_fields
 from solver.validate import environment, validate
 from solver.where import parse
 
@@ -64,12 +64,14 @@ def candidates(
     first = [d for d in dims if d.name not in WITHIN_TP]
     varied = {d.name for d in dims}
     for a in itertools.product(*(d.domain(gpus) for d in first)):
-        point = {f: v for d, vals in zip(first, a, strict=True) for f, v in zip(
-            d.fields, vals, strict=True
-        )}
-        tp = point.get("tp_size", base.tp_size)
-        pp = point.get("pp_size", base.pp_size)
-        dp = point.get("dp_size", base.dp_size)
+        point: dict[str, Any] = {
+            f: v
+            for d, vals in zip(first, a, strict=True)
+            for f, v in zip(d.fields, vals, strict=True)
+        }
+        tp: int = point.get("tp_size", base.tp_size)
+        pp: int = point.get("pp_size", base.pp_size)
+        dp: int = point.get("dp_size", base.dp_size)
         if gpus not in (tp * pp, dp * tp * pp):
             continue
         attn_dp = dp if point.get("enable_dp_attention", base.enable_dp_attention) else 1
@@ -148,6 +150,8 @@ def brute_force(
                 if not all(local[k] for k in kinds):
                     continue
             yield Found(
-                tuple(point[f] for f in fields), report.resolved, report.derived,
+                tuple(point[f] for f in fields),
+                report.resolved,
+                report.derived,
                 report.resolved_env,
             )

@@ -34,9 +34,10 @@ def placeholder(i: int) -> Field:
 
 
 def _product(dims: Sequence[Dim]) -> list[Completion]:
-    return [tuple(v for part in combo for v in part) for combo in itertools.product(
-        *(d.values for d in dims)
-    )]
+    return [
+        tuple(v for part in combo for v in part)
+        for combo in itertools.product(*(d.values for d in dims))
+    ]
 
 
 class PyCompletions:
@@ -74,10 +75,14 @@ class Z3Completions:
         self.solver.add(*self.enc.domain)
         for d in dims:
             self.solver.add(
-                z3.Or([
-                    z3.And([self.enc.value_term(f, v) for f, v in zip(d.fields, vals, strict=True)])
-                    for vals in d.values
-                ])
+                z3.Or(
+                    [
+                        z3.And(
+                            [self.enc.value_term(f, v) for f, v in zip(d.fields, vals, strict=True)]
+                        )
+                        for vals in d.values
+                    ]
+                )
             )
         for c in constraints:
             self.solver.add(self.enc.term(c, env).val)
@@ -92,9 +97,13 @@ class Z3Completions:
             m = s.model()
             point: Completion = tuple(self.enc.decode(m, f) for f in self.fields)
             found.append(point)
-            s.add(z3.Not(z3.And([self.enc.value_term(f, v) for f, v in zip(
-                self.fields, point, strict=True
-            )])))
+            s.add(
+                z3.Not(
+                    z3.And(
+                        [self.enc.value_term(f, v) for f, v in zip(self.fields, point, strict=True)]
+                    )
+                )
+            )
         s.pop()
         return tuple(sorted(found, key=self.order.__getitem__))
 
@@ -111,9 +120,7 @@ class Table:
         return found
 
 
-def make(
-    backend: str, dims: Sequence[Dim], constraints: Sequence[Expr], n_atoms: int
-) -> Any:
+def make(backend: str, dims: Sequence[Dim], constraints: Sequence[Expr], n_atoms: int) -> Any:
     if backend == "z3":
         return Z3Completions(dims, constraints, n_atoms)
     if backend == "python":

@@ -168,7 +168,11 @@ def source(spec: Spec, mode: str, always: set[str]) -> str:
     target = ", ".join(f"v_{f}" for f in inner_fields) + ("," if len(inner_fields) == 1 else "")
     constant_sig = not spec.atoms
     if spec.inner and constant_sig:
-        lines += ["    C = memo.get(())", "    if C is None: C = solve(())", f"    if not C: {empty}"]
+        lines += [
+            "    C = memo.get(())",
+            "    if C is None: C = solve(())",
+            f"    if not C: {empty}",
+        ]
 
     for i, (name, nw) in enumerate(order):
         if nw is not None and nw.unless:

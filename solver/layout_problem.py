@@ -78,9 +78,7 @@ def build_problem(
 ) -> Problem:
     varied = set(varied_fields(dims))
     raw_values = environment(base, model)
-    env: dict[str, Expr] = {
-        n: _const(n, v) for n, v in raw_values.items() if n not in varied
-    }
+    env: dict[str, Expr] = {n: _const(n, v) for n, v in raw_values.items() if n not in varied}
     # Under the fixed-point condition a varied field's raw value is its resolved one.
     raw = {**env, **{n: SPECS[n].ref for n in varied}}
     constraints: list[Expr] = []
@@ -107,9 +105,7 @@ def build_problem(
         constraints.extend(conjuncts(specialise(check, env, raw)))
 
     config_fields = [n for n in SPECS if not SPECS[n].model_fact]
-    dependent = tuple(
-        n for n in config_fields if n not in varied and not isinstance(env[n], Const)
-    )
+    dependent = tuple(n for n in config_fields if n not in varied and not isinstance(env[n], Const))
     constant = {
         n: env[n].value  # type: ignore[attr-defined]
         for n in config_fields

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,23 +48,87 @@ _DERIVED_NAMES = tuple(d.name for d in DERIVED)
 
 
 @dataclass(frozen=True)
+class Shape:
+    """What the rows of one enumerator mean: shared by all its layouts."""
+
+    vary: tuple[str, ...]
+    #: Config field -> position in the row (varied and layout-dependent fields).
+    config_index: Mapping[str, int]
+    #: Resolved values of the other config fields, the same for every layout.
+    constant: Mapping[str, Any]
+    #: Derived width -> position in the row.
+    derived_index: Mapping[str, int]
+    #: Every config field, in declaration order.
+    fields: tuple[str, ...]
+
+
+class _RowMapping(Mapping[str, Any]):
+    """A read-only dict view of one row: building real dicts for millions of layouts
+    would cost more than generating them."""
+
+    __slots__ = ("_constant", "_index", "_keys", "_row")
+
+    def __init__(
+        self,
+        row: tuple[Any, ...],
+        index: Mapping[str, int],
+        constant: Mapping[str, Any],
+        keys: tuple[str, ...],
+    ) -> None:
+        self._row, self._index, self._constant, self._keys = row, index, constant, keys
+
+    def __getitem__(self, key: str) -> Any:
+        i = self._index.get(key)
+        if i is not None:
+            return self._row[i]
+        return self._constant[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+@dataclass(frozen=True)
 class Layout:
     """One legal layout: every config field after SGLang's resolution, and the widths.
 
-    `vary` names the fields that were enumerated; their values are what SGLang is
-    launched with (resolution leaves them unchanged).
+    `config` maps every config field to its resolved value and `derived` every derived
+    width to its value (read-only mappings). `vary` names the enumerated fields, whose
+    values are what SGLang is launched with: resolution leaves them unchanged.
     """
 
-    config: Mapping[str, Any]
-    derived: Mapping[str, Any]
-    vary: tuple[str, ...] = field(default=(), compare=False)
+    row: tuple[Any, ...]
+    shape: Shape = field(repr=False)
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        s = self.shape
+        return _RowMapping(self.row, s.config_index, s.constant, s.fields)
+
+    @property
+    def derived(self) -> Mapping[str, Any]:
+        s = self.shape
+        return _RowMapping(self.row, s.derived_index, {}, _DERIVED_NAMES)
+
+    @property
+    def vary(self) -> tuple[str, ...]:
+        return self.shape.vary
 
     @property
     def values(self) -> dict[str, Any]:
-        return {n: self.config[n] for n in self.vary}
+        index = self.shape.config_index
+        return {n: self.row[index[n]] for n in self.shape.vary}
 
     def as_config(self) -> Config:
         return Config.model_validate(dict(self.config))
+
+    def __repr__(self) -> str:
+        return f"Layout({self.values!r})"
 
 
 @dataclass
@@ -73,12 +137,21 @@ class _Combo:
 
     spec: Spec
     table: Table
+    #: The flag constraints the table solves, numeric atoms replaced by stand-ins.
+    flag_constraints: tuple[Expr, ...] = ()
     _rows: Callable[..., Any] | None = None
     _count: Callable[..., Any] | None = None
 
     def args(self, gpus: int, ctx: _Domain) -> tuple[Any, ...]:
-        return (gpus, ctx.values, ctx.members, ctx.divs, ctx.merge, self.table.memo,
-                self.table.solve)
+        return (
+            gpus,
+            ctx.values,
+            ctx.members,
+            ctx.divs,
+            ctx.merge,
+            self.table.memo,
+            self.table.solve,
+        )
 
     def rows(self, gpus: int, ctx: _Domain) -> Iterator[tuple[Any, ...]]:
         if self._rows is None:
@@ -140,7 +213,13 @@ class Enumerator:
         if not self.problem.infeasible:
             self._split(completions)
         n_config = len(self.vary) + len(self.problem.dependent)
-        self._config_columns = self.columns[:n_config]
+        self.shape = Shape(
+            vary=self.vary,
+            config_index={c: i for i, c in builtins.enumerate(self.columns[:n_config])},
+            constant=dict(self.problem.constant),
+            derived_index={c: i + n_config for i, c in builtins.enumerate(_DERIVED_NAMES)},
+            fields=tuple(n for n in SPECS if not SPECS[n].model_fact),
+        )
 
     @property
     def output_columns(self) -> tuple[str, ...]:
@@ -188,7 +267,7 @@ class Enumerator:
             table = Table(make(backend, inner, flag_only, len(sig)))
             columns = tuple(specialise(e, sub) for e in self.problem.exprs)
             spec = Spec(numeric, inner, num_cons, tuple(sig.values()), columns)
-            self.combos.append(_Combo(spec, table))
+            self.combos.append(_Combo(spec, table, tuple(flag_only)))
 
     # --- running ------------------------------------------------------------------------
     def _sizes(self, gpus: int, up_to: bool) -> Iterable[int]:
@@ -210,12 +289,8 @@ class Enumerator:
             total += sum(combo.count(n, ctx) for combo in self.combos)
         return total
 
-    def layout(self, row: Sequence[Any]) -> Layout:
-        config = dict(self.problem.constant)
-        k = len(self._config_columns)
-        config.update(zip(self._config_columns, row[:k], strict=True))
-        derived = dict(zip(_DERIVED_NAMES, row[k:], strict=True))
-        return Layout(config, derived, self.vary)
+    def layout(self, row: tuple[Any, ...]) -> Layout:
+        return Layout(row, self.shape)
 
 
 _CACHE: dict[tuple[object, ...], Enumerator] = {}
@@ -265,7 +340,7 @@ def _check_gpus(gpus: int) -> None:
         raise InputError(f"the GPU count must be a positive integer, got {gpus!r}")
 
 
-def enumerate(  # noqa: A001 - the public name the issue asks for
+def enumerate(
     gpus: int,
     base: Config | Mapping[str, Any] | None = None,
     model: ModelSpec | Mapping[str, Any] | None = None,
@@ -296,9 +371,9 @@ def enumerate(  # noqa: A001 - the public name the issue asks for
     """
     _check_gpus(gpus)
     e = prepare(base, model, vary, where, gpus_per_node, intra_node)
-    make_layout = e.layout
+    shape = e.shape
     for row in e.rows(gpus, up_to):
-        yield make_layout(row)
+        yield Layout(row, shape)
 
 
 def count(
@@ -313,6 +388,6 @@ def count(
     up_to: bool = False,
 ) -> int:
     """How many layouts `enumerate` would yield for the same arguments, without
-    producing them (numeric tuples × completions of their signature)."""
+    producing them (per numeric tuple, the size of its completion set)."""
     _check_gpus(gpus)
     return prepare(base, model, vary, where, gpus_per_node, intra_node).count(gpus, up_to)

@@ -38,11 +38,7 @@ def _progressions() -> dict[str, tuple[Expr, Expr | int]]:
 
 
 def _tiles_nodes(size: Expr, stride: Expr | int) -> Expr:
-    return (
-        (size == 1)
-        | (gpus_used <= F.gpus_per_node)
-        | divides(size * stride, F.gpus_per_node)
-    )
+    return (size == 1) | (gpus_used <= F.gpus_per_node) | divides(size * stride, F.gpus_per_node)
 
 
 def within_nodes(kind: str) -> Expr:

@@ -87,7 +87,7 @@ def parse(text: str) -> Expr:
     except SyntaxError as exc:
         raise _error(text, *_syntax_position(text, exc)) from None
     try:
-        expr = _Builder().build(tree.body)
+        expr = _Builder(text).build(tree.body)
         if expr.kind != "bool":
             raise _Bad(1, f"a filter must be a condition, not a{_an(expr.kind)} value")
     except _Bad as exc:
@@ -118,6 +118,16 @@ def _error(text: str, column: int, what: str) -> InputError:
 
 
 class _Builder:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _op_col(self, left: ast.expr, right: ast.expr) -> int:
+        """Column of the operator written between two operands."""
+        start = int(getattr(left, "end_col_offset", 0) or 0)
+        gap = self.text[start : right.col_offset]
+        skipped = len(gap) - len(gap.lstrip(" )"))
+        return start + skipped + 1
+
     def build(self, node: ast.AST) -> Expr:
         method = getattr(self, "_" + type(node).__name__, None)
         if method is None:
@@ -135,7 +145,7 @@ class _Builder:
         field = ALIASES.get(name, name)
         if field in SPECS:
             return SPECS[field].ref
-        close = difflib.get_close_matches(name, names(), n=1)
+        close = difflib.get_close_matches(name, names(), n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]}?" if close else ""
         raise _Bad(_col(node), f"unknown name {name!r}{hint}")
 
@@ -143,8 +153,10 @@ class _Builder:
         value = node.value
         if value is None or isinstance(value, bool | int | str):
             return lift(value) if value is not None else Const(None, "enum")
-        raise _Bad(_col(node), f"the literal {value!r} is not allowed (integers, strings, "
-                   "true/false and none are)")
+        raise _Bad(
+            _col(node),
+            f"the literal {value!r} is not allowed (integers, strings, true/false and none are)",
+        )
 
     def _UnaryOp(self, node: ast.UnaryOp) -> Expr:
         if isinstance(node.op, ast.Not):
@@ -168,7 +180,7 @@ class _Builder:
         make = _ARITH.get(type(node.op))
         if make is None:
             text = _OP_TEXT.get(type(node.op), type(node.op).__name__)
-            raise _Bad(_col(node.right) - 1, f"the operator {text} is not allowed")
+            raise _Bad(self._op_col(node.left, node.right), f"the operator {text} is not allowed")
         a, b = self.build(node.left), self.build(node.right)
         for side, source in ((a, node.left), (b, node.right)):
             if side.kind != "int":
@@ -190,15 +202,15 @@ class _Builder:
             symbol = _CMP.get(type(op))
             if symbol is None:
                 text = _OP_TEXT.get(type(op), type(op).__name__)
-                raise _Bad(_col(right_node) - 1, f"the operator {text} is not allowed")
+                raise _Bad(
+                    self._op_col(left_node, right_node), f"the operator {text} is not allowed"
+                )
             right = self.build(right_node)
             parts.append(self._compare(symbol, left, left_node, right, right_node))
             left_node, left = right_node, right
         return parts[0] if len(parts) == 1 else And(*parts)
 
-    def _compare(
-        self, op: str, a: Expr, a_node: ast.expr, b: Expr, b_node: ast.expr
-    ) -> Expr:
+    def _compare(self, op: str, a: Expr, a_node: ast.expr, b: Expr, b_node: ast.expr) -> Expr:
         a, b = self._literal_like(a, a_node, b), self._literal_like(b, b_node, a)
         try:
             cmp = Cmp(op, a, b)  # type: ignore[arg-type]

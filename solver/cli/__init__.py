@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from solver.cli.enumerate_cmd import enumerate_cmd
 from solver.cli.rules_cmd import fields_cmd, rules_cmd
 from solver.cli.validate_cmd import validate_cmd
 from solver.errors import MeshsatError
@@ -26,6 +27,7 @@ app = typer.Typer(
 app.command("validate")(validate_cmd)
 app.command("rules")(rules_cmd)
 app.command("fields")(fields_cmd)
+app.command("enumerate")(enumerate_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:
