@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -102,16 +101,24 @@ def naive(n: int, limit: float) -> tuple[int, float] | None:
     return result
 
 
+_RSS = (
+    "import resource, subprocess, sys, time; t = time.perf_counter(); "
+    "subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], 'w'), check=True); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, time.perf_counter() - t)"
+)
+
+
 def peak_rss_cli(n: int, path: Path) -> tuple[float, float, int]:
-    """(max RSS in MB, wall seconds, lines) of the CLI streaming N's layouts to a file."""
+    """(max RSS in MB, wall seconds, lines) of the CLI streaming N's layouts to a file.
+
+    A wrapper process runs the CLI, so that its children's peak RSS is the CLI's alone.
+    """
     exe = Path(sys.executable).with_name("meshsat")
-    t = time.perf_counter()
-    with path.open("w") as f:
-        subprocess.run(
-            [str(exe), "enumerate", "--gpus", str(n), "--format", "jsonl"], stdout=f, check=True
-        )
-    wall = time.perf_counter() - t
-    rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    cmd = [str(exe), "enumerate", "--gpus", str(n), "--format", "jsonl"]
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS, str(path), *cmd], capture_output=True, text=True, check=True
+    ).stdout.split()
+    rss_kb, wall = int(out[0]), float(out[1])
     with path.open("rb") as f:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
     return rss_kb / 1024, wall, lines

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from solver.expr import TRUE, And, Expr, Field, Value
 from solver.pyeval import compile_predicate
@@ -120,7 +119,9 @@ class Table:
         return found
 
 
-def make(backend: str, dims: Sequence[Dim], constraints: Sequence[Expr], n_atoms: int) -> Any:
+def make(
+    backend: str, dims: Sequence[Dim], constraints: Sequence[Expr], n_atoms: int
+) -> CompletionFn:
     if backend == "z3":
         return Z3Completions(dims, constraints, n_atoms)
     if backend == "python":

@@ -47,9 +47,10 @@ KEY_DERIVED: tuple[str, ...] = ("attn_dp", "attn_tp", "moe_tp", "gpus_used")
 _DERIVED_NAMES = tuple(d.name for d in DERIVED)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Shape:
-    """What the rows of one enumerator mean: shared by all its layouts."""
+    """What the rows of one enumerator mean: shared by all its layouts (compared by
+    identity, so a `Layout` is hashable and equal only within one enumeration)."""
 
     vary: tuple[str, ...]
     #: Config field -> position in the row (varied and layout-dependent fields).
