@@ -229,6 +229,15 @@ class Enumerator:
         return (*self.vary, *self.problem.shown_dependent, *KEY_DERIVED)
 
     def _split(self, backend: str) -> None:
+        """Fix outside the loops the flags that change the arithmetic; complete the
+        others per signature.
+
+        A flag read by an atom that also reads a size (DP attention, inside `attn_dp`
+        and the GPU count) is *outer*: each of its values gets its own specialised
+        loops, where for instance the GPU count becomes `tp·pp == N` and pins pp. The
+        other flags are *inner*: they meet the numbers only through whole atoms
+        (`ep_size == tp_size`), whose truth values key the completion table.
+        """
         by_field = {f: d for d in self.dims for f in d.fields}
         numeric_fields = {d.name for d in self.dims if d.size} | {GPUS.name}
         outer_names: set[str] = set()

@@ -7,9 +7,10 @@ Python's own parser (mode "eval") reads the text and only a whitelist of node ty
 is accepted; anything else is an `InputError` that gives the column.
 
 Names are configuration fields, model facts, derived widths (`attn_tp`, `gpus_used`,
-...) and the short aliases of `solver.space.ALIASES` (`tp`, `cp`, ...). Ordering an
-optional field that is unset (`chunked_prefill_size > 4` without a chunk size) is
-false rather than an error.
+...) and the short aliases of `solver.space.ALIASES` (`tp`, `cp`, ...); fields read
+their values after SGLang's resolution, like every rule. Ordering an optional field
+that is unset (`chunked_prefill_size > 4` without a chunk size) is false rather than
+an error.
 """
 
 from __future__ import annotations
