@@ -166,6 +166,10 @@ class _Combo:
         return int(self._count(*self.args(gpus, ctx)))
 
 
+def _no_flags(sig: tuple[bool, ...]) -> tuple[tuple[Any, ...], ...]:
+    return ((),)
+
+
 class _Domain:
     """The divisors of one N, with the memoised helpers the generated loops call."""
 
@@ -274,7 +278,8 @@ class Enumerator:
                     sig.setdefault(atom.key(), atom)
             stand_in = {k: placeholder(i) for i, k in builtins.enumerate(sig)}
             flag_only = [replace_atoms(c, stand_in) for c in flag_cons]
-            table = Table(make(backend, inner, flag_only, len(sig)))
+            # Without flags to complete the loops never consult the table.
+            table = Table(make(backend, inner, flag_only, len(sig)) if inner else _no_flags)
             columns = tuple(specialise(e, sub) for e in self.problem.exprs)
             spec = Spec(numeric, inner, num_cons, tuple(sig.values()), columns)
             self.combos.append(_Combo(spec, table, tuple(flag_only)))
