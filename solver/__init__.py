@@ -7,6 +7,7 @@ Entry points:
 - `fix(config, model=None, pins=(), gpus=None, objective="changes", top=1) -> FixReport`:
   the nearest valid layouts, or the pins and rules that conflict.
 - `Config`, `ModelSpec`: the typed inputs; `RULES`, `RESOLUTIONS`: the catalogue.
+- `enumerate(gpus, ...) -> Iterator[Layout]`, `count(gpus, ...)`: every legal layout.
 
 Importing this package loads neither torch nor Z3; Z3 is imported on first need.
 """
@@ -17,6 +18,7 @@ from solver.catalogue import RESOLUTIONS, RULES
 from solver.config import Config
 from solver.errors import InputError, InvalidLayoutError, MeshsatError, UnsatisfiableError
 from solver.fix import Conflict, FixReport, FixResult, fix
+from solver.layouts import Layout, count, enumerate
 from solver.model_spec import ModelSpec
 from solver.report import Note, Report, Violation
 from solver.validate import check, validate
@@ -30,6 +32,7 @@ __all__ = [
     "FixResult",
     "InputError",
     "InvalidLayoutError",
+    "Layout",
     "MeshsatError",
     "ModelSpec",
     "Note",
@@ -37,6 +40,8 @@ __all__ = [
     "UnsatisfiableError",
     "Violation",
     "check",
+    "count",
+    "enumerate",
     "fix",
     "validate",
 ]

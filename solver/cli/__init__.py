@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from solver.cli.enumerate_cmd import enumerate_cmd
 from solver.cli.fix_cmd import fix_cmd
 from solver.cli.groups_cmd import groups_cmd
 from solver.cli.rules_cmd import fields_cmd, rules_cmd
@@ -27,6 +28,7 @@ app = typer.Typer(
 )
 app.command("validate")(validate_cmd)
 app.command("fix")(fix_cmd)
+app.command("enumerate")(enumerate_cmd)
 app.command("groups")(groups_cmd)
 app.command("rules")(rules_cmd)
 app.command("fields")(fields_cmd)

@@ -1,0 +1,278 @@
+"""`meshsat enumerate`: every legal layout for N GPUs."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+from solver.cli.layout_options import ConfigOpt, ModelOpt, SetOpt, load_layout
+from solver.cli.layout_writers import Writer, column_width
+from solver.cli.output import err, note
+from solver.errors import InputError
+from solver.layouts import Enumerator, prepare
+from solver.space import (
+    ALIASES,
+    DEFAULT_VARY,
+    accepted_fields,
+    canonical,
+    dims_of,
+    varied_fields,
+)
+
+
+class Format(str, Enum):
+    table = "table"
+    jsonl = "jsonl"
+    csv = "csv"
+    json = "json"
+
+
+_DEFAULT = ", ".join(varied_fields(dims_of(DEFAULT_VARY)))
+
+GpusOpt = Annotated[
+    int,
+    typer.Option("--gpus", "-n", min=1, help="GPUs to fill exactly (at most, with --up-to)."),
+]
+VaryOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--vary",
+        metavar="FIELD",
+        help=f"Also enumerate this field (repeatable). Always varied: {_DEFAULT}. Accepted: "
+        f"{', '.join(accepted_fields())}. Every other field comes from --config or the "
+        "defaults.",
+        show_default=False,
+    ),
+]
+WhereOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--where",
+        "-w",
+        metavar="EXPR",
+        help="Keep layouts where EXPR holds (repeatable; all must hold). Fields, derived "
+        "widths (attn_tp, moe_tp, gpus_used, ...) and short names (tp, pp, dp, cp, ep, "
+        "moe_dp, dcp) with comparisons, and/or/not, + - * // % and `in (...)`, e.g. "
+        '"attn_tp <= 8", "cp_strategy == \'zigzag\'".',
+        show_default=False,
+    ),
+]
+GpusPerNodeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--gpus-per-node",
+        min=1,
+        help="GPUs per node for --intra-node [default: the base config's gpus_per_node, 8].",
+        show_default=False,
+    ),
+]
+IntraNodeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--intra-node",
+        metavar="GROUP",
+        help="Keep layouts whose GROUP groups (attn_tp, attn_cp, ep, moe_tp, dcp, tp, pp, "
+        "attn_dp, moe_dp) each stay inside one node under SGLang's rank layout "
+        "(repeatable).",
+        show_default=False,
+    ),
+]
+UpToOpt = Annotated[bool, typer.Option("--up-to", help="Use at most --gpus GPUs (1..N).")]
+CountOpt = Annotated[
+    bool, typer.Option("--count", help="Print only the number of layouts (fast: nothing listed).")
+]
+SortOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sort",
+        metavar="FIELD",
+        help="Sort by a column (--sort=-FIELD: descending). Holds every layout in memory "
+        "before printing (with --limit K only the first K).",
+        show_default=False,
+    ),
+]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option("--limit", min=0, metavar="K", help="Stop after K layouts.", show_default=False),
+]
+FormatOpt = Annotated[
+    Format, typer.Option("--format", "-f", help="Output format; jsonl, csv and table stream.")
+]
+
+
+def enumerate_cmd(
+    gpus: GpusOpt,
+    model: ModelOpt = None,
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+    vary: VaryOpt = None,
+    where: WhereOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
+    intra_node: IntraNodeOpt = None,
+    up_to: UpToOpt = False,
+    count: CountOpt = False,
+    sort: SortOpt = None,
+    limit: LimitOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """List every legal layout for N GPUs: no duplicates, streamed, filtered, model-aware.
+
+    A layout is listed when every rule holds, the GPUs used (tp·pp with DP attention,
+    dp·tp·pp without) equal N, and SGLang's silent resolution leaves the varied fields
+    unchanged: that is what keeps the list free of duplicates (dp_size 1 with DP
+    attention is never listed, since SGLang turns DP attention off; with a base
+    moe_a2a_backend deepep only ep_size == tp_size is). Fields that are not varied may
+    still be resolved; the output shows those that depend on the layout.
+
+    Sizes range over the divisors of N; prefill CP is one dimension: off, zigzag or
+    interleave.
+
+    Exit status: 0 at least one layout, 1 none, 2 bad input.
+
+    Examples:
+
+      meshsat enumerate --gpus 16 --where "attn_tp <= 8" --format jsonl
+
+      meshsat enumerate --gpus 64 --model ./DeepSeek-V3/config.json --intra-node ep --count
+
+      meshsat enumerate --gpus 8 --vary moe_a2a_backend --sort=-ep --limit 20
+    """
+    layout = load_layout(config, sets, None, model)
+    for text in layout.notes:
+        note(text)
+    names = [*DEFAULT_VARY, *(vary or [])]
+    fields = varied_fields(dims_of(names))
+    pinned = sorted(set(fields) & layout.config.user_set())
+    for name in pinned:
+        note(
+            f"{name} = {getattr(layout.config, name)} in the base is varied; add --where "
+            f'"{name} == {getattr(layout.config, name)!r}" to keep it'
+        )
+    e = prepare(layout.config, layout.model, names, where or (), gpus_per_node, intra_node or ())
+    if count:
+        total = _count(e, gpus, up_to)
+        if limit is not None:
+            total = min(total, limit)
+        sys.stdout.write(f"{total}\n")
+        raise typer.Exit(0 if total else 1)
+
+    shown = e.output_columns
+    picks = [e.columns.index(n) for n in shown]
+    rows: Iterator[tuple[Any, ...]] = e.rows(gpus, up_to)
+    if sort is not None:
+        rows = iter(_sorted(e, rows, sort, limit))
+    elif limit is not None:
+        rows = itertools.islice(rows, limit)
+    progress = _Progress("listing layouts")
+    writer = Writer(
+        fmt.value,
+        shown,
+        picks,
+        sys.stdout,
+        on_flush=progress.update,
+        widths=[column_width(n, gpus) for n in shown],
+    )
+    try:
+        written = writer.write_all(rows)
+    finally:
+        progress.close()
+    if not written:
+        note("no layout satisfies the rules and filters for these GPUs")
+    raise typer.Exit(0 if written else 1)
+
+
+def _count(e: Enumerator, gpus: int, up_to: bool) -> int:
+    if not up_to:
+        return e.count(gpus)
+    progress = _Progress("counting layouts", total=gpus)
+    total = 0
+    try:
+        for n in range(1, gpus + 1):
+            total += e.count(n)
+            if n % 64 == 0:
+                progress.update(n)
+    finally:
+        progress.close()
+    return total
+
+
+def _sorted(
+    e: Enumerator, rows: Iterable[tuple[Any, ...]], spec: str, limit: int | None
+) -> list[tuple[Any, ...]]:
+    descending = spec.startswith("-")
+    name = canonical(spec.lstrip("-"))
+    if name not in e.columns:
+        import difflib
+
+        close = difflib.get_close_matches(name, [*e.columns, *ALIASES], n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise InputError(f"cannot sort by {spec!r}{hint} (a field or derived width)")
+    i = e.columns.index(name)
+
+    def key(row: tuple[Any, ...]) -> tuple[bool, Any]:
+        value = row[i]
+        return (value is None, value if value is not None else 0)
+
+    if limit is not None:
+        pick: Callable[..., list[tuple[Any, ...]]] = (
+            heapq.nlargest if descending else (heapq.nsmallest)
+        )
+        return pick(limit, rows, key=key)
+    return sorted(rows, key=key, reverse=descending)
+
+
+class _Progress:
+    """A counter on stderr, only for a terminal and only once a run has taken a while.
+
+    It never appears in pipes or tests (stderr is not a terminal there), nor when the
+    rows themselves go to the same terminal.
+    """
+
+    DELAY_S = 0.5
+
+    def __init__(self, what: str, total: int | None = None) -> None:
+        import time
+
+        self.what, self.total = what, total
+        self.enabled = err.is_terminal and (total is not None or not sys.stdout.isatty())
+        self.start = time.monotonic()
+        self.bar: Any = None
+        self.task: Any = None
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        import time
+
+        if self.bar is None:
+            if time.monotonic() - self.start < self.DELAY_S:
+                return
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            columns: list[Any] = [SpinnerColumn(), TextColumn(self.what)]
+            if self.total is not None:
+                columns += [BarColumn(), TextColumn("GPU count"), MofNCompleteColumn()]
+            else:
+                columns.append(TextColumn("{task.completed:,}"))
+            columns.append(TimeElapsedColumn())
+            self.bar = Progress(*columns, console=err, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.what, total=self.total)
+        self.bar.update(self.task, completed=done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

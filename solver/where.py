@@ -1,0 +1,269 @@
+"""`--where` filters: small Python-like conditions parsed into the rule language.
+
+A filter becomes an ordinary rule tree, so it reaches every back-end exactly as a
+catalogue rule does: the generator compiles it into its loops, Z3 translates it, and
+the brute-force reference evaluates it with `solver.interp`. Nothing is `eval`ed:
+Python's own parser (mode "eval") reads the text and only a whitelist of node types
+is accepted; anything else is an `InputError` that gives the column.
+
+Names are configuration fields, model facts, derived widths (`attn_tp`, `gpus_used`,
+...) and the short aliases of `solver.space.ALIASES` (`tp`, `cp`, ...); fields read
+their values after SGLang's resolution, like every rule. Ordering an optional field
+that is unset (`chunked_prefill_size > 4` without a chunk size) is false rather than
+an error.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from collections.abc import Callable
+
+from solver.derived import DERIVED
+from solver.errors import InputError
+from solver.expr import (
+    And,
+    Cmp,
+    Const,
+    Expr,
+    ExprTypeError,
+    Field,
+    In,
+    IsSet,
+    Not,
+    Or,
+    Value,
+    lift,
+)
+from solver.fields import SPECS
+from solver.space import ALIASES
+
+_DERIVED = {n.name: n for n in DERIVED}
+_LITERAL_NAMES: dict[str, object] = {"true": True, "false": False, "none": None}
+_CMP = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+}
+_ARITH: dict[type, Callable[[Expr, Expr], Expr]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+}
+_OP_TEXT = {
+    ast.Div: "/ (use //)",
+    ast.Pow: "**",
+    ast.BitAnd: "& (use and)",
+    ast.BitOr: "| (use or)",
+    ast.BitXor: "^",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.MatMult: "@",
+    ast.Is: "is (use ==)",
+    ast.IsNot: "is not (use !=)",
+}
+
+
+def names() -> tuple[str, ...]:
+    """Every name a filter may use."""
+    return (*SPECS, *_DERIVED, *ALIASES)
+
+
+class _Bad(Exception):
+    def __init__(self, column: int, what: str) -> None:
+        super().__init__(what)
+        self.column = column
+        self.what = what
+
+
+def parse(text: str) -> Expr:
+    """The filter as a boolean rule tree; `InputError` with the column on any problem."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise _error(text, *_syntax_position(text, exc)) from None
+    try:
+        expr = _Builder(text).build(tree.body)
+        if expr.kind != "bool":
+            raise _Bad(1, f"a filter must be a condition, not a{_an(expr.kind)} value")
+    except _Bad as exc:
+        raise _error(text, exc.column, exc.what) from None
+    return expr
+
+
+def parse_all(texts: tuple[str, ...] | list[str]) -> tuple[Expr, ...]:
+    return tuple(parse(t) for t in texts)
+
+
+def _an(kind: str) -> str:
+    return {"int": "n integer", "enum": " text", "float": " number"}.get(kind, " " + kind)
+
+
+def _syntax_position(text: str, exc: SyntaxError) -> tuple[int, str]:
+    msg = exc.msg or "invalid syntax"
+    if "\n" in text.strip():
+        return 1, "a filter must fit on one line"
+    if (exc.lineno or 1) > 1 or not exc.offset:
+        # The parser ran off the end: point at the last character written.
+        return max(len(text.rstrip()), 1), "the expression ends too early"
+    return exc.offset, msg
+
+
+def _error(text: str, column: int, what: str) -> InputError:
+    return InputError(f"bad --where expression at column {column}: {what} (in {text!r})")
+
+
+class _Builder:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _op_col(self, left: ast.expr, right: ast.expr) -> int:
+        """Column of the operator written between two operands."""
+        start = int(getattr(left, "end_col_offset", 0) or 0)
+        gap = self.text[start : right.col_offset]
+        skipped = len(gap) - len(gap.lstrip(" )"))
+        return start + skipped + 1
+
+    def build(self, node: ast.AST) -> Expr:
+        method = getattr(self, "_" + type(node).__name__, None)
+        if method is None:
+            raise _Bad(_col(node), f"{_describe(node)} is not allowed in a filter")
+        result: Expr = method(node)
+        return result
+
+    # --- leaves ---------------------------------------------------------------------
+    def _Name(self, node: ast.Name) -> Expr:
+        name = node.id
+        if name in _LITERAL_NAMES:
+            return lift(_LITERAL_NAMES[name]) if name != "none" else Const(None, "enum")
+        if name in _DERIVED:
+            return _DERIVED[name]
+        field = ALIASES.get(name, name)
+        if field in SPECS:
+            return SPECS[field].ref
+        close = difflib.get_close_matches(name, names(), n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise _Bad(_col(node), f"unknown name {name!r}{hint}")
+
+    def _Constant(self, node: ast.Constant) -> Expr:
+        value = node.value
+        if value is None or isinstance(value, bool | int | str):
+            return lift(value) if value is not None else Const(None, "enum")
+        raise _Bad(
+            _col(node),
+            f"the literal {value!r} is not allowed (integers, strings, true/false and none are)",
+        )
+
+    def _UnaryOp(self, node: ast.UnaryOp) -> Expr:
+        if isinstance(node.op, ast.Not):
+            operand = self.build(node.operand)
+            self._need_bool(operand, node.operand)
+            return Not(operand)
+        if isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+            value = node.operand.value
+            if isinstance(value, int) and not isinstance(value, bool):
+                return Const(-value, "int")
+        raise _Bad(_col(node), f"{_describe(node)} is not allowed in a filter")
+
+    # --- operators ----------------------------------------------------------------------
+    def _BoolOp(self, node: ast.BoolOp) -> Expr:
+        parts = [self.build(v) for v in node.values]
+        for part, source in zip(parts, node.values, strict=True):
+            self._need_bool(part, source)
+        return And(*parts) if isinstance(node.op, ast.And) else Or(*parts)
+
+    def _BinOp(self, node: ast.BinOp) -> Expr:
+        make = _ARITH.get(type(node.op))
+        if make is None:
+            text = _OP_TEXT.get(type(node.op), type(node.op).__name__)
+            raise _Bad(self._op_col(node.left, node.right), f"the operator {text} is not allowed")
+        a, b = self.build(node.left), self.build(node.right)
+        for side, source in ((a, node.left), (b, node.right)):
+            if side.kind != "int":
+                raise _Bad(_col(source), f"arithmetic needs integers, got a{_an(side.kind)}")
+        return make(a, b)
+
+    def _Compare(self, node: ast.Compare) -> Expr:
+        left_node: ast.expr = node.left
+        left = self.build(left_node)
+        parts: list[Expr] = []
+        last = len(node.ops) - 1
+        for i, (op, right_node) in enumerate(zip(node.ops, node.comparators, strict=True)):
+            if isinstance(op, ast.In | ast.NotIn):
+                if i != last:
+                    raise _Bad(_col(node.comparators[i + 1]), "nothing may follow `in (...)`")
+                part = self._membership(left, right_node)
+                parts.append(Not(part) if isinstance(op, ast.NotIn) else part)
+                continue
+            symbol = _CMP.get(type(op))
+            if symbol is None:
+                text = _OP_TEXT.get(type(op), type(op).__name__)
+                raise _Bad(
+                    self._op_col(left_node, right_node), f"the operator {text} is not allowed"
+                )
+            right = self.build(right_node)
+            parts.append(self._compare(symbol, left, left_node, right, right_node))
+            left_node, left = right_node, right
+        return parts[0] if len(parts) == 1 else And(*parts)
+
+    def _compare(self, op: str, a: Expr, a_node: ast.expr, b: Expr, b_node: ast.expr) -> Expr:
+        a, b = self._literal_like(a, a_node, b), self._literal_like(b, b_node, a)
+        try:
+            cmp = Cmp(op, a, b)  # type: ignore[arg-type]
+        except ExprTypeError as exc:
+            raise _Bad(_col(b_node), str(exc)) from None
+        if op in ("==", "!="):
+            return cmp
+        guards = [IsSet(x) for x in (a, b) if isinstance(x, Field) and x.optional]
+        return And(*guards, cmp) if guards else cmp
+
+    def _literal_like(self, e: Expr, node: ast.expr, other: Expr) -> Expr:
+        """Re-lift a literal against the other side, so `cp_strategy == 'zigzg'` fails
+        here with the field's choices rather than silently matching nothing."""
+        if not isinstance(e, Const) or isinstance(other, Const):
+            return e
+        try:
+            return lift(e.value, like=other)
+        except ExprTypeError as exc:
+            raise _Bad(_col(node), str(exc)) from None
+
+    def _membership(self, x: Expr, container: ast.expr) -> Expr:
+        if not isinstance(container, ast.Tuple | ast.List | ast.Set):
+            raise _Bad(_col(container), "`in` needs a parenthesised list of literals")
+        values: list[Value] = []
+        for item in container.elts:
+            lit = self._literal_like(self.build(item), item, x)
+            if not isinstance(lit, Const):
+                raise _Bad(_col(item), "`in` takes literals only")
+            values.append(lit.value)
+        try:
+            return In(x, tuple(values))
+        except ExprTypeError as exc:
+            raise _Bad(_col(container), str(exc)) from None
+
+    def _need_bool(self, e: Expr, node: ast.AST) -> None:
+        if e.kind != "bool":
+            raise _Bad(_col(node), f"expected a condition, got a{_an(e.kind)} value")
+
+
+def _col(node: ast.AST) -> int:
+    return int(getattr(node, "col_offset", 0)) + 1
+
+
+def _describe(node: ast.AST) -> str:
+    kinds = {
+        ast.Call: "a function call",
+        ast.Attribute: "attribute access",
+        ast.Subscript: "indexing",
+        ast.Lambda: "lambda",
+        ast.JoinedStr: "an f-string",
+        ast.IfExp: "if-else",
+        ast.NamedExpr: "assignment",
+        ast.UnaryOp: "this unary operator",
+    }
+    return kinds.get(type(node), f"{type(node).__name__} syntax")
