@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from solver.cli.layout_options import ConfigOpt, ModelOpt, SetOpt, load_layout
+from solver.cli.layout_options import ConfigOpt, ModelOpt, SetOpt, read_layout
 from solver.cli.layout_writers import Writer, column_width
 from solver.cli.output import err, note
 from solver.errors import InputError
@@ -143,9 +143,7 @@ def enumerate_cmd(
 
       meshsat enumerate --gpus 8 --vary moe_a2a_backend --sort=-ep --limit 20
     """
-    layout = load_layout(config, sets, None, model)
-    for text in layout.notes:
-        note(text)
+    layout = read_layout(config, sets, None, model)
     names = [*DEFAULT_VARY, *(vary or [])]
     fields = varied_fields(dims_of(names))
     pinned = sorted(set(fields) & layout.config.user_set())

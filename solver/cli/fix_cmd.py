@@ -15,9 +15,9 @@ from solver.cli.layout_options import (
     ModelOpt,
     SetOpt,
     SglangOpt,
-    load_layout,
+    read_layout,
 )
-from solver.cli.output import emit_json, note, out
+from solver.cli.output import emit_json, out
 from solver.fix import FixReport, FixResult, fix
 from solver.render import fmt_value
 
@@ -101,9 +101,7 @@ def fix_cmd(
 
       meshsat fix --sglang "sglang serve --tp 16 --ep 4 --moe-dp-size 2" --pin tp_size --json
     """
-    layout = load_layout(config, sets, sglang, model, example)
-    for text in layout.notes:
-        note(text)
+    layout = read_layout(config, sets, sglang, model, example)
     report = fix(
         layout.config,
         layout.model,

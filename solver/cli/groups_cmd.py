@@ -14,9 +14,9 @@ from solver.cli.layout_options import (
     ModelOpt,
     SetOpt,
     SglangOpt,
-    load_layout,
+    read_layout,
 )
-from solver.cli.output import emit_json, note, out
+from solver.cli.output import emit_json, out
 from solver.errors import InputError
 from solver.groups import GROUP_KINDS, RankMap, groups
 
@@ -116,9 +116,7 @@ def groups_cmd(
     from solver.cli.report_view import print_report
     from solver.errors import InvalidLayoutError
 
-    layout = load_layout(config, sets, sglang, model, example)
-    for text in layout.notes:
-        note(text)
+    layout = read_layout(config, sets, sglang, model, example)
     try:
         m = groups(layout.config, layout.model)
     except InvalidLayoutError:

@@ -124,3 +124,19 @@ def load_layout(
             raise InputError("the `model:` entry of a layout file must be a mapping")
         spec = as_model(model_facts)
     return Layout(config_from_values(values), spec, notes)
+
+
+def read_layout(
+    config: Path | None = None,
+    sets: list[str] | None = None,
+    sglang: str | None = None,
+    model: Path | None = None,
+    example: str | None = None,
+) -> Layout:
+    """`load_layout` for a command: its input notes (ignored flags) go to stderr."""
+    from solver.cli.output import note
+
+    layout = load_layout(config, sets, sglang, model, example)
+    for text in layout.notes:
+        note(text)
+    return layout

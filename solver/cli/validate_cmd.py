@@ -11,9 +11,9 @@ from solver.cli.layout_options import (
     ModelOpt,
     SetOpt,
     SglangOpt,
-    load_layout,
+    read_layout,
 )
-from solver.cli.output import emit_json, note
+from solver.cli.output import emit_json
 from solver.cli.report_view import print_report
 from solver.validate import validate
 
@@ -42,9 +42,7 @@ def validate_cmd(
 
       meshsat validate --config layout.yaml --model ./DeepSeek-V3/config.json --json
     """
-    layout = load_layout(config, sets, sglang, model, example)
-    for text in layout.notes:
-        note(text)
+    layout = read_layout(config, sets, sglang, model, example)
     report = validate(layout.config, layout.model)
     if as_json:
         emit_json(report.to_dict())
