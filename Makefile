@@ -17,9 +17,22 @@ $(STAMP): pyproject.toml constraints/torch-cpu.txt
 	fi
 	@touch $(STAMP)
 
+# The main job on embedded examples: why a layout is rejected, the nearest one that works,
+# what SGLang silently changes, what else fits, who talks to whom, and CP running for real.
 demo: $(STAMP)
-	$(VENV)/bin/meshsat validate --example dp-cp-conflict || test $$? -eq 1
-	$(VENV)/bin/meshsat validate --example deepseek-v3-prefill-cp
+	@echo "== meshsat validate --example dp-cp-conflict (exit 1: invalid)"
+	@$(VENV)/bin/meshsat validate --example dp-cp-conflict || test $$? -eq 1
+	@echo "== meshsat fix --example dp-cp-conflict --gpus 8"
+	@$(VENV)/bin/meshsat fix --example dp-cp-conflict --gpus 8
+	@echo "== meshsat validate --example deepseek-v3-prefill-cp"
+	@$(VENV)/bin/meshsat validate --example deepseek-v3-prefill-cp
+	@echo "== meshsat enumerate --gpus 16 --where 'attn_cp >= 2' --where 'ep >= 8' --limit 8"
+	@$(VENV)/bin/meshsat enumerate --gpus 16 --where "attn_cp >= 2" --where "ep >= 8" --limit 8
+	@echo "== meshsat groups --set tp_size=8 --set attn_cp_size=2 --set ep_size=4 --set moe_dp_size=2"
+	@$(VENV)/bin/meshsat groups --set tp_size=8 --set attn_cp_size=2 --set ep_size=4 --set moe_dp_size=2
+	@echo "== python -m cp.demo --spawn 4 (zigzag CP over gloo, checked against one process)"
+	@$(PY) -m cp.demo --spawn 4 --set tp_size=4 --set attn_cp_size=2 \
+		--set enable_prefill_cp=true --set cp_strategy=zigzag
 
 test: $(STAMP)
 	$(PY) -m pytest
