@@ -11,23 +11,11 @@ tool takes them as inputs so that validation stays pure.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 from pydantic import Field as PField
 
-A2A_BACKENDS = (
-    "none",
-    "deepep",
-    "deepep_v2",
-    "mooncake",
-    "nixl",
-    "mori",
-    "flashinfer",
-    "pplx",
-    "megamoe",
-    "ascend_fuseep",
-)
 A2aBackend = Literal[
     "none",
     "deepep",
@@ -40,6 +28,7 @@ A2aBackend = Literal[
     "megamoe",
     "ascend_fuseep",
 ]
+A2A_BACKENDS: tuple[str, ...] = get_args(A2aBackend)
 
 
 def _f(
