@@ -110,7 +110,7 @@ class Explainer:
         one rule with the pinned values substituted, where the full check carries all.
         """
         mine = self.reads[i] & free
-        pairs = [p for n in sorted(self.reads[i] - free) for p in self._constants(n, raw[n])]
+        pairs = [p for n in sorted(self.reads[i] - free) for p in self.enc.constants(n, raw[n])]
         formula = z3.simplify(
             z3.substitute(z3.And(self.terms[i], *(d for n in mine for d in self.domain[n])), *pairs)
         )
@@ -180,26 +180,13 @@ class Explainer:
     def _z3(self, raw: Mapping[str, Any], free: frozenset[str]) -> bool | None:
         relevant = [t for i, t in self.terms.items() if self.reads[i] & free]
         pinned = set().union(*(self.reads[i] for i in self.terms if self.reads[i] & free))
-        pairs = [p for n in sorted(pinned - free) for p in self._constants(n, raw[n])]
+        pairs = [p for n in sorted(pinned - free) for p in self.enc.constants(n, raw[n])]
         formula = z3.And(*relevant, *(d for n in free for d in self.domain[n]))
         solver = z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver()
         solver.set("timeout", CHECK_TIMEOUT_MS)
         solver.add(z3.simplify(z3.substitute(formula, *pairs)))
         result = solver.check()
         return None if result == z3.unknown else result == z3.sat
-
-    def _constants(self, name: str, value: Any) -> list[tuple[Any, Any]]:
-        spec, sym = SPECS[name], self.enc.raw[name]
-        if spec.kind == "enum":
-            return [(sym.val, z3.IntVal(self.enc.codes.code(value)))]
-        if spec.kind == "bool":
-            return [(sym.val, z3.BoolVal(bool(value)))]
-        if spec.kind == "float":
-            return [(sym.val, z3.RealVal(value))]
-        pairs = [(sym.val, z3.IntVal(0 if value is None else value))]
-        if sym.is_set is not None:
-            pairs.append((sym.is_set, z3.BoolVal(value is not None)))
-        return pairs
 
     # --- the core ------------------------------------------------------------------------
     def core(self, raw: Mapping[str, Any], user: frozenset[str]) -> tuple[str, ...]:

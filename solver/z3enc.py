@@ -127,6 +127,21 @@ class Z3Encoder:
             return sym.val == z3.RealVal(value)
         return sym.val == z3.BoolVal(bool(value))
 
+    def constants(self, name: str, value: Any) -> list[tuple[Any, Any]]:
+        """Substitution pairs that pin a raw field to `value` (for `z3.substitute`): the
+        same pin as `value_term`, but folded into a formula instead of asserted beside it."""
+        spec, sym = SPECS[name], self.raw[name]
+        if spec.kind == "enum":
+            return [(sym.val, z3.IntVal(self.codes.code(value)))]
+        if spec.kind == "bool":
+            return [(sym.val, z3.BoolVal(bool(value)))]
+        if spec.kind == "float":
+            return [(sym.val, z3.RealVal(value))]
+        pairs = [(sym.val, z3.IntVal(0 if value is None else value))]
+        if sym.is_set is not None:
+            pairs.append((sym.is_set, z3.BoolVal(value is not None)))
+        return pairs
+
     def int_equals(self, sym: Sym, value: int) -> Any:
         return sym.val == value
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from solver import Config, fix, validate
 from solver.catalogue import ERRORS, RESOLUTIONS
 from solver.fields import CONFIG_SPECS, SPECS
+from solver.validate import environment
 from solver.z3enc import Z3Encoder
 
 
@@ -28,38 +29,18 @@ def _plain() -> tuple[Z3Encoder, z3.BoolRef]:
     return enc, z3.And(*enc.domain, *(enc.rule_term(r) for r in ERRORS))
 
 
-def _constants(enc: Z3Encoder, name: str, value: Any) -> list[tuple[Any, Any]]:
-    spec, sym = SPECS[name], enc.raw[name]
-    if spec.kind == "enum":
-        return [(sym.val, z3.IntVal(enc.codes.code(value)))]
-    if spec.kind == "bool":
-        return [(sym.val, z3.BoolVal(bool(value)))]
-    if spec.kind == "float":
-        return [(sym.val, z3.RealVal(value))]
-    pairs = [(sym.val, z3.IntVal(0 if value is None else value))]
-    if sym.is_set is not None:
-        pairs.append((sym.is_set, z3.BoolVal(value is not None)))
-    return pairs
-
-
 def pinned_check(config: Config, pinned: set[str]) -> z3.CheckSatResult:
     """Rules + pins (the core's fields, and every field the user left unset), decided by a
     fresh solver with a resource limit: the same question always gets the same answer,
     unlike a long-lived solver whose learnt state depends on the questions before."""
     enc, rules = _plain()
-    values = config.__dict__
+    raw = environment(config, None)
     user = config.user_set()
     pairs = [
         p
         for n in SPECS
         if SPECS[n].model_fact or n in pinned or n not in user
-        for p in _constants(
-            enc,
-            n,
-            values[n]
-            if not SPECS[n].model_fact
-            else (None if SPECS[n].optional else SPECS[n].default),
-        )
+        for p in enc.constants(n, raw[n])
     ]
     solver = z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver()
     solver.set("rlimit", 50_000_000)
