@@ -29,8 +29,8 @@ from typing import Any
 import z3
 
 from solver.catalogue import RESOLUTIONS, RULES
+from solver.catalogue.literals import open_literals
 from solver.config import Config
-from solver.expr import Const, walk
 from solver.fields import SPECS, FieldSpec
 from solver.model_spec import ModelSpec
 from solver.pyeval import compiled
@@ -47,24 +47,6 @@ WITNESS_BUDGET = 300
 REPAIR_DEPTH = 3
 
 _ERROR_INDEX = frozenset(i for i, r in enumerate(RULES) if r.severity == "error")
-
-
-def _string_literals() -> tuple[str, ...]:
-    """Every string the catalogue compares against, as candidates for open fields."""
-    seen: dict[str, None] = {}
-    exprs = [e for r in RULES for e in (r.when, r.holds)]
-    exprs += [
-        e for res in RESOLUTIONS for s in res.steps for e in (s.when, *(v for _, v in s.sets))
-    ]
-    for e in exprs:
-        for node in walk(e):
-            if isinstance(node, Const) and isinstance(node.value, str):
-                seen.setdefault(node.value, None)
-            values = getattr(node, "values", ())
-            for v in values:
-                if isinstance(v, str):
-                    seen.setdefault(v, None)
-    return tuple(seen)
 
 
 class Explainer:
@@ -88,7 +70,6 @@ class Explainer:
                 if str(v) in var_field:
                     self.domain[var_field[str(v)]].append(c)
                     break
-        self.literals = _string_literals()
 
     # --- one satisfiability question --------------------------------------------------
     def satisfiable(
@@ -172,7 +153,8 @@ class Explainer:
         if spec.choices:
             return list(spec.choices)
         if spec.kind == "enum":
-            return [*([None] if spec.optional else []), *self.literals, raw[spec.name]]
+            literals = open_literals()[spec.name]
+            return [*([None] if spec.optional else []), *literals, raw[spec.name]]
         if spec.kind == "float":
             return [raw[spec.name], 1.0]
         return list(_int_candidates(spec, raw))

@@ -22,7 +22,7 @@ import z3
 
 from solver.catalogue import ERRORS, RESOLUTIONS
 from solver.derived import gpus_used
-from solver.expr import Cmp, Const, Expr, Field, In, fields_of, walk
+from solver.expr import fields_of
 from solver.fields import CONFIG_SPECS
 from solver.rule import Assign, Resolution
 from solver.z3exp import ExpEncoder, Universe
@@ -82,36 +82,6 @@ def changeable() -> tuple[str, ...]:
     """Config fields fix may change, in declaration order."""
     live = live_fields()
     return tuple(n for n in CONFIG_SPECS if n in live and n not in HARDWARE)
-
-
-@cache
-def open_literals() -> dict[str, tuple[Any, ...]]:
-    """For fields with an open value set (any string), the literals the catalogue uses.
-
-    With the field's default, None where allowed and the input's own value, they are the
-    values fix may choose: no rule can tell the other strings apart.
-    """
-    found: dict[str, dict[Any, None]] = {
-        n: {} for n, s in CONFIG_SPECS.items() if s.kind == "enum" and not s.choices
-    }
-    exprs: list[Expr] = [e for r in ERRORS for e in (r.when, r.holds)]
-    for res in RESOLUTIONS:
-        for step in res.steps:
-            exprs.append(step.when)
-            for name, value in step.sets:
-                if name in found and isinstance(value, Const):
-                    found[name].setdefault(value.value, None)
-                exprs.append(value)
-    for e in exprs:
-        for node in walk(e):
-            if isinstance(node, In) and isinstance(node.x, Field) and node.x.name in found:
-                for v in node.values:
-                    found[node.x.name].setdefault(v, None)
-            if isinstance(node, Cmp):
-                for a, b in ((node.a, node.b), (node.b, node.a)):
-                    if isinstance(a, Field) and a.name in found and isinstance(b, Const):
-                        found[a.name].setdefault(b.value, None)
-    return {n: tuple(v) for n, v in found.items()}
 
 
 @dataclass(frozen=True)

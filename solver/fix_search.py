@@ -22,9 +22,10 @@ from typing import Any
 
 import z3
 
+from solver.catalogue.literals import open_literals
 from solver.fields import SPECS
 from solver.fix import prime_mbits, size_mbits
-from solver.fix_problem import Problem, changeable, open_literals
+from solver.fix_problem import Problem, changeable
 from solver.z3exp import Num
 
 

@@ -11,6 +11,7 @@ import pytest
 import z3
 
 from solver.catalogue import ERRORS, RULES
+from solver.catalogue.literals import open_literals
 from solver.config import Config
 from solver.fields import SPECS
 from solver.fix_problem import (
@@ -20,7 +21,6 @@ from solver.fix_problem import (
     Key,
     changeable,
     live_fields,
-    open_literals,
     problem,
 )
 from solver.model_spec import MODEL_FACT_NAMES, ModelSpec
