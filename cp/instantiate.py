@@ -18,7 +18,7 @@ import torch.distributed as dist
 from cp.base import CPStrategy
 from cp.comm import ProcessGroupComm
 from cp.kinds import CPConfigError
-from cp.registry import init_cp_strategy, strategy_class
+from cp.registry import init_cp_strategy
 from solver import Config, InvalidLayoutError, ModelSpec, validate
 from solver.groups import GROUP_KINDS, RankInfo, RankMap, Widths, plan
 
@@ -51,15 +51,13 @@ def instantiate(
     world_size: int | None = None,
     *,
     model: ModelSpec | Mapping[str, Any] | None = None,
-    bind: bool = True,
 ) -> LayoutHandle:
     """Validate the layout, create every process group it needs and bind the CP strategy.
 
     Call it on every rank after `dist.init_process_group`. `rank` and `world_size`
     default to the default group's and must match it when given. An invalid layout raises
     `solver.InvalidLayoutError` (the validator's messages) before any group is created, and
-    so does a world size other than the layout's GPU count. With `bind=False` the strategy
-    is built but not bound process-wide (`cp.get_cp_strategy`).
+    so does a world size other than the layout's GPU count.
     """
     report = validate(config, model, explain=False)
     if not report.valid:
@@ -97,7 +95,13 @@ def instantiate(
                 group = created[ranks] = made
             if actual_rank in ranks:
                 groups[kind], members[kind] = group, ranks
-    strategy = _strategy(resolved, rank_map, groups["attn_cp"], bind)
+    # SGLang's rule: a strategy only with prefill CP on and attn_cp > 1 (init decides).
+    strategy = init_cp_strategy(
+        enable_prefill_cp=bool(resolved["enable_prefill_cp"]),
+        cp_size=rank_map.widths.attn_cp,
+        cp_strategy=resolved["cp_strategy"],
+        comm_or_group=groups["attn_cp"],
+    )
     return LayoutHandle(
         rank=actual_rank,
         world_size=actual_world,
@@ -108,20 +112,3 @@ def instantiate(
         members=members,
         strategy=strategy,
     )
-
-
-def _strategy(
-    resolved: Mapping[str, Any], rank_map: RankMap, group: dist.ProcessGroup, bind: bool
-) -> CPStrategy | None:
-    """The strategy SGLang would instantiate: only with prefill CP on and attn_cp > 1."""
-    options = {
-        "enable_prefill_cp": bool(resolved["enable_prefill_cp"]),
-        "cp_size": rank_map.widths.attn_cp,
-        "cp_strategy": resolved["cp_strategy"],
-    }
-    if bind:
-        return init_cp_strategy(**options, comm_or_group=group)
-    if not (options["enable_prefill_cp"] and options["cp_size"] > 1):
-        return None
-    cls = strategy_class(resolved["cp_strategy"])
-    return cls(rank_map.widths.attn_cp, comm=ProcessGroupComm(group))

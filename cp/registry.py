@@ -23,14 +23,6 @@ _STRATEGIES: dict[CPStrategyKind, type[CPStrategy]] = {
 _bound: CPStrategy | None = None
 
 
-def strategy_class(cp_strategy: str) -> type[CPStrategy]:
-    """The strategy class for a CLI name ('zigzag' or 'interleave')."""
-    kind = CPStrategyKind.from_string(cp_strategy)
-    if kind not in _STRATEGIES:
-        raise CPConfigError(f"cp_strategy {cp_strategy!r} names no strategy to instantiate")
-    return _STRATEGIES[kind]
-
-
 def init_cp_strategy(
     *,
     enable_prefill_cp: bool,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from solver.catalogue import RESOLUTIONS, RULES
 from solver.config import Config
-from solver.errors import InputError, InvalidLayoutError, MeshsatError, UnsatisfiableError
+from solver.errors import InputError, InvalidLayoutError, MeshsatError
 from solver.fix import Conflict, FixReport, FixResult, fix
 from solver.layouts import Layout, count, enumerate
 from solver.model_spec import ModelSpec
@@ -37,7 +37,6 @@ __all__ = [
     "ModelSpec",
     "Note",
     "Report",
-    "UnsatisfiableError",
     "Violation",
     "check",
     "count",

@@ -370,6 +370,3 @@ class Config(BaseModel):
     def user_set(self) -> frozenset[str]:
         """Fields the user gave explicitly: what `fix` tries to keep and cores range over."""
         return frozenset(self.model_fields_set)
-
-
-FIELD_NAMES: tuple[str, ...] = tuple(Config.model_fields)

@@ -28,7 +28,3 @@ class InvalidLayoutError(MeshsatError, ValueError):
         super().__init__(
             f"invalid parallel layout ({len(lines)} rule(s) violated):\n  " + "\n  ".join(lines)
         )
-
-
-class UnsatisfiableError(MeshsatError):
-    """No layout satisfies the pins and rules together (fix, enumerate, explain)."""

@@ -359,10 +359,6 @@ def divides(d: Expr | int, n: Expr | int) -> Expr:
     return Divides(lift(d), lift(n))
 
 
-def implies(a: Expr, b: Expr) -> Expr:
-    return Implies(a, b)
-
-
 def ite(cond: Expr, then: Expr | Value, other: Expr | Value) -> Expr:
     t = lift(then)
     return Ite(cond, t, lift(other, like=t if isinstance(other, str | None) else None))

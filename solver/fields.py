@@ -112,7 +112,6 @@ SPECS: dict[str, FieldSpec] = {
     **{n: _spec(n, i, True) for n, i in ModelSpec.model_fields.items()},
 }
 CONFIG_SPECS: dict[str, FieldSpec] = {n: s for n, s in SPECS.items() if not s.model_fact}
-SIZE_FIELDS: tuple[str, ...] = tuple(n for n, s in SPECS.items() if s.size)
 
 
 class _Namespace:
