@@ -18,7 +18,7 @@ from solver.cli.layout_options import (
 )
 from solver.cli.output import emit_json, out
 from solver.errors import InputError
-from solver.groups import GROUP_KINDS, RankMap, groups
+from solver.groups import GROUP_KINDS, RankMap, Widths, plan
 
 RankOpt = Annotated[
     int | None,
@@ -72,8 +72,6 @@ def print_grids(m: RankMap) -> None:
 
 
 def print_rank(m: RankMap, rank: int) -> None:
-    if not 0 <= rank < m.widths.world:
-        raise InputError(f"--rank must be in 0..{m.widths.world - 1}, got {rank}")
     r = m.ranks[rank]
     out.print(
         f"rank {rank}: node {r.node} gpu {r.local_gpu}; replica {r.replica}, pp {r.pp}; "
@@ -114,25 +112,22 @@ def groups_cmd(
       meshsat groups --example qwen3-moe-dp-attention --json
     """
     from solver.cli.report_view import print_report
-    from solver.errors import InvalidLayoutError
+    from solver.validate import validate
 
     layout = read_layout(config, sets, sglang, model, example)
-    try:
-        m = groups(layout.config, layout.model)
-    except InvalidLayoutError:
-        from solver.validate import validate
-
-        report = validate(layout.config, layout.model)  # again, with the conflict core
+    report = validate(layout.config, layout.model)  # explained only when invalid
+    if not report.valid:
         if as_json:
             emit_json(report.to_dict())
         else:
             print_report(report)
-        raise typer.Exit(1) from None
+        raise typer.Exit(1)
+    m = plan(Widths.of(report.resolved))
+    if rank is not None and not 0 <= rank < m.widths.world:
+        raise InputError(f"--rank must be in 0..{m.widths.world - 1}, got {rank}")
     if as_json:
         data = m.to_dict()
         if rank is not None:
-            if not 0 <= rank < m.widths.world:
-                raise InputError(f"--rank must be in 0..{m.widths.world - 1}, got {rank}")
             data = {
                 "rank": data["ranks"][rank],
                 "groups": {k: list(m.group_of(k, rank)) for k in GROUP_KINDS},
