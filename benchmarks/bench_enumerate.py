@@ -5,7 +5,7 @@ For N = 8, 64, 512, 4096, 6144 and 15360 (default space, no model):
   importing meshsat, building the enumerator (Z3 import, code generation) and counting;
 - stream: consuming `solver.enumerate(N)`, every layout as a `Layout` object (median);
 - JSONL: the command line's writer streaming every layout to a file (median);
-- naive: the reference enumerator (`solver.bruteforce`: product over divisors with the
+- naive: the reference enumerator (`tests.reference.bruteforce`: product over divisors with the
   GPU-count cut, every candidate validated), one run in a child process, abandoned
   after --naive-limit seconds (it consumes its layouts the same way); speed-up =
   naive / stream.
@@ -31,7 +31,7 @@ from typing import Any
 
 import solver
 from solver.cli.layout_writers import Writer
-from solver.layouts import prepare
+from solver.enumeration.layouts import prepare
 
 NS = (8, 64, 512, 4096, 6144, 15360)
 GOALS = {
@@ -79,7 +79,7 @@ def jsonl_to_file(n: int, path: Path) -> int:
 
 
 def _naive_child(n: int, queue: Any) -> None:
-    from solver.bruteforce import brute_force
+    from tests.reference.bruteforce import brute_force
 
     t = time.perf_counter()
     found = sum(1 for _ in brute_force(n))

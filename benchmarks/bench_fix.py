@@ -34,13 +34,14 @@ from typing import Any
 import numpy as np
 import z3
 
+from solver.backends.pyeval import compiled
+from solver.backends.z3exp import Universe
 from solver.catalogue import RULES
-from solver.config import Config
-from solver.fix import change_weight, fix, size_mbits
-from solver.fix_problem import problem
-from solver.pyeval import compiled
-from solver.validate import environment
-from solver.z3exp import Universe
+from solver.lang.config import Config
+from solver.repair.fix import fix
+from solver.repair.objective import change_weight, size_mbits
+from solver.repair.problem import problem
+from solver.validation.validate import environment
 
 SIZES = ("tp_size", "pp_size", "dp_size", "attn_cp_size", "ep_size", "moe_dp_size", "dcp_size")
 CHOICES: dict[str, tuple[Any, ...]] = {

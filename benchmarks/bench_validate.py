@@ -1,7 +1,7 @@
 """How fast is validation? Prints a table; the README quotes it.
 
 1. Warm in-process `validate` of a valid, fully specified layout (p50, p99), against the
-   same catalogue walked node by node (`solver.interp`) and against Z3 deciding it.
+   same catalogue walked node by node (`solver.backends.interp`) and against Z3 deciding it.
 2. Explaining invalid layouts (Z3 already imported): p50/p95 over a fixed corpus, against
    a plain assumption-based core (one Z3 solver, deletion over pinned fields).
 3. `meshsat validate` as a whole process, against a bare `python -c pass`.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from solver import Config, ModelSpec, validate
-from solver.validate import environment
+from solver.validation.validate import environment
 
 FULL = Config(
     tp_size=16,
@@ -94,9 +94,9 @@ def plain_core(config: Config) -> tuple[str, ...]:
     """Baseline: one persistent Z3 solver, pins as assumptions, deletion-minimised."""
     import z3
 
+    from solver.backends.z3enc import Z3Encoder
     from solver.catalogue import ERRORS, RESOLUTIONS
-    from solver.fields import SPECS
-    from solver.z3enc import Z3Encoder
+    from solver.lang.fields import SPECS
 
     global _PLAIN
     if _PLAIN is None:

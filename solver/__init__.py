@@ -15,13 +15,14 @@ Importing this package loads neither torch nor Z3; Z3 is imported on first need.
 from __future__ import annotations
 
 from solver.catalogue import RESOLUTIONS, RULES
-from solver.config import Config
-from solver.errors import InputError, InvalidLayoutError, MeshsatError
-from solver.fix import Conflict, FixReport, FixResult, fix
-from solver.layouts import Layout, count, enumerate
-from solver.model_spec import ModelSpec
-from solver.report import Note, Report, Violation
-from solver.validate import check, validate
+from solver.enumeration.layouts import Layout, count, enumerate
+from solver.errors import InputError, MeshsatError
+from solver.lang.config import Config
+from solver.lang.model_spec import ModelSpec
+from solver.repair.fix import fix
+from solver.repair.results import Conflict, FixReport, FixResult
+from solver.validation.report import InvalidLayoutError, Note, Report, Violation
+from solver.validation.validate import check, validate
 
 __all__ = [
     "RESOLUTIONS",

@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from solver.config import Config
-from solver.errors import InvalidLayoutError
-from solver.model_spec import ModelSpec
+from solver.lang.config import Config
+from solver.lang.model_spec import ModelSpec
+from solver.validation.report import InvalidLayoutError
 
 #: Group kinds, in the order process groups are created (every rank must agree on it).
 GROUP_KINDS = ("tp", "pp", "attn_tp", "attn_cp", "attn_dp", "ep", "moe_tp", "moe_dp", "dcp")
@@ -215,7 +215,7 @@ def groups(
 
     An invalid layout raises `InvalidLayoutError` carrying the validator's messages.
     """
-    from solver.validate import validate
+    from solver.validation.validate import validate
 
     report = validate(config, model, explain=False)
     if not report.valid:

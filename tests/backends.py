@@ -1,7 +1,7 @@
 """The three ways tests evaluate the catalogue on a raw environment.
 
-- `py`: the compiled back-end the product uses (`solver.pyeval`);
-- `interp`: resolution and rules walked node by node with `solver.interp` (no codegen);
+- `py`: the compiled back-end the product uses (`solver.backends.pyeval`);
+- `interp`: resolution and rules walked node by node with `solver.backends.interp` (no codegen);
 - `z3`: every field pinned in a Z3 solver, each rule read off the model.
 Each returns (resolved environment, ids of violated rules, warnings included).
 """
@@ -13,11 +13,11 @@ from typing import Any
 
 import z3
 
+from solver.backends.interp import evaluate
+from solver.backends.pyeval import compiled
+from solver.backends.z3enc import Z3Encoder
 from solver.catalogue import RESOLUTIONS, RULES
-from solver.fields import SPECS
-from solver.interp import evaluate
-from solver.pyeval import compiled
-from solver.z3enc import Z3Encoder
+from solver.lang.fields import SPECS
 
 Result = tuple[dict[str, Any], frozenset[str]]
 

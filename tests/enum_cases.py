@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-from solver.bruteforce import Found, brute_force, locality
-from solver.expr import Expr
+from solver.backends.interp import evaluate
+from solver.enumeration.where import parse
 from solver.groups import Widths
-from solver.interp import evaluate
-from solver.model_spec import ModelSpec
-from solver.where import parse
+from solver.lang.expr import Expr
+from solver.lang.model_spec import ModelSpec
+from tests.reference.bruteforce import Found, brute_force, locality
 
 #: Every N of the issue: 1..64, then 96, 128 and 384.
 NS: tuple[int, ...] = (*range(1, 65), 96, 128, 384)

@@ -20,11 +20,11 @@ from functools import cache
 from typing import Any
 
 from solver import RULES, validate
-from solver.config import Config
-from solver.fields import SPECS
-from solver.model_spec import ModelSpec
-from solver.pyeval import compiled
-from solver.validate import environment
+from solver.backends.pyeval import compiled
+from solver.lang.config import Config
+from solver.lang.fields import SPECS
+from solver.lang.model_spec import ModelSpec
+from solver.validation.validate import environment
 
 #: The fields the oracle varies; the rest keep the input's values.
 SIZES = ("tp_size", "pp_size", "dp_size", "attn_cp_size", "dcp_size", "ep_size", "moe_dp_size")
@@ -130,8 +130,8 @@ def _cost(
 
 @cache
 def _plain_encoder() -> Any:
+    from solver.backends.z3enc import Z3Encoder
     from solver.catalogue import RESOLUTIONS
-    from solver.z3enc import Z3Encoder
 
     return Z3Encoder(RESOLUTIONS)
 

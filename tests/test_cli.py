@@ -172,7 +172,7 @@ def test_rules_lists_the_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_fields_lists_every_field(capsys: pytest.CaptureFixture[str]) -> None:
-    from solver.fields import SPECS
+    from solver.lang.fields import SPECS
 
     data = json.loads(run_cli(capsys, "fields", "--json").out)
     assert [f["field"] for f in data["fields"]] == list(SPECS)

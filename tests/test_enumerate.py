@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 import solver
-from solver.config import Config
+from solver.enumeration.layouts import Layout, count, prepare
+from solver.enumeration.space import DEFAULT_VARY, accepted_fields, dims_of, divisors
 from solver.errors import InputError
-from solver.layouts import Layout, count, prepare
-from solver.space import DEFAULT_VARY, accepted_fields, dims_of, divisors
-from solver.validate import validate
+from solver.lang.config import Config
+from solver.validation.validate import validate
 from tests.enum_cases import MODELS, model, oracle, oracle_for
 
 
@@ -150,7 +150,7 @@ def test_infeasible_base_lists_nothing() -> None:
 
 
 def test_where_and_intra_node_accept_trees_and_strings() -> None:
-    from solver.where import parse
+    from solver.enumeration.where import parse
 
     assert count(24, where=["attn_tp <= 2"]) == count(24, where=[parse("attn_tp <= 2")])
 

@@ -12,8 +12,9 @@ import pytest
 
 import solver
 from solver.cli.layout_writers import Writer
-from solver.layouts import prepare
-from solver.model_spec import ModelSpec
+from solver.enumeration.layouts import prepare
+from solver.enumeration.space import DEFAULT_VARY
+from solver.lang.model_spec import ModelSpec
 from tests.cli_helpers import run_cli
 
 COLUMNS = [
@@ -157,7 +158,7 @@ def test_vary_adds_a_column(capsys: pytest.CaptureFixture[str]) -> None:
     assert "moe_a2a_backend" in rows[0]
     assert {row["moe_a2a_backend"] for row in rows} >= {"none", "deepep", "flashinfer"}
     assert all(row["ep_size"] == row["tp_size"] for row in rows if row["moe_a2a_backend"] != "none")
-    assert len(rows) == solver.count(8, vary=(*solver.layouts.DEFAULT_VARY, "moe_a2a_backend"))
+    assert len(rows) == solver.count(8, vary=(*DEFAULT_VARY, "moe_a2a_backend"))
 
 
 def test_model_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

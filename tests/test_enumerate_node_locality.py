@@ -1,6 +1,6 @@
 """The closed-form intra-node condition equals the rank plan, layout by layout.
 
-`solver.node_locality` replaces building the rank map with arithmetic; this checks
+`solver.enumeration.node_locality` replaces building the rank map with arithmetic; this checks
 it against `groups.plan(...).within_nodes(kind)` on every distinct set of widths of
 the brute-force space, for every group kind and several node sizes (including ones
 that do not divide the GPU count, and odd ones).
@@ -12,9 +12,9 @@ import dataclasses
 
 import pytest
 
+from solver.backends.interp import evaluate
+from solver.enumeration.node_locality import within_nodes
 from solver.groups import GROUP_KINDS, Widths, plan
-from solver.interp import evaluate
-from solver.node_locality import within_nodes
 from tests.enum_cases import oracle
 
 CONDITIONS = {kind: within_nodes(kind) for kind in GROUP_KINDS}

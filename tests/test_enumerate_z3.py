@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from solver.completions import PyCompletions, Z3Completions
-from solver.layouts import prepare
-from solver.solver_enum import solver_layouts
-from solver.space import DEFAULT_VARY
+from solver.enumeration.completions import PyCompletions, Z3Completions
+from solver.enumeration.layouts import prepare
+from solver.enumeration.space import DEFAULT_VARY
 from tests.enum_cases import MODELS, model
+from tests.reference.solver_enum import solver_layouts
 
 
 def _rows(n: int, model_name: str | None = None, **kw: Any) -> set[tuple[Any, ...]]:

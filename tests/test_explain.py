@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from solver import Config, fix, validate
+from solver.backends.z3enc import Z3Encoder
 from solver.catalogue import ERRORS, RESOLUTIONS
-from solver.fields import CONFIG_SPECS, SPECS
-from solver.validate import environment
-from solver.z3enc import Z3Encoder
+from solver.lang.fields import CONFIG_SPECS, SPECS
+from solver.validation.validate import environment
 
 
 @cache

@@ -9,13 +9,15 @@ from typing import Any
 import pytest
 
 import solver
-from solver import fix_problem, fix_search
 from solver.cli import main
-from solver.config import Config
 from solver.errors import InputError
-from solver.fix import Change, FixSelfCheckError, command_line, fix
 from solver.inputs import parse_sglang_command
-from solver.model_spec import ModelSpec
+from solver.lang.config import Config
+from solver.lang.model_spec import ModelSpec
+from solver.repair import problem as fix_problem
+from solver.repair import search as fix_search
+from solver.repair.fix import command_line, fix
+from solver.repair.results import Change, FixSelfCheckError
 from tests.fix_oracle import CHOICES, SIZES, divisors, nearest, objective_between, z3_accepts
 
 DP_CP = {

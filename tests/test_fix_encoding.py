@@ -10,11 +10,14 @@ from typing import Any
 import pytest
 import z3
 
+from solver.backends.pyeval import compiled
+from solver.backends.z3exp import Universe, factorize, order_weights
 from solver.catalogue import ERRORS, RULES
 from solver.catalogue.literals import open_literals
-from solver.config import Config
-from solver.fields import SPECS
-from solver.fix_problem import (
+from solver.lang.config import Config
+from solver.lang.fields import SPECS
+from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
+from solver.repair.problem import (
     EXACT_RULE,
     GPUS_RULE,
     HARDWARE,
@@ -23,10 +26,7 @@ from solver.fix_problem import (
     live_fields,
     problem,
 )
-from solver.model_spec import MODEL_FACT_NAMES, ModelSpec
-from solver.pyeval import compiled
-from solver.validate import environment
-from solver.z3exp import Universe, factorize, order_weights
+from solver.validation.validate import environment
 
 MODELS = (
     None,

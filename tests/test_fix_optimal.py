@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from solver import validate
-from solver.config import Config
-from solver.fix import fix
+from solver.lang.config import Config
+from solver.repair.fix import fix
 from tests.fix_oracle import CHOICES, SIZES, divisors, nearest, objective_between, z3_accepts
 
 GPUS = (4, 6, 8, 12, 16, 24, 32, 48, 64)

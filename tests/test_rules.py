@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from solver import validate
+from solver.backends.render import failure_detail, format_message
 from solver.catalogue import ERRORS, RULES, WARNINGS
-from solver.render import failure_detail, format_message
 from tests.backends import BACKENDS
 from tests.envs import raw_env
 from tests.rule_cases import CASES, WARNING_CASES, Case

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from solver.config import Config
+from solver.backends.interp import evaluate
+from solver.enumeration.where import parse
 from solver.errors import InputError
-from solver.interp import evaluate
-from solver.validate import environment
-from solver.where import parse
+from solver.lang.config import Config
+from solver.validation.validate import environment
 
 
 def _env(**values: Any) -> dict[str, Any]:
@@ -150,7 +150,7 @@ def test_whitelist_is_closed() -> None:
 
 
 def test_every_name_parses_and_reads_its_value() -> None:
-    from solver.where import names
+    from solver.enumeration.where import names
 
     env = _env()
     for name in names():

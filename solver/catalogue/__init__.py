@@ -17,7 +17,7 @@ from solver.catalogue import (
     topology,
 )
 from solver.catalogue.resolution import RESOLUTIONS
-from solver.rule import Resolution, Rule
+from solver.lang.rule import Resolution, Rule
 
 RULES: tuple[Rule, ...] = (
     *context_parallel.RULES,

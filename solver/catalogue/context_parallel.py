@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from solver.expr import TRUE, divides, is_set, one_of
-from solver.fields import F
-from solver.model_spec import MIMO_V2_ARCHITECTURES
-from solver.rule import Rule
+from solver.lang.expr import TRUE, divides, is_set, one_of
+from solver.lang.fields import F
+from solver.lang.model_spec import MIMO_V2_ARCHITECTURES
+from solver.lang.rule import Rule
 
 SRC = "handle_context_parallelism"
 cp, tp, dp, moe_dp, ep = F.attn_cp_size, F.tp_size, F.dp_size, F.moe_dp_size, F.ep_size

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from solver.expr import divides
-from solver.fields import F
-from solver.rule import Rule
+from solver.lang.expr import divides
+from solver.lang.fields import F
+from solver.lang.rule import Rule
 
 SRC = "handle_data_parallelism"
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from solver.derived import attn_dp, attn_tp
-from solver.expr import TRUE, divides, one_of
-from solver.fields import F
-from solver.rule import Rule
+from solver.lang.derived import attn_dp, attn_tp
+from solver.lang.expr import TRUE, divides, one_of
+from solver.lang.fields import F
+from solver.lang.rule import Rule
 
 SRC = "handle_dcp_validation"
 dcp, backend = F.dcp_size, F.dcp_comm_backend

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from solver.expr import FALSE, one_of
-from solver.fields import F
-from solver.rule import Rule
+from solver.lang.expr import FALSE, one_of
+from solver.lang.fields import F
+from solver.lang.rule import Rule
 
 RULES: tuple[Rule, ...] = (
     Rule(

@@ -12,8 +12,8 @@ from functools import cache
 from typing import Any
 
 from solver.catalogue import ERRORS, RESOLUTIONS
-from solver.expr import Cmp, Const, Expr, Field, In, walk
-from solver.fields import CONFIG_SPECS
+from solver.lang.expr import Cmp, Const, Expr, Field, In, walk
+from solver.lang.fields import CONFIG_SPECS
 
 
 @cache

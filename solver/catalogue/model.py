@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from solver.derived import attn_dp, attn_tp
-from solver.expr import divides, is_set
-from solver.fields import F
-from solver.rule import Rule
+from solver.lang.derived import attn_dp, attn_tp
+from solver.lang.expr import divides, is_set
+from solver.lang.fields import F
+from solver.lang.rule import Rule
 
 SRC = "model weight sharding"
 _attn_tp_whole = divides(attn_dp * F.attn_cp_size, F.tp_size)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from solver.derived import attn_dp
-from solver.expr import TRUE, And, divides, is_set
-from solver.fields import F
-from solver.rule import Rule
+from solver.lang.derived import attn_dp
+from solver.lang.expr import TRUE, And, divides, is_set
+from solver.lang.fields import F
+from solver.lang.rule import Rule
 
 SRC = "SGLang launch checks"
 POSITIVE_SIZES = (

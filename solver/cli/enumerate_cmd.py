@@ -14,9 +14,8 @@ import typer
 from solver.cli.layout_options import ConfigOpt, ModelOpt, SetOpt, read_layout
 from solver.cli.layout_writers import Writer, column_width
 from solver.cli.output import err, note
-from solver.errors import InputError
-from solver.layouts import Enumerator, prepare
-from solver.space import (
+from solver.enumeration.layouts import Enumerator, prepare
+from solver.enumeration.space import (
     ALIASES,
     DEFAULT_VARY,
     accepted_fields,
@@ -24,6 +23,7 @@ from solver.space import (
     dims_of,
     varied_fields,
 )
+from solver.errors import InputError
 
 
 class Format(str, Enum):

@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from solver.backends.render import fmt_value
 from solver.cli.layout_options import (
     ConfigOpt,
     ExampleOpt,
@@ -18,8 +19,8 @@ from solver.cli.layout_options import (
     read_layout,
 )
 from solver.cli.output import emit_json, out
-from solver.fix import FixReport, FixResult, fix
-from solver.render import fmt_value
+from solver.repair.fix import fix
+from solver.repair.results import FixReport, FixResult
 
 PinOpt = Annotated[
     list[str] | None,

@@ -112,7 +112,7 @@ def groups_cmd(
       meshsat groups --example qwen3-moe-dp-attention --json
     """
     from solver.cli.report_view import print_report
-    from solver.validate import validate
+    from solver.validation.validate import validate
 
     layout = read_layout(config, sets, sglang, model, example)
     report = validate(layout.config, layout.model)  # explained only when invalid

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import typer
 
-from solver.config import Config
 from solver.errors import InputError
 from solver.inputs import (
     as_model,
@@ -17,7 +16,8 @@ from solver.inputs import (
     load_config_file,
     parse_sglang_command,
 )
-from solver.model_spec import ModelSpec
+from solver.lang.config import Config
+from solver.lang.model_spec import ModelSpec
 
 ConfigOpt = Annotated[
     Path | None,

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any
 
-from solver.fields import SPECS
-from solver.render import fmt_value
-from solver.space import ALIASES
+from solver.backends.render import fmt_value
+from solver.enumeration.space import ALIASES
+from solver.lang.fields import SPECS
 
 FLUSH_S = 0.2
 BATCH = 4096

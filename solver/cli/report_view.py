@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from solver.backends.render import fmt_value
 from solver.cli.output import out
-from solver.render import fmt_value
-from solver.report import Report, Violation
+from solver.validation.report import Report, Violation
 
 
 def _violation_table(rows: tuple[Violation, ...], title: str) -> Table:

@@ -7,12 +7,12 @@ from typing import Any
 
 from rich.table import Table
 
+from solver.backends.render import condition, fmt_value, text
 from solver.catalogue import RESOLUTIONS, RULES
 from solver.cli.layout_options import JsonOpt
 from solver.cli.output import emit_json, out
-from solver.fields import SPECS
 from solver.inputs.convert import accepted
-from solver.render import condition, fmt_value, text
+from solver.lang.fields import SPECS
 
 
 def rules_cmd(as_json: JsonOpt = False) -> None:

@@ -15,7 +15,7 @@ from solver.cli.layout_options import (
 )
 from solver.cli.output import emit_json
 from solver.cli.report_view import print_report
-from solver.validate import validate
+from solver.validation.validate import validate
 
 
 def validate_cmd(

@@ -8,11 +8,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from solver.config import Config
+from solver.backends.render import fmt_value
 from solver.errors import InputError
-from solver.fields import CONFIG_SPECS, SPECS, FieldSpec
-from solver.model_spec import ModelSpec
-from solver.render import fmt_value
+from solver.lang.config import Config
+from solver.lang.fields import CONFIG_SPECS, SPECS, FieldSpec
+from solver.lang.model_spec import ModelSpec
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from solver.errors import InputError
-from solver.fields import CONFIG_SPECS
 from solver.inputs.convert import coerce
+from solver.lang.fields import CONFIG_SPECS
 
 #: flag -> field, from the Config declaration (long names, aliases).
 FLAGS: dict[str, str] = {flag: name for name, spec in CONFIG_SPECS.items() for flag in spec.flags}

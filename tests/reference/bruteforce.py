@@ -1,9 +1,9 @@
 """The reference enumerator: a plain product over the space, each point validated.
 
 Slow on purpose and independent of the generator on purpose: it never looks at a rule
-tree. It takes the domains from `solver.space`, runs `validate` on every candidate,
+tree. It takes the domains from `solver.enumeration.space`, runs `validate` on every candidate,
 and keeps a candidate when the report is valid, resolution left the varied fields
-unchanged, the GPU count is right, every `where` filter holds (`solver.interp`) and
+unchanged, the GPU count is right, every `where` filter holds (`solver.backends.interp`) and
 every `intra_node` group kind stays in a node (`solver.groups.plan`).
 
 Two cuts keep it affordable, both implied by the rules and written without consulting
@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from solver.backends.interp import evaluate
+from solver.backends.pyeval import compiled
 from solver.catalogue import RULES
-from solver.config import Config
-from solver.expr import Expr
+from solver.enumeration.space import DEFAULT_VARY, dims_of, divisors, varied_fields
+from solver.enumeration.where import parse
 from solver.groups import GROUP_KINDS, Widths, plan
 from solver.inputs import as_config, as_model
-from solver.interp import evaluate
-from solver.model_spec import ModelSpec
-from solver.pyeval import compiled
-from solver.space import DEFAULT_VARY, dims_of, divisors, varied_fields
-from solver.validate import environment, validate
-from solver.where import parse
+from solver.lang.config import Config
+from solver.lang.expr import Expr
+from solver.lang.model_spec import ModelSpec
+from solver.validation.validate import environment, validate
 
 #: Sizes that must divide tp_size (TOPO-ATTN-TP, TOPO-MOE-TP, DCP-IN-ATTN-TP).
 WITHIN_TP = ("attn_cp_size", "moe_dp_size", "ep_size", "dcp_size")
@@ -117,7 +117,7 @@ def brute_force(
     *,
     up_to: bool = False,
 ) -> Iterator[Found]:
-    """The layouts `solver.layouts.enumerate` must list, found the slow way."""
+    """The layouts `solver.enumeration.layouts.enumerate` must list, found the slow way."""
     cfg = as_config(base if base is not None else {})
     if gpus_per_node is not None:
         cfg = as_config({**cfg.__dict__, "gpus_per_node": gpus_per_node})

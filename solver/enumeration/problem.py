@@ -21,16 +21,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from solver.backends.partial import conjuncts, is_const, specialise
 from solver.catalogue import ERRORS, RESOLUTIONS
-from solver.config import Config
-from solver.derived import DERIVED, gpus_used
-from solver.expr import Cmp, Const, Expr, Field, Implies, Ite
-from solver.fields import SPECS
-from solver.model_spec import ModelSpec
-from solver.node_locality import within_nodes
-from solver.partial import conjuncts, is_const, specialise
-from solver.space import Dim, varied_fields
-from solver.validate import environment
+from solver.enumeration.node_locality import within_nodes
+from solver.enumeration.space import Dim, varied_fields
+from solver.lang.config import Config
+from solver.lang.derived import DERIVED, gpus_used
+from solver.lang.expr import Cmp, Const, Expr, Field, Implies, Ite
+from solver.lang.fields import SPECS
+from solver.lang.model_spec import ModelSpec
+from solver.validation.validate import environment
 
 #: The GPU count, a parameter of the generated code rather than a constant in it.
 GPUS = Field("__gpus", "int")

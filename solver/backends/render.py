@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from solver.expr import (
+from solver.backends.interp import evaluate
+from solver.lang.expr import (
     TRUE,
     And,
     Arith,
@@ -28,8 +29,7 @@ from solver.expr import (
     Not,
     Or,
 )
-from solver.interp import evaluate
-from solver.rule import Rule
+from solver.lang.rule import Rule
 
 _OPS = {"*": "·", "//": "/", "%": " % ", "+": " + ", "-": " - "}
 _NEG = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}

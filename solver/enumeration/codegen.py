@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from solver.expr import And, Arith, Cmp, Divides, Expr, Field, Implies, fields_of
-from solver.pyeval import PyCompiler
-from solver.space import Dim
+from solver.backends.pyeval import PyCompiler
+from solver.enumeration.space import Dim
+from solver.lang.expr import And, Arith, Cmp, Divides, Expr, Field, Implies, fields_of
 
 #: The parameters every generated function takes, in order.
 PARAMS = ("v___gpus", "D", "DS", "divs", "merge", "memo", "solve")

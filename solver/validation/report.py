@@ -6,10 +6,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from solver.config import Config
-from solver.fields import CONFIG_SPECS
-from solver.model_spec import ModelSpec
-from solver.render import fmt_value
+from solver.backends.render import fmt_value
+from solver.errors import MeshsatError
+from solver.lang.config import Config
+from solver.lang.fields import CONFIG_SPECS
+from solver.lang.model_spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -99,3 +100,17 @@ class Report:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+
+class InvalidLayoutError(MeshsatError, ValueError):
+    """A layout breaks one or more rules. Carries every violation, not just the first."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        lines = [
+            f"[{v.rule}] {v.message}" + (f" ({v.detail})" if v.detail else "")
+            for v in report.violations
+        ]
+        super().__init__(
+            f"invalid parallel layout ({len(lines)} rule(s) violated):\n  " + "\n  ".join(lines)
+        )

@@ -22,11 +22,11 @@ from typing import Any
 
 import z3
 
+from solver.backends.z3exp import Num
 from solver.catalogue.literals import open_literals
-from solver.fields import SPECS
-from solver.fix import prime_mbits, size_mbits
-from solver.fix_problem import Problem, changeable
-from solver.z3exp import Num
+from solver.lang.fields import SPECS
+from solver.repair.objective import prime_mbits, size_mbits
+from solver.repair.problem import Problem, changeable
 
 
 @dataclass

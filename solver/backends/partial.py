@@ -2,7 +2,7 @@
 
 Enumeration specialises every rule to one base config: most fields are then constants,
 and a rule such as `moe_dp_size > 1 ⇒ pp_size == 1` shrinks to the few varied fields it
-really reads, or to `true`. Folding evaluates constant subtrees with `solver.interp`,
+really reads, or to `true`. Folding evaluates constant subtrees with `solver.backends.interp`,
 so partial evaluation shares its semantics (`x // 0 == 0`, ...) with every back-end
 instead of restating them.
 
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from solver.expr import (
+from solver.backends.interp import evaluate
+from solver.lang.expr import (
     FALSE,
     TRUE,
     And,
@@ -31,7 +32,6 @@ from solver.expr import (
     Not,
     Or,
 )
-from solver.interp import evaluate
 
 Subst = Mapping[str, Expr]
 _EMPTY: dict[str, Expr] = {}

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from solver.errors import InputError
-from solver.expr import Value
-from solver.fields import CONFIG_SPECS, SPECS
+from solver.lang.expr import Value
+from solver.lang.fields import CONFIG_SPECS, SPECS
 
 #: Fields varied when the caller names none (the CP pair counts as one).
 DEFAULT_VARY: tuple[str, ...] = (

@@ -8,8 +8,8 @@ attention because that difference is the commonest confusion: without DP attenti
 
 from __future__ import annotations
 
-from solver.expr import Named, is_set, ite, named
-from solver.fields import F
+from solver.lang.expr import Named, is_set, ite, named
+from solver.lang.fields import F
 
 attn_dp = named("attn_dp", ite(F.enable_dp_attention, F.dp_size, 1))
 attn_tp = named("attn_tp", F.tp_size // (attn_dp * F.attn_cp_size))

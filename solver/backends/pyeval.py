@@ -3,7 +3,7 @@
 Start-up validation has a budget of tens of microseconds, which a tree-walking
 interpreter cannot meet (one Python call per node). So each tree becomes one Python
 expression over local variables, and the whole catalogue becomes three generated
-functions: `resolve`, `violations` and `derived`. `solver.interp` walks the same trees
+functions: `resolve`, `violations` and `derived`. `solver.backends.interp` walks the same trees
 node by node; tests check that both agree.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from solver.expr import (
+from solver.lang.expr import (
     And,
     Arith,
     Cmp,
@@ -31,7 +31,7 @@ from solver.expr import (
     Not,
     Or,
 )
-from solver.rule import Resolution, Rule
+from solver.lang.rule import Resolution, Rule
 
 Env = Mapping[str, Any]
 #: (resolution index, step index, field, old value, new value)
@@ -174,8 +174,8 @@ class Compiled:
 def compiled() -> Compiled:
     """The catalogue compiled once per process (about a millisecond)."""
     from solver.catalogue import RESOLUTIONS, RULES
-    from solver.derived import DERIVED
-    from solver.fields import SPECS
+    from solver.lang.derived import DERIVED
+    from solver.lang.fields import SPECS
 
     return Compiled(
         resolve=compile_resolution(RESOLUTIONS, tuple(SPECS)),

@@ -15,11 +15,11 @@ Being a tree, the condition reaches every back-end like a rule; tests check it e
 
 from __future__ import annotations
 
-from solver.derived import attn_dp, attn_tp, gpus_used, moe_tp
 from solver.errors import InputError
-from solver.expr import Expr, divides, ite
-from solver.fields import F
 from solver.groups import GROUP_KINDS
+from solver.lang.derived import attn_dp, attn_tp, gpus_used, moe_tp
+from solver.lang.expr import Expr, divides, ite
+from solver.lang.fields import F
 
 
 def _progressions() -> dict[str, tuple[Expr, Expr | int]]:

@@ -28,13 +28,13 @@ from typing import Any
 
 import z3
 
+from solver.backends.pyeval import compiled
+from solver.backends.z3enc import Z3Encoder
 from solver.catalogue import RESOLUTIONS, RULES
 from solver.catalogue.literals import open_literals
-from solver.config import Config
-from solver.fields import SPECS, FieldSpec
-from solver.model_spec import ModelSpec
-from solver.pyeval import compiled
-from solver.z3enc import Z3Encoder
+from solver.lang.config import Config
+from solver.lang.fields import SPECS, FieldSpec
+from solver.lang.model_spec import ModelSpec
 
 #: Budget for one full Z3 check. A check that runs out counts as "not proven unsat", so
 #: the core stays an unsat set (possibly not minimal); it never hangs.

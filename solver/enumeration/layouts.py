@@ -27,20 +27,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from solver.completions import Table, make, placeholder
-from solver.config import Config
-from solver.derived import DERIVED
+from solver.backends.partial import atoms, conjuncts, is_const, replace_atoms, specialise
+from solver.enumeration.codegen import Spec, generate
+from solver.enumeration.completions import Table, make, placeholder
+from solver.enumeration.node_locality import within_nodes
+from solver.enumeration.problem import GPUS, Problem, build_problem
+from solver.enumeration.space import DEFAULT_VARY, Dim, dims_of, divisors, varied_fields
+from solver.enumeration.where import parse
 from solver.errors import InputError
-from solver.expr import Const, Expr, fields_of
-from solver.fields import SPECS
 from solver.inputs import as_config, as_model
-from solver.layout_codegen import Spec, generate
-from solver.layout_problem import GPUS, Problem, build_problem
-from solver.model_spec import ModelSpec
-from solver.node_locality import within_nodes
-from solver.partial import atoms, conjuncts, is_const, replace_atoms, specialise
-from solver.space import DEFAULT_VARY, Dim, dims_of, divisors, varied_fields
-from solver.where import parse
+from solver.lang.config import Config
+from solver.lang.derived import DERIVED
+from solver.lang.expr import Const, Expr, fields_of
+from solver.lang.fields import SPECS
+from solver.lang.model_spec import ModelSpec
 
 #: Derived widths every output format shows, after the varied and resolved fields.
 KEY_DERIVED: tuple[str, ...] = ("attn_dp", "attn_tp", "moe_tp", "gpus_used")

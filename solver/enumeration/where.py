@@ -2,12 +2,12 @@
 
 A filter becomes an ordinary rule tree, so it reaches every back-end exactly as a
 catalogue rule does: the generator compiles it into its loops, Z3 translates it, and
-the brute-force reference evaluates it with `solver.interp`. Nothing is `eval`ed:
+the brute-force reference evaluates it with `solver.backends.interp`. Nothing is `eval`ed:
 Python's own parser (mode "eval") reads the text and only a whitelist of node types
 is accepted; anything else is an `InputError` that gives the column.
 
 Names are configuration fields, model facts, derived widths (`attn_tp`, `gpus_used`,
-...) and the short aliases of `solver.space.ALIASES` (`tp`, `cp`, ...); fields read
+...) and the short aliases of `solver.enumeration.space.ALIASES` (`tp`, `cp`, ...); fields read
 their values after SGLang's resolution, like every rule. Ordering an optional field
 that is unset (`chunked_prefill_size > 4` without a chunk size) is false rather than
 an error.
@@ -19,9 +19,10 @@ import ast
 import difflib
 from collections.abc import Callable
 
-from solver.derived import DERIVED
+from solver.enumeration.space import ALIASES
 from solver.errors import InputError
-from solver.expr import (
+from solver.lang.derived import DERIVED
+from solver.lang.expr import (
     And,
     Cmp,
     Const,
@@ -35,8 +36,7 @@ from solver.expr import (
     Value,
     lift,
 )
-from solver.fields import SPECS
-from solver.space import ALIASES
+from solver.lang.fields import SPECS
 
 _DERIVED = {n.name: n for n in DERIVED}
 _LITERAL_NAMES: dict[str, object] = {"true": True, "false": False, "none": None}

@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from solver.backends.pyeval import compiled
+from solver.backends.render import failure_detail, format_message
 from solver.catalogue import RESOLUTIONS, RULES
-from solver.config import Config
-from solver.errors import InvalidLayoutError
 from solver.inputs import as_config, as_model
-from solver.model_spec import MODEL_FACT_NAMES, ModelSpec
-from solver.pyeval import compiled
-from solver.render import failure_detail, format_message
-from solver.report import Note, Report, Violation
+from solver.lang.config import Config
+from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
+from solver.validation.report import InvalidLayoutError, Note, Report, Violation
 
 _NO_MODEL: dict[str, Any] = dict.fromkeys(MODEL_FACT_NAMES)
 _NO_MODEL.update(is_multimodal=False, is_deepseek_dsa=False)
@@ -73,7 +72,7 @@ def validate(
     valid = not errors
     conflict = None
     if explain or (explain is None and not valid):
-        from solver.explain import conflict_core
+        from solver.validation.explain import conflict_core
 
         conflict = conflict_core(cfg, spec, raw) if not valid else ()
     return Report(

@@ -3,7 +3,7 @@
 Every rule, the symbolic resolution and the fixed-point condition come from
 `Z3Encoder` (resolved value == raw value on each varied field, which is the
 definition itself rather than the per-step form the generator derives). The search
-is a depth-first walk over the domains of `solver.space`, asking Z3 at every node
+is a depth-first walk over the domains of `solver.enumeration.space`, asking Z3 at every node
 whether the partial layout still has a completion (`push`, assert, `check`, recurse,
 `pop`), so no blocking clauses pile up. It costs about a millisecond per node: fine
 for the small N the tests give it, hopeless as a product (see the solver notes).
@@ -15,15 +15,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from solver.catalogue import ERRORS, RESOLUTIONS
-from solver.config import Config
-from solver.derived import gpus_used
-from solver.expr import Cmp, Const, Expr
-from solver.fields import SPECS
+from solver.enumeration.space import DEFAULT_VARY, dims_of, varied_fields
+from solver.enumeration.where import parse
 from solver.inputs import as_config, as_model
-from solver.model_spec import ModelSpec
-from solver.space import DEFAULT_VARY, dims_of, varied_fields
-from solver.validate import environment
-from solver.where import parse
+from solver.lang.config import Config
+from solver.lang.derived import gpus_used
+from solver.lang.expr import Cmp, Const, Expr
+from solver.lang.fields import SPECS
+from solver.lang.model_spec import ModelSpec
+from solver.validation.validate import environment
 
 
 def solver_layouts(
@@ -36,7 +36,7 @@ def solver_layouts(
     """The varied values of every legal layout on exactly `gpus` GPUs, found by Z3."""
     import z3
 
-    from solver.z3enc import Z3Encoder
+    from solver.backends.z3enc import Z3Encoder
 
     cfg = as_config(base if base is not None else {})
     spec = as_model(model)

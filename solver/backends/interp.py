@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from solver.expr import (
+from solver.lang.expr import (
     And,
     Arith,
     Cmp,

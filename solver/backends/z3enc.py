@@ -19,7 +19,7 @@ from typing import Any
 
 import z3
 
-from solver.expr import (
+from solver.lang.expr import (
     And,
     Arith,
     Cmp,
@@ -35,8 +35,8 @@ from solver.expr import (
     Not,
     Or,
 )
-from solver.fields import SPECS, FieldSpec
-from solver.rule import Resolution, Rule
+from solver.lang.fields import SPECS, FieldSpec
+from solver.lang.rule import Resolution, Rule
 
 
 @dataclass(frozen=True)

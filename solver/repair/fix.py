@@ -1,9 +1,9 @@
 """`fix`: the nearest layout SGLang accepts, keeping what the user cares about.
 
 A MaxSMT question over the single rule declaration: every error rule is hard (through the
-exponent encoding of `solver.z3exp`), so are the pinned fields, the model facts, the hardware
-(`gpus_per_node`, `platform`) and, with `gpus`, the GPU count; keeping each field's value is
-soft. Fields no rule reads never change.
+exponent encoding of `solver.backends.z3exp`), so are the pinned fields, the model facts,
+the hardware (`gpus_per_node`, `platform`) and, with `gpus`, the GPU count; keeping each
+field's value is soft. Fields no rule reads never change.
 
 The objective, defined here once (the tests' brute-force oracle re-derives it from these
 words, not from this code):
@@ -30,181 +30,31 @@ import re
 import shlex
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
+from solver.backends.render import condition, fmt_value
 from solver.catalogue import BY_ID
-from solver.config import Config
 from solver.errors import InputError
-from solver.fields import CONFIG_SPECS, SPECS
 from solver.inputs import as_config, as_model
 from solver.inputs.convert import unknown_field
 from solver.inputs.sglang_cmdline import ENV_FACTS
-from solver.model_spec import MODEL_FACT_NAMES, ModelSpec
-from solver.render import condition, fmt_value
-from solver.report import Note
-from solver.validate import environment, validate
+from solver.lang.config import Config
+from solver.lang.fields import CONFIG_SPECS, SPECS
+from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
+from solver.repair.objective import Objective, change_weight, objective_of, same_value
+from solver.repair.results import (
+    Change,
+    Conflict,
+    FixReport,
+    FixResult,
+    FixSelfCheckError,
+    RuleRef,
+)
+from solver.validation.validate import environment, validate
 
 OBJECTIVES = ("changes", "distance")
 LAUNCHER = "python -m sglang.launch_server"
 _ENV_VARS = {name: var for var, name in ENV_FACTS.items()}
-
-
-# --- the objective ----------------------------------------------------------------------------
-def change_weight(name: str, user_set: Iterable[str]) -> int:
-    return (2 if SPECS[name].size else 1) * (2 if name in user_set else 1)
-
-
-def prime_mbits(p: int) -> int:
-    return round(1000 * math.log2(p))
-
-
-def size_mbits(value: int) -> int:
-    from solver.z3exp import factorize
-
-    return sum(k * prime_mbits(p) for p, k in factorize(value).items())
-
-
-@dataclass(frozen=True)
-class Objective:
-    """The objective values of a fix (see the module docstring)."""
-
-    changes: int
-    fields_changed: int
-    distance_mbits: int
-
-    @property
-    def distance(self) -> float:
-        """Total size change in bits (sum of |log2(new/old)|)."""
-        return self.distance_mbits / 1000
-
-    def key(self, objective: str) -> tuple[int, int]:
-        """What `objective` minimises, in order."""
-        if objective == "changes":
-            return (self.changes, self.distance_mbits)
-        return (self.distance_mbits, self.changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "changes": self.changes,
-            "fields_changed": self.fields_changed,
-            "distance": self.distance,
-            "distance_mbits": self.distance_mbits,
-        }
-
-
-def objective_of(old: Config, new: Config) -> Objective:
-    user = old.user_set()
-    changes = weight = mbits = 0
-    for name in CONFIG_SPECS:
-        a, b = getattr(old, name), getattr(new, name)
-        if _same(a, b):
-            continue
-        changes += 1
-        weight += change_weight(name, user)
-        if SPECS[name].size:
-            mbits += abs(size_mbits(b) - size_mbits(a))
-    return Objective(weight, changes, mbits)
-
-
-# --- results ------------------------------------------------------------------------------------
-class Change(NamedTuple):
-    field: str
-    old: Any
-    new: Any
-
-
-@dataclass(frozen=True)
-class FixResult:
-    """One valid layout near the input: the new value, what changed, and what SGLang will do."""
-
-    config: Config
-    changes: tuple[Change, ...]
-    #: SGLang's silent changes to the fixed layout (validate's resolution notes).
-    notes: tuple[Note, ...]
-    #: Both objectives proven minimal; False: the best found before the timeout.
-    optimal: bool
-    objective: Objective
-    #: The fixed layout as one SGLang launch command (tool-only facts in a trailing comment).
-    command_line: str
-    gpus_used: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "config": self.config.model_dump(mode="json"),
-            "changes": [{"field": c.field, "old": c.old, "new": c.new} for c in self.changes],
-            "notes": [n.to_dict() for n in self.notes],
-            "optimal": self.optimal,
-            "objective": self.objective.to_dict(),
-            "gpus_used": self.gpus_used,
-            "command_line": self.command_line,
-        }
-
-
-class RuleRef(NamedTuple):
-    """A rule of a conflict: its id, its condition in words and SGLang's wording."""
-
-    id: str
-    condition: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Conflict:
-    """Pins that cannot all hold: a minimal set of pins and rules (an unsat core)."""
-
-    pins: tuple[tuple[str, Any], ...]
-    rules: tuple[RuleRef, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "pins": [{"field": f, "value": v} for f, v in self.pins],
-            "rules": [r._asdict() for r in self.rules],
-        }
-
-
-@dataclass(frozen=True)
-class FixReport:
-    """What `fix` found. `fixes` is best first; empty on a conflict or a timeout."""
-
-    config: Config
-    model: ModelSpec | None
-    objective: str
-    gpus: int | None
-    #: The input is valid (and uses `gpus` GPUs when given): it is returned unchanged.
-    valid_input: bool
-    #: Ids of the error rules the input breaks.
-    violations: tuple[str, ...]
-    gpus_before: int
-    #: Sizes were chosen among the divisors of this number.
-    size_bound: int
-    fixes: tuple[FixResult, ...]
-    conflict: Conflict | None = None
-    #: The time ran out: no fix at all, or fewer than asked for.
-    timed_out: bool = False
-
-    @property
-    def best(self) -> FixResult:
-        if not self.fixes:
-            raise LookupError("no fix was found")
-        return self.fixes[0]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "valid_input": self.valid_input,
-            "violations": list(self.violations),
-            "objective": self.objective,
-            "gpus": self.gpus,
-            "gpus_before": self.gpus_before,
-            "size_bound": self.size_bound,
-            "fixes": [f.to_dict() for f in self.fixes],
-            "conflict": self.conflict.to_dict() if self.conflict else None,
-            "timed_out": self.timed_out,
-        }
-
-
-class FixSelfCheckError(RuntimeError):
-    """fix produced a layout that validate rejects: a bug in the encoding, never the user's."""
 
 
 # --- the command line -----------------------------------------------------------------------
@@ -216,7 +66,7 @@ def command_line(config: Config) -> str:
     facts: list[str] = []
     for name, spec in CONFIG_SPECS.items():
         value = getattr(config, name)
-        if _same(value, spec.default):
+        if same_value(value, spec.default):
             continue
         if name in _ENV_VARS:
             if value is not None:
@@ -265,7 +115,7 @@ def fix(
     before = int(report.derived["gpus_used"])
     violations = tuple(v.rule for v in report.violations)
     user = cfg.user_set()
-    from solver.z3exp import Universe
+    from solver.backends.z3exp import Universe
 
     if gpus is not None:
         universe = Universe.dividing(gpus)
@@ -280,8 +130,8 @@ def fix(
             cfg, (), report.notes, True, Objective(0, 0, 0), command_line(cfg), before
         )
         return _replace(base, valid_input=True, fixes=(unchanged,))
-    from solver import fix_problem as fp
-    from solver.fix_search import Deadline, Search
+    from solver.repair import problem as fp
+    from solver.repair.search import Deadline, Search
 
     for name in pinned:
         value = getattr(cfg, name)
@@ -334,7 +184,7 @@ def _result(
     optimal: bool,
     gpus: int | None,
 ) -> FixResult:
-    changed = [n for n, v in values.items() if not _same(v, getattr(cfg, n))]
+    changed = [n for n, v in values.items() if not same_value(v, getattr(cfg, n))]
     keep = set(cfg.user_set()) | set(changed)
     data = {n: (values[n] if n in values else getattr(cfg, n)) for n in CONFIG_SPECS if n in keep}
     new = Config.model_validate(data)
@@ -381,7 +231,3 @@ def _replace(report: FixReport, **changes: Any) -> FixReport:
     from dataclasses import replace
 
     return replace(report, **changes)
-
-
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b

@@ -18,9 +18,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 
-from solver.expr import TRUE, And, Expr, Field, Value
-from solver.pyeval import compile_predicate
-from solver.space import Dim, varied_fields
+from solver.backends.pyeval import compile_predicate
+from solver.enumeration.space import Dim, varied_fields
+from solver.lang.expr import TRUE, And, Expr, Field, Value
 
 Completion = tuple[Value, ...]
 Signature = tuple[bool, ...]
@@ -61,7 +61,7 @@ class Z3Completions:
     def __init__(self, dims: Sequence[Dim], constraints: Sequence[Expr], n_atoms: int) -> None:
         import z3
 
-        from solver.z3enc import Sym, Z3Encoder
+        from solver.backends.z3enc import Sym, Z3Encoder
 
         self.z3 = z3
         self.fields = varied_fields(dims)

@@ -1,0 +1,7 @@
+"""The back-ends: every way a rule tree is evaluated, encoded or printed.
+
+`pyeval` compiles trees to Python (the hot path), `interp` walks them (the reference),
+`z3enc`/`z3exp` translate them to Z3 (explain; fix and enumerate's cross-checks),
+`partial` specialises them, `render` turns them into text. All walk the closed node set of
+`solver.lang.expr` through one protocol; tests/test_backends.py proves they agree.
+"""

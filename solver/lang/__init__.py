@@ -1,0 +1,6 @@
+"""The rule language and its vocabulary: the bottom layer, imported by everything else.
+
+`expr` (the typed expression tree), `rule` (a rule and a resolution step), `config` and
+`model_spec` (the input models), `fields` (field specs and the `F` namespace) and `derived`
+(the widths SGLang computes). Nothing here knows a back-end; see docs/architecture.md.
+"""

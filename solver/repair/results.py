@@ -1,0 +1,110 @@
+"""What `fix` returns: frozen values, separate from the search that finds them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from solver.lang.config import Config
+from solver.lang.model_spec import ModelSpec
+from solver.repair.objective import Objective
+from solver.validation.report import Note
+
+
+class Change(NamedTuple):
+    field: str
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True)
+class FixResult:
+    """One valid layout near the input: the new value, what changed, and what SGLang will do."""
+
+    config: Config
+    changes: tuple[Change, ...]
+    #: SGLang's silent changes to the fixed layout (validate's resolution notes).
+    notes: tuple[Note, ...]
+    #: Both objectives proven minimal; False: the best found before the timeout.
+    optimal: bool
+    objective: Objective
+    #: The fixed layout as one SGLang launch command (tool-only facts in a trailing comment).
+    command_line: str
+    gpus_used: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config.model_dump(mode="json"),
+            "changes": [{"field": c.field, "old": c.old, "new": c.new} for c in self.changes],
+            "notes": [n.to_dict() for n in self.notes],
+            "optimal": self.optimal,
+            "objective": self.objective.to_dict(),
+            "gpus_used": self.gpus_used,
+            "command_line": self.command_line,
+        }
+
+
+class RuleRef(NamedTuple):
+    """A rule of a conflict: its id, its condition in words and SGLang's wording."""
+
+    id: str
+    condition: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Pins that cannot all hold: a minimal set of pins and rules (an unsat core)."""
+
+    pins: tuple[tuple[str, Any], ...]
+    rules: tuple[RuleRef, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pins": [{"field": f, "value": v} for f, v in self.pins],
+            "rules": [r._asdict() for r in self.rules],
+        }
+
+
+@dataclass(frozen=True)
+class FixReport:
+    """What `fix` found. `fixes` is best first; empty on a conflict or a timeout."""
+
+    config: Config
+    model: ModelSpec | None
+    objective: str
+    gpus: int | None
+    #: The input is valid (and uses `gpus` GPUs when given): it is returned unchanged.
+    valid_input: bool
+    #: Ids of the error rules the input breaks.
+    violations: tuple[str, ...]
+    gpus_before: int
+    #: Sizes were chosen among the divisors of this number.
+    size_bound: int
+    fixes: tuple[FixResult, ...]
+    conflict: Conflict | None = None
+    #: The time ran out: no fix at all, or fewer than asked for.
+    timed_out: bool = False
+
+    @property
+    def best(self) -> FixResult:
+        if not self.fixes:
+            raise LookupError("no fix was found")
+        return self.fixes[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "valid_input": self.valid_input,
+            "violations": list(self.violations),
+            "objective": self.objective,
+            "gpus": self.gpus,
+            "gpus_before": self.gpus_before,
+            "size_bound": self.size_bound,
+            "fixes": [f.to_dict() for f in self.fixes],
+            "conflict": self.conflict.to_dict() if self.conflict else None,
+            "timed_out": self.timed_out,
+        }
+
+
+class FixSelfCheckError(RuntimeError):
+    """fix produced a layout that validate rejects: a bug in the encoding, never the user's."""

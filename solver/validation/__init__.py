@@ -1,0 +1,1 @@
+"""validate and check: the report of every violated rule, and the conflict explanation."""

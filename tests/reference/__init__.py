@@ -1,0 +1,1 @@
+"""Slow reference implementations the tests compare the product against (never imported by it)."""

@@ -1,0 +1,121 @@
+"""The import graph runs one way, from the CLI down to the language (docs/architecture.md).
+
+Every import counts, including the lazy ones inside functions: a lazy import still ties two
+modules together, it only hides the tie from a reader.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Each subsystem may import only from subsystems of a strictly lower floor (or itself).
+FLOORS: dict[str, int] = {
+    "solver.errors": 0,
+    "solver.lang": 1,
+    "solver.catalogue": 2,
+    "solver.backends": 2,
+    "solver.validation": 3,
+    "solver.inputs": 4,
+    "solver.examples": 4,
+    "solver.groups": 4,
+    "solver.repair": 5,
+    "solver.enumeration": 5,
+    "solver": 6,  # the package's public API re-exports the subsystems
+    "cp": 7,
+    "solver.cli": 8,
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for package in ("solver", "cp"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = _module_name(path)
+            is_pkg = path.name == "__init__.py"
+            edges = graph.setdefault(name, set())
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    edges.update(a.name for a in node.names)
+                elif isinstance(node, ast.ImportFrom):
+                    if node.level:
+                        base = name.split(".")[: len(name.split(".")) - node.level + is_pkg]
+                        target = ".".join([*base, node.module] if node.module else base)
+                    else:
+                        target = node.module or ""
+                    edges.add(target)
+                    edges.update(f"{target}.{a.name}" for a in node.names)
+    return {m: {e for e in es if e in graph and e != m} for m, es in graph.items()}
+
+
+def _subsystem(module: str) -> str:
+    best = ""
+    for prefix in FLOORS:
+        if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best):
+            best = prefix
+    return best
+
+
+def test_every_module_belongs_to_a_floor() -> None:
+    assert not [m for m in _graph() if not _subsystem(m)]
+
+
+def test_no_import_cycle() -> None:
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def connect(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    assert cycles == []
+
+
+def test_imports_run_down_the_floors() -> None:
+    upward = []
+    for module, targets in _graph().items():
+        here = _subsystem(module)
+        for target in targets:
+            there = _subsystem(target)
+            if there != here and FLOORS[there] >= FLOORS[here] and there != "solver.errors":
+                upward.append(f"{module} -> {target}")
+    assert sorted(upward) == []
+
+
+def test_runtime_never_imports_the_cli_or_torch_into_solver() -> None:
+    graph = _graph()
+    assert [
+        m for m in graph if m.startswith("cp") and any(t.startswith("solver.cli") for t in graph[m])
+    ] == []
+    solver_files = (ROOT / "solver").rglob("*.py")
+    assert [p.name for p in solver_files if "import torch" in p.read_text(encoding="utf-8")] == []
