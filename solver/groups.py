@@ -14,9 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from solver.backends.pyeval import compiled
 from solver.lang.config import Config
+from solver.lang.fields import CONFIG_SPECS
 from solver.lang.model_spec import ModelSpec
-from solver.validation.report import InvalidLayoutError
+from solver.validation.report import Report
+from solver.validation.validate import check
 
 #: Group kinds, in the order process groups are created (every rank must agree on it).
 GROUP_KINDS = ("tp", "pp", "attn_tp", "attn_cp", "attn_dp", "ep", "moe_tp", "moe_dp", "dcp")
@@ -24,32 +27,31 @@ GROUP_KINDS = ("tp", "pp", "attn_tp", "attn_cp", "attn_dp", "ep", "moe_tp", "moe
 
 @dataclass(frozen=True)
 class Widths:
-    """The resolved sizes a rank plan needs; every product here divides `tp`."""
+    """The widths a rank plan needs, as the catalogue derives them (`solver.lang.derived`).
+
+    `attn_dp`, `attn_tp`, `moe_tp` and `replicas` are never recomputed here: `of` reads them
+    from the compiled derivation, so the plan, the rules and `cp.instantiate` share one
+    definition of each width.
+    """
 
     tp: int
-    pp: int = 1
-    replicas: int = 1
-    attn_dp: int = 1
-    attn_cp: int = 1
-    ep: int = 1
-    moe_dp: int = 1
-    dcp: int = 1
-    gpus_per_node: int = 8
-
-    @property
-    def attn_tp(self) -> int:
-        return self.tp // (self.attn_dp * self.attn_cp)
-
-    @property
-    def moe_tp(self) -> int:
-        return self.tp // (self.ep * self.moe_dp)
+    pp: int
+    replicas: int
+    attn_dp: int
+    attn_cp: int
+    attn_tp: int
+    ep: int
+    moe_dp: int
+    moe_tp: int
+    dcp: int
+    gpus_per_node: int
 
     @property
     def world(self) -> int:
         return self.replicas * self.tp * self.pp
 
     def check(self) -> None:
-        """Reject widths that do not tile a stage; `groups()` validates before this."""
+        """Reject widths that do not tile a stage; `plan_layout()` validates before this."""
         for name in (
             "tp",
             "pp",
@@ -63,30 +65,37 @@ class Widths:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.tp % (self.attn_dp * self.attn_cp):
+        if self.attn_dp * self.attn_cp * self.attn_tp != self.tp:
             raise ValueError(
                 f"attn_dp·attn_cp = {self.attn_dp}·{self.attn_cp} does not divide tp {self.tp}"
             )
-        if self.tp % (self.ep * self.moe_dp):
+        if self.ep * self.moe_dp * self.moe_tp != self.tp:
             raise ValueError(f"ep·moe_dp = {self.ep}·{self.moe_dp} does not divide tp {self.tp}")
         if self.attn_tp % self.dcp:
             raise ValueError(f"dcp {self.dcp} does not divide attn_tp {self.attn_tp}")
 
     @classmethod
     def of(cls, resolved: Mapping[str, Any]) -> Widths:
-        """Widths of a resolved configuration (a report's `resolved`)."""
-        dp_attn = bool(resolved["enable_dp_attention"])
+        """Widths of a resolved configuration (a report's `resolved`, or any mapping of
+        config fields: fields it lacks take their defaults)."""
+        values = {**_DEFAULTS, **resolved}
+        derived = compiled().derived(values)
         return cls(
-            tp=resolved["tp_size"],
-            pp=resolved["pp_size"],
-            replicas=1 if dp_attn else resolved["dp_size"],
-            attn_dp=resolved["dp_size"] if dp_attn else 1,
-            attn_cp=resolved["attn_cp_size"],
-            ep=resolved["ep_size"],
-            moe_dp=resolved["moe_dp_size"],
-            dcp=resolved["dcp_size"],
-            gpus_per_node=resolved["gpus_per_node"],
+            tp=values["tp_size"],
+            pp=values["pp_size"],
+            replicas=derived["replicas"],
+            attn_dp=derived["attn_dp"],
+            attn_cp=values["attn_cp_size"],
+            attn_tp=derived["attn_tp"],
+            ep=values["ep_size"],
+            moe_dp=values["moe_dp_size"],
+            moe_tp=derived["moe_tp"],
+            dcp=values["dcp_size"],
+            gpus_per_node=values["gpus_per_node"],
         )
+
+
+_DEFAULTS: dict[str, Any] = {name: spec.default for name, spec in CONFIG_SPECS.items()}
 
 
 @dataclass(frozen=True)
@@ -208,16 +217,31 @@ def _group_by(
     return tuple(sorted(tuple(v) for v in buckets.values()))
 
 
+@dataclass(frozen=True)
+class PlannedLayout:
+    """A valid layout's report and its rank plan: what every caller of the plan needs."""
+
+    report: Report
+    rank_map: RankMap
+
+
+def plan_layout(
+    config: Config | Mapping[str, Any],
+    model: ModelSpec | Mapping[str, Any] | None = None,
+    *,
+    explain: bool | None = False,
+) -> PlannedLayout:
+    """Validate once and plan: the one path from a config to (report, rank map).
+
+    An invalid layout raises `InvalidLayoutError` carrying the report (explained when
+    `explain` asks for it, as in `validate`), before any rank is planned.
+    """
+    report = check(config, model, explain=explain)
+    return PlannedLayout(report, plan(Widths.of(report.resolved)))
+
+
 def groups(
     config: Config | Mapping[str, Any], model: ModelSpec | Mapping[str, Any] | None = None
 ) -> RankMap:
-    """The rank plan of a valid layout, after SGLang's silent changes.
-
-    An invalid layout raises `InvalidLayoutError` carrying the validator's messages.
-    """
-    from solver.validation.validate import validate
-
-    report = validate(config, model, explain=False)
-    if not report.valid:
-        raise InvalidLayoutError(report)
-    return plan(Widths.of(report.resolved))
+    """The rank plan of a valid layout, after SGLang's silent changes."""
+    return plan_layout(config, model).rank_map

@@ -120,7 +120,7 @@ def test_groups_partition_ranks_with_the_right_widths(chunk: int) -> None:
 
 def test_plan_rejects_widths_that_do_not_tile() -> None:
     with pytest.raises(ValueError, match="does not divide tp"):
-        plan(Widths(tp=8, attn_cp=3))
+        plan(Widths.of({"tp_size": 8, "attn_cp_size": 3}))
 
 
 def test_groups_cli_json_matches_the_plan(capsys: pytest.CaptureFixture[str]) -> None:

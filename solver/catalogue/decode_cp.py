@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from solver.lang.derived import attn_dp, attn_tp
+from solver.lang.derived import attn_tp, attn_tp_whole
 from solver.lang.expr import TRUE, divides, one_of
 from solver.lang.fields import F
 from solver.lang.rule import Rule
@@ -49,7 +49,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "DCP-IN-ATTN-TP",
-        (dcp > 1) & divides(attn_dp * F.attn_cp_size, F.tp_size),
+        (dcp > 1) & attn_tp_whole,
         divides(dcp, attn_tp),
         "dcp_size must divide the attention-TP width attn_tp: decode-CP groups are runs of "
         "dcp_size ranks inside each attention-TP group.",

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from solver.lang.derived import attn_dp, attn_tp
+from solver.lang.derived import attn_tp, attn_tp_whole
 from solver.lang.expr import divides, is_set
 from solver.lang.fields import F
 from solver.lang.rule import Rule
 
 SRC = "model weight sharding"
-_attn_tp_whole = divides(attn_dp * F.attn_cp_size, F.tp_size)
 
 RULES: tuple[Rule, ...] = (
     Rule(
         "MODEL-HEADS",
-        is_set(F.num_attention_heads) & _attn_tp_whole,
+        is_set(F.num_attention_heads) & attn_tp_whole,
         divides(attn_tp, F.num_attention_heads),
         "num_attention_heads ({num_attention_heads}) must be divisible by the attention TP "
         "width attn_tp",
@@ -21,7 +20,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "MODEL-KV-HEADS",
-        is_set(F.num_key_value_heads) & _attn_tp_whole,
+        is_set(F.num_key_value_heads) & attn_tp_whole,
         divides(attn_tp, F.num_key_value_heads) | divides(F.num_key_value_heads, attn_tp),
         "num_key_value_heads ({num_key_value_heads}) must divide or be divisible by the "
         "attention TP width attn_tp (KV heads are split or replicated)",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from solver.lang.derived import attn_dp
+from solver.lang.derived import attn_tp_whole
 from solver.lang.expr import TRUE, And, divides, is_set
 from solver.lang.fields import F
 from solver.lang.rule import Rule
@@ -52,7 +52,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "TOPO-ATTN-TP",
         TRUE,
-        divides(attn_dp * F.attn_cp_size, F.tp_size),
+        attn_tp_whole,
         "tp_size must be divisible by attn_dp_size * attn_cp_size: the attention TP width "
         "attn_tp = tp_size / (attn_dp * attn_cp) must be whole",
         "derive_parallel_widths",

@@ -18,7 +18,8 @@ from solver.cli.layout_options import (
 )
 from solver.cli.output import emit_json, out
 from solver.errors import InputError
-from solver.groups import GROUP_KINDS, RankMap, Widths, plan
+from solver.groups import GROUP_KINDS, RankMap, plan_layout
+from solver.validation.report import InvalidLayoutError
 
 RankOpt = Annotated[
     int | None,
@@ -112,17 +113,16 @@ def groups_cmd(
       meshsat groups --example qwen3-moe-dp-attention --json
     """
     from solver.cli.report_view import print_report
-    from solver.validation.validate import validate
 
     layout = read_layout(config, sets, sglang, model, example)
-    report = validate(layout.config, layout.model)  # explained only when invalid
-    if not report.valid:
+    try:
+        m = plan_layout(layout.config, layout.model, explain=None).rank_map
+    except InvalidLayoutError as invalid:
         if as_json:
-            emit_json(report.to_dict())
+            emit_json(invalid.report.to_dict())
         else:
-            print_report(report)
-        raise typer.Exit(1)
-    m = plan(Widths.of(report.resolved))
+            print_report(invalid.report)
+        raise typer.Exit(1) from None
     if rank is not None and not 0 <= rank < m.widths.world:
         raise InputError(f"--rank must be in 0..{m.widths.world - 1}, got {rank}")
     if as_json:

@@ -8,11 +8,16 @@ attention because that difference is the commonest confusion: without DP attenti
 
 from __future__ import annotations
 
-from solver.lang.expr import Named, is_set, ite, named
+from solver.lang.expr import Named, divides, is_set, ite, named
 from solver.lang.fields import F
 
 attn_dp = named("attn_dp", ite(F.enable_dp_attention, F.dp_size, 1))
+#: Independent engines: `dp_size` launches replicas only without DP attention.
+replicas = named("replicas", ite(F.enable_dp_attention, 1, F.dp_size))
 attn_tp = named("attn_tp", F.tp_size // (attn_dp * F.attn_cp_size))
+#: The condition that makes `attn_tp` whole; rules state it unnamed so that a failure
+#: shows its arithmetic ("tp_size = 8 is not divisible by ...").
+attn_tp_whole = divides(attn_dp * F.attn_cp_size, F.tp_size)
 moe_tp = named("moe_tp", F.tp_size // (F.ep_size * F.moe_dp_size))
 engine_world = named("engine_world", F.tp_size * F.pp_size)
 gpus_with_dp_attention = named("gpus_with_dp_attention", F.tp_size * F.pp_size)
@@ -34,6 +39,7 @@ DERIVED: tuple[Named, ...] = (
     attn_dp,
     attn_tp,
     moe_tp,
+    replicas,
     engine_world,
     gpus_used,
     gpus_with_dp_attention,

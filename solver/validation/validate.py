@@ -89,13 +89,17 @@ def validate(
 
 
 def check(
-    config: Config | Mapping[str, Any], model: ModelSpec | Mapping[str, Any] | None = None
+    config: Config | Mapping[str, Any],
+    model: ModelSpec | Mapping[str, Any] | None = None,
+    *,
+    explain: bool | None = False,
 ) -> Report:
     """Validate, raising one `InvalidLayoutError` that carries every violated rule.
 
-    For servers at start-up: no solver is imported, even on failure.
+    For servers at start-up the default imports no solver, even on failure; `explain` is
+    `validate`'s, for callers that show the conflict to a person.
     """
-    report = validate(config, model, explain=False)
+    report = validate(config, model, explain=explain)
     if not report.valid:
         raise InvalidLayoutError(report)
     return report
