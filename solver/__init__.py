@@ -15,7 +15,8 @@ Importing this package loads neither torch nor Z3; Z3 is imported on first need.
 from __future__ import annotations
 
 from solver.catalogue import RESOLUTIONS, RULES
-from solver.enumeration.layouts import Layout, count, enumerate
+from solver.enumeration.layouts import Layout, count
+from solver.enumeration.layouts import enumerate_layouts as enumerate
 from solver.errors import InputError, MeshsatError
 from solver.lang.config import Config
 from solver.lang.model_spec import ModelSpec

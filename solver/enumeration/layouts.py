@@ -1,4 +1,5 @@
-"""`enumerate` and `count`: every legal layout for N GPUs, at the speed of the output.
+"""`solver.enumerate` (`enumerate_layouts` here) and `count`: every legal layout for N GPUs,
+at the speed of the output.
 
 Design (from the measurements in the solver notes): Z3 enumerating whole layouts with
 blocking clauses manages hundreds per second, while a Python generator over divisor
@@ -21,7 +22,6 @@ What is listed:
 
 from __future__ import annotations
 
-import builtins
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +31,7 @@ from solver.backends.partial import atoms, conjuncts, is_const, replace_atoms, s
 from solver.enumeration.codegen import Spec, generate
 from solver.enumeration.completions import Table, make, placeholder
 from solver.enumeration.node_locality import within_nodes
-from solver.enumeration.problem import GPUS, Problem, build_problem
+from solver.enumeration.problem import GPUS, EnumerationProblem, build_problem
 from solver.enumeration.space import DEFAULT_VARY, Dim, dims_of, divisors, varied_fields
 from solver.enumeration.where import parse
 from solver.errors import InputError
@@ -211,7 +211,7 @@ class Enumerator:
         completions: str = "z3",
     ) -> None:
         self.base, self.model, self.dims = base, model, dims
-        self.problem: Problem = build_problem(base, model, dims, where, intra_node)
+        self.problem: EnumerationProblem = build_problem(base, model, dims, where, intra_node)
         self.columns = self.problem.columns
         self.vary = varied_fields(dims)
         self.combos: list[_Combo] = []
@@ -220,9 +220,9 @@ class Enumerator:
         n_config = len(self.vary) + len(self.problem.dependent)
         self.shape = Shape(
             vary=self.vary,
-            config_index={c: i for i, c in builtins.enumerate(self.columns[:n_config])},
+            config_index={c: i for i, c in enumerate(self.columns[:n_config])},
             constant=dict(self.problem.constant),
-            derived_index={c: i + n_config for i, c in builtins.enumerate(_DERIVED_NAMES)},
+            derived_index={c: i + n_config for i, c in enumerate(_DERIVED_NAMES)},
             fields=tuple(n for n in SPECS if not SPECS[n].model_fact),
         )
 
@@ -276,7 +276,7 @@ class Enumerator:
                             raise RuntimeError(f"mixed atom left after specialisation: {atom}")
                         continue
                     sig.setdefault(atom.key(), atom)
-            stand_in = {k: placeholder(i) for i, k in builtins.enumerate(sig)}
+            stand_in = {k: placeholder(i) for i, k in enumerate(sig)}
             flag_only = [replace_atoms(c, stand_in) for c in flag_cons]
             # Without flags to complete the loops never consult the table.
             table = Table(make(backend, inner, flag_only, len(sig)) if inner else _no_flags)
@@ -355,7 +355,7 @@ def _check_gpus(gpus: int) -> None:
         raise InputError(f"the GPU count must be a positive integer, got {gpus!r}")
 
 
-def enumerate(
+def enumerate_layouts(
     gpus: int,
     base: Config | Mapping[str, Any] | None = None,
     model: ModelSpec | Mapping[str, Any] | None = None,

@@ -37,7 +37,7 @@ GPUS = Field("__gpus", "int")
 
 
 @dataclass(frozen=True)
-class Problem:
+class EnumerationProblem:
     """What a layout must satisfy, over the varied fields only.
 
     `constraints` are conjuncts over the varied fields and `GPUS`; a constant-false
@@ -75,7 +75,7 @@ def build_problem(
     dims: tuple[Dim, ...],
     where: tuple[Expr, ...] = (),
     intra_node: tuple[str, ...] = (),
-) -> Problem:
+) -> EnumerationProblem:
     varied = set(varied_fields(dims))
     raw_values = environment(base, model)
     env: dict[str, Expr] = {n: _const(n, v) for n, v in raw_values.items() if n not in varied}
@@ -119,7 +119,7 @@ def build_problem(
         *(specialise(d.body, env, raw) for d in DERIVED),
     )
     shown = tuple(n for n in dependent if n in loud and SPECS[n].kind != "float")
-    return Problem(
+    return EnumerationProblem(
         dims=dims,
         constraints=tuple(constraints),
         columns=columns,

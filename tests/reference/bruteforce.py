@@ -117,7 +117,7 @@ def brute_force(
     *,
     up_to: bool = False,
 ) -> Iterator[Found]:
-    """The layouts `solver.enumeration.layouts.enumerate` must list, found the slow way."""
+    """The layouts `solver.enumerate` must list, found the slow way."""
     cfg = as_config(base if base is not None else {})
     if gpus_per_node is not None:
         cfg = as_config({**cfg.__dict__, "gpus_per_node": gpus_per_node})
