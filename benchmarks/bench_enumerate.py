@@ -31,7 +31,7 @@ from typing import Any
 
 import solver
 from solver.cli.layout_writers import Writer
-from solver.enumeration.layouts import prepare
+from solver.enumeration.layouts import EnumerationQuery
 
 NS = (8, 64, 512, 4096, 6144, 15360)
 GOALS = {
@@ -71,7 +71,7 @@ def cold_count(n: int, repeat: int) -> float:
 
 
 def jsonl_to_file(n: int, path: Path) -> int:
-    e = prepare()
+    e = EnumerationQuery.of().enumerator()
     shown = e.output_columns
     picks = [e.columns.index(c) for c in shown]
     with path.open("w") as f:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import solver
-from solver.enumeration.layouts import Layout, count, prepare
+from solver.enumeration.layouts import EnumerationQuery, Layout, count
 from solver.enumeration.space import DEFAULT_VARY, accepted_fields, dims_of, divisors
 from solver.errors import InputError
 from solver.lang.config import Config
@@ -77,7 +77,7 @@ def test_variants_match_brute_force(
 ) -> None:
     nonempty = 0
     for n in (4, 8, 12):
-        e = prepare(base, model(model_name), vary)
+        e = EnumerationQuery.of(base, model(model_name), vary).enumerator()
         k = len(e.vary)
         rows = [r[:k] for r in e.rows(n)]
         expected = {f.values for f in oracle_for(n, model_name, tuple(base.items()), vary)}
@@ -90,8 +90,12 @@ def test_variants_match_brute_force(
 def test_python_and_z3_completions_list_the_same() -> None:
     for model_name, n in itertools.product([None, "deepseek-v3", "deepseek-v3.2"], [16, 48]):
         vary = (*DEFAULT_VARY, "moe_a2a_backend")
-        z3_rows = list(prepare(model=model(model_name), vary=vary).rows(n))
-        py_rows = list(prepare(model=model(model_name), vary=vary, completions="python").rows(n))
+        z3_rows = list(EnumerationQuery.of(model=model(model_name), vary=vary).enumerator().rows(n))
+        py_rows = list(
+            EnumerationQuery.of(model=model(model_name), vary=vary, completions="python")
+            .enumerator()
+            .rows(n)
+        )
         assert z3_rows == py_rows
 
 
@@ -200,4 +204,7 @@ def test_space_domains() -> None:
 
 
 def test_prepare_is_cached() -> None:
-    assert prepare(model=MODELS["qwen3-moe"]) is prepare(model=MODELS["qwen3-moe"])
+    assert (
+        EnumerationQuery.of(model=MODELS["qwen3-moe"]).enumerator()
+        is EnumerationQuery.of(model=MODELS["qwen3-moe"]).enumerator()
+    )

@@ -12,7 +12,7 @@ import pytest
 
 import solver
 from solver.cli.layout_writers import Writer
-from solver.enumeration.layouts import prepare
+from solver.enumeration.layouts import EnumerationQuery
 from solver.enumeration.space import DEFAULT_VARY
 from solver.lang.model_spec import ModelSpec
 from tests.cli_helpers import run_cli
@@ -43,7 +43,7 @@ DEEPSEEK_V3 = {
 
 
 def _api(n: int, **kw: Any) -> list[dict[str, Any]]:
-    e = prepare(model=kw.pop("model", None), **kw)
+    e = EnumerationQuery.of(model=kw.pop("model", None), **kw).enumerator()
     cols = e.output_columns
     return [
         {c: lay.config[c] if c in lay.config else lay.derived[c] for c in cols}

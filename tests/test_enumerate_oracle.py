@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from solver.enumeration.layouts import prepare
+from solver.enumeration.layouts import EnumerationQuery
 from solver.groups import GROUP_KINDS
 from tests.enum_cases import (
     NS,
@@ -30,7 +30,7 @@ MODEL_CASES = (None, SWEEP_MODEL)
 
 
 def _listed(n: int, model_name: str | None, **kw: Any) -> list[tuple[Any, ...]]:
-    e = prepare(model=model(model_name), **kw)
+    e = EnumerationQuery.of(model=model(model_name), **kw).enumerator()
     k = len(e.vary)
     rows = [r[:k] for r in e.rows(n)]
     assert e.count(n) == len(rows)
@@ -41,7 +41,7 @@ def _listed(n: int, model_name: str | None, **kw: Any) -> list[tuple[Any, ...]]:
 @pytest.mark.parametrize("model_name", MODEL_CASES)
 @pytest.mark.parametrize("n", NS)
 def test_same_layouts_as_brute_force(n: int, model_name: str | None) -> None:
-    e = prepare(model=model(model_name))
+    e = EnumerationQuery.of(model=model(model_name)).enumerator()
     expected = {f.values: f for f in oracle(n, model_name)}
     listed = [e.layout(r) for r in e.rows(n)]
     assert {tuple(lay.values.values()) for lay in listed} == set(expected)

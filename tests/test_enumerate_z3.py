@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from solver.enumeration.completions import PyCompletions, Z3Completions
-from solver.enumeration.layouts import prepare
+from solver.enumeration.layouts import EnumerationQuery
 from solver.enumeration.space import DEFAULT_VARY
 from tests.enum_cases import MODELS, model
 from tests.reference.solver_enum import solver_layouts
 
 
 def _rows(n: int, model_name: str | None = None, **kw: Any) -> set[tuple[Any, ...]]:
-    e = prepare(model=model(model_name), **kw)
+    e = EnumerationQuery.of(model=model(model_name), **kw).enumerator()
     return {r[: len(e.vary)] for r in e.rows(n)}
 
 
@@ -67,7 +67,7 @@ def test_z3_completion_table_equals_brute_force(
 ) -> None:
     """Every signature, met or not, has the same completions from Z3 and from the
     Python product over the finite flag domain."""
-    e = prepare(model=model(model_name), vary=vary)
+    e = EnumerationQuery.of(model=model(model_name), vary=vary).enumerator()
     compared = 0
     for combo in e.combos:
         z3_table = combo.table.completions

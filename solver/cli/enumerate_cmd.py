@@ -14,7 +14,7 @@ import typer
 from solver.cli.layout_options import ConfigOpt, ModelOpt, SetOpt, read_layout
 from solver.cli.layout_writers import Writer, column_width
 from solver.cli.output import err, note
-from solver.enumeration.layouts import Enumerator, prepare
+from solver.enumeration.layouts import EnumerationQuery, Enumerator
 from solver.enumeration.space import (
     ALIASES,
     DEFAULT_VARY,
@@ -152,7 +152,9 @@ def enumerate_cmd(
             f"{name} = {getattr(layout.config, name)} in the base is varied; add --where "
             f'"{name} == {getattr(layout.config, name)!r}" to keep it'
         )
-    e = prepare(layout.config, layout.model, names, where or (), gpus_per_node, intra_node or ())
+    e = EnumerationQuery.of(
+        layout.config, layout.model, names, where or (), gpus_per_node, intra_node or ()
+    ).enumerator()
     if count:
         total = _count(e, gpus, up_to)
         if limit is not None:

@@ -201,22 +201,17 @@ class Enumerator:
     `count` then run at generator speed. `columns` names the values of each row.
     """
 
-    def __init__(
-        self,
-        base: Config,
-        model: ModelSpec | None,
-        dims: tuple[Dim, ...],
-        where: tuple[Expr, ...],
-        intra_node: tuple[str, ...],
-        completions: str = "z3",
-    ) -> None:
-        self.base, self.model, self.dims = base, model, dims
-        self.problem: EnumerationProblem = build_problem(base, model, dims, where, intra_node)
+    def __init__(self, query: EnumerationQuery) -> None:
+        self.query = query
+        self.base, self.model, self.dims = query.base, query.model, query.dims
+        self.problem: EnumerationProblem = build_problem(
+            query.base, query.model, query.dims, query.where, query.intra_node
+        )
         self.columns = self.problem.columns
-        self.vary = varied_fields(dims)
+        self.vary = varied_fields(query.dims)
         self.combos: list[_Combo] = []
         if not self.problem.infeasible:
-            self._split(completions)
+            self._split(query.completions)
         n_config = len(self.vary) + len(self.problem.dependent)
         self.shape = Shape(
             vary=self.vary,
@@ -312,42 +307,65 @@ _CACHE: dict[tuple[object, ...], Enumerator] = {}
 _CACHE_SIZE = 64
 
 
-def prepare(
-    base: Config | Mapping[str, Any] | None = None,
-    model: ModelSpec | Mapping[str, Any] | None = None,
-    vary: Iterable[str] = DEFAULT_VARY,
-    where: Iterable[str | Expr] = (),
-    gpus_per_node: int | None = None,
-    intra_node: Iterable[str] = (),
-    completions: str = "z3",
-) -> Enumerator:
-    """Validate the inputs and return the (cached) compiled enumerator for them."""
-    cfg = as_config(base if base is not None else {})
-    if gpus_per_node is not None:
-        cfg = as_config({**cfg.__dict__, "gpus_per_node": gpus_per_node})
-    spec = as_model(model)
-    dims = dims_of(vary)
-    filters = tuple(parse(w) if isinstance(w, str) else w for w in where)
-    for f in filters:
-        if f.kind != "bool":
-            raise InputError("a where filter must be a condition")
-    kinds = tuple(dict.fromkeys(intra_node))
-    for kind in kinds:
-        within_nodes(kind)  # raises InputError for an unknown kind
-    key = (
-        cfg,
-        spec,
-        tuple(d.fields for d in dims),
-        tuple(f.key() for f in filters),
-        kinds,
-        completions,
-    )
-    hit = _CACHE.get(key)
-    if hit is None:
-        if len(_CACHE) >= _CACHE_SIZE:
-            _CACHE.pop(next(iter(_CACHE)))
-        hit = _CACHE[key] = Enumerator(cfg, spec, dims, filters, kinds, completions)
-    return hit
+@dataclass(frozen=True)
+class EnumerationQuery:
+    """What to enumerate, validated once: the one value the API, the CLI and the cache share.
+
+    `of` is the boundary (types, filters parsed, group kinds known); an `Enumerator` is
+    compiled per distinct query and cached, since compiling costs milliseconds and the
+    same query is asked for many GPU counts.
+    """
+
+    base: Config
+    model: ModelSpec | None
+    dims: tuple[Dim, ...]
+    where: tuple[Expr, ...] = ()
+    intra_node: tuple[str, ...] = ()
+    completions: str = "z3"
+
+    @classmethod
+    def of(
+        cls,
+        base: Config | Mapping[str, Any] | None = None,
+        model: ModelSpec | Mapping[str, Any] | None = None,
+        vary: Iterable[str] = DEFAULT_VARY,
+        where: Iterable[str | Expr] = (),
+        gpus_per_node: int | None = None,
+        intra_node: Iterable[str] = (),
+        completions: str = "z3",
+    ) -> EnumerationQuery:
+        cfg = as_config(base if base is not None else {})
+        if gpus_per_node is not None:
+            cfg = as_config({**cfg.__dict__, "gpus_per_node": gpus_per_node})
+        filters = tuple(parse(w) if isinstance(w, str) else w for w in where)
+        for f in filters:
+            if f.kind != "bool":
+                raise InputError("a where filter must be a condition")
+        kinds = tuple(dict.fromkeys(intra_node))
+        for kind in kinds:
+            within_nodes(kind)  # raises InputError for an unknown kind
+        return cls(cfg, as_model(model), dims_of(vary), filters, kinds, completions)
+
+    def key(self) -> tuple[object, ...]:
+        """Identity for the cache (rule trees compare by `key()`, not `==`)."""
+        return (
+            self.base,
+            self.model,
+            tuple(d.fields for d in self.dims),
+            tuple(f.key() for f in self.where),
+            self.intra_node,
+            self.completions,
+        )
+
+    def enumerator(self) -> Enumerator:
+        """The compiled enumerator for this query, from the process-wide cache."""
+        key = self.key()
+        hit = _CACHE.get(key)
+        if hit is None:
+            if len(_CACHE) >= _CACHE_SIZE:
+                _CACHE.pop(next(iter(_CACHE)))
+            hit = _CACHE[key] = Enumerator(self)
+        return hit
 
 
 def _check_gpus(gpus: int) -> None:
@@ -385,7 +403,7 @@ def enumerate_layouts(
     resolved values.
     """
     _check_gpus(gpus)
-    e = prepare(base, model, vary, where, gpus_per_node, intra_node)
+    e = EnumerationQuery.of(base, model, vary, where, gpus_per_node, intra_node).enumerator()
     shape = e.shape
     for row in e.rows(gpus, up_to):
         yield Layout(row, shape)
@@ -405,4 +423,5 @@ def count(
     """How many layouts `enumerate` would yield for the same arguments, without
     producing them (per numeric tuple, the size of its completion set)."""
     _check_gpus(gpus)
-    return prepare(base, model, vary, where, gpus_per_node, intra_node).count(gpus, up_to)
+    query = EnumerationQuery.of(base, model, vary, where, gpus_per_node, intra_node)
+    return query.enumerator().count(gpus, up_to)
