@@ -4,6 +4,8 @@
 - `interp`: resolution and rules walked node by node with `solver.backends.interp` (no codegen);
 - `z3`: every field pinned in a Z3 solver, each rule read off the model.
 Each returns (resolved environment, ids of violated rules, warnings included).
+They evaluate the seed's pack, whose rules are the catalogue's as declared (other packs add
+their differences to it and are checked by tests/test_packs.py).
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ import z3
 from solver.backends.interp import evaluate
 from solver.backends.pyeval import compiled
 from solver.backends.z3enc import Z3Encoder
-from solver.catalogue import RESOLUTIONS, RULES
+from solver.packs import SEED
 from solver.lang.fields import SPECS
 
 Result = tuple[dict[str, Any], frozenset[str]]
 
 
+RULES, RESOLUTIONS = SEED.rules, SEED.resolutions
+
+
 def py(raw: dict[str, Any]) -> Result:
-    c = compiled()
+    c = compiled(SEED)
     resolved, _ = c.resolve(raw)
     return resolved, frozenset(RULES[i].id for i in c.violations(resolved, raw))
 

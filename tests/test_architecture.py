@@ -16,16 +16,17 @@ FLOORS: dict[str, int] = {
     "solver.errors": 0,
     "solver.lang": 1,
     "solver.catalogue": 2,
-    "solver.backends": 3,  # `pyeval.compiled()` compiles the catalogue
-    "solver.inputs": 4,
-    "solver.examples": 4,
-    "solver.validation": 5,
-    "solver.groups": 6,
-    "solver.repair": 7,
-    "solver.enumeration": 7,
-    "solver": 8,  # the package's public API re-exports the subsystems
-    "cp": 9,
-    "solver.cli": 10,
+    "solver.packs": 3,  # a pack is the catalogue plus one release's differences
+    "solver.backends": 4,  # `pyeval.compiled(pack)` compiles a pack
+    "solver.inputs": 5,
+    "solver.examples": 5,
+    "solver.validation": 6,
+    "solver.groups": 7,
+    "solver.repair": 8,
+    "solver.enumeration": 8,
+    "solver": 9,  # the package's public API re-exports the subsystems
+    "cp": 10,
+    "solver.cli": 11,
 }
 
 

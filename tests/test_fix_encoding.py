@@ -17,6 +17,7 @@ from solver.catalogue.literals import open_literals
 from solver.lang.config import Config
 from solver.lang.fields import SPECS
 from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
+from solver.packs import NEWEST
 from solver.repair.problem import (
     EXACT_RULE,
     GPUS_RULE,
@@ -86,12 +87,12 @@ def test_order_weights_keep_every_sign(primes: tuple[int, ...]) -> None:
 
 
 def test_live_fields_exclude_what_no_rule_reads() -> None:
-    live = live_fields()
+    live = live_fields(NEWEST)
     assert {"tp_size", "enable_dp_attention", "max_ep_size", "architecture"} <= live
     for name in ("schedule_conservativeness", "chunked_prefill_size", "mm_enable_dp_encoder"):
         assert name not in live
-    assert not set(HARDWARE) & set(changeable())
-    assert not set(MODEL_FACT_NAMES) & set(changeable())
+    assert not set(HARDWARE) & set(changeable(NEWEST))
+    assert not set(MODEL_FACT_NAMES) & set(changeable(NEWEST))
     assert (
         "eplb_algorithm" in open_literals()
         and "elasticity_aware" in open_literals()["eplb_algorithm"]
@@ -100,7 +101,7 @@ def test_live_fields_exclude_what_no_rule_reads() -> None:
 
 def random_layout(rng: random.Random, n: int) -> Config:
     values: dict[str, Any] = {}
-    for name in changeable():
+    for name in changeable(NEWEST):
         spec = SPECS[name]
         if spec.size:
             values[name] = rng.choice(divisors(n))
@@ -137,11 +138,11 @@ def test_every_rule_agrees_with_python(n: int) -> None:
         resolved, _ = checker.resolve(env)
         failed = {ERRORS_INDEX[k] for k in checker.violations(resolved, env) if k in ERRORS_INDEX}
         fixed = tuple((f, env[f]) for f in (*HARDWARE, *MODEL_FACT_NAMES))
-        prob = problem(Key(Universe.dividing(n), n, fixed))
+        prob = problem(Key(Universe.dividing(n), n, fixed, NEWEST))
         s = prob.solver
         s.push()
         try:
-            s.add(*(prob.is_value(f, env[f]) for f in changeable()))
+            s.add(*(prob.is_value(f, env[f]) for f in changeable(NEWEST)))
             assert s.check() == z3.sat
             m = s.model()
             truth = {rid: z3.is_true(m.eval(f, True)) for rid, f in prob.formulas.items()}

@@ -9,6 +9,7 @@ import pytest
 from solver import validate
 from solver.backends.render import failure_detail, format_message
 from solver.catalogue import ERRORS, RULES, WARNINGS
+from solver.packs import SEED
 from tests.backends import BACKENDS
 from tests.envs import raw_env
 from tests.rule_cases import CASES, WARNING_CASES, Case
@@ -38,10 +39,12 @@ def test_rule_breaks_and_repairs(case: Case, backend: str) -> None:
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.raw_only], ids=lambda c: c.rule)
 def test_validate_reports_the_rule(case: Case) -> None:
-    report = validate(case.config, case.model or None, explain=False)
+    report = validate(case.config, case.model or None, explain=False, sglang_version=SEED)
     assert not report.valid
     assert {v.rule for v in report.violations} == case.fails
-    repaired = validate({**case.config, **case.repair}, case.model or None, explain=False)
+    repaired = validate(
+        {**case.config, **case.repair}, case.model or None, explain=False, sglang_version=SEED
+    )
     assert {v.rule for v in repaired.violations} == case.remaining
     assert repaired.valid == (not case.remaining)
 
@@ -74,7 +77,9 @@ def test_messages_render_with_numbers(case: Case) -> None:
 
 
 def test_arithmetic_detail_matches_the_style_guide() -> None:
-    report = validate({"tp_size": 8, "dp_size": 3, "attn_cp_size": 2}, explain=False)
+    report = validate(
+        {"tp_size": 8, "dp_size": 3, "attn_cp_size": 2}, explain=False, sglang_version=SEED
+    )
     (v,) = report.violations
     assert v.rule == "CP-DPCP-DIV"
     assert v.detail == "tp_size = 8 is not divisible by dp_size·attn_cp_size = 3·2 = 6"

@@ -13,7 +13,10 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from solver.packs import Pack
 
 from solver.lang.expr import (
     And,
@@ -170,15 +173,21 @@ class Compiled:
     derived: Callable[[Env], dict[str, Any]]
 
 
+def compiled(pack: Pack | None = None) -> Compiled:
+    """A pack's catalogue compiled once per process and pack (about a millisecond each);
+    the newest pack without one."""
+    from solver.packs import NEWEST
+
+    return _compiled(NEWEST if pack is None else pack)
+
+
 @cache
-def compiled() -> Compiled:
-    """The catalogue compiled once per process (about a millisecond)."""
-    from solver.catalogue import RESOLUTIONS, RULES
+def _compiled(pack: Pack) -> Compiled:
     from solver.lang.derived import DERIVED
     from solver.lang.fields import SPECS
 
     return Compiled(
-        resolve=compile_resolution(RESOLUTIONS, tuple(SPECS)),
-        violations=compile_checks(RULES),
+        resolve=compile_resolution(pack.resolutions, tuple(SPECS)),
+        violations=compile_checks(pack.rules),
         derived=compile_values(DERIVED),
     )

@@ -9,6 +9,9 @@ from solver.lang.rule import Rule
 
 SRC = "handle_context_parallelism"
 cp, tp, dp, moe_dp, ep = F.attn_cp_size, F.tp_size, F.dp_size, F.moe_dp_size, F.ep_size
+#: The MoE-DP checks run before the all-to-all handler rewrites ep_size to tp_size, so they
+#: read the user's ep_size (docs/rules.md §6).
+user_ep = ep.as_raw
 _mimo_cp_v2 = (
     one_of(F.architecture, *MIMO_V2_ARCHITECTURES)
     & F.enable_prefill_cp
@@ -61,7 +64,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "MOEDP-EP-LE",
         moe_dp > 1,
-        ep * moe_dp <= tp,
+        user_ep * moe_dp <= tp,
         "ep_size * moe_dp_size must be less than or equal to tp_size",
         SRC,
     ),
@@ -75,8 +78,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "MOEDP-EP-EQ",
-        (moe_dp > 1) & (ep > 1),
-        ep * moe_dp == tp,
+        (moe_dp > 1) & (user_ep > 1),
+        user_ep * moe_dp == tp,
         "ep_size * moe_dp_size must be equal to tp_size",
         SRC,
     ),

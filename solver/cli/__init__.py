@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from solver.cli.diff_cmd import diff_cmd
 from solver.cli.enumerate_cmd import enumerate_cmd
 from solver.cli.fix_cmd import fix_cmd
 from solver.cli.groups_cmd import groups_cmd
@@ -32,6 +33,7 @@ app.command("enumerate")(enumerate_cmd)
 app.command("groups")(groups_cmd)
 app.command("rules")(rules_cmd)
 app.command("fields")(fields_cmd)
+app.command("diff")(diff_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:

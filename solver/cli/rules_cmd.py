@@ -8,29 +8,34 @@ from typing import Any
 from rich.table import Table
 
 from solver.backends.render import condition, fmt_value, text
-from solver.catalogue import RESOLUTIONS, RULES
 from solver.cli.layout_options import JsonOpt
 from solver.cli.output import emit_json, out
+from solver.cli.version_option import SglangVersionOpt, chosen_pack
 from solver.inputs.convert import accepted
 from solver.lang.fields import SPECS
 
 
-def rules_cmd(as_json: JsonOpt = False) -> None:
-    """List every rule: id, condition in words, SGLang's message and its source handler.
+def rules_cmd(as_json: JsonOpt = False, sglang_version: SglangVersionOpt = None) -> None:
+    """List one SGLang release's rules in the order its handlers run: id, condition in
+    words, SGLang's message, source handler, and whether it is an error, an error only at
+    launch, a warning, or meshsat's own advice.
 
     Resolution steps (what SGLang changes silently, in order) follow the rules.
     """
+    pack = chosen_pack(sglang_version)
     rules: list[dict[str, Any]] = [
         {
             "id": r.id,
             "severity": r.severity,
+            "kind": pack.kind(r.id),
+            "stage": pack.stage(r.id),
             "condition": condition(r),
             "message": r.message,
             "source": r.source,
             "fields": list(r.fields),
             "hint": r.hint,
         }
-        for r in RULES
+        for r in pack.rules
     ]
     resolutions: list[dict[str, Any]] = [
         {
@@ -42,17 +47,17 @@ def rules_cmd(as_json: JsonOpt = False) -> None:
                 for s in res.steps
             ],
         }
-        for res in RESOLUTIONS
+        for res in pack.resolutions
     ]
     if as_json:
-        emit_json({"rules": rules, "resolutions": resolutions})
+        emit_json({"sglang_version": pack.version, "rules": rules, "resolutions": resolutions})
         return
-    table = Table(title=f"{len(rules)} rules", title_justify="left", show_lines=True)
-    for col in ("id", "condition", "SGLang says", "source"):
+    title = f"{len(rules)} rules of SGLang {pack.version}, in handler order"
+    table = Table(title=title, title_justify="left", show_lines=True)
+    for col in ("id", "kind", "condition", "SGLang says", "source"):
         table.add_column(col, no_wrap=col == "id")
     for r in rules:
-        rid = r["id"] if r["severity"] == "error" else f"{r['id']} (warning)"
-        table.add_row(rid, r["condition"], r["message"], r["source"])
+        table.add_row(r["id"], r["kind"], r["condition"], r["message"], r["source"])
     out.print(table)
     res_table = Table(title="silent resolution, in order", title_justify="left", show_lines=True)
     for col in ("id", "when", "sets", "source"):
@@ -64,15 +69,18 @@ def rules_cmd(as_json: JsonOpt = False) -> None:
     out.print(res_table)
 
 
-def fields_cmd(as_json: JsonOpt = False) -> None:
-    """List every field: type and accepted values, default, SGLang flags, meaning."""
+def fields_cmd(as_json: JsonOpt = False, sglang_version: SglangVersionOpt = None) -> None:
+    """List every field: type and accepted values, default, SGLang flags, meaning; fields
+    the chosen SGLang release has no flag for say so."""
+    absent = set(chosen_pack(sglang_version).absent_fields)
     rows: list[dict[str, Any]] = [
         {
             "field": s.name,
             "type": s.describe_type(),
             "accepts": accepted(s),
             "default": s.default,
-            "flags": list(s.flags),
+            "flags": [] if s.name in absent else list(s.flags),
+            "in_release": s.name not in absent,
             "group": s.group,
             "tool_only": s.tool_only,
             "model_fact": s.model_fact,
@@ -87,6 +95,12 @@ def fields_cmd(as_json: JsonOpt = False) -> None:
     for col in ("field", "accepts", "default", "SGLang flags", "meaning"):
         table.add_column(col, no_wrap=col in ("field", "default"))
     for r in rows:
-        flags = " ".join(r["flags"]) or ("(model fact)" if r["model_fact"] else "(tool only)")
+        flags = " ".join(r["flags"]) or (
+            "(model fact)"
+            if r["model_fact"]
+            else "(not in this release)"
+            if not r["in_release"]
+            else "(tool only)"
+        )
         table.add_row(r["field"], r["accepts"], fmt_value(r["default"]), flags, r["help"])
     out.print(table)

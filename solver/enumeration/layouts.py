@@ -41,6 +41,7 @@ from solver.lang.derived import DERIVED
 from solver.lang.expr import Const, Expr, fields_of
 from solver.lang.fields import SPECS
 from solver.lang.model_spec import ModelSpec
+from solver.packs import NEWEST, Pack, get_pack
 
 #: Derived widths every output format shows, after the varied and resolved fields.
 KEY_DERIVED: tuple[str, ...] = ("attn_dp", "attn_tp", "moe_tp", "gpus_used")
@@ -205,7 +206,7 @@ class Enumerator:
         self.query = query
         self.base, self.model, self.dims = query.base, query.model, query.dims
         self.problem: EnumerationProblem = build_problem(
-            query.base, query.model, query.dims, query.where, query.intra_node
+            query.base, query.model, query.dims, query.where, query.intra_node, query.pack
         )
         self.columns = self.problem.columns
         self.vary = varied_fields(query.dims)
@@ -322,6 +323,7 @@ class EnumerationQuery:
     where: tuple[Expr, ...] = ()
     intra_node: tuple[str, ...] = ()
     completions: str = "z3"
+    pack: Pack = NEWEST
 
     @classmethod
     def of(
@@ -333,6 +335,7 @@ class EnumerationQuery:
         gpus_per_node: int | None = None,
         intra_node: Iterable[str] = (),
         completions: str = "z3",
+        sglang_version: str | Pack | None = None,
     ) -> EnumerationQuery:
         cfg = as_config(base if base is not None else {})
         if gpus_per_node is not None:
@@ -344,7 +347,8 @@ class EnumerationQuery:
         kinds = tuple(dict.fromkeys(intra_node))
         for kind in kinds:
             within_nodes(kind)  # raises InputError for an unknown kind
-        return cls(cfg, as_model(model), dims_of(vary), filters, kinds, completions)
+        pack = get_pack(sglang_version)
+        return cls(cfg, as_model(model), dims_of(vary), filters, kinds, completions, pack)
 
     def key(self) -> tuple[object, ...]:
         """Identity for the cache (rule trees compare by `key()`, not `==`)."""
@@ -355,6 +359,7 @@ class EnumerationQuery:
             tuple(f.key() for f in self.where),
             self.intra_node,
             self.completions,
+            self.pack.version,
         )
 
     def enumerator(self) -> Enumerator:
@@ -383,6 +388,7 @@ def enumerate_layouts(
     intra_node: Iterable[str] = (),
     *,
     up_to: bool = False,
+    sglang_version: str | Pack | None = None,
 ) -> Iterator[Layout]:
     """Every legal layout on exactly `gpus` GPUs (1..gpus with `up_to`), streamed.
 
@@ -403,7 +409,9 @@ def enumerate_layouts(
     resolved values.
     """
     _check_gpus(gpus)
-    e = EnumerationQuery.of(base, model, vary, where, gpus_per_node, intra_node).enumerator()
+    e = EnumerationQuery.of(
+        base, model, vary, where, gpus_per_node, intra_node, sglang_version=sglang_version
+    ).enumerator()
     shape = e.shape
     for row in e.rows(gpus, up_to):
         yield Layout(row, shape)
@@ -419,9 +427,12 @@ def count(
     intra_node: Iterable[str] = (),
     *,
     up_to: bool = False,
+    sglang_version: str | Pack | None = None,
 ) -> int:
     """How many layouts `enumerate` would yield for the same arguments, without
     producing them (per numeric tuple, the size of its completion set)."""
     _check_gpus(gpus)
-    query = EnumerationQuery.of(base, model, vary, where, gpus_per_node, intra_node)
+    query = EnumerationQuery.of(
+        base, model, vary, where, gpus_per_node, intra_node, sglang_version=sglang_version
+    )
     return query.enumerator().count(gpus, up_to)

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from solver.backends.partial import conjuncts, is_const, specialise
-from solver.catalogue import ERRORS, RESOLUTIONS
 from solver.enumeration.node_locality import within_nodes
 from solver.enumeration.space import Dim, varied_fields
 from solver.lang.config import Config
@@ -30,6 +29,7 @@ from solver.lang.derived import DERIVED, gpus_used
 from solver.lang.expr import Cmp, Const, Expr, Field, Implies, Ite
 from solver.lang.fields import SPECS
 from solver.lang.model_spec import ModelSpec
+from solver.packs import Pack, get_pack
 from solver.validation.validate import environment
 
 #: The GPU count, a parameter of the generated code rather than a constant in it.
@@ -75,7 +75,9 @@ def build_problem(
     dims: tuple[Dim, ...],
     where: tuple[Expr, ...] = (),
     intra_node: tuple[str, ...] = (),
+    pack: Pack | None = None,
 ) -> EnumerationProblem:
+    pack = get_pack(pack)
     varied = set(varied_fields(dims))
     raw_values = environment(base, model)
     env: dict[str, Expr] = {n: _const(n, v) for n, v in raw_values.items() if n not in varied}
@@ -83,7 +85,7 @@ def build_problem(
     raw = {**env, **{n: SPECS[n].ref for n in varied}}
     constraints: list[Expr] = []
     loud: set[str] = set()
-    for res in RESOLUTIONS:
+    for res in pack.resolutions:
         for step in res.steps:
             cond = specialise(step.when, env, raw)
             if is_const(cond, False):
@@ -97,7 +99,7 @@ def build_problem(
                     env[name] = specialise(Ite(cond, new, env[name]))
                     if not step.quiet:
                         loud.add(name)
-    checks: list[Expr] = [r.constraint for r in ERRORS]
+    checks: list[Expr] = [r.constraint for r in pack.errors]
     checks.append(Cmp("==", gpus_used, GPUS))
     checks.extend(where)
     checks.extend(within_nodes(kind) for kind in intra_node)

@@ -102,6 +102,15 @@ class Config(BaseModel):
         flags=("--enable-dp-attention",),
         group="attention",
     )
+    attn_dp_size: int = _f(
+        1,
+        "DP-attention width (SGLang >= 0.5.23, where --dp-size then counts replicas). Read "
+        "as enable_dp_attention with dp_size = attn_dp_size; releases without the flag "
+        "reject it.",
+        flags=("--attn-dp-size",),
+        size=True,
+        group="attention",
+    )
     enable_dp_lm_head: bool = _f(
         False,
         "Vocabulary parallel across the attention-TP group.",

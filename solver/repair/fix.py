@@ -33,7 +33,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from solver.backends.render import condition, fmt_value
-from solver.catalogue import BY_ID
 from solver.errors import InputError
 from solver.inputs import as_config, as_model
 from solver.inputs.convert import unknown_field
@@ -41,6 +40,7 @@ from solver.inputs.sglang_cmdline import ENV_FACTS
 from solver.lang.config import Config
 from solver.lang.fields import CONFIG_SPECS, SPECS
 from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
+from solver.packs import Pack, get_pack
 from solver.repair.objective import Objective, change_weight, objective_of, same_value
 from solver.repair.results import (
     Change,
@@ -92,6 +92,8 @@ def fix(
     objective: str = "changes",
     top: int = 1,
     timeout_s: float = 10,
+    *,
+    sglang_version: str | Pack | None = None,
 ) -> FixReport:
     """The `top` nearest valid layouts to `config`, best first, as a `FixReport`.
 
@@ -105,13 +107,14 @@ def fix(
     Every Z3 call is bounded by what is left of `timeout_s`: `optimal` says whether a fix
     is proven best, `timed_out` whether the time ran out (if it runs out while ties are
     broken, the objectives stay proven but which of the equals is returned may vary). Bad
-    arguments raise `InputError`.
+    arguments raise `InputError`. `sglang_version` picks the release's rules (`validate`).
     Calls are serialised per cached problem, so threads may share `fix`.
     """
     pinned = _check_args(pins, gpus, objective, top, timeout_s)
     deadline_s = time.monotonic() + timeout_s
     cfg, spec = as_config(config), as_model(model)
-    report = validate(cfg, spec, explain=False)
+    pack = get_pack(sglang_version)
+    report = validate(cfg, spec, explain=False, sglang_version=pack)
     before = int(report.derived["gpus_used"])
     violations = tuple(v.rule for v in report.violations)
     user = cfg.user_set()
@@ -135,24 +138,24 @@ def fix(
 
     for name in pinned:
         value = getattr(cfg, name)
-        if name in fp.changeable() and SPECS[name].size and not universe.divides_bound(value):
-            rule = _rule_ref(fp.DIVIDE_RULE, gpus, universe.bound)
+        if name in fp.changeable(pack) and SPECS[name].size and not universe.divides_bound(value):
+            rule = _rule_ref(pack, fp.DIVIDE_RULE, gpus, universe.bound)
             return _replace(base, conflict=Conflict(((name, value),), (rule,)))
     env = environment(cfg, spec)
     fixed = tuple((n, env[n]) for n in (*fp.HARDWARE, *MODEL_FACT_NAMES))
-    prob = fp.problem(fp.Key(universe, gpus, fixed))
-    weights = {n: change_weight(n, user) for n in fp.changeable()}
+    prob = fp.problem(fp.Key(universe, gpus, fixed, pack))
+    weights = {n: change_weight(n, user) for n in fp.changeable(pack)}
     search = Search(prob, env, weights, Deadline(deadline_s - time.monotonic()))
     with prob.lock:
-        outcome = search.run(objective, [n for n in pinned if n in fp.changeable()], top)
+        outcome = search.run(objective, [n for n in pinned if n in fp.changeable(pack)], top)
     if outcome.conflict is not None:
         pin_names, rule_ids = outcome.conflict
         conflict = Conflict(
             tuple((n, getattr(cfg, n)) for n in pin_names),
-            tuple(_rule_ref(r, gpus, universe.bound) for r in rule_ids),
+            tuple(_rule_ref(pack, r, gpus, universe.bound) for r in rule_ids),
         )
         return _replace(base, conflict=conflict)
-    fixes = tuple(_result(cfg, spec, f.values, f.optimal, gpus) for f in outcome.found)
+    fixes = tuple(_result(pack, cfg, spec, f.values, f.optimal, gpus) for f in outcome.found)
     return _replace(base, fixes=fixes, timed_out=outcome.timed_out)
 
 
@@ -178,6 +181,7 @@ def _check_args(
 
 
 def _result(
+    pack: Pack,
     cfg: Config,
     spec: ModelSpec | None,
     values: Mapping[str, Any],
@@ -188,7 +192,7 @@ def _result(
     keep = set(cfg.user_set()) | set(changed)
     data = {n: (values[n] if n in values else getattr(cfg, n)) for n in CONFIG_SPECS if n in keep}
     new = Config.model_validate(data)
-    report = validate(new, spec, explain=False)
+    report = validate(new, spec, explain=False, sglang_version=pack)
     used = int(report.derived["gpus_used"])
     if not report.valid or (gpus is not None and used != gpus):
         broken = ", ".join(v.rule for v in report.violations) or f"uses {used} GPUs"
@@ -201,10 +205,10 @@ def _result(
     )
 
 
-def _rule_ref(rule_id: str, gpus: int | None, bound: int) -> RuleRef:
+def _rule_ref(pack: Pack, rule_id: str, gpus: int | None, bound: int) -> RuleRef:
     """A catalogue rule, or one of fix's own constraints, for a conflict."""
-    if rule_id in BY_ID:
-        rule = BY_ID[rule_id]
+    if rule_id in pack.by_id:
+        rule = pack.by_id[rule_id]
         # The wording's {field} placeholders have no single value in a conflict.
         return RuleRef(rule_id, condition(rule), re.sub(r"\{\w+\}", "…", rule.message))
     if rule_id == "FIX-GPUS":

@@ -21,11 +21,11 @@ from typing import Any
 import z3
 
 from solver.backends.z3exp import ExpEncoder, Universe
-from solver.catalogue import ERRORS, RESOLUTIONS
 from solver.lang.derived import gpus_used
 from solver.lang.expr import fields_of
 from solver.lang.fields import CONFIG_SPECS
 from solver.lang.rule import Assign, Resolution
+from solver.packs import Pack
 
 #: Fix's own constraints, tracked like rules so that a conflict always names a rule.
 GPUS_RULE = "FIX-GPUS"
@@ -38,15 +38,15 @@ _MEMO_LIMIT = 50_000
 
 
 @cache
-def live_fields() -> frozenset[str]:
+def live_fields(pack: Pack) -> frozenset[str]:
     """Fields an error rule reads, directly or through a resolution step that sets one."""
     live: set[str] = set()
-    for r in ERRORS:
+    for r in pack.errors:
         live.update(r.fields)
     grown = True
     while grown:
         grown = False
-        for res in RESOLUTIONS:
+        for res in pack.resolutions:
             for step in res.steps:
                 if not any(name in live for name, _ in step.sets):
                     continue
@@ -60,9 +60,9 @@ def live_fields() -> frozenset[str]:
 
 
 @cache
-def live_resolutions() -> tuple[Resolution, ...]:
+def live_resolutions(pack: Pack) -> tuple[Resolution, ...]:
     """The resolution steps with their assignments to dead fields dropped."""
-    live = live_fields()
+    live = live_fields(pack)
     return tuple(
         Resolution(
             res.id,
@@ -73,14 +73,14 @@ def live_resolutions() -> tuple[Resolution, ...]:
                 for s in res.steps
             ),
         )
-        for res in RESOLUTIONS
+        for res in pack.resolutions
     )
 
 
 @cache
-def changeable() -> tuple[str, ...]:
+def changeable(pack: Pack) -> tuple[str, ...]:
     """Config fields fix may change, in declaration order."""
-    live = live_fields()
+    live = live_fields(pack)
     return tuple(n for n in CONFIG_SPECS if n in live and n not in HARDWARE)
 
 
@@ -91,6 +91,7 @@ class Key:
     universe: Universe
     gpus: int | None
     fixed: tuple[tuple[str, Any], ...]
+    pack: Pack
 
 
 class Problem:
@@ -100,14 +101,14 @@ class Problem:
         self.key = key
         #: Calls share the solver (push/pop): one at a time.
         self.lock = threading.Lock()
-        self.enc = ExpEncoder(key.universe, live_resolutions(), dict(key.fixed))
+        self.enc = ExpEncoder(key.universe, live_resolutions(key.pack), dict(key.fixed))
         self.solver = z3.SimpleSolver()  # the SMT core: it honours set_initial_value
         self.solver.add(*self.enc.domain)
         #: Tracking literal and formula of each constraint, by rule id.
         self.tracked: dict[str, Any] = {}
         self.formulas: dict[str, Any] = {}
         self._memo: dict[tuple[Any, ...], Any] = {}
-        for rule in ERRORS:
+        for rule in key.pack.errors:
             self._track(rule.id, self.enc.rule_term(rule))
         self._track(DIVIDE_RULE, z3.And(self.enc.bounds))
         if key.gpus is not None:

@@ -111,7 +111,7 @@ class Search:
     ) -> None:
         self.p, self.enc, self.s = prob, prob.enc, prob.solver
         self.old, self.weights, self.deadline = old, weights, deadline
-        self.fields = changeable()
+        self.fields = changeable(prob.key.pack)
         self.keep = {n: prob.is_value(n, old[n]) for n in self.fields}
         self.model: Any = None
 

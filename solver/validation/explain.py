@@ -30,11 +30,11 @@ import z3
 
 from solver.backends.pyeval import compiled
 from solver.backends.z3enc import Z3Encoder
-from solver.catalogue import RESOLUTIONS, RULES
 from solver.catalogue.literals import open_literals
 from solver.lang.config import Config
 from solver.lang.fields import SPECS, FieldSpec
 from solver.lang.model_spec import ModelSpec
+from solver.packs import Pack
 
 #: Budget for one full Z3 check. A check that runs out counts as "not proven unsat", so
 #: the core stays an unsat set (possibly not minimal); it never hangs.
@@ -46,15 +46,15 @@ WITNESS_BUDGET = 300
 #: How many fields the witness search changes at most.
 REPAIR_DEPTH = 3
 
-_ERROR_INDEX = frozenset(i for i, r in enumerate(RULES) if r.severity == "error")
-
 
 class Explainer:
-    """Built once per process: Z3 terms of every error rule and their field footprints."""
+    """Built once per process and pack: Z3 terms of every error rule and their footprints."""
 
-    def __init__(self) -> None:
-        self.enc = Z3Encoder(RESOLUTIONS)
-        self.terms = {i: self.enc.rule_term(RULES[i]) for i in sorted(_ERROR_INDEX)}
+    def __init__(self, pack: Pack) -> None:
+        self.pack = pack
+        self.errors = frozenset(i for i, r in enumerate(pack.rules) if r.severity == "error")
+        self.enc = Z3Encoder(pack.resolutions)
+        self.terms = {i: self.enc.rule_term(pack.rules[i]) for i in sorted(self.errors)}
         var_field = {}
         for name, sym in self.enc.raw.items():
             var_field[str(sym.val)] = name
@@ -110,14 +110,14 @@ class Explainer:
         d - 1. Finding one proves satisfiability; failing within the budget proves
         nothing and the question goes to Z3.
         """
-        c = compiled()
+        c = compiled(self.pack)
         budget = [WITNESS_BUDGET]
         pools: dict[str, list[Any]] = {}
 
         def failing(env: dict[str, Any]) -> list[int] | None:
             budget[0] -= 1
             resolved, _ = c.resolve(env)
-            return [i for i in c.violations(resolved, env) if i in _ERROR_INDEX]
+            return [i for i in c.violations(resolved, env) if i in self.errors]
 
         def search(env: dict[str, Any], failed: list[int], depth: int) -> bool:
             for name in sorted(self.reads[failed[0]] & changeable):
@@ -180,9 +180,9 @@ class Explainer:
         few satisfiability checks that the witness search answers in microseconds;
         deletion-based minimisation would need one unsat proof per field *not* in the core.
         """
-        c = compiled()
+        c = compiled(self.pack)
         resolved, _ = c.resolve(raw)
-        violated = [i for i in c.violations(resolved, raw) if i in _ERROR_INDEX]
+        violated = [i for i in c.violations(resolved, raw) if i in self.errors]
         if not violated:
             return ()
         # Sizes first: when a layout holds several independent conflicts, the numeric one
@@ -238,12 +238,12 @@ def _int_candidates(spec: FieldSpec, raw: Mapping[str, Any]) -> Iterator[int | N
 
 
 @cache
-def explainer() -> Explainer:
-    return Explainer()
+def explainer(pack: Pack) -> Explainer:
+    return Explainer(pack)
 
 
 def conflict_core(
-    config: Config, model: ModelSpec | None, raw: Mapping[str, Any]
+    config: Config, model: ModelSpec | None, raw: Mapping[str, Any], pack: Pack
 ) -> tuple[str, ...]:
     """The minimal set of user-set fields that cannot all hold together."""
-    return explainer().core(raw, config.user_set())
+    return explainer(pack).core(raw, config.user_set())

@@ -24,6 +24,9 @@ class Violation:
     hint: str
     source: str
     severity: str = "error"
+    #: "resolution" when SGLang's argument resolution raises it, "launch" when only the
+    #: launch does (the pack says which, per release).
+    stage: str = "resolution"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -33,6 +36,7 @@ class Violation:
             "detail": self.detail,
             "hint": self.hint,
             "source": self.source,
+            "stage": self.stage,
         }
 
 
@@ -81,6 +85,8 @@ class Report:
     #: Minimal set of user-set fields that cannot all hold together; None when valid or
     #: when no explanation was asked for.
     conflict: tuple[str, ...] | None = None
+    #: The SGLang release whose rules decided (its pack's version).
+    sglang_version: str = ""
 
     @property
     def resolved(self) -> dict[str, Any]:
@@ -90,6 +96,9 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return {
             "valid": self.valid,
+            "sglang_version": self.sglang_version,
+            # Violations are in SGLang's handler order: the first is the error it stops at.
+            "first": self.violations[0].rule if self.violations else None,
             "violations": [v.to_dict() for v in self.violations],
             "conflict": list(self.conflict) if self.conflict is not None else None,
             "warnings": [w.to_dict() for w in self.warnings],

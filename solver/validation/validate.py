@@ -12,10 +12,10 @@ from typing import Any
 
 from solver.backends.pyeval import compiled
 from solver.backends.render import failure_detail, format_message
-from solver.catalogue import RESOLUTIONS, RULES
 from solver.inputs import as_config, as_model
 from solver.lang.config import Config
 from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
+from solver.packs import Pack, get_pack
 from solver.validation.report import InvalidLayoutError, Note, Report, Violation
 
 _NO_MODEL: dict[str, Any] = dict.fromkeys(MODEL_FACT_NAMES)
@@ -28,8 +28,10 @@ def environment(config: Config, model: ModelSpec | None) -> dict[str, Any]:
     return {**config.__dict__, **facts}
 
 
-def _violation(index: int, resolved: Mapping[str, Any], raw: Mapping[str, Any]) -> Violation:
-    rule = RULES[index]
+def _violation(
+    pack: Pack, index: int, resolved: Mapping[str, Any], raw: Mapping[str, Any]
+) -> Violation:
+    rule = pack.rules[index]
     return Violation(
         rule=rule.id,
         message=format_message(rule, resolved),
@@ -38,6 +40,7 @@ def _violation(index: int, resolved: Mapping[str, Any], raw: Mapping[str, Any]) 
         hint=rule.hint,
         source=rule.source,
         severity=rule.severity,
+        stage=pack.stage(rule.id),
     )
 
 
@@ -46,35 +49,39 @@ def validate(
     model: ModelSpec | Mapping[str, Any] | None = None,
     *,
     explain: bool | None = None,
+    sglang_version: str | Pack | None = None,
 ) -> Report:
-    """Check a layout against every rule.
+    """Check a layout against every rule of one SGLang release.
 
     `explain=None` computes the conflicting fields only when the layout is invalid;
-    `False` never does (no Z3 import), `True` always tries.
+    `False` never does (no Z3 import), `True` always tries. `sglang_version` picks the
+    release's pack ("0.5.23", "installed"); the newest pack without one.
     """
     cfg = as_config(config)
     spec = as_model(model)
-    c = compiled()
+    pack = get_pack(sglang_version)
+    c = compiled(pack)
     raw = environment(cfg, spec)
     resolved, changes = c.resolve(raw)
     failed = c.violations(resolved, raw)
     errors: list[Violation] = []
     warnings: list[Violation] = []
     for i in failed:
-        (warnings if RULES[i].severity == "warning" else errors).append(
-            _violation(i, resolved, raw)
+        (warnings if pack.rules[i].severity == "warning" else errors).append(
+            _violation(pack, i, resolved, raw)
         )
+    steps = pack.resolutions
     notes = tuple(
-        Note(RESOLUTIONS[ri].id, name, old, new, RESOLUTIONS[ri].because, RESOLUTIONS[ri].source)
+        Note(steps[ri].id, name, old, new, steps[ri].because, steps[ri].source)
         for ri, si, name, old, new in changes
-        if not RESOLUTIONS[ri].steps[si].quiet
+        if not steps[ri].steps[si].quiet
     )
     valid = not errors
     conflict = None
     if explain or (explain is None and not valid):
         from solver.validation.explain import conflict_core
 
-        conflict = conflict_core(cfg, spec, raw) if not valid else ()
+        conflict = conflict_core(cfg, spec, raw, pack) if not valid else ()
     return Report(
         valid=valid,
         config=cfg,
@@ -85,6 +92,7 @@ def validate(
         derived=c.derived(resolved),
         resolved_env=resolved,
         conflict=conflict,
+        sglang_version=pack.version,
     )
 
 
@@ -93,13 +101,14 @@ def check(
     model: ModelSpec | Mapping[str, Any] | None = None,
     *,
     explain: bool | None = False,
+    sglang_version: str | Pack | None = None,
 ) -> Report:
     """Validate, raising one `InvalidLayoutError` that carries every violated rule.
 
     For servers at start-up the default imports no solver, even on failure; `explain` is
     `validate`'s, for callers that show the conflict to a person.
     """
-    report = validate(config, model, explain=explain)
+    report = validate(config, model, explain=explain, sglang_version=sglang_version)
     if not report.valid:
         raise InvalidLayoutError(report)
     return report

@@ -1,0 +1,103 @@
+"""`meshsat diff A B`: what changed between two SGLang releases, and for a layout."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from solver.cli.layout_options import (
+    ConfigOpt,
+    ExampleOpt,
+    JsonOpt,
+    ModelOpt,
+    SetOpt,
+    SglangOpt,
+    read_layout,
+)
+from solver.cli.output import emit_json, out
+from solver.packs import get_pack
+from solver.packs.compare import compare
+from solver.validation.validate import validate
+
+VersionArg = Annotated[str, typer.Argument(metavar="VERSION", show_default=False)]
+
+
+def diff_cmd(
+    old: VersionArg,
+    new: VersionArg,
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+    sglang: SglangOpt = None,
+    model: ModelOpt = None,
+    example: ExampleOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What changed from SGLang release OLD to NEW: rules added, removed and changed,
+    silent resolution steps, and fields (flags) that appeared or went away.
+
+    Given a layout, also how its verdict, violations and resolved values differ between
+    the two releases: the question to ask before an upgrade.
+
+    Examples:
+
+      meshsat diff 0.5.19 0.5.23
+
+      meshsat diff 0.5.19 0.5.23 --set tp_size=8 --set dp_size=2 --set attn_cp_size=2
+    """
+    a, b = get_pack(old), get_pack(new)
+    changes = compare(a, b)
+    data: dict[str, Any] = changes.to_dict()
+    given = any(x is not None for x in (config, sets, sglang, model, example))
+    if given:
+        layout = read_layout(config, sets, sglang, model, example)
+        before = validate(layout.config, layout.model, explain=False, sglang_version=a)
+        after = validate(layout.config, layout.model, explain=False, sglang_version=b)
+        data["layout"] = {
+            "valid": {a.version: before.valid, b.version: after.valid},
+            "violations": {
+                a.version: [v.rule for v in before.violations],
+                b.version: [v.rule for v in after.violations],
+            },
+            "resolved_changes": {
+                k: {a.version: before.resolved[k], b.version: after.resolved[k]}
+                for k in before.resolved
+                if before.resolved[k] != after.resolved[k]
+            },
+        }
+    if as_json:
+        emit_json(data)
+        return
+    out.print(f"SGLang {a.version} → {b.version}", markup=False, highlight=False)
+    rules = data["rules"]
+    for label, key in (("added", "added"), ("removed", "removed")):
+        for r in rules[key]:
+            line = f"  rule {label}: {r['id']} ({r['kind']}): {r['message']}"
+            out.print(line, markup=False, highlight=False)
+    for r in rules["changed"]:
+        was, now = r["from"], r["to"]
+        if (was["condition"], was["message"]) == (now["condition"], now["message"]):
+            line = f"  rule changed: {r['id']}: now {now['kind']} (was {was['kind']})"
+            out.print(line, markup=False, highlight=False)
+            continue
+        line = f"  rule changed: {r['id']}: {was['condition']} [{was['kind']}]"
+        out.print(line, markup=False, highlight=False)
+        out.print(f"      now: {now['condition']} [{now['kind']}]", markup=False, highlight=False)
+    for key, items in data["resolution_steps"].items():
+        for step in items:
+            out.print(f"  resolution step {key}: {step}", markup=False, highlight=False)
+    for key, fields in data["fields"].items():
+        for name in fields:
+            out.print(f"  field {key}: {name}", markup=False, highlight=False)
+    if given:
+        lay = data["layout"]
+        for version in (a.version, b.version):
+            verdict = "valid" if lay["valid"][version] else "invalid"
+            broken = ", ".join(lay["violations"][version]) or "no violation"
+            out.print(f"  layout on {version}: {verdict} ({broken})", markup=False, highlight=False)
+        for name, values in lay["resolved_changes"].items():
+            out.print(
+                f"  resolved {name}: {values[a.version]} → {values[b.version]}",
+                markup=False,
+                highlight=False,
+            )

@@ -1,0 +1,19 @@
+"""Rule packs: one SGLang release's rules each (see `pack.py` for why and `releases.py`
+for what each release changed)."""
+
+from __future__ import annotations
+
+from solver.packs.pack import Pack, PackDiff
+from solver.packs.registry import NEWEST, get_pack, installed_pack, known_versions
+from solver.packs.releases import PACKS, SEED
+
+__all__ = [
+    "NEWEST",
+    "PACKS",
+    "SEED",
+    "Pack",
+    "PackDiff",
+    "get_pack",
+    "installed_pack",
+    "known_versions",
+]

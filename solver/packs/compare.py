@@ -1,0 +1,94 @@
+"""What changed between two releases: the migration question users ask on every upgrade."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from solver.backends.render import condition, text
+from solver.lang.rule import Resolution, Rule
+from solver.packs.pack import ABSENT_PREFIX, Pack
+
+
+@dataclass(frozen=True)
+class PackChanges:
+    """Rules, steps and fields that differ from `old` to `new` (ids only; `to_dict` has text)."""
+
+    old: Pack
+    new: Pack
+    rules_added: tuple[str, ...]
+    rules_removed: tuple[str, ...]
+    rules_changed: tuple[str, ...]
+    steps_added: tuple[str, ...]
+    steps_removed: tuple[str, ...]
+    steps_changed: tuple[str, ...]
+    fields_added: tuple[str, ...]
+    fields_removed: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        old, new = self.old.by_id, self.new.by_id
+        return {
+            "from": self.old.version,
+            "to": self.new.version,
+            "rules": {
+                "added": [_rule(new[i], self.new) for i in self.rules_added],
+                "removed": [_rule(old[i], self.old) for i in self.rules_removed],
+                "changed": [
+                    {"id": i, "from": _rule(old[i], self.old), "to": _rule(new[i], self.new)}
+                    for i in self.rules_changed
+                ],
+            },
+            "resolution_steps": {
+                "added": list(self.steps_added),
+                "removed": list(self.steps_removed),
+                "changed": list(self.steps_changed),
+            },
+            "fields": {"added": list(self.fields_added), "removed": list(self.fields_removed)},
+        }
+
+
+def _rule(rule: Rule, pack: Pack) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "kind": pack.kind(rule.id),
+        "condition": condition(rule),
+        "message": rule.message,
+        "source": rule.source,
+    }
+
+
+def _rule_key(rule: Rule, pack: Pack) -> tuple[object, ...]:
+    return (rule.when.key(), rule.holds.key(), rule.message, rule.severity, pack.kind(rule.id))
+
+
+def _step_key(res: Resolution) -> tuple[object, ...]:
+    return tuple((text(s.when), tuple((n, text(v)) for n, v in s.sets), s.quiet) for s in res.steps)
+
+
+def compare(old: Pack, new: Pack) -> PackChanges:
+    """The differences between two packs, in `new`'s order (removed ones in `old`'s)."""
+    # A release's missing flags are fields, not rules: they are listed under fields.
+    old_rules = {i: r for i, r in old.by_id.items() if not i.startswith(ABSENT_PREFIX)}
+    new_rules = {i: r for i, r in new.by_id.items() if not i.startswith(ABSENT_PREFIX)}
+    old_steps = {r.id: r for r in old.resolutions}
+    new_steps = {r.id: r for r in new.resolutions}
+    return PackChanges(
+        old,
+        new,
+        rules_added=tuple(i for i in new_rules if i not in old_rules),
+        rules_removed=tuple(i for i in old_rules if i not in new_rules),
+        rules_changed=tuple(
+            i
+            for i, r in new_rules.items()
+            if i in old_rules and _rule_key(r, new) != _rule_key(old_rules[i], old)
+        ),
+        steps_added=tuple(i for i in new_steps if i not in old_steps),
+        steps_removed=tuple(i for i in old_steps if i not in new_steps),
+        steps_changed=tuple(
+            i
+            for i, s in new_steps.items()
+            if i in old_steps and _step_key(s) != _step_key(old_steps[i])
+        ),
+        fields_added=tuple(f for f in old.absent_fields if f not in new.absent_fields),
+        fields_removed=tuple(f for f in new.absent_fields if f not in old.absent_fields),
+    )

@@ -1,0 +1,181 @@
+"""A rule pack: one SGLang release's rules and silent steps, as the base catalogue plus a diff.
+
+SGLang's parallel rules change every few weeks, and users run whatever release they installed.
+A pack is what every feature (validate, explain, fix, enumerate, groups, `rules`) runs on, so
+the answer is the installed release's, not the seed snapshot's. A release is written as a
+`PackDiff` against the pack it descends from (rules added, removed or replaced by id; steps
+likewise; the order of SGLang's handlers), never as a copy: the catalogue stays declared once.
+See docs/architecture.md ("version packs").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Literal, TypeVar
+
+from solver.lang.expr import TRUE
+from solver.lang.fields import SPECS
+from solver.lang.rule import Resolution, Rule
+
+Stage = Literal["resolution", "launch"]
+_T = TypeVar("_T", Rule, Resolution)
+
+
+@dataclass(frozen=True, eq=False)
+class Pack:
+    """The rules of one SGLang release. Identity is the version: packs are singletons."""
+
+    version: str
+    released: str
+    summary: str
+    rules: tuple[Rule, ...]
+    resolutions: tuple[Resolution, ...]
+    #: Rules this release checks only when the server launches (topology, model facts), not
+    #: in `ServerArgs` resolution: still errors, since the launch fails.
+    launch_only: frozenset[str] = frozenset()
+    #: meshsat's own advice: warnings that no SGLang release raises.
+    advice: frozenset[str] = frozenset()
+    #: Config fields this release has no flag for; setting one is a violation.
+    absent_fields: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        ids = [r.id for r in self.rules]
+        if len(set(ids)) != len(ids):  # pragma: no cover - guards the declarations
+            raise RuntimeError(f"duplicate rule id in pack {self.version}")
+        unknown = (self.launch_only | self.advice) - set(ids)
+        if unknown:  # pragma: no cover - guards the declarations
+            raise RuntimeError(f"pack {self.version} names unknown rules {sorted(unknown)}")
+
+    @cached_property
+    def errors(self) -> tuple[Rule, ...]:
+        return tuple(r for r in self.rules if r.severity == "error")
+
+    @cached_property
+    def warnings(self) -> tuple[Rule, ...]:
+        return tuple(r for r in self.rules if r.severity == "warning")
+
+    @cached_property
+    def by_id(self) -> dict[str, Rule]:
+        return {r.id: r for r in self.rules}
+
+    def stage(self, rule_id: str) -> Stage:
+        return "launch" if rule_id in self.launch_only else "resolution"
+
+    def kind(self, rule_id: str) -> str:
+        """How `meshsat rules` labels a rule in this release."""
+        if rule_id in self.advice:
+            return "advice (meshsat's, never an error)"
+        rule = self.by_id[rule_id]
+        if rule.severity == "warning":
+            return "warning"
+        return "error at launch" if rule_id in self.launch_only else "error"
+
+
+@dataclass(frozen=True)
+class PackDiff:
+    """How one release differs from the pack it descends from."""
+
+    version: str
+    released: str
+    summary: str
+    add_rules: tuple[Rule, ...] = ()
+    replace_rules: tuple[Rule, ...] = ()
+    remove_rules: tuple[str, ...] = ()
+    add_resolutions: tuple[Resolution, ...] = ()  # run before the base's steps
+    replace_resolutions: tuple[Resolution, ...] = ()
+    remove_resolutions: tuple[str, ...] = ()
+    #: SGLang's handler order for this release, by rule `source`; unnamed sources keep
+    #: their place after the named ones.
+    handler_order: tuple[str, ...] | None = None
+    launch_only: frozenset[str] | None = None
+    advice: frozenset[str] | None = None
+    absent_fields: tuple[str, ...] | None = None
+    present_fields: tuple[str, ...] = field(default=())
+
+
+def apply(base: Pack, diff: PackDiff) -> Pack:
+    """The pack `diff` describes, built on `base`."""
+    rules = _replace(base.rules, diff.replace_rules, diff.remove_rules, "rule")
+    rules = (*rules, *diff.add_rules)
+    if diff.handler_order is not None:
+        rules = order_by_handler(rules, diff.handler_order)
+    steps = _replace(base.resolutions, diff.replace_resolutions, diff.remove_resolutions, "step")
+    absent = base.absent_fields if diff.absent_fields is None else diff.absent_fields
+    absent = tuple(f for f in absent if f not in diff.present_fields)
+    ids = {r.id for r in rules}
+    return Pack(
+        version=diff.version,
+        released=diff.released,
+        summary=diff.summary,
+        rules=_with_absent_field_rules(
+            tuple(r for r in rules if not r.id.startswith(ABSENT_PREFIX)), absent
+        ),
+        resolutions=(*diff.add_resolutions, *steps),
+        launch_only=(base.launch_only if diff.launch_only is None else diff.launch_only) & ids,
+        advice=(base.advice if diff.advice is None else diff.advice) & ids,
+        absent_fields=absent,
+    )
+
+
+def base_pack(
+    version: str,
+    released: str,
+    summary: str,
+    rules: tuple[Rule, ...],
+    resolutions: tuple[Resolution, ...],
+    *,
+    handler_order: tuple[str, ...],
+    advice: frozenset[str],
+    absent_fields: tuple[str, ...],
+) -> Pack:
+    """The pack every other descends from: the catalogue, ordered like SGLang's handlers."""
+    return Pack(
+        version,
+        released,
+        summary,
+        _with_absent_field_rules(order_by_handler(rules, handler_order), absent_fields),
+        resolutions,
+        advice=advice,
+        absent_fields=absent_fields,
+    )
+
+
+def order_by_handler(rules: Iterable[Rule], handlers: tuple[str, ...]) -> tuple[Rule, ...]:
+    """Stable sort by the handler that raises each rule: SGLang stops at the first failing
+    handler, so this order makes a report's first violation SGLang's own error."""
+    rank = {h: i for i, h in enumerate(handlers)}
+    return tuple(sorted(rules, key=lambda r: rank.get(r.source, len(rank))))
+
+
+ABSENT_PREFIX = "FLAG-ABSENT-"
+
+
+def _with_absent_field_rules(rules: tuple[Rule, ...], absent: tuple[str, ...]) -> tuple[Rule, ...]:
+    """A field the release has no flag for must keep its default: SGLang's own parser would
+    refuse the flag, so the rule leads the list."""
+    own = tuple(
+        Rule(
+            ABSENT_PREFIX + name.upper().replace("_", "-"),
+            TRUE,
+            SPECS[name].ref.as_raw == SPECS[name].default,
+            f"unrecognized arguments: {SPECS[name].flags[0]} (this SGLang release has no such "
+            "flag)",
+            "argparse",
+            hint=f"remove {SPECS[name].flags[0]}, or choose the SGLang release that has it",
+        )
+        for name in absent
+    )
+    return (*own, *rules)
+
+
+def _replace(
+    items: tuple[_T, ...], replace: tuple[_T, ...], remove: tuple[str, ...], what: str
+) -> tuple[_T, ...]:
+    by_id = {x.id: x for x in replace}
+    known = {x.id for x in items}
+    missing = (set(by_id) | set(remove)) - known
+    if missing:  # pragma: no cover - guards the declarations
+        raise RuntimeError(f"pack diff names unknown {what}s {sorted(missing)}")
+    return tuple(by_id.get(x.id, x) for x in items if x.id not in remove)

@@ -1,0 +1,67 @@
+"""Choosing a pack: by version, or the installed SGLang's, or the newest.
+
+Detection reads the installed distribution's metadata and never imports `sglang`: importing
+it costs seconds and pulls CUDA libraries, which a server validating its arguments at
+start-up cannot afford.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from functools import cache
+from importlib import metadata
+
+from solver.errors import InputError
+from solver.packs.pack import Pack
+from solver.packs.releases import PACKS
+
+_BY_VERSION: dict[str, Pack] = {p.version: p for p in PACKS}
+NEWEST: Pack = PACKS[-1]
+
+
+def known_versions() -> tuple[str, ...]:
+    return tuple(_BY_VERSION)
+
+
+def get_pack(version: str | Pack | None = None) -> Pack:
+    """The pack for `version` ("0.5.23"), `"installed"` (the installed SGLang's), or the
+    newest for None. An unknown version is an `InputError` listing the known ones."""
+    if isinstance(version, Pack):
+        return version
+    if version is None:
+        return NEWEST
+    if version == "installed":
+        return installed_pack()
+    hit = _BY_VERSION.get(version)
+    if hit is None:
+        raise InputError(
+            f"unknown SGLang version {version!r}; known packs: {', '.join(known_versions())} "
+            "(or 'installed')"
+        )
+    return hit
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version))
+
+
+@cache
+def installed_pack() -> Pack:
+    """The installed SGLang's pack: the newest pack not newer than it; with no SGLang
+    installed, or a release newer than every pack, the newest pack (said once, as a
+    warning)."""
+    try:
+        installed = metadata.version("sglang")
+    except metadata.PackageNotFoundError:
+        return NEWEST
+    if installed in _BY_VERSION:
+        return _BY_VERSION[installed]
+    older = [p for p in PACKS if _key(p.version) <= _key(installed)]
+    chosen = older[-1] if older else PACKS[0]
+    warnings.warn(
+        f"meshsat has no rule pack for the installed SGLang {installed}; using the "
+        f"{chosen.version} pack",
+        stacklevel=2,
+    )
+    return chosen
