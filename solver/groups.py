@@ -18,6 +18,7 @@ from solver.backends.pyeval import compiled
 from solver.lang.config import Config
 from solver.lang.fields import CONFIG_SPECS
 from solver.lang.model_spec import ModelSpec
+from solver.packs import Pack
 from solver.validation.report import Report
 from solver.validation.validate import check
 
@@ -230,13 +231,14 @@ def plan_layout(
     model: ModelSpec | Mapping[str, Any] | None = None,
     *,
     explain: bool | None = False,
+    sglang_version: str | Pack | None = None,
 ) -> PlannedLayout:
     """Validate once and plan: the one path from a config to (report, rank map).
 
     An invalid layout raises `InvalidLayoutError` carrying the report (explained when
     `explain` asks for it, as in `validate`), before any rank is planned.
     """
-    report = check(config, model, explain=explain)
+    report = check(config, model, explain=explain, sglang_version=sglang_version)
     return PlannedLayout(report, plan(Widths.of(report.resolved)))
 
 

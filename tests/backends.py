@@ -18,8 +18,8 @@ import z3
 from solver.backends.interp import evaluate
 from solver.backends.pyeval import compiled
 from solver.backends.z3enc import Z3Encoder
-from solver.packs import SEED
 from solver.lang.fields import SPECS
+from solver.packs import SEED
 
 Result = tuple[dict[str, Any], frozenset[str]]
 

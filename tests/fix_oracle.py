@@ -19,11 +19,12 @@ from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
 
-from solver import RULES, validate
+from solver import validate
 from solver.backends.pyeval import compiled
 from solver.lang.config import Config
 from solver.lang.fields import SPECS
 from solver.lang.model_spec import ModelSpec
+from solver.packs import NEWEST
 from solver.validation.validate import environment
 
 #: The fields the oracle varies; the rest keep the input's values.
@@ -105,7 +106,7 @@ def nearest(
             if gpus is not None and checker.derived(resolved)["gpus_used"] != gpus:
                 return
             failed = checker.violations(resolved, chosen)
-            if all(RULES[k].severity != "error" for k in failed):
+            if all(NEWEST.rules[k].severity != "error" for k in failed):
                 values = {n: chosen[n] for n in old}
                 assert validate(values, explain=False).valid
                 yield (a, b), values
@@ -131,23 +132,20 @@ def _cost(
 @cache
 def _plain_encoder() -> Any:
     from solver.backends.z3enc import Z3Encoder
-    from solver.catalogue import RESOLUTIONS
 
-    return Z3Encoder(RESOLUTIONS)
+    return Z3Encoder(NEWEST.resolutions)
 
 
 def z3_accepts(config: Config, model: ModelSpec | None) -> bool:
     """The second back-end: the plain Z3 encoding, every field pinned, every error rule on."""
     import z3
 
-    from solver.catalogue import ERRORS
-
     enc = _plain_encoder()
     env = environment(config, model)
     s = z3.Solver()
     s.add(*enc.domain)
     s.add(*(enc.value_term(name, value) for name, value in env.items()))
-    s.add(*(enc.rule_term(rule) for rule in ERRORS))
+    s.add(*(enc.rule_term(rule) for rule in NEWEST.errors))
     return bool(s.check() == z3.sat)
 
 

@@ -163,6 +163,7 @@ CASES: tuple[Case, ...] = (
         {"platform": "cuda"},
     ),
     case("DCP-REPLICATE-Q", {"dcp_replicate_q_proj": True}, {"dcp_replicate_q_proj": False}),
+    case("DCP-IN-ATTN-TP", {"tp_size": 4, "dcp_size": 3}, {"dcp_size": 2}),
     # --- data parallelism -------------------------------------------------------------
     case(
         "DPATTN-TP-DIV",
@@ -349,8 +350,6 @@ CASES: tuple[Case, ...] = (
 #: Warnings: a layout that triggers each, which stays valid.
 WARNING_CASES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("MM-DP-ENCODER", {"mm_enable_dp_encoder": True}),
-    # meshsat's advice: SGLang accepts tp 4 with dcp 3 (docs/rules.md §6).
-    ("DCP-IN-ATTN-TP", {"tp_size": 4, "dcp_size": 3}),
     ("DWDP-DISAGG-NULL", {"tp_size": 4, "dwdp_size": 4}),
     ("EEP-REJOIN-DEPRECATED", {"elastic_ep_rejoin": True, "elastic_ep_backend": "mooncake"}),
 )

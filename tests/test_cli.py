@@ -39,7 +39,7 @@ def test_invalid_exits_one_and_explains(capsys: pytest.CaptureFixture[str]) -> N
         "DPATTN-TP-DIV",
         "TOPO-ATTN-TP",
         "conflict:",
-        "tp_size=8, dp_size=3, attn_cp_size=2",
+        "tp_size=8, dp_size=3, enable_dp_attention=true",
     ):
         assert text in run.out
 
@@ -50,6 +50,8 @@ def test_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(run.out)
     assert set(data) == {
         "valid",
+        "sglang_version",
+        "first",
         "violations",
         "conflict",
         "warnings",
@@ -58,11 +60,13 @@ def test_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
         "resolved",
     }
     assert data["valid"] is False
-    assert data["conflict"] == ["tp_size", "dp_size", "attn_cp_size"]
-    rule = data["violations"][0]
-    assert {"rule", "message", "fields"} <= set(rule)
+    assert data["conflict"] == ["tp_size", "dp_size", "enable_dp_attention"]
+    assert data["first"] == data["violations"][0]["rule"] == "DPATTN-TP-DIV"
+    rule = data["violations"][1]
+    assert {"rule", "message", "fields", "stage"} <= set(rule)
     assert rule["rule"] == "CP-DPCP-DIV" and rule["fields"] == [
         "attn_cp_size",
+        "enable_dp_attention",
         "dp_size",
         "tp_size",
     ]
@@ -158,12 +162,12 @@ def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_rules_lists_the_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
-    from solver.catalogue import RESOLUTIONS, RULES
+    from solver.packs import SEED
 
-    run = run_cli(capsys, "rules", "--json")
+    run = run_cli(capsys, "rules", "--json", "--sglang-version", SEED.version)
     data = json.loads(run.out)
-    assert [r["id"] for r in data["rules"]] == [r.id for r in RULES]
-    assert [r["id"] for r in data["resolutions"]] == [r.id for r in RESOLUTIONS]
+    assert [r["id"] for r in data["rules"]] == [r.id for r in SEED.rules]
+    assert [r["id"] for r in data["resolutions"]] == [r.id for r in SEED.resolutions]
     dpcp = next(r for r in data["rules"] if r["id"] == "CP-DPCP-DIV")
     assert dpcp["condition"] == "if attn_cp_size > 1: (dp_size·attn_cp_size) divides tp_size"
     assert dpcp["source"] == "handle_context_parallelism"
@@ -195,12 +199,14 @@ def test_cli_surface_is_pinned() -> None:
     group = typer.main.get_command(app)
     assert isinstance(group, typer.core.TyperGroup)
     surface = _surface(group)
+    version = ["--sglang-version", "-V"]
     layout = ["--config", "--example", "--json", "--model", "--set", "--sglang", "-c", "-m", "-s"]
-    assert surface["validate"] == layout
-    assert surface["groups"] == sorted([*layout, "--rank", "-r"])
-    assert surface["rules"] == ["--json"]
-    assert surface["fields"] == ["--json"]
-    assert surface[""] == ["enumerate", "fields", "fix", "groups", "rules", "validate"]
+    assert surface["validate"] == sorted([*layout, *version])
+    assert surface["groups"] == sorted([*layout, *version, "--rank", "-r"])
+    assert surface["rules"] == sorted(["--json", *version])
+    assert surface["fields"] == sorted(["--json", *version])
+    assert surface["diff"] == sorted([*layout, "new", "old"])
+    assert surface[""] == ["diff", "enumerate", "fields", "fix", "groups", "rules", "validate"]
 
 
 def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:

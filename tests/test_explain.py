@@ -18,15 +18,15 @@ from hypothesis import strategies as st
 
 from solver import Config, fix, validate
 from solver.backends.z3enc import Z3Encoder
-from solver.catalogue import ERRORS, RESOLUTIONS
 from solver.lang.fields import CONFIG_SPECS, SPECS
+from solver.packs import NEWEST
 from solver.validation.validate import environment
 
 
 @cache
 def _plain() -> tuple[Z3Encoder, z3.BoolRef]:
-    enc = Z3Encoder(RESOLUTIONS)
-    return enc, z3.And(*enc.domain, *(enc.rule_term(r) for r in ERRORS))
+    enc = Z3Encoder(NEWEST.resolutions)
+    return enc, z3.And(*enc.domain, *(enc.rule_term(r) for r in NEWEST.errors))
 
 
 def pinned_check(config: Config, pinned: set[str]) -> z3.CheckSatResult:
@@ -80,7 +80,9 @@ def assert_minimal_core(config: Config, core: tuple[str, ...]) -> None:
     [
         (
             {"tp_size": 8, "dp_size": 3, "attn_cp_size": 2, "enable_dp_attention": True},
-            ("tp_size", "dp_size", "attn_cp_size"),
+            # From 0.5.23 the CP check reads the attention-DP width: DP attention off (three
+            # replicas) satisfies it, so attn_cp_size is no longer needed in the core.
+            ("tp_size", "dp_size", "enable_dp_attention"),
         ),
         ({"tp_size": 16, "dwdp_size": 8, "enable_eplb": True}, ("tp_size", "dwdp_size")),
         (

@@ -14,6 +14,7 @@ from solver.errors import InputError
 from solver.inputs import parse_sglang_command
 from solver.lang.config import Config
 from solver.lang.model_spec import ModelSpec
+from solver.packs import SEED
 from solver.repair import problem as fix_problem
 from solver.repair import search as fix_search
 from solver.repair.fix import command_line, fix
@@ -60,7 +61,8 @@ def test_exported_from_the_package() -> None:
 
 def test_dp_cp_conflict_needs_one_size_change() -> None:
     report = fix(DP_CP, gpus=8)
-    assert report.violations == ("CP-DPCP-DIV", "DPATTN-TP-DIV", "TOPO-ATTN-TP")
+    # In SGLang's handler order: data parallelism runs before context parallelism.
+    assert report.violations == ("DPATTN-TP-DIV", "CP-DPCP-DIV", "TOPO-ATTN-TP")
     best = report.best
     assert best.changes == (Change("dp_size", 3, 4),)
     assert best.optimal and best.gpus_used == 8
@@ -182,14 +184,15 @@ def test_a_pin_outside_the_gpu_count_names_the_divisibility_rule() -> None:
 def test_impossible_pins_are_explained(
     cfg: dict[str, Any], pins: tuple[str, ...], gpus: int | None, rules: set[str]
 ) -> None:
-    report = fix(cfg, pins=pins, gpus=gpus)
+    # The seed's rules: on 0.5.23 DP attention off (three replicas) resolves the first case.
+    report = fix(cfg, pins=pins, gpus=gpus, sglang_version=SEED)
     assert report.fixes == () and report.conflict is not None
     assert {r.id for r in report.conflict.rules} == rules
     assert all(r.condition and r.message for r in report.conflict.rules)
     conflict_pins = tuple(f for f, _ in report.conflict.pins)
     assert set(conflict_pins) <= set(pins)
     # The conflict stands on its own pins, and each of them is needed.
-    assert fix(cfg, pins=conflict_pins, gpus=gpus).conflict == report.conflict
+    assert fix(cfg, pins=conflict_pins, gpus=gpus, sglang_version=SEED).conflict == report.conflict
     for pin in conflict_pins:
         fewer = fix(cfg, pins=[p for p in conflict_pins if p != pin], gpus=gpus)
         assert fewer.conflict != report.conflict
@@ -286,13 +289,14 @@ def test_cli_fixes_the_example(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["fix", "--set", "tp_size=8", "--set", "dp_size=3", "--set", "attn_cp_size=2"]
-    code, out, _ = run([*args, "--json"], capsys)
+    seed = ["--sglang-version", SEED.version]  # on 0.5.23 these are three valid replicas
+    code, out, _ = run([*args, "--json", *seed], capsys)
     data = json.loads(out)
     assert code == 0 and data["valid_input"] is False and data["conflict"] is None
     fix0 = data["fixes"][0]
     assert set(fix0) >= {"config", "changes", "notes", "optimal", "objective", "command_line"}
     assert fix0["changes"] == [{"field": "dp_size", "old": 3, "new": 4}]
-    code, out, _ = run([*args, "--pin", "dp_size", "--gpus", "64", "--json"], capsys)
+    code, out, _ = run([*args, "--pin", "dp_size", "--gpus", "64", "--json", *seed], capsys)
     data = json.loads(out)
     assert code == 1 and data["fixes"] == []
     assert data["conflict"]["pins"] == [{"field": "dp_size", "value": 3}]
@@ -303,7 +307,7 @@ def test_cli_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["fix", "--set", "tp_size=8"], capsys)
     assert code == 0 and "already valid" in out
     args = ["fix", "--example", "dp-cp-conflict", "--pin", "dp_size", "--pin", "tp_size"]
-    code, out, _ = run([*args, "--pin", "attn_cp_size"], capsys)
+    code, out, _ = run([*args, "--pin", "attn_cp_size", "--sglang-version", SEED.version], capsys)
     assert code == 1 and "cannot all hold" in out and "CP-DPCP-DIV" in out
     for bad in (["--gpus", "0"], ["--top", "0"], ["--objective", "foo"], ["--pin", "nope"]):
         code, out, err = run(["fix", "--set", "tp_size=8", *bad], capsys)

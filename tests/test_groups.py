@@ -48,7 +48,7 @@ def test_dcp_groups_are_runs_inside_attention_tp() -> None:
 
 def test_invalid_layout_is_refused_with_the_validators_messages() -> None:
     with pytest.raises(InvalidLayoutError, match=r"\[CP-DPCP-DIV\]"):
-        groups({"tp_size": 8, "dp_size": 3, "attn_cp_size": 2})
+        groups({"tp_size": 8, "dp_size": 6, "attn_cp_size": 2, "enable_dp_attention": True})
 
 
 def _divisors(n: int) -> list[int]:

@@ -54,6 +54,5 @@ RULES: tuple[Rule, ...] = (
         "dcp_size must divide the attention-TP width attn_tp: decode-CP groups are runs of "
         "dcp_size ranks inside each attention-TP group.",
         "dcp_size field documentation (SGLang does not assert it)",
-        severity="warning",
     ),
 )

@@ -14,6 +14,7 @@ import typer
 from solver.cli.layout_options import ConfigOpt, ModelOpt, SetOpt, read_layout
 from solver.cli.layout_writers import Writer, column_width
 from solver.cli.output import err, note
+from solver.cli.version_option import SglangVersionOpt
 from solver.enumeration.layouts import EnumerationQuery, Enumerator
 from solver.enumeration.space import (
     ALIASES,
@@ -120,6 +121,7 @@ def enumerate_cmd(
     sort: SortOpt = None,
     limit: LimitOpt = None,
     fmt: FormatOpt = Format.table,
+    sglang_version: SglangVersionOpt = None,
 ) -> None:
     """List every legal layout for N GPUs: no duplicates, streamed, filtered, model-aware.
 
@@ -153,7 +155,13 @@ def enumerate_cmd(
             f'"{name} == {getattr(layout.config, name)!r}" to keep it'
         )
     e = EnumerationQuery.of(
-        layout.config, layout.model, names, where or (), gpus_per_node, intra_node or ()
+        layout.config,
+        layout.model,
+        names,
+        where or (),
+        gpus_per_node,
+        intra_node or (),
+        sglang_version=sglang_version,
     ).enumerator()
     if count:
         total = _count(e, gpus, up_to)

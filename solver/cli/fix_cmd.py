@@ -19,6 +19,7 @@ from solver.cli.layout_options import (
     read_layout,
 )
 from solver.cli.output import emit_json, out
+from solver.cli.version_option import SglangVersionOpt
 from solver.repair.fix import fix
 from solver.repair.results import FixReport, FixResult
 
@@ -84,6 +85,7 @@ def fix_cmd(
     objective: ObjectiveOpt = "changes",
     timeout: TimeoutOpt = 10.0,
     as_json: JsonOpt = False,
+    sglang_version: SglangVersionOpt = None,
 ) -> None:
     """Find the nearest layout SGLang accepts, keeping what you pinned.
 
@@ -111,6 +113,7 @@ def fix_cmd(
         objective=objective,
         top=top,
         timeout_s=timeout,
+        sglang_version=sglang_version,
     )
     if as_json:
         emit_json(report.to_dict())

@@ -17,6 +17,7 @@ from solver.cli.layout_options import (
     read_layout,
 )
 from solver.cli.output import emit_json, out
+from solver.cli.version_option import SglangVersionOpt
 from solver.errors import InputError
 from solver.groups import GROUP_KINDS, RankMap, plan_layout
 from solver.validation.report import InvalidLayoutError
@@ -96,6 +97,7 @@ def groups_cmd(
     example: ExampleOpt = None,
     rank: RankOpt = None,
     as_json: JsonOpt = False,
+    sglang_version: SglangVersionOpt = None,
 ) -> None:
     """Show the rank groups of a valid layout: which GPU is in which attention-TP,
     attention-CP and expert-parallel group, per pipeline stage, with node boundaries.
@@ -116,7 +118,9 @@ def groups_cmd(
 
     layout = read_layout(config, sets, sglang, model, example)
     try:
-        m = plan_layout(layout.config, layout.model, explain=None).rank_map
+        m = plan_layout(
+            layout.config, layout.model, explain=None, sglang_version=sglang_version
+        ).rank_map
     except InvalidLayoutError as invalid:
         if as_json:
             emit_json(invalid.report.to_dict())

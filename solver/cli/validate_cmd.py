@@ -15,6 +15,7 @@ from solver.cli.layout_options import (
 )
 from solver.cli.output import emit_json
 from solver.cli.report_view import print_report
+from solver.cli.version_option import SglangVersionOpt
 from solver.validation.validate import validate
 
 
@@ -25,6 +26,7 @@ def validate_cmd(
     model: ModelOpt = None,
     example: ExampleOpt = None,
     as_json: JsonOpt = False,
+    sglang_version: SglangVersionOpt = None,
 ) -> None:
     """Check a layout against every rule and say everything that is wrong with it.
 
@@ -43,7 +45,7 @@ def validate_cmd(
       meshsat validate --config layout.yaml --model ./DeepSeek-V3/config.json --json
     """
     layout = read_layout(config, sets, sglang, model, example)
-    report = validate(layout.config, layout.model)
+    report = validate(layout.config, layout.model, sglang_version=sglang_version)
     if as_json:
         emit_json(report.to_dict())
     else:

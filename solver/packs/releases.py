@@ -2,8 +2,8 @@
 
 The base is the catalogue of `solver.catalogue` (the seed's release) with the corrections
 measured against the real SGLang applied to every pack (docs/rules.md §6): handlers in
-pipeline order, so the first violation is SGLang's first error, and the decode-CP width rule
-as meshsat's advice. What each later release changed is stated rule by rule, with the
+pipeline order, so the first violation is SGLang's first error, and the MoE-DP checks on the
+user's ep_size. What each later release changed is stated rule by rule, with the
 SGLang function that says so (`fidelity/` records what the real releases answered).
 """
 
@@ -50,7 +50,10 @@ SEED = base_pack(
     RULES,
     RESOLUTIONS,
     handler_order=PIPELINE_ORDER,
-    advice=frozenset({"DCP-IN-ATTN-TP"}),
+    # DCP-IN-ATTN-TP stays an error for now: the rank plan cannot form decode-CP groups
+    # that do not divide attn_tp, although SGLang's argument resolution accepts them
+    # (docs/rules.md §6; a listed fidelity disagreement).
+    advice=frozenset(),
     absent_fields=("attn_dp_size",),
 )
 

@@ -15,7 +15,7 @@ from solver.backends.render import failure_detail, format_message
 from solver.inputs import as_config, as_model
 from solver.lang.config import Config
 from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
-from solver.packs import Pack, get_pack
+from solver.packs import Pack, get_pack, installed_pack
 from solver.validation.report import InvalidLayoutError, Note, Report, Violation
 
 _NO_MODEL: dict[str, Any] = dict.fromkeys(MODEL_FACT_NAMES)
@@ -106,9 +106,12 @@ def check(
     """Validate, raising one `InvalidLayoutError` that carries every violated rule.
 
     For servers at start-up the default imports no solver, even on failure; `explain` is
-    `validate`'s, for callers that show the conflict to a person.
+    `validate`'s, for callers that show the conflict to a person. Without `sglang_version`
+    the rules are those of the SGLang installed in this process (read from its package
+    metadata, never imported), else the newest pack's.
     """
-    report = validate(config, model, explain=explain, sglang_version=sglang_version)
+    pack = installed_pack() if sglang_version is None else get_pack(sglang_version)
+    report = validate(config, model, explain=explain, sglang_version=pack)
     if not report.valid:
         raise InvalidLayoutError(report)
     return report

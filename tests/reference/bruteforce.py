@@ -23,7 +23,6 @@ from typing import Any
 
 from solver.backends.interp import evaluate
 from solver.backends.pyeval import compiled
-from solver.catalogue import RULES
 from solver.enumeration.space import DEFAULT_VARY, dims_of, divisors, varied_fields
 from solver.enumeration.where import parse
 from solver.groups import GROUP_KINDS, Widths, plan
@@ -31,11 +30,12 @@ from solver.inputs import as_config, as_model
 from solver.lang.config import Config
 from solver.lang.expr import Expr
 from solver.lang.model_spec import ModelSpec
+from solver.packs import NEWEST
 from solver.validation.validate import environment, validate
 
 #: Sizes that must divide tp_size (TOPO-ATTN-TP, TOPO-MOE-TP, DCP-IN-ATTN-TP).
 WITHIN_TP = ("attn_cp_size", "moe_dp_size", "ep_size", "dcp_size")
-_ERROR = tuple(r.severity == "error" for r in RULES)
+_ERROR = tuple(r.severity == "error" for r in NEWEST.rules)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from solver.catalogue import ERRORS, RESOLUTIONS
 from solver.enumeration.space import DEFAULT_VARY, dims_of, varied_fields
 from solver.enumeration.where import parse
 from solver.inputs import as_config, as_model
@@ -23,6 +22,7 @@ from solver.lang.derived import gpus_used
 from solver.lang.expr import Cmp, Const, Expr
 from solver.lang.fields import SPECS
 from solver.lang.model_spec import ModelSpec
+from solver.packs import NEWEST
 from solver.validation.validate import environment
 
 
@@ -43,13 +43,13 @@ def solver_layouts(
     dims = dims_of(vary)
     fields = varied_fields(dims)
     env = environment(cfg, spec)
-    enc = Z3Encoder(RESOLUTIONS)
+    enc = Z3Encoder(NEWEST.resolutions)
     s = z3.Solver()
     s.add(*enc.domain)
     for name in SPECS:
         if name not in fields:
             s.add(enc.value_term(name, env[name]))
-    for rule in ERRORS:
+    for rule in NEWEST.errors:
         s.add(enc.rule_term(rule))
     for name in fields:
         resolved, raw = enc.resolved[name], enc.raw[name]

@@ -1,0 +1,160 @@
+"""Rule packs: choosing one, what each release changes, and every back-end on every pack.
+
+The 0.5.23 expectations restate SGLang 0.5.23's own `arg_groups/parallel_hook.py`
+(`handle_deprecated_dp_attention`, `handle_data_parallelism`,
+`handle_decode_context_parallelism`, `handle_context_parallelism`), not meshsat's code; the
+recorded verdicts of the real release are replayed by the fidelity tests.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from importlib import metadata
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+
+from solver import InputError, check, validate
+from solver.backends.interp import evaluate
+from solver.backends.pyeval import compiled
+from solver.packs import NEWEST, PACKS, SEED, get_pack, installed_pack
+from solver.packs.compare import compare
+from tests.cli_helpers import run_cli
+from tests.strategies import raw_envs
+
+V0523 = get_pack("0.5.23")
+
+
+def test_unknown_version_lists_the_known_packs() -> None:
+    with pytest.raises(InputError, match=r"known packs: .*0\.5\.23"):
+        get_pack("9.9.9")
+
+
+def test_default_is_the_newest_pack() -> None:
+    assert get_pack(None) is NEWEST is PACKS[-1]
+    assert validate({}).sglang_version == NEWEST.version
+
+
+@pytest.mark.parametrize(
+    ("installed", "expected", "warns"),
+    [("0.5.23", "0.5.23", False), ("0.6.1", "0.5.23", True), (None, NEWEST.version, False)],
+)
+def test_installed_version_is_read_from_metadata(
+    monkeypatch: pytest.MonkeyPatch, installed: str | None, expected: str, warns: bool
+) -> None:
+    def version(name: str) -> str:
+        assert name == "sglang"
+        if installed is None:
+            raise metadata.PackageNotFoundError(name)
+        return installed
+
+    monkeypatch.setattr(metadata, "version", version)
+    installed_pack.cache_clear()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert installed_pack().version == expected
+            assert installed_pack().version == expected  # said once: the answer is cached
+        assert len(caught) == (1 if warns else 0)
+        assert check({"tp_size": 2}).sglang_version == expected
+    finally:
+        installed_pack.cache_clear()
+
+
+def test_attn_dp_size_is_dp_attention_on_0_5_23() -> None:
+    config = {"tp_size": 8, "attn_dp_size": 8, "ep_size": 8, "moe_a2a_backend": "deepep"}
+    report = validate(config, sglang_version="0.5.23")
+    assert report.valid
+    assert (report.derived["attn_dp"], report.derived["gpus_used"]) == (8, 8)
+    seed = validate(config, sglang_version=SEED, explain=False)
+    assert [v.rule for v in seed.violations] == ["FLAG-ABSENT-ATTN-DP-SIZE"]
+
+
+def test_replicas_with_attention_dp_are_rejected_on_0_5_23() -> None:
+    report = validate({"tp_size": 8, "attn_dp_size": 4, "dp_size": 2}, sglang_version=V0523)
+    assert [v.rule for v in report.violations] == ["DP-REPLICAS-ATTN-DP"]
+    assert report.violations[0].message.startswith("--dp-size 2 with --attn-dp-size 4")
+
+
+def test_decode_cp_excludes_prefill_cp_on_0_5_23_only() -> None:
+    config = {"tp_size": 8, "dcp_size": 2, "attn_cp_size": 2, "enable_prefill_cp": True}
+    config["cp_strategy"] = "zigzag"
+    assert "DCP-NO-PREFILL-CP" in {
+        v.rule for v in validate(config, sglang_version=V0523).violations
+    }
+    assert validate(config, sglang_version=SEED).valid
+
+
+def test_cp_divisibility_reads_the_attention_dp_width_on_0_5_23() -> None:
+    replicas = {"tp_size": 8, "dp_size": 3, "attn_cp_size": 2}  # three engines of tp 8, cp 2
+    assert validate(replicas, sglang_version=V0523).valid
+    assert [v.rule for v in validate(replicas, sglang_version=SEED).violations] == ["CP-DPCP-DIV"]
+
+
+def test_topology_and_model_rules_are_launch_checks_on_0_5_23() -> None:
+    report = validate({"tp_size": 8, "attn_cp_size": 3}, sglang_version=V0523, explain=False)
+    stages = {v.rule: v.stage for v in report.violations}
+    assert stages["TOPO-ATTN-TP"] == "launch" and stages["CP-TP-DIV"] == "resolution"
+    seed = validate({"tp_size": 8, "attn_cp_size": 3}, sglang_version=SEED, explain=False)
+    assert {v.stage for v in seed.violations} == {"resolution"}
+
+
+def test_first_violation_is_the_first_failing_handler() -> None:
+    """0.5.23 runs decode CP before context parallelism: its error is the one SGLang raises."""
+    config = {"tp_size": 6, "attn_cp_size": 4, "dcp_comm_backend": "a2a"}
+    report = validate(config, sglang_version=V0523, explain=False)
+    assert report.violations[0].rule == "DCP-BACKEND-NEEDS-DCP"
+    assert report.to_dict()["first"] == "DCP-BACKEND-NEEDS-DCP"
+    assert "CP-TP-DIV" in {v.rule for v in report.violations}
+
+
+def test_compare_names_what_changed() -> None:
+    changes = compare(SEED, V0523)
+    assert set(changes.rules_added) == {"DP-REPLICAS-ATTN-DP", "DCP-NO-PREFILL-CP"}
+    assert "CP-DPCP-DIV" in changes.rules_changed
+    assert changes.steps_added == ("R-ATTN-DP-SIZE",)
+    assert changes.fields_added == ("attn_dp_size",)
+    assert compare(V0523, V0523).rules_changed == ()
+
+
+def test_diff_command_with_a_layout(capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_cli(
+        capsys,
+        "diff",
+        SEED.version,
+        "0.5.23",
+        "--set",
+        "tp_size=8",
+        "--set",
+        "dp_size=3",
+        "--set",
+        "attn_cp_size=2",
+        "--json",
+    )
+    data: dict[str, Any] = json.loads(r.out)
+    assert data["layout"]["valid"] == {SEED.version: False, "0.5.23": True}
+    r = run_cli(capsys, "diff", SEED.version, "0.4.0")
+    assert r.code == 2 and "known packs" in r.err
+
+
+@settings(max_examples=150)
+@given(raw_envs())
+def test_compiled_and_interpreted_packs_agree(env: dict[str, Any]) -> None:
+    """Each pack compiles to the same verdicts its trees give node by node."""
+    for pack in PACKS:
+        c = compiled(pack)
+        resolved, _ = c.resolve(env)
+        fast = {pack.rules[i].id for i in c.violations(resolved, env)}
+        walked = dict(env)
+        for res in pack.resolutions:
+            for step in res.steps:
+                if evaluate(step.when, walked, env):
+                    walked.update({n: evaluate(v, walked, env) for n, v in step.sets})
+        slow = {
+            r.id
+            for r in pack.rules
+            if evaluate(r.when, walked, env) and not evaluate(r.holds, walked, env)
+        }
+        assert fast == slow, pack.version
