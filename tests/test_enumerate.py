@@ -63,7 +63,7 @@ VARIANTS: list[tuple[dict[str, Any], tuple[str, ...]]] = [
         ),
     ),
     ({"dwdp_size": 4, "tp_size": 4}, ("dp", "ep", "moe_dp", "enable_dp_attention")),
-    ({"tp_size": 8}, ("pp", "dp", "cp", "cp_strategy", "enable_dp_attention")),
+    ({"tp_size": 8}, ("pp", "dp", "attn_cp", "cp_strategy", "enable_dp_attention")),
     ({"nnodes": 2, "elastic_ep_backend": "mooncake"}, (*DEFAULT_VARY, "moe_a2a_backend")),
     ({}, ("tp", "pp", "dp")),  # sizes only: no completion table at all
     ({"tp_size": 4}, ("enable_prefill_cp", "moe_a2a_backend", "enable_dp_attention")),

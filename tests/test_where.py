@@ -62,7 +62,6 @@ def test_filters_evaluate_as_written(text: str, expected: tuple[bool, ...]) -> N
 def test_aliases_mean_the_fields() -> None:
     for alias, field in [
         ("tp", "tp_size"),
-        ("cp", "attn_cp_size"),
         ("attn_cp", "attn_cp_size"),
         ("moe_dp", "moe_dp_size"),
         ("dcp", "dcp_size"),

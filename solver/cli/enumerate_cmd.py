@@ -58,7 +58,7 @@ WhereOpt = Annotated[
         "-w",
         metavar="EXPR",
         help="Keep layouts where EXPR holds (repeatable; all must hold). Fields, derived "
-        "widths (attn_tp, moe_tp, gpus_used, ...) and short names (tp, pp, dp, cp, ep, "
+        "widths (attn_tp, moe_tp, gpus_used, ...) and short names (tp, pp, dp, attn_cp, ep, "
         "moe_dp, dcp) with comparisons, and/or/not, + - * // % and `in (...)`, e.g. "
         '"attn_tp <= 8", "cp_strategy == \'zigzag\'".',
         show_default=False,

@@ -25,7 +25,7 @@ FORMATS = ("table", "jsonl", "csv", "json")
 
 #: Short table headers: the alias of a field where one exists.
 _SHORT = {
-    **{field: alias for alias, field in ALIASES.items() if alias != "cp"},
+    **{field: alias for alias, field in ALIASES.items()},
     "enable_dp_attention": "dp_attn",
     "enable_prefill_cp": "prefill_cp",
 }

@@ -43,13 +43,13 @@ CP_PAIR_VALUES: tuple[tuple[Value, ...], ...] = (
     (True, "interleave"),
 )
 
-#: Short names accepted wherever a field is named on the command line.
+#: Short names accepted wherever a field is named on the command line: a size field's width
+#: name (`attn_cp` is the attention-CP width, as `attn_tp` and `attn_dp` are), one per field.
 ALIASES: dict[str, str] = {
     "tp": "tp_size",
     "pp": "pp_size",
     "dp": "dp_size",
     "ep": "ep_size",
-    "cp": "attn_cp_size",
     "attn_cp": "attn_cp_size",
     "moe_dp": "moe_dp_size",
     "dcp": "dcp_size",
