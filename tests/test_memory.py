@@ -39,7 +39,7 @@ def _tolerance(published: float) -> float:
     """0.5 %, or half a unit in the last digit the figure is stated to, if larger."""
     text = f"{published:g}"
     decimals = len(text.split(".")[1]) if "." in text else 0
-    return max(0.005 * published, 0.5 * 10**-decimals)
+    return max(0.005 * published, 0.5 * 10.0**-decimals)
 
 
 def _active(f: ModelFacts, p: Published) -> float:
