@@ -271,3 +271,30 @@ def test_pool_uses_the_fraction_and_rounds_to_pages() -> None:
     assert mem.kv_tokens % 64 == 0
     budget = mem.pre_load_gib * 0.8 - mem.weights_gib
     assert mem.kv_tokens <= budget * 2**30 / mem.kv_bytes_per_token < mem.kv_tokens + 64
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu_name", "gpus"),
+    [("deepseek-ai/DeepSeek-V3", "H200", 32), ("Qwen/Qwen3-235B-A22B", "H100", 16)],
+)
+def test_streaming_columns_agree_with_the_full_value(model: str, gpu_name: str, gpus: int) -> None:
+    """The factored fast path (enumerate's columns) against `MemoryModel.of` per layout."""
+    from solver.memory.models import catalogue_config
+    from solver.model_spec import ModelSpec
+
+    mm = MemoryModel(model, gpu_name, context_length=8192)
+    spec = ModelSpec.from_hf_config(catalogue_config(model))
+    read = None
+    seen = 0
+    for lay in solver.enumerate(gpus, model=spec):
+        if read is None:
+            sh = lay.shape
+            read = mm.row_reader(sh.config_index, sh.constant, sh.derived_index)
+        weights, tokens, requests, fits = read(lay.row)
+        m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
+        assert math.isclose(weights, m.weights_gib, rel_tol=1e-9)
+        assert abs(tokens - m.kv_tokens) <= 1  # float summation order only
+        assert fits == m.fits
+        assert abs(requests - m.max_requests) <= m.pools
+        seen += 1
+    assert seen > 50

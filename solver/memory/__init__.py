@@ -15,7 +15,7 @@ Entry points:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,6 +162,18 @@ class MemoryModel:
         if m is None:
             m = self._cache[key] = self._compute(p)
         return m
+
+    def row_reader(
+        self,
+        config_index: Mapping[str, int],
+        constant: Mapping[str, Any],
+        derived_index: Mapping[str, int],
+    ) -> Callable[[tuple[Any, ...]], tuple[float, int, int, bool]]:
+        """Enumerate's columns (weights_gib, kv_tokens, max_requests, fits) per layout row,
+        at streaming speed; see `solver.memory.columns`."""
+        from solver.memory.columns import column_reader
+
+        return column_reader(self, config_index, constant, derived_index)
 
     def _compute(self, p: Parallel) -> Memory:
         f = self.fraction

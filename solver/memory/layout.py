@@ -12,6 +12,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+#: The resolved config fields and derived widths `Parallel.from_resolved` reads.
+CONFIG_FIELDS: tuple[str, ...] = (
+    "tp_size",
+    "pp_size",
+    "dp_size",
+    "enable_dp_attention",
+    "attn_cp_size",
+    "ep_size",
+    "moe_dp_size",
+    "dcp_size",
+    "moe_dense_tp_size",
+    "enable_dp_lm_head",
+    "chunked_prefill_size",
+)
+DERIVED_FIELDS: tuple[str, ...] = ("attn_tp", "attn_dp", "moe_tp")
+
 
 @dataclass(frozen=True)
 class Parallel:
@@ -53,17 +69,17 @@ class Parallel:
         tp = int(resolved["tp_size"])
         return cls(
             tp=tp,
-            pp=int(resolved.get("pp_size", 1)),
+            pp=int(resolved.get("pp_size") or 1),
             attn_tp=int(derived["attn_tp"]),
             attn_dp=int(derived["attn_dp"]),
-            attn_cp=int(resolved.get("attn_cp_size", 1)),
-            ep=int(resolved.get("ep_size", 1)),
+            attn_cp=int(resolved.get("attn_cp_size") or 1),
+            ep=int(resolved.get("ep_size") or 1),
             moe_tp=int(derived["moe_tp"]),
-            moe_dp=int(resolved.get("moe_dp_size", 1)),
-            dcp=int(resolved.get("dcp_size", 1)),
+            moe_dp=int(resolved.get("moe_dp_size") or 1),
+            dcp=int(resolved.get("dcp_size") or 1),
             moe_dense_tp=resolved.get("moe_dense_tp_size"),
             dp_attention=dp_attn,
             dp_lm_head=bool(resolved.get("enable_dp_lm_head")),
-            replicas=1 if dp_attn else int(resolved.get("dp_size", 1)),
+            replicas=1 if dp_attn else int(resolved.get("dp_size") or 1),
             chunked_prefill_size=resolved.get("chunked_prefill_size"),
         )
