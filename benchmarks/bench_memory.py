@@ -48,8 +48,9 @@ def _parallel(rec: dict[str, Any], spec: ModelSpec) -> Parallel:
 def validation() -> list[dict[str, Any]]:
     rows = []
     for rec in json.loads(LOGS.read_text())["records"]:
-        facts = load_facts(rec["model"])
-        spec = ModelSpec.from_hf_config(catalogue_config(rec["model"]))
+        config = {**catalogue_config(rec["model"]), **rec.get("config_overrides", {})}
+        facts = load_facts(config)
+        spec = ModelSpec.from_hf_config(config)
         p = _parallel(rec, spec)
         g: Gpu = gpu(rec["gpu"])
         logged = rec["logged"]

@@ -30,6 +30,8 @@ KNOWN_MISSES = {
     ("zai-org/GLM-4.6", "total"): "355B likely counts the MTP layer; without it 352.8B",
     ("zai-org/GLM-4.5-Air", "total"): "the config sums to 106.85B (+0.8 %) against 106B",
     ("MiniMaxAI/MiniMax-M2", "total"): "the config sums to 228.69B (-0.57 %) against 230B",
+    ("Qwen/QwQ-32B", "total"): "the card states 32.5B; the config sums to 32.76B",
+    ("Qwen/QwQ-32B", "active"): "the card states 32.5B; the config sums to 32.76B",
     ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "total"): "vision tower not modelled",
     ("Qwen/Qwen3-30B-A3B", "active"): "the config sums to 3.353B; the card rounds to 3.3B",
 }

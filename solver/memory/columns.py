@@ -82,18 +82,6 @@ def column_reader(
             out[key] = key
         return list(out)
 
-    def stage_terms(key: tuple[Any, ...]) -> tuple[float, float, float, float, float, float]:
-        attn_tp, ep, moe_tp, dtp, dpa, tp, lmh, multi_stage = key
-        x = attn_a / attn_tp + attn_b
-        y = dense_d / dtp
-        z = _ceil(experts, ep) * expert_e / moe_tp + router_r + shared_s / dtp
-        cell_l = layer_kv_bytes(f, attn_tp, kv_dtype)
-        emb = (vocab if dpa else _ceil(vocab, tp)) * row_bytes
-        head = row_bytes
-        if not tied or multi_stage:
-            head += _ceil(vocab, attn_tp if lmh else tp) * row_bytes
-        return x, y, z, cell_l, emb, head
-
     def engine_terms(key: tuple[Any, ...]) -> tuple[float, list[tuple[int, int, int, int]]]:
         tp, pp, dpa, attn_dp, chunked = key
         fr = fixed_fraction
@@ -110,16 +98,36 @@ def column_reader(
             )
         return pre * fr * GIB, kinds(pp)
 
-    stage_cache: dict[tuple[Any, ...], tuple[float, float, float, float, float, float]] = {}
     engine_cache: dict[tuple[Any, ...], tuple[float, list[tuple[int, int, int, int]]]] = {}
+    attn_cache: dict[int, tuple[float, float, float]] = {}
+    tp_cache: dict[int, float] = {}
+    moe_cache: dict[tuple[int, int, int], float] = {}
+    emb_full = vocab * row_bytes
+    head_anyway = not tied
 
     def read(r: tuple[Any, ...]) -> Columns:
         tp, pp, dp, dpa, ep, dcp, dense, lmh, chunked, attn_tp, attn_dp, moe_tp = pick(r)
-        sk = (attn_tp, ep, moe_tp, dense or tp, dpa, tp, lmh, pp > 1)
-        st = stage_cache.get(sk)
-        if st is None:
-            st = stage_cache[sk] = stage_terms(sk)
-        x, y, z, cell_l, emb, head = st
+        a = attn_cache.get(attn_tp)
+        if a is None:
+            a = attn_cache[attn_tp] = (
+                attn_a / attn_tp + attn_b,
+                layer_kv_bytes(f, attn_tp, kv_dtype),
+                _ceil(vocab, attn_tp) * row_bytes,
+            )
+        x, cell_l, head_attn = a
+        vocab_tp = tp_cache.get(tp)
+        if vocab_tp is None:
+            vocab_tp = tp_cache[tp] = _ceil(vocab, tp) * row_bytes
+        dtp = dense or tp
+        zk = (ep, moe_tp, dtp)
+        z = moe_cache.get(zk)
+        if z is None:
+            z = moe_cache[zk] = _ceil(experts, ep) * expert_e / moe_tp + router_r + shared_s / dtp
+        y = dense_d / dtp
+        emb = emb_full if dpa else vocab_tp
+        head = row_bytes
+        if head_anyway or pp > 1:
+            head += head_attn if lmh else vocab_tp
         ek = (tp, pp, dpa, attn_dp, chunked)
         en = engine_cache.get(ek)
         if en is None:

@@ -274,6 +274,19 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
         ),
         Published(72.7, 72.7, "https://huggingface.co/Qwen/Qwen2.5-72B-Instruct (model card)"),
     ),
+    "Qwen/QwQ-32B": (
+        _m(
+            _QWEN2,
+            hidden_size=5120,
+            num_hidden_layers=64,
+            num_attention_heads=40,
+            num_key_value_heads=8,
+            intermediate_size=27648,
+            vocab_size=152064,
+            tie_word_embeddings=False,
+        ),
+        Published(32.5, 32.5, "https://huggingface.co/Qwen/QwQ-32B (model card)"),
+    ),
     "meta-llama/Llama-3.1-8B-Instruct": (
         _m(
             _LLAMA,
