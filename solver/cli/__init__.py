@@ -14,6 +14,7 @@ from solver.cli.diff_cmd import diff_cmd
 from solver.cli.enumerate_cmd import enumerate_cmd
 from solver.cli.fix_cmd import fix_cmd
 from solver.cli.groups_cmd import groups_cmd
+from solver.cli.plan_cmd import plan_cmd
 from solver.cli.rules_cmd import fields_cmd, rules_cmd
 from solver.cli.validate_cmd import validate_cmd
 from solver.errors import MeshsatError
@@ -31,6 +32,7 @@ app.command("validate")(validate_cmd)
 app.command("fix")(fix_cmd)
 app.command("enumerate")(enumerate_cmd)
 app.command("groups")(groups_cmd)
+app.command("plan")(plan_cmd)
 app.command("rules")(rules_cmd)
 app.command("fields")(fields_cmd)
 app.command("diff")(diff_cmd)

@@ -1,0 +1,168 @@
+"""The memory model: accuracy against SGLang's start-up logs, and its cost per layout.
+
+(a) Validation: every record in benchmarks/memory_logs.json (a public SGLang start-up log:
+source URL, command, GPU, and the figures SGLang printed) is recomputed from the embedded
+model facts, the layout and the GPU; the table shows the error of each figure, misses
+included. Goals: weights per rank within ±2 %, KV tokens within ±5 % where the GPU memory
+and `mem_fraction_static` are known (the record's `pre_load_gib` is the log's "Load weight
+begin. avail mem"; where the log lacks it the default context allowance is used and the
+row says so).
+
+(b) Speed: `solver.enumerate(N, model=...)` consumed plain (baseline) and with the memory
+columns (weights_gib, kv_tokens, max_requests, fits) read through
+`MemoryModel.row_reader` for every layout, median of --repeat runs in the same process;
+the extra cost per layout is (with - plain) / layouts. Goal: ≤ 2 µs per layout.
+
+Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_memory.py [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import solver
+from solver.memory import GIB, MemoryModel, Parallel, load_facts
+from solver.memory.gpus import Gpu, gpu
+from solver.memory.kv import kv_bytes_per_token
+from solver.memory.models import catalogue_config
+from solver.memory.weights import WeightModel
+from solver.model_spec import ModelSpec
+
+LOGS = Path(__file__).with_name("memory_logs.json")
+GB_LOG = float(1 << 30)  # SGLang's "GB" in these logs is 2^30 bytes
+
+
+def _parallel(rec: dict[str, Any], spec: ModelSpec) -> Parallel:
+    cfg = {k: v for k, v in rec["layout"].items()}
+    report = solver.validate(cfg, spec, explain=False)
+    return Parallel.from_resolved(report.resolved, report.derived)
+
+
+def validation() -> list[dict[str, Any]]:
+    rows = []
+    for rec in json.loads(LOGS.read_text())["records"]:
+        config = {**catalogue_config(rec["model"]), **rec.get("config_overrides", {})}
+        facts = load_facts(config)
+        spec = ModelSpec.from_hf_config(config)
+        p = _parallel(rec, spec)
+        g: Gpu = gpu(rec["gpu"])
+        logged = rec["logged"]
+        row: dict[str, Any] = {"id": rec["id"], "model": rec["model"], "gpu": g.name}
+        w = WeightModel(facts).per_rank(p) / GIB
+        row["weights_gib"] = w
+        if "weights_gb" in logged:
+            row["weights_err"] = w / logged["weights_gb"] - 1
+        cell = kv_bytes_per_token(facts, p, 0, rec.get("kv_cache_dtype"))
+        if "kv_gb" in logged and "tokens" in logged:
+            row["cell_err"] = cell / (logged["kv_gb"] * GB_LOG / logged["tokens"]) - 1
+        if "tokens" in logged and "mem_fraction_static" in rec:
+            pre = rec.get("pre_load_gib")
+            ctx = 1.0 if pre is None else g.memory_gib - pre
+            mm = MemoryModel(
+                facts,
+                g,
+                kv_cache_dtype=rec.get("kv_cache_dtype"),
+                mem_fraction_static=rec["mem_fraction_static"],
+                context_gib=ctx,
+                page_size=rec.get("page_size", 1),
+            )
+            m = mm.of(p)
+            row["tokens"] = m.kv_tokens
+            row["tokens_err"] = m.kv_tokens / logged["tokens"] - 1
+            row["pre_load"] = "log" if pre is not None else "default"
+        rows.append(row)
+    return rows
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{100 * x:+.2f} %"
+
+
+def print_validation(rows: list[dict[str, Any]]) -> None:
+    print("| id | model | GPU | weights/rank GiB | weights err | KV cell err | KV tokens err |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for r in rows:
+        tok = _pct(r.get("tokens_err"))
+        if tok and r.get("pre_load") == "default":
+            tok += " (default pre-load)"
+        print(
+            f"| {r['id']} | {r['model']} | {r['gpu']} | {r['weights_gib']:.2f} | "
+            f"{_pct(r.get('weights_err'))} | {_pct(r.get('cell_err'))} | {tok} |"
+        )
+    w = [abs(r["weights_err"]) for r in rows if "weights_err" in r]
+    t = [abs(r["tokens_err"]) for r in rows if "tokens_err" in r]
+    if w:
+        ok = sum(e <= 0.02 for e in w)
+        print(
+            f"\nweights within ±2 %: {ok}/{len(w)}; median |err| {100 * statistics.median(w):.2f} %"
+        )
+    if t:
+        ok = sum(e <= 0.05 for e in t)
+        print(
+            f"KV tokens within ±5 %: {ok}/{len(t)}; median |err| {100 * statistics.median(t):.2f} %"
+        )
+
+
+def median_time(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def plain(n: int, spec: ModelSpec) -> None:
+    for lay in solver.enumerate(n, model=spec):
+        _ = lay.row
+
+
+def with_memory(n: int, spec: ModelSpec, mm: MemoryModel) -> None:
+    read = None
+    for lay in solver.enumerate(n, model=spec):
+        if read is None:
+            s = lay.shape
+            read = mm.row_reader(s.config_index, s.constant, s.derived_index)
+        _ = read(lay.row)
+
+
+def speed(repeat: int) -> None:
+    print("\n| N | model | GPU | layouts | plain layouts/s | with memory layouts/s | µs/layout |")
+    print("|---:|---|---|---:|---:|---:|---:|")
+    for n, model, g in (
+        (512, "deepseek-ai/DeepSeek-V3", "H200"),
+        (4096, "deepseek-ai/DeepSeek-V3", "H200"),
+        (4096, "Qwen/Qwen3-235B-A22B", "H100"),
+    ):
+        spec = ModelSpec.from_hf_config(catalogue_config(model))
+        mm = MemoryModel(model, g, context_length=8192)
+        count = sum(1 for _ in solver.enumerate(n, model=spec))
+
+        tp = median_time(functools.partial(plain, n, spec), repeat)
+        tm = median_time(functools.partial(with_memory, n, spec, mm), repeat)
+        extra = (tm - tp) / count * 1e6
+        print(
+            f"| {n} | {model} | {g} | {count} | {count / tp:,.0f} | {count / tm:,.0f} | "
+            f"{extra:.2f} |"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--skip-speed", action="store_true")
+    a = ap.parse_args()
+    print_validation(validation())
+    if not a.skip_speed:
+        speed(a.repeat)
+
+
+if __name__ == "__main__":
+    main()

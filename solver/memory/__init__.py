@@ -1,0 +1,231 @@
+"""Memory model: will a layout load, and how much KV cache is left on each GPU.
+
+Everything is arithmetic from the model's config facts (`facts`), the resolved layout
+widths (`layout.Parallel`, read from `solver.validate(...)`), the GPU (`gpus`) and SGLang's
+own sizing rules (`fraction`, `pool`). One call returns one frozen `Memory` of plain numbers.
+
+Entry points:
+- `MemoryModel(model, gpu, ...)`: built once per model and GPU; `.of(parallel)` costs about
+  a dictionary lookup per layout after the first of its widths (for enumerate's columns).
+- `memory_of(report, model, gpu, ...)`: one validated layout.
+- `load_facts(model)`: a config.json path or an embedded catalogue repo id.
+- `fit_violation(mem)`: the "does not fit" message with its arithmetic, or None.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from solver.errors import InputError
+from solver.memory.facts import ModelFacts, facts_from_config
+from solver.memory.fraction import default_mem_fraction_static
+from solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
+from solver.memory.kv import kv_bytes_per_token
+from solver.memory.layout import Parallel
+from solver.memory.models import CATALOGUE, catalogue_facts
+from solver.memory.pool import pool_tokens, requests_that_fit
+from solver.memory.weights import WeightModel
+
+#: GiB the CUDA context, NCCL and allocator hold before weights load (SGLang logs show
+#: "Load weight begin. avail mem" about 1 GiB under the device total on H100/H200).
+DEFAULT_CONTEXT_GIB = 1.0
+
+__all__ = [
+    "CATALOGUE",
+    "Gpu",
+    "Memory",
+    "MemoryModel",
+    "ModelFacts",
+    "Parallel",
+    "custom_gpu",
+    "fit_violation",
+    "gpu",
+    "load_facts",
+    "memory_of",
+]
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Memory of one layout on one GPU type; sizes in GiB unless named otherwise."""
+
+    gpu: str
+    gpu_memory_gib: float
+    pre_load_gib: float
+    model_weights_gib: float
+    #: Weights on the fullest rank.
+    weights_gib: float
+    #: KV bytes one token costs on the rank with the most layers.
+    kv_bytes_per_token: float
+    mem_fraction_static: float
+    #: What SGLang keeps back from the pre-load free memory: pre_load·(1 - fraction).
+    reserve_gib: float
+    kv_pool_gib: float
+    #: Tokens in one rank's pool (`KV Cache is allocated. #tokens`).
+    kv_tokens: int
+    #: SGLang's `max_total_num_tokens` for one attention-DP rank (× dcp with decode CP).
+    max_total_num_tokens: int
+    #: Independent pools in the deployment: attention-DP ranks × engine replicas.
+    pools: int
+    context_length: int
+    max_requests: int
+
+    @property
+    def fits(self) -> bool:
+        return self.kv_tokens > 0
+
+    @property
+    def fits_one_request(self) -> bool:
+        return self.max_total_num_tokens >= self.context_length
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["fits"] = self.fits
+        d["fits_one_request"] = self.fits_one_request
+        return d
+
+
+def load_facts(model: str | Path | Mapping[str, Any] | ModelFacts) -> ModelFacts:
+    """Facts from a config mapping, a config.json path / model directory, or a repo id."""
+    if isinstance(model, ModelFacts):
+        return model
+    if isinstance(model, Mapping):
+        return facts_from_config(model)
+    p = Path(model)
+    if p.is_dir():
+        p = p / "config.json"
+    if p.is_file():
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"cannot read model config {p}: {exc}") from None
+        if not isinstance(data, dict):
+            raise InputError(f"model config {p} must be a JSON object")
+        return facts_from_config(data)
+    return catalogue_facts(str(model))
+
+
+def fit_violation(m: Memory) -> str | None:
+    """'does not fit' with the arithmetic, or None when the pool has room."""
+    if m.fits:
+        return None
+    return (
+        f"does not fit: weights {m.weights_gib:.2f} GiB + reserve {m.reserve_gib:.2f} GiB "
+        f"> {m.pre_load_gib:.2f} GiB free on a {m.gpu} before loading "
+        f"(mem_fraction_static {m.mem_fraction_static})"
+    )
+
+
+class MemoryModel:
+    """The memory arithmetic for one model on one GPU type, cached per width tuple."""
+
+    def __init__(
+        self,
+        model: str | Path | Mapping[str, Any] | ModelFacts,
+        gpu_type: str | Gpu,
+        *,
+        context_length: int = 4096,
+        kv_cache_dtype: str | None = None,
+        page_size: int = 1,
+        mem_fraction_static: float | None = None,
+        context_gib: float = DEFAULT_CONTEXT_GIB,
+        pack: str = "0.5.23",
+    ) -> None:
+        self.facts = load_facts(model)
+        self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
+        if context_length < 1:
+            raise InputError(f"context length must be >= 1, got {context_length}")
+        if page_size < 1:
+            raise InputError(f"page size must be >= 1, got {page_size}")
+        self.context_length = context_length
+        self.kv_cache_dtype = kv_cache_dtype
+        self.page_size = page_size
+        self.fraction = mem_fraction_static
+        self.pack = pack
+        self.pre_load_gib = self.gpu.memory_gib - context_gib
+        self.weights = WeightModel(self.facts)
+        self.model_gib = self.weights.model_bytes() / GIB
+        self._cache: dict[tuple[Any, ...], Memory] = {}
+        # Validate the dtype once, not per layout.
+        kv_bytes_per_token(self.facts, Parallel(), 0, kv_cache_dtype)
+
+    def of(self, p: Parallel) -> Memory:
+        key = (
+            p.tp, p.pp, p.attn_tp, p.attn_dp, p.ep, p.moe_tp, p.dcp, p.moe_dense_tp,
+            p.dp_attention, p.dp_lm_head, p.replicas, p.chunked_prefill_size,
+        )  # fmt: skip
+        m = self._cache.get(key)
+        if m is None:
+            m = self._cache[key] = self._compute(p)
+        return m
+
+    def row_reader(
+        self,
+        config_index: Mapping[str, int],
+        constant: Mapping[str, Any],
+        derived_index: Mapping[str, int],
+    ) -> Callable[[tuple[Any, ...]], tuple[float, int, int, bool]]:
+        """Enumerate's columns (weights_gib, kv_tokens, max_requests, fits) per layout row,
+        at streaming speed; see `solver.memory.columns`."""
+        from solver.memory.columns import column_reader
+
+        return column_reader(self, config_index, constant, derived_index)
+
+    def _compute(self, p: Parallel) -> Memory:
+        f = self.fraction
+        if f is None:
+            f = default_mem_fraction_static(
+                self.gpu.memory_mib,
+                tp=p.tp,
+                pp=p.pp,
+                dp_attention=p.dp_attention,
+                dp=p.attn_dp,
+                mla=self.facts.is_mla,
+                chunked_prefill_size=p.chunked_prefill_size,
+                pack=self.pack,
+            )
+        tokens = None
+        weights = 0.0
+        cell_max = 0.0
+        for s in range(p.pp):
+            w = self.weights.stage(p, s).total / GIB
+            cell = kv_bytes_per_token(self.facts, p, s, self.kv_cache_dtype)
+            t = pool_tokens(self.pre_load_gib, w, f, cell, page_size=self.page_size)
+            tokens = t if tokens is None else min(tokens, t)
+            weights = max(weights, w)
+            cell_max = max(cell_max, cell)
+        assert tokens is not None
+        total = tokens * p.dcp
+        pools = p.attn_dp * p.replicas
+        return Memory(
+            gpu=self.gpu.name,
+            gpu_memory_gib=self.gpu.memory_gib,
+            pre_load_gib=self.pre_load_gib,
+            model_weights_gib=self.model_gib,
+            weights_gib=weights,
+            kv_bytes_per_token=cell_max,
+            mem_fraction_static=f,
+            reserve_gib=self.pre_load_gib * (1 - f),
+            kv_pool_gib=tokens * cell_max / GIB,
+            kv_tokens=tokens,
+            max_total_num_tokens=total,
+            pools=pools,
+            context_length=self.context_length,
+            max_requests=requests_that_fit(total, self.context_length, pools),
+        )
+
+
+def memory_of(
+    report: Any,
+    model: str | Path | Mapping[str, Any] | ModelFacts,
+    gpu_type: str | Gpu,
+    **options: Any,
+) -> Memory:
+    """Memory of a validated layout: `report` is `solver.validate(config, model)`'s result
+    (anything with `.resolved` and `.derived`)."""
+    p = Parallel.from_resolved(report.resolved, report.derived)
+    return MemoryModel(model, gpu_type, **options).of(p)

@@ -1,0 +1,340 @@
+"""Model facts the memory model needs, read from a Hugging Face `config.json`.
+
+Why one reader: key spellings differ between families (`n_routed_experts` for DeepSeek,
+`num_local_experts` for Mixtral, `text_config` wrappers for multimodal models), and the
+layout rules' `ModelSpec` reads a subset of the same facts. `ModelSpec` keeps its own
+small reader for the rule facts; this module reads everything memory needs and reuses
+`ModelSpec`'s key tuples so the spellings live in one place.
+
+Parameter counts are exact sums over the modules a checkpoint stores (weights, biases,
+norms), per component, so the per-rank split in `weights.py` can divide each component
+by the width SGLang shards it over. Multi-token-prediction layers (`num_nextn_predict_layers`)
+are not counted: SGLang loads them only for speculative decoding, and the published
+totals (671 B for DeepSeek-V3) exclude them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from solver.errors import InputError
+from solver.memory.quant import BF16, Quant, quant_from_config
+from solver.model_spec import _EXPERTS, _HEADS, _KV_HEADS, _LAYERS
+
+#: Vocabulary rows are padded to a multiple of this (SGLang's `VocabParallelEmbedding`).
+VOCAB_PAD = 64
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the memory model reads from a config; sizes in elements, never bytes."""
+
+    architecture: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    #: Dense MLP width (dense layers and dense models); 0 when every layer is MoE.
+    intermediate_size: int
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    num_shared_experts: int = 0
+    shared_expert_intermediate_size: int = 0
+    #: Layers that are MoE (the rest use the dense MLP).
+    num_moe_layers: int = 0
+    #: MLA: 0 when the model uses GQA/MHA.
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    #: DeepSeek sparse attention indexer (V3.2): 0 when absent.
+    index_head_dim: int = 0
+    index_n_heads: int = 0
+    #: Layers with a sliding window (their KV is still counted in full; see kv.py).
+    num_sliding_layers: int = 0
+    sliding_window: int = 0
+    qkv_bias: bool = False
+    o_bias: bool = False
+    qk_norm: str = ""  # "", "head" (per head dim) or "full" (whole projection)
+    expert_bias: bool = False
+    router_bias: bool = False
+    attention_sinks: bool = False
+    quant: Quant = field(default=BF16)
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    @property
+    def padded_vocab(self) -> int:
+        return -(-self.vocab_size // VOCAB_PAD) * VOCAB_PAD
+
+    # ---- per-layer parameter counts, by how SGLang shards them -------------------------
+
+    def attn_sharded_params(self) -> int:
+        """Attention weights split over attention TP (column/row-parallel projections)."""
+        h = self.hidden_size
+        if self.is_mla:
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            q_in = self.q_lora_rank or h
+            q = q_in * self.num_heads * qk
+            kv_b = self.kv_lora_rank * self.num_heads * (self.qk_nope_head_dim + self.v_head_dim)
+            o = self.num_heads * self.v_head_dim * h
+            return q + kv_b + o
+        q = h * self.num_heads * self.head_dim
+        kv = h * self.num_kv_heads * (self.head_dim + self.v_head_dim)
+        o = self.num_heads * self.v_head_dim * h
+        bias = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim if self.qkv_bias else 0
+        if self.qk_norm == "full":
+            bias += (self.num_heads + self.num_kv_heads) * self.head_dim
+        sinks = self.num_heads if self.attention_sinks else 0
+        return q + kv + o + bias + sinks
+
+    def attn_replicated_params(self) -> int:
+        """Attention linears every attention-TP rank holds whole: MLA's down-projections
+        and the DSA indexer (replicated linears in SGLang's DeepSeek model)."""
+        h = self.hidden_size
+        n = 0
+        if self.is_mla:
+            n += h * (self.kv_lora_rank + self.qk_rope_head_dim)
+            if self.q_lora_rank:
+                n += h * self.q_lora_rank
+        if self.index_head_dim:
+            d, heads = self.index_head_dim, self.index_n_heads
+            n += (self.q_lora_rank or h) * heads * d + h * d + h * heads
+        return n
+
+    def norm_params(self) -> int:
+        """Per-layer norms and the o_proj bias: small, replicated, never quantized."""
+        h = self.hidden_size
+        n = 2 * h
+        if self.o_bias:
+            n += h
+        if self.qk_norm == "head":
+            n += 2 * self.head_dim
+        if self.is_mla:
+            n += self.kv_lora_rank + self.q_lora_rank
+        if self.index_head_dim:
+            n += 2 * self.index_head_dim
+        return n
+
+    def dense_mlp_params(self) -> int:
+        return 3 * self.hidden_size * self.intermediate_size
+
+    def expert_params(self) -> int:
+        """One routed expert (gate, up, down; biases for gpt-oss)."""
+        p = 3 * self.hidden_size * self.moe_intermediate_size
+        if self.expert_bias:
+            p += 2 * self.moe_intermediate_size + self.hidden_size
+        return p
+
+    def shared_expert_params(self) -> int:
+        return 3 * self.hidden_size * self.shared_expert_intermediate_size * self.num_shared_experts
+
+    def router_params(self) -> int:
+        return self.num_experts * self.hidden_size + (self.num_experts if self.router_bias else 0)
+
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    def lm_head_params(self) -> int:
+        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+
+    # ---- totals --------------------------------------------------------------------------
+
+    def total_params(self) -> int:
+        """Every stored parameter, MTP layers excluded."""
+        return self._params(self.num_experts)
+
+    def active_params(self) -> int:
+        """Parameters one token touches: routed experts counted `experts_per_token` times."""
+        return self._params(self.experts_per_token)
+
+    def _params(self, experts: int) -> int:
+        L = self.num_layers
+        attn = L * (self.attn_sharded_params() + self.attn_replicated_params() + self.norm_params())
+        dense = self.num_dense_layers * self.dense_mlp_params()
+        moe = self.num_moe_layers * (
+            experts * self.expert_params() + self.shared_expert_params() + self.router_params()
+        )
+        return (
+            attn + dense + moe + self.embedding_params() + self.lm_head_params() + self.hidden_size
+        )
+
+
+def _int(src: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    for k in keys:
+        v = src.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def _require(src: Mapping[str, Any], keys: tuple[str, ...], fact: str) -> int:
+    v = _int(src, keys)
+    if v is None or v < 1:
+        raise InputError(
+            f"model config lacks {fact}, which the memory model needs "
+            f"(config.json field {' / '.join(repr(k) for k in keys)})"
+        )
+    return v
+
+
+def _text_config(hf: Mapping[str, Any]) -> dict[str, Any]:
+    """Flatten multimodal wrappers: the language model's keys win, top-level keys fill in."""
+    merged = dict(hf)
+    for key in ("text_config", "language_config", "llm_config"):
+        sub = hf.get(key)
+        if isinstance(sub, Mapping):
+            merged.update(sub)
+    return merged
+
+
+def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
+    """Read `ModelFacts` from a parsed Hugging Face `config.json`.
+
+    Raises `InputError` naming the fact and its config field when one is missing, and
+    for a `quantization_config` whose method is not modelled.
+    """
+    c = _text_config(hf)
+    archs = hf.get("architectures") or c.get("architectures") or []
+    arch = archs[0] if archs and isinstance(archs[0], str) else str(c.get("model_type", "?"))
+    hidden = _require(c, ("hidden_size", "n_embd", "d_model"), "the hidden size")
+    layers = _require(c, _LAYERS, "the layer count")
+    heads = _require(c, _HEADS, "the attention head count")
+    kv_heads = _int(c, _KV_HEADS) or heads
+    vocab = _require(c, ("vocab_size", "padded_vocab_size"), "the vocabulary size")
+    tie = bool(c.get("tie_word_embeddings", hf.get("tie_word_embeddings", False)))
+
+    kv_lora = _int(c, ("kv_lora_rank",)) or 0
+    q_lora = _int(c, ("q_lora_rank",)) or 0
+    nope = _int(c, ("qk_nope_head_dim",)) or 0
+    rope = _int(c, ("qk_rope_head_dim",)) or 0
+    if kv_lora:
+        if not (nope and rope):
+            raise InputError(
+                "model config has kv_lora_rank (MLA) but lacks the query/key head dims "
+                "(config.json fields 'qk_nope_head_dim' and 'qk_rope_head_dim')"
+            )
+        head_dim = nope + rope
+        v_head = _require(c, ("v_head_dim",), "the MLA value head dim")
+    else:
+        head_dim = _int(c, ("head_dim", "kv_channels")) or 0
+        if not head_dim:
+            if hidden % heads:
+                raise InputError(
+                    "model config lacks the head dim (config.json field 'head_dim') and "
+                    f"hidden_size {hidden} is not a multiple of {heads} heads"
+                )
+            head_dim = hidden // heads
+        v_head = _int(c, ("v_head_dim",)) or head_dim
+
+    experts = _int(c, _EXPERTS) or 0
+    dense_inter = _int(c, ("intermediate_size_mlp", "intermediate_size", "ffn_hidden_size")) or 0
+    topk = moe_inter = shared = shared_inter = moe_layers = 0
+    expert_bias = router_bias = False
+    if experts:
+        topk = _require(
+            c, ("num_experts_per_tok", "experts_per_token", "moe_topk"), "the experts per token"
+        )
+        moe_inter = _int(c, ("moe_intermediate_size",)) or 0
+        if not moe_inter:
+            # Mixtral, gpt-oss, MiniMax and Llama 4 name the expert width intermediate_size.
+            moe_inter = _require(c, ("intermediate_size",), "the expert width")
+        shared = _int(c, ("n_shared_experts", "num_shared_experts")) or 0
+        shared_inter = _int(c, ("shared_expert_intermediate_size",)) or 0
+        if shared_inter and not shared:
+            shared = 1  # Qwen2-MoE style: one shared expert of its own width
+        if shared and not shared_inter:
+            shared_inter = moe_inter
+        if "interleave_moe_layer_step" in c and c.get("model_type", "").startswith("llama4"):
+            step = int(c["interleave_moe_layer_step"]) or 1
+            moe_layers = layers // step
+            shared, shared_inter = 1, moe_inter  # Llama 4: one shared expert per MoE layer
+        else:
+            first_dense = _int(c, ("first_k_dense_replace",)) or 0
+            sparse_step = _int(c, ("decoder_sparse_step", "moe_layer_freq")) or 1
+            mlp_only = c.get("mlp_only_layers") or []
+            moe_layers = sum(
+                1
+                for i in range(layers)
+                if i >= first_dense and i % sparse_step == 0 and i not in mlp_only
+            )
+        if moe_layers < layers and not dense_inter:
+            raise InputError(
+                "model config has dense layers but lacks their MLP width "
+                "(config.json field 'intermediate_size')"
+            )
+        if c.get("model_type") in ("gpt_oss",):
+            expert_bias = router_bias = True
+        router_bias = router_bias or c.get("topk_method") == "noaux_tc"
+        if c.get("model_type") in ("glm4_moe", "minimax_m2", "minimax"):
+            router_bias = True  # e_score_correction_bias
+        if dense_inter == moe_inter and moe_layers == layers:
+            dense_inter = 0
+    elif not dense_inter:
+        raise InputError("model config lacks the MLP width (config.json field 'intermediate_size')")
+
+    layer_types = c.get("layer_types")
+    sliding_layers = 0
+    if isinstance(layer_types, list):
+        sliding_layers = sum(1 for t in layer_types if t == "sliding_attention")
+    model_type = str(c.get("model_type", ""))
+    qk_norm = ""
+    if model_type in ("qwen3", "qwen3_moe", "glm4_moe") and c.get("use_qk_norm", True):
+        qk_norm = "head" if model_type != "glm4_moe" or c.get("use_qk_norm") else ""
+    if model_type in ("minimax_m2", "minimax") and c.get("use_qk_norm", True):
+        qk_norm = "full"
+    qkv_bias = bool(
+        c.get("attention_bias", False)
+        or c.get("qkv_bias", False)
+        or model_type in ("qwen2", "qwen2_moe")
+    )
+    return ModelFacts(
+        architecture=arch,
+        hidden_size=hidden,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=v_head,
+        vocab_size=vocab,
+        tie_word_embeddings=tie,
+        intermediate_size=dense_inter,
+        num_experts=experts,
+        experts_per_token=topk,
+        moe_intermediate_size=moe_inter,
+        num_shared_experts=shared,
+        shared_expert_intermediate_size=shared_inter,
+        num_moe_layers=moe_layers,
+        kv_lora_rank=kv_lora,
+        q_lora_rank=q_lora,
+        qk_nope_head_dim=nope,
+        qk_rope_head_dim=rope,
+        index_head_dim=_int(c, ("index_head_dim",)) or 0,
+        index_n_heads=_int(c, ("index_n_heads",)) or 0,
+        num_sliding_layers=sliding_layers,
+        sliding_window=_int(c, ("sliding_window",)) or 0,
+        qkv_bias=qkv_bias,
+        o_bias=model_type == "gpt_oss",
+        qk_norm=qk_norm,
+        expert_bias=expert_bias,
+        router_bias=router_bias,
+        attention_sinks=model_type == "gpt_oss",
+        quant=quant_from_config(c),
+    )

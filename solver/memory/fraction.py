@@ -1,0 +1,94 @@
+"""SGLang's default `mem_fraction_static`, per release pack.
+
+Why per pack: the default moved between releases. `0.5.23` follows that release's
+`_handle_gpu_memory_settings` (memory_hook.py): GPU-size thresholds pick the chunked-prefill
+size and the decode CUDA-graph batch size, then
+
+    reserved MiB = max(512 + 1.5·max(chunked, 2048) + tp·pp/8·1024 + graph, 10 GiB if > 60 GiB)
+    graph       = 2·max_bs  (+ 3·max_bs·dp, + 1.5·max_bs·dp above bs 300, with DP attention)
+                  + prefill-graph reserve (1.5 GiB for MLA, 8 MiB per captured size otherwise)
+    fraction    = round((gpu - reserved) / gpu, 3)
+
+plus 2 GiB for DeepEP all-to-all buffers. `legacy` is the older table by TP size
+(0.88 … 0.79) that earlier releases used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from solver.errors import InputError
+
+PACKS: tuple[str, ...] = ("0.5.23", "legacy")
+
+
+@dataclass(frozen=True)
+class Defaults:
+    chunked_prefill_size: int
+    cuda_graph_max_bs: int
+
+
+def gpu_defaults(gpu_mib: float, tp: int) -> Defaults:
+    """Chunked-prefill size and decode CUDA-graph max batch SGLang picks for a GPU."""
+    if gpu_mib < 20 * 1024:
+        return Defaults(2048, 8)
+    if gpu_mib < 35 * 1024:
+        return Defaults(4096, 48 if tp < 4 else 160)
+    if gpu_mib < 60 * 1024:
+        return Defaults(4096, 32 if tp < 4 else 160)
+    if gpu_mib < 160 * 1024:
+        return Defaults(8192, 256 if tp < 4 else 512)
+    return Defaults(16384, 512)
+
+
+def _prefill_graph_sizes(max_bs: int) -> int:
+    sizes = (
+        list(range(4, 33, 4))
+        + list(range(48, 257, 16))
+        + list(range(288, 513, 32))
+        + list(range(576, 1025, 64))
+        + list(range(1280, 4097, 256))
+        + list(range(4608, max_bs + 1, 512))
+    )
+    return sum(1 for s in sizes if s <= max_bs)
+
+
+def default_mem_fraction_static(
+    gpu_mib: float,
+    *,
+    tp: int,
+    pp: int = 1,
+    dp_attention: bool = False,
+    dp: int = 1,
+    mla: bool = False,
+    chunked_prefill_size: int | None = None,
+    cuda_graph_max_bs: int | None = None,
+    prefill_cuda_graph: bool = False,
+    deepep: bool = False,
+    pack: str = "0.5.23",
+) -> float:
+    """The `mem_fraction_static` SGLang picks when the user gives none."""
+    if pack == "legacy":
+        table = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87))
+        return next((f for n, f in table if tp >= n), 0.88)
+    if pack != "0.5.23":
+        raise InputError(f"unknown SGLang pack {pack!r}; known: {', '.join(PACKS)}")
+    d = gpu_defaults(gpu_mib, tp)
+    chunked = chunked_prefill_size if chunked_prefill_size is not None else d.chunked_prefill_size
+    max_bs = cuda_graph_max_bs if cuda_graph_max_bs is not None else d.cuda_graph_max_bs
+    activation = max(chunked, 2048) if chunked > 0 else 2048
+    graph = max_bs * 2.0
+    if dp_attention:
+        graph += max_bs * dp * 3
+        if max_bs > 300:
+            graph += max_bs * dp * 1.5
+    if prefill_cuda_graph:
+        graph += (
+            1.5 * 1024 if mla else _prefill_graph_sizes(min(chunked, 8192) if mla else chunked) * 8
+        )
+    reserved = 512 + activation * 1.5 + tp * pp / 8 * 1024 + graph
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    if deepep:
+        reserved += 2 * 1024
+    return round((gpu_mib - reserved) / gpu_mib, 3)

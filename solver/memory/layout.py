@@ -1,0 +1,85 @@
+"""The resolved parallel widths the memory model divides by, as plain integers.
+
+Why its own value: the memory arithmetic runs per enumerated layout (≤ 2 µs each), so it
+reads a small frozen record rather than a `Report`. The widths are never re-derived here:
+`from_resolved` copies SGLang's resolved fields and meshsat's derived widths
+(`attn_tp`, `attn_dp`, `moe_tp`) from `solver.validate(...)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: The resolved config fields and derived widths `Parallel.from_resolved` reads.
+CONFIG_FIELDS: tuple[str, ...] = (
+    "tp_size",
+    "pp_size",
+    "dp_size",
+    "enable_dp_attention",
+    "attn_cp_size",
+    "ep_size",
+    "moe_dp_size",
+    "dcp_size",
+    "moe_dense_tp_size",
+    "enable_dp_lm_head",
+    "chunked_prefill_size",
+)
+DERIVED_FIELDS: tuple[str, ...] = ("attn_tp", "attn_dp", "moe_tp")
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """One engine's widths (one replica: `tp * pp` ranks)."""
+
+    tp: int = 1
+    pp: int = 1
+    attn_tp: int = 1
+    attn_dp: int = 1
+    attn_cp: int = 1
+    ep: int = 1
+    moe_tp: int = 1
+    moe_dp: int = 1
+    dcp: int = 1
+    #: `--moe-dense-tp-size`; None shards dense MLPs and shared experts over all of `tp`.
+    moe_dense_tp: int | None = None
+    dp_attention: bool = False
+    dp_lm_head: bool = False
+    #: Independent engine replicas (dp_size without DP attention).
+    replicas: int = 1
+    chunked_prefill_size: int | None = None
+
+    @property
+    def dense_tp(self) -> int:
+        return self.moe_dense_tp or self.tp
+
+    @property
+    def ranks(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def gpus(self) -> int:
+        return self.ranks * self.replicas
+
+    @classmethod
+    def from_resolved(cls, resolved: Mapping[str, Any], derived: Mapping[str, Any]) -> Parallel:
+        """From a `Report`'s `.resolved` and `.derived` (or an enumerated layout's)."""
+        dp_attn = bool(resolved.get("enable_dp_attention"))
+        tp = int(resolved["tp_size"])
+        return cls(
+            tp=tp,
+            pp=int(resolved.get("pp_size") or 1),
+            attn_tp=int(derived["attn_tp"]),
+            attn_dp=int(derived["attn_dp"]),
+            attn_cp=int(resolved.get("attn_cp_size") or 1),
+            ep=int(resolved.get("ep_size") or 1),
+            moe_tp=int(derived["moe_tp"]),
+            moe_dp=int(resolved.get("moe_dp_size") or 1),
+            dcp=int(resolved.get("dcp_size") or 1),
+            moe_dense_tp=resolved.get("moe_dense_tp_size"),
+            dp_attention=dp_attn,
+            dp_lm_head=bool(resolved.get("enable_dp_lm_head")),
+            replicas=1 if dp_attn else int(resolved.get("dp_size") or 1),
+            chunked_prefill_size=resolved.get("chunked_prefill_size"),
+        )

@@ -1,0 +1,507 @@
+"""Embedded catalogue: the facts of widely served open models, keyed by HF repository id.
+
+Why embedded: `--model deepseek-ai/DeepSeek-V3` must work offline. Each entry is the subset
+of the public `config.json` the memory model reads, in the config's own key spelling, so it
+goes through the same reader (`facts.facts_from_config`) as a user's file. Numbers are
+copied as facts from each repository's public `config.json` on huggingface.co
+(https://huggingface.co/<repo id>/blob/main/config.json). `published` holds the total and
+active parameter counts the model's card or release announcement states, with its source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from solver.errors import InputError
+from solver.memory.facts import ModelFacts, facts_from_config
+
+_FP8_BLOCK = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+
+_DEEPSEEK_V3: dict[str, Any] = {
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "deepseek_v3",
+    "hidden_size": 7168,
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "intermediate_size": 18432,
+    "moe_intermediate_size": 2048,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3,
+    "moe_layer_freq": 1,
+    "topk_method": "noaux_tc",
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+    "tie_word_embeddings": False,
+    "num_nextn_predict_layers": 1,
+    "torch_dtype": "bfloat16",
+    "quantization_config": _FP8_BLOCK,
+}
+
+_QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe"}
+_QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128}
+_QWEN2 = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}
+_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256}
+_MIXTRAL = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral"}
+_GLM = {
+    "architectures": ["Glm4MoeForCausalLM"],
+    "model_type": "glm4_moe",
+    "head_dim": 128,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "attention_bias": True,
+    "vocab_size": 151552,
+    "tie_word_embeddings": False,
+}
+_GPT_OSS = {
+    "architectures": ["GptOssForCausalLM"],
+    "model_type": "gpt_oss",
+    "hidden_size": 2880,
+    "intermediate_size": 2880,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "experts_per_token": 4,
+    "num_experts_per_tok": 4,
+    "vocab_size": 201088,
+    "sliding_window": 128,
+    "attention_bias": True,
+    "tie_word_embeddings": False,
+    "quantization_config": {
+        "quant_method": "mxfp4",
+        "modules_to_not_convert": [
+            "model.layers.*.self_attn",
+            "model.layers.*.mlp.router",
+            "model.embed_tokens",
+            "lm_head",
+        ],
+    },
+}
+_LLAMA4_TEXT = {
+    "model_type": "llama4_text",
+    "hidden_size": 5120,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 8192,
+    "intermediate_size_mlp": 16384,
+    "num_experts_per_tok": 1,
+    "vocab_size": 202048,
+}
+
+
+def _m(*parts: Mapping[str, Any], **kw: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for p in parts:
+        out.update(p)
+    out.update(kw)
+    return out
+
+
+def _alternating(n: int) -> list[str]:
+    return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+
+
+@dataclass(frozen=True)
+class Published:
+    """A model's published parameter counts (billions) and where they are stated."""
+
+    total_b: float
+    active_b: float
+    source: str
+    #: What the publisher counts as active: "all" parameters a token touches, or
+    #: "no_embedding" (the input embedding is a lookup, not a matmul), or
+    #: "no_embeddings_or_head" (embedding and LM head both left out).
+    active_counts: str = "all"
+
+
+#: repo id -> (config facts, published figures).
+_CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
+    "deepseek-ai/DeepSeek-V3": (
+        _DEEPSEEK_V3,
+        Published(
+            671,
+            37,
+            "https://huggingface.co/deepseek-ai/DeepSeek-V3 (model card)",
+            active_counts="no_embedding",
+        ),
+    ),
+    "deepseek-ai/DeepSeek-R1": (
+        _DEEPSEEK_V3,
+        Published(
+            671,
+            37,
+            "https://huggingface.co/deepseek-ai/DeepSeek-R1 (model card)",
+            active_counts="no_embedding",
+        ),
+    ),
+    "deepseek-ai/DeepSeek-V3.1": (
+        _DEEPSEEK_V3,
+        Published(
+            671,
+            37,
+            "https://huggingface.co/deepseek-ai/DeepSeek-V3.1 (model card)",
+            active_counts="no_embedding",
+        ),
+    ),
+    "deepseek-ai/DeepSeek-V3.2-Exp": (
+        _m(
+            _DEEPSEEK_V3,
+            architectures=["DeepseekV32ForCausalLM"],
+            model_type="deepseek_v32",
+            index_head_dim=128,
+            index_n_heads=64,
+            index_topk=2048,
+        ),
+        Published(
+            671,
+            37,
+            "https://api-docs.deepseek.com/news/news250929 (V3.2-Exp, V3.1-Terminus base)",
+            active_counts="no_embedding",
+        ),
+    ),
+    "moonshotai/Kimi-K2-Instruct": (
+        _m(
+            _DEEPSEEK_V3,
+            model_type="kimi_k2",
+            num_attention_heads=64,
+            num_key_value_heads=64,
+            n_routed_experts=384,
+            first_k_dense_replace=1,
+            vocab_size=163840,
+        ),
+        Published(
+            1040,
+            32,
+            "https://huggingface.co/moonshotai/Kimi-K2-Instruct (card: 32B activated);"
+            " 1.04T total as summaries of the tech report state",
+            active_counts="no_embedding",
+        ),
+    ),
+    "Qwen/Qwen3-235B-A22B": (
+        _m(
+            _QWEN3_MOE,
+            hidden_size=4096,
+            num_hidden_layers=94,
+            num_attention_heads=64,
+            num_key_value_heads=4,
+            head_dim=128,
+            num_experts=128,
+            num_experts_per_tok=8,
+            moe_intermediate_size=1536,
+            intermediate_size=12288,
+            vocab_size=151936,
+            tie_word_embeddings=False,
+        ),
+        Published(235, 22, "https://huggingface.co/Qwen/Qwen3-235B-A22B (model card)"),
+    ),
+    "Qwen/Qwen3-30B-A3B": (
+        _m(
+            _QWEN3_MOE,
+            hidden_size=2048,
+            num_hidden_layers=48,
+            num_attention_heads=32,
+            num_key_value_heads=4,
+            head_dim=128,
+            num_experts=128,
+            num_experts_per_tok=8,
+            moe_intermediate_size=768,
+            intermediate_size=6144,
+            vocab_size=151936,
+            tie_word_embeddings=False,
+        ),
+        Published(30.5, 3.3, "https://huggingface.co/Qwen/Qwen3-30B-A3B (model card)"),
+    ),
+    "Qwen/Qwen3-32B": (
+        _m(
+            _QWEN3,
+            hidden_size=5120,
+            num_hidden_layers=64,
+            num_attention_heads=64,
+            num_key_value_heads=8,
+            intermediate_size=25600,
+            vocab_size=151936,
+            tie_word_embeddings=False,
+        ),
+        Published(32.8, 32.8, "https://huggingface.co/Qwen/Qwen3-32B (model card)"),
+    ),
+    "Qwen/Qwen3-8B": (
+        _m(
+            _QWEN3,
+            hidden_size=4096,
+            num_hidden_layers=36,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            intermediate_size=12288,
+            vocab_size=151936,
+            tie_word_embeddings=False,
+        ),
+        Published(8.2, 8.2, "https://huggingface.co/Qwen/Qwen3-8B (model card)"),
+    ),
+    "Qwen/Qwen2.5-7B-Instruct": (
+        _m(
+            _QWEN2,
+            hidden_size=3584,
+            num_hidden_layers=28,
+            num_attention_heads=28,
+            num_key_value_heads=4,
+            intermediate_size=18944,
+            vocab_size=152064,
+            tie_word_embeddings=False,
+        ),
+        Published(7.61, 7.61, "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct (model card)"),
+    ),
+    "Qwen/Qwen2.5-72B-Instruct": (
+        _m(
+            _QWEN2,
+            hidden_size=8192,
+            num_hidden_layers=80,
+            num_attention_heads=64,
+            num_key_value_heads=8,
+            intermediate_size=29568,
+            vocab_size=152064,
+            tie_word_embeddings=False,
+        ),
+        Published(72.7, 72.7, "https://huggingface.co/Qwen/Qwen2.5-72B-Instruct (model card)"),
+    ),
+    "Qwen/QwQ-32B": (
+        _m(
+            _QWEN2,
+            hidden_size=5120,
+            num_hidden_layers=64,
+            num_attention_heads=40,
+            num_key_value_heads=8,
+            intermediate_size=27648,
+            vocab_size=152064,
+            tie_word_embeddings=False,
+        ),
+        Published(32.5, 32.5, "https://huggingface.co/Qwen/QwQ-32B (model card)"),
+    ),
+    "meta-llama/Llama-3.1-8B-Instruct": (
+        _m(
+            _LLAMA,
+            hidden_size=4096,
+            num_hidden_layers=32,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            intermediate_size=14336,
+        ),
+        Published(
+            8.03, 8.03, "https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct (8.03B params)"
+        ),
+    ),
+    "meta-llama/Llama-3.1-70B-Instruct": (
+        _m(
+            _LLAMA,
+            hidden_size=8192,
+            num_hidden_layers=80,
+            num_attention_heads=64,
+            num_key_value_heads=8,
+            intermediate_size=28672,
+        ),
+        Published(
+            70.6, 70.6, "https://huggingface.co/meta-llama/Llama-3.1-70B-Instruct (70.6B params)"
+        ),
+    ),
+    "meta-llama/Llama-3.1-405B-Instruct": (
+        _m(
+            _LLAMA,
+            hidden_size=16384,
+            num_hidden_layers=126,
+            num_attention_heads=128,
+            num_key_value_heads=8,
+            intermediate_size=53248,
+        ),
+        Published(
+            406, 406, "https://huggingface.co/meta-llama/Llama-3.1-405B-Instruct (406B params)"
+        ),
+    ),
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": (
+        {
+            "architectures": ["Llama4ForConditionalGeneration"],
+            "model_type": "llama4",
+            "text_config": _m(_LLAMA4_TEXT, num_local_experts=16, interleave_moe_layer_step=1),
+        },
+        Published(109, 17, "https://ai.meta.com/blog/llama-4-multimodal-intelligence/"),
+    ),
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": (
+        {
+            "architectures": ["Llama4ForConditionalGeneration"],
+            "model_type": "llama4",
+            "text_config": _m(_LLAMA4_TEXT, num_local_experts=128, interleave_moe_layer_step=2),
+        },
+        Published(400, 17, "https://ai.meta.com/blog/llama-4-multimodal-intelligence/"),
+    ),
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": (
+        _m(
+            _MIXTRAL,
+            hidden_size=4096,
+            num_hidden_layers=32,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            intermediate_size=14336,
+            num_local_experts=8,
+            num_experts_per_tok=2,
+            vocab_size=32000,
+            tie_word_embeddings=False,
+        ),
+        Published(46.7, 12.9, "https://mistral.ai/news/mixtral-of-experts"),
+    ),
+    "mistralai/Mixtral-8x22B-Instruct-v0.1": (
+        _m(
+            _MIXTRAL,
+            hidden_size=6144,
+            num_hidden_layers=56,
+            num_attention_heads=48,
+            num_key_value_heads=8,
+            intermediate_size=16384,
+            num_local_experts=8,
+            num_experts_per_tok=2,
+            vocab_size=32768,
+            tie_word_embeddings=False,
+        ),
+        Published(141, 39, "https://mistral.ai/news/mixtral-8x22b"),
+    ),
+    "zai-org/GLM-4.5": (
+        _m(
+            _GLM,
+            hidden_size=5120,
+            num_hidden_layers=92,
+            num_attention_heads=96,
+            num_key_value_heads=8,
+            intermediate_size=12288,
+            moe_intermediate_size=1536,
+            n_routed_experts=160,
+            first_k_dense_replace=3,
+            use_qk_norm=True,
+        ),
+        Published(
+            355,
+            32,
+            "https://huggingface.co/zai-org/GLM-4.5 (model card)",
+            active_counts="no_embeddings_or_head",
+        ),
+    ),
+    "zai-org/GLM-4.6": (
+        _m(
+            _GLM,
+            hidden_size=5120,
+            num_hidden_layers=92,
+            num_attention_heads=96,
+            num_key_value_heads=8,
+            intermediate_size=12288,
+            moe_intermediate_size=1536,
+            n_routed_experts=160,
+            first_k_dense_replace=3,
+            use_qk_norm=True,
+        ),
+        Published(
+            355,
+            32,
+            "https://huggingface.co/zai-org/GLM-4.6 (model card)",
+            active_counts="no_embeddings_or_head",
+        ),
+    ),
+    "zai-org/GLM-4.5-Air": (
+        _m(
+            _GLM,
+            hidden_size=4096,
+            num_hidden_layers=46,
+            num_attention_heads=96,
+            num_key_value_heads=8,
+            intermediate_size=10944,
+            moe_intermediate_size=1408,
+            n_routed_experts=128,
+            first_k_dense_replace=1,
+            use_qk_norm=False,
+        ),
+        Published(
+            106,
+            12,
+            "https://huggingface.co/zai-org/GLM-4.5-Air (model card)",
+            active_counts="no_embeddings_or_head",
+        ),
+    ),
+    "openai/gpt-oss-120b": (
+        _m(
+            _GPT_OSS,
+            num_hidden_layers=36,
+            num_local_experts=128,
+            layer_types=_alternating(36),
+        ),
+        Published(
+            116.8,
+            5.13,
+            "https://openai.com/index/introducing-gpt-oss/ (model card table)",
+            active_counts="no_embedding",
+        ),
+    ),
+    "openai/gpt-oss-20b": (
+        _m(
+            _GPT_OSS,
+            num_hidden_layers=24,
+            num_local_experts=32,
+            layer_types=_alternating(24),
+        ),
+        Published(
+            20.9,
+            3.61,
+            "https://openai.com/index/introducing-gpt-oss/ (model card table)",
+            active_counts="no_embedding",
+        ),
+    ),
+    "MiniMaxAI/MiniMax-M2": (
+        {
+            "architectures": ["MiniMaxM2ForCausalLM"],
+            "model_type": "minimax_m2",
+            "hidden_size": 3072,
+            "num_hidden_layers": 62,
+            "num_attention_heads": 48,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "intermediate_size": 1536,
+            "num_local_experts": 256,
+            "num_experts_per_tok": 8,
+            "use_qk_norm": True,
+            "vocab_size": 200064,
+            "tie_word_embeddings": False,
+            "quantization_config": _FP8_BLOCK,
+        },
+        Published(
+            230,
+            10,
+            "https://huggingface.co/MiniMaxAI/MiniMax-M2 (model card)",
+            active_counts="no_embeddings_or_head",
+        ),
+    ),
+}
+
+CATALOGUE: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {k: MappingProxyType(v[0]) for k, v in _CATALOGUE.items()}
+)
+PUBLISHED: Mapping[str, Published] = MappingProxyType({k: v[1] for k, v in _CATALOGUE.items()})
+
+
+def catalogue_config(repo_id: str) -> Mapping[str, Any]:
+    """The embedded config facts of `repo_id` (case-insensitive); lists the known ids."""
+    for key, cfg in CATALOGUE.items():
+        if key.lower() == repo_id.lower():
+            return cfg
+    raise InputError(
+        f"unknown model {repo_id!r}: not a config.json path and not in the embedded "
+        f"catalogue ({', '.join(sorted(CATALOGUE))})"
+    )
+
+
+def catalogue_facts(repo_id: str) -> ModelFacts:
+    return facts_from_config(catalogue_config(repo_id))

@@ -1,0 +1,38 @@
+"""The KV pool SGLang allocates after loading weights, and how many requests it holds.
+
+SGLang (`kv_cache_configurator`): with `pre` the free GiB measured before loading weights
+and `avail` the free GiB after, `rest = avail - pre·(1 - mem_fraction_static)` and
+`max_total_num_tokens = int(rest·2^30 // cell_size)`, then rounded down to a multiple of
+`page_size`. Since `avail = pre - weights - load overhead`, the pool is what is left of
+`pre·fraction` after the weights. Each attention-DP rank owns its own pool, so the engine
+holds `attn_dp` pools; decode CP stores every token on one of `dcp` ranks.
+"""
+
+from __future__ import annotations
+
+GIB = float(1 << 30)
+
+
+def pool_tokens(
+    pre_load_gib: float,
+    weights_gib: float,
+    fraction: float,
+    cell_bytes: float,
+    *,
+    page_size: int = 1,
+    load_overhead_gib: float = 0.0,
+) -> int:
+    """Tokens in one rank's KV pool (0 when the weights leave nothing)."""
+    avail = pre_load_gib - weights_gib - load_overhead_gib
+    rest = avail - pre_load_gib * (1 - fraction)
+    if rest <= 0 or cell_bytes <= 0:
+        return 0
+    tokens = int(rest * GIB // cell_bytes)
+    return tokens // page_size * page_size
+
+
+def requests_that_fit(tokens: int, context_length: int, pools: int = 1) -> int:
+    """Requests of `context_length` tokens the engine holds at once (`pools` DP ranks)."""
+    if context_length <= 0:
+        return 0
+    return pools * (tokens // context_length)

@@ -1,0 +1,143 @@
+"""Weight bytes on each rank of a layout.
+
+How SGLang shards each component (the reason for every divisor below):
+- attention projections: column/row-parallel over attention TP, so replicated over
+  attention DP and attention CP; MLA's down-projections and the DSA indexer are replicated
+  linears (whole on every rank); norms are whole on every rank;
+- routed experts: `num_experts / ep` experts per rank, each split over MoE TP, so replicated
+  over MoE DP;
+- dense-layer MLPs and shared experts: split over `moe_dense_tp_size` (all of `tp` when unset);
+- embeddings: vocabulary-parallel over `tp`, but whole on every rank under DP attention
+  (SGLang builds the embedding with `enable_tp=not dp_attention`);
+- LM head: vocabulary-parallel over `tp`, or over attention TP with `enable_dp_lm_head`;
+- pipeline stages: layers split as SGLang's `get_pp_indices` does (the remainder goes to the
+  stages before the last); the first stage holds the embeddings, the last the LM head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from solver.memory.facts import ModelFacts
+from solver.memory.layout import Parallel
+
+
+def stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:
+    """[start, end) layer range of each pipeline stage, as SGLang partitions them."""
+    base = num_layers // pp
+    parts = [base] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    out, start = [], 0
+    for n in parts:
+        out.append((start, start + n))
+        start += n
+    return out
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class StageWeights:
+    """Bytes on one rank of a stage, by component."""
+
+    attention: float
+    dense_mlp: float
+    experts: float
+    shared: float
+    embedding: float
+    lm_head: float
+
+    @property
+    def total(self) -> float:
+        return (
+            self.attention
+            + self.dense_mlp
+            + self.experts
+            + self.shared
+            + self.embedding
+            + self.lm_head
+        )
+
+
+class WeightModel:
+    """Per-layer byte constants of one model, computed once so each layout costs a few
+    multiplications."""
+
+    def __init__(self, facts: ModelFacts) -> None:
+        q = facts.quant
+        self.facts = facts
+        self.attn_sharded = facts.attn_sharded_params() * q.attention
+        self.attn_whole = facts.attn_replicated_params() * q.attention + (
+            facts.norm_params() * q.unquantized
+        )
+        self.dense = facts.dense_mlp_params() * q.dense_mlp
+        self.expert = facts.expert_params() * q.experts
+        self.shared = facts.shared_expert_params() * q.dense_mlp
+        self.router = facts.router_params() * q.unquantized
+        self.row = facts.hidden_size * q.unquantized  # one vocabulary row
+        moe_first = _first_moe_flags(facts)
+        # Prefix counts of MoE layers, so a stage's count is one subtraction.
+        self._moe_prefix = [0]
+        for is_moe in moe_first:
+            self._moe_prefix.append(self._moe_prefix[-1] + is_moe)
+
+    def model_bytes(self) -> float:
+        """The whole model once: every component unsharded, unpadded."""
+        f = self.facts
+        L, M = f.num_layers, f.num_moe_layers
+        head_rows = 0 if f.tie_word_embeddings else f.vocab_size
+        return (
+            L * (self.attn_sharded + self.attn_whole)
+            + (L - M) * self.dense
+            + M * (f.num_experts * self.expert + self.shared + self.router)
+            + (f.vocab_size + head_rows) * self.row
+            + self.row  # final norm
+        )
+
+    def stage(self, p: Parallel, stage: int) -> StageWeights:
+        """Bytes on one rank of pipeline stage `stage` (the busiest rank when experts do
+        not divide evenly over EP)."""
+        f = self.facts
+        start, end = stage_layers(f.num_layers, p.pp)[stage]
+        n = end - start
+        moe = self._moe_prefix[end] - self._moe_prefix[start]
+        experts_here = _ceil(f.num_experts, p.ep)
+        first, last = stage == 0, stage == p.pp - 1
+        vocab = f.padded_vocab
+        emb = 0.0
+        if first:
+            emb = (vocab if p.dp_attention else _ceil(vocab, p.tp)) * self.row
+        head = 0.0
+        if last:
+            if not f.tie_word_embeddings or p.pp > 1:
+                head = _ceil(vocab, p.attn_tp if p.dp_lm_head else p.tp) * self.row
+            head += self.row  # final norm
+        return StageWeights(
+            attention=n * (self.attn_sharded / p.attn_tp + self.attn_whole),
+            dense_mlp=(n - moe) * self.dense / p.dense_tp,
+            experts=moe * (experts_here * self.expert / p.moe_tp + self.router),
+            shared=moe * self.shared / p.dense_tp,
+            embedding=emb,
+            lm_head=head,
+        )
+
+    def per_rank(self, p: Parallel) -> float:
+        """Weight bytes on the fullest rank (the one that decides whether it loads)."""
+        return max(self.stage(p, s).total for s in range(p.pp))
+
+
+def _first_moe_flags(f: ModelFacts) -> list[int]:
+    """1 for each MoE layer, in order. Leading layers are dense (DeepSeek's
+    `first_k_dense_replace`); Llama 4's interleaving puts MoE on every k-th layer."""
+    if f.num_moe_layers == f.num_layers:
+        return [1] * f.num_layers
+    if f.num_moe_layers == 0:
+        return [0] * f.num_layers
+    dense = f.num_layers - f.num_moe_layers
+    if f.num_layers % f.num_moe_layers == 0 and f.num_layers // f.num_moe_layers > 1:
+        step = f.num_layers // f.num_moe_layers
+        return [1 if (i + 1) % step == 0 else 0 for i in range(f.num_layers)]
+    return [0] * dense + [1] * f.num_moe_layers
