@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import solver
+from solver.lang.model_spec import ModelSpec
 from solver.memory import GIB, MemoryModel, Parallel, load_facts
 from solver.memory.gpus import Gpu, gpu
 from solver.memory.kv import kv_bytes_per_token
 from solver.memory.models import catalogue_config
 from solver.memory.weights import WeightModel
-from solver.model_spec import ModelSpec
 
 LOGS = Path(__file__).with_name("memory_logs.json")
 GB_LOG = float(1 << 30)  # SGLang's "GB" in these logs is 2^30 bytes

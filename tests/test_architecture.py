@@ -1,7 +1,8 @@
 """The import graph runs one way, from the CLI down to the language (docs/architecture.md).
 
 Every import counts, including the lazy ones inside functions: a lazy import still ties two
-modules together, it only hides the tie from a reader.
+modules together, it only hides the tie from a reader. Imports under `if TYPE_CHECKING:` are
+left out: they name types for annotations and never run.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ FLOORS: dict[str, int] = {
     "solver.lang": 1,
     "solver.catalogue": 2,
     "solver.packs": 3,  # a pack is the catalogue plus one release's differences
+    "solver.packs.compare": 6,  # renders the rules it compares
     "solver.backends": 4,  # `pyeval.compiled(pack)` compiles a pack
     "solver.inputs": 5,
     "solver.examples": 5,
     "solver.validation": 6,
     "solver.groups": 7,
+    "solver.memory": 7,
     "solver.repair": 8,
     "solver.enumeration": 8,
     "solver": 9,  # the package's public API re-exports the subsystems
@@ -44,7 +47,16 @@ def _graph() -> dict[str, set[str]]:
             name = _module_name(path)
             is_pkg = path.name == "__init__.py"
             edges = graph.setdefault(name, set())
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            typing_only = {
+                id(n)
+                for block in ast.walk(tree)
+                if isinstance(block, ast.If) and ast.unparse(block.test).endswith("TYPE_CHECKING")
+                for n in ast.walk(block)
+            }
+            for node in ast.walk(tree):
+                if id(node) in typing_only:
+                    continue
                 if isinstance(node, ast.Import):
                     edges.update(a.name for a in node.names)
                 elif isinstance(node, ast.ImportFrom):

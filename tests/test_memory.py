@@ -281,8 +281,8 @@ def test_pool_uses_the_fraction_and_rounds_to_pages() -> None:
 )
 def test_streaming_columns_agree_with_the_full_value(model: str, gpu_name: str, gpus: int) -> None:
     """The factored fast path (enumerate's columns) against `MemoryModel.of` per layout."""
+    from solver.lang.model_spec import ModelSpec
     from solver.memory.models import catalogue_config
-    from solver.model_spec import ModelSpec
 
     mm = MemoryModel(model, gpu_name, context_length=8192)
     spec = ModelSpec.from_hf_config(catalogue_config(model))

@@ -9,9 +9,9 @@ import pytest
 import solver
 from solver.cli.plan_cmd import plan_layouts
 from solver.inputs import parse_sglang_command
+from solver.lang.model_spec import ModelSpec
 from solver.memory.gpus import gpu
 from solver.memory.models import catalogue_config
-from solver.model_spec import ModelSpec
 from tests.cli_helpers import run_cli
 
 

@@ -23,13 +23,13 @@ import typer
 import solver
 from solver.cli.output import emit_json, note, out
 from solver.errors import InputError
-from solver.fix import command_line
 from solver.groups import Widths
 from solver.groups import plan as rank_plan
+from solver.lang.model_spec import ModelSpec
 from solver.memory import MemoryModel, Parallel
 from solver.memory.gpus import Gpu, custom_gpu, gpu
 from solver.memory.models import catalogue_config
-from solver.model_spec import ModelSpec
+from solver.repair.fix import command_line
 
 RANKING = (
     "ranked by total KV-cache tokens (all attention-DP pools and replicas), then by fewest GPUs "
