@@ -8,6 +8,11 @@ of the chain of `isinstance` tests each back-end used to run (about as fast for 
 node types and faster for the last ones).
 
 Method names follow the node class: `Const` -> `visit_const`, `IsSet` -> `visit_is_set`.
+
+A walker that gives every node a meaning (a value, a term, a text) is a visitor. Code that
+only asks whether a tree has one particular shape (a product of fields, a conjunction, a
+comparison with a literal) and treats everything else alike still uses `isinstance`: such
+a query has a default and no new node type can break it.
 """
 
 from __future__ import annotations
