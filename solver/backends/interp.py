@@ -26,6 +26,7 @@ from solver.lang.expr import (
     Not,
     Or,
 )
+from solver.lang.visitor import ExprVisitor
 
 _CMP = {
     "==": lambda a, b: a == b,
@@ -39,15 +40,27 @@ _CMP = {
 
 def evaluate(e: Expr, resolved: Mapping[str, Any], raw: Mapping[str, Any] | None = None) -> Any:
     """Value of `e` with resolved fields from `resolved` and raw ones from `raw`."""
-    raw = resolved if raw is None else raw
-    if isinstance(e, Const):
+    return Evaluator(resolved, resolved if raw is None else raw).visit(e)
+
+
+class Evaluator(ExprVisitor[Any]):
+    """The evaluation of every node type, over one pair of environments."""
+
+    def __init__(self, resolved: Mapping[str, Any], raw: Mapping[str, Any]) -> None:
+        self.resolved = resolved
+        self.raw = raw
+
+    def visit_const(self, e: Const) -> Any:
         return e.value
-    if isinstance(e, Field):
-        return (raw if e.raw else resolved)[e.name]
-    if isinstance(e, Named):
-        return evaluate(e.body, resolved, raw)
-    if isinstance(e, Arith):
-        a, b = evaluate(e.a, resolved, raw), evaluate(e.b, resolved, raw)
+
+    def visit_field(self, e: Field) -> Any:
+        return (self.raw if e.raw else self.resolved)[e.name]
+
+    def visit_named(self, e: Named) -> Any:
+        return self.visit(e.body)
+
+    def visit_arith(self, e: Arith) -> Any:
+        a, b = self.visit(e.a), self.visit(e.b)
         if e.op == "+":
             return a + b
         if e.op == "-":
@@ -57,24 +70,31 @@ def evaluate(e: Expr, resolved: Mapping[str, Any], raw: Mapping[str, Any] | None
         if b == 0:
             return 0
         return a // b if e.op == "//" else a % b
-    if isinstance(e, Cmp):
-        return _CMP[e.op](evaluate(e.a, resolved, raw), evaluate(e.b, resolved, raw))
-    if isinstance(e, Divides):
-        d, n = evaluate(e.d, resolved, raw), evaluate(e.n, resolved, raw)
+
+    def visit_cmp(self, e: Cmp) -> Any:
+        return _CMP[e.op](self.visit(e.a), self.visit(e.b))
+
+    def visit_divides(self, e: Divides) -> Any:
+        d, n = self.visit(e.d), self.visit(e.n)
         return n == 0 if d == 0 else n % d == 0
-    if isinstance(e, And):
-        return all(evaluate(a, resolved, raw) for a in e.args)
-    if isinstance(e, Or):
-        return any(evaluate(a, resolved, raw) for a in e.args)
-    if isinstance(e, Not):
-        return not evaluate(e.a, resolved, raw)
-    if isinstance(e, Implies):
-        return (not evaluate(e.a, resolved, raw)) or evaluate(e.b, resolved, raw)
-    if isinstance(e, Ite):
-        branch = e.then if evaluate(e.cond, resolved, raw) else e.other
-        return evaluate(branch, resolved, raw)
-    if isinstance(e, In):
-        return evaluate(e.x, resolved, raw) in e.values
-    if isinstance(e, IsSet):
-        return evaluate(e.x, resolved, raw) is not None
-    raise TypeError(f"cannot evaluate {type(e).__name__}")
+
+    def visit_and(self, e: And) -> Any:
+        return all(self.visit(a) for a in e.args)
+
+    def visit_or(self, e: Or) -> Any:
+        return any(self.visit(a) for a in e.args)
+
+    def visit_not(self, e: Not) -> Any:
+        return not self.visit(e.a)
+
+    def visit_implies(self, e: Implies) -> Any:
+        return (not self.visit(e.a)) or self.visit(e.b)
+
+    def visit_ite(self, e: Ite) -> Any:
+        return self.visit(e.then if self.visit(e.cond) else e.other)
+
+    def visit_in(self, e: In) -> Any:
+        return self.visit(e.x) in e.values
+
+    def visit_is_set(self, e: IsSet) -> Any:
+        return self.visit(e.x) is not None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from solver.backends.interp import evaluate
+from solver.backends.interp import Evaluator
 from solver.lang.expr import (
     FALSE,
     TRUE,
@@ -32,9 +32,12 @@ from solver.lang.expr import (
     Not,
     Or,
 )
+from solver.lang.visitor import ExprVisitor
 
 Subst = Mapping[str, Expr]
 _EMPTY: dict[str, Expr] = {}
+#: Folds constant subtrees (they read no field, so the environments stay empty).
+_FOLD = Evaluator({}, {})
 
 
 def specialise(e: Expr, resolved: Subst = _EMPTY, raw: Subst | None = None) -> Expr:
@@ -69,7 +72,7 @@ def is_const(e: Expr, value: object) -> bool:
     return isinstance(e, Const) and e.value is value
 
 
-class _Specialiser:
+class _Specialiser(ExprVisitor[Expr]):
     def __init__(self, resolved: Subst, raw: Subst) -> None:
         self.resolved = resolved
         self.raw = raw
@@ -80,47 +83,57 @@ class _Specialiser:
         key = id(e)
         hit = self.memo.get(key)
         if hit is None:
-            hit = self.memo[key] = self._run(e)
+            hit = self.memo[key] = self.visit(e)
         return hit
 
-    def _run(self, e: Expr) -> Expr:
-        if isinstance(e, Const):
-            return e
-        if isinstance(e, Field):
-            source = self.raw if e.raw else self.resolved
-            return source.get(e.name, e)
-        if isinstance(e, Named):
-            return self.run(e.body)
-        if isinstance(e, Arith):
-            return _arith(e.op, self.run(e.a), self.run(e.b))
-        if isinstance(e, Cmp):
-            return _cmp(e.op, self.run(e.a), self.run(e.b))
-        if isinstance(e, Divides):
-            d, n = self.run(e.d), self.run(e.n)
-            if isinstance(d, Const) and d.value == 1:
-                return TRUE
-            return _eval_if_const(Divides(d, n))
-        # Connectives short-circuit as the compiled back-end does: the right operand of
-        # `is_set(x) and x > 0` is never folded when x is unset (None > 0 would raise).
-        if isinstance(e, And):
-            return _and(self._until(e.args, stop=False))
-        if isinstance(e, Or):
-            return _or(self._until(e.args, stop=True))
-        if isinstance(e, Not):
-            return _not(self.run(e.a))
-        if isinstance(e, Implies):
-            a = self.run(e.a)
-            return TRUE if is_const(a, False) else _implies(a, self.run(e.b))
-        if isinstance(e, Ite):
-            cond = self.run(e.cond)
-            if isinstance(cond, Const):
-                return self.run(e.then if cond.value else e.other)
-            return _ite(cond, self.run(e.then), self.run(e.other))
-        if isinstance(e, In):
-            return _in(self.run(e.x), e.values)
-        if isinstance(e, IsSet):
-            return _is_set(self.run(e.x))
-        raise TypeError(f"cannot specialise {type(e).__name__}")
+    def visit_const(self, e: Const) -> Expr:
+        return e
+
+    def visit_field(self, e: Field) -> Expr:
+        source = self.raw if e.raw else self.resolved
+        return source.get(e.name, e)
+
+    def visit_named(self, e: Named) -> Expr:
+        return self.run(e.body)
+
+    def visit_arith(self, e: Arith) -> Expr:
+        return _arith(e.op, self.run(e.a), self.run(e.b))
+
+    def visit_cmp(self, e: Cmp) -> Expr:
+        return _cmp(e.op, self.run(e.a), self.run(e.b))
+
+    def visit_divides(self, e: Divides) -> Expr:
+        d, n = self.run(e.d), self.run(e.n)
+        if isinstance(d, Const) and d.value == 1:
+            return TRUE
+        return _eval_if_const(Divides(d, n))
+
+    # Connectives short-circuit as the compiled back-end does: the right operand of
+    # `is_set(x) and x > 0` is never folded when x is unset (None > 0 would raise).
+    def visit_and(self, e: And) -> Expr:
+        return _and(self._until(e.args, stop=False))
+
+    def visit_or(self, e: Or) -> Expr:
+        return _or(self._until(e.args, stop=True))
+
+    def visit_not(self, e: Not) -> Expr:
+        return _not(self.run(e.a))
+
+    def visit_implies(self, e: Implies) -> Expr:
+        a = self.run(e.a)
+        return TRUE if is_const(a, False) else _implies(a, self.run(e.b))
+
+    def visit_ite(self, e: Ite) -> Expr:
+        cond = self.run(e.cond)
+        if isinstance(cond, Const):
+            return self.run(e.then if cond.value else e.other)
+        return _ite(cond, self.run(e.then), self.run(e.other))
+
+    def visit_in(self, e: In) -> Expr:
+        return _in(self.run(e.x), e.values)
+
+    def visit_is_set(self, e: IsSet) -> Expr:
+        return _is_set(self.run(e.x))
 
     def _until(self, args: tuple[Expr, ...], stop: bool) -> list[Expr]:
         out: list[Expr] = []
@@ -139,7 +152,7 @@ def _all_const(*es: Expr) -> bool:
 def _eval_if_const(e: Expr) -> Expr:
     if _all_const(*e.children()):
         try:
-            return Const(evaluate(e, {}), e.kind)
+            return Const(_FOLD.visit(e), e.kind)
         except TypeError:
             # An unset optional in arithmetic: left for run time, where the guard that
             # the rule puts around it (and every back-end honours) keeps it unevaluated.

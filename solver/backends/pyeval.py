@@ -9,7 +9,6 @@ node by node; tests check that both agree.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from solver.packs import Pack
 
+from solver.backends.pycompile import compile_function
 from solver.lang.expr import (
     And,
     Arith,
@@ -33,25 +33,30 @@ from solver.lang.expr import (
     Named,
     Not,
     Or,
+    fields_of,
 )
 from solver.lang.rule import Resolution, Rule
+from solver.lang.visitor import ExprVisitor
 
 Env = Mapping[str, Any]
 #: (resolution index, step index, field, old value, new value)
 Change = tuple[int, int, str, Any, Any]
 
 
-class PyCompiler:
+class PyCompiler(ExprVisitor[str]):
     """Turns expression trees into Python source over `v_<field>` / `u_<field>` locals.
 
     `v_` names hold resolved values, `u_` names the user's raw values. `//` and `%`
-    by zero give 0, the convention every back-end shares.
+    by zero give 0, the convention every back-end shares. A compound divisor is held in
+    a walrus temporary named after what it computes (`w_attn_tp`, `d_dp_size_attn_cp_size`);
+    one name always stands for one divisor text, so within one expression (where every
+    local is fixed) a reused name holds the same value and nesting cannot clobber it.
     """
 
     def __init__(self) -> None:
-        self._tmp = itertools.count()
         self.reads: dict[str, None] = {}
         self.raw_reads: dict[str, None] = {}
+        self._temps: dict[str, str] = {}
 
     def var(self, field: Field) -> str:
         if field.raw:
@@ -61,54 +66,85 @@ class PyCompiler:
         return f"v_{field.name}"
 
     def code(self, e: Expr) -> str:
-        if isinstance(e, Const):
-            return repr(e.value)
+        return self.visit(e)
+
+    def _divisor(self, e: Expr) -> tuple[str, str]:
+        """(the test, the name to divide by) for a divisor evaluated once."""
+        code = self.visit(e)
         if isinstance(e, Field):
-            return self.var(e)
-        if isinstance(e, Named):
-            return self.code(e.body)
-        if isinstance(e, Arith):
-            a, b = self.code(e.a), self.code(e.b)
-            if e.op in ("//", "%"):
-                t = f"_t{next(self._tmp)}"
-                return f"(({a}) {e.op} {t} if ({t} := ({b})) else 0)"
-            return f"({a} {e.op} {b})"
-        if isinstance(e, Cmp):
-            if isinstance(e.b, Const) and e.b.value is None:
-                op = {"==": "is", "!=": "is not"}[e.op]
-                return f"({self.code(e.a)} {op} None)"
-            return f"({self.code(e.a)} {e.op} {self.code(e.b)})"
-        if isinstance(e, Divides):
-            t = f"_t{next(self._tmp)}"
-            n = self.code(e.n)
-            return f"(({n}) % {t} == 0 if ({t} := ({self.code(e.d)})) else ({n}) == 0)"
-        if isinstance(e, And):
-            return "(" + " and ".join(self.code(a) for a in e.args) + ")"
-        if isinstance(e, Or):
-            return "(" + " or ".join(self.code(a) for a in e.args) + ")"
-        if isinstance(e, Not):
-            return f"(not {self.code(e.a)})"
-        if isinstance(e, Implies):
-            return f"(not {self.code(e.a)} or {self.code(e.b)})"
-        if isinstance(e, Ite):
-            return f"({self.code(e.then)} if {self.code(e.cond)} else {self.code(e.other)})"
-        if isinstance(e, In):
-            return f"({self.code(e.x)} in {tuple(e.values)!r})"
-        if isinstance(e, IsSet):
-            return f"({self.code(e.x)} is not None)"
-        raise TypeError(f"no Python translation for {type(e).__name__}")
+            return code, code
+        temp = self._temps.get(code)
+        if temp is None:
+            base = f"w_{e.name}" if isinstance(e, Named) else f"d_{_label(e)}"
+            temp, k = base, 1
+            while temp in self._temps.values():
+                k += 1
+                temp = f"{base}_{k}"
+            self._temps[code] = temp
+        return f"({temp} := ({code}))", temp
+
+    def visit_const(self, e: Const) -> str:
+        return repr(e.value)
+
+    def visit_field(self, e: Field) -> str:
+        return self.var(e)
+
+    def visit_named(self, e: Named) -> str:
+        return self.visit(e.body)
+
+    def visit_arith(self, e: Arith) -> str:
+        a = self.visit(e.a)
+        if e.op in ("//", "%"):
+            test, d = self._divisor(e.b)
+            return f"(({a}) {e.op} {d} if {test} else 0)"
+        return f"({a} {e.op} {self.visit(e.b)})"
+
+    def visit_cmp(self, e: Cmp) -> str:
+        if isinstance(e.b, Const) and e.b.value is None:
+            op = {"==": "is", "!=": "is not"}[e.op]
+            return f"({self.visit(e.a)} {op} None)"
+        return f"({self.visit(e.a)} {e.op} {self.visit(e.b)})"
+
+    def visit_divides(self, e: Divides) -> str:
+        n = self.visit(e.n)
+        test, d = self._divisor(e.d)
+        return f"(({n}) % {d} == 0 if {test} else ({n}) == 0)"
+
+    def visit_and(self, e: And) -> str:
+        return "(" + " and ".join(self.visit(a) for a in e.args) + ")"
+
+    def visit_or(self, e: Or) -> str:
+        return "(" + " or ".join(self.visit(a) for a in e.args) + ")"
+
+    def visit_not(self, e: Not) -> str:
+        return f"(not {self.visit(e.a)})"
+
+    def visit_implies(self, e: Implies) -> str:
+        return f"(not {self.visit(e.a)} or {self.visit(e.b)})"
+
+    def visit_ite(self, e: Ite) -> str:
+        return f"({self.visit(e.then)} if {self.visit(e.cond)} else {self.visit(e.other)})"
+
+    def visit_in(self, e: In) -> str:
+        return f"({self.visit(e.x)} in {tuple(e.values)!r})"
+
+    def visit_is_set(self, e: IsSet) -> str:
+        return f"({self.visit(e.x)} is not None)"
+
+
+def _label(e: Expr) -> str:
+    """A short identifier for a divisor: its width and field names (`attn_dp_attn_cp_size`)."""
+    if isinstance(e, Field | Named):
+        return e.name
+    if isinstance(e, Arith):
+        return f"{_label(e.a)}_{_label(e.b)}"
+    if isinstance(e, Const) and isinstance(e.value, int):
+        return str(e.value).replace("-", "minus")
+    return "_".join(fields_of(e)) or "const"
 
 
 def _bind(names: Iterable[str], prefix: str, source: str) -> list[str]:
     return [f"    {prefix}{n} = {source}[{n!r}]" for n in names]
-
-
-def _exec(src: str, name: str) -> Callable[..., Any]:
-    namespace: dict[str, Any] = {}
-    exec(compile(src, f"<meshsat:{name}>", "exec"), namespace)
-    fn: Callable[..., Any] = namespace[name]
-    fn.__meshsat_source__ = src  # type: ignore[attr-defined]
-    return fn
 
 
 def compile_resolution(
@@ -128,7 +164,7 @@ def compile_resolution(
                 body.append(f"            v_{name} = n{k}")
     head = ["def resolve(u):", *_bind(fields, "v_", "u"), "    ch = []"]
     ret = "    return {" + ", ".join(f"{n!r}: v_{n}" for n in fields) + "}, ch"
-    return _exec("\n".join([*head, *body, ret]), "resolve")
+    return compile_function("\n".join([*head, *body, ret]), "resolve")
 
 
 def compile_checks(rules: tuple[Rule, ...]) -> Callable[[Env, Env], list[int]]:
@@ -144,7 +180,7 @@ def compile_checks(rules: tuple[Rule, ...]) -> Callable[[Env, Env], list[int]]:
         *_bind(c.raw_reads, "u_", "u"),
         "    out = []",
     ]
-    return _exec("\n".join([*head, *body, "    return out"]), "violations")
+    return compile_function("\n".join([*head, *body, "    return out"]), "violations")
 
 
 def compile_values(named: tuple[Named, ...]) -> Callable[[Env], dict[str, Any]]:
@@ -152,7 +188,7 @@ def compile_values(named: tuple[Named, ...]) -> Callable[[Env], dict[str, Any]]:
     c = PyCompiler()
     items = [f"{n.name!r}: {c.code(n.body)}" for n in named]
     head = ["def derived(v):", *_bind(c.reads, "v_", "v")]
-    return _exec("\n".join([*head, "    return {" + ", ".join(items) + "}"]), "derived")
+    return compile_function("\n".join([*head, "    return {" + ", ".join(items) + "}"]), "derived")
 
 
 def compile_predicate(expr: Expr, params: tuple[str, ...]) -> Callable[..., Any]:
@@ -163,7 +199,7 @@ def compile_predicate(expr: Expr, params: tuple[str, ...]) -> Callable[..., Any]
     if missing:
         raise ValueError(f"expression reads {missing} beyond the parameters {params}")
     args = ", ".join(f"v_{p}" for p in params)
-    return _exec(f"def predicate({args}):\n    return {code}", "predicate")
+    return compile_function(f"def predicate({args}):\n    return {code}", "predicate")
 
 
 @dataclass(frozen=True)

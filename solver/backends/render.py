@@ -30,6 +30,7 @@ from solver.lang.expr import (
     Or,
 )
 from solver.lang.rule import Rule
+from solver.lang.visitor import ExprVisitor
 
 _OPS = {"*": "·", "//": "/", "%": " % ", "+": " + ", "-": " - "}
 _NEG = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -51,36 +52,56 @@ def _atomic(e: Expr) -> bool:
 
 def text(e: Expr) -> str:
     """The expression in compact infix, with field and width names."""
-    if isinstance(e, Const):
+    return _TEXT.visit(e)
+
+
+class _Text(ExprVisitor[str]):
+    """Infix text of every node type (stateless: one shared instance)."""
+
+    def visit_const(self, e: Const) -> str:
         return repr(e.value) if isinstance(e.value, str) else fmt_value(e.value)
-    if isinstance(e, Field):
+
+    def visit_field(self, e: Field) -> str:
         return f"{e.name} (as given)" if e.raw else e.name
-    if isinstance(e, Named):
+
+    def visit_named(self, e: Named) -> str:
         return e.name
-    if isinstance(e, Arith):
+
+    def visit_arith(self, e: Arith) -> str:
         return f"{_wrap(e.a)}{_OPS[e.op]}{_wrap(e.b)}"
-    if isinstance(e, Cmp):
+
+    def visit_cmp(self, e: Cmp) -> str:
         if e.a.kind == "bool" and isinstance(e.b, Const) and e.b.value is True:
             return text(e.a)
         return f"{text(e.a)} {e.op} {text(e.b)}"
-    if isinstance(e, Divides):
+
+    def visit_divides(self, e: Divides) -> str:
         return f"{_wrap(e.d)} divides {_wrap(e.n)}"
-    if isinstance(e, And):
+
+    def visit_and(self, e: And) -> str:
         return " and ".join(_wrap(a) for a in e.args)
-    if isinstance(e, Or):
+
+    def visit_or(self, e: Or) -> str:
         return " or ".join(_wrap(a) for a in e.args)
-    if isinstance(e, Not):
+
+    def visit_not(self, e: Not) -> str:
         return _negated(e.a)
-    if isinstance(e, Implies):
+
+    def visit_implies(self, e: Implies) -> str:
         return f"if {text(e.a)} then {text(e.b)}"
-    if isinstance(e, Ite):
+
+    def visit_ite(self, e: Ite) -> str:
         return f"({text(e.then)} if {text(e.cond)} else {text(e.other)})"
-    if isinstance(e, In):
+
+    def visit_in(self, e: In) -> str:
         vals = ", ".join(fmt_value(v) for v in e.values)
         return f"{text(e.x)} in {{{vals}}}"
-    if isinstance(e, IsSet):
+
+    def visit_is_set(self, e: IsSet) -> str:
         return f"{text(e.x)} is set"
-    raise TypeError(type(e).__name__)
+
+
+_TEXT = _Text()
 
 
 def _negated(a: Expr) -> str:
@@ -111,6 +132,10 @@ def condition(rule: Rule) -> str:
 
 
 class _Shower:
+    """The values behind a failure. Not an `ExprVisitor`: it asks only about the shapes
+    a message can explain (divisibility, comparisons, connectives) and words every other
+    node the same way, so a new node type needs no case here."""
+
     def __init__(self, resolved: Mapping[str, Any], raw: Mapping[str, Any]) -> None:
         self.v, self.u = resolved, raw
 

@@ -37,6 +37,7 @@ from solver.lang.expr import (
 )
 from solver.lang.fields import SPECS, FieldSpec
 from solver.lang.rule import Resolution, Rule
+from solver.lang.visitor import ExprVisitor
 
 
 @dataclass(frozen=True)
@@ -200,40 +201,12 @@ class Z3Encoder:
 
     # --- expressions ---------------------------------------------------------------
     def term(self, e: Expr, env: Mapping[str, Sym]) -> Sym:
-        if isinstance(e, Const):
-            return self.const(e)
-        if isinstance(e, Field):
-            return (self.raw if e.raw else env)[e.name]
-        if isinstance(e, Named):
-            return self.term(e.body, env)
-        if isinstance(e, Arith):
-            return Sym(self.arith(e.op, self.term(e.a, env).val, self.term(e.b, env).val))
-        if isinstance(e, Cmp):
-            return Sym(self.compare(e, env))
-        if isinstance(e, Divides):
-            return Sym(self.divides(self.term(e.d, env).val, self.term(e.n, env).val))
-        if isinstance(e, And):
-            return Sym(z3.And([self.term(a, env).val for a in e.args]))
-        if isinstance(e, Or):
-            return Sym(z3.Or([self.term(a, env).val for a in e.args]))
-        if isinstance(e, Not):
-            return Sym(z3.Not(self.term(e.a, env).val))
-        if isinstance(e, Implies):
-            return Sym(z3.Implies(self.term(e.a, env).val, self.term(e.b, env).val))
-        if isinstance(e, Ite):
-            a, b = self.term(e.then, env), self.term(e.other, env)
-            if z3.is_real(a.val) != z3.is_real(b.val):
-                a, b = Sym(_real(a.val)), Sym(_real(b.val))
-            return self.ite(self.term(e.cond, env).val, a, b)
-        if isinstance(e, In):
-            x = self.term(e.x, env).val
-            return Sym(z3.Or([x == self.const(Const(v, e.x.kind)).val for v in e.values]))
-        if isinstance(e, IsSet):
-            sym = self.term(e.x, env)
-            if sym.is_set is not None:
-                return Sym(sym.is_set)
-            return Sym(sym.val != self.codes.code(None))
-        raise TypeError(f"no Z3 translation for {type(e).__name__}")
+        """`e` over the fields in `env` (raw reads from the raw variables)."""
+        return Z3Terms(self, env).visit(e)
+
+    def member(self, e: In, env: Mapping[str, Sym]) -> Any:
+        x = self.term(e.x, env).val
+        return z3.Or([x == self.const(Const(v, e.x.kind)).val for v in e.values])
 
     def const(self, e: Const) -> Sym:
         if e.kind == "enum":
@@ -272,6 +245,64 @@ class Z3Encoder:
 
     def divides(self, d: Any, n: Any) -> Any:
         return z3.If(d == 0, n == 0, n % d == 0)
+
+
+class Z3Terms(ExprVisitor[Sym]):
+    """The structural walk of `Z3Encoder.term` over one environment.
+
+    Numbers go through the encoder's hooks (`const`, `arith`, `compare`, `divides`, `ite`,
+    `member`), which is where a subclass (the exponent encoding) changes representation;
+    booleans, fields and optionals are translated here once for every encoding.
+    """
+
+    def __init__(self, enc: Z3Encoder, env: Mapping[str, Sym]) -> None:
+        self.enc = enc
+        self.env = env
+
+    def visit_const(self, e: Const) -> Sym:
+        return self.enc.const(e)
+
+    def visit_field(self, e: Field) -> Sym:
+        return (self.enc.raw if e.raw else self.env)[e.name]
+
+    def visit_named(self, e: Named) -> Sym:
+        return self.visit(e.body)
+
+    def visit_arith(self, e: Arith) -> Sym:
+        return Sym(self.enc.arith(e.op, self.visit(e.a).val, self.visit(e.b).val))
+
+    def visit_cmp(self, e: Cmp) -> Sym:
+        return Sym(self.enc.compare(e, self.env))
+
+    def visit_divides(self, e: Divides) -> Sym:
+        return Sym(self.enc.divides(self.visit(e.d).val, self.visit(e.n).val))
+
+    def visit_and(self, e: And) -> Sym:
+        return Sym(z3.And([self.visit(a).val for a in e.args]))
+
+    def visit_or(self, e: Or) -> Sym:
+        return Sym(z3.Or([self.visit(a).val for a in e.args]))
+
+    def visit_not(self, e: Not) -> Sym:
+        return Sym(z3.Not(self.visit(e.a).val))
+
+    def visit_implies(self, e: Implies) -> Sym:
+        return Sym(z3.Implies(self.visit(e.a).val, self.visit(e.b).val))
+
+    def visit_ite(self, e: Ite) -> Sym:
+        a, b = self.visit(e.then), self.visit(e.other)
+        if z3.is_real(a.val) != z3.is_real(b.val):
+            a, b = Sym(_real(a.val)), Sym(_real(b.val))
+        return self.enc.ite(self.visit(e.cond).val, a, b)
+
+    def visit_in(self, e: In) -> Sym:
+        return Sym(self.enc.member(e, self.env))
+
+    def visit_is_set(self, e: IsSet) -> Sym:
+        sym = self.visit(e.x)
+        if sym.is_set is not None:
+            return Sym(sym.is_set)
+        return Sym(sym.val != self.enc.codes.code(None))
 
 
 def _set_of(sym: Sym) -> Any:

@@ -34,7 +34,7 @@ from typing import Any
 import z3
 
 from solver.backends.z3enc import Sym, Z3Encoder
-from solver.lang.expr import Cmp, Const, Expr, In
+from solver.lang.expr import Cmp, Const, In
 from solver.lang.fields import FieldSpec
 from solver.lang.rule import Resolution
 
@@ -225,12 +225,12 @@ class ExpEncoder(Z3Encoder):
             return Sym(self.num(0), z3.BoolVal(False))
         return Sym(self.num(int(e.value)))
 
-    def term(self, e: Expr, env: Mapping[str, Sym]) -> Sym:
-        if isinstance(e, In) and e.x.kind == "int":
-            x = self.term(e.x, env).val
-            values = [int(v) for v in e.values if isinstance(v, int)]
-            return Sym(z3.Or([self.num_eq(x, self.num(v)) for v in values]))
-        return super().term(e, env)
+    def member(self, e: In, env: Mapping[str, Sym]) -> Any:
+        if e.x.kind != "int":
+            return super().member(e, env)
+        x = self.term(e.x, env).val
+        values = [int(v) for v in e.values if isinstance(v, int)]
+        return z3.Or([self.num_eq(x, self.num(v)) for v in values])
 
     def arith(self, op: str, a: Any, b: Any) -> Any:
         if not (isinstance(a, Num) and isinstance(b, Num)):

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from solver.backends.pycompile import compile_function
 from solver.backends.pyeval import PyCompiler
 from solver.enumeration.space import Dim
 from solver.lang.expr import And, Arith, Cmp, Divides, Expr, Field, Implies, fields_of
@@ -137,12 +138,7 @@ class Spec:
 def generate(spec: Spec, mode: str, always: Iterable[str] = ("__gpus",)) -> Callable[..., Any]:
     """Compile `spec` into `rows(...)` (a generator of row tuples, `mode="rows"`) or
     `count(...)` (the number of rows, `mode="count"`), both taking `PARAMS`."""
-    text = source(spec, mode, set(always))
-    namespace: dict[str, Any] = {}
-    exec(compile(text, f"<meshsat:enumerate-{mode}>", "exec"), namespace)
-    fn: Callable[..., Any] = namespace["run"]
-    fn.__meshsat_source__ = text  # type: ignore[attr-defined]
-    return fn
+    return compile_function(source(spec, mode, set(always)), "run", f"enumerate-{mode}")
 
 
 def source(spec: Spec, mode: str, always: set[str]) -> str:
@@ -169,19 +165,19 @@ def source(spec: Spec, mode: str, always: set[str]) -> str:
     constant_sig = not spec.atoms
     if spec.inner and constant_sig:
         lines += [
-            "    C = memo.get(())",
-            "    if C is None: C = solve(())",
-            f"    if not C: {empty}",
+            "    completions = memo.get(())",
+            "    if completions is None: completions = solve(())",
+            f"    if not completions: {empty}",
         ]
 
-    for i, (name, nw) in enumerate(order):
+    for name, nw in order:
         if nw is not None and nw.unless:
             # The values a conditional narrowing must keep: computed once per N.
             cond = c.code(And(*nw.unless) if len(nw.unless) > 1 else nw.unless[0])
-            lines.append(f"    E{i} = tuple(v_{name} for v_{name} in D if not {cond})")
+            lines.append(f"    keep_{name} = tuple(v_{name} for v_{name} in D if not {cond})")
     ind = "    "
     for i, (name, nw) in enumerate(order):
-        lines.append(f"{ind}for v_{name} in {_candidates(c, i, nw)}:")
+        lines.append(f"{ind}for v_{name} in {_candidates(c, name, nw)}:")
         ind += "    "
         here = checks.get(i, [])
         if here:
@@ -190,12 +186,12 @@ def source(spec: Spec, mode: str, always: set[str]) -> str:
     if spec.inner and not constant_sig:
         sig = ", ".join(c.code(a) for a in spec.atoms) + ("," if len(spec.atoms) == 1 else "")
         lines += [
-            f"{ind}s = ({sig})",
-            f"{ind}C = memo.get(s)",
-            f"{ind}if C is None: C = solve(s)",
+            f"{ind}signature = ({sig})",
+            f"{ind}completions = memo.get(signature)",
+            f"{ind}if completions is None: completions = solve(signature)",
         ]
     if counting:
-        lines.append(f"{ind}total += {'len(C)' if spec.inner else '1'}")
+        lines.append(f"{ind}total += {'len(completions)' if spec.inner else '1'}")
         lines.append("    return total")
     else:
         hoisted: list[str] = []
@@ -204,25 +200,27 @@ def source(spec: Spec, mode: str, always: set[str]) -> str:
             reads = set(fields_of(col))
             code = c.code(col)
             if spec.inner and not reads & set(inner_fields) and not isinstance(col, Field):
-                lines.append(f"{ind}h{k} = {code}")
-                hoisted.append(f"h{k}")
-                cols.append(f"h{k}")
+                lines.append(f"{ind}column_{k} = {code}")
+                hoisted.append(f"column_{k}")
+                cols.append(f"column_{k}")
             else:
                 cols.append(code)
         row = "(" + ", ".join(cols) + ("," if len(cols) == 1 else "") + ")"
         if spec.inner:
-            lines.append(f"{ind}for {target} in C:")
+            lines.append(f"{ind}for {target} in completions:")
             lines.append(f"{ind}    yield {row}")
         else:
             lines.append(f"{ind}yield {row}")
     return "\n".join(lines) + "\n"
 
 
-def _candidates(c: PyCompiler, i: int, nw: Narrowing | None) -> str:
+def _candidates(c: PyCompiler, name: str, nw: Narrowing | None) -> str:
+    """The values loop `name` runs over: `n_<name>` is the number it must divide or equal,
+    `p_<name>` the product of the other, bound factors, `q_<name>` their quotient."""
     if nw is None:
         return "D"
     n = c.code(nw.n)
-    a, b, q = f"_a{i}", f"_b{i}", f"_q{i}"
+    a, b, q = f"n_{name}", f"p_{name}", f"q_{name}"
     if nw.bound_factors:
         p = " * ".join(c.code(f) for f in nw.bound_factors)
         if nw.single:
@@ -242,4 +240,4 @@ def _candidates(c: PyCompiler, i: int, nw: Narrowing | None) -> str:
     if not nw.unless:
         return core
     guard = " and ".join(c.code(g) for g in nw.guard) or "True"
-    return f"(merge(E{i}, {core}) if {guard} else D)"
+    return f"(merge(keep_{name}, {core}) if {guard} else D)"

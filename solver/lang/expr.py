@@ -423,3 +423,23 @@ def _check_literal(x: Expr, v: object) -> None:
         raise ExprTypeError(f"{v!r} is not a value of {x.name} (one of {allowed})")
     if v is None and isinstance(x, Field) and not x.optional:
         raise ExprTypeError(f"{x.name} is never None")
+
+
+#: The closed set of node types. Every back-end is an `ExprVisitor` with one method per
+#: entry (solver.lang.visitor); tests/test_walkers.py fails when a concrete `Expr`
+#: subclass is missing here, so a new node type cannot slip past a back-end.
+NODE_TYPES: tuple[type[Expr], ...] = (
+    Const,
+    Field,
+    Named,
+    Arith,
+    Cmp,
+    Divides,
+    And,
+    Or,
+    Not,
+    Implies,
+    Ite,
+    In,
+    IsSet,
+)
