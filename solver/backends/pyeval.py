@@ -40,7 +40,7 @@ from solver.lang.visitor import ExprVisitor
 
 Env = Mapping[str, Any]
 #: (resolution index, step index, field, old value, new value)
-Change = tuple[int, int, str, Any, Any]
+StepChange = tuple[int, int, str, Any, Any]
 
 
 class PyCompiler(ExprVisitor[str]):
@@ -149,7 +149,7 @@ def _bind(names: Iterable[str], prefix: str, source: str) -> list[str]:
 
 def compile_resolution(
     resolutions: tuple[Resolution, ...], fields: tuple[str, ...]
-) -> Callable[[Env], tuple[dict[str, Any], list[Change]]]:
+) -> Callable[[Env], tuple[dict[str, Any], list[StepChange]]]:
     """`resolve(raw) -> (resolved, changes)`: SGLang's silent changes, in order."""
     c = PyCompiler()
     body: list[str] = []
@@ -204,7 +204,7 @@ def compile_predicate(expr: Expr, params: tuple[str, ...]) -> Callable[..., Any]
 
 @dataclass(frozen=True)
 class Compiled:
-    resolve: Callable[[Env], tuple[dict[str, Any], list[Change]]]
+    resolve: Callable[[Env], tuple[dict[str, Any], list[StepChange]]]
     violations: Callable[[Env, Env], list[int]]
     derived: Callable[[Env], dict[str, Any]]
 
