@@ -1,6 +1,6 @@
 """Which global rank belongs to which group: a pure function of the layout's widths.
 
-The plan follows SGLang's rank layout (rules.md §5). Inside one pipeline stage the
+The plan follows SGLang's rank layout (docs/rules.md §5). Inside one pipeline stage the
 local index `l = rank % tp_size` is split two ways, last coordinate fastest:
 attention as (attn_dp, attn_cp, attn_tp) and MoE as (moe_dp, ep, moe_tp). Stages are
 `tp_size` apart; without DP attention each of the `dp_size` replicas is a whole engine

@@ -60,7 +60,7 @@ def weight(name: str, user_set: frozenset[str]) -> int:
 
 
 def gpus_used(values: Mapping[str, Any]) -> int:
-    """From rules.md: tp*pp with DP attention (after R-DP1), dp*tp*pp without (dwdp 1)."""
+    """From docs/rules.md §2: tp*pp with DP attention (after R-DP1), dp*tp*pp without (dwdp 1)."""
     dp_attention = values["enable_dp_attention"] and values["dp_size"] > 1
     tp_pp = int(values["tp_size"] * values["pp_size"])
     return tp_pp if dp_attention else int(values["dp_size"]) * tp_pp

@@ -1,4 +1,4 @@
-"""Tier 1: the plans (pure functions of cp size and lengths) against the spec's rules, restated
+"""Tier 1: the plans (pure functions of cp size and lengths) against docs/cp.md's rules, restated
 here token by token, for random batches."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ def request_and_position(ext: tuple[int, ...]) -> list[tuple[int, int]]:
 
 
 def zigzag_owner(i: int, n: int, cp: int) -> tuple[int, int]:
-    """(rank, block) of position i of a request of n tokens, from the spec's block rule."""
+    """(rank, block) of position i of a request of n tokens, from docs/cp.md's block rule."""
     base, rem = divmod(n, 2 * cp)
     sizes = [base + 1 if j < rem else base for j in range(2 * cp)]
     acc = 0

@@ -73,7 +73,7 @@ def test_interleave_two_requests_cp2() -> None:
 
 
 def test_worked_examples_round_trip_and_padding_through_strategies() -> None:
-    """The shards the strategies produce are the spec's rows followed by zero padding."""
+    """The shards the strategies produce are docs/cp.md's rows followed by zero padding."""
 
     def shards(comm: LocalSimComm) -> list[list[float]]:
         out = []

@@ -1,4 +1,4 @@
-"""The rank plan (rules.md §5): SGLang's examples, then properties over every legal
+"""The rank plan (docs/rules.md §5): SGLang's examples, then properties over every legal
 layout up to 16 GPUs, found by brute force."""
 
 from __future__ import annotations

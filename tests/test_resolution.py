@@ -1,4 +1,4 @@
-"""SGLang's silent changes: the worked examples of rules.md §3 and §3b."""
+"""SGLang's silent changes: the worked examples of docs/rules.md §3 and §3b."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def resolved(config: dict[str, Any], model: dict[str, Any] | None = None) -> dic
 
 
 def test_mla_prefill_cp_widens_attn_cp_to_the_attention_tp_group() -> None:
-    # rules.md §3b: tp 8, attn_cp 2 given => attn_cp 8, DeepEP, ep = tp, dense TP 1.
+    # docs/rules.md §3b: tp 8, attn_cp 2 given => attn_cp 8, DeepEP, ep = tp, dense TP 1.
     r = resolved(
         {"tp_size": 8, "attn_cp_size": 2, "enable_prefill_cp": True, "cp_strategy": "zigzag"},
         {"architecture": "DeepseekV3ForCausalLM"},

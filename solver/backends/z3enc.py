@@ -1,6 +1,6 @@
 """Z3 back-end: the same rule trees as Z3 terms.
 
-`Z3Encoder` translates with plain integer arithmetic (encoding A of the solver notes),
+`Z3Encoder` translates with plain integer arithmetic (encoding A, docs/encodings.md),
 which is what explanations need: values are pinned, so nonlinear terms collapse to
 constants and the solver answers in well under a millisecond. Subclasses change how
 numbers are represented (the exponent-vector encoding used by `fix` overrides

@@ -1,4 +1,4 @@
-"""Exponent vectors: the layout sizes as linear integer terms for Z3 (encoding C of the notes).
+"""Exponent vectors: the layout sizes as linear integer terms for Z3 (docs/encodings.md, C).
 
 Every size of a layout that uses N GPUs divides N, so a size is a vector of exponents over
 N's primes and SGLang's arithmetic on sizes turns linear: `a | b` is e(a,p) <= e(b,p) for

@@ -1,4 +1,4 @@
-"""What SGLang changes silently, in the order it does so (rules.md §3 and §3b).
+"""What SGLang changes silently, in the order it does so (docs/rules.md §3, §3b).
 
 Every later rule reads the resolved values. Each step here is also what `fix` and
 `enumerate` treat as a fixed point: a listed layout is one SGLang would not rewrite.

@@ -54,7 +54,7 @@ class PyCompletions:
 class Z3Completions:
     """All models of the flag formula under one signature, by Z3 with blocking clauses.
 
-    Blocking clauses are the wrong tool for whole layouts (the notes measured 200/s),
+    Blocking clauses are the wrong tool for whole layouts (docs/encodings.md: ~200/s),
     but here a signature has at most a few dozen completions over a few variables.
     """
 

@@ -1,7 +1,7 @@
 """`solver.enumerate` (`enumerate_layouts` here) and `count`: every legal layout for N GPUs,
 at the speed of the output.
 
-Design (from the measurements in the solver notes): Z3 enumerating whole layouts with
+Design (from the measurements in docs/encodings.md): Z3 enumerating whole layouts with
 blocking clauses manages hundreds per second, while a Python generator over divisor
 lists that prunes with compiled rules produces millions. So the catalogue is
 specialised to the base config and model (`layout_problem`), flags that change the

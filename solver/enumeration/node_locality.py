@@ -23,7 +23,7 @@ from solver.lang.fields import F
 
 
 def _progressions() -> dict[str, tuple[Expr, Expr | int]]:
-    """(size, stride) of each group kind, from rules.md §5."""
+    """(size, stride) of each group kind, from docs/rules.md §5."""
     return {
         "tp": (F.tp_size, 1),
         "pp": (F.pp_size, F.tp_size),

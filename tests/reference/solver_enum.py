@@ -6,7 +6,7 @@ definition itself rather than the per-step form the generator derives). The sear
 is a depth-first walk over the domains of `solver.enumeration.space`, asking Z3 at every node
 whether the partial layout still has a completion (`push`, assert, `check`, recurse,
 `pop`), so no blocking clauses pile up. It costs about a millisecond per node: fine
-for the small N the tests give it, hopeless as a product (see the solver notes).
+for the small N the tests give it, hopeless as a product (see docs/encodings.md).
 """
 
 from __future__ import annotations
