@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import Tensor
 
+from cp.interface import BaseContextParallelMetadata
 from cp.kinds import CPBatchError, CPStrategyKind
 
 
@@ -100,8 +101,8 @@ class AttnChunk:
         return int(self.q_lens.sum().item())
 
 
-@dataclass(frozen=True, eq=False, kw_only=True)
-class CPMetadata:
+@dataclass(eq=False, kw_only=True)
+class CPMetadata(BaseContextParallelMetadata):
     """The plan of one forward for every rank of the CP group.
 
     `rank_tokens[r]` lists, in rank r's local row order, the global token index of each row: the
@@ -118,6 +119,8 @@ class CPMetadata:
     rank_tokens: tuple[Tensor, ...]
     chunks: tuple[tuple[AttnChunk, ...], ...]
     seq_requests: tuple[Tensor, ...]
+    total_seq_lens: int = field(init=False, default=0)
+    bs: int = field(init=False, default=0)
     counts: tuple[int, ...] = field(init=False)
     physical: int = field(init=False)
     perm: Tensor = field(init=False)
@@ -132,23 +135,29 @@ class CPMetadata:
         most = max(counts, default=0)
         physical = -(-most // self.align) * self.align
         perm = torch.cat(self.rank_tokens) if self.rank_tokens else torch.zeros(0, dtype=torch.long)
-        if not torch.equal(torch.sort(perm).values, torch.arange(self.total_tokens)):
-            raise RuntimeError(f"internal: {self.kind.name} plan is not a permutation")
-        rank_of_row = torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts))
-        row_offset = torch.tensor([0, *counts]).cumsum(0)[:-1]
+        total = self.total_tokens
+        # A permutation check and its inverse in one scatter (no sort): every token written once.
+        rank_of_row = torch.repeat_interleave(
+            torch.arange(len(counts)), torch.tensor(counts, dtype=torch.long)
+        )
+        row_offset = torch.tensor([0, *counts], dtype=torch.long).cumsum(0)[:-1]
         padded_pos = rank_of_row * physical + (torch.arange(perm.numel()) - row_offset[rank_of_row])
-        object.__setattr__(self, "counts", counts)
-        object.__setattr__(self, "physical", physical)
-        object.__setattr__(self, "perm", perm)
-        object.__setattr__(self, "gather_index", padded_pos[torch.argsort(perm)])
+        gather_index = torch.full((total,), -1, dtype=torch.long)
+        if perm.numel() != total or (perm.numel() and (perm.min() < 0 or perm.max() >= total)):
+            raise RuntimeError(f"internal: {self.kind.name} plan is not a permutation")
+        gather_index[perm] = padded_pos
+        if bool((gather_index < 0).any()):
+            raise RuntimeError(f"internal: {self.kind.name} plan is not a permutation")
+        self.total_seq_lens = sum(self.extend_lens) + sum(self.prefix_lens)
+        self.bs = len(self.extend_lens)
+        self.counts = counts
+        self.physical = physical
+        self.perm = perm
+        self.gather_index = gather_index
 
     @property
     def total_tokens(self) -> int:
         return sum(self.extend_lens)
-
-    @property
-    def bs(self) -> int:
-        return len(self.extend_lens)
 
     def check_lengths(self, extend_lens: tuple[int, ...], prefix_lens: tuple[int, ...]) -> None:
         if extend_lens != self.extend_lens or prefix_lens != self.prefix_lens:

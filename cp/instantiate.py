@@ -18,7 +18,7 @@ import torch.distributed as dist
 from cp.base import CPStrategy
 from cp.comm import ProcessGroupComm
 from cp.kinds import CPConfigError
-from cp.registry import init_cp_strategy
+from cp.registry import bind_cp_strategy
 from solver import Config, InvalidLayoutError, ModelSpec, validate
 from solver.groups import GROUP_KINDS, RankInfo, RankMap, Widths, plan
 
@@ -96,7 +96,7 @@ def instantiate(
             if actual_rank in ranks:
                 groups[kind], members[kind] = group, ranks
     # SGLang's rule: a strategy only with prefill CP on and attn_cp > 1 (init decides).
-    strategy = init_cp_strategy(
+    strategy = bind_cp_strategy(
         enable_prefill_cp=bool(resolved["enable_prefill_cp"]),
         cp_size=rank_map.widths.attn_cp,
         cp_strategy=resolved["cp_strategy"],

@@ -14,7 +14,7 @@ from cp.batch import AttnChunk, CPBatch, CPMetadata, as_lengths, plan_starts
 from cp.kinds import CPShapeError, CPStrategyKind
 
 
-@dataclass(frozen=True, eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True)
 class InterleaveMetadata(CPMetadata):
     """The plan plus, per rank, how many of its queries fall in each request."""
 

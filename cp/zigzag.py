@@ -13,7 +13,7 @@ from cp.batch import AttnChunk, CPBatch, CPMetadata, plan_starts
 from cp.kinds import CPStrategyKind
 
 
-@dataclass(frozen=True, eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True)
 class ZigzagMetadata(CPMetadata):
     """The plan plus each request's 2·cp block sizes."""
 
