@@ -56,6 +56,10 @@ def causal_attention_fn(
     True requires it to be installed (and still falls back to torch for calls it cannot serve
     exactly), False never uses it.
     """
+    if softmax_scale is not None and not (
+        isinstance(softmax_scale, (int, float)) and math.isfinite(softmax_scale)
+    ):
+        raise CPConfigError(f"softmax_scale must be a finite number or None; got {softmax_scale!r}")
     requests = seq_requests.to(device="cpu", dtype=torch.long)
     bad = torch.nonzero((requests < 0) | (requests >= kv.batch.bs)).flatten()
     if bad.numel():
@@ -91,6 +95,8 @@ def _check_call(
     if q.dim() != 3:
         raise CPShapeError(f"q must be [rows, heads, head_dim]; got {tuple(q.shape)}")
     heads, kv_heads = q.shape[1], kv.k.shape[1]
+    if heads == 0 or q.shape[2] == 0:
+        raise CPShapeError(f"q {tuple(q.shape)}: heads and head_dim must be >= 1")
     if heads % kv_heads:
         raise CPShapeError(f"{heads} query heads are not a multiple of {kv_heads} kv heads")
     if q.shape[2] != kv.k.shape[2]:

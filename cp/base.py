@@ -44,6 +44,11 @@ class CPStrategy(ContextParallelStrategy):
             raise CPConfigError(f"cp_size must be an int >= 1, got {cp_size!r}")
         if comm is None:
             comm = _default_comm(cp_size)
+        if not isinstance(comm, Comm):
+            raise CPConfigError(
+                f"{self.name}: comm must be a cp.Comm (e.g. ProcessGroupComm(group)); got "
+                f"{type(comm).__name__}"
+            )
         if comm.world_size != cp_size:
             raise CPConfigError(
                 f"{self.name}: cp_size {cp_size} but the communicator's group has "
@@ -232,7 +237,7 @@ class CPStrategy(ContextParallelStrategy):
                 f"{self.name}: q {tuple(q.shape)} must have rank {self.cp_rank}'s "
                 f"{meta.physical} physical rows"
             )
-        device = torch.device(device)
+        device = _as_device(device, self.name)
         out: Tensor | None = None
         for chunk in meta.chunks[self.cp_rank]:
             rows = chunk.rows
@@ -279,6 +284,20 @@ def _check_num_tokens(num_tokens: int, extend_lens: tuple[int, ...]) -> None:
             f"num_tokens {num_tokens} != sum of extend lengths {list(extend_lens)} = "
             f"{sum(extend_lens)}"
         )
+
+
+def _as_device(device: torch.device | str, who: str) -> torch.device:
+    """`device` as a torch.device this build can use, or a `CPConfigError` saying why not."""
+    try:
+        out = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise CPConfigError(f"{who}: device {device!r} is not a torch device ({exc})") from None
+    if out.type == "cuda" and not torch.cuda.is_available():
+        raise CPConfigError(
+            f"{who}: device {device!r} asked for, but this torch build "
+            f"({torch.__version__}) sees no CUDA device"
+        )
+    return out
 
 
 def _lengths_of(forward_batch: ForwardBatchLike) -> CPBatch:

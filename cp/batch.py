@@ -19,7 +19,17 @@ from cp.interface import BaseContextParallelMetadata
 from cp.kinds import CPBatchError, CPStrategyKind
 
 
-def as_lengths(name: str, values: Sequence[int]) -> tuple[int, ...]:
+def as_lengths(name: str, values: Sequence[int] | None) -> tuple[int, ...]:
+    """`values` as a tuple of non-negative ints, or a `CPBatchError` naming `name`."""
+    if values is None or isinstance(values, (str, bytes)):
+        raise CPBatchError(f"{name} is {values!r}; expected a sequence of lengths (ints >= 0)")
+    if isinstance(values, Tensor):
+        if values.dim() != 1 or values.dtype.is_floating_point or values.dtype == torch.bool:
+            raise CPBatchError(
+                f"{name} is a {values.dtype} tensor of shape {tuple(values.shape)}; expected "
+                "a 1-D integer tensor or a list of ints"
+            )
+        values = values.tolist()
     out: list[int] = []
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, int):

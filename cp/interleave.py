@@ -85,10 +85,19 @@ class InterleaveStrategy(CPStrategy):
         """This rank's query count per request, dropping requests that get none; returns
         (counts, counts on `extend_seqs`' device, kept request indices, the same on device)."""
         lens = as_lengths("extend_seqs_cpu", extend_seqs_cpu)
+        if not isinstance(extend_seqs, Tensor):
+            raise CPShapeError(
+                f"extend_seqs must be a tensor (the lengths on the device); got "
+                f"{type(extend_seqs).__name__}"
+            )
         if extend_seqs.dim() != 1 or extend_seqs.numel() != len(lens):
             raise CPShapeError(
                 f"extend_seqs {tuple(extend_seqs.shape)} must be 1-D with one entry per request "
                 f"({len(lens)})"
+            )
+        if not torch.equal(extend_seqs.cpu().long(), torch.tensor(lens, dtype=torch.long)):
+            raise CPShapeError(
+                f"extend_seqs {extend_seqs.tolist()} disagrees with extend_seqs_cpu {list(lens)}"
             )
         per_request = rank_request_counts(lens, self.cp_size, self.cp_rank)
         kept = [b for b, n in enumerate(per_request) if n > 0]
