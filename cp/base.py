@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextlib
 from abc import abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from cp.attention import AttnFn, causal_attention_fn
+from cp.attention import AttnFn, PlanCalls, causal_attention_fn
 from cp.batch import CPBatch, CPMetadata
 from cp.comm import Comm, ProcessGroupComm, SoloComm
 from cp.interface import ContextParallelStrategy
@@ -212,9 +212,19 @@ class CPStrategy(ContextParallelStrategy):
         softmax_scale: float | None = None,
         use_flash: bool | None = None,
     ) -> AttnFn:
-        """Exact causal attention over `kv`, bound to this rank's sequences."""
+        """Exact causal attention over `kv`, bound to this rank's sequences and to the calls
+        `run_attention` makes on `kv`'s device (run from a per-forward schedule, sync-free)."""
+        meta, rank, device = self.metadata(batch), self.cp_rank, kv.k.device
+
+        def memo(name: str, build: Callable[[], Any]) -> Any:
+            return meta.memo(name, rank, device, build)
+
         return causal_attention_fn(
-            kv, self.sequence_requests(batch), softmax_scale=softmax_scale, use_flash=use_flash
+            kv,
+            meta.seq_requests[rank],
+            softmax_scale=softmax_scale,
+            use_flash=use_flash,
+            plan_calls=PlanCalls(meta.device_chunks(rank, device), memo),
         )
 
     def run_attention(
@@ -239,14 +249,11 @@ class CPStrategy(ContextParallelStrategy):
             )
         device = _as_device(device, self.name)
         out: Tensor | None = None
-        for chunk in meta.chunks[self.cp_rank]:
+        for call in meta.device_chunks(self.cp_rank, device):
+            chunk = call.chunk
             rows = chunk.rows
-            cu = torch.cat([chunk.q_lens.new_zeros(1), chunk.q_lens.cumsum(0)])
             o = attn_fn(
-                q.narrow(0, chunk.row_start, rows),
-                cu.to(device=device, dtype=torch.int32),
-                chunk.kv_lens.to(device=device, dtype=torch.int32),
-                int(chunk.q_lens.max()) if chunk.q_lens.numel() else 0,
+                q.narrow(0, chunk.row_start, rows), call.cu_seqlens_q, call.kv_lens, chunk.max_q
             )
             if o.shape[0] != rows:
                 raise CPShapeError(f"attn_fn returned {o.shape[0]} rows for a chunk of {rows}")

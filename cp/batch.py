@@ -8,9 +8,11 @@ process group), and keeps index tensors on the CPU, copying them to a device onc
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -100,15 +102,28 @@ class CPBatch:
 class AttnChunk:
     """One varlen attention call of one rank: local query rows [row_start, row_start + rows),
     cut into sequences of `q_lens`; the i-th query of a sequence of q queries with kv length K
-    sees keys [0, K - q + i] of its request (the kv length counts the cached prefix)."""
+    sees keys [0, K - q + i] of its request (the kv length counts the cached prefix).
+    `rows` and `max_q` are read once, when the plan is built on the host."""
 
     row_start: int
     q_lens: Tensor
     kv_lens: Tensor
+    rows: int = field(init=False)
+    max_q: int = field(init=False)
 
-    @property
-    def rows(self) -> int:
-        return int(self.q_lens.sum().item())
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rows", int(self.q_lens.sum()))
+        object.__setattr__(self, "max_q", int(self.q_lens.max()) if self.q_lens.numel() else 0)
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceChunk:
+    """An `AttnChunk` as `run_attention` hands it to `attn_fn`: cumulative query lengths and kv
+    lengths already int32 on the device, built once per forward (no per-layer host work)."""
+
+    chunk: AttnChunk
+    cu_seqlens_q: Tensor
+    kv_lens: Tensor
 
 
 @dataclass(eq=False, kw_only=True)
@@ -135,7 +150,7 @@ class CPMetadata(BaseContextParallelMetadata):
     physical: int = field(init=False)
     perm: Tensor = field(init=False)
     gather_index: Tensor = field(init=False)
-    _device_cache: dict[tuple[str, int, torch.device], Tensor] = field(
+    _device_cache: dict[tuple[str, int, torch.device], Any] = field(
         init=False, default_factory=dict, repr=False
     )
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
@@ -183,20 +198,48 @@ class CPMetadata(BaseContextParallelMetadata):
 
     def on_device(self, name: str, rank: int, device: torch.device) -> Tensor:
         """`rank_tokens` (name "tokens") or `gather_index` ("gather") on `device`, copied once."""
+
+        def build() -> Tensor:
+            src = self.rank_tokens[rank] if name == "tokens" else self.gather_index
+            return src.to(device)
+
+        out: Tensor = self.memo(name, rank, device, build)
+        return out
+
+    def device_chunks(self, rank: int, device: torch.device) -> tuple[DeviceChunk, ...]:
+        """Rank `rank`'s attention calls with their arguments on `device`, built once."""
+
+        def build() -> tuple[DeviceChunk, ...]:
+            out = []
+            for c in self.chunks[rank]:
+                cu = torch.zeros(c.q_lens.numel() + 1, dtype=torch.int32)
+                torch.cumsum(c.q_lens, 0, out=cu[1:])
+                kv = c.kv_lens.to(torch.int32)
+                out.append(DeviceChunk(c, cu.to(device), kv.to(device)))
+            return tuple(out)
+
+        chunks: tuple[DeviceChunk, ...] = self.memo("chunks", rank, device, build)
+        return chunks
+
+    def memo(self, name: str, rank: int, device: torch.device, build: Callable[[], Any]) -> Any:
+        """Per-forward state on a device (index tensors, attention schedules): built on first
+        use, then shared by every layer of the forward."""
         key = (name, rank, device)
         with self._lock:
             cached = self._device_cache.get(key)
             if cached is None:
-                src = self.rank_tokens[rank] if name == "tokens" else self.gather_index
-                cached = src.to(device)
-                self._device_cache[key] = cached
+                cached = self._device_cache[key] = build()
         return cached
 
 
 def plan_starts(lengths: Sequence[int]) -> list[int]:
     """Exclusive prefix sums: where each request's tokens begin in the flattened batch."""
-    starts, acc = [], 0
-    for n in lengths:
-        starts.append(acc)
-        acc += n
-    return starts
+    return list(itertools.accumulate(lengths, initial=0))[:-1]
+
+
+def segment_aranges(first: Tensor, sizes: Tensor) -> Tensor:
+    """Concatenation of arange(first[i], first[i] + sizes[i]) over i, in tensor operations."""
+    total = int(sizes.sum())
+    ends = torch.cumsum(sizes, 0)
+    shift = torch.repeat_interleave(first - (ends - sizes), sizes, output_size=total)
+    return torch.arange(total) + shift
