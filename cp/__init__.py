@@ -41,6 +41,7 @@ from cp.registry import (
     reset_cp_strategy,
     set_global_server_args,
 )
+from cp.ring import RingAttnFn, RingStats, RingStrategy
 from cp.zigzag import ZigzagMetadata, ZigzagStrategy, zigzag_blocks, zigzag_plan
 
 ZigzagCPStrategy = ZigzagStrategy
@@ -74,6 +75,9 @@ __all__ = [
     "LayerKV",
     "LayoutHandle",
     "ProcessGroupComm",
+    "RingAttnFn",
+    "RingStats",
+    "RingStrategy",
     "SoloComm",
     "UnknownStrategyError",
     "ZigzagCPStrategy",

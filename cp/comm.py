@@ -8,7 +8,7 @@ unit tests run every rank of a group as threads of one process (tests/cp_helpers
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -31,6 +31,16 @@ class Comm(ABC):
     @abstractmethod
     def all_gather(self, x: Tensor) -> Tensor:
         """Every rank's `x` (same shape on every rank), concatenated rank-major along dim 0."""
+
+    def ring_pass_start(self, tensors: Sequence[Tensor]) -> Callable[[], list[Tensor]]:
+        """Start sending `tensors` to rank + 1 and receiving the same shapes from rank - 1 (mod
+        the group size); the returned function waits and gives the received tensors, so the
+        caller computes while the transfer is in flight. This fallback completes at once
+        through an all-gather (for groups without point-to-point sends); `ProcessGroupComm`
+        uses `batch_isend_irecv`, holding only the two buffers."""
+        prev = (self.rank - 1) % self.world_size
+        got = [self.all_gather(t.unsqueeze(0).contiguous())[prev] for t in tensors]
+        return lambda: got
 
     def all_gather_padded(self, x: Tensor, counts: Sequence[int], physical: int) -> Tensor:
         """Gather rows whose real count differs per rank: pad to `physical`, gather, cut.
@@ -90,6 +100,24 @@ class ProcessGroupComm(Comm):
         out = x.new_empty((self._world_size * x.shape[0], *x.shape[1:]))
         _all_gather_single(out, x, group=self.group)
         return out
+
+    def ring_pass_start(self, tensors: Sequence[Tensor]) -> Callable[[], list[Tensor]]:
+        nxt = self._global((self._rank + 1) % self._world_size)
+        prev = self._global((self._rank - 1) % self._world_size)
+        bufs = [torch.empty_like(t) for t in tensors]
+        ops = [dist.P2POp(dist.isend, t.contiguous(), nxt, self.group) for t in tensors]
+        ops += [dist.P2POp(dist.irecv, b, prev, self.group) for b in bufs]
+        reqs = dist.batch_isend_irecv(ops)
+
+        def wait() -> list[Tensor]:
+            for req in reqs:
+                req.wait()
+            return bufs
+
+        return wait
+
+    def _global(self, group_rank: int) -> int:
+        return group_rank if self.group is None else dist.get_global_rank(self.group, group_rank)
 
 
 class SoloComm(Comm):

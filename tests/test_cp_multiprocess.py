@@ -14,6 +14,7 @@ from cp import (
     CPStrategy,
     InterleaveStrategy,
     ProcessGroupComm,
+    RingStrategy,
     ZigzagStrategy,
     bind_cp_strategy,
     get_cp_strategy,
@@ -29,7 +30,7 @@ from tests.cp_helpers import (
 
 pytestmark = pytest.mark.multiprocess
 
-STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy]
+STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy, RingStrategy]
 
 
 def round_trip_batches(world: int) -> list[CPBatch]:
