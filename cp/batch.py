@@ -9,6 +9,7 @@ process group), and keeps index tensors on the CPU, copying them to a device onc
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,9 @@ def as_lengths(name: str, values: Sequence[int] | None) -> tuple[int, ...]:
                 "a 1-D integer tensor or a list of ints"
             )
         values = values.tolist()
+    fast = tuple(values)
+    if all(type(v) is int for v in fast) and (not fast or min(fast) >= 0):
+        return fast
     out: list[int] = []
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, int):
@@ -75,12 +79,13 @@ class CPBatch:
             raise CPBatchError(
                 f"{len(seq)} seq lengths but {len(ext)} extend lengths; one of each per request"
             )
-        for b, (s, e) in enumerate(zip(seq, ext, strict=True)):
-            if e > s:
-                raise CPBatchError(
-                    f"request {b}: extend length {e} exceeds its sequence length {s}"
-                )
-        return cls(ext, tuple(s - e for s, e in zip(seq, ext, strict=True)))
+        prefix = tuple(map(operator.sub, seq, ext))
+        if prefix and min(prefix) < 0:
+            b = next(i for i, p in enumerate(prefix) if p < 0)
+            raise CPBatchError(
+                f"request {b}: extend length {ext[b]} exceeds its sequence length {seq[b]}"
+            )
+        return cls(ext, prefix)
 
     @property
     def bs(self) -> int:
@@ -162,9 +167,7 @@ class CPMetadata(BaseContextParallelMetadata):
         perm = torch.cat(self.rank_tokens) if self.rank_tokens else torch.zeros(0, dtype=torch.long)
         total = self.total_tokens
         # A permutation check and its inverse in one scatter (no sort): every token written once.
-        rank_of_row = torch.repeat_interleave(
-            torch.arange(len(counts)), torch.tensor(counts, dtype=torch.long)
-        )
+        rank_of_row = segment_ids(torch.tensor(counts, dtype=torch.long))
         row_offset = torch.tensor([0, *counts], dtype=torch.long).cumsum(0)[:-1]
         padded_pos = rank_of_row * physical + (torch.arange(perm.numel()) - row_offset[rank_of_row])
         gather_index = torch.full((total,), -1, dtype=torch.long)
@@ -238,8 +241,25 @@ def plan_starts(lengths: Sequence[int]) -> list[int]:
 
 
 def segment_aranges(first: Tensor, sizes: Tensor) -> Tensor:
-    """Concatenation of arange(first[i], first[i] + sizes[i]) over i, in tensor operations."""
+    """Concatenation of arange(first[i], first[i] + sizes[i]) over i, in tensor operations: a
+    piecewise-constant shift built by one scatter-add and one cumsum (torch's CPU
+    repeat_interleave is slow for many short segments)."""
     total = int(sizes.sum())
-    ends = torch.cumsum(sizes, 0)
-    shift = torch.repeat_interleave(first - (ends - sizes), sizes, output_size=total)
-    return torch.arange(total) + shift
+    starts = torch.cumsum(sizes, 0) - sizes
+    shift = first - starts
+    step = shift - torch.cat([shift.new_zeros(1), shift[:-1]])
+    inside = starts < total
+    delta = torch.zeros(total, dtype=torch.long)
+    delta.index_add_(0, starts[inside], step[inside])
+    return torch.arange(total) + torch.cumsum(delta, 0)
+
+
+def segment_ids(sizes: Tensor) -> Tensor:
+    """For each of the sum(sizes) positions, the index of its segment (repeat_interleave of
+    arange(len(sizes)) by `sizes`, without torch's slow CPU kernel)."""
+    total = int(sizes.sum())
+    starts = torch.cumsum(sizes, 0) - sizes
+    inside = starts < total
+    marks = torch.zeros(total, dtype=torch.long)
+    marks.index_add_(0, starts[inside], torch.ones_like(starts[inside]))
+    return torch.cumsum(marks, 0) - 1

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from cp.base import CPStrategy
-from cp.batch import AttnChunk, CPBatch, CPMetadata, as_lengths, plan_starts
+from cp.batch import AttnChunk, CPBatch, CPMetadata, as_lengths, plan_starts, segment_ids
 from cp.kinds import CPShapeError, CPStrategyKind
 
 
@@ -34,7 +34,7 @@ def interleave_plan(
     every token at once, then one strided view per rank."""
     total, bs = sum(extend_lens), len(extend_lens)
     ext = torch.tensor(extend_lens, dtype=torch.long)
-    request = torch.repeat_interleave(torch.arange(bs), ext, output_size=total)
+    request = segment_ids(ext)
     start = torch.cumsum(ext, 0) - ext
     prefix = torch.tensor(prefix_lens, dtype=torch.long)
     tokens_all = torch.arange(total)

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from cp.attention import AttnFn
 from cp.base import CPStrategy, ForwardBatchLike
-from cp.batch import CPBatch, CPMetadata
+from cp.batch import CPBatch, CPMetadata, segment_ids
 from cp.kinds import CPConfigError, CPShapeError, CPStrategyKind
 from cp.kvcache import LayerKV
 from cp.registry import register_strategy
@@ -170,7 +170,7 @@ class RingStrategy(CPStrategy):
             ext = torch.tensor(meta.extend_lens, dtype=torch.long)
             pre = torch.tensor(meta.prefix_lens, dtype=torch.long)
             total = int(ext.sum())
-            req = torch.repeat_interleave(torch.arange(len(ext)), ext, output_size=total)
+            req = segment_ids(ext)
             pos = torch.arange(total) - (torch.cumsum(ext, 0) - ext)[req] + pre[req]
             requests, positions = [], []
             for r in range(meta.cp_size):
@@ -183,7 +183,7 @@ class RingStrategy(CPStrategy):
                 positions.append(ps.to(device))
             seq = ext + pre
             n_pre = int(pre.sum())
-            p_req = torch.repeat_interleave(torch.arange(len(pre)), pre, output_size=n_pre)
+            p_req = segment_ids(pre)
             p_pos = torch.arange(n_pre) - (torch.cumsum(pre, 0) - pre)[p_req]
             p_rows = (torch.cumsum(seq, 0) - seq)[p_req] + p_pos
             return _RingLayout(

@@ -39,7 +39,7 @@ def zigzag_plan(
 ) -> ZigzagMetadata:
     """Rank r's rows: block r of every request ("prev"), then block 2cp-1-r of every request
     ("next"); one attention call per half, one sequence per request in each. Tensor operations
-    over all requests at once; the only Python loop is over the cp ranks."""
+    over all requests and ranks at once."""
     n_blocks = 2 * cp_size
     ext = torch.tensor(extend_lens, dtype=torch.long)
     prefix = torch.tensor(prefix_lens, dtype=torch.long)
@@ -49,15 +49,22 @@ def zigzag_plan(
     first = j[None, :] * base[:, None] + torch.minimum(j[None, :], rem[:, None])
     start = (torch.cumsum(ext, 0) - ext)[:, None] + first  # global first token of each block
     requests = torch.arange(len(extend_lens))
-    all_tokens, all_chunks = [], []
-    for r in range(cp_size):
-        halves = [r, n_blocks - 1 - r]
-        half_sizes = sizes[:, halves].T  # [2, B]: prev blocks, then next blocks
-        all_tokens.append(segment_aranges(start[:, halves].T.reshape(-1), half_sizes.reshape(-1)))
-        kv_ends = prefix[None, :] + (first[:, halves] + sizes[:, halves]).T
-        prev = AttnChunk(row_start=0, q_lens=half_sizes[0], kv_lens=kv_ends[0])
-        nxt = AttnChunk(row_start=prev.rows, q_lens=half_sizes[1], kv_lens=kv_ends[1])
-        all_chunks.append((prev, nxt))
+    ranks = torch.arange(cp_size)
+    halves = torch.stack([ranks, n_blocks - 1 - ranks], 1)  # [cp, 2]: prev, next block
+    half_sizes = sizes[:, halves].permute(1, 2, 0)  # [cp, 2, B]
+    half_starts = start[:, halves].permute(1, 2, 0)
+    kv_ends = prefix + (first[:, halves] + sizes[:, halves]).permute(1, 2, 0)
+    tokens = segment_aranges(half_starts.reshape(-1), half_sizes.reshape(-1))
+    per_rank = half_sizes.sum((1, 2))
+    all_tokens = torch.split(tokens, per_rank.tolist())
+    prev_rows = half_sizes[:, 0].sum(1).tolist()
+    all_chunks = [
+        (
+            AttnChunk(row_start=0, q_lens=half_sizes[r, 0], kv_lens=kv_ends[r, 0]),
+            AttnChunk(row_start=prev_rows[r], q_lens=half_sizes[r, 1], kv_lens=kv_ends[r, 1]),
+        )
+        for r in range(cp_size)
+    ]
     return ZigzagMetadata(
         kind=CPStrategyKind.ZIGZAG,
         cp_size=cp_size,
