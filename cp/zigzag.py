@@ -83,6 +83,10 @@ class ZigzagStrategy(CPStrategy):
     kind = CPStrategyKind.ZIGZAG
 
     def why_not(self, batch: CPBatch) -> str | None:
+        """SGLang's rule is "every extend length >= 2·cp", which an empty batch meets vacuously.
+        Decided here (and for ring): an empty batch is refused all the same, since there is
+        nothing to shard and the engine should run it without CP; the plan itself stays exact
+        for it (no rows in, no rows out, the collectives still line up), as the tests check."""
         minimum = 2 * self.cp_size
         if self.cp_size < 2:
             return f"zigzag needs cp_size > 1; it is {self.cp_size}"
