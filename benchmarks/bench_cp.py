@@ -33,6 +33,7 @@ from cp import (
     InterleaveStrategy,
     LayerKV,
     ProcessGroupComm,
+    RingStrategy,
     ZigzagStrategy,
     causal_attention_fn,
     interleave_plan,
@@ -40,7 +41,7 @@ from cp import (
 )
 from cp.comm import Comm
 
-STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy]
+STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy, RingStrategy]
 
 
 def sync(device: torch.device) -> None:
@@ -252,7 +253,14 @@ def cp_forward(
     out = strategy.gather_hidden_states(local, batch)
     sync(dev)
     t3 = time.perf_counter()
-    return {"total": t3 - t0, "attention": t2 - t1, "comm": (t1 - t0) + (t3 - t2)}, out
+    # K/V of this forward a rank held: the all-gathered whole, or ring's shard + two in flight
+    kv_bytes = (
+        strategy.stats.peak_kv_bytes
+        if isinstance(strategy, RingStrategy)
+        else x["k"].nbytes + x["v"].nbytes
+    )
+    phases = {"total": t3 - t0, "attention": t2 - t1, "comm": (t1 - t0) + (t3 - t2)}
+    return phases | {"kv_bytes": float(kv_bytes)}, out
 
 
 def attention_worker(
@@ -291,6 +299,7 @@ def attention_worker(
         ]
         runs: dict[str, list[list[float]]] = {s.name: [] for s in strategies}
         errors: dict[str, float] = {}
+        kv_held: dict[str, float] = {}
         single: list[float] = []
         # Round-robin over the strategies and the single-process baseline, so that a slow spell
         # of this shared machine lands on all of them rather than on one.
@@ -301,6 +310,7 @@ def attention_worker(
                 if i == 0:  # warm-up; its output is checked against the single-process answer
                     errors[strategy.name] = float((out - reference).abs().max())
                     continue
+                kv_held[strategy.name] = phases["kv_bytes"]
                 slowest = torch.tensor([phases[k] for k in PHASES])
                 dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
                 runs[strategy.name].append(slowest.tolist())
@@ -316,7 +326,7 @@ def attention_worker(
         if rank == 0:
             results = {
                 name: {k: statistics.median(r[j] for r in rs) for j, k in enumerate(PHASES)}
-                | {"max_abs_err": errors[name]}
+                | {"max_abs_err": errors[name], "kv_bytes": kv_held[name]}
                 for name, rs in runs.items()
             }
             with open(out_file, "w") as f:
@@ -336,13 +346,16 @@ def bench_attention(device: torch.device, worlds: list[int], quick: bool, repeat
         "layer: shard q/k/v + all-gather K/V (comm), run_attention (attention), gather output "
         f"(comm); slowest rank, median of {repeats}. Baseline (1 proc): the same attention "
         "without CP, run by rank 0 of the same spawn while the others wait, alternating with "
-        "the CP runs.\n"
+        "the CP runs. ring: no all-gather, K/V shards passed around inside run_attention "
+        "(counted as attention). KV MB/rank: the forward's K/V a rank holds (all-gather: all of "
+        "it; ring: its shard plus the two in flight, by the strategy's own accounting); goal = "
+        "total / cp + 2 shards.\n"
     )
     print(
         "| strategy | world | 1 proc ms | total ms | attention ms | comm ms | "
-        "speed-up vs 1 proc | attention speed-up | max abs err |"
+        "speed-up vs 1 proc | attention speed-up | KV MB/rank | goal MB | max abs err |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for world in worlds:
         if device.type == "cuda" and torch.cuda.device_count() < world:
             have = torch.cuda.device_count()
@@ -359,13 +372,65 @@ def bench_attention(device: torch.device, worlds: list[int], quick: bool, repeat
             with open(out_file) as f:
                 results = json.load(f)
         single = results["single"]
+        total_kv = 2 * batch.num_tokens * KV_HEADS * DIM * 4
+        shard = total_kv / world
+        goal = shard * 3 if world > 1 else shard
         for name, r in results["strategies"].items():
             print(
                 f"| {name} | {world} | {single * 1e3:.1f} | {r['total'] * 1e3:.1f} | "
                 f"{r['attention'] * 1e3:.1f} | {r['comm'] * 1e3:.1f} | "
                 f"{single / r['total']:.2f} | {single / r['attention']:.2f} | "
+                f"{r['kv_bytes'] / 2**20:.2f} | {goal / 2**20:.2f} | "
                 f"{r['max_abs_err']:.1e} |"
             )
+    print()
+
+
+# ---- 4. plan time ---------------------------------------------------------------------------
+
+
+def reference_permutation(extend_lens: Sequence[int], cp: int) -> Tensor:
+    """The baseline a plan is measured against: zigzag's token permutation alone, in a handful
+    of tensor operations (owner rank of every token, then one stable sort)."""
+    ext = torch.tensor(extend_lens, dtype=torch.long)
+    total, nb = int(ext.sum()), 2 * cp
+    req = torch.repeat_interleave(torch.arange(len(ext)), ext, output_size=total)
+    pos = torch.arange(total) - (torch.cumsum(ext, 0) - ext)[req]
+    base, rem = ext[req] // nb, ext[req] % nb
+    big = rem * (base + 1)
+    block = torch.where(pos < big, pos // (base + 1), rem + (pos - big) // torch.clamp(base, min=1))
+    half = (block >= cp).long()
+    rank = torch.where(half == 1, nb - 1 - block, block)
+    key = (rank * 2 + half) * (total + 1) + torch.arange(total)
+    return torch.argsort(key)
+
+
+def bench_plans(repeats: int, tokens: int = 32768, cp: int = 8) -> None:
+    print(
+        f"## 4. Plan time per forward ({tokens} tokens, cp {cp}, CPU)\n\n"
+        "build_metadata (the plan of every rank, its checks and gather index) against a "
+        "vectorised zigzag permutation alone (`reference_permutation`), same run; median of "
+        f"{repeats}, one torch thread. Requests of equal length.\n"
+    )
+    print(
+        "| requests | reference ms | zigzag ms | × ref | interleave ms | × ref | ring ms | × ref |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    cpu = torch.device("cpu")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # plan building is host work; one thread keeps a shared box steady
+    for bs in (1, 32, 512):
+        lens = [tokens // bs] * bs
+        ref = median_seconds(lambda lens=lens: reference_permutation(lens, cp), cpu, repeats)
+        cells = []
+        for cls in STRATEGIES:
+            strategy = cls(cp, comm=ReplayComm(0, cp))
+            t = median_seconds(
+                lambda s=strategy, lens=lens: s.build_metadata(sum(lens), lens), cpu, repeats
+            )
+            cells.append(f"{t * 1e3:.2f} | {t / ref:.2f}")
+        print(f"| {bs} | {ref * 1e3:.2f} | " + " | ".join(cells) + " |")
+    torch.set_num_threads(threads)
     print()
 
 
@@ -379,7 +444,7 @@ def main() -> None:
     # rather than the page faults of a fresh mapping per call
     parser.add_argument("--tokens", type=int, default=8192, help="tokens for part 2")
     parser.add_argument("--hidden", type=int, default=1024, help="hidden size for part 2")
-    parser.add_argument("--parts", default="1,2,3", help="which parts to run, e.g. 2,3")
+    parser.add_argument("--parts", default="1,2,3,4", help="which parts to run, e.g. 2,3")
     args = parser.parse_args()
     device = torch.device(args.device)
     print(
@@ -395,6 +460,8 @@ def main() -> None:
     if 3 in parts:
         worlds = [int(w) for w in args.worlds.split(",")]
         bench_attention(device, worlds, args.quick, args.repeats)
+    if 4 in parts:
+        bench_plans(args.repeats)
 
 
 if __name__ == "__main__":

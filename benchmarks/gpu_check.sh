@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The cp checks that need a GPU, for a machine that has one: the exactness tests on CUDA (real
-# process groups under NCCL, one GPU per rank) and the benchmark on CUDA. Under 5 minutes.
+# The cp checks that need a GPU, for a machine that has one: the exactness tests of all three
+# strategies (zigzag, interleave, ring) on CUDA (real process groups under NCCL, one GPU per
+# rank), the sync-free claim under torch.cuda.set_sync_debug_mode("error"), and the benchmark
+# on CUDA. Under 6 minutes.
 #
 #   PYTHON=/path/to/python-with-cuda-torch benchmarks/gpu_check.sh
 #
@@ -29,7 +31,38 @@ done
 echo "== cp tests on CUDA (MESHSAT_CP_DEVICE=cuda, NCCL for process groups)"
 MESHSAT_CP_DEVICE=cuda timeout 170 "$PY" -m pytest -q -p no:cacheprovider \
   tests/test_cp_worked_examples.py tests/test_cp_attention.py tests/test_cp_exactness.py \
-  tests/test_cp_multiprocess.py -rs
+  tests/test_cp_ring.py tests/test_cp_seed_interface.py tests/test_cp_multiprocess.py -rs
+
+echo "== sync-free layer on CUDA: a second layer's run_attention under set_sync_debug_mode(error)"
+timeout 90 "$PY" - <<'EOF'
+import torch
+from cp import CPBatch, InterleaveStrategy, LayerKV, RingStrategy, ZigzagStrategy
+from tests.cp_helpers import make_inputs, tolerance
+
+dev = torch.device("cuda")
+batch = CPBatch((3000, 170, 400), (210, 0, 50))
+for cls in (ZigzagStrategy, InterleaveStrategy, RingStrategy):
+    for dtype in (torch.float32, torch.bfloat16):
+        s = cls(1)  # one GPU: cp 1 (outside can_apply, still the full code path)
+        b = batch.with_metadata(
+            s.build_metadata(batch.num_tokens, batch.seq_lens, batch.extend_lens)
+        )
+        x = make_inputs(b, heads=8, kv_heads=2, dim=64, dtype=dtype, device=dev, seed=0)
+        q, k, v = (s.shard_hidden_states(t, b) for t in (x.q, x.k, x.v))
+        outs = []
+        for layer in range(2):
+            kv = LayerKV.from_prefix(batch, x.prefix_k, x.prefix_v)
+            s.materialize_full_kv(b, kv, k, v)
+            fn = s.default_attn_fn(b, kv)
+            torch.cuda.synchronize()
+            if layer == 1:  # layer 0 builds the forward's device state
+                torch.cuda.set_sync_debug_mode("error")
+            outs.append(s.run_attention(q, b, dev, fn))
+            torch.cuda.set_sync_debug_mode("default")
+        got = s.gather_hidden_states(outs[1], b)
+        torch.testing.assert_close(got.double().cpu(), x.oracle(batch), **tolerance(dtype))
+        print(f"{cls.name} {dtype}: second layer sync-free and exact")
+EOF
 
 echo "== bench_cp on CUDA (NCCL worlds: $worlds)"
 timeout 110 "$PY" benchmarks/bench_cp.py --device cuda --worlds "$worlds" --repeats 5 \

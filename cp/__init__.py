@@ -1,24 +1,24 @@
-"""Context-parallel strategies (zigzag, interleave) over torch.distributed.
+"""Context-parallel strategies (zigzag, interleave, ring) over torch.distributed.
 
-Entry points: bind a strategy for the process with `init_cp_strategy`, or build one for a
-specific attention-CP group with `ZigzagStrategy(cp_size, comm=ProcessGroupComm(group))`; then per
-forward `prepare` the batch, shard inputs, `materialize_full_kv`, `run_attention`, and gather.
+The way in is SGLang's interface (`sglang.srt.layers.cp.base`): `init_cp_strategy(server_args)`,
+`get_cp_strategy()`, and a `ContextParallelStrategy` per forward: `can_apply`, `build_metadata`
+(stored on the batch as `attn_cp_metadata`), `split_before_forward`, `materialize_full_kv`,
+`run_attention`, `gather_hidden_states`. The core behind it: `ZigzagStrategy(cp_size,
+comm=ProcessGroupComm(group))` and friends over a `CPBatch`; `instantiate` builds every process
+group of a meshsat layout and binds the strategy.
 """
 
 from cp.attention import AttnFn, causal_attention_fn
-from cp.base import CPStrategy, SplitInputs
+from cp.base import CPStrategy
 from cp.batch import AttnChunk, CPBatch, CPMetadata
-from cp.comm import (
-    Comm,
-    LocalSimComm,
-    ProcessGroupComm,
-    SoloComm,
-    local_sim_comms,
-    run_local_ranks,
-)
+from cp.comm import Comm, ProcessGroupComm, SoloComm
+from cp.instantiate import LayoutHandle, instantiate
+from cp.interface import BaseContextParallelMetadata, ContextParallelStrategy, CPForwardBatch
 from cp.interleave import InterleaveMetadata, InterleaveStrategy, interleave_plan
 from cp.kinds import (
+    ContextParallelStrategyKind,
     CPAttentionBackend,
+    CPAttentionBackendKind,
     CPBatchError,
     CPCommError,
     CPConfigError,
@@ -30,52 +30,72 @@ from cp.kinds import (
 )
 from cp.kvcache import LayerKV
 from cp.registry import (
+    bind_cp_strategy,
     get_cp_strategy,
     get_cp_strategy_kind,
     init_cp_strategy,
     is_cp_enabled,
     is_interleave,
+    is_ring,
     is_zigzag,
     reset_cp_strategy,
+    set_global_server_args,
 )
+from cp.ring import RingAttnFn, RingStats, RingStrategy
 from cp.zigzag import ZigzagMetadata, ZigzagStrategy, zigzag_blocks, zigzag_plan
+
+ZigzagCPStrategy = ZigzagStrategy
+"""SGLang's class name (layers/cp/zigzag.py)."""
+InterleaveCPStrategy = InterleaveStrategy
+"""SGLang's class name (layers/cp/interleave.py)."""
 
 __all__ = [
     "AttnChunk",
     "AttnFn",
+    "BaseContextParallelMetadata",
     "CPAttentionBackend",
+    "CPAttentionBackendKind",
     "CPBatch",
     "CPBatchError",
     "CPCommError",
     "CPConfigError",
     "CPError",
+    "CPForwardBatch",
     "CPMetadata",
     "CPNotApplicableError",
     "CPShapeError",
     "CPStrategy",
     "CPStrategyKind",
     "Comm",
+    "ContextParallelStrategy",
+    "ContextParallelStrategyKind",
+    "InterleaveCPStrategy",
     "InterleaveMetadata",
     "InterleaveStrategy",
     "LayerKV",
-    "LocalSimComm",
+    "LayoutHandle",
     "ProcessGroupComm",
+    "RingAttnFn",
+    "RingStats",
+    "RingStrategy",
     "SoloComm",
-    "SplitInputs",
     "UnknownStrategyError",
+    "ZigzagCPStrategy",
     "ZigzagMetadata",
     "ZigzagStrategy",
+    "bind_cp_strategy",
     "causal_attention_fn",
     "get_cp_strategy",
     "get_cp_strategy_kind",
     "init_cp_strategy",
+    "instantiate",
     "interleave_plan",
     "is_cp_enabled",
     "is_interleave",
+    "is_ring",
     "is_zigzag",
-    "local_sim_comms",
     "reset_cp_strategy",
-    "run_local_ranks",
+    "set_global_server_args",
     "zigzag_blocks",
     "zigzag_plan",
 ]

@@ -14,7 +14,7 @@ import functools
 import importlib
 import importlib.util
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from cp.batch import DeviceChunk, segment_aranges
 from cp.kinds import CPConfigError, CPShapeError
 from cp.kvcache import LayerKV
 
@@ -43,40 +44,130 @@ class _Seqs:
     requests: Tensor
 
 
+@dataclass(frozen=True)
+class _Block:
+    """Up to `_ROW_BLOCK` query rows of one request: their local row indices and the last key
+    each may see, on the device; `keys` = the largest of those plus one."""
+
+    rows: Tensor
+    last: Tensor
+    keys: int
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One request's blocks in one call, reading keys from row `kv_start` of the cache."""
+
+    kv_start: int
+    keys: int
+    blocks: tuple[_Block, ...]
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    """Everything one call needs that depends only on the plan, on the device: built once per
+    forward (per rank and device) and reused by every layer, so a layer's call does no host
+    work and no host-device synchronisation."""
+
+    groups: tuple[_Group, ...]
+    key_positions: Tensor
+    flash_key_rows: Tensor | None
+    flash_cu_k: Tensor | None
+    max_k: int
+
+
+class PlanCalls:
+    """The calls `run_attention` will make (its device chunks), for an attention function to
+    recognise them by their `cu_seqlens_q` tensor and run them from a prepared schedule."""
+
+    def __init__(
+        self, chunks: Sequence[DeviceChunk], memo: Callable[[str, Callable[[], Any]], Any]
+    ):
+        self.chunks = tuple(chunks)
+        self.memo = memo
+
+
 def causal_attention_fn(
     kv: LayerKV,
     seq_requests: Tensor,
     *,
     softmax_scale: float | None = None,
     use_flash: bool | None = None,
+    plan_calls: PlanCalls | None = None,
 ) -> AttnFn:
     """Bind exact causal attention to a layer's KV cache.
 
     `use_flash`: None uses FlashAttention when it is importable and the tensors are on CUDA,
     True requires it to be installed (and still falls back to torch for calls it cannot serve
-    exactly), False never uses it.
+    exactly), False never uses it. `plan_calls` (what `CPStrategy.default_attn_fn` passes):
+    calls whose `cu_seqlens_q` is one of the plan's device tensors skip validation (the plan
+    was checked when built) and run from a per-forward schedule, without host synchronisation;
+    any other call is validated on the host first.
     """
-    requests = seq_requests.to(device="cpu", dtype=torch.long)
+    if softmax_scale is not None and not (
+        isinstance(softmax_scale, (int, float)) and math.isfinite(softmax_scale)
+    ):
+        raise CPConfigError(f"softmax_scale must be a finite number or None; got {softmax_scale!r}")
+    requests = seq_requests if seq_requests.device.type == "cpu" else seq_requests.cpu()
+    if plan_calls is None:
+        _check_requests(requests, kv)
+        repeats = _has_repeats(requests)
+    else:  # the plan's own sequences: checked when the plan was built, examined once a forward
+        repeats = plan_calls.memo("repeats", lambda: _has_repeats(requests))
+    if use_flash and not _flash_installed():
+        raise CPConfigError("use_flash=True but flash_attn is not importable with CUDA here")
+    flash_ok = use_flash is not False and kv.k.is_cuda and _flash_installed()
+    known = {}
+    if plan_calls is not None:
+        known = {id(c.cu_seqlens_q): (i, c) for i, c in enumerate(plan_calls.chunks)}
+
+    def attn_fn(q: Tensor, cu_seqlens_q: Tensor, kv_lens: Tensor, max_seqlen_q: int) -> Tensor:
+        scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+        hit = known.get(id(cu_seqlens_q))
+        if hit is not None and hit[1].cu_seqlens_q is cu_seqlens_q and plan_calls is not None:
+            index, call = hit
+            _check_shapes(q, kv)
+            sched: _Schedule = plan_calls.memo(
+                f"attn-schedule-{index}",
+                lambda: _schedule(
+                    call.chunk.q_lens, call.chunk.kv_lens, requests, kv.starts, q.device
+                ),
+            )
+        else:
+            _check_requests(requests, kv)
+            capacity = torch.tensor(kv.seq_lens, dtype=torch.long)[requests]
+            seqs = _check_call(q, cu_seqlens_q, kv_lens, max_seqlen_q, requests, capacity, kv)
+            sched = _schedule(seqs.q_lens, seqs.kv_lens, requests, kv.starts, q.device)
+        if flash_ok and not repeats and _flash_fits(q, kv) and sched.flash_key_rows is not None:
+            return _flash_attention(q, kv, sched, cu_seqlens_q, max_seqlen_q, scale)
+        return _torch_attention(q, kv, sched, scale)
+
+    return attn_fn
+
+
+def _check_requests(requests: Tensor, kv: LayerKV) -> None:
     bad = torch.nonzero((requests < 0) | (requests >= kv.batch.bs)).flatten()
     if bad.numel():
         raise CPShapeError(
             f"seq_requests names request {int(requests[bad[0]])}; the batch has "
             f"{kv.batch.bs} requests"
         )
-    if use_flash and not _flash_installed():
-        raise CPConfigError("use_flash=True but flash_attn is not importable with CUDA here")
-    flash_ok = use_flash is not False and kv.k.is_cuda and _flash_installed()
-    repeats = torch.unique(requests).numel() != requests.numel()
-    capacity = torch.tensor(kv.seq_lens, dtype=torch.long)[requests]
 
-    def attn_fn(q: Tensor, cu_seqlens_q: Tensor, kv_lens: Tensor, max_seqlen_q: int) -> Tensor:
-        seqs = _check_call(q, cu_seqlens_q, kv_lens, max_seqlen_q, requests, capacity, kv)
-        scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-        if flash_ok and not repeats and _flash_fits(q, kv):
-            return _flash_attention(q, kv, seqs, cu_seqlens_q, max_seqlen_q, scale)
-        return _torch_attention(q, kv, seqs, scale)
 
-    return attn_fn
+def _has_repeats(requests: Tensor) -> bool:
+    return bool(torch.unique(requests).numel() != requests.numel())
+
+
+def _check_shapes(q: Tensor, kv: LayerKV) -> None:
+    if q.dim() != 3:
+        raise CPShapeError(f"q must be [rows, heads, head_dim]; got {tuple(q.shape)}")
+    heads, kv_heads = q.shape[1], kv.k.shape[1]
+    if heads == 0 or q.shape[2] == 0:
+        raise CPShapeError(f"q {tuple(q.shape)}: heads and head_dim must be >= 1")
+    if heads % kv_heads:
+        raise CPShapeError(f"{heads} query heads are not a multiple of {kv_heads} kv heads")
+    if q.shape[2] != kv.k.shape[2]:
+        raise CPShapeError(f"q head_dim {q.shape[2]} != key head_dim {kv.k.shape[2]}")
 
 
 def _check_call(
@@ -88,13 +179,7 @@ def _check_call(
     capacity: Tensor,
     kv: LayerKV,
 ) -> _Seqs:
-    if q.dim() != 3:
-        raise CPShapeError(f"q must be [rows, heads, head_dim]; got {tuple(q.shape)}")
-    heads, kv_heads = q.shape[1], kv.k.shape[1]
-    if heads % kv_heads:
-        raise CPShapeError(f"{heads} query heads are not a multiple of {kv_heads} kv heads")
-    if q.shape[2] != kv.k.shape[2]:
-        raise CPShapeError(f"q head_dim {q.shape[2]} != key head_dim {kv.k.shape[2]}")
+    _check_shapes(q, kv)
     cu = cu_seqlens_q.to(device="cpu", dtype=torch.long)
     kl = kv_lens.to(device="cpu", dtype=torch.long)
     if cu.numel() != kl.numel() + 1 or kl.numel() != requests.numel():
@@ -122,35 +207,65 @@ def _check_call(
     return _Seqs(q_lens, kl, requests)
 
 
-def _torch_attention(q: Tensor, kv: LayerKV, seqs: _Seqs, scale: float) -> Tensor:
-    """Per request, one masked SDPA per block of rows; computes in fp32 for half inputs."""
-    rows, heads, _ = q.shape
-    group = heads // kv.k.shape[1]
-    compute = torch.float32 if q.dtype in _HALF else q.dtype
-    out = q.new_zeros((rows, heads, kv.v.shape[2]))
-    if rows == 0:
-        return out
-    q_lens = seqs.q_lens
-    seq_of_row = torch.repeat_interleave(torch.arange(q_lens.numel()), q_lens)
+def _schedule(
+    q_lens: Tensor, kv_lens: Tensor, requests: Tensor, starts: Sequence[int], device: torch.device
+) -> _Schedule:
+    """Group one call's query rows by request and cut them into row blocks (host work, once
+    per forward); the index tensors go to `device` once."""
+    rows = int(q_lens.sum())
+    seq_of_row = torch.repeat_interleave(torch.arange(q_lens.numel()), q_lens, output_size=rows)
     first_row = torch.cumsum(q_lens, 0) - q_lens
     offset = torch.arange(rows) - first_row[seq_of_row]
     # Row i of a sequence of q queries with kv length K sees keys [0, K - q + i].
-    last_key = seqs.kv_lens[seq_of_row] - q_lens[seq_of_row] + offset
-    row_request = seqs.requests[seq_of_row]
-    for request in torch.unique(row_request).tolist():
-        start = kv.starts[request]
-        for block in torch.split(torch.nonzero(row_request == request).flatten(), _ROW_BLOCK):
+    last_key = kv_lens[seq_of_row] - q_lens[seq_of_row] + offset
+    row_request = requests[seq_of_row]
+    order = torch.argsort(row_request, stable=True)
+    present, per_request = torch.unique_consecutive(row_request[order], return_counts=True)
+    groups, max_keys = [], 0
+    for request, rows_of in zip(
+        present.tolist(), torch.split(order, per_request.tolist()), strict=True
+    ):
+        blocks = []
+        for block in torch.split(rows_of, _ROW_BLOCK):
             last = last_key[block]
             keys = int(last.max()) + 1
-            k = kv.k[start : start + keys].transpose(0, 1).repeat_interleave(group, 0)
-            v = kv.v[start : start + keys].transpose(0, 1).repeat_interleave(group, 0)
-            idx = block.to(q.device)
-            qq = q.index_select(0, idx).transpose(0, 1)
-            mask = torch.arange(keys, device=q.device)[None, :] <= last.to(q.device)[:, None]
-            o = F.scaled_dot_product_attention(
-                qq.to(compute), k.to(compute), v.to(compute), attn_mask=mask, scale=scale
-            )
-            out.index_copy_(0, idx, o.transpose(0, 1).to(out.dtype))
+            blocks.append(_Block(block.to(device), last.to(device), keys))
+        top = max(b.keys for b in blocks)
+        max_keys = max(max_keys, top)
+        groups.append(_Group(starts[request], top, tuple(blocks)))
+    flash_rows = flash_cu = None
+    max_k = int(kv_lens.max()) if kv_lens.numel() else 0
+    if rows and torch.unique(requests).numel() == requests.numel():
+        key_rows = segment_aranges(torch.tensor(starts, dtype=torch.long)[requests], kv_lens)
+        flash_rows = key_rows.to(device)
+        cu_k = torch.zeros(kv_lens.numel() + 1, dtype=torch.int32)
+        torch.cumsum(kv_lens, 0, out=cu_k[1:])
+        flash_cu = cu_k.to(device)
+    return _Schedule(
+        tuple(groups), torch.arange(max_keys, device=device), flash_rows, flash_cu, max_k
+    )
+
+
+def _torch_attention(q: Tensor, kv: LayerKV, sched: _Schedule, scale: float) -> Tensor:
+    """Per request, one masked SDPA per block of rows, with K/V of the request read (and, for
+    half inputs, upcast to fp32) once and shared by the query heads of a group without a copy."""
+    rows, heads, dim = q.shape
+    kv_heads = kv.k.shape[1]
+    group = heads // kv_heads
+    compute = torch.float32 if q.dtype in _HALF else q.dtype
+    out = q.new_zeros((rows, heads, kv.v.shape[2]))
+    for g in sched.groups:
+        k_all = kv.k[g.kv_start : g.kv_start + g.keys].to(compute).transpose(0, 1).unsqueeze(1)
+        v_all = kv.v[g.kv_start : g.kv_start + g.keys].to(compute).transpose(0, 1).unsqueeze(1)
+        for b in g.blocks:
+            n = b.rows.shape[0]
+            qq = q.index_select(0, b.rows).to(compute)
+            qq = qq.view(n, kv_heads, group, dim).permute(1, 2, 0, 3)
+            k = k_all[:, :, : b.keys].expand(kv_heads, group, b.keys, dim)
+            v = v_all[:, :, : b.keys].expand(kv_heads, group, b.keys, v_all.shape[-1])
+            mask = sched.key_positions[: b.keys][None, :] <= b.last[:, None]
+            o = F.scaled_dot_product_attention(qq, k, v, attn_mask=mask, scale=scale)
+            out.index_copy_(0, b.rows, o.permute(2, 0, 1, 3).reshape(n, heads, -1).to(out.dtype))
     return out
 
 
@@ -173,27 +288,21 @@ def _flash_fits(q: Tensor, kv: LayerKV) -> bool:
 
 
 def _flash_attention(
-    q: Tensor, kv: LayerKV, seqs: _Seqs, cu_seqlens_q: Tensor, max_seqlen_q: int, scale: float
+    q: Tensor, kv: LayerKV, sched: _Schedule, cu_seqlens_q: Tensor, max_seqlen_q: int, scale: float
 ) -> Tensor:
     """FlashAttention varlen with causal masking aligned bottom-right (flash-attn >= 2.1), which
-    is exactly 'the i-th of q queries sees keys [0, K - q + i]'."""
+    is exactly 'the i-th of q queries sees keys [0, K - q + i]'. The key rows and cumulative
+    key lengths come from the per-forward schedule: no host work here."""
     flash: Any = importlib.import_module("flash_attn")
-    kv_lens = seqs.kv_lens.tolist()
-    key_rows = torch.cat(
-        [
-            torch.arange(kv.starts[r], kv.starts[r] + n)
-            for r, n in zip(seqs.requests.tolist(), kv_lens, strict=True)
-        ]
-    ).to(q.device)
-    cu_k = torch.tensor([0, *kv_lens], device=q.device).cumsum(0).to(torch.int32)
+    assert sched.flash_key_rows is not None and sched.flash_cu_k is not None
     out: Tensor = flash.flash_attn_varlen_func(
         q,
-        kv.k.index_select(0, key_rows),
-        kv.v.index_select(0, key_rows),
-        cu_seqlens_q.to(device=q.device, dtype=torch.int32),
-        cu_k,
+        kv.k.index_select(0, sched.flash_key_rows),
+        kv.v.index_select(0, sched.flash_key_rows),
+        cu_seqlens_q.to(dtype=torch.int32),
+        sched.flash_cu_k,
         max_seqlen_q,
-        max(kv_lens),
+        sched.max_k,
         softmax_scale=scale,
         causal=True,
     )

@@ -9,53 +9,52 @@ The plan is exact for any lengths and any cp size; `can_apply` is the engine's p
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import ClassVar, NamedTuple
+import contextlib
+from abc import abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from cp.attention import AttnFn, causal_attention_fn
+from cp.attention import AttnFn, PlanCalls, causal_attention_fn
 from cp.batch import CPBatch, CPMetadata
 from cp.comm import Comm, ProcessGroupComm, SoloComm
+from cp.interface import ContextParallelStrategy
 from cp.kinds import (
     CPAttentionBackend,
     CPBatchError,
     CPConfigError,
     CPNotApplicableError,
     CPShapeError,
-    CPStrategyKind,
 )
 from cp.kvcache import LayerKV
 
-
-class SplitInputs(NamedTuple):
-    """This rank's share of the model inputs (SGLang stores these on the ForwardBatch)."""
-
-    input_ids: Tensor | None
-    positions: Tensor
-    input_embeds: Tensor | None
+ForwardBatchLike = Any
+"""A `CPBatch`, or an engine batch carrying the plan as `attn_cp_metadata` (see cp.interface)."""
 
 
-class CPStrategy(ABC):
-    """One context-parallel layout bound to one CP group (its `Comm`)."""
-
-    name: ClassVar[str]
-    kind: ClassVar[CPStrategyKind]
+class CPStrategy(ContextParallelStrategy):
+    """One context-parallel layout bound to one CP group (its `Comm`), speaking SGLang's
+    `ContextParallelStrategy` contract."""
 
     def __init__(self, cp_size: int, comm: Comm | None = None) -> None:
         if isinstance(cp_size, bool) or not isinstance(cp_size, int) or cp_size < 1:
             raise CPConfigError(f"cp_size must be an int >= 1, got {cp_size!r}")
         if comm is None:
             comm = _default_comm(cp_size)
+        if not isinstance(comm, Comm):
+            raise CPConfigError(
+                f"{self.name}: comm must be a cp.Comm (e.g. ProcessGroupComm(group)); got "
+                f"{type(comm).__name__}"
+            )
         if comm.world_size != cp_size:
             raise CPConfigError(
                 f"{self.name}: cp_size {cp_size} but the communicator's group has "
                 f"{comm.world_size} ranks; bind the strategy to a group of cp_size ranks"
             )
-        self.cp_size = cp_size
+        super().__init__(cp_size)
         self.comm = comm
 
     def __repr__(self) -> str:
@@ -75,19 +74,23 @@ class CPStrategy(ABC):
     def _plan(self, extend_lens: tuple[int, ...], prefix_lens: tuple[int, ...]) -> CPMetadata:
         """The layout of every rank; exact for any lengths."""
 
-    def can_apply(self, num_tokens: int, batch: CPBatch) -> bool:
+    def can_apply(self, num_tokens: int, forward_batch: ForwardBatchLike) -> bool:
+        batch = _lengths_of(forward_batch)
         _check_num_tokens(num_tokens, batch.extend_lens)
         return self.why_not(batch) is None
 
     def build_metadata(
         self,
         num_tokens: int,
-        seq_lens: Sequence[int] | None,
-        extend_seq_lens: Sequence[int] | None = None,
+        seqs_len: Sequence[int] | None,
+        extend_seqs_len: Sequence[int] | None = None,
     ) -> CPMetadata:
-        if seq_lens is None:
-            raise CPBatchError(f"{self.name}: build_metadata needs seq_lens")
-        lens = CPBatch.from_seq_lens(seq_lens, extend_seq_lens)
+        if seqs_len is None:
+            raise CPBatchError(
+                f"{self.name}: build_metadata needs seqs_len (one total length per request); "
+                f"got None for num_tokens {num_tokens}"
+            )
+        lens = CPBatch.from_seq_lens(seqs_len, extend_seqs_len)
         _check_num_tokens(num_tokens, lens.extend_lens)
         return self._plan(lens.extend_lens, lens.prefix_lens)
 
@@ -98,13 +101,17 @@ class CPStrategy(ABC):
             raise CPNotApplicableError(reason)
         return batch.with_metadata(self._plan(batch.extend_lens, batch.prefix_lens))
 
-    def metadata(self, batch: CPBatch) -> CPMetadata:
+    def metadata(self, batch: ForwardBatchLike) -> CPMetadata:
         """The batch's plan, checked to be this strategy's."""
-        meta = batch.metadata
-        if meta is None:
+        if isinstance(batch, CPBatch):
+            meta = batch.metadata
+        else:
+            meta = getattr(batch, "attn_cp_metadata", None)
+        if not isinstance(meta, CPMetadata):
             raise CPBatchError(
-                f"{self.name}: the batch has no CP metadata; call strategy.prepare(batch) or "
-                "batch.with_metadata(strategy.build_metadata(...)) first"
+                f"{self.name}: the batch has no CP metadata; call strategy.prepare(batch), "
+                "batch.with_metadata(strategy.build_metadata(...)) or set "
+                "forward_batch.attn_cp_metadata = strategy.build_metadata(...) first"
             )
         if meta.kind != self.kind or meta.cp_size != self.cp_size:
             raise CPBatchError(
@@ -115,9 +122,9 @@ class CPStrategy(ABC):
 
     # ---- tokens ----------------------------------------------------------------------------
 
-    def shard_hidden_states(self, x: Tensor, batch: CPBatch) -> Tensor:
+    def shard_hidden_states(self, x: Tensor, forward_batch: ForwardBatchLike) -> Tensor:
         """This rank's rows of `x` (dim 0 = tokens), zero-padded to the plan's physical rows."""
-        meta = self.metadata(batch)
+        meta = self.metadata(forward_batch)
         if x.dim() == 0 or x.shape[0] != meta.total_tokens:
             raise CPShapeError(
                 f"{self.name}: tensor {tuple(x.shape)} must have the batch's "
@@ -129,9 +136,9 @@ class CPStrategy(ABC):
         out[idx.numel() :].zero_()
         return out
 
-    def shard_position_ids(self, positions: Tensor, batch: CPBatch) -> Tensor:
+    def shard_position_ids(self, positions: Tensor, forward_batch: ForwardBatchLike) -> Tensor:
         """Like `shard_hidden_states` along the last dim, so [T] and M-RoPE [3, T] both work."""
-        meta = self.metadata(batch)
+        meta = self.metadata(forward_batch)
         if positions.dim() == 0 or positions.shape[-1] != meta.total_tokens:
             raise CPShapeError(
                 f"{self.name}: positions {tuple(positions.shape)} must have the batch's "
@@ -142,8 +149,15 @@ class CPStrategy(ABC):
         out[..., : idx.numel()] = positions.index_select(-1, idx)
         return out
 
-    def gather_hidden_states(self, x: Tensor, batch: CPBatch) -> Tensor:
-        """Every rank's rows back in token order: padded all-gather, then one index_select."""
+    def gather_hidden_states(
+        self, x: Tensor, forward_batch: ForwardBatchLike, stream: Any | None = None
+    ) -> Tensor:
+        """Every rank's rows back in token order: padded all-gather, then one index_select;
+        on `stream` (CUDA) when given."""
+        with _on_stream(stream, x):
+            return self._gather(x, forward_batch)
+
+    def _gather(self, x: Tensor, batch: ForwardBatchLike) -> Tensor:
         meta = self.metadata(batch)
         if x.dim() == 0 or x.shape[0] != meta.physical:
             raise CPShapeError(
@@ -153,22 +167,30 @@ class CPStrategy(ABC):
         gathered = self.comm.all_gather(x)
         return gathered.index_select(0, meta.on_device("gather", 0, x.device))
 
-    def gather_kv_cache(self, x: Tensor, batch: CPBatch) -> Tensor:
+    def gather_kv_cache(
+        self, x: Tensor, forward_batch: ForwardBatchLike, stream: Any | None = None
+    ) -> Tensor:
         """K or V payloads follow the same layout as hidden states."""
-        return self.gather_hidden_states(x, batch)
+        return self.gather_hidden_states(x, forward_batch, stream)
 
     def split_before_forward(
         self,
-        batch: CPBatch,
+        forward_batch: ForwardBatchLike,
         input_ids: Tensor | None,
         positions: Tensor,
         input_embeds: Tensor | None = None,
-    ) -> SplitInputs:
-        return SplitInputs(
-            None if input_ids is None else self.shard_hidden_states(input_ids, batch),
-            self.shard_position_ids(positions, batch),
-            None if input_embeds is None else self.shard_hidden_states(input_embeds, batch),
+    ) -> Tensor | None:
+        """SGLang's contract: the shards are stored on the (mutable) engine batch, so a frozen
+        `CPBatch` is refused; wrap it with `CPForwardBatch`."""
+        if isinstance(forward_batch, CPBatch):
+            raise CPBatchError(
+                f"{self.name}: split_before_forward stores the shards on the forward batch; "
+                "a CPBatch is immutable, pass a CPForwardBatch (or the engine's batch)"
+            )
+        out: Tensor | None = super().split_before_forward(
+            forward_batch, input_ids, positions, input_embeds
         )
+        return out
 
     def shard_per_request(
         self, extend_seqs_cpu: list[int], extend_seqs: Tensor
@@ -177,52 +199,61 @@ class CPStrategy(ABC):
 
     # ---- attention -------------------------------------------------------------------------
 
-    def sequence_requests(self, batch: CPBatch) -> Tensor:
+    def sequence_requests(self, batch: ForwardBatchLike) -> Tensor:
         """The request each `attn_fn` sequence reads its keys from; the same for every call of
         `run_attention` on this rank, so an attention function can be bound to it once."""
         return self.metadata(batch).seq_requests[self.cp_rank]
 
     def default_attn_fn(
         self,
-        batch: CPBatch,
+        batch: ForwardBatchLike,
         kv: LayerKV,
         *,
         softmax_scale: float | None = None,
         use_flash: bool | None = None,
     ) -> AttnFn:
-        """Exact causal attention over `kv`, bound to this rank's sequences."""
+        """Exact causal attention over `kv`, bound to this rank's sequences and to the calls
+        `run_attention` makes on `kv`'s device (run from a per-forward schedule, sync-free)."""
+        meta, rank, device = self.metadata(batch), self.cp_rank, kv.k.device
+
+        def memo(name: str, build: Callable[[], Any]) -> Any:
+            return meta.memo(name, rank, device, build)
+
         return causal_attention_fn(
-            kv, self.sequence_requests(batch), softmax_scale=softmax_scale, use_flash=use_flash
+            kv,
+            meta.seq_requests[rank],
+            softmax_scale=softmax_scale,
+            use_flash=use_flash,
+            plan_calls=PlanCalls(meta.device_chunks(rank, device), memo),
         )
 
     def run_attention(
         self,
         q: Tensor,
-        batch: CPBatch,
+        forward_batch: ForwardBatchLike,
         device: torch.device | str,
         attn_fn: AttnFn,
-        backend: CPAttentionBackend = CPAttentionBackend.VARLEN,
+        attention_backend: CPAttentionBackend = CPAttentionBackend.FLASH_ATTENTION,
     ) -> Tensor:
         """Attention for this rank's query rows, one `attn_fn` call per chunk of the plan;
         padding rows of the output are zero."""
-        if backend != CPAttentionBackend.VARLEN:
-            raise CPConfigError(f"{self.name}: no calling convention for backend {backend!r}")
-        meta = self.metadata(batch)
+        if attention_backend != CPAttentionBackend.FLASH_ATTENTION:
+            raise CPConfigError(
+                f"{self.name}: no calling convention for attention_backend {attention_backend!r}"
+            )
+        meta = self.metadata(forward_batch)
         if q.dim() < 1 or q.shape[0] != meta.physical:
             raise CPShapeError(
                 f"{self.name}: q {tuple(q.shape)} must have rank {self.cp_rank}'s "
                 f"{meta.physical} physical rows"
             )
-        device = torch.device(device)
+        device = _as_device(device, self.name)
         out: Tensor | None = None
-        for chunk in meta.chunks[self.cp_rank]:
+        for call in meta.device_chunks(self.cp_rank, device):
+            chunk = call.chunk
             rows = chunk.rows
-            cu = torch.cat([chunk.q_lens.new_zeros(1), chunk.q_lens.cumsum(0)])
             o = attn_fn(
-                q.narrow(0, chunk.row_start, rows),
-                cu.to(device=device, dtype=torch.int32),
-                chunk.kv_lens.to(device=device, dtype=torch.int32),
-                int(chunk.q_lens.max()) if chunk.q_lens.numel() else 0,
+                q.narrow(0, chunk.row_start, rows), call.cu_seqlens_q, call.kv_lens, chunk.max_q
             )
             if o.shape[0] != rows:
                 raise CPShapeError(f"attn_fn returned {o.shape[0]} rows for a chunk of {rows}")
@@ -234,15 +265,24 @@ class CPStrategy(ABC):
         return out
 
     def materialize_full_kv(
-        self, batch: CPBatch, layer: LayerKV | None, k: Tensor, v: Tensor
-    ) -> tuple[Tensor, Tensor]:
+        self,
+        forward_batch: ForwardBatchLike,
+        layer: LayerKV | None,
+        k: Tensor,
+        v: Tensor,
+        swa_loc: Any | None = None,
+    ) -> None:
         """All-gather this layer's K and V and restore token order, so every rank holds the KV
-        of the whole forward (CP saves no KV memory); written into `layer` when given."""
-        full_k = self.gather_kv_cache(k, batch)
-        full_v = self.gather_kv_cache(v, batch)
+        of the whole forward (CP saves no KV memory), and write them into `layer`."""
+        if swa_loc is not None:
+            raise CPConfigError(
+                f"{self.name}: swa_loc (sliding-window KV slots) is not supported; got "
+                f"{type(swa_loc).__name__}"
+            )
+        full_k = self.gather_kv_cache(k, forward_batch)
+        full_v = self.gather_kv_cache(v, forward_batch)
         if layer is not None:
             layer.write_extend(full_k, full_v)
-        return full_k, full_v
 
 
 def _check_num_tokens(num_tokens: int, extend_lens: tuple[int, ...]) -> None:
@@ -251,6 +291,48 @@ def _check_num_tokens(num_tokens: int, extend_lens: tuple[int, ...]) -> None:
             f"num_tokens {num_tokens} != sum of extend lengths {list(extend_lens)} = "
             f"{sum(extend_lens)}"
         )
+
+
+def _as_device(device: torch.device | str, who: str) -> torch.device:
+    """`device` as a torch.device this build can use, or a `CPConfigError` saying why not."""
+    try:
+        out = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise CPConfigError(f"{who}: device {device!r} is not a torch device ({exc})") from None
+    if out.type == "cuda" and not torch.cuda.is_available():
+        raise CPConfigError(
+            f"{who}: device {device!r} asked for, but this torch build "
+            f"({torch.__version__}) sees no CUDA device"
+        )
+    return out
+
+
+def _lengths_of(forward_batch: ForwardBatchLike) -> CPBatch:
+    """The lengths of a `CPBatch` or of an engine batch (SGLang's attribute names)."""
+    if isinstance(forward_batch, CPBatch):
+        return forward_batch
+    ext = getattr(forward_batch, "extend_seq_lens_cpu", None)
+    pre = getattr(forward_batch, "extend_prefix_lens_cpu", None)
+    if ext is None or pre is None:
+        raise CPBatchError(
+            "forward_batch needs extend_seq_lens_cpu and extend_prefix_lens_cpu (got "
+            f"{ext!r} and {pre!r}) for can_apply"
+        )
+    return CPBatch(tuple(ext), tuple(pre))
+
+
+@contextlib.contextmanager
+def _on_stream(stream: Any | None, x: Tensor) -> Iterator[None]:
+    """Run the enclosed collective on `stream` (a CUDA stream); None keeps the current one."""
+    if stream is None:
+        yield
+        return
+    if not x.is_cuda:
+        raise CPConfigError(
+            f"stream {stream!r} was given for a tensor on {x.device}; streams are CUDA only"
+        )
+    with torch.cuda.stream(stream):
+        yield
 
 
 def _default_comm(cp_size: int) -> Comm:

@@ -8,17 +8,34 @@ process group), and keeps index tensors on the CPU, copying them to a device onc
 
 from __future__ import annotations
 
+import itertools
+import operator
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from cp.interface import BaseContextParallelMetadata
 from cp.kinds import CPBatchError, CPStrategyKind
 
 
-def as_lengths(name: str, values: Sequence[int]) -> tuple[int, ...]:
+def as_lengths(name: str, values: Sequence[int] | None) -> tuple[int, ...]:
+    """`values` as a tuple of non-negative ints, or a `CPBatchError` naming `name`."""
+    if values is None or isinstance(values, (str, bytes)):
+        raise CPBatchError(f"{name} is {values!r}; expected a sequence of lengths (ints >= 0)")
+    if isinstance(values, Tensor):
+        if values.dim() != 1 or values.dtype.is_floating_point or values.dtype == torch.bool:
+            raise CPBatchError(
+                f"{name} is a {values.dtype} tensor of shape {tuple(values.shape)}; expected "
+                "a 1-D integer tensor or a list of ints"
+            )
+        values = values.tolist()
+    fast = tuple(values)
+    if all(type(v) is int for v in fast) and (not fast or min(fast) >= 0):
+        return fast
     out: list[int] = []
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, int):
@@ -62,12 +79,13 @@ class CPBatch:
             raise CPBatchError(
                 f"{len(seq)} seq lengths but {len(ext)} extend lengths; one of each per request"
             )
-        for b, (s, e) in enumerate(zip(seq, ext, strict=True)):
-            if e > s:
-                raise CPBatchError(
-                    f"request {b}: extend length {e} exceeds its sequence length {s}"
-                )
-        return cls(ext, tuple(s - e for s, e in zip(seq, ext, strict=True)))
+        prefix = tuple(map(operator.sub, seq, ext))
+        if prefix and min(prefix) < 0:
+            b = next(i for i, p in enumerate(prefix) if p < 0)
+            raise CPBatchError(
+                f"request {b}: extend length {ext[b]} exceeds its sequence length {seq[b]}"
+            )
+        return cls(ext, prefix)
 
     @property
     def bs(self) -> int:
@@ -89,19 +107,32 @@ class CPBatch:
 class AttnChunk:
     """One varlen attention call of one rank: local query rows [row_start, row_start + rows),
     cut into sequences of `q_lens`; the i-th query of a sequence of q queries with kv length K
-    sees keys [0, K - q + i] of its request (the kv length counts the cached prefix)."""
+    sees keys [0, K - q + i] of its request (the kv length counts the cached prefix).
+    `rows` and `max_q` are read once, when the plan is built on the host."""
 
     row_start: int
     q_lens: Tensor
     kv_lens: Tensor
+    rows: int = field(init=False)
+    max_q: int = field(init=False)
 
-    @property
-    def rows(self) -> int:
-        return int(self.q_lens.sum().item())
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rows", int(self.q_lens.sum()))
+        object.__setattr__(self, "max_q", int(self.q_lens.max()) if self.q_lens.numel() else 0)
 
 
-@dataclass(frozen=True, eq=False, kw_only=True)
-class CPMetadata:
+@dataclass(frozen=True, eq=False)
+class DeviceChunk:
+    """An `AttnChunk` as `run_attention` hands it to `attn_fn`: cumulative query lengths and kv
+    lengths already int32 on the device, built once per forward (no per-layer host work)."""
+
+    chunk: AttnChunk
+    cu_seqlens_q: Tensor
+    kv_lens: Tensor
+
+
+@dataclass(eq=False, kw_only=True)
+class CPMetadata(BaseContextParallelMetadata):
     """The plan of one forward for every rank of the CP group.
 
     `rank_tokens[r]` lists, in rank r's local row order, the global token index of each row: the
@@ -118,11 +149,13 @@ class CPMetadata:
     rank_tokens: tuple[Tensor, ...]
     chunks: tuple[tuple[AttnChunk, ...], ...]
     seq_requests: tuple[Tensor, ...]
+    total_seq_lens: int = field(init=False, default=0)
+    bs: int = field(init=False, default=0)
     counts: tuple[int, ...] = field(init=False)
     physical: int = field(init=False)
     perm: Tensor = field(init=False)
     gather_index: Tensor = field(init=False)
-    _device_cache: dict[tuple[str, int, torch.device], Tensor] = field(
+    _device_cache: dict[tuple[str, int, torch.device], Any] = field(
         init=False, default_factory=dict, repr=False
     )
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
@@ -132,23 +165,27 @@ class CPMetadata:
         most = max(counts, default=0)
         physical = -(-most // self.align) * self.align
         perm = torch.cat(self.rank_tokens) if self.rank_tokens else torch.zeros(0, dtype=torch.long)
-        if not torch.equal(torch.sort(perm).values, torch.arange(self.total_tokens)):
-            raise RuntimeError(f"internal: {self.kind.name} plan is not a permutation")
-        rank_of_row = torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts))
-        row_offset = torch.tensor([0, *counts]).cumsum(0)[:-1]
+        total = self.total_tokens
+        # A permutation check and its inverse in one scatter (no sort): every token written once.
+        rank_of_row = segment_ids(torch.tensor(counts, dtype=torch.long))
+        row_offset = torch.tensor([0, *counts], dtype=torch.long).cumsum(0)[:-1]
         padded_pos = rank_of_row * physical + (torch.arange(perm.numel()) - row_offset[rank_of_row])
-        object.__setattr__(self, "counts", counts)
-        object.__setattr__(self, "physical", physical)
-        object.__setattr__(self, "perm", perm)
-        object.__setattr__(self, "gather_index", padded_pos[torch.argsort(perm)])
+        gather_index = torch.full((total,), -1, dtype=torch.long)
+        if perm.numel() != total or (perm.numel() and (perm.min() < 0 or perm.max() >= total)):
+            raise RuntimeError(f"internal: {self.kind.name} plan is not a permutation")
+        gather_index[perm] = padded_pos
+        if bool((gather_index < 0).any()):
+            raise RuntimeError(f"internal: {self.kind.name} plan is not a permutation")
+        self.total_seq_lens = sum(self.extend_lens) + sum(self.prefix_lens)
+        self.bs = len(self.extend_lens)
+        self.counts = counts
+        self.physical = physical
+        self.perm = perm
+        self.gather_index = gather_index
 
     @property
     def total_tokens(self) -> int:
         return sum(self.extend_lens)
-
-    @property
-    def bs(self) -> int:
-        return len(self.extend_lens)
 
     def check_lengths(self, extend_lens: tuple[int, ...], prefix_lens: tuple[int, ...]) -> None:
         if extend_lens != self.extend_lens or prefix_lens != self.prefix_lens:
@@ -164,20 +201,65 @@ class CPMetadata:
 
     def on_device(self, name: str, rank: int, device: torch.device) -> Tensor:
         """`rank_tokens` (name "tokens") or `gather_index` ("gather") on `device`, copied once."""
+
+        def build() -> Tensor:
+            src = self.rank_tokens[rank] if name == "tokens" else self.gather_index
+            return src.to(device)
+
+        out: Tensor = self.memo(name, rank, device, build)
+        return out
+
+    def device_chunks(self, rank: int, device: torch.device) -> tuple[DeviceChunk, ...]:
+        """Rank `rank`'s attention calls with their arguments on `device`, built once."""
+
+        def build() -> tuple[DeviceChunk, ...]:
+            out = []
+            for c in self.chunks[rank]:
+                cu = torch.zeros(c.q_lens.numel() + 1, dtype=torch.int32)
+                torch.cumsum(c.q_lens, 0, out=cu[1:])
+                kv = c.kv_lens.to(torch.int32)
+                out.append(DeviceChunk(c, cu.to(device), kv.to(device)))
+            return tuple(out)
+
+        chunks: tuple[DeviceChunk, ...] = self.memo("chunks", rank, device, build)
+        return chunks
+
+    def memo(self, name: str, rank: int, device: torch.device, build: Callable[[], Any]) -> Any:
+        """Per-forward state on a device (index tensors, attention schedules): built on first
+        use, then shared by every layer of the forward."""
         key = (name, rank, device)
         with self._lock:
             cached = self._device_cache.get(key)
             if cached is None:
-                src = self.rank_tokens[rank] if name == "tokens" else self.gather_index
-                cached = src.to(device)
-                self._device_cache[key] = cached
+                cached = self._device_cache[key] = build()
         return cached
 
 
 def plan_starts(lengths: Sequence[int]) -> list[int]:
     """Exclusive prefix sums: where each request's tokens begin in the flattened batch."""
-    starts, acc = [], 0
-    for n in lengths:
-        starts.append(acc)
-        acc += n
-    return starts
+    return list(itertools.accumulate(lengths, initial=0))[:-1]
+
+
+def segment_aranges(first: Tensor, sizes: Tensor) -> Tensor:
+    """Concatenation of arange(first[i], first[i] + sizes[i]) over i, in tensor operations: a
+    piecewise-constant shift built by one scatter-add and one cumsum (torch's CPU
+    repeat_interleave is slow for many short segments)."""
+    total = int(sizes.sum())
+    starts = torch.cumsum(sizes, 0) - sizes
+    shift = first - starts
+    step = shift - torch.cat([shift.new_zeros(1), shift[:-1]])
+    inside = starts < total
+    delta = torch.zeros(total, dtype=torch.long)
+    delta.index_add_(0, starts[inside], step[inside])
+    return torch.arange(total) + torch.cumsum(delta, 0)
+
+
+def segment_ids(sizes: Tensor) -> Tensor:
+    """For each of the sum(sizes) positions, the index of its segment (repeat_interleave of
+    arange(len(sizes)) by `sizes`, without torch's slow CPU kernel)."""
+    total = int(sizes.sum())
+    starts = torch.cumsum(sizes, 0) - sizes
+    inside = starts < total
+    marks = torch.zeros(total, dtype=torch.long)
+    marks.index_add_(0, starts[inside], torch.ones_like(starts[inside]))
+    return torch.cumsum(marks, 0) - 1

@@ -2,23 +2,19 @@
 
 Strategies never read a global rank: they ask their `Comm`, which is bound to one process group.
 That lets an engine run several CP groups side by side (one per attention-CP subgroup) and lets
-unit tests run every rank of a group as threads of one process (`LocalSimComm`).
+unit tests run every rank of a group as threads of one process (tests/cp_helpers.py).
 """
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TypeVar, cast
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from cp.kinds import CPCommError, CPConfigError, CPShapeError
-
-T = TypeVar("T")
+from cp.kinds import CPConfigError, CPShapeError
 
 
 class Comm(ABC):
@@ -35,6 +31,16 @@ class Comm(ABC):
     @abstractmethod
     def all_gather(self, x: Tensor) -> Tensor:
         """Every rank's `x` (same shape on every rank), concatenated rank-major along dim 0."""
+
+    def ring_pass_start(self, tensors: Sequence[Tensor]) -> Callable[[], list[Tensor]]:
+        """Start sending `tensors` to rank + 1 and receiving the same shapes from rank - 1 (mod
+        the group size); the returned function waits and gives the received tensors, so the
+        caller computes while the transfer is in flight. This fallback completes at once
+        through an all-gather (for groups without point-to-point sends); `ProcessGroupComm`
+        uses `batch_isend_irecv`, holding only the two buffers."""
+        prev = (self.rank - 1) % self.world_size
+        got = [self.all_gather(t.unsqueeze(0).contiguous())[prev] for t in tensors]
+        return lambda: got
 
     def all_gather_padded(self, x: Tensor, counts: Sequence[int], physical: int) -> Tensor:
         """Gather rows whose real count differs per rank: pad to `physical`, gather, cut.
@@ -95,6 +101,24 @@ class ProcessGroupComm(Comm):
         _all_gather_single(out, x, group=self.group)
         return out
 
+    def ring_pass_start(self, tensors: Sequence[Tensor]) -> Callable[[], list[Tensor]]:
+        nxt = self._global((self._rank + 1) % self._world_size)
+        prev = self._global((self._rank - 1) % self._world_size)
+        bufs = [torch.empty_like(t) for t in tensors]
+        ops = [dist.P2POp(dist.isend, t.contiguous(), nxt, self.group) for t in tensors]
+        ops += [dist.P2POp(dist.irecv, b, prev, self.group) for b in bufs]
+        reqs = dist.batch_isend_irecv(ops)
+
+        def wait() -> list[Tensor]:
+            for req in reqs:
+                req.wait()
+            return bufs
+
+        return wait
+
+    def _global(self, group_rank: int) -> int:
+        return group_rank if self.group is None else dist.get_global_rank(self.group, group_rank)
+
 
 class SoloComm(Comm):
     """The trivial group of one rank, for cp_size 1 without any process group."""
@@ -109,91 +133,3 @@ class SoloComm(Comm):
 
     def all_gather(self, x: Tensor) -> Tensor:
         return x
-
-
-class _PeerFailed(CPCommError):
-    """Raised in a simulated rank whose barrier another rank broke; never the root cause."""
-
-
-class _SimHub:
-    def __init__(self, world_size: int, timeout_s: float) -> None:
-        self.world_size = world_size
-        self.barrier = threading.Barrier(world_size, timeout=timeout_s)
-        self.slots: list[Tensor | None] = [None] * world_size
-
-
-class LocalSimComm(Comm):
-    """For unit tests only: one rank of a group whose ranks are threads of this process.
-
-    Each all-gather is two barrier rounds (publish, then read), so a rank that fails or never
-    arrives breaks the barrier and every peer raises `CPCommError` instead of hanging.
-    """
-
-    def __init__(self, hub: _SimHub, rank: int) -> None:
-        self._hub = hub
-        self._rank = rank
-
-    @property
-    def rank(self) -> int:
-        return self._rank
-
-    @property
-    def world_size(self) -> int:
-        return self._hub.world_size
-
-    def _wait(self) -> None:
-        try:
-            self._hub.barrier.wait()
-        except threading.BrokenBarrierError:
-            raise _PeerFailed(
-                f"simulated rank {self._rank}: a peer failed or timed out in all_gather"
-            ) from None
-
-    def all_gather(self, x: Tensor) -> Tensor:
-        self._hub.slots[self._rank] = x
-        self._wait()
-        parts = [p for p in self._hub.slots if p is not None]
-        self._wait()
-        shapes = [(tuple(p.shape), p.dtype) for p in parts]
-        if len(set(shapes)) != 1:
-            listed = ", ".join(f"rank {r}: {s[0]} {s[1]}" for r, s in enumerate(shapes))
-            raise CPCommError(f"all_gather needs one shape and dtype on every rank; got {listed}")
-        return torch.cat([p.to(x.device) for p in parts])
-
-
-def local_sim_comms(world_size: int, timeout_s: float = 60.0) -> list[LocalSimComm]:
-    """The comms of one simulated group, one per rank, to be used from `world_size` threads."""
-    if world_size < 1:
-        raise CPConfigError(f"world_size must be >= 1, got {world_size}")
-    hub = _SimHub(world_size, timeout_s)
-    return [LocalSimComm(hub, r) for r in range(world_size)]
-
-
-def run_local_ranks(
-    world_size: int, fn: Callable[[LocalSimComm], T], timeout_s: float = 60.0
-) -> list[T]:
-    """Run `fn(comm)` for every rank of a simulated group, each in a thread; results by rank.
-
-    The lowest rank's own error is re-raised, not the barrier errors it causes in its peers.
-    """
-    comms = local_sim_comms(world_size, timeout_s)
-    results: list[T | None] = [None] * world_size
-    errors: list[BaseException | None] = [None] * world_size
-
-    def body(comm: LocalSimComm) -> None:
-        try:
-            results[comm.rank] = fn(comm)
-        except BaseException as exc:
-            errors[comm.rank] = exc
-            comm._hub.barrier.abort()
-
-    threads = [threading.Thread(target=body, args=(c,), daemon=True) for c in comms]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    raised = [e for e in errors if e is not None]
-    if raised:
-        primary = [e for e in raised if not isinstance(e, _PeerFailed)]
-        raise (primary or raised)[0]
-    return cast("list[T]", results)

@@ -31,7 +31,11 @@ from cp.batch import CPBatch
 from cp.instantiate import LayoutHandle, instantiate
 from cp.kinds import CPError, CPNotApplicableError
 from cp.kvcache import LayerKV
-from solver import InvalidLayoutError, MeshsatError, ModelSpec
+from solver import Config, InvalidLayoutError, MeshsatError, ModelSpec
+from solver.errors import InputError
+from solver.examples import path_of
+from solver.inputs.convert import coerce, config_from_values
+from solver.inputs.files import load_config_file
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM = 64, 8, 4, 16
 #: The layer's shape as model facts, so validation rejects layouts that cannot split it.
@@ -188,15 +192,31 @@ def _batch(args: argparse.Namespace) -> CPBatch:
     return CPBatch(lens, prefixes)
 
 
+def load_config(args: argparse.Namespace) -> Config:
+    """The layout from --example, then --config, then --set, through `solver.inputs` (the CLI
+    is a floor above `cp`). A layout file's `model:` entry is dropped: the demo's layer has
+    its own shape (MODEL)."""
+    values: dict[str, Any] = {}
+    if args.example is not None:
+        values.update(load_config_file(path_of(args.example)))
+    if args.config is not None:
+        values.update(load_config_file(args.config))
+    values.pop("model", None)
+    for item in args.set or []:
+        name, eq, text = item.partition("=")
+        if not eq or not name.strip():
+            raise InputError(f"--set expects FIELD=VALUE, got {item!r}")
+        key = name.strip().replace("-", "_")
+        values[key] = coerce(key, text)
+    return config_from_values(values)
+
+
 def worker(args: argparse.Namespace) -> int:
     """One rank: instantiate the layout, run the layer, report; returns the exit status."""
-    from solver.cli.layout_options import load_layout
-
     rank = dist.get_rank()
     dtype = getattr(torch, args.dtype)
     try:
-        layout = load_layout(args.config, args.set, None, None, args.example)
-        handle = instantiate(layout.config, model=MODEL)
+        handle = instantiate(load_config(args), model=MODEL)
         error, used_cp = run_layer(handle, _batch(args), args.seed, dtype)
     except (MeshsatError, CPError) as exc:
         if rank == 0:

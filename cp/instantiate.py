@@ -18,7 +18,7 @@ import torch.distributed as dist
 from cp.base import CPStrategy
 from cp.comm import ProcessGroupComm
 from cp.kinds import CPConfigError
-from cp.registry import init_cp_strategy
+from cp.registry import bind_cp_strategy
 from solver import Config, InvalidLayoutError, ModelSpec, validate
 from solver.groups import GROUP_KINDS, RankInfo, RankMap, Widths, plan
 
@@ -51,13 +51,16 @@ def instantiate(
     world_size: int | None = None,
     *,
     model: ModelSpec | Mapping[str, Any] | None = None,
+    strategy: str | None = None,
 ) -> LayoutHandle:
     """Validate the layout, create every process group it needs and bind the CP strategy.
 
     Call it on every rank after `dist.init_process_group`. `rank` and `world_size`
     default to the default group's and must match it when given. An invalid layout raises
     `solver.InvalidLayoutError` (the validator's messages) before any group is created, and
-    so does a world size other than the layout's GPU count.
+    so does a world size other than the layout's GPU count. `strategy` overrides the layout's
+    `cp_strategy` with any of this package's names, "ring" included (not an SGLang value, so
+    the layout itself cannot name it).
     """
     report = validate(config, model, explain=False)
     if not report.valid:
@@ -96,10 +99,10 @@ def instantiate(
             if actual_rank in ranks:
                 groups[kind], members[kind] = group, ranks
     # SGLang's rule: a strategy only with prefill CP on and attn_cp > 1 (init decides).
-    strategy = init_cp_strategy(
+    bound = bind_cp_strategy(
         enable_prefill_cp=bool(resolved["enable_prefill_cp"]),
         cp_size=rank_map.widths.attn_cp,
-        cp_strategy=resolved["cp_strategy"],
+        cp_strategy=resolved["cp_strategy"] if strategy is None else strategy,
         comm_or_group=groups["attn_cp"],
     )
     return LayoutHandle(
@@ -110,5 +113,5 @@ def instantiate(
         coords=rank_map.ranks[actual_rank],
         groups=groups,
         members=members,
-        strategy=strategy,
+        strategy=bound,
     )

@@ -4,40 +4,49 @@ per-request cutting; the price is that each query is its own attention sequence.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from cp.base import CPStrategy
-from cp.batch import AttnChunk, CPBatch, CPMetadata, as_lengths, plan_starts
+from cp.batch import AttnChunk, CPBatch, CPMetadata, as_lengths, plan_starts, segment_ids
 from cp.kinds import CPShapeError, CPStrategyKind
 
 
-@dataclass(frozen=True, eq=False, kw_only=True)
+@dataclass(eq=False, kw_only=True)
 class InterleaveMetadata(CPMetadata):
-    """The plan plus, per rank, how many of its queries fall in each request."""
+    """The plan plus, per rank, how many of its queries fall in each request ([cp, B])."""
 
-    request_counts: tuple[tuple[int, ...], ...]
+    request_count_table: Tensor
+
+    @functools.cached_property
+    def request_counts(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(row) for row in self.request_count_table.tolist())
 
 
 def interleave_plan(
     cp_size: int, extend_lens: tuple[int, ...], prefix_lens: tuple[int, ...]
 ) -> InterleaveMetadata:
     """Rank r's rows: tokens r, r + cp, r + 2cp, ...; the query of token t in request b is a
-    length-1 sequence with kv length prefix[b] + (t - start[b]) + 1."""
+    length-1 sequence with kv length prefix[b] + (t - start[b]) + 1. Tensor operations over
+    every token at once, then one strided view per rank."""
     total, bs = sum(extend_lens), len(extend_lens)
-    request = torch.repeat_interleave(torch.arange(bs), torch.tensor(extend_lens, dtype=torch.long))
-    start = torch.tensor(plan_starts(extend_lens), dtype=torch.long)
+    ext = torch.tensor(extend_lens, dtype=torch.long)
+    request = segment_ids(ext)
+    start = torch.cumsum(ext, 0) - ext
     prefix = torch.tensor(prefix_lens, dtype=torch.long)
-    kv_len = prefix[request] + (torch.arange(total) - start[request]) + 1
-    tokens, chunks, seq_requests, counts = [], [], [], []
+    tokens_all = torch.arange(total)
+    kv_len = prefix[request] + (tokens_all - start[request]) + 1
+    counts = torch.zeros(cp_size, bs, dtype=torch.long)
+    counts.index_put_((tokens_all % cp_size, request), torch.ones(total, dtype=torch.long), True)
+    tokens, chunks, seq_requests = [], [], []
     for r in range(cp_size):
-        mine = torch.arange(r, max(r, total), cp_size)
+        mine = tokens_all[r::cp_size]
         tokens.append(mine)
         chunks.append((AttnChunk(row_start=0, q_lens=torch.ones_like(mine), kv_lens=kv_len[mine]),))
         seq_requests.append(request[mine])
-        counts.append(tuple(torch.bincount(request[mine], minlength=bs).tolist()))
     return InterleaveMetadata(
         kind=CPStrategyKind.INTERLEAVE,
         cp_size=cp_size,
@@ -47,7 +56,7 @@ def interleave_plan(
         rank_tokens=tuple(tokens),
         chunks=tuple(chunks),
         seq_requests=tuple(seq_requests),
-        request_counts=tuple(counts),
+        request_count_table=counts,
     )
 
 
@@ -85,10 +94,19 @@ class InterleaveStrategy(CPStrategy):
         """This rank's query count per request, dropping requests that get none; returns
         (counts, counts on `extend_seqs`' device, kept request indices, the same on device)."""
         lens = as_lengths("extend_seqs_cpu", extend_seqs_cpu)
+        if not isinstance(extend_seqs, Tensor):
+            raise CPShapeError(
+                f"extend_seqs must be a tensor (the lengths on the device); got "
+                f"{type(extend_seqs).__name__}"
+            )
         if extend_seqs.dim() != 1 or extend_seqs.numel() != len(lens):
             raise CPShapeError(
                 f"extend_seqs {tuple(extend_seqs.shape)} must be 1-D with one entry per request "
                 f"({len(lens)})"
+            )
+        if not torch.equal(extend_seqs.cpu().long(), torch.tensor(lens, dtype=torch.long)):
+            raise CPShapeError(
+                f"extend_seqs {extend_seqs.tolist()} disagrees with extend_seqs_cpu {list(lens)}"
             )
         per_request = rank_request_counts(lens, self.cp_size, self.cp_rank)
         kept = [b for b, n in enumerate(per_request) if n > 0]

@@ -38,16 +38,34 @@ class CPCommError(CPError):
     """A collective that cannot complete: mismatched shapes or a failed peer."""
 
 
-class CPStrategyKind(IntEnum):
-    """The three layouts a serving engine can bind; values match SGLang's enum."""
+class ContextParallelStrategyKind(IntEnum):
+    """The layouts a serving engine can bind; values match SGLang's enum.
+
+    `from_string` is SGLang's parser exactly: it knows only the two names a user may configure
+    ("none" is the absence of CP, not a strategy, and raises). RING is this package's own layout;
+    it is no SGLang value, so the parser never yields it and only `parse` (the core's wider
+    vocabulary, used by `bind_cp_strategy` and `instantiate`) names it.
+    """
 
     NONE = 0
     ZIGZAG = 1
     INTERLEAVE = 2
+    RING = 3
 
     @classmethod
-    def from_string(cls, value: str) -> CPStrategyKind:
-        """Parse a CLI name; unknown names list the valid ones instead of guessing."""
+    def from_string(cls, value: str) -> ContextParallelStrategyKind:
+        """SGLang's `--cp-strategy` parser: 'zigzag' or 'interleave', anything else raises."""
+        if value == "zigzag":
+            return cls.ZIGZAG
+        if value == "interleave":
+            return cls.INTERLEAVE
+        raise UnknownStrategyError(
+            f"Unknown cp_strategy={value!r}; expected one of {{'zigzag', 'interleave'}}"
+        )
+
+    @classmethod
+    def parse(cls, value: str) -> ContextParallelStrategyKind:
+        """Every name of this package ('none', 'zigzag', 'interleave', 'ring')."""
         for kind in cls:
             if kind.cli_value == value:
                 return kind
@@ -59,24 +77,31 @@ class CPStrategyKind(IntEnum):
         return self.name.lower()
 
 
-class CPAttentionBackend(IntEnum):
-    """Calling convention of the `attn_fn` handed to `run_attention`.
+CPStrategyKind = ContextParallelStrategyKind
+"""The core's name for the same enum."""
+
+
+class CPAttentionBackendKind(IntEnum):
+    """Calling convention of the `attn_fn` handed to `run_attention` (SGLang's enum).
 
     Only the FlashAttention varlen convention exists: ``attn_fn(q, cu_seqlens_q, kv_lens,
-    max_seqlen_q)``. The enum keeps the seam where another convention (paged, MLA) would go.
+    max_seqlen_q)``; VARLEN is the core's name for it. The enum keeps the seam where another
+    convention (paged, MLA) would go.
     """
 
+    FLASH_ATTENTION = 0
     VARLEN = 0
 
     @classmethod
-    def from_string(cls, value: str) -> CPAttentionBackend:
-        """Accept the engine's backend names that share the varlen convention."""
-        if value in _VARLEN_NAMES:
-            return cls.VARLEN
-        valid = ", ".join(repr(n) for n in _VARLEN_NAMES)
+    def from_string(cls, value: str) -> CPAttentionBackendKind:
+        """SGLang's parser: the engine backends that share the varlen convention."""
+        if value in ("fa3", "flashinfer"):
+            return cls.FLASH_ATTENTION
         raise UnknownStrategyError(
-            f"attention backend {value!r} has no CP calling convention; expected one of {valid}"
+            f"Unsupported attention_backend={value!r} for CP strategy; expected one of "
+            "{'fa3', 'flashinfer'}"
         )
 
 
-_VARLEN_NAMES = ("varlen", "torch", "fa3", "flashinfer")
+CPAttentionBackend = CPAttentionBackendKind
+"""The core's name for the same enum."""

@@ -26,6 +26,10 @@ class LayerKV:
                 f"K and V must be [tokens, kv_heads, head_dim]; got {tuple(k.shape)} and "
                 f"{tuple(v.shape)}"
             )
+        if 0 in (k.shape[1], k.shape[2], v.shape[2]):
+            raise CPShapeError(
+                f"K {tuple(k.shape)} / V {tuple(v.shape)}: kv_heads and head_dim must be >= 1"
+            )
         if k.shape[0] != rows or v.shape[0] != rows or k.shape[1] != v.shape[1]:
             raise CPShapeError(
                 f"K {tuple(k.shape)} / V {tuple(v.shape)} do not cover the batch's "

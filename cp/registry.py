@@ -1,11 +1,15 @@
 """The process-wide strategy binding an engine consults from deep inside a model forward.
 
-One module-level slot, set by `init_cp_strategy` and cleared by `reset_cp_strategy`; nothing
-here reads the environment or server arguments. A failed `init_cp_strategy` leaves the previous
-binding untouched.
+One module-level slot holds the bound core strategy; `bind_cp_strategy` (explicit arguments) and
+the seed-interface `init_cp_strategy(server_args)` in `cp.sglang_api` both set it, and
+`reset_cp_strategy` clears it together with the registered server arguments. A failed bind
+leaves the previous binding untouched.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import torch.distributed as dist
 
@@ -21,9 +25,16 @@ _STRATEGIES: dict[CPStrategyKind, type[CPStrategy]] = {
 }
 
 _bound: CPStrategy | None = None
+_server_args: Any = None
 
 
-def init_cp_strategy(
+def register_strategy(kind: CPStrategyKind, cls: type[CPStrategy]) -> None:
+    """Make `kind` bindable (the ring layout registers itself this way, keeping this module free
+    of its import)."""
+    _STRATEGIES[kind] = cls
+
+
+def bind_cp_strategy(
     *,
     enable_prefill_cp: bool,
     cp_size: int,
@@ -31,40 +42,97 @@ def init_cp_strategy(
     comm_or_group: Comm | dist.ProcessGroup | None = None,
 ) -> CPStrategy | None:
     """Bind (and return) the strategy for this process, or bind None when prefill CP is off or
-    cp_size is 1. The strategy's group is `comm_or_group`: a `Comm`, a process group, or the
-    default (world) group when None."""
+    cp_size is 1. `cp_strategy` takes every name of this package ('ring' included). The
+    strategy's group is `comm_or_group`: a `Comm`, a process group, or the default (world) group
+    when None."""
     global _bound
     if isinstance(cp_size, bool) or not isinstance(cp_size, int) or cp_size < 1:
         raise CPConfigError(f"cp_size must be an int >= 1, got {cp_size!r}")
-    kind = None if cp_strategy is None else CPStrategyKind.from_string(cp_strategy)
+    kind = None if cp_strategy is None else CPStrategyKind.parse(cp_strategy)
     if enable_prefill_cp and kind in (None, CPStrategyKind.NONE):
+        names = ", ".join(repr(k.cli_value) for k in _STRATEGIES)
         raise CPConfigError(
-            f"enable_prefill_cp needs cp_strategy 'zigzag' or 'interleave'; got {cp_strategy!r}"
+            f"enable_prefill_cp needs cp_strategy one of {names}; got {cp_strategy!r}"
         )
     strategy: CPStrategy | None = None
     if enable_prefill_cp and cp_size > 1 and kind is not None:
+        cls = _STRATEGIES.get(kind)
+        if cls is None:
+            raise CPConfigError(f"cp_strategy {cp_strategy!r} has no registered implementation")
         comm = comm_or_group if isinstance(comm_or_group, Comm) else ProcessGroupComm(comm_or_group)
-        strategy = _STRATEGIES[kind](cp_size, comm=comm)
+        strategy = cls(cp_size, comm=comm)
     _bound = strategy
     return strategy
 
 
-def reset_cp_strategy() -> None:
-    """Unbind; for tests and for engines that tear down and re-initialise in one process."""
-    global _bound
-    _bound = None
+def bound_strategy() -> CPStrategy | None:
+    """The bound core strategy, without lazy initialisation."""
+    return _bound
+
+
+def set_global_server_args(server_args: Any) -> None:
+    """Register the process's server arguments, from which `get_cp_strategy` initialises lazily
+    (SGLang's worker processes re-import the module and recover the binding this way)."""
+    global _server_args
+    _server_args = server_args
+
+
+def global_server_args() -> Any:
+    return _server_args
+
+
+def server_arg(server_args: Any, name: str, default: Any) -> Any:
+    """`server_args.name` (an SGLang `ServerArgs`, a meshsat `Config`, a namespace) or
+    `server_args[name]` (a mapping), `default` when absent."""
+    if isinstance(server_args, Mapping):
+        return server_args.get(name, default)
+    return getattr(server_args, name, default)
+
+
+# ---- SGLang's module functions (`sglang.srt.layers.cp.base`) ---------------------------------
+
+
+def init_cp_strategy(
+    server_args: Any, *, comm_or_group: Comm | dist.ProcessGroup | None = None
+) -> None:
+    """Bind the configured CP strategy for this process, by SGLang's rules: nothing (and no
+    look at `cp_strategy`) when `enable_prefill_cp` is off or `attn_cp_size` <= 1; otherwise
+    `cp_strategy` must be 'zigzag' or 'interleave' (`ValueError` subclass otherwise).
+
+    `server_args`: anything with SGLang's attribute names, or a mapping. The strategy's group is
+    the keyword-only `comm_or_group` (not in SGLang), the default (world) group when None.
+    """
+    set_global_server_args(server_args)
+    cp_size = server_arg(server_args, "attn_cp_size", 1)
+    if not server_arg(server_args, "enable_prefill_cp", False) or (
+        isinstance(cp_size, int) and cp_size <= 1
+    ):
+        bind_cp_strategy(enable_prefill_cp=False, cp_size=1, cp_strategy=None)
+        return
+    kind = CPStrategyKind.from_string(server_arg(server_args, "cp_strategy", None))
+    bind_cp_strategy(
+        enable_prefill_cp=True,
+        cp_size=cp_size,
+        cp_strategy=kind.cli_value,
+        comm_or_group=comm_or_group,
+    )
 
 
 def get_cp_strategy() -> CPStrategy | None:
+    """The bound strategy, initialised lazily from the registered server arguments: a worker
+    process that re-imported the package recovers its binding on first use."""
+    if _bound is None and server_arg(_server_args, "enable_prefill_cp", False):
+        init_cp_strategy(_server_args)
     return _bound
 
 
 def get_cp_strategy_kind() -> CPStrategyKind:
-    return CPStrategyKind.NONE if _bound is None else _bound.kind
+    strategy = get_cp_strategy()
+    return CPStrategyKind.NONE if strategy is None else strategy.kind
 
 
 def is_cp_enabled() -> bool:
-    return _bound is not None
+    return get_cp_strategy() is not None
 
 
 def is_zigzag() -> bool:
@@ -73,3 +141,15 @@ def is_zigzag() -> bool:
 
 def is_interleave() -> bool:
     return get_cp_strategy_kind() == CPStrategyKind.INTERLEAVE
+
+
+def is_ring() -> bool:
+    return get_cp_strategy_kind() == CPStrategyKind.RING
+
+
+def reset_cp_strategy() -> None:
+    """Unbind and forget the server arguments; for tests and for engines that tear down and
+    re-initialise in one process."""
+    global _bound, _server_args
+    _bound = None
+    _server_args = None

@@ -10,9 +10,10 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import hypothesis.strategies as st
 import pytest
@@ -21,7 +22,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import Tensor
 
-from cp import CPBatch, CPStrategy, LayerKV
+from cp import Comm, CPBatch, CPCommError, CPConfigError, CPForwardBatch, CPStrategy, LayerKV
 
 DEVICE_ENV = "MESHSAT_CP_DEVICE"
 
@@ -42,6 +43,99 @@ def tolerance(dtype: torch.dtype) -> dict[str, float]:
     if dtype == torch.float32:
         return {"atol": 2e-6, "rtol": 1e-5}
     return {"atol": 2e-2, "rtol": 2e-2}
+
+
+# ---- simulated groups (every rank a thread of this process) -------------------------------------
+
+T = TypeVar("T")
+
+
+class _PeerFailed(CPCommError):
+    """Raised in a simulated rank whose barrier another rank broke; never the root cause."""
+
+
+class _SimHub:
+    def __init__(self, world_size: int, timeout_s: float) -> None:
+        self.world_size = world_size
+        self.barrier = threading.Barrier(world_size, timeout=timeout_s)
+        self.slots: list[Tensor | None] = [None] * world_size
+
+
+class LocalSimComm(Comm):
+    """One rank of a group whose ranks are threads of this process.
+
+    Each all-gather is two barrier rounds (publish, then read), so a rank that fails or never
+    arrives breaks the barrier and every peer raises `CPCommError` instead of hanging.
+    """
+
+    def __init__(self, hub: _SimHub, rank: int) -> None:
+        self._hub = hub
+        self._rank = rank
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        return self._hub.world_size
+
+    def _wait(self) -> None:
+        try:
+            self._hub.barrier.wait()
+        except threading.BrokenBarrierError:
+            raise _PeerFailed(
+                f"simulated rank {self._rank}: a peer failed or timed out in all_gather"
+            ) from None
+
+    def all_gather(self, x: Tensor) -> Tensor:
+        self._hub.slots[self._rank] = x
+        self._wait()
+        parts = [p for p in self._hub.slots if p is not None]
+        self._wait()
+        shapes = [(tuple(p.shape), p.dtype) for p in parts]
+        if len(set(shapes)) != 1:
+            listed = ", ".join(f"rank {r}: {s[0]} {s[1]}" for r, s in enumerate(shapes))
+            raise CPCommError(f"all_gather needs one shape and dtype on every rank; got {listed}")
+        return torch.cat([p.to(x.device) for p in parts])
+
+
+def local_sim_comms(world_size: int, timeout_s: float = 60.0) -> list[LocalSimComm]:
+    """The comms of one simulated group, one per rank, to be used from `world_size` threads."""
+    if world_size < 1:
+        raise CPConfigError(f"world_size must be >= 1, got {world_size}")
+    hub = _SimHub(world_size, timeout_s)
+    return [LocalSimComm(hub, r) for r in range(world_size)]
+
+
+def run_local_ranks(
+    world_size: int, fn: Callable[[LocalSimComm], T], timeout_s: float = 60.0
+) -> list[T]:
+    """Run `fn(comm)` for every rank of a simulated group, each in a thread; results by rank.
+
+    The lowest rank's own error is re-raised, not the barrier errors it causes in its peers.
+    """
+    comms = local_sim_comms(world_size, timeout_s)
+    results: list[T | None] = [None] * world_size
+    errors: list[BaseException | None] = [None] * world_size
+
+    def body(comm: LocalSimComm) -> None:
+        try:
+            results[comm.rank] = fn(comm)
+        except BaseException as exc:
+            errors[comm.rank] = exc
+            comm._hub.barrier.abort()
+
+    threads = [threading.Thread(target=body, args=(c,), daemon=True) for c in comms]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    raised = [e for e in errors if e is not None]
+    if raised:
+        primary = [e for e in raised if not isinstance(e, _PeerFailed)]
+        raise (primary or raised)[0]
+    return cast("list[T]", results)
 
 
 # ---- random batches ----------------------------------------------------------------------------
@@ -162,12 +256,16 @@ def check_round_trip(strategy: CPStrategy, batch: CPBatch, seed: int, device: to
     positions = torch.randint(0, 1 << 20, (3, t), generator=gen).to(device)
     back = strategy.gather_hidden_states(strategy.shard_hidden_states(hidden, batch), batch)
     assert torch.equal(back, hidden)
-    split = strategy.split_before_forward(batch, ids, positions, hidden)
-    assert split.input_ids is not None and split.input_embeds is not None
-    assert torch.equal(strategy.gather_hidden_states(split.input_ids, batch), ids)
-    assert torch.equal(strategy.gather_hidden_states(split.input_embeds, batch), hidden)
+    # SGLang's contract: the shards land on the engine's batch, the embeddings are returned
+    fb = CPForwardBatch(
+        list(batch.extend_lens), list(batch.prefix_lens), attn_cp_metadata=batch.metadata
+    )
+    embeds = strategy.split_before_forward(fb, ids, positions, hidden)
+    assert fb.cp_v2_input_ids is not None and fb.positions is not None and embeds is not None
+    assert torch.equal(strategy.gather_hidden_states(fb.cp_v2_input_ids, fb), ids)
+    assert torch.equal(strategy.gather_hidden_states(embeds, fb), hidden)
     # positions are sharded along their last dim; gathering a [T, 3] view checks it
-    pos_back = strategy.gather_hidden_states(split.positions.T.contiguous(), batch)
+    pos_back = strategy.gather_hidden_states(fb.positions.T.contiguous(), fb)
     assert torch.equal(pos_back.T, positions)
 
 

@@ -15,10 +15,8 @@ from cp import (
     ProcessGroupComm,
     SoloComm,
     ZigzagStrategy,
-    local_sim_comms,
-    run_local_ranks,
 )
-from cp.comm import LocalSimComm
+from tests.cp_helpers import LocalSimComm, local_sim_comms, run_local_ranks
 
 
 def test_all_gather_padded_cuts_each_rank_to_its_real_rows() -> None:

@@ -15,10 +15,15 @@ from cp import (
     CPStrategy,
     InterleaveStrategy,
     ZigzagStrategy,
+)
+from tests.cp_helpers import (
+    LocalSimComm,
+    check_cp_attention,
+    cp_batches,
+    cp_test_device,
+    make_inputs,
     run_local_ranks,
 )
-from cp.comm import LocalSimComm
-from tests.cp_helpers import check_cp_attention, cp_batches, cp_test_device, make_inputs
 
 STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy]
 HEADS = [(4, 4), (4, 2), (6, 3), (2, 1)]

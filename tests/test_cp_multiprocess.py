@@ -14,9 +14,10 @@ from cp import (
     CPStrategy,
     InterleaveStrategy,
     ProcessGroupComm,
+    RingStrategy,
     ZigzagStrategy,
+    bind_cp_strategy,
     get_cp_strategy,
-    init_cp_strategy,
     reset_cp_strategy,
 )
 from tests.cp_helpers import (
@@ -29,7 +30,7 @@ from tests.cp_helpers import (
 
 pytestmark = pytest.mark.multiprocess
 
-STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy]
+STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy, RingStrategy]
 
 
 def round_trip_batches(world: int) -> list[CPBatch]:
@@ -89,10 +90,10 @@ def world_worker(rank: int, world: int, device: torch.device) -> None:
 
     # the process-wide binding, on the default (world) group and on an explicit group
     reset_cp_strategy()
-    bound = init_cp_strategy(enable_prefill_cp=True, cp_size=world, cp_strategy="zigzag")
+    bound = bind_cp_strategy(enable_prefill_cp=True, cp_size=world, cp_strategy="zigzag")
     assert isinstance(bound, ZigzagStrategy) and bound.cp_rank == rank
     check_round_trip(bound, bound.prepare(CPBatch((4 * world,), (1,))), seed=1, device=device)
-    init_cp_strategy(
+    bind_cp_strategy(
         enable_prefill_cp=True,
         cp_size=world,
         cp_strategy="interleave",
@@ -118,7 +119,7 @@ def subgroup_checks(rank: int, device: torch.device) -> None:
         ProcessGroupComm(other)
     for cls in STRATEGIES:
         run_checks(cls(2, comm=comm), device, salt=100 * (rank % 2 + 1))
-    bound = init_cp_strategy(
+    bound = bind_cp_strategy(
         enable_prefill_cp=True, cp_size=2, cp_strategy="interleave", comm_or_group=mine
     )
     assert bound is not None and bound.cp_rank == rank // 2

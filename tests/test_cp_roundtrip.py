@@ -15,11 +15,14 @@ from cp import (
     CPStrategy,
     InterleaveStrategy,
     ZigzagStrategy,
+)
+from tests.cp_helpers import (
+    LocalSimComm,
+    check_round_trip,
+    cp_batches,
     local_sim_comms,
     run_local_ranks,
 )
-from cp.comm import LocalSimComm
-from tests.cp_helpers import check_round_trip, cp_batches
 
 STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy]
 

@@ -10,12 +10,10 @@ from cp import (
     InterleaveStrategy,
     ZigzagStrategy,
     interleave_plan,
-    run_local_ranks,
     zigzag_blocks,
     zigzag_plan,
 )
-from cp.comm import LocalSimComm
-from tests.cp_helpers import check_round_trip
+from tests.cp_helpers import LocalSimComm, check_round_trip, run_local_ranks
 
 
 def tokens(meta: CPMetadata, rank: int) -> list[int]:

@@ -1,0 +1,92 @@
+"""The per-layer path is free of host-device synchronisation: once a forward's plan is on the
+device, `run_attention` with the default attention reads nothing back to the host and creates
+no host tensor. Counted by wrapping every torch entry point that would synchronise on a GPU
+(`.item()`, `.tolist()`, `.cpu()`, `.numpy()`, `int()/float()/bool()` of a tensor, host tensor
+creation, data-dependent shapes) while one layer runs; the output is checked against the oracle
+so that the counted call is the real one."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from cp import CPBatch, CPStrategy, InterleaveStrategy, LayerKV, ZigzagStrategy
+from tests.cp_helpers import LocalSimComm, make_inputs, run_local_ranks, tolerance
+
+TENSOR_METHODS = ("item", "tolist", "cpu", "numpy", "nonzero", "__int__", "__float__", "__bool__")
+TORCH_FUNCTIONS = ("tensor", "as_tensor", "from_numpy", "nonzero", "unique")
+
+
+def counting(monkeypatch: pytest.MonkeyPatch, counts: Counter[str]) -> None:
+    def wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return original(*args, **kwargs)
+
+        return counted
+
+    for name in TENSOR_METHODS:
+        monkeypatch.setattr(torch.Tensor, name, wrap(f"Tensor.{name}", getattr(torch.Tensor, name)))
+    for name in TORCH_FUNCTIONS:
+        monkeypatch.setattr(torch, name, wrap(f"torch.{name}", getattr(torch, name)))
+
+
+@pytest.mark.parametrize("cls", [ZigzagStrategy, InterleaveStrategy])
+def test_one_layer_of_run_attention_does_no_host_sync(
+    cls: type[CPStrategy], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batch = CPBatch((300, 17, 40), (21, 0, 5))  # 300 > one row block; prefixes; GQA below
+    x = make_inputs(
+        batch, heads=4, kv_heads=2, dim=8, dtype=torch.float32, device=torch.device("cpu"), seed=1
+    )
+    expected = x.oracle(batch)
+    counts: Counter[str] = Counter()
+    layers: dict[int, list[torch.Tensor]] = {}
+
+    def rank(comm: LocalSimComm) -> None:
+        strategy = cls(2, comm=comm)
+        prepared = strategy.prepare(batch)
+        q, k, v = (strategy.shard_hidden_states(t, prepared) for t in (x.q, x.k, x.v))
+        kv = LayerKV.from_prefix(batch, x.prefix_k, x.prefix_v)
+        strategy.materialize_full_kv(prepared, kv, k, v)
+        outs = layers.setdefault(comm.rank, [])
+        # layer 1 builds the forward's device state; layer 2 is what every later layer costs
+        outs.append(
+            strategy.run_attention(q, prepared, q.device, strategy.default_attn_fn(prepared, kv))
+        )
+        comm.all_gather(torch.zeros(1))  # both ranks past layer 1 before counting starts
+        if comm.rank == 0:
+            counting(monkeypatch, counts)
+        comm.all_gather(torch.zeros(1))
+        outs.append(
+            strategy.run_attention(q, prepared, q.device, strategy.default_attn_fn(prepared, kv))
+        )
+        comm.all_gather(torch.zeros(1))
+        if comm.rank == 0:
+            monkeypatch.undo()
+        meta = strategy.metadata(prepared)
+        mine = meta.rank_tokens[comm.rank]
+        for out in outs:
+            torch.testing.assert_close(
+                out[: mine.numel()].double(), expected[mine], **tolerance(torch.float32)
+            )
+
+    run_local_ranks(2, rank)
+    assert counts == Counter(), f"host synchronisations in one layer: {dict(counts)}"
+
+
+def test_the_counter_sees_a_host_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The instrument itself: a foreign call (validated on the host) is counted."""
+    batch = CPBatch((5,), (0,))
+    kv = LayerKV(batch, torch.zeros(5, 1, 4), torch.zeros(5, 1, 4))
+    strategy = ZigzagStrategy(1)
+    fn = strategy.default_attn_fn(batch.with_metadata(strategy.build_metadata(5, [5])), kv)
+    counts: Counter[str] = Counter()
+    counting(monkeypatch, counts)
+    fn(torch.zeros(5, 2, 4), torch.tensor([0, 5], dtype=torch.int32), torch.tensor([5]), 5)
+    monkeypatch.undo()
+    assert counts["Tensor.tolist"] + counts["Tensor.__int__"] + counts["Tensor.item"] > 0

@@ -1,0 +1,145 @@
+"""Ring CP: exact against the float64 single-process oracle, and no rank ever holds the whole
+forward's K/V (its layer cache keeps only the prefixes; it holds its shard plus at most two
+shards in flight). Real process groups (gloo, world 2-4) run in test_cp_multiprocess."""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+import pytest
+import torch
+from hypothesis import given, settings
+
+from cp import (
+    CPBatch,
+    CPConfigError,
+    CPNotApplicableError,
+    CPStrategyKind,
+    LayerKV,
+    RingStrategy,
+    bind_cp_strategy,
+    get_cp_strategy,
+    reset_cp_strategy,
+)
+from tests.cp_helpers import (
+    LocalSimComm,
+    check_cp_attention,
+    cp_batches,
+    local_sim_comms,
+    make_inputs,
+    run_local_ranks,
+)
+
+
+@settings(max_examples=15, deadline=None)
+@given(cp_batches(max_extend=40), st.sampled_from([(4, 4), (4, 2), (6, 3)]), st.integers(0, 999))
+def test_ring_attention_equals_full_causal_attention_fp32(
+    case: tuple[int, CPBatch], heads: tuple[int, int], seed: int
+) -> None:
+    """Any lengths (also outside can_apply, the empty batch included), prefixes, GQA."""
+    cp, batch = case
+    x = make_inputs(
+        batch,
+        heads=heads[0],
+        kv_heads=heads[1],
+        dim=8,
+        dtype=torch.float32,
+        device=torch.device("cpu"),
+        seed=seed,
+    )
+    expected = x.oracle(batch)
+
+    def rank(comm: LocalSimComm) -> None:
+        strategy = RingStrategy(cp, comm=comm)
+        meta = strategy.build_metadata(batch.num_tokens, batch.seq_lens, batch.extend_lens)
+        check_cp_attention(strategy, batch.with_metadata(meta), x, expected)
+
+    run_local_ranks(cp, rank)
+
+
+@pytest.mark.parametrize(("cp", "dtype"), [(2, torch.bfloat16), (3, torch.float16)])
+def test_ring_attention_half_precision(cp: int, dtype: torch.dtype) -> None:
+    batch = CPBatch((70, 2 * cp, 45), (30, 0, 12))
+    x = make_inputs(
+        batch, heads=8, kv_heads=2, dim=32, dtype=dtype, device=torch.device("cpu"), seed=cp
+    )
+    expected = x.oracle(batch)
+
+    def rank(comm: LocalSimComm) -> None:
+        strategy = RingStrategy(cp, comm=comm)
+        check_cp_attention(strategy, strategy.prepare(batch), x, expected)
+
+    run_local_ranks(cp, rank)
+
+
+def test_ring_keeps_only_its_shard_of_the_forwards_kv() -> None:
+    """After a layer the cache's extend rows are still unwritten (NaN) on every rank, the
+    output is exact, and the K/V a rank held peaked at its own shard plus two in flight."""
+    cp = 4
+    batch = CPBatch((64, 40, 24), (8, 0, 3))
+    x = make_inputs(
+        batch, heads=4, kv_heads=2, dim=8, dtype=torch.float32, device=torch.device("cpu"), seed=7
+    )
+    expected = x.oracle(batch)
+    full_kv_bytes = x.k.nbytes + x.v.nbytes
+
+    def rank(comm: LocalSimComm) -> tuple[int, int, int]:
+        strategy = RingStrategy(cp, comm=comm)
+        prepared = strategy.prepare(batch)
+        q, k, v = (strategy.shard_hidden_states(t, prepared) for t in (x.q, x.k, x.v))
+        kv = LayerKV.from_prefix(batch, x.prefix_k, x.prefix_v)
+        strategy.materialize_full_kv(prepared, kv, k, v)
+        out = strategy.run_attention(q, prepared, q.device, strategy.default_attn_fn(prepared, kv))
+        full = strategy.gather_hidden_states(out, prepared)
+        torch.testing.assert_close(full.double(), expected, atol=2e-6, rtol=1e-5)
+        extend_rows = kv.k[kv._extend_rows]
+        assert torch.isnan(extend_rows).all(), "ring wrote the forward's K/V into the cache"
+        return strategy.stats.local_kv_bytes, strategy.stats.peak_kv_bytes, k.nbytes + v.nbytes
+
+    for local, peak, shard in run_local_ranks(cp, rank):
+        assert local == shard
+        assert peak <= 3 * shard  # own shard + the one in use + the one arriving
+        assert peak < full_kv_bytes
+
+
+def test_empty_batch_is_outside_the_policy_but_flows_exactly() -> None:
+    """The seed's rule (every extend length >= 2·cp) holds vacuously for no requests; like
+    zigzag, ring still says no (nothing to shard: run without CP), and the plan stays exact."""
+    batch = CPBatch((), ())
+    x = make_inputs(
+        batch, heads=2, kv_heads=1, dim=8, dtype=torch.float32, device=torch.device("cpu"), seed=0
+    )
+
+    def rank(comm: LocalSimComm) -> None:
+        strategy = RingStrategy(2, comm=comm)
+        assert not strategy.can_apply(0, batch)
+        with pytest.raises(CPNotApplicableError, match="ring needs at least one request"):
+            strategy.prepare(batch)
+        check_cp_attention(strategy, batch.with_metadata(strategy.build_metadata(0, [])), x)
+
+    run_local_ranks(2, rank)
+
+
+def test_ring_refuses_a_varlen_attn_fn_and_a_missing_shard() -> None:
+    strategy = RingStrategy(2, comm=local_sim_comms(2)[0])
+    batch = strategy.prepare(CPBatch((8,), (0,)))
+    kv = LayerKV.from_prefix(batch, torch.zeros(0, 1, 4), torch.zeros(0, 1, 4))
+    with pytest.raises(CPConfigError, match="call materialize_full_kv"):
+        strategy.default_attn_fn(batch, kv)
+    q = torch.zeros(strategy.metadata(batch).physical, 2, 4)
+    with pytest.raises(CPConfigError, match="cannot merge partial results"):
+        strategy.run_attention(q, batch, "cpu", lambda q, cu, kl, m: q)
+
+
+def test_ring_binds_by_name_but_is_not_an_sglang_value() -> None:
+    reset_cp_strategy()
+    try:
+        comm = local_sim_comms(2)[1]
+        bound = bind_cp_strategy(
+            enable_prefill_cp=True, cp_size=2, cp_strategy="ring", comm_or_group=comm
+        )
+        assert isinstance(bound, RingStrategy) and get_cp_strategy() is bound
+        assert bound.kind is CPStrategyKind.RING and bound.cp_rank == 1
+        with pytest.raises(ValueError, match="Unknown cp_strategy='ring'"):
+            CPStrategyKind.from_string("ring")
+    finally:
+        reset_cp_strategy()
