@@ -39,9 +39,9 @@ from cp.registry import (
     is_ring,
     is_zigzag,
     reset_cp_strategy,
-    set_global_server_args,
 )
 from cp.ring import RingAttnFn, RingStats, RingStrategy
+from cp.server_args import set_global_server_args
 from cp.zigzag import ZigzagMetadata, ZigzagStrategy, zigzag_blocks, zigzag_plan
 
 ZigzagCPStrategy = ZigzagStrategy

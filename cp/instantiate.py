@@ -19,8 +19,8 @@ from cp.base import CPStrategy
 from cp.comm import ProcessGroupComm
 from cp.kinds import CPConfigError
 from cp.registry import bind_cp_strategy
-from solver import Config, InvalidLayoutError, ModelSpec, validate
-from solver.groups import GROUP_KINDS, RankInfo, RankMap, Widths, plan
+from solver import Config, ModelSpec
+from solver.groups import GROUP_KINDS, RankInfo, RankMap, plan_layout
 
 
 @dataclass(frozen=True)
@@ -62,11 +62,8 @@ def instantiate(
     `cp_strategy` with any of this package's names, "ring" included (not an SGLang value, so
     the layout itself cannot name it).
     """
-    report = validate(config, model, explain=False)
-    if not report.valid:
-        raise InvalidLayoutError(report)
-    resolved = report.resolved
-    rank_map = plan(Widths.of(resolved))
+    planned = plan_layout(config, model)
+    resolved, rank_map = planned.report.resolved, planned.rank_map
     if not (dist.is_available() and dist.is_initialized()):
         raise CPConfigError(
             "instantiate needs torch.distributed initialised (dist.init_process_group, or "
@@ -98,11 +95,13 @@ def instantiate(
                 group = created[ranks] = made
             if actual_rank in ranks:
                 groups[kind], members[kind] = group, ranks
-    # SGLang's rule: a strategy only with prefill CP on and attn_cp > 1 (init decides).
+    # Whether CP runs is the catalogue's derived `cp_active` (prefill CP on, attn_cp > 1, a
+    # strategy set), decided once for the report, the plan and this binding.
+    active = bool(planned.report.derived["cp_active"])
     bound = bind_cp_strategy(
-        enable_prefill_cp=bool(resolved["enable_prefill_cp"]),
+        enable_prefill_cp=active,
         cp_size=rank_map.widths.attn_cp,
-        cp_strategy=resolved["cp_strategy"] if strategy is None else strategy,
+        cp_strategy=(resolved["cp_strategy"] if strategy is None else strategy) if active else None,
         comm_or_group=groups["attn_cp"],
     )
     return LayoutHandle(

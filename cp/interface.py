@@ -65,7 +65,7 @@ class ContextParallelStrategy(ABC):
     def per_layer_attn_cp_comm(self) -> bool:
         """SGLang's rule: per-layer CP communication only for DSA models with prefill CP on,
         read from the server arguments `init_cp_strategy` registered."""
-        from cp.registry import global_server_args, server_arg
+        from cp.server_args import global_server_args, server_arg
 
         sa = global_server_args()
         return bool(

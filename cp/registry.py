@@ -8,7 +8,6 @@ leaves the previous binding untouched.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch.distributed as dist
@@ -17,6 +16,7 @@ from cp.base import CPStrategy
 from cp.comm import Comm, ProcessGroupComm
 from cp.interleave import InterleaveStrategy
 from cp.kinds import CPConfigError, CPStrategyKind
+from cp.server_args import global_server_args, server_arg, set_global_server_args
 from cp.zigzag import ZigzagStrategy
 
 _STRATEGIES: dict[CPStrategyKind, type[CPStrategy]] = {
@@ -25,7 +25,6 @@ _STRATEGIES: dict[CPStrategyKind, type[CPStrategy]] = {
 }
 
 _bound: CPStrategy | None = None
-_server_args: Any = None
 
 
 def register_strategy(kind: CPStrategyKind, cls: type[CPStrategy]) -> None:
@@ -70,25 +69,6 @@ def bound_strategy() -> CPStrategy | None:
     return _bound
 
 
-def set_global_server_args(server_args: Any) -> None:
-    """Register the process's server arguments, from which `get_cp_strategy` initialises lazily
-    (SGLang's worker processes re-import the module and recover the binding this way)."""
-    global _server_args
-    _server_args = server_args
-
-
-def global_server_args() -> Any:
-    return _server_args
-
-
-def server_arg(server_args: Any, name: str, default: Any) -> Any:
-    """`server_args.name` (an SGLang `ServerArgs`, a meshsat `Config`, a namespace) or
-    `server_args[name]` (a mapping), `default` when absent."""
-    if isinstance(server_args, Mapping):
-        return server_args.get(name, default)
-    return getattr(server_args, name, default)
-
-
 # ---- SGLang's module functions (`sglang.srt.layers.cp.base`) ---------------------------------
 
 
@@ -121,8 +101,9 @@ def init_cp_strategy(
 def get_cp_strategy() -> CPStrategy | None:
     """The bound strategy, initialised lazily from the registered server arguments: a worker
     process that re-imported the package recovers its binding on first use."""
-    if _bound is None and server_arg(_server_args, "enable_prefill_cp", False):
-        init_cp_strategy(_server_args)
+    registered = global_server_args()
+    if _bound is None and server_arg(registered, "enable_prefill_cp", False):
+        init_cp_strategy(registered)
     return _bound
 
 
@@ -150,6 +131,6 @@ def is_ring() -> bool:
 def reset_cp_strategy() -> None:
     """Unbind and forget the server arguments; for tests and for engines that tear down and
     re-initialise in one process."""
-    global _bound, _server_args
+    global _bound
     _bound = None
-    _server_args = None
+    set_global_server_args(None)
