@@ -81,6 +81,15 @@ class Layout:
     notes: list[str] = field(default_factory=list)
 
 
+def _model_spec(model: Path) -> ModelSpec:
+    """A config.json (or its folder), or a repository id of the embedded model catalogue."""
+    if model.exists():
+        return ModelSpec.from_file(model)
+    from solver.memory.models import model_config
+
+    return ModelSpec.from_hf_config(model_config(str(model)))
+
+
 def _split_model(values: dict[str, Any]) -> Any:
     return values.pop("model", None)
 
@@ -118,7 +127,7 @@ def load_layout(
             raise InputError(f"--set expects FIELD=VALUE, got {item!r}")
         key = name.strip().replace("-", "_")
         values[key] = coerce(key, text)
-    spec = ModelSpec.from_file(model) if model is not None else None
+    spec = _model_spec(model) if model is not None else None
     if spec is None and model_facts is not None:
         if not isinstance(model_facts, dict):
             raise InputError("the `model:` entry of a layout file must be a mapping")

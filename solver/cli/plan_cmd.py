@@ -10,12 +10,10 @@ throughput or communication-time estimate is made.
 from __future__ import annotations
 
 import csv
-import json
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -28,7 +26,7 @@ from solver.groups import plan as rank_plan
 from solver.lang.model_spec import ModelSpec
 from solver.memory import MemoryModel, Parallel
 from solver.memory.gpus import Gpu, custom_gpu, gpu
-from solver.memory.models import catalogue_config
+from solver.memory.models import model_config
 from solver.repair.fix import command_line
 
 RANKING = (
@@ -63,22 +61,6 @@ class PlanRow:
     max_requests: int
     node_crossing_gpus: int
     command: str
-
-
-def model_config(model: str) -> Mapping[str, Any]:
-    """A config.json path / model directory, or an embedded catalogue repo id."""
-    p = Path(model)
-    if p.is_dir():
-        p = p / "config.json"
-    if p.is_file():
-        try:
-            data = json.loads(p.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"cannot read model config {p}: {exc}") from None
-        if not isinstance(data, dict):
-            raise InputError(f"model config {p} must be a JSON object")
-        return data
-    return catalogue_config(model)
 
 
 def crossing_gpus(resolved: Mapping[str, Any], gpus_per_node: int) -> int:

@@ -13,7 +13,14 @@ from solver.cli.layout_options import (
     SglangOpt,
     read_layout,
 )
-from solver.cli.output import emit_json
+from solver.cli.memory_options import (
+    ContextLengthOpt,
+    GpuMemoryOpt,
+    GpuOpt,
+    memory_line,
+    with_memory,
+)
+from solver.cli.output import emit_json, out
 from solver.cli.report_view import print_report
 from solver.cli.version_option import SglangVersionOpt
 from solver.validation.validate import validate
@@ -27,6 +34,9 @@ def validate_cmd(
     example: ExampleOpt = None,
     as_json: JsonOpt = False,
     sglang_version: SglangVersionOpt = None,
+    gpu: GpuOpt = None,
+    gpu_memory: GpuMemoryOpt = None,
+    context_length: ContextLengthOpt = 4096,
 ) -> None:
     """Check a layout against every rule and say everything that is wrong with it.
 
@@ -43,11 +53,19 @@ def validate_cmd(
       meshsat validate --sglang "python -m sglang.launch_server --tp 8 --attn-cp-size 2"
 
       meshsat validate --config layout.yaml --model ./DeepSeek-V3/config.json --json
+
+      meshsat validate --model deepseek-ai/DeepSeek-V3 --gpu H200 --set tp_size=8
     """
     layout = read_layout(config, sets, sglang, model, example)
     report = validate(layout.config, layout.model, sglang_version=sglang_version)
+    report, mem = with_memory(report, model, gpu, gpu_memory, context_length)
     if as_json:
-        emit_json(report.to_dict())
+        data = report.to_dict()
+        if mem is not None:
+            data["memory"] = mem.to_dict()
+        emit_json(data)
     else:
         print_report(report)
+        if mem is not None:
+            out.print(memory_line(mem), markup=False, highlight=False)
     raise typer.Exit(0 if report.valid else 1)

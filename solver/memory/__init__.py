@@ -14,7 +14,6 @@ Entry points:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from solver.memory.fraction import default_mem_fraction_static
 from solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
 from solver.memory.kv import kv_bytes_per_token
 from solver.memory.layout import Parallel
-from solver.memory.models import CATALOGUE, catalogue_facts
+from solver.memory.models import CATALOGUE, model_config
 from solver.memory.pool import pool_tokens, requests_that_fit
 from solver.memory.weights import WeightModel
 
@@ -95,18 +94,7 @@ def load_facts(model: str | Path | Mapping[str, Any] | ModelFacts) -> ModelFacts
         return model
     if isinstance(model, Mapping):
         return facts_from_config(model)
-    p = Path(model)
-    if p.is_dir():
-        p = p / "config.json"
-    if p.is_file():
-        try:
-            data = json.loads(p.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"cannot read model config {p}: {exc}") from None
-        if not isinstance(data, dict):
-            raise InputError(f"model config {p} must be a JSON object")
-        return facts_from_config(data)
-    return catalogue_facts(str(model))
+    return facts_from_config(model_config(str(model)))
 
 
 def fit_violation(m: Memory) -> str | None:

@@ -80,6 +80,6 @@ class Parallel:
             moe_dense_tp=resolved.get("moe_dense_tp_size"),
             dp_attention=dp_attn,
             dp_lm_head=bool(resolved.get("enable_dp_lm_head")),
-            replicas=1 if dp_attn else int(resolved.get("dp_size") or 1),
+            replicas=int(derived["replicas"]),
             chunked_prefill_size=resolved.get("chunked_prefill_size"),
         )

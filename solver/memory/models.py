@@ -10,8 +10,10 @@ active parameter counts the model's card or release announcement states, with it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -505,3 +507,19 @@ def catalogue_config(repo_id: str) -> Mapping[str, Any]:
 
 def catalogue_facts(repo_id: str) -> ModelFacts:
     return facts_from_config(catalogue_config(repo_id))
+
+
+def model_config(model: str) -> Mapping[str, Any]:
+    """A config.json path / model directory, or an embedded catalogue repo id."""
+    p = Path(model)
+    if p.is_dir():
+        p = p / "config.json"
+    if p.is_file():
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"cannot read model config {p}: {exc}") from None
+        if not isinstance(data, dict):
+            raise InputError(f"model config {p} must be a JSON object")
+        return data
+    return catalogue_config(model)

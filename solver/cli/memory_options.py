@@ -1,0 +1,96 @@
+"""`--gpu`, `--gpu-memory`, `--context-length`: the memory question asked beside a layout.
+
+Declared once for the commands that show memory. With a GPU and a model, the report gains
+a "does not fit" violation (`MEM-FIT`, with the arithmetic) when the weights and SGLang's
+reserve exceed the GPU, and a warning (`MEM-ONE-REQUEST`) when the KV pool cannot hold one
+request of the context length; the numbers are `solver.memory.memory_of`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from solver.errors import InputError
+from solver.memory import Memory, fit_violation, memory_of
+from solver.memory.gpus import custom_gpu, gpu
+from solver.validation.report import Report, Violation
+
+GpuOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu",
+        metavar="NAME",
+        help="GPU type (H100, H200, B200, A100-80, MI300X, ...): adds memory per rank and "
+        "'does not fit' as a violation. Needs --model.",
+        show_default=False,
+    ),
+]
+GpuMemoryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu-memory",
+        metavar="SIZE",
+        help="GPU memory instead of --gpu, e.g. 80GiB.",
+        show_default=False,
+    ),
+]
+ContextLengthOpt = Annotated[
+    int,
+    typer.Option("--context-length", min=1, help="Tokens per request, for the requests that fit."),
+]
+
+
+def with_memory(
+    report: Report,
+    model: Path | None,
+    gpu_name: str | None,
+    gpu_memory: str | None,
+    context_length: int,
+) -> tuple[Report, Memory | None]:
+    """The report with the memory verdict folded in, and the figures (None without a GPU)."""
+    if gpu_name is None and gpu_memory is None:
+        return report, None
+    if gpu_name is not None and gpu_memory is not None:
+        raise InputError("give --gpu or --gpu-memory, not both")
+    if model is None:
+        raise InputError("--gpu needs --model: the weights and KV come from the model's config")
+    g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
+    mem = memory_of(report, str(model), g, context_length=context_length)
+    too_big = fit_violation(mem)
+    if too_big is not None:
+        v = Violation(
+            "MEM-FIT",
+            too_big,
+            ("tp_size", "pp_size", "ep_size"),
+            "",
+            "more GPUs per replica (tp, pp or ep), or a quantised model",
+            "meshsat memory model",
+        )
+        report = replace(report, valid=False, violations=(*report.violations, v))
+    elif not mem.fits_one_request:
+        w = Violation(
+            "MEM-ONE-REQUEST",
+            f"the KV pool holds {mem.max_total_num_tokens} tokens per attention-DP rank, less "
+            f"than one request of {context_length}",
+            ("tp_size", "dp_size"),
+            "",
+            "fewer attention-DP groups, more GPUs, or a shorter --context-length",
+            "meshsat memory model",
+            severity="warning",
+        )
+        report = replace(report, warnings=(*report.warnings, w))
+    return report, mem
+
+
+def memory_line(mem: Memory) -> str:
+    return (
+        f"memory per rank on {mem.gpu} ({mem.gpu_memory_gib:.0f} GiB): weights "
+        f"{mem.weights_gib:.2f} GiB, KV pool {mem.kv_pool_gib:.2f} GiB = {mem.kv_tokens} tokens "
+        f"(mem_fraction_static {mem.mem_fraction_static}); max_total_num_tokens "
+        f"{mem.max_total_num_tokens}; requests of {mem.context_length} tokens that fit: "
+        f"{mem.max_requests}"
+    )

@@ -1,0 +1,54 @@
+"""Memory beside a layout on the command line: the verdict folds in, the numbers are the API's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import solver
+from solver.memory import memory_of
+from tests.cli_helpers import run_cli
+
+V3 = "deepseek-ai/DeepSeek-V3"
+
+
+def test_a_layout_that_cannot_load_is_invalid_with_the_arithmetic(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    r = run_cli(capsys, "validate", "--model", V3, "--gpu", "H100", "--set", "tp_size=8", "--json")
+    data = json.loads(r.out)
+    assert r.code == 1 and data["valid"] is False and data["first"] == "MEM-FIT"
+    message = data["violations"][0]["message"]
+    assert message.startswith("does not fit: weights ") and "GiB free on a H100" in message
+    assert data["memory"]["fits"] is False
+
+
+def test_the_cli_reports_the_api_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_cli(
+        capsys, "validate", "--model", V3, "--gpu", "H200", "--set", "tp_size=8",
+        "--context-length", "32768", "--json",
+    )  # fmt: skip
+    data = json.loads(r.out)
+    assert r.code == 0 and data["memory"]["fits"] is True
+    from solver.lang.model_spec import ModelSpec
+    from solver.memory.models import model_config
+
+    report = solver.validate({"tp_size": 8}, ModelSpec.from_hf_config(model_config(V3)))
+    expected = memory_of(report, V3, "H200", context_length=32768)
+    assert data["memory"] == json.loads(json.dumps(expected.to_dict()))
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--gpu", "H100"), "--gpu needs --model"),
+        (("--model", V3, "--gpu", "H100", "--gpu-memory", "80GiB"), "not both"),
+        (("--model", V3, "--gpu", "H999"), "H100"),
+    ],
+)
+def test_bad_memory_input_is_one_line(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], says: str
+) -> None:
+    r = run_cli(capsys, "validate", "--set", "tp_size=8", *args)
+    assert r.code == 2 and says in r.err and r.err.count("\n") == 1
