@@ -201,12 +201,15 @@ def test_cli_surface_is_pinned() -> None:
     surface = _surface(group)
     version = ["--sglang-version", "-V"]
     layout = ["--config", "--example", "--json", "--model", "--set", "--sglang", "-c", "-m", "-s"]
-    assert surface["validate"] == sorted([*layout, *version])
+    memory = ["--context-length", "--gpu", "--gpu-memory"]
+    assert surface["validate"] == sorted([*layout, *version, *memory])
     assert surface["groups"] == sorted([*layout, *version, "--rank", "-r"])
     assert surface["rules"] == sorted(["--json", *version])
     assert surface["fields"] == sorted(["--json", *version])
     assert surface["diff"] == sorted([*layout, "new", "old"])
-    assert surface[""] == ["diff", "enumerate", "fields", "fix", "groups", "rules", "validate"]
+    assert surface[""] == [
+        "diff", "enumerate", "fields", "fix", "groups", "plan", "rules", "validate"
+    ]  # fmt: skip
 
 
 def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:

@@ -83,7 +83,9 @@ class Layout:
 
 def _model_spec(model: Path) -> ModelSpec:
     """A config.json (or its folder), or a repository id of the embedded model catalogue."""
-    if model.exists():
+    text = str(model)
+    looks_like_repo_id = text.count("/") == 1 and not text.startswith((".", "/", "~"))
+    if model.exists() or not looks_like_repo_id or text.endswith(".json"):
         return ModelSpec.from_file(model)
     from solver.memory.models import model_config
 

@@ -499,9 +499,10 @@ def catalogue_config(repo_id: str) -> Mapping[str, Any]:
     for key, cfg in CATALOGUE.items():
         if key.lower() == repo_id.lower():
             return cfg
+    known = list(CATALOGUE)
     raise InputError(
-        f"unknown model {repo_id!r}: not a config.json path and not in the embedded "
-        f"catalogue ({', '.join(sorted(CATALOGUE))})"
+        f"unknown model {repo_id!r}: not a config.json path and not one of the {len(known)} "
+        f"embedded models (e.g. {', '.join(known[:3])}; solver.memory.CATALOGUE has them all)"
     )
 
 
