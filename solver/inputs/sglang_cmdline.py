@@ -1,19 +1,24 @@
-"""SGLang launch command lines, with SGLang's flag spellings and aliases.
+"""SGLang launch commands: the layout fields their flags set, with SGLang's spellings.
 
-Only layout flags are read; the rest (ports, memory fractions, model path, ...) are
-collected and reported in one note. Leading `VAR=value` words set the environment
-facts SGLang reads (`SGLANG_ENABLE_CP_V2`, the removed balancedness metric variable).
+The shell is read by `solver.inputs.launch`; this module gives the flags their meaning. Only
+layout flags become fields; deprecated spellings that change the layout are read with what
+they meant (`--enable-ep-moe` is `ep_size = tp_size`, `--enable-deepep-moe` is the DeepEP
+all-to-all backend, `--cuda-graph-backend-decode disabled` disables decode CUDA graphs). Other
+flags are sorted into "known to SGLang, not about the layout" and "no SGLang release has it"
+(from the releases' own flag tables, `sglang_flags.json`, exported by `fidelity/`).
 """
 
 from __future__ import annotations
 
-import re
-import shlex
+import json
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from typing import Any
 
 from solver.errors import InputError
 from solver.inputs.convert import coerce
+from solver.inputs.launch import LaunchCommand, Word, read_launch_commands
 from solver.lang.fields import CONFIG_SPECS
 
 #: flag -> field, from the Config declaration (long names, aliases).
@@ -22,66 +27,166 @@ ENV_FACTS = {
     "SGLANG_ENABLE_CP_V2": "env_enable_cp_v2",
     "SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC": "env_enable_eplb_balancedness_metric",
 }
-_ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+#: Removed or renamed spellings that still say something about the layout:
+#: flag -> (field, value); a value of None means "the value the flag is given".
+DEPRECATED: dict[str, tuple[str, Any]] = {
+    "--enable-deepep-moe": ("moe_a2a_backend", "deepep"),
+    "--enable-ep-moe": ("ep_size", "tp_size"),  # ep_size = tp_size, read after every flag
+}
+#: Per-phase CUDA-graph backends: `disabled` is the layout fact elastic EP asks for.
+GRAPH_BACKENDS = {
+    "--cuda-graph-backend-decode": "disable_decode_cuda_graph",
+    "--cuda-graph-backend-prefill": "disable_prefill_cuda_graph",
+}
+_NODE_FLAGS = ("node_rank",)
 
 
 @dataclass
 class ParsedCommandLine:
     values: dict[str, Any] = field(default_factory=dict)
+    #: SGLang flags that do not concern the layout.
     ignored: list[str] = field(default_factory=list)
+    #: Flags no SGLang release has (SGLang's own parser would refuse them).
+    unknown_flags: list[str] = field(default_factory=list)
+    #: Fields whose value is a shell expansion: field -> the expansion as written.
+    unknown_values: dict[str, str] = field(default_factory=dict)
+    #: `--dist-init-addr` as written, for checking a multi-node job.
+    dist_init_addr: str | None = None
+    notes: list[str] = field(default_factory=list)
 
 
-def _is_flag(tok: str) -> bool:
-    return tok.startswith("--") and len(tok) > 2
+@cache
+def known_sglang_flags() -> dict[str, int]:
+    """Every option string of every recorded SGLang release -> how many values it takes
+    (0, 1, or 2 for "any number", as `--cuda-graph-bs 1 2 4`)."""
+    data = json.loads(
+        resources.files("solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
+    )
+    merged: dict[str, int] = {}
+    for flags in data["releases"].values():
+        merged.update(flags)
+    return merged
 
 
-def parse_sglang_command(cmdline: str) -> ParsedCommandLine:
-    """Read the layout fields out of an SGLang launch command."""
-    try:
-        words = shlex.split(cmdline)
-    except ValueError as exc:
-        raise InputError(f"cannot parse the SGLang command line: {exc}") from None
+def _is_flag(text: str) -> bool:
+    return text.startswith("--") and len(text) > 2
+
+
+def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
+    """The layout fields one launch command sets."""
     out = ParsedCommandLine()
-    i = 0
-    while i < len(words) and _ENV_WORD.match(words[i]):
-        var, _, text = words[i].partition("=")
+    for var, text in command.env:
         if var in ENV_FACTS:
-            name = ENV_FACTS[var]
-            out.values[name] = True if name.endswith("metric") else coerce(name, text)
+            fact = ENV_FACTS[var]
+            out.values[fact] = True if fact.endswith("metric") else coerce(fact, text)
         else:
             out.ignored.append(var)
-        i += 1
-    while i < len(words) and not _is_flag(words[i]):
-        i += 1  # program: python -m sglang.launch_server, sglang serve, ...
-    if i == len(words) and words:
-        raise InputError("the SGLang command line has no --flags")
+    words = command.words
+    if not words:
+        raise InputError(f"the SGLang command line has no --flags (line {command.line})")
+    i = 0
+    ep_follows_tp = False
     while i < len(words):
-        tok = words[i]
-        if not _is_flag(tok):
-            raise InputError(f"unexpected word {tok!r} in the SGLang command line")
-        flag, eq, inline = tok.partition("=")
-        negated = flag.startswith("--no-") and flag not in FLAGS and "--" + flag[5:] in FLAGS
-        found = FLAGS.get("--" + flag[5:] if negated else flag)
+        word = words[i]
+        if not _is_flag(word.text):
+            raise InputError(
+                f"unexpected word {word.text!r} in the SGLang command line (line "
+                f"{command.line}, character {word.pos + 1})"
+            )
+        flag, eq, inline = word.text.partition("=")
         i += 1
-        if found is None:
-            out.ignored.append(flag)
-            while i < len(words) and not _is_flag(words[i]):
-                i += 1
-            continue
-        name = found
-        spec = CONFIG_SPECS[name]
-        if spec.kind == "bool":
-            if eq:
-                out.values[name] = coerce(name, inline)
+        negated = flag.startswith("--no-") and flag not in FLAGS and "--" + flag[5:] in FLAGS
+        name = FLAGS.get("--" + flag[5:] if negated else flag)
+        if name is not None and CONFIG_SPECS[name].kind == "bool":
+            out.values[name] = coerce(name, inline) if eq else not negated
+        elif name is not None:
+            given, i = _value(words, i, word if eq else None, flag, command.line)
+            if given.expansion is not None:
+                out.unknown_values[name] = given.expansion
             else:
-                out.values[name] = not negated
-            continue
-        if eq:
-            text = inline
-        elif i < len(words) and not _is_flag(words[i]):
-            text = words[i]
-            i += 1
+                out.values[name] = coerce(name, given.text.partition("=")[2] if eq else given.text)
+        elif flag in DEPRECATED:
+            target, meaning = DEPRECATED[flag]
+            ep_follows_tp |= meaning == "tp_size"
+            if meaning != "tp_size":
+                out.values[target] = meaning
+            out.notes.append(f"{flag} is a deprecated spelling; read as {target} = {meaning}")
+        elif flag in GRAPH_BACKENDS:
+            given, i = _value(words, i, word if eq else None, flag, command.line)
+            if given.expansion is None and given.text.rpartition("=")[2] == "disabled":
+                out.values[GRAPH_BACKENDS[flag]] = True
+        elif flag == "--dist-init-addr":
+            given, i = _value(words, i, word if eq else None, flag, command.line)
+            out.dist_init_addr = given.text.partition("=")[2] if eq else given.text
+        elif flag in known_sglang_flags():
+            out.ignored.append(flag)
+            arity = 0 if eq else known_sglang_flags()[flag]  # 0 none, 1 one, 2 any number
+            while arity and i < len(words) and not _is_flag(words[i].text):
+                i += 1
+                arity -= arity == 1
         else:
-            raise InputError(f"{flag} expects a value")
-        out.values[name] = coerce(name, text)
+            out.unknown_flags.append(flag)
+            while i < len(words) and not _is_flag(words[i].text):
+                i += 1
+    if ep_follows_tp and "tp_size" in out.values:
+        out.values.setdefault("ep_size", out.values["tp_size"])
     return out
+
+
+def _value(
+    words: tuple[Word, ...], i: int, inline: Word | None, flag: str, line: int
+) -> tuple[Word, int]:
+    """A flag's value: `--flag=value` (the word itself) or the next word."""
+    if inline is not None:
+        return inline, i
+    if i < len(words) and not _is_flag(words[i].text):
+        return words[i], i + 1
+    raise InputError(f"{flag} expects a value (line {line})")
+
+
+def parse_sglang_command(text: str) -> ParsedCommandLine:
+    """Read the layout out of launch text: one command, or one per node of one job.
+
+    Several launches must be the nodes of one job: the same layout flags, `--node-rank`
+    covering 0..nnodes-1 once each, the same `--dist-init-addr`; the first disagreement is an
+    `InputError` naming the node's line.
+    """
+    commands = read_launch_commands(text)
+    parsed = [parse_launch(c) for c in commands]
+    first = parsed[0]
+    if len(parsed) > 1:
+        _check_job(commands, parsed)
+        first.values.pop("node_rank", None)
+    for p in parsed[1:]:
+        first.ignored += [f for f in p.ignored if f not in first.ignored]
+        first.unknown_flags += [f for f in p.unknown_flags if f not in first.unknown_flags]
+    if first.unknown_values:
+        first.notes.append(
+            "value unknown here (a shell expansion), field left unset: "
+            + ", ".join(f"{name} = {text}" for name, text in first.unknown_values.items())
+        )
+    return first
+
+
+def _check_job(commands: tuple[LaunchCommand, ...], parsed: list[ParsedCommandLine]) -> None:
+    layout = [{k: v for k, v in p.values.items() if k not in _NODE_FLAGS} for p in parsed]
+    for c, values in zip(commands[1:], layout[1:], strict=True):
+        if values != layout[0]:
+            diff = sorted(set(values.items()) ^ set(layout[0].items()))
+            raise InputError(
+                f"the node launched on line {c.line} disagrees with the first node on "
+                f"{', '.join(sorted({k for k, _ in diff}))}: one job needs one layout"
+            )
+    addrs = {p.dist_init_addr for p in parsed}
+    if len(addrs) > 1:
+        raise InputError(
+            f"the nodes name different --dist-init-addr values: {sorted(map(str, addrs))}"
+        )
+    nnodes = int(parsed[0].values.get("nnodes", 1))
+    ranks = [p.values.get("node_rank", p.unknown_values.get("node_rank")) for p in parsed]
+    literal = [r for r in ranks if isinstance(r, int)]
+    if len(literal) == len(ranks) and sorted(literal) != list(range(nnodes)):
+        raise InputError(
+            f"--node-rank values {literal} do not cover 0..{nnodes - 1} once each "
+            f"(--nnodes {nnodes})"
+        )

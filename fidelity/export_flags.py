@@ -1,0 +1,38 @@
+"""Export every release's flag table (fidelity/flags/<v>.json) into the compact table the
+command reader ships (solver/inputs/sglang_flags.json): per release, each option string and
+how many values it takes (0, 1, 2 for any number). Run after `make fidelity` refreshes the
+flag dumps:
+
+    python -m fidelity.export_flags
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TARGET = HERE.parent / "solver" / "inputs" / "sglang_flags.json"
+NO_VALUE = {"_StoreTrueAction", "_StoreFalseAction", "_CountAction", "DeprecatedStoreTrueAction"}
+
+
+def main() -> None:
+    releases: dict[str, dict[str, int]] = {}
+    for path in sorted((HERE / "flags").glob("*.json")):
+        table = json.loads(path.read_text(encoding="utf-8"))
+        flags: dict[str, int] = {}
+        for entry in table["flags"]:
+            nargs = entry.get("nargs")
+            takes = 0 if entry["action"] in NO_VALUE or nargs == 0 else 1
+            if nargs in ("+", "*") or (isinstance(nargs, int) and nargs > 1):
+                takes = 2
+            for option in entry["flags"]:
+                if option.startswith("--"):
+                    flags[option] = takes
+        releases[path.stem] = dict(sorted(flags.items()))
+    TARGET.write_text(json.dumps({"releases": releases}, separators=(",", ":")) + "\n")
+    print(f"{TARGET}: {', '.join(f'{v} ({len(f)})' for v, f in releases.items())}")
+
+
+if __name__ == "__main__":
+    main()

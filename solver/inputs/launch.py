@@ -1,0 +1,162 @@
+"""Launch commands as people paste them: shell text → the words of each SGLang launch.
+
+Servers are started from scripts, READMEs, manifests and issue threads, so the text carries
+shell: continuations (also ones that start in column 0), comments, `VAR=value` prefixes,
+`export`, `docker run ... IMAGE python3 -m sglang.launch_server ...`, redirections, `&`, `;`.
+A real bash parser (`bashlex`) reads it, which also gives every word its position for error
+messages; hand-made splitting misread a continuation as a word and silently dropped the flag
+after it. A word that is a shell expansion (`$X`, `${X}`, `$(...)`) is not a value meshsat
+can know: it is kept as `Word.expansion` and the flag reader leaves the field unset.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from solver.errors import InputError
+
+#: `python -m MODULE` launchers that take SGLang's server flags.
+LAUNCH_MODULES = ("sglang.launch_server", "sglang_router.launch_server")
+#: Most characters a pasted command may hold; a launch script is a few kilobytes.
+MAX_CHARS = 1 << 20
+_CONTINUATION = re.compile(r"\\[ \t]+\r?\n")  # "\ " then newline: meant as a continuation
+_TRAILING_BACKSLASH = re.compile(r"\\\s*\Z")
+_PYTHON = re.compile(r"(^|/)python[0-9.]*$")
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word of a launch command: its text, where it starts, and the shell expansion that
+    makes its value unknowable here (None for a literal)."""
+
+    text: str
+    pos: int
+    expansion: str | None = None
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """One SGLang launch in the text: environment assignments, then the server's words."""
+
+    line: int
+    program: str
+    env: tuple[tuple[str, str], ...]
+    words: tuple[Word, ...]
+
+
+def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
+    """Every SGLang launch in `text`, in order; an `InputError` naming the problem and its
+    position for text a shell would refuse or that launches no SGLang server."""
+    if len(text) > MAX_CHARS:
+        raise InputError(f"the launch command is {len(text)} characters; at most {MAX_CHARS}")
+    if "\x00" in text:
+        raise InputError("the launch command is binary data (it holds NUL bytes)")
+    source = _TRAILING_BACKSLASH.sub("", _CONTINUATION.sub(" \\\n", text))
+    nodes = _parse(source)
+    exported: list[tuple[str, str]] = []
+    found: list[LaunchCommand] = []
+    for command in _commands(nodes):
+        words = [p for p in command.parts if p.kind == "word"]
+        assignments = [_assignment(p) for p in command.parts if p.kind == "assignment"]
+        texts = [w.word for w in words]
+        if texts[:1] == ["export"]:
+            exported += [a for w in texts[1:] if (a := _split_assignment(w)) is not None]
+            continue
+        start = _launcher(texts)
+        if start is None:
+            continue
+        program_end, program = start
+        env = [*exported, *assignments, *_docker_env(texts[: program_end - 1])]
+        env += [a for w in texts[:program_end] if (a := _split_assignment(w)) is not None]
+        found.append(
+            LaunchCommand(
+                line=source.count("\n", 0, command.pos[0]) + 1,
+                program=program,
+                env=tuple(env),
+                words=tuple(_word(w, source) for w in words[program_end:]),
+            )
+        )
+    if not found:
+        raise InputError(
+            "not an SGLang launch command: no `python -m sglang.launch_server`, "
+            "`python -m sglang_router.launch_server` or `sglang serve` in it"
+        )
+    return tuple(found)
+
+
+def _parse(source: str) -> list[Any]:
+    import bashlex
+    import bashlex.errors
+
+    if not source.strip():
+        return []
+    try:
+        return list(bashlex.parse(source))
+    except bashlex.errors.ParsingError as exc:
+        line = source.count("\n", 0, max(exc.position, 0)) + 1
+        raise InputError(f"cannot parse the launch command: {exc.message} (line {line})") from None
+    except (NotImplementedError, AssertionError, IndexError, TypeError, ValueError) as exc:
+        raise InputError(f"cannot parse the launch command: {exc}") from None
+
+
+def _commands(nodes: list[Any]) -> list[Any]:
+    """Every simple command, in order, through lists, pipelines and compounds."""
+    out: list[Any] = []
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        if node.kind == "command":
+            out.append(node)
+            continue
+        stack.extend(reversed(getattr(node, "parts", None) or getattr(node, "list", None) or []))
+    return out
+
+
+def _launcher(texts: list[str]) -> tuple[int, str] | None:
+    """Index just past the launcher words and the launcher as text, or None."""
+    for i, t in enumerate(texts):
+        if _PYTHON.search(t) and texts[i + 1 : i + 2] == ["-m"] and i + 2 < len(texts):
+            module = texts[i + 2]
+            if module in LAUNCH_MODULES:
+                return i + 3, f"python -m {module}"
+        if t.endswith("sglang") and texts[i + 1 : i + 2] == ["serve"]:
+            return i + 2, "sglang serve"
+    return None
+
+
+def _docker_env(texts: list[str]) -> list[tuple[str, str]]:
+    """`docker run -e NAME=value` / `--env NAME=value` / `--env=NAME=value` before the image."""
+    out = []
+    for i, t in enumerate(texts):
+        value = None
+        if t in ("-e", "--env") and i + 1 < len(texts):
+            value = texts[i + 1]
+        elif t.startswith("--env="):
+            value = t[len("--env=") :]
+        if value is not None and (pair := _split_assignment(value)) is not None:
+            out.append(pair)
+    return out
+
+
+def _split_assignment(text: str) -> tuple[str, str] | None:
+    name, eq, value = text.partition("=")
+    if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return name, value
+    return None
+
+
+def _assignment(node: Any) -> tuple[str, str]:
+    pair = _split_assignment(node.word)
+    return pair if pair is not None else (node.word, "")
+
+
+def _word(node: Any, source: str) -> Word:
+    expansion = None
+    for part in getattr(node, "parts", None) or []:
+        if part.kind in ("parameter", "commandsubstitution", "processsubstitution"):
+            start, end = part.pos
+            expansion = source[start:end]
+            break
+    return Word(node.word, node.pos[0], expansion)
