@@ -12,6 +12,7 @@ from solver.cli.layout_options import (
     JsonOpt,
     ModelOpt,
     SetOpt,
+    SglangFileOpt,
     SglangOpt,
     read_layout,
 )
@@ -29,6 +30,7 @@ def diff_cmd(
     config: ConfigOpt = None,
     sets: SetOpt = None,
     sglang: SglangOpt = None,
+    sglang_file: SglangFileOpt = None,
     model: ModelOpt = None,
     example: ExampleOpt = None,
     as_json: JsonOpt = False,
@@ -50,7 +52,7 @@ def diff_cmd(
     data: dict[str, Any] = changes.to_dict()
     given = any(x is not None for x in (config, sets, sglang, model, example))
     if given:
-        layout = read_layout(config, sets, sglang, model, example)
+        layout = read_layout(config, sets, sglang, model, example, sglang_file)
         before = validate(layout.config, layout.model, explain=False, sglang_version=a)
         after = validate(layout.config, layout.model, explain=False, sglang_version=b)
         data["layout"] = {

@@ -15,6 +15,7 @@ from solver.cli.layout_options import (
     JsonOpt,
     ModelOpt,
     SetOpt,
+    SglangFileOpt,
     SglangOpt,
     read_layout,
 )
@@ -77,6 +78,7 @@ def fix_cmd(
     config: ConfigOpt = None,
     sets: SetOpt = None,
     sglang: SglangOpt = None,
+    sglang_file: SglangFileOpt = None,
     model: ModelOpt = None,
     example: ExampleOpt = None,
     pin: PinOpt = None,
@@ -104,7 +106,7 @@ def fix_cmd(
 
       meshsat fix --sglang "sglang serve --tp 16 --ep 4 --moe-dp-size 2" --pin tp_size --json
     """
-    layout = read_layout(config, sets, sglang, model, example)
+    layout = read_layout(config, sets, sglang, model, example, sglang_file)
     report = fix(
         layout.config,
         layout.model,

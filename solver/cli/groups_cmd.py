@@ -13,6 +13,7 @@ from solver.cli.layout_options import (
     JsonOpt,
     ModelOpt,
     SetOpt,
+    SglangFileOpt,
     SglangOpt,
     read_layout,
 )
@@ -93,6 +94,7 @@ def groups_cmd(
     config: ConfigOpt = None,
     sets: SetOpt = None,
     sglang: SglangOpt = None,
+    sglang_file: SglangFileOpt = None,
     model: ModelOpt = None,
     example: ExampleOpt = None,
     rank: RankOpt = None,
@@ -116,7 +118,7 @@ def groups_cmd(
     """
     from solver.cli.report_view import print_report
 
-    layout = read_layout(config, sets, sglang, model, example)
+    layout = read_layout(config, sets, sglang, model, example, sglang_file)
     try:
         m = plan_layout(
             layout.config, layout.model, explain=None, sglang_version=sglang_version

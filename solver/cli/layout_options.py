@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -45,11 +46,24 @@ SglangOpt = Annotated[
     typer.Option(
         "--sglang",
         metavar="CMDLINE",
-        help='An SGLang launch command, e.g. "python -m sglang.launch_server --tp 8 '
-        '--dp 2 --enable-dp-attention"; non-layout flags are ignored.',
+        help='An SGLang launch command as pasted, e.g. "python -m sglang.launch_server --tp 8 '
+        '--attn-dp-size 2" (continuations, env prefixes, docker run, redirections are fine); '
+        "'-' reads it from standard input. Non-layout flags are listed in one note.",
         show_default=False,
     ),
 ]
+SglangFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--sglang-file",
+        metavar="SCRIPT",
+        help="A launch script; several launches in it are the nodes of one job, which must "
+        "agree on the layout.",
+        show_default=False,
+    ),
+]
+#: A launch script is a few kilobytes; a larger file is refused before it is read.
+MAX_SCRIPT_BYTES = 1 << 20
 ModelOpt = Annotated[
     Path | None,
     typer.Option(
@@ -102,6 +116,7 @@ def load_layout(
     sglang: str | None = None,
     model: Path | None = None,
     example: str | None = None,
+    sglang_file: Path | None = None,
 ) -> Layout:
     """Merge the inputs: example, then file, then SGLang command line, then --set."""
     values: dict[str, Any] = {}
@@ -115,13 +130,24 @@ def load_layout(
     if config is not None:
         values.update(load_config_file(config))
         model_facts = _split_model(values) or model_facts
-    if sglang is not None:
-        parsed = parse_sglang_command(sglang)
+    if sglang is not None and sglang_file is not None:
+        raise InputError("give --sglang or --sglang-file, not both")
+    text = _script(sglang_file) if sglang_file is not None else sglang
+    if text == "-":
+        text = sys.stdin.read(MAX_SCRIPT_BYTES + 1)
+    if text is not None:
+        parsed = parse_sglang_command(text)
         values.update(parsed.values)
+        notes.extend(parsed.notes)
         if parsed.ignored:
             notes.append(
-                f"ignored {len(parsed.ignored)} word(s) that do not concern the layout: "
+                f"{len(parsed.ignored)} flag(s) that do not concern the layout: "
                 + " ".join(parsed.ignored)
+            )
+        if parsed.unknown_flags:
+            notes.append(
+                f"{len(parsed.unknown_flags)} flag(s) no SGLang release has (SGLang would "
+                "refuse them): " + " ".join(parsed.unknown_flags)
             )
     for item in sets or []:
         name, eq, text = item.partition("=")
@@ -137,17 +163,35 @@ def load_layout(
     return Layout(config_from_values(values), spec, notes)
 
 
+def _script(path: Path) -> str:
+    """A launch script's text: a regular file, bounded in size, UTF-8."""
+    try:
+        if not path.is_file():
+            raise InputError(f"--sglang-file {path}: not a regular file")
+        if path.stat().st_size > MAX_SCRIPT_BYTES:
+            raise InputError(
+                f"--sglang-file {path}: {path.stat().st_size} bytes; a launch script is at most "
+                f"{MAX_SCRIPT_BYTES}"
+            )
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"--sglang-file {path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"--sglang-file {path}: {exc.strerror}") from None
+
+
 def read_layout(
     config: Path | None = None,
     sets: list[str] | None = None,
     sglang: str | None = None,
     model: Path | None = None,
     example: str | None = None,
+    sglang_file: Path | None = None,
 ) -> Layout:
     """`load_layout` for a command: its input notes (ignored flags) go to stderr."""
     from solver.cli.output import note
 
-    layout = load_layout(config, sets, sglang, model, example)
+    layout = load_layout(config, sets, sglang, model, example, sglang_file)
     for text in layout.notes:
         note(text)
     return layout

@@ -10,6 +10,7 @@ from solver.cli.layout_options import (
     JsonOpt,
     ModelOpt,
     SetOpt,
+    SglangFileOpt,
     SglangOpt,
     read_layout,
 )
@@ -30,6 +31,7 @@ def validate_cmd(
     config: ConfigOpt = None,
     sets: SetOpt = None,
     sglang: SglangOpt = None,
+    sglang_file: SglangFileOpt = None,
     model: ModelOpt = None,
     example: ExampleOpt = None,
     as_json: JsonOpt = False,
@@ -56,7 +58,7 @@ def validate_cmd(
 
       meshsat validate --model deepseek-ai/DeepSeek-V3 --gpu H200 --set tp_size=8
     """
-    layout = read_layout(config, sets, sglang, model, example)
+    layout = read_layout(config, sets, sglang, model, example, sglang_file)
     report = validate(layout.config, layout.model, sglang_version=sglang_version)
     report, mem = with_memory(report, model, gpu, gpu_memory, context_length)
     if as_json:
