@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from solver.backends.partial import atoms, conjuncts, is_const, replace_atoms, specialise
+from solver.backends.z3lock import Z3_LOCK
 from solver.enumeration.codegen import Spec, generate
 from solver.enumeration.completions import Table, make, placeholder
 from solver.enumeration.node_locality import within_nodes
@@ -342,11 +343,13 @@ def prepare(
         kinds,
         completions,
     )
-    hit = _CACHE.get(key)
-    if hit is None:
-        if len(_CACHE) >= _CACHE_SIZE:
-            _CACHE.pop(next(iter(_CACHE)))
-        hit = _CACHE[key] = Enumerator(cfg, spec, dims, filters, kinds, completions)
+    # Building may use Z3 (completion tables), and the cache is shared between threads.
+    with Z3_LOCK:
+        hit = _CACHE.get(key)
+        if hit is None:
+            if len(_CACHE) >= _CACHE_SIZE:
+                _CACHE.pop(next(iter(_CACHE)))
+            hit = _CACHE[key] = Enumerator(cfg, spec, dims, filters, kinds, completions)
     return hit
 
 

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from solver.backends.render import condition, fmt_value
+from solver.backends.z3lock import z3_locked
 from solver.catalogue import BY_ID
 from solver.errors import InputError
 from solver.inputs import as_config, as_model
@@ -84,6 +85,7 @@ def command_line(config: Config) -> str:
 
 
 # --- the API --------------------------------------------------------------------------------
+@z3_locked
 def fix(
     config: Config | Mapping[str, Any],
     model: ModelSpec | Mapping[str, Any] | None = None,
@@ -106,7 +108,7 @@ def fix(
     is proven best, `timed_out` whether the time ran out (if it runs out while ties are
     broken, the objectives stay proven but which of the equals is returned may vary). Bad
     arguments raise `InputError`.
-    Calls are serialised per cached problem, so threads may share `fix`.
+    Thread-safe: the whole call holds the process-wide Z3 lock (`solver.backends.z3lock`).
     """
     pinned = _check_args(pins, gpus, objective, top, timeout_s)
     deadline_s = time.monotonic() + timeout_s
