@@ -11,7 +11,8 @@ offset by `tp_size * pp_size` GPUs. Creating process groups is a thin layer on t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from solver.lang.config import Config
@@ -115,7 +116,8 @@ class RankMap:
 
     widths: Widths
     ranks: tuple[RankInfo, ...]
-    groups: dict[str, tuple[tuple[int, ...], ...]]
+    #: Read-only: kind -> groups.
+    groups: Mapping[str, tuple[tuple[int, ...], ...]]
     #: True when the MoE-DP communicator is the attention-CP group (attn_cp > moe_dp).
     moe_dp_is_attn_cp: bool
 
@@ -195,8 +197,12 @@ def plan(w: Widths) -> RankMap:
     groups = {kind: _group_by(ranks, keys[kind]) for kind in GROUP_KINDS}
     shared = w.attn_cp > w.moe_dp
     if shared:
+        # SGLang then builds the MoE-DP communicator from the attention-CP group, so a
+        # rank's MoE-DP coordinate is its index there, its attention-CP coordinate (the
+        # ep and moe_tp groups above still come from the MoE split of the stage).
         groups["moe_dp"] = groups["attn_cp"]
-    return RankMap(w, tuple(ranks), groups, shared)
+        ranks = [replace(r, moe_dp=r.attn_cp) for r in ranks]
+    return RankMap(w, tuple(ranks), MappingProxyType(groups), shared)
 
 
 def _group_by(

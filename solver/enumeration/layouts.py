@@ -25,6 +25,7 @@ import builtins
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from solver.backends.partial import atoms, conjuncts, is_const, replace_atoms, specialise
@@ -221,9 +222,15 @@ class Enumerator:
         n_config = len(self.vary) + len(self.problem.dependent)
         self.shape = Shape(
             vary=self.vary,
-            config_index={c: i for i, c in builtins.enumerate(self.columns[:n_config])},
-            constant=dict(self.problem.constant),
-            derived_index={c: i + n_config for i, c in builtins.enumerate(_DERIVED_NAMES)},
+            # Read-only views: the shape is shared by every layout this cached
+            # enumerator yields, so a caller writing to one must not change the others.
+            config_index=MappingProxyType(
+                {c: i for i, c in builtins.enumerate(self.columns[:n_config])}
+            ),
+            constant=MappingProxyType(dict(self.problem.constant)),
+            derived_index=MappingProxyType(
+                {c: i + n_config for i, c in builtins.enumerate(_DERIVED_NAMES)}
+            ),
             fields=tuple(n for n in SPECS if not SPECS[n].model_fact),
         )
 

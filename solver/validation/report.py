@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,8 +77,9 @@ class Report:
     violations: tuple[Violation, ...]
     warnings: tuple[Violation, ...]
     notes: tuple[Note, ...]
-    derived: dict[str, Any]
-    resolved_env: dict[str, Any] = field(repr=False)
+    #: Read-only views (`types.MappingProxyType`): a caller cannot change a report.
+    derived: Mapping[str, Any]
+    resolved_env: Mapping[str, Any] = field(repr=False)
     #: Minimal set of user-set fields that cannot all hold together; None when valid or
     #: when no explanation was asked for.
     conflict: tuple[str, ...] | None = None

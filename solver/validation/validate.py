@@ -8,6 +8,7 @@ arguments at start-up never pays for the solver.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from solver.backends.pyeval import compiled
@@ -82,8 +83,8 @@ def validate(
         violations=tuple(errors),
         warnings=tuple(warnings),
         notes=notes,
-        derived=c.derived(resolved),
-        resolved_env=resolved,
+        derived=MappingProxyType(c.derived(resolved)),
+        resolved_env=MappingProxyType(resolved),
         conflict=conflict,
     )
 
