@@ -24,6 +24,7 @@ from solver.enumeration.space import (
     varied_fields,
 )
 from solver.errors import InputError
+from solver.lang.limits import MAX_GPUS
 
 
 class Format(str, Enum):
@@ -37,7 +38,13 @@ _DEFAULT = ", ".join(varied_fields(dims_of(DEFAULT_VARY)))
 
 GpusOpt = Annotated[
     int,
-    typer.Option("--gpus", "-n", min=1, help="GPUs to fill exactly (at most, with --up-to)."),
+    typer.Option(
+        "--gpus",
+        "-n",
+        min=1,
+        max=MAX_GPUS,
+        help="GPUs to fill exactly (at most, with --up-to).",
+    ),
 ]
 VaryOpt = Annotated[
     list[str] | None,
@@ -137,10 +144,9 @@ def enumerate_cmd(
 
     Examples:
 
+    \b
       meshsat enumerate --gpus 16 --where "attn_tp <= 8" --format jsonl
-
       meshsat enumerate --gpus 64 --model ./DeepSeek-V3/config.json --intra-node ep --count
-
       meshsat enumerate --gpus 8 --vary moe_a2a_backend --sort=-ep --limit 20
     """
     layout = read_layout(config, sets, None, model)

@@ -96,10 +96,9 @@ def fix_cmd(
 
     Examples:
 
+    \b
       meshsat fix --example dp-cp-conflict
-
       meshsat fix --set tp_size=8 --set dp_size=3 --set attn_cp_size=2 --gpus 8 --top 3
-
       meshsat fix --sglang "sglang serve --tp 16 --ep 4 --moe-dp-size 2" --pin tp_size --json
     """
     layout = read_layout(config, sets, sglang, model, example)

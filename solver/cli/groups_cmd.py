@@ -38,15 +38,29 @@ def _index(m: RankMap) -> dict[str, dict[int, int]]:
     return {kind: {r: i for i, g in enumerate(m.groups[kind]) for r in g} for kind in GROUP_KINDS}
 
 
-def print_grids(m: RankMap) -> None:
-    w = m.widths
-    idx = _index(m)
-    out.print(
+#: Above this many ranks the map is summarised (widths only): listing a million ranks
+#: takes minutes and gigabytes and is read by nobody.
+MAX_LISTED_RANKS = 4096
+
+
+def _summary_line(w: Widths) -> str:
+    return (
         f"{w.world} GPU(s) on {-(-w.world // w.gpus_per_node)} node(s) of {w.gpus_per_node}: "
         f"{w.replicas} replica(s) × pp {w.pp} × tp {w.tp}; attention dp {w.attn_dp} · cp "
         f"{w.attn_cp} · tp {w.attn_tp}; MoE dp {w.moe_dp} · ep {w.ep} · tp {w.moe_tp}"
         + (f"; dcp {w.dcp}" if w.dcp > 1 else "")
     )
+
+
+def _widths_dict(w: Widths) -> dict[str, int]:
+    names = ("tp", "pp", "replicas", "attn_dp", "attn_cp", "attn_tp", "ep", "moe_dp", "moe_tp")
+    return {n: getattr(w, n) for n in (*names, "dcp")}
+
+
+def print_grids(m: RankMap) -> None:
+    w = m.widths
+    idx = _index(m)
+    out.print(_summary_line(w))
     out.print(
         "[dim]cell: global rank, then A = attention-TP group, C = attention-CP group, "
         "E = expert-parallel group (numbered in rank order)[/dim]"
@@ -105,10 +119,9 @@ def groups_cmd(
 
     Examples:
 
+    \b
       meshsat groups --set tp_size=8 --set attn_cp_size=2
-
       meshsat groups --set tp_size=16 --set ep_size=16 --set nnodes=2 --rank 9
-
       meshsat groups --example qwen3-moe-dp-attention --json
     """
     from solver.cli.report_view import print_report
@@ -122,7 +135,28 @@ def groups_cmd(
         else:
             print_report(report)
         raise typer.Exit(1)
-    m = plan(Widths.of(report.resolved))
+    w = Widths.of(report.resolved)
+    if w.world > MAX_LISTED_RANKS:
+        if rank is not None:
+            raise InputError(
+                f"the layout has {w.world} ranks; --rank works up to {MAX_LISTED_RANKS} ranks"
+            )
+        if as_json:
+            emit_json(
+                {
+                    "world": w.world,
+                    "gpus_per_node": w.gpus_per_node,
+                    "widths": _widths_dict(w),
+                    "ranks_listed": False,
+                }
+            )
+        else:
+            out.print(_summary_line(w))
+            out.print(
+                f"[dim]{w.world} ranks: above {MAX_LISTED_RANKS}, groups are not listed[/dim]"
+            )
+        return
+    m = plan(w)
     if rank is not None and not 0 <= rank < m.widths.world:
         raise InputError(f"--rank must be in 0..{m.widths.world - 1}, got {rank}")
     if as_json:

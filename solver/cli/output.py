@@ -8,12 +8,31 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 # Rich assumes 80 columns when stdout is not a terminal, which truncates the 8-GPU group grid
 # and wraps violation tables in logs; 120 fits both. COLUMNS still wins when set.
 _PIPE_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120
-out = Console(highlight=False, soft_wrap=False, width=_PIPE_WIDTH)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _Console(Console):
+    """A rich console whose closed pipe means "the reader had enough": exit 0.
+
+    Rich's own handler exits 1, which for meshsat means "invalid layout".
+    """
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        raise SystemExit(0)
+
+
+out = _Console(highlight=False, soft_wrap=False, width=_PIPE_WIDTH)
+err = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def emit_json(data: Any) -> None:
@@ -21,4 +40,5 @@ def emit_json(data: Any) -> None:
 
 
 def note(text: str) -> None:
-    err.print(f"[dim]note:[/dim] {text}", markup=True)
+    """One diagnostic line; `text` may quote user input, so it is never read as markup."""
+    err.print(f"[dim]note:[/dim] {escape(text)}", markup=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from solver.backends.render import fmt_value
@@ -15,8 +16,9 @@ def _violation_table(rows: tuple[Violation, ...], title: str) -> Table:
     table.add_column("SGLang says")
     table.add_column("because")
     for v in rows:
-        because = v.detail + (f"\n[dim]hint: {v.hint}[/dim]" if v.hint else "")
-        table.add_row(v.rule, v.message, because)
+        # Messages quote user values: never let them be read as rich markup.
+        because = escape(v.detail) + (f"\n[dim]hint: {escape(v.hint)}[/dim]" if v.hint else "")
+        table.add_row(escape(v.rule), escape(v.message), because)
     return table
 
 
@@ -52,7 +54,9 @@ def print_report(report: Report) -> None:
         )
         out.print(_violation_table(report.violations, "violations"))
     if report.conflict:
-        values = ", ".join(f"{f}={fmt_value(report.config.__dict__[f])}" for f in report.conflict)
+        values = escape(
+            ", ".join(f"{f}={fmt_value(report.config.__dict__[f])}" for f in report.conflict)
+        )
         out.print(
             f"[bold]conflict:[/bold] {values} cannot all hold (with the other fields as "
             "they are); change at least one of them"
@@ -65,5 +69,5 @@ def print_report(report: Report) -> None:
     if report.warnings:
         out.print(_violation_table(report.warnings, "warnings"))
     for change in report.notes:
-        out.print(f"[cyan]note:[/cyan] {change.text} [dim]({change.resolution})[/dim]")
+        out.print(f"[cyan]note:[/cyan] {escape(change.text)} [dim]({change.resolution})[/dim]")
     out.print(f"[dim]derived:[/dim] {derived_line(report)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from solver.backends.render import condition, fmt_value, text
@@ -52,7 +53,7 @@ def rules_cmd(as_json: JsonOpt = False) -> None:
         table.add_column(col, no_wrap=col == "id")
     for r in rules:
         rid = r["id"] if r["severity"] == "error" else f"{r['id']} (warning)"
-        table.add_row(rid, r["condition"], r["message"], r["source"])
+        table.add_row(*(escape(c) for c in (rid, r["condition"], r["message"], r["source"])))
     out.print(table)
     res_table = Table(title="silent resolution, in order", title_justify="left", show_lines=True)
     for col in ("id", "when", "sets", "source"):
@@ -60,7 +61,7 @@ def rules_cmd(as_json: JsonOpt = False) -> None:
     for res in resolutions:
         for s in res["steps"]:
             sets = ", ".join(f"{k} = {v}" for k, v in s["sets"].items())
-            res_table.add_row(res["id"], s["when"], sets, res["source"])
+            res_table.add_row(*(escape(c) for c in (res["id"], s["when"], sets, res["source"])))
     out.print(res_table)
 
 
@@ -70,7 +71,7 @@ def fields_cmd(as_json: JsonOpt = False) -> None:
         {
             "field": s.name,
             "type": s.describe_type(),
-            "accepts": accepted(s),
+            "accepts": accepted(s, full=True),
             "default": s.default,
             "flags": list(s.flags),
             "group": s.group,
@@ -88,5 +89,6 @@ def fields_cmd(as_json: JsonOpt = False) -> None:
         table.add_column(col, no_wrap=col in ("field", "default"))
     for r in rows:
         flags = " ".join(r["flags"]) or ("(model fact)" if r["model_fact"] else "(tool only)")
-        table.add_row(r["field"], r["accepts"], fmt_value(r["default"]), flags, r["help"])
+        cells = (r["field"], r["accepts"], fmt_value(r["default"]), flags, r["help"])
+        table.add_row(*(escape(c) for c in cells))
     out.print(table)

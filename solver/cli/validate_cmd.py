@@ -36,10 +36,9 @@ def validate_cmd(
 
     Examples:
 
+    \b
       meshsat validate --set tp_size=8 --set dp_size=3 --set enable_dp_attention=true
-
       meshsat validate --sglang "python -m sglang.launch_server --tp 8 --attn-cp-size 2"
-
       meshsat validate --config layout.yaml --model ./DeepSeek-V3/config.json --json
     """
     layout = read_layout(config, sets, sglang, model, example)

@@ -42,6 +42,7 @@ from solver.lang.config import Config
 from solver.lang.derived import DERIVED
 from solver.lang.expr import Const, Expr, fields_of
 from solver.lang.fields import SPECS
+from solver.lang.limits import MAX_GPUS, flag_of, items_of, shown
 from solver.lang.model_spec import ModelSpec
 
 #: Derived widths every output format shows, after the varied and resolved fields.
@@ -330,6 +331,13 @@ def prepare(
     completions: str = "z3",
 ) -> Enumerator:
     """Validate the inputs and return the (cached) compiled enumerator for them."""
+    vary = items_of(vary, "vary")
+    where = items_of(where, "where", (str, Expr))
+    intra_node = items_of(intra_node, "intra_node")
+    if gpus_per_node is not None and (
+        isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
+    ):
+        raise TypeError(f"gpus_per_node must be an integer, got {shown(gpus_per_node)}")
     cfg = as_config(base if base is not None else {})
     if gpus_per_node is not None:
         cfg = as_config({**cfg.__dict__, "gpus_per_node": gpus_per_node})
@@ -362,7 +370,9 @@ def prepare(
 
 def _check_gpus(gpus: int) -> None:
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise InputError(f"the GPU count must be a positive integer, got {gpus!r}")
+        raise InputError(f"the GPU count must be a positive integer, got {shown(gpus)}")
+    if gpus > MAX_GPUS:
+        raise InputError(f"the GPU count {shown(gpus)} is above the limit of {MAX_GPUS}")
 
 
 def enumerate(
@@ -395,7 +405,13 @@ def enumerate(
     resolved values.
     """
     _check_gpus(gpus)
+    flag_of(up_to, "up_to")
+    # Checked and compiled here, so bad arguments raise at the call, not at first `next`.
     e = prepare(base, model, vary, where, gpus_per_node, intra_node)
+    return _layouts(e, gpus, up_to)
+
+
+def _layouts(e: Enumerator, gpus: int, up_to: bool) -> Iterator[Layout]:
     shape = e.shape
     for row in e.rows(gpus, up_to):
         yield Layout(row, shape)
@@ -415,4 +431,5 @@ def count(
     """How many layouts `enumerate` would yield for the same arguments, without
     producing them (per numeric tuple, the size of its completion set)."""
     _check_gpus(gpus)
+    flag_of(up_to, "up_to")
     return prepare(base, model, vary, where, gpus_per_node, intra_node).count(gpus, up_to)

@@ -21,8 +21,11 @@ _FALSE = {"false", "0", "no", "off"}
 _NONE = {"none", "null"}
 
 
-def accepted(spec: FieldSpec) -> str:
-    """What a field accepts, in words, for error messages and help."""
+def accepted(spec: FieldSpec, *, full: bool = False) -> str:
+    """What a field accepts, in words, for error messages and help (`full`: every
+    choice, for `meshsat fields`; otherwise a long list is summarised)."""
+    if spec.choices and full:
+        return "one of " + ", ".join(fmt_value(c) for c in spec.choices)
     if spec.choices:
         shown_choices = ", ".join(fmt_value(c) for c in spec.choices[:MAX_CHOICES_SHOWN])
         if len(spec.choices) <= MAX_CHOICES_SHOWN:

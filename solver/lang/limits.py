@@ -12,6 +12,7 @@ above any real SGLang deployment and far below what makes the tool slow:
   expansion: a layout is a flat mapping with one `model:` entry.
 - `MAX_GPUS` (2**20): no machine has a million GPUs; every size, and the GPU count
   of `enumerate`/`fix`/`groups`, is refused above it before any work starts.
+- `MAX_TIMEOUT_S` (one day): a larger `--timeout` is capped, not an overflow.
 - `MAX_SHOWN` (60) characters of a user value quoted in an error line.
 """
 
@@ -31,6 +32,8 @@ MAX_DEPTH = 32
 MAX_NODES = 100_000
 MAX_GPUS = 1 << 20
 MAX_SHOWN = 60
+#: Longest solver timeout honoured (a day); larger ones, up to 1e308, are capped to it.
+MAX_TIMEOUT_S = 86_400.0
 #: Longest choice list quoted in full in an error line.
 MAX_CHOICES_SHOWN = 6
 
@@ -46,7 +49,7 @@ def shown(value: Any) -> str:
     """A user value for an error line: repr, cut to a bounded length (alias bombs,
     megabyte strings and 10,000-digit integers included)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+        return f"<an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits>"
     text = _repr.repr(value)
     return text if len(text) <= MAX_SHOWN + 8 else text[:MAX_SHOWN] + "..."
 
@@ -112,3 +115,26 @@ def check_shape(data: Any, what: str, *, finite: bool = True) -> None:
             stack.extend((v, depth + 1) for v in value)
         elif finite and isinstance(value, float) and not math.isfinite(value):
             raise InputError(f"{what} holds a non-finite number ({value})")
+
+
+def items_of(value: Any, argument: str, kinds: tuple[type, ...] = (str,)) -> tuple[Any, ...]:
+    """An API argument that takes several values, checked where it enters: `None`, a bare
+    string (which would iterate its characters) or a non-iterable is a `TypeError` that
+    names the argument, not an AttributeError from deep inside."""
+    names = " or ".join(k.__name__ for k in kinds)
+    if value is None or isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{argument} must be a list of {names} values, got {type(value).__name__}")
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, kinds):
+            raise TypeError(
+                f"{argument} must hold {names} values, got {type(item).__name__} {shown(item)}"
+            )
+    return items
+
+
+def flag_of(value: Any, argument: str) -> bool:
+    """A boolean API argument: `up_to="x"` is a TypeError, not silently true."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{argument} must be True or False, got {shown(value)}")
+    return value

@@ -16,6 +16,7 @@ from solver.backends.render import failure_detail, format_message
 from solver.catalogue import RESOLUTIONS, RULES
 from solver.inputs import as_config, as_model
 from solver.lang.config import Config
+from solver.lang.limits import flag_of
 from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
 from solver.validation.report import InvalidLayoutError, Note, Report, Violation
 
@@ -53,6 +54,8 @@ def validate(
     `explain=None` computes the conflicting fields only when the layout is invalid;
     `False` never does (no Z3 import), `True` always tries.
     """
+    if explain is not None:
+        flag_of(explain, "explain")
     cfg = as_config(config)
     spec = as_model(model)
     c = compiled()
