@@ -196,10 +196,14 @@ def test_cli_surface_is_pinned() -> None:
     assert isinstance(group, typer.core.TyperGroup)
     surface = _surface(group)
     layout = ["--config", "--example", "--json", "--model", "--set", "--sglang", "-c", "-m", "-s"]
-    assert surface["validate"] == layout
-    assert surface["groups"] == sorted([*layout, "--rank", "-r"])
-    assert surface["rules"] == ["--json"]
-    assert surface["fields"] == ["--json"]
+    output = ["--format", "--json", "-f"]  # every command: --format, --json its alias
+    verbose = ["--verbose", "-v"]
+    assert surface["validate"] == sorted({*layout, *output, *verbose})
+    assert set(output + verbose) <= set(surface["fix"])
+    assert set(output) <= set(surface["enumerate"])
+    assert surface["groups"] == sorted({*layout, *output, "--rank", "-r"})
+    assert surface["rules"] == sorted(output)
+    assert surface["fields"] == sorted(output)
     assert surface[""] == ["enumerate", "fields", "fix", "groups", "rules", "validate"]
 
 

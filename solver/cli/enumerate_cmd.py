@@ -11,7 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from solver.cli.layout_options import ConfigOpt, ModelOpt, SetOpt, read_layout
+from solver.cli.formats import OutputFormat, chosen
+from solver.cli.layout_options import ConfigOpt, JsonOpt, ModelOpt, SetOpt, read_layout
 from solver.cli.layout_writers import Writer, column_width
 from solver.cli.output import err, note
 from solver.enumeration.layouts import Enumerator, prepare
@@ -109,7 +110,13 @@ LimitOpt = Annotated[
     typer.Option("--limit", min=0, metavar="K", help="Stop after K layouts.", show_default=False),
 ]
 FormatOpt = Annotated[
-    Format, typer.Option("--format", "-f", help="Output format; jsonl, csv and table stream.")
+    Format | None,
+    typer.Option(
+        "--format",
+        "-f",
+        help="Output format (default table); jsonl, csv and table stream.",
+        show_default=False,
+    ),
 ]
 
 
@@ -126,7 +133,8 @@ def enumerate_cmd(
     count: CountOpt = False,
     sort: SortOpt = None,
     limit: LimitOpt = None,
-    fmt: FormatOpt = Format.table,
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """List every legal layout for N GPUs: no duplicates, streamed, filtered, model-aware.
 
@@ -166,6 +174,7 @@ def enumerate_cmd(
         sys.stdout.write(f"{total}\n")
         raise typer.Exit(0 if total else 1)
 
+    chosen_fmt = chosen(None if fmt is None else OutputFormat(fmt.value), as_json)
     shown = e.output_columns
     picks = [e.columns.index(n) for n in shown]
     rows: Iterator[tuple[Any, ...]] = e.rows(gpus, up_to)
@@ -175,7 +184,7 @@ def enumerate_cmd(
         rows = itertools.islice(rows, limit)
     progress = _Progress("listing layouts")
     writer = Writer(
-        fmt.value,
+        chosen_fmt.value,
         shown,
         picks,
         sys.stdout,

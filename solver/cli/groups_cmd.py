@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
 from solver.cli.layout_options import (
     ConfigOpt,
     ExampleOpt,
@@ -16,7 +17,8 @@ from solver.cli.layout_options import (
     SglangOpt,
     read_layout,
 )
-from solver.cli.output import emit_json, out
+from solver.cli.output import out
+from solver.cli.report_view import print_report, violation_rows
 from solver.errors import InputError
 from solver.groups import GROUP_KINDS, RankMap, Widths, plan
 
@@ -109,6 +111,7 @@ def groups_cmd(
     example: ExampleOpt = None,
     rank: RankOpt = None,
     as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
 ) -> None:
     """Show the rank groups of a valid layout: which GPU is in which attention-TP,
     attention-CP and expert-parallel group, per pipeline stage, with node boundaries.
@@ -124,16 +127,16 @@ def groups_cmd(
       meshsat groups --set tp_size=16 --set ep_size=16 --set nnodes=2 --rank 9
       meshsat groups --example qwen3-moe-dp-attention --json
     """
-    from solver.cli.report_view import print_report
     from solver.validation.validate import validate
 
     layout = read_layout(config, sets, sglang, model, example)
+    chosen_fmt = chosen(fmt, as_json)
     report = validate(layout.config, layout.model)  # explained only when invalid
     if not report.valid:
-        if as_json:
-            emit_json(report.to_dict())
-        else:
+        if chosen_fmt is OutputFormat.table:
             print_report(report)
+        else:
+            emit(chosen_fmt, report.to_dict(), violation_rows(report))
         raise typer.Exit(1)
     w = Widths.of(report.resolved)
     if w.world > MAX_LISTED_RANKS:
@@ -141,33 +144,35 @@ def groups_cmd(
             raise InputError(
                 f"the layout has {w.world} ranks; --rank works up to {MAX_LISTED_RANKS} ranks"
             )
-        if as_json:
-            emit_json(
-                {
-                    "world": w.world,
-                    "gpus_per_node": w.gpus_per_node,
-                    "widths": _widths_dict(w),
-                    "ranks_listed": False,
-                }
-            )
-        else:
+        summary = {
+            "world": w.world,
+            "gpus_per_node": w.gpus_per_node,
+            "widths": _widths_dict(w),
+            "ranks_listed": False,
+        }
+        if chosen_fmt is OutputFormat.table:
             out.print(_summary_line(w))
             out.print(
                 f"[dim]{w.world} ranks: above {MAX_LISTED_RANKS}, groups are not listed[/dim]"
             )
+        else:
+            emit(chosen_fmt, summary, [])
         return
     m = plan(w)
     if rank is not None and not 0 <= rank < m.widths.world:
         raise InputError(f"--rank must be in 0..{m.widths.world - 1}, got {rank}")
-    if as_json:
-        data = m.to_dict()
+    if chosen_fmt is OutputFormat.table:
         if rank is not None:
-            data = {
-                "rank": data["ranks"][rank],
-                "groups": {k: list(m.group_of(k, rank)) for k in GROUP_KINDS},
-            }
-        emit_json(data)
-    elif rank is not None:
-        print_rank(m, rank)
-    else:
-        print_grids(m)
+            print_rank(m, rank)
+        else:
+            print_grids(m)
+        return
+    data = m.to_dict()
+    rows = data["ranks"]
+    if rank is not None:
+        data = {
+            "rank": data["ranks"][rank],
+            "groups": {k: list(m.group_of(k, rank)) for k in GROUP_KINDS},
+        }
+        rows = [data["rank"]]
+    emit(chosen_fmt, data, rows)

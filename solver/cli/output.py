@@ -36,7 +36,7 @@ err = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, default=str) + "\n")
 
 
 def note(text: str) -> None:

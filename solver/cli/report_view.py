@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.markup import escape
 from rich.table import Table
 
@@ -44,7 +46,15 @@ def derived_line(report: Report) -> str:
     return " · ".join(parts)
 
 
-def print_report(report: Report) -> None:
+def violation_rows(report: Report) -> list[dict[str, Any]]:
+    """The rows of `--format csv`: every violated rule, errors then warnings."""
+    return [
+        {"severity": v.severity, "rule": v.rule, "message": v.message, "detail": v.detail}
+        for v in (*report.violations, *report.warnings)
+    ]
+
+
+def print_report(report: Report, *, verbose: bool = False) -> None:
     if report.valid:
         out.print(f"[green]✓ valid[/green] layout on {gpu_summary(report)}")
     else:
@@ -57,10 +67,16 @@ def print_report(report: Report) -> None:
         values = escape(
             ", ".join(f"{f}={fmt_value(report.config.__dict__[f])}" for f in report.conflict)
         )
-        out.print(
-            f"[bold]conflict:[/bold] {values} cannot all hold (with the other fields as "
-            "they are); change at least one of them"
-        )
+        if len(report.conflict) == 1:
+            out.print(
+                f"[bold]conflict:[/bold] {values} cannot hold with the other fields as they "
+                "are; change it"
+            )
+        else:
+            out.print(
+                f"[bold]conflict:[/bold] {values} cannot all hold (with the other fields as "
+                "they are); change at least one of them"
+            )
     elif report.conflict == () and not report.valid:
         out.print(
             "[bold]conflict:[/bold] none among the fields you set; the failing rules "
@@ -69,5 +85,7 @@ def print_report(report: Report) -> None:
     if report.warnings:
         out.print(_violation_table(report.warnings, "warnings"))
     for change in report.notes:
+        if not (change.visible or verbose):
+            continue
         out.print(f"[cyan]note:[/cyan] {escape(change.text)} [dim]({change.resolution})[/dim]")
     out.print(f"[dim]derived:[/dim] {derived_line(report)}")

@@ -10,13 +10,14 @@ from rich.table import Table
 
 from solver.backends.render import condition, fmt_value, text
 from solver.catalogue import RESOLUTIONS, RULES
+from solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
 from solver.cli.layout_options import JsonOpt
-from solver.cli.output import emit_json, out
+from solver.cli.output import out
 from solver.inputs.convert import accepted
 from solver.lang.fields import SPECS
 
 
-def rules_cmd(as_json: JsonOpt = False) -> None:
+def rules_cmd(as_json: JsonOpt = False, fmt: FormatOpt = None) -> None:
     """List every rule: id, condition in words, SGLang's message and its source handler.
 
     Resolution steps (what SGLang changes silently, in order) follow the rules.
@@ -45,8 +46,9 @@ def rules_cmd(as_json: JsonOpt = False) -> None:
         }
         for res in RESOLUTIONS
     ]
-    if as_json:
-        emit_json({"rules": rules, "resolutions": resolutions})
+    chosen_fmt = chosen(fmt, as_json)
+    if chosen_fmt is not OutputFormat.table:
+        emit(chosen_fmt, {"rules": rules, "resolutions": resolutions}, rules, listing=True)
         return
     table = Table(title=f"{len(rules)} rules", title_justify="left", show_lines=True)
     for col in ("id", "condition", "SGLang says", "source"):
@@ -65,7 +67,7 @@ def rules_cmd(as_json: JsonOpt = False) -> None:
     out.print(res_table)
 
 
-def fields_cmd(as_json: JsonOpt = False) -> None:
+def fields_cmd(as_json: JsonOpt = False, fmt: FormatOpt = None) -> None:
     """List every field: type and accepted values, default, SGLang flags, meaning."""
     rows: list[dict[str, Any]] = [
         {
@@ -81,8 +83,9 @@ def fields_cmd(as_json: JsonOpt = False) -> None:
         }
         for s in SPECS.values()
     ]
-    if as_json:
-        emit_json({"fields": rows})
+    chosen_fmt = chosen(fmt, as_json)
+    if chosen_fmt is not OutputFormat.table:
+        emit(chosen_fmt, {"fields": rows}, rows, listing=True)
         return
     table = Table(title=f"{len(rows)} fields", title_justify="left")
     for col in ("field", "accepts", "default", "SGLang flags", "meaning"):

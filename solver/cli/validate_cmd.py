@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
 from solver.cli.layout_options import (
     ConfigOpt,
     ExampleOpt,
@@ -13,8 +14,7 @@ from solver.cli.layout_options import (
     SglangOpt,
     read_layout,
 )
-from solver.cli.output import emit_json
-from solver.cli.report_view import print_report
+from solver.cli.report_view import print_report, violation_rows
 from solver.validation.validate import validate
 
 
@@ -25,6 +25,8 @@ def validate_cmd(
     model: ModelOpt = None,
     example: ExampleOpt = None,
     as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Check a layout against every rule and say everything that is wrong with it.
 
@@ -43,8 +45,9 @@ def validate_cmd(
     """
     layout = read_layout(config, sets, sglang, model, example)
     report = validate(layout.config, layout.model)
-    if as_json:
-        emit_json(report.to_dict())
+    chosen_fmt = chosen(fmt, as_json)
+    if chosen_fmt is OutputFormat.table:
+        print_report(report, verbose=verbose)
     else:
-        print_report(report)
+        emit(chosen_fmt, report.to_dict(), violation_rows(report))
     raise typer.Exit(0 if report.valid else 1)

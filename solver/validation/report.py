@@ -47,6 +47,10 @@ class Note:
     new: Any
     because: str
     source: str
+    #: The change touches something the user can see: a field they set, a derived width,
+    #: the GPU count or whether a CP strategy runs. Others (an environment default that
+    #: nothing in this layout reads) are shown only with `-v`.
+    visible: bool = True
 
     @property
     def text(self) -> str:
@@ -63,6 +67,7 @@ class Note:
             "new": self.new,
             "because": self.because,
             "source": self.source,
+            "visible": self.visible,
             "text": self.text,
         }
 

@@ -68,8 +68,24 @@ def validate(
         (warnings if RULES[i].severity == "warning" else errors).append(
             _violation(i, resolved, raw)
         )
+    derived = c.derived(resolved)
+    user = cfg.user_set()
+
+    def visible(name: str, old: Any) -> bool:
+        # Undo just this change: if no width, GPU count or CP outcome moves, the user
+        # cannot see it (unless it overrides their own value).
+        return name in user or c.derived({**resolved, name: old}) != derived
+
     notes = tuple(
-        Note(RESOLUTIONS[ri].id, name, old, new, RESOLUTIONS[ri].because, RESOLUTIONS[ri].source)
+        Note(
+            RESOLUTIONS[ri].id,
+            name,
+            old,
+            new,
+            RESOLUTIONS[ri].because,
+            RESOLUTIONS[ri].source,
+            visible(name, old),
+        )
         for ri, si, name, old, new in changes
         if not RESOLUTIONS[ri].steps[si].quiet
     )
@@ -86,7 +102,7 @@ def validate(
         violations=tuple(errors),
         warnings=tuple(warnings),
         notes=notes,
-        derived=MappingProxyType(c.derived(resolved)),
+        derived=MappingProxyType(derived),
         resolved_env=MappingProxyType(resolved),
         conflict=conflict,
     )
