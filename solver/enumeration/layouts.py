@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -317,6 +318,10 @@ class Enumerator:
         return Layout(row, self.shape)
 
 
+#: Largest product of the varied flags' and enums' choices: each combination may be
+#: compiled and solved, so a `--vary` of every field would take gigabytes.
+MAX_FLAG_COMBINATIONS = 4096
+
 _CACHE: dict[tuple[object, ...], Enumerator] = {}
 _CACHE_SIZE = 64
 
@@ -343,6 +348,12 @@ def prepare(
         cfg = as_config({**cfg.__dict__, "gpus_per_node": gpus_per_node})
     spec = as_model(model)
     dims = dims_of(vary)
+    combinations = math.prod(len(d.values) for d in dims if not d.size)
+    if combinations > MAX_FLAG_COMBINATIONS:
+        raise InputError(
+            f"the varied flags and enums span {combinations} combinations; the limit is "
+            f"{MAX_FLAG_COMBINATIONS}: vary fewer of them"
+        )
     filters = tuple(parse(w) if isinstance(w, str) else w for w in where)
     for f in filters:
         if f.kind != "bool":
