@@ -45,8 +45,32 @@ text_values = st.one_of(
 field_names = st.one_of(
     st.sampled_from(FIELD_NAMES), st.sampled_from(("tp", "model", "[/x]", "")), st.text(max_size=8)
 )
-set_args = st.builds(lambda n, v: ["--set", f"{n}={v}"], field_names, text_values)
+_good_sets = st.one_of(
+    st.builds(
+        lambda n, v: f"{n}={v}",
+        st.sampled_from(
+            ("tp_size", "dp_size", "attn_cp_size", "ep_size", "moe_dp_size", "pp_size")
+        ),
+        st.sampled_from((1, 2, 3, 4, 8)),
+    ),
+    st.sampled_from(
+        (
+            "enable_dp_attention=true",
+            "enable_prefill_cp=true",
+            "cp_strategy=zigzag",
+            "moe_a2a_backend=deepep",
+            "dcp_size=2",
+        )
+    ),
+)
+_nasty_sets = st.builds(lambda n, v: f"{n}={v}", field_names, text_values)
+# Mostly well-formed, so that the commands get past input checking and do real work.
+set_args = st.builds(
+    lambda item: ["--set", item], st.one_of(_good_sets, _good_sets, _good_sets, _nasty_sets)
+)
 gpu_args = st.one_of(
+    st.integers(min_value=1, max_value=24).map(str),
+    st.integers(min_value=1, max_value=24).map(str),
     st.integers(min_value=-3, max_value=48).map(str),
     st.sampled_from(("0", "1048577", str(2**40), str(2**63), "abc", "1e3", "8.0")),
 )
@@ -75,8 +99,8 @@ where_args = st.one_of(
     ),
     st.text(max_size=20),
 )
-format_args = st.sampled_from(("json", "jsonl", "csv", "table", "xml", ""))
-timeout_args = st.sampled_from(("1e308", "0.001", "0", "-1", "nan", "inf", "abc", "5"))
+format_args = st.sampled_from(("json", "jsonl", "csv", "table", "json", "table", "csv", "xml"))
+timeout_args = st.sampled_from(("1e308", "0.001", "5", "5", "1e308", "0", "-1", "nan", "abc"))
 
 
 @st.composite
@@ -118,7 +142,7 @@ def argvs(draw: st.DrawFn) -> list[str]:
         argv += ["--format", draw(format_args)]
     if draw(st.integers(0, 5)) == 0:
         argv += ["--json"]
-    if draw(st.integers(0, 8)) == 0:
+    if draw(st.integers(0, 12)) == 0:
         argv += [draw(st.sampled_from(("--foo[/bar]", "--bogus", "-z", "extra")))]
     return argv
 

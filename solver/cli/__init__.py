@@ -70,7 +70,25 @@ def _pipe_closed() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app, turning every input error into one line, exit 2."""
+    """Console entry point: run the app, turning every input error into one line, exit 2.
+
+    Notes are held until the command ends and dropped on an exit 2, so that an input
+    error is exactly one line on stderr.
+    """
+    from solver.cli.output import hold_notes, release_notes
+
+    hold_notes()
+    code = 2
+    try:
+        _run(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0
+        raise
+    finally:
+        release_notes(show=code != 2)
+
+
+def _run(argv: list[str] | None) -> None:
     from typer import exceptions as typer_errors
     from typer._click import exceptions as click_errors
     from typer._click.utils import PacifyFlushWrapper

@@ -39,6 +39,29 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, default=str) + "\n")
 
 
+#: Notes held back while `meshsat` runs a command: an exit 2 must be exactly one
+#: `meshsat: error:` line on stderr, so notes are printed only once the command did not
+#: fail on its input (`solver.cli.main` flushes or drops them). None: print at once.
+_held: list[str] | None = None
+
+
+def hold_notes() -> None:
+    global _held
+    _held = []
+
+
+def release_notes(show: bool) -> None:
+    """Print (or, after an input error, drop) the held notes and stop holding."""
+    global _held
+    held, _held = _held or [], None
+    if show:
+        for text in held:
+            note(text)
+
+
 def note(text: str) -> None:
     """One diagnostic line; `text` may quote user input, so it is never read as markup."""
+    if _held is not None:
+        _held.append(text)
+        return
     err.print(f"[dim]note:[/dim] {escape(text)}", markup=True)
