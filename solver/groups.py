@@ -11,7 +11,9 @@ offset by `tp_size * pp_size` GPUs. Creating process groups is a thin layer on t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
+from types import MappingProxyType
 from typing import Any
 
 from solver.backends.pyeval import compiled
@@ -125,7 +127,8 @@ class RankMap:
 
     widths: Widths
     ranks: tuple[RankInfo, ...]
-    groups: dict[str, tuple[tuple[int, ...], ...]]
+    #: Read-only: kind -> groups.
+    groups: Mapping[str, tuple[tuple[int, ...], ...]]
     #: True when the MoE-DP communicator is the attention-CP group (attn_cp > moe_dp).
     moe_dp_is_attn_cp: bool
 
@@ -205,8 +208,12 @@ def plan(w: Widths) -> RankMap:
     groups = {kind: _group_by(ranks, keys[kind]) for kind in GROUP_KINDS}
     shared = w.attn_cp > w.moe_dp
     if shared:
+        # SGLang then builds the MoE-DP communicator from the attention-CP group, so a
+        # rank's MoE-DP coordinate is its index there, its attention-CP coordinate (the
+        # ep and moe_tp groups above still come from the MoE split of the stage).
         groups["moe_dp"] = groups["attn_cp"]
-    return RankMap(w, tuple(ranks), groups, shared)
+        ranks = [replace(r, moe_dp=r.attn_cp) for r in ranks]
+    return RankMap(w, tuple(ranks), MappingProxyType(groups), shared)
 
 
 def _group_by(
@@ -220,10 +227,15 @@ def _group_by(
 
 @dataclass(frozen=True)
 class PlannedLayout:
-    """A valid layout's report and its rank plan: what every caller of the plan needs."""
+    """A valid layout's report, its widths and (built on first use) its rank plan: a caller
+    that only needs the widths of a huge layout never pays for every rank."""
 
     report: Report
-    rank_map: RankMap
+    widths: Widths
+
+    @cached_property
+    def rank_map(self) -> RankMap:
+        return plan(self.widths)
 
 
 def plan_layout(
@@ -239,7 +251,9 @@ def plan_layout(
     `explain` asks for it, as in `validate`), before any rank is planned.
     """
     report = check(config, model, explain=explain, sglang_version=sglang_version)
-    return PlannedLayout(report, plan(Widths.of(report.resolved)))
+    widths = Widths.of(report.resolved)
+    widths.check()
+    return PlannedLayout(report, widths)
 
 
 def groups(

@@ -87,7 +87,7 @@ def test_sglang_input_and_ignored_note(capsys: pytest.CaptureFixture[str]) -> No
     )
     assert run.code == 0
     assert json.loads(run.out)["resolved"]["ep_size"] == 8
-    assert "ignored 2 word(s)" in run.err and "--model-path --port" in run.err
+    assert "2 flag(s) that do not concern the layout: --model-path --port" in run.err
 
 
 def test_precedence_file_then_sglang_then_set(
@@ -201,12 +201,17 @@ def test_cli_surface_is_pinned() -> None:
     surface = _surface(group)
     version = ["--sglang-version", "-V"]
     layout = ["--config", "--example", "--json", "--model", "--set", "--sglang", "-c", "-m", "-s"]
+    layout += ["--sglang-file"]
     memory = ["--context-length", "--gpu", "--gpu-memory"]
-    assert surface["validate"] == sorted([*layout, *version, *memory])
-    assert surface["groups"] == sorted([*layout, *version, "--rank", "-r"])
-    assert surface["rules"] == sorted(["--json", *version])
-    assert surface["fields"] == sorted(["--json", *version])
-    assert surface["diff"] == sorted([*layout, "new", "old"])
+    output = ["--format", "--json", "-f"]  # every command: --format, --json its alias
+    verbose = ["--verbose", "-v"]
+    assert surface["validate"] == sorted({*layout, *output, *verbose, *version, *memory})
+    assert set(output + verbose + version) <= set(surface["fix"])
+    assert set(output + version) <= set(surface["enumerate"])
+    assert surface["groups"] == sorted({*layout, *output, *version, "--rank", "-r"})
+    assert surface["rules"] == sorted({*output, *version})
+    assert surface["fields"] == sorted({*output, *version})
+    assert surface["diff"] == sorted({*layout, *output, "new", "old"})
     assert surface[""] == [
         "diff", "enumerate", "fields", "fix", "groups", "plan", "rules", "validate"
     ]  # fmt: skip

@@ -111,7 +111,10 @@ def test_groups_partition_ranks_with_the_right_widths(chunk: int) -> None:
             assert {len(g) for g in m.groups[kind]} == {sizes[kind]}, (config, kind)
         for r in m.ranks:
             local = (r.attn_dp * w.attn_cp + r.attn_cp) * w.attn_tp + r.attn_tp
-            assert local == (r.moe_dp * w.ep + r.ep) * w.moe_tp + r.moe_tp == r.local
+            split_moe_dp = r.local // (w.ep * w.moe_tp)
+            assert local == (split_moe_dp * w.ep + r.ep) * w.moe_tp + r.moe_tp == r.local
+            # With a shared communicator the MoE-DP coordinate is the attention-CP one.
+            assert r.moe_dp == (r.attn_cp if m.moe_dp_is_attn_cp else split_moe_dp)
             assert r.rank == (r.replica * w.pp + r.pp) * w.tp + local
             assert r.rank == r.node * w.gpus_per_node + r.local_gpu
             assert r.dcp == r.attn_tp % w.dcp

@@ -1,12 +1,16 @@
 """The `meshsat` command line: one typer app, each command in its own module.
 
 Exit codes: 0 success (valid), 1 the answer is negative (invalid layout, no fix),
-2 bad input, 130 interrupted. Errors are one line on stderr, never a traceback.
+2 bad input, 130 interrupted. Errors are one line on stderr, never a traceback; option
+errors the CLI framework finds are the same one line (no usage box). Output into a
+closed pipe (`meshsat rules | head -1`) ends quietly with 0: the reader had enough.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import Any
 
 import typer
 
@@ -26,7 +30,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    # Plain click help: paragraphs of the docstrings are re-flowed to the terminal width
+    # (rich mode keeps their hard line breaks, so they wrapped twice).
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
 )
 app.command("validate")(validate_cmd)
 app.command("fix")(fix_cmd)
@@ -38,17 +45,79 @@ app.command("fields")(fields_cmd)
 app.command("diff")(diff_cmd)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app, turning meshsat errors into exit status 2."""
-    try:
-        app(args=argv, prog_name="meshsat")
-    except MeshsatError as exc:
-        from solver.cli.output import err
+def _degrade_streams() -> None:
+    """On a terminal or pipe that is not UTF-8 (`PYTHONIOENCODING=ascii`, `LC_ALL=C`),
+    characters it cannot show are escaped instead of raising UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        reconfigure = getattr(stream, "reconfigure", None)
+        if encoding != "utf8" and reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
-        err.print(f"meshsat: error: {exc}", markup=False, highlight=False)
-        sys.exit(2)
+
+def _fail(message: str) -> None:
+    from solver.cli.output import err
+
+    line = " ".join(message.split())  # one line, whatever the message holds
+    err.print(f"meshsat: error: {line}", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(2)
+
+
+def _pipe_closed() -> None:
+    """The reader went away: drop what is left and exit 0 (exit 1 would mean "invalid")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the app, turning every input error into one line, exit 2.
+
+    Notes are held until the command ends and dropped on an exit 2, so that an input
+    error is exactly one line on stderr.
+    """
+    from solver.cli.output import hold_notes, release_notes
+
+    hold_notes()
+    code = 2
+    try:
+        _run(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0
+        raise
+    finally:
+        release_notes(show=code != 2)
+
+
+def _run(argv: list[str] | None) -> None:
+    from typer import exceptions as typer_errors
+    from typer._click import exceptions as click_errors
+    from typer._click.utils import PacifyFlushWrapper
+
+    _degrade_streams()
+    try:
+        code: Any = app(args=argv, prog_name="meshsat", standalone_mode=False)
+    except click_errors.NoArgsIsHelpError as exc:
+        sys.stdout.write(exc.format_message() + "\n")
+        sys.exit(0)
+    except click_errors.ClickException as exc:
+        _fail(exc.format_message())
+    except typer_errors.Abort:
+        sys.exit(130)
+    except MeshsatError as exc:
+        _fail(str(exc))
+    except RecursionError:
+        _fail("the input is nested too deeply")
     except KeyboardInterrupt:
         sys.exit(130)
     except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(0)
+        _pipe_closed()
+    except SystemExit as exc:
+        # The framework turns a broken pipe into exit 1 after wrapping the streams.
+        if isinstance(sys.stdout, PacifyFlushWrapper) and exc.code == 1:
+            _pipe_closed()
+        raise
+    sys.exit(code if isinstance(code, int) else 0)

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
 from solver.cli.layout_options import (
     ConfigOpt,
     ExampleOpt,
@@ -16,7 +17,7 @@ from solver.cli.layout_options import (
     SglangOpt,
     read_layout,
 )
-from solver.cli.output import emit_json, out
+from solver.cli.output import out
 from solver.packs import get_pack
 from solver.packs.compare import compare
 from solver.validation.validate import validate
@@ -34,6 +35,7 @@ def diff_cmd(
     model: ModelOpt = None,
     example: ExampleOpt = None,
     as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
 ) -> None:
     """What changed from SGLang release OLD to NEW: rules added, removed and changed,
     silent resolution steps, and fields (flags) that appeared or went away.
@@ -67,8 +69,19 @@ def diff_cmd(
                 if before.resolved[k] != after.resolved[k]
             },
         }
-    if as_json:
-        emit_json(data)
+    chosen_fmt = chosen(fmt, as_json)
+    if chosen_fmt is not OutputFormat.table:
+        rows = [
+            {"what": "rule", "change": kind, "id": r["id"]}
+            for kind, items in data["rules"].items()
+            for r in items
+        ]
+        rows += [
+            {"what": "resolution step", "change": kind, "id": step}
+            for kind, steps in data["resolution_steps"].items()
+            for step in steps
+        ]
+        emit(chosen_fmt, data, rows)
         return
     out.print(f"SGLang {a.version} → {b.version}", markup=False, highlight=False)
     rules = data["rules"]

@@ -11,7 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from solver.cli.layout_options import ConfigOpt, ModelOpt, SetOpt, read_layout
+from solver.cli.deadline import time_limit
+from solver.cli.formats import OutputFormat, chosen
+from solver.cli.layout_options import ConfigOpt, JsonOpt, ModelOpt, SetOpt, read_layout
 from solver.cli.layout_writers import Writer, column_width
 from solver.cli.output import err, note
 from solver.cli.version_option import SglangVersionOpt
@@ -25,6 +27,7 @@ from solver.enumeration.space import (
     varied_fields,
 )
 from solver.errors import InputError
+from solver.lang.limits import MAX_GPUS
 
 
 class Format(str, Enum):
@@ -38,7 +41,13 @@ _DEFAULT = ", ".join(varied_fields(dims_of(DEFAULT_VARY)))
 
 GpusOpt = Annotated[
     int,
-    typer.Option("--gpus", "-n", min=1, help="GPUs to fill exactly (at most, with --up-to)."),
+    typer.Option(
+        "--gpus",
+        "-n",
+        min=1,
+        max=MAX_GPUS,
+        help="GPUs to fill exactly (at most, with --up-to).",
+    ),
 ]
 VaryOpt = Annotated[
     list[str] | None,
@@ -94,7 +103,7 @@ SortOpt = Annotated[
         "--sort",
         metavar="FIELD",
         help="Sort by a column (--sort=-FIELD: descending). Holds every layout in memory "
-        "before printing (with --limit K only the first K).",
+        "before printing, up to 500,000 (with --limit K only the first K).",
         show_default=False,
     ),
 ]
@@ -102,8 +111,27 @@ LimitOpt = Annotated[
     int | None,
     typer.Option("--limit", min=0, metavar="K", help="Stop after K layouts.", show_default=False),
 ]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        metavar="S",
+        help="Stop with exit 2 after S seconds (default: no limit; output streams).",
+        show_default=False,
+    ),
+]
+#: `--sort` without `--limit` holds every row; beyond this many it refuses (~100 MB).
+MAX_SORTED = 500_000
+#: `--up-to` runs the count or listing once per GPU count: beyond this it takes minutes.
+MAX_UP_TO = 4096
 FormatOpt = Annotated[
-    Format, typer.Option("--format", "-f", help="Output format; jsonl, csv and table stream.")
+    Format | None,
+    typer.Option(
+        "--format",
+        "-f",
+        help="Output format (default table); jsonl, csv and table stream.",
+        show_default=False,
+    ),
 ]
 
 
@@ -120,7 +148,9 @@ def enumerate_cmd(
     count: CountOpt = False,
     sort: SortOpt = None,
     limit: LimitOpt = None,
-    fmt: FormatOpt = Format.table,
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
+    timeout: TimeoutOpt = None,
     sglang_version: SglangVersionOpt = None,
 ) -> None:
     """List every legal layout for N GPUs: no duplicates, streamed, filtered, model-aware.
@@ -139,60 +169,65 @@ def enumerate_cmd(
 
     Examples:
 
+    \b
       meshsat enumerate --gpus 16 --where "attn_tp <= 8" --format jsonl
-
       meshsat enumerate --gpus 64 --model ./DeepSeek-V3/config.json --intra-node ep --count
-
       meshsat enumerate --gpus 8 --vary moe_a2a_backend --sort=-ep --limit 20
     """
-    layout = read_layout(config, sets, None, model)
-    names = [*DEFAULT_VARY, *(vary or [])]
-    fields = varied_fields(dims_of(names))
-    pinned = sorted(set(fields) & layout.config.user_set())
-    for name in pinned:
-        note(
-            f"{name} = {getattr(layout.config, name)} in the base is varied; add --where "
-            f'"{name} == {getattr(layout.config, name)!r}" to keep it'
+    if up_to and gpus > MAX_UP_TO:
+        raise InputError(
+            f"--up-to sums every GPU count 1..N; it is limited to N <= {MAX_UP_TO} GPUs"
         )
-    e = EnumerationQuery.of(
-        layout.config,
-        layout.model,
-        names,
-        where or (),
-        gpus_per_node,
-        intra_node or (),
-        sglang_version=sglang_version,
-    ).enumerator()
-    if count:
-        total = _count(e, gpus, up_to)
-        if limit is not None:
-            total = min(total, limit)
-        sys.stdout.write(f"{total}\n")
-        raise typer.Exit(0 if total else 1)
+    with time_limit(timeout, "enumerate"):
+        layout = read_layout(config, sets, None, model)
+        names = [*DEFAULT_VARY, *(vary or [])]
+        fields = varied_fields(dims_of(names))
+        pinned = sorted(set(fields) & layout.config.user_set())
+        for name in pinned:
+            note(
+                f"{name} = {getattr(layout.config, name)} in the base is varied; add --where "
+                f'"{name} == {getattr(layout.config, name)!r}" to keep it'
+            )
+        e = EnumerationQuery.of(
+            layout.config,
+            layout.model,
+            names,
+            where or (),
+            gpus_per_node,
+            intra_node or (),
+            sglang_version=sglang_version,
+        ).enumerator()
+        if count:
+            total = _count(e, gpus, up_to)
+            if limit is not None:
+                total = min(total, limit)
+            sys.stdout.write(f"{total}\n")
+            raise typer.Exit(0 if total else 1)
 
-    shown = e.output_columns
-    picks = [e.columns.index(n) for n in shown]
-    rows: Iterator[tuple[Any, ...]] = e.rows(gpus, up_to)
-    if sort is not None:
-        rows = iter(_sorted(e, rows, sort, limit))
-    elif limit is not None:
-        rows = itertools.islice(rows, limit)
-    progress = _Progress("listing layouts")
-    writer = Writer(
-        fmt.value,
-        shown,
-        picks,
-        sys.stdout,
-        on_flush=progress.update,
-        widths=[column_width(n, gpus) for n in shown],
-    )
-    try:
-        written = writer.write_all(rows)
-    finally:
-        progress.close()
-    if not written:
-        note("no layout satisfies the rules and filters for these GPUs")
-    raise typer.Exit(0 if written else 1)
+        chosen_fmt = chosen(None if fmt is None else OutputFormat(fmt.value), as_json)
+        shown = e.output_columns
+        picks = [e.columns.index(n) for n in shown]
+        rows: Iterator[tuple[Any, ...]] = e.rows(gpus, up_to)
+        if sort is not None:
+            rows = iter(_sorted(e, rows, sort, limit))
+        elif limit is not None:
+            rows = itertools.islice(rows, limit)
+        progress = _Progress("listing layouts")
+        writer = Writer(
+            chosen_fmt.value,
+            shown,
+            picks,
+            sys.stdout,
+            on_flush=progress.update,
+            widths=[column_width(n, gpus) for n in shown],
+        )
+        try:
+            written = writer.write_all(rows)
+        finally:
+            progress.close()
+        if not written:
+            note("no layout satisfies the rules and filters for these GPUs")
+        raise typer.Exit(0 if written else 1)
 
 
 def _count(e: Enumerator, gpus: int, up_to: bool) -> int:
@@ -232,7 +267,13 @@ def _sorted(
             heapq.nlargest if descending else (heapq.nsmallest)
         )
         return pick(limit, rows, key=key)
-    return sorted(rows, key=key, reverse=descending)
+    held = list(itertools.islice(rows, MAX_SORTED + 1))
+    if len(held) > MAX_SORTED:
+        raise InputError(
+            f"--sort holds every layout in memory and stops at {MAX_SORTED} layouts; "
+            "add --limit K (keeps only the first K) or narrow with --where"
+        )
+    return sorted(held, key=key, reverse=descending)
 
 
 class _Progress:

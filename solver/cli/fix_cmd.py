@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from solver.backends.render import fmt_value
+from solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
 from solver.cli.layout_options import (
     ConfigOpt,
     ExampleOpt,
@@ -19,7 +20,7 @@ from solver.cli.layout_options import (
     SglangOpt,
     read_layout,
 )
-from solver.cli.output import emit_json, out
+from solver.cli.output import out
 from solver.cli.version_option import SglangVersionOpt
 from solver.repair.fix import fix
 from solver.repair.results import FixReport, FixResult
@@ -87,6 +88,8 @@ def fix_cmd(
     objective: ObjectiveOpt = "changes",
     timeout: TimeoutOpt = 10.0,
     as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
+    verbose: VerboseOpt = False,
     sglang_version: SglangVersionOpt = None,
 ) -> None:
     """Find the nearest layout SGLang accepts, keeping what you pinned.
@@ -100,10 +103,9 @@ def fix_cmd(
 
     Examples:
 
+    \b
       meshsat fix --example dp-cp-conflict
-
       meshsat fix --set tp_size=8 --set dp_size=3 --set attn_cp_size=2 --gpus 8 --top 3
-
       meshsat fix --sglang "sglang serve --tp 16 --ep 4 --moe-dp-size 2" --pin tp_size --json
     """
     layout = read_layout(config, sets, sglang, model, example, sglang_file)
@@ -117,18 +119,24 @@ def fix_cmd(
         timeout_s=timeout,
         sglang_version=sglang_version,
     )
-    if as_json:
-        emit_json(report.to_dict())
+    chosen_fmt = chosen(fmt, as_json)
+    if chosen_fmt is OutputFormat.table:
+        print_fix(report, verbose=verbose)
     else:
-        print_fix(report)
+        rows = [
+            {"fix": i, "field": c.field, "old": c.old, "new": c.new}
+            for i, f in enumerate(report.fixes, 1)
+            for c in f.changes
+        ]
+        emit(chosen_fmt, report.to_dict(), rows)
     raise typer.Exit(0 if report.fixes else 1)
 
 
-def print_fix(report: FixReport) -> None:
+def print_fix(report: FixReport, *, verbose: bool = False) -> None:
     if report.valid_input:
         best = report.best
         out.print(f"[green]✓ already valid[/green] on {best.gpus_used} GPU(s): nothing to change")
-        _print_notes(best)
+        _print_notes(best, verbose)
         out.print(f"[bold]command:[/bold] {escape(best.command_line)}", soft_wrap=True)
         return
     broken = ", ".join(report.violations) or f"uses {report.gpus_before} GPUs, not {report.gpus}"
@@ -141,7 +149,7 @@ def print_fix(report: FixReport) -> None:
         for col in ("rule", "condition", "SGLang says"):
             table.add_column(col, no_wrap=col == "rule")
         for rule in report.conflict.rules:
-            table.add_row(rule.id, escape(rule.condition), escape(rule.message))
+            table.add_row(escape(rule.id), escape(rule.condition), escape(rule.message))
         out.print(table)
         return
     if not report.fixes:
@@ -150,12 +158,12 @@ def print_fix(report: FixReport) -> None:
     for i, result in enumerate(report.fixes, 1):
         if len(report.fixes) > 1:
             out.print(f"\n[bold]fix {i} of {len(report.fixes)}[/bold]")
-        _print_result(report, result, first=i == 1)
+        _print_result(report, result, first=i == 1, verbose=verbose)
     if report.timed_out:
         out.print(f"[yellow]the timeout cut the search: {len(report.fixes)} fix(es) found[/yellow]")
 
 
-def _print_result(report: FixReport, result: FixResult, first: bool) -> None:
+def _print_result(report: FixReport, result: FixResult, first: bool, verbose: bool = False) -> None:
     n = len(result.changes)
     best = "optimal" if first else "the best alternative to the fixes above"
     proof = (
@@ -182,10 +190,12 @@ def _print_result(report: FixReport, result: FixResult, first: bool) -> None:
         )
     else:
         out.print(f"[dim]GPUs:[/dim] {result.gpus_used}")
-    _print_notes(result)
+    _print_notes(result, verbose)
     out.print(f"[bold]command:[/bold] {escape(result.command_line)}", soft_wrap=True)
 
 
-def _print_notes(result: FixResult) -> None:
+def _print_notes(result: FixResult, verbose: bool = False) -> None:
     for change in result.notes:
+        if not (change.visible or verbose):
+            continue
         out.print(f"[cyan]note:[/cyan] {escape(change.text)} [dim]({change.resolution})[/dim]")

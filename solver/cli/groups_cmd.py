@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
 from solver.cli.layout_options import (
     ConfigOpt,
     ExampleOpt,
@@ -17,10 +18,11 @@ from solver.cli.layout_options import (
     SglangOpt,
     read_layout,
 )
-from solver.cli.output import emit_json, out
+from solver.cli.output import out
+from solver.cli.report_view import print_report, violation_rows
 from solver.cli.version_option import SglangVersionOpt
 from solver.errors import InputError
-from solver.groups import GROUP_KINDS, RankMap, plan_layout
+from solver.groups import GROUP_KINDS, RankMap, Widths, plan_layout
 from solver.validation.report import InvalidLayoutError
 
 RankOpt = Annotated[
@@ -41,15 +43,29 @@ def _index(m: RankMap) -> dict[str, dict[int, int]]:
     return {kind: {r: i for i, g in enumerate(m.groups[kind]) for r in g} for kind in GROUP_KINDS}
 
 
-def print_grids(m: RankMap) -> None:
-    w = m.widths
-    idx = _index(m)
-    out.print(
+#: Above this many ranks the map is summarised (widths only): listing a million ranks
+#: takes minutes and gigabytes and is read by nobody.
+MAX_LISTED_RANKS = 4096
+
+
+def _summary_line(w: Widths) -> str:
+    return (
         f"{w.world} GPU(s) on {-(-w.world // w.gpus_per_node)} node(s) of {w.gpus_per_node}: "
         f"{w.replicas} replica(s) × pp {w.pp} × tp {w.tp}; attention dp {w.attn_dp} · cp "
         f"{w.attn_cp} · tp {w.attn_tp}; MoE dp {w.moe_dp} · ep {w.ep} · tp {w.moe_tp}"
         + (f"; dcp {w.dcp}" if w.dcp > 1 else "")
     )
+
+
+def _widths_dict(w: Widths) -> dict[str, int]:
+    names = ("tp", "pp", "replicas", "attn_dp", "attn_cp", "attn_tp", "ep", "moe_dp", "moe_tp")
+    return {n: getattr(w, n) for n in (*names, "dcp")}
+
+
+def print_grids(m: RankMap) -> None:
+    w = m.widths
+    idx = _index(m)
+    out.print(_summary_line(w))
     out.print(
         "[dim]cell: global rank, then A = attention-TP group, C = attention-CP group, "
         "E = expert-parallel group (numbered in rank order)[/dim]"
@@ -99,6 +115,7 @@ def groups_cmd(
     example: ExampleOpt = None,
     rank: RankOpt = None,
     as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
     sglang_version: SglangVersionOpt = None,
 ) -> None:
     """Show the rank groups of a valid layout: which GPU is in which attention-TP,
@@ -110,36 +127,58 @@ def groups_cmd(
 
     Examples:
 
+    \b
       meshsat groups --set tp_size=8 --set attn_cp_size=2
-
       meshsat groups --set tp_size=16 --set ep_size=16 --set nnodes=2 --rank 9
-
       meshsat groups --example qwen3-moe-dp-attention --json
     """
-    from solver.cli.report_view import print_report
-
     layout = read_layout(config, sets, sglang, model, example, sglang_file)
+    chosen_fmt = chosen(fmt, as_json)
     try:
-        m = plan_layout(
+        planned = plan_layout(
             layout.config, layout.model, explain=None, sglang_version=sglang_version
-        ).rank_map
+        )
     except InvalidLayoutError as invalid:
-        if as_json:
-            emit_json(invalid.report.to_dict())
-        else:
+        if chosen_fmt is OutputFormat.table:
             print_report(invalid.report)
+        else:
+            emit(chosen_fmt, invalid.report.to_dict(), violation_rows(invalid.report))
         raise typer.Exit(1) from None
+    w = planned.widths
+    if w.world > MAX_LISTED_RANKS:
+        if rank is not None:
+            raise InputError(
+                f"the layout has {w.world} ranks; --rank works up to {MAX_LISTED_RANKS} ranks"
+            )
+        summary = {
+            "world": w.world,
+            "gpus_per_node": w.gpus_per_node,
+            "widths": _widths_dict(w),
+            "ranks_listed": False,
+        }
+        if chosen_fmt is OutputFormat.table:
+            out.print(_summary_line(w))
+            out.print(
+                f"[dim]{w.world} ranks: above {MAX_LISTED_RANKS}, groups are not listed[/dim]"
+            )
+        else:
+            emit(chosen_fmt, summary, [])
+        return
+    m = planned.rank_map
     if rank is not None and not 0 <= rank < m.widths.world:
         raise InputError(f"--rank must be in 0..{m.widths.world - 1}, got {rank}")
-    if as_json:
-        data = m.to_dict()
+    if chosen_fmt is OutputFormat.table:
         if rank is not None:
-            data = {
-                "rank": data["ranks"][rank],
-                "groups": {k: list(m.group_of(k, rank)) for k in GROUP_KINDS},
-            }
-        emit_json(data)
-    elif rank is not None:
-        print_rank(m, rank)
-    else:
-        print_grids(m)
+            print_rank(m, rank)
+        else:
+            print_grids(m)
+        return
+    data = m.to_dict()
+    rows = data["ranks"]
+    if rank is not None:
+        data = {
+            "rank": data["ranks"][rank],
+            "groups": {k: list(m.group_of(k, rank)) for k in GROUP_KINDS},
+        }
+        rows = [data["rank"]]
+    emit(chosen_fmt, data, rows)

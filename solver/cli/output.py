@@ -8,17 +8,60 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 # Rich assumes 80 columns when stdout is not a terminal, which truncates the 8-GPU group grid
 # and wraps violation tables in logs; 120 fits both. COLUMNS still wins when set.
 _PIPE_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120
-out = Console(highlight=False, soft_wrap=False, width=_PIPE_WIDTH)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _Console(Console):
+    """A rich console whose closed pipe means "the reader had enough": exit 0.
+
+    Rich's own handler exits 1, which for meshsat means "invalid layout".
+    """
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        raise SystemExit(0)
+
+
+out = _Console(highlight=False, soft_wrap=False, width=_PIPE_WIDTH)
+err = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, allow_nan=False, default=str) + "\n")
+
+
+#: Notes held back while `meshsat` runs a command: an exit 2 must be exactly one
+#: `meshsat: error:` line on stderr, so notes are printed only once the command did not
+#: fail on its input (`solver.cli.main` flushes or drops them). None: print at once.
+_held: list[str] | None = None
+
+
+def hold_notes() -> None:
+    global _held
+    _held = []
+
+
+def release_notes(show: bool) -> None:
+    """Print (or, after an input error, drop) the held notes and stop holding."""
+    global _held
+    held, _held = _held or [], None
+    if show:
+        for text in held:
+            note(text)
 
 
 def note(text: str) -> None:
-    err.print(f"[dim]note:[/dim] {text}", markup=True)
+    """One diagnostic line; `text` may quote user input, so it is never read as markup."""
+    if _held is not None:
+        _held.append(text)
+        return
+    err.print(f"[dim]note:[/dim] {escape(text)}", markup=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from rich.markup import escape
 from rich.table import Table
 
 from solver.backends.render import fmt_value
@@ -15,8 +18,9 @@ def _violation_table(rows: tuple[Violation, ...], title: str) -> Table:
     table.add_column("SGLang says")
     table.add_column("because")
     for v in rows:
-        because = v.detail + (f"\n[dim]hint: {v.hint}[/dim]" if v.hint else "")
-        table.add_row(v.rule, v.message, because)
+        # Messages quote user values: never let them be read as rich markup.
+        because = escape(v.detail) + (f"\n[dim]hint: {escape(v.hint)}[/dim]" if v.hint else "")
+        table.add_row(escape(v.rule), escape(v.message), because)
     return table
 
 
@@ -42,7 +46,15 @@ def derived_line(report: Report) -> str:
     return " · ".join(parts)
 
 
-def print_report(report: Report) -> None:
+def violation_rows(report: Report) -> list[dict[str, Any]]:
+    """The rows of `--format csv`: every violated rule, errors then warnings."""
+    return [
+        {"severity": v.severity, "rule": v.rule, "message": v.message, "detail": v.detail}
+        for v in (*report.violations, *report.warnings)
+    ]
+
+
+def print_report(report: Report, *, verbose: bool = False) -> None:
     if report.valid:
         out.print(f"[green]✓ valid[/green] layout on {gpu_summary(report)}")
     else:
@@ -52,11 +64,19 @@ def print_report(report: Report) -> None:
         )
         out.print(_violation_table(report.violations, "violations"))
     if report.conflict:
-        values = ", ".join(f"{f}={fmt_value(report.config.__dict__[f])}" for f in report.conflict)
-        out.print(
-            f"[bold]conflict:[/bold] {values} cannot all hold (with the other fields as "
-            "they are); change at least one of them"
+        values = escape(
+            ", ".join(f"{f}={fmt_value(report.config.__dict__[f])}" for f in report.conflict)
         )
+        if len(report.conflict) == 1:
+            out.print(
+                f"[bold]conflict:[/bold] {values} cannot hold with the other fields as they "
+                "are; change it"
+            )
+        else:
+            out.print(
+                f"[bold]conflict:[/bold] {values} cannot all hold (with the other fields as "
+                "they are); change at least one of them"
+            )
     elif report.conflict == () and not report.valid:
         out.print(
             "[bold]conflict:[/bold] none among the fields you set; the failing rules "
@@ -65,5 +85,7 @@ def print_report(report: Report) -> None:
     if report.warnings:
         out.print(_violation_table(report.warnings, "warnings"))
     for change in report.notes:
-        out.print(f"[cyan]note:[/cyan] {change.text} [dim]({change.resolution})[/dim]")
+        if not (change.visible or verbose):
+            continue
+        out.print(f"[cyan]note:[/cyan] {escape(change.text)} [dim]({change.resolution})[/dim]")
     out.print(f"[dim]derived:[/dim] {derived_line(report)}")

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from solver.backends.render import condition, fmt_value, text
+from solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
 from solver.cli.layout_options import JsonOpt
-from solver.cli.output import emit_json, out
+from solver.cli.output import out
 from solver.cli.version_option import SglangVersionOpt, chosen_pack
 from solver.inputs.convert import accepted
 from solver.lang.fields import SPECS
 
 
-def rules_cmd(as_json: JsonOpt = False, sglang_version: SglangVersionOpt = None) -> None:
+def rules_cmd(
+    as_json: JsonOpt = False, fmt: FormatOpt = None, sglang_version: SglangVersionOpt = None
+) -> None:
     """List one SGLang release's rules in the order its handlers run: id, condition in
     words, SGLang's message, source handler, and whether it is an error, an error only at
     launch, a warning, or meshsat's own advice.
@@ -49,15 +53,18 @@ def rules_cmd(as_json: JsonOpt = False, sglang_version: SglangVersionOpt = None)
         }
         for res in pack.resolutions
     ]
-    if as_json:
-        emit_json({"sglang_version": pack.version, "rules": rules, "resolutions": resolutions})
+    chosen_fmt = chosen(fmt, as_json)
+    if chosen_fmt is not OutputFormat.table:
+        data = {"sglang_version": pack.version, "rules": rules, "resolutions": resolutions}
+        emit(chosen_fmt, data, rules, listing=True)
         return
     title = f"{len(rules)} rules of SGLang {pack.version}, in handler order"
     table = Table(title=title, title_justify="left", show_lines=True)
     for col in ("id", "kind", "condition", "SGLang says", "source"):
         table.add_column(col, no_wrap=col == "id")
     for r in rules:
-        table.add_row(r["id"], r["kind"], r["condition"], r["message"], r["source"])
+        cells = (r["id"], r["kind"], r["condition"], r["message"], r["source"])
+        table.add_row(*(escape(c) for c in cells))
     out.print(table)
     res_table = Table(title="silent resolution, in order", title_justify="left", show_lines=True)
     for col in ("id", "when", "sets", "source"):
@@ -65,11 +72,13 @@ def rules_cmd(as_json: JsonOpt = False, sglang_version: SglangVersionOpt = None)
     for res in resolutions:
         for s in res["steps"]:
             sets = ", ".join(f"{k} = {v}" for k, v in s["sets"].items())
-            res_table.add_row(res["id"], s["when"], sets, res["source"])
+            res_table.add_row(*(escape(c) for c in (res["id"], s["when"], sets, res["source"])))
     out.print(res_table)
 
 
-def fields_cmd(as_json: JsonOpt = False, sglang_version: SglangVersionOpt = None) -> None:
+def fields_cmd(
+    as_json: JsonOpt = False, fmt: FormatOpt = None, sglang_version: SglangVersionOpt = None
+) -> None:
     """List every field: type and accepted values, default, SGLang flags, meaning; fields
     the chosen SGLang release has no flag for say so."""
     absent = set(chosen_pack(sglang_version).absent_fields)
@@ -77,7 +86,7 @@ def fields_cmd(as_json: JsonOpt = False, sglang_version: SglangVersionOpt = None
         {
             "field": s.name,
             "type": s.describe_type(),
-            "accepts": accepted(s),
+            "accepts": accepted(s, full=True),
             "default": s.default,
             "flags": [] if s.name in absent else list(s.flags),
             "in_release": s.name not in absent,
@@ -88,8 +97,9 @@ def fields_cmd(as_json: JsonOpt = False, sglang_version: SglangVersionOpt = None
         }
         for s in SPECS.values()
     ]
-    if as_json:
-        emit_json({"fields": rows})
+    chosen_fmt = chosen(fmt, as_json)
+    if chosen_fmt is not OutputFormat.table:
+        emit(chosen_fmt, {"fields": rows}, rows, listing=True)
         return
     table = Table(title=f"{len(rows)} fields", title_justify="left")
     for col in ("field", "accepts", "default", "SGLang flags", "meaning"):
@@ -102,5 +112,6 @@ def fields_cmd(as_json: JsonOpt = False, sglang_version: SglangVersionOpt = None
             if not r["in_release"]
             else "(tool only)"
         )
-        table.add_row(r["field"], r["accepts"], fmt_value(r["default"]), flags, r["help"])
+        cells = (r["field"], r["accepts"], fmt_value(r["default"]), flags, r["help"])
+        table.add_row(*(escape(c) for c in cells))
     out.print(table)

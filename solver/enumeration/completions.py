@@ -19,6 +19,7 @@ import itertools
 from collections.abc import Callable, Sequence
 
 from solver.backends.pyeval import compile_predicate
+from solver.backends.z3lock import z3_locked
 from solver.enumeration.space import Dim, varied_fields
 from solver.lang.expr import TRUE, And, Expr, Field, Value
 
@@ -58,6 +59,7 @@ class Z3Completions:
     but here a signature has at most a few dozen completions over a few variables.
     """
 
+    @z3_locked
     def __init__(self, dims: Sequence[Dim], constraints: Sequence[Expr], n_atoms: int) -> None:
         import z3
 
@@ -87,6 +89,7 @@ class Z3Completions:
             self.solver.add(self.enc.term(c, env).val)
         self.order = {p: i for i, p in enumerate(_product(dims))}
 
+    @z3_locked
     def __call__(self, sig: Signature) -> tuple[Completion, ...]:
         z3, s = self.z3, self.solver
         s.push()

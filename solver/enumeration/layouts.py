@@ -23,11 +23,14 @@ What is listed:
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from solver.backends.partial import atoms, conjuncts, is_const, replace_atoms, specialise
+from solver.backends.z3lock import Z3_LOCK
 from solver.enumeration.codegen import Spec, generate
 from solver.enumeration.completions import Table, make, placeholder
 from solver.enumeration.node_locality import within_nodes
@@ -40,6 +43,7 @@ from solver.lang.config import Config
 from solver.lang.derived import DERIVED
 from solver.lang.expr import Const, Expr, fields_of
 from solver.lang.fields import SPECS
+from solver.lang.limits import MAX_GPUS, flag_of, items_of, shown
 from solver.lang.model_spec import ModelSpec
 from solver.packs import NEWEST, Pack, get_pack
 
@@ -216,9 +220,11 @@ class Enumerator:
         n_config = len(self.vary) + len(self.problem.dependent)
         self.shape = Shape(
             vary=self.vary,
-            config_index={c: i for i, c in enumerate(self.columns[:n_config])},
-            constant=dict(self.problem.constant),
-            derived_index={c: i + n_config for i, c in enumerate(_DERIVED_NAMES)},
+            # Read-only views: the shape is shared by every layout this cached
+            # enumerator yields, so a caller writing to one must not change the others.
+            config_index=MappingProxyType({c: i for i, c in enumerate(self.columns[:n_config])}),
+            constant=MappingProxyType(dict(self.problem.constant)),
+            derived_index=MappingProxyType({c: i + n_config for i, c in enumerate(_DERIVED_NAMES)}),
             fields=tuple(n for n in SPECS if not SPECS[n].model_fact),
         )
 
@@ -304,6 +310,10 @@ class Enumerator:
         return Layout(row, self.shape)
 
 
+#: Largest product of the varied flags' and enums' choices: each combination may be
+#: compiled and solved, so a `--vary` of every field would take gigabytes.
+MAX_FLAG_COMBINATIONS = 4096
+
 _CACHE: dict[tuple[object, ...], Enumerator] = {}
 _CACHE_SIZE = 64
 
@@ -337,9 +347,23 @@ class EnumerationQuery:
         completions: str = "z3",
         sglang_version: str | Pack | None = None,
     ) -> EnumerationQuery:
+        vary = items_of(vary, "vary")
+        where = items_of(where, "where", (str, Expr))
+        intra_node = items_of(intra_node, "intra_node")
+        if gpus_per_node is not None and (
+            isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
+        ):
+            raise TypeError(f"gpus_per_node must be an integer, got {shown(gpus_per_node)}")
         cfg = as_config(base if base is not None else {})
         if gpus_per_node is not None:
             cfg = as_config({**cfg.__dict__, "gpus_per_node": gpus_per_node})
+        dims = dims_of(vary)
+        combinations = math.prod(len(d.values) for d in dims if not d.size)
+        if combinations > MAX_FLAG_COMBINATIONS:
+            raise InputError(
+                f"the varied flags and enums span {combinations} combinations; the limit is "
+                f"{MAX_FLAG_COMBINATIONS}: vary fewer of them"
+            )
         filters = tuple(parse(w) if isinstance(w, str) else w for w in where)
         for f in filters:
             if f.kind != "bool":
@@ -348,7 +372,7 @@ class EnumerationQuery:
         for kind in kinds:
             within_nodes(kind)  # raises InputError for an unknown kind
         pack = get_pack(sglang_version)
-        return cls(cfg, as_model(model), dims_of(vary), filters, kinds, completions, pack)
+        return cls(cfg, as_model(model), dims, filters, kinds, completions, pack)
 
     def key(self) -> tuple[object, ...]:
         """Identity for the cache (rule trees compare by `key()`, not `==`)."""
@@ -363,8 +387,13 @@ class EnumerationQuery:
         )
 
     def enumerator(self) -> Enumerator:
-        """The compiled enumerator for this query, from the process-wide cache."""
+        """The compiled enumerator for this query, from the process-wide cache (shared
+        between threads; building may use Z3 for completion tables)."""
         key = self.key()
+        with Z3_LOCK:
+            return self._cached(key)
+
+    def _cached(self, key: tuple[object, ...]) -> Enumerator:
         hit = _CACHE.get(key)
         if hit is None:
             if len(_CACHE) >= _CACHE_SIZE:
@@ -375,7 +404,9 @@ class EnumerationQuery:
 
 def _check_gpus(gpus: int) -> None:
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise InputError(f"the GPU count must be a positive integer, got {gpus!r}")
+        raise InputError(f"the GPU count must be a positive integer, got {shown(gpus)}")
+    if gpus > MAX_GPUS:
+        raise InputError(f"the GPU count {shown(gpus)} is above the limit of {MAX_GPUS}")
 
 
 def enumerate_layouts(
@@ -409,9 +440,15 @@ def enumerate_layouts(
     resolved values.
     """
     _check_gpus(gpus)
+    flag_of(up_to, "up_to")
+    # Checked and compiled here, so bad arguments raise at the call, not at first `next`.
     e = EnumerationQuery.of(
         base, model, vary, where, gpus_per_node, intra_node, sglang_version=sglang_version
     ).enumerator()
+    return _layouts(e, gpus, up_to)
+
+
+def _layouts(e: Enumerator, gpus: int, up_to: bool) -> Iterator[Layout]:
     shape = e.shape
     for row in e.rows(gpus, up_to):
         yield Layout(row, shape)
@@ -432,6 +469,7 @@ def count(
     """How many layouts `enumerate` would yield for the same arguments, without
     producing them (per numeric tuple, the size of its completion set)."""
     _check_gpus(gpus)
+    flag_of(up_to, "up_to")
     query = EnumerationQuery.of(
         base, model, vary, where, gpus_per_node, intra_node, sglang_version=sglang_version
     )

@@ -21,6 +21,7 @@ from functools import cache
 from solver.errors import InputError
 from solver.lang.expr import Value
 from solver.lang.fields import CONFIG_SPECS, SPECS
+from solver.lang.limits import shown
 
 #: Fields varied when the caller names none (the CP pair counts as one).
 DEFAULT_VARY: tuple[str, ...] = (
@@ -108,11 +109,16 @@ def dims_of(vary: Iterable[str]) -> tuple[Dim, ...]:
         name = canonical(raw_name)
         if not enumerable(name):
             choices = accepted_fields()
-            close = difflib.get_close_matches(name, [*choices, *ALIASES], n=1)
+            close = (
+                difflib.get_close_matches(name, [*choices, *ALIASES], n=1)
+                if len(name) <= 64
+                else []
+            )
             hint = f"; did you mean {close[0]}?" if close else ""
             raise InputError(
-                f"cannot vary {raw_name!r}{hint} (--vary accepts size fields and boolean "
-                f"or enum fields with fixed choices: {', '.join(choices)})"
+                f"cannot vary {shown(raw_name)}{hint} (--vary accepts size fields and boolean "
+                f"or enum fields with fixed choices: {len(choices)} fields, e.g. "
+                f"{', '.join(choices[:4])}; see `meshsat fields`)"
             )
         if name in CP_PAIR:
             if CP_PAIR[0] in seen:

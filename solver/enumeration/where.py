@@ -37,6 +37,7 @@ from solver.lang.expr import (
     lift,
 )
 from solver.lang.fields import SPECS
+from solver.lang.limits import MAX_DEPTH, shown
 
 _DERIVED = {n.name: n for n in DERIVED}
 _LITERAL_NAMES: dict[str, object] = {"true": True, "false": False, "none": None}
@@ -81,19 +82,53 @@ class _Bad(Exception):
         self.what = what
 
 
+#: Longest filter text and deepest nesting accepted: real filters are a line long, and
+#: the parser and every back-end recurse over the tree.
+MAX_FILTER_CHARS = 2000
+
+
 def parse(text: str) -> Expr:
-    """The filter as a boolean rule tree; `InputError` with the column on any problem."""
+    """The filter as a boolean rule tree; `InputError` with the column on any problem.
+
+    Integer division and remainder by zero are errors for a literal divisor; for a
+    divisor that depends on the layout, a layout where it is zero fails the filter (the
+    rule language's `x // 0 == 0` would otherwise silently keep it).
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a where filter must be a string, got {type(text).__name__}")
+    if len(text) > MAX_FILTER_CHARS:
+        raise InputError(f"a --where expression is limited to {MAX_FILTER_CHARS} characters")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise _error(text, *_syntax_position(text, exc)) from None
+    except (RecursionError, MemoryError):
+        raise InputError(f"a --where expression nests deeper than {MAX_DEPTH} levels") from None
+    if _depth(tree.body) > MAX_DEPTH:
+        raise InputError(f"a --where expression nests deeper than {MAX_DEPTH} levels")
+    builder = _Builder(text)
     try:
-        expr = _Builder(text).build(tree.body)
+        expr = builder.build(tree.body)
         if expr.kind != "bool":
             raise _Bad(1, f"a filter must be a condition, not a{_an(expr.kind)} value")
     except _Bad as exc:
         raise _error(text, exc.column, exc.what) from None
+    if builder.divisors:
+        zero = Const(0, "int")
+        expr = And(*(Cmp("!=", d, zero) for d in builder.divisors), expr)
     return expr
+
+
+def _depth(root: ast.AST) -> int:
+    """Nesting depth of a parsed filter, without recursion."""
+    deepest = 0
+    stack = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth <= MAX_DEPTH:
+            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def parse_all(texts: tuple[str, ...] | list[str]) -> tuple[Expr, ...]:
@@ -115,12 +150,14 @@ def _syntax_position(text: str, exc: SyntaxError) -> tuple[int, str]:
 
 
 def _error(text: str, column: int, what: str) -> InputError:
-    return InputError(f"bad --where expression at column {column}: {what} (in {text!r})")
+    return InputError(f"bad --where expression at column {column}: {what} (in {shown(text)})")
 
 
 class _Builder:
     def __init__(self, text: str) -> None:
         self.text = text
+        #: Non-literal divisors: the filter holds only where they are non-zero.
+        self.divisors: list[Expr] = []
 
     def _op_col(self, left: ast.expr, right: ast.expr) -> int:
         """Column of the operator written between two operands."""
@@ -186,6 +223,11 @@ class _Builder:
         for side, source in ((a, node.left), (b, node.right)):
             if side.kind != "int":
                 raise _Bad(_col(source), f"arithmetic needs integers, got a{_an(side.kind)}")
+        if isinstance(node.op, ast.FloorDiv | ast.Mod):
+            if isinstance(b, Const) and b.value == 0:
+                raise _Bad(_col(node.right), "division by zero")
+            if not isinstance(b, Const):
+                self.divisors.append(b)
         return make(a, b)
 
     def _Compare(self, node: ast.Compare) -> Expr:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,6 +13,7 @@ from solver.backends.render import fmt_value
 from solver.errors import InputError
 from solver.lang.config import Config
 from solver.lang.fields import CONFIG_SPECS, SPECS, FieldSpec
+from solver.lang.limits import MAX_CHOICES_SHOWN, MAX_GPUS, shown
 from solver.lang.model_spec import ModelSpec
 
 _TRUE = {"true", "1", "yes", "on"}
@@ -19,10 +21,18 @@ _FALSE = {"false", "0", "no", "off"}
 _NONE = {"none", "null"}
 
 
-def accepted(spec: FieldSpec) -> str:
-    """What a field accepts, in words, for error messages and help."""
-    if spec.choices:
+def accepted(spec: FieldSpec, *, full: bool = False) -> str:
+    """What a field accepts, in words, for error messages and help (`full`: every
+    choice, for `meshsat fields`; otherwise a long list is summarised)."""
+    if spec.choices and full:
         return "one of " + ", ".join(fmt_value(c) for c in spec.choices)
+    if spec.choices:
+        shown_choices = ", ".join(fmt_value(c) for c in spec.choices[:MAX_CHOICES_SHOWN])
+        if len(spec.choices) <= MAX_CHOICES_SHOWN:
+            return "one of " + shown_choices
+        return (
+            f"one of {len(spec.choices)} values, e.g. {shown_choices}, ... (see `meshsat fields`)"
+        )
     if spec.kind == "int":
         lo = spec.minimum
         base = (
@@ -43,9 +53,11 @@ def accepted(spec: FieldSpec) -> str:
 def unknown_field(name: str, known: Mapping[str, Any] = CONFIG_SPECS) -> InputError:
     flag = "--" + name.replace("_", "-")
     by_flag = [n for n, s in CONFIG_SPECS.items() if flag in s.flags]
-    close = by_flag or difflib.get_close_matches(name, list(known), n=1)
+    close = by_flag or (
+        difflib.get_close_matches(name, list(known), n=1) if len(name) <= 64 else []
+    )
     hint = f"; did you mean {close[0]}?" if close else ""
-    return InputError(f"unknown field {name!r}{hint} (`meshsat fields` lists them)")
+    return InputError(f"unknown field {shown(name)}{hint} (`meshsat fields` lists them)")
 
 
 def coerce(name: str, text: str) -> Any:
@@ -57,17 +69,22 @@ def coerce(name: str, text: str) -> Any:
     low = t.lower()
     if spec.optional and low in _NONE:
         return None
-    bad = InputError(f"{name} must be {accepted(spec)}, got {text!r}")
+    bad = InputError(f"{name} must be {accepted(spec)}, got {shown(text)}")
     if spec.kind == "int":
         try:
-            return int(t, 10)
+            number = int(t, 10)
         except ValueError:
             raise bad from None
+        _check_bound(name, number)
+        return number
     if spec.kind == "float":
         try:
-            return float(t)
+            real = float(t)
         except ValueError:
             raise bad from None
+        if not math.isfinite(real):
+            raise InputError(f"{name} must be a finite number, got {shown(text)}")
+        return real
     if spec.kind == "bool" or (spec.choices and set(spec.choices) <= {None, True, False}):
         if low in _TRUE:
             return True
@@ -79,6 +96,19 @@ def coerce(name: str, text: str) -> Any:
     return t
 
 
+def _check_bound(name: str, value: Any) -> None:
+    """Sizes above `MAX_GPUS` describe no machine: refused before any work is sized by them."""
+    spec = SPECS.get(name)
+    if (
+        spec is not None
+        and spec.size
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+        and value > MAX_GPUS
+    ):
+        raise InputError(f"{name} = {shown(value)} is above the limit of {MAX_GPUS} GPUs")
+
+
 def _field_error(err: Mapping[str, Any], data: Mapping[str, Any]) -> InputError:
     loc = err.get("loc") or ()
     name = str(loc[0]) if loc else "?"
@@ -88,15 +118,20 @@ def _field_error(err: Mapping[str, Any], data: Mapping[str, Any]) -> InputError:
     value = data.get(name, err.get("input"))
     if spec is None:
         return InputError(f"{name}: {err.get('msg')}")
-    return InputError(f"{name} must be {accepted(spec)}, got {value!r}")
+    return InputError(f"{name} must be {accepted(spec)}, got {shown(value)}")
 
 
 def config_from_values(values: Mapping[str, Any]) -> Config:
     """Build a Config, turning the first validation problem into one readable line."""
+    if not isinstance(values, Mapping):
+        raise InputError(f"a layout must be a mapping, not {type(values).__name__}")
     data = {str(k).replace("-", "_"): v for k, v in values.items()}
-    for k in data:
+    for k, v in data.items():
         if k not in CONFIG_SPECS:
             raise unknown_field(k)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise InputError(f"{k} must be a finite number, got {v}")
+        _check_bound(k, v)
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
@@ -122,5 +157,5 @@ def as_model(model: ModelSpec | Mapping[str, Any] | None) -> ModelSpec | None:
         except ValidationError as exc:
             err = exc.errors()[0]
             name = str(err["loc"][0]) if err.get("loc") else "?"
-            raise InputError(f"model fact {name}: {err.get('msg')}") from None
+            raise InputError(f"model fact {shown(name)}: {err.get('msg')}") from None
     raise InputError(f"a model must be a ModelSpec or a mapping, not {type(model).__name__}")

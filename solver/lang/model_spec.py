@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from solver.errors import InputError
+from solver.lang.limits import MAX_DEPTH, bracket_depth, check_shape, read_text, shown
 
 MLA_ARCHITECTURES = (
     "DeepseekV2ForCausalLM",
@@ -54,16 +55,36 @@ class ModelSpec(BaseModel):
 
     @classmethod
     def from_hf_config(cls, hf: Mapping[str, Any]) -> ModelSpec:
-        archs = hf.get("architectures") or []
-        arch = archs[0] if archs and isinstance(archs[0], str) else None
-        text = hf.get("text_config") or hf.get("language_config") or {}
+        """The facts of a Hugging Face config; a malformed one raises `InputError`
+        (a fact that is present but not a positive integer is refused, not dropped:
+        dropping it would validate layouts the model cannot run)."""
+        archs = hf.get("architectures")
+        if archs is None:
+            archs = []
+        if not isinstance(archs, list | tuple) or not all(isinstance(a, str) for a in archs):
+            raise InputError(
+                f"model config: architectures must be a list of strings, got {shown(archs)}"
+            )
+        arch = archs[0] if archs else None
+        text = hf.get("text_config")
+        if text is None:
+            text = hf.get("language_config")
+        if text is None:
+            text = {}
+        if not isinstance(text, Mapping):
+            raise InputError(f"model config: text_config must be a mapping, got {shown(text)}")
 
-        def first(keys: tuple[str, ...]) -> int | None:
+        def first(keys: tuple[str, ...], *, zero_is_none: bool = False) -> int | None:
             for source in (hf, text):
                 for k in keys:
                     v = source.get(k)
-                    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                        return v
+                    if v is None or (zero_is_none and v == 0 and not isinstance(v, bool)):
+                        continue
+                    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                        raise InputError(
+                            f"model config: {k} must be a positive integer, got {shown(v)}"
+                        )
+                    return v
             return None
 
         heads = first(_HEADS)
@@ -76,7 +97,8 @@ class ModelSpec(BaseModel):
             is_deepseek_dsa=dsa,
             num_attention_heads=heads,
             num_key_value_heads=kv,
-            num_experts=first(_EXPERTS),
+            # Dense models sometimes say `num_experts: 0`: no routed experts.
+            num_experts=first(_EXPERTS, zero_is_none=True),
             num_hidden_layers=first(_LAYERS),
         )
 
@@ -85,19 +107,21 @@ class ModelSpec(BaseModel):
         p = Path(path)
         if p.is_dir():
             p = p / "config.json"
+        text = read_text(p, "model config")
+        if bracket_depth(text) > MAX_DEPTH:
+            raise InputError(f"model config {p} is nested deeper than {MAX_DEPTH} levels")
         try:
-            data = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise InputError(f"model config not found: {p}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read model config {p}: {exc}") from None
+            data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(
                 f"model config {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
                 f"{exc.msg})"
             ) from None
+        except RecursionError:
+            raise InputError(f"model config {p} is nested too deeply") from None
         if not isinstance(data, dict):
             raise InputError(f"model config {p} must be a JSON object")
+        check_shape(data, f"model config {p}", finite=False)
         return cls.from_hf_config(data)
 
 

@@ -33,12 +33,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from solver.backends.render import condition, fmt_value
+from solver.backends.z3lock import z3_locked
 from solver.errors import InputError
 from solver.inputs import as_config, as_model
 from solver.inputs.convert import unknown_field
 from solver.inputs.sglang_cmdline import ENV_FACTS
 from solver.lang.config import Config
 from solver.lang.fields import CONFIG_SPECS, SPECS
+from solver.lang.limits import MAX_GPUS, MAX_TIMEOUT_S, items_of, shown
 from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
 from solver.packs import Pack, get_pack
 from solver.repair.objective import Objective, change_weight, objective_of, same_value
@@ -84,6 +86,7 @@ def command_line(config: Config) -> str:
 
 
 # --- the API --------------------------------------------------------------------------------
+@z3_locked
 def fix(
     config: Config | Mapping[str, Any],
     model: ModelSpec | Mapping[str, Any] | None = None,
@@ -108,10 +111,11 @@ def fix(
     is proven best, `timed_out` whether the time ran out (if it runs out while ties are
     broken, the objectives stay proven but which of the equals is returned may vary). Bad
     arguments raise `InputError`. `sglang_version` picks the release's rules (`validate`).
-    Calls are serialised per cached problem, so threads may share `fix`.
+    Thread-safe: the whole call holds the process-wide Z3 lock (`solver.backends.z3lock`).
     """
     pinned = _check_args(pins, gpus, objective, top, timeout_s)
-    deadline_s = time.monotonic() + timeout_s
+    # Absurd timeouts (1e308) are capped: Z3 takes milliseconds as a machine integer.
+    deadline_s = time.monotonic() + min(timeout_s, MAX_TIMEOUT_S)
     cfg, spec = as_config(config), as_model(model)
     pack = get_pack(sglang_version)
     report = validate(cfg, spec, explain=False, sglang_version=pack)
@@ -163,20 +167,22 @@ def _check_args(
     pins: Iterable[str], gpus: int | None, objective: str, top: int, timeout_s: float
 ) -> tuple[str, ...]:
     names = []
-    for pin in pins:
+    for pin in items_of(pins, "pins"):
         name = pin.strip().replace("-", "_")
         if name not in CONFIG_SPECS:
             raise unknown_field(name)
         names.append(name)
     if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1):
-        raise InputError(f"--gpus must be a positive integer, got {gpus!r}")
+        raise InputError(f"--gpus must be a positive integer, got {shown(gpus)}")
+    if gpus is not None and gpus > MAX_GPUS:
+        raise InputError(f"--gpus {shown(gpus)} is above the limit of {MAX_GPUS} GPUs")
     if objective not in OBJECTIVES:
         raise InputError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise InputError(f"--top must be a positive integer, got {top!r}")
     number = isinstance(timeout_s, int | float) and not isinstance(timeout_s, bool)
     if not number or not 0 < timeout_s < math.inf:
-        raise InputError(f"--timeout must be a positive number of seconds, got {timeout_s!r}")
+        raise InputError(f"--timeout must be a positive number of seconds, got {shown(timeout_s)}")
     return tuple(dict.fromkeys(names))
 
 

@@ -30,6 +30,7 @@ import z3
 
 from solver.backends.pyeval import compiled
 from solver.backends.z3enc import Z3Encoder
+from solver.backends.z3lock import z3_locked
 from solver.catalogue.literals import open_literals
 from solver.lang.config import Config
 from solver.lang.fields import SPECS, FieldSpec
@@ -242,6 +243,7 @@ def explainer(pack: Pack) -> Explainer:
     return Explainer(pack)
 
 
+@z3_locked
 def conflict_core(
     config: Config, model: ModelSpec | None, raw: Mapping[str, Any], pack: Pack
 ) -> tuple[str, ...]:

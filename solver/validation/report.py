@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,10 @@ class Note:
     new: Any
     because: str
     source: str
+    #: The change touches something the user can see: a field they set, a derived width,
+    #: the GPU count or whether a CP strategy runs. Others (an environment default that
+    #: nothing in this layout reads) are shown only with `-v`.
+    visible: bool = True
 
     @property
     def text(self) -> str:
@@ -66,6 +71,7 @@ class Note:
             "new": self.new,
             "because": self.because,
             "source": self.source,
+            "visible": self.visible,
             "text": self.text,
         }
 
@@ -80,8 +86,9 @@ class Report:
     violations: tuple[Violation, ...]
     warnings: tuple[Violation, ...]
     notes: tuple[Note, ...]
-    derived: dict[str, Any]
-    resolved_env: dict[str, Any] = field(repr=False)
+    #: Read-only views (`types.MappingProxyType`): a caller cannot change a report.
+    derived: Mapping[str, Any]
+    resolved_env: Mapping[str, Any] = field(repr=False)
     #: Minimal set of user-set fields that cannot all hold together; None when valid or
     #: when no explanation was asked for.
     conflict: tuple[str, ...] | None = None

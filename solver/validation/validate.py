@@ -8,12 +8,14 @@ arguments at start-up never pays for the solver.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from solver.backends.pyeval import compiled
 from solver.backends.render import failure_detail, format_message
 from solver.inputs import as_config, as_model
 from solver.lang.config import Config
+from solver.lang.limits import flag_of
 from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
 from solver.packs import Pack, get_pack, installed_pack
 from solver.validation.report import InvalidLayoutError, Note, Report, Violation
@@ -57,6 +59,8 @@ def validate(
     `False` never does (no Z3 import), `True` always tries. `sglang_version` picks the
     release's pack ("0.5.23", "installed"); the newest pack without one.
     """
+    if explain is not None:
+        flag_of(explain, "explain")
     cfg = as_config(config)
     spec = as_model(model)
     pack = get_pack(sglang_version)
@@ -71,8 +75,24 @@ def validate(
             _violation(pack, i, resolved, raw)
         )
     steps = pack.resolutions
+    derived = c.derived(resolved)
+    user = cfg.user_set()
+
+    def visible(name: str, old: Any) -> bool:
+        # Undo just this change: if no width, GPU count or CP outcome moves, the user
+        # cannot see it (unless it overrides their own value).
+        return name in user or c.derived({**resolved, name: old}) != derived
+
     notes = tuple(
-        Note(steps[ri].id, name, old, new, steps[ri].because, steps[ri].source)
+        Note(
+            steps[ri].id,
+            name,
+            old,
+            new,
+            steps[ri].because,
+            steps[ri].source,
+            visible(name, old),
+        )
         for ri, si, name, old, new in changes
         if not steps[ri].steps[si].quiet
     )
@@ -89,8 +109,8 @@ def validate(
         violations=tuple(errors),
         warnings=tuple(warnings),
         notes=notes,
-        derived=c.derived(resolved),
-        resolved_env=resolved,
+        derived=MappingProxyType(derived),
+        resolved_env=MappingProxyType(resolved),
         conflict=conflict,
         sglang_version=pack.version,
     )

@@ -1,0 +1,5 @@
+"""`python -m solver.cli`: the same as the `meshsat` console script."""
+
+from solver.cli import main
+
+main()

@@ -1,0 +1,44 @@
+"""`--timeout` for commands whose work is Python loops rather than Z3 calls (enumerate).
+
+Z3 honours a timeout itself (fix); a generated enumeration loop does not, so the
+command line arms a real-time interval timer whose signal raises `TimedOut` inside
+the loop. Signals reach only the main thread: elsewhere (a server calling `main` from
+a worker) the limit is not enforced, and the API has no timeout to begin with.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from solver.errors import MeshsatError
+from solver.lang.limits import MAX_TIMEOUT_S
+
+
+class TimedOut(MeshsatError):
+    """The command ran past its --timeout (exit 2, one line)."""
+
+
+@contextmanager
+def time_limit(seconds: float | None, what: str) -> Iterator[None]:
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if not (isinstance(seconds, int | float) and seconds > 0 and not math.isnan(seconds)):
+        raise MeshsatError(f"--timeout must be a positive number of seconds, got {seconds}")
+    limit = min(float(seconds), MAX_TIMEOUT_S)
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise TimedOut(f"{what} did not finish within --timeout {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -1,0 +1,94 @@
+"""`--format json|jsonl|csv|table` for every command, with `--json` kept as its alias.
+
+One meaning everywhere: `table` is the human view (the default); `json` one indented
+document; `jsonl` one compact JSON value per line (the rows of a listing, or the whole
+answer on one line for validate/fix/groups); `csv` the rows of the answer with a header.
+JSON is always standard JSON (`allow_nan=False`): inputs reject non-finite numbers, so
+a NaN reaching output is a bug that must fail loudly rather than print `NaN`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+from solver.errors import InputError
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+    csv = "csv"
+
+
+FormatOpt = Annotated[
+    OutputFormat | None,
+    typer.Option(
+        "--format",
+        "-f",
+        help="Output: table (default), json, jsonl (one value per line) or csv.",
+        show_default=False,
+    ),
+]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="Show every note about SGLang's silent changes, also those that change "
+        "nothing you can see.",
+    ),
+]
+
+
+def chosen(fmt: OutputFormat | None, as_json: bool) -> OutputFormat:
+    """The format asked for; `--json` is `--format json`."""
+    if as_json and fmt not in (None, OutputFormat.json):
+        raise InputError(
+            f"--json means --format json; it cannot be combined with --format {fmt.value}"
+        )
+    if fmt is not None:
+        return fmt
+    return OutputFormat.json if as_json else OutputFormat.table
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return " ".join(str(v) for v in value)
+    if isinstance(value, Mapping):
+        return json.dumps(value, allow_nan=False, default=str)
+    return value
+
+
+def emit(
+    fmt: OutputFormat,
+    document: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    listing: bool = False,
+) -> None:
+    """Write `document` (json), `rows` (csv; jsonl for a listing) or the document on one
+    line (jsonl for a single answer). `table` is each command's own view."""
+    if fmt is OutputFormat.json:
+        sys.stdout.write(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n")
+    elif fmt is OutputFormat.jsonl:
+        values: Sequence[Any] = rows if listing else [document]
+        for value in values:
+            sys.stdout.write(json.dumps(value, allow_nan=False, default=str) + "\n")
+    elif fmt is OutputFormat.csv:
+        columns: dict[str, None] = {}
+        for row in rows:
+            columns.update(dict.fromkeys(row))
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(columns), lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _text(v) for k, v in row.items()})
+    else:  # pragma: no cover - callers print their own table
+        raise ValueError("the table format is each command's own view")

@@ -1,0 +1,140 @@
+"""The documented bounds on what meshsat accepts, and the one bounded way to read a file.
+
+Why a single place: every input (layout files, model configs, `--set`, `--where`,
+`--sglang`, API arguments) must fail in well under a second with one readable line,
+whatever a hostile or careless user hands over, instead of hanging on a FIFO, reading
+`/dev/zero` until memory runs out, or expanding a YAML alias bomb. The limits are far
+above any real SGLang deployment and far below what makes the tool slow:
+
+- `MAX_FILE_BYTES` (1 MiB): layout files are a few hundred bytes, HF `config.json`
+  files tens of kilobytes.
+- `MAX_DEPTH` (32) nesting levels and `MAX_NODES` (100,000) values after alias
+  expansion: a layout is a flat mapping with one `model:` entry.
+- `MAX_GPUS` (2**20): no machine has a million GPUs; every size, and the GPU count
+  of `enumerate`/`fix`/`groups`, is refused above it before any work starts.
+- `MAX_TIMEOUT_S` (one day): a larger `--timeout` is capped, not an overflow.
+- `MAX_SHOWN` (60) characters of a user value quoted in an error line.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import reprlib
+import stat
+from pathlib import Path
+from typing import Any
+
+from solver.errors import InputError
+
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 32
+MAX_NODES = 100_000
+MAX_GPUS = 1 << 20
+MAX_SHOWN = 60
+#: Longest solver timeout honoured (a day); larger ones, up to 1e308, are capped to it.
+MAX_TIMEOUT_S = 86_400.0
+#: Longest choice list quoted in full in an error line.
+MAX_CHOICES_SHOWN = 6
+
+_repr = reprlib.Repr()
+_repr.maxstring = MAX_SHOWN
+_repr.maxother = MAX_SHOWN
+_repr.maxlong = 24
+_repr.maxlevel = 3
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 4
+
+
+def shown(value: Any) -> str:
+    """A user value for an error line: repr, cut to a bounded length (alias bombs,
+    megabyte strings and 10,000-digit integers included)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"<an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits>"
+    text = _repr.repr(value)
+    return text if len(text) <= MAX_SHOWN + 8 else text[:MAX_SHOWN] + "..."
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """A regular file's UTF-8 text, refused at once if it is not a regular file
+    (FIFO, device, socket) or larger than `MAX_FILE_BYTES`."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise InputError(f"{what} not found: {p}") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {what} {p}: {exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{what} {p} is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{what} {p} is not a regular file (a pipe or device is refused)")
+    if st.st_size > MAX_FILE_BYTES:
+        raise InputError(f"{what} {p} is {st.st_size} bytes; the limit is {MAX_FILE_BYTES} bytes")
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"{what} {p} is over the limit of {MAX_FILE_BYTES} bytes")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} {p} is not UTF-8 text (byte {exc.start})") from None
+
+
+def bracket_depth(text: str) -> int:
+    """The deepest nesting of brackets and braces: a cheap guard before a parser recurses
+    (brackets inside strings count too, which only errs on the side of refusing)."""
+    depth = deepest = 0
+    for ch in "".join(c for c in text if c in "[]{}"):
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def check_shape(data: Any, what: str, *, finite: bool = True) -> None:
+    """Refuse nesting deeper than `MAX_DEPTH` or more than `MAX_NODES` values, counting a
+    shared (aliased) value every time it is reached, and (with `finite`) NaN/infinity."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    nodes = 0
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise InputError(f"{what} holds more than {MAX_NODES} values (aliases expanded)")
+        if depth > MAX_DEPTH:
+            raise InputError(f"{what} is nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+            stack.extend((k, depth + 1) for k in value if not isinstance(k, str))
+        elif isinstance(value, list | tuple | set | frozenset):
+            stack.extend((v, depth + 1) for v in value)
+        elif finite and isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"{what} holds a non-finite number ({value})")
+
+
+def items_of(value: Any, argument: str, kinds: tuple[type, ...] = (str,)) -> tuple[Any, ...]:
+    """An API argument that takes several values, checked where it enters: `None`, a bare
+    string (which would iterate its characters) or a non-iterable is a `TypeError` that
+    names the argument, not an AttributeError from deep inside."""
+    names = " or ".join(k.__name__ for k in kinds)
+    if value is None or isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{argument} must be a list of {names} values, got {type(value).__name__}")
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, kinds):
+            raise TypeError(
+                f"{argument} must hold {names} values, got {type(item).__name__} {shown(item)}"
+            )
+    return items
+
+
+def flag_of(value: Any, argument: str) -> bool:
+    """A boolean API argument: `up_to="x"` is a TypeError, not silently true."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{argument} must be True or False, got {shown(value)}")
+    return value
