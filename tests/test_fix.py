@@ -17,6 +17,7 @@ from solver.lang.model_spec import ModelSpec
 from solver.repair import problem as fix_problem
 from solver.repair import search as fix_search
 from solver.repair.fix import command_line, fix
+from solver.repair.objective import Objective
 from solver.repair.results import Change, FixSelfCheckError
 from tests.fix_oracle import CHOICES, SIZES, divisors, nearest, objective_between, z3_accepts
 
@@ -64,7 +65,9 @@ def test_dp_cp_conflict_needs_one_size_change() -> None:
     best = report.best
     assert best.changes == (Change("dp_size", 3, 4),)
     assert best.optimal and best.gpus_used == 8
-    assert (best.objective.changes, best.objective.distance_mbits) == (4, 415)
+    assert best.objective == Objective(gpus=0, features=0, user_fields=1, other_fields=0, size=415)
+    assert [t["tier"] for t in best.tiers() if t["kept"]] == ["gpus", "features", "other_fields"]
+    assert best.repairs == report.violations and report.relaxed == ()
     assert best.command_line == (
         "python -m sglang.launch_server --tp-size 8 --dp-size 4 --enable-dp-attention "
         "--attn-cp-size 2 --enable-prefill-cp --cp-strategy zigzag"
@@ -148,7 +151,7 @@ def test_pins_are_kept_and_the_fix_is_optimal_under_them() -> None:
         fixed += 1
         best = report.best
         assert all(getattr(best.config, p) == getattr(cfg, p) for p in pins)
-        key = objective_between(cfg, best.config, "changes")
+        key = objective_between(cfg, best.config, "changes", n)
         assert next(nearest(cfg, n, n, "changes", key, pins), None) is None
     assert fixed > 20
 
@@ -208,9 +211,10 @@ def test_top_k_fixes_are_distinct_ordered_and_alternatives() -> None:
             assert keys == sorted(keys)
             configs = [f.config.model_dump() for f in report.fixes]
             assert all(a != b for i, a in enumerate(configs) for b in configs[i + 1 :])
+            # A real alternative keeps a field that each earlier fix changes.
             for i, later in enumerate(report.fixes):
                 for earlier in report.fixes[:i]:
-                    assert not set(earlier.changes) <= set(later.changes)
+                    assert {c.field for c in earlier.changes} - {c.field for c in later.changes}
             assert report.fixes[0] == fix(cfg, gpus=n, objective=objective).best
 
 
@@ -276,12 +280,16 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 def test_cli_fixes_the_example(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(
-        ["fix", "--example", "dp-cp-conflict", "--gpus", "8", "--top", "2"], capsys
-    )
+    code, out, err = run(["fix", "--example", "dp-cp-conflict", "--gpus", "8"], capsys)
     assert code == 0 and err == ""
-    assert "fix 1 of 2" in out and "proven optimal" in out and "dp_size" in out
+    assert "proven optimal tier by tier" in out and "dp_size" in out
+    assert "repairs CP-DPCP-DIV, DPATTN-TP-DIV, TOPO-ATTN-TP" in out
+    assert "tiers: GPU count kept; features kept" in out
     assert "command: python -m sglang.launch_server --tp-size 8 --dp-size 4" in out
+    # The only alternative keeping dp_size 3 on 8 GPUs turns a feature on: DWDP.
+    args = ["--set", "tp_size=8", "--set", "dp_size=3", "--set", "enable_dp_attention=true"]
+    code, out, err = run(["fix", *args, "--top", "2"], capsys)
+    assert code == 0 and "fix 1 of 2" in out and "1 feature(s) toggled" in out
 
 
 def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -291,7 +299,12 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and data["valid_input"] is False and data["conflict"] is None
     fix0 = data["fixes"][0]
     assert set(fix0) >= {"config", "changes", "notes", "optimal", "objective", "command_line"}
-    assert fix0["changes"] == [{"field": "dp_size", "old": 3, "new": 4}]
+    # Without DP attention dp 3 means 24 GPUs (3 replicas of 8): attention CP 2 goes, the
+    # count stays (attention CP alone, without prefill CP, is no feature of the user's).
+    assert fix0["changes"] == [{"field": "attn_cp_size", "old": 2, "new": 1}]
+    assert fix0["gpus_used"] == data["gpus_before"] == 24
+    assert [t["tier"] for t in fix0["tiers"]][:2] == ["gpus", "features"]
+    assert fix0["repairs"] == data["violations"] and data["relaxed"] == []
     code, out, _ = run([*args, "--pin", "dp_size", "--gpus", "64", "--json"], capsys)
     data = json.loads(out)
     assert code == 1 and data["fixes"] == []

@@ -47,7 +47,7 @@ def check_optimal(cfg: Config, gpus: int | None, objective: str) -> None:
     assert z3_accepts(best.config, None)
     if gpus is not None:
         assert best.gpus_used == gpus
-    key = objective_between(cfg, best.config, objective)
+    key = objective_between(cfg, best.config, objective, gpus)
     assert key == best.objective.key(objective)
     if gpus is None:
         given = [getattr(cfg, n) for n in cfg.user_set() if n in SIZES]
