@@ -12,7 +12,8 @@ tuple compared lexicographically:
 2. how many of the user's features the candidate does not keep: a feature off in the input
    and on in the candidate, or on in the input and, in the candidate, off or on at a width
    that does nothing (DP attention at dp 1, prefill CP at attention CP 1). Written here from
-   the issue's list: DP attention, prefill CP, decode CP (dcp > 1), an all-to-all backend,
+   the issue's list: DP attention, prefill CP, attention CP (on when attention CP > 1 or
+   prefill CP is on, working at attention CP > 1), decode CP (dcp > 1), an all-to-all backend,
    EPLB, pipeline parallelism (the others are never varied here, so never toggled);
 3. changed fields the user set; 4. other changed fields (every field counts one);
 5. the size change: sum of |mbits(new) - mbits(old)| with mbits(x) = sum over prime factors
@@ -76,6 +77,11 @@ FEATURES: dict[str, tuple[tuple[str, ...], Callable[..., bool], Callable[..., bo
         ("enable_prefill_cp", "attn_cp_size"),
         lambda on, cp: bool(on),
         lambda on, cp: bool(on) and cp >= 2,
+    ),
+    "attention_cp": (
+        ("attn_cp_size", "enable_prefill_cp"),
+        lambda cp, on: cp >= 2 or bool(on),
+        lambda cp, on: cp >= 2,
     ),
     "decode_cp": (("dcp_size",), lambda d: d > 1, lambda d: d > 1),
     "a2a": (("moe_a2a_backend",), lambda b: b != "none", lambda b: b != "none"),

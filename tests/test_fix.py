@@ -299,9 +299,13 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and data["valid_input"] is False and data["conflict"] is None
     fix0 = data["fixes"][0]
     assert set(fix0) >= {"config", "changes", "notes", "optimal", "objective", "command_line"}
-    # Without DP attention dp 3 means 24 GPUs (3 replicas of 8): attention CP 2 goes, the
-    # count stays (attention CP alone, without prefill CP, is no feature of the user's).
-    assert fix0["changes"] == [{"field": "attn_cp_size", "old": 2, "new": 1}]
+    # Without DP attention dp 3 means 24 GPUs (3 replicas of 8). Keeping the 24 GPUs and
+    # the attention CP the user asked for takes two sizes; dropping CP would be one change
+    # but toggles a feature, which ranks behind (tier 2 before tier 3).
+    assert fix0["changes"] == [
+        {"field": "tp_size", "old": 8, "new": 12},
+        {"field": "dp_size", "old": 3, "new": 2},
+    ]
     assert fix0["gpus_used"] == data["gpus_before"] == 24
     assert [t["tier"] for t in fix0["tiers"]][:2] == ["gpus", "features"]
     assert fix0["repairs"] == data["violations"] and data["relaxed"] == []

@@ -5,8 +5,9 @@ all-to-all backend, ...): turning one on or off changes what the server does, wh
 change only reshapes it. So `fix` keeps the user's feature set before it counts changed
 fields: a feature the user did not turn on stays off, and one they turned on stays on with
 a width that makes it do something (DP attention with dp >= 2, prefill CP with attention
-CP >= 2). Each feature is two rule-language expressions over the user's raw values, so the
-Z3 search and the Python check read the same definition:
+CP >= 2; attention CP, which prefill CP implies). Each feature is two rule-language
+expressions over the user's raw values, so the Z3 search and the Python check read the
+same definition:
 
 - `on`: the user turned it on (the flag, or a width above 1 for width-enabled features);
 - `works`: it is on and does something.
@@ -72,6 +73,15 @@ def _features() -> tuple[Feature, ...]:
             "prefill CP",
             prefill_cp,
             prefill_cp & (F.attn_cp_size.as_raw != 1),
+            "attention CP >= 2",
+        ),
+        # Attention CP carves CP groups out of attention TP whether or not prefill CP is
+        # on; prefill CP needs it, so the user's prefill CP also asks for it.
+        Feature(
+            "attention_cp",
+            "attention CP",
+            (F.attn_cp_size.as_raw != 1) | prefill_cp,
+            F.attn_cp_size.as_raw != 1,
             "attention CP >= 2",
         ),
         Feature("decode_cp", "decode CP", F.dcp_size.as_raw != 1, F.dcp_size.as_raw != 1),

@@ -21,7 +21,8 @@ tie on every earlier one, so an earlier tier is given up only when no valid layo
    1000*|log2(new/old)| with log2 p rounded to milli-bits, so that it is an exact integer.
 Objective "changes" (the default) minimises the tiers in that order; "distance" puts the size
 change (4) before the field counts (3), tiers 1 and 2 still first. Remaining ties go, field
-by field in declaration order, to keeping the input's value, else the nearest one
+by field (tool-only facts such as environment variables first, then declaration order), to
+keeping the input's value, else the nearest one
 (`solver.repair.search`), so the same input always gives the same answer.
 
 The search space: with `gpus=N` every size is a divisor of N (every size of a layout on N

@@ -251,8 +251,10 @@ class Search:
         return proven
 
     def break_ties(self) -> None:
-        """Lexicographic over fields in declaration order: keep, else the nearest value."""
-        for name in self.fields:
+        """Lexicographic over fields: keep, else the nearest value. Tool-only facts
+        (environment variables) first, so that a tie goes to a flag the command shows
+        rather than a variable it hides; then declaration order."""
+        for name in sorted(self.fields, key=lambda n: not SPECS[n].tool_only):
             if z3.is_true(self.model.eval(self.keep[name], model_completion=True)):
                 self.s.add(self.keep[name])
             elif not self.minimize(TermGoal(self.rank(name))):
