@@ -363,3 +363,37 @@ def test_importing_the_package_loads_no_solver() -> None:
 
     code = "import sys, solver; assert 'z3' not in sys.modules and 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- tiers and why ---------------------------------------------------------------------------
+def test_a_relaxed_tier_says_what_no_layout_keeps() -> None:
+    """Pinning dp 3 on 8 GPUs with DP attention leaves only DWDP (which rewrites dp): the
+    feature tier gives way, and the core names the pin, the rule and the feature."""
+    cfg = {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True}
+    report = fix(cfg, pins=["dp_size"])
+    best = report.best
+    assert best.changes == (Change("dwdp_size", 1, 8),) and best.objective.features == 1
+    (relaxed,) = report.relaxed
+    assert relaxed.tier == "features" and relaxed.pins == ("dp_size",)
+    assert relaxed.features == ("dwdp",) and [r.id for r in relaxed.rules] == ["DPATTN-TP-DIV"]
+    assert relaxed.text == (
+        "no layout on 8 GPUs with dp_size 3 keeps DWDP off (DPATTN-TP-DIV); the feature set changes"
+    )
+    # Without the pin every tier holds, and nothing is relaxed.
+    free = fix(cfg)
+    assert free.relaxed == () and free.best.objective.features == 0
+
+
+def test_top_k_alternatives_report_their_tier_costs(capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True, "enable_eplb": True}
+    report = fix(cfg, pins=["dp_size"], top=2)
+    first, second = report.fixes
+    # The second keeps the features by giving up the GPU count: tier 1 before tier 2.
+    assert (first.objective.gpus, first.objective.features) == (0, 2)
+    assert (second.objective.gpus, second.objective.features) == (1, 0)
+    assert second.gpus_used != report.gpus_before == first.gpus_used
+    sets = [f"--set={k}={str(v).lower()}" for k, v in cfg.items()]
+    code, out, _ = run(["fix", *sets, "--pin", "dp_size", "--top", "2", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["relaxed"][0]["tier"] == "features"
+    assert [t["cost"] for t in data["fixes"][1]["tiers"]][:2] == [1, 0]

@@ -132,3 +132,10 @@ def toggled(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Feature, ..
         if was_on != _compiled(i, "works" if was_on else "on")(new):
             out.append(feature)
     return tuple(out)
+
+
+def states(values: Mapping[str, Any]) -> tuple[tuple[bool, bool], ...]:
+    """Per feature: (on, works) in these raw values, for callers that compare in bulk."""
+    return tuple(
+        (_compiled(i, "on")(values), _compiled(i, "works")(values)) for i in range(len(FEATURES))
+    )
