@@ -1,21 +1,33 @@
-"""A brute-force nearest valid layout, written independently of `solver.fix`.
+"""A brute-force nearest valid layout, written independently of `solver.repair`.
 
 It is the oracle of the optimality tests, so it stays simple: a depth-first walk over the
-product of candidate values (sizes: every divisor of the GPU count; flags and choices: every
-value), which skips a branch only when the objective of what is already chosen cannot beat
-the bound any more (each field adds a non-negative amount, so nothing below can either).
-Every complete candidate that beats the bound is checked with `solver.validate`.
+product of candidate values (sizes: every divisor of the bound; flags and choices: every
+value), which skips a branch only when a lower bound of the objective of what is already
+chosen cannot beat the limit any more. Every complete candidate that beats the limit is
+checked with `solver.validate`.
 
-The objective is re-derived from its definition in the `solver.fix` docstring: a changed
-field weighs 2 if it is a size else 1, doubled if the user set it; a size change costs
-|mbits(new) - mbits(old)| with mbits(x) = sum over prime factors p of x (with
-multiplicity) of round(1000*log2 p).
+The objective is re-derived from its definition in the `solver.repair.fix` docstring, a
+tuple compared lexicographically:
+1. 1 if the GPU count differs from the input's, else 0;
+2. how many of the user's features the candidate does not keep: a feature off in the input
+   and on in the candidate, or on in the input and, in the candidate, off or on at a width
+   that does nothing (DP attention at dp 1, prefill CP at attention CP 1). Written here from
+   the issue's list: DP attention, prefill CP, attention CP (on when attention CP > 1 or
+   prefill CP is on, working at attention CP > 1), decode CP (dcp > 1), an all-to-all backend,
+   EPLB, pipeline parallelism (the others are never varied here, so never toggled);
+3. changed fields the user set; 4. other changed fields (every field counts one);
+5. the size change: sum of |mbits(new) - mbits(old)| with mbits(x) = sum over prime factors
+   p of x (with multiplicity) of round(1000*log2 p).
+Objective "distance" moves 5 before 3 and 4. Each component only grows down the walk (the
+GPU count and a feature are counted once all their fields are chosen), so the prefix's
+tuple is a lower bound of every completion's, component by component, hence also
+lexicographically.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -24,8 +36,12 @@ from solver.backends.pyeval import compiled
 from solver.lang.config import Config
 from solver.lang.fields import SPECS
 from solver.lang.model_spec import ModelSpec
-from solver.packs import NEWEST
+from solver.packs import NEWEST, SEED, Pack
 from solver.validation.validate import environment
+
+#: The rules the oracle is written for: the seed release's (it does not model 0.5.23's
+#: second spelling of DP attention, `--attn-dp-size`); the tests run `fix` on the same pack.
+PACK = SEED
 
 #: The fields the oracle varies; the rest keep the input's values.
 SIZES = ("tp_size", "pp_size", "dp_size", "attn_cp_size", "dcp_size", "ep_size", "moe_dp_size")
@@ -55,8 +71,50 @@ def mbits(x: int) -> int:
     return total
 
 
-def weight(name: str, user_set: frozenset[str]) -> int:
-    return (2 if SPECS[name].size else 1) * (2 if name in user_set else 1)
+#: Per feature: the oracle's fields it reads, "on" and "works" over those values.
+FEATURES: dict[str, tuple[tuple[str, ...], Callable[..., bool], Callable[..., bool]]] = {
+    "dp_attention": (
+        ("enable_dp_attention", "dp_size"),
+        lambda on, dp: bool(on),
+        lambda on, dp: bool(on) and dp >= 2,
+    ),
+    "prefill_cp": (
+        ("enable_prefill_cp", "attn_cp_size"),
+        lambda on, cp: bool(on),
+        lambda on, cp: bool(on) and cp >= 2,
+    ),
+    "attention_cp": (
+        ("attn_cp_size", "enable_prefill_cp"),
+        lambda cp, on: cp >= 2 or bool(on),
+        lambda cp, on: cp >= 2,
+    ),
+    "decode_cp": (("dcp_size",), lambda d: d > 1, lambda d: d > 1),
+    "a2a": (("moe_a2a_backend",), lambda b: b != "none", lambda b: b != "none"),
+    "eplb": (("enable_eplb",), bool, bool),
+    "pp": (("pp_size",), lambda p: p > 1, lambda p: p > 1),
+    # Fields the walk never varies: counted when a fix from `solver.repair` changes them.
+    "dwdp": (("dwdp_size",), lambda d: d > 1, lambda d: d > 1),
+    "elastic_ep": (("elastic_ep_backend",), lambda b: b is not None, lambda b: b is not None),
+    **{
+        legacy: ((legacy,), bool, bool)
+        for legacy in (
+            "enable_prefill_context_parallel",
+            "enable_dsa_prefill_context_parallel",
+            "elastic_ep_rejoin",
+        )
+    },
+}
+
+
+def not_kept(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The features of `old` that `new` does not keep (see the module docstring)."""
+    return [name for name in FEATURES if _not_kept(name, old, new)]
+
+
+def _not_kept(name: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    fields, on, works = FEATURES[name]
+    was_on = on(*(old[f] for f in fields))
+    return bool((works if was_on else on)(*(new[f] for f in fields)) != was_on)
 
 
 def gpus_used(values: Mapping[str, Any]) -> int:
@@ -66,98 +124,129 @@ def gpus_used(values: Mapping[str, Any]) -> int:
     return tp_pp if dp_attention else int(values["dp_size"]) * tp_pp
 
 
+def order(key: tuple[int, int, int, int, int], objective: str) -> tuple[int, ...]:
+    """(gpus, features, user, other, size) in the order `objective` compares them."""
+    g, f, u, o, d = key
+    return (g, f, u, o, d) if objective == "changes" else (g, f, d, u, o)
+
+
 def nearest(
     config: Config,
     bound: int,
     gpus: int | None,
     objective: str,
-    limit: tuple[int, int],
+    limit: tuple[int, ...],
     pins: tuple[str, ...] = (),
-) -> Iterator[tuple[tuple[int, int], dict[str, Any]]]:
-    """Every valid candidate whose (primary, secondary) objective is below `limit`.
+) -> Iterator[tuple[tuple[int, ...], dict[str, Any]]]:
+    """Every valid candidate whose objective (ordered by `objective`) is below `limit`.
 
     Sizes range over the divisors of `bound`; with `gpus`, candidates must use that many;
     pinned fields keep their values.
-    The four fields that set the GPU count come first, so that the count prunes early.
+    The four fields that set the GPU count come first, so that the count prunes early, then
+    the fields of the features.
     """
     old = config.model_dump()
     user = config.user_set()
+    before = int(validate(config, explain=False, sglang_version=PACK).derived["gpus_used"])
     first = ("enable_dp_attention", "tp_size", "pp_size", "dp_size")
-    names = [*first, *(n for n in (*SIZES, *CHOICES) if n not in first)]
+    then = ("attn_cp_size", "enable_prefill_cp", "dcp_size", "moe_a2a_backend", "enable_eplb")
+    names = [*first, *then, *(n for n in (*SIZES, *CHOICES) if n not in (*first, *then))]
     domains = [
         (old[n],) if n in pins else tuple(divisors(bound)) if n in SIZES else CHOICES[n]
         for n in names
     ]
-    costs = [
-        [_cost(n, v, old, user, objective) for v in dom]
-        for n, dom in zip(names, domains, strict=True)
-    ]
+    costs = [[_cost(n, v, old, user) for v in dom] for n, dom in zip(names, domains, strict=True)]
+    #: The features complete once the field at each depth is chosen.
+    done_at: list[list[str]] = [[] for _ in names]
+    for feature, (fields, _, _) in FEATURES.items():
+        if all(f in names for f in fields):
+            done_at[max(names.index(f) for f in fields)].append(feature)
     chosen = environment(config, None)
-    checker = compiled()
+    checker = compiled(PACK)
     prune = old["dwdp_size"] == 1  # R-DWDP would rewrite dp_size and DP attention
 
-    def walk(i: int, a: int, b: int) -> Iterator[tuple[tuple[int, int], dict[str, Any]]]:
-        if a > limit[0] or (a == limit[0] and b >= limit[1]):
+    def walk(i: int, key: tuple[int, int, int, int, int]) -> Iterator[Any]:
+        if order(key, objective) >= limit:
             return
-        if i == len(first) and gpus is not None and prune and gpus_used(chosen) != gpus:
-            return
+        if i == len(first) and prune:
+            used = gpus_used(chosen)
+            if gpus is not None and used != gpus:
+                return
+            if gpus is None and used != before:
+                key = (1, *key[1:])  # type: ignore[assignment]
+                if order(key, objective) >= limit:
+                    return
         if i == len(names):
             resolved, _ = checker.resolve(chosen)
-            if gpus is not None and checker.derived(resolved)["gpus_used"] != gpus:
+            used = checker.derived(resolved)["gpus_used"]
+            if gpus is not None and used != gpus:
+                return
+            final = (int(gpus is None and used != before), *key[1:])
+            if order(final, objective) >= limit:  # type: ignore[arg-type]
                 return
             failed = checker.violations(resolved, chosen)
-            if all(NEWEST.rules[k].severity != "error" for k in failed):
+            if all(PACK.rules[k].severity != "error" for k in failed):
                 values = {n: chosen[n] for n in old}
-                assert validate(values, explain=False).valid
-                yield (a, b), values
+                assert validate(values, explain=False, sglang_version=PACK).valid
+                yield order(final, objective), values  # type: ignore[arg-type]
             return
-        for v, (ca, cb) in zip(domains[i], costs[i], strict=True):
+        for v, (cu, co, cd) in zip(domains[i], costs[i], strict=True):
             chosen[names[i]] = v
-            yield from walk(i + 1, a + ca, b + cb)
+            g, f, u, o, d = key
+            for feature in done_at[i]:
+                f += _not_kept(feature, old, chosen)
+            yield from walk(i + 1, (g, f, u + cu, o + co, d + cd))
         chosen[names[i]] = old[names[i]]
 
-    yield from walk(0, 0, 0)
+    yield from walk(0, (0, 0, 0, 0, 0))
 
 
-def _cost(
-    name: str, value: Any, old: Mapping[str, Any], user: frozenset[str], objective: str
-) -> tuple[int, int]:
+def _cost(name: str, value: Any, old: Mapping[str, Any], user: frozenset[str]) -> tuple[int, ...]:
+    """(user fields, other fields, size change) of giving `name` this value."""
     if value == old[name] and type(value) is type(old[name]):
-        return (0, 0)
-    changes = weight(name, user)
+        return (0, 0, 0)
     distance = abs(mbits(value) - mbits(old[name])) if SPECS[name].size else 0
-    return (changes, distance) if objective == "changes" else (distance, changes)
+    return (1, 0, distance) if name in user else (0, 1, distance)
 
 
 @cache
-def _plain_encoder() -> Any:
+def _plain_encoder(pack: Pack) -> Any:
     from solver.backends.z3enc import Z3Encoder
 
-    return Z3Encoder(NEWEST.resolutions)
+    return Z3Encoder(pack.resolutions)
 
 
-def z3_accepts(config: Config, model: ModelSpec | None) -> bool:
+def z3_accepts(config: Config, model: ModelSpec | None, pack: Pack = NEWEST) -> bool:
     """The second back-end: the plain Z3 encoding, every field pinned, every error rule on."""
     import z3
 
-    enc = _plain_encoder()
+    enc = _plain_encoder(pack)
     env = environment(config, model)
     s = z3.Solver()
     s.add(*enc.domain)
     s.add(*(enc.value_term(name, value) for name, value in env.items()))
-    s.add(*(enc.rule_term(rule) for rule in NEWEST.errors))
+    s.add(*(enc.rule_term(rule) for rule in pack.errors))
     return bool(s.check() == z3.sat)
 
 
-def objective_between(old: Config, new: Config, objective: str) -> tuple[int, int]:
-    """The documented objective of going from `old` to `new`."""
+def objective_between(
+    old: Config, new: Config, objective: str, gpus: int | None
+) -> tuple[int, ...]:
+    """The documented objective of going from `old` to `new` (on `gpus` GPUs, if given)."""
     a, b = old.model_dump(), new.model_dump()
     user = old.user_set()
-    changes = distance = 0
+    mine = others = distance = 0
     for name in a:
         if a[name] == b[name] and type(a[name]) is type(b[name]):
             continue
-        changes += weight(name, user)
+        mine += name in user
+        others += name not in user
         if SPECS[name].size:
             distance += abs(mbits(b[name]) - mbits(a[name]))
-    return (changes, distance) if objective == "changes" else (distance, changes)
+    used = [
+        int(validate(c, explain=False, sglang_version=PACK).derived["gpus_used"])
+        for c in (old, new)
+    ]
+    features = len(not_kept(a, b))
+    moved = int(gpus is None and used[0] != used[1])
+    return order((moved, features, mine, others, distance), objective)

@@ -18,8 +18,9 @@ from solver.packs import SEED
 from solver.repair import problem as fix_problem
 from solver.repair import search as fix_search
 from solver.repair.fix import command_line, fix
+from solver.repair.objective import Objective
 from solver.repair.results import Change, FixSelfCheckError
-from tests.fix_oracle import CHOICES, SIZES, divisors, nearest, objective_between, z3_accepts
+from tests.fix_oracle import CHOICES, PACK, SIZES, divisors, nearest, objective_between, z3_accepts
 
 DP_CP = {
     "tp_size": 8,
@@ -49,7 +50,7 @@ def invalid_layout(rng: random.Random, n: int) -> Config:
         for name, choices in CHOICES.items():
             if rng.random() < 0.25:
                 values[name] = rng.choice(choices)
-        if not solver.validate(values, explain=False).valid:
+        if not solver.validate(values, explain=False, sglang_version=PACK).valid:
             return Config.model_validate(values)
 
 
@@ -66,7 +67,9 @@ def test_dp_cp_conflict_needs_one_size_change() -> None:
     best = report.best
     assert best.changes == (Change("dp_size", 3, 4),)
     assert best.optimal and best.gpus_used == 8
-    assert (best.objective.changes, best.objective.distance_mbits) == (4, 415)
+    assert best.objective == Objective(gpus=0, features=0, user_fields=1, other_fields=0, size=415)
+    assert [t["tier"] for t in best.tiers() if t["kept"]] == ["gpus", "features", "other_fields"]
+    assert best.repairs == report.violations and report.relaxed == ()
     assert best.command_line == (
         "python -m sglang.launch_server --tp-size 8 --dp-size 4 --enable-dp-attention "
         "--attn-cp-size 2 --enable-prefill-cp --cp-strategy zigzag"
@@ -143,14 +146,14 @@ def test_pins_are_kept_and_the_fix_is_optimal_under_them() -> None:
         n = rng.choice((4, 8, 12, 16))
         cfg = invalid_layout(rng, n)
         pins = tuple(rng.sample(sorted(cfg.user_set()), min(2, len(cfg.user_set()))))
-        report = fix(cfg, gpus=n, pins=pins)
+        report = fix(cfg, gpus=n, pins=pins, sglang_version=PACK)
         if report.conflict is not None:
             assert {f for f, _ in report.conflict.pins} <= set(pins) and report.conflict.rules
             continue
         fixed += 1
         best = report.best
         assert all(getattr(best.config, p) == getattr(cfg, p) for p in pins)
-        key = objective_between(cfg, best.config, "changes")
+        key = objective_between(cfg, best.config, "changes", n)
         assert next(nearest(cfg, n, n, "changes", key, pins), None) is None
     assert fixed > 20
 
@@ -211,9 +214,10 @@ def test_top_k_fixes_are_distinct_ordered_and_alternatives() -> None:
             assert keys == sorted(keys)
             configs = [f.config.model_dump() for f in report.fixes]
             assert all(a != b for i, a in enumerate(configs) for b in configs[i + 1 :])
+            # A real alternative keeps a field that each earlier fix changes.
             for i, later in enumerate(report.fixes):
                 for earlier in report.fixes[:i]:
-                    assert not set(earlier.changes) <= set(later.changes)
+                    assert {c.field for c in earlier.changes} - {c.field for c in later.changes}
             assert report.fixes[0] == fix(cfg, gpus=n, objective=objective).best
 
 
@@ -279,12 +283,16 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 def test_cli_fixes_the_example(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(
-        ["fix", "--example", "dp-cp-conflict", "--gpus", "8", "--top", "2"], capsys
-    )
+    code, out, err = run(["fix", "--example", "dp-cp-conflict", "--gpus", "8"], capsys)
     assert code == 0 and err == ""
-    assert "fix 1 of 2" in out and "proven optimal" in out and "dp_size" in out
+    assert "proven optimal tier by tier" in out and "dp_size" in out
+    assert "repairs DPATTN-TP-DIV, CP-DPCP-DIV, TOPO-ATTN-TP" in out
+    assert "tiers: GPU count kept; features kept" in out
     assert "command: python -m sglang.launch_server --tp-size 8 --dp-size 4" in out
+    # The only alternative keeping dp_size 3 on 8 GPUs turns a feature on: DWDP.
+    args = ["--set", "tp_size=8", "--set", "dp_size=3", "--set", "enable_dp_attention=true"]
+    code, out, err = run(["fix", *args, "--top", "2"], capsys)
+    assert code == 0 and "fix 1 of 2" in out and "1 feature(s) toggled" in out
 
 
 def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -295,7 +303,16 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and data["valid_input"] is False and data["conflict"] is None
     fix0 = data["fixes"][0]
     assert set(fix0) >= {"config", "changes", "notes", "optimal", "objective", "command_line"}
-    assert fix0["changes"] == [{"field": "dp_size", "old": 3, "new": 4}]
+    # Without DP attention dp 3 means 24 GPUs (3 replicas of 8). Keeping the 24 GPUs and
+    # the attention CP the user asked for takes two sizes; dropping CP would be one change
+    # but toggles a feature, which ranks behind (tier 2 before tier 3).
+    assert fix0["changes"] == [
+        {"field": "tp_size", "old": 8, "new": 12},
+        {"field": "dp_size", "old": 3, "new": 2},
+    ]
+    assert fix0["gpus_used"] == data["gpus_before"] == 24
+    assert [t["tier"] for t in fix0["tiers"]][:2] == ["gpus", "features"]
+    assert fix0["repairs"] == data["violations"] and data["relaxed"] == []
     code, out, _ = run([*args, "--pin", "dp_size", "--gpus", "64", "--json", *seed], capsys)
     data = json.loads(out)
     assert code == 1 and data["fixes"] == []
@@ -350,3 +367,37 @@ def test_importing_the_package_loads_no_solver() -> None:
 
     code = "import sys, solver; assert 'z3' not in sys.modules and 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- tiers and why ---------------------------------------------------------------------------
+def test_a_relaxed_tier_says_what_no_layout_keeps() -> None:
+    """Pinning dp 3 on 8 GPUs with DP attention leaves only DWDP (which rewrites dp): the
+    feature tier gives way, and the core names the pin, the rule and the feature."""
+    cfg = {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True}
+    report = fix(cfg, pins=["dp_size"])
+    best = report.best
+    assert best.changes == (Change("dwdp_size", 1, 8),) and best.objective.features == 1
+    (relaxed,) = report.relaxed
+    assert relaxed.tier == "features" and relaxed.pins == ("dp_size",)
+    assert relaxed.features == ("dwdp",) and [r.id for r in relaxed.rules] == ["DPATTN-TP-DIV"]
+    assert relaxed.text == (
+        "no layout on 8 GPUs with dp_size 3 keeps DWDP off (DPATTN-TP-DIV); the feature set changes"
+    )
+    # Without the pin every tier holds, and nothing is relaxed.
+    free = fix(cfg)
+    assert free.relaxed == () and free.best.objective.features == 0
+
+
+def test_top_k_alternatives_report_their_tier_costs(capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True, "enable_eplb": True}
+    report = fix(cfg, pins=["dp_size"], top=2)
+    first, second = report.fixes
+    # The second keeps the features by giving up the GPU count: tier 1 before tier 2.
+    assert (first.objective.gpus, first.objective.features) == (0, 2)
+    assert (second.objective.gpus, second.objective.features) == (1, 0)
+    assert second.gpus_used != report.gpus_before == first.gpus_used
+    sets = [f"--set={k}={str(v).lower()}" for k, v in cfg.items()]
+    code, out, _ = run(["fix", *sets, "--pin", "dp_size", "--top", "2", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["relaxed"][0]["tier"] == "features"
+    assert [t["cost"] for t in data["fixes"][1]["tiers"]][:2] == [1, 0]

@@ -17,7 +17,7 @@ import pytest
 from solver import validate
 from solver.lang.config import Config
 from solver.repair.fix import fix
-from tests.fix_oracle import CHOICES, SIZES, divisors, nearest, objective_between, z3_accepts
+from tests.fix_oracle import CHOICES, PACK, SIZES, divisors, nearest, objective_between, z3_accepts
 
 GPUS = (4, 6, 8, 12, 16, 24, 32, 48, 64)
 SMALL = (4, 6, 8, 12, 16)
@@ -34,20 +34,20 @@ def invalid_layout(rng: random.Random, n: int) -> Config:
         for name, choices in CHOICES.items():
             if rng.random() < 0.2:
                 values[name] = rng.choice(choices)
-        if not validate(values, explain=False).valid:
+        if not validate(values, explain=False, sglang_version=PACK).valid:
             return Config.model_validate(values)
 
 
 def check_optimal(cfg: Config, gpus: int | None, objective: str) -> None:
-    report = fix(cfg, gpus=gpus, objective=objective)
+    report = fix(cfg, gpus=gpus, objective=objective, sglang_version=PACK)
     assert not report.valid_input and report.fixes, cfg
     best = report.best
     assert best.optimal
-    assert validate(best.config, explain=False).valid
-    assert z3_accepts(best.config, None)
+    assert validate(best.config, explain=False, sglang_version=PACK).valid
+    assert z3_accepts(best.config, None, PACK)
     if gpus is not None:
         assert best.gpus_used == gpus
-    key = objective_between(cfg, best.config, objective)
+    key = objective_between(cfg, best.config, objective, gpus)
     assert key == best.objective.key(objective)
     if gpus is None:
         given = [getattr(cfg, n) for n in cfg.user_set() if n in SIZES]

@@ -58,8 +58,8 @@ ObjectiveOpt = Annotated[
     typer.Option(
         "--objective",
         metavar="changes|distance",
-        help="changes: fewest changed fields, then the smallest size change; distance: the "
-        "reverse.",
+        help="After keeping the GPU count and your features: changes: fewest changed "
+        "fields, then the smallest size change; distance: the reverse.",
     ),
 ]
 TimeoutOpt = Annotated[
@@ -68,11 +68,6 @@ TimeoutOpt = Annotated[
         "--timeout", metavar="S", help="Seconds for the whole search; the best found is kept."
     ),
 ]
-
-_GOALS = {
-    "changes": "fewest changes, then the smallest size change",
-    "distance": "the smallest size change, then the fewest changes",
-}
 
 
 def fix_cmd(
@@ -94,9 +89,12 @@ def fix_cmd(
 ) -> None:
     """Find the nearest layout SGLang accepts, keeping what you pinned.
 
-    Every rule is a hard constraint; keeping each field is a soft one (sizes and the
-    fields you set weigh more). Prints the changes, SGLang's silent changes to the fixed
-    layout, and the fixed layout as an SGLang command line.
+    Every rule is a hard constraint. Then, in tiers, each given up only when no layout
+    keeps it: the GPU count, your feature set (nothing you left off is turned on, nothing
+    you turned on is turned off), the fewest changed fields you set, then other fields,
+    then the smallest size change. Prints the changes, the rules they repair, the tiers
+    kept (and why one is not), SGLang's silent changes, and the fixed layout as an SGLang
+    command line.
 
     Exit status: 0 fixed (or already valid), 1 no fix (the pins conflict, or nothing was
     found in time), 2 bad input.
@@ -155,6 +153,8 @@ def print_fix(report: FixReport, *, verbose: bool = False) -> None:
     if not report.fixes:
         out.print("[red]✗ no fix found[/red] within the timeout; pass a larger --timeout")
         return
+    for relaxed in report.relaxed:
+        out.print(f"[yellow]relaxed:[/yellow] {escape(relaxed.text)}")
     for i, result in enumerate(report.fixes, 1):
         if len(report.fixes) > 1:
             out.print(f"\n[bold]fix {i} of {len(report.fixes)}[/bold]")
@@ -167,15 +167,15 @@ def _print_result(report: FixReport, result: FixResult, first: bool, verbose: bo
     n = len(result.changes)
     best = "optimal" if first else "the best alternative to the fixes above"
     proof = (
-        f"proven {best} ({_GOALS[report.objective]})"
+        f"proven {best} tier by tier"
         if result.optimal
         else "best found within the timeout (not proven optimal)"
     )
-    obj = result.objective
     out.print(
         f"[green]✓ fixed[/green] with {n} change{'s' if n != 1 else ''}, {proof}; "
-        f"weight {obj.changes}, size change {obj.distance:g} bit(s)"
+        f"repairs {', '.join(result.repairs) or '-'}"
     )
+    out.print(f"[dim]tiers:[/dim] {escape(_tiers(result))}")
     table = Table(show_header=True, expand=False)
     table.add_column("field", style="bold", no_wrap=True)
     table.add_column("old")
@@ -192,6 +192,18 @@ def _print_result(report: FixReport, result: FixResult, first: bool, verbose: bo
         out.print(f"[dim]GPUs:[/dim] {result.gpus_used}")
     _print_notes(result, verbose)
     out.print(f"[bold]command:[/bold] {escape(result.command_line)}", soft_wrap=True)
+
+
+def _tiers(result: FixResult) -> str:
+    """Each tier as kept, or what it costs: "GPU count kept, features kept, 1 of yours"."""
+    obj = result.objective
+    words = [
+        "GPU count " + ("changes" if obj.gpus else "kept"),
+        f"{obj.features} feature(s) toggled" if obj.features else "features kept",
+        f"{obj.user_fields} field(s) you set changed, {obj.other_fields} other(s)",
+        f"size change {obj.distance:g} bit(s)",
+    ]
+    return "; ".join(words)
 
 
 def _print_notes(result: FixResult, verbose: bool = False) -> None:

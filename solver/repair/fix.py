@@ -6,16 +6,24 @@ the hardware (`gpus_per_node`, `platform`) and, with `gpus`, the GPU count; keep
 field's value is soft. Fields no rule reads never change.
 
 The objective, defined here once (the tests' brute-force oracle re-derives it from these
-words, not from this code):
-- changes: the weighted number of changed fields. A field weighs 2 if it is a size, else 1,
-  doubled if the user set it: sizes weigh more than flags, and the user's own values more
-  than defaults.
-- distance: the total size change, sum over sizes of |mbits(new) - mbits(old)|, where
-  mbits(x) = sum over the prime factors p of x (with multiplicity) of round(1000*log2 p):
-  1000*|log2(new/old)| with log2 p rounded to milli-bits, so that it is an exact integer.
-Objective "changes" minimises changes, then distance; "distance" the reverse. Remaining ties
-go, field by field in declaration order, to keeping the input's value, else the nearest one
-(`fix_search`), so the same input always gives the same answer.
+words, not from this code), is a sequence of tiers: a later tier only ranks the fixes that
+tie on every earlier one, so an earlier tier is given up only when no valid layout keeps it.
+1. gpus: the layout uses the GPU count of the input (always kept under `gpus`, a hard
+   constraint).
+2. features: the number of the user's features not kept (`solver.repair.features`): a
+   feature the input has off that the fix turns on, or one the input has on that the fix
+   turns off or leaves without a width that makes it work (DP attention with dp 1, prefill
+   CP with attention CP 1).
+3. user_fields, then other_fields: the number of changed fields the user set, then the
+   number of other changed fields (every field counts one).
+4. size: the total size change, sum over sizes of |mbits(new) - mbits(old)|, where
+   mbits(x) = sum over the prime factors p of x (with multiplicity) of round(1000*log2 p):
+   1000*|log2(new/old)| with log2 p rounded to milli-bits, so that it is an exact integer.
+Objective "changes" (the default) minimises the tiers in that order; "distance" puts the size
+change (4) before the field counts (3), tiers 1 and 2 still first. Remaining ties go, field
+by field (tool-only facts such as environment variables first, then declaration order), to
+keeping the input's value, else the nearest one
+(`solver.repair.search`), so the same input always gives the same answer.
 
 The search space: with `gpus=N` every size is a divisor of N (every size of a layout on N
 GPUs divides N). Without it, sizes range over the divisors of M, the least common multiple of
@@ -30,7 +38,7 @@ import re
 import shlex
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from solver.backends.render import condition, fmt_value
 from solver.backends.z3lock import z3_locked
@@ -43,16 +51,21 @@ from solver.lang.fields import CONFIG_SPECS, SPECS
 from solver.lang.limits import MAX_GPUS, MAX_TIMEOUT_S, items_of, shown
 from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
 from solver.packs import Pack, get_pack
-from solver.repair.objective import Objective, change_weight, objective_of, same_value
+from solver.repair.features import FEATURES, turned_on
+from solver.repair.objective import TIER_WORDS, ZERO, objective_of, same_value
 from solver.repair.results import (
     Change,
     Conflict,
     FixReport,
     FixResult,
     FixSelfCheckError,
+    Relaxation,
     RuleRef,
 )
 from solver.validation.validate import environment, validate
+
+if TYPE_CHECKING:
+    from solver.repair.search import Relaxed
 
 OBJECTIVES = ("changes", "distance")
 LAUNCHER = "python -m sglang.launch_server"
@@ -103,8 +116,9 @@ def fix(
     `pins` name fields that keep the input's value; `gpus` makes the layout use exactly
     that many GPUs; `objective` is "changes" or "distance" (module docstring). A valid
     input (on `gpus` GPUs, when given) comes back unchanged as the only fix. With `top`
-    above 1, each later fix drops or alters a change of every earlier one (a fix that only
-    adds changes to an earlier one is no alternative), so fewer may come back.
+    above 1, each later fix keeps at least one field that each earlier fix changes (a real
+    alternative: the same fields to other values, or more fields, are not), so fewer may
+    come back. `relaxed` says which tiers the best fix gives up and why.
 
     Pins that cannot all hold give `conflict`, a minimal set of pins and rules, and no fix.
     Every Z3 call is bounded by what is left of `timeout_s`: `optimal` says whether a fix
@@ -133,9 +147,7 @@ def fix(
         cfg, spec, objective, gpus, False, violations, before, universe.bound, fixes=()
     )
     if report.valid and gpus in (None, before):
-        unchanged = FixResult(
-            cfg, (), report.notes, True, Objective(0, 0, 0), command_line(cfg), before
-        )
+        unchanged = FixResult(cfg, (), report.notes, True, ZERO, command_line(cfg), before)
         return _replace(base, valid_input=True, fixes=(unchanged,))
     from solver.repair import problem as fp
     from solver.repair.search import Deadline, Search
@@ -148,8 +160,8 @@ def fix(
     env = environment(cfg, spec)
     fixed = tuple((n, env[n]) for n in (*fp.HARDWARE, *MODEL_FACT_NAMES))
     prob = fp.problem(fp.Key(universe, gpus, fixed, pack))
-    weights = {n: change_weight(n, user) for n in fp.changeable(pack)}
-    search = Search(prob, env, weights, Deadline(deadline_s - time.monotonic()))
+    keep_gpus = before if gpus is None else None
+    search = Search(prob, env, user, keep_gpus, Deadline(deadline_s - time.monotonic()))
     with prob.lock:
         outcome = search.run(objective, [n for n in pinned if n in fp.changeable(pack)], top)
     if outcome.conflict is not None:
@@ -159,8 +171,35 @@ def fix(
             tuple(_rule_ref(pack, r, gpus, universe.bound) for r in rule_ids),
         )
         return _replace(base, conflict=conflict)
-    fixes = tuple(_result(pack, cfg, spec, f.values, f.optimal, gpus) for f in outcome.found)
-    return _replace(base, fixes=fixes, timed_out=outcome.timed_out)
+    fixes = tuple(
+        _result(pack, cfg, spec, f.values, f.optimal, gpus, before, violations, f.proven, f.tier_ms)
+        for f in outcome.found
+    )
+    relaxed = tuple(
+        _relaxation(pack, cfg, r, before, gpus, universe.bound) for r in outcome.relaxed
+    )
+    return _replace(base, fixes=fixes, timed_out=outcome.timed_out, relaxed=relaxed)
+
+
+def _relaxation(
+    pack: Pack, cfg: Config, why: Relaxed, before: int, gpus: int | None, bound: int
+) -> Relaxation:
+    """A relaxed tier in words: what no layout keeps, and what gives way."""
+    pins = " and ".join(f"{n} {fmt_value(getattr(cfg, n))}" for n in why.pins)
+    with_pins = f" with {pins}" if pins else ""
+    rules = tuple(_rule_ref(pack, r, gpus, bound) for r in why.rules)
+    ids = ", ".join(r.id for r in rules) or "the rules"
+    if why.tier == "gpus":
+        text = f"no layout on {before} GPUs{with_pins} satisfies {ids}; the GPU count changes"
+    else:
+        was_on = dict(zip((f.name for f in FEATURES), turned_on(cfg.model_dump()), strict=True))
+        kept = [f.kept_words(was_on[f.name]) for f in FEATURES if f.name in why.features]
+        on = f"{gpus or before} GPUs"
+        text = (
+            f"no layout on {on}{with_pins} keeps {' and '.join(kept) or 'the feature set'} "
+            f"({ids}); {TIER_WORDS['features']} changes"
+        )
+    return Relaxation(why.tier, text, rules, why.pins, why.features)
 
 
 def _check_args(
@@ -193,6 +232,10 @@ def _result(
     values: Mapping[str, Any],
     optimal: bool,
     gpus: int | None,
+    before: int,
+    repairs: tuple[str, ...],
+    proven: Mapping[str, bool],
+    tier_ms: Mapping[str, float],
 ) -> FixResult:
     changed = [n for n, v in values.items() if not same_value(v, getattr(cfg, n))]
     keep = set(cfg.user_set()) | set(changed)
@@ -207,7 +250,16 @@ def _result(
         Change(n, getattr(cfg, n), getattr(new, n)) for n in CONFIG_SPECS if n in changed
     )
     return FixResult(
-        new, changes, report.notes, optimal, objective_of(cfg, new), command_line(new), used
+        new,
+        changes,
+        report.notes,
+        optimal,
+        objective_of(cfg, new, before if gpus is None else gpus, used),
+        command_line(new),
+        used,
+        repairs=repairs,
+        proven=dict(proven),
+        tier_ms=dict(tier_ms),
     )
 
 

@@ -7,16 +7,28 @@ values both read it without importing each other.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from solver.lang.config import Config
 from solver.lang.fields import CONFIG_SPECS, SPECS
+from solver.repair.features import toggled
 
-
-def change_weight(name: str, user_set: Iterable[str]) -> int:
-    return (2 if SPECS[name].size else 1) * (2 if name in user_set else 1)
+#: The tiers, most important first, as `Objective` names them.
+TIERS = ("gpus", "features", "user_fields", "other_fields", "size")
+#: What each tier keeps, in words.
+TIER_WORDS = {
+    "gpus": "the GPU count",
+    "features": "the feature set",
+    "user_fields": "the fields you set",
+    "other_fields": "the other fields",
+    "size": "the sizes",
+}
+#: The order of the tiers under each `--objective` (the first two always lead).
+ORDERS = {
+    "changes": TIERS,
+    "distance": ("gpus", "features", "size", "user_fields", "other_fields"),
+}
 
 
 def prime_mbits(p: int) -> int:
@@ -31,44 +43,61 @@ def size_mbits(value: int) -> int:
 
 @dataclass(frozen=True)
 class Objective:
-    """The objective values of a fix (see the module docstring)."""
+    """A fix's cost per tier (see the `solver.repair.fix` docstring)."""
 
-    changes: int
-    fields_changed: int
-    distance_mbits: int
+    #: 1 when the GPU count differs from the input's.
+    gpus: int
+    #: Features turned on that were off, or on ones that no longer work.
+    features: int
+    #: Changed fields the user set, and changed other fields.
+    user_fields: int
+    other_fields: int
+    #: The size change in milli-bits.
+    size: int
+
+    @property
+    def fields_changed(self) -> int:
+        return self.user_fields + self.other_fields
 
     @property
     def distance(self) -> float:
         """Total size change in bits (sum of |log2(new/old)|)."""
-        return self.distance_mbits / 1000
+        return self.size / 1000
 
-    def key(self, objective: str) -> tuple[int, int]:
+    def key(self, objective: str) -> tuple[int, ...]:
         """What `objective` minimises, in order."""
-        if objective == "changes":
-            return (self.changes, self.distance_mbits)
-        return (self.distance_mbits, self.changes)
+        return tuple(getattr(self, tier) for tier in ORDERS[objective])
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "changes": self.changes,
-            "fields_changed": self.fields_changed,
+            "gpus_changed": bool(self.gpus),
+            "features_toggled": self.features,
+            "user_fields_changed": self.user_fields,
+            "other_fields_changed": self.other_fields,
             "distance": self.distance,
-            "distance_mbits": self.distance_mbits,
+            "distance_mbits": self.size,
         }
 
 
-def objective_of(old: Config, new: Config) -> Objective:
+ZERO = Objective(0, 0, 0, 0, 0)
+
+
+def objective_of(old: Config, new: Config, gpus_target: int, gpus_after: int) -> Objective:
+    """The tiers of going from `old` to `new`; `gpus_target`: the count tier 1 keeps."""
     user = old.user_set()
-    changes = weight = mbits = 0
+    mine = others = mbits = 0
     for name in CONFIG_SPECS:
         a, b = getattr(old, name), getattr(new, name)
         if same_value(a, b):
             continue
-        changes += 1
-        weight += change_weight(name, user)
+        if name in user:
+            mine += 1
+        else:
+            others += 1
         if SPECS[name].size:
             mbits += abs(size_mbits(b) - size_mbits(a))
-    return Objective(weight, changes, mbits)
+    features = len(toggled(old.model_dump(), new.model_dump()))
+    return Objective(int(gpus_target != gpus_after), features, mine, others, mbits)
 
 
 def same_value(a: Any, b: Any) -> bool:

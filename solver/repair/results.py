@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from solver.lang.config import Config
 from solver.lang.model_spec import ModelSpec
-from solver.repair.objective import Objective
+from solver.repair.objective import ORDERS, TIER_WORDS, Objective
 from solver.validation.report import Note
 
 
@@ -31,14 +31,36 @@ class FixResult:
     #: The fixed layout as one SGLang launch command (tool-only facts in a trailing comment).
     command_line: str
     gpus_used: int
+    #: The error rules of the input this fix repairs (all of them: the fix is valid).
+    repairs: tuple[str, ...] = ()
+    #: Per tier, in the order minimised: proven minimal (empty for a valid input).
+    proven: dict[str, bool] = field(default_factory=dict)
+    #: Per tier (and "ties"), milliseconds of Z3 search.
+    tier_ms: dict[str, float] = field(default_factory=dict, compare=False)
+
+    def tiers(self) -> list[dict[str, Any]]:
+        """Each tier, most important first: what it keeps, its cost, proven or not."""
+        order = [t for t in ORDERS["changes"] if t in self.proven] or list(ORDERS["changes"])
+        return [
+            {
+                "tier": t,
+                "keeps": TIER_WORDS[t],
+                "cost": getattr(self.objective, t),
+                "kept": getattr(self.objective, t) == 0,
+                "proven": self.proven.get(t, True),
+            }
+            for t in order
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "config": self.config.model_dump(mode="json"),
             "changes": [{"field": c.field, "old": c.old, "new": c.new} for c in self.changes],
+            "repairs": list(self.repairs),
             "notes": [n.to_dict() for n in self.notes],
             "optimal": self.optimal,
             "objective": self.objective.to_dict(),
+            "tiers": self.tiers(),
             "gpus_used": self.gpus_used,
             "command_line": self.command_line,
         }
@@ -50,6 +72,28 @@ class RuleRef(NamedTuple):
     id: str
     condition: str
     message: str
+
+
+@dataclass(frozen=True)
+class Relaxation:
+    """A tier the best fix gives up, and why: what no layout keeps under the rules."""
+
+    tier: str
+    #: One sentence: "no layout on 8 GPUs keeps ...; the GPU count changes".
+    text: str
+    #: A minimal set of rules (with the pins and features below) that rules the tier out.
+    rules: tuple[RuleRef, ...]
+    pins: tuple[str, ...]
+    features: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tier": self.tier,
+            "why": self.text,
+            "rules": [r._asdict() for r in self.rules],
+            "pins": list(self.pins),
+            "features": list(self.features),
+        }
 
 
 @dataclass(frozen=True)
@@ -85,6 +129,8 @@ class FixReport:
     conflict: Conflict | None = None
     #: The time ran out: no fix at all, or fewer than asked for.
     timed_out: bool = False
+    #: Tiers the best fix gives up, each with why.
+    relaxed: tuple[Relaxation, ...] = ()
 
     @property
     def best(self) -> FixResult:
@@ -103,6 +149,7 @@ class FixReport:
             "fixes": [f.to_dict() for f in self.fixes],
             "conflict": self.conflict.to_dict() if self.conflict else None,
             "timed_out": self.timed_out,
+            "relaxed": [r.to_dict() for r in self.relaxed],
         }
 
 

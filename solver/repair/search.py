@@ -7,6 +7,12 @@ start at the input's values (`set_initial_value`), so the first layout is alread
 and the count of changed fields is a pseudo-Boolean constraint, which Z3 bounds several
 times faster than the same sum of If-terms.
 
+The objective is in tiers (`solver.repair.objective.ORDERS`), minimised one after the
+other: each tier's optimum is proven (the last, unsatisfiable step) and then asserted as an
+equality while the next one descends, which is a lexicographic optimum with a proof per
+tier. When the first fix relaxes the GPU count or the feature set, `explain` asks for an
+unsatisfiable core of "keep it" under the rules and pins, which names what conflicts.
+
 After the objectives, the remaining ties go field by field in declaration order to keeping
 the input's value, else the nearest one. The answer is then the least layout of a total
 order, whatever Z3 met first and whatever earlier calls left in the cached solver.
@@ -24,17 +30,34 @@ import z3
 
 from solver.backends.z3exp import Num
 from solver.catalogue.literals import open_literals
+from solver.lang.derived import gpus_used
+from solver.lang.expr import fields_of
 from solver.lang.fields import SPECS
-from solver.repair.objective import prime_mbits, size_mbits
+from solver.repair.features import FEATURES, turned_on
+from solver.repair.objective import ORDERS, prime_mbits, size_mbits
 from solver.repair.problem import Problem, changeable
 
 
 @dataclass
 class Found:
-    """One fix: the new values of the changeable fields; whether both objectives are proven."""
+    """One fix: the new values of the changeable fields; whether every tier is proven."""
 
     values: dict[str, Any]
     optimal: bool
+    #: Per tier, in the order minimised: proven minimal, and the milliseconds it took.
+    proven: dict[str, bool] = field(default_factory=dict)
+    tier_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Relaxed:
+    """Why a tier could not be kept: a minimal conflict of rules, pins and features."""
+
+    tier: str
+    rules: tuple[str, ...]
+    pins: tuple[str, ...]
+    #: Names of the features that cannot all be kept (tier "features").
+    features: tuple[str, ...] = ()
 
 
 @dataclass
@@ -43,6 +66,8 @@ class Outcome:
     #: (pins, rule ids) of a minimal conflict.
     conflict: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     timed_out: bool = False
+    #: Why the first fix relaxes a tier, per relaxed tier.
+    relaxed: list[Relaxed] = field(default_factory=list)
 
 
 class Deadline:
@@ -107,16 +132,32 @@ class Search:
     """One `fix` question on a cached `Problem`: objectives, ties, top K, or a conflict."""
 
     def __init__(
-        self, prob: Problem, old: Mapping[str, Any], weights: Mapping[str, int], deadline: Deadline
+        self,
+        prob: Problem,
+        old: Mapping[str, Any],
+        user: frozenset[str],
+        gpus_before: int | None,
+        deadline: Deadline,
     ) -> None:
+        """`old`: the input's values; `user`: the fields the user set; `gpus_before`: the
+        input's GPU count to keep in tier 1 (None: --gpus already fixes it)."""
         self.p, self.enc, self.s = prob, prob.enc, prob.solver
-        self.old, self.weights, self.deadline = old, weights, deadline
+        self.old, self.user, self.deadline = old, user, deadline
+        self.gpus_before = gpus_before
         self.fields = changeable(prob.key.pack)
         self.keep = {n: prob.is_value(n, old[n]) for n in self.fields}
+        self.was_on = turned_on(old)
         self.model: Any = None
+        self.first_model: Any = None
 
     # --- the question --------------------------------------------------------------------
     def run(self, objective: str, pins: Sequence[str], top: int) -> Outcome:
+        out = self._run(objective, pins, top)
+        if out.found and self.deadline.ms() > 0:
+            out.relaxed = self.explain(out.found[0], pins)
+        return out
+
+    def _run(self, objective: str, pins: Sequence[str], top: int) -> Outcome:
         out = Outcome()
         self.s.push()
         try:
@@ -141,8 +182,8 @@ class Search:
                 return out
             self.model = self.s.model()
             self.s.add(self.p.all, *pin_lits.values())
-            changes, distance = self.changes_goal(), self.distance_goal()
-            goals = (changes, distance) if objective == "changes" else (distance, changes)
+            goals = self.tier_goals(objective)
+            self.s.add(*self.enc.take_side())
             for k in range(top):
                 if k:
                     result = self.check([])
@@ -151,32 +192,38 @@ class Search:
                         break
                     self.model = self.s.model()
                 found = self.best(goals)
+                if not k:
+                    self.first_model = self.model
                 out.found.append(found)
                 if self.deadline.ms() <= 0:
                     out.timed_out = k + 1 < top
                     break
-                # A later fix must undo one of this fix's changes: a fix that only adds
-                # changes to an earlier one is no alternative to it.
-                changed = [
-                    self.p.is_value(n, v)
-                    for n, v in found.values.items()
-                    if not _same(v, self.old[n])
-                ]
+                # A later fix must keep a field this one changes: an alternative changes
+                # other fields, not the same ones to other values, nor more of them.
+                changed = [n for n, v in found.values.items() if not _same(v, self.old[n])]
                 if not changed:
                     break
-                self.s.add(z3.Not(z3.And(changed)))
+                self.s.add(z3.Or([self.keep[n] for n in changed]))
         finally:
             self.s.pop()
         return out
 
-    def best(self, goals: Sequence[Goal]) -> Found:
-        """The least layout: objectives in order, then ties field by field."""
+    def best(self, goals: Sequence[tuple[str, Goal]]) -> Found:
+        """The least layout: tiers in order, then ties field by field."""
         self.s.push()
         try:
-            optimal = all([self.minimize(g) for g in goals])
+            proven: dict[str, bool] = {}
+            tier_ms: dict[str, float] = {}
+            for tier, goal in goals:
+                t0 = time.perf_counter()
+                proven[tier] = self.minimize(goal)
+                tier_ms[tier] = (time.perf_counter() - t0) * 1000
             if self.deadline.ms() > 0:
+                t0 = time.perf_counter()
                 self.break_ties()
-            return Found({n: self.enc.decode(self.model, n) for n in self.fields}, optimal)
+                tier_ms["ties"] = (time.perf_counter() - t0) * 1000
+            values = {n: self.enc.decode(self.model, n) for n in self.fields}
+            return Found(values, all(proven.values()), proven, tier_ms)
         finally:
             self.s.pop()
 
@@ -204,8 +251,10 @@ class Search:
         return proven
 
     def break_ties(self) -> None:
-        """Lexicographic over fields in declaration order: keep, else the nearest value."""
-        for name in self.fields:
+        """Lexicographic over fields: keep, else the nearest value. Tool-only facts
+        (environment variables) first, so that a tie goes to a flag the command shows
+        rather than a variable it hides; then declaration order."""
+        for name in sorted(self.fields, key=lambda n: not SPECS[n].tool_only):
             if z3.is_true(self.model.eval(self.keep[name], model_completion=True)):
                 self.s.add(self.keep[name])
             elif not self.minimize(TermGoal(self.rank(name))):
@@ -251,17 +300,100 @@ class Search:
             else:
                 self.s.set_initial_value(sym.val, self.enc.codes.code(value))
 
+    # --- why a tier is relaxed ---------------------------------------------------------
+    def explain(self, found: Found, pins: Sequence[str]) -> list[Relaxed]:
+        """For the GPU count and the feature set, when `found` gives them up: a minimal
+        set of rules, pins (and features) that cannot hold with them."""
+        out: list[Relaxed] = []
+        keep_gpus = self.gpus_before is not None and not self._holds(self.same_gpus())
+        toggled = [i for i in self.live_features() if not self._holds(self.feature_kept(i))]
+        if not keep_gpus and not toggled:
+            return out
+        self.s.push()
+        try:
+            extra: dict[str, Any] = {}
+            pin_lits = {}
+            for name in pins:
+                lit = z3.Bool(f"why-pin:{name}")
+                self.s.add(z3.Implies(lit, self.keep[name]))
+                pin_lits[name] = lit
+            self.s.add(*self.enc.take_side())
+            if keep_gpus:
+                extra["gpus"] = self.same_gpus()
+            else:
+                if self.gpus_before is not None:
+                    self.s.add(self.same_gpus())
+                for i in self.live_features():
+                    extra[FEATURES[i].name] = self.feature_kept(i)
+            lits = {}
+            for key, term in extra.items():
+                lits[key] = z3.Bool(f"why:{key}")
+                self.s.add(z3.Implies(lits[key], term))
+            named = {**{f"pin:{n}": x for n, x in pin_lits.items()}, **lits}
+            core = self.core(named)
+            if core is None:
+                return out
+            pin_names, rule_ids = core
+            kept = tuple(k for k in pin_names if k in lits)
+            pin_names = tuple(k.removeprefix("pin:") for k in pin_names if k.startswith("pin:"))
+            tier = "gpus" if keep_gpus else "features"
+            out.append(Relaxed(tier, rule_ids, pin_names, () if keep_gpus else kept))
+            return out
+        finally:
+            self.s.pop()
+
+    def _holds(self, term: Any) -> bool:
+        """Does `term` hold in the first fix's model."""
+        return bool(z3.is_true(self.first_model.eval(term, model_completion=True)))
+
     # --- objective terms, cached per (field, input value) on the problem ------------------
-    def changes_goal(self) -> Goal:
-        """The weighted count of changed fields."""
-        pairs, costs = [], []
-        for name in self.fields:
-            old, w = self.old[name], self.weights[name]
-            key = (name, type(old).__name__, old)
-            changed = self.p.memo(("changed", *key), z3.Not, self.keep[name])
-            pairs.append((changed, w))
-            costs.append(self.p.memo(("cost", *key, w), z3.If, changed, w, 0))
-        return PbGoal(pairs, _sum(costs))
+    def tier_goals(self, objective: str) -> list[tuple[str, Goal]]:
+        """The tiers in the order `objective` minimises them."""
+        user = [n for n in self.fields if n in self.user]
+        other = [n for n in self.fields if n not in self.user]
+        goals: dict[str, Goal] = {
+            "gpus": self.gpus_goal(),
+            "features": self.count(
+                [
+                    self.p.memo(("toggled", i, self.was_on[i]), z3.Not, self.feature_kept(i))
+                    for i in self.live_features()
+                ]
+            ),
+            "user_fields": self.count([self.changed(n) for n in user]),
+            "other_fields": self.count([self.changed(n) for n in other]),
+            "size": self.distance_goal(),
+        }
+        return [(tier, goals[tier]) for tier in ORDERS[objective]]
+
+    def count(self, lits: list[Any]) -> Goal:
+        """How many of `lits` hold, bounded as a pseudo-Boolean constraint."""
+        if not lits:
+            return TermGoal(z3.IntVal(0))
+        return PbGoal([(b, 1) for b in lits], _sum([z3.If(b, 1, 0) for b in lits]))
+
+    def changed(self, name: str) -> Any:
+        old = self.old[name]
+        return self.p.memo(("changed", name, type(old).__name__, old), z3.Not, self.keep[name])
+
+    def same_gpus(self) -> Any:
+        assert self.gpus_before is not None
+        key = ("gpus", self.gpus_before)
+        return self.p.memo(key, self.enc.formula, gpus_used == self.gpus_before)
+
+    def gpus_goal(self) -> Goal:
+        """0 when the layout uses the input's GPU count; constant 0 under --gpus."""
+        if self.gpus_before is None:
+            return TermGoal(z3.IntVal(0))
+        return TermGoal(z3.If(self.same_gpus(), 0, 1))
+
+    def live_features(self) -> list[int]:
+        """Features whose fields fix may change (the others cannot toggle)."""
+        return _live_features(frozenset(self.fields))
+
+    def feature_kept(self, i: int) -> Any:
+        """The feature keeps the input's state: off stays off, on stays on and works."""
+        f, on = FEATURES[i], self.was_on[i]
+        return self.p.memo(("feature", i, on), self.enc.formula, f.works if on else ~f.on)
 
     def distance_goal(self) -> Goal:
         """Sum over sizes of |mbits(new) - mbits(old)|, linear in the exponents."""
@@ -322,6 +454,17 @@ class Search:
             values.setdefault(None, None)
         values.setdefault(self.old[name], None)
         return list(values)
+
+
+_LIVE: dict[frozenset[str], list[int]] = {}
+
+
+def _live_features(fields: frozenset[str]) -> list[int]:
+    if fields not in _LIVE:
+        _LIVE[fields] = [
+            i for i, f in enumerate(FEATURES) if {*fields_of(f.on), *fields_of(f.works)} <= fields
+        ]
+    return _LIVE[fields]
 
 
 def _sum(terms: list[Any]) -> Any:

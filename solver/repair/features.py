@@ -1,0 +1,143 @@
+"""The user's features, for the second tier of `fix`'s objective, declared once.
+
+A feature is something an operator switches on as a whole (DP attention, prefill CP, an
+all-to-all backend, ...): turning one on or off changes what the server does, while a size
+change only reshapes it. So `fix` keeps the user's feature set before it counts changed
+fields: a feature the user did not turn on stays off, and one they turned on stays on with
+a width that makes it do something (DP attention with dp >= 2, prefill CP with attention
+CP >= 2; attention CP, which prefill CP implies). Each feature is two rule-language
+expressions over the user's raw values, so the Z3 search and the Python check read the
+same definition:
+
+- `on`: the user turned it on (the flag, or a width above 1 for width-enabled features);
+- `works`: it is on and does something.
+
+Legacy flags are read off the declarations (a boolean field whose help says "Legacy" or
+"Deprecated"), so a legacy alias added to `Config` is a feature without an edit here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from solver.backends.pyeval import PyCompiler
+from solver.lang.expr import Expr, is_set
+from solver.lang.fields import CONFIG_SPECS, F
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One switch of the user's feature set (see the module docstring)."""
+
+    name: str
+    #: In words, for "no layout keeps ... on/off".
+    label: str
+    on: Expr
+    works: Expr
+    #: The width that makes it work, in words ("" when `works` is `on`).
+    width: str = ""
+
+    def kept_words(self, was_on: bool) -> str:
+        """What keeping it means: "DP attention on with dp >= 2", "DWDP off"."""
+        if not was_on:
+            return f"{self.label} off"
+        return f"{self.label} on" + (f" with {self.width}" if self.width else "")
+
+
+def _legacy_flags() -> tuple[Feature, ...]:
+    out = []
+    for name, spec in CONFIG_SPECS.items():
+        legacy = spec.help.startswith(("Legacy", "Deprecated"))
+        if legacy and spec.kind == "bool" and not spec.tool_only:
+            flag = getattr(F, name).as_raw
+            out.append(Feature(name, f"the legacy flag {spec.flags[0]}", flag, flag))
+    return tuple(out)
+
+
+def _features() -> tuple[Feature, ...]:
+    # Two spellings of one feature: the flag, or SGLang 0.5.23's width `--attn-dp-size`.
+    attn_dp_size = F.attn_dp_size.as_raw
+    dp_attention = F.enable_dp_attention.as_raw | (attn_dp_size > 1)
+    prefill_cp = F.enable_prefill_cp.as_raw
+    return (
+        Feature(
+            "dp_attention",
+            "DP attention",
+            dp_attention,
+            dp_attention & ((F.dp_size.as_raw != 1) | (attn_dp_size > 1)),
+            "dp >= 2",
+        ),
+        Feature(
+            "prefill_cp",
+            "prefill CP",
+            prefill_cp,
+            prefill_cp & (F.attn_cp_size.as_raw != 1),
+            "attention CP >= 2",
+        ),
+        # Attention CP carves CP groups out of attention TP whether or not prefill CP is
+        # on; prefill CP needs it, so the user's prefill CP also asks for it.
+        Feature(
+            "attention_cp",
+            "attention CP",
+            (F.attn_cp_size.as_raw != 1) | prefill_cp,
+            F.attn_cp_size.as_raw != 1,
+            "attention CP >= 2",
+        ),
+        Feature("decode_cp", "decode CP", F.dcp_size.as_raw != 1, F.dcp_size.as_raw != 1),
+        Feature(
+            "a2a_backend",
+            "an MoE all-to-all backend",
+            F.moe_a2a_backend.as_raw != "none",
+            F.moe_a2a_backend.as_raw != "none",
+        ),
+        Feature("eplb", "EPLB", F.enable_eplb.as_raw, F.enable_eplb.as_raw),
+        Feature("dwdp", "DWDP", F.dwdp_size.as_raw != 1, F.dwdp_size.as_raw != 1),
+        Feature(
+            "elastic_ep",
+            "elastic EP",
+            is_set(F.elastic_ep_backend.as_raw),
+            is_set(F.elastic_ep_backend.as_raw),
+        ),
+        Feature("pp", "pipeline parallelism", F.pp_size.as_raw != 1, F.pp_size.as_raw != 1),
+        *_legacy_flags(),
+    )
+
+
+#: Every feature, in a fixed order.
+FEATURES: tuple[Feature, ...] = _features()
+
+
+@cache
+def _compiled(index: int, which: str) -> Callable[[Mapping[str, Any]], bool]:
+    c = PyCompiler()
+    code = c.code(getattr(FEATURES[index], which))
+    lines = [f"    u_{n} = u[{n!r}]" for n in c.raw_reads]
+    src = "\n".join(["def feature(u):", *lines, f"    return bool({code})"])
+    scope: dict[str, Any] = {}
+    exec(compile(src, f"<feature {FEATURES[index].name}>", "exec"), scope)
+    fn: Callable[[Mapping[str, Any]], bool] = scope["feature"]
+    return fn
+
+
+def turned_on(values: Mapping[str, Any]) -> tuple[bool, ...]:
+    """Per feature: did the user turn it on in these raw values."""
+    return tuple(_compiled(i, "on")(values) for i in range(len(FEATURES)))
+
+
+def toggled(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Feature, ...]:
+    """The features `new` does not keep: off ones turned on, on ones off or doing nothing."""
+    out = []
+    for i, (feature, was_on) in enumerate(zip(FEATURES, turned_on(old), strict=True)):
+        if was_on != _compiled(i, "works" if was_on else "on")(new):
+            out.append(feature)
+    return tuple(out)
+
+
+def states(values: Mapping[str, Any]) -> tuple[tuple[bool, bool], ...]:
+    """Per feature: (on, works) in these raw values, for callers that compare in bulk."""
+    return tuple(
+        (_compiled(i, "on")(values), _compiled(i, "works")(values)) for i in range(len(FEATURES))
+    )
