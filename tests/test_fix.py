@@ -70,8 +70,8 @@ def test_dp_cp_conflict_needs_one_size_change() -> None:
     assert best.objective == Objective(gpus=0, features=0, user_fields=1, other_fields=0, size=415)
     assert [t["tier"] for t in best.tiers() if t["kept"]] == ["gpus", "features", "other_fields"]
     assert best.repairs == report.violations and report.relaxed == ()
-    assert best.command_line == (
-        "python -m sglang.launch_server --tp-size 8 --dp-size 4 --enable-dp-attention "
+    assert best.command_line == (  # the newest release's spelling of DP attention
+        "python -m sglang.launch_server --tp-size 8 --attn-dp-size 4 "
         "--attn-cp-size 2 --enable-prefill-cp --cp-strategy zigzag"
     )
     assert [n.resolution for n in best.notes] == ["R-DPATTN"]
@@ -266,13 +266,18 @@ def test_command_line_round_trips_and_keeps_tool_facts_apart() -> None:
         gpus_per_node=4,
         platform="hip",
     )
-    line = command_line(cfg)
+    line = command_line(cfg, SEED)
     assert line.startswith("SGLANG_ENABLE_CP_V2=0 python -m sglang.launch_server --tp-size 8 ")
     assert line.endswith("  # not SGLang flags: gpus_per_node=4 platform=hip")
-    parsed = parse_sglang_command(line.split("  #")[0]).values
+    parsed = parse_sglang_command(line).values  # the reader skips the trailing comment
     expected = cfg.model_dump(exclude_defaults=True)
     del expected["gpus_per_node"], expected["platform"]
     assert parsed == expected
+    # 0.5.23 spells DP attention --attn-dp-size; read back, it is the same layout there.
+    newest = command_line(cfg)
+    assert "--attn-dp-size 2" in newest and "--enable-dp-attention" not in newest
+    reread = solver.validate({**parse_sglang_command(newest).values, "platform": "hip"})
+    assert reread.derived == solver.validate(cfg).derived
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -288,7 +293,7 @@ def test_cli_fixes_the_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert "proven optimal tier by tier" in out and "dp_size" in out
     assert "repairs DPATTN-TP-DIV, CP-DPCP-DIV, TOPO-ATTN-TP" in out
     assert "tiers: GPU count kept; features kept" in out
-    assert "command: python -m sglang.launch_server --tp-size 8 --dp-size 4" in out
+    assert "command: python -m sglang.launch_server --tp-size 8 --attn-dp-size 4" in out
     # The only alternative keeping dp_size 3 on 8 GPUs turns a feature on: DWDP.
     args = ["--set", "tp_size=8", "--set", "dp_size=3", "--set", "enable_dp_attention=true"]
     code, out, err = run(["fix", *args, "--top", "2"], capsys)

@@ -73,14 +73,21 @@ _ENV_VARS = {name: var for var, name in ENV_FACTS.items()}
 
 
 # --- the command line -----------------------------------------------------------------------
-def command_line(config: Config) -> str:
-    """SGLang flags for every non-default field; environment variables lead, other
-    tool-only facts follow in a comment because SGLang has no flag for them."""
+def command_line(config: Config, pack: Pack | None = None) -> str:
+    """SGLang flags for every non-default field, in the release's spelling; environment
+    variables lead, other tool-only facts follow in a comment because SGLang has no flag
+    for them (the command reader skips the comment).
+
+    A release with `--attn-dp-size` (0.5.23 on) spells DP attention with it: there
+    `--enable-dp-attention --dp-size N` is the deprecated form."""
+    values = dict(config.__dict__)
+    if "attn_dp_size" not in get_pack(pack).absent_fields and values["enable_dp_attention"]:
+        values.update(attn_dp_size=values["dp_size"], dp_size=1, enable_dp_attention=False)
     env: list[str] = []
     flags: list[str] = []
     facts: list[str] = []
     for name, spec in CONFIG_SPECS.items():
-        value = getattr(config, name)
+        value = values[name]
         if same_value(value, spec.default):
             continue
         if name in _ENV_VARS:
@@ -147,7 +154,7 @@ def fix(
         cfg, spec, objective, gpus, False, violations, before, universe.bound, fixes=()
     )
     if report.valid and gpus in (None, before):
-        unchanged = FixResult(cfg, (), report.notes, True, ZERO, command_line(cfg), before)
+        unchanged = FixResult(cfg, (), report.notes, True, ZERO, command_line(cfg, pack), before)
         return _replace(base, valid_input=True, fixes=(unchanged,))
     from solver.repair import problem as fp
     from solver.repair.search import Deadline, Search
@@ -255,7 +262,7 @@ def _result(
         report.notes,
         optimal,
         objective_of(cfg, new, before if gpus is None else gpus, used),
-        command_line(new),
+        command_line(new, pack),
         used,
         repairs=repairs,
         proven=dict(proven),
