@@ -8,7 +8,7 @@ JSON lines, so the same harness serves every release, old or new.
 Two commands:
   python runner.py flags            -> the release's argparse flag table (one JSON object)
   python runner.py resolve < in.jsonl > out.jsonl
-      each input line: {"id", "model", "args": {ServerArgs field: value}}
+      each input line: {"id", "model", "args": {ServerArgs field: value}, "env": {VAR: value}}
       each output line: {"id", "accepted", "error", "error_type", "step", "site",
                          "harness_error", "resolved": {field: value} | null}
 
@@ -84,7 +84,12 @@ RESOLVED_FIELDS = (
 
 # Frames that only forward to the step that did the work.
 PLUMBING = {"run_hook", "run_post_process_pass", "wrapped", "_run", "__call__"}
-DISPATCHERS = {"run_resolution_pipeline", "_run_resolution_pipeline", "__post_init__", "resolve_once"}
+DISPATCHERS = {
+    "run_resolution_pipeline",
+    "_run_resolution_pipeline",
+    "__post_init__",
+    "resolve_once",
+}
 
 
 class _Inert:
@@ -135,7 +140,7 @@ def _prepare() -> None:
     warnings.filterwarnings("ignore")
     try:
         import torchvision  # noqa: F401
-    except Exception:  # noqa: BLE001 - a CUDA wheel fails in many ways
+    except Exception:
         for k in [k for k in sys.modules if k.split(".")[0] == "torchvision"]:
             del sys.modules[k]
         sys.meta_path.append(_TorchvisionFinder())
@@ -154,10 +159,9 @@ def _server_args() -> Any:
     with contextlib.redirect_stdout(sys.stderr):
         from sglang.srt.server_args import ServerArgs
 
-        try:  # pipeline releases import their hooks lazily; pay it once, up front
+        # pipeline releases import their hooks lazily; pay it once, up front
+        with contextlib.suppress(ImportError):
             from sglang.srt.arg_groups import pipeline  # noqa: F401
-        except ImportError:
-            pass
     return ServerArgs
 
 
@@ -231,7 +235,43 @@ def dump_flags() -> dict[str, Any]:
         "resolution": "pipeline" if hasattr(sa, "resolve_once") else "post_init",
         "flags": flags,
         "fields_without_flag": no_cli,
+        "fields": sorted(fields),
+        "steps": resolution_steps(sa),
     }
+
+
+def resolution_steps(sa: Any) -> list[str]:
+    """The order SGLang's resolution steps run in, measured on one default config.
+
+    A profiler records the first call of every step function (`handle_*` hooks, or
+    `_handle_*` methods in releases that resolve in `__post_init__`), so the order comes
+    from running the release, not from reading its source.
+    """
+    order: list[str] = []
+
+    def prof(frame: Any, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        name = frame.f_code.co_name
+        path = frame.f_code.co_filename.replace("\\", "/")
+        step = "/sglang/srt/" in path and name.lstrip("_").startswith("handle_")
+        if step and name not in order:
+            order.append(name)
+
+    kw = {"model_path": os.path.join(MODELS_DIR, "llama"), "skip_tokenizer_init": True}
+    kw["device"] = "cpu"
+    env = dict(os.environ)
+    sys.setprofile(prof)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            obj = sa(**kw)
+            if hasattr(obj, "resolve_once"):
+                obj.resolve_once()
+    finally:
+        sys.setprofile(None)
+        os.environ.clear()
+        os.environ.update(env)
+    return order
 
 
 def _blame(tb: Any) -> tuple[str | None, str | None]:
@@ -300,6 +340,7 @@ class Resolver:
         kw.update(skip_tokenizer_init=True, device="cpu")
         kw.update(args)
         env = dict(os.environ)
+        os.environ.update({k: str(v) for k, v in (item.get("env") or {}).items()})
         obj = None
         try:
             with contextlib.redirect_stdout(sys.stderr):
@@ -307,7 +348,7 @@ class Resolver:
                 if hasattr(obj, "resolve_once"):
                     obj.resolve_once()
             out["accepted"] = True
-        except Exception as exc:  # noqa: BLE001 - SGLang raises asserts, ValueError, ...
+        except Exception as exc:
             out["error"] = (str(exc) or type(exc).__name__)[:300]
             out["error_type"] = type(exc).__name__
             out["step"], out["site"] = _blame(exc.__traceback__)
@@ -322,7 +363,7 @@ class Resolver:
                     continue
                 try:
                     v = self.result(obj, f) if self.result else getattr(obj, f)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     v = getattr(obj, f, None)
                 resolved[f] = _plain(v)
             out["resolved"] = resolved
