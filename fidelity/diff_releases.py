@@ -85,8 +85,9 @@ def flags(a: str, b: str) -> dict[str, Any]:
 
 
 def steps(a: str, b: str) -> dict[str, Any]:
-    sa = json.loads((HERE / "flags" / f"{a}.json").read_text()).get("steps", [])
-    sb = json.loads((HERE / "flags" / f"{b}.json").read_text()).get("steps", [])
+    # Pre-pipeline releases name their steps `_handle_x` (methods); compare by `handle_x`.
+    sa = [s.lstrip("_") for s in json.loads((HERE / "flags" / f"{a}.json").read_text())["steps"]]
+    sb = [s.lstrip("_") for s in json.loads((HERE / "flags" / f"{b}.json").read_text())["steps"]]
     return {
         "a": sa,
         "b": sb,
@@ -102,7 +103,7 @@ def _norm(text: str) -> str:
 def _outcome(r: dict[str, Any]) -> str:
     if r["accepted"]:
         return "accept"
-    return f"{r['step']}: {_norm(r['error'])}"
+    return f"{(r['step'] or '').lstrip('_')}: {_norm(r['error'])}"
 
 
 def rules(a: str, b: str) -> dict[str, Any]:
