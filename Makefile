@@ -39,8 +39,8 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory lint
 
 lint: $(STAMP)
-	$(PY) -m ruff check solver cp tests benchmarks
-	$(PY) -m ruff format --check solver cp tests benchmarks
+	$(PY) -m ruff check solver cp tests benchmarks fidelity
+	$(PY) -m ruff format --check solver cp tests benchmarks fidelity
 	$(PY) -m mypy
 
 bench: $(STAMP)

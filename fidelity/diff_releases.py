@@ -70,13 +70,13 @@ def flags(a: str, b: str) -> dict[str, Any]:
     for d in sorted(set(by_a) & set(by_b)):
         if not _layout(d):
             continue
-        ch = {
+        ch: dict[str, Any] = {
             k: [by_a[d][k], by_b[d][k]]
             for k in ("flags", "choices", "default", "deprecated", "action")
             if by_a[d][k] != by_b[d][k]
         }
         if ch:
-            ch["dest"] = d  # type: ignore[assignment]
+            ch["dest"] = d
             out["changed"].append(ch)
     out["fields_only_in_a"] = sorted(d for d in set(fa["fields"]) - set(fb["fields"]) if _layout(d))
     out["fields_only_in_b"] = sorted(d for d in set(fb["fields"]) - set(fa["fields"]) if _layout(d))

@@ -126,7 +126,8 @@ class _TorchvisionFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec: Any) -> types.ModuleType:
         mod = _InertModule(spec.name)
         mod.__path__ = []
-        mod.__version__ = "0.0.0"  # transformers compares it and takes its PIL paths
+        # transformers compares the version and takes its PIL paths below 0.27
+        setattr(mod, "__version__", "0.0.0")  # noqa: B010
         return mod
 
     def exec_module(self, module: types.ModuleType) -> None:
@@ -151,7 +152,7 @@ def _prepare() -> None:
         def capability(device: Any = None) -> tuple[int, int]:
             return (9, 0)
 
-        torch.cuda.get_device_capability = capability  # type: ignore[assignment]
+        torch.cuda.get_device_capability = capability
     logging.disable(logging.WARNING)
 
 
@@ -336,7 +337,7 @@ class Resolver:
         if bad is not None:
             out.update(error=bad, error_type="ArgparseError", step="argparse")
             return out
-        kw = {"model_path": os.path.join(MODELS_DIR, item.get("model") or "llama")}
+        kw: dict[str, Any] = {"model_path": os.path.join(MODELS_DIR, item.get("model") or "llama")}
         kw.update(skip_tokenizer_init=True, device="cpu")
         kw.update(args)
         env = dict(os.environ)
