@@ -9,8 +9,9 @@ recorder uses one seed; each release got its own spelling of them), so comparing
   flags whose dest is a layout field meshsat knows or a field new in the later release
   that the parallel steps read;
 - steps: the order of resolution steps each release ran on a default config;
-- rules: per-(step, error text) counts in each release, and the verdict transitions
-  (A's outcome -> B's outcome) with counts and example ids.
+- rules: per-(step, error text) counts in each release (release-only `native` layouts
+  included), and the verdict transitions (A's outcome -> B's outcome) on the shared
+  layouts, with counts and example ids.
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def rules(a: str, b: str) -> dict[str, Any]:
     errs_b = Counter(_outcome(r) for r in rb if not r["accepted"])
     trans: Counter[tuple[str, str]] = Counter()
     ex: dict[tuple[str, str], list[int]] = {}
-    for x, y in zip(ra, rb, strict=True):
+    common = [r for r in ra if not r.get("native")], [r for r in rb if not r.get("native")]
+    for x, y in zip(*common, strict=True):
         assert x["id"] == y["id"] and x["config"] == y["config"]
         oa, ob = _outcome(x), _outcome(y)
         if oa != ob:

@@ -271,3 +271,36 @@ def spell(release: str, config: Config, fields: frozenset[str]) -> tuple[Config,
     for k in dropped:
         del c[k]
     return c, env, dropped
+
+
+def native(n: int, fields: frozenset[str], seed: int = 1) -> Iterator[tuple[str, Config]]:
+    """Layouts meshsat's vocabulary cannot spell, in the release's own fields.
+
+    From 0.5.23 on, `dp_size` (independent replicas) and `attn_dp_size` (DP attention
+    inside the TP group) are separate, so "replicas *and* DP attention" is a layout the
+    seed's single `dp_size` cannot express. These records have no meshsat config; they
+    exist so the release's new rules about the pair are measured too.
+    """
+    if "attn_dp_size" not in fields:
+        return
+    r = random.Random(seed)
+    for _ in range(n):
+        model = r.choices(MODELS, weights=(0.4, 0.35, 0.25))[0]
+        tp = r.choice((2, 4, 8, 16))
+        c: Config = {"tp_size": tp}
+        c["attn_dp_size"] = r.choice(_divisors(tp))
+        c["dp_size"] = r.choice((1, 1, 2, 3, 4))
+        if r.random() < 0.4:
+            c["attn_cp_size"] = r.choice(_divisors(tp))
+            c["enable_prefill_cp"] = True
+            c["cp_strategy"] = r.choice(("zigzag", "interleave"))
+        if r.random() < 0.4:
+            c["ep_size"] = r.choice(_divisors(tp))
+            c["moe_a2a_backend"] = r.choice(("none", "deepep", "flashinfer"))
+        if r.random() < 0.3:
+            c["enable_dp_lm_head"] = True
+        if r.random() < 0.2:
+            c["dcp_size"] = r.choice((1, 2))
+        if r.random() < 0.2:
+            c["nnodes"] = 2
+        yield model, c

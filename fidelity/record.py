@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fidelity.generate import configs, spell
+from fidelity.generate import configs, native, spell
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -51,7 +51,7 @@ def dump_flags(version: str) -> dict[str, Any]:
     return table
 
 
-def record(version: str, n: int, seed: int) -> Path:
+def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
     table = dump_flags(version)
     fields = frozenset(table["fields"])
     items = []
@@ -60,6 +60,10 @@ def record(version: str, n: int, seed: int) -> Path:
         args, env, dropped = spell(version, cfg, fields)
         items.append({"id": i, "model": model, "args": args, "env": env})
         meta.append((model, cfg, args, env, dropped))
+    for j, (model, args) in enumerate(native(n_native, fields, seed + 1)):
+        items.append({"id": n + j, "model": model, "args": args, "env": {}})
+        meta.append((model, None, args, {}, []))
+    total = len(items)
     t0 = time.perf_counter()
     proc = subprocess.run(
         [str(venv_python(version)), str(HERE / "runner.py"), "resolve"],
@@ -70,13 +74,14 @@ def record(version: str, n: int, seed: int) -> Path:
     )
     secs = time.perf_counter() - t0
     verdicts = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    assert len(verdicts) == n, (len(verdicts), proc.stderr[-2000:])
+    assert len(verdicts) == total, (len(verdicts), proc.stderr[-2000:])
     FIXTURES.mkdir(parents=True, exist_ok=True)
     path = FIXTURES / f"{version}.jsonl.gz"
     header = {
         "sglang": table["sglang"],
         "resolution": table["resolution"],
-        "n": n,
+        "n": total,
+        "native": total - n,
         "seed": seed,
         "platform": "cpu",
         "recorded_by": "python -m fidelity.record",
@@ -86,6 +91,8 @@ def record(version: str, n: int, seed: int) -> Path:
         fh.write(json.dumps(header, separators=(",", ":")) + "\n")
         for (model, cfg, args, env, dropped), v in zip(meta, verdicts, strict=True):
             rec: dict[str, Any] = {"id": v["id"], "model": model, "config": cfg}
+            if cfg is None:
+                rec["native"] = True  # release-only layout: no meshsat spelling
             if args != cfg:
                 rec["args"] = args
             if env:
@@ -101,7 +108,7 @@ def record(version: str, n: int, seed: int) -> Path:
                 rec["resolved"] = v["resolved"]
             fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
     ok = sum(v["accepted"] for v in verdicts)
-    print(f"{version}: {n} configs, {ok} accepted ({100 * ok / n:.1f} %), {secs:.0f} s -> {path}")
+    print(f"{version}: {total} configs, {ok} accepted ({100 * ok / total:.1f} %), {secs:.0f} s")
     return path
 
 
