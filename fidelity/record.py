@@ -54,8 +54,8 @@ def dump_flags(version: str) -> dict[str, Any]:
 def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
     table = dump_flags(version)
     fields = frozenset(table["fields"])
-    items = []
-    meta = []
+    items: list[dict[str, Any]] = []
+    meta: list[tuple[str, dict[str, Any] | None, dict[str, Any], dict[str, Any], list[str]]] = []
     for i, (model, cfg) in enumerate(configs(n, seed)):
         args, env, dropped = spell(version, cfg, fields)
         items.append({"id": i, "model": model, "args": args, "env": env})
