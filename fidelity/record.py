@@ -89,11 +89,11 @@ def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
     }
     with gzip.open(path, "wt", compresslevel=9) as fh:
         fh.write(json.dumps(header, separators=(",", ":")) + "\n")
-        for (model, cfg, args, env, dropped), v in zip(meta, verdicts, strict=True):
-            rec: dict[str, Any] = {"id": v["id"], "model": model, "config": cfg}
-            if cfg is None:
+        for (model, config, args, env, dropped), v in zip(meta, verdicts, strict=True):
+            rec: dict[str, Any] = {"id": v["id"], "model": model, "config": config}
+            if config is None:
                 rec["native"] = True  # release-only layout: no meshsat spelling
-            if args != cfg:
+            if args != config:
                 rec["args"] = args
             if env:
                 rec["env"] = env
