@@ -29,6 +29,10 @@ FIXTURES = ROOT / "tests" / "fixtures" / "fidelity"
 CACHE = Path(os.environ.get("MESHSAT_FIDELITY_CACHE", Path.home() / ".cache" / "meshsat-fidelity"))
 
 
+# Some choice lists are sets inside SGLang; a fixed hash seed keeps the dumps reproducible.
+RUNNER_ENV = {**os.environ, "PYTHONHASHSEED": "0"}
+
+
 def venv_python(version: str) -> Path:
     py = CACHE / version / "bin" / "python"
     if not py.exists():
@@ -42,6 +46,7 @@ def dump_flags(version: str) -> dict[str, Any]:
         check=True,
         capture_output=True,
         text=True,
+        env=RUNNER_ENV,
     ).stdout
     table: dict[str, Any] = json.loads(out)
     (HERE / "flags").mkdir(exist_ok=True)
@@ -71,6 +76,7 @@ def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
         capture_output=True,
         text=True,
         check=True,
+        env=RUNNER_ENV,
     )
     secs = time.perf_counter() - t0
     verdicts = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
