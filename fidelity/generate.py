@@ -250,15 +250,16 @@ def spell(release: str, config: Config, fields: frozenset[str]) -> tuple[Config,
         c.pop("enable_dp_attention", None)
     if "enable_prefill_context_parallel" not in fields:
         # The legacy CP flags are gone: spell them as their replacement.
-        for flag, mode in (
-            ("enable_prefill_context_parallel", "prefill_cp_mode"),
-            ("enable_dsa_prefill_context_parallel", "dsa_prefill_cp_mode"),
+        # Each legacy mode flag has its own default (as in the seed's flag table).
+        for flag, mode, default in (
+            ("enable_prefill_context_parallel", "prefill_cp_mode", "in-seq-split"),
+            ("enable_dsa_prefill_context_parallel", "dsa_prefill_cp_mode", "round-robin-split"),
         ):
             m = c.pop(mode, None)
             if c.pop(flag, False):
                 c["enable_prefill_cp"] = True
                 if c.get("cp_strategy") is None:
-                    c["cp_strategy"] = LEGACY_MODE[m or "in-seq-split"]
+                    c["cp_strategy"] = LEGACY_MODE[m or default]
     if major < (0, 5) and "moe_a2a_backend" not in fields:
         backend = c.pop("moe_a2a_backend", "none")
         if backend == "deepep":
