@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.meshsat-installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench fidelity clean
 
 # torch comes through a constraints file pinned to the CPU build on disk, so set-up never
 # pulls a CUDA build; a virtualenv that already has torch keeps its own.
@@ -39,14 +39,25 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory lint
 
 lint: $(STAMP)
-	$(PY) -m ruff check solver cp tests benchmarks
-	$(PY) -m ruff format --check solver cp tests benchmarks
+	$(PY) -m ruff check solver cp tests benchmarks fidelity
+	$(PY) -m ruff format --check solver cp tests benchmarks fidelity
 	$(PY) -m mypy
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_validate.py
 	$(PY) benchmarks/bench_fix.py
 	$(PY) benchmarks/bench_cp.py
+	PYTHONPATH=$(CURDIR) $(PY) benchmarks/bench_fidelity.py
+
+# The real SGLang as the oracle: one CPU venv per release outside the repository
+# ($$HOME/.cache/meshsat-fidelity/<version>), its flag table into fidelity/flags/ and its
+# verdicts on generated configs into tests/fixtures/fidelity/. Not part of `make test`,
+# which replays the recorded fixtures without SGLang.
+FIDELITY_RELEASES ?= 0.5.23 0.5.19 0.5.18 0.4.6.post5
+fidelity: $(STAMP)
+	PYTHONPATH=$(CURDIR) $(PY) -m fidelity.record $(FIDELITY_RELEASES)
+	PYTHONPATH=$(CURDIR) $(PY) -m fidelity.compare 0.5.19
+	PYTHONPATH=$(CURDIR) $(PY) benchmarks/bench_fidelity.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

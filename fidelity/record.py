@@ -1,0 +1,133 @@
+"""Record one SGLang release's verdicts into the repository's fixtures.
+
+    python -m fidelity.record 0.5.23 [--n 6000] [--seed 0]
+
+Builds (or re-checks) the release's venv, dumps its argparse flag table to
+`fidelity/flags/<version>.json`, generates configs (`fidelity.generate`), spells them for
+the release, runs them through the release's own resolution (`fidelity/runner.py`, inside
+that venv) and writes `tests/fixtures/fidelity/<version>.jsonl.gz`: a header line, then one
+record per config. `make test` reads only these files, so it never needs SGLang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from fidelity.generate import configs, native, spell
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "fidelity"
+CACHE = Path(os.environ.get("MESHSAT_FIDELITY_CACHE", Path.home() / ".cache" / "meshsat-fidelity"))
+
+
+# Some choice lists are sets inside SGLang; a fixed hash seed keeps the dumps reproducible.
+RUNNER_ENV = {**os.environ, "PYTHONHASHSEED": "0"}
+
+
+def venv_python(version: str) -> Path:
+    py = CACHE / version / "bin" / "python"
+    if not py.exists():
+        subprocess.run(["bash", str(HERE / "setup_venv.sh"), version], check=True)
+    return py
+
+
+def dump_flags(version: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [str(venv_python(version)), str(HERE / "runner.py"), "flags"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=RUNNER_ENV,
+    ).stdout
+    table: dict[str, Any] = json.loads(out)
+    (HERE / "flags").mkdir(exist_ok=True)
+    with open(HERE / "flags" / f"{version}.json", "w") as fh:
+        json.dump(table, fh, separators=(",", ":"), sort_keys=True)
+        fh.write("\n")
+    return table
+
+
+def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
+    table = dump_flags(version)
+    fields = frozenset(table["fields"])
+    items: list[dict[str, Any]] = []
+    meta: list[tuple[str, dict[str, Any] | None, dict[str, Any], dict[str, Any], list[str]]] = []
+    for i, (model, cfg) in enumerate(configs(n, seed)):
+        args, env, dropped = spell(version, cfg, fields)
+        items.append({"id": i, "model": model, "args": args, "env": env})
+        meta.append((model, cfg, args, env, dropped))
+    for j, (model, args) in enumerate(native(n_native, fields, seed + 1)):
+        items.append({"id": n + j, "model": model, "args": args, "env": {}})
+        meta.append((model, None, args, {}, []))
+    total = len(items)
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [str(venv_python(version)), str(HERE / "runner.py"), "resolve"],
+        input="".join(json.dumps(x) + "\n" for x in items),
+        capture_output=True,
+        text=True,
+        check=True,
+        env=RUNNER_ENV,
+    )
+    secs = time.perf_counter() - t0
+    verdicts = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert len(verdicts) == total, (len(verdicts), proc.stderr[-2000:])
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    path = FIXTURES / f"{version}.jsonl.gz"
+    header = {
+        "sglang": table["sglang"],
+        "resolution": table["resolution"],
+        "n": total,
+        "native": total - n,
+        "seed": seed,
+        "platform": "cpu",
+        "recorded_by": "python -m fidelity.record",
+        "resolve_seconds": round(secs, 1),
+    }
+    with gzip.open(path, "wt", compresslevel=9) as fh:
+        fh.write(json.dumps(header, separators=(",", ":")) + "\n")
+        for (model, config, args, env, dropped), v in zip(meta, verdicts, strict=True):
+            rec: dict[str, Any] = {"id": v["id"], "model": model, "config": config}
+            if config is None:
+                rec["native"] = True  # release-only layout: no meshsat spelling
+            if args != config:
+                rec["args"] = args
+            if env:
+                rec["env"] = env
+            if dropped:
+                rec["dropped"] = dropped
+            if v["harness_error"]:
+                rec["harness_error"] = v["error"]
+            rec["accepted"] = v["accepted"]
+            if not v["accepted"]:
+                rec.update(error=(v["error"] or "")[:160], step=v["step"], site=v["site"])
+            else:
+                rec["resolved"] = v["resolved"]
+            fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+    ok = sum(v["accepted"] for v in verdicts)
+    print(f"{version}: {total} configs, {ok} accepted ({100 * ok / total:.1f} %), {secs:.0f} s")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("versions", nargs="+")
+    ap.add_argument("--n", type=int, default=6000)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    for v in a.versions:
+        record(v, a.n, a.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,392 @@
+"""Run one SGLang release's own argument handling on CPU; executed by that release's venv.
+
+This file is deliberately standard-library only: it runs under the interpreter of the
+per-release virtualenv (`fidelity/setup_venv.sh`), which has SGLang and its light
+dependencies but not meshsat. The meshsat side (`fidelity/record.py`) talks to it over
+JSON lines, so the same harness serves every release, old or new.
+
+Two commands:
+  python runner.py flags            -> the release's argparse flag table (one JSON object)
+  python runner.py resolve < in.jsonl > out.jsonl
+      each input line: {"id", "model", "args": {ServerArgs field: value}, "env": {VAR: value}}
+      each output line: {"id", "accepted", "error", "error_type", "step", "site",
+                         "harness_error", "resolved": {field: value} | null}
+
+How releases differ, and why the harness copes with both:
+- 0.5.19 and later resolve in a pipeline (`ServerArgs.resolve_once()`, hooks in
+  `sglang/srt/arg_groups/`); the step that raised is the first frame entered from
+  `run_resolution_pipeline` that is not hook plumbing.
+- Older releases resolve in `ServerArgs.__post_init__` (a sequence of `_handle_*`
+  methods); the step is then the first frame entered from `__post_init__`.
+Resolved fields are read through the release's `resolution_result` where it exists (the
+pipeline records overrides instead of writing attributes), else from the attributes.
+
+Three things make resolution run on a CPU-only machine without touching SGLang itself:
+a torchvision stand-in (the only torchvision wheels are CUDA builds, and resolution
+never calls it), a `torch.cuda.get_device_capability` answer for code that probes it
+unconditionally, and restoring `os.environ` after every config (resolution writes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib.abc
+import importlib.machinery
+import json
+import logging
+import os
+import sys
+import traceback
+import types
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS_DIR = os.path.join(HERE, "models")
+
+# Resolved values recorded per config: the layout and the values SGLang derives from it.
+RESOLVED_FIELDS = (
+    "tp_size",
+    "pp_size",
+    "dp_size",
+    "attn_dp_size",
+    "attn_cp_size",
+    "moe_dp_size",
+    "ep_size",
+    "dcp_size",
+    "dwdp_size",
+    "nnodes",
+    "enable_dp_attention",
+    "enable_dp_lm_head",
+    "enable_prefill_cp",
+    "cp_strategy",
+    "moe_a2a_backend",
+    "moe_dense_tp_size",
+    "chunked_prefill_size",
+    "schedule_conservativeness",
+    "enable_eplb",
+    "eplb_algorithm",
+    "ep_dispatch_algorithm",
+    "expert_distribution_recorder_mode",
+    "expert_distribution_recorder_buffer_size",
+    "ep_join_mode",
+    "elastic_ep_initial_size",
+    "enable_dp_attention_local_control_broadcast",
+    "disable_cuda_graph",
+    "enable_deepep_moe",
+    "enable_ep_moe",
+    "enable_prefill_context_parallel",
+    "prefill_cp_mode",
+)
+
+# Frames that only forward to the step that did the work.
+PLUMBING = {"run_hook", "run_post_process_pass", "wrapped", "_run", "__call__"}
+DISPATCHERS = {
+    "run_resolution_pipeline",
+    "_run_resolution_pipeline",
+    "__post_init__",
+    "resolve_once",
+}
+
+
+class _Inert:
+    """Stands in for any torchvision object; resolution imports but never uses them."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        pass
+
+    def __call__(self, *a: Any, **k: Any) -> _Inert:
+        return _Inert()
+
+    def __getattr__(self, name: str) -> _Inert:
+        return _Inert()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+
+class _InertModule(types.ModuleType):
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Inert()
+
+
+class _TorchvisionFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves torchvision.* as inert modules, consulted only after the real import failed."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name == "torchvision" or name.startswith("torchvision."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        mod = _InertModule(spec.name)
+        mod.__path__ = []
+        # transformers compares the version and takes its PIL paths below 0.27
+        setattr(mod, "__version__", "0.0.0")  # noqa: B010
+        return mod
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
+def _prepare() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    warnings.filterwarnings("ignore")
+    try:
+        import torchvision  # noqa: F401
+    except Exception:
+        for k in [k for k in sys.modules if k.split(".")[0] == "torchvision"]:
+            del sys.modules[k]
+        sys.meta_path.append(_TorchvisionFinder())
+    import torch
+
+    if not torch.cuda.is_available():
+
+        def capability(device: Any = None) -> tuple[int, int]:
+            return (9, 0)
+
+        torch.cuda.get_device_capability = capability
+    logging.disable(logging.WARNING)
+
+
+def _server_args() -> Any:
+    with contextlib.redirect_stdout(sys.stderr):
+        from sglang.srt.server_args import ServerArgs
+
+        # pipeline releases import their hooks lazily; pay it once, up front
+        with contextlib.suppress(ImportError):
+            from sglang.srt.arg_groups import pipeline  # noqa: F401
+    return ServerArgs
+
+
+def _field_names(server_args: Any) -> set[str]:
+    """ServerArgs fields: a dataclass up to 0.5.22, a msgspec-style record in 0.5.23."""
+    if dataclasses.is_dataclass(server_args):
+        return {f.name for f in dataclasses.fields(server_args)}
+    from sglang.srt.arg_groups.arg_utils import record_fields
+
+    return {f.name for f in record_fields(server_args)}
+
+
+def _parser(server_args: Any) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    with contextlib.redirect_stdout(sys.stderr):
+        server_args.add_cli_args(parser)
+    return parser
+
+
+def _plain(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    value = getattr(v, "value", None)
+    if isinstance(value, (str, int)):
+        return value
+    if callable(v):
+        return getattr(v, "__name__", str(v))
+    return str(v)
+
+
+def dump_flags() -> dict[str, Any]:
+    """Every option of the release's CLI, as argparse itself holds it."""
+    sa = _server_args()
+    parser = _parser(sa)
+    fields = _field_names(sa)
+    flags = []
+    for act in parser._actions:
+        if not act.option_strings:
+            continue
+        kind = type(act).__name__
+        has_field = act.dest in fields
+        help_text = act.help if isinstance(act.help, str) else None
+        if help_text is not None and len(help_text) > 240:
+            help_text = help_text[:237] + "..."
+        flags.append(
+            {
+                "flags": list(act.option_strings),
+                "dest": act.dest,
+                "action": kind,
+                "type": getattr(act.type, "__name__", None) if act.type else None,
+                "choices": _plain(list(act.choices)) if act.choices is not None else None,
+                "default": _plain(act.default),
+                "nargs": act.nargs,
+                "const": _plain(act.const),
+                "deprecated": bool(getattr(act, "deprecated", False))
+                or "deprecat" in (help_text or "").lower()
+                or "deprecat" in kind.lower(),
+                "field": has_field,
+                "help": help_text,
+            }
+        )
+    no_cli = sorted(set(fields) - {a.dest for a in parser._actions})
+    import importlib.metadata as md
+
+    return {
+        "sglang": md.version("sglang"),
+        "resolution": "pipeline" if hasattr(sa, "resolve_once") else "post_init",
+        "flags": flags,
+        "fields_without_flag": no_cli,
+        "fields": sorted(fields),
+        "steps": resolution_steps(sa),
+    }
+
+
+def resolution_steps(sa: Any) -> list[str]:
+    """The order SGLang's resolution steps run in, measured on one default config.
+
+    A profiler records the first call of every step function (`handle_*` hooks, or
+    `_handle_*` methods in releases that resolve in `__post_init__`), so the order comes
+    from running the release, not from reading its source.
+    """
+    order: list[str] = []
+
+    def prof(frame: Any, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        name = frame.f_code.co_name
+        path = frame.f_code.co_filename.replace("\\", "/")
+        step = "/sglang/srt/" in path and name.lstrip("_").startswith("handle_")
+        if step and name not in order:
+            order.append(name)
+
+    kw = {"model_path": os.path.join(MODELS_DIR, "llama"), "skip_tokenizer_init": True}
+    kw["device"] = "cpu"
+    env = dict(os.environ)
+    sys.setprofile(prof)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            obj = sa(**kw)
+            if hasattr(obj, "resolve_once"):
+                obj.resolve_once()
+    finally:
+        sys.setprofile(None)
+        os.environ.clear()
+        os.environ.update(env)
+    return order
+
+
+def _blame(tb: Any) -> tuple[str | None, str | None]:
+    frames = traceback.extract_tb(tb)
+    step = None
+    after_dispatch = False
+    for fr in frames:
+        path = fr.filename.replace("\\", "/")
+        if fr.name in DISPATCHERS and "/sglang/" in path:
+            after_dispatch, step = True, None
+            continue
+        if not after_dispatch or step is not None:
+            continue
+        if fr.name in PLUMBING or path.endswith("resolution_hooks.py"):
+            continue
+        step = fr.name
+    sg = [fr for fr in frames if "/sglang/" in fr.filename.replace("\\", "/")]
+    site = None
+    if sg:
+        path = sg[-1].filename.replace("\\", "/")
+        site = f"{path[path.rfind('/sglang/') + 1 :]}:{sg[-1].lineno}:{sg[-1].name}"
+        step = step or sg[-1].name
+    return step, site
+
+
+class Resolver:
+    """One imported release, resolving many configs in one process."""
+
+    def __init__(self) -> None:
+        self.sa = _server_args()
+        self.fields = _field_names(self.sa)
+        self.actions = {a.dest: a for a in _parser(self.sa)._actions if a.option_strings}
+        try:
+            from sglang.srt.arg_groups.overrides import resolution_result
+
+            self.result: Any = resolution_result
+        except ImportError:
+            self.result = None
+
+    def _argparse_error(self, args: dict[str, Any]) -> str | None:
+        """What `launch_server`'s parser would reject; the constructor checks none of it."""
+        for name, val in args.items():
+            act = self.actions.get(name)
+            if act is None or val is None or isinstance(val, bool):
+                continue
+            if act.choices is not None and val not in act.choices:
+                return f"argument {act.option_strings[0]}: invalid choice: {val!r}"
+            if act.type is int and not isinstance(val, int):
+                return f"argument {act.option_strings[0]}: invalid int value: {val!r}"
+        return None
+
+    def resolve(self, item: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": item.get("id")}
+        out.update(accepted=False, error=None, error_type=None, step=None, site=None)
+        out.update(harness_error=False, resolved=None)
+        args = dict(item.get("args", {}))
+        unknown = sorted(set(args) - self.fields)
+        if unknown:
+            out.update(harness_error=True, error=f"not fields here: {unknown}")
+            return out
+        bad = self._argparse_error(args)
+        if bad is not None:
+            out.update(error=bad, error_type="ArgparseError", step="argparse")
+            return out
+        kw: dict[str, Any] = {"model_path": os.path.join(MODELS_DIR, item.get("model") or "llama")}
+        kw.update(skip_tokenizer_init=True, device="cpu")
+        kw.update(args)
+        env = dict(os.environ)
+        os.environ.update({k: str(v) for k, v in (item.get("env") or {}).items()})
+        obj = None
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                obj = self.sa(**kw)
+                if hasattr(obj, "resolve_once"):
+                    obj.resolve_once()
+            out["accepted"] = True
+        except Exception as exc:
+            out["error"] = (str(exc) or type(exc).__name__)[:300]
+            out["error_type"] = type(exc).__name__
+            out["step"], out["site"] = _blame(exc.__traceback__)
+        finally:
+            if os.environ != env:
+                os.environ.clear()
+                os.environ.update(env)
+        if out["accepted"]:
+            resolved = {}
+            for f in RESOLVED_FIELDS:
+                if f not in self.fields:
+                    continue
+                try:
+                    v = self.result(obj, f) if self.result else getattr(obj, f)
+                except Exception:
+                    v = getattr(obj, f, None)
+                resolved[f] = _plain(v)
+            out["resolved"] = resolved
+        return out
+
+
+def main() -> int:
+    cmd = sys.argv[1] if len(sys.argv) > 1 else ""
+    _prepare()
+    if cmd == "flags":
+        print(json.dumps(dump_flags()))
+        return 0
+    if cmd != "resolve":
+        print("usage: runner.py flags | resolve", file=sys.stderr)
+        return 2
+    r = Resolver()
+    for line in sys.stdin:
+        if line.strip():
+            sys.stdout.write(json.dumps(r.resolve(json.loads(line))) + "\n")
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
