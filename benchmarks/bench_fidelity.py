@@ -7,8 +7,8 @@ configs SGLang accepts, how often meshsat's verdict agrees, how often the resolv
 fields agree where both accept, and how often meshsat's first violation is the error SGLang
 stopped at where both reject. "w/o buf" is the resolved agreement ignoring
 expert_distribution_recorder_buffer_size, the one field meshsat resolves differently.
-meshsat models one release today (the seed's); the other rows show how far that single
-catalogue is from releases it does not model, which is the gap the rule packs close.
+Each release is judged on its own pack where meshsat has one (0.5.19, 0.5.23), else on the
+seed's: those rows show how far the nearest pack is from a release it does not model.
 Also the replay speed (median of 3 runs).
 """
 

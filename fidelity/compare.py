@@ -18,17 +18,17 @@ import gzip
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from solver.catalogue import RULES
-from solver.config import Config
 from solver.errors import InputError
-from solver.model_spec import ModelSpec
-from solver.validate import validate
+from solver.lang.config import Config
+from solver.lang.model_spec import ModelSpec
+from solver.packs import get_pack, known_versions
+from solver.validation.validate import validate
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "tests" / "fixtures" / "fidelity"
@@ -116,15 +116,16 @@ def _first_matches(source: str | None, rec: dict[str, Any]) -> bool:
 PLATFORM_DEFAULTS = frozenset({"chunked_prefill_size"})
 
 
-def _platform_default(name: str, rec: dict[str, Any], env: dict[str, Any]) -> bool:
+def _platform_default(name: str, rec: dict[str, Any], env: Mapping[str, Any]) -> bool:
     return name in PLATFORM_DEFAULTS and env[name] is None and rec["config"].get(name) is None
 
 
-def judge(rec: dict[str, Any]) -> Outcome:
+def judge(rec: dict[str, Any], pack: str = "0.5.19") -> Outcome:
+    """meshsat's verdict on one recorded config, on the pack of the release recorded."""
     cfg = dict(rec["config"])
     cfg["platform"] = "cpu"
     try:
-        report = validate(Config(**cfg), model(rec["model"]), explain=False)
+        report = validate(Config(**cfg), model(rec["model"]), explain=False, sglang_version=pack)
     except (InputError, ValueError) as exc:
         # Config rejects the value outright: the counterpart of SGLang's argparse.
         out = Outcome(rec, False, ("input",), None)
@@ -136,7 +137,7 @@ def judge(rec: dict[str, Any]) -> Outcome:
     errors = tuple(v.rule for v in report.violations)
     first = None
     if report.violations:
-        first = next(r.source for r in RULES if r.id == report.violations[0].rule)
+        first = get_pack(pack).by_id[report.violations[0].rule].source
     out = Outcome(rec, report.valid, errors, first)
     if rec["accepted"] and not report.valid:
         out.disagreement = "meshsat-rejects:" + ",".join(sorted(errors))
@@ -179,6 +180,11 @@ class Table:
     examples: dict[str, list[int]] = field(default_factory=dict)
 
 
+def pack_for(version: str) -> str:
+    """The pack a release is judged on: its own where meshsat has one, else the seed's."""
+    return version if version in known_versions() else "0.5.19"
+
+
 def replay(version: str) -> tuple[Table, list[Outcome]]:
     _, records = load(version)
     t = Table(version)
@@ -186,7 +192,7 @@ def replay(version: str) -> tuple[Table, list[Outcome]]:
     for rec in records:
         if rec["config"] is None:
             continue  # a release-only layout (generate.native): nothing for meshsat to judge
-        o = judge(rec)
+        o = judge(rec, pack_for(version))
         outs.append(o)
         t.n += 1
         t.sglang_valid += rec["accepted"]

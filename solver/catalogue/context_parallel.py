@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from solver.lang.expr import TRUE, divides, is_set, one_of
+from solver.lang.expr import TRUE, divides, is_set, ite, one_of
 from solver.lang.fields import F
-from solver.lang.model_spec import MIMO_V2_ARCHITECTURES
+from solver.lang.model_spec import MIMO_V2_ARCHITECTURES, MLA_ARCHITECTURES
 from solver.lang.rule import Rule
 
 SRC = "handle_context_parallelism"
 cp, tp, dp, moe_dp, ep = F.attn_cp_size, F.tp_size, F.dp_size, F.moe_dp_size, F.ep_size
-#: The MoE-DP checks run before the all-to-all handler rewrites ep_size to tp_size, so they
-#: read the user's ep_size (docs/rules.md §6).
-user_ep = ep.as_raw
+#: The ep_size the MoE-DP checks see: they run after the model overrides (docs/rules.md
+#: §3b), which set it to tp_size for MLA and zigzag-DSA prefill CP, and before the all-to-all
+#: handler rewrites it (docs/rules.md §6); otherwise the user's.
+_model_sets_ep = F.enable_prefill_cp & (
+    one_of(F.architecture, *MLA_ARCHITECTURES) | (F.is_deepseek_dsa & (F.cp_strategy == "zigzag"))
+)
+user_ep = ite(_model_sets_ep, tp, ep.as_raw)
 _mimo_cp_v2 = (
     one_of(F.architecture, *MIMO_V2_ARCHITECTURES)
     & F.enable_prefill_cp
