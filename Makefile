@@ -46,7 +46,11 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_validate.py
 	$(PY) benchmarks/bench_fix.py
+	$(PY) benchmarks/bench_enumerate.py
 	$(PY) benchmarks/bench_cp.py
+	$(PY) benchmarks/bench_inputs.py
+	$(PY) benchmarks/bench_memory.py
+	$(PY) benchmarks/bench_threads.py
 	PYTHONPATH=$(CURDIR) $(PY) benchmarks/bench_fidelity.py
 
 # The real SGLang as the oracle: one CPU venv per release outside the repository
