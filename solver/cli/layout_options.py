@@ -89,7 +89,11 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on 
 
 
 @dataclass
-class Layout:
+class LayoutInput:
+    """What a command's input options read: the merged config, model facts, and the notes
+    (ignored flags, shell expansions) for stderr. Distinct from `solver.Layout`, an
+    enumerated layout."""
+
     config: Config
     model: ModelSpec | None
     notes: list[str] = field(default_factory=list)
@@ -117,7 +121,7 @@ def load_layout(
     model: Path | None = None,
     example: str | None = None,
     sglang_file: Path | None = None,
-) -> Layout:
+) -> LayoutInput:
     """Merge the inputs: example, then file, then SGLang command line, then --set."""
     values: dict[str, Any] = {}
     model_facts: Any = None
@@ -160,7 +164,7 @@ def load_layout(
         if not isinstance(model_facts, dict):
             raise InputError("the `model:` entry of a layout file must be a mapping")
         spec = as_model(model_facts)
-    return Layout(config_from_values(values), spec, notes)
+    return LayoutInput(config_from_values(values), spec, notes)
 
 
 def _script(path: Path) -> str:
@@ -187,7 +191,7 @@ def read_layout(
     model: Path | None = None,
     example: str | None = None,
     sglang_file: Path | None = None,
-) -> Layout:
+) -> LayoutInput:
     """`load_layout` for a command: its input notes (ignored flags) go to stderr."""
     from solver.cli.output import note
 
