@@ -4,8 +4,10 @@
 cut into sequences. The function reads keys from a `LayerKV`, and `seq_requests` tells it which
 request each sequence belongs to: the identity for zigzag (one sequence per request and call),
 one entry per query for interleave (every query is its own length-1 sequence). The default here
-is plain torch and exact on CPU and GPU; FlashAttention's varlen kernel serves the calls it can
-serve exactly (CUDA, fp16/bf16, each request at most once per call) when it is installed.
+is plain torch and exact on CPU and GPU; FlashAttention's varlen kernel serves every call it can
+serve exactly (CUDA, fp16/bf16, equal head dims up to 256) when it is installed, for both
+strategies: keys are handed to it as a paged cache (`block_table`), so the many sequences of one
+request under interleave share its pages instead of each copying its keys.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ AttnFn = Callable[[Tensor, Tensor, Tensor, int], Tensor]
 # Query rows per torch attention call. SDPA computes the masked-out part of a block too, so
 # small blocks keep that waste near one block per request (and bound the [rows, keys] mask).
 _ROW_BLOCK = 128
+# FlashAttention's paged-KV block size must be a multiple of 256 (flash-attn 2.5 and later).
+FLASH_PAGE = 256
 _HALF = (torch.float16, torch.bfloat16)
 
 
@@ -71,9 +75,20 @@ class _Schedule:
 
     groups: tuple[_Group, ...]
     key_positions: Tensor
-    flash_key_rows: Tensor | None
-    flash_cu_k: Tensor | None
+    flash: _FlashPages | None
     max_k: int
+
+
+@dataclass(frozen=True)
+class _FlashPages:
+    """The keys of one call as FlashAttention's paged cache: `page_rows` lists, page by page,
+    the cache rows to copy into [pages, FLASH_PAGE, heads, dim] (a request's last page is
+    padded with its last row, which no query reads); row i of `block_table` names the pages of
+    sequence i's request, so sequences of one request share them; `cu_k` their key lengths."""
+
+    page_rows: Tensor
+    block_table: Tensor
+    cu_k: Tensor
 
 
 class PlanCalls:
@@ -109,14 +124,11 @@ def causal_attention_fn(
     ):
         raise CPConfigError(f"softmax_scale must be a finite number or None; got {softmax_scale!r}")
     requests = seq_requests if seq_requests.device.type == "cpu" else seq_requests.cpu()
-    if plan_calls is None:
+    if plan_calls is None:  # the plan's own sequences were checked when the plan was built
         _check_requests(requests, kv)
-        repeats = _has_repeats(requests)
-    else:  # the plan's own sequences: checked when the plan was built, examined once a forward
-        repeats = plan_calls.memo("repeats", lambda: _has_repeats(requests))
     if use_flash and not _flash_installed():
         raise CPConfigError("use_flash=True but flash_attn is not importable with CUDA here")
-    flash_ok = use_flash is not False and kv.k.is_cuda and _flash_installed()
+    flash_ok = use_flash is not False and _on_gpu(kv.k) and _flash_installed()
     known = {}
     if plan_calls is not None:
         known = {id(c.cu_seqlens_q): (i, c) for i, c in enumerate(plan_calls.chunks)}
@@ -138,8 +150,8 @@ def causal_attention_fn(
             capacity = torch.tensor(kv.seq_lens, dtype=torch.long)[requests]
             seqs = _check_call(q, cu_seqlens_q, kv_lens, max_seqlen_q, requests, capacity, kv)
             sched = _schedule(seqs.q_lens, seqs.kv_lens, requests, kv.starts, q.device)
-        if flash_ok and not repeats and _flash_fits(q, kv) and sched.flash_key_rows is not None:
-            return _flash_attention(q, kv, sched, cu_seqlens_q, max_seqlen_q, scale)
+        if flash_ok and sched.flash is not None and _flash_fits(q, kv):
+            return _flash_attention(q, kv, sched.flash, cu_seqlens_q, max_seqlen_q, sched, scale)
         return _torch_attention(q, kv, sched, scale)
 
     return attn_fn
@@ -152,10 +164,6 @@ def _check_requests(requests: Tensor, kv: LayerKV) -> None:
             f"seq_requests names request {int(requests[bad[0]])}; the batch has "
             f"{kv.batch.bs} requests"
         )
-
-
-def _has_repeats(requests: Tensor) -> bool:
-    return bool(torch.unique(requests).numel() != requests.numel())
 
 
 def _check_shapes(q: Tensor, kv: LayerKV) -> None:
@@ -233,16 +241,34 @@ def _schedule(
         top = max(b.keys for b in blocks)
         max_keys = max(max_keys, top)
         groups.append(_Group(starts[request], top, tuple(blocks)))
-    flash_rows = flash_cu = None
     max_k = int(kv_lens.max()) if kv_lens.numel() else 0
-    if rows and torch.unique(requests).numel() == requests.numel():
-        key_rows = segment_aranges(torch.tensor(starts, dtype=torch.long)[requests], kv_lens)
-        flash_rows = key_rows.to(device)
-        cu_k = torch.zeros(kv_lens.numel() + 1, dtype=torch.int32)
-        torch.cumsum(kv_lens, 0, out=cu_k[1:])
-        flash_cu = cu_k.to(device)
-    return _Schedule(
-        tuple(groups), torch.arange(max_keys, device=device), flash_rows, flash_cu, max_k
+    flash = _flash_pages(kv_lens, requests, starts, device) if rows else None
+    return _Schedule(tuple(groups), torch.arange(max_keys, device=device), flash, max_k)
+
+
+def _flash_pages(
+    kv_lens: Tensor, requests: Tensor, starts: Sequence[int], device: torch.device
+) -> _FlashPages:
+    """Page each request present in the call once, to the longest key prefix any of its
+    sequences reads, in tensor operations (interleave has one sequence per query)."""
+    present, inverse = torch.unique(requests, return_inverse=True)
+    need = torch.zeros(present.numel(), dtype=torch.long)
+    need.scatter_reduce_(0, inverse, kv_lens, reduce="amax", include_self=True)
+    pages = torch.clamp((need + FLASH_PAGE - 1) // FLASH_PAGE, min=1)
+    first_page = torch.cumsum(pages, 0) - pages
+    offsets = segment_aranges(torch.zeros_like(pages), pages * FLASH_PAGE)
+    owner = torch.repeat_interleave(torch.arange(present.numel()), pages * FLASH_PAGE)
+    first_row = torch.tensor(starts, dtype=torch.long)[present]
+    last = torch.clamp(need - 1, min=0)
+    page_rows = first_row[owner] + torch.minimum(offsets, last[owner])
+    width = int(pages.max())
+    slots = torch.arange(width)
+    table = first_page[inverse][:, None] + slots[None, :]
+    table = torch.where(slots[None, :] < pages[inverse][:, None], table, 0)
+    cu_k = torch.zeros(kv_lens.numel() + 1, dtype=torch.int32)
+    torch.cumsum(kv_lens, 0, out=cu_k[1:])
+    return _FlashPages(
+        page_rows.to(device), table.to(device=device, dtype=torch.int32), cu_k.to(device)
     )
 
 
@@ -274,10 +300,15 @@ def _flash_installed() -> bool:
     return torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None
 
 
+def _on_gpu(t: Tensor) -> bool:
+    """Where FlashAttention can run; one function so a test can stand a CPU tensor in."""
+    return t.is_cuda
+
+
 def _flash_fits(q: Tensor, kv: LayerKV) -> bool:
     dims = {q.shape[2], kv.k.shape[2], kv.v.shape[2]}
     return (
-        q.is_cuda
+        _on_gpu(q)
         and q.dtype in _HALF
         and kv.k.dtype == q.dtype
         and kv.v.dtype == q.dtype
@@ -288,22 +319,33 @@ def _flash_fits(q: Tensor, kv: LayerKV) -> bool:
 
 
 def _flash_attention(
-    q: Tensor, kv: LayerKV, sched: _Schedule, cu_seqlens_q: Tensor, max_seqlen_q: int, scale: float
+    q: Tensor,
+    kv: LayerKV,
+    pages: _FlashPages,
+    cu_seqlens_q: Tensor,
+    max_seqlen_q: int,
+    sched: _Schedule,
+    scale: float,
 ) -> Tensor:
-    """FlashAttention varlen with causal masking aligned bottom-right (flash-attn >= 2.1), which
-    is exactly 'the i-th of q queries sees keys [0, K - q + i]'. The key rows and cumulative
-    key lengths come from the per-forward schedule: no host work here."""
+    """FlashAttention varlen over a paged cache (`block_table`, flash-attn >= 2.5), causal
+    masking aligned bottom-right (>= 2.1): exactly 'the i-th of q queries sees keys
+    [0, K - q + i]', whether a request has one sequence (zigzag) or one per query
+    (interleave). Page rows, block table and key lengths come from the per-forward schedule:
+    no host work here."""
     flash: Any = importlib.import_module("flash_attn")
-    assert sched.flash_key_rows is not None and sched.flash_cu_k is not None
+    heads_k = kv.k.shape[1]
+    k = kv.k.index_select(0, pages.page_rows).view(-1, FLASH_PAGE, heads_k, kv.k.shape[2])
+    v = kv.v.index_select(0, pages.page_rows).view(-1, FLASH_PAGE, heads_k, kv.v.shape[2])
     out: Tensor = flash.flash_attn_varlen_func(
         q,
-        kv.k.index_select(0, sched.flash_key_rows),
-        kv.v.index_select(0, sched.flash_key_rows),
+        k,
+        v,
         cu_seqlens_q.to(dtype=torch.int32),
-        sched.flash_cu_k,
+        pages.cu_k,
         max_seqlen_q,
         sched.max_k,
         softmax_scale=scale,
         causal=True,
+        block_table=pages.block_table,
     )
     return out
