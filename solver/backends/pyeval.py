@@ -18,23 +18,8 @@ if TYPE_CHECKING:
     from solver.packs import Pack
 
 from solver.backends.pycompile import compile_function
-from solver.lang.expr import (
-    And,
-    Arith,
-    Cmp,
-    Const,
-    Divides,
-    Expr,
-    Field,
-    Implies,
-    In,
-    IsSet,
-    Ite,
-    Named,
-    Not,
-    Or,
-    fields_of,
-)
+from solver.lang import expr as ex
+from solver.lang.expr import fields_of
 from solver.lang.rule import Resolution, Rule
 from solver.lang.visitor import ExprVisitor
 
@@ -58,24 +43,24 @@ class PyCompiler(ExprVisitor[str]):
         self.raw_reads: dict[str, None] = {}
         self._temps: dict[str, str] = {}
 
-    def var(self, field: Field) -> str:
+    def var(self, field: ex.Field) -> str:
         if field.raw:
             self.raw_reads.setdefault(field.name, None)
             return f"u_{field.name}"
         self.reads.setdefault(field.name, None)
         return f"v_{field.name}"
 
-    def code(self, e: Expr) -> str:
+    def code(self, e: ex.Expr) -> str:
         return self.visit(e)
 
-    def _divisor(self, e: Expr) -> tuple[str, str]:
+    def _divisor(self, e: ex.Expr) -> tuple[str, str]:
         """(the test, the name to divide by) for a divisor evaluated once."""
         code = self.visit(e)
-        if isinstance(e, Field):
+        if isinstance(e, ex.Field):
             return code, code
         temp = self._temps.get(code)
         if temp is None:
-            base = f"w_{e.name}" if isinstance(e, Named) else f"d_{_label(e)}"
+            base = f"w_{e.name}" if isinstance(e, ex.Named) else f"d_{_label(e)}"
             temp, k = base, 1
             while temp in self._temps.values():
                 k += 1
@@ -83,62 +68,62 @@ class PyCompiler(ExprVisitor[str]):
             self._temps[code] = temp
         return f"({temp} := ({code}))", temp
 
-    def visit_const(self, e: Const) -> str:
+    def visit_const(self, e: ex.Const) -> str:
         return repr(e.value)
 
-    def visit_field(self, e: Field) -> str:
+    def visit_field(self, e: ex.Field) -> str:
         return self.var(e)
 
-    def visit_named(self, e: Named) -> str:
+    def visit_named(self, e: ex.Named) -> str:
         return self.visit(e.body)
 
-    def visit_arith(self, e: Arith) -> str:
+    def visit_arith(self, e: ex.Arith) -> str:
         a = self.visit(e.a)
         if e.op in ("//", "%"):
             test, d = self._divisor(e.b)
             return f"(({a}) {e.op} {d} if {test} else 0)"
         return f"({a} {e.op} {self.visit(e.b)})"
 
-    def visit_cmp(self, e: Cmp) -> str:
-        if isinstance(e.b, Const) and e.b.value is None:
+    def visit_cmp(self, e: ex.Cmp) -> str:
+        if isinstance(e.b, ex.Const) and e.b.value is None:
             op = {"==": "is", "!=": "is not"}[e.op]
             return f"({self.visit(e.a)} {op} None)"
         return f"({self.visit(e.a)} {e.op} {self.visit(e.b)})"
 
-    def visit_divides(self, e: Divides) -> str:
+    def visit_divides(self, e: ex.Divides) -> str:
         n = self.visit(e.n)
         test, d = self._divisor(e.d)
         return f"(({n}) % {d} == 0 if {test} else ({n}) == 0)"
 
-    def visit_and(self, e: And) -> str:
+    def visit_and(self, e: ex.And) -> str:
         return "(" + " and ".join(self.visit(a) for a in e.args) + ")"
 
-    def visit_or(self, e: Or) -> str:
+    def visit_or(self, e: ex.Or) -> str:
         return "(" + " or ".join(self.visit(a) for a in e.args) + ")"
 
-    def visit_not(self, e: Not) -> str:
+    def visit_not(self, e: ex.Not) -> str:
         return f"(not {self.visit(e.a)})"
 
-    def visit_implies(self, e: Implies) -> str:
+    def visit_implies(self, e: ex.Implies) -> str:
         return f"(not {self.visit(e.a)} or {self.visit(e.b)})"
 
-    def visit_ite(self, e: Ite) -> str:
+    def visit_ite(self, e: ex.Ite) -> str:
         return f"({self.visit(e.then)} if {self.visit(e.cond)} else {self.visit(e.other)})"
 
-    def visit_in(self, e: In) -> str:
+    def visit_in(self, e: ex.In) -> str:
         return f"({self.visit(e.x)} in {tuple(e.values)!r})"
 
-    def visit_is_set(self, e: IsSet) -> str:
+    def visit_is_set(self, e: ex.IsSet) -> str:
         return f"({self.visit(e.x)} is not None)"
 
 
-def _label(e: Expr) -> str:
+def _label(e: ex.Expr) -> str:
     """A short identifier for a divisor: its width and field names (`attn_dp_attn_cp_size`)."""
-    if isinstance(e, Field | Named):
+    if isinstance(e, ex.Field | ex.Named):
         return e.name
-    if isinstance(e, Arith):
+    if isinstance(e, ex.Arith):
         return f"{_label(e.a)}_{_label(e.b)}"
-    if isinstance(e, Const) and isinstance(e.value, int):
+    if isinstance(e, ex.Const) and isinstance(e.value, int):
         return str(e.value).replace("-", "minus")
     return "_".join(fields_of(e)) or "const"
 
@@ -183,7 +168,7 @@ def compile_checks(rules: tuple[Rule, ...]) -> Callable[[Env, Env], list[int]]:
     return compile_function("\n".join([*head, *body, "    return out"]), "violations")
 
 
-def compile_values(named: tuple[Named, ...]) -> Callable[[Env], dict[str, Any]]:
+def compile_values(named: tuple[ex.Named, ...]) -> Callable[[Env], dict[str, Any]]:
     """`derived(resolved) -> {name: value}` for the derived widths."""
     c = PyCompiler()
     items = [f"{n.name!r}: {c.code(n.body)}" for n in named]
@@ -191,7 +176,7 @@ def compile_values(named: tuple[Named, ...]) -> Callable[[Env], dict[str, Any]]:
     return compile_function("\n".join([*head, "    return {" + ", ".join(items) + "}"]), "derived")
 
 
-def compile_predicate(expr: Expr, params: tuple[str, ...]) -> Callable[..., Any]:
+def compile_predicate(expr: ex.Expr, params: tuple[str, ...]) -> Callable[..., Any]:
     """One expression as a function of named resolved fields, for generators and tests."""
     c = PyCompiler()
     code = c.code(expr)

@@ -12,23 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from solver.backends.interp import evaluate
-from solver.lang.expr import (
-    TRUE,
-    And,
-    Arith,
-    Cmp,
-    Const,
-    Divides,
-    Expr,
-    Field,
-    Implies,
-    In,
-    IsSet,
-    Ite,
-    Named,
-    Not,
-    Or,
-)
+from solver.lang import expr as ex
+from solver.lang.expr import TRUE
 from solver.lang.rule import Rule
 from solver.lang.visitor import ExprVisitor
 
@@ -46,11 +31,11 @@ def fmt_value(v: Any) -> str:
     return str(v)
 
 
-def _atomic(e: Expr) -> bool:
-    return isinstance(e, Const | Field | Named)
+def _atomic(e: ex.Expr) -> bool:
+    return isinstance(e, ex.Const | ex.Field | ex.Named)
 
 
-def text(e: Expr) -> str:
+def text(e: ex.Expr) -> str:
     """The expression in compact infix, with field and width names."""
     return _TEXT.visit(e)
 
@@ -58,67 +43,67 @@ def text(e: Expr) -> str:
 class _Text(ExprVisitor[str]):
     """Infix text of every node type (stateless: one shared instance)."""
 
-    def visit_const(self, e: Const) -> str:
+    def visit_const(self, e: ex.Const) -> str:
         return repr(e.value) if isinstance(e.value, str) else fmt_value(e.value)
 
-    def visit_field(self, e: Field) -> str:
+    def visit_field(self, e: ex.Field) -> str:
         return f"{e.name} (as given)" if e.raw else e.name
 
-    def visit_named(self, e: Named) -> str:
+    def visit_named(self, e: ex.Named) -> str:
         return e.name
 
-    def visit_arith(self, e: Arith) -> str:
+    def visit_arith(self, e: ex.Arith) -> str:
         return f"{_wrap(e.a)}{_OPS[e.op]}{_wrap(e.b)}"
 
-    def visit_cmp(self, e: Cmp) -> str:
-        if e.a.kind == "bool" and isinstance(e.b, Const) and e.b.value is True:
+    def visit_cmp(self, e: ex.Cmp) -> str:
+        if e.a.kind == "bool" and isinstance(e.b, ex.Const) and e.b.value is True:
             return text(e.a)
         return f"{text(e.a)} {e.op} {text(e.b)}"
 
-    def visit_divides(self, e: Divides) -> str:
+    def visit_divides(self, e: ex.Divides) -> str:
         return f"{_wrap(e.d)} divides {_wrap(e.n)}"
 
-    def visit_and(self, e: And) -> str:
+    def visit_and(self, e: ex.And) -> str:
         return " and ".join(_wrap(a) for a in e.args)
 
-    def visit_or(self, e: Or) -> str:
+    def visit_or(self, e: ex.Or) -> str:
         return " or ".join(_wrap(a) for a in e.args)
 
-    def visit_not(self, e: Not) -> str:
+    def visit_not(self, e: ex.Not) -> str:
         return _negated(e.a)
 
-    def visit_implies(self, e: Implies) -> str:
+    def visit_implies(self, e: ex.Implies) -> str:
         return f"if {text(e.a)} then {text(e.b)}"
 
-    def visit_ite(self, e: Ite) -> str:
+    def visit_ite(self, e: ex.Ite) -> str:
         return f"({text(e.then)} if {text(e.cond)} else {text(e.other)})"
 
-    def visit_in(self, e: In) -> str:
+    def visit_in(self, e: ex.In) -> str:
         vals = ", ".join(fmt_value(v) for v in e.values)
         return f"{text(e.x)} in {{{vals}}}"
 
-    def visit_is_set(self, e: IsSet) -> str:
+    def visit_is_set(self, e: ex.IsSet) -> str:
         return f"{text(e.x)} is set"
 
 
 _TEXT = _Text()
 
 
-def _negated(a: Expr) -> str:
-    if isinstance(a, IsSet):
+def _negated(a: ex.Expr) -> str:
+    if isinstance(a, ex.IsSet):
         return f"{text(a.x)} is unset"
-    if isinstance(a, In):
+    if isinstance(a, ex.In):
         vals = ", ".join(fmt_value(v) for v in a.values)
         return f"{text(a.x)} not in {{{vals}}}"
-    if isinstance(a, Cmp):
+    if isinstance(a, ex.Cmp):
         return f"{text(a.a)} {_NEG[a.op]} {text(a.b)}"
-    if isinstance(a, Field | Named):
+    if isinstance(a, ex.Field | ex.Named):
         return f"not {text(a)}"
     return f"not ({text(a)})"
 
 
-def _wrap(e: Expr) -> str:
-    return text(e) if _atomic(e) or isinstance(e, Not | IsSet) else f"({text(e)})"
+def _wrap(e: ex.Expr) -> str:
+    return text(e) if _atomic(e) or isinstance(e, ex.Not | ex.IsSet) else f"({text(e)})"
 
 
 def condition(rule: Rule) -> str:
@@ -139,37 +124,37 @@ class _Shower:
     def __init__(self, resolved: Mapping[str, Any], raw: Mapping[str, Any]) -> None:
         self.v, self.u = resolved, raw
 
-    def val(self, e: Expr) -> Any:
+    def val(self, e: ex.Expr) -> Any:
         return evaluate(e, self.v, self.u)
 
-    def subst(self, e: Expr) -> str:
+    def subst(self, e: ex.Expr) -> str:
         """The expression with every leaf replaced by its value."""
-        if isinstance(e, Arith):
+        if isinstance(e, ex.Arith):
             a, b = self.subst(e.a), self.subst(e.b)
             a = a if _atomic(e.a) else f"({a})"
             b = b if _atomic(e.b) else f"({b})"
             return f"{a}{_OPS[e.op]}{b}"
         return fmt_value(self.val(e))
 
-    def show(self, e: Expr) -> str:
+    def show(self, e: ex.Expr) -> str:
         """`name = value`, with the arithmetic spelled out for compound terms."""
-        if isinstance(e, Const):
+        if isinstance(e, ex.Const):
             return fmt_value(e.value)
-        if isinstance(e, Arith):
+        if isinstance(e, ex.Arith):
             return f"{text(e)} = {self.subst(e)} = {fmt_value(self.val(e))}"
         return f"{text(e)} = {fmt_value(self.val(e))}"
 
-    def why_false(self, e: Expr) -> list[str]:
+    def why_false(self, e: ex.Expr) -> list[str]:
         """Short reasons why `e` evaluates to false."""
-        if isinstance(e, Const):
+        if isinstance(e, ex.Const):
             return []
-        if isinstance(e, Divides):
+        if isinstance(e, ex.Divides):
             return [f"{self.show(e.n)} is not divisible by {self.show(e.d)}"]
-        if isinstance(e, Cmp):
+        if isinstance(e, ex.Cmp):
             if e.a.kind == "bool":
                 return [f"{self.show(e.a)}, needs {text(e.b)}"]
             return [f"{self.show(e.a)} {_NEG[e.op]} {self.show(e.b)}"]
-        if isinstance(e, And):
+        if isinstance(e, ex.And):
             # Every false conjunct is worth showing (TOPO-POSITIVE lists each bad size), but a
             # conjunct may be guarded by an earlier one (`x is set and x <= y`): where one
             # cannot be evaluated, the short-circuit `and` of every back-end stops too.
@@ -182,30 +167,30 @@ class _Shower:
                 if not holds:
                     reasons += self.why_false(a)
             return reasons
-        if isinstance(e, Or):
+        if isinstance(e, ex.Or):
             parts = [r for a in e.args for r in self.why_false(a)]
             return ["none holds: " + "; ".join(parts)] if len(parts) > 1 else parts
-        if isinstance(e, Not):
+        if isinstance(e, ex.Not):
             return [self.why_true(e.a)]
-        if isinstance(e, IsSet):
+        if isinstance(e, ex.IsSet):
             return [f"{text(e.x)} is unset"]
-        if isinstance(e, In):
+        if isinstance(e, ex.In):
             vals = ", ".join(fmt_value(v) for v in e.values)
             return [f"{self.show(e.x)}, not one of {{{vals}}}"]
-        if isinstance(e, Field | Named):
+        if isinstance(e, ex.Field | ex.Named):
             return [f"{text(e)} is false"]
         return [f"{text(e)} does not hold"]
 
-    def why_true(self, e: Expr) -> str:
-        if isinstance(e, IsSet):
+    def why_true(self, e: ex.Expr) -> str:
+        if isinstance(e, ex.IsSet):
             return f"{self.show(e.x)} is set"
-        if isinstance(e, In):
+        if isinstance(e, ex.In):
             return f"{self.show(e.x)}"
-        if isinstance(e, Field | Named):
+        if isinstance(e, ex.Field | ex.Named):
             return f"{text(e)} is true"
-        if isinstance(e, And):
+        if isinstance(e, ex.And):
             return " and ".join(self.why_true(a) for a in e.args)
-        if isinstance(e, Cmp) and e.a.kind != "bool":
+        if isinstance(e, ex.Cmp) and e.a.kind != "bool":
             return f"{self.show(e.a)} {e.op} {self.show(e.b)}"
         return f"{text(e)} holds"
 

@@ -19,22 +19,7 @@ from typing import Any
 
 import z3
 
-from solver.lang.expr import (
-    And,
-    Arith,
-    Cmp,
-    Const,
-    Divides,
-    Expr,
-    Field,
-    Implies,
-    In,
-    IsSet,
-    Ite,
-    Named,
-    Not,
-    Or,
-)
+from solver.lang import expr as ex
 from solver.lang.fields import SPECS, FieldSpec
 from solver.lang.rule import Resolution, Rule
 from solver.lang.visitor import ExprVisitor
@@ -195,20 +180,20 @@ class Z3Encoder:
     def rule_term(self, rule: Rule) -> Any:
         return self.term(rule.constraint, self.resolved).val
 
-    def formula(self, e: Expr) -> Any:
+    def formula(self, e: ex.Expr) -> Any:
         """A boolean expression over the resolved fields as a Z3 term."""
         return self.term(e, self.resolved).val
 
     # --- expressions ---------------------------------------------------------------
-    def term(self, e: Expr, env: Mapping[str, Sym]) -> Sym:
+    def term(self, e: ex.Expr, env: Mapping[str, Sym]) -> Sym:
         """`e` over the fields in `env` (raw reads from the raw variables)."""
         return Z3Terms(self, env).visit(e)
 
-    def member(self, e: In, env: Mapping[str, Sym]) -> Any:
+    def member(self, e: ex.In, env: Mapping[str, Sym]) -> Any:
         x = self.term(e.x, env).val
-        return z3.Or([x == self.const(Const(v, e.x.kind)).val for v in e.values])
+        return z3.Or([x == self.const(ex.Const(v, e.x.kind)).val for v in e.values])
 
-    def const(self, e: Const) -> Sym:
+    def const(self, e: ex.Const) -> Sym:
         if e.kind == "enum":
             return Sym(z3.IntVal(self.codes.code(e.value)))
         if e.kind == "bool":
@@ -219,9 +204,9 @@ class Z3Encoder:
             return Sym(z3.IntVal(0), z3.BoolVal(False))
         return Sym(z3.IntVal(e.value))
 
-    def compare(self, e: Cmp, env: Mapping[str, Sym]) -> Any:
+    def compare(self, e: ex.Cmp, env: Mapping[str, Sym]) -> Any:
         a, b = self.term(e.a, env), self.term(e.b, env)
-        if isinstance(e.b, Const) and e.b.value is None and a.is_set is not None:
+        if isinstance(e.b, ex.Const) and e.b.value is None and a.is_set is not None:
             return z3.Not(a.is_set) if e.op == "==" else a.is_set
         x, y = a.val, b.val
         if z3.is_real(x) != z3.is_real(y):
@@ -259,46 +244,46 @@ class Z3Terms(ExprVisitor[Sym]):
         self.enc = enc
         self.env = env
 
-    def visit_const(self, e: Const) -> Sym:
+    def visit_const(self, e: ex.Const) -> Sym:
         return self.enc.const(e)
 
-    def visit_field(self, e: Field) -> Sym:
+    def visit_field(self, e: ex.Field) -> Sym:
         return (self.enc.raw if e.raw else self.env)[e.name]
 
-    def visit_named(self, e: Named) -> Sym:
+    def visit_named(self, e: ex.Named) -> Sym:
         return self.visit(e.body)
 
-    def visit_arith(self, e: Arith) -> Sym:
+    def visit_arith(self, e: ex.Arith) -> Sym:
         return Sym(self.enc.arith(e.op, self.visit(e.a).val, self.visit(e.b).val))
 
-    def visit_cmp(self, e: Cmp) -> Sym:
+    def visit_cmp(self, e: ex.Cmp) -> Sym:
         return Sym(self.enc.compare(e, self.env))
 
-    def visit_divides(self, e: Divides) -> Sym:
+    def visit_divides(self, e: ex.Divides) -> Sym:
         return Sym(self.enc.divides(self.visit(e.d).val, self.visit(e.n).val))
 
-    def visit_and(self, e: And) -> Sym:
+    def visit_and(self, e: ex.And) -> Sym:
         return Sym(z3.And([self.visit(a).val for a in e.args]))
 
-    def visit_or(self, e: Or) -> Sym:
+    def visit_or(self, e: ex.Or) -> Sym:
         return Sym(z3.Or([self.visit(a).val for a in e.args]))
 
-    def visit_not(self, e: Not) -> Sym:
+    def visit_not(self, e: ex.Not) -> Sym:
         return Sym(z3.Not(self.visit(e.a).val))
 
-    def visit_implies(self, e: Implies) -> Sym:
+    def visit_implies(self, e: ex.Implies) -> Sym:
         return Sym(z3.Implies(self.visit(e.a).val, self.visit(e.b).val))
 
-    def visit_ite(self, e: Ite) -> Sym:
+    def visit_ite(self, e: ex.Ite) -> Sym:
         a, b = self.visit(e.then), self.visit(e.other)
         if z3.is_real(a.val) != z3.is_real(b.val):
             a, b = Sym(_real(a.val)), Sym(_real(b.val))
         return self.enc.ite(self.visit(e.cond).val, a, b)
 
-    def visit_in(self, e: In) -> Sym:
+    def visit_in(self, e: ex.In) -> Sym:
         return Sym(self.enc.member(e, self.env))
 
-    def visit_is_set(self, e: IsSet) -> Sym:
+    def visit_is_set(self, e: ex.IsSet) -> Sym:
         sym = self.visit(e.x)
         if sym.is_set is not None:
             return Sym(sym.is_set)

@@ -22,28 +22,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
-from solver.lang.expr import (
-    NODE_TYPES,
-    And,
-    Arith,
-    Cmp,
-    Const,
-    Divides,
-    Expr,
-    Field,
-    Implies,
-    In,
-    IsSet,
-    Ite,
-    Named,
-    Not,
-    Or,
-)
+from solver.lang import expr as ex
 
 T = TypeVar("T")
 
 
-def method_name(node_type: type[Expr]) -> str:
+def method_name(node_type: type[ex.Expr]) -> str:
     """The visitor method for a node type: `IsSet` -> `visit_is_set`."""
     return "visit_" + re.sub(r"(?<!^)(?=[A-Z])", "_", node_type.__name__).lower()
 
@@ -55,13 +39,13 @@ class ExprVisitor(ABC, Generic[T]):
     choice (short-circuiting connectives, memoised recursion, hooks that recurse).
     """
 
-    _dispatch: ClassVar[dict[type[Expr], Callable[[Any, Any], Any]]] = {}
+    _dispatch: ClassVar[dict[type[ex.Expr], Callable[[Any, Any], Any]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._dispatch = {t: getattr(cls, method_name(t)) for t in NODE_TYPES}
+        cls._dispatch = {t: getattr(cls, method_name(t)) for t in ex.NODE_TYPES}
 
-    def visit(self, e: Expr) -> T:
+    def visit(self, e: ex.Expr) -> T:
         try:
             method = self._dispatch[type(e)]
         except KeyError:
@@ -70,40 +54,40 @@ class ExprVisitor(ABC, Generic[T]):
         return result
 
     @abstractmethod
-    def visit_const(self, e: Const) -> T: ...
+    def visit_const(self, e: ex.Const) -> T: ...
 
     @abstractmethod
-    def visit_field(self, e: Field) -> T: ...
+    def visit_field(self, e: ex.Field) -> T: ...
 
     @abstractmethod
-    def visit_named(self, e: Named) -> T: ...
+    def visit_named(self, e: ex.Named) -> T: ...
 
     @abstractmethod
-    def visit_arith(self, e: Arith) -> T: ...
+    def visit_arith(self, e: ex.Arith) -> T: ...
 
     @abstractmethod
-    def visit_cmp(self, e: Cmp) -> T: ...
+    def visit_cmp(self, e: ex.Cmp) -> T: ...
 
     @abstractmethod
-    def visit_divides(self, e: Divides) -> T: ...
+    def visit_divides(self, e: ex.Divides) -> T: ...
 
     @abstractmethod
-    def visit_and(self, e: And) -> T: ...
+    def visit_and(self, e: ex.And) -> T: ...
 
     @abstractmethod
-    def visit_or(self, e: Or) -> T: ...
+    def visit_or(self, e: ex.Or) -> T: ...
 
     @abstractmethod
-    def visit_not(self, e: Not) -> T: ...
+    def visit_not(self, e: ex.Not) -> T: ...
 
     @abstractmethod
-    def visit_implies(self, e: Implies) -> T: ...
+    def visit_implies(self, e: ex.Implies) -> T: ...
 
     @abstractmethod
-    def visit_ite(self, e: Ite) -> T: ...
+    def visit_ite(self, e: ex.Ite) -> T: ...
 
     @abstractmethod
-    def visit_in(self, e: In) -> T: ...
+    def visit_in(self, e: ex.In) -> T: ...
 
     @abstractmethod
-    def visit_is_set(self, e: IsSet) -> T: ...
+    def visit_is_set(self, e: ex.IsSet) -> T: ...
