@@ -34,6 +34,8 @@ from cp.registry import register_strategy
 from cp.zigzag import ZigzagStrategy, zigzag_plan
 
 _HALF = (torch.float16, torch.bfloat16)
+# Query rows per tile: small enough that a tile's masked part stays near one block per request.
+_ROW_BLOCK = 128
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,28 @@ class _RingLayout:
     prefix_rows: Tensor
     prefix_request: Tensor
     prefix_position: Tensor
+
+
+@dataclass(frozen=True)
+class _Tile:
+    """Query rows [r0, r1) of this rank against keys [k0, k1) of one shard (or of the cached
+    prefix): one request's, the keys a prefix of those the rows' last one may see; `full` when
+    every row sees every key (no mask needed)."""
+
+    r0: int
+    r1: int
+    k0: int
+    k1: int
+    full: bool
+
+
+@dataclass(frozen=True)
+class _RingSpans:
+    """This rank's tiles against each source rank's shard (`steps[src]`) and against the
+    prefix rows in `_RingLayout.prefix_rows` order. Host ints, built once per forward."""
+
+    steps: tuple[tuple[_Tile, ...], ...]
+    prefix: tuple[_Tile, ...]
 
 
 @dataclass
@@ -197,6 +221,47 @@ class RingStrategy(CPStrategy):
         layout: _RingLayout = meta.memo("ring-layout", 0, device, build)
         return layout
 
+    def _spans(self, meta: CPMetadata) -> _RingSpans:
+        """The tiles this rank computes against each shard (host ints, once per forward).
+        Zigzag puts a request on a rank as runs of consecutive positions (two per request), so
+        a block of query rows of one run sees a prefix of each key run of the same request: the
+        ring multiplies only those tiles, and masks only the ones the causal edge crosses,
+        instead of all rows against all keys of a shard."""
+
+        def build() -> _RingSpans:
+            ext = torch.tensor(meta.extend_lens, dtype=torch.long)
+            pre = torch.tensor(meta.prefix_lens, dtype=torch.long)
+            req = segment_ids(ext)
+            pos = torch.arange(int(ext.sum())) - (torch.cumsum(ext, 0) - ext)[req] + pre[req]
+            runs = [_runs(req[t].tolist(), pos[t].tolist()) for t in meta.rank_tokens]
+            mine = runs[self.cp_rank]
+            steps = []
+            for theirs in runs:
+                by_request: dict[int, list[tuple[int, int, int, int]]] = {}
+                for run in theirs:
+                    by_request.setdefault(run[0], []).append(run)
+                tiles = []
+                for u, q0, q1, q_first in mine:
+                    for r0 in range(q0, q1, _ROW_BLOCK):
+                        r1 = min(r0 + _ROW_BLOCK, q1)
+                        low, high = q_first + r0 - q0, q_first + r1 - 1 - q0
+                        for _, k0, k1, k_first in by_request.get(u, ()):
+                            seen = min(k1 - k0, high - k_first + 1)
+                            if seen > 0:
+                                full = k_first + seen - 1 <= low
+                                tiles.append(_Tile(r0, r1, k0, k0 + seen, full))
+                steps.append(tuple(tiles))
+            p_first = (torch.cumsum(pre, 0) - pre).tolist()
+            prefix = tuple(
+                _Tile(q0, q1, p_first[u], p_first[u] + int(pre[u]), True)
+                for u, q0, q1, _ in mine
+                if int(pre[u])
+            )
+            return _RingSpans(tuple(steps), prefix)
+
+        spans: _RingSpans = meta.memo("ring-spans", self.cp_rank, torch.device("cpu"), build)
+        return spans
+
     def _ring_attention(self, fn: RingAttnFn, q: Tensor) -> Tensor:
         meta, rank, cp = fn.meta, self.cp_rank, self.cp_size
         rows, heads, dim = q.shape
@@ -209,39 +274,47 @@ class RingStrategy(CPStrategy):
             )
         group = heads // kv_heads
         layout = self._layout(meta, q.device)
+        spans = self._spans(meta)
         compute = torch.float32 if q.dtype in _HALF else q.dtype
         scale = fn.softmax_scale if fn.softmax_scale is not None else 1.0 / math.sqrt(dim)
         # [kv_heads, group, rows, dim]: query heads of one kv head share its keys without a copy
         qh = q.to(compute).view(rows, kv_heads, group, dim).permute(1, 2, 0, 3)
-        q_req, q_pos = layout.request[rank], layout.position[rank]
+        q_pos = layout.position[rank]
         m = torch.full((kv_heads, group, rows), -math.inf, dtype=compute, device=q.device)
         s = torch.zeros((kv_heads, group, rows), dtype=compute, device=q.device)
         acc = torch.zeros((kv_heads, group, rows, fn.v.shape[2]), dtype=compute, device=q.device)
 
-        def merge(k: Tensor, v: Tensor, k_req: Tensor, k_pos: Tensor) -> None:
-            nonlocal m, s, acc
-            if k.shape[0] == 0:
+        def merge(tiles: tuple[_Tile, ...], k: Tensor, v: Tensor, k_pos: Tensor | None) -> None:
+            """Online softmax over each tile: rows [r0, r1) against keys [k0, k1) of `k`."""
+            if not tiles:
                 return
             kk = k.to(compute).permute(1, 0, 2).unsqueeze(1)  # [kvh, 1, keys, dim]
             vv = v.to(compute).permute(1, 0, 2).unsqueeze(1)
-            scores = torch.matmul(qh, kk.transpose(-1, -2)) * scale  # [kvh, group, rows, keys]
-            visible = (q_req[:, None] == k_req[None, :]) & (k_pos[None, :] <= q_pos[:, None])
-            visible &= (q_req >= 0)[:, None]  # padding rows see nothing
-            scores = scores.masked_fill(~visible, -math.inf)
-            m_new = torch.maximum(m, scores.amax(-1))
-            safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
-            p = torch.exp(scores - safe[..., None])
-            alpha = torch.exp(m - safe)
-            s = s * alpha + p.sum(-1)
-            acc = acc * alpha[..., None] + torch.matmul(p, vv)
-            m = m_new
+            for t in tiles:
+                scores = torch.matmul(
+                    qh[:, :, t.r0 : t.r1], kk[:, :, t.k0 : t.k1].transpose(-1, -2)
+                )
+                scores = scores * scale  # [kvh, group, tile rows, tile keys]
+                if not t.full and k_pos is not None:
+                    visible = k_pos[t.k0 : t.k1][None, :] <= q_pos[t.r0 : t.r1][:, None]
+                    scores = scores.masked_fill(~visible, -math.inf)
+                m_old = m[:, :, t.r0 : t.r1]
+                m_new = torch.maximum(m_old, scores.amax(-1))
+                safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
+                p = torch.exp(scores - safe[..., None])
+                alpha = torch.exp(m_old - safe)
+                s[:, :, t.r0 : t.r1] = s[:, :, t.r0 : t.r1] * alpha + p.sum(-1)
+                acc[:, :, t.r0 : t.r1] = acc[:, :, t.r0 : t.r1] * alpha[..., None] + torch.matmul(
+                    p, vv[:, :, t.k0 : t.k1]
+                )
+                m[:, :, t.r0 : t.r1] = m_new
 
-        if layout.prefix_rows.numel():
+        if spans.prefix:
             merge(
+                spans.prefix,
                 fn.kv.k.index_select(0, layout.prefix_rows),
                 fn.kv.v.index_select(0, layout.prefix_rows),
-                layout.prefix_request,
-                layout.prefix_position,
+                None,
             )
         block_bytes = k_local.nbytes + v_local.nbytes
         self.stats = RingStats(local_kv_bytes=block_bytes, peak_kv_bytes=block_bytes, steps=cp)
@@ -253,11 +326,24 @@ class RingStrategy(CPStrategy):
                 held = block_bytes * (3 if step > 0 else 2)  # local + current + incoming
                 self.stats.peak_kv_bytes = max(self.stats.peak_kv_bytes, held)
             src = (rank - step) % cp
-            merge(k_cur, v_cur, layout.request[src], layout.position[src])
+            merge(spans.steps[src], k_cur, v_cur, layout.position[src])
             if wait is not None:
                 k_cur, v_cur = wait()
         out = acc / torch.where(s == 0, torch.ones_like(s), s)[..., None]
         return out.permute(2, 0, 1, 3).reshape(rows, heads, fn.v.shape[2]).to(q.dtype)
+
+
+def _runs(requests: list[int], positions: list[int]) -> list[tuple[int, int, int, int]]:
+    """A rank's rows as maximal runs of consecutive positions of one request: (request, first
+    row, end row, first position). Zigzag gives each request two runs per rank."""
+    runs: list[tuple[int, int, int, int]] = []
+    for i, (u, p) in enumerate(zip(requests, positions, strict=True)):
+        if runs and runs[-1][0] == u and runs[-1][3] + (i - runs[-1][1]) == p:
+            r = runs[-1]
+            runs[-1] = (u, r[1], i + 1, r[3])
+        else:
+            runs.append((u, i, i + 1, p))
+    return runs
 
 
 register_strategy(CPStrategyKind.RING, RingStrategy)

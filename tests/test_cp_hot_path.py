@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from cp import CPBatch, CPStrategy, InterleaveStrategy, LayerKV, ZigzagStrategy
+from cp import CPBatch, CPStrategy, InterleaveStrategy, LayerKV, RingStrategy, ZigzagStrategy
 from tests.cp_helpers import LocalSimComm, make_inputs, run_local_ranks, tolerance
 
 TENSOR_METHODS = ("item", "tolist", "cpu", "numpy", "nonzero", "__int__", "__float__", "__bool__")
@@ -35,7 +35,7 @@ def counting(monkeypatch: pytest.MonkeyPatch, counts: Counter[str]) -> None:
         monkeypatch.setattr(torch, name, wrap(f"torch.{name}", getattr(torch, name)))
 
 
-@pytest.mark.parametrize("cls", [ZigzagStrategy, InterleaveStrategy])
+@pytest.mark.parametrize("cls", [ZigzagStrategy, InterleaveStrategy, RingStrategy])
 def test_one_layer_of_run_attention_does_no_host_sync(
     cls: type[CPStrategy], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -58,6 +58,8 @@ def test_one_layer_of_run_attention_does_no_host_sync(
         outs.append(
             strategy.run_attention(q, prepared, q.device, strategy.default_attn_fn(prepared, kv))
         )
+        if isinstance(strategy, RingStrategy):  # ring takes each layer's K/V shard anew
+            strategy.materialize_full_kv(prepared, kv, k, v)
         comm.all_gather(torch.zeros(1))  # both ranks past layer 1 before counting starts
         if comm.rank == 0:
             counting(monkeypatch, counts)
