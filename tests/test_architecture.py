@@ -21,7 +21,7 @@ FLOORS: dict[str, int] = {
     "solver.packs.compare": 6,  # renders the rules it compares
     "solver.backends": 4,  # `pyeval.compiled(pack)` compiles a pack
     "solver.inputs": 5,
-    "solver.examples": 5,
+    "solver.examples": 4,  # embedded layout files, which `solver.inputs` reads
     "solver.validation": 6,
     "solver.groups": 7,
     "solver.memory": 7,

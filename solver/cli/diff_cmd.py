@@ -7,17 +7,9 @@ from typing import Annotated, Any
 import typer
 
 from solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
-from solver.cli.layout_options import (
-    ConfigOpt,
-    ExampleOpt,
-    JsonOpt,
-    ModelOpt,
-    SetOpt,
-    SglangFileOpt,
-    SglangOpt,
-    read_layout,
-)
+from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from solver.cli.output import out
+from solver.inputs.layout_input import LayoutSources
 from solver.packs import get_pack
 from solver.packs.compare import compare
 from solver.validation.validate import validate
@@ -25,15 +17,11 @@ from solver.validation.validate import validate
 VersionArg = Annotated[str, typer.Argument(metavar="VERSION", show_default=False)]
 
 
+@layout_inputs()
 def diff_cmd(
     old: VersionArg,
     new: VersionArg,
-    config: ConfigOpt = None,
-    sets: SetOpt = None,
-    sglang: SglangOpt = None,
-    sglang_file: SglangFileOpt = None,
-    model: ModelOpt = None,
-    example: ExampleOpt = None,
+    sources: LayoutSources,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
 ) -> None:
@@ -52,9 +40,9 @@ def diff_cmd(
     a, b = get_pack(old), get_pack(new)
     changes = compare(a, b)
     data: dict[str, Any] = changes.to_dict()
-    given = any(x is not None for x in (config, sets, sglang, model, example))
+    given = sources.given
     if given:
-        layout = read_layout(config, sets, sglang, model, example, sglang_file)
+        layout = read_layout(sources)
         before = validate(layout.config, layout.model, explain=False, sglang_version=a)
         after = validate(layout.config, layout.model, explain=False, sglang_version=b)
         data["layout"] = {

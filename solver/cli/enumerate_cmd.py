@@ -13,7 +13,7 @@ import typer
 
 from solver.cli.deadline import time_limit
 from solver.cli.formats import OutputFormat, chosen
-from solver.cli.layout_options import ConfigOpt, JsonOpt, ModelOpt, SetOpt, read_layout
+from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from solver.cli.layout_writers import Writer, column_width
 from solver.cli.output import err, note
 from solver.cli.version_option import SglangVersionOpt
@@ -27,6 +27,7 @@ from solver.enumeration.space import (
     varied_fields,
 )
 from solver.errors import InputError
+from solver.inputs.layout_input import LayoutSources
 from solver.lang.limits import MAX_GPUS
 
 
@@ -135,11 +136,10 @@ FormatOpt = Annotated[
 ]
 
 
+@layout_inputs("model", "config", "sets")
 def enumerate_cmd(
     gpus: GpusOpt,
-    model: ModelOpt = None,
-    config: ConfigOpt = None,
-    sets: SetOpt = None,
+    sources: LayoutSources,
     vary: VaryOpt = None,
     where: WhereOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
@@ -179,7 +179,7 @@ def enumerate_cmd(
             f"--up-to sums every GPU count 1..N; it is limited to N <= {MAX_UP_TO} GPUs"
         )
     with time_limit(timeout, "enumerate"):
-        layout = read_layout(config, sets, None, model)
+        layout = read_layout(sources)
         names = [*DEFAULT_VARY, *(vary or [])]
         fields = varied_fields(dims_of(names))
         pinned = sorted(set(fields) & layout.config.user_set())

@@ -10,18 +10,10 @@ from rich.table import Table
 
 from solver.backends.render import fmt_value
 from solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
-from solver.cli.layout_options import (
-    ConfigOpt,
-    ExampleOpt,
-    JsonOpt,
-    ModelOpt,
-    SetOpt,
-    SglangFileOpt,
-    SglangOpt,
-    read_layout,
-)
+from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from solver.cli.output import out
 from solver.cli.version_option import SglangVersionOpt
+from solver.inputs.layout_input import LayoutSources
 from solver.repair.fix import fix
 from solver.repair.results import FixReport, FixResult
 
@@ -70,13 +62,9 @@ TimeoutOpt = Annotated[
 ]
 
 
+@layout_inputs()
 def fix_cmd(
-    config: ConfigOpt = None,
-    sets: SetOpt = None,
-    sglang: SglangOpt = None,
-    sglang_file: SglangFileOpt = None,
-    model: ModelOpt = None,
-    example: ExampleOpt = None,
+    sources: LayoutSources,
     pin: PinOpt = None,
     gpus: GpusOpt = None,
     top: TopOpt = 1,
@@ -106,7 +94,7 @@ def fix_cmd(
       meshsat fix --set tp_size=8 --set dp_size=3 --set attn_cp_size=2 --gpus 8 --top 3
       meshsat fix --sglang "sglang serve --tp 16 --ep 4 --moe-dp-size 2" --pin tp_size --json
     """
-    layout = read_layout(config, sets, sglang, model, example, sglang_file)
+    layout = read_layout(sources)
     report = fix(
         layout.config,
         layout.model,

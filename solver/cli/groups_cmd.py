@@ -8,21 +8,13 @@ import typer
 from rich.table import Table
 
 from solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
-from solver.cli.layout_options import (
-    ConfigOpt,
-    ExampleOpt,
-    JsonOpt,
-    ModelOpt,
-    SetOpt,
-    SglangFileOpt,
-    SglangOpt,
-    read_layout,
-)
+from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from solver.cli.output import out
 from solver.cli.report_view import print_report, violation_rows
 from solver.cli.version_option import SglangVersionOpt
 from solver.errors import InputError
 from solver.groups import GROUP_KINDS, RankMap, Widths, plan_layout
+from solver.inputs.layout_input import LayoutSources
 from solver.validation.report import InvalidLayoutError
 
 RankOpt = Annotated[
@@ -106,13 +98,9 @@ def print_rank(m: RankMap, rank: int) -> None:
     out.print(table)
 
 
+@layout_inputs()
 def groups_cmd(
-    config: ConfigOpt = None,
-    sets: SetOpt = None,
-    sglang: SglangOpt = None,
-    sglang_file: SglangFileOpt = None,
-    model: ModelOpt = None,
-    example: ExampleOpt = None,
+    sources: LayoutSources,
     rank: RankOpt = None,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
@@ -132,7 +120,7 @@ def groups_cmd(
       meshsat groups --set tp_size=16 --set ep_size=16 --set nnodes=2 --rank 9
       meshsat groups --example qwen3-moe-dp-attention --json
     """
-    layout = read_layout(config, sets, sglang, model, example, sglang_file)
+    layout = read_layout(sources)
     chosen_fmt = chosen(fmt, as_json)
     try:
         planned = plan_layout(

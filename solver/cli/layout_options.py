@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, field
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
-from solver.errors import InputError
-from solver.inputs import (
-    as_model,
-    coerce,
-    config_from_values,
-    load_config_file,
-    parse_sglang_command,
-)
-from solver.lang.config import Config
-from solver.lang.model_spec import ModelSpec
+from solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
 
 ConfigOpt = Annotated[
     Path | None,
@@ -62,8 +54,6 @@ SglangFileOpt = Annotated[
         show_default=False,
     ),
 ]
-#: A launch script is a few kilobytes; a larger file is refused before it is read.
-MAX_SCRIPT_BYTES = 1 << 20
 ModelOpt = Annotated[
     Path | None,
     typer.Option(
@@ -88,114 +78,62 @@ ExampleOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 
 
-@dataclass
-class LayoutInput:
-    """What a command's input options read: the merged config, model facts, and the notes
-    (ignored flags, shell expansions) for stderr. Distinct from `solver.Layout`, an
-    enumerated layout."""
+_INPUTS: tuple[tuple[str, Any], ...] = (
+    ("config", ConfigOpt),
+    ("sets", SetOpt),
+    ("sglang", SglangOpt),
+    ("sglang_file", SglangFileOpt),
+    ("model", ModelOpt),
+    ("example", ExampleOpt),
+)
 
-    config: Config
-    model: ModelSpec | None
-    notes: list[str] = field(default_factory=list)
+R = TypeVar("R")
 
 
-def _model_spec(model: Path) -> ModelSpec:
-    """A config.json (or its folder), or a repository id of the embedded model catalogue."""
-    text = str(model)
-    looks_like_repo_id = text.count("/") == 1 and not text.startswith((".", "/", "~"))
-    if model.exists() or not looks_like_repo_id or text.endswith(".json"):
-        return ModelSpec.from_file(model)
+def layout_inputs(*names: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """Give a command the layout input options (all of them, or those named), declared once
+    here, and call it with one `sources: LayoutSources` value in their place.
+
+    Typer builds options from a function's signature, so the decorator shows typer the
+    command's own parameters with the input options inserted after its required ones, and
+    folds what typer passes back into `LayoutSources`."""
+    chosen = [(n, t) for n, t in _INPUTS if not names or n in names]
+
+    def decorate(command: Callable[..., R]) -> Callable[..., R]:
+        hints = get_type_hints(command, include_extras=True)
+        own = [
+            p.replace(annotation=hints[p.name], kind=inspect.Parameter.KEYWORD_ONLY)
+            for p in inspect.signature(command).parameters.values()
+            if p.name != "sources"
+        ]
+        required = [p for p in own if p.default is inspect.Parameter.empty]
+        rest = [p for p in own if p.default is not inspect.Parameter.empty]
+        inputs = [
+            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=t)
+            for n, t in chosen
+        ]
+
+        @functools.wraps(command)
+        def run(**kwargs: Any) -> R:
+            given = {n: kwargs.pop(n) for n, _ in chosen}
+            given["sets"] = tuple(given.get("sets") or ())
+            return command(sources=LayoutSources(**given), **kwargs)
+
+        params = [*required, *inputs, *rest]
+        run.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+        return run
+
+    return decorate
+
+
+def read_layout(sources: LayoutSources) -> LayoutInput:
+    """`load_layout` for a command, with repository ids looked up in the embedded model
+    catalogue; its input notes (ignored flags, shell expansions) go to stderr."""
+    from solver.cli.output import note
     from solver.memory.models import model_config
 
-    return ModelSpec.from_hf_config(model_config(str(model)))
-
-
-def _split_model(values: dict[str, Any]) -> Any:
-    return values.pop("model", None)
-
-
-def load_layout(
-    config: Path | None = None,
-    sets: list[str] | None = None,
-    sglang: str | None = None,
-    model: Path | None = None,
-    example: str | None = None,
-    sglang_file: Path | None = None,
-) -> LayoutInput:
-    """Merge the inputs: example, then file, then SGLang command line, then --set."""
-    values: dict[str, Any] = {}
-    model_facts: Any = None
-    notes: list[str] = []
-    if example is not None:
-        from solver.examples import path_of
-
-        values.update(load_config_file(path_of(example)))
-        model_facts = _split_model(values) or model_facts
-    if config is not None:
-        values.update(load_config_file(config))
-        model_facts = _split_model(values) or model_facts
-    if sglang is not None and sglang_file is not None:
-        raise InputError("give --sglang or --sglang-file, not both")
-    text = _script(sglang_file) if sglang_file is not None else sglang
-    if text == "-":
-        text = sys.stdin.read(MAX_SCRIPT_BYTES + 1)
-    if text is not None:
-        parsed = parse_sglang_command(text)
-        values.update(parsed.values)
-        notes.extend(parsed.notes)
-        if parsed.ignored:
-            notes.append(
-                f"{len(parsed.ignored)} flag(s) that do not concern the layout: "
-                + " ".join(parsed.ignored)
-            )
-        if parsed.unknown_flags:
-            notes.append(
-                f"{len(parsed.unknown_flags)} flag(s) no SGLang release has (SGLang would "
-                "refuse them): " + " ".join(parsed.unknown_flags)
-            )
-    for item in sets or []:
-        name, eq, text = item.partition("=")
-        if not eq or not name.strip():
-            raise InputError(f"--set expects FIELD=VALUE, got {item!r}")
-        key = name.strip().replace("-", "_")
-        values[key] = coerce(key, text)
-    spec = _model_spec(model) if model is not None else None
-    if spec is None and model_facts is not None:
-        if not isinstance(model_facts, dict):
-            raise InputError("the `model:` entry of a layout file must be a mapping")
-        spec = as_model(model_facts)
-    return LayoutInput(config_from_values(values), spec, notes)
-
-
-def _script(path: Path) -> str:
-    """A launch script's text: a regular file, bounded in size, UTF-8."""
-    try:
-        if not path.is_file():
-            raise InputError(f"--sglang-file {path}: not a regular file")
-        if path.stat().st_size > MAX_SCRIPT_BYTES:
-            raise InputError(
-                f"--sglang-file {path}: {path.stat().st_size} bytes; a launch script is at most "
-                f"{MAX_SCRIPT_BYTES}"
-            )
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"--sglang-file {path}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise InputError(f"--sglang-file {path}: {exc.strerror}") from None
-
-
-def read_layout(
-    config: Path | None = None,
-    sets: list[str] | None = None,
-    sglang: str | None = None,
-    model: Path | None = None,
-    example: str | None = None,
-    sglang_file: Path | None = None,
-) -> LayoutInput:
-    """`load_layout` for a command: its input notes (ignored flags) go to stderr."""
-    from solver.cli.output import note
-
-    layout = load_layout(config, sets, sglang, model, example, sglang_file)
+    layout = load_layout(sources, catalogue=model_config)
     for text in layout.notes:
         note(text)
     return layout

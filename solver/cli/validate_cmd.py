@@ -5,16 +5,7 @@ from __future__ import annotations
 import typer
 
 from solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
-from solver.cli.layout_options import (
-    ConfigOpt,
-    ExampleOpt,
-    JsonOpt,
-    ModelOpt,
-    SetOpt,
-    SglangFileOpt,
-    SglangOpt,
-    read_layout,
-)
+from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from solver.cli.memory_options import (
     ContextLengthOpt,
     GpuMemoryOpt,
@@ -25,16 +16,13 @@ from solver.cli.memory_options import (
 from solver.cli.output import out
 from solver.cli.report_view import print_report, violation_rows
 from solver.cli.version_option import SglangVersionOpt
+from solver.inputs.layout_input import LayoutSources
 from solver.validation.validate import validate
 
 
+@layout_inputs()
 def validate_cmd(
-    config: ConfigOpt = None,
-    sets: SetOpt = None,
-    sglang: SglangOpt = None,
-    sglang_file: SglangFileOpt = None,
-    model: ModelOpt = None,
-    example: ExampleOpt = None,
+    sources: LayoutSources,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
     verbose: VerboseOpt = False,
@@ -60,9 +48,9 @@ def validate_cmd(
       meshsat validate --sglang-file launch.sh --sglang-version 0.5.23
       meshsat validate --model deepseek-ai/DeepSeek-V3 --gpu H200 --set tp_size=8
     """
-    layout = read_layout(config, sets, sglang, model, example, sglang_file)
+    layout = read_layout(sources)
     report = validate(layout.config, layout.model, sglang_version=sglang_version)
-    report, mem = with_memory(report, model, gpu, gpu_memory, context_length)
+    report, mem = with_memory(report, sources.model, gpu, gpu_memory, context_length)
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:
         print_report(report, verbose=verbose)

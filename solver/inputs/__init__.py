@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from solver.inputs.convert import as_config, as_model, coerce, config_from_values
 from solver.inputs.files import load_config_file
+from solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
 from solver.inputs.sglang_cmdline import ParsedCommandLine, parse_sglang_command
 
 __all__ = [
+    "LayoutInput",
+    "LayoutSources",
     "ParsedCommandLine",
     "as_config",
     "as_model",
     "coerce",
     "config_from_values",
     "load_config_file",
+    "load_layout",
     "parse_sglang_command",
 ]
