@@ -97,7 +97,9 @@ def naive(n: int, limit: float) -> tuple[int, float] | None:
         child.terminate()
         child.join()
         return None
-    result: tuple[int, float] = queue.get()
+    if child.exitcode != 0:  # its traceback is on stderr; waiting on the queue would hang
+        raise SystemExit(f"the reference enumerator failed (exit {child.exitcode})")
+    result: tuple[int, float] = queue.get(timeout=10)
     return result
 
 

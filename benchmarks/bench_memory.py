@@ -22,6 +22,9 @@ import argparse
 import functools
 import json
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -154,6 +157,38 @@ def speed(repeat: int) -> None:
         )
 
 
+def _cli_seconds(args: list[str], path: Path) -> tuple[float, int]:
+    """Wall seconds of one `meshsat enumerate ... -f jsonl > path` process, and its lines."""
+    exe = Path(sys.executable).with_name("meshsat")
+    t = time.perf_counter()
+    with path.open("w") as f:
+        subprocess.run([str(exe), "enumerate", *args, "-f", "jsonl"], stdout=f, check=True)
+    seconds = time.perf_counter() - t
+    with path.open("rb") as f:
+        return seconds, sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+
+
+def cli_to_file(repeat: int) -> None:
+    """The issue's figure: the command line streaming 4096-GPU layouts with memory columns
+    to a file, against the same listing without them (process start included in both)."""
+    print("\n| command (N = 4096, JSONL to a file) | layouts | median s | layouts/s | × plain |")
+    print("|---|---:|---:|---:|---:|")
+    base = ["--gpus", "4096", "--model", "deepseek-ai/DeepSeek-V3"]
+    runs = (("plain", base), ("with --gpu H200", [*base, "--gpu", "H200"]))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "layouts.jsonl"
+        plain_s = None
+        for label, args in runs:
+            timed = [_cli_seconds(args, path) for _ in range(repeat)]
+            seconds = statistics.median(t for t, _ in timed)
+            lines = timed[0][1]
+            plain_s = plain_s or seconds
+            print(
+                f"| {label} | {lines:,} | {seconds:.3f} | {lines / seconds:,.0f} | "
+                f"{seconds / plain_s:.2f} |"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
@@ -162,6 +197,7 @@ def main() -> None:
     print_validation(validation())
     if not a.skip_speed:
         speed(a.repeat)
+        cli_to_file(a.repeat)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,11 @@ from solver.cli.deadline import time_limit
 from solver.cli.formats import OutputFormat, chosen
 from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from solver.cli.layout_writers import Writer, column_width
+from solver.cli.memory_options import ContextLengthOpt, GpuMemoryOpt, GpuOpt, memory_model
 from solver.cli.output import err, note
 from solver.cli.version_option import SglangVersionOpt
 from solver.enumeration.layouts import EnumerationQuery, Enumerator
+from solver.enumeration.memory_columns import MEMORY_COLUMNS, MemoryColumns, split_filters
 from solver.enumeration.space import (
     ALIASES,
     DEFAULT_VARY,
@@ -28,6 +30,7 @@ from solver.enumeration.space import (
 )
 from solver.errors import InputError
 from solver.inputs.layout_input import LayoutSources
+from solver.lang.expr import Expr
 from solver.lang.limits import MAX_GPUS
 
 
@@ -152,6 +155,9 @@ def enumerate_cmd(
     as_json: JsonOpt = False,
     timeout: TimeoutOpt = None,
     sglang_version: SglangVersionOpt = None,
+    gpu: GpuOpt = None,
+    gpu_memory: GpuMemoryOpt = None,
+    context_length: ContextLengthOpt = 4096,
 ) -> None:
     """List every legal layout for N GPUs: no duplicates, streamed, filtered, model-aware.
 
@@ -165,6 +171,12 @@ def enumerate_cmd(
     Sizes range over the divisors of N; prefill CP is one dimension: off, zigzag or
     interleave.
 
+    With --model and --gpu (or --gpu-memory), every layout also gets the memory columns
+    weights_gib (the fullest rank), kv_tokens (KV-cache tokens per rank, as SGLang sizes its
+    pool), max_requests (requests of --context-length that fit) and fits (the weights and
+    SGLang's reserve leave room for a KV pool). They work in --where and --sort; layouts
+    that do not fit are listed unless you ask --where fits.
+
     Exit status: 0 at least one layout, 1 none, 2 bad input.
 
     Examples:
@@ -173,6 +185,8 @@ def enumerate_cmd(
       meshsat enumerate --gpus 16 --where "attn_tp <= 8" --format jsonl
       meshsat enumerate --gpus 64 --model ./DeepSeek-V3/config.json --intra-node ep --count
       meshsat enumerate --gpus 8 --vary moe_a2a_backend --sort=-ep --limit 20
+      meshsat enumerate --gpus 16 --model deepseek-ai/DeepSeek-V3 --gpu H200 --where fits
+        --where "kv_tokens >= 1e6" --sort=-kv_tokens --limit 10
     """
     if up_to and gpus > MAX_UP_TO:
         raise InputError(
@@ -188,28 +202,38 @@ def enumerate_cmd(
                 f"{name} = {getattr(layout.config, name)} in the base is varied; add --where "
                 f'"{name} == {getattr(layout.config, name)!r}" to keep it'
             )
+        plain, memory_filters = split_filters(where or ())
         e = EnumerationQuery.of(
             layout.config,
             layout.model,
             names,
-            where or (),
+            plain,
             gpus_per_node,
             intra_node or (),
             sglang_version=sglang_version,
         ).enumerator()
+        mem = _memory_columns(e, sources, gpu, gpu_memory, context_length, memory_filters)
+        if mem is None and sort is not None and sort.lstrip("-") in MEMORY_COLUMNS:
+            raise InputError(f"--sort {sort} needs the memory columns: give --gpu and --model")
+        columns = e.columns if mem is None else mem.columns
+        rows: Iterator[tuple[Any, ...]] = e.rows(gpus, up_to)
+        if mem is not None:
+            rows = mem.rows(rows)
         if count:
-            total = _count(e, gpus, up_to)
+            if mem is not None and mem.filters:
+                total = sum(1 for _ in itertools.islice(rows, limit))
+            else:
+                total = _count(e, gpus, up_to)
             if limit is not None:
                 total = min(total, limit)
             sys.stdout.write(f"{total}\n")
             raise typer.Exit(0 if total else 1)
 
         chosen_fmt = chosen(None if fmt is None else OutputFormat(fmt.value), as_json)
-        shown = e.output_columns
-        picks = [e.columns.index(n) for n in shown]
-        rows: Iterator[tuple[Any, ...]] = e.rows(gpus, up_to)
+        shown = (*e.output_columns, *(MEMORY_COLUMNS if mem is not None else ()))
+        picks = [columns.index(n) for n in shown]
         if sort is not None:
-            rows = iter(_sorted(e, rows, sort, limit))
+            rows = iter(_sorted(columns, rows, sort, limit))
         elif limit is not None:
             rows = itertools.islice(rows, limit)
         progress = _Progress("listing layouts")
@@ -245,18 +269,38 @@ def _count(e: Enumerator, gpus: int, up_to: bool) -> int:
     return total
 
 
+def _memory_columns(
+    e: Enumerator,
+    sources: LayoutSources,
+    gpu_name: str | None,
+    gpu_memory: str | None,
+    context_length: int,
+    filters: tuple[Expr, ...],
+) -> MemoryColumns | None:
+    """The memory stage when a GPU is given; a memory filter without one is refused."""
+    mm = memory_model(sources.model, gpu_name, gpu_memory, context_length, e.query.pack.version)
+    if mm is None:
+        if filters:
+            raise InputError(
+                "a --where that reads weights_gib, kv_tokens, max_requests or fits needs "
+                "--gpu (or --gpu-memory) and --model"
+            )
+        return None
+    return MemoryColumns(e, mm, filters)
+
+
 def _sorted(
-    e: Enumerator, rows: Iterable[tuple[Any, ...]], spec: str, limit: int | None
+    columns: tuple[str, ...], rows: Iterable[tuple[Any, ...]], spec: str, limit: int | None
 ) -> list[tuple[Any, ...]]:
     descending = spec.startswith("-")
     name = canonical(spec.lstrip("-"))
-    if name not in e.columns:
+    if name not in columns:
         import difflib
 
-        close = difflib.get_close_matches(name, [*e.columns, *ALIASES], n=1, cutoff=0.5)
+        close = difflib.get_close_matches(name, [*columns, *ALIASES], n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]}?" if close else ""
         raise InputError(f"cannot sort by {spec!r}{hint} (a field or derived width)")
-    i = e.columns.index(name)
+    i = columns.index(name)
 
     def key(row: tuple[Any, ...]) -> tuple[bool, Any]:
         value = row[i]

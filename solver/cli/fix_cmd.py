@@ -11,6 +11,7 @@ from rich.table import Table
 from solver.backends.render import fmt_value
 from solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
 from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
+from solver.cli.memory_options import GpuMemoryOpt, GpuOpt, memory_model
 from solver.cli.output import out
 from solver.cli.version_option import SglangVersionOpt
 from solver.inputs.layout_input import LayoutSources
@@ -74,6 +75,8 @@ def fix_cmd(
     fmt: FormatOpt = None,
     verbose: VerboseOpt = False,
     sglang_version: SglangVersionOpt = None,
+    gpu: GpuOpt = None,
+    gpu_memory: GpuMemoryOpt = None,
 ) -> None:
     """Find the nearest layout SGLang accepts, keeping what you pinned.
 
@@ -82,7 +85,9 @@ def fix_cmd(
     you turned on is turned off), the fewest changed fields you set, then other fields,
     then the smallest size change. Prints the changes, the rules they repair, the tiers
     kept (and why one is not), SGLang's silent changes, and the fixed layout as an SGLang
-    command line.
+    command line. With --gpu (or --gpu-memory) and --model, only layouts that load the
+    model's weights with SGLang's reserve are proposed (the best among them); whether a
+    request of some context length fits is not a condition (see validate --context-length).
 
     Exit status: 0 fixed (or already valid), 1 no fix (the pins conflict, or nothing was
     found in time), 2 bad input.
@@ -93,6 +98,7 @@ def fix_cmd(
       meshsat fix --example dp-cp-conflict
       meshsat fix --set tp_size=8 --set dp_size=3 --set attn_cp_size=2 --gpus 8 --top 3
       meshsat fix --sglang "sglang serve --tp 16 --ep 4 --moe-dp-size 2" --pin tp_size --json
+      meshsat fix --set tp_size=2 --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16
     """
     layout = read_layout(sources)
     report = fix(
@@ -104,6 +110,7 @@ def fix_cmd(
         top=top,
         timeout_s=timeout,
         sglang_version=sglang_version,
+        memory=memory_model(sources.model, gpu, gpu_memory),
     )
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:
@@ -125,10 +132,17 @@ def print_fix(report: FixReport, *, verbose: bool = False) -> None:
         _print_notes(best, verbose)
         out.print(f"[bold]command:[/bold] {escape(best.command_line)}", soft_wrap=True)
         return
-    broken = ", ".join(report.violations) or f"uses {report.gpus_before} GPUs, not {report.gpus}"
+    if report.violations:
+        broken = ", ".join(report.violations)
+    elif report.gpus is not None and report.gpus != report.gpus_before:
+        broken = f"uses {report.gpus_before} GPUs, not {report.gpus}"
+    else:
+        broken = "valid, but does not load the model on this GPU (MEM-FIT)"
     out.print(f"[dim]input:[/dim] {broken}")
     if report.conflict is not None:
-        out.print("[red]✗ no fix:[/red] the pinned fields cannot all hold")
+        memory = any(r.id == "MEM-FIT" for r in report.conflict.rules)
+        why = "no layout that loads the model" if memory else "the pinned fields cannot all hold"
+        out.print(f"[red]✗ no fix:[/red] {why}")
         pins = ", ".join(f"{f}={fmt_value(v)}" for f, v in report.conflict.pins) or "(none)"
         out.print(f"[bold]pins:[/bold] {escape(pins)}")
         table = Table(title="conflicting rules", title_justify="left", show_lines=True)

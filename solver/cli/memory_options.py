@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from solver.errors import InputError
-from solver.memory import Memory, fit_violation, memory_of
+from solver.memory import Memory, MemoryModel, fit_violation, memory_of
 from solver.memory.gpus import custom_gpu, gpu
 from solver.validation.report import Report, Violation
 
@@ -42,6 +42,29 @@ ContextLengthOpt = Annotated[
     int,
     typer.Option("--context-length", min=1, help="Tokens per request, for the requests that fit."),
 ]
+
+
+def memory_model(
+    model: Path | None,
+    gpu_name: str | None,
+    gpu_memory: str | None,
+    context_length: int = 4096,
+    pack: str | None = None,
+) -> MemoryModel | None:
+    """The model on the GPU the options name, or None when no GPU is given."""
+    if gpu_name is None and gpu_memory is None:
+        return None
+    if gpu_name is not None and gpu_memory is not None:
+        raise InputError("give --gpu or --gpu-memory, not both")
+    if model is None:
+        raise InputError("--gpu needs --model: the weights and KV come from the model's config")
+    from solver.memory.models import model_config
+
+    g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
+    config = model_config(str(model))
+    if pack is None:
+        return MemoryModel(config, g, context_length=context_length)
+    return MemoryModel(config, g, context_length=context_length, pack=pack)
 
 
 def with_memory(

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import ast
 import difflib
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 
 from solver.enumeration.space import ALIASES
 from solver.errors import InputError
@@ -87,8 +88,12 @@ class _Bad(Exception):
 MAX_FILTER_CHARS = 2000
 
 
-def parse(text: str) -> Expr:
+def parse(text: str, extra: Mapping[str, Field] | None = None) -> Expr:
     """The filter as a boolean rule tree; `InputError` with the column on any problem.
+
+    `extra` adds names beyond the configuration (enumerate's memory columns, which are not
+    fields of any rule); a filter given them may also use decimal literals (`kv_tokens >=
+    1e6`), since it is evaluated in Python, never compiled into the loops or Z3.
 
     Integer division and remainder by zero are errors for a literal divisor; for a
     divisor that depends on the layout, a layout where it is zero fails the filter (the
@@ -106,7 +111,7 @@ def parse(text: str) -> Expr:
         raise InputError(f"a --where expression nests deeper than {MAX_DEPTH} levels") from None
     if _depth(tree.body) > MAX_DEPTH:
         raise InputError(f"a --where expression nests deeper than {MAX_DEPTH} levels")
-    builder = _Builder(text)
+    builder = _Builder(text, extra or {})
     try:
         expr = builder.build(tree.body)
         if expr.kind != "bool":
@@ -154,8 +159,9 @@ def _error(text: str, column: int, what: str) -> InputError:
 
 
 class _Builder:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, extra: Mapping[str, Field]) -> None:
         self.text = text
+        self.extra = extra
         #: Non-literal divisors: the filter holds only where they are non-zero.
         self.divisors: list[Expr] = []
 
@@ -180,10 +186,12 @@ class _Builder:
             return lift(_LITERAL_NAMES[name]) if name != "none" else Const(None, "enum")
         if name in _DERIVED:
             return _DERIVED[name]
+        if name in self.extra:
+            return self.extra[name]
         field = ALIASES.get(name, name)
         if field in SPECS:
             return SPECS[field].ref
-        close = difflib.get_close_matches(name, names(), n=1, cutoff=0.5)
+        close = difflib.get_close_matches(name, [*names(), *self.extra], n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]}?" if close else ""
         raise _Bad(_col(node), f"unknown name {name!r}{hint}")
 
@@ -191,6 +199,8 @@ class _Builder:
         value = node.value
         if value is None or isinstance(value, bool | int | str):
             return lift(value) if value is not None else Const(None, "enum")
+        if self.extra and isinstance(value, float) and math.isfinite(value):
+            return Const(value, "float")
         raise _Bad(
             _col(node),
             f"the literal {value!r} is not allowed (integers, strings, true/false and none are)",

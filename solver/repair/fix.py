@@ -47,6 +47,8 @@ from solver.inputs import as_config, as_model
 from solver.inputs.convert import unknown_field
 from solver.inputs.sglang_cmdline import ENV_FACTS
 from solver.lang.config import Config
+from solver.lang.derived import DERIVED
+from solver.lang.expr import And, Cmp, Expr, IsSet, Not, lift
 from solver.lang.fields import CONFIG_SPECS, SPECS
 from solver.lang.limits import MAX_GPUS, MAX_TIMEOUT_S, items_of, shown
 from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
@@ -65,7 +67,8 @@ from solver.repair.results import (
 from solver.validation.validate import environment, validate
 
 if TYPE_CHECKING:
-    from solver.repair.search import Relaxed
+    from solver.memory import MemoryModel
+    from solver.repair.search import Outcome, Relaxed, Search
 
 OBJECTIVES = ("changes", "distance")
 LAUNCHER = "python -m sglang.launch_server"
@@ -117,6 +120,7 @@ def fix(
     timeout_s: float = 10,
     *,
     sglang_version: str | Pack | None = None,
+    memory: MemoryModel | None = None,
 ) -> FixReport:
     """The `top` nearest valid layouts to `config`, best first, as a `FixReport`.
 
@@ -132,6 +136,8 @@ def fix(
     is proven best, `timed_out` whether the time ran out (if it runs out while ties are
     broken, the objectives stay proven but which of the equals is returned may vary). Bad
     arguments raise `InputError`. `sglang_version` picks the release's rules (`validate`).
+    With `memory` (a `solver.memory.MemoryModel`: the model and the GPU), only layouts that
+    load are proposed (`_fitting`); none fitting is a conflict naming `MEM-FIT`.
     Thread-safe: the whole call holds the process-wide Z3 lock (`solver.backends.z3lock`).
     """
     pinned = _check_args(pins, gpus, objective, top, timeout_s)
@@ -153,7 +159,7 @@ def fix(
     base = FixReport(
         cfg, spec, objective, gpus, False, violations, before, universe.bound, fixes=()
     )
-    if report.valid and gpus in (None, before):
+    if report.valid and gpus in (None, before) and (memory is None or _loads(memory, report)):
         unchanged = FixResult(cfg, (), report.notes, True, ZERO, command_line(cfg, pack), before)
         return _replace(base, valid_input=True, fixes=(unchanged,))
     from solver.repair import problem as fp
@@ -169,8 +175,37 @@ def fix(
     prob = fp.problem(fp.Key(universe, gpus, fixed, pack))
     keep_gpus = before if gpus is None else None
     search = Search(prob, env, user, keep_gpus, Deadline(deadline_s - time.monotonic()))
+
+    def _fitting(search: Search, objective: str, pins: list[str], top: int) -> Outcome:
+        """The search, again each time a fix does not load: its memory shape (every value the
+        memory model reads) is excluded and the question asked anew, so what comes back is
+        the best layout among those that load. Fitting is not linear arithmetic over sizes
+        (it is the model's bytes over the GPU's), so it is checked in Python, not encoded."""
+        while True:
+            outcome = search.run(objective, pins, top)
+            if memory is None or outcome.conflict is not None or not outcome.found:
+                return outcome
+            heavy = [
+                shape
+                for f in outcome.found
+                if not _loads(memory, (shape := _checked(pack, cfg, spec, f.values)))
+            ]
+            if not heavy or search.deadline.ms() <= 0:
+                if heavy:  # out of time: keep only what loads
+                    outcome.found = [
+                        f
+                        for f in outcome.found
+                        if _loads(memory, _checked(pack, cfg, spec, f.values))
+                    ]
+                    outcome.timed_out = True
+                return outcome
+            live = set(fp.changeable(pack))
+            search.blocked.extend(prob.enc.formula(_other_shape(r, live)) for r in heavy)
+
     with prob.lock:
-        outcome = search.run(objective, [n for n in pinned if n in fp.changeable(pack)], top)
+        outcome = _fitting(search, objective, [n for n in pinned if n in fp.changeable(pack)], top)
+    if search.blocked and (outcome.conflict is not None or not outcome.found):
+        return _replace(base, conflict=_no_fit(cfg, pinned, memory), timed_out=outcome.timed_out)
     if outcome.conflict is not None:
         pin_names, rule_ids = outcome.conflict
         conflict = Conflict(
@@ -245,8 +280,7 @@ def _result(
     tier_ms: Mapping[str, float],
 ) -> FixResult:
     changed = [n for n, v in values.items() if not same_value(v, getattr(cfg, n))]
-    keep = set(cfg.user_set()) | set(changed)
-    data = {n: (values[n] if n in values else getattr(cfg, n)) for n in CONFIG_SPECS if n in keep}
+    data = _fixed_values(cfg, values)
     new = Config.model_validate(data)
     report = validate(new, spec, explain=False, sglang_version=pack)
     used = int(report.derived["gpus_used"])
@@ -270,12 +304,69 @@ def _result(
     )
 
 
+#: What the memory model reads of a layout (`Parallel.from_resolved`): two layouts that agree
+#: on these load the same.
+_MEMORY_FIELDS = (
+    "tp_size", "pp_size", "dp_size", "attn_cp_size", "ep_size", "moe_dp_size", "dcp_size",
+    "moe_dense_tp_size", "enable_dp_attention", "enable_dp_lm_head", "chunked_prefill_size",
+)  # fmt: skip
+_MEMORY_WIDTHS = ("attn_tp", "attn_dp", "moe_tp", "replicas")
+
+
+def _checked(pack: Pack, cfg: Config, spec: ModelSpec | None, values: Mapping[str, Any]) -> Any:
+    """The validation report of a fix's layout (what `_result` builds, before it is one)."""
+    new = Config.model_validate(_fixed_values(cfg, values))
+    return validate(new, spec, explain=False, sglang_version=pack)
+
+
+def _fixed_values(cfg: Config, values: Mapping[str, Any]) -> dict[str, Any]:
+    changed = [n for n, v in values.items() if not same_value(v, getattr(cfg, n))]
+    keep = set(cfg.user_set()) | set(changed)
+    return {n: (values[n] if n in values else getattr(cfg, n)) for n in CONFIG_SPECS if n in keep}
+
+
+def _loads(memory: MemoryModel, report: Any) -> bool:
+    from solver.memory import Parallel
+
+    return bool(memory.of(Parallel.from_resolved(report.resolved, report.derived)).fits)
+
+
+def _other_shape(report: Any, live: set[str]) -> Expr:
+    """A layout whose memory shape differs from this report's. Only fields fix can change
+    take part: the others keep the input's value in every candidate, and the search leaves
+    their variables free, so a condition on them would exclude nothing."""
+    same: list[Expr] = []
+    for name in (n for n in _MEMORY_FIELDS if n in live):
+        value, ref = report.resolved[name], SPECS[name].ref
+        same.append(Not(IsSet(ref)) if value is None else Cmp("==", ref, lift(value)))
+    widths = {w.name: w for w in DERIVED}
+    same += [Cmp("==", widths[n], lift(int(report.derived[n]))) for n in _MEMORY_WIDTHS]
+    return Not(And(*same))
+
+
+def _no_fit(cfg: Config, pinned: tuple[str, ...], memory: MemoryModel | None) -> Conflict:
+    where = f" on {memory.gpu.name} ({memory.gpu.memory_gib:.0f} GiB)" if memory else ""
+    rule = RuleRef(
+        "MEM-FIT",
+        "weights + SGLang's reserve <= GPU memory",
+        f"no layout that satisfies the rules{' and keeps the pins' if pinned else ''} loads "
+        f"the model{where} within the sizes searched; pass --gpus N with more GPUs",
+    )
+    return Conflict(tuple((n, getattr(cfg, n)) for n in pinned), (rule,))
+
+
 def _rule_ref(pack: Pack, rule_id: str, gpus: int | None, bound: int) -> RuleRef:
     """A catalogue rule, or one of fix's own constraints, for a conflict."""
     if rule_id in pack.by_id:
         rule = pack.by_id[rule_id]
         # The wording's {field} placeholders have no single value in a conflict.
         return RuleRef(rule_id, condition(rule), re.sub(r"\{\w+\}", "…", rule.message))
+    if rule_id == "MEM-FIT":
+        return RuleRef(
+            rule_id,
+            "weights + SGLang's reserve <= GPU memory",
+            "the layout must load the model on the GPU (--gpu)",
+        )
     if rule_id == "FIX-GPUS":
         return RuleRef(rule_id, f"gpus_used == {gpus}", f"the layout must use {gpus} GPUs (--gpus)")
     if rule_id == "FIX-GPUS-DIVIDE":

@@ -149,6 +149,9 @@ class Search:
         self.was_on = turned_on(old)
         self.model: Any = None
         self.first_model: Any = None
+        #: Constraints of this call only (memory shapes that do not load): asserted inside
+        #: each run's scope, so the cached problem never keeps them.
+        self.blocked: list[Any] = []
 
     # --- the question --------------------------------------------------------------------
     def run(self, objective: str, pins: Sequence[str], top: int) -> Outcome:
@@ -161,6 +164,7 @@ class Search:
         out = Outcome()
         self.s.push()
         try:
+            self.s.add(*self.blocked)
             for name in self.fields:
                 if SPECS[name].kind == "enum" and not SPECS[name].choices:
                     options = self.enum_values(name)
@@ -330,10 +334,15 @@ class Search:
                 lits[key] = z3.Bool(f"why:{key}")
                 self.s.add(z3.Implies(lits[key], term))
             named = {**{f"pin:{n}": x for n, x in pin_lits.items()}, **lits}
+            if self.blocked:  # the layouts that do not load, as one rule of the explanation
+                named["memory"] = z3.Bool("why:memory")
+                self.s.add(z3.Implies(named["memory"], z3.And(self.blocked)))
             core = self.core(named)
             if core is None:
                 return out
             pin_names, rule_ids = core
+            if "memory" in pin_names:
+                rule_ids = (*rule_ids, "MEM-FIT")
             kept = tuple(k for k in pin_names if k in lits)
             pin_names = tuple(k.removeprefix("pin:") for k in pin_names if k.startswith("pin:"))
             tier = "gpus" if keep_gpus else "features"

@@ -1,0 +1,101 @@
+"""Enumerate's memory columns: the weights on the fullest rank, the KV-cache tokens per rank, the
+requests of a context length that fit, and whether the layout loads at all, appended to each
+row, with the `--where` filters that read them.
+
+Why a stage after the loops rather than rules inside them: the figures are floating-point
+arithmetic from the model's config and the GPU (`solver.memory`), not conditions SGLang checks,
+and a listing without a GPU needs none of them; the loops and Z3 stay integer. Each row costs
+one call of `solver.memory.columns`' factored reader. A filter that names a memory column is
+evaluated here, in Python; every other filter still goes into the generated loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from solver.backends.interp import evaluate
+from solver.enumeration.where import parse
+from solver.lang.expr import Expr, Field, fields_of
+
+if TYPE_CHECKING:
+    from solver.enumeration.layouts import Enumerator
+    from solver.memory import MemoryModel
+
+#: The columns, in the order each row gains them.
+MEMORY_COLUMNS: tuple[str, ...] = ("weights_gib", "kv_tokens", "max_requests", "fits")
+
+#: How a filter reads them: names beyond the configuration, for `where.parse`.
+MEMORY_NAMES: Mapping[str, Field] = MappingProxyType(
+    {
+        "weights_gib": Field("weights_gib", "float"),
+        "kv_tokens": Field("kv_tokens", "int"),
+        "max_requests": Field("max_requests", "int"),
+        "fits": Field("fits", "bool"),
+    }
+)
+
+
+def split_filters(texts: Iterable[str]) -> tuple[tuple[str, ...], tuple[Expr, ...]]:
+    """The filters the loops take (as written), and those that read a memory column
+    (parsed); a filter with a syntax error raises here with its column."""
+    plain: list[str] = []
+    memory: list[Expr] = []
+    for text in texts:
+        expr = parse(text, MEMORY_NAMES)
+        if set(fields_of(expr)) & MEMORY_NAMES.keys():
+            memory.append(expr)
+        else:
+            plain.append(text)
+    return tuple(plain), tuple(memory)
+
+
+class _Env(Mapping[str, Any]):
+    """One extended row read by name: row positions first, then the constant fields."""
+
+    __slots__ = ("_constant", "_index", "_row")
+
+    def __init__(
+        self, row: tuple[Any, ...], index: Mapping[str, int], constant: Mapping[str, Any]
+    ) -> None:
+        self._row, self._index, self._constant = row, index, constant
+
+    def __getitem__(self, key: str) -> Any:
+        i = self._index.get(key)
+        return self._row[i] if i is not None else self._constant[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._constant, **self._index})
+
+    def __len__(self) -> int:
+        return len({**self._constant, **self._index})
+
+
+class MemoryColumns:
+    """Appends the memory columns to an enumerator's rows and keeps those the memory filters
+    accept. `columns` names the extended rows' values; `weights_gib` is rounded to 0.01 GiB,
+    the precision the memory model claims (public start-up logs agree within about 2 %)."""
+
+    def __init__(self, e: Enumerator, mm: MemoryModel, filters: Sequence[Expr] = ()) -> None:
+        shape = e.shape
+        self.read = mm.row_reader(shape.config_index, shape.constant, shape.derived_index)
+        self.columns: tuple[str, ...] = (*e.columns, *MEMORY_COLUMNS)
+        self.filters = tuple(filters)
+        self._index = {c: i for i, c in enumerate(self.columns)}
+        self._constant = shape.constant
+
+    def rows(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        read = self.read
+        if not self.filters:
+            for row in rows:
+                w, tokens, requests, fits = read(row)
+                yield (*row, round(w, 2), tokens, requests, fits)
+            return
+        index, constant, filters = self._index, self._constant, self.filters
+        for row in rows:
+            w, tokens, requests, fits = read(row)
+            full = (*row, round(w, 2), tokens, requests, fits)
+            env = _Env(full, index, constant)
+            if all(evaluate(f, env) for f in filters):
+                yield full
