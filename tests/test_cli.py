@@ -87,7 +87,8 @@ def test_sglang_input_and_ignored_note(capsys: pytest.CaptureFixture[str]) -> No
     )
     assert run.code == 0
     assert json.loads(run.out)["resolved"]["ep_size"] == 8
-    assert "2 flag(s) that do not concern the layout: --model-path --port" in run.err
+    assert "1 flag(s) that do not concern the layout: --port" in run.err
+    assert "--model-path m: no config.json there; model facts unknown" in run.err
 
 
 def test_precedence_file_then_sglang_then_set(
@@ -205,9 +206,10 @@ def test_cli_surface_is_pinned() -> None:
     memory = ["--context-length", "--gpu", "--gpu-memory"]
     output = ["--format", "--json", "-f"]  # every command: --format, --json its alias
     verbose = ["--verbose", "-v"]
-    assert surface["validate"] == sorted({*layout, *output, *verbose, *version, *memory})
-    assert set(output + verbose + version) <= set(surface["fix"])
-    assert set(output + version) <= set(surface["enumerate"])
+    launch = ["--rewrite", "--strict"]
+    assert surface["validate"] == sorted({*layout, *output, *verbose, *version, *memory, *launch})
+    assert set(output + verbose + version + ["--gpu", "--gpu-memory"]) <= set(surface["fix"])
+    assert set(output + version + memory) <= set(surface["enumerate"])
     assert surface["groups"] == sorted({*layout, *output, *version, "--rank", "-r"})
     assert surface["rules"] == sorted({*output, *version})
     assert surface["fields"] == sorted({*output, *version})

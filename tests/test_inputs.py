@@ -59,9 +59,9 @@ def test_full_launch_command() -> None:
         "moe_a2a_backend": "deepep",
         "dcp_replicate_q_proj": False,
     }
+    assert parsed.model_path == "deepseek-ai/DeepSeek-V3"
     assert parsed.ignored == [
         "CUDA_VISIBLE_DEVICES",
-        "--model-path",
         "--trust-remote-code",
         "--cuda-graph-bs",
         "--mem-fraction-static",

@@ -42,7 +42,7 @@ def diff_cmd(
     data: dict[str, Any] = changes.to_dict()
     given = sources.given
     if given:
-        layout = read_layout(sources)
+        layout = read_layout(sources, new)
         before = validate(layout.config, layout.model, explain=False, sglang_version=a)
         after = validate(layout.config, layout.model, explain=False, sglang_version=b)
         data["layout"] = {

@@ -193,7 +193,7 @@ def enumerate_cmd(
             f"--up-to sums every GPU count 1..N; it is limited to N <= {MAX_UP_TO} GPUs"
         )
     with time_limit(timeout, "enumerate"):
-        layout = read_layout(sources)
+        layout = read_layout(sources, sglang_version)
         names = [*DEFAULT_VARY, *(vary or [])]
         fields = varied_fields(dims_of(names))
         pinned = sorted(set(fields) & layout.config.user_set())

@@ -100,7 +100,7 @@ def fix_cmd(
       meshsat fix --sglang "sglang serve --tp 16 --ep 4 --moe-dp-size 2" --pin tp_size --json
       meshsat fix --set tp_size=2 --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16
     """
-    layout = read_layout(sources)
+    layout = read_layout(sources, sglang_version)
     report = fix(
         layout.config,
         layout.model,

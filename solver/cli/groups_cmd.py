@@ -120,7 +120,7 @@ def groups_cmd(
       meshsat groups --set tp_size=16 --set ep_size=16 --set nnodes=2 --rank 9
       meshsat groups --example qwen3-moe-dp-attention --json
     """
-    layout = read_layout(sources)
+    layout = read_layout(sources, sglang_version)
     chosen_fmt = chosen(fmt, as_json)
     try:
         planned = plan_layout(

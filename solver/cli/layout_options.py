@@ -127,13 +127,33 @@ def layout_inputs(*names: str) -> Callable[[Callable[..., R]], Callable[..., R]]
     return decorate
 
 
-def read_layout(sources: LayoutSources) -> LayoutInput:
+def read_layout(
+    sources: LayoutSources, sglang_version: str | None = None, *, launch_notes: bool = True
+) -> LayoutInput:
     """`load_layout` for a command, with repository ids looked up in the embedded model
-    catalogue; its input notes (ignored flags, shell expansions) go to stderr."""
+    catalogue and the command's flags judged by `sglang_version`'s flag table; its notes go
+    to stderr. `launch_notes=False`: the caller reports the job disagreements and refused
+    flags itself (validate makes them violations)."""
     from solver.cli.output import note
     from solver.memory.models import model_config
+    from solver.packs import get_pack
 
-    layout = load_layout(sources, catalogue=model_config)
+    release = get_pack(sglang_version).version
+    layout = load_layout(sources, catalogue=model_config, release=release)
     for text in layout.notes:
         note(text)
+    if launch_notes:
+        for issue in layout.job:
+            note(f"{issue.rule}: {issue.message}")
+        if layout.missing_flags:
+            note(missing_flags_text(layout))
     return layout
+
+
+def missing_flags_text(layout: LayoutInput) -> str:
+    """One line: the flags the release would refuse, each with the closest it has."""
+    shown = " ".join(f if hint is None else f"{f} ({hint})" for f, hint in layout.missing_flags)
+    who = f"SGLang {layout.missing_in} does not have" if layout.missing_in else (
+        "no SGLang release has"
+    )  # fmt: skip
+    return f"{len(layout.missing_flags)} flag(s) {who} (its parser would refuse them): {shown}"

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
 from solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
+from solver.cli.launch_checks import with_launch_checks
 from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from solver.cli.memory_options import (
     ContextLengthOpt,
@@ -16,8 +21,29 @@ from solver.cli.memory_options import (
 from solver.cli.output import out
 from solver.cli.report_view import print_report, violation_rows
 from solver.cli.version_option import SglangVersionOpt
-from solver.inputs.layout_input import LayoutSources
+from solver.errors import InputError
+from solver.inputs.layout_input import LayoutInput, LayoutSources
 from solver.validation.validate import validate
+
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="A flag the chosen SGLang release does not have is an error (CMD-UNKNOWN-FLAG), "
+        "as SGLang's own parser would refuse it; without --strict it is a warning.",
+    ),
+]
+
+RewriteOpt = Annotated[
+    bool,
+    typer.Option(
+        "--rewrite",
+        help="With --sglang-file (or --sglang): print the launch script with the nearest "
+        "valid layout (meshsat fix, default objective) written into it in the release's "
+        "spelling; only changed layout flags are edited, every other byte is kept. Exit 0 "
+        "with the script, 1 when no fix exists.",
+    ),
+]
 
 
 @layout_inputs()
@@ -30,6 +56,8 @@ def validate_cmd(
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     context_length: ContextLengthOpt = 4096,
+    strict: StrictOpt = False,
+    rewrite: RewriteOpt = False,
 ) -> None:
     """Check a layout against every rule and say everything that is wrong with it.
 
@@ -37,6 +65,9 @@ def validate_cmd(
     SGLang's wording and the arithmetic behind it, the user-set fields that jointly
     conflict, what SGLang would silently change, and the derived widths and GPU count. With
     --gpu and --model, memory per rank too, and "does not fit" as a violation.
+
+    From a launch script, also the nodes of a multi-node job that disagree (JOB-*) and
+    flags the chosen release does not have (CMD-UNKNOWN-FLAG; an error with --strict).
 
     Exit status: 0 valid, 1 invalid, 2 bad input.
 
@@ -47,10 +78,15 @@ def validate_cmd(
       meshsat validate --sglang "python -m sglang.launch_server --tp 8 --attn-cp-size 2"
       meshsat validate --sglang-file launch.sh --sglang-version 0.5.23
       meshsat validate --model deepseek-ai/DeepSeek-V3 --gpu H200 --set tp_size=8
+      meshsat validate --sglang-file launch.sh --rewrite > launch.fixed.sh
     """
-    layout = read_layout(sources)
+    layout = read_layout(sources, sglang_version, launch_notes=False)
+    if rewrite:
+        raise typer.Exit(print_rewritten(layout, sglang_version))
     report = validate(layout.config, layout.model, sglang_version=sglang_version)
-    report, mem = with_memory(report, sources.model, gpu, gpu_memory, context_length)
+    report = with_launch_checks(report, layout, strict=strict)
+    model = sources.model or (Path(layout.model_source) if layout.model_source else None)
+    report, mem = with_memory(report, model, gpu, gpu_memory, context_length)
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:
         print_report(report, verbose=verbose)
@@ -62,3 +98,31 @@ def validate_cmd(
             data["memory"] = mem.to_dict()
         emit(chosen_fmt, data, violation_rows(report))
     raise typer.Exit(0 if report.valid else 1)
+
+
+def print_rewritten(layout: LayoutInput, sglang_version: str | None) -> int:
+    """The launch text with the fixed layout on stdout (notes on stderr); the exit status."""
+    from solver.cli.output import note
+    from solver.inputs.rewrite import rewrite_script
+    from solver.packs import get_pack
+    from solver.repair.fix import fix
+
+    if layout.script is None:
+        raise InputError("--rewrite needs a launch command: give --sglang-file or --sglang")
+    pack = get_pack(sglang_version)
+    report = fix(layout.config, layout.model, sglang_version=pack)
+    if not report.fixes:
+        note("no valid layout near this one (meshsat fix says why); the script is unchanged")
+        return 1
+    best = report.best
+    text, notes = rewrite_script(
+        layout.script, best.config, attn_dp_spelling="attn_dp_size" not in pack.absent_fields
+    )
+    for change in best.changes:
+        note(f"{change.field}: {change.old} -> {change.new}")
+    for line in notes:
+        note(line)
+    if not best.changes:
+        note("the layout is already valid; the script is unchanged")
+    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    return 0

@@ -23,17 +23,30 @@ LAUNCH_MODULES = ("sglang.launch_server", "sglang_router.launch_server")
 MAX_CHARS = 1 << 20
 _CONTINUATION = re.compile(r"\\[ \t]+\r?\n")  # "\ " then newline: meant as a continuation
 _TRAILING_BACKSLASH = re.compile(r"\\\s*\Z")
+
+
+def _as_continuation(m: re.Match[str]) -> str:
+    r"""`\` + blanks + newline as a real continuation of the same length, so that positions
+    in the parsed text are positions in the user's text (`--rewrite` edits it in place)."""
+    return " " * (len(m.group()) - 2) + "\\\n"
+
+
+def _blank(m: re.Match[str]) -> str:
+    return " " * len(m.group())
+
+
 _PYTHON = re.compile(r"(^|/)python[0-9.]*$")
 
 
 @dataclass(frozen=True)
 class Word:
-    """One word of a launch command: its text, where it starts, and the shell expansion that
-    makes its value unknowable here (None for a literal)."""
+    """One word of a launch command: its text, where it starts and ends in the text given,
+    and the shell expansion that makes its value unknowable here (None for a literal)."""
 
     text: str
     pos: int
     expansion: str | None = None
+    end: int = -1
 
 
 @dataclass(frozen=True)
@@ -53,7 +66,7 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
         raise InputError(f"the launch command is {len(text)} characters; at most {MAX_CHARS}")
     if "\x00" in text:
         raise InputError("the launch command is binary data (it holds NUL bytes)")
-    source = _TRAILING_BACKSLASH.sub("", _CONTINUATION.sub(" \\\n", text))
+    source = _TRAILING_BACKSLASH.sub(_blank, _CONTINUATION.sub(_as_continuation, text))
     nodes = _parse(source)
     exported: list[tuple[str, str]] = []
     found: list[LaunchCommand] = []
@@ -159,4 +172,4 @@ def _word(node: Any, source: str) -> Word:
             start, end = part.pos
             expansion = source[start:end]
             break
-    return Word(node.word, node.pos[0], expansion)
+    return Word(node.word, node.pos[0], expansion, node.pos[1])

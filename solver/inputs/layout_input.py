@@ -18,7 +18,12 @@ from typing import Any
 from solver.errors import InputError
 from solver.inputs.convert import as_model, coerce, config_from_values
 from solver.inputs.files import load_config_file
-from solver.inputs.sglang_cmdline import parse_sglang_command
+from solver.inputs.sglang_cmdline import (
+    JobIssue,
+    missing_from_release,
+    parse_sglang_command,
+    release_flags,
+)
 from solver.lang.config import Config
 from solver.lang.model_spec import ModelSpec
 
@@ -53,18 +58,38 @@ class LayoutSources:
 @dataclass(frozen=True)
 class LayoutInput:
     """What the sources read: the merged config, model facts, and the notes (ignored flags,
-    shell expansions) for stderr. Distinct from `solver.Layout`, an enumerated layout."""
+    shell expansions) for stderr. Distinct from `solver.Layout`, an enumerated layout.
+
+    From a launch command also: `job`, how the nodes of a multi-node script disagree;
+    `missing_flags`, the flags the release would refuse (with the closest it has), for
+    `missing_in` (a version, or None: no recorded release has them); `model_source`, the
+    config path or repository id the model facts came from."""
 
     config: Config
     model: ModelSpec | None
     notes: tuple[str, ...] = field(default=())
+    job: tuple[JobIssue, ...] = ()
+    missing_flags: tuple[tuple[str, str | None], ...] = ()
+    missing_in: str | None = None
+    model_source: str | None = None
+    #: The launch text as read (a script, a pasted command or standard input), for --rewrite.
+    script: str | None = None
 
 
-def load_layout(sources: LayoutSources, catalogue: Catalogue | None = None) -> LayoutInput:
-    """Merge the sources: example, then file, then SGLang command line, then --set."""
+def load_layout(
+    sources: LayoutSources, catalogue: Catalogue | None = None, release: str | None = None
+) -> LayoutInput:
+    """Merge the sources: example, then file, then SGLang command line, then --set.
+
+    `release` is the SGLang version whose flag table judges the command's flags (None, or a
+    release that was not recorded: flags no recorded release has)."""
     values: dict[str, Any] = {}
     model_facts: Any = None
     notes: list[str] = []
+    job: tuple[JobIssue, ...] = ()
+    missing: list[tuple[str, str | None]] = []
+    missing_in: str | None = None
+    model_path: str | None = None
     if sources.example is not None:
         from solver.examples import path_of
 
@@ -87,11 +112,11 @@ def load_layout(sources: LayoutSources, catalogue: Catalogue | None = None) -> L
                 f"{len(parsed.ignored)} flag(s) that do not concern the layout: "
                 + " ".join(parsed.ignored)
             )
-        if parsed.unknown_flags:
-            notes.append(
-                f"{len(parsed.unknown_flags)} flag(s) no SGLang release has (SGLang would "
-                "refuse them): " + " ".join(parsed.unknown_flags)
-            )
+        job, model_path = tuple(parsed.job), parsed.model_path
+        if release is not None and release_flags(release) is not None:
+            missing, missing_in = missing_from_release(parsed.flags, release), release
+        else:
+            missing = [(f, None) for f in parsed.unknown_flags]
     for item in sources.sets:
         name, eq, value = item.partition("=")
         if not eq or not name.strip():
@@ -99,11 +124,78 @@ def load_layout(sources: LayoutSources, catalogue: Catalogue | None = None) -> L
         key = name.strip().replace("-", "_")
         values[key] = coerce(key, value)
     spec = _model_spec(sources.model, catalogue) if sources.model is not None else None
+    source = None if sources.model is None else str(sources.model)
     if spec is None and model_facts is not None:
         if not isinstance(model_facts, dict):
             raise InputError("the `model:` entry of a layout file must be a mapping")
         spec = as_model(model_facts)
-    return LayoutInput(config_from_values(values), spec, tuple(notes))
+    elif model_path is not None and sources.model is not None:
+        if str(sources.model) != model_path:
+            notes.append(f"--model {sources.model} is used; the command's --model-path is not")
+    elif model_path is not None:
+        spec, source, said = _model_from_path(model_path, catalogue)
+        notes.extend(said)
+    return LayoutInput(
+        config_from_values(values),
+        spec,
+        tuple(notes),
+        job,
+        tuple(missing),
+        missing_in,
+        source,
+        text,
+    )
+
+
+def _model_from_path(
+    path: str, catalogue: Catalogue | None
+) -> tuple[ModelSpec | None, str | None, list[str]]:
+    """The model facts a launch command's `--model-path` gives offline: a local directory
+    (or config.json), the local Hugging Face cache, or the embedded catalogue, in that order.
+    What could not be found is a note, never an error: the layout is still checked."""
+    local = Path(path).expanduser()
+    config = local / "config.json" if local.is_dir() else local
+    if config.is_file() and config.name.endswith(".json"):
+        return ModelSpec.from_file(config), str(config), []
+    if path.count("/") != 1 or path.startswith((".", "/", "~")):
+        return None, None, [f"--model-path {path}: no config.json there; model facts unknown"]
+    cached = hf_cache_config(path)
+    if cached is not None:
+        note = f"model facts of {path} from the local Hugging Face cache ({cached})"
+        return ModelSpec.from_file(cached), str(cached), [note]
+    if catalogue is not None:
+        try:
+            facts = catalogue(path)
+        except InputError:
+            pass
+        else:
+            note = f"{path} is not in the local Hugging Face cache; using meshsat's embedded facts"
+            return ModelSpec.from_hf_config(facts), path, [note]
+    return (
+        None,
+        None,
+        [
+            f"--model-path {path}: not a local directory, not in the local Hugging Face cache "
+            "and not embedded; rules that need model facts are not checked (give --model)"
+        ],
+    )
+
+
+def hf_cache_config(repo_id: str) -> Path | None:
+    """`config.json` of a repository in the local Hugging Face hub cache (`HF_HUB_CACHE`,
+    else `HF_HOME/hub`, else `~/.cache/huggingface/hub`): the newest snapshot holding one."""
+    import os
+
+    hub = os.environ.get("HF_HUB_CACHE") or (
+        str(Path(os.environ["HF_HOME"]) / "hub") if os.environ.get("HF_HOME") else None
+    )
+    root = Path(hub) if hub else Path.home() / ".cache" / "huggingface" / "hub"
+    snapshots = root / ("models--" + repo_id.replace("/", "--")) / "snapshots"
+    try:
+        found = [p / "config.json" for p in snapshots.iterdir() if (p / "config.json").is_file()]
+    except OSError:
+        return None
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
 def _model_spec(model: Path, catalogue: Catalogue | None) -> ModelSpec:

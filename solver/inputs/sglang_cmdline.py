@@ -41,9 +41,27 @@ GRAPH_BACKENDS = {
 _NODE_FLAGS = ("node_rank",)
 
 
+@dataclass(frozen=True)
+class JobIssue:
+    """A way the nodes of one multi-node job disagree: a violation of the job, not of SGLang's
+    argument rules (each node's SGLang would start; the job would hang or mis-shard)."""
+
+    rule: str
+    message: str
+    line: int
+
+
 @dataclass
 class ParsedCommandLine:
     values: dict[str, Any] = field(default_factory=dict)
+    #: Every flag as written (before any `=value`), in order, for the release's flag table.
+    flags: list[str] = field(default_factory=list)
+    #: `--model-path` (or `--model`) as written: where the model facts can come from.
+    model_path: str | None = None
+    #: Disagreements between the nodes of a multi-node job.
+    job: list[JobIssue] = field(default_factory=list)
+    #: Where in the text each field is set: field -> (start, end) of its flag and value.
+    spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     #: SGLang flags that do not concern the layout.
     ignored: list[str] = field(default_factory=list)
     #: Flags no SGLang release has (SGLang's own parser would refuse them).
@@ -66,6 +84,46 @@ def known_sglang_flags() -> dict[str, int]:
     for flags in data["releases"].values():
         merged.update(flags)
     return merged
+
+
+@cache
+def release_flags(version: str) -> dict[str, int] | None:
+    """One recorded release's option strings (None when that release was not recorded)."""
+    data = json.loads(
+        resources.files("solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
+    )
+    flags: dict[str, int] | None = data["releases"].get(version)
+    return flags
+
+
+def missing_from_release(flags: list[str], version: str) -> list[tuple[str, str | None]]:
+    """The flags `version`'s own parser would refuse, each with a hint (the closest flag it
+    has, or what a removed spelling meant); empty when that release was not recorded.
+
+    SGLang's parser is argparse with abbreviations allowed, so a unique prefix of one of the
+    release's options (`--tp` for `--tp-size`) is accepted, as it is by SGLang."""
+    import difflib
+
+    table = release_flags(version)
+    if table is None:
+        return []
+    out: list[tuple[str, str | None]] = []
+    for flag in dict.fromkeys(flags):
+        if _accepted(flag, table):
+            continue
+        if flag in DEPRECATED:
+            target, meaning = DEPRECATED[flag]
+            out.append((flag, f"removed; it meant {target} = {meaning}"))
+            continue
+        close = difflib.get_close_matches(flag, list(table), n=1, cutoff=0.75)
+        out.append((flag, f"did you mean {close[0]}?" if close else None))
+    return out
+
+
+def _accepted(flag: str, table: dict[str, int]) -> bool:
+    if flag in table:
+        return True
+    return sum(1 for option in table if option.startswith(flag)) == 1
 
 
 def _is_flag(text: str) -> bool:
@@ -94,27 +152,36 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
                 f"{command.line}, character {word.pos + 1})"
             )
         flag, eq, inline = word.text.partition("=")
+        out.flags.append(flag)
         i += 1
         negated = flag.startswith("--no-") and flag not in FLAGS and "--" + flag[5:] in FLAGS
         name = FLAGS.get("--" + flag[5:] if negated else flag)
         if name is not None and CONFIG_SPECS[name].kind == "bool":
             out.values[name] = coerce(name, inline) if eq else not negated
+            out.spans.setdefault(name, []).append((word.pos, word.end))
         elif name is not None:
             given, i = _value(words, i, word if eq else None, flag, command.line)
             if given.expansion is not None:
                 out.unknown_values[name] = given.expansion
             else:
                 out.values[name] = coerce(name, given.text.partition("=")[2] if eq else given.text)
+            out.spans.setdefault(name, []).append((word.pos, given.end))
         elif flag in DEPRECATED:
             target, meaning = DEPRECATED[flag]
             ep_follows_tp |= meaning == "tp_size"
             if meaning != "tp_size":
                 out.values[target] = meaning
             out.notes.append(f"{flag} is a deprecated spelling; read as {target} = {meaning}")
+            out.spans.setdefault(target, []).append((word.pos, word.end))
         elif flag in GRAPH_BACKENDS:
             given, i = _value(words, i, word if eq else None, flag, command.line)
             if given.expansion is None and given.text.rpartition("=")[2] == "disabled":
                 out.values[GRAPH_BACKENDS[flag]] = True
+                out.spans.setdefault(GRAPH_BACKENDS[flag], []).append((word.pos, given.end))
+        elif flag in ("--model-path", "--model"):
+            given, i = _value(words, i, word if eq else None, flag, command.line)
+            text = given.text.partition("=")[2] if eq else given.text
+            out.model_path = None if given.expansion is not None else text
         elif flag == "--dist-init-addr":
             given, i = _value(words, i, word if eq else None, flag, command.line)
             out.dist_init_addr = given.text.partition("=")[2] if eq else given.text
@@ -148,16 +215,17 @@ def parse_sglang_command(text: str) -> ParsedCommandLine:
     """Read the layout out of launch text: one command, or one per node of one job.
 
     Several launches must be the nodes of one job: the same layout flags, `--node-rank`
-    covering 0..nnodes-1 once each, the same `--dist-init-addr`; the first disagreement is an
-    `InputError` naming the node's line.
+    covering 0..nnodes-1 once each, the same `--dist-init-addr`; each disagreement is a
+    `JobIssue` naming the node's line (the layout read is the first node's).
     """
     commands = read_launch_commands(text)
     parsed = [parse_launch(c) for c in commands]
     first = parsed[0]
     if len(parsed) > 1:
-        _check_job(commands, parsed)
+        first.job = _check_job(commands, parsed)
         first.values.pop("node_rank", None)
     for p in parsed[1:]:
+        first.flags += p.flags
         first.ignored += [f for f in p.ignored if f not in first.ignored]
         first.unknown_flags += [f for f in p.unknown_flags if f not in first.unknown_flags]
     if first.unknown_values:
@@ -168,25 +236,50 @@ def parse_sglang_command(text: str) -> ParsedCommandLine:
     return first
 
 
-def _check_job(commands: tuple[LaunchCommand, ...], parsed: list[ParsedCommandLine]) -> None:
+def _check_job(
+    commands: tuple[LaunchCommand, ...], parsed: list[ParsedCommandLine]
+) -> list[JobIssue]:
+    issues: list[JobIssue] = []
     layout = [{k: v for k, v in p.values.items() if k not in _NODE_FLAGS} for p in parsed]
     for c, values in zip(commands[1:], layout[1:], strict=True):
         if values != layout[0]:
-            diff = sorted(set(values.items()) ^ set(layout[0].items()))
-            raise InputError(
-                f"the node launched on line {c.line} disagrees with the first node on "
-                f"{', '.join(sorted({k for k, _ in diff}))}: one job needs one layout"
+            diff = sorted({k for k, _ in set(values.items()) ^ set(layout[0].items())})
+            issues.append(
+                JobIssue(
+                    "JOB-ONE-LAYOUT",
+                    f"the node launched on line {c.line} disagrees with the first node (line "
+                    f"{commands[0].line}) on {', '.join(diff)}: one job needs one layout",
+                    c.line,
+                )
             )
-    addrs = {p.dist_init_addr for p in parsed}
-    if len(addrs) > 1:
-        raise InputError(
-            f"the nodes name different --dist-init-addr values: {sorted(map(str, addrs))}"
-        )
+    addrs = [(c.line, p.dist_init_addr) for c, p in zip(commands, parsed, strict=True)]
+    for line, addr in addrs[1:]:
+        if addr != addrs[0][1]:
+            issues.append(
+                JobIssue(
+                    "JOB-DIST-INIT",
+                    f"the node launched on line {line} names --dist-init-addr {addr} and the "
+                    f"first node {addrs[0][1]}: every node must rendezvous at one address",
+                    line,
+                )
+            )
     nnodes = int(parsed[0].values.get("nnodes", 1))
     ranks = [p.values.get("node_rank", p.unknown_values.get("node_rank")) for p in parsed]
     literal = [r for r in ranks if isinstance(r, int)]
     if len(literal) == len(ranks) and sorted(literal) != list(range(nnodes)):
-        raise InputError(
-            f"--node-rank values {literal} do not cover 0..{nnodes - 1} once each "
-            f"(--nnodes {nnodes})"
+        seen: dict[int, int] = {}
+        line = commands[-1].line
+        for c, r in zip(commands, literal, strict=True):
+            if r in seen or not 0 <= r < nnodes:
+                line = c.line
+                break
+            seen[r] = c.line
+        issues.append(
+            JobIssue(
+                "JOB-NODE-RANKS",
+                f"--node-rank values {literal} do not cover 0..{nnodes - 1} once each "
+                f"(--nnodes {nnodes}); first wrong at line {line}",
+                line,
+            )
         )
+    return issues

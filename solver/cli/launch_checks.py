@@ -1,0 +1,52 @@
+"""What a launch script says beyond its layout, as report entries: nodes of one job that
+disagree (errors: the job would hang or shard wrongly, though each node's SGLang starts) and
+flags the chosen release's parser would refuse (`CMD-UNKNOWN-FLAG`: a warning, an error with
+`--strict`, since SGLang exits on them before it looks at the layout)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from solver.cli.layout_options import missing_flags_text
+from solver.inputs.layout_input import LayoutInput
+from solver.validation.report import Report, Violation
+
+_HINTS = {
+    "JOB-ONE-LAYOUT": "give every node the same layout flags",
+    "JOB-DIST-INIT": "give every node the first node's --dist-init-addr",
+    "JOB-NODE-RANKS": "number the nodes --node-rank 0 .. nnodes-1, once each",
+}
+
+
+def with_launch_checks(report: Report, layout: LayoutInput, *, strict: bool) -> Report:
+    errors = [
+        Violation(
+            issue.rule,
+            issue.message,
+            ("nnodes", "node_rank"),
+            f"line {issue.line}",
+            _HINTS[issue.rule],
+            "meshsat: the nodes of one job",
+        )
+        for issue in layout.job
+    ]
+    warnings: list[Violation] = []
+    if layout.missing_flags:
+        flag = Violation(
+            "CMD-UNKNOWN-FLAG",
+            missing_flags_text(layout),
+            (),
+            "",
+            "remove or correct the flag: SGLang's parser exits on it",
+            "SGLang's argument parser",
+            severity="error" if strict else "warning",
+        )
+        (errors if strict else warnings).append(flag)
+    if not errors and not warnings:
+        return report
+    return replace(
+        report,
+        valid=report.valid and not errors,
+        violations=(*report.violations, *errors),
+        warnings=(*report.warnings, *warnings),
+    )

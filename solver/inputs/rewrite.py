@@ -1,0 +1,96 @@
+"""A launch script rewritten to another layout, edited in place (`validate --rewrite`).
+
+People keep their launch scripts: comments, continuations, environment prefixes, the flags
+that have nothing to do with the layout. So the rewrite touches only the layout flags whose
+value changes, node by node: a flag that sets a changed field is replaced where it stands
+(a repeat of it is removed), a field the node's command does not set gets its flag after the
+command's last word, and every other byte stays as it was. Positions come from the same
+reader (`solver.inputs.launch`), which keeps them in the user's coordinates.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from solver.inputs.convert import config_from_values
+from solver.inputs.launch import read_launch_commands
+from solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
+from solver.lang.config import Config
+from solver.lang.fields import CONFIG_SPECS
+
+#: Spelled together in a release that has `--attn-dp-size`: there DP attention over N groups
+#: is `--attn-dp-size N`, and `--enable-dp-attention --dp-size N` the deprecated form.
+_DP_GROUP = ("dp_size", "enable_dp_attention", "attn_dp_size")
+_NOT_REWRITTEN = frozenset({"node_rank", *ENV_FACTS.values()})
+
+
+def rewrite_script(text: str, new: Config, *, attn_dp_spelling: bool) -> tuple[str, list[str]]:
+    """`text` with every launch carrying `new`'s layout; and notes for what could not be
+    written as a flag (environment variables, tool-only facts)."""
+    target = _spelled(new, attn_dp_spelling)
+    edits: list[tuple[int, int, str]] = []
+    notes: list[str] = []
+    for command in read_launch_commands(text):
+        parsed = parse_launch(command)
+        values = {k: v for k, v in parsed.values.items() if k not in _NOT_REWRITTEN}
+        old = _spelled(config_from_values(values), attn_dp_spelling)
+        changed = [
+            n
+            for n in CONFIG_SPECS
+            if old[n] != target[n] and n not in _NOT_REWRITTEN and _writable(n)
+        ]
+        for name in (n for n in CONFIG_SPECS if n in ENV_FACTS.values() and old[n] != target[n]):
+            env = next(var for var, field in ENV_FACTS.items() if field == name)
+            notes.append(f"line {command.line}: set {env} for {name} = {target[name]} by hand")
+        groups: list[tuple[str, ...]] = []
+        if attn_dp_spelling and any(n in _DP_GROUP for n in changed):
+            groups.append(_DP_GROUP)
+        groups += [(n,) for n in changed if not (attn_dp_spelling and n in _DP_GROUP)]
+        end = command.words[-1].end
+        for fields in groups:
+            flags = " ".join(f for f in (_flag(n, target[n]) for n in fields) if f)
+            spans = sorted(s for n in fields for s in parsed.spans.get(n, []))
+            if not spans:
+                if flags:
+                    edits.append((end, end, " " + flags))
+                continue
+            first, *rest = spans
+            edits.append((*_with_blank_before(text, first, flags), flags))
+            edits += [(*_with_blank_before(text, s, ""), "") for s in rest]
+    out = text
+    for start, stop, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        out = out[:start] + replacement + out[stop:]
+    return out, notes
+
+
+def _spelled(config: Config, attn_dp_spelling: bool) -> dict[str, Any]:
+    values = dict(config.__dict__)
+    if attn_dp_spelling and values["enable_dp_attention"]:
+        values.update(attn_dp_size=values["dp_size"], dp_size=1, enable_dp_attention=False)
+    return {n: values[n] for n in CONFIG_SPECS}
+
+
+def _writable(name: str) -> bool:
+    spec = CONFIG_SPECS[name]
+    return bool(spec.flags) and not spec.tool_only
+
+
+def _flag(name: str, value: Any) -> str:
+    """The flag that sets `name` to `value`; empty where leaving the flag out does."""
+    spec = CONFIG_SPECS[name]
+    if value is None or value is False or value == spec.default:
+        return ""
+    if value is True:
+        return spec.flags[0]
+    return f"{spec.flags[0]} {shlex.quote(str(value))}"
+
+
+def _with_blank_before(text: str, span: tuple[int, int], replacement: str) -> tuple[int, int]:
+    """A span to remove takes the blanks before it on its line with it (no double spaces)."""
+    start, stop = span
+    if replacement:
+        return start, stop
+    while start > 0 and text[start - 1] in " \t":
+        start -= 1
+    return start, stop
