@@ -209,7 +209,7 @@ def test_cli_surface_is_pinned() -> None:
     launch = ["--rewrite", "--strict"]
     assert surface["validate"] == sorted({*layout, *output, *verbose, *version, *memory, *launch})
     assert set(output + verbose + version + ["--gpu", "--gpu-memory"]) <= set(surface["fix"])
-    assert set(output + version + memory) <= set(surface["enumerate"])
+    assert set(output + version + memory + ["--command"]) <= set(surface["enumerate"])
     assert surface["groups"] == sorted({*layout, *output, *version, "--rank", "-r"})
     assert surface["rules"] == sorted({*output, *version})
     assert surface["fields"] == sorted({*output, *version})

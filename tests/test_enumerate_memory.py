@@ -81,3 +81,26 @@ def test_memory_options_misused_are_one_line(
     run = run_cli(capsys, "enumerate", "--gpus", "8", *args)
     assert run.code == 2
     assert says in run.err and len(run.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("release", ["0.5.19", "0.5.23"])
+def test_each_command_launches_its_layout(
+    capsys: pytest.CaptureFixture[str], release: str
+) -> None:
+    """The command column, read back by the launch reader and validated on the same release,
+    is the listed layout: valid, and SGLang resolves the varied fields to the row's values
+    (0.5.23 spells DP attention `--attn-dp-size`, 0.5.19 `--enable-dp-attention --dp-size`)."""
+    from solver.inputs import config_from_values, parse_sglang_command
+
+    run = run_cli(capsys, "enumerate", "--gpus", "8", "--command", "-f", "jsonl", "-V", release)
+    rows = [json.loads(line) for line in run.out.splitlines()]
+    assert len(rows) > 100
+    spelled = "--attn-dp-size" if release == "0.5.23" else "--enable-dp-attention"
+    assert any(spelled in str(r["command"]) for r in rows)
+    for row in rows:
+        values = parse_sglang_command(str(row["command"])).values
+        report = solver.validate(config_from_values(values), sglang_version=release)
+        assert report.valid, row["command"]
+        for field in ("tp_size", "pp_size", "dp_size", "ep_size", "attn_cp_size", "dcp_size"):
+            assert report.resolved[field] == row[field], (row["command"], field)
+        assert report.resolved["enable_dp_attention"] == row["enable_dp_attention"]

@@ -124,6 +124,14 @@ TimeoutOpt = Annotated[
         show_default=False,
     ),
 ]
+CommandOpt = Annotated[
+    bool,
+    typer.Option(
+        "--command",
+        help="Add a column with the SGLang command line of each layout, in the chosen "
+        "release's spelling (slower: about 30 µs a layout).",
+    ),
+]
 #: `--sort` without `--limit` holds every row; beyond this many it refuses (~100 MB).
 MAX_SORTED = 500_000
 #: `--up-to` runs the count or listing once per GPU count: beyond this it takes minutes.
@@ -158,6 +166,7 @@ def enumerate_cmd(
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     context_length: ContextLengthOpt = 4096,
+    command: CommandOpt = False,
 ) -> None:
     """List every legal layout for N GPUs: no duplicates, streamed, filtered, model-aware.
 
@@ -231,6 +240,9 @@ def enumerate_cmd(
 
         chosen_fmt = chosen(None if fmt is None else OutputFormat(fmt.value), as_json)
         shown = (*e.output_columns, *(MEMORY_COLUMNS if mem is not None else ()))
+        if command:
+            columns, shown = (*columns, "command"), (*shown, "command")
+            rows = _with_commands(e, rows)
         picks = [columns.index(n) for n in shown]
         if sort is not None:
             rows = iter(_sorted(columns, rows, sort, limit))
@@ -267,6 +279,22 @@ def _count(e: Enumerator, gpus: int, up_to: bool) -> int:
     finally:
         progress.close()
     return total
+
+
+def _with_commands(e: Enumerator, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """Each row with the SGLang command that launches it, in the release's spelling (a
+    pydantic config per row: tens of µs, so only on request)."""
+    from solver.enumeration.layouts import Layout
+    from solver.lang.config import Config
+    from solver.repair.fix import command_line
+
+    pack = e.query.pack
+    # What the user launches: the base's own settings and the varied values; the fields
+    # SGLang resolves (Layout.config) are its business, not flags to pass.
+    given = {n: getattr(e.base, n) for n in e.base.user_set()}
+    for row in rows:
+        config = Config.model_validate({**given, **Layout(row, e.shape).values})
+        yield (*row, command_line(config, pack))
 
 
 def _memory_columns(

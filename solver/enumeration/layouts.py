@@ -22,12 +22,13 @@ What is listed:
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ParamSpec
 
 from solver.backends.partial import atoms, conjuncts, is_const, replace_atoms, specialise
 from solver.backends.z3lock import Z3_LOCK
@@ -315,6 +316,8 @@ class Enumerator:
 MAX_FLAG_COMBINATIONS = 4096
 
 _CACHE: dict[tuple[object, ...], Enumerator] = {}
+#: `count` shares `enumerate_layouts` arguments (`_same_arguments_as`).
+P = ParamSpec("P")
 _CACHE_SIZE = 64
 
 
@@ -454,23 +457,37 @@ def _layouts(e: Enumerator, gpus: int, up_to: bool) -> Iterator[Layout]:
         yield Layout(row, shape)
 
 
-def count(
-    gpus: int,
-    base: Config | Mapping[str, Any] | None = None,
-    model: ModelSpec | Mapping[str, Any] | None = None,
-    vary: Iterable[str] = DEFAULT_VARY,
-    where: Iterable[str | Expr] = (),
-    gpus_per_node: int | None = None,
-    intra_node: Iterable[str] = (),
-    *,
-    up_to: bool = False,
-    sglang_version: str | Pack | None = None,
-) -> int:
+def _same_arguments_as(
+    listing: Callable[P, Iterator[Layout]],
+) -> Callable[[Callable[..., int]], Callable[P, int]]:
+    """`count` takes exactly `enumerate_layouts`' arguments: one declaration (so the two cannot
+    drift), shown to type checkers, `help()` and IDEs as `count`'s own signature."""
+
+    def adopt(counter: Callable[..., int]) -> Callable[P, int]:
+        signature = inspect.signature(listing)
+        counter.__signature__ = signature.replace(return_annotation=int)  # type: ignore[attr-defined]
+        return counter
+
+    return adopt
+
+
+@_same_arguments_as(enumerate_layouts)
+def count(*args: Any, **kwargs: Any) -> int:
     """How many layouts `enumerate` would yield for the same arguments, without
     producing them (per numeric tuple, the size of its completion set)."""
+    bound = inspect.signature(count).bind(*args, **kwargs)
+    bound.apply_defaults()
+    a = bound.arguments
+    gpus, up_to = a["gpus"], a["up_to"]
     _check_gpus(gpus)
     flag_of(up_to, "up_to")
     query = EnumerationQuery.of(
-        base, model, vary, where, gpus_per_node, intra_node, sglang_version=sglang_version
+        a["base"],
+        a["model"],
+        a["vary"],
+        a["where"],
+        a["gpus_per_node"],
+        a["intra_node"],
+        sglang_version=a["sglang_version"],
     )
     return query.enumerator().count(gpus, up_to)
