@@ -150,17 +150,37 @@ def judge(rec: dict[str, Any], pack: str = "0.5.19") -> Outcome:
             step += ":" + (rec.get("error") or "").split(":")[0].removeprefix("argument ")
         out.disagreement = f"first-violation:{first}!={step}"
     elif rec["accepted"]:
-        env = report.resolved_env
+        env = dict(report.resolved_env)
         sg = rec["resolved"]
+        if "attn_dp_size" in sg:
+            sg, env = _data_parallel_widths(sg, env, report.derived)
         diff = tuple(
             f
-            for f in COMPARED_FIELDS
+            for f in (*COMPARED_FIELDS, *_WIDTHS)
             if f in sg and f in env and sg[f] != env[f] and not _platform_default(f, rec, env)
         )
         out.resolved_diff = diff
         if diff:
             out.disagreement = "resolved:" + ",".join(diff)
     return out
+
+
+#: How 0.5.23 and meshsat both say DP attention, compared instead of their spellings.
+_WIDTHS = ("attention_dp_groups", "replicas")
+
+
+def _data_parallel_widths(
+    sg: Mapping[str, Any], env: dict[str, Any], derived: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """0.5.23 resolves DP attention to `attn_dp_size` groups with `dp_size` counting replicas;
+    meshsat keeps its internal spelling (`enable_dp_attention` with `dp_size` groups). The
+    two agree when the widths agree: attention-DP groups and replicas."""
+    widths = {
+        "attention_dp_groups": max(int(sg.get("attn_dp_size") or 1), 1),
+        "replicas": int(sg.get("dp_size") or 1),
+    }
+    sg = {k: v for k, v in sg.items() if k not in ("dp_size", "enable_dp_attention")} | widths
+    return sg, env | {"attention_dp_groups": derived["attn_dp"], "replicas": derived["replicas"]}
 
 
 @dataclass

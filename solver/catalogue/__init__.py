@@ -7,6 +7,7 @@ fixing them one launch at a time would meet them.
 from __future__ import annotations
 
 from solver.catalogue import (
+    a2a_moe,
     context_parallel,
     data_parallel,
     decode_cp,
@@ -21,6 +22,7 @@ from solver.lang.rule import Resolution, Rule
 
 RULES: tuple[Rule, ...] = (
     *context_parallel.RULES,
+    *a2a_moe.RULES,
     *decode_cp.RULES,
     *data_parallel.RULES,
     *dwdp.RULES,

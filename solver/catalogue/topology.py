@@ -65,12 +65,4 @@ RULES: tuple[Rule, ...] = (
         "moe_tp = tp_size / (ep * moe_dp) must be whole",
         "derive_parallel_widths",
     ),
-    Rule(
-        "TOPO-A2A-FLASHINFER",
-        F.moe_a2a_backend == "flashinfer",
-        F.enable_dp_attention & (F.dp_size == F.tp_size),
-        "the flashinfer MoE all-to-all backend requires --enable-dp-attention with "
-        "dp_size == tp_size",
-        SRC,
-    ),
 )

@@ -280,7 +280,10 @@ class Config(BaseModel):
         group="moe",
     )
     eplb_rebalance_num_iterations: int | None = _f(
-        None, "EPLB rebalance period.", flags=("--eplb-rebalance-num-iterations",), group="moe"
+        1000,  # SGLang's default (0.5.18 to 0.5.23); the recorder buffer follows it
+        "EPLB rebalance period.",
+        flags=("--eplb-rebalance-num-iterations",),
+        group="moe",
     )
     expert_balancedness_report_mode: Literal["off", "server_log", "prometheus", "both"] = _f(
         "off",

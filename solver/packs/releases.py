@@ -9,9 +9,11 @@ SGLang function that says so (`fidelity/` records what the real releases answere
 
 from __future__ import annotations
 
+import dataclasses
+
 from solver.catalogue import RESOLUTIONS, RULES
 from solver.lang.derived import attn_dp
-from solver.lang.expr import divides
+from solver.lang.expr import TRUE, divides
 from solver.lang.fields import F
 from solver.lang.rule import Resolution, Rule, assign
 from solver.packs.pack import Pack, PackDiff, apply, base_pack
@@ -30,6 +32,7 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "DSA context-parallel model overrides",
     "DSA context-parallel model support (outside the seed)",
     "handle_context_parallelism",
+    "handle_a2a_moe",
     "handle_eplb_and_dispatch",
     "handle_expert_distribution_metrics",
     "handle_elastic_ep",
@@ -42,12 +45,24 @@ _LAUNCH_RULES = frozenset(
     r.id for r in RULES if r.source in ("SGLang launch checks", "derive_parallel_widths")
 ) | frozenset(r.id for r in RULES if r.source == "model weight sharding")
 
+#: 0.5.19's parser offers one legacy mode (`choices=["in-seq-split"]`); the DSA alias keeps
+#: both. Measured: 0.5.19 and 0.5.18 refuse `--prefill-cp-mode round-robin-split`.
+_PREFILL_CP_MODE_CHOICE = Rule(
+    "ARGPARSE-PREFILL-CP-MODE",
+    TRUE,
+    F.prefill_cp_mode.as_raw == "in-seq-split",
+    "argument --prefill-cp-mode: invalid choice: {prefill_cp_mode!r} (choose from "
+    "'in-seq-split')",
+    "argparse",
+    hint="use --cp-strategy interleave with --enable-prefill-cp for round-robin splitting",
+)
+
 SEED = base_pack(
     SEED_VERSION,
     "2026-07",
     "The seed's snapshot: --enable-prefill-cp --cp-strategy beside the legacy CP flags; "
     "--enable-dp-attention with --dp-size as the DP-attention width.",
-    RULES,
+    (*RULES, _PREFILL_CP_MODE_CHOICE),
     RESOLUTIONS,
     handler_order=PIPELINE_ORDER,
     # DCP-IN-ATTN-TP stays an error for now: the rank plan cannot form decode-CP groups
@@ -70,6 +85,22 @@ _ATTN_DP_SIZE = Resolution(
             dp_size=F.attn_dp_size,
         ),
     ),
+)
+
+#: 0.5.23's pipeline (sglang/srt/arg_groups/pipeline.py): the decode-CP handler is renamed.
+_ORDER_0_5_23: tuple[str, ...] = tuple(
+    "handle_decode_context_parallelism" if h == "handle_dcp_validation" else h
+    for h in PIPELINE_ORDER
+)
+_DCP_RULES = tuple(
+    dataclasses.replace(r, source="handle_decode_context_parallelism")
+    for r in RULES
+    if r.source == "handle_dcp_validation"
+)
+#: 0.5.23 words the flashinfer all-to-all width with its new flag.
+_A2A_FLASHINFER = dataclasses.replace(
+    next(r for r in RULES if r.id == "TOPO-A2A-FLASHINFER"),
+    message="Flashinfer MoE A2A requires --attn-dp-size equal to --tp-size",
 )
 
 V0_5_23 = apply(
@@ -95,7 +126,7 @@ V0_5_23 = apply(
                 F.dcp_size > 1,
                 ~F.enable_prefill_cp,
                 "--dcp-size > 1 does not support --enable-prefill-cp.",
-                "handle_dcp_validation",
+                "handle_decode_context_parallelism",
                 hint="use decode CP or prefill CP, not both",
             ),
         ),
@@ -107,8 +138,12 @@ V0_5_23 = apply(
                 "tp_size must be divisible by attn_dp_size * attn_cp_size",
                 "handle_context_parallelism",
             ),
+            *_DCP_RULES,
+            _A2A_FLASHINFER,
         ),
+        remove_rules=("ARGPARSE-PREFILL-CP-MODE",),  # the legacy flag itself is gone
         add_resolutions=(_ATTN_DP_SIZE,),
+        handler_order=_ORDER_0_5_23,
         launch_only=_LAUNCH_RULES,
         present_fields=("attn_dp_size",),
     ),
