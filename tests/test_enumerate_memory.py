@@ -84,9 +84,7 @@ def test_memory_options_misused_are_one_line(
 
 
 @pytest.mark.parametrize("release", ["0.5.19", "0.5.23"])
-def test_each_command_launches_its_layout(
-    capsys: pytest.CaptureFixture[str], release: str
-) -> None:
+def test_each_command_launches_its_layout(capsys: pytest.CaptureFixture[str], release: str) -> None:
     """The command column, read back by the launch reader and validated on the same release,
     is the listed layout: valid, and SGLang resolves the varied fields to the row's values
     (0.5.23 spells DP attention `--attn-dp-size`, 0.5.19 `--enable-dp-attention --dp-size`)."""

@@ -51,8 +51,7 @@ _PREFILL_CP_MODE_CHOICE = Rule(
     "ARGPARSE-PREFILL-CP-MODE",
     TRUE,
     F.prefill_cp_mode.as_raw == "in-seq-split",
-    "argument --prefill-cp-mode: invalid choice: {prefill_cp_mode!r} (choose from "
-    "'in-seq-split')",
+    "argument --prefill-cp-mode: invalid choice: {prefill_cp_mode!r} (choose from 'in-seq-split')",
     "argparse",
     hint="use --cp-strategy interleave with --enable-prefill-cp for round-robin splitting",
 )
