@@ -200,9 +200,12 @@ RESOLUTIONS: tuple[Resolution, ...] = (
                 & ~is_set(F.expert_distribution_recorder_mode),
                 expert_distribution_recorder_mode="stat",
             ),
+            # SGLang fills the buffer from the rebalance period (1000 by default) in every
+            # layout: a default, not a change worth a note.
             assign(
                 ~is_set(F.expert_distribution_recorder_buffer_size)
                 & is_set(F.eplb_rebalance_num_iterations),
+                quiet=True,
                 expert_distribution_recorder_buffer_size=F.eplb_rebalance_num_iterations,
             ),
             assign(
