@@ -94,6 +94,7 @@ def test_validate_reports_a_broken_job_as_violations(
         ("--tp 8 --attn-dp-size 2", "0.5.19", ["--attn-dp-size"]),  # added in 0.5.23
         ("--tp 8 --attn-dp-size 2", "0.5.23", []),
         ("--tp 8 --tp-sizee 2", "0.5.23", ["--tp-sizee"]),
+        ("--pp 2", "0.5.23", ["--pp (ambiguous: it abbreviates"]),  # --pp-size and two more
     ],
 )
 def test_flags_are_judged_by_the_chosen_releases_table(
@@ -249,6 +250,7 @@ def test_validate_rewrite_prints_the_fixed_script(
         ("python3 -m sglang.launch_server --tp 'eight", "cannot parse the launch command"),
         ("python3 -m sglang.launch_server --model-path x --tp", "--tp expects a value (line 1)"),
         ("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 8", "not an SGLang launch"),
+        ("# a script of comments\n# only\n", "not an SGLang launch"),  # bashlex crashed here
     ],
 )
 def test_bad_commands_are_one_line(

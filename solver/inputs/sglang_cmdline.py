@@ -115,6 +115,10 @@ def missing_from_release(flags: list[str], version: str) -> list[tuple[str, str 
             target, meaning = DEPRECATED[flag]
             out.append((flag, f"removed; it meant {target} = {meaning}"))
             continue
+        prefixed = sorted(option for option in table if option.startswith(flag))
+        if prefixed:  # argparse refuses an abbreviation that fits several options
+            out.append((flag, "ambiguous: it abbreviates " + ", ".join(prefixed[:3])))
+            continue
         close = difflib.get_close_matches(flag, list(table), n=1, cutoff=0.75)
         out.append((flag, f"did you mean {close[0]}?" if close else None))
     return out
