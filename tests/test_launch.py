@@ -206,7 +206,8 @@ def test_a_rewritten_script_reads_back_as_the_new_layout(
     old: dict[str, Any], new: dict[str, Any], shape: str, equals: bool, attn_dp: bool
 ) -> None:
     from solver.inputs import config_from_values
-    from solver.inputs.rewrite import _spelled, rewrite_script
+    from solver.inputs.rewrite import rewrite_script
+    from solver.inputs.spelling import spelled
     from solver.lang.config import Config
 
     text = "# launch\n" + render(old, shape, equals).replace(
@@ -216,9 +217,9 @@ def test_a_rewritten_script_reads_back_as_the_new_layout(
     out, notes = rewrite_script(text, target, attn_dp_spelling=attn_dp)
     assert notes == []
     read = config_from_values(parse_sglang_command(out).values)
-    assert _spelled(read, attn_dp) == _spelled(target, attn_dp)
+    assert spelled(read, attn_dp) == spelled(target, attn_dp)
     assert _without_layout(out) == _without_layout(text)
-    if _spelled(config_from_values(old), attn_dp) == _spelled(target, attn_dp):
+    if spelled(config_from_values(old), attn_dp) == spelled(target, attn_dp):
         assert out == text  # nothing to change: not one byte moves
 
 

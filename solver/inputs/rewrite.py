@@ -16,6 +16,7 @@ from typing import Any
 from solver.inputs.convert import config_from_values
 from solver.inputs.launch import read_launch_commands
 from solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
+from solver.inputs.spelling import spelled
 from solver.lang.config import Config
 from solver.lang.fields import CONFIG_SPECS
 
@@ -28,13 +29,13 @@ _NOT_REWRITTEN = frozenset({"node_rank", *ENV_FACTS.values()})
 def rewrite_script(text: str, new: Config, *, attn_dp_spelling: bool) -> tuple[str, list[str]]:
     """`text` with every launch carrying `new`'s layout; and notes for what could not be
     written as a flag (environment variables, tool-only facts)."""
-    target = _spelled(new, attn_dp_spelling)
+    target = spelled(new, attn_dp_spelling)
     edits: list[tuple[int, int, str]] = []
     notes: list[str] = []
     for command in read_launch_commands(text):
         parsed = parse_launch(command)
         values = {k: v for k, v in parsed.values.items() if k not in _NOT_REWRITTEN}
-        old = _spelled(config_from_values(values), attn_dp_spelling)
+        old = spelled(config_from_values(values), attn_dp_spelling)
         changed = [
             n
             for n in CONFIG_SPECS
@@ -62,13 +63,6 @@ def rewrite_script(text: str, new: Config, *, attn_dp_spelling: bool) -> tuple[s
     for start, stop, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         out = out[:start] + replacement + out[stop:]
     return out, notes
-
-
-def _spelled(config: Config, attn_dp_spelling: bool) -> dict[str, Any]:
-    values = dict(config.__dict__)
-    if attn_dp_spelling and values["enable_dp_attention"]:
-        values.update(attn_dp_size=values["dp_size"], dp_size=1, enable_dp_attention=False)
-    return {n: values[n] for n in CONFIG_SPECS}
 
 
 def _writable(name: str) -> bool:

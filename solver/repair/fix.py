@@ -46,6 +46,7 @@ from solver.errors import InputError
 from solver.inputs import as_config, as_model
 from solver.inputs.convert import unknown_field
 from solver.inputs.sglang_cmdline import ENV_FACTS
+from solver.inputs.spelling import spelled
 from solver.lang.config import Config
 from solver.lang.derived import DERIVED
 from solver.lang.expr import And, Cmp, Expr, IsSet, Not, lift
@@ -83,9 +84,7 @@ def command_line(config: Config, pack: Pack | None = None) -> str:
 
     A release with `--attn-dp-size` (0.5.23 on) spells DP attention with it: there
     `--enable-dp-attention --dp-size N` is the deprecated form."""
-    values = dict(config.__dict__)
-    if "attn_dp_size" not in get_pack(pack).absent_fields and values["enable_dp_attention"]:
-        values.update(attn_dp_size=values["dp_size"], dp_size=1, enable_dp_attention=False)
+    values = spelled(config, attn_dp_spelling="attn_dp_size" not in get_pack(pack).absent_fields)
     env: list[str] = []
     flags: list[str] = []
     facts: list[str] = []
