@@ -93,12 +93,15 @@ def test_cp_divisibility_reads_the_attention_dp_width_on_0_5_23() -> None:
     assert [v.rule for v in validate(replicas, sglang_version=SEED).violations] == ["CP-DPCP-DIV"]
 
 
-def test_topology_and_model_rules_are_launch_checks_on_0_5_23() -> None:
-    report = validate({"tp_size": 8, "attn_cp_size": 3}, sglang_version=V0523, explain=False)
+@pytest.mark.parametrize("version", [SEED.version, V0523])
+def test_topology_and_model_rules_are_launch_checks(version: str) -> None:
+    """Every recorded release's resolution accepts what only these rules reject (fidelity
+    fixtures); check_server_args() and model loading refuse it at launch."""
+    report = validate({"tp_size": 8, "attn_cp_size": 3}, sglang_version=version, explain=False)
     stages = {v.rule: v.stage for v in report.violations}
     assert stages["TOPO-ATTN-TP"] == "launch" and stages["CP-TP-DIV"] == "resolution"
-    seed = validate({"tp_size": 8, "attn_cp_size": 3}, sglang_version=SEED, explain=False)
-    assert {v.stage for v in seed.violations} == {"resolution"}
+    nodes = validate({"tp_size": 4, "nnodes": 3}, sglang_version=version, explain=False)
+    assert [(v.rule, v.stage) for v in nodes.violations] == [("TOPO-NNODES", "launch")]
 
 
 def test_first_violation_is_the_first_failing_handler() -> None:

@@ -7,9 +7,11 @@ fixing them one launch at a time would meet them.
 from __future__ import annotations
 
 from solver.catalogue import (
+    a2a,
     context_parallel,
     data_parallel,
     decode_cp,
+    disaggregation,
     dwdp,
     elastic_ep,
     eplb,
@@ -25,7 +27,9 @@ RULES: tuple[Rule, ...] = (
     *data_parallel.RULES,
     *dwdp.RULES,
     *elastic_ep.RULES,
+    *a2a.RULES,
     *eplb.RULES,
+    *disaggregation.RULES,
     *topology.RULES,
     *model.RULES,
 )

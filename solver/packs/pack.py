@@ -11,7 +11,7 @@ See docs/architecture.md ("version packs").
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal, TypeVar
 
@@ -93,15 +93,26 @@ class PackDiff:
     advice: frozenset[str] | None = None
     absent_fields: tuple[str, ...] | None = None
     present_fields: tuple[str, ...] = field(default=())
+    #: Handlers the release renamed, (old, new): rules and steps keep their place but name
+    #: the function that raises them now, so a first violation names SGLang's step.
+    rename_handlers: tuple[tuple[str, str], ...] = ()
 
 
 def apply(base: Pack, diff: PackDiff) -> Pack:
     """The pack `diff` describes, built on `base`."""
     rules = _replace(base.rules, diff.replace_rules, diff.remove_rules, "rule")
+    steps = _replace(base.resolutions, diff.replace_resolutions, diff.remove_resolutions, "step")
+    if diff.rename_handlers:
+        renamed = dict(diff.rename_handlers)
+        rules = tuple(
+            replace(r, source=renamed[r.source]) if r.source in renamed else r for r in rules
+        )
+        steps = tuple(
+            replace(r, source=renamed[r.source]) if r.source in renamed else r for r in steps
+        )
     rules = (*rules, *diff.add_rules)
     if diff.handler_order is not None:
         rules = order_by_handler(rules, diff.handler_order)
-    steps = _replace(base.resolutions, diff.replace_resolutions, diff.remove_resolutions, "step")
     absent = base.absent_fields if diff.absent_fields is None else diff.absent_fields
     absent = tuple(f for f in absent if f not in diff.present_fields)
     ids = {r.id for r in rules}
@@ -129,6 +140,7 @@ def base_pack(
     handler_order: tuple[str, ...],
     advice: frozenset[str],
     absent_fields: tuple[str, ...],
+    launch_only: frozenset[str] = frozenset(),
 ) -> Pack:
     """The pack every other descends from: the catalogue, ordered like SGLang's handlers."""
     return Pack(
@@ -137,6 +149,7 @@ def base_pack(
         summary,
         _with_absent_field_rules(order_by_handler(rules, handler_order), absent_fields),
         resolutions,
+        launch_only=launch_only,
         advice=advice,
         absent_fields=absent_fields,
     )

@@ -10,8 +10,9 @@ SGLang function that says so (`fidelity/` records what the real releases answere
 from __future__ import annotations
 
 from solver.catalogue import RESOLUTIONS, RULES
+from solver.catalogue.disaggregation import ENCODER_DISAGG_ARCHITECTURES, language_only_rule
 from solver.lang.derived import attn_dp
-from solver.lang.expr import divides
+from solver.lang.expr import divides, is_set
 from solver.lang.fields import F
 from solver.lang.rule import Resolution, Rule, assign
 from solver.packs.pack import Pack, PackDiff, apply, base_pack
@@ -30,17 +31,28 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "DSA context-parallel model overrides",
     "DSA context-parallel model support (outside the seed)",
     "handle_context_parallelism",
+    "handle_load_balance_method",
+    "handle_moe_kernel_config",
+    "handle_a2a_moe",
     "handle_eplb_and_dispatch",
     "handle_expert_distribution_metrics",
     "handle_elastic_ep",
+    "handle_encoder_disaggregation",
+    "check_server_args",
     "SGLang launch checks",
     "derive_parallel_widths",
     "model weight sharding",
 )
 
-_LAUNCH_RULES = frozenset(
-    r.id for r in RULES if r.source in ("SGLang launch checks", "derive_parallel_widths")
-) | frozenset(r.id for r in RULES if r.source == "model weight sharding")
+#: Checked when the server launches, never in `ServerArgs` resolution (every recorded
+#: release): check_server_args(), the derived widths and the model's weight sharding.
+LAUNCH_SOURCES = (
+    "check_server_args",
+    "SGLang launch checks",
+    "derive_parallel_widths",
+    "model weight sharding",
+)
+_LAUNCH_RULES = frozenset(r.id for r in RULES if r.source in LAUNCH_SOURCES)
 
 SEED = base_pack(
     SEED_VERSION,
@@ -55,6 +67,8 @@ SEED = base_pack(
     # (docs/rules.md §6; a listed fidelity disagreement).
     advice=frozenset(),
     absent_fields=("attn_dp_size",),
+    # Measured: 0.5.19's resolution accepts every layout these alone reject.
+    launch_only=_LAUNCH_RULES,
 )
 
 _ATTN_DP_SIZE = Resolution(
@@ -72,14 +86,15 @@ _ATTN_DP_SIZE = Resolution(
     ),
 )
 
+_RENAMED_0_5_23 = (("handle_dcp_validation", "handle_decode_context_parallelism"),)
+
 V0_5_23 = apply(
     SEED,
     PackDiff(
         "0.5.23",
         "2026-11",
         "--attn-dp-size replaces --enable-dp-attention + --dp-size (dp_size counts "
-        "replicas again); the legacy CP flags are gone; decode CP excludes prefill CP; "
-        "topology and model checks happen at launch.",
+        "replicas again); the legacy CP flags are gone; decode CP excludes prefill CP.",
         add_rules=(
             Rule(
                 "DP-REPLICAS-ATTN-DP",
@@ -95,7 +110,7 @@ V0_5_23 = apply(
                 F.dcp_size > 1,
                 ~F.enable_prefill_cp,
                 "--dcp-size > 1 does not support --enable-prefill-cp.",
-                "handle_dcp_validation",
+                "handle_decode_context_parallelism",
                 hint="use decode CP or prefill CP, not both",
             ),
         ),
@@ -107,9 +122,56 @@ V0_5_23 = apply(
                 "tp_size must be divisible by attn_dp_size * attn_cp_size",
                 "handle_context_parallelism",
             ),
+            # _dp_lm_head_validation asks attn_dp_enabled_of(): attention DP, or a scale
+            # joiner (it joins an attention-DP deployment).
+            Rule(
+                "DP-LM-HEAD",
+                F.enable_dp_lm_head,
+                F.enable_dp_attention | (F.ep_join_mode == "scale"),
+                "--enable-dp-lm-head requires attention DP (--attn-dp-size).",
+                "_dp_lm_head_validation",
+            ),
+            Rule(
+                "A2A-PPLX-DP-ATTN",
+                F.moe_a2a_backend == "pplx",
+                attn_dp >= 2,
+                "moe_a2a_backend='pplx' requires attention DP with at least 2 groups "
+                "(--attn-dp-size >= 2).",
+                "handle_a2a_moe",
+            ),
+            language_only_rule(
+                (
+                    *ENCODER_DISAGG_ARCHITECTURES,
+                    "Glm5NextForConditionalGeneration",
+                    "MiniMaxM3SparseForConditionalGeneration",
+                    "MuseSparkForConditionalGeneration",
+                )
+            ),
         ),
+        # The env variable is accepted again: no step rejects it (measured, 25 layouts).
+        remove_rules=("METRICS-ENV",),
         add_resolutions=(_ATTN_DP_SIZE,),
-        launch_only=_LAUNCH_RULES,
+        replace_resolutions=(
+            # attn_dp_enabled_of(): a scale joiner schedules like an attention-DP rank.
+            Resolution(
+                "R-DPATTN",
+                "handle_data_parallelism",
+                "DP attention is on (or this is a scale joiner of an attention-DP "
+                "deployment): each DP group schedules its own share",
+                (
+                    assign(
+                        F.enable_dp_attention | (F.ep_join_mode == "scale"),
+                        schedule_conservativeness=F.schedule_conservativeness * 0.3,
+                    ),
+                    assign(
+                        F.enable_dp_attention & is_set(F.chunked_prefill_size),
+                        chunked_prefill_size=F.chunked_prefill_size // F.dp_size,
+                    ),
+                ),
+            ),
+        ),
+        rename_handlers=_RENAMED_0_5_23,
+        handler_order=tuple(dict(_RENAMED_0_5_23).get(h, h) for h in PIPELINE_ORDER),
         present_fields=("attn_dp_size",),
     ),
 )
