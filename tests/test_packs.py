@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import warnings
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,8 @@ from hypothesis import given, settings
 from solver import InputError, check, validate
 from solver.backends.interp import evaluate
 from solver.backends.pyeval import compiled
-from solver.packs import NEWEST, PACKS, SEED, get_pack, installed_pack
+from solver.lang.fields import SPECS
+from solver.packs import NEWEST, PACKS, SEED, Pack, get_pack, installed_pack
 from solver.packs.compare import compare
 from tests.cli_helpers import run_cli
 from tests.strategies import raw_envs
@@ -161,3 +163,23 @@ def test_compiled_and_interpreted_packs_agree(env: dict[str, Any]) -> None:
             if evaluate(r.when, walked, env) and not evaluate(r.holds, walked, env)
         }
         assert fast == slow, pack.version
+
+
+FLAGS_DIR = Path(__file__).resolve().parent.parent / "fidelity" / "flags"
+
+
+@pytest.mark.parametrize("pack", PACKS, ids=lambda p: p.version)
+def test_each_pack_accepts_exactly_its_releases_flag_choices(pack: Pack) -> None:
+    """The oracle is the release's own argparse table (fidelity/flags/<version>.json): a
+    value of meshsat's field that the release's flag lists passes its argparse rules, any
+    other is refused before any handler runs."""
+    table = json.loads((FLAGS_DIR / f"{pack.version}.json").read_text())
+    for dest in ("moe_a2a_backend", "moe_runner_backend"):
+        flag = next((f for f in table["flags"] if f["dest"] == dest), None)
+        for value in SPECS[dest].choices:
+            report = validate({dest: value}, sglang_version=pack, explain=False)
+            argparse = [
+                v.rule for v in report.violations if pack.by_id[v.rule].source == "argparse"
+            ]
+            listed = flag is not None and value in flag["choices"]
+            assert (not argparse) == listed, (pack.version, dest, value, argparse)

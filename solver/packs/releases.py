@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from solver.catalogue import RESOLUTIONS, RULES
 from solver.catalogue.disaggregation import ENCODER_DISAGG_ARCHITECTURES, language_only_rule
+from solver.lang.config import A2A_BACKENDS
 from solver.lang.derived import attn_dp
-from solver.lang.expr import divides, is_set
+from solver.lang.expr import divides, is_set, one_of
 from solver.lang.fields import F
 from solver.lang.rule import Resolution, Rule, assign
 from solver.packs.pack import Pack, PackDiff, apply, base_pack
@@ -54,6 +55,28 @@ LAUNCH_SOURCES = (
 )
 _LAUNCH_RULES = frozenset(r.id for r in RULES if r.source in LAUNCH_SOURCES)
 
+#: --moe-runner-backend's choices (fidelity/flags/<version>.json); 0.5.23 accepts them all.
+_RUNNERS_0_5_18 = (
+    "auto",
+    "deep_gemm",
+    "triton",
+    "triton_kernel",
+    "flashinfer_trtllm",
+    "experimental_sgl_trtllm",
+    "flashinfer_trtllm_routed",
+    "flashinfer_cutlass",
+    "flashinfer_mxfp4",
+    "flashinfer_cutedsl",
+    "cutlass",
+    "aiter",
+    "marlin",
+    "humming",
+    "experimental_sgl_marlin",
+    "hpc_ops",
+    "megamoe",
+)
+_RUNNERS_0_5_19 = (*_RUNNERS_0_5_18, "intel_xpu")
+
 SEED = base_pack(
     SEED_VERSION,
     "2026-07",
@@ -69,6 +92,7 @@ SEED = base_pack(
     absent_fields=("attn_dp_size",),
     # Measured: 0.5.19's resolution accepts every layout these alone reject.
     launch_only=_LAUNCH_RULES,
+    choices=(("moe_runner_backend", _RUNNERS_0_5_19),),
 )
 
 _ATTN_DP_SIZE = Resolution(
@@ -173,8 +197,59 @@ V0_5_23 = apply(
         rename_handlers=_RENAMED_0_5_23,
         handler_order=tuple(dict(_RENAMED_0_5_23).get(h, h) for h in PIPELINE_ORDER),
         present_fields=("attn_dp_size",),
+        choices=(),
+    ),
+)
+
+#: 0.5.18 runs the same handlers as `ServerArgs._handle_*` methods from `__post_init__`.
+_RENAMED_0_5_18 = tuple((h, "_" + h) for h in PIPELINE_ORDER if h.startswith("handle_"))
+
+V0_5_18 = apply(
+    SEED,
+    PackDiff(
+        "0.5.18",
+        "2026-06",
+        "The last release before the arg-groups refactor: the same rules as 0.5.19, run "
+        "from ServerArgs.__post_init__; the FlashInfer all-to-all checks read the backend "
+        "the user gave (before the model overrides), with fewer runners; no DeepEP v2.",
+        replace_rules=(
+            # _handle_a2a_moe tests `self.moe_a2a_backend`, the user's value: an MLA prefill-CP
+            # override to deepep does not save a FlashInfer request (measured, 3 layouts).
+            Rule(
+                "TOPO-A2A-FLASHINFER",
+                F.moe_a2a_backend.as_raw == "flashinfer",
+                F.enable_dp_attention & (F.dp_size == F.tp_size),
+                "Flashinfer MoE A2A is only supported with dp_size == tp_size and "
+                "--enable-dp-attention",
+                "handle_a2a_moe",
+            ),
+            Rule(
+                "A2A-FLASHINFER-RUNNER",
+                F.moe_a2a_backend.as_raw == "flashinfer",
+                one_of(
+                    F.moe_runner_backend,
+                    "flashinfer_cutlass",
+                    "flashinfer_cutedsl",
+                    "flashinfer_trtllm_routed",
+                ),
+                "Flashinfer MoE A2A is only supported with flashinfer_cutlass, "
+                "flashinfer_cutedsl or flashinfer_trtllm_routed moe runner backend",
+                "handle_a2a_moe",
+            ),
+            language_only_rule(
+                tuple(a for a in ENCODER_DISAGG_ARCHITECTURES if a != "Dots3NoteForCausalLM")
+            ),
+        ),
+        # deepep_v2 is not a --moe-a2a-backend choice yet (the choice rule refuses it).
+        remove_rules=("A2A-DEEPEP-V2-RUNNER",),
+        rename_handlers=_RENAMED_0_5_18,
+        handler_order=tuple(dict(_RENAMED_0_5_18).get(h, h) for h in PIPELINE_ORDER),
+        choices=(
+            ("moe_a2a_backend", tuple(b for b in A2A_BACKENDS if b != "deepep_v2")),
+            ("moe_runner_backend", _RUNNERS_0_5_18),
+        ),
     ),
 )
 
 #: Every known pack, oldest first; the last is the default.
-PACKS: tuple[Pack, ...] = (SEED, V0_5_23)
+PACKS: tuple[Pack, ...] = (V0_5_18, SEED, V0_5_23)
