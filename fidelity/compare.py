@@ -26,7 +26,6 @@ from typing import Any
 
 from solver.errors import InputError
 from solver.lang.config import Config
-from solver.lang.fields import CONFIG_SPECS
 from solver.lang.model_spec import ModelSpec
 from solver.packs import get_pack, known_versions
 from solver.validation.validate import validate
@@ -107,6 +106,7 @@ class Outcome:
     meshsat_valid: bool
     errors: tuple[str, ...]
     first_source: str | None
+    first_message: str = ""
     resolved_diff: tuple[str, ...] = ()
     launch_errors: tuple[str, ...] = ()
     load_errors: tuple[str, ...] = ()
@@ -117,11 +117,20 @@ class Outcome:
         return self.disagreements[0] if self.disagreements else None
 
 
-def _first_matches(source: str | None, rec: dict[str, Any]) -> bool:
+#: Where a release checks everything in one function (0.4.x), the step names no rule.
+INLINE = "__post_init__"
+
+
+def _first_matches(source: str | None, rec: dict[str, Any], message: str = "") -> bool:
+    """meshsat's first violation is the error SGLang stopped at: the same step, or, where
+    the release has no step functions (0.4.x), the same error text."""
     step = rec.get("step") or ""
     site_fn = (rec.get("site") or "").rsplit(":", 1)[-1]
     if source is None:
         return step == "argparse"
+    if source == INLINE and step == INLINE:
+        ours, theirs = _short(message)[:40], _short(rec.get("error") or "")[:40]
+        return bool(theirs) and ours.startswith(theirs)
     return source in (step, site_fn) or source.lstrip("_") in (step.lstrip("_"), site_fn)
 
 
@@ -134,22 +143,27 @@ def _platform_default(name: str, rec: dict[str, Any], env: Mapping[str, Any]) ->
     return name in PLATFORM_DEFAULTS and env[name] is None and rec["config"].get(name) is None
 
 
+#: 0.4.x spellings meshsat reads as its own fields (as its launch-command reader does):
+#: --enable-deepep-moe is the DeepEP all-to-all backend, --enable-ep-moe sets ep = tp.
+OLD_SPELLINGS = {
+    "enable_deepep_moe": ("moe_a2a_backend", "deepep"),
+    "enable_ep_moe": ("ep_size", "tp_size"),
+}
 # meshsat fields the recorder passes as environment variables, not ServerArgs.
 ENV_FIELDS = ("env_enable_cp_v2", "env_enable_eplb_balancedness_metric")
 
 
 def release_config(rec: dict[str, Any]) -> dict[str, Any]:
     """The config as that release's user spelled it (`args`: `--attn-dp-size`, the legacy CP
-    flags rewritten, fields the release lacks dropped), in meshsat's field names; the
-    meshsat-vocabulary `config` where the spelling is the same or uses flags meshsat has
-    no field for (0.4's `--enable-deepep-moe`)."""
+    flags rewritten, 0.4's `--enable-deepep-moe`, fields the release lacks dropped), in
+    meshsat's field names; `config` where the spelling is the same."""
     args = rec.get("args")
-    if args is None or not set(args) <= set(CONFIG_SPECS):
-        cfg = dict(rec["config"])
-        for name in rec.get("dropped") or ():
-            cfg.pop(name, None)
-        return cfg
-    cfg = dict(args)
+    if args is None:
+        return dict(rec["config"])
+    cfg = {k: v for k, v in args.items() if k not in OLD_SPELLINGS}
+    for flag, (name, value) in OLD_SPELLINGS.items():
+        if args.get(flag):
+            cfg[name] = cfg.get("tp_size", 1) if value == "tp_size" else value
     for name in ENV_FIELDS:
         if name in rec["config"]:
             cfg[name] = rec["config"][name]
@@ -196,14 +210,19 @@ def judge(rec: dict[str, Any], pack: str = "0.5.19", launch_recorded: bool = Tru
     launch = tuple(r for r in later if p.by_id[r].source == CHECK_SERVER_ARGS)
     load = tuple(r for r in later if r not in launch)
     first = p.by_id[errors[0]].source if errors else None
-    out = Outcome(rec, not errors, errors, first, launch_errors=launch, load_errors=load)
+    first_message = next(
+        (v.message for v in report.violations if p.stage(v.rule) == "resolution"), ""
+    )
+    out = Outcome(
+        rec, not errors, errors, first, first_message, launch_errors=launch, load_errors=load
+    )
     if rec["accepted"] and errors:
         out.disagreements.append("meshsat-rejects:" + ",".join(sorted(errors)))
     elif not rec["accepted"] and not errors:
         out.disagreements.append(
             f"sglang-rejects:{rec.get('step')}:{_short(rec.get('error') or '')}"
         )
-    elif not rec["accepted"] and not _first_matches(first, rec):
+    elif not rec["accepted"] and not _first_matches(first, rec, first_message):
         # Keyed by the pair of steps: the cause is the order the handlers run in.
         step = rec.get("step")
         if step == "argparse":
@@ -283,7 +302,7 @@ def replay(version: str) -> tuple[Table, list[Outcome]]:
                 t.model_load_only += bool(o.load_errors)
             else:
                 t.both_reject += 1
-                t.first_agree += _first_matches(o.first_source, rec) or (
+                t.first_agree += _first_matches(o.first_source, rec, o.first_message) or (
                     o.errors == ("input",) and rec.get("step") == "argparse"
                 )
         for c in o.disagreements:

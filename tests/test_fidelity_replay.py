@@ -27,6 +27,7 @@ PACKED = sorted(set(recorded_versions()) & set(known_versions()))
 #: accept, first violation = SGLang's error where both reject, check_server_args() verdict
 #: where both accept. Raise a floor when a fix raises the measurement; never lower one.
 FLOORS: dict[str, tuple[float, float, float, float]] = {
+    "0.4.6.post5": (99.45, 100.0, 99.29, 100.0),
     "0.5.18": (99.21, 100.0, 100.0, 100.0),
     "0.5.19": (99.21, 100.0, 100.0, 100.0),
     "0.5.23": (99.43, 100.0, 100.0, 100.0),
@@ -52,6 +53,11 @@ def test_every_release_fixture_is_complete_and_reaches_both_verdicts() -> None:
             assert ("resolved" in r) == r["accepted"]
             assert r["accepted"] or (r["step"] and r["error"] is not None)
             assert "launch_error" not in r or r["accepted"]
+
+
+def test_every_recorded_release_has_a_pack() -> None:
+    assert sorted(recorded_versions()) == PACKED
+    assert set(FLOORS) == set(PACKED)
 
 
 @pytest.mark.parametrize("version", PACKED)

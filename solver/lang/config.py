@@ -281,6 +281,12 @@ class Config(BaseModel):
         flags=("--moe-runner-backend",),
         group="moe",
     )
+    deepep_mode: Literal["auto", "normal", "low_latency"] = _f(
+        "auto",
+        "DeepEP dispatch mode (0.4.x refuses auto under DP attention).",
+        flags=("--deepep-mode",),
+        group="moe",
+    )
     env_pplx_max_dispatch_tokens_per_rank: int = _f(
         128,
         "SGLANG_PPLX_NUM_MAX_DISPATCH_TOKENS_PER_RANK in the environment (pplx's per-rank "

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal, TypeVar
 
-from solver.lang.expr import TRUE, one_of
+from solver.lang.expr import TRUE, Expr, is_set, one_of
 from solver.lang.fields import SPECS
 from solver.lang.rule import Resolution, Rule
 
@@ -169,6 +169,14 @@ def order_by_handler(rules: Iterable[Rule], handlers: tuple[str, ...]) -> tuple[
     return tuple(sorted(rules, key=lambda r: rank.get(r.source, len(rank))))
 
 
+def _one_of_or_unset(name: str, allowed: tuple[str, ...]) -> Expr:
+    """The raw value is one of `allowed`, or unset where the field is optional."""
+    raw = SPECS[name].ref.as_raw
+    if SPECS[name].optional:
+        return ~is_set(raw) | one_of(raw, *allowed)
+    return one_of(raw, *allowed)
+
+
 ABSENT_PREFIX = "FLAG-ABSENT-"
 CHOICE_PREFIX = "FLAG-CHOICE-"
 
@@ -185,7 +193,7 @@ def _with_absent_field_rules(
         Rule(
             CHOICE_PREFIX + name.upper().replace("_", "-"),
             TRUE,
-            one_of(SPECS[name].ref.as_raw, *allowed),
+            _one_of_or_unset(name, allowed),
             f"argument {SPECS[name].flags[0]}: invalid choice: '{{{name}}}' (this SGLang "
             f"release accepts {', '.join(allowed)})",
             "argparse",

@@ -251,5 +251,180 @@ V0_5_18 = apply(
     ),
 )
 
+#: 0.4.x checks everything inline in `ServerArgs.__post_init__`: no step functions, so every
+#: resolution rule names that one function (the fidelity replay tells them apart by message).
+_POST_INIT = "__post_init__"
+_V0_4_KEPT = frozenset(
+    {
+        "TOPO-NNODES",
+        "TOPO-MULTINODE-DP",
+        "TOPO-PP-SPEC",
+        "TOPO-POSITIVE",
+        "TOPO-ATTN-TP",
+        "TOPO-MOE-TP",
+        "MODEL-HEADS",
+        "MODEL-KV-HEADS",
+        "MODEL-EXPERTS",
+        "MODEL-PP-LAYERS",
+    }
+)
+#: The fields 0.4.6.post5 has no flag for (fidelity/flags/0.4.6.post5.json). Its all-to-all
+#: backend is spelled --enable-deepep-moe (meshsat: moe_a2a_backend deepep, the only choice).
+_ABSENT_0_4 = (
+    "attn_cp_size",
+    "cp_strategy",
+    "dcp_comm_backend",
+    "dcp_replicate_q_proj",
+    "dcp_size",
+    "disable_decode_cuda_graph",
+    "disable_prefill_cuda_graph",
+    "dsa_prefill_cp_mode",
+    "dwdp_size",
+    "elastic_ep_backend",
+    "elastic_ep_initial_size",
+    "elastic_ep_rejoin",
+    "elastic_ep_scale_timeout",
+    "enable_aiter_allreduce_fusion",
+    "enable_dsa_prefill_context_parallel",
+    "enable_elastic_expert_backup",
+    "enable_prefill_context_parallel",
+    "enable_prefill_cp",
+    "enable_two_batch_overlap",
+    "ep_join_mode",
+    "ep_join_rank_offset",
+    "eplb_algorithm",
+    "expert_balancedness_report_mode",
+    "language_model_only",
+    "language_only",
+    "max_ep_size",
+    "mm_enable_dp_encoder",
+    "moe_dp_size",
+    "moe_runner_backend",
+    "prefill_cp_mode",
+    "tokenizer_worker_num",
+    "use_ray",
+    "attn_dp_size",
+)
+
+V0_4_6_POST5 = apply(
+    SEED,
+    PackDiff(
+        "0.4.6.post5",
+        "2025-05",
+        "The DeepSeek large-EP era: --enable-dp-attention requires --dp-size > 1 (no silent "
+        "reset), --enable-deepep-moe is the only all-to-all backend and refuses deepep_mode "
+        "auto with DP attention, --moe-dense-tp-size only 1; no CP, decode CP, DWDP, elastic "
+        "EP or EPLB checks; everything inline in __post_init__.",
+        add_rules=(
+            Rule(
+                "MOE-DENSE-TP1",
+                is_set(F.moe_dense_tp_size),
+                F.moe_dense_tp_size == 1,
+                "moe_dense_tp_size only support 1 and None currently",
+                _POST_INIT,
+            ),
+            Rule(
+                "DPATTN-DP-GT1",
+                F.enable_dp_attention,
+                F.dp_size > 1,
+                "Please set a dp-size > 1. You can use 1 < dp-size <= tp-size ",
+                _POST_INIT,
+                hint="raise --dp-size (the DP-attention width), or drop --enable-dp-attention",
+            ),
+            Rule(
+                "DPATTN-TP-DIV",
+                F.enable_dp_attention,
+                divides(F.dp_size, F.tp_size),
+                "AssertionError (a bare assert: tp_size % dp_size == 0): with "
+                "--enable-dp-attention, tp_size must be divisible by dp_size",
+                _POST_INIT,
+            ),
+            Rule(
+                "DP-LM-HEAD",
+                F.enable_dp_lm_head,
+                F.enable_dp_attention,
+                "Please enable dp attention when setting enable_dp_attention. ",
+                _POST_INIT,
+            ),
+            Rule(
+                "DEEPEP-AUTO-DPATTN",
+                (F.moe_a2a_backend == "deepep") & (F.deepep_mode == "auto"),
+                ~F.enable_dp_attention,
+                "DeepEP MoE `auto` mode is not supported with DP Attention.",
+                _POST_INIT,
+                hint="set --deepep-mode normal or low_latency",
+            ),
+        ),
+        remove_rules=tuple(
+            r.id
+            for r in SEED.rules
+            if r.id not in _V0_4_KEPT and not r.id.startswith(("FLAG-ABSENT-", "FLAG-CHOICE-"))
+        ),
+        add_resolutions=(
+            Resolution(
+                "R-NO-GRAPHS",
+                _POST_INIT,
+                "a PD prefill server, DeepEP's normal mode and the torch-native attention "
+                "backend run without CUDA graphs",
+                (
+                    assign(
+                        (F.disaggregation_mode == "prefill")
+                        | ((F.moe_a2a_backend == "deepep") & (F.deepep_mode == "normal"))
+                        | (F.attention_backend == "torch_native"),
+                        disable_cuda_graph=True,
+                    ),
+                ),
+            ),
+        ),
+        replace_resolutions=(
+            # The copy of eplb_rebalance_num_iterations is commented out ("TODO pr-chain").
+            Resolution(
+                "R-METRICS",
+                _POST_INIT,
+                "the recorder needs a buffer size",
+                (
+                    assign(
+                        ~is_set(F.expert_distribution_recorder_buffer_size)
+                        & is_set(F.expert_distribution_recorder_mode),
+                        expert_distribution_recorder_buffer_size=1000,
+                    ),
+                ),
+            ),
+        ),
+        remove_resolutions=(
+            "R-LEGACY-CP",
+            "R-DWDP",
+            "R-CP-MODEL-DPATTN",
+            "R-DP1",
+            "R-CP-MLA",
+            "R-CP-DSA",
+            "R-CPV2",
+            "R-EPLB-RECORDER",
+            "R-DISPATCH",
+            "R-ELASTIC-REJOIN",
+            "R-ELASTIC-EPLB",
+            "R-ELASTIC-INIT",
+        ),
+        handler_order=(
+            "argparse",
+            _POST_INIT,
+            "check_server_args",
+            "SGLang launch checks",
+            "derive_parallel_widths",
+            "model weight sharding",
+        ),
+        absent_fields=_ABSENT_0_4,
+        choices=(
+            ("moe_a2a_backend", ("none", "deepep")),
+            # meshsat's "auto" is its unset value: 0.4's own default is round_robin.
+            ("load_balance_method", ("auto", "round_robin")),
+            (
+                "attention_backend",
+                ("aiter", "flashinfer", "triton", "torch_native", "fa3", "flashmla", "cutlass_mla"),
+            ),
+        ),
+    ),
+)
+
 #: Every known pack, oldest first; the last is the default.
-PACKS: tuple[Pack, ...] = (V0_5_18, SEED, V0_5_23)
+PACKS: tuple[Pack, ...] = (V0_4_6_POST5, V0_5_18, SEED, V0_5_23)
