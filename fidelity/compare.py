@@ -140,7 +140,7 @@ PLATFORM_DEFAULTS = frozenset({"chunked_prefill_size"})
 
 
 def _platform_default(name: str, rec: dict[str, Any], env: Mapping[str, Any]) -> bool:
-    return name in PLATFORM_DEFAULTS and env[name] is None and rec["config"].get(name) is None
+    return name in PLATFORM_DEFAULTS and env[name] is None and release_config(rec).get(name) is None
 
 
 #: 0.4.x spellings meshsat reads as its own fields (as its launch-command reader does):
@@ -165,7 +165,7 @@ def release_config(rec: dict[str, Any]) -> dict[str, Any]:
         if args.get(flag):
             cfg[name] = cfg.get("tp_size", 1) if value == "tp_size" else value
     for name in ENV_FIELDS:
-        if name in rec["config"]:
+        if name in (rec["config"] or {}):
             cfg[name] = rec["config"][name]
     return cfg
 
@@ -286,8 +286,6 @@ def replay(version: str) -> tuple[Table, list[Outcome]]:
     t = Table(version, launch_recorded=bool(header.get("launch_checked")))
     outs = []
     for rec in records:
-        if rec["config"] is None:
-            continue  # a release-only layout (generate.native): nothing for meshsat to judge
         o = judge(rec, pack_for(version), t.launch_recorded)
         outs.append(o)
         t.n += 1

@@ -117,7 +117,13 @@ def test_first_violation_is_the_first_failing_handler() -> None:
 
 def test_compare_names_what_changed() -> None:
     changes = compare(SEED, V0523)
-    assert set(changes.rules_added) == {"DP-REPLICAS-ATTN-DP", "DCP-NO-PREFILL-CP"}
+    assert set(changes.rules_added) == {
+        "DP-REPLICAS-ATTN-DP",
+        "DP-REPLICAS-ATTN-DP-CP",
+        "DCP-NO-PREFILL-CP",
+    }
+    # 0.5.23 accepts every runner and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC again.
+    assert set(changes.rules_removed) == {"FLAG-CHOICE-MOE-RUNNER-BACKEND", "METRICS-ENV"}
     assert "CP-DPCP-DIV" in changes.rules_changed
     assert changes.steps_added == ("R-ATTN-DP-SIZE",)
     assert changes.fields_added == ("attn_dp_size",)

@@ -15,6 +15,7 @@ from solver.lang.config import A2A_BACKENDS
 from solver.lang.derived import attn_dp
 from solver.lang.expr import divides, is_set, one_of
 from solver.lang.fields import F
+from solver.lang.model_spec import MLA_ARCHITECTURES
 from solver.lang.rule import Resolution, Rule, assign
 from solver.packs.pack import Pack, PackDiff, apply, base_pack
 
@@ -27,6 +28,7 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "argparse",
     "handle_dcp_validation",
     "handle_dwdp",
+    "handle_model_specific_adjustments",
     "handle_data_parallelism",
     "_dp_lm_head_validation",
     "DSA context-parallel model overrides",
@@ -128,6 +130,20 @@ V0_5_23 = apply(
                 "replicas combined with attention data parallelism are not supported.",
                 "handle_data_parallelism",
                 hint="keep --attn-dp-size and drop --dp-size, or launch replicas separately",
+            ),
+            # context_parallel_attn_dp_size(): DeepSeek's prefill-CP override asks first,
+            # in handle_model_specific_adjustments (measured on 0.5.23's own layouts).
+            Rule(
+                "DP-REPLICAS-ATTN-DP-CP",
+                (one_of(F.architecture, *MLA_ARCHITECTURES) | F.is_deepseek_dsa)
+                & F.enable_prefill_cp
+                & (F.attn_dp_size.as_raw > 1)
+                & (F.dp_size.as_raw > 1),
+                F.dp_size.as_raw == 1,
+                "--dp-size {dp_size} with --attn-dp-size {attn_dp_size}: data-parallel "
+                "replicas combined with attention data parallelism are not supported.",
+                "handle_model_specific_adjustments",
+                hint="keep --attn-dp-size and drop --dp-size",
             ),
             Rule(
                 "DCP-NO-PREFILL-CP",
