@@ -3,12 +3,15 @@
     PYTHONPATH=. python benchmarks/bench_fidelity.py
 
 For each fixture in tests/fixtures/fidelity/ (recorded by `make fidelity`): how many
-configs SGLang accepts, how often meshsat's verdict agrees, how often the resolved layout
-fields agree where both accept, and how often meshsat's first violation is the error SGLang
-stopped at where both reject. "w/o buf" is the resolved agreement ignoring
-expert_distribution_recorder_buffer_size, the one field meshsat resolves differently.
-Each release is judged on its own pack where meshsat has one (0.5.19, 0.5.23), else on the
-seed's: those rows show how far the nearest pack is from a release it does not model.
+configs SGLang accepts, how often meshsat's verdict agrees (meshsat's resolution-stage
+rules against SGLang's argument resolution), how often the resolved layout fields agree
+where both accept, how often meshsat's first violation is the error SGLang stopped at
+where both reject, and how often meshsat's check_server_args() rules agree with the
+release's own check_server_args() (run by the recorder on what resolution accepted).
+"load only" counts configs both accept that meshsat rejects only for a rule SGLang checks
+when it loads the model on GPUs (no recorder can run it; listed in disagreements/).
+Each release is judged on its own pack where meshsat has one, else on the seed's: those
+rows show how far the nearest pack is from a release it does not model.
 Also the replay speed (median of 3 runs).
 """
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from fidelity.compare import recorded_versions, replay
+from fidelity.compare import pack_for, recorded_versions, replay
 
 
 def pct(a: int, b: int) -> str:
@@ -26,8 +29,9 @@ def pct(a: int, b: int) -> str:
 
 def main() -> None:
     print(
-        f"{'release':<13}{'configs':>8}{'SGLang ok':>11}{'verdict':>10}"
-        f"{'resolved':>10}{'w/o buf':>9}{'1st viol.':>10}{'classes':>9}{'replay ms':>11}"
+        f"{'release':<13}{'pack':<13}{'configs':>8}{'SGLang ok':>11}{'verdict':>10}"
+        f"{'resolved':>10}{'1st viol.':>10}{'launch':>10}{'load only':>10}{'classes':>9}"
+        f"{'replay ms':>11}"
     )
     for v in recorded_versions():
         times = []
@@ -36,11 +40,10 @@ def main() -> None:
             t, _ = replay(v)
             times.append(time.perf_counter() - t0)
         print(
-            f"{v:<13}{t.n:>8}{pct(t.sglang_valid, t.n):>11}{pct(t.verdict_agree, t.n):>10}"
-            f"{pct(t.resolved_agree, t.both_accept):>10}"
-            f"{pct(t.resolved_agree_but_buffer, t.both_accept):>9}"
-            f"{pct(t.first_agree, t.both_reject):>10}"
-            f"{len(t.classes):>9}{1000 * statistics.median(times):>11.0f}"
+            f"{v:<13}{pack_for(v):<13}{t.n:>8}{pct(t.sglang_valid, t.n):>11}"
+            f"{pct(t.verdict_agree, t.n):>10}{pct(t.resolved_agree, t.both_accept):>10}"
+            f"{pct(t.first_agree, t.both_reject):>10}{pct(t.launch_agree, t.both_accept):>10}"
+            f"{t.model_load_only:>10}{len(t.classes):>9}{1000 * statistics.median(times):>11.0f}"
         )
 
 

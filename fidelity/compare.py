@@ -39,6 +39,7 @@ COMPARED_FIELDS = (
     "tp_size",
     "pp_size",
     "dp_size",
+    "attn_dp_size",
     "attn_cp_size",
     "moe_dp_size",
     "ep_size",
@@ -93,21 +94,43 @@ def _short(error: str) -> str:
 
 @dataclass
 class Outcome:
-    """meshsat's verdict on one record next to SGLang's."""
+    """meshsat's verdict on one record next to SGLang's.
+
+    `meshsat_valid` is the verdict of the rules meshsat files under resolution (the stage
+    the recorder ran); `launch_errors` are meshsat's rules from `check_server_args()`, which
+    the recorder also ran (`launch_error`); `load_errors` are the launch rules no recorder
+    can run (derived widths, the model's weight sharding at load).
+    """
 
     record: dict[str, Any]
     meshsat_valid: bool
     errors: tuple[str, ...]
     first_source: str | None
+    first_message: str = ""
     resolved_diff: tuple[str, ...] = ()
-    disagreement: str | None = None
+    launch_errors: tuple[str, ...] = ()
+    load_errors: tuple[str, ...] = ()
+    disagreements: list[str] = field(default_factory=list)
+
+    @property
+    def disagreement(self) -> str | None:
+        return self.disagreements[0] if self.disagreements else None
 
 
-def _first_matches(source: str | None, rec: dict[str, Any]) -> bool:
+#: Where a release checks everything in one function (0.4.x), the step names no rule.
+INLINE = "__post_init__"
+
+
+def _first_matches(source: str | None, rec: dict[str, Any], message: str = "") -> bool:
+    """meshsat's first violation is the error SGLang stopped at: the same step, or, where
+    the release has no step functions (0.4.x), the same error text."""
     step = rec.get("step") or ""
     site_fn = (rec.get("site") or "").rsplit(":", 1)[-1]
     if source is None:
         return step == "argparse"
+    if source == INLINE and step == INLINE:
+        ours, theirs = _short(message)[:40], _short(rec.get("error") or "")[:40]
+        return bool(theirs) and ours.startswith(theirs)
     return source in (step, site_fn) or source.lstrip("_") in (step.lstrip("_"), site_fn)
 
 
@@ -117,12 +140,59 @@ PLATFORM_DEFAULTS = frozenset({"chunked_prefill_size"})
 
 
 def _platform_default(name: str, rec: dict[str, Any], env: Mapping[str, Any]) -> bool:
-    return name in PLATFORM_DEFAULTS and env[name] is None and rec["config"].get(name) is None
+    return name in PLATFORM_DEFAULTS and env[name] is None and release_config(rec).get(name) is None
 
 
-def judge(rec: dict[str, Any], pack: str = "0.5.19") -> Outcome:
-    """meshsat's verdict on one recorded config, on the pack of the release recorded."""
-    cfg = dict(rec["config"])
+#: 0.4.x spellings meshsat reads as its own fields (as its launch-command reader does):
+#: --enable-deepep-moe is the DeepEP all-to-all backend, --enable-ep-moe sets ep = tp.
+OLD_SPELLINGS = {
+    "enable_deepep_moe": ("moe_a2a_backend", "deepep"),
+    "enable_ep_moe": ("ep_size", "tp_size"),
+}
+# meshsat fields the recorder passes as environment variables, not ServerArgs.
+ENV_FIELDS = ("env_enable_cp_v2", "env_enable_eplb_balancedness_metric")
+
+
+def release_config(rec: dict[str, Any]) -> dict[str, Any]:
+    """The config as that release's user spelled it (`args`: `--attn-dp-size`, the legacy CP
+    flags rewritten, 0.4's `--enable-deepep-moe`, fields the release lacks dropped), in
+    meshsat's field names; `config` where the spelling is the same."""
+    args = rec.get("args")
+    if args is None:
+        return dict(rec["config"])
+    cfg = {k: v for k, v in args.items() if k not in OLD_SPELLINGS}
+    for flag, (name, value) in OLD_SPELLINGS.items():
+        if args.get(flag):
+            cfg[name] = cfg.get("tp_size", 1) if value == "tp_size" else value
+    for name in ENV_FIELDS:
+        if name in (rec["config"] or {}):
+            cfg[name] = rec["config"][name]
+    return cfg
+
+
+def sglang_resolved(sg: Mapping[str, Any]) -> dict[str, Any]:
+    """SGLang's resolved fields in meshsat's spelling. From 0.5.23 `attn_dp_size` is the DP
+    attention width and `dp_size` counts replicas (never both > 1); meshsat spells DP
+    attention as `enable_dp_attention` with `dp_size` its width."""
+    out = dict(sg)
+    if "attn_dp_size" in sg:
+        attn = sg["attn_dp_size"] > 1
+        out["enable_dp_attention"] = attn
+        out["dp_size"] = sg["attn_dp_size"] if attn else sg["dp_size"]
+    return out
+
+
+def meshsat_resolved(env: Mapping[str, Any]) -> dict[str, Any]:
+    """meshsat's resolved fields, with the attention-DP width SGLang 0.5.23 reports."""
+    out = dict(env)
+    out["attn_dp_size"] = env["dp_size"] if env["enable_dp_attention"] else 1
+    return out
+
+
+def judge(rec: dict[str, Any], pack: str = "0.5.19", launch_recorded: bool = True) -> Outcome:
+    """meshsat's verdict on one recorded config, on the pack of the release recorded.
+    `launch_recorded`: the fixture ran `check_server_args()` on accepted configs."""
+    cfg = release_config(rec)
     cfg["platform"] = "cpu"
     try:
         report = validate(Config(**cfg), model(rec["model"]), explain=False, sglang_version=pack)
@@ -130,57 +200,58 @@ def judge(rec: dict[str, Any], pack: str = "0.5.19") -> Outcome:
         # Config rejects the value outright: the counterpart of SGLang's argparse.
         out = Outcome(rec, False, ("input",), None)
         if rec["accepted"]:
-            out.disagreement = f"meshsat-rejects:input:{type(exc).__name__}"
+            out.disagreements.append(f"meshsat-rejects:input:{type(exc).__name__}")
         elif rec.get("step") != "argparse":
-            out.disagreement = f"first-violation:input!={rec.get('step')}"
+            out.disagreements.append(f"first-violation:input!={rec.get('step')}")
         return out
-    errors = tuple(v.rule for v in report.violations)
-    first = None
-    if report.violations:
-        first = get_pack(pack).by_id[report.violations[0].rule].source
-    out = Outcome(rec, report.valid, errors, first)
-    if rec["accepted"] and not report.valid:
-        out.disagreement = "meshsat-rejects:" + ",".join(sorted(errors))
-    elif not rec["accepted"] and report.valid:
-        out.disagreement = f"sglang-rejects:{rec.get('step')}:{_short(rec.get('error') or '')}"
-    elif not rec["accepted"] and not _first_matches(first, rec):
+    p = get_pack(pack)
+    errors = tuple(v.rule for v in report.violations if p.stage(v.rule) == "resolution")
+    later = [v.rule for v in report.violations if p.stage(v.rule) == "launch"]
+    launch = tuple(r for r in later if p.by_id[r].source == CHECK_SERVER_ARGS)
+    load = tuple(r for r in later if r not in launch)
+    first = p.by_id[errors[0]].source if errors else None
+    first_message = next(
+        (v.message for v in report.violations if p.stage(v.rule) == "resolution"), ""
+    )
+    out = Outcome(
+        rec, not errors, errors, first, first_message, launch_errors=launch, load_errors=load
+    )
+    if rec["accepted"] and errors:
+        out.disagreements.append("meshsat-rejects:" + ",".join(sorted(errors)))
+    elif not rec["accepted"] and not errors:
+        out.disagreements.append(
+            f"sglang-rejects:{rec.get('step')}:{_short(rec.get('error') or '')}"
+        )
+    elif not rec["accepted"] and not _first_matches(first, rec, first_message):
         # Keyed by the pair of steps: the cause is the order the handlers run in.
         step = rec.get("step")
         if step == "argparse":
             step += ":" + (rec.get("error") or "").split(":")[0].removeprefix("argument ")
-        out.disagreement = f"first-violation:{first}!={step}"
+        out.disagreements.append(f"first-violation:{first}!={step}")
     elif rec["accepted"]:
-        env = dict(report.resolved_env)
-        sg = rec["resolved"]
-        if "attn_dp_size" in sg:
-            sg, env = _data_parallel_widths(sg, env, report.derived)
+        sg_launch = rec.get("launch_error")
+        if sg_launch is not None and not launch:
+            site = (rec.get("launch_site") or "").rsplit(":", 1)[-1]
+            out.disagreements.append(f"launch:sglang-rejects:{site}:{_short(sg_launch)}")
+        elif sg_launch is None and launch and launch_recorded:
+            out.disagreements.append("launch:meshsat-rejects:" + ",".join(sorted(launch)))
+        if load:
+            out.disagreements.append("model-load:" + ",".join(sorted(load)))
+        env = meshsat_resolved(report.resolved_env)
+        sg = sglang_resolved(rec["resolved"])
         diff = tuple(
             f
-            for f in (*COMPARED_FIELDS, *_WIDTHS)
+            for f in COMPARED_FIELDS
             if f in sg and f in env and sg[f] != env[f] and not _platform_default(f, rec, env)
         )
         out.resolved_diff = diff
         if diff:
-            out.disagreement = "resolved:" + ",".join(diff)
+            out.disagreements.append("resolved:" + ",".join(diff))
     return out
 
 
-#: How 0.5.23 and meshsat both say DP attention, compared instead of their spellings.
-_WIDTHS = ("attention_dp_groups", "replicas")
-
-
-def _data_parallel_widths(
-    sg: Mapping[str, Any], env: dict[str, Any], derived: Mapping[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """0.5.23 resolves DP attention to `attn_dp_size` groups with `dp_size` counting replicas;
-    meshsat keeps its internal spelling (`enable_dp_attention` with `dp_size` groups). The
-    two agree when the widths agree: attention-DP groups and replicas."""
-    widths = {
-        "attention_dp_groups": max(int(sg.get("attn_dp_size") or 1), 1),
-        "replicas": int(sg.get("dp_size") or 1),
-    }
-    sg = {k: v for k, v in sg.items() if k not in ("dp_size", "enable_dp_attention")} | widths
-    return sg, env | {"attention_dp_groups": derived["attn_dp"], "replicas": derived["replicas"]}
+#: The rules meshsat files under `check_server_args()`, which the recorder runs too.
+CHECK_SERVER_ARGS = "check_server_args"
 
 
 @dataclass
@@ -196,6 +267,11 @@ class Table:
     resolved_agree_but_buffer: int = 0
     both_reject: int = 0
     first_agree: int = 0
+    #: Configs both accept in resolution whose check_server_args() verdicts agree.
+    launch_agree: int = 0
+    launch_recorded: bool = False
+    #: Configs both accept that meshsat rejects only for a model-load rule (not recordable).
+    model_load_only: int = 0
     classes: Counter[str] = field(default_factory=Counter)
     examples: dict[str, list[int]] = field(default_factory=dict)
 
@@ -206,13 +282,11 @@ def pack_for(version: str) -> str:
 
 
 def replay(version: str) -> tuple[Table, list[Outcome]]:
-    _, records = load(version)
-    t = Table(version)
+    header, records = load(version)
+    t = Table(version, launch_recorded=bool(header.get("launch_checked")))
     outs = []
     for rec in records:
-        if rec["config"] is None:
-            continue  # a release-only layout (generate.native): nothing for meshsat to judge
-        o = judge(rec, pack_for(version))
+        o = judge(rec, pack_for(version), t.launch_recorded)
         outs.append(o)
         t.n += 1
         t.sglang_valid += rec["accepted"]
@@ -222,14 +296,16 @@ def replay(version: str) -> tuple[Table, list[Outcome]]:
                 t.both_accept += 1
                 t.resolved_agree += not o.resolved_diff
                 t.resolved_agree_but_buffer += not (set(o.resolved_diff) - {BUFFER})
+                t.launch_agree += (rec.get("launch_error") is None) == (not o.launch_errors)
+                t.model_load_only += bool(o.load_errors)
             else:
                 t.both_reject += 1
-                t.first_agree += _first_matches(o.first_source, rec) or (
+                t.first_agree += _first_matches(o.first_source, rec, o.first_message) or (
                     o.errors == ("input",) and rec.get("step") == "argparse"
                 )
-        if o.disagreement:
-            t.classes[o.disagreement] += 1
-            t.examples.setdefault(o.disagreement, []).append(rec["id"])
+        for c in o.disagreements:
+            t.classes[c] += 1
+            t.examples.setdefault(c, []).append(rec["id"])
     return t, outs
 
 

@@ -279,8 +279,9 @@ def native(n: int, fields: frozenset[str], seed: int = 1) -> Iterator[tuple[str,
 
     From 0.5.23 on, `dp_size` (independent replicas) and `attn_dp_size` (DP attention
     inside the TP group) are separate, so "replicas *and* DP attention" is a layout the
-    seed's single `dp_size` cannot express. These records have no meshsat config; they
-    exist so the release's new rules about the pair are measured too.
+    seed's single `dp_size` cannot express. These records have no meshsat-vocabulary
+    config; the replay judges them in the release's own spelling (`args`, which the 0.5.23
+    pack reads through `--attn-dp-size`), so the release's rules about the pair are measured.
     """
     if "attn_dp_size" not in fields:
         return

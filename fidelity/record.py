@@ -92,6 +92,8 @@ def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
         "platform": "cpu",
         "recorded_by": "python -m fidelity.record",
         "resolve_seconds": round(secs, 1),
+        # Accepted configs also ran check_server_args() (launch_error where it refused).
+        "launch_checked": True,
     }
     with gzip.open(path, "wt", compresslevel=9) as fh:
         fh.write(json.dumps(header, separators=(",", ":")) + "\n")
@@ -112,6 +114,10 @@ def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
                 rec.update(error=(v["error"] or "")[:160], step=v["step"], site=v["site"])
             else:
                 rec["resolved"] = v["resolved"]
+                if v.get("launch_error") is not None:
+                    # Resolution accepted; the launch-time check_server_args() refused.
+                    rec["launch_error"] = v["launch_error"]
+                    rec["launch_site"] = v["launch_site"]
             fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
     ok = sum(v["accepted"] for v in verdicts)
     print(f"{version}: {total} configs, {ok} accepted ({100 * ok / total:.1f} %), {secs:.0f} s")

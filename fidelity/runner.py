@@ -10,7 +10,8 @@ Two commands:
   python runner.py resolve < in.jsonl > out.jsonl
       each input line: {"id", "model", "args": {ServerArgs field: value}, "env": {VAR: value}}
       each output line: {"id", "accepted", "error", "error_type", "step", "site",
-                         "harness_error", "resolved": {field: value} | null}
+                         "harness_error", "resolved": {field: value} | null,
+                         "launch_error", "launch_site" (accepted configs only)}
 
 How releases differ, and why the harness copes with both:
 - 0.5.19 and later resolve in a pipeline (`ServerArgs.resolve_once()`, hooks in
@@ -368,7 +369,29 @@ class Resolver:
                     v = getattr(obj, f, None)
                 resolved[f] = _plain(v)
             out["resolved"] = resolved
+            out["launch_error"], out["launch_site"] = self._launch_check(obj, item)
         return out
+
+    def _launch_check(self, obj: Any, item: dict[str, Any]) -> tuple[str | None, str | None]:
+        """`ServerArgs.check_server_args()`, which the engine runs at launch before any
+        process starts (topology: nodes, multi-node DP, dense-MoE TP): CPU-only, so
+        recorded too. Releases without it record None."""
+        check = getattr(obj, "check_server_args", None)
+        if check is None:
+            return None, None
+        env = dict(os.environ)
+        os.environ.update({k: str(v) for k, v in (item.get("env") or {}).items()})
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                check()
+        except Exception as exc:
+            _, site = _blame(exc.__traceback__)
+            return (str(exc) or type(exc).__name__)[:160], site
+        finally:
+            if os.environ != env:
+                os.environ.clear()
+                os.environ.update(env)
+        return None, None
 
 
 def main() -> int:

@@ -1,7 +1,20 @@
 """Hypothesis profiles: CI replays the same examples on every run (a red build always
-means a changed behaviour); `pytest --hypothesis-profile explore` draws new ones."""
+means a changed behaviour); `pytest --hypothesis-profile explore` draws new ones.
+
+The compiled-catalogue cache (solver/backends/pycompile.py) goes to a folder of this test
+run, never the user's ~/.cache."""
+
+import atexit
+import os
+import shutil
+import tempfile
 
 from hypothesis import settings
+
+if "MESHSAT_CACHE_DIR" not in os.environ:
+    _CACHE = tempfile.mkdtemp(prefix="meshsat-test-cache-")
+    os.environ["MESHSAT_CACHE_DIR"] = _CACHE
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, max_examples=500, print_blob=True)

@@ -81,6 +81,11 @@ CASES: tuple[Case, ...] = (
     # --- context parallelism ---------------------------------------------------------
     case("CP-STRATEGY-REQUIRED", {"enable_prefill_cp": True}, {"cp_strategy": "zigzag"}),
     case(
+        "CP-LEGACY-MODE-CHOICE",
+        {"prefill_cp_mode": "round-robin-split"},
+        {"prefill_cp_mode": "in-seq-split"},
+    ),
+    case(
         "CP-LEGACY-XOR",
         {"enable_prefill_context_parallel": True, "enable_dsa_prefill_context_parallel": True},
         {"enable_dsa_prefill_context_parallel": False},
@@ -139,7 +144,7 @@ CASES: tuple[Case, ...] = (
     case(
         "CP-MIMO-TEXT",
         {"tp_size": 2, "attn_cp_size": 2, "enable_prefill_cp": True, "cp_strategy": "zigzag"},
-        {"language_only": True},
+        {"language_model_only": True},
         model={**MIMO, "is_multimodal": True},
     ),
     case(
@@ -235,15 +240,12 @@ CASES: tuple[Case, ...] = (
         {"elastic_ep_initial_size": 4},
     ),
     case("EEP-JOIN-TARGET", {**EEP_JOINER, "ep_join_rank_offset": 8}, {"max_ep_size": 12}),
-    # With tp_size 1, EEP-DP-EQ-TP forces dp_size 1, which turns DP attention off, so a
-    # single-rank joiner always fails EEP-DPATTN and EEP-DP-LM-HEAD as well.
+    # With tp_size 1, EEP-DP-EQ-TP forces dp_size 1; a scale joiner keeps DP attention on
+    # all the same (SGLang's dp_size == 1 reset skips joiners: _data_parallelism_defaults).
     case(
         "EEP-JOIN-TP1",
         {**EEP_JOINER, "tp_size": 1, "dp_size": 1, "ep_join_rank_offset": 4, "max_ep_size": 8},
         {"moe_dense_tp_size": 1},
-        "EEP-DPATTN",
-        "EEP-DP-LM-HEAD",
-        remaining=("EEP-DPATTN", "EEP-DP-LM-HEAD"),
     ),
     case(
         "EEP-PRIMARY-INIT",
@@ -252,7 +254,7 @@ CASES: tuple[Case, ...] = (
     ),
     case(
         "EEP-LB",
-        {**EEP_PRIMARY, "load_balance_method": "auto"},
+        {**EEP_PRIMARY, "load_balance_method": "total_requests"},
         {"load_balance_method": "round_robin"},
     ),
     case(
@@ -331,9 +333,59 @@ CASES: tuple[Case, ...] = (
     ),
     case("TOPO-MOE-TP", {"tp_size": 4, "ep_size": 3}, {"ep_size": 2}),
     case(
+        "TOPO-PP-SPEC",
+        {"tp_size": 2, "pp_size": 2, "speculative_algorithm": "EAGLE"},
+        {"pp_size": 1},
+    ),
+    case(
+        "TOPO-TBO-DP-ATTN",
+        {"tp_size": 4, "enable_two_batch_overlap": True},
+        {"moe_a2a_backend": "deepep"},
+    ),
+    case(
         "TOPO-A2A-FLASHINFER",
-        {"tp_size": 4, "moe_a2a_backend": "flashinfer"},
+        {"tp_size": 4, "moe_a2a_backend": "flashinfer", "moe_runner_backend": "flashinfer_cutlass"},
         {"dp_size": 4, "enable_dp_attention": True},
+    ),
+    # --- all-to-all backends and their MoE runners ---------------------------------------
+    case(
+        "A2A-DEEPEP-V2-RUNNER",
+        {"tp_size": 4, "moe_a2a_backend": "deepep_v2", "moe_runner_backend": "triton"},
+        {"moe_runner_backend": "deep_gemm"},
+    ),
+    case(
+        "A2A-FLASHINFER-RUNNER",
+        {"tp_size": 4, "dp_size": 4, "enable_dp_attention": True, "moe_a2a_backend": "flashinfer"},
+        {"moe_runner_backend": "flashinfer_trtllm"},
+    ),
+    case(
+        "A2A-PPLX-DP-ATTN",
+        {"tp_size": 4, "moe_a2a_backend": "pplx", "chunked_prefill_size": 128},
+        {"dp_size": 2, "enable_dp_attention": True},
+    ),
+    case(
+        "A2A-PPLX-DISPATCH",
+        {"tp_size": 4, "dp_size": 2, "enable_dp_attention": True, "moe_a2a_backend": "pplx"},
+        {"chunked_prefill_size": 256},
+    ),
+    case(
+        "A2A-PPLX-RUNNER",
+        {
+            "tp_size": 4,
+            "dp_size": 2,
+            "enable_dp_attention": True,
+            "moe_a2a_backend": "pplx",
+            "moe_runner_backend": "triton",
+            "chunked_prefill_size": 128,
+        },
+        {"moe_runner_backend": "auto"},
+    ),
+    # --- encoder disaggregation ----------------------------------------------------------
+    case(
+        "EPD-LANGUAGE-ONLY-ARCH",
+        {"language_only": True},
+        {"language_only": False},
+        model={"architecture": "LlamaForCausalLM"},
     ),
     # --- model facts ----------------------------------------------------------------------
     case("MODEL-HEADS", {"tp_size": 4}, {"tp_size": 2}, model={"num_attention_heads": 6}),

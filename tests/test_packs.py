@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import warnings
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,8 @@ from hypothesis import given, settings
 from solver import InputError, check, validate
 from solver.backends.interp import evaluate
 from solver.backends.pyeval import compiled
-from solver.packs import NEWEST, PACKS, SEED, get_pack, installed_pack
+from solver.lang.fields import SPECS
+from solver.packs import NEWEST, PACKS, SEED, Pack, get_pack, installed_pack
 from solver.packs.compare import compare
 from tests.cli_helpers import run_cli
 from tests.strategies import raw_envs
@@ -93,12 +95,15 @@ def test_cp_divisibility_reads_the_attention_dp_width_on_0_5_23() -> None:
     assert [v.rule for v in validate(replicas, sglang_version=SEED).violations] == ["CP-DPCP-DIV"]
 
 
-def test_topology_and_model_rules_are_launch_checks_on_0_5_23() -> None:
-    report = validate({"tp_size": 8, "attn_cp_size": 3}, sglang_version=V0523, explain=False)
+@pytest.mark.parametrize("version", [SEED.version, V0523])
+def test_topology_and_model_rules_are_launch_checks(version: str) -> None:
+    """Every recorded release's resolution accepts what only these rules reject (fidelity
+    fixtures); check_server_args() and model loading refuse it at launch."""
+    report = validate({"tp_size": 8, "attn_cp_size": 3}, sglang_version=version, explain=False)
     stages = {v.rule: v.stage for v in report.violations}
     assert stages["TOPO-ATTN-TP"] == "launch" and stages["CP-TP-DIV"] == "resolution"
-    seed = validate({"tp_size": 8, "attn_cp_size": 3}, sglang_version=SEED, explain=False)
-    assert {v.stage for v in seed.violations} == {"resolution"}
+    nodes = validate({"tp_size": 4, "nnodes": 3}, sglang_version=version, explain=False)
+    assert [(v.rule, v.stage) for v in nodes.violations] == [("TOPO-NNODES", "launch")]
 
 
 def test_first_violation_is_the_first_failing_handler() -> None:
@@ -112,7 +117,13 @@ def test_first_violation_is_the_first_failing_handler() -> None:
 
 def test_compare_names_what_changed() -> None:
     changes = compare(SEED, V0523)
-    assert set(changes.rules_added) == {"DP-REPLICAS-ATTN-DP", "DCP-NO-PREFILL-CP"}
+    assert set(changes.rules_added) == {
+        "DP-REPLICAS-ATTN-DP",
+        "DP-REPLICAS-ATTN-DP-CP",
+        "DCP-NO-PREFILL-CP",
+    }
+    # 0.5.23 accepts every runner and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC again.
+    assert set(changes.rules_removed) == {"FLAG-CHOICE-MOE-RUNNER-BACKEND", "METRICS-ENV"}
     assert "CP-DPCP-DIV" in changes.rules_changed
     assert changes.steps_added == ("R-ATTN-DP-SIZE",)
     assert changes.fields_added == ("attn_dp_size",)
@@ -158,3 +169,27 @@ def test_compiled_and_interpreted_packs_agree(env: dict[str, Any]) -> None:
             if evaluate(r.when, walked, env) and not evaluate(r.holds, walked, env)
         }
         assert fast == slow, pack.version
+
+
+FLAGS_DIR = Path(__file__).resolve().parent.parent / "fidelity" / "flags"
+
+
+@pytest.mark.parametrize("pack", PACKS, ids=lambda p: p.version)
+def test_each_pack_accepts_exactly_its_releases_flag_choices(pack: Pack) -> None:
+    """The oracle is the release's own argparse table (fidelity/flags/<version>.json): a
+    value of meshsat's field that the release's flag lists passes its argparse rules, any
+    other is refused before any handler runs."""
+    table = json.loads((FLAGS_DIR / f"{pack.version}.json").read_text())
+    for dest in ("moe_a2a_backend", "moe_runner_backend", "load_balance_method"):
+        flag = next((f for f in table["flags"] if f["dest"] == dest), None)
+        if flag is None:
+            continue  # spelled otherwise (0.4's --enable-deepep-moe) or absent: not a choice
+        for value in SPECS[dest].choices:
+            if value == SPECS[dest].default and value not in flag["choices"]:
+                continue  # meshsat's spelling of "unset" (0.4's own default differs)
+            report = validate({dest: value}, sglang_version=pack, explain=False)
+            argparse = [
+                v.rule for v in report.violations if pack.by_id[v.rule].source == "argparse"
+            ]
+            listed = flag is not None and value in flag["choices"]
+            assert (not argparse) == listed, (pack.version, dest, value, argparse)

@@ -149,7 +149,7 @@ def compile_resolution(
                 body.append(f"            v_{name} = n{k}")
     head = ["def resolve(u):", *_bind(fields, "v_", "u"), "    ch = []"]
     ret = "    return {" + ", ".join(f"{n!r}: v_{n}" for n in fields) + "}, ch"
-    return compile_function("\n".join([*head, *body, ret]), "resolve")
+    return compile_function("\n".join([*head, *body, ret]), "resolve", cache=True)
 
 
 def compile_checks(rules: tuple[Rule, ...]) -> Callable[[Env, Env], list[int]]:
@@ -165,7 +165,7 @@ def compile_checks(rules: tuple[Rule, ...]) -> Callable[[Env, Env], list[int]]:
         *_bind(c.raw_reads, "u_", "u"),
         "    out = []",
     ]
-    return compile_function("\n".join([*head, *body, "    return out"]), "violations")
+    return compile_function("\n".join([*head, *body, "    return out"]), "violations", cache=True)
 
 
 def compile_values(named: tuple[ex.Named, ...]) -> Callable[[Env], dict[str, Any]]:
@@ -173,7 +173,8 @@ def compile_values(named: tuple[ex.Named, ...]) -> Callable[[Env], dict[str, Any
     c = PyCompiler()
     items = [f"{n.name!r}: {c.code(n.body)}" for n in named]
     head = ["def derived(v):", *_bind(c.reads, "v_", "v")]
-    return compile_function("\n".join([*head, "    return {" + ", ".join(items) + "}"]), "derived")
+    source = "\n".join([*head, "    return {" + ", ".join(items) + "}"])
+    return compile_function(source, "derived", cache=True)
 
 
 def compile_predicate(expr: ex.Expr, params: tuple[str, ...]) -> Callable[..., Any]:

@@ -7,10 +7,11 @@ fixing them one launch at a time would meet them.
 from __future__ import annotations
 
 from solver.catalogue import (
-    a2a_moe,
+    a2a,
     context_parallel,
     data_parallel,
     decode_cp,
+    disaggregation,
     dwdp,
     elastic_ep,
     eplb,
@@ -22,12 +23,13 @@ from solver.lang.rule import Resolution, Rule
 
 RULES: tuple[Rule, ...] = (
     *context_parallel.RULES,
-    *a2a_moe.RULES,
     *decode_cp.RULES,
     *data_parallel.RULES,
     *dwdp.RULES,
     *elastic_ep.RULES,
+    *a2a.RULES,
     *eplb.RULES,
+    *disaggregation.RULES,
     *topology.RULES,
     *model.RULES,
 )

@@ -23,6 +23,19 @@ _mimo_cp_v2 = (
 )
 
 RULES: tuple[Rule, ...] = (
+    # The deprecated --prefill-cp-mode flag keeps one choice in the seed's release (its
+    # flag table, fidelity/flags/0.5.19.json): argparse refuses the other before any step.
+    # Read raw: the legacy step mirrors --cp-strategy interleave back as round-robin-split.
+    Rule(
+        "CP-LEGACY-MODE-CHOICE",
+        TRUE,
+        F.prefill_cp_mode.as_raw == "in-seq-split",
+        "argument --prefill-cp-mode: invalid choice: 'round-robin-split' (choose from "
+        "'in-seq-split')",
+        "argparse",
+        hint="use --cp-strategy interleave (the former round-robin-split), or drop "
+        "--prefill-cp-mode",
+    ),
     Rule(
         "CP-STRATEGY-REQUIRED",
         F.enable_prefill_cp,

@@ -143,7 +143,10 @@ RULES: tuple[Rule, ...] = (
     ),
     _scale(
         "EEP-LB",
-        F.load_balance_method == "round_robin",
+        # handle_load_balance_method (before this handler) resolves auto to round_robin,
+        # or to follow_bootstrap_room on a PD prefill server.
+        (F.load_balance_method == "round_robin")
+        | ((F.load_balance_method == "auto") & (F.disaggregation_mode != "prefill")),
         "Elastic EP scale-up requires --load-balance-method round_robin; load-aware methods "
         "require global-rank load snapshots after scale (got {load_balance_method}).",
     ),

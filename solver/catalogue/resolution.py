@@ -71,10 +71,32 @@ RESOLUTIONS: tuple[Resolution, ...] = (
         ),
     ),
     Resolution(
+        "R-CP-MODEL-DPATTN",
+        "DeepSeek model overrides (prefill CP)",
+        "MLA and DSA models run prefill CP with DP attention (SGLang's model overrides turn it "
+        "on before the data-parallel handler)",
+        (
+            assign(
+                (one_of(F.architecture, *MLA_ARCHITECTURES) | F.is_deepseek_dsa)
+                & F.enable_prefill_cp
+                & (F.dp_size > 1)
+                & ~F.enable_dp_attention,
+                enable_dp_attention=True,
+            ),
+        ),
+    ),
+    Resolution(
         "R-DP1",
         "_data_parallelism_defaults",
-        "dp_size is 1, so there is nothing for DP attention to split",
-        (assign(F.dp_size == 1, enable_dp_attention=False, enable_dp_lm_head=False),),
+        "dp_size is 1, so there is nothing for DP attention to split (an elastic scale "
+        "joiner keeps its flags: it adopts the primary's DP width)",
+        (
+            assign(
+                (F.dp_size == 1) & (F.ep_join_mode != "scale"),
+                enable_dp_attention=False,
+                enable_dp_lm_head=False,
+            ),
+        ),
     ),
     Resolution(
         "R-DPATTN",
@@ -200,8 +222,7 @@ RESOLUTIONS: tuple[Resolution, ...] = (
                 & ~is_set(F.expert_distribution_recorder_mode),
                 expert_distribution_recorder_mode="stat",
             ),
-            # SGLang fills the buffer from the rebalance period (1000 by default) in every
-            # layout: a default, not a change worth a note.
+            # Bookkeeping on every config (the period defaults to 1000): not listed.
             assign(
                 ~is_set(F.expert_distribution_recorder_buffer_size)
                 & is_set(F.eplb_rebalance_num_iterations),

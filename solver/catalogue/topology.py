@@ -8,6 +8,9 @@ from solver.lang.fields import F
 from solver.lang.rule import Rule
 
 SRC = "SGLang launch checks"
+#: The engine calls `ServerArgs.check_server_args()` at launch, after resolution and before
+#: any process starts (sglang/srt/arg_groups/validation_hook.py, 0.5.18 to 0.5.23).
+CHECK = "check_server_args"
 POSITIVE_SIZES = (
     "tp_size",
     "pp_size",
@@ -32,14 +35,14 @@ RULES: tuple[Rule, ...] = (
         F.ep_join_mode != "scale",
         divides(F.nnodes, F.tp_size * F.pp_size),
         "tp_size * pp_size must be divisible by nnodes: every node runs the same number of ranks",
-        SRC,
+        CHECK,
     ),
     Rule(
         "TOPO-MULTINODE-DP",
         (F.dp_size > 1) & (F.nnodes > 1),
         F.enable_dp_attention,
         "multi-node data parallel is not supported unless dp attention!",
-        SRC,
+        CHECK,
         hint="add --enable-dp-attention, or launch the replicas separately",
     ),
     Rule(
@@ -47,7 +50,32 @@ RULES: tuple[Rule, ...] = (
         is_set(F.moe_dense_tp_size),
         (F.moe_dense_tp_size == 1) | (F.moe_dense_tp_size == F.tp_size),
         "moe_dense_tp_size must be unset, 1 or tp_size",
-        SRC,
+        CHECK,
+    ),
+    Rule(
+        "TOPO-PP-SPEC",
+        F.pp_size > 1,
+        ~is_set(F.speculative_algorithm),
+        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding",
+        CHECK,
+        hint="drop --speculative-algorithm, or use --pp-size 1",
+    ),
+    # check_two_batch_overlap(), from check_server_args(); ROCm's DSA round-robin prefill
+    # CP is the one exception.
+    Rule(
+        "TOPO-TBO-DP-ATTN",
+        F.enable_two_batch_overlap
+        & (F.moe_a2a_backend == "none")
+        & ~(
+            (F.platform == "hip")
+            & F.enable_dsa_prefill_context_parallel
+            & (F.dsa_prefill_cp_mode == "round-robin-split")
+        ),
+        F.enable_dp_attention,
+        "When enabling two batch overlap without an EP a2a backend (moe_a2a_backend='none'), "
+        "--enable-dp-attention is required (DeepSeek-V4 non-EP DP TBO path).",
+        CHECK,
+        hint="add --enable-dp-attention, or choose an all-to-all MoE backend",
     ),
     Rule(
         "TOPO-ATTN-TP",

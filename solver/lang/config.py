@@ -29,6 +29,31 @@ A2aBackend = Literal[
     "ascend_fuseep",
 ]
 A2A_BACKENDS: tuple[str, ...] = get_args(A2aBackend)
+#: --moe-runner-backend: the union of every recorded release's choices (fidelity/flags/).
+MoeRunnerBackend = Literal[
+    "auto",
+    "deep_gemm",
+    "triton",
+    "triton_kernel",
+    "flashinfer_trtllm",
+    "experimental_sgl_trtllm",
+    "flashinfer_trtllm_routed",
+    "flashinfer_cutlass",
+    "flashinfer_mxfp4",
+    "flashinfer_cutedsl",
+    "flashinfer_megamoe",
+    "cutlass",
+    "aiter",
+    "marlin",
+    "humming",
+    "experimental_sgl_marlin",
+    "lora_cutedsl",
+    "lora_triton",
+    "lora_marlin",
+    "hpc_ops",
+    "megamoe",
+    "intel_xpu",
+]
 
 
 def _f(
@@ -250,6 +275,25 @@ class Config(BaseModel):
         flags=("--moe-a2a-backend",),
         group="moe",
     )
+    moe_runner_backend: MoeRunnerBackend = _f(
+        "auto",
+        "MoE expert kernels; the FlashInfer and pplx all-to-all backends accept only some.",
+        flags=("--moe-runner-backend",),
+        group="moe",
+    )
+    deepep_mode: Literal["auto", "normal", "low_latency"] = _f(
+        "auto",
+        "DeepEP dispatch mode (0.4.x refuses auto under DP attention).",
+        flags=("--deepep-mode",),
+        group="moe",
+    )
+    env_pplx_max_dispatch_tokens_per_rank: int = _f(
+        128,
+        "SGLANG_PPLX_NUM_MAX_DISPATCH_TOKENS_PER_RANK in the environment (pplx's per-rank "
+        "dispatch budget).",
+        group="moe",
+        tool_only=True,
+    )
     enable_eplb: bool = _f(
         False, "Expert-parallel load balancer.", flags=("--enable-eplb",), group="moe"
     )
@@ -279,11 +323,10 @@ class Config(BaseModel):
         flags=("--expert-distribution-recorder-buffer-size",),
         group="moe",
     )
+    # SGLang's default is 1000 (every release recorded, fidelity/flags/), not None: the
+    # recorder buffer copies it, so every config resolves the buffer to 1000.
     eplb_rebalance_num_iterations: int | None = _f(
-        1000,  # SGLang's default (0.5.18 to 0.5.23); the recorder buffer follows it
-        "EPLB rebalance period.",
-        flags=("--eplb-rebalance-num-iterations",),
-        group="moe",
+        1000, "EPLB rebalance period.", flags=("--eplb-rebalance-num-iterations",), group="moe"
     )
     expert_balancedness_report_mode: Literal["off", "server_log", "prometheus", "both"] = _f(
         "off",

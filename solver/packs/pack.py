@@ -11,11 +11,11 @@ See docs/architecture.md ("version packs").
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal, TypeVar
 
-from solver.lang.expr import TRUE
+from solver.lang.expr import TRUE, Expr, is_set, one_of
 from solver.lang.fields import SPECS
 from solver.lang.rule import Resolution, Rule
 
@@ -39,6 +39,9 @@ class Pack:
     advice: frozenset[str] = frozenset()
     #: Config fields this release has no flag for; setting one is a violation.
     absent_fields: tuple[str, ...] = ()
+    #: (field, the values its flag accepts) where the release accepts fewer values than
+    #: meshsat's field (the union of every release's choices).
+    choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         ids = [r.id for r in self.rules]
@@ -93,29 +96,42 @@ class PackDiff:
     advice: frozenset[str] | None = None
     absent_fields: tuple[str, ...] | None = None
     present_fields: tuple[str, ...] = field(default=())
+    choices: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    #: Handlers the release renamed, (old, new): rules and steps keep their place but name
+    #: the function that raises them now, so a first violation names SGLang's step.
+    rename_handlers: tuple[tuple[str, str], ...] = ()
 
 
 def apply(base: Pack, diff: PackDiff) -> Pack:
     """The pack `diff` describes, built on `base`."""
     rules = _replace(base.rules, diff.replace_rules, diff.remove_rules, "rule")
+    steps = _replace(base.resolutions, diff.replace_resolutions, diff.remove_resolutions, "step")
+    if diff.rename_handlers:
+        renamed = dict(diff.rename_handlers)
+        rules = tuple(
+            replace(r, source=renamed[r.source]) if r.source in renamed else r for r in rules
+        )
+        steps = tuple(
+            replace(r, source=renamed[r.source]) if r.source in renamed else r for r in steps
+        )
     rules = (*rules, *diff.add_rules)
     if diff.handler_order is not None:
         rules = order_by_handler(rules, diff.handler_order)
-    steps = _replace(base.resolutions, diff.replace_resolutions, diff.remove_resolutions, "step")
     absent = base.absent_fields if diff.absent_fields is None else diff.absent_fields
     absent = tuple(f for f in absent if f not in diff.present_fields)
+    choices = base.choices if diff.choices is None else diff.choices
     ids = {r.id for r in rules}
+    own = tuple(r for r in rules if not r.id.startswith((ABSENT_PREFIX, CHOICE_PREFIX)))
     return Pack(
         version=diff.version,
         released=diff.released,
         summary=diff.summary,
-        rules=_with_absent_field_rules(
-            tuple(r for r in rules if not r.id.startswith(ABSENT_PREFIX)), absent
-        ),
+        rules=_with_absent_field_rules(own, absent, choices),
         resolutions=(*diff.add_resolutions, *steps),
         launch_only=(base.launch_only if diff.launch_only is None else diff.launch_only) & ids,
         advice=(base.advice if diff.advice is None else diff.advice) & ids,
         absent_fields=absent,
+        choices=choices,
     )
 
 
@@ -129,16 +145,20 @@ def base_pack(
     handler_order: tuple[str, ...],
     advice: frozenset[str],
     absent_fields: tuple[str, ...],
+    launch_only: frozenset[str] = frozenset(),
+    choices: tuple[tuple[str, tuple[str, ...]], ...] = (),
 ) -> Pack:
     """The pack every other descends from: the catalogue, ordered like SGLang's handlers."""
     return Pack(
         version,
         released,
         summary,
-        _with_absent_field_rules(order_by_handler(rules, handler_order), absent_fields),
+        _with_absent_field_rules(order_by_handler(rules, handler_order), absent_fields, choices),
         resolutions,
+        launch_only=launch_only,
         advice=advice,
         absent_fields=absent_fields,
+        choices=choices,
     )
 
 
@@ -149,12 +169,38 @@ def order_by_handler(rules: Iterable[Rule], handlers: tuple[str, ...]) -> tuple[
     return tuple(sorted(rules, key=lambda r: rank.get(r.source, len(rank))))
 
 
+def _one_of_or_unset(name: str, allowed: tuple[str, ...]) -> Expr:
+    """The raw value is one of `allowed`, or unset where the field is optional."""
+    raw = SPECS[name].ref.as_raw
+    if SPECS[name].optional:
+        return ~is_set(raw) | one_of(raw, *allowed)
+    return one_of(raw, *allowed)
+
+
 ABSENT_PREFIX = "FLAG-ABSENT-"
+CHOICE_PREFIX = "FLAG-CHOICE-"
 
 
-def _with_absent_field_rules(rules: tuple[Rule, ...], absent: tuple[str, ...]) -> tuple[Rule, ...]:
-    """A field the release has no flag for must keep its default: SGLang's own parser would
-    refuse the flag, so the rule leads the list."""
+def _with_absent_field_rules(
+    rules: tuple[Rule, ...],
+    absent: tuple[str, ...],
+    choices: tuple[tuple[str, tuple[str, ...]], ...] = (),
+) -> tuple[Rule, ...]:
+    """A field the release has no flag for must keep its default, and a flag with fewer
+    choices than meshsat's field must take one of them: SGLang's own parser would refuse
+    the command, so these rules lead the list."""
+    narrowed = tuple(
+        Rule(
+            CHOICE_PREFIX + name.upper().replace("_", "-"),
+            TRUE,
+            _one_of_or_unset(name, allowed),
+            f"argument {SPECS[name].flags[0]}: invalid choice: '{{{name}}}' (this SGLang "
+            f"release accepts {', '.join(allowed)})",
+            "argparse",
+            hint="choose one of those, or the SGLang release that has the value",
+        )
+        for name, allowed in choices
+    )
     own = tuple(
         Rule(
             ABSENT_PREFIX + name.upper().replace("_", "-"),
@@ -167,7 +213,7 @@ def _with_absent_field_rules(rules: tuple[Rule, ...], absent: tuple[str, ...]) -
         )
         for name in absent
     )
-    return (*own, *rules)
+    return (*own, *narrowed, *rules)
 
 
 def _replace(

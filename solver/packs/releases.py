@@ -9,12 +9,13 @@ SGLang function that says so (`fidelity/` records what the real releases answere
 
 from __future__ import annotations
 
-import dataclasses
-
 from solver.catalogue import RESOLUTIONS, RULES
+from solver.catalogue.disaggregation import ENCODER_DISAGG_ARCHITECTURES, language_only_rule
+from solver.lang.config import A2A_BACKENDS
 from solver.lang.derived import attn_dp
-from solver.lang.expr import TRUE, divides
+from solver.lang.expr import divides, is_set, one_of
 from solver.lang.fields import F
+from solver.lang.model_spec import MLA_ARCHITECTURES
 from solver.lang.rule import Resolution, Rule, assign
 from solver.packs.pack import Pack, PackDiff, apply, base_pack
 
@@ -27,41 +28,63 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "argparse",
     "handle_dcp_validation",
     "handle_dwdp",
+    "handle_model_specific_adjustments",
     "handle_data_parallelism",
     "_dp_lm_head_validation",
     "DSA context-parallel model overrides",
     "DSA context-parallel model support (outside the seed)",
     "handle_context_parallelism",
+    "handle_load_balance_method",
+    "handle_moe_kernel_config",
     "handle_a2a_moe",
     "handle_eplb_and_dispatch",
     "handle_expert_distribution_metrics",
     "handle_elastic_ep",
+    "handle_encoder_disaggregation",
+    "check_server_args",
     "SGLang launch checks",
     "derive_parallel_widths",
     "model weight sharding",
 )
 
-_LAUNCH_RULES = frozenset(
-    r.id for r in RULES if r.source in ("SGLang launch checks", "derive_parallel_widths")
-) | frozenset(r.id for r in RULES if r.source == "model weight sharding")
-
-#: 0.5.19's parser offers one legacy mode (`choices=["in-seq-split"]`); the DSA alias keeps
-#: both. Measured: 0.5.19 and 0.5.18 refuse `--prefill-cp-mode round-robin-split`.
-_PREFILL_CP_MODE_CHOICE = Rule(
-    "ARGPARSE-PREFILL-CP-MODE",
-    TRUE,
-    F.prefill_cp_mode.as_raw == "in-seq-split",
-    "argument --prefill-cp-mode: invalid choice: {prefill_cp_mode!r} (choose from 'in-seq-split')",
-    "argparse",
-    hint="use --cp-strategy interleave with --enable-prefill-cp for round-robin splitting",
+#: Checked when the server launches, never in `ServerArgs` resolution (every recorded
+#: release): check_server_args(), the derived widths and the model's weight sharding.
+LAUNCH_SOURCES = (
+    "check_server_args",
+    "SGLang launch checks",
+    "derive_parallel_widths",
+    "model weight sharding",
 )
+_LAUNCH_RULES = frozenset(r.id for r in RULES if r.source in LAUNCH_SOURCES)
+
+#: --moe-runner-backend's choices (fidelity/flags/<version>.json); 0.5.23 accepts them all.
+_RUNNERS_0_5_18 = (
+    "auto",
+    "deep_gemm",
+    "triton",
+    "triton_kernel",
+    "flashinfer_trtllm",
+    "experimental_sgl_trtllm",
+    "flashinfer_trtllm_routed",
+    "flashinfer_cutlass",
+    "flashinfer_mxfp4",
+    "flashinfer_cutedsl",
+    "cutlass",
+    "aiter",
+    "marlin",
+    "humming",
+    "experimental_sgl_marlin",
+    "hpc_ops",
+    "megamoe",
+)
+_RUNNERS_0_5_19 = (*_RUNNERS_0_5_18, "intel_xpu")
 
 SEED = base_pack(
     SEED_VERSION,
     "2026-07",
     "The seed's snapshot: --enable-prefill-cp --cp-strategy beside the legacy CP flags; "
     "--enable-dp-attention with --dp-size as the DP-attention width.",
-    (*RULES, _PREFILL_CP_MODE_CHOICE),
+    RULES,
     RESOLUTIONS,
     handler_order=PIPELINE_ORDER,
     # DCP-IN-ATTN-TP stays an error for now: the rank plan cannot form decode-CP groups
@@ -69,6 +92,9 @@ SEED = base_pack(
     # (docs/rules.md §6; a listed fidelity disagreement).
     advice=frozenset(),
     absent_fields=("attn_dp_size",),
+    # Measured: 0.5.19's resolution accepts every layout these alone reject.
+    launch_only=_LAUNCH_RULES,
+    choices=(("moe_runner_backend", _RUNNERS_0_5_19),),
 )
 
 _ATTN_DP_SIZE = Resolution(
@@ -86,21 +112,7 @@ _ATTN_DP_SIZE = Resolution(
     ),
 )
 
-#: 0.5.23's pipeline (sglang/srt/arg_groups/pipeline.py): the decode-CP handler is renamed.
-_ORDER_0_5_23: tuple[str, ...] = tuple(
-    "handle_decode_context_parallelism" if h == "handle_dcp_validation" else h
-    for h in PIPELINE_ORDER
-)
-_DCP_RULES = tuple(
-    dataclasses.replace(r, source="handle_decode_context_parallelism")
-    for r in RULES
-    if r.source == "handle_dcp_validation"
-)
-#: 0.5.23 words the flashinfer all-to-all width with its new flag.
-_A2A_FLASHINFER = dataclasses.replace(
-    next(r for r in RULES if r.id == "TOPO-A2A-FLASHINFER"),
-    message="Flashinfer MoE A2A requires --attn-dp-size equal to --tp-size",
-)
+_RENAMED_0_5_23 = (("handle_dcp_validation", "handle_decode_context_parallelism"),)
 
 V0_5_23 = apply(
     SEED,
@@ -108,8 +120,7 @@ V0_5_23 = apply(
         "0.5.23",
         "2026-11",
         "--attn-dp-size replaces --enable-dp-attention + --dp-size (dp_size counts "
-        "replicas again); the legacy CP flags are gone; decode CP excludes prefill CP; "
-        "topology and model checks happen at launch.",
+        "replicas again); the legacy CP flags are gone; decode CP excludes prefill CP.",
         add_rules=(
             Rule(
                 "DP-REPLICAS-ATTN-DP",
@@ -119,6 +130,20 @@ V0_5_23 = apply(
                 "replicas combined with attention data parallelism are not supported.",
                 "handle_data_parallelism",
                 hint="keep --attn-dp-size and drop --dp-size, or launch replicas separately",
+            ),
+            # context_parallel_attn_dp_size(): DeepSeek's prefill-CP override asks first,
+            # in handle_model_specific_adjustments (measured on 0.5.23's own layouts).
+            Rule(
+                "DP-REPLICAS-ATTN-DP-CP",
+                (one_of(F.architecture, *MLA_ARCHITECTURES) | F.is_deepseek_dsa)
+                & F.enable_prefill_cp
+                & (F.attn_dp_size.as_raw > 1)
+                & (F.dp_size.as_raw > 1),
+                F.dp_size.as_raw == 1,
+                "--dp-size {dp_size} with --attn-dp-size {attn_dp_size}: data-parallel "
+                "replicas combined with attention data parallelism are not supported.",
+                "handle_model_specific_adjustments",
+                hint="keep --attn-dp-size and drop --dp-size",
             ),
             Rule(
                 "DCP-NO-PREFILL-CP",
@@ -137,16 +162,285 @@ V0_5_23 = apply(
                 "tp_size must be divisible by attn_dp_size * attn_cp_size",
                 "handle_context_parallelism",
             ),
-            *_DCP_RULES,
-            _A2A_FLASHINFER,
+            # _dp_lm_head_validation asks attn_dp_enabled_of(): attention DP, or a scale
+            # joiner (it joins an attention-DP deployment).
+            Rule(
+                "DP-LM-HEAD",
+                F.enable_dp_lm_head,
+                F.enable_dp_attention | (F.ep_join_mode == "scale"),
+                "--enable-dp-lm-head requires attention DP (--attn-dp-size).",
+                "_dp_lm_head_validation",
+            ),
+            Rule(
+                "A2A-PPLX-DP-ATTN",
+                F.moe_a2a_backend == "pplx",
+                attn_dp >= 2,
+                "moe_a2a_backend='pplx' requires attention DP with at least 2 groups "
+                "(--attn-dp-size >= 2).",
+                "handle_a2a_moe",
+            ),
+            language_only_rule(
+                (
+                    *ENCODER_DISAGG_ARCHITECTURES,
+                    "Glm5NextForConditionalGeneration",
+                    "MiniMaxM3SparseForConditionalGeneration",
+                    "MuseSparkForConditionalGeneration",
+                )
+            ),
         ),
-        remove_rules=("ARGPARSE-PREFILL-CP-MODE",),  # the legacy flag itself is gone
+        # The env variable is accepted again: no step rejects it (measured, 25 layouts).
+        remove_rules=("METRICS-ENV",),
         add_resolutions=(_ATTN_DP_SIZE,),
-        handler_order=_ORDER_0_5_23,
-        launch_only=_LAUNCH_RULES,
+        replace_resolutions=(
+            # attn_dp_enabled_of(): a scale joiner schedules like an attention-DP rank.
+            Resolution(
+                "R-DPATTN",
+                "handle_data_parallelism",
+                "DP attention is on (or this is a scale joiner of an attention-DP "
+                "deployment): each DP group schedules its own share",
+                (
+                    assign(
+                        F.enable_dp_attention | (F.ep_join_mode == "scale"),
+                        schedule_conservativeness=F.schedule_conservativeness * 0.3,
+                    ),
+                    assign(
+                        F.enable_dp_attention & is_set(F.chunked_prefill_size),
+                        chunked_prefill_size=F.chunked_prefill_size // F.dp_size,
+                    ),
+                ),
+            ),
+        ),
+        rename_handlers=_RENAMED_0_5_23,
+        handler_order=tuple(dict(_RENAMED_0_5_23).get(h, h) for h in PIPELINE_ORDER),
         present_fields=("attn_dp_size",),
+        choices=(),
+    ),
+)
+
+#: 0.5.18 runs the same handlers as `ServerArgs._handle_*` methods from `__post_init__`.
+_RENAMED_0_5_18 = tuple((h, "_" + h) for h in PIPELINE_ORDER if h.startswith("handle_"))
+
+V0_5_18 = apply(
+    SEED,
+    PackDiff(
+        "0.5.18",
+        "2026-06",
+        "The last release before the arg-groups refactor: the same rules as 0.5.19, run "
+        "from ServerArgs.__post_init__; the FlashInfer all-to-all checks read the backend "
+        "the user gave (before the model overrides), with fewer runners; no DeepEP v2.",
+        replace_rules=(
+            # _handle_a2a_moe tests `self.moe_a2a_backend`, the user's value: an MLA prefill-CP
+            # override to deepep does not save a FlashInfer request (measured, 3 layouts).
+            Rule(
+                "TOPO-A2A-FLASHINFER",
+                F.moe_a2a_backend.as_raw == "flashinfer",
+                F.enable_dp_attention & (F.dp_size == F.tp_size),
+                "Flashinfer MoE A2A is only supported with dp_size == tp_size and "
+                "--enable-dp-attention",
+                "handle_a2a_moe",
+            ),
+            Rule(
+                "A2A-FLASHINFER-RUNNER",
+                F.moe_a2a_backend.as_raw == "flashinfer",
+                one_of(
+                    F.moe_runner_backend,
+                    "flashinfer_cutlass",
+                    "flashinfer_cutedsl",
+                    "flashinfer_trtllm_routed",
+                ),
+                "Flashinfer MoE A2A is only supported with flashinfer_cutlass, "
+                "flashinfer_cutedsl or flashinfer_trtllm_routed moe runner backend",
+                "handle_a2a_moe",
+            ),
+            language_only_rule(
+                tuple(a for a in ENCODER_DISAGG_ARCHITECTURES if a != "Dots3NoteForCausalLM")
+            ),
+        ),
+        # deepep_v2 is not a --moe-a2a-backend choice yet (the choice rule refuses it).
+        remove_rules=("A2A-DEEPEP-V2-RUNNER",),
+        rename_handlers=_RENAMED_0_5_18,
+        handler_order=tuple(dict(_RENAMED_0_5_18).get(h, h) for h in PIPELINE_ORDER),
+        choices=(
+            ("moe_a2a_backend", tuple(b for b in A2A_BACKENDS if b != "deepep_v2")),
+            ("moe_runner_backend", _RUNNERS_0_5_18),
+        ),
+    ),
+)
+
+#: 0.4.x checks everything inline in `ServerArgs.__post_init__`: no step functions, so every
+#: resolution rule names that one function (the fidelity replay tells them apart by message).
+_POST_INIT = "__post_init__"
+_V0_4_KEPT = frozenset(
+    {
+        "TOPO-NNODES",
+        "TOPO-MULTINODE-DP",
+        "TOPO-PP-SPEC",
+        "TOPO-POSITIVE",
+        "TOPO-ATTN-TP",
+        "TOPO-MOE-TP",
+        "MODEL-HEADS",
+        "MODEL-KV-HEADS",
+        "MODEL-EXPERTS",
+        "MODEL-PP-LAYERS",
+    }
+)
+#: The fields 0.4.6.post5 has no flag for (fidelity/flags/0.4.6.post5.json). Its all-to-all
+#: backend is spelled --enable-deepep-moe (meshsat: moe_a2a_backend deepep, the only choice).
+_ABSENT_0_4 = (
+    "attn_cp_size",
+    "cp_strategy",
+    "dcp_comm_backend",
+    "dcp_replicate_q_proj",
+    "dcp_size",
+    "disable_decode_cuda_graph",
+    "disable_prefill_cuda_graph",
+    "dsa_prefill_cp_mode",
+    "dwdp_size",
+    "elastic_ep_backend",
+    "elastic_ep_initial_size",
+    "elastic_ep_rejoin",
+    "elastic_ep_scale_timeout",
+    "enable_aiter_allreduce_fusion",
+    "enable_dsa_prefill_context_parallel",
+    "enable_elastic_expert_backup",
+    "enable_prefill_context_parallel",
+    "enable_prefill_cp",
+    "enable_two_batch_overlap",
+    "ep_join_mode",
+    "ep_join_rank_offset",
+    "eplb_algorithm",
+    "expert_balancedness_report_mode",
+    "language_model_only",
+    "language_only",
+    "max_ep_size",
+    "mm_enable_dp_encoder",
+    "moe_dp_size",
+    "moe_runner_backend",
+    "prefill_cp_mode",
+    "tokenizer_worker_num",
+    "use_ray",
+    "attn_dp_size",
+)
+
+V0_4_6_POST5 = apply(
+    SEED,
+    PackDiff(
+        "0.4.6.post5",
+        "2025-05",
+        "The DeepSeek large-EP era: --enable-dp-attention requires --dp-size > 1 (no silent "
+        "reset), --enable-deepep-moe is the only all-to-all backend and refuses deepep_mode "
+        "auto with DP attention, --moe-dense-tp-size only 1; no CP, decode CP, DWDP, elastic "
+        "EP or EPLB checks; everything inline in __post_init__.",
+        add_rules=(
+            Rule(
+                "MOE-DENSE-TP1",
+                is_set(F.moe_dense_tp_size),
+                F.moe_dense_tp_size == 1,
+                "moe_dense_tp_size only support 1 and None currently",
+                _POST_INIT,
+            ),
+            Rule(
+                "DPATTN-DP-GT1",
+                F.enable_dp_attention,
+                F.dp_size > 1,
+                "Please set a dp-size > 1. You can use 1 < dp-size <= tp-size ",
+                _POST_INIT,
+                hint="raise --dp-size (the DP-attention width), or drop --enable-dp-attention",
+            ),
+            Rule(
+                "DPATTN-TP-DIV",
+                F.enable_dp_attention,
+                divides(F.dp_size, F.tp_size),
+                "AssertionError (a bare assert: tp_size % dp_size == 0): with "
+                "--enable-dp-attention, tp_size must be divisible by dp_size",
+                _POST_INIT,
+            ),
+            Rule(
+                "DP-LM-HEAD",
+                F.enable_dp_lm_head,
+                F.enable_dp_attention,
+                "Please enable dp attention when setting enable_dp_attention. ",
+                _POST_INIT,
+            ),
+            Rule(
+                "DEEPEP-AUTO-DPATTN",
+                (F.moe_a2a_backend == "deepep") & (F.deepep_mode == "auto"),
+                ~F.enable_dp_attention,
+                "DeepEP MoE `auto` mode is not supported with DP Attention.",
+                _POST_INIT,
+                hint="set --deepep-mode normal or low_latency",
+            ),
+        ),
+        remove_rules=tuple(
+            r.id
+            for r in SEED.rules
+            if r.id not in _V0_4_KEPT and not r.id.startswith(("FLAG-ABSENT-", "FLAG-CHOICE-"))
+        ),
+        add_resolutions=(
+            Resolution(
+                "R-NO-GRAPHS",
+                _POST_INIT,
+                "a PD prefill server, DeepEP's normal mode and the torch-native attention "
+                "backend run without CUDA graphs",
+                (
+                    assign(
+                        (F.disaggregation_mode == "prefill")
+                        | ((F.moe_a2a_backend == "deepep") & (F.deepep_mode == "normal"))
+                        | (F.attention_backend == "torch_native"),
+                        disable_cuda_graph=True,
+                    ),
+                ),
+            ),
+        ),
+        replace_resolutions=(
+            # The copy of eplb_rebalance_num_iterations is commented out ("TODO pr-chain").
+            Resolution(
+                "R-METRICS",
+                _POST_INIT,
+                "the recorder needs a buffer size",
+                (
+                    assign(
+                        ~is_set(F.expert_distribution_recorder_buffer_size)
+                        & is_set(F.expert_distribution_recorder_mode),
+                        expert_distribution_recorder_buffer_size=1000,
+                    ),
+                ),
+            ),
+        ),
+        remove_resolutions=(
+            "R-LEGACY-CP",
+            "R-DWDP",
+            "R-CP-MODEL-DPATTN",
+            "R-DP1",
+            "R-CP-MLA",
+            "R-CP-DSA",
+            "R-CPV2",
+            "R-EPLB-RECORDER",
+            "R-DISPATCH",
+            "R-ELASTIC-REJOIN",
+            "R-ELASTIC-EPLB",
+            "R-ELASTIC-INIT",
+        ),
+        handler_order=(
+            "argparse",
+            _POST_INIT,
+            "check_server_args",
+            "SGLang launch checks",
+            "derive_parallel_widths",
+            "model weight sharding",
+        ),
+        absent_fields=_ABSENT_0_4,
+        choices=(
+            ("moe_a2a_backend", ("none", "deepep")),
+            # meshsat's "auto" is its unset value: 0.4's own default is round_robin.
+            ("load_balance_method", ("auto", "round_robin")),
+            (
+                "attention_backend",
+                ("aiter", "flashinfer", "triton", "torch_native", "fa3", "flashmla", "cutlass_mla"),
+            ),
+        ),
     ),
 )
 
 #: Every known pack, oldest first; the last is the default.
-PACKS: tuple[Pack, ...] = (SEED, V0_5_23)
+PACKS: tuple[Pack, ...] = (V0_4_6_POST5, V0_5_18, SEED, V0_5_23)
