@@ -53,9 +53,14 @@ def validation() -> list[dict[str, Any]]:
         facts = load_facts(config)
         spec = ModelSpec.from_hf_config(config)
         p = _parallel(rec, spec)
-        g: Gpu = gpu(rec["gpu"])
+        # A log that names no GPU still checks the weights and the KV cell.
+        g: Gpu | None = gpu(rec["gpu"]) if rec.get("gpu") else None
         logged = rec["logged"]
-        row: dict[str, Any] = {"id": rec["id"], "model": rec["model"], "gpu": g.name}
+        row: dict[str, Any] = {
+            "id": rec["id"],
+            "model": rec["model"],
+            "gpu": g.name if g is not None else "not named",
+        }
         w = WeightModel(facts).per_rank(p) / GIB
         row["weights_gib"] = w
         if "weights_gb" in logged:
@@ -63,7 +68,7 @@ def validation() -> list[dict[str, Any]]:
         cell = kv_bytes_per_token(facts, p, 0, rec.get("kv_cache_dtype"))
         if "kv_gb" in logged and "tokens" in logged:
             row["cell_err"] = cell / (logged["kv_gb"] * GB_LOG / logged["tokens"]) - 1
-        if "tokens" in logged and "mem_fraction_static" in rec:
+        if g is not None and "tokens" in logged and "mem_fraction_static" in rec:
             pre = rec.get("pre_load_gib")
             ctx = 1.0 if pre is None else g.memory_gib - pre
             mm = MemoryModel(
