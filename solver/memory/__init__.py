@@ -138,6 +138,8 @@ class MemoryModel:
         self.weights = WeightModel(self.facts)
         self.model_gib = self.weights.model_bytes() / GIB
         self._cache: dict[tuple[Any, ...], Memory] = {}
+        #: The column reader's caches (`solver.memory.columns`), shared by its readers.
+        self.column_cache: dict[str, Any] = {}
         # Validate the dtype once, not per layout.
         kv_bytes_per_token(self.facts, Parallel(), 0, kv_cache_dtype)
 
@@ -156,12 +158,15 @@ class MemoryModel:
         config_index: Mapping[str, int],
         constant: Mapping[str, Any],
         derived_index: Mapping[str, int],
-    ) -> Callable[[tuple[Any, ...]], tuple[float, int, int, bool]]:
+        *,
+        extend: bool = False,
+    ) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
         """Enumerate's columns (weights_gib, kv_tokens, max_requests, fits) per layout row,
-        at streaming speed; see `solver.memory.columns`."""
+        at streaming speed (with `extend`, the row with them appended); see
+        `solver.memory.columns`."""
         from solver.memory.columns import column_reader
 
-        return column_reader(self, config_index, constant, derived_index)
+        return column_reader(self, config_index, constant, derived_index, extend=extend)
 
     def _compute(self, p: Parallel) -> Memory:
         f = self.fraction

@@ -6,8 +6,12 @@ not help. The per-rank figures factor instead: a stage's weights are
 `layers·X(attn_tp) + dense_layers·Y(dense_tp) + moe_layers·Z(ep, moe_tp, dense_tp) +
 embedding + LM head`, and its KV cell is `layers·C(attn_tp)`, where X, Y, Z, C and the
 default `mem_fraction_static` take few distinct values and are cached. A layout then costs a
-handful of multiplications per distinct stage shape. `tests/test_memory.py` checks the
-columns against `MemoryModel.of`.
+handful of multiplications, in a function generated per pipeline depth with each distinct
+stage shape unrolled, and the result is cached per key of the widths it depends on (`_KEY`):
+an enumeration's layouts share keys several times over (dp_size and dcp_size only scale the
+requests), so most rows cost one generated tuple and one dictionary lookup. The caches are
+keyed by values and kept on the `MemoryModel`, so a second enumeration starts warm.
+`tests/test_memory.py` checks the columns against `MemoryModel.of`.
 """
 
 from __future__ import annotations
@@ -23,21 +27,36 @@ if TYPE_CHECKING:
     from solver.memory import MemoryModel
 
 GIB = float(1 << 30)
-Columns = tuple[float, int, int, bool]
 
-#: Row field -> its name in the generated reader, in the order `compute` takes them.
-_FIELDS = (
-    ("tp_size", 1),
-    ("pp_size", 1),
-    ("dp_size", 1),
-    ("enable_dp_attention", False),
-    ("ep_size", 1),
-    ("dcp_size", 1),
-    ("moe_dense_tp_size", None),
-    ("enable_dp_lm_head", False),
-    ("chunked_prefill_size", None),
+#: The value a field the row lacks takes when the shared constants lack it too.
+_DEFAULTS: dict[str, Any] = {
+    "tp_size": 1,
+    "pp_size": 1,
+    "dp_size": 1,
+    "enable_dp_attention": False,
+    "ep_size": 1,
+    "dcp_size": 1,
+    "moe_dense_tp_size": None,
+    "enable_dp_lm_head": False,
+    "chunked_prefill_size": None,
+}
+#: What the per-rank figures depend on, in the order of a cache key: the engine's widths
+#: (the first `_ENGINE`, which fix the budget, attention, embedding and head), then the MoE's.
+_KEY = (
+    "tp_size",
+    "pp_size",
+    "enable_dp_attention",
+    "moe_dense_tp_size",
+    "enable_dp_lm_head",
+    "chunked_prefill_size",
+    "attn_tp",
+    "attn_dp",
+    "ep_size",
+    "moe_tp",
 )
-_DERIVED = ("attn_tp", "attn_dp", "moe_tp")
+_ENGINE = 8
+#: Distinct keys held before the cache is emptied (a few million layouts share far fewer).
+_CACHE_LIMIT = 1 << 20
 
 
 def _ceil(a: int, b: int) -> int:
@@ -49,20 +68,45 @@ def column_reader(
     config_index: Mapping[str, int],
     constant: Mapping[str, Any],
     derived_index: Mapping[str, int],
-) -> Callable[[tuple[Any, ...]], Columns]:
+    *,
+    extend: bool = False,
+) -> Callable[[tuple[Any, ...]], Any]:
     """A function from an enumerated layout's row (`Layout.row`, with the three mappings of
-    its `Layout.shape`) to (weights_gib, kv_tokens, max_requests, fits)."""
-    parts = []
-    for name, default in _FIELDS:
+    its `Layout.shape`) to (weights_gib, kv_tokens, max_requests, fits); with `extend`, to
+    the row with those four appended (what enumerate streams)."""
+
+    def shared_value(name: str) -> Any:
+        """The value every row has for a field the rows do not hold."""
+        default = _DEFAULTS[name]
+        v = constant.get(name, default)
+        return v if v is not None or default is None else default
+
+    def read_of(name: str) -> str:
+        """The row read of a field, or its shared value inlined."""
+        if name in derived_index:
+            return f"r[{derived_index[name]}]"
         if name in config_index:
-            parts.append(f"r[{config_index[name]}]")
-        else:
-            v = constant.get(name, default)
-            parts.append(repr(v if v is not None or default is None else default))
-    parts += [f"r[{derived_index[n]}]" for n in _DERIVED]
-    # Generated once per enumeration: a tuple of row reads and inlined constants.
-    pick: Callable[[tuple[Any, ...]], tuple[Any, ...]] = eval(
-        "lambda r: (" + ", ".join(parts) + ",)", {"__builtins__": {}}
+            return f"r[{config_index[name]}]"
+        return repr(shared_value(name))
+
+    # Generated once per enumeration: the row's key is a tuple of its row reads (the fields
+    # the rows share are left out and filled in on a miss); a layout whose key was seen
+    # costs one dictionary lookup.
+    in_row = {**config_index, **derived_index}
+    short = ", ".join(read_of(n) for n in _KEY if n in in_row)
+    full = ", ".join(read_of(n) for n in _KEY)
+    source = (
+        "def read(r):\n"
+        f"    k = ({short},)\n"
+        "    h = cache.get(k)\n"
+        "    if h is None:\n"
+        "        if len(cache) >= limit:\n"
+        "            cache.clear()\n"
+        f"        h = cache[k] = miss(({full},))\n"
+        "    w, t, fits, pools, per_dp = h\n"
+        f"    if per_dp:\n        pools *= {read_of('dp_size')}\n"
+        f"    return {'r + ' if extend else ''}(w, t, pools * (t * {read_of('dcp_size')} // ctx), "
+        "fits)\n"
     )
 
     f = mm.facts
@@ -74,77 +118,117 @@ def column_reader(
     attn_a, attn_b, dense_d = wm.attn_sharded, wm.attn_whole, wm.dense
     expert_e, shared_s, router_r = wm.expert, wm.shared, wm.router
 
-    def kinds(pp: int) -> list[tuple[int, int, int, int]]:
-        out = {}
-        for s, (a, b) in enumerate(stage_layers(f.num_layers, pp)):
-            moe = wm._moe_prefix[b] - wm._moe_prefix[a]
-            key = (b - a, moe, int(s == 0), int(s == pp - 1))
-            out[key] = key
-        return list(out)
+    stage_cache: dict[int, Callable[..., tuple[float, float]]] = mm.column_cache.setdefault(
+        "stages", {}
+    )
 
-    def engine_terms(key: tuple[Any, ...]) -> tuple[float, list[tuple[int, int, int, int]]]:
-        tp, pp, dpa, attn_dp, chunked = key
-        fr = fixed_fraction
-        if fr is None:
-            fr = default_mem_fraction_static(
-                gpu_mib,
-                tp=tp,
-                pp=pp,
-                dp_attention=dpa,
-                dp=attn_dp,
-                mla=f.is_mla,
-                chunked_prefill_size=chunked,
-                pack=mm.pack,
-            )
-        return pre * fr * GIB, kinds(pp)
+    def stages(pp: int) -> Callable[..., tuple[float, float]]:
+        """(worst stage's weights, fewest tokens) for `pp` stages, generated with each
+        distinct stage shape unrolled: (layers, MoE layers, first, last) are constants,
+        terms with a zero factor are left out (adding 0.0 changes no float)."""
+        hit = stage_cache.get(pp)
+        if hit is not None:
+            return hit
+        kinds: dict[tuple[int, int, bool, bool], None] = {}
+        for i, (lo, hi) in enumerate(stage_layers(f.num_layers, pp)):
+            moe = wm._moe_prefix[hi] - wm._moe_prefix[lo]
+            kinds[(hi - lo, moe, i == 0, i == pp - 1)] = None
+        weights, tokens = [], []
+        for k, (n, moe, first, last) in enumerate(kinds):
+            terms = [f"{n} * x"]
+            terms += [f"{n - moe} * y"] if n - moe else []
+            terms += [f"{moe} * z"] if moe else []
+            terms += ["emb"] if first else []
+            terms += ["head"] if last else []
+            weights.append(f"    w{k} = " + " + ".join(terms) + "\n")
+            tokens.append(f"(budget - w{k}) // ({n} * cell)")
+        ws = [f"w{k}" for k in range(len(kinds))]
+        worst = ws[0] if len(ws) == 1 else f"max({', '.join(ws)})"
+        fewest = tokens[0] if len(tokens) == 1 else f"min({', '.join(tokens)})"
+        source = (
+            "def stages(x, y, z, emb, head, budget, cell):\n"
+            + "".join(weights)
+            + f"    return {worst}, {fewest}\n"
+        )
+        namespace: dict[str, Any] = {"__builtins__": {"max": max, "min": min}}
+        exec(compile(source, f"<meshsat:memory-stages-{pp}>", "exec"), namespace)
+        fn: Callable[..., tuple[float, float]] = namespace["stages"]
+        stage_cache[pp] = fn
+        return fn
 
-    engine_cache: dict[tuple[Any, ...], tuple[float, list[tuple[int, int, int, int]]]] = {}
-    attn_cache: dict[int, tuple[float, float, float]] = {}
-    tp_cache: dict[int, float] = {}
-    moe_cache: dict[tuple[int, int, int], float] = {}
     emb_full = vocab * row_bytes
     head_anyway = not tied
 
-    def read(r: tuple[Any, ...]) -> Columns:
-        tp, pp, dp, dpa, ep, dcp, dense, lmh, chunked, attn_tp, attn_dp, moe_tp = pick(r)
-        a = attn_cache.get(attn_tp)
-        if a is None:
-            a = attn_cache[attn_tp] = (
-                attn_a / attn_tp + attn_b,
-                layer_kv_bytes(f, attn_tp, kv_dtype),
-                _ceil(vocab, attn_tp) * row_bytes,
-            )
-        x, cell_l, head_attn = a
-        vocab_tp = tp_cache.get(tp)
-        if vocab_tp is None:
-            vocab_tp = tp_cache[tp] = _ceil(vocab, tp) * row_bytes
+    def engine(ek: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Everything one key's engine part fixes: the stages, the attention share, the
+        dense MLP share, embedding and head, the KV budget and cell."""
+        tp, pp, dpa, dense, lmh, chunked, attn_tp, attn_dp = ek
+        fr = fixed_fraction
+        if fr is None:
+            fk = (tp, pp, dpa, attn_dp, chunked)
+            fr = fraction_cache.get(fk)
+            if fr is None:
+                fr = fraction_cache[fk] = default_mem_fraction_static(
+                    gpu_mib,
+                    tp=tp,
+                    pp=pp,
+                    dp_attention=dpa,
+                    dp=attn_dp,
+                    mla=f.is_mla,
+                    chunked_prefill_size=chunked,
+                    pack=mm.pack,
+                )
+        cell = cell_cache.get(attn_tp)
+        if cell is None:
+            cell = cell_cache[attn_tp] = layer_kv_bytes(f, attn_tp, kv_dtype)
+        vocab_tp = _ceil(vocab, tp) * row_bytes
         dtp = dense or tp
-        zk = (ep, moe_tp, dtp)
-        z = moe_cache.get(zk)
-        if z is None:
-            z = moe_cache[zk] = _ceil(experts, ep) * expert_e / moe_tp + router_r + shared_s / dtp
-        y = dense_d / dtp
-        emb = emb_full if dpa else vocab_tp
         head = row_bytes
         if head_anyway or pp > 1:
-            head += head_attn if lmh else vocab_tp
-        ek = (tp, pp, dpa, attn_dp, chunked)
+            head += _ceil(vocab, attn_tp) * row_bytes if lmh else vocab_tp
+        return (
+            stages(pp),
+            attn_a / attn_tp + attn_b,
+            dense_d / dtp,
+            emb_full if dpa else vocab_tp,
+            head,
+            pre * fr * GIB,
+            cell,
+            dtp,
+        )
+
+    fraction_cache: dict[tuple[Any, ...], float] = mm.column_cache.setdefault("fraction", {})
+    cell_cache: dict[int, float] = mm.column_cache.setdefault("cell", {})
+    # Keyed by values, not row positions: shared by every reader of this model, so a second
+    # enumeration (another N, another filter) starts warm.
+    engine_cache: dict[tuple[Any, ...], tuple[Any, ...]] = mm.column_cache.setdefault("engine", {})
+    known: dict[tuple[Any, ...], tuple[float, int, bool, int, bool]] = mm.column_cache.setdefault(
+        "figures", {}
+    )
+    cache: dict[tuple[Any, ...], tuple[float, int, bool, int, bool]] = {}
+
+    def miss(key: tuple[Any, ...]) -> tuple[float, int, bool, int, bool]:
+        """The per-rank figures of one key: (weights GiB, tokens, fits, attention-DP
+        pools, whether engine replicas multiply them)."""
+        hit = known.get(key)
+        if hit is not None:
+            return hit
+        ek = key[:_ENGINE]
         en = engine_cache.get(ek)
         if en is None:
-            en = engine_cache[ek] = engine_terms(ek)
-        budget, ks = en
-        worst = 0.0
-        tokens = -1
-        for n, moe, first, last in ks:
-            w = n * x + (n - moe) * y + moe * z + first * emb + last * head
-            if w > worst:
-                worst = w
-            t = int((budget - w) // (n * cell_l)) if budget > w else 0
-            if tokens < 0 or t < tokens:
-                tokens = t
+            en = engine_cache[ek] = engine(ek)
+        unrolled, x, y, emb, head, budget, cell, dtp = en
+        z = -(-experts // key[8]) * expert_e / key[9] + router_r + shared_s / dtp
+        worst, fewest = unrolled(x, y, z, emb, head, budget, cell)
+        tokens = int(fewest) if fewest > 0 else 0
         if page > 1:
             tokens = tokens // page * page
-        pools = attn_dp if dpa else attn_dp * dp
-        return worst / GIB, tokens, pools * (tokens * dcp // ctx), tokens > 0
+        if len(known) >= _CACHE_LIMIT:
+            known.clear()
+        hit = known[key] = (worst / GIB, tokens, tokens > 0, key[7], not key[2])
+        return hit
 
+    namespace: dict[str, Any] = {"cache": cache, "miss": miss, "ctx": ctx, "limit": _CACHE_LIMIT}
+    exec(compile(source, "<meshsat:memory-columns>", "exec"), namespace)
+    read: Callable[[tuple[Any, ...]], Any] = namespace["read"]
     return read
