@@ -147,7 +147,7 @@ def test_layout_object() -> None:
 
 
 def test_infeasible_base_lists_nothing() -> None:
-    base = {"env_enable_eplb_balancedness_metric": True}  # METRICS-ENV always fails
+    base = {"dwdp_size": 3}  # DWDP needs dwdp_size == tp_size: no divisor of 8 is 3
     assert list(solver.enumerate(8, base=base)) == []
     assert count(8, base=base) == 0
     assert not list(oracle_for(8, None, tuple(base.items()), DEFAULT_VARY))

@@ -156,7 +156,7 @@ def test_vary_adds_a_column(capsys: pytest.CaptureFixture[str]) -> None:
     r = run_cli(capsys, "enumerate", "-n", "8", "--vary", "moe_a2a_backend", "-f", "jsonl")
     rows = [json.loads(x) for x in r.out.splitlines()]
     assert "moe_a2a_backend" in rows[0]
-    assert {row["moe_a2a_backend"] for row in rows} >= {"none", "deepep", "flashinfer"}
+    assert {row["moe_a2a_backend"] for row in rows} >= {"none", "deepep", "mooncake"}
     assert all(row["ep_size"] == row["tp_size"] for row in rows if row["moe_a2a_backend"] != "none")
     assert len(rows) == solver.count(8, vary=(*DEFAULT_VARY, "moe_a2a_backend"))
 

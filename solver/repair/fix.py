@@ -199,12 +199,17 @@ def fix(
                     outcome.timed_out = True
                 return outcome
             live = set(fp.changeable(pack))
-            search.blocked.extend(prob.enc.formula(_other_shape(r, live)) for r in heavy)
+            if not memory.facts.is_moe:  # without experts the MoE widths move no byte
+                live -= set(_MOE_FIELDS)
+            widths = _MEMORY_WIDTHS if memory.facts.is_moe else _DENSE_WIDTHS
+            search.blocked.extend(prob.enc.formula(_other_shape(r, live, widths)) for r in heavy)
 
     with prob.lock:
         outcome = _fitting(search, objective, [n for n in pinned if n in fp.changeable(pack)], top)
-    if search.blocked and (outcome.conflict is not None or not outcome.found):
-        return _replace(base, conflict=_no_fit(cfg, pinned, memory), timed_out=outcome.timed_out)
+    if search.blocked and outcome.conflict is not None:
+        return _replace(base, conflict=_no_fit(cfg, pinned, memory))
+    if search.blocked and not outcome.found:  # out of time before a layout that loads
+        return _replace(base, timed_out=True)
     if outcome.conflict is not None:
         pin_names, rule_ids = outcome.conflict
         conflict = Conflict(
@@ -305,11 +310,16 @@ def _result(
 
 #: What the memory model reads of a layout (`Parallel.from_resolved`): two layouts that agree
 #: on these load the same.
+#: `chunked_prefill_size` moves the default `mem_fraction_static` too, but it is open-ended (any
+#: integer): blocking it value by value never ends, so a shape is blocked at every chunk size.
 _MEMORY_FIELDS = (
     "tp_size", "pp_size", "dp_size", "attn_cp_size", "ep_size", "moe_dp_size", "dcp_size",
-    "moe_dense_tp_size", "enable_dp_attention", "enable_dp_lm_head", "chunked_prefill_size",
+    "moe_dense_tp_size", "enable_dp_attention", "enable_dp_lm_head",
 )  # fmt: skip
 _MEMORY_WIDTHS = ("attn_tp", "attn_dp", "moe_tp", "replicas")
+#: What only a model with experts reads (`solver.memory.weights`: the expert term).
+_MOE_FIELDS = ("ep_size", "moe_dp_size")
+_DENSE_WIDTHS = ("attn_tp", "attn_dp", "replicas")
 
 
 def _checked(pack: Pack, cfg: Config, spec: ModelSpec | None, values: Mapping[str, Any]) -> Any:
@@ -330,7 +340,7 @@ def _loads(memory: MemoryModel, report: Any) -> bool:
     return bool(memory.of(Parallel.from_resolved(report.resolved, report.derived)).fits)
 
 
-def _other_shape(report: Any, live: set[str]) -> Expr:
+def _other_shape(report: Any, live: set[str], widths_read: tuple[str, ...]) -> Expr:
     """A layout whose memory shape differs from this report's. Only fields fix can change
     take part: the others keep the input's value in every candidate, and the search leaves
     their variables free, so a condition on them would exclude nothing."""
@@ -339,7 +349,7 @@ def _other_shape(report: Any, live: set[str]) -> Expr:
         value, ref = report.resolved[name], SPECS[name].ref
         same.append(Not(IsSet(ref)) if value is None else Cmp("==", ref, lift(value)))
     widths = {w.name: w for w in DERIVED}
-    same += [Cmp("==", widths[n], lift(int(report.derived[n]))) for n in _MEMORY_WIDTHS]
+    same += [Cmp("==", widths[n], lift(int(report.derived[n]))) for n in widths_read]
     return Not(And(*same))
 
 
