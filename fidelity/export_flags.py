@@ -1,7 +1,8 @@
 """Export every release's flag table (fidelity/flags/<v>.json) into the compact table the
 command reader ships (solver/inputs/sglang_flags.json): per release, each option string and
-how many values it takes (0, 1, 2 for any number). Run after `make fidelity` refreshes the
-flag dumps:
+how many values it takes (0, 1, 2 for any number), and the values a one-value option
+accepts where its parser lists choices (argparse exits on any other). Run after
+`make fidelity` refreshes the flag dumps:
 
     python -m fidelity.export_flags
 """
@@ -18,9 +19,11 @@ NO_VALUE = {"_StoreTrueAction", "_StoreFalseAction", "_CountAction", "Deprecated
 
 def main() -> None:
     releases: dict[str, dict[str, int]] = {}
+    choices: dict[str, dict[str, list[str]]] = {}
     for path in sorted((HERE / "flags").glob("*.json")):
         table = json.loads(path.read_text(encoding="utf-8"))
         flags: dict[str, int] = {}
+        accepts: dict[str, list[str]] = {}
         for entry in table["flags"]:
             nargs = entry.get("nargs")
             takes = 0 if entry["action"] in NO_VALUE or nargs == 0 else 1
@@ -29,8 +32,12 @@ def main() -> None:
             for option in entry["flags"]:
                 if option.startswith("--"):
                     flags[option] = takes
+                    if entry.get("choices") and takes == 1:
+                        accepts[option] = [str(c) for c in entry["choices"]]
         releases[path.stem] = dict(sorted(flags.items()))
-    TARGET.write_text(json.dumps({"releases": releases}, separators=(",", ":")) + "\n")
+        choices[path.stem] = dict(sorted(accepts.items()))
+    data = {"releases": releases, "choices": choices}
+    TARGET.write_text(json.dumps(data, separators=(",", ":")) + "\n")
     print(f"{TARGET}: {', '.join(f'{v} ({len(f)})' for v, f in releases.items())}")
 
 

@@ -260,6 +260,10 @@ def spell(release: str, config: Config, fields: frozenset[str]) -> tuple[Config,
                 c["enable_prefill_cp"] = True
                 if c.get("cp_strategy") is None:
                     c["cp_strategy"] = LEGACY_MODE[m or default]
+    if major < (0, 5) and c.get("load_balance_method") == "auto":
+        # meshsat's "auto" is its unset value (the 0.4 pack says so): 0.4's parser has no
+        # such choice, and a user of 0.4 leaves the flag out for its round_robin default.
+        del c["load_balance_method"]
     if major < (0, 5) and "moe_a2a_backend" not in fields:
         backend = c.pop("moe_a2a_backend", "none")
         if backend == "deepep":

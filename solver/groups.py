@@ -74,8 +74,6 @@ class Widths:
             )
         if self.ep * self.moe_dp * self.moe_tp != self.tp:
             raise ValueError(f"ep·moe_dp = {self.ep}·{self.moe_dp} does not divide tp {self.tp}")
-        if self.attn_tp % self.dcp:
-            raise ValueError(f"dcp {self.dcp} does not divide attn_tp {self.attn_tp}")
 
     @classmethod
     def of(cls, resolved: Mapping[str, Any]) -> Widths:
@@ -188,7 +186,7 @@ def plan(w: Widths) -> RankMap:
                 moe_dp=local // (m_tp * w.ep),
                 ep=(local // m_tp) % w.ep,
                 moe_tp=local % m_tp,
-                dcp=tp_r % w.dcp,
+                dcp=local % w.dcp,
                 node=rank // w.gpus_per_node,
                 local_gpu=rank % w.gpus_per_node,
                 local=local,
@@ -203,7 +201,10 @@ def plan(w: Widths) -> RankMap:
         "ep": lambda r: (r.replica, r.pp, r.moe_dp, r.moe_tp),
         "moe_tp": lambda r: (r.replica, r.pp, r.moe_dp, r.ep),
         "moe_dp": lambda r: (r.replica, r.pp, r.ep, r.moe_tp),
-        "dcp": lambda r: (r.replica, r.pp, r.attn_dp, r.attn_cp, r.attn_tp // w.dcp),
+        # SGLang's initialize_model_parallel: runs of dcp_size consecutive ranks of each
+        # TP group (the last run shorter when dcp_size does not divide tp_size). Inside
+        # one attention-TP group exactly when dcp_size divides attn_tp (DCP-IN-ATTN-TP).
+        "dcp": lambda r: (r.replica, r.pp, r.local // w.dcp),
     }
     groups = {kind: _group_by(ranks, keys[kind]) for kind in GROUP_KINDS}
     shared = w.attn_cp > w.moe_dp

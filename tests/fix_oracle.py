@@ -57,6 +57,12 @@ CHOICES: dict[str, tuple[Any, ...]] = {
 }
 
 
+#: Indices of the rules a proposed layout keeps: SGLang's errors and meshsat's advice.
+KEPT = frozenset(
+    i for i, r in enumerate(PACK.rules) if r.severity == "error" or r.id in PACK.advice
+)
+
+
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -185,7 +191,8 @@ def nearest(
             if order(final, objective) >= limit:  # type: ignore[arg-type]
                 return
             failed = checker.violations(resolved, chosen)
-            if all(PACK.rules[k].severity != "error" for k in failed):
+            # fix proposes layouts SGLang accepts *and* meshsat's advice keeps.
+            if not any(k in KEPT for k in failed):
                 values = {n: chosen[n] for n in old}
                 assert validate(values, explain=False, sglang_version=PACK).valid
                 yield order(final, objective), values  # type: ignore[arg-type]

@@ -90,8 +90,15 @@ def assert_minimal_core(config: Config, core: tuple[str, ...]) -> None:
             ("pp_size", "moe_dp_size"),
         ),
         (
-            {"tp_size": 32, "dcp_size": 5, "dcp_comm_backend": "a2a", "enable_prefill_cp": True},
-            ("tp_size", "dcp_size"),
+            {
+                "tp_size": 32,
+                "dcp_size": 5,
+                "dcp_comm_backend": "a2a",
+                "enable_prefill_cp": True,
+                "cp_strategy": "zigzag",
+                "attn_cp_size": 2,
+            },
+            ("enable_prefill_cp", "dcp_size"),
         ),
         # Two independent conflicts with the defaults (ep_size 1; a2a none): the first
         # candidate in declaration order that completes a conflict is named.

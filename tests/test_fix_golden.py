@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from solver import validate
+from solver.packs import NEWEST
 from solver.repair.fix import fix
 from solver.repair.objective import same_value
 from tests.enum_cases import MODELS
@@ -37,6 +38,8 @@ def test_the_table_covers_every_subsystem() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_first_fix_is_the_operators(case: Golden) -> None:
     model = MODELS[case.model] if case.model else None
-    assert not validate(case.layout, model, explain=False).valid, "the case must be broken"
+    report = validate(case.layout, model, explain=False)
+    # Broken: SGLang rejects it, or it breaks meshsat's advice (which fix also repairs).
+    assert not report.valid or any(w.rule in NEWEST.advice for w in report.warnings)
     got = changed(case)
     assert any(matches(got, want) for want in case.accepted), (got, case.why)

@@ -46,6 +46,34 @@ def test_dcp_groups_are_runs_inside_attention_tp() -> None:
     assert m.groups["dcp"] == ((0, 1), (2, 3), (4, 5), (6, 7))
 
 
+def sglang_dcp_groups(tp_groups: tuple[tuple[int, ...], ...], dcp: int) -> list[tuple[int, ...]]:
+    """SGLang's own construction (initialize_model_parallel, 0.5.18 to 0.5.23), transcribed."""
+    out = []
+    for tp_group in tp_groups:
+        for start in range(0, len(tp_group), dcp):
+            out.append(tuple(tp_group[start : start + dcp]))
+    return out
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"tp_size": 8, "dcp_size": 8, "dp_size": 2, "enable_dp_attention": True},
+        {"tp_size": 4, "dcp_size": 3},
+        {"tp_size": 2, "dcp_size": 4, "pp_size": 2},
+    ],
+)
+def test_dcp_groups_that_cross_attention_tp_follow_sglang(config: dict[str, Any]) -> None:
+    # Only meshsat's advice: SGLang accepts these and forms the groups anyway.
+    report = validate(config)
+    assert report.valid
+    assert [w.rule for w in report.warnings] == ["DCP-IN-ATTN-TP"]
+    m = groups(config)
+    assert sorted(m.groups["dcp"]) == sorted(sglang_dcp_groups(m.groups["tp"], config["dcp_size"]))
+    for r in m.ranks:
+        assert m.group_of("dcp", r.rank)[r.dcp] == r.rank
+
+
 def test_invalid_layout_is_refused_with_the_validators_messages() -> None:
     with pytest.raises(InvalidLayoutError, match=r"\[CP-DPCP-DIV\]"):
         groups({"tp_size": 8, "dp_size": 6, "attn_cp_size": 2, "enable_dp_attention": True})
@@ -105,6 +133,7 @@ def test_groups_partition_ranks_with_the_right_widths(chunk: int) -> None:
             "dcp": w.dcp,
         }
         assert w.world == validate(config, explain=False).derived["gpus_used"]
+        assert sorted(m.groups["dcp"]) == sorted(sglang_dcp_groups(m.groups["tp"], w.dcp))
         for kind in GROUP_KINDS:
             flat = sorted(r for g in m.groups[kind] for r in g)
             assert flat == list(range(w.world)), (config, kind)
@@ -117,7 +146,7 @@ def test_groups_partition_ranks_with_the_right_widths(chunk: int) -> None:
             assert r.moe_dp == (r.attn_cp if m.moe_dp_is_attn_cp else split_moe_dp)
             assert r.rank == (r.replica * w.pp + r.pp) * w.tp + local
             assert r.rank == r.node * w.gpus_per_node + r.local_gpu
-            assert r.dcp == r.attn_tp % w.dcp
+            assert m.group_of("dcp", r.rank)[r.dcp] == r.rank
             assert r.rank in m.group_of("attn_cp", r.rank)
 
 

@@ -95,6 +95,11 @@ def test_validate_reports_a_broken_job_as_violations(
         ("--tp 8 --attn-dp-size 2", "0.5.23", []),
         ("--tp 8 --tp-sizee 2", "0.5.23", ["--tp-sizee"]),
         ("--pp 2", "0.5.23", ["--pp (ambiguous: it abbreviates"]),  # --pp-size and two more
+        # meshsat's "auto" is 0.4's unset value, but its parser has no such choice.
+        ("--tp 2 --load-balance-method auto", "0.4.6.post5", ["--load-balance-method auto"]),
+        ("--tp 2 --load-balance-method auto", "0.5.23", []),
+        ("--tp 2 --load-balance=shortest_queue", "0.4.6.post5", []),
+        ("--tp 2 --tokenizer-mode fast", "0.4.6.post5", ["--tokenizer-mode fast (invalid"]),
     ],
 )
 def test_flags_are_judged_by_the_chosen_releases_table(
@@ -117,6 +122,67 @@ def test_flags_are_judged_by_the_chosen_releases_table(
             assert flag in flagged[0]["message"]
         if strict and refused:
             assert run.code == 1 and not report["valid"]
+
+
+def _release_parser(release: str) -> Any:
+    """argparse itself, rebuilt from the release's recorded flag table: the oracle for which
+    one-value options refuse which values (choices, abbreviations, int conversion)."""
+    import argparse
+    import json
+
+    table = json.loads((FLAG_DUMPS / f"{release}.json").read_text(encoding="utf-8"))
+
+    class Refused(Exception):
+        pass
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> Any:  # argparse exits; the oracle raises instead
+            raise Refused(message)
+
+    parser = Parser(add_help=False)
+    for entry in table["flags"]:
+        options = [o for o in entry["flags"] if o.startswith("--")]
+        if not options:
+            continue
+        if entry["nargs"] is None and entry["action"] not in NO_VALUE:
+            typed = int if entry.get("type") == "int" else str
+            parser.add_argument(*options, dest=entry["dest"], type=typed, choices=entry["choices"])
+        else:
+            parser.add_argument(*options, dest=entry["dest"], nargs="*")
+    return parser, Refused, table
+
+
+FLAG_DUMPS = Path(__file__).resolve().parent.parent / "fidelity" / "flags"
+#: Actions that take no value, whatever their nargs says.
+NO_VALUE = {"_StoreTrueAction", "DeprecatedStoreTrueAction", "BooleanOptionalAction"}
+
+
+@pytest.mark.parametrize("release", ["0.4.6.post5", "0.5.23"])
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_refused_choices_match_the_releases_argparse(release: str, data: st.DataObject) -> None:
+    from solver.inputs.sglang_cmdline import refused_values
+
+    parser, refused_error, table = _release_parser(release)
+    with_choices = [e for e in table["flags"] if e.get("choices") and e["nargs"] is None]
+    entry = data.draw(st.sampled_from(with_choices))
+    option = data.draw(st.sampled_from([o for o in entry["flags"] if o.startswith("--")]))
+    # The whole option, or any abbreviation of it that argparse reads as that one option.
+    cut = data.draw(st.integers(min_value=3, max_value=len(option)))
+    flag = option[:cut]
+    value = data.draw(
+        st.one_of(
+            st.sampled_from([str(c) for c in entry["choices"]]), st.text("abc_01", max_size=6)
+        )
+    )
+    try:
+        parser.parse_args([flag, value])
+        expected = False
+    except refused_error as e:
+        if "invalid choice" not in str(e):  # ambiguous or not an option: another check's
+            return
+        expected = True
+    assert bool(refused_values([(flag, value)], release)) == expected, (flag, value)
 
 
 # --- round trip: any layout, written in any supported shape, reads back ------------------

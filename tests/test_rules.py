@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from solver import validate
+from solver import fix, validate
 from solver.backends.render import failure_detail, format_message
 from solver.catalogue import ERRORS, RULES, WARNINGS
 from solver.packs import SEED
@@ -37,7 +37,9 @@ def test_rule_breaks_and_repairs(case: Case, backend: str) -> None:
     assert errors_of(after) == case.remaining
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if not c.raw_only], ids=lambda c: c.rule)
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if not c.raw_only and c.rule not in SEED.advice], ids=lambda c: c.rule
+)
 def test_validate_reports_the_rule(case: Case) -> None:
     report = validate(case.config, case.model or None, explain=False, sglang_version=SEED)
     assert not report.valid
@@ -47,6 +49,23 @@ def test_validate_reports_the_rule(case: Case) -> None:
     )
     assert {v.rule for v in repaired.violations} == case.remaining
     assert repaired.valid == (not case.remaining)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.rule in SEED.advice], ids=lambda c: c.rule)
+def test_advice_is_a_warning_that_fix_still_keeps(case: Case) -> None:
+    # SGLang accepts the layout: the verdict is its own, the advice a warning ...
+    report = validate(case.config, case.model or None, explain=False, sglang_version=SEED)
+    assert report.valid and not report.violations
+    assert case.rule in {w.rule for w in report.warnings}
+    assert SEED.kind(case.rule).startswith("advice")
+    # ... but meshsat never proposes such a layout: fix repairs it like an error.
+    assert case.rule in {r.id for r in SEED.constraints}
+    assert case.rule not in {r.id for r in SEED.errors}
+    repaired = fix(case.config, case.model or None, sglang_version=SEED)
+    assert not repaired.valid_input and repaired.advice == (case.rule,)
+    assert not repaired.violations
+    after = validate(repaired.best.config, case.model or None, sglang_version=SEED)
+    assert after.valid and case.rule not in {w.rule for w in after.warnings}
 
 
 @pytest.mark.parametrize("rule_id,config", WARNING_CASES, ids=[w for w, _ in WARNING_CASES])

@@ -47,12 +47,18 @@ RULES: tuple[Rule, ...] = (
         "--dcp-size {dcp_size} --dcp-comm-backend {dcp_comm_backend}.",
         SRC,
     ),
+    # meshsat's advice in every pack (a warning; `enumerate` and `fix` still keep it):
+    # SGLang's initialize_model_parallel cuts each TP group into runs of dcp_size ranks
+    # and asserts nothing, so a run is cut short or crosses attention-TP groups, while
+    # the KV stays sharded by position modulo dcp_size (docs/rules.md §5).
     Rule(
         "DCP-IN-ATTN-TP",
         (dcp > 1) & attn_tp_whole,
         divides(dcp, attn_tp),
-        "dcp_size must divide the attention-TP width attn_tp: decode-CP groups are runs of "
-        "dcp_size ranks inside each attention-TP group.",
+        "dcp_size {dcp_size} does not divide the attention-TP width: SGLang cuts each TP "
+        "group into runs of dcp_size ranks, so a decode-CP group is cut short or spans "
+        "attention-TP groups that serve different requests.",
         "dcp_size field documentation (SGLang does not assert it)",
+        hint="choose a dcp_size that divides tp_size / (attention DP · attention CP)",
     ),
 )

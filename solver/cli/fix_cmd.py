@@ -134,6 +134,8 @@ def print_fix(report: FixReport, *, verbose: bool = False) -> None:
         return
     if report.violations:
         broken = ", ".join(report.violations)
+    elif report.advice:
+        broken = f"valid for SGLang, but breaks meshsat's advice {', '.join(report.advice)}"
     elif report.gpus is not None and report.gpus != report.gpus_before:
         broken = f"uses {report.gpus_before} GPUs, not {report.gpus}"
     else:

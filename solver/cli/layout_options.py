@@ -151,9 +151,10 @@ def read_layout(
 
 
 def missing_flags_text(layout: LayoutInput) -> str:
-    """One line: the flags the release would refuse, each with the closest it has."""
+    """One line: the flags (or values) the release would refuse, each with the closest it
+    has or the values it accepts."""
     shown = " ".join(f if hint is None else f"{f} ({hint})" for f, hint in layout.missing_flags)
-    who = f"SGLang {layout.missing_in} does not have" if layout.missing_in else (
-        "no SGLang release has"
-    )  # fmt: skip
-    return f"{len(layout.missing_flags)} flag(s) {who} (its parser would refuse them): {shown}"
+    n = len(layout.missing_flags)
+    if layout.missing_in:
+        return f"{n} flag(s) SGLang {layout.missing_in}'s parser would refuse: {shown}"
+    return f"{n} flag(s) no SGLang release has (its parser would refuse them): {shown}"

@@ -99,7 +99,7 @@ def build_problem(
                     env[name] = specialise(Ite(cond, new, env[name]))
                     if not step.quiet:
                         loud.add(name)
-    checks: list[Expr] = [r.constraint for r in pack.errors]
+    checks: list[Expr] = [r.constraint for r in pack.constraints]
     checks.append(Cmp("==", gpus_used, GPUS))
     checks.extend(where)
     checks.extend(within_nodes(kind) for kind in intra_node)

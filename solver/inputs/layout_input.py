@@ -22,6 +22,7 @@ from solver.inputs.sglang_cmdline import (
     JobIssue,
     missing_from_release,
     parse_sglang_command,
+    refused_values,
     release_flags,
 )
 from solver.lang.config import Config
@@ -114,7 +115,9 @@ def load_layout(
             )
         job, model_path = tuple(parsed.job), parsed.model_path
         if release is not None and release_flags(release) is not None:
-            missing, missing_in = missing_from_release(parsed.flags, release), release
+            missing = missing_from_release(parsed.flags, release)
+            missing += refused_values(parsed.given, release)
+            missing_in = release
         else:
             missing = [(f, None) for f in parsed.unknown_flags]
     for item in sources.sets:

@@ -67,6 +67,9 @@ class ParsedCommandLine:
     ignored: list[str] = field(default_factory=list)
     #: Flags no SGLang release has (SGLang's own parser would refuse them).
     unknown_flags: list[str] = field(default_factory=list)
+    #: (flag, value) as written, for every flag given one literal value: checked against
+    #: the chosen release's choices.
+    given: list[tuple[str, str]] = field(default_factory=list)
     #: Fields whose value is a shell expansion: field -> the expansion as written.
     unknown_values: dict[str, str] = field(default_factory=dict)
     #: `--dist-init-addr` as written, for checking a multi-node job.
@@ -125,6 +128,44 @@ def missing_from_release(flags: list[str], version: str) -> list[tuple[str, str 
     return out
 
 
+@cache
+def release_choices(version: str) -> dict[str, tuple[str, ...]]:
+    """One recorded release's one-value options that list their choices -> the choices."""
+    data = json.loads(
+        resources.files("solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
+    )
+    table: dict[str, list[str]] = data.get("choices", {}).get(version, {})
+    return {option: tuple(values) for option, values in table.items()}
+
+
+def refused_values(given: list[tuple[str, str]], version: str) -> list[tuple[str, str | None]]:
+    """The `--flag value` pairs `version`'s parser refuses as an invalid choice, each with
+    the values it accepts (argparse exits before SGLang reads the layout)."""
+    table, options = release_choices(version), release_flags(version) or {}
+    out: list[tuple[str, str | None]] = []
+    for flag, value in dict.fromkeys(given):
+        full = flag if flag in options else _expanded(flag, options)
+        accepted = table.get(full or "")
+        if accepted is None or value in accepted or _same_integer(value, accepted):
+            continue
+        out.append((f"{flag} {value}", "invalid choice: it accepts " + ", ".join(accepted)))
+    return out
+
+
+def _expanded(flag: str, options: dict[str, int]) -> str | None:
+    """The one option a unique abbreviation stands for, as argparse reads it."""
+    fits = [option for option in options if option.startswith(flag)]
+    return fits[0] if len(fits) == 1 else None
+
+
+def _same_integer(value: str, accepted: tuple[str, ...]) -> bool:
+    """argparse converts before it checks: `--log-requests-level 01` is the choice 1."""
+    try:
+        return str(int(value)) in accepted
+    except ValueError:
+        return False
+
+
 def _accepted(flag: str, table: dict[str, int]) -> bool:
     if flag in table:
         return True
@@ -169,7 +210,9 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
             if given.expansion is not None:
                 out.unknown_values[name] = given.expansion
             else:
-                out.values[name] = coerce(name, given.text.partition("=")[2] if eq else given.text)
+                text = given.text.partition("=")[2] if eq else given.text
+                out.given.append((flag, text))
+                out.values[name] = coerce(name, text)
             out.spans.setdefault(name, []).append((word.pos, given.end))
         elif flag in DEPRECATED:
             target, meaning = DEPRECATED[flag]
@@ -193,6 +236,10 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
         elif flag in known_sglang_flags():
             out.ignored.append(flag)
             arity = 0 if eq else known_sglang_flags()[flag]  # 0 none, 1 one, 2 any number
+            if eq:
+                out.given.append((flag, inline))
+            elif arity == 1 and i < len(words) and not _is_flag(words[i].text):
+                out.given.append((flag, words[i].text))
             while arity and i < len(words) and not _is_flag(words[i].text):
                 i += 1
                 arity -= arity == 1
@@ -231,6 +278,7 @@ def parse_sglang_command(text: str) -> ParsedCommandLine:
         first.values.pop("node_rank", None)
     for p in parsed[1:]:
         first.flags += p.flags
+        first.given += p.given
         first.ignored += [f for f in p.ignored if f not in first.ignored]
         first.unknown_flags += [f for f in p.unknown_flags if f not in first.unknown_flags]
     if first.unknown_values:

@@ -50,6 +50,11 @@ class Pack:
         unknown = (self.launch_only | self.advice) - set(ids)
         if unknown:  # pragma: no cover - guards the declarations
             raise RuntimeError(f"pack {self.version} names unknown rules {sorted(unknown)}")
+        # Advice never rejects a layout SGLang accepts: in this release it is a warning.
+        advised = tuple(
+            replace(r, severity="warning") if r.id in self.advice else r for r in self.rules
+        )
+        object.__setattr__(self, "rules", advised)
 
     @cached_property
     def errors(self) -> tuple[Rule, ...]:
@@ -58,6 +63,14 @@ class Pack:
     @cached_property
     def warnings(self) -> tuple[Rule, ...]:
         return tuple(r for r in self.rules if r.severity == "warning")
+
+    @cached_property
+    def constraints(self) -> tuple[Rule, ...]:
+        """What `enumerate` and `fix` keep: SGLang's errors and meshsat's advice.
+
+        A layout that only breaks advice is valid (SGLang accepts it), but meshsat never
+        proposes one: the advice marks layouts that start and then misbehave."""
+        return tuple(r for r in self.rules if r.severity == "error" or r.id in self.advice)
 
     @cached_property
     def by_id(self) -> dict[str, Rule]:
@@ -121,6 +134,12 @@ def apply(base: Pack, diff: PackDiff) -> Pack:
     absent = tuple(f for f in absent if f not in diff.present_fields)
     choices = base.choices if diff.choices is None else diff.choices
     ids = {r.id for r in rules}
+    advice = (base.advice if diff.advice is None else diff.advice) & ids
+    if (base.advice & ids) - advice:  # pragma: no cover - guards the declarations
+        raise RuntimeError(
+            f"pack {diff.version} drops advice {sorted((base.advice & ids) - advice)}: "
+            "replace the rule to give it its severity again"
+        )
     own = tuple(r for r in rules if not r.id.startswith((ABSENT_PREFIX, CHOICE_PREFIX)))
     return Pack(
         version=diff.version,
@@ -129,7 +148,7 @@ def apply(base: Pack, diff: PackDiff) -> Pack:
         rules=_with_absent_field_rules(own, absent, choices),
         resolutions=(*diff.add_resolutions, *steps),
         launch_only=(base.launch_only if diff.launch_only is None else diff.launch_only) & ids,
-        advice=(base.advice if diff.advice is None else diff.advice) & ids,
+        advice=advice,
         absent_fields=absent,
         choices=choices,
     )

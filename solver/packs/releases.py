@@ -87,10 +87,9 @@ SEED = base_pack(
     RULES,
     RESOLUTIONS,
     handler_order=PIPELINE_ORDER,
-    # DCP-IN-ATTN-TP stays an error for now: the rank plan cannot form decode-CP groups
-    # that do not divide attn_tp, although SGLang's argument resolution accepts them
-    # (docs/rules.md §6; a listed fidelity disagreement).
-    advice=frozenset(),
+    # No release asserts it (measured: 0.5.18 to 0.5.23 accept such layouts, and their
+    # initialize_model_parallel forms the groups anyway); docs/rules.md §6.
+    advice=frozenset({"DCP-IN-ATTN-TP"}),
     absent_fields=("attn_dp_size",),
     # Measured: 0.5.19's resolution accepts every layout these alone reject.
     launch_only=_LAUNCH_RULES,

@@ -146,6 +146,9 @@ def fix(
     pack = get_pack(sglang_version)
     report = validate(cfg, spec, explain=False, sglang_version=pack)
     before = int(report.derived["gpus_used"])
+    # meshsat's advice is no error, but fix never proposes a layout that breaks it, so an
+    # input that does is repaired too (Pack.constraints).
+    advised = tuple(w.rule for w in report.warnings if w.rule in pack.advice)
     violations = tuple(v.rule for v in report.violations)
     user = cfg.user_set()
     from solver.backends.z3exp import Universe
@@ -156,9 +159,23 @@ def fix(
         given = [getattr(cfg, n) for n in user if SPECS[n].size and not SPECS[n].tool_only]
         universe = Universe.dividing(math.lcm(before, *given))
     base = FixReport(
-        cfg, spec, objective, gpus, False, violations, before, universe.bound, fixes=()
+        cfg,
+        spec,
+        objective,
+        gpus,
+        False,
+        violations,
+        before,
+        universe.bound,
+        fixes=(),
+        advice=advised,
     )
-    if report.valid and gpus in (None, before) and (memory is None or _loads(memory, report)):
+    if (
+        report.valid
+        and not advised
+        and gpus in (None, before)
+        and (memory is None or _loads(memory, report))
+    ):
         unchanged = FixResult(cfg, (), report.notes, True, ZERO, command_line(cfg, pack), before)
         return _replace(base, valid_input=True, fixes=(unchanged,))
     from solver.repair import problem as fp
@@ -218,7 +235,18 @@ def fix(
         )
         return _replace(base, conflict=conflict)
     fixes = tuple(
-        _result(pack, cfg, spec, f.values, f.optimal, gpus, before, violations, f.proven, f.tier_ms)
+        _result(
+            pack,
+            cfg,
+            spec,
+            f.values,
+            f.optimal,
+            gpus,
+            before,
+            (*violations, *advised),
+            f.proven,
+            f.tier_ms,
+        )
         for f in outcome.found
     )
     relaxed = tuple(
@@ -288,8 +316,10 @@ def _result(
     new = Config.model_validate(data)
     report = validate(new, spec, explain=False, sglang_version=pack)
     used = int(report.derived["gpus_used"])
-    if not report.valid or (gpus is not None and used != gpus):
-        broken = ", ".join(v.rule for v in report.violations) or f"uses {used} GPUs"
+    advised = [w.rule for w in report.warnings if w.rule in pack.advice]
+    if not report.valid or advised or (gpus is not None and used != gpus):
+        broken = ", ".join([*(v.rule for v in report.violations), *advised])
+        broken = broken or f"uses {used} GPUs"
         raise FixSelfCheckError(f"fix produced an invalid layout ({broken}): {data}")
     changes = tuple(
         Change(n, getattr(cfg, n), getattr(new, n)) for n in CONFIG_SPECS if n in changed

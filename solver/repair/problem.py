@@ -41,7 +41,7 @@ _MEMO_LIMIT = 50_000
 def live_fields(pack: Pack) -> frozenset[str]:
     """Fields an error rule reads, directly or through a resolution step that sets one."""
     live: set[str] = set()
-    for r in pack.errors:
+    for r in pack.constraints:
         live.update(r.fields)
     grown = True
     while grown:
@@ -108,7 +108,7 @@ class Problem:
         self.tracked: dict[str, Any] = {}
         self.formulas: dict[str, Any] = {}
         self._memo: dict[tuple[Any, ...], Any] = {}
-        for rule in key.pack.errors:
+        for rule in key.pack.constraints:
             self._track(rule.id, self.enc.rule_term(rule))
         self._track(DIVIDE_RULE, z3.And(self.enc.bounds))
         if key.gpus is not None:

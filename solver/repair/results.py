@@ -131,6 +131,9 @@ class FixReport:
     timed_out: bool = False
     #: Tiers the best fix gives up, each with why.
     relaxed: tuple[Relaxation, ...] = ()
+    #: Ids of meshsat's advice the input breaks: SGLang accepts it, but `fix` proposes only
+    #: layouts that keep the advice, so such an input is repaired too.
+    advice: tuple[str, ...] = ()
 
     @property
     def best(self) -> FixResult:
@@ -142,6 +145,7 @@ class FixReport:
         return {
             "valid_input": self.valid_input,
             "violations": list(self.violations),
+            "advice": list(self.advice),
             "objective": self.objective,
             "gpus": self.gpus,
             "gpus_before": self.gpus_before,

@@ -35,7 +35,8 @@ from solver.validation.validate import environment, validate
 
 #: Sizes that must divide tp_size (TOPO-ATTN-TP, TOPO-MOE-TP, DCP-IN-ATTN-TP).
 WITHIN_TP = ("attn_cp_size", "moe_dp_size", "ep_size", "dcp_size")
-_ERROR = tuple(r.severity == "error" for r in NEWEST.rules)
+#: Rules a listed layout keeps: SGLang's errors and meshsat's advice (as `enumerate` does).
+_KEPT = tuple(r in NEWEST.constraints for r in NEWEST.rules)
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def brute_force(
             # the (many) rejected candidates; every accepted one goes through validate().
             raw = {**base_env, **point}
             resolved, _ = checker.resolve(raw)
-            if any(_ERROR[i] for i in checker.violations(resolved, raw)):
+            if any(_KEPT[i] for i in checker.violations(resolved, raw)):
                 continue
             if any(resolved[f] != point[f] for f in fields):
                 continue
