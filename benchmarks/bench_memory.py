@@ -37,7 +37,10 @@ from solver.memory.models import catalogue_config
 from solver.memory.weights import WeightModel
 
 LOGS = Path(__file__).with_name("memory_logs.json")
-GB_LOG = float(1 << 30)  # SGLang's "GB" in these logs is 2^30 bytes
+# SGLang's "GB" in these logs is 2^30 bytes: `get_available_gpu_memory`
+# (sglang/srt/utils/common.py) returns `free_gpu_memory / (1 << 30)`, and
+# `ModelRunner.load_model` prints `mem usage` as the difference of two such readings.
+GB_LOG = float(1 << 30)
 
 
 def _parallel(rec: dict[str, Any], spec: ModelSpec) -> Parallel:
@@ -61,7 +64,7 @@ def validation() -> list[dict[str, Any]]:
             "model": rec["model"],
             "gpu": g.name if g is not None else "not named",
         }
-        w = WeightModel(facts).per_rank(p) / GIB
+        w = WeightModel(facts, g).per_rank(p) / GIB
         row["weights_gib"] = w
         if "weights_gb" in logged:
             row["weights_err"] = w / logged["weights_gb"] - 1

@@ -135,7 +135,7 @@ class MemoryModel:
         self.fraction = mem_fraction_static
         self.pack = pack
         self.pre_load_gib = self.gpu.memory_gib - context_gib
-        self.weights = WeightModel(self.facts)
+        self.weights = WeightModel(self.facts, self.gpu)
         self.model_gib = self.weights.model_bytes() / GIB
         self._cache: dict[tuple[Any, ...], Memory] = {}
         #: The column reader's caches (`solver.memory.columns`), shared by its readers.

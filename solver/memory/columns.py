@@ -116,8 +116,9 @@ def column_reader(
     vocab, row_bytes, tied = f.padded_vocab, wm.row, f.tie_word_embeddings
     experts = f.num_experts
     attn_a, attn_b, dense_d = wm.attn_sharded, wm.attn_whole, wm.dense
-    expert_e, shared_s, router_r = wm.expert, wm.shared, wm.router
+    expert_e, shared_s, router_r = wm.expert_per_rank, wm.shared, wm.router
 
+    has_vision = bool(wm.vision_attn or wm.vision_mlp or wm.vision_whole)
     stage_cache: dict[int, Callable[..., tuple[float, float]]] = mm.column_cache.setdefault(
         "stages", {}
     )
@@ -140,13 +141,14 @@ def column_reader(
             terms += [f"{moe} * z"] if moe else []
             terms += ["emb"] if first else []
             terms += ["head"] if last else []
+            terms += ["vis"] if has_vision else []  # the vision tower is on every stage
             weights.append(f"    w{k} = " + " + ".join(terms) + "\n")
             tokens.append(f"(budget - w{k}) // ({n} * cell)")
         ws = [f"w{k}" for k in range(len(kinds))]
         worst = ws[0] if len(ws) == 1 else f"max({', '.join(ws)})"
         fewest = tokens[0] if len(tokens) == 1 else f"min({', '.join(tokens)})"
         source = (
-            "def stages(x, y, z, emb, head, budget, cell):\n"
+            "def stages(x, y, z, emb, head, vis, budget, cell):\n"
             + "".join(weights)
             + f"    return {worst}, {fewest}\n"
         )
@@ -192,6 +194,7 @@ def column_reader(
             dense_d / dtp,
             emb_full if dpa else vocab_tp,
             head,
+            wm.vision_attn / attn_tp + wm.vision_mlp / tp + wm.vision_whole,
             pre * fr * GIB,
             cell,
             dtp,
@@ -217,9 +220,9 @@ def column_reader(
         en = engine_cache.get(ek)
         if en is None:
             en = engine_cache[ek] = engine(ek)
-        unrolled, x, y, emb, head, budget, cell, dtp = en
-        z = -(-experts // key[8]) * expert_e / key[9] + router_r + shared_s / dtp
-        worst, fewest = unrolled(x, y, z, emb, head, budget, cell)
+        unrolled, x, y, emb, head, vis, budget, cell, dtp = en
+        z = -(-experts // key[8]) * expert_e(key[9]) + router_r + shared_s / dtp
+        worst, fewest = unrolled(x, y, z, emb, head, vis, budget, cell)
         tokens = int(fewest) if fewest > 0 else 0
         if page > 1:
             tokens = tokens // page * page

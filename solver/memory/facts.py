@@ -9,8 +9,11 @@ small reader for the rule facts; this module reads everything memory needs and r
 Parameter counts are exact sums over the modules a checkpoint stores (weights, biases,
 norms), per component, so the per-rank split in `weights.py` can divide each component
 by the width SGLang shards it over. Multi-token-prediction layers (`num_nextn_predict_layers`)
-are not counted: SGLang loads them only for speculative decoding, and the published
-totals (671 B for DeepSeek-V3) exclude them.
+are not in the totals or the weights: SGLang loads them only for speculative decoding, and
+most published totals (671 B for DeepSeek-V3) exclude them; `mtp_params` counts them for
+the figures that include them (GLM-4.5's 355 B). A vision tower (Llama 4's `vision_config`)
+is in the total, since SGLang loads it with the language model, but not in the active
+count, which is per text token.
 """
 
 from __future__ import annotations
@@ -25,6 +28,43 @@ from solver.memory.quant import BF16, Quant, quant_from_config
 
 #: Vocabulary rows are padded to a multiple of this (SGLang's `VocabParallelEmbedding`).
 VOCAB_PAD = 64
+
+
+@dataclass(frozen=True)
+class VisionTower:
+    """Llama 4's vision encoder, adapter and projector, from `vision_config` (zero when the
+    config has none). Split by how SGLang's `sglang/srt/models/mllama4.py` shards it:
+    `VisionAttention` over attention TP, the encoder and adapter MLPs and the patch
+    embedding (`ColumnParallelLinear`/`RowParallelLinear`) over TP, the rest replicated
+    (norms, class and position embeddings, row-parallel biases, and the
+    `multi_modal_projector`, a plain `nn.Linear`)."""
+
+    hidden: int = 0
+    layers: int = 0
+    intermediate: int = 0
+    patch_inputs: int = 0  # channels × patch_size²
+    positions: int = 0  # (image_size / patch_size)² + 1 (the class token)
+    adapter_in: int = 0  # projector_input_dim
+    adapter_out: int = 0  # projector_output_dim
+    projector: int = 0  # vision_output_dim × the text hidden size
+
+    def attn_sharded_params(self) -> int:
+        d = self.hidden
+        return self.layers * (4 * d * d + 3 * d)  # q, k, v, o and the q, k, v biases
+
+    def mlp_sharded_params(self) -> int:
+        d, i = self.hidden, self.intermediate
+        encoder = self.layers * (2 * d * i + i)  # fc1 (with bias), fc2
+        adapter = i * self.adapter_in + self.adapter_in * self.adapter_out
+        return encoder + adapter + self.patch_inputs * d
+
+    def replicated_params(self) -> int:
+        d = self.hidden
+        per_layer = d + d + 4 * d  # o_proj and fc2 biases, two LayerNorms
+        return self.layers * per_layer + d + self.positions * d + 4 * d + self.projector
+
+    def params(self) -> int:
+        return self.attn_sharded_params() + self.mlp_sharded_params() + self.replicated_params()
 
 
 @dataclass(frozen=True)
@@ -67,6 +107,9 @@ class ModelFacts:
     router_bias: bool = False
     attention_sinks: bool = False
     quant: Quant = field(default=BF16)
+    #: Multi-token-prediction (nextn) layers the checkpoint has (`num_nextn_predict_layers`).
+    num_nextn_layers: int = 0
+    vision: VisionTower = field(default=VisionTower())
 
     @property
     def is_mla(self) -> bool:
@@ -155,11 +198,31 @@ class ModelFacts:
     def lm_head_params(self) -> int:
         return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
 
+    def mtp_params(self) -> int:
+        """The nextn layers: each one decoder layer like the last (MoE when the model's
+        last layer is), `eh_proj` (2h → h) and three norms (`enorm`, `hnorm`, the shared
+        head's norm). Its embedding and LM head are the main model's (SGLang's
+        `*NextN` models share them), so they are not counted again."""
+        if not self.num_nextn_layers:
+            return 0
+        h = self.hidden_size
+        layer = self.attn_sharded_params() + self.attn_replicated_params() + self.norm_params()
+        if self.num_moe_layers:
+            layer += (
+                self.num_experts * self.expert_params()
+                + self.shared_expert_params()
+                + self.router_params()
+            )
+        else:
+            layer += self.dense_mlp_params()
+        return self.num_nextn_layers * (layer + 2 * h * h + 3 * h)
+
     # ---- totals --------------------------------------------------------------------------
 
     def total_params(self) -> int:
-        """Every stored parameter, MTP layers excluded."""
-        return self._params(self.num_experts)
+        """Every parameter SGLang loads by default: MTP layers excluded, a vision tower
+        included."""
+        return self._params(self.num_experts) + self.vision.params()
 
     def active_params(self) -> int:
         """Parameters one token touches: routed experts counted `experts_per_token` times."""
@@ -203,6 +266,26 @@ def _text_config(hf: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(sub, Mapping):
             merged.update(sub)
     return merged
+
+
+def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
+    """Llama 4's vision tower from `vision_config`; other towers are not modelled (zero)."""
+    v = hf.get("vision_config")
+    if not isinstance(v, Mapping) or not str(hf.get("model_type", "")).startswith("llama4"):
+        return VisionTower()
+    keys = ("hidden_size", "num_hidden_layers", "intermediate_size", "image_size", "patch_size")
+    d, layers, inter, image, patch = (_require(v, (k,), f"vision_config.{k}") for k in keys)
+    return VisionTower(
+        hidden=d,
+        layers=layers,
+        intermediate=inter,
+        patch_inputs=(_int(v, ("num_channels",)) or 3) * patch * patch,
+        positions=(image // patch) ** 2 + 1,
+        adapter_in=_require(v, ("projector_input_dim",), "vision_config.projector_input_dim"),
+        adapter_out=_require(v, ("projector_output_dim",), "vision_config.projector_output_dim"),
+        projector=_require(v, ("vision_output_dim",), "vision_config.vision_output_dim")
+        * text_hidden,
+    )
 
 
 def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
@@ -337,4 +420,6 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
         router_bias=router_bias,
         attention_sinks=model_type == "gpt_oss",
         quant=quant_from_config(c),
+        num_nextn_layers=_int(c, ("num_nextn_predict_layers",)) or 0,
+        vision=_vision(hf, hidden),
     )

@@ -63,6 +63,7 @@ _GLM = {
     "attention_bias": True,
     "vocab_size": 151552,
     "tie_word_embeddings": False,
+    "num_nextn_predict_layers": 1,
 }
 _GPT_OSS = {
     "architectures": ["GptOssForCausalLM"],
@@ -100,6 +101,22 @@ _LLAMA4_TEXT = {
     "num_experts_per_tok": 1,
     "vocab_size": 202048,
 }
+#: Llama 4's `vision_config` (Scout and Maverick share it).
+_LLAMA4_VISION = {
+    "model_type": "llama4_vision_model",
+    "hidden_size": 1408,
+    "num_hidden_layers": 34,
+    "num_attention_heads": 16,
+    "intermediate_size": 5632,
+    "image_size": 336,
+    "patch_size": 14,
+    "num_channels": 3,
+    "pixel_shuffle_ratio": 0.5,
+    "projector_input_dim": 4096,
+    "projector_output_dim": 4096,
+    "vision_output_dim": 4096,
+    "multi_modal_projector_bias": False,
+}
 
 
 def _m(*parts: Mapping[str, Any], **kw: Any) -> dict[str, Any]:
@@ -125,6 +142,10 @@ class Published:
     #: "no_embedding" (the input embedding is a lookup, not a matmul), or
     #: "no_embeddings_or_head" (embedding and LM head both left out).
     active_counts: str = "all"
+    #: The same for the total figure.
+    total_counts: str = "all"
+    #: Whether the total includes the checkpoint's MTP (nextn) layers.
+    total_counts_mtp: bool = False
 
 
 #: repo id -> (config facts, published figures).
@@ -181,12 +202,14 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
             n_routed_experts=384,
             first_k_dense_replace=1,
             vocab_size=163840,
+            num_nextn_predict_layers=0,
         ),
         Published(
             1040,
             32,
-            "https://huggingface.co/moonshotai/Kimi-K2-Instruct (card: 32B activated);"
-            " 1.04T total as summaries of the tech report state",
+            "https://huggingface.co/moonshotai/Kimi-K2-Instruct (card: 1T total, 32B"
+            " activated); 1.04T total from the tech report (arXiv 2507.20534), which the"
+            " GLM-4.5 report's table gives as 1043B",
             active_counts="no_embedding",
         ),
     ),
@@ -333,14 +356,21 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
             "architectures": ["Llama4ForConditionalGeneration"],
             "model_type": "llama4",
             "text_config": _m(_LLAMA4_TEXT, num_local_experts=16, interleave_moe_layer_step=1),
+            "vision_config": _LLAMA4_VISION,
         },
-        Published(109, 17, "https://ai.meta.com/blog/llama-4-multimodal-intelligence/"),
+        Published(
+            109,
+            17,
+            "https://ai.meta.com/blog/llama-4-multimodal-intelligence/ (the total includes"
+            " the vision tower; the 17B active are text)",
+        ),
     ),
     "meta-llama/Llama-4-Maverick-17B-128E-Instruct": (
         {
             "architectures": ["Llama4ForConditionalGeneration"],
             "model_type": "llama4",
             "text_config": _m(_LLAMA4_TEXT, num_local_experts=128, interleave_moe_layer_step=2),
+            "vision_config": _LLAMA4_VISION,
         },
         Published(400, 17, "https://ai.meta.com/blog/llama-4-multimodal-intelligence/"),
     ),
@@ -390,8 +420,13 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
         Published(
             355,
             32,
-            "https://huggingface.co/zai-org/GLM-4.5 (model card)",
+            "https://huggingface.co/zai-org/GLM-4.5 (model card; the GLM-4.5 report,"
+            " arXiv 2508.06471, Table 1 lists its 1 MTP layer). GLM counts without the"
+            " embedding and LM head (its 32B/12B active figures match only so) and with"
+            " the MTP layer",
             active_counts="no_embeddings_or_head",
+            total_counts="no_embeddings_or_head",
+            total_counts_mtp=True,
         ),
     ),
     "zai-org/GLM-4.6": (
@@ -410,8 +445,13 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
         Published(
             355,
             32,
-            "https://huggingface.co/zai-org/GLM-4.6 (model card)",
+            "https://huggingface.co/zai-org/GLM-4.6 (model card; the GLM-4.5 report,"
+            " arXiv 2508.06471, Table 1 lists its 1 MTP layer). GLM counts without the"
+            " embedding and LM head (its 32B/12B active figures match only so) and with"
+            " the MTP layer",
             active_counts="no_embeddings_or_head",
+            total_counts="no_embeddings_or_head",
+            total_counts_mtp=True,
         ),
     ),
     "zai-org/GLM-4.5-Air": (
@@ -430,8 +470,10 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
         Published(
             106,
             12,
-            "https://huggingface.co/zai-org/GLM-4.5-Air (model card)",
+            "https://huggingface.co/zai-org/GLM-4.5-Air (model card), counted as GLM-4.5's",
             active_counts="no_embeddings_or_head",
+            total_counts="no_embeddings_or_head",
+            total_counts_mtp=True,
         ),
     ),
     "openai/gpt-oss-120b": (
@@ -480,9 +522,11 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
             "quantization_config": _FP8_BLOCK,
         },
         Published(
-            230,
+            229,
             10,
-            "https://huggingface.co/MiniMaxAI/MiniMax-M2 (model card)",
+            "https://huggingface.co/collections/MiniMaxAI/minimax-m2 (the Hub's count of the"
+            " checkpoint's tensors: 229B; the card's 230B total rounds it); 10B active from"
+            " https://huggingface.co/MiniMaxAI/MiniMax-M2 (model card)",
             active_counts="no_embeddings_or_head",
         ),
     ),

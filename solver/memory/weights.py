@@ -11,7 +11,11 @@ How SGLang shards each component (the reason for every divisor below):
   (SGLang builds the embedding with `enable_tp=not dp_attention`);
 - LM head: vocabulary-parallel over `tp`, or over attention TP with `enable_dp_lm_head`;
 - pipeline stages: layers split as SGLang's `get_pp_indices` does (the remainder goes to the
-  stages before the last); the first stage holds the embeddings, the last the LM head.
+  stages before the last); the first stage holds the embeddings, the last the LM head;
+- MXFP4 experts (gpt-oss): allocated at the padded shapes of the MoE kernel the GPU gets
+  (`mxfp4.py`), so the per-rank figure needs the GPU; without one the shapes are as stored;
+- a vision tower (Llama 4): SGLang's `Llama4ForConditionalGeneration` builds it on every
+  rank, its attention split over attention TP and its MLPs over TP (`facts.VisionTower`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from solver.memory.facts import ModelFacts
+from solver.memory.gpus import Gpu
 from solver.memory.layout import Parallel
+from solver.memory.mxfp4 import mxfp4_experts
 
 
 def stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:
@@ -49,6 +55,7 @@ class StageWeights:
     shared: float
     embedding: float
     lm_head: float
+    vision: float = 0.0
 
     @property
     def total(self) -> float:
@@ -59,6 +66,7 @@ class StageWeights:
             + self.shared
             + self.embedding
             + self.lm_head
+            + self.vision
         )
 
 
@@ -66,9 +74,17 @@ class WeightModel:
     """Per-layer byte constants of one model, computed once so each layout costs a few
     multiplications."""
 
-    def __init__(self, facts: ModelFacts) -> None:
+    def __init__(self, facts: ModelFacts, gpu: Gpu | None = None) -> None:
         q = facts.quant
         self.facts = facts
+        self.gpu = gpu
+        #: MXFP4 experts are padded per MoE-TP width (`mxfp4.py`); other schemes are not.
+        self._padded = gpu is not None and q.name == "mxfp4"
+        self._expert_cache: dict[int, float] = {}
+        v = facts.vision
+        self.vision_attn = v.attn_sharded_params() * q.unquantized
+        self.vision_mlp = v.mlp_sharded_params() * q.unquantized
+        self.vision_whole = v.replicated_params() * q.unquantized
         self.attn_sharded = facts.attn_sharded_params() * q.attention
         self.attn_whole = facts.attn_replicated_params() * q.attention + (
             facts.norm_params() * q.unquantized
@@ -95,7 +111,22 @@ class WeightModel:
             + M * (f.num_experts * self.expert + self.shared + self.router)
             + (f.vocab_size + head_rows) * self.row
             + self.row  # final norm
+            + self.vision_attn
+            + self.vision_mlp
+            + self.vision_whole
         )
+
+    def expert_per_rank(self, moe_tp: int) -> float:
+        """Bytes of one routed expert on one rank of MoE TP."""
+        if not self._padded:
+            return self.expert / moe_tp
+        hit = self._expert_cache.get(moe_tp)
+        if hit is None:
+            f = self.facts
+            assert self.gpu is not None
+            shapes = mxfp4_experts(f.hidden_size, f.moe_intermediate_size, moe_tp, self.gpu)
+            hit = self._expert_cache[moe_tp] = shapes.bytes_per_expert(f.expert_bias)
+        return hit
 
     def stage(self, p: Parallel, stage: int) -> StageWeights:
         """Bytes on one rank of pipeline stage `stage` (the busiest rank when experts do
@@ -118,10 +149,11 @@ class WeightModel:
         return StageWeights(
             attention=n * (self.attn_sharded / p.attn_tp + self.attn_whole),
             dense_mlp=(n - moe) * self.dense / p.dense_tp,
-            experts=moe * (experts_here * self.expert / p.moe_tp + self.router),
+            experts=moe * (experts_here * self.expert_per_rank(p.moe_tp) + self.router),
             shared=moe * self.shared / p.dense_tp,
             embedding=emb,
             lm_head=head,
+            vision=self.vision_attn / p.attn_tp + self.vision_mlp / p.tp + self.vision_whole,
         )
 
     def per_rank(self, p: Parallel) -> float:
