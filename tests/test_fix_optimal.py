@@ -24,7 +24,8 @@ SMALL = (4, 6, 8, 12, 16)
 
 
 def invalid_layout(rng: random.Random, n: int) -> Config:
-    """Random sizes (now and then one that does not divide n) and flags, until invalid."""
+    """Random sizes (now and then one that does not divide n) and flags, until invalid or
+    against meshsat's advice (fix repairs both)."""
     while True:
         values: dict[str, Any] = {"tp_size": rng.choice(divisors(n))}
         for name in SIZES[1:]:
@@ -34,7 +35,8 @@ def invalid_layout(rng: random.Random, n: int) -> Config:
         for name, choices in CHOICES.items():
             if rng.random() < 0.2:
                 values[name] = rng.choice(choices)
-        if not validate(values, explain=False, sglang_version=PACK).valid:
+        report = validate(values, explain=False, sglang_version=PACK)
+        if not report.valid or any(w.rule in PACK.advice for w in report.warnings):
             return Config.model_validate(values)
 
 

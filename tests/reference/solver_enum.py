@@ -49,7 +49,7 @@ def solver_layouts(
     for name in SPECS:
         if name not in fields:
             s.add(enc.value_term(name, env[name]))
-    for rule in NEWEST.errors:
+    for rule in NEWEST.constraints:  # SGLang's errors and meshsat's advice, as enumerate
         s.add(enc.rule_term(rule))
     for name in fields:
         resolved, raw = enc.resolved[name], enc.raw[name]
