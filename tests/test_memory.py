@@ -324,3 +324,36 @@ def test_streaming_columns_agree_with_the_full_value(model: str, gpu_name: str, 
         assert abs(requests - m.max_requests) <= m.pools
         seen += 1
     assert seen > 50
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu_name", "gpus"),
+    [("deepseek-ai/DeepSeek-V3", "H200", 64), ("Qwen/Qwen3-235B-A22B", "H100", 16)],
+)
+def test_streamed_rows_are_the_reader_rows_rounded(model: str, gpu_name: str, gpus: int) -> None:
+    """`row_extender` (what enumerate streams) appends exactly what `row_reader` reads, the
+    weights rounded, whether its caches start cold or warm."""
+    from solver.enumeration.layouts import EnumerationQuery
+    from solver.lang.model_spec import ModelSpec
+    from solver.memory.models import catalogue_config
+
+    spec = ModelSpec.from_hf_config(catalogue_config(model))
+    e = EnumerationQuery.of(model=spec).enumerator()
+    sh = e.shape
+    rows = list(e.rows(gpus))
+    read = MemoryModel(model, gpu_name, context_length=8192).row_reader(
+        sh.config_index, sh.constant, sh.derived_index
+    )
+    figures = [read(row) for row in rows]
+    expected = [
+        (*row, round(w, 2), tokens, requests, fits)
+        for row, (w, tokens, requests, fits) in zip(rows, figures, strict=True)
+    ]
+    mm = MemoryModel(model, gpu_name, context_length=8192)
+    for _ in range(2):  # the second pass finds every key cached
+        extend = mm.row_extender(sh.config_index, sh.constant, sh.derived_index, weights_digits=2)
+        assert list(extend(rows)) == expected
+    # Another rounding on the same model shares no cached rows with the first.
+    coarse = mm.row_extender(sh.config_index, sh.constant, sh.derived_index, weights_digits=0)
+    assert [r[-4] for r in coarse(rows)] == [round(f[0], 0) for f in figures]
+    assert len(expected) > 50

@@ -1,11 +1,11 @@
 """Streaming output of layout rows: table, JSON lines, CSV, one JSON array.
 
 Enumeration can list millions of layouts, and `json.dumps` on a dict per row costs
-more than generating the row. Column values come from small finite sets, so each
-column keeps a cache from value to its encoded text, and a line is one `%` format
-of a compiled template: a few hundred nanoseconds instead of microseconds. Output is
-flushed after the first row and then at least every `FLUSH_S` seconds, so the first
-lines appear at once even in a pipe.
+more than generating the row. Rows are taken `CHUNK` at a time and formatted by one
+generated loop (`row_format.compile_lines`): a row costs one cache lookup per column and
+one f-string, and the stream gets one `writelines` per `BATCH` rows. Output is
+flushed after the first row and then at least every `FLUSH_S` seconds (checked once
+per chunk), so the first lines appear at once even in a pipe.
 """
 
 from __future__ import annotations
@@ -13,13 +13,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
 from typing import IO, Any
 
 from solver.backends.render import fmt_value
+from solver.cli.row_format import compile_lines, csv_text, framed, json_text
 from solver.enumeration.space import ALIASES
 from solver.lang.fields import SPECS
 
 FLUSH_S = 0.2
+#: Rows formatted per generated call (and between two looks at the clock).
+CHUNK = 256
+#: Rows held before one write to the stream.
 BATCH = 4096
 FORMATS = ("table", "jsonl", "csv", "json")
 
@@ -29,38 +34,6 @@ _SHORT = {
     "enable_dp_attention": "dp_attn",
     "enable_prefill_cp": "prefill_cp",
 }
-
-
-class _Encoded(dict[Any, str]):
-    """Value → text, filled on first sight of each value."""
-
-    def __init__(self, encode: Callable[[Any], str]) -> None:
-        super().__init__()
-        self.encode = encode
-
-    def __missing__(self, value: Any) -> str:
-        text = self[value] = self.encode(value)
-        return text
-
-
-def _csv_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    text = str(value)
-    if any(ch in text for ch in ',"\n\r'):
-        return '"' + text.replace('"', '""') + '"'
-    return text
-
-
-def _formatter(template: str, picks: Sequence[int], encoders: Sequence[_Encoded]) -> Any:
-    """`line(row) -> str` for this template, compiled so a row costs one `%`."""
-    args = ", ".join(f"e{k}[r[{i}]]" for k, i in enumerate(picks))
-    src = f"def line(r):\n    return T % ({args}{',' if len(picks) == 1 else ''})\n"
-    namespace: dict[str, Any] = {"T": template, **{f"e{k}": e for k, e in enumerate(encoders)}}
-    exec(compile(src, "<meshsat:row-format>", "exec"), namespace)
-    return namespace["line"]
 
 
 class Writer:
@@ -76,24 +49,34 @@ class Writer:
         widths: Sequence[int] | None = None,
     ) -> None:
         self.fmt, self.names, self.stream = fmt, tuple(names), stream
+        self.picks = tuple(picks)
         self.on_flush = on_flush
         self.written = 0
         self.head = ""
         self.tail = ""
+        #: What comes before every line but the first (the JSON array's comma).
         self.separator = ""
+        last = len(names) - 1
         if fmt in ("jsonl", "json"):
-            keys = [json.dumps(n) for n in names]
-            body = "{" + ", ".join(f"{k}: %s" for k in keys) + "}"
-            encoders = [_Encoded(json.dumps) for _ in names]
-            if fmt == "jsonl":
-                self.line = _formatter(body + "\n", picks, encoders)
-            else:
-                self.line = _formatter(body, picks, encoders)
+            if fmt == "json":
                 self.head, self.separator, self.tail = "[\n", ",\n", "\n]\n"
+            end = "}\n" if fmt == "jsonl" else "}"
+            keys = [json.dumps(n) + ": " for n in names]
+            self.pieces = [
+                framed(
+                    json_text,
+                    (self.separator + "{" if k == 0 else ", ") + key,
+                    end if k == last else "",
+                )
+                for k, key in enumerate(keys)
+            ]
+            self.blank = self.separator + "{" + end
         elif fmt == "csv":
-            self.head = ",".join(_csv_text(n) for n in names) + "\n"
-            encoders = [_Encoded(_csv_text) for _ in names]
-            self.line = _formatter(",".join("%s" for _ in names) + "\n", picks, encoders)
+            self.head = ",".join(csv_text(n) for n in names) + "\n"
+            self.pieces = [
+                framed(csv_text, "", "\n" if k == last else ",") for k in range(len(names))
+            ]
+            self.blank = "\n"
         elif fmt == "table":
             headers = [_SHORT.get(n, n) for n in names]
             sizes = [
@@ -102,43 +85,54 @@ class Writer:
             cells = "  ".join(f"%{w}s" for w in sizes)
             self.head = (cells % tuple(headers)).rstrip() + "\n"
             self.head += (cells % tuple("-" * w for w in sizes)).rstrip() + "\n"
-            encoders = [_Encoded(fmt_value) for _ in names]
-            self.line = _formatter(cells + "\n", picks, encoders)
+            self.pieces = [_cell(size, "\n" if k == last else "  ") for k, size in enumerate(sizes)]
+            self.blank = "\n"
         else:  # pragma: no cover - the CLI restricts the choice
             raise ValueError(f"unknown format {fmt!r}")
 
     def write_all(self, rows: Iterable[tuple[Any, ...]]) -> int:
-        stream, line, sep = self.stream, self.line, self.separator
-        buf: list[str] = []
-        last = time.monotonic()
-        first = True
-        n = 0
-        for row in rows:
-            if first:
-                stream.write(self.head + line(row))
-                stream.flush()
-                first = False
-                n = 1
-                continue
-            buf.append(sep + line(row) if sep else line(row))
-            n += 1
-            if len(buf) >= BATCH or (n & 255 == 0 and time.monotonic() - last > FLUSH_S):
-                stream.write("".join(buf))
-                stream.flush()
-                buf.clear()
-                last = time.monotonic()
-                if self.on_flush is not None:
-                    self.on_flush(n)
-        if first:
+        stream = self.stream
+        it = iter(rows)
+        first = list(islice(it, 1))
+        if not first:
             if self.fmt == "json":
                 stream.write("[]\n")
             elif self.fmt in ("csv", "table"):
                 stream.write(self.head)
-        else:
-            stream.write("".join(buf) + self.tail)
+            stream.flush()
+            self.written = 0
+            return 0
+        # Compiled for the rows' width, which the first row tells (all rows share it).
+        lines = compile_lines(len(first[0]), self.picks, self.pieces, self.blank)
+        stream.write(self.head + lines(first)[len(self.separator) :])
+        stream.flush()
+        n = 1
+        buf: list[str] = []
+        held = 0
+        last = time.monotonic()
+        while chunk := list(islice(it, CHUNK)):
+            buf.append(lines(chunk))
+            n += len(chunk)
+            held += len(chunk)
+            if held >= BATCH or time.monotonic() - last > FLUSH_S:
+                # Chunk by chunk: joining them first would copy every byte once more.
+                stream.writelines(buf)
+                stream.flush()
+                buf.clear()
+                held = 0
+                last = time.monotonic()
+                if self.on_flush is not None:
+                    self.on_flush(n)
+        stream.writelines(buf)
+        stream.write(self.tail)
         stream.flush()
         self.written = n
         return n
+
+
+def _cell(size: int, after: str) -> Callable[[Any], str]:
+    """A table cell: the value's text right-aligned to `size` (as `%<size>s` pads it)."""
+    return lambda value: fmt_value(value).rjust(size) + after
 
 
 def column_width(name: str, gpus: int) -> int:

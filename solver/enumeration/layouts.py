@@ -292,11 +292,14 @@ class Enumerator:
         return range(1, gpus + 1) if up_to else (gpus,)
 
     def rows(self, gpus: int, up_to: bool = False) -> Iterator[tuple[Any, ...]]:
-        """Row tuples in `columns` order: the fast path the command line formats."""
-        for n in self._sizes(gpus, up_to):
-            ctx = _Domain(n)
-            for combo in self.combos:
-                yield from combo.rows(n, ctx)
+        """Row tuples in `columns` order: the fast path the command line formats. The
+        generated loops' rows are chained in C (`yield from` would resume a Python frame
+        per row); each GPU count's domain and each loop start only when reached."""
+        return itertools.chain.from_iterable(
+            combo.rows(n, ctx)
+            for n, ctx in ((n, _Domain(n)) for n in self._sizes(gpus, up_to))
+            for combo in self.combos
+        )
 
     def count(self, gpus: int, up_to: bool = False) -> int:
         """How many rows `rows` yields, without producing them: per numeric tuple the

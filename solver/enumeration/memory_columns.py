@@ -4,9 +4,10 @@ row, with the `--where` filters that read them.
 
 Why a stage after the loops rather than rules inside them: the figures are floating-point
 arithmetic from the model's config and the GPU (`solver.memory`), not conditions SGLang checks,
-and a listing without a GPU needs none of them; the loops and Z3 stay integer. Each row costs
-one call of `solver.memory.columns`' factored reader. A filter that names a memory column is
-evaluated here, in Python; every other filter still goes into the generated loops.
+and a listing without a GPU needs none of them; the loops and Z3 stay integer. The rows pass
+through one generated loop of `solver.memory.columns` (a cached lookup per row). A filter that
+names a memory column is evaluated here, in Python; every other filter still goes into the
+generated loops.
 """
 
 from __future__ import annotations
@@ -79,23 +80,24 @@ class MemoryColumns:
 
     def __init__(self, e: Enumerator, mm: MemoryModel, filters: Sequence[Expr] = ()) -> None:
         shape = e.shape
-        self.read = mm.row_reader(shape.config_index, shape.constant, shape.derived_index)
+        # The generated loop appends the four columns itself and rounds once per width key,
+        # so an unfiltered stage adds no frame of its own per row.
+        self.extend = mm.row_extender(
+            shape.config_index, shape.constant, shape.derived_index, weights_digits=2
+        )
         self.columns: tuple[str, ...] = (*e.columns, *MEMORY_COLUMNS)
         self.filters = tuple(filters)
         self._index = {c: i for i, c in enumerate(self.columns)}
         self._constant = shape.constant
 
     def rows(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
-        read = self.read
+        extended = self.extend(rows)
         if not self.filters:
-            for row in rows:
-                w, tokens, requests, fits = read(row)
-                yield (*row, round(w, 2), tokens, requests, fits)
-            return
+            return extended
+        return self._kept(extended)
+
+    def _kept(self, rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
         index, constant, filters = self._index, self._constant, self.filters
-        for row in rows:
-            w, tokens, requests, fits = read(row)
-            full = (*row, round(w, 2), tokens, requests, fits)
-            env = _Env(full, index, constant)
-            if all(evaluate(f, env) for f in filters):
+        for full in rows:
+            if all(evaluate(f, _Env(full, index, constant)) for f in filters):
                 yield full

@@ -14,7 +14,7 @@ Entry points:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -160,13 +160,37 @@ class MemoryModel:
         derived_index: Mapping[str, int],
         *,
         extend: bool = False,
+        weights_digits: int | None = None,
     ) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
         """Enumerate's columns (weights_gib, kv_tokens, max_requests, fits) per layout row,
-        at streaming speed (with `extend`, the row with them appended); see
-        `solver.memory.columns`."""
+        at streaming speed (with `extend`, the row with them appended; with
+        `weights_digits`, weights_gib rounded); see `solver.memory.columns`."""
         from solver.memory.columns import column_reader
 
-        return column_reader(self, config_index, constant, derived_index, extend=extend)
+        return column_reader(
+            self,
+            config_index,
+            constant,
+            derived_index,
+            extend=extend,
+            weights_digits=weights_digits,
+        )
+
+    def row_extender(
+        self,
+        config_index: Mapping[str, int],
+        constant: Mapping[str, Any],
+        derived_index: Mapping[str, int],
+        *,
+        weights_digits: int | None = None,
+    ) -> Callable[[Iterable[tuple[Any, ...]]], Iterator[tuple[Any, ...]]]:
+        """`row_reader(..., extend=True)` over a whole stream of rows, as one generator:
+        what enumerate streams (see `solver.memory.columns.column_rows`)."""
+        from solver.memory.columns import column_rows
+
+        return column_rows(
+            self, config_index, constant, derived_index, weights_digits=weights_digits
+        )
 
     def _compute(self, p: Parallel) -> Memory:
         f = self.fraction
