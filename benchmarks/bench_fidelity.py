@@ -12,6 +12,8 @@ release's own check_server_args() (run by the recorder on what resolution accept
 when it loads the model on GPUs (no recorder can run it; listed in disagreements/).
 Each release is judged on its own pack where meshsat has one, else on the seed's: those
 rows show how far the nearest pack is from a release it does not model.
+"rules" is how many of the pack's rules (errors and advice) some record breaks, of
+those a record can reach (fidelity/targets.py lists the others with the reason).
 Also the replay speed (median of 3 runs).
 """
 
@@ -20,18 +22,25 @@ from __future__ import annotations
 import statistics
 import time
 
-from fidelity.compare import pack_for, recorded_versions, replay
+from fidelity.compare import load, pack_for, recorded_versions, replay
+from fidelity.targets import reached, unreached
 
 
 def pct(a: int, b: int) -> str:
     return f"{100 * a / b:6.2f} %" if b else "    n/a"
 
 
+def _ids(version: str) -> set[str]:
+    from solver.packs import get_pack
+
+    return {r.id for r in get_pack(version).constraints}
+
+
 def main() -> None:
     print(
         f"{'release':<13}{'pack':<13}{'configs':>8}{'SGLang ok':>11}{'verdict':>10}"
         f"{'resolved':>10}{'1st viol.':>10}{'launch':>10}{'load only':>10}{'classes':>9}"
-        f"{'replay ms':>11}"
+        f"{'rules':>9}{'replay ms':>11}"
     )
     for v in recorded_versions():
         times = []
@@ -39,11 +48,16 @@ def main() -> None:
             t0 = time.perf_counter()
             t, _ = replay(v)
             times.append(time.perf_counter() - t0)
+        ids = _ids(v)
+        hit = reached(v, load(v)[1]) & ids
+        out_of_reach = sum(why != "not reached" for why in unreached(v, hit).values())
+        rules = f"{len(hit)}/{len(ids) - out_of_reach}"
         print(
             f"{v:<13}{pack_for(v):<13}{t.n:>8}{pct(t.sglang_valid, t.n):>11}"
             f"{pct(t.verdict_agree, t.n):>10}{pct(t.resolved_agree, t.both_accept):>10}"
             f"{pct(t.first_agree, t.both_reject):>10}{pct(t.launch_agree, t.both_accept):>10}"
-            f"{t.model_load_only:>10}{len(t.classes):>9}{1000 * statistics.median(times):>11.0f}"
+            f"{t.model_load_only:>10}{len(t.classes):>9}{rules:>9}"
+            f"{1000 * statistics.median(times):>11.0f}"
         )
 
 

@@ -7,7 +7,8 @@ decode CP, expert parallel, EPLB, DWDP, elastic EP) that builds a mostly coheren
 around the rules of that area, and then a random number of single-field perturbations
 (drawn from every field's domain) pushes it across rule boundaries. The generator knows
 field names and domains only, never meshsat's rules, so it cannot bias the comparison
-towards meshsat's own verdicts.
+towards meshsat's own verdicts. Rules this random corpus does not reach get records of
+their own, appended after it (`targets.py`).
 
 Translation (`spell`) maps meshsat's vocabulary onto a release's ServerArgs fields, the
 way a user of that release would write the same layout: for 0.5.23 `--enable-dp-attention
@@ -232,8 +233,13 @@ def configs(n: int, seed: int = 0) -> Iterator[tuple[str, Config]]:
 LEGACY_MODE = {"in-seq-split": "zigzag", "round-robin-split": "interleave"}
 
 
-def spell(release: str, config: Config, fields: frozenset[str]) -> tuple[Config, Config, list[str]]:
-    """(ServerArgs kwargs, environment variables, dropped meshsat fields) for one release."""
+def spell(
+    release: str, config: Config, fields: frozenset[str], *, keep_absent: bool = False
+) -> tuple[Config, Config, list[str]]:
+    """(ServerArgs kwargs, environment variables, dropped meshsat fields) for one release.
+
+    `keep_absent` passes fields the release has no flag for as flags, which its parser
+    refuses (the targeted records of `FLAG-ABSENT-*` rules); otherwise they are dropped."""
     c = dict(config)
     env: Config = {}
     v = c.pop("env_enable_cp_v2", None)
@@ -248,7 +254,7 @@ def spell(release: str, config: Config, fields: frozenset[str]) -> tuple[Config,
         c.pop("enable_dp_attention")
     elif "attn_dp_size" in fields:
         c.pop("enable_dp_attention", None)
-    if "enable_prefill_context_parallel" not in fields:
+    if "enable_prefill_context_parallel" not in fields and not keep_absent:
         # The legacy CP flags are gone: spell them as their replacement.
         # Each legacy mode flag has its own default (as in the seed's flag table).
         for flag, mode, default in (
@@ -272,7 +278,7 @@ def spell(release: str, config: Config, fields: frozenset[str]) -> tuple[Config,
             c["enable_ep_moe"] = True
     for tool in ("platform", "gpus_per_node"):
         c.pop(tool, None)
-    dropped = sorted(k for k in c if k not in fields)
+    dropped = [] if keep_absent else sorted(k for k in c if k not in fields)
     for k in dropped:
         del c[k]
     return c, env, dropped

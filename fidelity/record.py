@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fidelity.generate import configs, native, spell
+from fidelity.targets import targeted
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -68,6 +69,12 @@ def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
     for j, (model, args) in enumerate(native(n_native, fields, seed + 1)):
         items.append({"id": n + j, "model": model, "args": args, "env": {}})
         meta.append((model, None, args, {}, []))
+    n_random = len(items)
+    targets: dict[int, str] = {}
+    for rule, model, cfg, args, env, dropped in targeted(version, fields):
+        targets[len(items)] = rule
+        items.append({"id": len(items), "model": model, "args": args, "env": env})
+        meta.append((model, cfg, args, env, dropped))
     total = len(items)
     t0 = time.perf_counter()
     proc = subprocess.run(
@@ -87,7 +94,8 @@ def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
         "sglang": table["sglang"],
         "resolution": table["resolution"],
         "n": total,
-        "native": total - n,
+        "native": n_random - n,
+        "targeted": total - n_random,
         "seed": seed,
         "platform": "cpu",
         "recorded_by": "python -m fidelity.record",
@@ -107,6 +115,8 @@ def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
                 rec["env"] = env
             if dropped:
                 rec["dropped"] = dropped
+            if v["id"] in targets:
+                rec["target"] = targets[v["id"]]  # aimed at this rule (fidelity/targets.py)
             if v["harness_error"]:
                 rec["harness_error"] = v["error"]
             rec["accepted"] = v["accepted"]

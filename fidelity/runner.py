@@ -332,7 +332,10 @@ class Resolver:
         args = dict(item.get("args", {}))
         unknown = sorted(set(args) - self.fields)
         if unknown:
-            out.update(harness_error=True, error=f"not fields here: {unknown}")
+            # launch_server's parser exits on a flag the release does not have.
+            flags = " ".join("--" + name.replace("_", "-") for name in unknown)
+            out.update(error=f"unrecognized arguments: {flags}", error_type="ArgparseError")
+            out.update(step="argparse")
             return out
         bad = self._argparse_error(args)
         if bad is not None:

@@ -103,8 +103,10 @@ CASES: tuple[Golden, ...] = (
         "CP (MiMo)",
         "mimo-v2-flash",
         {"tp_size": 8, "attn_cp_size": 2, "enable_prefill_cp": True, "cp_strategy": "zigzag"},
-        ({"language_only": True}, {"language_model_only": True}),
-        "MiMo V2's CP-v2 path serves text only: add --language-only rather than give up CP.",
+        ({"enable_prefill_cp": False},),
+        "MiMo V2's CP path serves text only, and SGLang offers MiMo-V2-Flash no text-only mode "
+        "(--language-only lists MiMoV2ForCausalLM, --language-model-only other models, "
+        "LMO-ARCH): prefill CP gives way.",
     ),
     # --- decode CP ----------------------------------------------------------------------
     Golden(

@@ -144,13 +144,25 @@ CASES: tuple[Case, ...] = (
     case(
         "CP-MIMO-TEXT",
         {"tp_size": 2, "attn_cp_size": 2, "enable_prefill_cp": True, "cp_strategy": "zigzag"},
-        {"language_model_only": True},
-        model={**MIMO, "is_multimodal": True},
+        # --language-model-only is for other architectures (LMO-ARCH); MiMo V2 splits.
+        {"language_only": True},
+        model={"architecture": "MiMoV2ForCausalLM", "is_multimodal": True},
     ),
     case(
-        "CP-DSV32-INTERLEAVE",
-        {"tp_size": 8, "enable_prefill_cp": True, "cp_strategy": "zigzag"},
-        {"cp_strategy": "interleave"},
+        "CP-DSA-INTERLEAVE-DP",
+        {"tp_size": 8, "dp_size": 2, "enable_prefill_cp": True, "cp_strategy": "interleave"},
+        {"dp_size": 1},
+        model=DSV32,
+    ),
+    case(
+        "CP-DSA-NOT-DECODE",
+        {
+            "tp_size": 8,
+            "enable_prefill_cp": True,
+            "cp_strategy": "interleave",
+            "disaggregation_mode": "decode",
+        },
+        {"disaggregation_mode": "prefill"},
         model=DSV32,
     ),
     case(
@@ -380,7 +392,44 @@ CASES: tuple[Case, ...] = (
         },
         {"moe_runner_backend": "auto"},
     ),
+    # --- MoE runner kernels -------------------------------------------------------------
+    case(
+        "MOE-CUTLASS-EP",
+        {"tp_size": 4, "ep_size": 2, "moe_runner_backend": "flashinfer_cutlass"},
+        {"ep_size": 4},
+    ),
+    case(
+        "MOE-CUTEDSL-EP",
+        {"tp_size": 4, "ep_size": 2, "moe_runner_backend": "flashinfer_cutedsl"},
+        {"ep_size": 1},
+    ),
+    case(
+        "MOE-CUTEDSL-A2A",
+        {"tp_size": 4, "moe_a2a_backend": "mooncake", "moe_runner_backend": "flashinfer_cutedsl"},
+        {"moe_a2a_backend": "none"},
+    ),
     # --- encoder disaggregation ----------------------------------------------------------
+    case(
+        "LMO-NOT-LANGUAGE-ONLY",
+        {"language_model_only": True, "language_only": True},
+        {"language_only": False},
+    ),
+    case(
+        "LMO-NO-DP-ENCODER",
+        {"language_model_only": True, "mm_enable_dp_encoder": True},
+        {"mm_enable_dp_encoder": False},
+    ),
+    case(
+        "LMO-NO-PD",
+        {"language_model_only": True, "disaggregation_mode": "decode"},
+        {"disaggregation_mode": "null"},
+    ),
+    case(
+        "LMO-ARCH",
+        {"language_model_only": True},
+        {"language_model_only": False},
+        model={"architecture": "LlamaForCausalLM"},
+    ),
     case(
         "EPD-LANGUAGE-ONLY-ARCH",
         {"language_only": True},

@@ -90,7 +90,7 @@ def test_live_fields_exclude_what_no_rule_reads() -> None:
     assert {"tp_size", "enable_dp_attention", "max_ep_size", "architecture"} <= live
     # pplx's dispatch budget (A2A-PPLX-DISPATCH) reads the chunked prefill size.
     assert "chunked_prefill_size" in live
-    for name in ("schedule_conservativeness", "mm_enable_dp_encoder"):
+    for name in ("schedule_conservativeness", "expert_distribution_recorder_buffer_size"):
         assert name not in live
     assert not set(HARDWARE) & set(changeable(NEWEST))
     assert not set(MODEL_FACT_NAMES) & set(changeable(NEWEST))

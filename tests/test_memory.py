@@ -25,11 +25,6 @@ from solver.memory.weights import WeightModel
 #: Where the computed count misses the published figure, and why (strict xfail: the test
 #: fails loudly if a change makes it match, so the note cannot go stale).
 KNOWN_MISSES = {
-    ("moonshotai/Kimi-K2-Instruct", "total"): (
-        "1.04T (tech report; 1043B in GLM-4.5's table) against 1026.41B (-1.31 %) from the"
-        " config, which has no MTP layer (num_nextn_predict_layers 0); one more MoE layer"
-        " (17.2B) would make 1043.6B. The card's own figure is 1T"
-    ),
     ("zai-org/GLM-4.5-Air", "total"): (
         "counted as GLM-4.5's 355B is (MTP in, embedding and head out) the config sums to"
         " 107.99B (+1.9 %); no one counting reproduces both: all-in without MTP 106.85B"

@@ -117,13 +117,30 @@ def test_first_violation_is_the_first_failing_handler() -> None:
 
 def test_compare_names_what_changed() -> None:
     changes = compare(SEED, V0523)
+    # Read from 0.5.23's own handlers, each measured by a targeted fidelity record.
     assert set(changes.rules_added) == {
         "DP-REPLICAS-ATTN-DP",
         "DP-REPLICAS-ATTN-DP-CP",
         "DCP-NO-PREFILL-CP",
+        "CP-HIP-DSV4",
+        "CP-DSV32-INTERLEAVE",
+        "EEP-ATTN-REPLICA",
+        "EEP-DENSE-TP-ATTN-TP",
+        "EEP-DCP-ATTN-TP",
     }
-    # 0.5.23 accepts every runner and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC again.
-    assert set(changes.rules_removed) == {"FLAG-CHOICE-MOE-RUNNER-BACKEND", "METRICS-ENV"}
+    # 0.5.23 accepts every runner and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC again, drops
+    # the legacy CP and rejoin flags with their rules, and scales EP with attention TP.
+    assert set(changes.rules_removed) == {
+        "FLAG-CHOICE-MOE-RUNNER-BACKEND",
+        "METRICS-ENV",
+        "CP-LEGACY-MODE-CHOICE",
+        "CP-LEGACY-XOR",
+        "EEP-REJOIN-DEPRECATED",
+        "EEP-REJOIN-CONFLICT",
+        "EEP-DP-EQ-TP",
+        "CP-DSA-INTERLEAVE-DP",
+    }
+    assert "elastic_ep_rejoin" in changes.fields_removed
     assert "CP-DPCP-DIV" in changes.rules_changed
     assert changes.steps_added == ("R-ATTN-DP-SIZE",)
     assert changes.fields_added == ("attn_dp_size",)

@@ -16,6 +16,7 @@ from solver.catalogue import (
     elastic_ep,
     eplb,
     model,
+    moe_kernel,
     topology,
 )
 from solver.catalogue.resolution import RESOLUTIONS
@@ -27,6 +28,7 @@ RULES: tuple[Rule, ...] = (
     *data_parallel.RULES,
     *dwdp.RULES,
     *elastic_ep.RULES,
+    *moe_kernel.RULES,
     *a2a.RULES,
     *eplb.RULES,
     *disaggregation.RULES,

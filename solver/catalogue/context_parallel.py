@@ -36,6 +36,21 @@ RULES: tuple[Rule, ...] = (
         hint="use --cp-strategy interleave (the former round-robin-split), or drop "
         "--prefill-cp-mode",
     ),
+    # The model checks open handle_context_parallelism (0.5.18 to 0.5.23).
+    Rule(
+        "CP-MIMO-ZIGZAG",
+        _mimo_cp_v2,
+        F.cp_strategy == "zigzag",
+        "MiMo V2 CP-v2 only supports --cp-strategy zigzag.",
+        SRC,
+    ),
+    Rule(
+        "CP-MIMO-TEXT",
+        _mimo_cp_v2 & F.is_multimodal,
+        F.language_only | F.language_model_only,
+        "MiMo V2 CP-v2 only supports text inference; add --language-only.",
+        SRC,
+    ),
     Rule(
         "CP-STRATEGY-REQUIRED",
         F.enable_prefill_cp,
@@ -115,26 +130,15 @@ RULES: tuple[Rule, ...] = (
         SRC,
         hint="set moe_dp_size to attn_cp_size or to 1",
     ),
+    # _deepseek_family_overrides (handle_model_specific_adjustments), 0.5.18 and 0.5.19:
+    # interleave (or no strategy) DSA CP gives every rank one request.
     Rule(
-        "CP-MIMO-ZIGZAG",
-        _mimo_cp_v2,
-        F.cp_strategy == "zigzag",
-        "MiMo V2 CP-v2 only supports --cp-strategy zigzag.",
-        SRC,
-    ),
-    Rule(
-        "CP-MIMO-TEXT",
-        _mimo_cp_v2 & F.is_multimodal,
-        F.language_only | F.language_model_only,
-        "MiMo V2 CP-v2 only supports text inference; add --language-only.",
-        SRC,
-    ),
-    Rule(
-        "CP-DSV32-INTERLEAVE",
-        (F.architecture == "DeepseekV32ForCausalLM") & F.enable_prefill_cp,
-        F.cp_strategy != "zigzag",
-        "DeepSeek V3.2 prefill context parallelism supports only --cp-strategy interleave.",
-        "DSA context-parallel model support (outside the seed)",
+        "CP-DSA-INTERLEAVE-DP",
+        F.is_deepseek_dsa & F.enable_prefill_cp & (F.cp_strategy != "zigzag"),
+        F.dp_size == 1,
+        "interleave DSA CP does not support DP attention.",
+        "handle_model_specific_adjustments",
+        hint="drop --dp-size, or use --cp-strategy zigzag",
     ),
     Rule(
         "CP-DSA-TP8",
@@ -142,6 +146,14 @@ RULES: tuple[Rule, ...] = (
         tp <= 8,
         "Context parallel only supports single machine (tp_size <= 8). Cross-machine CP has "
         "precision issues.",
-        "DSA context-parallel model overrides",
+        "handle_model_specific_adjustments",
+    ),
+    Rule(
+        "CP-DSA-NOT-DECODE",
+        F.is_deepseek_dsa & F.enable_prefill_cp,
+        F.disaggregation_mode != "decode",
+        "CP is only supported for prefill when PD disaggregation, please remove "
+        "--enable-prefill-cp.",
+        "handle_model_specific_adjustments",
     ),
 )

@@ -1,4 +1,5 @@
-"""Encoder disaggregation (handle_encoder_disaggregation): which models can be split."""
+"""Encoder disaggregation (handle_encoder_disaggregation): which models can be split, and
+which can serve their text model alone (--language-model-only)."""
 
 from __future__ import annotations
 
@@ -44,4 +45,52 @@ def language_only_rule(architectures: tuple[str, ...]) -> Rule:
     )
 
 
-RULES: tuple[Rule, ...] = (language_only_rule(ENCODER_DISAGG_ARCHITECTURES),)
+#: The architectures 0.5.18 and 0.5.19 serve with --language-model-only
+#: (`ServerArgs.LANGUAGE_MODEL_ONLY_ARCHITECTURES`); 0.5.23 lists others.
+LANGUAGE_MODEL_ONLY_ARCHITECTURES: tuple[str, ...] = ("MuseGlimmerForConditionalGeneration",)
+
+
+def language_model_only_rules(architectures: tuple[str, ...]) -> tuple[Rule, ...]:
+    """handle_language_model_only, which the encoder-disaggregation handler runs first:
+    the text model alone, without the encoder's flags, outside PD disaggregation, and only
+    for the architectures the release lists (measured by fidelity/targets.py)."""
+    only = F.language_model_only
+    listed = ", ".join(f"'{a}'" for a in architectures)
+    return (
+        Rule(
+            "LMO-NOT-LANGUAGE-ONLY",
+            only,
+            ~F.language_only,
+            "--language-model-only cannot be combined with --language-only",
+            SRC,
+            hint="--language-only is the encoder-disaggregated half; choose one",
+        ),
+        Rule(
+            "LMO-NO-DP-ENCODER",
+            only,
+            ~F.mm_enable_dp_encoder,
+            "--language-model-only cannot be combined with --mm-enable-dp-encoder",
+            SRC,
+        ),
+        Rule(
+            "LMO-NO-PD",
+            only,
+            F.disaggregation_mode == "null",
+            "--language-model-only is incompatible with --disaggregation-mode prefill/decode",
+            SRC,
+        ),
+        Rule(
+            "LMO-ARCH",
+            only & is_set(F.architecture),
+            one_of(F.architecture, *architectures),
+            f"--language-model-only does not support ['{{architecture}}']. Supported: [{listed}].",
+            SRC,
+            hint="drop --language-model-only for this model",
+        ),
+    )
+
+
+RULES: tuple[Rule, ...] = (
+    *language_model_only_rules(LANGUAGE_MODEL_ONLY_ARCHITECTURES),
+    language_only_rule(ENCODER_DISAGG_ARCHITECTURES),
+)

@@ -51,6 +51,20 @@ def _legacy_cp() -> Resolution:
 
 
 RESOLUTIONS: tuple[Resolution, ...] = (
+    # handle_mega_moe runs first in the pipeline (0.5.19 and 0.5.23; measured by a
+    # targeted fidelity record).
+    Resolution(
+        "R-MEGAMOE-ALIAS",
+        "handle_moe_runner_backend_alias",
+        "--moe-runner-backend megamoe is an alias for --moe-a2a-backend megamoe",
+        (
+            assign(
+                F.moe_runner_backend == "megamoe",
+                moe_runner_backend="auto",
+                moe_a2a_backend="megamoe",
+            ),
+        ),
+    ),
     _legacy_cp(),
     Resolution(
         "R-DWDP",

@@ -205,11 +205,12 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
             num_nextn_predict_layers=0,
         ),
         Published(
-            1040,
+            1026.5,
             32,
-            "https://huggingface.co/moonshotai/Kimi-K2-Instruct (card: 1T total, 32B"
-            " activated); 1.04T total from the tech report (arXiv 2507.20534), which the"
-            " GLM-4.5 report's table gives as 1043B",
+            "https://huggingface.co/moonshotai/Kimi-K2-Instruct: the Hub's count of the"
+            " checkpoint's tensors, 1026.5B (the card rounds to 1T total, 32B activated;"
+            " the tech report, arXiv 2507.20534, says 1.04T, which no count of this"
+            " config reaches)",
             active_counts="no_embedding",
         ),
     ),

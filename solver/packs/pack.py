@@ -97,6 +97,11 @@ class PackDiff:
     released: str
     summary: str
     add_rules: tuple[Rule, ...] = ()
+    #: (id, rule): the rule goes right after rule `id`, where SGLang checks it inside one
+    #: handler (the first violation is the assert SGLang stops at).
+    add_rules_after: tuple[tuple[str, Rule], ...] = ()
+    #: (id, rule): the rule goes right before rule `id`.
+    add_rules_before: tuple[tuple[str, Rule], ...] = ()
     replace_rules: tuple[Rule, ...] = ()
     remove_rules: tuple[str, ...] = ()
     add_resolutions: tuple[Resolution, ...] = ()  # run before the base's steps
@@ -127,6 +132,13 @@ def apply(base: Pack, diff: PackDiff) -> Pack:
         steps = tuple(
             replace(r, source=renamed[r.source]) if r.source in renamed else r for r in steps
         )
+    placed = [(at, 1, rule) for at, rule in diff.add_rules_after]
+    placed += [(at, 0, rule) for at, rule in diff.add_rules_before]
+    for anchor, after, rule in placed:  # in order: a rule may follow an added one
+        at = next((i for i, r in enumerate(rules) if r.id == anchor), None)
+        if at is None:  # pragma: no cover - guards the declarations
+            raise RuntimeError(f"pack diff places {rule.id} next to unknown rule {anchor}")
+        rules = (*rules[: at + after], rule, *rules[at + after :])
     rules = (*rules, *diff.add_rules)
     if diff.handler_order is not None:
         rules = order_by_handler(rules, diff.handler_order)

@@ -10,12 +10,16 @@ SGLang function that says so (`fidelity/` records what the real releases answere
 from __future__ import annotations
 
 from solver.catalogue import RESOLUTIONS, RULES
-from solver.catalogue.disaggregation import ENCODER_DISAGG_ARCHITECTURES, language_only_rule
+from solver.catalogue.disaggregation import (
+    ENCODER_DISAGG_ARCHITECTURES,
+    language_model_only_rules,
+    language_only_rule,
+)
 from solver.lang.config import A2A_BACKENDS
-from solver.lang.derived import attn_dp
-from solver.lang.expr import divides, is_set, one_of
+from solver.lang.derived import attn_dp, attn_tp, elastic_scaling
+from solver.lang.expr import divides, is_set, ite, one_of
 from solver.lang.fields import F
-from solver.lang.model_spec import MLA_ARCHITECTURES
+from solver.lang.model_spec import MIMO_V2_ARCHITECTURES, MLA_ARCHITECTURES
 from solver.lang.rule import Resolution, Rule, assign
 from solver.packs.pack import Pack, PackDiff, apply, base_pack
 
@@ -31,8 +35,6 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "handle_model_specific_adjustments",
     "handle_data_parallelism",
     "_dp_lm_head_validation",
-    "DSA context-parallel model overrides",
-    "DSA context-parallel model support (outside the seed)",
     "handle_context_parallelism",
     "handle_load_balance_method",
     "handle_moe_kernel_config",
@@ -113,13 +115,88 @@ _ATTN_DP_SIZE = Resolution(
 
 _RENAMED_0_5_23 = (("handle_dcp_validation", "handle_decode_context_parallelism"),)
 
+# 0.5.23's handle_elastic_ep (sglang/srt/arg_groups/parallel_hook.py), in its order:
+# scale-up now allows attention TP inside each attention-DP replica, so the EP sizes must
+# split into whole replicas, and it asserts the decode-CP advice itself.
+_replica = attn_tp * F.attn_cp_size
+_initial = ite(is_set(F.elastic_ep_initial_size), F.elastic_ep_initial_size, F.tp_size)
+_ADDED_AFTER_0_5_23: tuple[tuple[str, Rule], ...] = (
+    (
+        "EEP-INIT-ONLY-SCALING",
+        Rule(
+            "EEP-ATTN-REPLICA",
+            elastic_scaling,
+            divides(_replica, F.max_ep_size)
+            & divides(_replica, _initial)
+            & ((F.ep_join_mode != "scale") | divides(_replica, F.ep_join_rank_offset)),
+            "EP size must be divisible by attention replica size (attn_tp · attn_cp_size): "
+            "--max-ep-size {max_ep_size}, the initial EP size and a joiner's "
+            "--elastic-ep-join-rank-offset {ep_join_rank_offset}.",
+            "handle_elastic_ep",
+        ),
+    ),
+    (
+        "EEP-ATTN-REPLICA",
+        Rule(
+            "EEP-DENSE-TP-ATTN-TP",
+            elastic_scaling & (attn_tp > 1),
+            F.moe_dense_tp_size == 1,
+            "Elastic EP scale-up with attention TP greater than one requires "
+            "--moe-dense-tp-size 1 (got moe_dense_tp_size={moe_dense_tp_size}).",
+            "handle_elastic_ep",
+        ),
+    ),
+    (
+        "EEP-SCALE-PP1",
+        Rule(
+            "EEP-DCP-ATTN-TP",
+            elastic_scaling,
+            divides(F.dcp_size, attn_tp),
+            "Elastic EP scale-up requires --dcp-size to divide the fixed attention TP width "
+            "(got dcp_size={dcp_size}).",
+            "handle_elastic_ep",
+        ),
+    ),
+)
+
+# 0.5.23's handle_context_parallelism opens with its model checks: HIP runs prefill CP only
+# for DeepSeek V4, DeepSeek V3.2 refuses zigzag, and MiMo V2's checks no longer wait for
+# SGLANG_ENABLE_CP_V2.
+_mimo = one_of(F.architecture, *MIMO_V2_ARCHITECTURES) & F.enable_prefill_cp
+_CP_MODEL_CHECKS_0_5_23: tuple[tuple[str, Rule], ...] = (
+    (
+        "CP-MIMO-ZIGZAG",
+        Rule(
+            "CP-HIP-DSV4",
+            F.enable_prefill_cp & (F.platform == "hip") & is_set(F.architecture),
+            F.architecture == "DeepseekV4ForCausalLM",
+            "Prefill CP on HIP is only supported for DeepseekV4ForCausalLM, got '{architecture}'.",
+            "handle_context_parallelism",
+        ),
+    ),
+    (
+        "CP-MIMO-ZIGZAG",
+        Rule(
+            "CP-DSV32-INTERLEAVE",
+            (F.architecture == "DeepseekV32ForCausalLM") & F.enable_prefill_cp,
+            F.cp_strategy != "zigzag",
+            "DeepSeek V3.2 prefill CP does not support --cp-strategy zigzag; use interleave.",
+            "handle_context_parallelism",
+            hint="--cp-strategy interleave",
+        ),
+    ),
+)
+
 V0_5_23 = apply(
     SEED,
     PackDiff(
         "0.5.23",
         "2026-11",
         "--attn-dp-size replaces --enable-dp-attention + --dp-size (dp_size counts "
-        "replicas again); the legacy CP flags are gone; decode CP excludes prefill CP.",
+        "replicas again); the legacy CP flags and --elastic-ep-rejoin are gone; decode CP "
+        "excludes prefill CP; elastic EP scale-up allows attention TP.",
+        add_rules_after=_ADDED_AFTER_0_5_23,
+        add_rules_before=_CP_MODEL_CHECKS_0_5_23,
         add_rules=(
             Rule(
                 "DP-REPLICAS-ATTN-DP",
@@ -155,6 +232,20 @@ V0_5_23 = apply(
         ),
         replace_rules=(
             Rule(
+                "CP-MIMO-ZIGZAG",
+                _mimo,
+                F.cp_strategy == "zigzag",
+                "MiMo V2 prefill CP only supports --cp-strategy zigzag.",
+                "handle_context_parallelism",
+            ),
+            Rule(
+                "CP-MIMO-TEXT",
+                _mimo & F.is_multimodal,
+                F.language_only | F.language_model_only,
+                "MiMo V2 prefill CP only supports text inference; add --language-only.",
+                "handle_context_parallelism",
+            ),
+            Rule(
                 "CP-DPCP-DIV",
                 F.attn_cp_size > 1,
                 divides(attn_dp * F.attn_cp_size, F.tp_size),
@@ -178,6 +269,14 @@ V0_5_23 = apply(
                 "(--attn-dp-size >= 2).",
                 "handle_a2a_moe",
             ),
+            *language_model_only_rules(
+                (
+                    "DeepseekV4ForCausalLM",
+                    "MuseGlimmerForConditionalGeneration",
+                    "Cosmos3ForConditionalGeneration",
+                    "Cosmos3EdgeForConditionalGeneration",
+                )
+            ),
             language_only_rule(
                 (
                     *ENCODER_DISAGG_ARCHITECTURES,
@@ -188,7 +287,24 @@ V0_5_23 = apply(
             ),
         ),
         # The env variable is accepted again: no step rejects it (measured, 25 layouts).
-        remove_rules=("METRICS-ENV",),
+        # The flags of the legacy CP and rejoin rules are gone (absent_fields below), and
+        # scale-up no longer asks dp_size == tp_size (measured, fidelity/targets.py).
+        remove_rules=(
+            "METRICS-ENV",
+            "CP-LEGACY-MODE-CHOICE",
+            "CP-LEGACY-XOR",
+            "EEP-REJOIN-DEPRECATED",
+            "EEP-REJOIN-CONFLICT",
+            "EEP-DP-EQ-TP",
+            "CP-DSA-INTERLEAVE-DP",
+        ),
+        absent_fields=(
+            "enable_prefill_context_parallel",
+            "prefill_cp_mode",
+            "enable_dsa_prefill_context_parallel",
+            "dsa_prefill_cp_mode",
+            "elastic_ep_rejoin",
+        ),
         add_resolutions=(_ATTN_DP_SIZE,),
         replace_resolutions=(
             # attn_dp_enabled_of(): a scale joiner schedules like an attention-DP rank.

@@ -62,6 +62,9 @@ def _features() -> tuple[Feature, ...]:
     attn_dp_size = F.attn_dp_size.as_raw
     dp_attention = F.enable_dp_attention.as_raw | (attn_dp_size > 1)
     prefill_cp = F.enable_prefill_cp.as_raw
+    # Two spellings again: --moe-runner-backend megamoe is an alias of the MegaMoE
+    # all-to-all backend (R-MEGAMOE-ALIAS).
+    a2a = (F.moe_a2a_backend.as_raw != "none") | (F.moe_runner_backend.as_raw == "megamoe")
     return (
         Feature(
             "dp_attention",
@@ -90,8 +93,8 @@ def _features() -> tuple[Feature, ...]:
         Feature(
             "a2a_backend",
             "an MoE all-to-all backend",
-            F.moe_a2a_backend.as_raw != "none",
-            F.moe_a2a_backend.as_raw != "none",
+            a2a,
+            a2a,
         ),
         Feature("eplb", "EPLB", F.enable_eplb.as_raw, F.enable_eplb.as_raw),
         Feature("dwdp", "DWDP", F.dwdp_size.as_raw != 1, F.dwdp_size.as_raw != 1),

@@ -1,0 +1,220 @@
+"""Records aimed at every rule of a pack, after the random corpus.
+
+Why: the random corpus (`generate.configs`) knows field names and domains but no rule, so
+it measures meshsat without bias, yet it never reaches rules whose condition is a rare
+combination (elastic EP's scale-up checks, a flag the release lacks, DeepSeek V3.2's CP
+strategy). This module aims at each rule of the pack in turn: it starts from a layout that
+breaks the rule (the catalogue's rule cases, `tests/rule_cases.py`, or, for the generated
+flag rules, the flag itself), perturbs unrelated fields as the corpus does, spells it for
+the release and keeps it only if meshsat, judging the release's spelling, says the rule is
+broken. Where to look is chosen with meshsat's rules; what SGLang answers is recorded as
+for every other record, so a wrong rule shows up as a disagreement.
+
+Rules no record can reach are listed by `unreachable()` with the reason.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Iterator
+from functools import cache
+from typing import Any
+
+from fidelity.generate import DOMAINS, MODELS, Config, sample, spell
+from solver.errors import InputError
+from solver.lang.config import Config as MeshsatConfig
+from solver.lang.fields import CONFIG_SPECS
+from solver.lang.model_spec import ModelSpec
+from solver.packs import get_pack
+from solver.packs.pack import ABSENT_PREFIX, CHOICE_PREFIX, Pack
+from solver.validation.validate import validate
+
+#: Rule-case model facts -> the recorder's model directory (fidelity/models/<name>). The
+#: recorder's DeepSeek V3.2 stands in for GLM-5 (both DSA); a record is kept only where the
+#: rule still breaks with the stand-in.
+ARCHITECTURES = {
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "DeepseekV32ForCausalLM": "deepseek_v32",
+    "GlmMoeDsaForCausalLM": "deepseek_v32",
+}
+#: Model-fact rules, broken with the recorder's own models (the rule cases use made-up facts).
+MODEL_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
+    "MODEL-PP-LAYERS": [("llama", {"tp_size": 1, "pp_size": 64})],
+    "MODEL-HEADS": [("llama", {"tp_size": 3}), ("qwen3_moe", {"tp_size": 6})],
+    "MODEL-KV-HEADS": [("llama", {"tp_size": 6}), ("qwen3_moe", {"tp_size": 3})],
+    "MODEL-EXPERTS": [
+        ("qwen3_moe", {"tp_size": 6, "ep_size": 6}),
+        ("deepseek_v3", {"tp_size": 3, "ep_size": 3}),
+    ],
+    "TOPO-MOE-TP": [(None, {"tp_size": 4, "ep_size": 8}), (None, {"tp_size": 6, "ep_size": 4})],
+}
+#: The models the recorder can load in every release; DeepSeek V3.2 from 0.5.18 on.
+TARGET_MODELS = (*MODELS, "deepseek_v32")
+
+#: Rules no generated record can reach through a release's resolution, and why
+#: (`RULE@version` where only one release's spelling makes it unreachable).
+UNREACHABLE = {
+    "DCP-MIN": "needs dcp_size < 1, which meshsat's Config refuses as bad input (exit 2)",
+    "DWDP-MIN": "needs dwdp_size < 1, which meshsat's Config refuses as bad input (exit 2)",
+    "TOPO-POSITIVE": "needs a size < 1, which meshsat's Config refuses as bad input (exit 2)",
+    "FLAG-CHOICE-MOE-A2A-BACKEND@0.4.6.post5": "0.4.6.post5 has no --moe-a2a-backend: a user "
+    "writes the backend as --enable-deepep-moe or --enable-ep-moe, which hold no other value",
+    "CP-HIP-DSV4": "needs a HIP device: the recorder runs on CPU",
+    "CP-MIMO-ZIGZAG": "needs a MiMo-V2-Flash config the recorder can load offline",
+    "CP-MIMO-TEXT": "needs a MiMo-V2-Flash config the recorder can load offline",
+}
+
+
+def _domain(name: str) -> tuple[Any, ...]:
+    """Values to perturb a field with: the corpus's domain, or one from the field's type."""
+    if name in DOMAINS:
+        return tuple(DOMAINS[name])
+    spec = CONFIG_SPECS[name]
+    if spec.kind == "bool":
+        return (False, True)
+    if spec.kind == "enum" and spec.choices:
+        return tuple(spec.choices)
+    if spec.size:
+        return (1, 2, 4, 8, 16)
+    if spec.kind == "int":
+        return tuple(dict.fromkeys((spec.default, 0, 1, 2, 8, 600)))
+    return ()
+
+
+@cache
+def _domains(version: str) -> dict[str, tuple[Any, ...]]:
+    """Every config field some rule of the pack reads, with values to perturb it with."""
+    read = {f for r in get_pack(version).rules for f in r.fields if f in CONFIG_SPECS}
+    out = {name: _domain(name) for name in sorted(read | set(DOMAINS))}
+    return {k: v for k, v in out.items() if v and not CONFIG_SPECS[k].tool_only}
+
+
+def _seeds(rule_id: str, pack: Pack) -> list[tuple[str | None, Config]]:
+    """Layouts that break the rule: (model directory or None for any, config)."""
+    if rule_id.startswith(ABSENT_PREFIX):
+        name = next(f for f in pack.absent_fields if rule_id == _absent_id(f))
+        spec = CONFIG_SPECS[name]
+        values = [v for v in _domain(name) if v != spec.default]
+        return [(None, {name: v}) for v in values]
+    if rule_id.startswith(CHOICE_PREFIX):
+        name, allowed = next(c for c in pack.choices if rule_id == _choice_id(c[0]))
+        values = [v for v in CONFIG_SPECS[name].choices if v is not None and v not in allowed]
+        return [(None, {name: v}) for v in values]
+    from tests.rule_cases import CASES
+
+    out: list[tuple[str | None, Config]] = list(MODEL_SEEDS.get(rule_id, []))
+    for case in CASES:
+        if case.rule != rule_id or case.raw_only:
+            continue
+        arch = case.model.get("architecture")
+        if arch is not None and arch not in ARCHITECTURES:
+            continue
+        if set(case.model) - {"architecture", "is_deepseek_dsa"}:
+            continue  # model-fact rules: the recorder's models have their own facts
+        out.append((ARCHITECTURES.get(arch or ""), dict(case.config)))
+    return out
+
+
+def _default(name: str) -> Any:
+    spec = CONFIG_SPECS.get(name)
+    return spec.default if spec is not None else object()
+
+
+def _absent_id(name: str) -> str:
+    return ABSENT_PREFIX + name.upper().replace("_", "-")
+
+
+def _choice_id(name: str) -> str:
+    return CHOICE_PREFIX + name.upper().replace("_", "-")
+
+
+@cache
+def _model(name: str) -> ModelSpec:
+    from fidelity.compare import model
+
+    return model(name)
+
+
+def broken(version: str, model: str, config: Config, args: Config) -> frozenset[str]:
+    """The rules meshsat says the release's spelling breaks (errors, advice and launch
+    checks alike), as the replay judges it."""
+    from fidelity.compare import release_config
+
+    cfg = release_config({"config": config, "args": args})
+    cfg["platform"] = "cpu"
+    try:
+        report = validate(
+            MeshsatConfig(**cfg), _model(model), explain=False, sglang_version=version
+        )
+    except (InputError, ValueError):
+        return frozenset()
+    return frozenset(v.rule for v in (*report.violations, *report.warnings))
+
+
+def targeted(
+    version: str,
+    fields: frozenset[str],
+    *,
+    per_rule: int = 12,
+    attempts: int = 400,
+    seed: int = 2,
+) -> Iterator[tuple[str, str, Config, Config, Config, list[str]]]:
+    """(rule, model, config, args, env, dropped) records, up to `per_rule` per rule of the
+    pack that errors or advises, in the pack's order; rules in `UNREACHABLE` are skipped."""
+    pack = get_pack(version)
+    r = random.Random(seed)
+    domains = _domains(version)
+    release = tuple(int(x) for x in version.split(".")[:2])
+    models = [m for m in TARGET_MODELS if m != "deepseek_v32" or release >= (0, 5)]
+    for rule in pack.constraints:
+        if why_unreachable(rule.id, version):
+            continue
+        seeds = _seeds(rule.id, pack)
+        seen: set[str] = set()
+        for _ in range(attempts):
+            if len(seen) >= per_rule:
+                break
+            if seeds and r.random() < 0.8:
+                model, base = r.choice(seeds)
+                model = model or r.choice(models)
+                config = dict(base)
+            else:
+                model, config = sample(r)
+            if model not in models:
+                continue
+            for _ in range(r.choice((0, 1, 1, 2))):
+                name = r.choice(sorted(domains))
+                if name not in rule.fields:
+                    config[name] = r.choice(domains[name])
+            keep = rule.id.startswith(ABSENT_PREFIX) or r.random() < 0.1
+            if keep:  # at its default a field is unset: its user leaves the flag out
+                config = {k: v for k, v in config.items() if k in fields or v != _default(k)}
+            args, env, dropped = spell(version, config, fields, keep_absent=keep)
+            key = repr((model, sorted(config.items(), key=str), keep))
+            if key in seen or rule.id not in broken(version, model, config, args):
+                continue
+            seen.add(key)
+            yield rule.id, model, config, args, env, dropped
+
+
+def reached(version: str, records: Iterable[dict[str, Any]]) -> set[str]:
+    """The rules of the pack that some record breaks, in meshsat's judgement of the
+    release's spelling (errors, advice and launch checks)."""
+    out: set[str] = set()
+    for rec in records:
+        out |= broken(version, rec["model"], rec["config"] or {}, rec.get("args", rec["config"]))
+    return out
+
+
+def unreached(version: str, reached: set[str]) -> dict[str, str]:
+    """Rules of the pack no record breaks, each with the reason (`UNREACHABLE`) or
+    "not reached" where the search found none."""
+    return {
+        rule.id: why_unreachable(rule.id, version) or "not reached"
+        for rule in get_pack(version).constraints
+        if rule.id not in reached
+    }
+
+
+def why_unreachable(rule_id: str, version: str) -> str | None:
+    return UNREACHABLE.get(f"{rule_id}@{version}") or UNREACHABLE.get(rule_id)
