@@ -200,6 +200,17 @@ def stream_to_file(repeat: int) -> None:
                 f"{seconds / plain_s:.2f} |"
             )
 
+        def cold() -> int:
+            # What one `meshsat enumerate` process pays: a fresh model, no width key cached.
+            fresh = MemoryModel("deepseek-ai/DeepSeek-V3", "H200", context_length=8192)
+            return _stream(path, 4096, spec, fresh)
+
+        seconds = median_time(cold, repeat)
+        print(
+            f"| with memory columns (H200), cold model | {lines:,} | {seconds:.3f} | "
+            f"{lines / seconds:,.0f} | {seconds / plain_s:.2f} |"
+        )
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
