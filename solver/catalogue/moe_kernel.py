@@ -16,22 +16,23 @@ runner = F.moe_runner_backend
 user_ep = F.ep_size.as_raw
 _EP_ONE_OR_TP = "The expert parallel size must be 1 or the same as the tensor parallel size"
 
+#: Runners that take an EP width of 1 or tp_size only: (rule id, runner).
+_EP_ONE_OR_TP_RUNNERS = (
+    ("MOE-CUTLASS-EP", "flashinfer_cutlass"),
+    ("MOE-CUTEDSL-EP", "flashinfer_cutedsl"),
+)
+
 RULES: tuple[Rule, ...] = (
-    Rule(
-        "MOE-CUTLASS-EP",
-        runner == "flashinfer_cutlass",
-        (user_ep == 1) | (user_ep == F.tp_size),
-        _EP_ONE_OR_TP,
-        SRC,
-        hint="use --ep-size 1 or the TP size",
-    ),
-    Rule(
-        "MOE-CUTEDSL-EP",
-        runner == "flashinfer_cutedsl",
-        (user_ep == 1) | (user_ep == F.tp_size),
-        _EP_ONE_OR_TP,
-        SRC,
-        hint="use --ep-size 1 or the TP size",
+    *(
+        Rule(
+            rule_id,
+            runner == backend,
+            (user_ep == 1) | (user_ep == F.tp_size),
+            _EP_ONE_OR_TP,
+            SRC,
+            hint="use --ep-size 1 or the TP size",
+        )
+        for rule_id, backend in _EP_ONE_OR_TP_RUNNERS
     ),
     Rule(
         "MOE-CUTEDSL-A2A",
