@@ -12,14 +12,12 @@ per layout and the agreement count; exits 1 on any disagreement.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from typing import Any
 
 from fidelity.compare import judge
 from fidelity.generate import spell
-from fidelity.record import HERE, RUNNER_ENV, dump_flags, venv_python
+from fidelity.record import dump_flags, resolve
 
 DP4 = {"tp_size": 4, "enable_dp_attention": True, "dp_size": 4}
 DP2 = {"tp_size": 4, "enable_dp_attention": True, "dp_size": 2}
@@ -72,17 +70,9 @@ def probe(version: str) -> tuple[int, int]:
         if not dropped:
             items.append({"id": i, "model": model, "args": args, "env": env})
             meta.append((model, cfg, args, env))
-    out = subprocess.run(
-        [str(venv_python(version)), str(HERE / "runner.py"), "resolve"],
-        input="".join(json.dumps(x) + "\n" for x in items),
-        capture_output=True,
-        text=True,
-        check=True,
-        env=RUNNER_ENV,
-    ).stdout.splitlines()
+    out = resolve(version, items)
     agree = 0
-    for (model, cfg, args, env), line in zip(meta, out, strict=True):
-        v = json.loads(line)
+    for (model, cfg, args, env), v in zip(meta, out, strict=True):
         rec = {"id": v["id"], "model": model, "config": cfg, "args": None if args == cfg else args}
         rec.update(env=env, accepted=v["accepted"], error=v["error"], step=v["step"])
         rec.update(site=v["site"], launch_error=v.get("launch_error"))

@@ -57,6 +57,21 @@ def dump_flags(version: str) -> dict[str, Any]:
     return table
 
 
+def resolve(version: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The release's own verdict on each item, from `runner.py resolve` in its venv."""
+    proc = subprocess.run(
+        [str(venv_python(version)), str(HERE / "runner.py"), "resolve"],
+        input="".join(json.dumps(x) + "\n" for x in items),
+        capture_output=True,
+        text=True,
+        check=True,
+        env=RUNNER_ENV,
+    )
+    verdicts = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert len(verdicts) == len(items), (len(verdicts), proc.stderr[-2000:])
+    return verdicts
+
+
 def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
     table = dump_flags(version)
     fields = frozenset(table["fields"])
@@ -77,17 +92,8 @@ def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
         meta.append((model, cfg, args, env, dropped))
     total = len(items)
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        [str(venv_python(version)), str(HERE / "runner.py"), "resolve"],
-        input="".join(json.dumps(x) + "\n" for x in items),
-        capture_output=True,
-        text=True,
-        check=True,
-        env=RUNNER_ENV,
-    )
+    verdicts = resolve(version, items)
     secs = time.perf_counter() - t0
-    verdicts = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    assert len(verdicts) == total, (len(verdicts), proc.stderr[-2000:])
     FIXTURES.mkdir(parents=True, exist_ok=True)
     path = FIXTURES / f"{version}.jsonl.gz"
     header = {

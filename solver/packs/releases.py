@@ -9,13 +9,15 @@ SGLang function that says so (`fidelity/` records what the real releases answere
 
 from __future__ import annotations
 
+from typing import get_args
+
 from solver.catalogue import RESOLUTIONS, RULES
 from solver.catalogue.disaggregation import (
     ENCODER_DISAGG_ARCHITECTURES,
     language_model_only_rules,
     language_only_rule,
 )
-from solver.lang.config import A2A_BACKENDS
+from solver.lang.config import A2A_BACKENDS, MoeRunnerBackend
 from solver.lang.derived import attn_dp, attn_tp, elastic_scaling
 from solver.lang.expr import divides, is_set, ite, one_of
 from solver.lang.fields import F
@@ -59,25 +61,11 @@ LAUNCH_SOURCES = (
 )
 _LAUNCH_RULES = frozenset(r.id for r in RULES if r.source in LAUNCH_SOURCES)
 
-#: --moe-runner-backend's choices (fidelity/flags/<version>.json); 0.5.23 accepts them all.
-_RUNNERS_0_5_18 = (
-    "auto",
-    "deep_gemm",
-    "triton",
-    "triton_kernel",
-    "flashinfer_trtllm",
-    "experimental_sgl_trtllm",
-    "flashinfer_trtllm_routed",
-    "flashinfer_cutlass",
-    "flashinfer_mxfp4",
-    "flashinfer_cutedsl",
-    "cutlass",
-    "aiter",
-    "marlin",
-    "humming",
-    "experimental_sgl_marlin",
-    "hpc_ops",
-    "megamoe",
+#: --moe-runner-backend's choices (fidelity/flags/<version>.json): 0.5.23 accepts every one
+#: meshsat's field has; earlier releases lack the ones it added.
+_ADDED_IN_0_5_23 = ("flashinfer_megamoe", "lora_cutedsl", "lora_triton", "lora_marlin")
+_RUNNERS_0_5_18 = tuple(
+    r for r in get_args(MoeRunnerBackend) if r not in (*_ADDED_IN_0_5_23, "intel_xpu")
 )
 _RUNNERS_0_5_19 = (*_RUNNERS_0_5_18, "intel_xpu")
 
