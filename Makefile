@@ -30,8 +30,8 @@ demo: $(STAMP)
 	@$(VENV)/bin/meshsat enumerate --gpus 16 --where "attn_cp >= 2" --where "ep >= 8" --limit 8
 	@echo "== meshsat groups --set tp_size=8 --set attn_cp_size=2 --set ep_size=4 --set moe_dp_size=2"
 	@$(VENV)/bin/meshsat groups --set tp_size=8 --set attn_cp_size=2 --set ep_size=4 --set moe_dp_size=2
-	@echo "== python -m cp.demo --spawn 4 (zigzag CP over gloo, checked against one process)"
-	@$(PY) -m cp.demo --spawn 4 --set tp_size=4 --set attn_cp_size=2 \
+	@echo "== python -m meshsat.cp.demo --spawn 4 (zigzag CP over gloo, checked against one process)"
+	@$(PY) -m meshsat.cp.demo --spawn 4 --set tp_size=4 --set attn_cp_size=2 \
 		--set enable_prefill_cp=true --set cp_strategy=zigzag
 
 test: $(STAMP)

@@ -26,7 +26,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import Tensor
 
-from cp import (
+from meshsat.cp import (
     CPBatch,
     CPMetadata,
     CPStrategy,
@@ -39,7 +39,7 @@ from cp import (
     interleave_plan,
     zigzag_plan,
 )
-from cp.comm import Comm
+from meshsat.cp.comm import Comm
 
 STRATEGIES: list[type[CPStrategy]] = [ZigzagStrategy, InterleaveStrategy, RingStrategy]
 

@@ -1,9 +1,9 @@
 """How fast is `enumerate`? Prints a table; benchmarks/RESULTS-enumerate.md keeps it.
 
 For N = 8, 64, 512, 4096, 6144 and 15360 (default space, no model):
-- count: `solver.count(N)` warm (median of --repeat runs), and cold: a fresh process
+- count: `meshsat.solver.count(N)` warm (median of --repeat runs), and cold: a fresh process
   importing meshsat, building the enumerator (Z3 import, code generation) and counting;
-- stream: consuming `solver.enumerate(N)`, every layout as a `Layout` object (median);
+- stream: consuming `meshsat.solver.enumerate(N)`, every layout as a `Layout` object (median);
 - JSONL: the command line's writer streaming every layout to a file (median);
 - naive: the reference enumerator (`tests.reference.bruteforce`: product over divisors with the
   GPU-count cut, every candidate validated), one run in a child process, abandoned
@@ -29,9 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import solver
-from solver.cli.layout_writers import Writer
-from solver.enumeration.layouts import EnumerationQuery
+from meshsat import solver
+from meshsat.solver.cli.layout_writers import Writer
+from meshsat.solver.enumeration.layouts import EnumerationQuery
 
 NS = (8, 64, 512, 4096, 6144, 15360)
 GOALS = {

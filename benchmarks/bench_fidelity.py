@@ -31,7 +31,7 @@ def pct(a: int, b: int) -> str:
 
 
 def _ids(version: str) -> set[str]:
-    from solver.packs import get_pack
+    from meshsat.solver.packs import get_pack
 
     return {r.id for r in get_pack(version).constraints}
 

@@ -34,15 +34,15 @@ from typing import Any
 import numpy as np
 import z3
 
-from solver.backends.pyeval import compiled
-from solver.backends.z3exp import Universe
-from solver.lang.config import Config
-from solver.packs import SEED
-from solver.repair.features import states, turned_on
-from solver.repair.fix import fix
-from solver.repair.objective import ORDERS, TIERS, size_mbits
-from solver.repair.problem import problem
-from solver.validation.validate import environment
+from meshsat.solver.backends.pyeval import compiled
+from meshsat.solver.backends.z3exp import Universe
+from meshsat.solver.lang.config import Config
+from meshsat.solver.packs import SEED
+from meshsat.solver.repair.features import states, turned_on
+from meshsat.solver.repair.fix import fix
+from meshsat.solver.repair.objective import ORDERS, TIERS, size_mbits
+from meshsat.solver.repair.problem import problem
+from meshsat.solver.validation.validate import environment
 
 SIZES = ("tp_size", "pp_size", "dp_size", "attn_cp_size", "ep_size", "moe_dp_size", "dcp_size")
 CHOICES: dict[str, tuple[Any, ...]] = {
@@ -120,7 +120,7 @@ class Valid:
 
     columns: dict[str, np.ndarray[Any, Any]]
     mbits: dict[str, np.ndarray[Any, Any]]
-    #: Per row and feature: turned on, and working (`solver.repair.features`).
+    #: Per row and feature: turned on, and working (`meshsat.solver.repair.features`).
     on: np.ndarray[Any, Any]
     works: np.ndarray[Any, Any]
     rows: int

@@ -14,7 +14,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from solver.inputs import parse_sglang_command
+from meshsat.solver.inputs import parse_sglang_command
 
 NODE = """\
 # node {rank}: prefill server

@@ -8,7 +8,7 @@ and `mem_fraction_static` are known (the record's `pre_load_gib` is the log's "L
 begin. avail mem"; where the log lacks it the default context allowance is used and the
 row says so).
 
-(b) Speed: `solver.enumerate(N, model=...)` consumed plain (baseline) and with the memory
+(b) Speed: `meshsat.solver.enumerate(N, model=...)` consumed plain (baseline) and with the memory
 columns (weights_gib, kv_tokens, max_requests, fits) read through
 `MemoryModel.row_reader` for every layout, median of --repeat runs in the same process;
 the extra cost per layout is (with - plain) / layouts. Goal: ≤ 2 µs per layout.
@@ -28,13 +28,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import solver
-from solver.lang.model_spec import ModelSpec
-from solver.memory import GIB, MemoryModel, Parallel, load_facts
-from solver.memory.gpus import Gpu, gpu
-from solver.memory.kv import kv_bytes_per_token
-from solver.memory.models import catalogue_config
-from solver.memory.weights import WeightModel
+from meshsat import solver
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory import GIB, MemoryModel, Parallel, load_facts
+from meshsat.solver.memory.gpus import Gpu, gpu
+from meshsat.solver.memory.kv import kv_bytes_per_token
+from meshsat.solver.memory.models import catalogue_config
+from meshsat.solver.memory.weights import WeightModel
 
 LOGS = Path(__file__).with_name("memory_logs.json")
 # SGLang's "GB" in these logs is 2^30 bytes: `get_available_gpu_memory`
@@ -166,9 +166,9 @@ def speed(repeat: int) -> None:
 def _stream(path: Path, n: int, spec: ModelSpec, mm: MemoryModel | None) -> int:
     """JSONL of every layout on `n` GPUs to `path` as `meshsat enumerate -f jsonl` writes it
     (the enumerator is built before the clock starts, as the command builds it once)."""
-    from solver.cli.layout_writers import Writer
-    from solver.enumeration.layouts import EnumerationQuery
-    from solver.enumeration.memory_columns import MEMORY_COLUMNS, MemoryColumns
+    from meshsat.solver.cli.layout_writers import Writer
+    from meshsat.solver.enumeration.layouts import EnumerationQuery
+    from meshsat.solver.enumeration.memory_columns import MEMORY_COLUMNS, MemoryColumns
 
     e = EnumerationQuery.of(model=spec).enumerator()
     columns, rows = e.columns, e.rows(n)

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-import solver
-from solver.backends.z3lock import Z3_LOCK
+from meshsat import solver
+from meshsat.solver.backends.z3lock import Z3_LOCK
 
 BAD = {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True, "attn_cp_size": 3}
 

@@ -1,7 +1,7 @@
 """How fast is validation? Prints a table; the README quotes it.
 
 1. Warm in-process `validate` of a valid, fully specified layout (p50, p99), against the
-   same catalogue walked node by node (`solver.backends.interp`) and against Z3 deciding it.
+   same catalogue walked node by node (`meshsat.solver.backends.interp`) and against Z3 deciding it.
 2. Explaining invalid layouts (Z3 already imported): p50/p95 over a fixed corpus, against
    a plain assumption-based core (one Z3 solver, deletion over pinned fields).
 3. `meshsat validate` as a whole process, against a bare `python -c pass`.
@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from solver import Config, ModelSpec, validate
-from solver.validation.validate import environment
+from meshsat.solver import Config, ModelSpec, validate
+from meshsat.solver.validation.validate import environment
 
 FULL = Config(
     tp_size=16,
@@ -96,9 +96,9 @@ def plain_core(config: Config) -> tuple[str, ...]:
     """Baseline: one persistent Z3 solver, pins as assumptions, deletion-minimised."""
     import z3
 
-    from solver.backends.z3enc import Z3Encoder
-    from solver.lang.fields import SPECS
-    from solver.packs import NEWEST
+    from meshsat.solver.backends.z3enc import Z3Encoder
+    from meshsat.solver.lang.fields import SPECS
+    from meshsat.solver.packs import NEWEST
 
     global _PLAIN
     if _PLAIN is None:
@@ -178,11 +178,12 @@ def main() -> None:
     )
 
     # 1b. every pack: validate speed, and what choosing a pack costs once per process
-    from solver.packs import PACKS
+    from meshsat.solver.packs import PACKS
 
     choose = (
-        "import time, solver; from solver.packs import get_pack, installed_pack; "
-        "from solver.backends.pyeval import compiled; t = time.perf_counter(); "
+        "import time; from meshsat import solver; "
+        "from meshsat.solver.packs import get_pack, installed_pack; "
+        "from meshsat.solver.backends.pyeval import compiled; t = time.perf_counter(); "
         "compiled(get_pack({v!r})); installed_pack(); print(time.perf_counter() - t)"
     )
     # "choose" runs with the compiled-code cache warm (every process after the first one

@@ -36,7 +36,7 @@ MESHSAT_CP_DEVICE=cuda timeout 170 "$PY" -m pytest -q -p no:cacheprovider \
 echo "== sync-free layer on CUDA: a second layer's run_attention under set_sync_debug_mode(error)"
 timeout 90 "$PY" - <<'EOF'
 import torch
-from cp import CPBatch, InterleaveStrategy, LayerKV, RingStrategy, ZigzagStrategy
+from meshsat.cp import CPBatch, InterleaveStrategy, LayerKV, RingStrategy, ZigzagStrategy
 from tests.cp_helpers import make_inputs, tolerance
 
 dev = torch.device("cuda")

@@ -8,14 +8,18 @@ comm=ProcessGroupComm(group))` and friends over a `CPBatch`; `instantiate` build
 group of a meshsat layout and binds the strategy.
 """
 
-from cp.attention import AttnFn, causal_attention_fn
-from cp.base import CPStrategy
-from cp.batch import AttnChunk, CPBatch, CPMetadata
-from cp.comm import Comm, ProcessGroupComm, SoloComm
-from cp.instantiate import LayoutHandle, instantiate
-from cp.interface import BaseContextParallelMetadata, ContextParallelStrategy, CPForwardBatch
-from cp.interleave import InterleaveMetadata, InterleaveStrategy, interleave_plan
-from cp.kinds import (
+from meshsat.cp.attention import AttnFn, causal_attention_fn
+from meshsat.cp.base import CPStrategy
+from meshsat.cp.batch import AttnChunk, CPBatch, CPMetadata
+from meshsat.cp.comm import Comm, ProcessGroupComm, SoloComm
+from meshsat.cp.instantiate import LayoutHandle, instantiate
+from meshsat.cp.interface import (
+    BaseContextParallelMetadata,
+    ContextParallelStrategy,
+    CPForwardBatch,
+)
+from meshsat.cp.interleave import InterleaveMetadata, InterleaveStrategy, interleave_plan
+from meshsat.cp.kinds import (
     ContextParallelStrategyKind,
     CPAttentionBackend,
     CPAttentionBackendKind,
@@ -28,8 +32,8 @@ from cp.kinds import (
     CPStrategyKind,
     UnknownStrategyError,
 )
-from cp.kvcache import LayerKV
-from cp.registry import (
+from meshsat.cp.kvcache import LayerKV
+from meshsat.cp.registry import (
     bind_cp_strategy,
     get_cp_strategy,
     get_cp_strategy_kind,
@@ -40,9 +44,9 @@ from cp.registry import (
     is_zigzag,
     reset_cp_strategy,
 )
-from cp.ring import RingAttnFn, RingStats, RingStrategy
-from cp.server_args import set_global_server_args
-from cp.zigzag import ZigzagMetadata, ZigzagStrategy, zigzag_blocks, zigzag_plan
+from meshsat.cp.ring import RingAttnFn, RingStats, RingStrategy
+from meshsat.cp.server_args import set_global_server_args
+from meshsat.cp.zigzag import ZigzagMetadata, ZigzagStrategy, zigzag_blocks, zigzag_plan
 
 ZigzagCPStrategy = ZigzagStrategy
 """SGLang's class name (layers/cp/zigzag.py)."""

@@ -24,9 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from cp.batch import DeviceChunk, segment_aranges
-from cp.kinds import CPConfigError, CPShapeError
-from cp.kvcache import LayerKV
+from meshsat.cp.batch import DeviceChunk, segment_aranges
+from meshsat.cp.kinds import CPConfigError, CPShapeError
+from meshsat.cp.kvcache import LayerKV
 
 AttnFn = Callable[[Tensor, Tensor, Tensor, int], Tensor]
 """attn_fn(q [rows, heads, dim], cu_seqlens_q [seqs + 1], kv_lens [seqs], max_seqlen_q) -> out."""

@@ -18,18 +18,18 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from cp.attention import AttnFn, PlanCalls, causal_attention_fn
-from cp.batch import CPBatch, CPMetadata
-from cp.comm import Comm, ProcessGroupComm, SoloComm
-from cp.interface import ContextParallelStrategy
-from cp.kinds import (
+from meshsat.cp.attention import AttnFn, PlanCalls, causal_attention_fn
+from meshsat.cp.batch import CPBatch, CPMetadata
+from meshsat.cp.comm import Comm, ProcessGroupComm, SoloComm
+from meshsat.cp.interface import ContextParallelStrategy
+from meshsat.cp.kinds import (
     CPAttentionBackend,
     CPBatchError,
     CPConfigError,
     CPNotApplicableError,
     CPShapeError,
 )
-from cp.kvcache import LayerKV
+from meshsat.cp.kvcache import LayerKV
 
 ForwardBatchLike = Any
 """A `CPBatch`, or an engine batch carrying the plan as `attn_cp_metadata` (see cp.interface)."""

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from cp.interface import BaseContextParallelMetadata
-from cp.kinds import CPBatchError, CPStrategyKind
+from meshsat.cp.interface import BaseContextParallelMetadata
+from meshsat.cp.kinds import CPBatchError, CPStrategyKind
 
 
 def as_lengths(name: str, values: Sequence[int] | None) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from cp.kinds import CPConfigError, CPShapeError
+from meshsat.cp.kinds import CPConfigError, CPShapeError
 
 
 class Comm(ABC):

@@ -1,8 +1,8 @@
 """A causal attention layer run under a meshsat layout, checked against one process.
 
-    torchrun --nproc-per-node 4 -m cp.demo --set tp_size=4 --set attn_cp_size=2 \\
+    torchrun --nproc-per-node 4 -m meshsat.cp.demo --set tp_size=4 --set attn_cp_size=2 \\
         --set enable_prefill_cp=true --set cp_strategy=zigzag
-    python -m cp.demo --spawn 4 --set tp_size=4 ...      # the same without torchrun
+    python -m meshsat.cp.demo --spawn 4 --set tp_size=4 ...      # the same without torchrun
 
 Every rank builds the same random layer (8 query heads, 4 KV heads) and batch (requests
 with cached prefixes). Heads are split over the attention-TP group (output projection
@@ -26,16 +26,16 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from cp.attention import causal_attention_fn
-from cp.batch import CPBatch
-from cp.instantiate import LayoutHandle, instantiate
-from cp.kinds import CPError, CPNotApplicableError
-from cp.kvcache import LayerKV
-from solver import Config, InvalidLayoutError, MeshsatError, ModelSpec
-from solver.errors import InputError
-from solver.examples import path_of
-from solver.inputs.convert import coerce, config_from_values
-from solver.inputs.files import load_config_file
+from meshsat.cp.attention import causal_attention_fn
+from meshsat.cp.batch import CPBatch
+from meshsat.cp.instantiate import LayoutHandle, instantiate
+from meshsat.cp.kinds import CPError, CPNotApplicableError
+from meshsat.cp.kvcache import LayerKV
+from meshsat.solver import Config, InvalidLayoutError, MeshsatError, ModelSpec
+from meshsat.solver.errors import InputError
+from meshsat.solver.examples import path_of
+from meshsat.solver.inputs.convert import coerce, config_from_values
+from meshsat.solver.inputs.files import load_config_file
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM = 64, 8, 4, 16
 #: The layer's shape as model facts, so validation rejects layouts that cannot split it.
@@ -161,7 +161,7 @@ def _cumsum(lens: tuple[int, ...]) -> Tensor:
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="python -m cp.demo",
+        prog="python -m meshsat.cp.demo",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -193,7 +193,8 @@ def _batch(args: argparse.Namespace) -> CPBatch:
 
 
 def load_config(args: argparse.Namespace) -> Config:
-    """The layout from --example, then --config, then --set, through `solver.inputs` (the CLI
+    """The layout from --example, then --config, then --set, through `meshsat.solver.inputs` (the
+    CLI
     is a floor above `cp`). A layout file's `model:` entry is dropped: the demo's layer has
     its own shape (MODEL)."""
     values: dict[str, Any] = {}
@@ -221,7 +222,7 @@ def worker(args: argparse.Namespace) -> int:
     except (MeshsatError, CPError) as exc:
         if rank == 0:
             one_line = "; ".join(part.strip() for part in str(exc).splitlines())
-            print(f"cp.demo: error: {one_line}", file=sys.stderr)
+            print(f"meshsat.cp.demo: error: {one_line}", file=sys.stderr)
         return 1 if isinstance(exc, InvalidLayoutError) else 2
     mine: RankReport = (rank, handle.members["attn_cp"], handle.members["attn_tp"], error)
     gathered: list[Any] = [None] * dist.get_world_size()
@@ -262,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     if args.spawn is not None:
         if args.spawn < 1:
-            print("cp.demo: error: --spawn needs a positive process count", file=sys.stderr)
+            print("meshsat.cp.demo: error: --spawn needs a positive process count", file=sys.stderr)
             return 2
         # Plain processes, not torch.multiprocessing.spawn: its join kills the other ranks
         # at the first non-zero exit, and every rank must finish its collectives.
@@ -279,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
                 proc.join()
         return max(proc.exitcode or 0 for proc in procs)
     if "RANK" not in os.environ:
-        print("cp.demo: error: run under torchrun, or pass --spawn N", file=sys.stderr)
+        print("meshsat.cp.demo: error: run under torchrun, or pass --spawn N", file=sys.stderr)
         return 2
     dist.init_process_group("gloo")
     try:

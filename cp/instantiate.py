@@ -1,6 +1,6 @@
 """From a legal layout to process groups and a bound CP strategy.
 
-The rank plan is `solver.groups` (pure, torch-free); this module is the thin layer that
+The rank plan is `meshsat.solver.groups` (pure, torch-free); this module is the thin layer that
 turns it into `torch.distributed` groups. `torch.distributed.new_group` is collective:
 every process must call it for every group, in the same order, even for groups it is not
 in. So each rank walks the whole plan in `GROUP_KINDS` order, groups with identical
@@ -15,12 +15,12 @@ from typing import Any
 
 import torch.distributed as dist
 
-from cp.base import CPStrategy
-from cp.comm import ProcessGroupComm
-from cp.kinds import CPConfigError
-from cp.registry import bind_cp_strategy
-from solver import Config, ModelSpec
-from solver.groups import GROUP_KINDS, RankInfo, RankMap, plan_layout
+from meshsat.cp.base import CPStrategy
+from meshsat.cp.comm import ProcessGroupComm
+from meshsat.cp.kinds import CPConfigError
+from meshsat.cp.registry import bind_cp_strategy
+from meshsat.solver import Config, ModelSpec
+from meshsat.solver.groups import GROUP_KINDS, RankInfo, RankMap, plan_layout
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
-from cp.kinds import ContextParallelStrategyKind, CPAttentionBackendKind
+from meshsat.cp.kinds import ContextParallelStrategyKind, CPAttentionBackendKind
 
 if TYPE_CHECKING:
-    from cp.batch import CPMetadata
+    from meshsat.cp.batch import CPMetadata
 
 
 @dataclass
@@ -65,7 +65,7 @@ class ContextParallelStrategy(ABC):
     def per_layer_attn_cp_comm(self) -> bool:
         """SGLang's rule: per-layer CP communication only for DSA models with prefill CP on,
         read from the server arguments `init_cp_strategy` registered."""
-        from cp.server_args import global_server_args, server_arg
+        from meshsat.cp.server_args import global_server_args, server_arg
 
         sa = global_server_args()
         return bool(

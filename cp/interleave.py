@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from cp.base import CPStrategy
-from cp.batch import AttnChunk, CPBatch, CPMetadata, as_lengths, plan_starts, segment_ids
-from cp.kinds import CPShapeError, CPStrategyKind
+from meshsat.cp.base import CPStrategy
+from meshsat.cp.batch import AttnChunk, CPBatch, CPMetadata, as_lengths, plan_starts, segment_ids
+from meshsat.cp.kinds import CPShapeError, CPStrategyKind
 
 
 @dataclass(eq=False, kw_only=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from cp.batch import CPBatch, plan_starts
-from cp.kinds import CPShapeError
+from meshsat.cp.batch import CPBatch, plan_starts
+from meshsat.cp.kinds import CPShapeError
 
 
 class LayerKV:

@@ -1,7 +1,7 @@
 """The process-wide strategy binding an engine consults from deep inside a model forward.
 
 One module-level slot holds the bound core strategy; `bind_cp_strategy` (explicit arguments) and
-the seed-interface `init_cp_strategy(server_args)` in `cp.sglang_api` both set it, and
+the seed-interface `init_cp_strategy(server_args)` in `meshsat.cp.sglang_api` both set it, and
 `reset_cp_strategy` clears it together with the registered server arguments. A failed bind
 leaves the previous binding untouched.
 """
@@ -12,12 +12,12 @@ from typing import Any
 
 import torch.distributed as dist
 
-from cp.base import CPStrategy
-from cp.comm import Comm, ProcessGroupComm
-from cp.interleave import InterleaveStrategy
-from cp.kinds import CPConfigError, CPStrategyKind
-from cp.server_args import global_server_args, server_arg, set_global_server_args
-from cp.zigzag import ZigzagStrategy
+from meshsat.cp.base import CPStrategy
+from meshsat.cp.comm import Comm, ProcessGroupComm
+from meshsat.cp.interleave import InterleaveStrategy
+from meshsat.cp.kinds import CPConfigError, CPStrategyKind
+from meshsat.cp.server_args import global_server_args, server_arg, set_global_server_args
+from meshsat.cp.zigzag import ZigzagStrategy
 
 _STRATEGIES: dict[CPStrategyKind, type[CPStrategy]] = {
     CPStrategyKind.ZIGZAG: ZigzagStrategy,

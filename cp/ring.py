@@ -13,7 +13,7 @@ causal work across ranks; the policy is zigzag's too (every extend length >= 2·
 request). Cached prefixes are read from the layer cache every rank already holds.
 
 Not an SGLang strategy: `ContextParallelStrategyKind.from_string` never yields RING; bind it with
-`bind_cp_strategy(..., cp_strategy="ring")` or `cp.instantiate(..., strategy="ring")`.
+`bind_cp_strategy(..., cp_strategy="ring")` or `meshsat.cp.instantiate(..., strategy="ring")`.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from cp.attention import AttnFn
-from cp.base import CPStrategy, ForwardBatchLike
-from cp.batch import CPBatch, CPMetadata, segment_ids
-from cp.kinds import CPConfigError, CPShapeError, CPStrategyKind
-from cp.kvcache import LayerKV
-from cp.registry import register_strategy
-from cp.zigzag import ZigzagStrategy, zigzag_plan
+from meshsat.cp.attention import AttnFn
+from meshsat.cp.base import CPStrategy, ForwardBatchLike
+from meshsat.cp.batch import CPBatch, CPMetadata, segment_ids
+from meshsat.cp.kinds import CPConfigError, CPShapeError, CPStrategyKind
+from meshsat.cp.kvcache import LayerKV
+from meshsat.cp.registry import register_strategy
+from meshsat.cp.zigzag import ZigzagStrategy, zigzag_plan
 
 _HALF = (torch.float16, torch.bfloat16)
 # Query rows per tile: small enough that a tile's masked part stays near one block per request.

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from cp.base import CPStrategy
-from cp.batch import AttnChunk, CPBatch, CPMetadata, segment_aranges
-from cp.kinds import CPStrategyKind
+from meshsat.cp.base import CPStrategy
+from meshsat.cp.batch import AttnChunk, CPBatch, CPMetadata, segment_aranges
+from meshsat.cp.kinds import CPStrategyKind
 
 
 @dataclass(eq=False, kw_only=True)

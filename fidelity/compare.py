@@ -24,11 +24,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from solver.errors import InputError
-from solver.lang.config import Config
-from solver.lang.model_spec import ModelSpec
-from solver.packs import get_pack, known_versions
-from solver.validation.validate import validate
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import get_pack, known_versions
+from meshsat.solver.validation.validate import validate
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "tests" / "fixtures" / "fidelity"

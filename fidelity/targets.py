@@ -21,13 +21,13 @@ from functools import cache
 from typing import Any
 
 from fidelity.generate import DOMAINS, MODELS, Config, sample, spell
-from solver.errors import InputError
-from solver.lang.config import Config as MeshsatConfig
-from solver.lang.fields import CONFIG_SPECS
-from solver.lang.model_spec import ModelSpec
-from solver.packs import get_pack
-from solver.packs.pack import ABSENT_PREFIX, CHOICE_PREFIX, Pack
-from solver.validation.validate import validate
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.config import Config as MeshsatConfig
+from meshsat.solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import get_pack
+from meshsat.solver.packs.pack import ABSENT_PREFIX, CHOICE_PREFIX, Pack
+from meshsat.solver.validation.validate import validate
 
 #: Rule-case model facts -> the recorder's model directory (fidelity/models/<name>). The
 #: recorder's DeepSeek V3.2 stands in for GLM-5 (both DSA); a record is kept only where the

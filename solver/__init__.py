@@ -14,16 +14,16 @@ Importing this package loads neither torch nor Z3; Z3 is imported on first need.
 
 from __future__ import annotations
 
-from solver.catalogue import RESOLUTIONS, RULES
-from solver.enumeration.layouts import Layout, count
-from solver.enumeration.layouts import enumerate_layouts as enumerate
-from solver.errors import InputError, MeshsatError
-from solver.lang.config import Config
-from solver.lang.model_spec import ModelSpec
-from solver.repair.fix import fix
-from solver.repair.results import Conflict, FixReport, FixResult
-from solver.validation.report import InvalidLayoutError, Note, Report, Violation
-from solver.validation.validate import check, validate
+from meshsat.solver.catalogue import RESOLUTIONS, RULES
+from meshsat.solver.enumeration.layouts import Layout, count
+from meshsat.solver.enumeration.layouts import enumerate_layouts as enumerate
+from meshsat.solver.errors import InputError, MeshsatError
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.repair.fix import fix
+from meshsat.solver.repair.results import Conflict, FixReport, FixResult
+from meshsat.solver.validation.report import InvalidLayoutError, Note, Report, Violation
+from meshsat.solver.validation.validate import check, validate
 
 __all__ = [
     "RESOLUTIONS",

@@ -5,7 +5,7 @@ local index `l = rank % tp_size` is split two ways, last coordinate fastest:
 attention as (attn_dp, attn_cp, attn_tp) and MoE as (moe_dp, ep, moe_tp). Stages are
 `tp_size` apart; without DP attention each of the `dp_size` replicas is a whole engine
 offset by `tp_size * pp_size` GPUs. Creating process groups is a thin layer on top
-(`cp.instantiate`), so the plan can be table-tested without torch.
+(`meshsat.cp.instantiate`), so the plan can be table-tested without torch.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from solver.backends.pyeval import compiled
-from solver.lang.config import Config
-from solver.lang.fields import CONFIG_SPECS
-from solver.lang.model_spec import ModelSpec
-from solver.packs import Pack
-from solver.validation.report import Report
-from solver.validation.validate import check
+from meshsat.solver.backends.pyeval import compiled
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import Pack
+from meshsat.solver.validation.report import Report
+from meshsat.solver.validation.validate import check
 
 #: Group kinds, in the order process groups are created (every rank must agree on it).
 GROUP_KINDS = ("tp", "pp", "attn_tp", "attn_cp", "attn_dp", "ep", "moe_tp", "moe_dp", "dcp")
@@ -30,10 +30,10 @@ GROUP_KINDS = ("tp", "pp", "attn_tp", "attn_cp", "attn_dp", "ep", "moe_tp", "moe
 
 @dataclass(frozen=True)
 class Widths:
-    """The widths a rank plan needs, as the catalogue derives them (`solver.lang.derived`).
+    """The widths a rank plan needs, as the catalogue derives them (`meshsat.solver.lang.derived`).
 
     `attn_dp`, `attn_tp`, `moe_tp` and `replicas` are never recomputed here: `of` reads them
-    from the compiled derivation, so the plan, the rules and `cp.instantiate` share one
+    from the compiled derivation, so the plan, the rules and `meshsat.cp.instantiate` share one
     definition of each width.
     """
 

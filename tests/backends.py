@@ -1,7 +1,8 @@
 """The three ways tests evaluate the catalogue on a raw environment.
 
-- `py`: the compiled back-end the product uses (`solver.backends.pyeval`);
-- `interp`: resolution and rules walked node by node with `solver.backends.interp` (no codegen);
+- `py`: the compiled back-end the product uses (`meshsat.solver.backends.pyeval`);
+- `interp`: resolution and rules walked node by node with `meshsat.solver.backends.interp` (no
+codegen);
 - `z3`: every field pinned in a Z3 solver, each rule read off the model.
 Each returns (resolved environment, ids of violated rules, warnings included).
 They evaluate the seed's pack, whose rules are the catalogue's as declared (other packs add
@@ -15,11 +16,11 @@ from typing import Any
 
 import z3
 
-from solver.backends.interp import evaluate
-from solver.backends.pyeval import compiled
-from solver.backends.z3enc import Z3Encoder
-from solver.lang.fields import SPECS
-from solver.packs import SEED
+from meshsat.solver.backends.interp import evaluate
+from meshsat.solver.backends.pyeval import compiled
+from meshsat.solver.backends.z3enc import Z3Encoder
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.packs import SEED
 
 Result = tuple[dict[str, Any], frozenset[str]]
 

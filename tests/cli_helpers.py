@@ -15,7 +15,7 @@ class Run:
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> Run:
-    from solver.cli import main
+    from meshsat.solver.cli import main
 
     capsys.readouterr()
     try:

@@ -22,7 +22,15 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import Tensor
 
-from cp import Comm, CPBatch, CPCommError, CPConfigError, CPForwardBatch, CPStrategy, LayerKV
+from meshsat.cp import (
+    Comm,
+    CPBatch,
+    CPCommError,
+    CPConfigError,
+    CPForwardBatch,
+    CPStrategy,
+    LayerKV,
+)
 
 DEVICE_ENV = "MESHSAT_CP_DEVICE"
 

@@ -12,11 +12,11 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-from solver.backends.interp import evaluate
-from solver.enumeration.where import parse
-from solver.groups import Widths
-from solver.lang.expr import Expr
-from solver.lang.model_spec import ModelSpec
+from meshsat.solver.backends.interp import evaluate
+from meshsat.solver.enumeration.where import parse
+from meshsat.solver.groups import Widths
+from meshsat.solver.lang.expr import Expr
+from meshsat.solver.lang.model_spec import ModelSpec
 from tests.reference.bruteforce import Found, brute_force, locality
 
 #: Every N of the issue: 1..64, then 96, 128 and 384.

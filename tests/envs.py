@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from solver.lang.fields import SPECS
+from meshsat.solver.lang.fields import SPECS
 
 
 def raw_env(config: dict[str, Any], model: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,12 +1,12 @@
-"""A brute-force nearest valid layout, written independently of `solver.repair`.
+"""A brute-force nearest valid layout, written independently of `meshsat.solver.repair`.
 
 It is the oracle of the optimality tests, so it stays simple: a depth-first walk over the
 product of candidate values (sizes: every divisor of the bound; flags and choices: every
 value), which skips a branch only when a lower bound of the objective of what is already
 chosen cannot beat the limit any more. Every complete candidate that beats the limit is
-checked with `solver.validate`.
+checked with `meshsat.solver.validate`.
 
-The objective is re-derived from its definition in the `solver.repair.fix` docstring, a
+The objective is re-derived from its definition in the `meshsat.solver.repair.fix` docstring, a
 tuple compared lexicographically:
 1. 1 if the GPU count differs from the input's, else 0;
 2. how many of the user's features the candidate does not keep: a feature off in the input
@@ -31,13 +31,13 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
-from solver import validate
-from solver.backends.pyeval import compiled
-from solver.lang.config import Config
-from solver.lang.fields import SPECS
-from solver.lang.model_spec import ModelSpec
-from solver.packs import NEWEST, SEED, Pack
-from solver.validation.validate import environment
+from meshsat.solver import validate
+from meshsat.solver.backends.pyeval import compiled
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import NEWEST, SEED, Pack
+from meshsat.solver.validation.validate import environment
 
 #: The rules the oracle is written for: the seed release's (it does not model 0.5.23's
 #: second spelling of DP attention, `--attn-dp-size`); the tests run `fix` on the same pack.
@@ -98,7 +98,7 @@ FEATURES: dict[str, tuple[tuple[str, ...], Callable[..., bool], Callable[..., bo
     "a2a": (("moe_a2a_backend",), lambda b: b != "none", lambda b: b != "none"),
     "eplb": (("enable_eplb",), bool, bool),
     "pp": (("pp_size",), lambda p: p > 1, lambda p: p > 1),
-    # Fields the walk never varies: counted when a fix from `solver.repair` changes them.
+    # Fields the walk never varies: counted when a fix from `meshsat.solver.repair` changes them.
     "dwdp": (("dwdp_size",), lambda d: d > 1, lambda d: d > 1),
     "elastic_ep": (("elastic_ep_backend",), lambda b: b is not None, lambda b: b is not None),
     **{
@@ -218,7 +218,7 @@ def _cost(name: str, value: Any, old: Mapping[str, Any], user: frozenset[str]) -
 
 @cache
 def _plain_encoder(pack: Pack) -> Any:
-    from solver.backends.z3enc import Z3Encoder
+    from meshsat.solver.backends.z3enc import Z3Encoder
 
     return Z3Encoder(pack.resolutions)
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from solver.lang.fields import CONFIG_SPECS
-from solver.lang.limits import MAX_DEPTH, MAX_FILE_BYTES
+from meshsat.solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.lang.limits import MAX_DEPTH, MAX_FILE_BYTES
 
 #: Text that a careless or hostile user might put anywhere.
 NASTY_TEXT = (

@@ -7,8 +7,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from solver.lang.fields import SPECS
-from solver.lang.model_spec import (
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.lang.model_spec import (
     CP_V2_DEFAULT_ARCHITECTURES,
     DSA_ARCHITECTURES,
     MIMO_V2_ARCHITECTURES,

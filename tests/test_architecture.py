@@ -14,27 +14,27 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Each subsystem may import only from subsystems of a strictly lower floor (or itself).
 FLOORS: dict[str, int] = {
-    "solver.errors": 0,
-    "solver.lang": 1,
-    "solver.catalogue": 2,
-    "solver.packs": 3,  # a pack is the catalogue plus one release's differences
-    "solver.packs.compare": 6,  # renders the rules it compares
-    "solver.backends": 4,  # `pyeval.compiled(pack)` compiles a pack
-    "solver.inputs": 5,
-    "solver.examples": 4,  # embedded layout files, which `solver.inputs` reads
-    "solver.validation": 6,
-    "solver.groups": 7,
-    "solver.memory": 7,
-    "solver.repair": 8,
-    "solver.enumeration": 8,
-    "solver": 9,  # the package's public API re-exports the subsystems
-    "cp": 10,
-    "solver.cli": 11,
+    "meshsat.solver.errors": 0,
+    "meshsat.solver.lang": 1,
+    "meshsat.solver.catalogue": 2,
+    "meshsat.solver.packs": 3,  # a pack is the catalogue plus one release's differences
+    "meshsat.solver.packs.compare": 6,  # renders the rules it compares
+    "meshsat.solver.backends": 4,  # `pyeval.compiled(pack)` compiles a pack
+    "meshsat.solver.inputs": 5,
+    "meshsat.solver.examples": 4,  # embedded layout files, which `meshsat.solver.inputs` reads
+    "meshsat.solver.validation": 6,
+    "meshsat.solver.groups": 7,
+    "meshsat.solver.memory": 7,
+    "meshsat.solver.repair": 8,
+    "meshsat.solver.enumeration": 8,
+    "meshsat.solver": 9,  # the package's public API re-exports the subsystems
+    "meshsat.cp": 10,
+    "meshsat.solver.cli": 11,
 }
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts = ["meshsat", *path.relative_to(ROOT).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -120,7 +120,7 @@ def test_imports_run_down_the_floors() -> None:
         here = _subsystem(module)
         for target in targets:
             there = _subsystem(target)
-            if there != here and FLOORS[there] >= FLOORS[here] and there != "solver.errors":
+            if there != here and FLOORS[there] >= FLOORS[here] and there != "meshsat.solver.errors":
                 upward.append(f"{module} -> {target}")
     assert sorted(upward) == []
 
@@ -128,7 +128,9 @@ def test_imports_run_down_the_floors() -> None:
 def test_runtime_never_imports_the_cli_or_torch_into_solver() -> None:
     graph = _graph()
     assert [
-        m for m in graph if m.startswith("cp") and any(t.startswith("solver.cli") for t in graph[m])
+        m
+        for m in graph
+        if m.startswith("meshsat.cp") and any(t.startswith("meshsat.solver.cli") for t in graph[m])
     ] == []
     solver_files = (ROOT / "solver").rglob("*.py")
     assert [p.name for p in solver_files if "import torch" in p.read_text(encoding="utf-8")] == []

@@ -41,7 +41,7 @@ def test_generated_space_covers_both_verdicts() -> None:
     """The strategy reaches valid and invalid layouts and most rules (guards the test)."""
     from hypothesis import find
 
-    from solver.catalogue import ERRORS
+    from meshsat.solver.catalogue import ERRORS
 
     seen: set[str] = set()
     valid = [0]

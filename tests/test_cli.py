@@ -163,7 +163,7 @@ def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_rules_lists_the_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
-    from solver.packs import SEED
+    from meshsat.solver.packs import SEED
 
     run = run_cli(capsys, "rules", "--json", "--sglang-version", SEED.version)
     data = json.loads(run.out)
@@ -177,7 +177,7 @@ def test_rules_lists_the_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_fields_lists_every_field(capsys: pytest.CaptureFixture[str]) -> None:
-    from solver.lang.fields import SPECS
+    from meshsat.solver.lang.fields import SPECS
 
     data = json.loads(run_cli(capsys, "fields", "--json").out)
     assert [f["field"] for f in data["fields"]] == list(SPECS)
@@ -195,7 +195,7 @@ def _surface(group: typer.core.TyperGroup) -> dict[str, list[str]]:
 
 def test_cli_surface_is_pinned() -> None:
     """Changing a command or option name is a breaking change: update this on purpose."""
-    from solver.cli import app
+    from meshsat.solver.cli import app
 
     group = typer.main.get_command(app)
     assert isinstance(group, typer.core.TyperGroup)

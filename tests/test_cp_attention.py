@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cp import CPBatch, CPConfigError, CPShapeError, LayerKV, causal_attention_fn
+from meshsat.cp import CPBatch, CPConfigError, CPShapeError, LayerKV, causal_attention_fn
 from tests.cp_helpers import AttnInputs, cp_test_device, make_inputs, tolerance
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from cp import (
+from meshsat.cp import (
     CPCommError,
     CPConfigError,
     CPShapeError,

@@ -2,7 +2,7 @@
 contract.
 
 No GPU is lent here, so the real kernel cannot run (benchmarks/gpu_check.sh runs it where one
-is). What can be checked is our half of the contract: the arguments `cp.attention` builds (a
+is). What can be checked is our half of the contract: the arguments `meshsat.cp.attention` builds (a
 paged cache with 256-row pages, an int32 `block_table` and cumulative lengths, causal masking
 aligned bottom-right) fed to a float64 stand-in that implements `flash_attn_varlen_func`'s
 documented semantics independently of the torch path, and compared with the single-process
@@ -19,8 +19,8 @@ import pytest
 import torch
 from torch import Tensor
 
-import cp.attention as attention
-from cp import CPBatch, CPStrategy, InterleaveStrategy, ZigzagStrategy
+import meshsat.cp.attention as attention
+from meshsat.cp import CPBatch, CPStrategy, InterleaveStrategy, ZigzagStrategy
 from tests.cp_helpers import LocalSimComm, check_cp_attention, make_inputs, run_local_ranks
 
 

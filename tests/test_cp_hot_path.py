@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 import torch
 
-from cp import CPBatch, CPStrategy, InterleaveStrategy, LayerKV, RingStrategy, ZigzagStrategy
+from meshsat.cp import (
+    CPBatch,
+    CPStrategy,
+    InterleaveStrategy,
+    LayerKV,
+    RingStrategy,
+    ZigzagStrategy,
+)
 from tests.cp_helpers import LocalSimComm, make_inputs, run_local_ranks, tolerance
 
 TENSOR_METHODS = ("item", "tolist", "cpu", "numpy", "nonzero", "__int__", "__float__", "__bool__")

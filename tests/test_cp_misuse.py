@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cp import (
+from meshsat.cp import (
     CPBatch,
     CPBatchError,
     CPConfigError,

@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 from torch.multiprocessing import ProcessRaisedException
 
-from cp import (
+from meshsat.cp import (
     CPBatch,
     CPConfigError,
     CPStrategy,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from hypothesis import given, settings
 
-from cp import CPBatch, CPMetadata, interleave_plan, zigzag_plan
+from meshsat.cp import CPBatch, CPMetadata, interleave_plan, zigzag_plan
 from tests.cp_helpers import cp_batches
 
 

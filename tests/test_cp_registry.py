@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cp import (
+from meshsat.cp import (
     CPAttentionBackend,
     CPConfigError,
     CPError,

@@ -8,7 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from cp import (
+from meshsat.cp import (
     CPBatch,
     CPBatchError,
     CPShapeError,

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import cp
-from cp import (
+from meshsat import cp
+from meshsat.cp import (
     BaseContextParallelMetadata,
     ContextParallelStrategy,
     ContextParallelStrategyKind,
@@ -24,7 +24,7 @@ from cp import (
     LayerKV,
     UnknownStrategyError,
 )
-from solver import Config
+from meshsat.solver import Config
 from tests.cp_helpers import LocalSimComm, local_sim_comms, make_inputs, run_local_ranks, tolerance
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from cp import (
+from meshsat.cp import (
     CPBatch,
     CPMetadata,
     InterleaveStrategy,

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-import solver
-from solver.enumeration.layouts import EnumerationQuery, Layout, count
-from solver.enumeration.space import DEFAULT_VARY, accepted_fields, dims_of, divisors
-from solver.errors import InputError
-from solver.lang.config import Config
-from solver.validation.validate import validate
+from meshsat import solver
+from meshsat.solver.enumeration.layouts import EnumerationQuery, Layout, count
+from meshsat.solver.enumeration.space import DEFAULT_VARY, accepted_fields, dims_of, divisors
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.config import Config
+from meshsat.solver.validation.validate import validate
 from tests.enum_cases import MODELS, model, oracle, oracle_for
 
 
@@ -154,7 +154,7 @@ def test_infeasible_base_lists_nothing() -> None:
 
 
 def test_where_and_intra_node_accept_trees_and_strings() -> None:
-    from solver.enumeration.where import parse
+    from meshsat.solver.enumeration.where import parse
 
     assert count(24, where=["attn_tp <= 2"]) == count(24, where=[parse("attn_tp <= 2")])
 

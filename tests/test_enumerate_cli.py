@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-import solver
-from solver.cli.layout_writers import Writer
-from solver.enumeration.layouts import EnumerationQuery
-from solver.enumeration.space import DEFAULT_VARY
-from solver.lang.model_spec import ModelSpec
+from meshsat import solver
+from meshsat.solver.cli.layout_writers import Writer
+from meshsat.solver.enumeration.layouts import EnumerationQuery
+from meshsat.solver.enumeration.space import DEFAULT_VARY
+from meshsat.solver.lang.model_spec import ModelSpec
 from tests.cli_helpers import run_cli
 
 COLUMNS = [

@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-import solver
-from solver.lang.model_spec import ModelSpec
-from solver.memory import MemoryModel, Parallel
-from solver.memory.models import catalogue_config
+from meshsat import solver
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory import MemoryModel, Parallel
+from meshsat.solver.memory.models import catalogue_config
 from tests.cli_helpers import run_cli
 
 MODEL, GPU = "meta-llama/Llama-3.1-70B-Instruct", "A100-40"
@@ -88,7 +88,7 @@ def test_each_command_launches_its_layout(capsys: pytest.CaptureFixture[str], re
     """The command column, read back by the launch reader and validated on the same release,
     is the listed layout: valid, and SGLang resolves the varied fields to the row's values
     (0.5.23 spells DP attention `--attn-dp-size`, 0.5.19 `--enable-dp-attention --dp-size`)."""
-    from solver.inputs import config_from_values, parse_sglang_command
+    from meshsat.solver.inputs import config_from_values, parse_sglang_command
 
     run = run_cli(capsys, "enumerate", "--gpus", "8", "--command", "-f", "jsonl", "-V", release)
     rows = [json.loads(line) for line in run.out.splitlines()]

@@ -1,7 +1,7 @@
 """The closed-form intra-node condition equals the rank plan, layout by layout.
 
-`solver.enumeration.node_locality` replaces building the rank map with arithmetic; this checks
-it against `groups.plan(...).within_nodes(kind)` on every distinct set of widths of
+`meshsat.solver.enumeration.node_locality` replaces building the rank map with arithmetic; this
+checks it against `groups.plan(...).within_nodes(kind)` on every distinct set of widths of
 the brute-force space, for every group kind and several node sizes (including ones
 that do not divide the GPU count, and odd ones).
 """
@@ -12,9 +12,9 @@ import dataclasses
 
 import pytest
 
-from solver.backends.interp import evaluate
-from solver.enumeration.node_locality import within_nodes
-from solver.groups import GROUP_KINDS, Widths, plan
+from meshsat.solver.backends.interp import evaluate
+from meshsat.solver.enumeration.node_locality import within_nodes
+from meshsat.solver.groups import GROUP_KINDS, Widths, plan
 from tests.enum_cases import oracle
 
 CONDITIONS = {kind: within_nodes(kind) for kind in GROUP_KINDS}
@@ -42,7 +42,7 @@ def test_condition_equals_rank_plan(n: int, gpus_per_node: int) -> None:
 
 
 def test_unknown_kind_is_input_error() -> None:
-    from solver.errors import InputError
+    from meshsat.solver.errors import InputError
 
     with pytest.raises(InputError, match="unknown group kind 'tensor'"):
         within_nodes("tensor")

@@ -3,8 +3,8 @@
 For each N in 1..64, 96, 128 and 384, without and with a model, the generator must
 list exactly the layouts the reference finds by validating every candidate, once
 each, with the same resolved config and derived widths; `count` must agree. The same
-cached reference, filtered with `solver.backends.interp` and `solver.groups.plan`, checks
-`where` and `intra_node`.
+cached reference, filtered with `meshsat.solver.backends.interp` and `meshsat.solver.groups.plan`,
+checks `where` and `intra_node`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from solver.enumeration.layouts import EnumerationQuery
-from solver.groups import GROUP_KINDS
+from meshsat.solver.enumeration.layouts import EnumerationQuery
+from meshsat.solver.groups import GROUP_KINDS
 from tests.enum_cases import (
     NS,
     SWEEP_MODEL,

@@ -2,7 +2,7 @@
 
 For each rule, resolution guard and value, and derived width: substituting any subset
 of the fields by their values and folding, then evaluating the rest, gives what
-evaluating the whole tree gives (`solver.backends.interp` is the reference).
+evaluating the whole tree gives (`meshsat.solver.backends.interp` is the reference).
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from solver.backends.interp import evaluate
-from solver.backends.partial import atoms, conjuncts, fold, replace_atoms, specialise
-from solver.catalogue import RESOLUTIONS, RULES
-from solver.lang.config import Config
-from solver.lang.derived import DERIVED
-from solver.lang.expr import And, Const, Expr, Field, fields_of
-from solver.lang.fields import SPECS
-from solver.lang.model_spec import ModelSpec
-from solver.validation.validate import environment
+from meshsat.solver.backends.interp import evaluate
+from meshsat.solver.backends.partial import atoms, conjuncts, fold, replace_atoms, specialise
+from meshsat.solver.catalogue import RESOLUTIONS, RULES
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.derived import DERIVED
+from meshsat.solver.lang.expr import And, Const, Expr, Field, fields_of
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.validation.validate import environment
 
 TREES: list[tuple[str, Expr]] = [
     *((r.id, r.constraint) for r in RULES),
@@ -122,8 +122,8 @@ def test_conjuncts_and_atoms_keep_meaning(name: str, tree: Expr) -> None:
 
 
 def test_folding_examples() -> None:
-    from solver.backends.render import text
-    from solver.lang.fields import F
+    from meshsat.solver.backends.render import text
+    from meshsat.solver.lang.fields import F
 
     tp = Const(8, "int")
     cases = [

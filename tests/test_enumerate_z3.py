@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from solver.enumeration.completions import PyCompletions, Z3Completions
-from solver.enumeration.layouts import EnumerationQuery
-from solver.enumeration.space import DEFAULT_VARY
+from meshsat.solver.enumeration.completions import PyCompletions, Z3Completions
+from meshsat.solver.enumeration.layouts import EnumerationQuery
+from meshsat.solver.enumeration.space import DEFAULT_VARY
 from tests.enum_cases import MODELS, model
 from tests.reference.solver_enum import solver_layouts
 

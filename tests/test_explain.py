@@ -16,11 +16,11 @@ import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from solver import Config, fix, validate
-from solver.backends.z3enc import Z3Encoder
-from solver.lang.fields import CONFIG_SPECS, SPECS
-from solver.packs import NEWEST
-from solver.validation.validate import environment
+from meshsat.solver import Config, fix, validate
+from meshsat.solver.backends.z3enc import Z3Encoder
+from meshsat.solver.lang.fields import CONFIG_SPECS, SPECS
+from meshsat.solver.packs import NEWEST
+from meshsat.solver.validation.validate import environment
 
 
 @cache

@@ -18,7 +18,7 @@ import pytest
 
 from fidelity.compare import DISAGREEMENTS, Table, listed, load, recorded_versions, replay
 from fidelity.targets import reached, unreached
-from solver.packs import known_versions
+from meshsat.solver.packs import known_versions
 
 SEED_RELEASE = "0.5.19"
 #: The releases judged on their own pack.

@@ -8,18 +8,18 @@ from typing import Any
 
 import pytest
 
-import solver
-from solver.cli import main
-from solver.errors import InputError
-from solver.inputs import parse_sglang_command
-from solver.lang.config import Config
-from solver.lang.model_spec import ModelSpec
-from solver.packs import SEED
-from solver.repair import problem as fix_problem
-from solver.repair import search as fix_search
-from solver.repair.fix import command_line, fix
-from solver.repair.objective import Objective
-from solver.repair.results import Change, FixSelfCheckError
+from meshsat import solver
+from meshsat.solver.cli import main
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs import parse_sglang_command
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import SEED
+from meshsat.solver.repair import problem as fix_problem
+from meshsat.solver.repair import search as fix_search
+from meshsat.solver.repair.fix import command_line, fix
+from meshsat.solver.repair.objective import Objective
+from meshsat.solver.repair.results import Change, FixSelfCheckError
 from tests.fix_oracle import CHOICES, PACK, SIZES, divisors, nearest, objective_between, z3_accepts
 
 DP_CP = {
@@ -347,7 +347,7 @@ def test_cli_says_when_time_ran_out(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_surface() -> None:
     import typer.main
 
-    from solver.cli import app
+    from meshsat.solver.cli import app
 
     command = typer.main.get_command(app).commands["fix"]  # type: ignore[attr-defined]
     options = {opt for p in command.params for opt in p.opts}
@@ -370,7 +370,10 @@ def test_importing_the_package_loads_no_solver() -> None:
     import subprocess
     import sys
 
-    code = "import sys, solver; assert 'z3' not in sys.modules and 'torch' not in sys.modules"
+    code = (
+        "import sys; from meshsat import solver; "
+        "assert 'z3' not in sys.modules and 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 import z3
 
-from solver.backends.pyeval import compiled
-from solver.backends.z3exp import Universe, factorize, order_weights
-from solver.catalogue.literals import open_literals
-from solver.lang.config import Config
-from solver.lang.fields import SPECS
-from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
-from solver.packs import NEWEST
-from solver.repair.problem import (
+from meshsat.solver.backends.pyeval import compiled
+from meshsat.solver.backends.z3exp import Universe, factorize, order_weights
+from meshsat.solver.catalogue.literals import open_literals
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
+from meshsat.solver.packs import NEWEST
+from meshsat.solver.repair.problem import (
     EXACT_RULE,
     GPUS_RULE,
     HARDWARE,
@@ -26,7 +26,7 @@ from solver.repair.problem import (
     live_fields,
     problem,
 )
-from solver.validation.validate import environment
+from meshsat.solver.validation.validate import environment
 
 MODELS = (
     None,

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from solver import validate
-from solver.packs import NEWEST
-from solver.repair.fix import fix
-from solver.repair.objective import same_value
+from meshsat.solver import validate
+from meshsat.solver.packs import NEWEST
+from meshsat.solver.repair.fix import fix
+from meshsat.solver.repair.objective import same_value
 from tests.enum_cases import MODELS
 from tests.fix_golden import CASES, Golden
 

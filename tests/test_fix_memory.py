@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from solver import validate
-from solver.memory import MemoryModel, Parallel
-from solver.repair.fix import fix
+from meshsat.solver import validate
+from meshsat.solver.memory import MemoryModel, Parallel
+from meshsat.solver.repair.fix import fix
 from tests.fix_oracle import PACK, nearest, objective_between
 from tests.test_fix_optimal import invalid_layout
 

@@ -15,9 +15,9 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from solver import validate
-from solver.lang.config import Config
-from solver.repair.fix import fix
+from meshsat.solver import validate
+from meshsat.solver.lang.config import Config
+from meshsat.solver.repair.fix import fix
 from tests.fix_oracle import CHOICES, PACK, SIZES, divisors, nearest
 
 GPUS = (4, 6, 8, 12, 16, 24, 32, 48, 64)

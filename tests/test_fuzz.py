@@ -27,8 +27,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import solver
-from solver.errors import MeshsatError
+from meshsat import solver
+from meshsat.solver.errors import MeshsatError
 from tests.cli_helpers import Run, run_cli
 from tests.fuzz_inputs import BAD_HF_CONFIGS, argvs, hostile_files
 
@@ -141,7 +141,7 @@ def _limits() -> None:
 
 
 def _meshsat(args: list[str], env: dict[str, str] | None = None, shell_tail: str = "") -> Run:
-    command = [sys.executable, "-m", "solver.cli", *args]
+    command = [sys.executable, "-m", "meshsat.solver.cli", *args]
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     if shell_tail:
         import shlex

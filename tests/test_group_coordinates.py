@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from solver.groups import GROUP_KINDS, Widths, plan
+from meshsat.solver.groups import GROUP_KINDS, Widths, plan
 
 #: The RankInfo field that holds each group kind's coordinate.
 _COORDINATE = {kind: ("local" if kind == "tp" else kind) for kind in GROUP_KINDS}

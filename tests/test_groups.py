@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from solver import InvalidLayoutError, validate
-from solver.groups import GROUP_KINDS, Widths, groups, plan
+from meshsat.solver import InvalidLayoutError, validate
+from meshsat.solver.groups import GROUP_KINDS, Widths, groups, plan
 
 
 def test_sglang_attention_cp_example() -> None:

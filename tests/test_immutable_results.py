@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-import solver
-from solver.groups import groups
+from meshsat import solver
+from meshsat.solver.groups import groups
 
 _INVALID = {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True, "attn_cp_size": 3}
 _GROUPS = {"tp_size": 4, "attn_cp_size": 2, "ep_size": 2}

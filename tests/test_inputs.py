@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from solver import InputError, ModelSpec
-from solver.inputs import config_from_values, load_config_file, parse_sglang_command
+from meshsat.solver import InputError, ModelSpec
+from meshsat.solver.inputs import config_from_values, load_config_file, parse_sglang_command
 
 
 @pytest.mark.parametrize(

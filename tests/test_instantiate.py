@@ -1,4 +1,4 @@
-"""cp.instantiate: from a layout to process groups and a bound strategy.
+"""meshsat.cp.instantiate: from a layout to process groups and a bound strategy.
 
 Tier 2 in one process (gloo, world 1) for the refusals; tier 3 in real processes at world
 4 and 6, where every attention-CP group runs a CP attention layer (heads split over the
@@ -14,12 +14,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from cp import CPConfigError, InterleaveStrategy, ZigzagStrategy, get_cp_strategy
-from cp.batch import CPBatch
-from cp.demo import MODEL, TOLERANCE, run_layer
-from cp.instantiate import instantiate
-from solver import InvalidLayoutError
-from solver.groups import GROUP_KINDS
+from meshsat.cp import CPConfigError, InterleaveStrategy, ZigzagStrategy, get_cp_strategy
+from meshsat.cp.batch import CPBatch
+from meshsat.cp.demo import MODEL, TOLERANCE, run_layer
+from meshsat.cp.instantiate import instantiate
+from meshsat.solver import InvalidLayoutError
+from meshsat.solver.groups import GROUP_KINDS
 from tests.cp_helpers import spawn_world
 
 CP_ON = {"enable_prefill_cp": True}
@@ -126,7 +126,7 @@ def test_needs_an_initialised_process_group() -> None:
 
 
 def test_demo_end_to_end_without_torchrun() -> None:
-    from cp.demo import main
+    from meshsat.cp.demo import main
 
     args = [
         "--spawn",

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.inputs import parse_sglang_command
+from meshsat.solver.inputs import parse_sglang_command
 from tests.cli_helpers import run_cli
 from tests.launch_corpus import CORPUS, MULTI_NODE
 
@@ -161,7 +161,7 @@ NO_VALUE = {"_StoreTrueAction", "DeprecatedStoreTrueAction", "BooleanOptionalAct
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_refused_choices_match_the_releases_argparse(release: str, data: st.DataObject) -> None:
-    from solver.inputs.sglang_cmdline import refused_values
+    from meshsat.solver.inputs.sglang_cmdline import refused_values
 
     parser, refused_error, table = _release_parser(release)
     with_choices = [e for e in table["flags"] if e.get("choices") and e["nargs"] is None]
@@ -247,8 +247,8 @@ def _without_layout(text: str) -> str:
     """The text with every layout flag (and its value) cut out, blanks collapsed."""
     import re
 
-    from solver.inputs.launch import read_launch_commands
-    from solver.inputs.sglang_cmdline import parse_launch
+    from meshsat.solver.inputs.launch import read_launch_commands
+    from meshsat.solver.inputs.sglang_cmdline import parse_launch
 
     spans = sorted(
         (span for c in read_launch_commands(text) for v in parse_launch(c).spans.values()
@@ -271,10 +271,10 @@ def _without_layout(text: str) -> str:
 def test_a_rewritten_script_reads_back_as_the_new_layout(
     old: dict[str, Any], new: dict[str, Any], shape: str, equals: bool, attn_dp: bool
 ) -> None:
-    from solver.inputs import config_from_values
-    from solver.inputs.rewrite import rewrite_script
-    from solver.inputs.spelling import spelled
-    from solver.lang.config import Config
+    from meshsat.solver.inputs import config_from_values
+    from meshsat.solver.inputs.rewrite import rewrite_script
+    from meshsat.solver.inputs.spelling import spelled
+    from meshsat.solver.lang.config import Config
 
     text = "# launch\n" + render(old, shape, equals).replace(
         "--model-path /models/x", "--model-path /models/x --trust-remote-code --port 30000"
@@ -364,7 +364,7 @@ def test_model_path_gives_the_model_facts(
     decide the verdict (attention TP 32 divides 64 heads, not 48)."""
     import json
 
-    from solver.memory.models import catalogue_config
+    from meshsat.solver.memory.models import catalogue_config
 
     facts = dict(catalogue_config("meta-llama/Llama-3.1-70B-Instruct"))
     local = tmp_path / "llama"

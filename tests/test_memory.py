@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import solver
-from solver.errors import InputError
-from solver.memory import MemoryModel, Parallel, fit_violation, gpu, load_facts, memory_of
-from solver.memory.facts import ModelFacts, facts_from_config
-from solver.memory.fraction import default_mem_fraction_static
-from solver.memory.kv import kv_bytes_per_token
-from solver.memory.models import CATALOGUE, PUBLISHED, Published
-from solver.memory.quant import quant_from_config
-from solver.memory.weights import WeightModel
+from meshsat import solver
+from meshsat.solver.errors import InputError
+from meshsat.solver.memory import MemoryModel, Parallel, fit_violation, gpu, load_facts, memory_of
+from meshsat.solver.memory.facts import ModelFacts, facts_from_config
+from meshsat.solver.memory.fraction import default_mem_fraction_static
+from meshsat.solver.memory.kv import kv_bytes_per_token
+from meshsat.solver.memory.models import CATALOGUE, PUBLISHED, Published
+from meshsat.solver.memory.quant import quant_from_config
+from meshsat.solver.memory.weights import WeightModel
 
 # ---- parameter counts against published figures --------------------------------------
 
@@ -300,8 +300,8 @@ def test_pool_uses_the_fraction_and_rounds_to_pages() -> None:
 )
 def test_streaming_columns_agree_with_the_full_value(model: str, gpu_name: str, gpus: int) -> None:
     """The factored fast path (enumerate's columns) against `MemoryModel.of` per layout."""
-    from solver.lang.model_spec import ModelSpec
-    from solver.memory.models import catalogue_config
+    from meshsat.solver.lang.model_spec import ModelSpec
+    from meshsat.solver.memory.models import catalogue_config
 
     mm = MemoryModel(model, gpu_name, context_length=8192)
     spec = ModelSpec.from_hf_config(catalogue_config(model))
@@ -328,9 +328,9 @@ def test_streaming_columns_agree_with_the_full_value(model: str, gpu_name: str, 
 def test_streamed_rows_are_the_reader_rows_rounded(model: str, gpu_name: str, gpus: int) -> None:
     """`row_extender` (what enumerate streams) appends exactly what `row_reader` reads, the
     weights rounded, whether its caches start cold or warm."""
-    from solver.enumeration.layouts import EnumerationQuery
-    from solver.lang.model_spec import ModelSpec
-    from solver.memory.models import catalogue_config
+    from meshsat.solver.enumeration.layouts import EnumerationQuery
+    from meshsat.solver.lang.model_spec import ModelSpec
+    from meshsat.solver.memory.models import catalogue_config
 
     spec = ModelSpec.from_hf_config(catalogue_config(model))
     e = EnumerationQuery.of(model=spec).enumerator()

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-import solver
-from solver.memory import memory_of
+from meshsat import solver
+from meshsat.solver.memory import memory_of
 from tests.cli_helpers import run_cli
 
 V3 = "deepseek-ai/DeepSeek-V3"
@@ -31,8 +31,8 @@ def test_the_cli_reports_the_api_figures(capsys: pytest.CaptureFixture[str]) -> 
     )  # fmt: skip
     data = json.loads(r.out)
     assert r.code == 0 and data["memory"]["fits"] is True
-    from solver.lang.model_spec import ModelSpec
-    from solver.memory.models import model_config
+    from meshsat.solver.lang.model_spec import ModelSpec
+    from meshsat.solver.memory.models import model_config
 
     report = solver.validate({"tp_size": 8}, ModelSpec.from_hf_config(model_config(V3)))
     expected = memory_of(report, V3, "H200", context_length=32768)

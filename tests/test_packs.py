@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from solver import InputError, check, validate
-from solver.backends.interp import evaluate
-from solver.backends.pyeval import compiled
-from solver.lang.fields import SPECS
-from solver.packs import NEWEST, PACKS, SEED, Pack, get_pack, installed_pack
-from solver.packs.compare import compare
+from meshsat.solver import InputError, check, validate
+from meshsat.solver.backends.interp import evaluate
+from meshsat.solver.backends.pyeval import compiled
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.packs import NEWEST, PACKS, SEED, Pack, get_pack, installed_pack
+from meshsat.solver.packs.compare import compare
 from tests.cli_helpers import run_cli
 from tests.strategies import raw_envs
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-import solver
-from solver.cli.plan_cmd import plan_layouts
-from solver.inputs import parse_sglang_command
-from solver.lang.model_spec import ModelSpec
-from solver.memory.gpus import gpu
-from solver.memory.models import catalogue_config
+from meshsat import solver
+from meshsat.solver.cli.plan_cmd import plan_layouts
+from meshsat.solver.inputs import parse_sglang_command
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory.gpus import gpu
+from meshsat.solver.memory.models import catalogue_config
 from tests.cli_helpers import run_cli
 
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from solver.backends import pycompile
-from solver.backends.pycompile import compile_function, source_of
-from solver.backends.pyeval import compile_checks, compile_resolution
-from solver.lang.fields import SPECS
-from solver.packs import PACKS, get_pack
+from meshsat.solver.backends import pycompile
+from meshsat.solver.backends.pycompile import compile_function, source_of
+from meshsat.solver.backends.pyeval import compile_checks, compile_resolution
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.packs import PACKS, get_pack
 from tests.strategies import raw_envs
 
 

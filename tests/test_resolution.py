@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from solver import validate
+from meshsat.solver import validate
 
 
 def resolved(config: dict[str, Any], model: dict[str, Any] | None = None) -> dict[str, Any]:

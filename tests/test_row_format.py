@@ -1,7 +1,7 @@
 """The generated row formatters against the reference encoders they replace.
 
 `meshsat enumerate` formats rows with generated code and per-column text caches
-(`solver.cli.row_format`); these tests hold every format to what the plain encoders
+(`meshsat.solver.cli.row_format`); these tests hold every format to what the plain encoders
 write (`json.dumps` of the row's dict, the CSV cell rule, `%<width>s` table cells), on
 generated rows and across chunk and batch boundaries, so the fast path cannot drift.
 """
@@ -17,13 +17,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from solver.backends.render import fmt_value
-from solver.cli.layout_writers import BATCH, CHUNK, Writer
-from solver.cli.row_format import compile_lines, csv_text, json_text
+from meshsat.solver.backends.render import fmt_value
+from meshsat.solver.cli.layout_writers import BATCH, CHUNK, Writer
+from meshsat.solver.cli.row_format import compile_lines, csv_text, json_text
 
 #: One type per column, as enumerated rows have (a column may also hold None): values of
 #: one column must not be equal yet written differently (True == 1 == 1.0, -0.0 == 0.0),
-#: see `solver.cli.row_format`. `+ 0.0` turns -0.0 into 0.0.
+#: see `meshsat.solver.cli.row_format`. `+ 0.0` turns -0.0 into 0.0.
 _SCALARS = (
     st.integers(min_value=-(10**30), max_value=10**30),
     st.floats(allow_nan=True, allow_infinity=True).map(lambda x: x + 0.0),

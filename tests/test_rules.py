@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from solver import fix, validate
-from solver.backends.render import failure_detail, format_message
-from solver.catalogue import ERRORS, RULES, WARNINGS
-from solver.packs import SEED
+from meshsat.solver import fix, validate
+from meshsat.solver.backends.render import failure_detail, format_message
+from meshsat.solver.catalogue import ERRORS, RULES, WARNINGS
+from meshsat.solver.packs import SEED
 from tests.backends import BACKENDS
 from tests.envs import raw_env
 from tests.rule_cases import CASES, WARNING_CASES, Case

@@ -2,7 +2,7 @@
 
 The oracle is a sequential run of the same calls in the same process; the threads then
 repeat them in a shuffled order, sixteen at a time. Before the process-wide Z3 lock
-(`solver.backends.z3lock`) this aborted the interpreter ("UNEXPECTED CODE WAS REACHED",
+(`meshsat.solver.backends.z3lock`) this aborted the interpreter ("UNEXPECTED CODE WAS REACHED",
 "context mismatch") within a few dozen calls.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import solver
+from meshsat import solver
 
 _INVALID = [
     {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True, "attn_cp_size": 3},

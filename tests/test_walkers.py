@@ -2,9 +2,9 @@
 
 The language's node types are a closed set (`NODE_TYPES`); each back-end is an
 `ExprVisitor` with one method per type. These tests fail when a node type is added to
-`solver.lang.expr` without joining `NODE_TYPES`, when a back-end lacks a method for one,
+`meshsat.solver.lang.expr` without joining `NODE_TYPES`, when a back-end lacks a method for one,
 or when a new back-end appears without joining the agreement test below. The oracle for
-values is the interpreter (`solver.backends.interp`), the naive reference the other
+values is the interpreter (`meshsat.solver.backends.interp`), the naive reference the other
 back-ends are already held to on the whole catalogue in tests/test_backends.py.
 """
 
@@ -21,15 +21,15 @@ import z3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import solver.backends.partial as partial
-import solver.backends.render as render
-import solver.backends.z3exp  # noqa: F401  (its encoder reuses Z3Terms; imported so it is seen)
-import solver.lang.expr as expr_module
-from solver.backends.interp import Evaluator, evaluate
-from solver.backends.pycompile import compile_function, source_of
-from solver.backends.pyeval import PyCompiler, compile_predicate
-from solver.backends.z3enc import Z3Encoder, Z3Terms
-from solver.lang.expr import (
+import meshsat.solver.backends.partial as partial
+import meshsat.solver.backends.render as render
+import meshsat.solver.backends.z3exp  # noqa: F401  (its encoder reuses Z3Terms; imported so it is seen)
+import meshsat.solver.lang.expr as expr_module
+from meshsat.solver.backends.interp import Evaluator, evaluate
+from meshsat.solver.backends.pycompile import compile_function, source_of
+from meshsat.solver.backends.pyeval import PyCompiler, compile_predicate
+from meshsat.solver.backends.z3enc import Z3Encoder, Z3Terms
+from meshsat.solver.lang.expr import (
     NODE_TYPES,
     And,
     Const,
@@ -44,8 +44,8 @@ from solver.lang.expr import (
     ite,
     walk,
 )
-from solver.lang.fields import SPECS
-from solver.lang.visitor import ExprVisitor, method_name
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.lang.visitor import ExprVisitor, method_name
 
 TP, DP = SPECS["tp_size"].ref, SPECS["dp_size"].ref
 CHUNK = SPECS["chunked_prefill_size"].ref  # optional int
@@ -79,7 +79,7 @@ def _visitors() -> set[type[ExprVisitor[Any]]]:
     todo: list[type[ExprVisitor[Any]]] = list(ExprVisitor.__subclasses__())
     while todo:
         cls = todo.pop()
-        if cls.__module__.startswith("solver."):
+        if cls.__module__.startswith("meshsat.solver."):
             found.add(cls)
         todo.extend(cls.__subclasses__())
     return found

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from solver.backends.interp import evaluate
-from solver.enumeration.where import parse
-from solver.errors import InputError
-from solver.lang.config import Config
-from solver.validation.validate import environment
+from meshsat.solver.backends.interp import evaluate
+from meshsat.solver.enumeration.where import parse
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.config import Config
+from meshsat.solver.validation.validate import environment
 
 
 def _env(**values: Any) -> dict[str, Any]:
@@ -149,7 +149,7 @@ def test_whitelist_is_closed() -> None:
 
 
 def test_every_name_parses_and_reads_its_value() -> None:
-    from solver.enumeration.where import names
+    from meshsat.solver.enumeration.where import names
 
     env = _env()
     for name in names():

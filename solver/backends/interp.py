@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from solver.lang import expr as ex
-from solver.lang.visitor import ExprVisitor
+from meshsat.solver.lang import expr as ex
+from meshsat.solver.lang.visitor import ExprVisitor
 
 _CMP = {
     "==": lambda a, b: a == b,

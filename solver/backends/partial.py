@@ -2,7 +2,8 @@
 
 Enumeration specialises every rule to one base config: most fields are then constants,
 and a rule such as `moe_dp_size > 1 ⇒ pp_size == 1` shrinks to the few varied fields it
-really reads, or to `true`. Folding evaluates constant subtrees with `solver.backends.interp`,
+really reads, or to `true`. Folding evaluates constant subtrees with
+`meshsat.solver.backends.interp`,
 so partial evaluation shares its semantics (`x // 0 == 0`, ...) with every back-end
 instead of restating them.
 
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from solver.backends.interp import Evaluator
-from solver.lang import expr as ex
-from solver.lang.expr import FALSE, TRUE
-from solver.lang.visitor import ExprVisitor
+from meshsat.solver.backends.interp import Evaluator
+from meshsat.solver.lang import expr as ex
+from meshsat.solver.lang.expr import FALSE, TRUE
+from meshsat.solver.lang.visitor import ExprVisitor
 
 Subst = Mapping[str, ex.Expr]
 _EMPTY: dict[str, ex.Expr] = {}

@@ -1,8 +1,8 @@
 """Generated Python source to a function: the one place meshsat calls `exec`.
 
 Both code generators (the catalogue's `resolve`/`violations`/`derived` in
-`solver.backends.pyeval`, and enumeration's per-flag-combination loops in
-`solver.enumeration.codegen`) hand their source here, so compiled code is always labelled
+`meshsat.solver.backends.pyeval`, and enumeration's per-flag-combination loops in
+`meshsat.solver.enumeration.codegen`) hand their source here, so compiled code is always labelled
 the same way in tracebacks (`<meshsat:NAME>`) and always keeps its text on
 `__meshsat_source__` for debugging and tests.
 

@@ -3,8 +3,8 @@
 Start-up validation has a budget of tens of microseconds, which a tree-walking
 interpreter cannot meet (one Python call per node). So each tree becomes one Python
 expression over local variables, and the whole catalogue becomes three generated
-functions: `resolve`, `violations` and `derived`. `solver.backends.interp` walks the same trees
-node by node; tests check that both agree.
+functions: `resolve`, `violations` and `derived`. `meshsat.solver.backends.interp` walks the same
+trees node by node; tests check that both agree.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from solver.packs import Pack
+    from meshsat.solver.packs import Pack
 
-from solver.backends.pycompile import compile_function
-from solver.lang import expr as ex
-from solver.lang.expr import fields_of
-from solver.lang.rule import Resolution, Rule
-from solver.lang.visitor import ExprVisitor
+from meshsat.solver.backends.pycompile import compile_function
+from meshsat.solver.lang import expr as ex
+from meshsat.solver.lang.expr import fields_of
+from meshsat.solver.lang.rule import Resolution, Rule
+from meshsat.solver.lang.visitor import ExprVisitor
 
 Env = Mapping[str, Any]
 #: (resolution index, step index, field, old value, new value)
@@ -198,15 +198,15 @@ class Compiled:
 def compiled(pack: Pack | None = None) -> Compiled:
     """A pack's catalogue compiled once per process and pack (about a millisecond each);
     the newest pack without one."""
-    from solver.packs import NEWEST
+    from meshsat.solver.packs import NEWEST
 
     return _compiled(NEWEST if pack is None else pack)
 
 
 @cache
 def _compiled(pack: Pack) -> Compiled:
-    from solver.lang.derived import DERIVED
-    from solver.lang.fields import SPECS
+    from meshsat.solver.lang.derived import DERIVED
+    from meshsat.solver.lang.fields import SPECS
 
     return Compiled(
         resolve=compile_resolution(pack.resolutions, tuple(SPECS)),

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from solver.backends.interp import evaluate
-from solver.lang import expr as ex
-from solver.lang.expr import TRUE
-from solver.lang.rule import Rule
-from solver.lang.visitor import ExprVisitor
+from meshsat.solver.backends.interp import evaluate
+from meshsat.solver.lang import expr as ex
+from meshsat.solver.lang.expr import TRUE
+from meshsat.solver.lang.rule import Rule
+from meshsat.solver.lang.visitor import ExprVisitor
 
 _OPS = {"*": "·", "//": "/", "%": " % ", "+": " + ", "-": " - "}
 _NEG = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}

@@ -19,10 +19,10 @@ from typing import Any
 
 import z3
 
-from solver.lang import expr as ex
-from solver.lang.fields import SPECS, FieldSpec
-from solver.lang.rule import Resolution, Rule
-from solver.lang.visitor import ExprVisitor
+from meshsat.solver.lang import expr as ex
+from meshsat.solver.lang.fields import SPECS, FieldSpec
+from meshsat.solver.lang.rule import Resolution, Rule
+from meshsat.solver.lang.visitor import ExprVisitor
 
 
 @dataclass(frozen=True)

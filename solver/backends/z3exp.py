@@ -33,10 +33,10 @@ from typing import Any
 
 import z3
 
-from solver.backends.z3enc import Sym, Z3Encoder
-from solver.lang.expr import Cmp, Const, In
-from solver.lang.fields import FieldSpec
-from solver.lang.rule import Resolution
+from meshsat.solver.backends.z3enc import Sym, Z3Encoder
+from meshsat.solver.lang.expr import Cmp, Const, In
+from meshsat.solver.lang.fields import FieldSpec
+from meshsat.solver.lang.rule import Resolution
 
 #: Trial division stops here; a cofactor left above it is kept as one (pseudo-)prime.
 _TRIAL_LIMIT = 1 << 20

@@ -6,7 +6,7 @@ fixing them one launch at a time would meet them.
 
 from __future__ import annotations
 
-from solver.catalogue import (
+from meshsat.solver.catalogue import (
     a2a,
     context_parallel,
     data_parallel,
@@ -19,8 +19,8 @@ from solver.catalogue import (
     moe_kernel,
     topology,
 )
-from solver.catalogue.resolution import RESOLUTIONS
-from solver.lang.rule import Resolution, Rule
+from meshsat.solver.catalogue.resolution import RESOLUTIONS
+from meshsat.solver.lang.rule import Resolution, Rule
 
 RULES: tuple[Rule, ...] = (
     *context_parallel.RULES,

@@ -4,9 +4,9 @@ after the backend's ep_size = tp_size rewrite."""
 
 from __future__ import annotations
 
-from solver.lang.expr import is_set, one_of
-from solver.lang.fields import F
-from solver.lang.rule import Rule
+from meshsat.solver.lang.expr import is_set, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_a2a_moe"
 a2a, runner = F.moe_a2a_backend, F.moe_runner_backend

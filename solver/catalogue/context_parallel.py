@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from solver.lang.expr import TRUE, divides, is_set, ite, one_of
-from solver.lang.fields import F
-from solver.lang.model_spec import MIMO_V2_ARCHITECTURES, MLA_ARCHITECTURES
-from solver.lang.rule import Rule
+from meshsat.solver.lang.expr import TRUE, divides, is_set, ite, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES, MLA_ARCHITECTURES
+from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_context_parallelism"
 cp, tp, dp, moe_dp, ep = F.attn_cp_size, F.tp_size, F.dp_size, F.moe_dp_size, F.ep_size

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from solver.lang.expr import divides
-from solver.lang.fields import F
-from solver.lang.rule import Rule
+from meshsat.solver.lang.expr import divides
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_data_parallelism"
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from solver.lang.derived import attn_tp, attn_tp_whole
-from solver.lang.expr import TRUE, divides, one_of
-from solver.lang.fields import F
-from solver.lang.rule import Rule
+from meshsat.solver.lang.derived import attn_tp, attn_tp_whole
+from meshsat.solver.lang.expr import TRUE, divides, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_dcp_validation"
 dcp, backend = F.dcp_size, F.dcp_comm_backend

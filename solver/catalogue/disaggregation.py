@@ -3,9 +3,9 @@ which can serve their text model alone (--language-model-only)."""
 
 from __future__ import annotations
 
-from solver.lang.expr import Expr, is_set, one_of
-from solver.lang.fields import F
-from solver.lang.rule import Rule
+from meshsat.solver.lang.expr import Expr, is_set, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_encoder_disaggregation"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from solver.lang.expr import TRUE, is_set, one_of
-from solver.lang.fields import F
-from solver.lang.rule import Rule
+from meshsat.solver.lang.expr import TRUE, is_set, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_dwdp"
 on = F.dwdp_size > 1

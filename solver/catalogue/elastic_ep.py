@@ -6,10 +6,10 @@ joiner* is a group joining a running deployment, the *primary* is the one it joi
 
 from __future__ import annotations
 
-from solver.lang.derived import elastic_scaling
-from solver.lang.expr import FALSE, is_set, one_of
-from solver.lang.fields import F
-from solver.lang.rule import Rule
+from meshsat.solver.lang.derived import elastic_scaling
+from meshsat.solver.lang.expr import FALSE, is_set, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_elastic_ep"
 backend, join, offset = F.elastic_ep_backend, F.ep_join_mode, F.ep_join_rank_offset
@@ -19,7 +19,7 @@ primary = elastic_scaling & (join != "scale")
 
 def _scale(rule_id: str, holds: object, message: str, hint: str = "") -> Rule:
     """A requirement of runtime scale-up, which applies to primaries and joiners alike."""
-    from solver.lang.expr import lift
+    from meshsat.solver.lang.expr import lift
 
     return Rule(rule_id, elastic_scaling, lift(holds), message, SRC, hint=hint)
 

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from solver.lang.expr import FALSE, one_of
-from solver.lang.fields import F
-from solver.lang.rule import Rule
+from meshsat.solver.lang.expr import FALSE, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.rule import Rule
 
 RULES: tuple[Rule, ...] = (
     Rule(

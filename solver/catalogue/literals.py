@@ -11,9 +11,9 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from solver.catalogue import ERRORS, RESOLUTIONS
-from solver.lang.expr import Cmp, Const, Expr, Field, In, walk
-from solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.catalogue import ERRORS, RESOLUTIONS
+from meshsat.solver.lang.expr import Cmp, Const, Expr, Field, In, walk
+from meshsat.solver.lang.fields import CONFIG_SPECS
 
 
 @cache

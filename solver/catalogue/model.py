@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from solver.lang.derived import attn_tp, attn_tp_whole
-from solver.lang.expr import divides, is_set
-from solver.lang.fields import F
-from solver.lang.rule import Rule
+from meshsat.solver.lang.derived import attn_tp, attn_tp_whole
+from meshsat.solver.lang.expr import divides, is_set
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.rule import Rule
 
 SRC = "model weight sharding"
 

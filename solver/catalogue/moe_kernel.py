@@ -7,9 +7,9 @@ The quantization each runner needs is not modelled: meshsat has no quantization 
 
 from __future__ import annotations
 
-from solver.lang.expr import one_of
-from solver.lang.fields import F
-from solver.lang.rule import Rule
+from meshsat.solver.lang.expr import one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_moe_kernel_config"
 runner = F.moe_runner_backend

@@ -6,12 +6,12 @@ Every later rule reads the resolved values. Each step here is also what `fix` an
 
 from __future__ import annotations
 
-from solver.lang.config import A2A_BACKENDS
-from solver.lang.derived import attn_dp, elastic_scaling
-from solver.lang.expr import Expr, is_set, ite, one_of
-from solver.lang.fields import F
-from solver.lang.model_spec import CP_V2_DEFAULT_ARCHITECTURES, MLA_ARCHITECTURES
-from solver.lang.rule import Resolution, assign
+from meshsat.solver.lang.config import A2A_BACKENDS
+from meshsat.solver.lang.derived import attn_dp, elastic_scaling
+from meshsat.solver.lang.expr import Expr, is_set, ite, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.model_spec import CP_V2_DEFAULT_ARCHITECTURES, MLA_ARCHITECTURES
+from meshsat.solver.lang.rule import Resolution, assign
 
 #: Every all-to-all backend but "none" dispatches over all ranks (SGLang sets ep = tp).
 A2A_FORCING_EP = tuple(b for b in A2A_BACKENDS if b != "none")

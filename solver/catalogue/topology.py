@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from solver.lang.derived import attn_tp_whole
-from solver.lang.expr import TRUE, And, divides, is_set
-from solver.lang.fields import F
-from solver.lang.rule import Rule
+from meshsat.solver.lang.derived import attn_tp_whole
+from meshsat.solver.lang.expr import TRUE, And, divides, is_set
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.rule import Rule
 
 SRC = "SGLang launch checks"
 #: The engine calls `ServerArgs.check_server_args()` at launch, after resolution and before

@@ -14,14 +14,14 @@ from typing import Any
 
 import typer
 
-from solver.cli.diff_cmd import diff_cmd
-from solver.cli.enumerate_cmd import enumerate_cmd
-from solver.cli.fix_cmd import fix_cmd
-from solver.cli.groups_cmd import groups_cmd
-from solver.cli.plan_cmd import plan_cmd
-from solver.cli.rules_cmd import fields_cmd, rules_cmd
-from solver.cli.validate_cmd import validate_cmd
-from solver.errors import MeshsatError
+from meshsat.solver.cli.diff_cmd import diff_cmd
+from meshsat.solver.cli.enumerate_cmd import enumerate_cmd
+from meshsat.solver.cli.fix_cmd import fix_cmd
+from meshsat.solver.cli.groups_cmd import groups_cmd
+from meshsat.solver.cli.plan_cmd import plan_cmd
+from meshsat.solver.cli.rules_cmd import fields_cmd, rules_cmd
+from meshsat.solver.cli.validate_cmd import validate_cmd
+from meshsat.solver.errors import MeshsatError
 
 app = typer.Typer(
     name="meshsat",
@@ -56,7 +56,7 @@ def _degrade_streams() -> None:
 
 
 def _fail(message: str) -> None:
-    from solver.cli.output import err
+    from meshsat.solver.cli.output import err
 
     line = " ".join(message.split())  # one line, whatever the message holds
     err.print(f"meshsat: error: {line}", markup=False, highlight=False, soft_wrap=True)
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     Notes are held until the command ends and dropped on an exit 2, so that an input
     error is exactly one line on stderr.
     """
-    from solver.cli.output import hold_notes, release_notes
+    from meshsat.solver.cli.output import hold_notes, release_notes
 
     hold_notes()
     code = 2

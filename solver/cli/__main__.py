@@ -1,5 +1,5 @@
-"""`python -m solver.cli`: the same as the `meshsat` console script."""
+"""`python -m meshsat.solver.cli`: the same as the `meshsat` console script."""
 
-from solver.cli import main
+from meshsat.solver.cli import main
 
 main()

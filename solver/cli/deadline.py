@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from solver.errors import MeshsatError
-from solver.lang.limits import MAX_TIMEOUT_S
+from meshsat.solver.errors import MeshsatError
+from meshsat.solver.lang.limits import MAX_TIMEOUT_S
 
 
 class TimedOut(MeshsatError):

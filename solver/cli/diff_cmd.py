@@ -6,13 +6,13 @@ from typing import Annotated, Any
 
 import typer
 
-from solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
-from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
-from solver.cli.output import out
-from solver.inputs.layout_input import LayoutSources
-from solver.packs import get_pack
-from solver.packs.compare import compare
-from solver.validation.validate import validate
+from meshsat.solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
+from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
+from meshsat.solver.cli.output import out
+from meshsat.solver.inputs.layout_input import LayoutSources
+from meshsat.solver.packs import get_pack
+from meshsat.solver.packs.compare import compare
+from meshsat.solver.validation.validate import validate
 
 VersionArg = Annotated[str, typer.Argument(metavar="VERSION", show_default=False)]
 

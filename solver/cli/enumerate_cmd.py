@@ -11,16 +11,16 @@ from typing import Annotated, Any
 
 import typer
 
-from solver.cli.deadline import time_limit
-from solver.cli.formats import OutputFormat, chosen
-from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
-from solver.cli.layout_writers import Writer, column_width
-from solver.cli.memory_options import ContextLengthOpt, GpuMemoryOpt, GpuOpt, memory_model
-from solver.cli.output import err, note
-from solver.cli.version_option import SglangVersionOpt
-from solver.enumeration.layouts import EnumerationQuery, Enumerator
-from solver.enumeration.memory_columns import MEMORY_COLUMNS, MemoryColumns, split_filters
-from solver.enumeration.space import (
+from meshsat.solver.cli.deadline import time_limit
+from meshsat.solver.cli.formats import OutputFormat, chosen
+from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
+from meshsat.solver.cli.layout_writers import Writer, column_width
+from meshsat.solver.cli.memory_options import ContextLengthOpt, GpuMemoryOpt, GpuOpt, memory_model
+from meshsat.solver.cli.output import err, note
+from meshsat.solver.cli.version_option import SglangVersionOpt
+from meshsat.solver.enumeration.layouts import EnumerationQuery, Enumerator
+from meshsat.solver.enumeration.memory_columns import MEMORY_COLUMNS, MemoryColumns, split_filters
+from meshsat.solver.enumeration.space import (
     ALIASES,
     DEFAULT_VARY,
     accepted_fields,
@@ -28,10 +28,10 @@ from solver.enumeration.space import (
     dims_of,
     varied_fields,
 )
-from solver.errors import InputError
-from solver.inputs.layout_input import LayoutSources
-from solver.lang.expr import Expr
-from solver.lang.limits import MAX_GPUS
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.layout_input import LayoutSources
+from meshsat.solver.lang.expr import Expr
+from meshsat.solver.lang.limits import MAX_GPUS
 
 
 class Format(str, Enum):
@@ -284,9 +284,9 @@ def _count(e: Enumerator, gpus: int, up_to: bool) -> int:
 def _with_commands(e: Enumerator, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
     """Each row with the SGLang command that launches it, in the release's spelling (a
     pydantic config per row: tens of µs, so only on request)."""
-    from solver.enumeration.layouts import Layout
-    from solver.lang.config import Config
-    from solver.repair.fix import command_line
+    from meshsat.solver.enumeration.layouts import Layout
+    from meshsat.solver.lang.config import Config
+    from meshsat.solver.repair.fix import command_line
 
     pack = e.query.pack
     # What the user launches: the base's own settings and the varied values; the fields

@@ -8,15 +8,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from solver.backends.render import fmt_value
-from solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
-from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
-from solver.cli.memory_options import GpuMemoryOpt, GpuOpt, memory_model
-from solver.cli.output import out
-from solver.cli.version_option import SglangVersionOpt
-from solver.inputs.layout_input import LayoutSources
-from solver.repair.fix import fix
-from solver.repair.results import FixReport, FixResult
+from meshsat.solver.backends.render import fmt_value
+from meshsat.solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
+from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
+from meshsat.solver.cli.memory_options import GpuMemoryOpt, GpuOpt, memory_model
+from meshsat.solver.cli.output import out
+from meshsat.solver.cli.version_option import SglangVersionOpt
+from meshsat.solver.inputs.layout_input import LayoutSources
+from meshsat.solver.repair.fix import fix
+from meshsat.solver.repair.results import FixReport, FixResult
 
 PinOpt = Annotated[
     list[str] | None,

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from solver.errors import InputError
+from meshsat.solver.errors import InputError
 
 
 class OutputFormat(str, Enum):

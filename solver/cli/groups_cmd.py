@@ -7,15 +7,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
-from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
-from solver.cli.output import out
-from solver.cli.report_view import print_report, violation_rows
-from solver.cli.version_option import SglangVersionOpt
-from solver.errors import InputError
-from solver.groups import GROUP_KINDS, RankMap, Widths, plan_layout
-from solver.inputs.layout_input import LayoutSources
-from solver.validation.report import InvalidLayoutError
+from meshsat.solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
+from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
+from meshsat.solver.cli.output import out
+from meshsat.solver.cli.report_view import print_report, violation_rows
+from meshsat.solver.cli.version_option import SglangVersionOpt
+from meshsat.solver.errors import InputError
+from meshsat.solver.groups import GROUP_KINDS, RankMap, Widths, plan_layout
+from meshsat.solver.inputs.layout_input import LayoutSources
+from meshsat.solver.validation.report import InvalidLayoutError
 
 RankOpt = Annotated[
     int | None,

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from solver.cli.layout_options import missing_flags_text
-from solver.inputs.layout_input import LayoutInput
-from solver.validation.report import Report, Violation
+from meshsat.solver.cli.layout_options import missing_flags_text
+from meshsat.solver.inputs.layout_input import LayoutInput
+from meshsat.solver.validation.report import Report, Violation
 
 _HINTS = {
     "JOB-ONE-LAYOUT": "give every node the same layout flags",

@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
-from solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
+from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
 
 ConfigOpt = Annotated[
     Path | None,
@@ -134,9 +134,9 @@ def read_layout(
     catalogue and the command's flags judged by `sglang_version`'s flag table; its notes go
     to stderr. `launch_notes=False`: the caller reports the job disagreements and refused
     flags itself (validate makes them violations)."""
-    from solver.cli.output import note
-    from solver.memory.models import model_config
-    from solver.packs import get_pack
+    from meshsat.solver.cli.output import note
+    from meshsat.solver.memory.models import model_config
+    from meshsat.solver.packs import get_pack
 
     release = get_pack(sglang_version).version
     layout = load_layout(sources, catalogue=model_config, release=release)

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from typing import IO, Any
 
-from solver.backends.render import fmt_value
-from solver.cli.row_format import compile_lines, csv_text, framed, json_text
-from solver.enumeration.space import ALIASES
-from solver.lang.fields import SPECS
+from meshsat.solver.backends.render import fmt_value
+from meshsat.solver.cli.row_format import compile_lines, csv_text, framed, json_text
+from meshsat.solver.enumeration.space import ALIASES
+from meshsat.solver.lang.fields import SPECS
 
 FLUSH_S = 0.2
 #: Rows formatted per generated call (and between two looks at the clock).

@@ -3,7 +3,7 @@
 Declared once for the commands that show memory. With a GPU and a model, the report gains
 a "does not fit" violation (`MEM-FIT`, with the arithmetic) when the weights and SGLang's
 reserve exceed the GPU, and a warning (`MEM-ONE-REQUEST`) when the KV pool cannot hold one
-request of the context length; the numbers are `solver.memory.memory_of`'s.
+request of the context length; the numbers are `meshsat.solver.memory.memory_of`'s.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Annotated
 
 import typer
 
-from solver.errors import InputError
-from solver.memory import Memory, MemoryModel, fit_violation, memory_of
-from solver.memory.gpus import custom_gpu, gpu
-from solver.validation.report import Report, Violation
+from meshsat.solver.errors import InputError
+from meshsat.solver.memory import Memory, MemoryModel, fit_violation, memory_of
+from meshsat.solver.memory.gpus import custom_gpu, gpu
+from meshsat.solver.validation.report import Report, Violation
 
 GpuOpt = Annotated[
     str | None,
@@ -58,7 +58,7 @@ def memory_model(
         raise InputError("give --gpu or --gpu-memory, not both")
     if model is None:
         raise InputError("--gpu needs --model: the weights and KV come from the model's config")
-    from solver.memory.models import model_config
+    from meshsat.solver.memory.models import model_config
 
     g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
     config = model_config(str(model))

@@ -41,7 +41,7 @@ def emit_json(data: Any) -> None:
 
 #: Notes held back while `meshsat` runs a command: an exit 2 must be exactly one
 #: `meshsat: error:` line on stderr, so notes are printed only once the command did not
-#: fail on its input (`solver.cli.main` flushes or drops them). None: print at once.
+#: fail on its input (`meshsat.solver.cli.main` flushes or drops them). None: print at once.
 _held: list[str] | None = None
 
 

@@ -18,16 +18,16 @@ from typing import Annotated, Any
 
 import typer
 
-import solver
-from solver.cli.output import emit_json, note, out
-from solver.errors import InputError
-from solver.groups import Widths
-from solver.groups import plan as rank_plan
-from solver.lang.model_spec import ModelSpec
-from solver.memory import MemoryModel, Parallel
-from solver.memory.gpus import Gpu, custom_gpu, gpu
-from solver.memory.models import model_config
-from solver.repair.fix import command_line
+from meshsat import solver
+from meshsat.solver.cli.output import emit_json, note, out
+from meshsat.solver.errors import InputError
+from meshsat.solver.groups import Widths
+from meshsat.solver.groups import plan as rank_plan
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory import MemoryModel, Parallel
+from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
+from meshsat.solver.memory.models import model_config
+from meshsat.solver.repair.fix import command_line
 
 RANKING = (
     "ranked by total KV-cache tokens (all attention-DP pools and replicas), then by fewest GPUs "

@@ -7,9 +7,9 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from solver.backends.render import fmt_value
-from solver.cli.output import out
-from solver.validation.report import Report, Violation
+from meshsat.solver.backends.render import fmt_value
+from meshsat.solver.cli.output import out
+from meshsat.solver.validation.report import Report, Violation
 
 
 def _violation_table(rows: tuple[Violation, ...], title: str) -> Table:

@@ -8,13 +8,13 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from solver.backends.render import condition, fmt_value, text
-from solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
-from solver.cli.layout_options import JsonOpt
-from solver.cli.output import out
-from solver.cli.version_option import SglangVersionOpt, chosen_pack
-from solver.inputs.convert import accepted
-from solver.lang.fields import SPECS
+from meshsat.solver.backends.render import condition, fmt_value, text
+from meshsat.solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
+from meshsat.solver.cli.layout_options import JsonOpt
+from meshsat.solver.cli.output import out
+from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
+from meshsat.solver.inputs.convert import accepted
+from meshsat.solver.lang.fields import SPECS
 
 
 def rules_cmd(

@@ -8,22 +8,22 @@ from typing import Annotated
 
 import typer
 
-from solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
-from solver.cli.launch_checks import with_launch_checks
-from solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
-from solver.cli.memory_options import (
+from meshsat.solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
+from meshsat.solver.cli.launch_checks import with_launch_checks
+from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
+from meshsat.solver.cli.memory_options import (
     ContextLengthOpt,
     GpuMemoryOpt,
     GpuOpt,
     memory_line,
     with_memory,
 )
-from solver.cli.output import out
-from solver.cli.report_view import print_report, violation_rows
-from solver.cli.version_option import SglangVersionOpt
-from solver.errors import InputError
-from solver.inputs.layout_input import LayoutInput, LayoutSources
-from solver.validation.validate import validate
+from meshsat.solver.cli.output import out
+from meshsat.solver.cli.report_view import print_report, violation_rows
+from meshsat.solver.cli.version_option import SglangVersionOpt
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
+from meshsat.solver.validation.validate import validate
 
 StrictOpt = Annotated[
     bool,
@@ -102,10 +102,10 @@ def validate_cmd(
 
 def print_rewritten(layout: LayoutInput, sglang_version: str | None) -> int:
     """The launch text with the fixed layout on stdout (notes on stderr); the exit status."""
-    from solver.cli.output import note
-    from solver.inputs.rewrite import rewrite_script
-    from solver.packs import get_pack
-    from solver.repair.fix import fix
+    from meshsat.solver.cli.output import note
+    from meshsat.solver.inputs.rewrite import rewrite_script
+    from meshsat.solver.packs import get_pack
+    from meshsat.solver.repair.fix import fix
 
     if layout.script is None:
         raise InputError("--rewrite needs a launch command: give --sglang-file or --sglang")

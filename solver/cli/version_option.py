@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from solver.packs import Pack, get_pack, known_versions
+from meshsat.solver.packs import Pack, get_pack, known_versions
 
 SglangVersionOpt = Annotated[
     str | None,

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from solver.backends.pycompile import compile_function
-from solver.backends.pyeval import PyCompiler
-from solver.enumeration.space import Dim
-from solver.lang.expr import And, Arith, Cmp, Divides, Expr, Field, Implies, fields_of
+from meshsat.solver.backends.pycompile import compile_function
+from meshsat.solver.backends.pyeval import PyCompiler
+from meshsat.solver.enumeration.space import Dim
+from meshsat.solver.lang.expr import And, Arith, Cmp, Divides, Expr, Field, Implies, fields_of
 
 #: The parameters every generated function takes, in order.
 PARAMS = ("v___gpus", "D", "DS", "divs", "merge", "memo", "solve")

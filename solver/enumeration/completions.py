@@ -18,10 +18,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 
-from solver.backends.pyeval import compile_predicate
-from solver.backends.z3lock import z3_locked
-from solver.enumeration.space import Dim, varied_fields
-from solver.lang.expr import TRUE, And, Expr, Field, Value
+from meshsat.solver.backends.pyeval import compile_predicate
+from meshsat.solver.backends.z3lock import z3_locked
+from meshsat.solver.enumeration.space import Dim, varied_fields
+from meshsat.solver.lang.expr import TRUE, And, Expr, Field, Value
 
 Completion = tuple[Value, ...]
 Signature = tuple[bool, ...]
@@ -63,7 +63,7 @@ class Z3Completions:
     def __init__(self, dims: Sequence[Dim], constraints: Sequence[Expr], n_atoms: int) -> None:
         import z3
 
-        from solver.backends.z3enc import Sym, Z3Encoder
+        from meshsat.solver.backends.z3enc import Sym, Z3Encoder
 
         self.z3 = z3
         self.fields = varied_fields(dims)

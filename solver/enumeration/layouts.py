@@ -1,4 +1,4 @@
-"""`solver.enumerate` (`enumerate_layouts` here) and `count`: every legal layout for N GPUs,
+"""`meshsat.solver.enumerate` (`enumerate_layouts` here) and `count`: every legal layout for N GPUs,
 at the speed of the output.
 
 Design (from the measurements in docs/encodings.md): Z3 enumerating whole layouts with
@@ -30,23 +30,23 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ParamSpec
 
-from solver.backends.partial import atoms, conjuncts, is_const, replace_atoms, specialise
-from solver.backends.z3lock import Z3_LOCK
-from solver.enumeration.codegen import Spec, generate
-from solver.enumeration.completions import Table, make, placeholder
-from solver.enumeration.node_locality import within_nodes
-from solver.enumeration.problem import GPUS, EnumerationProblem, build_problem
-from solver.enumeration.space import DEFAULT_VARY, Dim, dims_of, divisors, varied_fields
-from solver.enumeration.where import parse
-from solver.errors import InputError
-from solver.inputs import as_config, as_model
-from solver.lang.config import Config
-from solver.lang.derived import DERIVED
-from solver.lang.expr import Const, Expr, fields_of
-from solver.lang.fields import SPECS
-from solver.lang.limits import MAX_GPUS, flag_of, items_of, shown
-from solver.lang.model_spec import ModelSpec
-from solver.packs import NEWEST, Pack, get_pack
+from meshsat.solver.backends.partial import atoms, conjuncts, is_const, replace_atoms, specialise
+from meshsat.solver.backends.z3lock import Z3_LOCK
+from meshsat.solver.enumeration.codegen import Spec, generate
+from meshsat.solver.enumeration.completions import Table, make, placeholder
+from meshsat.solver.enumeration.node_locality import within_nodes
+from meshsat.solver.enumeration.problem import GPUS, EnumerationProblem, build_problem
+from meshsat.solver.enumeration.space import DEFAULT_VARY, Dim, dims_of, divisors, varied_fields
+from meshsat.solver.enumeration.where import parse
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs import as_config, as_model
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.derived import DERIVED
+from meshsat.solver.lang.expr import Const, Expr, fields_of
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.lang.limits import MAX_GPUS, flag_of, items_of, shown
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import NEWEST, Pack, get_pack
 
 #: Derived widths every output format shows, after the varied and resolved fields.
 KEY_DERIVED: tuple[str, ...] = ("attn_dp", "attn_tp", "moe_tp", "gpus_used")

@@ -3,10 +3,10 @@ requests of a context length that fit, and whether the layout loads at all, appe
 row, with the `--where` filters that read them.
 
 Why a stage after the loops rather than rules inside them: the figures are floating-point
-arithmetic from the model's config and the GPU (`solver.memory`), not conditions SGLang checks,
-and a listing without a GPU needs none of them; the loops and Z3 stay integer. The rows pass
-through one generated loop of `solver.memory.columns` (a cached lookup per row). A filter that
-names a memory column is evaluated here, in Python; every other filter still goes into the
+arithmetic from the model's config and the GPU (`meshsat.solver.memory`), not conditions SGLang
+checks, and a listing without a GPU needs none of them; the loops and Z3 stay integer. The rows pass
+through one generated loop of `meshsat.solver.memory.columns` (a cached lookup per row). A filter
+that names a memory column is evaluated here, in Python; every other filter still goes into the
 generated loops.
 """
 
@@ -16,13 +16,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from solver.backends.interp import evaluate
-from solver.enumeration.where import parse
-from solver.lang.expr import Expr, Field, fields_of
+from meshsat.solver.backends.interp import evaluate
+from meshsat.solver.enumeration.where import parse
+from meshsat.solver.lang.expr import Expr, Field, fields_of
 
 if TYPE_CHECKING:
-    from solver.enumeration.layouts import Enumerator
-    from solver.memory import MemoryModel
+    from meshsat.solver.enumeration.layouts import Enumerator
+    from meshsat.solver.memory import MemoryModel
 
 #: The columns, in the order each row gains them.
 MEMORY_COLUMNS: tuple[str, ...] = ("weights_gib", "kv_tokens", "max_requests", "fits")

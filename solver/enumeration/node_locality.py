@@ -1,6 +1,6 @@
 """Whether every group of one kind stays inside a node, as a rule-language condition.
 
-`solver.groups.plan` builds the whole rank map, which costs a few microseconds per
+`meshsat.solver.groups.plan` builds the whole rank map, which costs a few microseconds per
 rank: too slow to ask of a million candidate layouts. The same answer has a closed
 form. Under SGLang's rank layout every group kind is an arithmetic progression
 `{o, o + stride, ..., o + (size - 1)·stride}`, and the groups of one kind tile aligned
@@ -15,11 +15,11 @@ Being a tree, the condition reaches every back-end like a rule; tests check it e
 
 from __future__ import annotations
 
-from solver.errors import InputError
-from solver.groups import GROUP_KINDS
-from solver.lang.derived import attn_dp, attn_tp, gpus_used, moe_tp
-from solver.lang.expr import Expr, divides, ite
-from solver.lang.fields import F
+from meshsat.solver.errors import InputError
+from meshsat.solver.groups import GROUP_KINDS
+from meshsat.solver.lang.derived import attn_dp, attn_tp, gpus_used, moe_tp
+from meshsat.solver.lang.expr import Expr, divides, ite
+from meshsat.solver.lang.fields import F
 
 
 def _progressions() -> dict[str, tuple[Expr, Expr | int]]:

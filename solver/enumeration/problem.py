@@ -21,16 +21,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from solver.backends.partial import conjuncts, is_const, specialise
-from solver.enumeration.node_locality import within_nodes
-from solver.enumeration.space import Dim, varied_fields
-from solver.lang.config import Config
-from solver.lang.derived import DERIVED, gpus_used
-from solver.lang.expr import Cmp, Const, Expr, Field, Implies, Ite
-from solver.lang.fields import SPECS
-from solver.lang.model_spec import ModelSpec
-from solver.packs import Pack, get_pack
-from solver.validation.validate import environment
+from meshsat.solver.backends.partial import conjuncts, is_const, specialise
+from meshsat.solver.enumeration.node_locality import within_nodes
+from meshsat.solver.enumeration.space import Dim, varied_fields
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.derived import DERIVED, gpus_used
+from meshsat.solver.lang.expr import Cmp, Const, Expr, Field, Implies, Ite
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import Pack, get_pack
+from meshsat.solver.validation.validate import environment
 
 #: The GPU count, a parameter of the generated code rather than a constant in it.
 GPUS = Field("__gpus", "int")

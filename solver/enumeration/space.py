@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
-from solver.errors import InputError
-from solver.lang.expr import Value
-from solver.lang.fields import CONFIG_SPECS, SPECS
-from solver.lang.limits import shown
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.expr import Value
+from meshsat.solver.lang.fields import CONFIG_SPECS, SPECS
+from meshsat.solver.lang.limits import shown
 
 #: Fields varied when the caller names none (the CP pair counts as one).
 DEFAULT_VARY: tuple[str, ...] = (

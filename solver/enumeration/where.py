@@ -2,13 +2,13 @@
 
 A filter becomes an ordinary rule tree, so it reaches every back-end exactly as a
 catalogue rule does: the generator compiles it into its loops, Z3 translates it, and
-the brute-force reference evaluates it with `solver.backends.interp`. Nothing is `eval`ed:
+the brute-force reference evaluates it with `meshsat.solver.backends.interp`. Nothing is `eval`ed:
 Python's own parser (mode "eval") reads the text and only a whitelist of node types
 is accepted; anything else is an `InputError` that gives the column.
 
 Names are configuration fields, model facts, derived widths (`attn_tp`, `gpus_used`,
-...) and the short aliases of `solver.enumeration.space.ALIASES` (`tp`, `cp`, ...); fields read
-their values after SGLang's resolution, like every rule. Ordering an optional field
+...) and the short aliases of `meshsat.solver.enumeration.space.ALIASES` (`tp`, `cp`, ...); fields
+read their values after SGLang's resolution, like every rule. Ordering an optional field
 that is unset (`chunked_prefill_size > 4` without a chunk size) is false rather than
 an error.
 """
@@ -20,10 +20,10 @@ import difflib
 import math
 from collections.abc import Callable, Mapping
 
-from solver.enumeration.space import ALIASES
-from solver.errors import InputError
-from solver.lang.derived import DERIVED
-from solver.lang.expr import (
+from meshsat.solver.enumeration.space import ALIASES
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.derived import DERIVED
+from meshsat.solver.lang.expr import (
     And,
     Cmp,
     Const,
@@ -37,8 +37,8 @@ from solver.lang.expr import (
     Value,
     lift,
 )
-from solver.lang.fields import SPECS
-from solver.lang.limits import MAX_DEPTH, shown
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.lang.limits import MAX_DEPTH, shown
 
 _DERIVED = {n.name: n for n in DERIVED}
 _LITERAL_NAMES: dict[str, object] = {"true": True, "false": False, "none": None}

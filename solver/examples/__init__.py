@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from solver.errors import InputError
+from meshsat.solver.errors import InputError
 
 
 def names() -> list[str]:

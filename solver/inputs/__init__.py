@@ -3,10 +3,10 @@ into the typed `Config` and `ModelSpec`, with one readable line for every bad in
 
 from __future__ import annotations
 
-from solver.inputs.convert import as_config, as_model, coerce, config_from_values
-from solver.inputs.files import load_config_file
-from solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
-from solver.inputs.sglang_cmdline import ParsedCommandLine, parse_sglang_command
+from meshsat.solver.inputs.convert import as_config, as_model, coerce, config_from_values
+from meshsat.solver.inputs.files import load_config_file
+from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
+from meshsat.solver.inputs.sglang_cmdline import ParsedCommandLine, parse_sglang_command
 
 __all__ = [
     "LayoutInput",

@@ -9,12 +9,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from solver.backends.render import fmt_value
-from solver.errors import InputError
-from solver.lang.config import Config
-from solver.lang.fields import CONFIG_SPECS, SPECS, FieldSpec
-from solver.lang.limits import MAX_CHOICES_SHOWN, MAX_GPUS, shown
-from solver.lang.model_spec import ModelSpec
+from meshsat.solver.backends.render import fmt_value
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.fields import CONFIG_SPECS, SPECS, FieldSpec
+from meshsat.solver.lang.limits import MAX_CHOICES_SHOWN, MAX_GPUS, shown
+from meshsat.solver.lang.model_spec import ModelSpec
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}

@@ -1,6 +1,6 @@
 """Config files: JSON, YAML or TOML mappings of field names to values.
 
-Read through `solver.lang.limits`: regular files only, bounded size, UTF-8, bounded
+Read through `meshsat.solver.lang.limits`: regular files only, bounded size, UTF-8, bounded
 nesting and alias expansion, so a hostile file fails in milliseconds with one line.
 """
 
@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from solver.errors import InputError
-from solver.lang.limits import MAX_DEPTH, bracket_depth, check_shape, read_text
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.limits import MAX_DEPTH, bracket_depth, check_shape, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from solver.errors import InputError
+from meshsat.solver.errors import InputError
 
 #: `python -m MODULE` launchers that take SGLang's server flags.
 LAUNCH_MODULES = ("sglang.launch_server", "sglang_router.launch_server")

@@ -15,18 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from solver.errors import InputError
-from solver.inputs.convert import as_model, coerce, config_from_values
-from solver.inputs.files import load_config_file
-from solver.inputs.sglang_cmdline import (
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.convert import as_model, coerce, config_from_values
+from meshsat.solver.inputs.files import load_config_file
+from meshsat.solver.inputs.sglang_cmdline import (
     JobIssue,
     missing_from_release,
     parse_sglang_command,
     refused_values,
     release_flags,
 )
-from solver.lang.config import Config
-from solver.lang.model_spec import ModelSpec
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.model_spec import ModelSpec
 
 #: A launch script is a few kilobytes; a larger file is refused before it is read.
 MAX_SCRIPT_BYTES = 1 << 20
@@ -92,7 +92,7 @@ def load_layout(
     missing_in: str | None = None
     model_path: str | None = None
     if sources.example is not None:
-        from solver.examples import path_of
+        from meshsat.solver.examples import path_of
 
         values.update(load_config_file(path_of(sources.example)))
         model_facts = values.pop("model", None) or model_facts

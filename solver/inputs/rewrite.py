@@ -5,7 +5,7 @@ that have nothing to do with the layout. So the rewrite touches only the layout 
 value changes, node by node: a flag that sets a changed field is replaced where it stands
 (a repeat of it is removed), a field the node's command does not set gets its flag after the
 command's last word, and every other byte stays as it was. Positions come from the same
-reader (`solver.inputs.launch`), which keeps them in the user's coordinates.
+reader (`meshsat.solver.inputs.launch`), which keeps them in the user's coordinates.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from solver.inputs.convert import config_from_values
-from solver.inputs.launch import read_launch_commands
-from solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
-from solver.inputs.spelling import spelled
-from solver.lang.config import Config
-from solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.inputs.convert import config_from_values
+from meshsat.solver.inputs.launch import read_launch_commands
+from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
+from meshsat.solver.inputs.spelling import spelled
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.fields import CONFIG_SPECS
 
 #: Spelled together in a release that has `--attn-dp-size`: there DP attention over N groups
 #: is `--attn-dp-size N`, and `--enable-dp-attention --dp-size N` the deprecated form.

@@ -1,6 +1,6 @@
 """SGLang launch commands: the layout fields their flags set, with SGLang's spellings.
 
-The shell is read by `solver.inputs.launch`; this module gives the flags their meaning. Only
+The shell is read by `meshsat.solver.inputs.launch`; this module gives the flags their meaning. Only
 layout flags become fields; deprecated spellings that change the layout are read with what
 they meant (`--enable-ep-moe` is `ep_size = tp_size`, `--enable-deepep-moe` is the DeepEP
 all-to-all backend, `--cuda-graph-backend-decode disabled` disables decode CUDA graphs). Other
@@ -16,10 +16,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from solver.errors import InputError
-from solver.inputs.convert import coerce
-from solver.inputs.launch import LaunchCommand, Word, read_launch_commands
-from solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.convert import coerce
+from meshsat.solver.inputs.launch import LaunchCommand, Word, read_launch_commands
+from meshsat.solver.lang.fields import CONFIG_SPECS
 
 #: flag -> field, from the Config declaration (long names, aliases).
 FLAGS: dict[str, str] = {flag: name for name, spec in CONFIG_SPECS.items() for flag in spec.flags}
@@ -82,7 +82,7 @@ def known_sglang_flags() -> dict[str, int]:
     """Every option string of every recorded SGLang release -> how many values it takes
     (0, 1, or 2 for "any number", as `--cuda-graph-bs 1 2 4`)."""
     data = json.loads(
-        resources.files("solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
+        resources.files("meshsat.solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
     )
     merged: dict[str, int] = {}
     for flags in data["releases"].values():
@@ -94,7 +94,7 @@ def known_sglang_flags() -> dict[str, int]:
 def release_flags(version: str) -> dict[str, int] | None:
     """One recorded release's option strings (None when that release was not recorded)."""
     data = json.loads(
-        resources.files("solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
+        resources.files("meshsat.solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
     )
     flags: dict[str, int] | None = data["releases"].get(version)
     return flags
@@ -132,7 +132,7 @@ def missing_from_release(flags: list[str], version: str) -> list[tuple[str, str 
 def release_choices(version: str) -> dict[str, tuple[str, ...]]:
     """One recorded release's one-value options that list their choices -> the choices."""
     data = json.loads(
-        resources.files("solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
+        resources.files("meshsat.solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
     )
     table: dict[str, list[str]] = data.get("choices", {}).get(version, {})
     return {option: tuple(values) for option, values in table.items()}

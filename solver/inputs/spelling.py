@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from solver.lang.config import Config
-from solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.fields import CONFIG_SPECS
 
 
 def spelled(config: Config, attn_dp_spelling: bool) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The layout configuration: every field the rules read, with SGLang's names and defaults.
 
 This model is the single declaration of the input vocabulary. The rule language's
-field references (`solver.lang.fields.F`), the `--set` parser, the SGLang flag table and
+field references (`meshsat.solver.lang.fields.F`), the `--set` parser, the SGLang flag table and
 `meshsat fields` are all derived from it, so a field added here is usable everywhere.
 
 Fields marked *tool-only* are not SGLang flags: hardware facts (`gpus_per_node`,

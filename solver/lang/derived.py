@@ -8,8 +8,8 @@ attention because that difference is the commonest confusion: without DP attenti
 
 from __future__ import annotations
 
-from solver.lang.expr import Named, divides, is_set, ite, named
-from solver.lang.fields import F
+from meshsat.solver.lang.expr import Named, divides, is_set, ite, named
+from meshsat.solver.lang.fields import F
 
 attn_dp = named("attn_dp", ite(F.enable_dp_attention, F.dp_size, 1))
 #: Independent engines: `dp_size` launches replicas only without DP attention.

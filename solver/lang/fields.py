@@ -14,9 +14,9 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic.fields import FieldInfo
 
-from solver.lang.config import Config
-from solver.lang.expr import OPEN, Field, Kind, Value
-from solver.lang.model_spec import ModelSpec
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.expr import OPEN, Field, Kind, Value
+from meshsat.solver.lang.model_spec import ModelSpec
 
 
 @dataclass(frozen=True)

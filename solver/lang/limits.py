@@ -25,7 +25,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from solver.errors import InputError
+from meshsat.solver.errors import InputError
 
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 32

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from solver.errors import InputError
-from solver.lang.limits import MAX_DEPTH, bracket_depth, check_shape, read_text, shown
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.limits import MAX_DEPTH, bracket_depth, check_shape, read_text, shown
 
 MLA_ARCHITECTURES = (
     "DeepseekV2ForCausalLM",

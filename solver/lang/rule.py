@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-from solver.lang.expr import TRUE, And, Expr, Implies, Not, fields_of, lift
-from solver.lang.fields import SPECS
+from meshsat.solver.lang.expr import TRUE, And, Expr, Implies, Not, fields_of, lift
+from meshsat.solver.lang.fields import SPECS
 
 Severity = Literal["error", "warning"]
 

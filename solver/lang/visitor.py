@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
-from solver.lang import expr as ex
+from meshsat.solver.lang import expr as ex
 
 T = TypeVar("T")
 

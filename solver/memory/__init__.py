@@ -1,7 +1,7 @@
 """Memory model: will a layout load, and how much KV cache is left on each GPU.
 
 Everything is arithmetic from the model's config facts (`facts`), the resolved layout
-widths (`layout.Parallel`, read from `solver.validate(...)`), the GPU (`gpus`) and SGLang's
+widths (`layout.Parallel`, read from `meshsat.solver.validate(...)`), the GPU (`gpus`) and SGLang's
 own sizing rules (`fraction`, `pool`). One call returns one frozen `Memory` of plain numbers.
 
 Entry points:
@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from solver.errors import InputError
-from solver.memory.facts import ModelFacts, facts_from_config
-from solver.memory.fraction import default_mem_fraction_static
-from solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
-from solver.memory.kv import kv_bytes_per_token
-from solver.memory.layout import Parallel
-from solver.memory.models import CATALOGUE, model_config
-from solver.memory.pool import pool_tokens, requests_that_fit
-from solver.memory.weights import WeightModel
+from meshsat.solver.errors import InputError
+from meshsat.solver.memory.facts import ModelFacts, facts_from_config
+from meshsat.solver.memory.fraction import default_mem_fraction_static
+from meshsat.solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
+from meshsat.solver.memory.kv import kv_bytes_per_token
+from meshsat.solver.memory.layout import Parallel
+from meshsat.solver.memory.models import CATALOGUE, model_config
+from meshsat.solver.memory.pool import pool_tokens, requests_that_fit
+from meshsat.solver.memory.weights import WeightModel
 
 #: GiB the CUDA context, NCCL and allocator hold before weights load (SGLang logs show
 #: "Load weight begin. avail mem" about 1 GiB under the device total on H100/H200).
@@ -138,7 +138,7 @@ class MemoryModel:
         self.weights = WeightModel(self.facts, self.gpu)
         self.model_gib = self.weights.model_bytes() / GIB
         self._cache: dict[tuple[Any, ...], Memory] = {}
-        #: The column reader's caches (`solver.memory.columns`), shared by its readers.
+        #: The column reader's caches (`meshsat.solver.memory.columns`), shared by its readers.
         self.column_cache: dict[str, Any] = {}
         # Validate the dtype once, not per layout.
         kv_bytes_per_token(self.facts, Parallel(), 0, kv_cache_dtype)
@@ -164,8 +164,8 @@ class MemoryModel:
     ) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
         """Enumerate's columns (weights_gib, kv_tokens, max_requests, fits) per layout row,
         at streaming speed (with `extend`, the row with them appended; with
-        `weights_digits`, weights_gib rounded); see `solver.memory.columns`."""
-        from solver.memory.columns import column_reader
+        `weights_digits`, weights_gib rounded); see `meshsat.solver.memory.columns`."""
+        from meshsat.solver.memory.columns import column_reader
 
         return column_reader(
             self,
@@ -185,8 +185,8 @@ class MemoryModel:
         weights_digits: int | None = None,
     ) -> Callable[[Iterable[tuple[Any, ...]]], Iterator[tuple[Any, ...]]]:
         """`row_reader(..., extend=True)` over a whole stream of rows, as one generator:
-        what enumerate streams (see `solver.memory.columns.column_rows`)."""
-        from solver.memory.columns import column_rows
+        what enumerate streams (see `meshsat.solver.memory.columns.column_rows`)."""
+        from meshsat.solver.memory.columns import column_rows
 
         return column_rows(
             self, config_index, constant, derived_index, weights_digits=weights_digits
@@ -242,7 +242,7 @@ def memory_of(
     gpu_type: str | Gpu,
     **options: Any,
 ) -> Memory:
-    """Memory of a validated layout: `report` is `solver.validate(config, model)`'s result
+    """Memory of a validated layout: `report` is `meshsat.solver.validate(config, model)`'s result
     (anything with `.resolved` and `.derived`)."""
     p = Parallel.from_resolved(report.resolved, report.derived)
     return MemoryModel(model, gpu_type, **options).of(p)

@@ -23,12 +23,12 @@ import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from solver.memory.fraction import default_mem_fraction_static
-from solver.memory.kv import layer_kv_bytes
-from solver.memory.weights import stage_layers
+from meshsat.solver.memory.fraction import default_mem_fraction_static
+from meshsat.solver.memory.kv import layer_kv_bytes
+from meshsat.solver.memory.weights import stage_layers
 
 if TYPE_CHECKING:
-    from solver.memory import MemoryModel
+    from meshsat.solver.memory import MemoryModel
 
 GIB = float(1 << 30)
 

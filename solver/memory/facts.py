@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from solver.errors import InputError
-from solver.lang.model_spec import _EXPERTS, _HEADS, _KV_HEADS, _LAYERS
-from solver.memory.quant import BF16, Quant, quant_from_config
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.model_spec import _EXPERTS, _HEADS, _KV_HEADS, _LAYERS
+from meshsat.solver.memory.quant import BF16, Quant, quant_from_config
 
 #: Vocabulary rows are padded to a multiple of this (SGLang's `VocabParallelEmbedding`).
 VOCAB_PAD = 64

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solver.errors import InputError
+from meshsat.solver.errors import InputError
 
 PACKS: tuple[str, ...] = ("0.5.23", "legacy")
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from solver.errors import InputError
+from meshsat.solver.errors import InputError
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -16,10 +16,10 @@ Why these shapes (SGLang's KV pools):
 
 from __future__ import annotations
 
-from solver.memory.facts import ModelFacts
-from solver.memory.layout import Parallel
-from solver.memory.quant import kv_dtype_bytes
-from solver.memory.weights import stage_layers
+from meshsat.solver.memory.facts import ModelFacts
+from meshsat.solver.memory.layout import Parallel
+from meshsat.solver.memory.quant import kv_dtype_bytes
+from meshsat.solver.memory.weights import stage_layers
 
 INDEXER_SCALE_BLOCK = 128
 

@@ -3,7 +3,7 @@
 Why its own value: the memory arithmetic runs per enumerated layout (≤ 2 µs each), so it
 reads a small frozen record rather than a `Report`. The widths are never re-derived here:
 `from_resolved` copies SGLang's resolved fields and meshsat's derived widths
-(`attn_tp`, `attn_dp`, `moe_tp`) from `solver.validate(...)`.
+(`attn_tp`, `attn_dp`, `moe_tp`) from `meshsat.solver.validate(...)`.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from solver.errors import InputError
-from solver.memory.facts import ModelFacts, facts_from_config
+from meshsat.solver.errors import InputError
+from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 
 _FP8_BLOCK = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solver.memory.gpus import Gpu
+from meshsat.solver.memory.gpus import Gpu
 
 #: GPUs SGLang's `get_platform().is_sm100` is true on (compute capability 10.x).
 SM100 = frozenset({"B200", "B300", "GB200", "GB300"})

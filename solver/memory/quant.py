@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from solver.errors import InputError
+from meshsat.solver.errors import InputError
 
 #: Bytes of one element for `--kv-cache-dtype` and for unquantized weights.
 DTYPE_BYTES: Mapping[str, float] = {

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solver.memory.facts import ModelFacts
-from solver.memory.gpus import Gpu
-from solver.memory.layout import Parallel
-from solver.memory.mxfp4 import mxfp4_experts
+from meshsat.solver.memory.facts import ModelFacts
+from meshsat.solver.memory.gpus import Gpu
+from meshsat.solver.memory.layout import Parallel
+from meshsat.solver.memory.mxfp4 import mxfp4_experts
 
 
 def stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:

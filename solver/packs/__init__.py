@@ -3,9 +3,9 @@ for what each release changed)."""
 
 from __future__ import annotations
 
-from solver.packs.pack import Pack, PackDiff
-from solver.packs.registry import NEWEST, get_pack, installed_pack, known_versions
-from solver.packs.releases import PACKS, SEED
+from meshsat.solver.packs.pack import Pack, PackDiff
+from meshsat.solver.packs.registry import NEWEST, get_pack, installed_pack, known_versions
+from meshsat.solver.packs.releases import PACKS, SEED
 
 __all__ = [
     "NEWEST",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from solver.backends.render import condition, text
-from solver.lang.rule import Resolution, Rule
-from solver.packs.pack import ABSENT_PREFIX, Pack
+from meshsat.solver.backends.render import condition, text
+from meshsat.solver.lang.rule import Resolution, Rule
+from meshsat.solver.packs.pack import ABSENT_PREFIX, Pack
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal, TypeVar
 
-from solver.lang.expr import TRUE, Expr, is_set, one_of
-from solver.lang.fields import SPECS
-from solver.lang.rule import Resolution, Rule
+from meshsat.solver.lang.expr import TRUE, Expr, is_set, one_of
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.lang.rule import Resolution, Rule
 
 Stage = Literal["resolution", "launch"]
 _T = TypeVar("_T", Rule, Resolution)

@@ -12,9 +12,9 @@ import warnings
 from functools import cache
 from importlib import metadata
 
-from solver.errors import InputError
-from solver.packs.pack import Pack
-from solver.packs.releases import PACKS
+from meshsat.solver.errors import InputError
+from meshsat.solver.packs.pack import Pack
+from meshsat.solver.packs.releases import PACKS
 
 _BY_VERSION: dict[str, Pack] = {p.version: p for p in PACKS}
 NEWEST: Pack = PACKS[-1]

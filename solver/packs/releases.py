@@ -1,6 +1,6 @@
 """The releases meshsat knows, each as a diff against the one it descends from.
 
-The base is the catalogue of `solver.catalogue` (the seed's release) with the corrections
+The base is the catalogue of `meshsat.solver.catalogue` (the seed's release) with the corrections
 measured against the real SGLang applied to every pack (docs/rules.md §6): handlers in
 pipeline order, so the first violation is SGLang's first error, and the MoE-DP checks on the
 user's ep_size. What each later release changed is stated rule by rule, with the
@@ -11,19 +11,19 @@ from __future__ import annotations
 
 from typing import get_args
 
-from solver.catalogue import RESOLUTIONS, RULES
-from solver.catalogue.disaggregation import (
+from meshsat.solver.catalogue import RESOLUTIONS, RULES
+from meshsat.solver.catalogue.disaggregation import (
     ENCODER_DISAGG_ARCHITECTURES,
     language_model_only_rules,
     language_only_rule,
 )
-from solver.lang.config import A2A_BACKENDS, MoeRunnerBackend
-from solver.lang.derived import attn_dp, attn_tp, elastic_scaling
-from solver.lang.expr import divides, is_set, ite, one_of
-from solver.lang.fields import F
-from solver.lang.model_spec import MIMO_V2_ARCHITECTURES, MLA_ARCHITECTURES
-from solver.lang.rule import Resolution, Rule, assign
-from solver.packs.pack import Pack, PackDiff, apply, base_pack
+from meshsat.solver.lang.config import A2A_BACKENDS, MoeRunnerBackend
+from meshsat.solver.lang.derived import attn_dp, attn_tp, elastic_scaling
+from meshsat.solver.lang.expr import divides, is_set, ite, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES, MLA_ARCHITECTURES
+from meshsat.solver.lang.rule import Resolution, Rule, assign
+from meshsat.solver.packs.pack import Pack, PackDiff, apply, base_pack
 
 #: The release the seed's sources come from (see fidelity/README.md).
 SEED_VERSION = "0.5.19"

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from solver.backends.pyeval import PyCompiler
-from solver.lang.expr import Expr, is_set
-from solver.lang.fields import CONFIG_SPECS, F
+from meshsat.solver.backends.pyeval import PyCompiler
+from meshsat.solver.lang.expr import Expr, is_set
+from meshsat.solver.lang.fields import CONFIG_SPECS, F
 
 
 @dataclass(frozen=True)

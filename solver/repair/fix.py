@@ -1,7 +1,7 @@
 """`fix`: the nearest layout SGLang accepts, keeping what the user cares about.
 
 A MaxSMT question over the single rule declaration: every error rule is hard (through the
-exponent encoding of `solver.backends.z3exp`), so are the pinned fields, the model facts,
+exponent encoding of `meshsat.solver.backends.z3exp`), so are the pinned fields, the model facts,
 the hardware (`gpus_per_node`, `platform`) and, with `gpus`, the GPU count; keeping each
 field's value is soft. Fields no rule reads never change.
 
@@ -10,7 +10,7 @@ words, not from this code), is a sequence of tiers: a later tier only ranks the 
 tie on every earlier one, so an earlier tier is given up only when no valid layout keeps it.
 1. gpus: the layout uses the GPU count of the input (always kept under `gpus`, a hard
    constraint).
-2. features: the number of the user's features not kept (`solver.repair.features`): a
+2. features: the number of the user's features not kept (`meshsat.solver.repair.features`): a
    feature the input has off that the fix turns on, or one the input has on that the fix
    turns off or leaves without a width that makes it work (DP attention with dp 1, prefill
    CP with attention CP 1).
@@ -23,7 +23,7 @@ Objective "changes" (the default) minimises the tiers in that order; "distance" 
 change (4) before the field counts (3), tiers 1 and 2 still first. Remaining ties go, field
 by field (tool-only facts such as environment variables first, then declaration order), to
 keeping the input's value, else the nearest one
-(`solver.repair.search`), so the same input always gives the same answer.
+(`meshsat.solver.repair.search`), so the same input always gives the same answer.
 
 The search space: with `gpus=N` every size is a divisor of N (every size of a layout on N
 GPUs divides N). Without it, sizes range over the divisors of M, the least common multiple of
@@ -40,23 +40,23 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from solver.backends.render import condition, fmt_value
-from solver.backends.z3lock import z3_locked
-from solver.errors import InputError
-from solver.inputs import as_config, as_model
-from solver.inputs.convert import unknown_field
-from solver.inputs.sglang_cmdline import ENV_FACTS
-from solver.inputs.spelling import spelled
-from solver.lang.config import Config
-from solver.lang.derived import DERIVED
-from solver.lang.expr import And, Cmp, Expr, IsSet, Not, lift
-from solver.lang.fields import CONFIG_SPECS, SPECS
-from solver.lang.limits import MAX_GPUS, MAX_TIMEOUT_S, items_of, shown
-from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
-from solver.packs import Pack, get_pack
-from solver.repair.features import FEATURES, turned_on
-from solver.repair.objective import TIER_WORDS, ZERO, objective_of, same_value
-from solver.repair.results import (
+from meshsat.solver.backends.render import condition, fmt_value
+from meshsat.solver.backends.z3lock import z3_locked
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs import as_config, as_model
+from meshsat.solver.inputs.convert import unknown_field
+from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS
+from meshsat.solver.inputs.spelling import spelled
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.derived import DERIVED
+from meshsat.solver.lang.expr import And, Cmp, Expr, IsSet, Not, lift
+from meshsat.solver.lang.fields import CONFIG_SPECS, SPECS
+from meshsat.solver.lang.limits import MAX_GPUS, MAX_TIMEOUT_S, items_of, shown
+from meshsat.solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
+from meshsat.solver.packs import Pack, get_pack
+from meshsat.solver.repair.features import FEATURES, turned_on
+from meshsat.solver.repair.objective import TIER_WORDS, ZERO, objective_of, same_value
+from meshsat.solver.repair.results import (
     Change,
     Conflict,
     FixReport,
@@ -65,11 +65,11 @@ from solver.repair.results import (
     Relaxation,
     RuleRef,
 )
-from solver.validation.validate import environment, validate
+from meshsat.solver.validation.validate import environment, validate
 
 if TYPE_CHECKING:
-    from solver.memory import MemoryModel
-    from solver.repair.search import Outcome, Relaxed, Search
+    from meshsat.solver.memory import MemoryModel
+    from meshsat.solver.repair.search import Outcome, Relaxed, Search
 
 OBJECTIVES = ("changes", "distance")
 LAUNCHER = "python -m sglang.launch_server"
@@ -135,9 +135,9 @@ def fix(
     is proven best, `timed_out` whether the time ran out (if it runs out while ties are
     broken, the objectives stay proven but which of the equals is returned may vary). Bad
     arguments raise `InputError`. `sglang_version` picks the release's rules (`validate`).
-    With `memory` (a `solver.memory.MemoryModel`: the model and the GPU), only layouts that
+    With `memory` (a `meshsat.solver.memory.MemoryModel`: the model and the GPU), only layouts that
     load are proposed (`_fitting`); none fitting is a conflict naming `MEM-FIT`.
-    Thread-safe: the whole call holds the process-wide Z3 lock (`solver.backends.z3lock`).
+    Thread-safe: the whole call holds the process-wide Z3 lock (`meshsat.solver.backends.z3lock`).
     """
     pinned = _check_args(pins, gpus, objective, top, timeout_s)
     # Absurd timeouts (1e308) are capped: Z3 takes milliseconds as a machine integer.
@@ -151,7 +151,7 @@ def fix(
     advised = tuple(w.rule for w in report.warnings if w.rule in pack.advice)
     violations = tuple(v.rule for v in report.violations)
     user = cfg.user_set()
-    from solver.backends.z3exp import Universe
+    from meshsat.solver.backends.z3exp import Universe
 
     if gpus is not None:
         universe = Universe.dividing(gpus)
@@ -178,8 +178,8 @@ def fix(
     ):
         unchanged = FixResult(cfg, (), report.notes, True, ZERO, command_line(cfg, pack), before)
         return _replace(base, valid_input=True, fixes=(unchanged,))
-    from solver.repair import problem as fp
-    from solver.repair.search import Deadline, Search
+    from meshsat.solver.repair import problem as fp
+    from meshsat.solver.repair.search import Deadline, Search
 
     for name in pinned:
         value = getattr(cfg, name)
@@ -347,7 +347,7 @@ _MEMORY_FIELDS = (
     "moe_dense_tp_size", "enable_dp_attention", "enable_dp_lm_head",
 )  # fmt: skip
 _MEMORY_WIDTHS = ("attn_tp", "attn_dp", "moe_tp", "replicas")
-#: What only a model with experts reads (`solver.memory.weights`: the expert term).
+#: What only a model with experts reads (`meshsat.solver.memory.weights`: the expert term).
 _MOE_FIELDS = ("ep_size", "moe_dp_size")
 _DENSE_WIDTHS = ("attn_tp", "attn_dp", "replicas")
 
@@ -365,7 +365,7 @@ def _fixed_values(cfg: Config, values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _loads(memory: MemoryModel, report: Any) -> bool:
-    from solver.memory import Parallel
+    from meshsat.solver.memory import Parallel
 
     return bool(memory.of(Parallel.from_resolved(report.resolved, report.derived)).fits)
 

@@ -1,6 +1,6 @@
-"""The objective `fix` minimises, defined once (see `solver.repair.fix` for its words).
+"""The objective `fix` minimises, defined once (see `meshsat.solver.repair.fix` for its words).
 
-Kept apart from the search so that the Z3 search (`solver.repair.search`) and the result
+Kept apart from the search so that the Z3 search (`meshsat.solver.repair.search`) and the result
 values both read it without importing each other.
 """
 
@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from solver.lang.config import Config
-from solver.lang.fields import CONFIG_SPECS, SPECS
-from solver.repair.features import toggled
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.fields import CONFIG_SPECS, SPECS
+from meshsat.solver.repair.features import toggled
 
 #: The tiers, most important first, as `Objective` names them.
 TIERS = ("gpus", "features", "user_fields", "other_fields", "size")
@@ -36,14 +36,14 @@ def prime_mbits(p: int) -> int:
 
 
 def size_mbits(value: int) -> int:
-    from solver.backends.z3exp import factorize
+    from meshsat.solver.backends.z3exp import factorize
 
     return sum(k * prime_mbits(p) for p, k in factorize(value).items())
 
 
 @dataclass(frozen=True)
 class Objective:
-    """A fix's cost per tier (see the `solver.repair.fix` docstring)."""
+    """A fix's cost per tier (see the `meshsat.solver.repair.fix` docstring)."""
 
     #: 1 when the GPU count differs from the input's.
     gpus: int

@@ -1,7 +1,7 @@
 """The hard part of `fix`: the catalogue in one Z3 solver, built once and kept.
 
-Every error rule (through the exponent encoding of `solver.backends.z3exp`) sits behind a tracking
-literal, so that a conflict names rules and pins. Translating the catalogue costs more than
+Every error rule (through the exponent encoding of `meshsat.solver.backends.z3exp`) sits behind a
+tracking literal, so that a conflict names rules and pins. Translating the catalogue costs more than
 a fix's solving, so a `Problem` is cached per (sizes searched, --gpus, model facts,
 hardware) and each call enters its solver with push/pop.
 
@@ -20,12 +20,12 @@ from typing import Any
 
 import z3
 
-from solver.backends.z3exp import ExpEncoder, Universe
-from solver.lang.derived import gpus_used
-from solver.lang.expr import fields_of
-from solver.lang.fields import CONFIG_SPECS
-from solver.lang.rule import Assign, Resolution
-from solver.packs import Pack
+from meshsat.solver.backends.z3exp import ExpEncoder, Universe
+from meshsat.solver.lang.derived import gpus_used
+from meshsat.solver.lang.expr import fields_of
+from meshsat.solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.lang.rule import Assign, Resolution
+from meshsat.solver.packs import Pack
 
 #: Fix's own constraints, tracked like rules so that a conflict always names a rule.
 GPUS_RULE = "FIX-GPUS"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from solver.lang.config import Config
-from solver.lang.model_spec import ModelSpec
-from solver.repair.objective import ORDERS, TIER_WORDS, Objective
-from solver.validation.report import Note
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.repair.objective import ORDERS, TIER_WORDS, Objective
+from meshsat.solver.validation.report import Note
 
 
 class Change(NamedTuple):

@@ -7,7 +7,7 @@ start at the input's values (`set_initial_value`), so the first layout is alread
 and the count of changed fields is a pseudo-Boolean constraint, which Z3 bounds several
 times faster than the same sum of If-terms.
 
-The objective is in tiers (`solver.repair.objective.ORDERS`), minimised one after the
+The objective is in tiers (`meshsat.solver.repair.objective.ORDERS`), minimised one after the
 other: each tier's optimum is proven (the last, unsatisfiable step) and then asserted as an
 equality while the next one descends, which is a lexicographic optimum with a proof per
 tier. When the first fix relaxes the GPU count or the feature set, `explain` asks for an
@@ -28,14 +28,14 @@ from typing import Any
 
 import z3
 
-from solver.backends.z3exp import Num
-from solver.catalogue.literals import open_literals
-from solver.lang.derived import gpus_used
-from solver.lang.expr import fields_of
-from solver.lang.fields import SPECS
-from solver.repair.features import FEATURES, turned_on
-from solver.repair.objective import ORDERS, prime_mbits, size_mbits
-from solver.repair.problem import Problem, changeable
+from meshsat.solver.backends.z3exp import Num
+from meshsat.solver.catalogue.literals import open_literals
+from meshsat.solver.lang.derived import gpus_used
+from meshsat.solver.lang.expr import fields_of
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.repair.features import FEATURES, turned_on
+from meshsat.solver.repair.objective import ORDERS, prime_mbits, size_mbits
+from meshsat.solver.repair.problem import Problem, changeable
 
 
 @dataclass

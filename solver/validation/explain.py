@@ -28,14 +28,14 @@ from typing import Any
 
 import z3
 
-from solver.backends.pyeval import compiled
-from solver.backends.z3enc import Z3Encoder
-from solver.backends.z3lock import z3_locked
-from solver.catalogue.literals import open_literals
-from solver.lang.config import Config
-from solver.lang.fields import SPECS, FieldSpec
-from solver.lang.model_spec import ModelSpec
-from solver.packs import Pack
+from meshsat.solver.backends.pyeval import compiled
+from meshsat.solver.backends.z3enc import Z3Encoder
+from meshsat.solver.backends.z3lock import z3_locked
+from meshsat.solver.catalogue.literals import open_literals
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.fields import SPECS, FieldSpec
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import Pack
 
 #: Budget for one full Z3 check. A check that runs out counts as "not proven unsat", so
 #: the core stays an unsat set (possibly not minimal); it never hangs.

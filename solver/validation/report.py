@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from solver.backends.render import fmt_value
-from solver.errors import MeshsatError
-from solver.lang.config import Config
-from solver.lang.fields import CONFIG_SPECS
-from solver.lang.model_spec import ModelSpec
+from meshsat.solver.backends.render import fmt_value
+from meshsat.solver.errors import MeshsatError
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.lang.model_spec import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from solver.backends.pyeval import compiled
-from solver.backends.render import failure_detail, format_message
-from solver.inputs import as_config, as_model
-from solver.lang.config import Config
-from solver.lang.limits import flag_of
-from solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
-from solver.packs import Pack, get_pack, installed_pack
-from solver.validation.report import InvalidLayoutError, Note, Report, Violation
+from meshsat.solver.backends.pyeval import compiled
+from meshsat.solver.backends.render import failure_detail, format_message
+from meshsat.solver.inputs import as_config, as_model
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.limits import flag_of
+from meshsat.solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
+from meshsat.solver.packs import Pack, get_pack, installed_pack
+from meshsat.solver.validation.report import InvalidLayoutError, Note, Report, Violation
 
 _NO_MODEL: dict[str, Any] = dict.fromkeys(MODEL_FACT_NAMES)
 _NO_MODEL.update(is_multimodal=False, is_deepseek_dsa=False)
@@ -99,7 +99,7 @@ def validate(
     valid = not errors
     conflict = None
     if explain or (explain is None and not valid):
-        from solver.validation.explain import conflict_core
+        from meshsat.solver.validation.explain import conflict_core
 
         conflict = conflict_core(cfg, spec, raw, pack) if not valid else ()
     return Report(

@@ -1,10 +1,10 @@
 """The reference enumerator: a plain product over the space, each point validated.
 
 Slow on purpose and independent of the generator on purpose: it never looks at a rule
-tree. It takes the domains from `solver.enumeration.space`, runs `validate` on every candidate,
-and keeps a candidate when the report is valid, resolution left the varied fields
-unchanged, the GPU count is right, every `where` filter holds (`solver.backends.interp`) and
-every `intra_node` group kind stays in a node (`solver.groups.plan`).
+tree. It takes the domains from `meshsat.solver.enumeration.space`, runs `validate` on every
+candidate, and keeps a candidate when the report is valid, resolution left the varied fields
+unchanged, the GPU count is right, every `where` filter holds (`meshsat.solver.backends.interp`) and
+every `intra_node` group kind stays in a node (`meshsat.solver.groups.plan`).
 
 Two cuts keep it affordable, both implied by the rules and written without consulting
 them: the GPU count must be tp·pp or dp·tp·pp, and the widths SGLang carves out of one
@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from solver.backends.interp import evaluate
-from solver.backends.pyeval import compiled
-from solver.enumeration.space import DEFAULT_VARY, dims_of, divisors, varied_fields
-from solver.enumeration.where import parse
-from solver.groups import GROUP_KINDS, Widths, plan
-from solver.inputs import as_config, as_model
-from solver.lang.config import Config
-from solver.lang.expr import Expr
-from solver.lang.model_spec import ModelSpec
-from solver.packs import NEWEST
-from solver.validation.validate import environment, validate
+from meshsat.solver.backends.interp import evaluate
+from meshsat.solver.backends.pyeval import compiled
+from meshsat.solver.enumeration.space import DEFAULT_VARY, dims_of, divisors, varied_fields
+from meshsat.solver.enumeration.where import parse
+from meshsat.solver.groups import GROUP_KINDS, Widths, plan
+from meshsat.solver.inputs import as_config, as_model
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.expr import Expr
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import NEWEST
+from meshsat.solver.validation.validate import environment, validate
 
 #: Sizes that must divide tp_size (TOPO-ATTN-TP, TOPO-MOE-TP, DCP-IN-ATTN-TP).
 WITHIN_TP = ("attn_cp_size", "moe_dp_size", "ep_size", "dcp_size")
@@ -118,7 +118,7 @@ def brute_force(
     *,
     up_to: bool = False,
 ) -> Iterator[Found]:
-    """The layouts `solver.enumerate` must list, found the slow way."""
+    """The layouts `meshsat.solver.enumerate` must list, found the slow way."""
     cfg = as_config(base if base is not None else {})
     if gpus_per_node is not None:
         cfg = as_config({**cfg.__dict__, "gpus_per_node": gpus_per_node})

@@ -3,8 +3,8 @@
 Every rule, the symbolic resolution and the fixed-point condition come from
 `Z3Encoder` (resolved value == raw value on each varied field, which is the
 definition itself rather than the per-step form the generator derives). The search
-is a depth-first walk over the domains of `solver.enumeration.space`, asking Z3 at every node
-whether the partial layout still has a completion (`push`, assert, `check`, recurse,
+is a depth-first walk over the domains of `meshsat.solver.enumeration.space`, asking Z3 at every
+node whether the partial layout still has a completion (`push`, assert, `check`, recurse,
 `pop`), so no blocking clauses pile up. It costs about a millisecond per node: fine
 for the small N the tests give it, hopeless as a product (see docs/encodings.md).
 """
@@ -14,16 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from solver.enumeration.space import DEFAULT_VARY, dims_of, varied_fields
-from solver.enumeration.where import parse
-from solver.inputs import as_config, as_model
-from solver.lang.config import Config
-from solver.lang.derived import gpus_used
-from solver.lang.expr import Cmp, Const, Expr
-from solver.lang.fields import SPECS
-from solver.lang.model_spec import ModelSpec
-from solver.packs import NEWEST
-from solver.validation.validate import environment
+from meshsat.solver.enumeration.space import DEFAULT_VARY, dims_of, varied_fields
+from meshsat.solver.enumeration.where import parse
+from meshsat.solver.inputs import as_config, as_model
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.derived import gpus_used
+from meshsat.solver.lang.expr import Cmp, Const, Expr
+from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import NEWEST
+from meshsat.solver.validation.validate import environment
 
 
 def solver_layouts(
@@ -36,7 +36,7 @@ def solver_layouts(
     """The varied values of every legal layout on exactly `gpus` GPUs, found by Z3."""
     import z3
 
-    from solver.backends.z3enc import Z3Encoder
+    from meshsat.solver.backends.z3enc import Z3Encoder
 
     cfg = as_config(base if base is not None else {})
     spec = as_model(model)

@@ -1,0 +1,5 @@
+"""`python -m meshsat`: the same as the `meshsat` console script."""
+
+from meshsat.entry import main
+
+main()
