@@ -19,7 +19,7 @@ count, which is per text token.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from meshsat.solver.errors import InputError
@@ -388,7 +388,7 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
         or c.get("qkv_bias", False)
         or model_type in ("qwen2", "qwen2_moe")
     )
-    return ModelFacts(
+    facts = ModelFacts(
         architecture=arch,
         hidden_size=hidden,
         num_layers=layers,
@@ -419,7 +419,7 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
         expert_bias=expert_bias,
         router_bias=router_bias,
         attention_sinks=model_type == "gpt_oss",
-        quant=quant_from_config(c),
         num_nextn_layers=_int(c, ("num_nextn_predict_layers",)) or 0,
         vision=_vision(hf, hidden),
     )
+    return replace(facts, quant=quant_from_config(c, facts))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.layout import Parallel
+from meshsat.solver.memory.modules import moe_layer_flags
 from meshsat.solver.memory.mxfp4 import mxfp4_experts
 
 
@@ -86,15 +87,15 @@ class WeightModel:
         self.vision_mlp = v.mlp_sharded_params() * q.unquantized
         self.vision_whole = v.replicated_params() * q.unquantized
         self.attn_sharded = facts.attn_sharded_params() * q.attention
-        self.attn_whole = facts.attn_replicated_params() * q.attention + (
+        self.attn_whole = facts.attn_replicated_params() * q.attention_whole_bytes + (
             facts.norm_params() * q.unquantized
         )
         self.dense = facts.dense_mlp_params() * q.dense_mlp
         self.expert = facts.expert_params() * q.experts
-        self.shared = facts.shared_expert_params() * q.dense_mlp
+        self.shared = facts.shared_expert_params() * q.shared_bytes
         self.router = facts.router_params() * q.unquantized
         self.row = facts.hidden_size * q.unquantized  # one vocabulary row
-        moe_first = _first_moe_flags(facts)
+        moe_first = moe_layer_flags(facts)
         # Prefix counts of MoE layers, so a stage's count is one subtraction.
         self._moe_prefix = [0]
         for is_moe in moe_first:
@@ -159,17 +160,3 @@ class WeightModel:
     def per_rank(self, p: Parallel) -> float:
         """Weight bytes on the fullest rank (the one that decides whether it loads)."""
         return max(self.stage(p, s).total for s in range(p.pp))
-
-
-def _first_moe_flags(f: ModelFacts) -> list[int]:
-    """1 for each MoE layer, in order. Leading layers are dense (DeepSeek's
-    `first_k_dense_replace`); Llama 4's interleaving puts MoE on every k-th layer."""
-    if f.num_moe_layers == f.num_layers:
-        return [1] * f.num_layers
-    if f.num_moe_layers == 0:
-        return [0] * f.num_layers
-    dense = f.num_layers - f.num_moe_layers
-    if f.num_layers % f.num_moe_layers == 0 and f.num_layers // f.num_moe_layers > 1:
-        step = f.num_layers // f.num_moe_layers
-        return [1 if (i + 1) % step == 0 else 0 for i in range(f.num_layers)]
-    return [0] * dense + [1] * f.num_moe_layers
