@@ -23,7 +23,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.fraction import default_mem_fraction_static
 from meshsat.solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
-from meshsat.solver.memory.kv import kv_bytes_per_token
+from meshsat.solver.memory.kv import kv_bytes_per_token, resolved_kv_cache_dtype
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.models import CATALOGUE, model_config
 from meshsat.solver.memory.pool import pool_tokens, requests_that_fit
@@ -130,7 +130,8 @@ class MemoryModel:
         if page_size < 1:
             raise InputError(f"page size must be >= 1, got {page_size}")
         self.context_length = context_length
-        self.kv_cache_dtype = kv_cache_dtype
+        #: The dtype the pool is built in: `auto` resolved as `pack` does on this GPU.
+        self.kv_cache_dtype = resolved_kv_cache_dtype(self.facts, kv_cache_dtype, self.gpu, pack)
         self.page_size = page_size
         self.fraction = mem_fraction_static
         self.pack = pack
@@ -141,7 +142,7 @@ class MemoryModel:
         #: The column reader's caches (`meshsat.solver.memory.columns`), shared by its readers.
         self.column_cache: dict[str, Any] = {}
         # Validate the dtype once, not per layout.
-        kv_bytes_per_token(self.facts, Parallel(), 0, kv_cache_dtype)
+        kv_bytes_per_token(self.facts, Parallel(), 0, self.kv_cache_dtype)
 
     def of(self, p: Parallel) -> Memory:
         key = (

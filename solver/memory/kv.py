@@ -11,17 +11,37 @@ Why these shapes (SGLang's KV pools):
 - decode context parallelism (`dcp_size`) stores each token on one of the `dcp` ranks, so
   a rank's pool covers `dcp` times as many tokens; prefill CP (`attn_cp_size`) keeps the
   whole KV on every rank;
-- sliding-window layers are charged in full (SGLang's hybrid SWA pool is not modelled).
+- `--kv-cache-dtype auto` is the model's dtype, except where the release picks for the
+  model and device: FP8 (`fp8_e4m3`) for DeepSeek DSA models on compute capability ≥ 10
+  from 0.5.18 on (`_dsa_kv_cache_dtype_default`; 0.5.23 keeps bf16 when the model has
+  attention sinks), and for DeepSeek-V4 everywhere but NPUs.
 """
 
 from __future__ import annotations
 
 from meshsat.solver.memory.facts import ModelFacts
+from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.quant import kv_dtype_bytes
 from meshsat.solver.memory.weights import stage_layers
 
 INDEXER_SCALE_BLOCK = 128
+
+
+def resolved_kv_cache_dtype(
+    f: ModelFacts, kv_cache_dtype: str | None, gpu: Gpu | None, pack: str = "0.5.23"
+) -> str | None:
+    """What `--kv-cache-dtype` (None or `auto` when not given) becomes in `pack` on `gpu`."""
+    if kv_cache_dtype not in (None, "auto"):
+        return kv_cache_dtype
+    if pack in ("0.4.6.post5", "legacy"):
+        return kv_cache_dtype
+    if f.architecture == "DeepseekV4ForCausalLM":
+        return "fp8_e4m3"
+    sinks_keep_bf16 = pack == "0.5.23" and f.attention_sinks
+    if f.index_head_dim and gpu is not None and gpu.sm >= 10 and not sinks_keep_bf16:
+        return "fp8_e4m3"
+    return kv_cache_dtype
 
 
 def layer_kv_bytes(f: ModelFacts, attn_tp: int, kv_cache_dtype: str | None = None) -> float:
