@@ -23,7 +23,11 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.fraction import default_mem_fraction_static
 from meshsat.solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
-from meshsat.solver.memory.kv import kv_bytes_per_token, resolved_kv_cache_dtype
+from meshsat.solver.memory.kv import (
+    hybrid_swa_ratio,
+    kv_bytes_per_token,
+    resolved_kv_cache_dtype,
+)
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.models import CATALOGUE, model_config
 from meshsat.solver.memory.pool import pool_tokens, requests_that_fit
@@ -122,6 +126,7 @@ class MemoryModel:
         mem_fraction_static: float | None = None,
         context_gib: float = DEFAULT_CONTEXT_GIB,
         pack: str = "0.5.23",
+        swa_full_tokens_ratio: float | None = None,
     ) -> None:
         self.facts = load_facts(model)
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
@@ -135,6 +140,8 @@ class MemoryModel:
         self.page_size = page_size
         self.fraction = mem_fraction_static
         self.pack = pack
+        #: The hybrid SWA pool's ratio where `pack` builds one for this model, else None.
+        self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
         self.pre_load_gib = self.gpu.memory_gib - context_gib
         self.weights = WeightModel(self.facts, self.gpu)
         self.model_gib = self.weights.model_bytes() / GIB
@@ -211,7 +218,7 @@ class MemoryModel:
         cell_max = 0.0
         for s in range(p.pp):
             w = self.weights.stage(p, s).total / GIB
-            cell = kv_bytes_per_token(self.facts, p, s, self.kv_cache_dtype)
+            cell = kv_bytes_per_token(self.facts, p, s, self.kv_cache_dtype, self.swa_ratio)
             t = pool_tokens(self.pre_load_gib, w, f, cell, page_size=self.page_size)
             tokens = t if tokens is None else min(tokens, t)
             weights = max(weights, w)

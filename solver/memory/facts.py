@@ -100,6 +100,14 @@ class ModelFacts:
     #: Layers with a sliding window (their KV is still counted in full; see kv.py).
     num_sliding_layers: int = 0
     sliding_window: int = 0
+    #: The layers SGLang's hybrid SWA pool keeps in its sliding-window pool when the
+    #: release uses one for this architecture (`get_hybrid_layer_ids`): `layer_types`'
+    #: sliding layers, MiMo-V2's `hybrid_layer_pattern` ones, Llama 4's chunked layers.
+    swa_layer_ids: tuple[int, ...] = ()
+    #: SWA-layer KV shapes where they differ from the full layers' (MiMo-V2); 0: as full.
+    swa_num_kv_heads: int = 0
+    swa_head_dim: int = 0
+    swa_v_head_dim: int = 0
     qkv_bias: bool = False
     o_bias: bool = False
     qk_norm: str = ""  # "", "head" (per head dim) or "full" (whole projection)
@@ -375,8 +383,15 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
 
     layer_types = c.get("layer_types")
     sliding_layers = 0
+    swa_ids: tuple[int, ...] = ()
     if isinstance(layer_types, list):
         sliding_layers = sum(1 for t in layer_types if t == "sliding_attention")
+        swa_ids = tuple(i for i, t in enumerate(layer_types[:layers]) if t == "sliding_attention")
+    pattern = c.get("hybrid_layer_pattern")
+    if isinstance(pattern, list):
+        swa_ids = tuple(i for i in range(min(layers, len(pattern))) if pattern[i] == 1)
+    if arch == "Llama4ForConditionalGeneration":
+        swa_ids = tuple(i for i in range(layers) if (i + 1) % 4 != 0)
     model_type = str(c.get("model_type", ""))
     qk_norm = ""
     if model_type in ("qwen3", "qwen3_moe", "glm4_moe") and c.get("use_qk_norm", True):
@@ -412,6 +427,10 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
         index_head_dim=_int(c, ("index_head_dim",)) or 0,
         index_n_heads=_int(c, ("index_n_heads",)) or 0,
         num_sliding_layers=sliding_layers,
+        swa_layer_ids=swa_ids,
+        swa_num_kv_heads=_int(c, ("swa_num_key_value_heads",)) or 0,
+        swa_head_dim=_int(c, ("swa_head_dim",)) or 0,
+        swa_v_head_dim=_int(c, ("swa_v_head_dim",)) or _int(c, ("swa_head_dim",)) or 0,
         sliding_window=_int(c, ("sliding_window",)) or 0,
         qkv_bias=qkv_bias,
         o_bias=model_type == "gpt_oss",
