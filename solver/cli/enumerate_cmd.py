@@ -15,7 +15,14 @@ from meshsat.solver.cli.deadline import time_limit
 from meshsat.solver.cli.formats import OutputFormat, chosen
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.layout_writers import Writer, column_width
-from meshsat.solver.cli.memory_options import ContextLengthOpt, GpuMemoryOpt, GpuOpt, memory_model
+from meshsat.solver.cli.memory_options import (
+    ContextLengthOpt,
+    FreeMemoryOpt,
+    GpuMemoryOpt,
+    GpuOpt,
+    MemFractionOpt,
+    memory_model,
+)
 from meshsat.solver.cli.output import err, note
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.enumeration.layouts import EnumerationQuery, Enumerator
@@ -166,6 +173,8 @@ def enumerate_cmd(
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     context_length: ContextLengthOpt = 4096,
+    mem_fraction_static: MemFractionOpt = None,
+    free_memory: FreeMemoryOpt = None,
     command: CommandOpt = False,
 ) -> None:
     """List every legal layout for N GPUs: no duplicates, streamed, filtered, model-aware.
@@ -221,7 +230,10 @@ def enumerate_cmd(
             intra_node or (),
             sglang_version=sglang_version,
         ).enumerator()
-        mem = _memory_columns(e, sources, gpu, gpu_memory, context_length, memory_filters)
+        mem = _memory_columns(
+            e, sources, gpu, gpu_memory, context_length, memory_filters,
+            mem_fraction_static, free_memory,
+        )  # fmt: skip
         if mem is None and sort is not None and sort.lstrip("-") in MEMORY_COLUMNS:
             raise InputError(f"--sort {sort} needs the memory columns: give --gpu and --model")
         columns = e.columns if mem is None else mem.columns
@@ -304,9 +316,14 @@ def _memory_columns(
     gpu_memory: str | None,
     context_length: int,
     filters: tuple[Expr, ...],
+    mem_fraction_static: float | None = None,
+    free_memory: str | None = None,
 ) -> MemoryColumns | None:
     """The memory stage when a GPU is given; a memory filter without one is refused."""
-    mm = memory_model(sources.model, gpu_name, gpu_memory, context_length, e.query.pack.version)
+    mm = memory_model(
+        sources.model, gpu_name, gpu_memory, context_length, e.query.pack.version,
+        mem_fraction_static, free_memory,
+    )  # fmt: skip
     if mm is None:
         if filters:
             raise InputError(

@@ -11,7 +11,14 @@ from rich.table import Table
 from meshsat.solver.backends.render import fmt_value
 from meshsat.solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
-from meshsat.solver.cli.memory_options import GpuMemoryOpt, GpuOpt, memory_model
+from meshsat.solver.cli.memory_options import (
+    FreeMemoryOpt,
+    GpuMemoryOpt,
+    GpuOpt,
+    MemFractionOpt,
+    memory_model,
+    report_pack,
+)
 from meshsat.solver.cli.output import out
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.inputs.layout_input import LayoutSources
@@ -77,6 +84,8 @@ def fix_cmd(
     sglang_version: SglangVersionOpt = None,
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
+    mem_fraction_static: MemFractionOpt = None,
+    free_memory: FreeMemoryOpt = None,
 ) -> None:
     """Find the nearest layout SGLang accepts, keeping what you pinned.
 
@@ -110,7 +119,10 @@ def fix_cmd(
         top=top,
         timeout_s=timeout,
         sglang_version=sglang_version,
-        memory=memory_model(sources.model, gpu, gpu_memory),
+        memory=memory_model(
+            sources.model, gpu, gpu_memory, pack=report_pack(sglang_version),
+            mem_fraction_static=mem_fraction_static, free_memory=free_memory,
+        ),  # fmt: skip
     )
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:

@@ -24,6 +24,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.groups import Widths
 from meshsat.solver.groups import plan as rank_plan
 from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.cli.memory_options import FreeMemoryOpt, MemFractionOpt, sizing_options
 from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
 from meshsat.solver.memory.models import model_config
@@ -84,11 +85,13 @@ def plan_layouts(
     context_length: int = 4096,
     gpus_per_node: int | None = None,
     top: int = 20,
+    **memory: Any,
 ) -> list[PlanRow]:
-    """The `top` best legal layouts on `gpus` GPUs that load, ranked as `RANKING` says."""
+    """The `top` best legal layouts on `gpus` GPUs that load, ranked as `RANKING` says
+    (`memory`: further `MemoryModel` options, e.g. mem_fraction_static, context_gib)."""
     config = model_config(model)
     spec = ModelSpec.from_hf_config(config)
-    mm = MemoryModel(config, g, context_length=context_length)
+    mm = MemoryModel(config, g, context_length=context_length, **memory)
     per_node = gpus_per_node or min(g.fabric, gpus) or 1
     fitting = []
     for lay in solver.enumerate(gpus, model=spec):
@@ -165,6 +168,8 @@ def plan_cmd(
     gpus_per_node: PerNodeArg = None,
     top: TopArg = 20,
     fmt: FormatArg = Format.table,
+    mem_fraction_static: MemFractionOpt = None,
+    free_memory: FreeMemoryOpt = None,
 ) -> None:
     """Legal layouts that fit MODEL on N GPUs, most KV cache first, with SGLang commands.
 
@@ -176,8 +181,9 @@ def plan_cmd(
         raise InputError("give exactly one of --gpu or --gpu-memory")
     g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
     rows = plan_layouts(
-        model, g, gpus, context_length=context_length, gpus_per_node=gpus_per_node, top=top
-    )
+        model, g, gpus, context_length=context_length, gpus_per_node=gpus_per_node, top=top,
+        **sizing_options(g, mem_fraction_static, free_memory),
+    )  # fmt: skip
     if fmt is Format.json:
         emit_json({"ranking": RANKING, "gpu": g.name, "layouts": [asdict(r) for r in rows]})
     elif fmt is Format.csv:

@@ -13,9 +13,12 @@ from meshsat.solver.cli.launch_checks import with_launch_checks
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.memory_options import (
     ContextLengthOpt,
+    FreeMemoryOpt,
     GpuMemoryOpt,
     GpuOpt,
+    MemFractionOpt,
     memory_line,
+    report_pack,
     with_memory,
 )
 from meshsat.solver.cli.output import out
@@ -56,6 +59,8 @@ def validate_cmd(
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     context_length: ContextLengthOpt = 4096,
+    mem_fraction_static: MemFractionOpt = None,
+    free_memory: FreeMemoryOpt = None,
     strict: StrictOpt = False,
     rewrite: RewriteOpt = False,
 ) -> None:
@@ -86,7 +91,10 @@ def validate_cmd(
     report = validate(layout.config, layout.model, sglang_version=sglang_version)
     report = with_launch_checks(report, layout, strict=strict)
     model = sources.model or (Path(layout.model_source) if layout.model_source else None)
-    report, mem = with_memory(report, model, gpu, gpu_memory, context_length)
+    report, mem = with_memory(
+        report, model, gpu, gpu_memory, context_length, report_pack(sglang_version),
+        mem_fraction_static, free_memory,
+    )  # fmt: skip
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:
         print_report(report, verbose=verbose)
