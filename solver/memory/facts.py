@@ -277,9 +277,23 @@ def _text_config(hf: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
-    """Llama 4's vision tower from `vision_config`; other towers are not modelled (zero)."""
+    """Llama 4's vision tower and Gemma 3's SigLIP from `vision_config`; other towers are
+    not modelled (zero). SigLIP has no adapter, and its projector maps the vision hidden
+    size to the text one; it is counted as sharded like Llama 4's tower."""
     v = hf.get("vision_config")
-    if not isinstance(v, Mapping) or not str(hf.get("model_type", "")).startswith("llama4"):
+    model_type = str(hf.get("model_type", ""))
+    if isinstance(v, Mapping) and model_type == "gemma3":
+        keys = ("hidden_size", "num_hidden_layers", "intermediate_size", "image_size", "patch_size")
+        d, layers, inter, image, patch = (_require(v, (k,), f"vision_config.{k}") for k in keys)
+        return VisionTower(
+            hidden=d,
+            layers=layers,
+            intermediate=inter,
+            patch_inputs=(_int(v, ("num_channels",)) or 3) * patch * patch,
+            positions=(image // patch) ** 2,
+            projector=d * text_hidden,
+        )
+    if not isinstance(v, Mapping) or not model_type.startswith("llama4"):
         return VisionTower()
     keys = ("hidden_size", "num_hidden_layers", "intermediate_size", "image_size", "patch_size")
     d, layers, inter, image, patch = (_require(v, (k,), f"vision_config.{k}") for k in keys)
