@@ -18,7 +18,7 @@ from meshsat.solver.memory.fraction import default_mem_fraction_static
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.models import CATALOGUE, PUBLISHED, Published
 from meshsat.solver.memory.quant import quant_from_config
-from meshsat.solver.memory.weights import WeightModel
+from meshsat.solver.memory.weights import WeightModel, load_overhead
 
 # ---- parameter counts against published figures --------------------------------------
 
@@ -212,12 +212,12 @@ def _replication(f: ModelFacts, p: Parallel) -> float:
     extra = L * f.attn_sharded_params() * q.attention * (attn_copies - 1)
     extra += (
         L
-        * (f.attn_replicated_params() * q.attention + f.norm_params() * q.unquantized)
+        * (f.attn_replicated_params() * q.attention_whole_bytes + f.norm_params() * q.unquantized)
         * (p.tp - 1)
     )
     dense_copies = p.tp // (p.moe_dense_tp or p.tp)
     extra += (L - M) * f.dense_mlp_params() * q.dense_mlp * (dense_copies - 1)
-    extra += M * f.shared_expert_params() * q.dense_mlp * (dense_copies - 1)
+    extra += M * f.shared_expert_params() * q.shared_bytes * (dense_copies - 1)
     extra += M * f.num_experts * f.expert_params() * q.experts * (p.moe_dp - 1)
     extra += M * f.router_params() * q.unquantized * (p.tp - 1)
     row = f.hidden_size * q.unquantized
@@ -234,7 +234,8 @@ def _replication(f: ModelFacts, p: Parallel) -> float:
     stage = v.attn_sharded_params() * p.attn_dp + v.mlp_sharded_params()
     stage += v.replicated_params() * p.tp
     extra += p.pp * stage * u - v.params() * u
-    return extra
+    # What `mem usage` holds beyond the parameters, on every rank.
+    return extra + p.tp * p.pp * load_overhead(p.tp)
 
 
 @given(layouts())

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from meshsat.solver.memory.fraction import default_mem_fraction_static
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.layout import Parallel
-from meshsat.solver.memory.weights import stage_layers
+from meshsat.solver.memory.weights import load_overhead, stage_layers
 
 if TYPE_CHECKING:
     from meshsat.solver.memory import MemoryModel
@@ -202,7 +202,7 @@ def _generated(
             terms += [f"{moe} * z"] if moe else []
             terms += ["emb"] if first else []
             terms += ["head"] if last else []
-            terms += ["vis"] if has_vision else []  # the vision tower is on every stage
+            terms += ["vis"]  # the vision tower and the load overhead are on every stage
             weights.append(f"    w{k} = " + " + ".join(terms) + "\n")
             tokens.append(f"(budget - w{k}) // cells[{k}]")
         ws = [f"w{k}" for k in range(len(kinds))]
@@ -259,7 +259,7 @@ def _generated(
             dense_d / dtp,
             emb_full if dpa else vocab_tp,
             head,
-            wm.vision_attn / attn_tp + wm.vision_mlp / tp + wm.vision_whole,
+            wm.vision_attn / attn_tp + wm.vision_mlp / tp + wm.vision_whole + load_overhead(tp),
             pre * fr * GIB,
             cells,
             dtp,

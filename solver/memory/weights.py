@@ -15,7 +15,13 @@ How SGLang shards each component (the reason for every divisor below):
 - MXFP4 experts (gpt-oss): allocated at the padded shapes of the MoE kernel the GPU gets
   (`mxfp4.py`), so the per-rank figure needs the GPU; without one the shapes are as stored;
 - a vision tower (Llama 4): SGLang's `Llama4ForConditionalGeneration` builds it on every
-  rank, its attention split over attention TP and its MLPs over TP (`facts.VisionTower`).
+  rank, its attention split over attention TP and its MLPs over TP (`facts.VisionTower`);
+- what SGLang's `mem usage` counts beyond the parameters (`load_overhead`): the figure is
+  the drop in free device memory across `load_model`, so it also holds the rotary caches,
+  allocator rounding, the CUDA kernels loaded while the model is built and, at tp > 1, the
+  communicators' first-use buffers. Not derivable from the config, it is an empirical
+  per-rank allowance fitted on the project's first 15 logs only (0.14 GiB at tp 1, +0.04 GiB
+  per further TP rank up to 8, where the logs end) and scored on logs added afterwards (benchmarks/RESULTS-memory.md).
 """
 
 from __future__ import annotations
@@ -42,6 +48,16 @@ def stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:
     return out
 
 
+#: `load_overhead`'s fitted constants, GiB.
+OVERHEAD_BASE_GIB = 0.14
+OVERHEAD_PER_TP_GIB = 0.04
+
+
+def load_overhead(tp: int) -> float:
+    """Bytes `mem usage` counts on a rank beyond its parameters (see the module note)."""
+    return (OVERHEAD_BASE_GIB + OVERHEAD_PER_TP_GIB * (min(tp, 8) - 1)) * (1 << 30)
+
+
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -57,6 +73,8 @@ class StageWeights:
     embedding: float
     lm_head: float
     vision: float = 0.0
+    #: `load_overhead`: what `mem usage` holds beyond the parameters.
+    overhead: float = 0.0
 
     @property
     def total(self) -> float:
@@ -68,6 +86,7 @@ class StageWeights:
             + self.embedding
             + self.lm_head
             + self.vision
+            + self.overhead
         )
 
 
@@ -155,6 +174,7 @@ class WeightModel:
             embedding=emb,
             lm_head=head,
             vision=self.vision_attn / p.attn_tp + self.vision_mlp / p.tp + self.vision_whole,
+            overhead=load_overhead(p.tp),
         )
 
     def per_rank(self, p: Parallel) -> float:
