@@ -297,7 +297,13 @@ def test_pool_uses_the_fraction_and_rounds_to_pages() -> None:
 
 @pytest.mark.parametrize(
     ("model", "gpu_name", "gpus"),
-    [("deepseek-ai/DeepSeek-V3", "H200", 32), ("Qwen/Qwen3-235B-A22B", "H100", 16)],
+    [
+        ("deepseek-ai/DeepSeek-V3", "H200", 32),
+        ("Qwen/Qwen3-235B-A22B", "H100", 16),
+        # hybrid SWA pool per stage shape, and a vision tower on every stage
+        ("openai/gpt-oss-120b", "B200", 8),
+        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "H100", 8),
+    ],
 )
 def test_streaming_columns_agree_with_the_full_value(model: str, gpu_name: str, gpus: int) -> None:
     """The factored fast path (enumerate's columns) against `MemoryModel.of` per layout."""

@@ -14,6 +14,7 @@ from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layou
 from meshsat.solver.cli.memory_options import (
     ContextLengthOpt,
     FreeMemoryOpt,
+    checkpoint_line,
     GpuMemoryOpt,
     GpuOpt,
     MemFractionOpt,
@@ -22,6 +23,7 @@ from meshsat.solver.cli.memory_options import (
     with_memory,
 )
 from meshsat.solver.cli.output import out
+from meshsat.solver.memory.models import checkpoint_bytes
 from meshsat.solver.cli.report_view import print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
@@ -100,10 +102,16 @@ def validate_cmd(
         print_report(report, verbose=verbose)
         if mem is not None:
             out.print(memory_line(mem), markup=False, highlight=False)
+            disk = checkpoint_line(model, mem)
+            if disk is not None:
+                out.print(disk, markup=False, highlight=False)
     else:
         data = report.to_dict()
         if mem is not None:
             data["memory"] = mem.to_dict()
+            size = checkpoint_bytes(str(model)) if model is not None else None
+            if size is not None:
+                data["memory"]["checkpoint_gib"] = size / (1 << 30)
         emit(chosen_fmt, data, violation_rows(report))
     raise typer.Exit(0 if report.valid else 1)
 

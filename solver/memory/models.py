@@ -841,3 +841,21 @@ def model_config(model: str) -> Mapping[str, Any]:
             raise InputError(f"model config {p} must be a JSON object")
         return data
     return catalogue_config(model)
+
+
+def checkpoint_bytes(model: str) -> int | None:
+    """`metadata.total_size` of the `model.safetensors.index.json` beside a local config:
+    the bytes of every tensor the checkpoint stores (MTP layers and towers included), to
+    say how far the count is from it. None for a catalogue id or a directory without one."""
+    p = Path(model)
+    folder = p if p.is_dir() else p.parent
+    if not (p.is_dir() or p.is_file()):
+        return None
+    index = folder / "model.safetensors.index.json"
+    if not index.is_file():
+        return None
+    try:
+        size = json.loads(index.read_text()).get("metadata", {}).get("total_size")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    return int(size) if isinstance(size, int | float) and size > 0 else None
