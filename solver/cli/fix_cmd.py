@@ -120,9 +120,13 @@ def fix_cmd(
         timeout_s=timeout,
         sglang_version=sglang_version,
         memory=memory_model(
-            sources.model, gpu, gpu_memory, pack=report_pack(sglang_version),
-            mem_fraction_static=mem_fraction_static, free_memory=free_memory,
-        ),  # fmt: skip
+            sources.model,
+            gpu,
+            gpu_memory,
+            pack=report_pack(sglang_version),
+            mem_fraction_static=mem_fraction_static,
+            free_memory=free_memory,
+        ),
     )
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:

@@ -19,12 +19,12 @@ from typing import Annotated, Any
 import typer
 
 from meshsat import solver
+from meshsat.solver.cli.memory_options import FreeMemoryOpt, MemFractionOpt, sizing_options
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import Widths
 from meshsat.solver.groups import plan as rank_plan
 from meshsat.solver.lang.model_spec import ModelSpec
-from meshsat.solver.cli.memory_options import FreeMemoryOpt, MemFractionOpt, sizing_options
 from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
 from meshsat.solver.memory.models import model_config

@@ -14,20 +14,20 @@ from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layou
 from meshsat.solver.cli.memory_options import (
     ContextLengthOpt,
     FreeMemoryOpt,
-    checkpoint_line,
     GpuMemoryOpt,
     GpuOpt,
     MemFractionOpt,
+    checkpoint_line,
     memory_line,
     report_pack,
     with_memory,
 )
 from meshsat.solver.cli.output import out
-from meshsat.solver.memory.models import checkpoint_bytes
 from meshsat.solver.cli.report_view import print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
+from meshsat.solver.memory.models import checkpoint_bytes
 from meshsat.solver.validation.validate import validate
 
 StrictOpt = Annotated[

@@ -176,7 +176,6 @@ def _generated(
     attn_a, attn_b, dense_d = wm.attn_sharded, wm.attn_whole, wm.dense
     expert_e, shared_s, router_r = wm.expert_per_rank, wm.shared, wm.router
 
-    has_vision = bool(wm.vision_attn or wm.vision_mlp or wm.vision_whole)
     stage_cache: dict[int, tuple[Callable[..., tuple[float, float]], tuple[int, ...]]] = (
         mm.column_cache.setdefault("stages", {})
     )

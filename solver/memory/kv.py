@@ -68,7 +68,9 @@ HYBRID_SWA_ARCHS = frozenset(
 DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
 
 
-def hybrid_swa_ratio(f: ModelFacts, pack: str = "0.5.23", ratio: float | None = None) -> float | None:
+def hybrid_swa_ratio(
+    f: ModelFacts, pack: str = "0.5.23", ratio: float | None = None
+) -> float | None:
     """`swa_full_tokens_ratio` when `pack` sizes a hybrid SWA pool for this model, else None
     (the sliding layers are charged in full)."""
     if pack in ("0.4.6.post5", "legacy") or not f.swa_layer_ids:

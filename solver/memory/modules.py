@@ -62,7 +62,7 @@ def _linear(component: str, name: str, params: int, *shards: str) -> LinearModul
 def model_modules(f: ModelFacts, model_type: str) -> list[LinearModule]:
     """The linear modules of every decoder layer (MTP layers excluded, as in the totals)."""
     flags = moe_layer_flags(f)
-    return [m for i in range(f.num_layers) for m in layer_modules(f, model_type, i, flags[i])]
+    return [m for i in range(f.num_layers) for m in layer_modules(f, model_type, i, bool(flags[i]))]
 
 
 def layer_modules(f: ModelFacts, model_type: str, layer: int, moe: bool) -> list[LinearModule]:

@@ -252,8 +252,9 @@ def scheme_of(hf: Mapping[str, Any], base: float) -> Scheme:
         )
     inner: Pricer
     if method in ("fp8", "fbgemm_fp8"):
-        per_weight, skip = _fp8_block(qc), with_model_variants(
-            _names(qc, "ignored_layers", "modules_to_not_convert")
+        per_weight, skip = (
+            _fp8_block(qc),
+            with_model_variants(_names(qc, "ignored_layers", "modules_to_not_convert")),
         )
         inner, name = (lambda m: base if fp8_skipped(m, skip) else per_weight), "fp8"
     elif method in ("modelopt_fp8", "modelopt_fp4"):

@@ -18,7 +18,14 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.memory.modules import COMPONENTS, LinearModule, model_modules
 from meshsat.solver.memory.precision import MODELLED_METHODS, scheme_of
 
-__all__ = ["BF16", "DTYPE_BYTES", "MODELLED_METHODS", "Quant", "kv_dtype_bytes", "quant_from_config"]
+__all__ = [
+    "BF16",
+    "DTYPE_BYTES",
+    "MODELLED_METHODS",
+    "Quant",
+    "kv_dtype_bytes",
+    "quant_from_config",
+]
 
 if TYPE_CHECKING:
     from meshsat.solver.memory.facts import ModelFacts
@@ -37,6 +44,7 @@ DTYPE_BYTES: Mapping[str, float] = {
     "fp8": 1.0,
     "fp4_e2m1": 0.5,
 }
+
 
 @dataclass(frozen=True)
 class Quant:
@@ -77,10 +85,7 @@ def quant_from_config(hf: Mapping[str, Any], facts: ModelFacts | None = None) ->
     dtype = hf.get("torch_dtype") or hf.get("dtype") or "bfloat16"
     base = min(DTYPE_BYTES.get(str(dtype), 2.0), 2.0)  # float32 is served in bf16
     scheme = scheme_of(hf, base)
-    if facts is None:
-        modules = _GENERIC
-    else:
-        modules = model_modules(facts, str(hf.get("model_type", "")))
+    modules = _GENERIC if facts is None else model_modules(facts, str(hf.get("model_type", "")))
     num = dict.fromkeys(COMPONENTS, 0.0)
     den = dict.fromkeys(COMPONENTS, 0.0)
     for m in modules:
@@ -96,12 +101,16 @@ def quant_from_config(hf: Mapping[str, Any], facts: ModelFacts | None = None) ->
 
 #: One layer of each kind, for `quant_from_config` without facts.
 _GENERIC = [
-    LinearModule("attention", "model.layers.0.self_attn.qkv_proj", ("q_proj", "k_proj", "v_proj"), 3),
+    LinearModule(
+        "attention", "model.layers.0.self_attn.qkv_proj", ("q_proj", "k_proj", "v_proj"), 3
+    ),
     LinearModule("attention", "model.layers.0.self_attn.o_proj", ("o_proj",), 1),
     LinearModule("dense_mlp", "model.layers.0.mlp.gate_up_proj", ("gate_proj", "up_proj"), 2),
     LinearModule("dense_mlp", "model.layers.0.mlp.down_proj", ("down_proj",), 1),
     LinearModule("experts", "model.layers.1.mlp.experts", ("experts",), 1),
-    LinearModule("shared", "model.layers.1.mlp.shared_experts.gate_up_proj", ("gate_proj", "up_proj"), 2),
+    LinearModule(
+        "shared", "model.layers.1.mlp.shared_experts.gate_up_proj", ("gate_proj", "up_proj"), 2
+    ),
     LinearModule("shared", "model.layers.1.mlp.shared_experts.down_proj", ("down_proj",), 1),
 ]
 

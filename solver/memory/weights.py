@@ -21,7 +21,8 @@ How SGLang shards each component (the reason for every divisor below):
   allocator rounding, the CUDA kernels loaded while the model is built and, at tp > 1, the
   communicators' first-use buffers. Not derivable from the config, it is an empirical
   per-rank allowance fitted on the project's first 15 logs only (0.14 GiB at tp 1, +0.04 GiB
-  per further TP rank up to 8, where the logs end) and scored on logs added afterwards (benchmarks/RESULTS-memory.md).
+  per further TP rank up to 8, where the logs end) and scored on logs added afterwards
+  (benchmarks/RESULTS-memory.md).
 """
 
 from __future__ import annotations
