@@ -74,7 +74,8 @@ def validation() -> list[dict[str, Any]]:
             row["cell_err"] = cell / (logged["kv_gb"] * GB_LOG / logged["tokens"]) - 1
         pre = rec.get("pre_load_gib")
         known_pool = g is not None or pre is not None
-        if known_pool and "tokens" in logged and "mem_fraction_static" in rec:
+        has_fraction = "mem_fraction_static" in rec or rec.get("default_fraction")
+        if known_pool and "tokens" in logged and has_fraction:
             # Without a named GPU, the pool needs only the free memory before loading:
             # any device at least that large gives the same arithmetic.
             device = g if g is not None else Gpu("log", (pre + 1.0) * 1024, 1)
@@ -83,7 +84,7 @@ def validation() -> list[dict[str, Any]]:
                 facts,
                 device,
                 kv_cache_dtype=rec.get("kv_cache_dtype"),
-                mem_fraction_static=rec["mem_fraction_static"],
+                mem_fraction_static=rec.get("mem_fraction_static"),
                 context_gib=ctx,
                 page_size=rec.get("page_size", 1),
             )

@@ -207,3 +207,15 @@ def test_the_checkpoint_size_is_reported_beside_a_local_config(
     assert mem["checkpoint_gib"] == size / 2**30
     # the size given is 2 bytes per parameter of the count (8.19B): the two agree
     assert mem["model_weights_gib"] == pytest.approx(size / 2**30, rel=0.01)
+
+
+def test_the_default_fraction_holds_the_prefill_graph_reserve_as_logged() -> None:
+    # 0.5.23-era log, defaults: the pool and the weights take (29.15 + 35.98) of 78.48 GB.
+    rec = next(r for r in LOGS["records"] if r["id"] == "qwen3-30b-a3b-fp8-tp1-h100")
+    logged = rec["logged"]
+    implied = (logged["weights_gb"] + logged["kv_gb"]) / rec["pre_load_gib"]
+    config = {**CATALOGUE[rec["model"]], **rec["config_overrides"]}
+    fraction = MemoryModel(config, "H100").of(Parallel()).mem_fraction_static
+    assert fraction == pytest.approx(implied, abs=1e-3)
+    # without the prefill-graph reserve (0.5.23 on ROCm, or pp > 1) the default is higher
+    assert MemoryModel(config, "H100").default_fraction(1, pp=2) > fraction

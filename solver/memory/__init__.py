@@ -21,7 +21,7 @@ from typing import Any
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
-from meshsat.solver.memory.fraction import default_mem_fraction_static
+from meshsat.solver.memory.fraction import default_mem_fraction_static, prefill_graph_default
 from meshsat.solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
 from meshsat.solver.memory.kv import (
     hybrid_swa_ratio,
@@ -200,18 +200,43 @@ class MemoryModel:
             self, config_index, constant, derived_index, weights_digits=weights_digits
         )
 
+    def default_fraction(
+        self,
+        tp: int,
+        pp: int = 1,
+        dp_attention: bool = False,
+        attn_dp: int = 1,
+        chunked_prefill_size: int | None = None,
+        dcp: int = 1,
+        attn_cp: int = 1,
+    ) -> float:
+        """The release's default `mem_fraction_static` for these widths on this GPU."""
+        f = self.facts
+        return default_mem_fraction_static(
+            self.gpu.memory_mib,
+            tp=tp,
+            pp=pp,
+            dp_attention=dp_attention,
+            dp=attn_dp,
+            mla=f.is_mla,
+            chunked_prefill_size=chunked_prefill_size,
+            prefill_cuda_graph=prefill_graph_default(
+                self.pack,
+                self.gpu.vendor,
+                pp=pp,
+                dcp=dcp,
+                attn_cp=attn_cp,
+                multimodal=f.vision.params() > 0,
+                architecture=f.architecture,
+            ),
+            pack=self.pack,
+        )
+
     def _compute(self, p: Parallel) -> Memory:
         f = self.fraction
         if f is None:
-            f = default_mem_fraction_static(
-                self.gpu.memory_mib,
-                tp=p.tp,
-                pp=p.pp,
-                dp_attention=p.dp_attention,
-                dp=p.attn_dp,
-                mla=self.facts.is_mla,
-                chunked_prefill_size=p.chunked_prefill_size,
-                pack=self.pack,
+            f = self.default_fraction(
+                p.tp, p.pp, p.dp_attention, p.attn_dp, p.chunked_prefill_size, p.dcp, p.attn_cp
             )
         tokens = None
         weights = 0.0

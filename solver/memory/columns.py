@@ -8,8 +8,8 @@ embedding + LM head`, and its KV cell is `C(pp, attn_tp)` per stage shape, where
 default `mem_fraction_static` take few distinct values and are cached. A layout then costs a
 handful of multiplications, in a function generated per pipeline depth with each distinct
 stage shape unrolled, and the result is cached per key of the widths it depends on (`_KEY`):
-an enumeration's layouts share keys several times over (dp_size and dcp_size only scale the
-requests), so most rows cost one generated tuple and one dictionary lookup. The caches are
+an enumeration's layouts share keys several times over (dp_size only scales the requests),
+so most rows cost one generated tuple and one dictionary lookup. The caches are
 keyed by values (the generated functions, with their per-row cache, by their own source, which
 inlines the row positions and shared values it reads) and kept on the `MemoryModel`, so a
 second enumeration starts warm. Enumerate streams through `column_rows`, the same code as one
@@ -23,7 +23,6 @@ import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from meshsat.solver.memory.fraction import default_mem_fraction_static
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.weights import load_overhead, stage_layers
@@ -41,6 +40,7 @@ _DEFAULTS: dict[str, Any] = {
     "enable_dp_attention": False,
     "ep_size": 1,
     "dcp_size": 1,
+    "attn_cp_size": 1,
     "moe_dense_tp_size": None,
     "enable_dp_lm_head": False,
     "chunked_prefill_size": None,
@@ -56,10 +56,12 @@ _KEY = (
     "chunked_prefill_size",
     "attn_tp",
     "attn_dp",
+    "dcp_size",
+    "attn_cp_size",
     "ep_size",
     "moe_tp",
 )
-_ENGINE = 8
+_ENGINE = 10
 #: Distinct keys held before the cache is emptied (a few million layouts share far fewer).
 _CACHE_LIMIT = 1 << 20
 
@@ -170,7 +172,7 @@ def _generated(
     f = mm.facts
     wm = mm.weights
     kv_dtype, page, ctx = mm.kv_cache_dtype, mm.page_size, mm.context_length
-    pre, fixed_fraction, gpu_mib = mm.pre_load_gib, mm.fraction, mm.gpu.memory_mib
+    pre, fixed_fraction = mm.pre_load_gib, mm.fraction
     vocab, row_bytes, tied = f.padded_vocab, wm.row, f.tie_word_embeddings
     experts = f.num_experts
     attn_a, attn_b, dense_d = wm.attn_sharded, wm.attn_whole, wm.dense
@@ -224,22 +226,13 @@ def _generated(
     def engine(ek: tuple[Any, ...]) -> tuple[Any, ...]:
         """Everything one key's engine part fixes: the stages, the attention share, the
         dense MLP share, embedding and head, the KV budget and cell."""
-        tp, pp, dpa, dense, lmh, chunked, attn_tp, attn_dp = ek
+        tp, pp, dpa, dense, lmh, chunked, attn_tp, attn_dp, dcp, attn_cp = ek
         fr = fixed_fraction
         if fr is None:
-            fk = (tp, pp, dpa, attn_dp, chunked)
+            fk = (tp, pp, dpa, attn_dp, chunked, dcp, attn_cp)
             fr = fraction_cache.get(fk)
             if fr is None:
-                fr = fraction_cache[fk] = default_mem_fraction_static(
-                    gpu_mib,
-                    tp=tp,
-                    pp=pp,
-                    dp_attention=dpa,
-                    dp=attn_dp,
-                    mla=f.is_mla,
-                    chunked_prefill_size=chunked,
-                    pack=mm.pack,
-                )
+                fr = fraction_cache[fk] = mm.default_fraction(*fk)
         unrolled, reps = stages(pp)
         cells = cell_cache.get((pp, attn_tp))
         if cells is None:
@@ -285,7 +278,7 @@ def _generated(
         if en is None:
             en = engine_cache[ek] = engine(ek)
         unrolled, x, y, emb, head, vis, budget, cells, dtp = en
-        z = -(-experts // key[8]) * expert_e(key[9]) + router_r + shared_s / dtp
+        z = -(-experts // key[10]) * expert_e(key[11]) + router_r + shared_s / dtp
         worst, fewest = unrolled(x, y, z, emb, head, vis, budget, cells)
         tokens = int(fewest) if fewest > 0 else 0
         if page > 1:

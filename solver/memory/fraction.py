@@ -9,7 +9,11 @@ size and the decode CUDA-graph batch size, then
                   + prefill-graph reserve (1.5 GiB for MLA, 8 MiB per captured size otherwise)
     fraction    = round((gpu - reserved) / gpu, 3)
 
-plus 2 GiB for DeepEP all-to-all buffers. 0.5.18 and 0.5.19 run the same arithmetic
+plus 2 GiB for DeepEP all-to-all buffers. From 0.5.18 the prefill CUDA graph is on by
+default (`default_prefill_backend`: breakable on CUDA; 0.5.18/0.5.19 `tc_piecewise`
+elsewhere, 0.5.23 none on ROCm), so its reserve is in the default unless the release turns
+it off for the layout (`apply_cuda_graph_compatibility`: pipeline parallelism, decode CP,
+attention CP, a multimodal model, DeepSeek-V4). 0.5.18 and 0.5.19 run the same arithmetic
 (`ServerArgs._handle_gpu_memory_settings` / `arg_groups/memory_hook.py`) with one band of
 their own: from 20 to 35 GiB they pick chunked prefill 2048 and decode graphs up to 24
 (80 at tp ≥ 4), where 0.5.23 picks 4096 and 48 (160). 0.4.6.post5 (and `legacy`) uses the
@@ -111,3 +115,24 @@ def _table_fraction(gpu_mib: float, parallel: int) -> float:
     if gpu_mib > 96 * 1024:
         f = min(f + 48 * 1024 * (1 - f) / gpu_mib, (gpu_mib - 18 * 1024) / gpu_mib)
     return f
+
+
+def prefill_graph_default(
+    pack: str,
+    vendor: str,
+    *,
+    pp: int = 1,
+    dcp: int = 1,
+    attn_cp: int = 1,
+    multimodal: bool = False,
+    architecture: str = "",
+) -> bool:
+    """Whether `pack` captures prefill CUDA graphs by default for this layout (and so
+    reserves memory for them in its default fraction)."""
+    if pack in _TABLE:
+        return False
+    if pack == "0.5.23" and vendor != "nvidia":
+        return False
+    if pp > 1 or dcp > 1 or attn_cp > 1 or multimodal:
+        return False
+    return architecture != "DeepseekV4ForCausalLM"
