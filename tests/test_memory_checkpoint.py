@@ -219,3 +219,22 @@ def test_the_default_fraction_holds_the_prefill_graph_reserve_as_logged() -> Non
     assert fraction == pytest.approx(implied, abs=1e-3)
     # without the prefill-graph reserve (0.5.23 on ROCm, or pp > 1) the default is higher
     assert MemoryModel(config, "H100").default_fraction(1, pp=2) > fraction
+
+
+@pytest.mark.parametrize("repo", sorted(CATALOGUE))
+def test_the_named_modules_hold_every_linear_parameter(repo: str) -> None:
+    """The module list the precision is matched over covers each component's parameters
+    exactly as the facts count them (so a weighted mean is a mean over all of them)."""
+    from meshsat.solver.memory.modules import model_modules
+
+    f = load_facts(repo)
+    kind = str(CATALOGUE[repo].get("text_config", CATALOGUE[repo]).get("model_type", ""))
+    total: dict[str, int] = {}
+    for m in model_modules(f, kind):
+        total[m.component] = total.get(m.component, 0) + m.params
+    L, M = f.num_layers, f.num_moe_layers
+    assert total.get("attention", 0) == L * f.attn_sharded_params()
+    assert total.get("attention_whole", 0) == L * f.attn_replicated_params()
+    assert total.get("dense_mlp", 0) == (L - M) * f.dense_mlp_params()
+    assert total.get("experts", 0) == M * f.num_experts * f.expert_params()
+    assert total.get("shared", 0) == M * f.shared_expert_params()

@@ -68,7 +68,7 @@ def model_modules(f: ModelFacts, model_type: str) -> list[LinearModule]:
 def layer_modules(f: ModelFacts, model_type: str, layer: int, moe: bool) -> list[LinearModule]:
     """The linear modules of decoder layer `layer` (an MoE layer when `moe`)."""
     h = f.hidden_size
-    root = "language_model.model.layers" if model_type == "llama4" else "model.layers"
+    root = "language_model.model.layers" if model_type.startswith("llama4") else "model.layers"
     attn = f"{root}.{layer}.self_attn"
     out: list[LinearModule] = []
     o_params = f.num_heads * f.v_head_dim * h
