@@ -235,7 +235,7 @@ def _replication(f: ModelFacts, p: Parallel) -> float:
     stage += v.replicated_params() * p.tp
     extra += p.pp * stage * u - v.params() * u
     # What `mem usage` holds beyond the parameters, on every rank.
-    return extra + p.tp * p.pp * load_overhead(p.tp)
+    return extra + p.tp * p.pp * (load_overhead(p.tp) + f.rope_cache_elements * 4.0)
 
 
 @given(layouts())

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.layout import Parallel
-from meshsat.solver.memory.weights import load_overhead, stage_layers
+from meshsat.solver.memory.weights import load_overhead, rope_cache_bytes, stage_layers
 
 if TYPE_CHECKING:
     from meshsat.solver.memory import MemoryModel
@@ -251,7 +251,11 @@ def _generated(
             dense_d / dtp,
             emb_full if dpa else vocab_tp,
             head,
-            wm.vision_attn / attn_tp + wm.vision_mlp / tp + wm.vision_whole + load_overhead(tp),
+            wm.vision_attn / attn_tp
+            + wm.vision_mlp / tp
+            + wm.vision_whole
+            + load_overhead(tp)
+            + rope_cache_bytes(f),
             pre * fr * GIB,
             cells,
             dtp,

@@ -118,6 +118,10 @@ class ModelFacts:
     #: Multi-token-prediction (nextn) layers the checkpoint has (`num_nextn_predict_layers`).
     num_nextn_layers: int = 0
     vision: VisionTower = field(default=VisionTower())
+    #: Elements of the rotary cos/sin caches (`RotaryEmbedding.cos_sin_cache`, kept in
+    #: float32 on CUDA and ROCm and whole on every rank): positions × rotary dim per distinct
+    #: rope; 0 when the config gives no `max_position_embeddings`.
+    rope_cache_elements: int = 0
 
     @property
     def is_mla(self) -> bool:
@@ -310,6 +314,29 @@ def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
     )
 
 
+def _rope_cache_elements(c: Mapping[str, Any], model_type: str, head_dim: int, rope: int) -> int:
+    """The float32 cos/sin cache SGLang's `get_rope` builds once per distinct rope (shared
+    by the layers): `max_position_embeddings` rows (YaRN: the original length times the
+    factor, `DeepseekScalingRotaryEmbedding`/`YaRNScalingRotaryEmbedding`) of the rotary
+    dim (MLA: `qk_rope_head_dim`; else `head_dim × partial_rotary_factor`). Gemma 3 builds
+    two, a local and a global one."""
+    positions = _int(c, ("max_position_embeddings",)) or 0
+    scaling = c.get("rope_scaling")
+    if isinstance(scaling, Mapping) and str(scaling.get("type", scaling.get("rope_type"))) in (
+        "yarn",
+        "deepseek_yarn",
+    ):
+        original = scaling.get("original_max_position_embeddings")
+        factor = scaling.get("factor")
+        if isinstance(original, int) and isinstance(factor, int | float):
+            positions = int(original * factor)
+    partial = c.get("partial_rotary_factor", 1.0)
+    dim = rope or _int(c, ("rotary_dim",)) or 0
+    dim = dim or int(head_dim * (partial if isinstance(partial, int | float) else 1.0))
+    ropes = 2 if model_type in ("gemma3", "gemma3_text") else 1
+    return ropes * positions * dim
+
+
 def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
     """Read `ModelFacts` from a parsed Hugging Face `config.json`.
 
@@ -418,6 +445,7 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
         or model_type in ("qwen2", "qwen2_moe")
     )
     facts = ModelFacts(
+        rope_cache_elements=_rope_cache_elements(c, model_type, head_dim, rope),
         architecture=arch,
         hidden_size=hidden,
         num_layers=layers,

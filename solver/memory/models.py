@@ -805,6 +805,108 @@ _COMMON: dict[str, tuple[dict[str, Any], Published]] = {
 }
 _CATALOGUE.update(_COMMON)
 
+
+_YARN_4K = {"type": "yarn", "original_max_position_embeddings": 4096}
+
+
+def _each(repos: tuple[str, ...], rope: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The same rope facts for several repositories (read only: `_with_rope` copies)."""
+    return {repo: rope for repo in repos}
+
+
+#: The rotary-cache length facts (`max_position_embeddings`, YaRN's `rope_scaling`,
+#: `partial_rotary_factor`, `rotary_dim`) of each repository's config.json, kept apart
+#: because repositories sharing shapes differ here (Qwen2-7B 32k, its R1 distill 128k).
+_ROPE: dict[str, dict[str, Any]] = {
+    **_each(
+        (
+            "deepseek-ai/DeepSeek-V3",
+            "deepseek-ai/DeepSeek-R1",
+            "deepseek-ai/DeepSeek-V3.1",
+            "deepseek-ai/DeepSeek-V3.2-Exp",
+        ),
+        {"max_position_embeddings": 163840, "rope_scaling": {**_YARN_4K, "factor": 40}},
+    ),
+    "moonshotai/Kimi-K2-Instruct": {
+        "max_position_embeddings": 131072,
+        "rope_scaling": {**_YARN_4K, "factor": 32},
+    },
+    **_each(
+        ("openai/gpt-oss-120b", "openai/gpt-oss-20b"),
+        {"max_position_embeddings": 131072, "rope_scaling": {**_YARN_4K, "factor": 32}},
+    ),
+    **_each(
+        (
+            "Qwen/Qwen3-235B-A22B",
+            "Qwen/Qwen3-30B-A3B",
+            "Qwen/Qwen3-32B",
+            "Qwen/Qwen3-8B",
+            "Qwen/Qwen3-0.6B",
+            "Qwen/Qwen3-1.7B",
+            "Qwen/Qwen3-4B",
+            "Qwen/Qwen3-14B",
+            "Qwen/QwQ-32B",
+        ),
+        {"max_position_embeddings": 40960},
+    ),
+    **_each(
+        (
+            "Qwen/Qwen2.5-7B-Instruct",
+            "Qwen/Qwen2.5-72B-Instruct",
+            "Qwen/Qwen2-7B-Instruct",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+            "Qwen/Qwen2.5-1.5B-Instruct",
+            "Qwen/Qwen2.5-3B-Instruct",
+            "Qwen/Qwen2.5-14B-Instruct",
+            "Qwen/Qwen2.5-32B-Instruct",
+            "Qwen/Qwen2.5-Coder-32B-Instruct",
+            "mistralai/Mixtral-8x7B-Instruct-v0.1",
+            "mistralai/Mistral-7B-Instruct-v0.3",
+            "mistralai/Mistral-7B-Instruct-v0.2",
+            "mistralai/Mistral-Small-24B-Instruct-2501",
+            "google/gemma-3-1b-it",
+        ),
+        {"max_position_embeddings": 32768},
+    ),
+    **_each(
+        (
+            "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+            "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
+            "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
+            "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "meta-llama/Llama-3.1-70B-Instruct",
+            "meta-llama/Llama-3.1-405B-Instruct",
+            "meta-llama/Llama-3.2-1B-Instruct",
+            "meta-llama/Llama-3.2-3B-Instruct",
+            "meta-llama/Llama-3.3-70B-Instruct",
+            "google/gemma-3-4b-it",
+            "google/gemma-3-12b-it",
+            "google/gemma-3-27b-it",
+        ),
+        {"max_position_embeddings": 131072},
+    ),
+    "meta-llama/Meta-Llama-3-8B-Instruct": {"max_position_embeddings": 8192},
+    "TinyLlama/TinyLlama-1.1B-Chat-v1.0": {"max_position_embeddings": 2048},
+    "mistralai/Mixtral-8x22B-Instruct-v0.1": {"max_position_embeddings": 65536},
+    **_each(
+        ("zai-org/GLM-4.5", "zai-org/GLM-4.6", "zai-org/GLM-4.5-Air"),
+        {"max_position_embeddings": 131072, "partial_rotary_factor": 0.5},
+    ),
+    "MiniMaxAI/MiniMax-M2": {"max_position_embeddings": 196608, "rotary_dim": 64},
+}
+
+
+def _with_rope(cfg: dict[str, Any], rope: Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(cfg.get("text_config"), Mapping):
+        return {**cfg, "text_config": {**cfg["text_config"], **rope}}
+    return {**cfg, **rope}
+
+
+for _repo, _rope in _ROPE.items():
+    _CATALOGUE[_repo] = (_with_rope(_CATALOGUE[_repo][0], _rope), _CATALOGUE[_repo][1])
+
+
 CATALOGUE: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {k: MappingProxyType(v[0]) for k, v in _CATALOGUE.items()}
 )

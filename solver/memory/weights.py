@@ -16,13 +16,16 @@ How SGLang shards each component (the reason for every divisor below):
   (`mxfp4.py`), so the per-rank figure needs the GPU; without one the shapes are as stored;
 - a vision tower (Llama 4): SGLang's `Llama4ForConditionalGeneration` builds it on every
   rank, its attention split over attention TP and its MLPs over TP (`facts.VisionTower`);
-- what SGLang's `mem usage` counts beyond the parameters (`load_overhead`): the figure is
-  the drop in free device memory across `load_model`, so it also holds the rotary caches,
-  allocator rounding, the CUDA kernels loaded while the model is built and, at tp > 1, the
-  communicators' first-use buffers. Not derivable from the config, it is an empirical
-  per-rank allowance fitted on the project's first 15 logs only (0.14 GiB at tp 1, +0.04 GiB
-  per further TP rank up to 8, where the logs end) and scored on logs added afterwards
-  (benchmarks/RESULTS-memory.md).
+- the rotary cos/sin caches (`rope_cache_bytes`): float32 on CUDA and ROCm
+  (`RotaryEmbedding.__init__` keeps the cache in FP32 there), one per distinct rope, whole
+  on every rank (`facts.ModelFacts.rope_cache_elements`);
+- what SGLang's `mem usage` counts beyond those (`load_overhead`): the figure is the drop in
+  free device memory across `load_model`, so it also holds allocator rounding, the CUDA
+  kernels loaded while the model is built and, at tp > 1, the communicators' first-use
+  buffers. Not derivable from the config, it is an empirical per-rank allowance fitted on
+  the dense records of the project's first 15 logs only (0.08 GiB at tp 1, their median;
+  +0.055 GiB per further TP rank to the tp-4 mean, capped at 8 where the logs end) and
+  scored on logs added afterwards (benchmarks/RESULTS-memory.md).
 """
 
 from __future__ import annotations
@@ -50,13 +53,19 @@ def stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:
 
 
 #: `load_overhead`'s fitted constants, GiB.
-OVERHEAD_BASE_GIB = 0.14
-OVERHEAD_PER_TP_GIB = 0.04
+OVERHEAD_BASE_GIB = 0.08
+OVERHEAD_PER_TP_GIB = 0.055
 
 
 def load_overhead(tp: int) -> float:
-    """Bytes `mem usage` counts on a rank beyond its parameters (see the module note)."""
+    """Bytes `mem usage` counts on a rank beyond its parameters and rotary caches (see the
+    module note)."""
     return (OVERHEAD_BASE_GIB + OVERHEAD_PER_TP_GIB * (min(tp, 8) - 1)) * (1 << 30)
+
+
+def rope_cache_bytes(facts: ModelFacts) -> float:
+    """The float32 rotary cos/sin caches, whole on every rank."""
+    return facts.rope_cache_elements * 4.0
 
 
 def _ceil(a: int, b: int) -> int:
@@ -175,7 +184,7 @@ class WeightModel:
             embedding=emb,
             lm_head=head,
             vision=self.vision_attn / p.attn_tp + self.vision_mlp / p.tp + self.vision_whole,
-            overhead=load_overhead(p.tp),
+            overhead=load_overhead(p.tp) + rope_cache_bytes(f),
         )
 
     def per_rank(self, p: Parallel) -> float:
