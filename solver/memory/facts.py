@@ -37,7 +37,9 @@ class VisionTower:
     `VisionAttention` over attention TP, the encoder and adapter MLPs and the patch
     embedding (`ColumnParallelLinear`/`RowParallelLinear`) over TP, the rest replicated
     (norms, class and position embeddings, row-parallel biases, and the
-    `multi_modal_projector`, a plain `nn.Linear`)."""
+    `multi_modal_projector`, a plain `nn.Linear`). Kimi-K2.5's MoonViT
+    (`sglang/srt/models/kimi_k25.py`) shards only its `VisionAttention`; its MLPs and the
+    patch-merger projector are `ReplicatedLinear` (`mlp_replicated`)."""
 
     hidden: int = 0
     layers: int = 0
@@ -47,21 +49,27 @@ class VisionTower:
     adapter_in: int = 0  # projector_input_dim
     adapter_out: int = 0  # projector_output_dim
     projector: int = 0  # vision_output_dim × the text hidden size
+    #: The encoder MLPs and patch embedding are whole on every rank (MoonViT).
+    mlp_replicated: bool = False
 
     def attn_sharded_params(self) -> int:
         d = self.hidden
         return self.layers * (4 * d * d + 3 * d)  # q, k, v, o and the q, k, v biases
 
-    def mlp_sharded_params(self) -> int:
+    def _mlp_params(self) -> int:
         d, i = self.hidden, self.intermediate
         encoder = self.layers * (2 * d * i + i)  # fc1 (with bias), fc2
         adapter = i * self.adapter_in + self.adapter_in * self.adapter_out
         return encoder + adapter + self.patch_inputs * d
 
+    def mlp_sharded_params(self) -> int:
+        return 0 if self.mlp_replicated else self._mlp_params()
+
     def replicated_params(self) -> int:
         d = self.hidden
         per_layer = d + d + 4 * d  # o_proj and fc2 biases, two LayerNorms
-        return self.layers * per_layer + d + self.positions * d + 4 * d + self.projector
+        whole = self._mlp_params() if self.mlp_replicated else 0
+        return self.layers * per_layer + d + self.positions * d + 4 * d + self.projector + whole
 
     def params(self) -> int:
         return self.attn_sharded_params() + self.mlp_sharded_params() + self.replicated_params()
@@ -286,6 +294,8 @@ def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
     size to the text one; it is counted as sharded like Llama 4's tower."""
     v = hf.get("vision_config")
     model_type = str(hf.get("model_type", ""))
+    if isinstance(v, Mapping) and model_type == "kimi_k25":
+        return _moonvit(v, text_hidden)
     if isinstance(v, Mapping) and model_type == "gemma3":
         keys = ("hidden_size", "num_hidden_layers", "intermediate_size", "image_size", "patch_size")
         d, layers, inter, image, patch = (_require(v, (k,), f"vision_config.{k}") for k in keys)
@@ -311,6 +321,29 @@ def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
         adapter_out=_require(v, ("projector_output_dim",), "vision_config.projector_output_dim"),
         projector=_require(v, ("vision_output_dim",), "vision_config.vision_output_dim")
         * text_hidden,
+    )
+
+
+def _moonvit(v: Mapping[str, Any], text_hidden: int) -> VisionTower:
+    """Kimi-K2.5's MoonViT from `vision_config` (`KimiK25VisionConfig`'s names and
+    defaults): a learnable `init_pos_emb_height × width` position table, and a patch-merger
+    projector (LayerNorm, then `merge·d → merge·d → text` linears with biases)."""
+    d = _int(v, ("hidden_size", "vt_hidden_size")) or 1152
+    layers = _int(v, ("num_hidden_layers", "vt_num_hidden_layers")) or 27
+    inter = _int(v, ("intermediate_size", "vt_intermediate_size")) or 4304
+    patch = _int(v, ("patch_size",)) or 14
+    kernel = v.get("merge_kernel_size") or (2, 2)
+    merged = d * int(kernel[0]) * int(kernel[1])
+    height = _int(v, ("init_pos_emb_height",)) or 64
+    width = _int(v, ("init_pos_emb_width",)) or 64
+    return VisionTower(
+        hidden=d,
+        layers=layers,
+        intermediate=inter,
+        patch_inputs=3 * patch * patch,
+        positions=height * width,
+        projector=2 * d + merged * merged + merged + merged * text_hidden + text_hidden,
+        mlp_replicated=True,
     )
 
 
