@@ -238,3 +238,19 @@ def test_the_named_modules_hold_every_linear_parameter(repo: str) -> None:
     assert total.get("dense_mlp", 0) == (L - M) * f.dense_mlp_params()
     assert total.get("experts", 0) == M * f.num_experts * f.expert_params()
     assert total.get("shared", 0) == M * f.shared_expert_params()
+
+
+def test_moonvit_shards_only_its_attention() -> None:
+    # SGLang's kimi_k25.py: VisionAttention over TP; MLP2 and the projector ReplicatedLinear.
+    cfg = _with("moonshotai/Kimi-K2-Instruct", model_type="kimi_k25", vision_config={})
+    f = load_facts(cfg)
+    v = f.vision
+    d, i = 1152, 4304
+    assert v.attn_sharded_params() == 27 * (4 * d * d + 3 * d)
+    assert v.mlp_sharded_params() == 0
+    assert v.replicated_params() > 27 * 2 * d * i  # the MLPs are whole on every rank
+    from meshsat.solver.memory.weights import WeightModel
+
+    wm = WeightModel(f)
+    at = {tp: wm.stage(Parallel(tp=tp, attn_tp=tp, moe_tp=tp), 0).vision for tp in (1, 8)}
+    assert at[1] - at[8] == pytest.approx(v.attn_sharded_params() * 2 * (1 - 1 / 8))
