@@ -288,6 +288,20 @@ def _text_config(hf: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def _encoder(v: Mapping[str, Any]) -> VisionTower:
+    """The ViT encoder fields Llama 4's and Gemma 3's `vision_config` share (no class token,
+    adapter or projector)."""
+    keys = ("hidden_size", "num_hidden_layers", "intermediate_size", "image_size", "patch_size")
+    d, layers, inter, image, patch = (_require(v, (k,), f"vision_config.{k}") for k in keys)
+    return VisionTower(
+        hidden=d,
+        layers=layers,
+        intermediate=inter,
+        patch_inputs=(_int(v, ("num_channels",)) or 3) * patch * patch,
+        positions=(image // patch) ** 2,
+    )
+
+
 def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
     """Llama 4's vision tower and Gemma 3's SigLIP from `vision_config`; other towers are
     not modelled (zero). SigLIP has no adapter, and its projector maps the vision hidden
@@ -297,26 +311,14 @@ def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
     if isinstance(v, Mapping) and model_type == "kimi_k25":
         return _moonvit(v, text_hidden)
     if isinstance(v, Mapping) and model_type == "gemma3":
-        keys = ("hidden_size", "num_hidden_layers", "intermediate_size", "image_size", "patch_size")
-        d, layers, inter, image, patch = (_require(v, (k,), f"vision_config.{k}") for k in keys)
-        return VisionTower(
-            hidden=d,
-            layers=layers,
-            intermediate=inter,
-            patch_inputs=(_int(v, ("num_channels",)) or 3) * patch * patch,
-            positions=(image // patch) ** 2,
-            projector=d * text_hidden,
-        )
+        tower = _encoder(v)
+        return replace(tower, projector=tower.hidden * text_hidden)
     if not isinstance(v, Mapping) or not model_type.startswith("llama4"):
         return VisionTower()
-    keys = ("hidden_size", "num_hidden_layers", "intermediate_size", "image_size", "patch_size")
-    d, layers, inter, image, patch = (_require(v, (k,), f"vision_config.{k}") for k in keys)
-    return VisionTower(
-        hidden=d,
-        layers=layers,
-        intermediate=inter,
-        patch_inputs=(_int(v, ("num_channels",)) or 3) * patch * patch,
-        positions=(image // patch) ** 2 + 1,
+    tower = _encoder(v)
+    return replace(
+        tower,
+        positions=tower.positions + 1,  # the class token
         adapter_in=_require(v, ("projector_input_dim",), "vision_config.projector_input_dim"),
         adapter_out=_require(v, ("projector_output_dim",), "vision_config.projector_output_dim"),
         projector=_require(v, ("vision_output_dim",), "vision_config.vision_output_dim")

@@ -608,6 +608,21 @@ def _llama(hidden: int, layers: int, heads: int, kv: int, inter: int, **kw: Any)
 _QWEN25_7B = _qwen2(3584, 28, 28, 4, 18944, 152064, False)
 _QWEN25_14B = _qwen2(5120, 48, 40, 8, 13824, 152064, False)
 _QWEN25_32B = _qwen2(5120, 64, 40, 8, 27648, 152064, False)
+
+
+def _mistral(hidden: int, layers: int, inter: int, vocab: int, **kw: Any) -> dict[str, Any]:
+    return _m(
+        _MISTRAL,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        **kw,
+    )
+
+
 _LLAMA_8B = _llama(4096, 32, 32, 8, 14336)
 _LLAMA_70B = _llama(8192, 80, 64, 8, 28672)
 
@@ -704,40 +719,15 @@ _COMMON: dict[str, tuple[dict[str, Any], Published]] = {
         Published(1.1, 1.1, _hf("TinyLlama/TinyLlama-1.1B-Chat-v1.0")),
     ),
     "mistralai/Mistral-7B-Instruct-v0.3": (
-        _m(
-            _MISTRAL,
-            hidden_size=4096,
-            num_hidden_layers=32,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            intermediate_size=14336,
-            vocab_size=32768,
-        ),
+        _mistral(4096, 32, 14336, 32768),
         Published(7.25, 7.25, _hf("mistralai/Mistral-7B-Instruct-v0.3", "the Hub's count: 7.25B")),
     ),
     "mistralai/Mistral-7B-Instruct-v0.2": (
-        _m(
-            _MISTRAL,
-            hidden_size=4096,
-            num_hidden_layers=32,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            intermediate_size=14336,
-            vocab_size=32000,
-        ),
+        _mistral(4096, 32, 14336, 32000),
         Published(7.24, 7.24, _hf("mistralai/Mistral-7B-Instruct-v0.2", "the Hub's count: 7.24B")),
     ),
     "mistralai/Mistral-Small-24B-Instruct-2501": (
-        _m(
-            _MISTRAL,
-            hidden_size=5120,
-            num_hidden_layers=40,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            head_dim=128,
-            intermediate_size=32768,
-            vocab_size=131072,
-        ),
+        _mistral(5120, 40, 32768, 131072, head_dim=128),
         Published(
             23.6, 23.6, _hf("mistralai/Mistral-Small-24B-Instruct-2501", "the Hub's count: 23.6B")
         ),
