@@ -164,18 +164,19 @@ def with_memory(
     return report, mem
 
 
-def checkpoint_line(model: Path | str | None, mem: Memory) -> str | None:
-    """How far the weight count is from the checkpoint's own byte count, when a
-    `model.safetensors.index.json` sits beside the local config."""
+def checkpoint_line(model: Path | str | None, mem: Memory | float) -> str | None:
+    """How far the weight count (a `Memory`'s, or GiB) is from the checkpoint's own byte
+    count, when a `model.safetensors.index.json` sits beside the local config."""
     from meshsat.solver.memory.models import checkpoint_bytes
 
     size = None if model is None else checkpoint_bytes(str(model))
     if size is None:
         return None
     disk = size / (1 << 30)
+    count = mem if isinstance(mem, float) else mem.model_weights_gib
     return (
         f"checkpoint: {disk:.2f} GiB in model.safetensors.index.json; the model's count "
-        f"{mem.model_weights_gib:.2f} GiB ({100 * (mem.model_weights_gib / disk - 1):+.1f} %; "
+        f"{count:.2f} GiB ({100 * (count / disk - 1):+.1f} %; "
         "MTP layers and towers SGLang does not load are in the file, not in the count)"
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import sys
+from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -19,7 +20,12 @@ from typing import Annotated, Any
 import typer
 
 from meshsat import solver
-from meshsat.solver.cli.memory_options import FreeMemoryOpt, MemFractionOpt, sizing_options
+from meshsat.solver.cli.memory_options import (
+    FreeMemoryOpt,
+    MemFractionOpt,
+    checkpoint_line,
+    sizing_options,
+)
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import Widths
@@ -204,6 +210,10 @@ def plan_cmd(
                 f"  {r.max_requests:>7}  {r.node_crossing_gpus:>5}\n      {r.command}",
                 markup=False,
             )
+    if Path(model).exists():  # a local config may have its checkpoint's index beside it
+        disk = checkpoint_line(model, MemoryModel(model_config(model), g).model_gib)
+        if disk is not None:
+            note(disk)
     if not rows:
         note(f"no legal layout of {model} fits {gpus} x {g.name}")
         raise typer.Exit(1)
