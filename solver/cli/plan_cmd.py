@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import csv
 import sys
-from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
