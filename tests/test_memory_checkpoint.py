@@ -135,7 +135,7 @@ def test_dsa_kv_auto_is_fp8_on_blackwell_as_logged() -> None:
     on_b200 = MemoryModel("deepseek-ai/DeepSeek-V3.2-Exp", "B200")  # kv_cache_dtype auto
     assert on_b200.kv_cache_dtype == "fp8_e4m3"
     assert on_b200.of(p).kv_bytes_per_token == pytest.approx(logged_cell, rel=2e-3)
-    assert MemoryModel("deepseek-ai/DeepSeek-V3.2-Exp", "H200").kv_cache_dtype is None
+    assert MemoryModel("deepseek-ai/DeepSeek-V3.2-Exp", "H200").kv_cache_dtype == "bfloat16"
     assert (
         MemoryModel("deepseek-ai/DeepSeek-V3.2-Exp", "B200", pack="0.4.6.post5").kv_cache_dtype
         is None
@@ -254,3 +254,11 @@ def test_moonvit_shards_only_its_attention() -> None:
     wm = WeightModel(f)
     at = {tp: wm.stage(Parallel(tp=tp, attn_tp=tp, moe_tp=tp), 0).vision for tp in (1, 8)}
     assert at[1] - at[8] == pytest.approx(v.attn_sharded_params() * 2 * (1 - 1 / 8))
+
+
+def test_a_checkpoint_with_fp8_kv_quantization_gets_an_fp8_pool_from_0_5_18() -> None:
+    qc = {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}
+    cfg = _with("meta-llama/Llama-3.1-8B-Instruct", quantization_config=qc)
+    new, old = MemoryModel(cfg, "H100"), MemoryModel(cfg, "H100", pack="0.4.6.post5")
+    assert new.kv_cache_dtype == "fp8_e4m3" and old.kv_cache_dtype is None
+    assert new.of(Parallel()).kv_bytes_per_token * 2 == old.of(Parallel()).kv_bytes_per_token

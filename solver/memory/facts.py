@@ -130,6 +130,9 @@ class ModelFacts:
     #: float32 on CUDA and ROCm and whole on every rank): positions × rotary dim per distinct
     #: rope; 0 when the config gives no `max_position_embeddings`.
     rope_cache_elements: int = 0
+    #: `quantization_config.kv_cache_quant_algo` ("FP8" makes `--kv-cache-dtype auto` FP8
+    #: from 0.5.18, `mem_cache/kv_cache_dtype.py`); "" when absent.
+    kv_cache_quant_algo: str = ""
 
     @property
     def is_mla(self) -> bool:
@@ -349,6 +352,17 @@ def _moonvit(v: Mapping[str, Any], text_hidden: int) -> VisionTower:
     )
 
 
+def _kv_cache_quant_algo(c: Mapping[str, Any]) -> str:
+    qc = c.get("quantization_config")
+    if not isinstance(qc, Mapping):
+        return ""
+    inner = qc.get("quantization")  # ModelOpt's hf_quant_config layout
+    algo = qc.get("kv_cache_quant_algo") or (
+        inner.get("kv_cache_quant_algo") if isinstance(inner, Mapping) else None
+    )
+    return str(algo) if isinstance(algo, str) else ""
+
+
 def _rope_cache_elements(c: Mapping[str, Any], model_type: str, head_dim: int, rope: int) -> int:
     """The float32 cos/sin cache SGLang's `get_rope` builds once per distinct rope (shared
     by the layers): `max_position_embeddings` rows (YaRN: the original length times the
@@ -481,6 +495,7 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
     )
     facts = ModelFacts(
         rope_cache_elements=_rope_cache_elements(c, model_type, head_dim, rope),
+        kv_cache_quant_algo=_kv_cache_quant_algo(c),
         architecture=arch,
         hidden_size=hidden,
         num_layers=layers,

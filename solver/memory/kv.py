@@ -21,7 +21,8 @@ Why these shapes (SGLang's KV pools):
 - `--kv-cache-dtype auto` is the model's dtype, except where the release picks for the
   model and device: FP8 (`fp8_e4m3`) for DeepSeek DSA models on compute capability ≥ 10
   from 0.5.18 on (`_dsa_kv_cache_dtype_default`; 0.5.23 keeps bf16 when the model has
-  attention sinks), and for DeepSeek-V4 everywhere but NPUs.
+  attention sinks), for DeepSeek-V4 everywhere but NPUs, and from 0.5.18 for a checkpoint
+  whose quantization config says `kv_cache_quant_algo: FP8` (ModelOpt releases).
 """
 
 from __future__ import annotations
@@ -38,15 +39,20 @@ INDEXER_SCALE_BLOCK = 128
 def resolved_kv_cache_dtype(
     f: ModelFacts, kv_cache_dtype: str | None, gpu: Gpu | None, pack: str = "0.5.23"
 ) -> str | None:
-    """What `--kv-cache-dtype` (None or `auto` when not given) becomes in `pack` on `gpu`."""
+    """What `--kv-cache-dtype` (None or `auto` when not given) becomes in `pack` on `gpu`:
+    the server-argument defaults first (DeepSeek-V4, DSA), then the model runner's
+    (`kv_cache_quant_algo: FP8` in the quantization config)."""
     if kv_cache_dtype not in (None, "auto"):
         return kv_cache_dtype
     if pack in ("0.4.6.post5", "legacy"):
         return kv_cache_dtype
     if f.architecture == "DeepseekV4ForCausalLM":
         return "fp8_e4m3"
-    sinks_keep_bf16 = pack == "0.5.23" and f.attention_sinks
-    if f.index_head_dim and gpu is not None and gpu.sm >= 10 and not sinks_keep_bf16:
+    if f.index_head_dim:
+        sinks_keep_bf16 = pack == "0.5.23" and f.attention_sinks
+        on_blackwell = gpu is not None and gpu.sm >= 10
+        return "fp8_e4m3" if on_blackwell and not sinks_keep_bf16 else "bfloat16"
+    if f.kv_cache_quant_algo.upper() == "FP8":
         return "fp8_e4m3"
     return kv_cache_dtype
 
