@@ -262,3 +262,37 @@ def test_a_checkpoint_with_fp8_kv_quantization_gets_an_fp8_pool_from_0_5_18() ->
     new, old = MemoryModel(cfg, "H100"), MemoryModel(cfg, "H100", pack="0.4.6.post5")
     assert new.kv_cache_dtype == "fp8_e4m3" and old.kv_cache_dtype is None
     assert new.of(Parallel()).kv_bytes_per_token * 2 == old.of(Parallel()).kv_bytes_per_token
+
+
+def test_mimo_v2_style_hybrid_pool_uses_the_sliding_layers_own_shapes() -> None:
+    # MiMo-V2-Flash's published shapes: 48 layers, full layers every 6th from 0 with 4 KV
+    # heads, sliding layers with 8; K 192 and V 128 wide. SGLang's HybridSWAPoolConfigurator:
+    # cell = full_layers·full + ratio·swa_layers·swa.
+    pattern = [0 if i % 6 == 0 else 1 for i in range(48)]
+    cfg = {
+        "architectures": ["MiMoV2FlashForCausalLM"],
+        "model_type": "mimo_v2_flash",
+        "hidden_size": 4096,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 4,
+        "swa_num_key_value_heads": 8,
+        "head_dim": 192,
+        "v_head_dim": 128,
+        "swa_head_dim": 192,
+        "swa_v_head_dim": 128,
+        "hybrid_layer_pattern": pattern,
+        "n_routed_experts": 256,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 2048,
+        "intermediate_size": 16384,
+        "moe_layer_freq": [0] + [1] * 47,
+        "vocab_size": 152576,
+    }
+    f = load_facts(cfg)
+    assert f.num_moe_layers == 47 and len(f.swa_layer_ids) == 40
+    for tp in (1, 4, 8):
+        cell = MemoryModel(f, "H200").of(Parallel(tp=tp, attn_tp=tp, moe_tp=tp))
+        full = max(1, 4 // tp) * (192 + 128) * 2
+        swa = max(1, 8 // tp) * (192 + 128) * 2
+        assert cell.kv_bytes_per_token == pytest.approx(8 * full + 0.8 * 40 * swa)

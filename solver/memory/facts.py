@@ -456,6 +456,9 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
                 for i in range(layers)
                 if i >= first_dense and i % sparse_step == 0 and i not in mlp_only
             )
+            freq = c.get("moe_layer_freq")
+            if isinstance(freq, list):  # MiMo-V2: one 0/1 flag per layer
+                moe_layers = sum(1 for flag in freq[:layers] if flag)
         if moe_layers < layers and not dense_inter:
             raise InputError(
                 "model config has dense layers but lacks their MLP width "
