@@ -20,6 +20,7 @@ from meshsat.solver.cli.fix_cmd import fix_cmd
 from meshsat.solver.cli.groups_cmd import groups_cmd
 from meshsat.solver.cli.plan_cmd import plan_cmd
 from meshsat.solver.cli.rules_cmd import fields_cmd, rules_cmd
+from meshsat.solver.cli.serve_cmd import serve_cmd
 from meshsat.solver.cli.validate_cmd import validate_cmd
 from meshsat.solver.errors import MeshsatError
 
@@ -43,6 +44,7 @@ app.command("plan")(plan_cmd)
 app.command("rules")(rules_cmd)
 app.command("fields")(fields_cmd)
 app.command("diff")(diff_cmd)
+app.command("serve")(serve_cmd)
 
 
 def _degrade_streams() -> None:

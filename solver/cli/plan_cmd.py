@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from meshsat import solver
+from meshsat.solver.cli.enumerate_cmd import WhereOpt
 from meshsat.solver.cli.memory_options import (
     FreeMemoryOpt,
     MemFractionOpt,
@@ -27,6 +28,7 @@ from meshsat.solver.cli.memory_options import (
     sizing_options,
 )
 from meshsat.solver.cli.output import emit_json, note, out
+from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import Widths
 from meshsat.solver.groups import plan as rank_plan
@@ -83,27 +85,41 @@ def crossing_gpus(resolved: Mapping[str, Any], gpus_per_node: int) -> int:
     return total
 
 
+#: Called after every enumerated layout with (layouts examined, layouts that fit); it may
+#: raise to stop the work (the web app's cancel button and deadline).
+Progress = Callable[[int, int], None]
+
+
 def plan_layouts(
-    model: str,
+    model: str | Mapping[str, Any],
     g: Gpu,
     gpus: int,
     *,
     context_length: int = 4096,
     gpus_per_node: int | None = None,
     top: int = 20,
+    where: Iterable[str] = (),
+    sglang_version: str | None = None,
+    progress: Progress | None = None,
     **memory: Any,
 ) -> list[PlanRow]:
-    """The `top` best legal layouts on `gpus` GPUs that load, ranked as `RANKING` says
-    (`memory`: further `MemoryModel` options, e.g. mem_fraction_static, context_gib)."""
-    config = model_config(model)
+    """The `top` best legal layouts on `gpus` GPUs that load, ranked as `RANKING` says.
+
+    `model`: a config.json path, an embedded repo id or a config already read (the web app
+    takes pasted configs and never reads a path); `where`: `enumerate`'s filters; `memory`:
+    further `MemoryModel` options, e.g. mem_fraction_static, context_gib."""
+    config = model if isinstance(model, Mapping) else model_config(model)
     spec = ModelSpec.from_hf_config(config)
     mm = MemoryModel(config, g, context_length=context_length, **memory)
     per_node = gpus_per_node or min(g.fabric, gpus) or 1
     fitting = []
-    for lay in solver.enumerate(gpus, model=spec):
+    layouts = solver.enumerate(gpus, model=spec, where=where, sglang_version=sglang_version)
+    for seen, lay in enumerate(layouts, 1):
         m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
         if m.fits:
             fitting.append((m.max_total_num_tokens * m.pools, lay, m))
+        if progress is not None:
+            progress(seen, len(fitting))
     fitting.sort(key=lambda t: -t[0])
     if not fitting:
         return []
@@ -141,6 +157,18 @@ def plan_layouts(
     return rows
 
 
+def plan_gpu(gpu_name: str | None, gpu_memory: str | None) -> Gpu:
+    """The GPU of `--gpu NAME` or `--gpu-memory SIZE` (exactly one)."""
+    if (gpu_name is None) == (gpu_memory is None):
+        raise InputError("give exactly one of --gpu or --gpu-memory")
+    return gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
+
+
+def plan_document(rows: Iterable[PlanRow], g: Gpu) -> dict[str, Any]:
+    """`meshsat plan --format json`'s document (and the web API's `/api/plan`)."""
+    return {"ranking": RANKING, "gpu": g.name, "layouts": [asdict(r) for r in rows]}
+
+
 ModelArg = Annotated[
     str,
     typer.Option(
@@ -176,6 +204,8 @@ def plan_cmd(
     fmt: FormatArg = Format.table,
     mem_fraction_static: MemFractionOpt = None,
     free_memory: FreeMemoryOpt = None,
+    where: WhereOpt = None,
+    sglang_version: SglangVersionOpt = None,
 ) -> None:
     """Legal layouts that fit MODEL on N GPUs, most KV cache first, with SGLang commands.
 
@@ -183,15 +213,14 @@ def plan_cmd(
 
     Example: meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16
     """
-    if (gpu_name is None) == (gpu_memory is None):
-        raise InputError("give exactly one of --gpu or --gpu-memory")
-    g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
+    g = plan_gpu(gpu_name, gpu_memory)
     rows = plan_layouts(
         model, g, gpus, context_length=context_length, gpus_per_node=gpus_per_node, top=top,
+        where=where or (), sglang_version=sglang_version,
         **sizing_options(g, mem_fraction_static, free_memory),
     )  # fmt: skip
     if fmt is Format.json:
-        emit_json({"ranking": RANKING, "gpu": g.name, "layouts": [asdict(r) for r in rows]})
+        emit_json(plan_document(rows, g))
     elif fmt is Format.csv:
         note(RANKING)
         fields = list(PlanRow.__dataclass_fields__)
