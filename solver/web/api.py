@@ -17,6 +17,7 @@ looked up in the embedded catalogue only.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -165,7 +166,10 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
     from meshsat.solver.cli.plan_cmd import RANKING, plan_document, plan_gpu, plan_layouts
     from meshsat.solver.memory.models import catalogue_config
 
-    g = plan_gpu(params["gpu_name"], params["gpu_memory"])
+    try:
+        g = plan_gpu(params["gpu_name"], params["gpu_memory"])
+    except InputError as exc:
+        raise FieldError(str(exc), "gpu" if params["gpu_memory"] is None else "gpu_memory") from None
     pasted = body.get("model_config")
     if pasted is not None:
         if not isinstance(pasted, dict):
@@ -305,24 +309,14 @@ def prepare(name: str, body: Any) -> tuple[Endpoint, dict[str, Any]]:
     return endpoint, parse(endpoint.command, body, endpoint.extra)
 
 
+_FLAG = re.compile(r"--([a-z][a-z-]*)")
+
+
 def field_of(exc: BaseException, default: str | None) -> str | None:
-    """The request field an error is about: the one it names, else the view's main one."""
+    """The request field an error is about: the one it says, else the first option it names,
+    else the view's main one."""
     field = getattr(exc, "field", None)
     if field is not None:
         return str(field)
-    text = str(exc)
-    for flag, name in (
-        ("--gpu-memory", "gpu_memory"),
-        ("--gpus-per-node", "gpus_per_node"),
-        ("--gpus", "gpus"),
-        ("--gpu", "gpu"),
-        ("--where", "where"),
-        ("--set", "set"),
-        ("--model", "model"),
-        ("--mem-fraction-static", "mem_fraction_static"),
-        ("--free-memory", "free_memory"),
-        ("--pin", "pin"),
-    ):
-        if flag in text:
-            return name
-    return default
+    m = _FLAG.search(str(exc))
+    return m.group(1).replace("-", "_") if m else default

@@ -56,7 +56,7 @@ def meta() -> dict[str, Any]:
             n: {"memory_gib": round(g.memory_gib, 1), "fabric": g.fabric} for n, g in GPUS.items()
         },
         "versions": list(known_versions()),
-        "newest": NEWEST,
+        "newest": NEWEST.version,
         "examples": names(),
         "group_kinds": list(GROUP_KINDS),
         "endpoints": list(ENDPOINTS),
@@ -187,6 +187,8 @@ class Handler(BaseHTTPRequestHandler):
             if path in STATIC:
                 name, kind = STATIC[path]
                 self._send(HTTPStatus.OK, _static(name), kind)
+            elif path == "/favicon.ico":
+                self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")
             elif path == "/api/meta":
                 self._json(HTTPStatus.OK, meta())
             elif (m := _JOB.match(path)) is not None:

@@ -192,7 +192,9 @@ function ticks(lo, hi, n = 5) {
   const mag = 10 ** Math.floor(Math.log10(step0));
   const step = [1, 2, 5, 10].map((m) => m * mag).find((st) => st >= step0);
   const out = [];
-  for (let v = Math.floor(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(v);
+  const first = Math.floor(lo / step), last = Math.ceil(hi / step);
+  for (let i = first; i <= last; i++) out.push(i * step);
+  if (out.length < 2) out.push((last + 1) * step);
   return out;
 }
 
