@@ -29,7 +29,7 @@ from meshsat.solver.web.work import Answer, Busy, Cancelled, Jobs, Work
 from tests.cli_helpers import run_cli
 
 REJECTED = "python -m sglang.launch_server --tp 8 --dp 3 --enable-dp-attention"
-TWO_NODES = "python -m sglang.launch_server --tp 16 --ep 16 --nnodes 2"
+TWO_NODES = "python -m sglang.launch_server --tp 16 --dp 4 --enable-dp-attention --ep 16 --nnodes 2"
 
 
 @pytest.fixture(scope="module")
@@ -188,13 +188,17 @@ def test_bounded_and_guarded_requests(server: MeshsatServer) -> None:
 
 def test_concurrent_requests_get_their_own_answers(server: MeshsatServer) -> None:
     bodies = [
-        ("validate", {"sglang": f"python -m sglang.launch_server --tp 8 --dp {dp} "
-                                "--enable-dp-attention"})  # fmt: skip
+        (
+            "validate",
+            {"sglang": f"python -m sglang.launch_server --tp 8 --dp {dp} --enable-dp-attention"},
+        )  # fmt: skip
         for dp in (1, 2, 3, 4, 5, 6, 7, 8)
     ] + [("groups", {"set": [f"tp_size={tp}"]}) for tp in (1, 2, 4, 8, 16)]
     alone = [call(server, "POST", f"/api/{e}", b)[2] for e, b in bodies]
     with ThreadPoolExecutor(len(bodies)) as pool:
-        together = list(pool.map(lambda eb: call(server, "POST", f"/api/{eb[0]}", eb[1])[2], bodies))
+        together = list(
+            pool.map(lambda eb: call(server, "POST", f"/api/{eb[0]}", eb[1])[2], bodies)
+        )
     assert together == alone
     assert [d["valid"] for d in alone[:8]] == [8 % dp == 0 for dp in range(1, 9)]
 
@@ -254,13 +258,17 @@ def test_plan_stops_between_layouts_when_cancelled_or_late() -> None:
 def test_past_the_worker_bound_a_request_is_refused_at_once() -> None:
     jobs = Jobs(workers=1)
     release = threading.Event()
-    jobs.start(Work("a", 60.0), lambda w: (release.wait(30), Answer({}, 0))[1], lambda e: ("", None))
+    jobs.start(
+        Work("a", 60.0), lambda w: (release.wait(30), Answer({}, 0))[1], lambda e: ("", None)
+    )
     with pytest.raises(Busy):
         jobs.run_now(Work("b", 60.0), lambda w: Answer({}, 0))
     release.set()
     for _ in range(3000):
         try:
-            assert jobs.run_now(Work("c", 60.0), lambda w: Answer({"ok": 1}, 0)).document == {"ok": 1}
+            assert jobs.run_now(Work("c", 60.0), lambda w: Answer({"ok": 1}, 0)).document == {
+                "ok": 1
+            }
             break
         except Busy:
             time.sleep(0.01)

@@ -169,7 +169,9 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
     try:
         g = plan_gpu(params["gpu_name"], params["gpu_memory"])
     except InputError as exc:
-        raise FieldError(str(exc), "gpu" if params["gpu_memory"] is None else "gpu_memory") from None
+        raise FieldError(
+            str(exc), "gpu" if params["gpu_memory"] is None else "gpu_memory"
+        ) from None
     pasted = body.get("model_config")
     if pasted is not None:
         if not isinstance(pasted, dict):

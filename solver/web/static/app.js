@@ -12,7 +12,7 @@ function h(tag, attrs = {}, ...children) {
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : String(c));
   }
@@ -26,7 +26,7 @@ function s(tag, attrs = {}, ...children) {
     if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, v);
   }
-  for (const c of children.flat()) el.append(c instanceof Node ? c : String(c));
+  for (const c of children.flat(Infinity)) el.append(c instanceof Node ? c : String(c));
   return el;
 }
 
@@ -110,7 +110,7 @@ async function boot() {
   const older = meta.versions.filter((v) => v !== meta.newest);
   $('#compare-form [name="old"]').value = older[older.length - 1] || meta.newest;
   for (const k of meta.group_kinds) $("#groups-kind").append(h("option", { value: k }, k));
-  $("#groups-kind").value = "ep";
+  $("#groups-kind").value = "attn_tp";
   $("#groups-kind").addEventListener("change", () => lastGroups && drawGroups(lastGroups));
   for (const b of $$("#tabs button")) b.addEventListener("click", () => show(b.dataset.view));
   $("#plan-form").addEventListener("submit", (e) => { e.preventDefault(); runPlan(); });
@@ -118,8 +118,12 @@ async function boot() {
   $("#check-form").addEventListener("submit", (e) => { e.preventDefault(); runCheck(); });
   $("#groups-form").addEventListener("submit", (e) => { e.preventDefault(); runGroups(); });
   $("#compare-form").addEventListener("submit", (e) => { e.preventDefault(); runCompare(); });
-  const start = location.hash.slice(1);
-  show(["plan", "check", "groups", "compare"].includes(start) ? start : "plan");
+  const fromHash = () => {
+    const view = location.hash.slice(1);
+    show(["plan", "check", "groups", "compare"].includes(view) ? view : "plan");
+  };
+  window.addEventListener("hashchange", fromHash);
+  fromHash();
   document.body.dataset.ready = "1";
 }
 
@@ -312,7 +316,7 @@ function violationTable(rows, hot) {
 }
 
 function noteLine(n) {
-  return `${n.field}: ${fmt(n.old)} → ${fmt(n.new)}${n.because ? ` (${n.because})` : ""}`;
+  return `${n.text} (${n.resolution})`;
 }
 
 function lineDiff(before, after) {
@@ -351,9 +355,15 @@ async function runCheck() {
         doc.conflict.length > 1 ? " cannot all hold; change at least one of them" : " cannot hold as it is; change it")
       : "");
     $("#check-warnings").replaceChildren(doc.warnings.length ? [h("h3", {}, "warnings"), violationTable(doc.warnings, hot)] : "");
-    const silent = (doc.notes || []).filter((n) => n.visible !== false);
-    $("#check-notes").replaceChildren(silent.length || notes.length
-      ? [h("h3", {}, "what SGLang would silently change"), h("ul", {}, silent.map((n) => h("li", {}, noteLine(n)))),
+    // As the CLI: the silent changes you can see first; those that change nothing you set
+    // (validate --verbose) folded away; the notes on reading the command last.
+    const all = doc.notes || [];
+    const seen = all.filter((n) => n.visible), quiet = all.filter((n) => !n.visible);
+    $("#check-notes").replaceChildren(all.length || notes.length
+      ? [h("h3", {}, "what SGLang would silently change"),
+         seen.length ? h("ul", {}, seen.map((n) => h("li", {}, noteLine(n)))) : h("p", { class: "muted" }, "nothing you set"),
+         quiet.length ? h("details", {}, h("summary", { class: "muted" }, `${quiet.length} more that change no value you set`),
+           h("ul", {}, quiet.map((n) => h("li", {}, noteLine(n))))) : null,
          notes.length ? h("ul", { class: "muted" }, notes.map((n) => h("li", {}, n))) : null]
       : "");
     const d = doc.derived;
@@ -388,7 +398,8 @@ async function showFix(body) {
       h("code", { class: "cmd" }, f.command_line),
     );
   });
-  const { doc: rw } = await call("POST", "/api/rewrite", fixBody);
+  // `validate --rewrite`'s answer: the fix (default objective) written into the command.
+  const { doc: rw } = await call("POST", "/api/rewrite", { sglang: body.sglang, sglang_version: body.sglang_version });
   if (rw.script) panel.append(h("h3", {}, "your command with the nearest fix written in"), lineDiff(body.sglang, rw.script));
 }
 
