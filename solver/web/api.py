@@ -61,10 +61,25 @@ REFUSED = frozenset(
 
 @functools.cache
 def _commands() -> Mapping[str, Any]:
+    """The click commands of the CLI's command functions (built from the functions, not
+    from the `meshsat` app, which imports `serve` and so this module)."""
     import typer
 
-    from meshsat.solver.cli import app
+    from meshsat.solver.cli.diff_cmd import diff_cmd
+    from meshsat.solver.cli.fix_cmd import fix_cmd
+    from meshsat.solver.cli.groups_cmd import groups_cmd
+    from meshsat.solver.cli.plan_cmd import plan_cmd
+    from meshsat.solver.cli.validate_cmd import validate_cmd
 
+    app = typer.Typer()
+    for name, command in (
+        ("validate", validate_cmd),
+        ("fix", fix_cmd),
+        ("groups", groups_cmd),
+        ("plan", plan_cmd),
+        ("diff", diff_cmd),
+    ):
+        app.command(name)(command)
     group: Any = typer.main.get_command(app)
     return dict(group.commands)
 
