@@ -122,12 +122,12 @@ def main() -> None:
         runs,
     )  # fmt: skip
     print(f"bench_web (median of {runs} runs; ratio: against the CLI in this run)")
-    print(f"{'what':<78} {'seconds':>8} {'ratio':>7}")
+    print(f"{'what':<88} {'seconds':>8} {'ratio':>7}")
     base = 0.0
     for what, s in rows:
         if what.endswith("CLI (new process)"):
             base = s
-        print(f"{what:<78} {s:8.3f} {s / base:7.2f}")
+        print(f"{what:<88} {s:8.3f} {s / base:7.2f}")
 
 
 if __name__ == "__main__":
