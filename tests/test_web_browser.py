@@ -34,7 +34,7 @@ def _missing() -> str | None:
     try:
         import selenium  # noqa: F401
     except ImportError:
-        return "selenium is not installed (pip install 'meshsat[browser]')"
+        return "selenium is not installed (a dev dependency: make .venv/.meshsat-installed)"
     for path in (CHROMIUM, CHROMEDRIVER):
         if not os.access(path, os.X_OK):
             return f"{path} is missing (apt-get install chromium chromium-driver)"
@@ -109,7 +109,7 @@ def fill(driver: WebDriver, form: str, name: str, value: str) -> None:
 def shot(driver: WebDriver, name: str) -> None:
     if SHOTS:
         height = driver.execute_script("return document.documentElement.scrollHeight")
-        driver.set_window_size(1280, min(int(height) + 40, 2400))
+        driver.set_window_size(1440, min(int(height) + 240, 2400))
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(Path(SHOTS) / f"web-{name}.png"))
         driver.set_window_size(1280, 1000)
@@ -145,6 +145,12 @@ def test_plan_shows_the_ranked_table_and_the_chart(
     selected = wait(driver, "#plan-table tr.selected")[0]
     assert selected.get_attribute("data-rank") == "7"
     assert driver.find_element(By.ID, "plan-command").text == expected[6]["command"]
+    # Its memory per rank comes from `validate --gpu` on that command: the same weights.
+    memory = wait(driver, "#plan-memory dl")[0].text
+    assert f"weights\n{expected[6]['weights_gib']:.2f} GiB" in memory
+    # The estimate inputs appear only when `plan` has those options.
+    isl = driver.find_element(By.CSS_SELECTOR, '#plan-form [name="isl"]')
+    assert isl.is_displayed() == ("--isl" in run_cli(capsys, "plan", "--help").out)
     shot(driver, "plan")
 
 

@@ -54,9 +54,15 @@ class Endpoint:
 
 
 #: Options that name a file on this machine, or only change how the CLI prints.
-REFUSED = frozenset(
-    {"config", "sglang_file", "format", "json", "verbose", "plot", "rewrite", "rank", "count"}
-)
+REFUSED = frozenset({"config", "sglang_file", "format", "json", "verbose", "plot", "rewrite"})
+#: Per command: options that change the document's shape (`groups --rank` shows one rank),
+#: and a layout command's `--model`, which is a path (plan's is a catalogue id).
+REFUSED_IN = {
+    "groups": frozenset({"rank", "model"}),
+    "validate": frozenset({"model"}),
+    "fix": frozenset({"model"}),
+    "diff": frozenset({"model"}),
+}
 
 
 @functools.cache
@@ -95,18 +101,29 @@ def _scalar(key: str, value: Any) -> str:
     return str(value)
 
 
+def _options(command: str) -> tuple[dict[str, Any], list[Any]]:
+    """A command's options a request may give (by request key), and its arguments."""
+    refused = REFUSED | REFUSED_IN.get(command, frozenset())
+    options, positional = {}, []
+    for p in _commands()[command].params:
+        if p.param_type_name == "argument":
+            positional.append(p)
+        elif _key(p.opts) not in refused:
+            options[_key(p.opts)] = p
+    return options, positional
+
+
+def options_of(command: str) -> list[str]:
+    """The request keys of a command's options (what /api/meta lists)."""
+    return sorted(_options(command)[0])
+
+
 def parse(
     command: str, body: Mapping[str, Any], extra: frozenset[str] = frozenset()
 ) -> dict[str, Any]:
     """The command's parameters for a request, checked by the CLI's own option parser."""
     cmd = _commands()[command]
-    options = {}
-    positional = []
-    for p in cmd.params:
-        if p.param_type_name == "argument":
-            positional.append(p)
-        else:
-            options[_key(p.opts)] = p
+    options, positional = _options(command)
     argv: list[str] = []
     for p in positional:
         if p.name not in body:
@@ -117,12 +134,10 @@ def parse(
         if key in names or key in extra or value is None:
             continue
         param = options.get(key)
-        if param is None or key in REFUSED or (key == "model" and command != "plan"):
-            allowed = sorted(
-                k for k in options if k not in REFUSED and (k != "model" or command == "plan")
-            )
+        if param is None:
+            allowed = ", ".join(sorted(options))
             raise FieldError(
-                f"{shown(key)} is not a field of /api/{command} (fields: {', '.join(allowed)})", key
+                f"{shown(key)} is not a field of /api/{command} (fields: {allowed})", key
             )
         flag = next(o for o in param.opts if o.startswith("--"))
         if getattr(param, "is_flag", False):

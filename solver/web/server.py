@@ -25,7 +25,7 @@ from typing import Any
 
 from meshsat.solver.errors import MeshsatError
 from meshsat.solver.lang.limits import MAX_FILE_BYTES
-from meshsat.solver.web.api import ENDPOINTS, field_of, prepare
+from meshsat.solver.web.api import ENDPOINTS, field_of, options_of, prepare
 from meshsat.solver.web.work import Answer, Busy, Jobs, Work
 
 #: The page's files, by URL path (nothing else on disk is ever served).
@@ -60,6 +60,8 @@ def meta() -> dict[str, Any]:
         "examples": names(),
         "group_kinds": list(GROUP_KINDS),
         "endpoints": list(ENDPOINTS),
+        # The page shows the ISL/OSL/TTFT/TPOT inputs only when `plan` has those options.
+        "plan_options": options_of("plan"),
         "limits": {"request_bytes": MAX_FILE_BYTES},
     }
 

@@ -53,6 +53,7 @@ async function call(method, path, body) {
 function request(form) {
   const body = {};
   for (const el of $$("[name]", form)) {
+    if (el.closest("[hidden]")) continue;
     if (el.type === "checkbox") { if (el.checked) body[el.name] = true; continue; }
     const v = el.value.trim();
     if (v === "") continue;
@@ -109,6 +110,7 @@ async function boot() {
   }
   const older = meta.versions.filter((v) => v !== meta.newest);
   $('#compare-form [name="old"]').value = older[older.length - 1] || meta.newest;
+  for (const el of $$("[data-option]")) el.hidden = !meta.plan_options.includes(el.dataset.option);
   for (const k of meta.group_kinds) $("#groups-kind").append(h("option", { value: k }, k));
   $("#groups-kind").value = "attn_tp";
   $("#groups-kind").addEventListener("change", () => lastGroups && drawGroups(lastGroups));
@@ -129,6 +131,7 @@ async function boot() {
 
 // ---- plan ---------------------------------------------------------------------------
 let planJob = null;
+let planRequest = null;
 
 async function runPlan() {
   const form = $("#plan-form");
@@ -151,6 +154,7 @@ async function runPlan() {
     }
     if (job.state === "failed") throw new ApiError(job.error, job.field);
     $("#plan-progress").textContent = `${job.document.layouts.length} layouts in ${job.elapsed_s} s`;
+    planRequest = body;
     drawPlan(job.document);
   } catch (e) {
     $("#plan-progress").textContent = "";
@@ -293,7 +297,34 @@ function select(rank) {
     h("code", { class: "cmd", id: "plan-command" }, r.command), " ", copy, " ",
     h("button", { type: "button", onclick: () => openIn("groups", r.command) }, "Show its groups"), " ",
     h("button", { type: "button", onclick: () => openIn("check", r.command) }, "Check it"),
+    h("div", { id: "plan-memory" }),
   ));
+  showMemory(r);
+}
+
+// Memory per rank of the selected layout: `validate --gpu` on its command with the model.
+async function showMemory(r) {
+  const slot = $("#plan-memory");
+  if (!planRequest || !planRequest.model) {
+    slot.replaceChildren(h("p", { class: "muted" }, "memory per rank: for a catalogue model (a pasted config.json is not looked up)"));
+    return;
+  }
+  const body = { sglang: `${r.command} --model-path ${planRequest.model}`, gpu: planRequest.gpu,
+    context_length: planRequest.context_length, sglang_version: planRequest.sglang_version };
+  try {
+    const { doc } = await call("POST", "/api/validate", body);
+    if (!doc.memory || $("#plan-command")?.textContent !== r.command) return;
+    const m = doc.memory;
+    const gib = (x) => `${x.toFixed(2)} GiB`;
+    const parts = [["GPU memory", gib(m.gpu_memory_gib)], ["weights", gib(m.weights_gib)],
+      ["reserve (outside mem_fraction_static)", gib(m.reserve_gib)], ["KV pool", gib(m.kv_pool_gib)],
+      ["KV bytes per token", fmt(m.kv_bytes_per_token)], ["max_total_num_tokens", fmt(m.max_total_num_tokens)],
+      ["mem_fraction_static", m.mem_fraction_static], [`requests of ${fmt(m.context_length)} tokens`, fmt(m.max_requests)]];
+    slot.replaceChildren(h("h3", {}, `memory per rank on ${m.gpu}`),
+      h("dl", { class: "kv" }, parts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])));
+  } catch (e) {
+    slot.replaceChildren(h("p", { class: "err" }, e.message));
+  }
 }
 
 function openIn(view, command) {
