@@ -158,6 +158,7 @@ async function runPlan() {
     drawPlan(job.document);
   } catch (e) {
     $("#plan-progress").textContent = "";
+    $("#plan-out").hidden = true;  // the old answer is not this input's
     showError(form, e);
   } finally {
     planJob = null;
