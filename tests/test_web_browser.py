@@ -243,7 +243,9 @@ def test_compare_releases_shows_the_diff(
 ) -> None:
     driver, url = page
     open_view(driver, url, "compare")
-    command = "python -m sglang.launch_server --tp 8 --dp 2 --attn-cp-size 2"
+    # Valid on 0.5.19; 0.5.23 added DCP-NO-PREFILL-CP, which it breaks.
+    command = "python -m sglang.launch_server --tp 8 --dcp-size 2 --enable-prefill-cp "
+    command += "--cp-strategy zigzag"
     fill(driver, "compare", "sglang", command)
     driver.find_element(By.ID, "compare-run").click()
     wait(driver, "#compare-layout")
@@ -252,4 +254,46 @@ def test_compare_releases_shows_the_diff(
     assert text.startswith("SGLang 0.5.19 → 0.5.23")
     for rule in doc["rules"]["added"]:
         assert rule["id"] in text
+    verdicts = driver.find_element(By.ID, "compare-layout").text.splitlines()[1:]
+    assert verdicts == [
+        f"{v}: valid" if ok else f"{v}: invalid ({', '.join(doc['layout']['violations'][v])})"
+        for v, ok in doc["layout"]["valid"].items()
+    ]
+    assert verdicts == ["0.5.19: valid", "0.5.23: invalid (DCP-NO-PREFILL-CP)"]
     shot(driver, "compare")
+
+
+def test_rows_with_throughput_estimates_draw_the_pareto_chart(page: tuple[WebDriver, str]) -> None:
+    """The chart reads the columns the rows carry: rows with tokens/s per GPU and per user
+    (the performance estimates' columns) get that Pareto chart, no page change needed."""
+    driver, url = page
+    open_view(driver, url, "plan")
+    points = [(10, 900), (20, 800), (30, 850), (40, 500), (15, 700), (40, 450), (5, 950)]
+    rows = [
+        {"rank": i, "tp": 8, "tokens_per_s_user": x, "tokens_per_s_gpu": y, "source": "test",
+         "command": f"cmd {i}"}
+        for i, (x, y) in enumerate(points, 1)
+    ]  # fmt: skip
+    document = {"gpu": "H200", "ranking": "by tokens/s per GPU", "layouts": rows}
+    # As JSON text: the driver would hand a dict over with its keys sorted.
+    driver.execute_script("drawPlan(JSON.parse(arguments[0]))", json.dumps(document))
+    labels = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#plan-chart text")]
+    assert "tokens_per_s_user" in labels and "tokens_per_s_gpu" in labels
+    assert (
+        "tokens/s per GPU against tokens/s per user"
+        in driver.find_element(By.ID, "plan-caption").text
+    )
+    # Brute force: a point is on the front when no other is at least as good on both axes
+    # and better on one.
+    front = {
+        i
+        for i, (x, y) in enumerate(points, 1)
+        if not any(a >= x and b >= y and (a, b) != (x, y) for a, b in points)
+    }
+    shown = {
+        int(c.get_attribute("data-rank") or -1)
+        for c in driver.find_elements(By.CSS_SELECTOR, "#plan-chart circle.onfront")
+    }
+    assert shown == front == {1, 3, 4, 7}
+    heads = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "#plan-table th")]
+    assert heads == ["rank", "tp", "tokens_per_s_user", "tokens_per_s_gpu", "source"]
