@@ -172,6 +172,10 @@ def test_a_pasted_rejected_command_shows_its_violations_and_a_fix(
     assert driver.find_element(By.ID, "check-verdict").text.startswith("✗ invalid")
     hot = {e.text for e in driver.find_elements(By.CSS_SELECTOR, "#check-conflict .chip.hot")}
     assert hot == set(report["conflict"])
+    notes = driver.find_element(By.ID, "check-notes")
+    assert notes.find_element(By.TAG_NAME, "h3").text == "what SGLang would silently change"
+    said = notes.get_attribute("textContent") or ""
+    assert report["notes"] and all(n["text"] in said for n in report["notes"])
     best = cli(capsys, "fix", "--sglang", REJECTED, "--gpus", "8")["fixes"][0]
     panel = driver.find_element(By.ID, "check-fix-panel").text
     assert best["command_line"] in panel

@@ -19,6 +19,11 @@ function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// Replace an element's children with these (nested lists flattened, empty ones dropped).
+function put(el, ...children) {
+  el.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false && c !== ""));
+}
+
 const SVG = "http://www.w3.org/2000/svg";
 function s(tag, attrs = {}, ...children) {
   const el = document.createElementNS(SVG, tag);
@@ -386,12 +391,12 @@ async function runCheck() {
       ? h("p", {}, h("b", {}, "conflict: "), doc.conflict.map((f) => h("span", { class: "chip hot" }, f)),
         doc.conflict.length > 1 ? " cannot all hold; change at least one of them" : " cannot hold as it is; change it")
       : "");
-    $("#check-warnings").replaceChildren(doc.warnings.length ? [h("h3", {}, "warnings"), violationTable(doc.warnings, hot)] : "");
+    put($("#check-warnings"), doc.warnings.length ? [h("h3", {}, "warnings"), violationTable(doc.warnings, hot)] : "");
     // As the CLI: the silent changes you can see first; those that change nothing you set
     // (validate --verbose) folded away; the notes on reading the command last.
     const all = doc.notes || [];
     const seen = all.filter((n) => n.visible), quiet = all.filter((n) => !n.visible);
-    $("#check-notes").replaceChildren(all.length || notes.length
+    put($("#check-notes"), all.length || notes.length
       ? [h("h3", {}, "what SGLang would silently change"),
          seen.length ? h("ul", {}, seen.map((n) => h("li", {}, noteLine(n)))) : h("p", { class: "muted" }, "nothing you set"),
          quiet.length ? h("details", {}, h("summary", { class: "muted" }, `${quiet.length} more that change no value you set`),
