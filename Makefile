@@ -11,9 +11,9 @@ STAMP  := $(VENV)/.meshsat-installed
 $(STAMP): pyproject.toml constraints/torch-cpu.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if $(PY) -c 'import torch' 2>/dev/null; then \
-		$(PY) -m pip install -q -e '.[dev]'; \
+		$(PY) -m pip install -q -e '.[dev,perf]'; \
 	else \
-		$(PY) -m pip install -q -c constraints/torch-cpu.txt -e '.[dev]'; \
+		$(PY) -m pip install -q -c constraints/torch-cpu.txt -e '.[dev,perf]'; \
 	fi
 	@touch $(STAMP)
 

@@ -1,0 +1,81 @@
+"""From step latencies to what a benchmark client measures: TTFT, TPOT and throughput at a
+concurrency, under SGLang's continuous batching (docs/perf.md, "The schedule").
+
+The model, per attention-DP rank holding `b` of the deployment's concurrent requests
+(closed loop: a finished request is replaced at once, as `bench_serving --max-concurrency`
+does):
+- prefill runs ahead of decode and batches up to `PREFILL_TOKENS` of prompts, so a new
+  request's prompt costs `Pb = prefill(n, isl) / n` with `n` prompts per pass;
+- TTFT = overhead + prefill(1, isl) + queue · (b - 1)/2 · Pb: requests arrive in cohorts
+  (equal lengths keep them in step), and a request waits for half of its cohort's prompts;
+- TPOT = D + interrupt · (x·y / (x + y)) / osl, with D one decode step of `b` requests,
+  x = b·Pb the prompt work of one cycle and y = osl·D its decode work: the prefills of
+  other requests that land inside this request's decode phase, spread over its tokens;
+- throughput by Little's law: `c·osl / (TTFT + (osl - 1)·TPOT)` tokens/s.
+
+`overhead`, `queue` and `interrupt` are the only fitted numbers (`Calibration`); they are
+fitted on AIConfigurator's measured runs and scored only on runs of models and GPUs they
+were not fitted to (benchmarks/perf_accuracy.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+#: Prompt tokens one prefill pass batches (SGLang's chunked-prefill budget on large GPUs).
+PREFILL_TOKENS = 16384
+
+
+class Steps(Protocol):
+    label: str
+
+    def prefill_ms(self, requests: int, isl: int) -> float: ...
+
+    def decode_ms(self, batch: int, isl: int, osl: int) -> float: ...
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The schedule's fitted constants (see the module docstring)."""
+
+    overhead_ms: float
+    queue: float
+    interrupt: float
+
+
+#: Fitted on all 923 estimable measured runs (benchmarks/perf_accuracy.py prints the fit
+#: and scores leave-one-model-out and leave-one-GPU-out refits).
+AIC_CALIBRATION = Calibration(overhead_ms=160.0, queue=0.75, interrupt=2.0)
+ROOFLINE_CALIBRATION = Calibration(overhead_ms=160.0, queue=0.75, interrupt=2.0)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One operating point of one attention-DP rank."""
+
+    batch: int
+    ttft_ms: float
+    tpot_ms: float
+
+
+def prompt_cost_ms(steps: Steps, batch: int, isl: int) -> float:
+    n = min(batch, max(1, PREFILL_TOKENS // isl))
+    return steps.prefill_ms(n, isl) / n
+
+
+def point(steps: Steps, batch: int, isl: int, osl: int, cal: Calibration) -> Point:
+    """TTFT and TPOT of `batch` concurrent requests on one attention-DP rank."""
+    p1 = steps.prefill_ms(1, isl)
+    pb = prompt_cost_ms(steps, batch, isl)
+    d = steps.decode_ms(batch, isl, osl)
+    ttft = cal.overhead_ms + p1 + cal.queue * (batch - 1) / 2 * pb
+    x, y = batch * pb, osl * d
+    tpot = d + cal.interrupt * (x * y / (x + y)) / osl if osl > 1 else d
+    return Point(batch, ttft, tpot)
+
+
+def output_tokens_per_s(concurrency: int, osl: int, ttft_ms: float, tpot_ms: float) -> float:
+    latency_s = (ttft_ms + max(osl - 1, 0) * tpot_ms) / 1e3
+    return concurrency * osl / latency_s if latency_s > 0 else math.inf
