@@ -24,7 +24,13 @@ from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.gpus import Gpu, gpu
 from meshsat.solver.memory.models import model_config
-from meshsat.solver.perf import aic
+from meshsat.solver.perf.aic import (
+    AicSteps,
+    EngineUnavailable,
+    database_versions,
+    installed,
+    model_location,
+)
 from meshsat.solver.perf.engine_args import EngineArgs, Unsupported, engine_args
 from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import (
@@ -127,7 +133,7 @@ class PerfModel:
             self.gpu,
             model_path=self.model_id,
             pack_version=self.sglang_version,
-            database_versions=aic.database_versions(),
+            database_versions=database_versions(),
             kv_cache_dtype=self.kv_cache_dtype,
             quant=self.quant,
             dwdp=dwdp,
@@ -140,13 +146,13 @@ class PerfModel:
             args = self.engine_args(p, dwdp=dwdp)
             if isinstance(args, Unsupported):
                 why = args.reason
-            elif not aic.installed():
+            elif not installed():
                 why = "aiconfigurator-core is not installed (pip install 'meshsat[perf]')"
             else:
-                loc = aic.model_location(self.model_id, self.config)
+                loc = model_location(self.model_id, self.config)
                 try:
-                    return aic.AicSteps(_with_model(args, loc)), True
-                except aic.EngineUnavailable as exc:
+                    return AicSteps(_with_model(args, loc)), True
+                except EngineUnavailable as exc:
                     why = str(exc)
             if self.engine == "aic":
                 return _Unavailable(), False
@@ -206,7 +212,7 @@ class PerfModel:
                     best = e
             if best is None:  # nothing meets the SLA: the lightest load, flagged
                 best = self._at(steps, p, 1, ranks, kv_conc, cal)
-        except aic.EngineUnavailable as exc:
+        except EngineUnavailable as exc:
             if self.engine == "aic":
                 return self._empty("unavailable", p, kv_conc)
             roof = RooflineSteps.of(

@@ -65,15 +65,33 @@ def prompt_cost_ms(steps: Steps, batch: int, isl: int) -> float:
     return steps.prefill_ms(n, isl) / n
 
 
+@dataclass(frozen=True)
+class Pieces:
+    """The step latencies one operating point needs (ms): the one-prompt prefill, the
+    per-prompt cost in a batched prefill, and the decode step."""
+
+    prefill_one: float
+    prefill_per_prompt: float
+    decode: float
+
+
+def pieces(steps: Steps, batch: int, isl: int, osl: int) -> Pieces:
+    return Pieces(
+        steps.prefill_ms(1, isl), prompt_cost_ms(steps, batch, isl), steps.decode_ms(batch, isl, osl)
+    )
+
+
+def combine(pc: Pieces, batch: int, osl: int, cal: Calibration) -> Point:
+    """TTFT and TPOT from the step latencies (the formulas of the module docstring)."""
+    ttft = cal.overhead_ms + pc.prefill_one + cal.queue * (batch - 1) / 2 * pc.prefill_per_prompt
+    x, y = batch * pc.prefill_per_prompt, osl * pc.decode
+    tpot = pc.decode + cal.interrupt * (x * y / (x + y)) / osl if osl > 1 else pc.decode
+    return Point(batch, ttft, tpot)
+
+
 def point(steps: Steps, batch: int, isl: int, osl: int, cal: Calibration) -> Point:
     """TTFT and TPOT of `batch` concurrent requests on one attention-DP rank."""
-    p1 = steps.prefill_ms(1, isl)
-    pb = prompt_cost_ms(steps, batch, isl)
-    d = steps.decode_ms(batch, isl, osl)
-    ttft = cal.overhead_ms + p1 + cal.queue * (batch - 1) / 2 * pb
-    x, y = batch * pb, osl * d
-    tpot = d + cal.interrupt * (x * y / (x + y)) / osl if osl > 1 else d
-    return Point(batch, ttft, tpot)
+    return combine(pieces(steps, batch, isl, osl), batch, osl, cal)
 
 
 def output_tokens_per_s(concurrency: int, osl: int, ttft_ms: float, tpot_ms: float) -> float:
