@@ -50,6 +50,7 @@ GRID = {
     "overhead_ms": (0.0, 40.0, 80.0, 120.0, 160.0, 200.0, 260.0),
     "queue": (0.25, 0.5, 0.75, 1.0, 1.5),
     "interrupt": (0.0, 1.0, 2.0, 3.0),
+    "tp_moe_decode": (0.0, 0.1, 0.2, 0.3),
 }
 
 
@@ -61,6 +62,7 @@ class Row:
     roof: Pieces | None = None
     aic_own: tuple[float, float] | None = None
     source: str = ""
+    tp_moe: bool = False
 
 
 def nearest_pack(version: str) -> str:
@@ -132,7 +134,7 @@ def collect(runs: Sequence[MeasuredRun], with_aic_own: bool) -> tuple[list[Row],
         moe_tp = r.tp_size // r.ep_size if pm.facts.is_moe else 1
         p = Parallel(tp=r.tp_size, pp=r.pp_size, attn_tp=r.tp_size, attn_dp=1, ep=r.ep_size,
                      moe_tp=moe_tp)  # fmt: skip
-        row = Row(r, r.concurrency)
+        row = Row(r, r.concurrency, tp_moe=pm.facts.is_moe and moe_tp > 1)
         steps, is_aic = pm.steps(p)
         if not is_aic:
             skipped[f"engine: {steps.label}"[:110]] += 1
@@ -158,7 +160,7 @@ def predictor(kind: str, cal: Calibration) -> Predict:
     def f(row: Row) -> tuple[float, float]:
         pc = row.aic if kind == "aic" else row.roof
         assert pc is not None
-        pt = combine(pc, row.batch, row.run.osl, cal)
+        pt = combine(pc, row.batch, row.run.osl, cal, tp_moe=row.tp_moe)
         return pt.ttft_ms, pt.tpot_ms
 
     return f
@@ -175,8 +177,8 @@ def errors(rows: Iterable[Row], pred: Predict) -> tuple[list[float], list[float]
 
 def fit(rows: Sequence[Row], kind: str) -> Calibration:
     best: tuple[float, Calibration] | None = None
-    for o, q, i in itertools.product(*GRID.values()):
-        cal = Calibration(o, q, i)
+    for o, q, i, t in itertools.product(*GRID.values()):
+        cal = Calibration(o, q, i, t)
         et, ep = errors(rows, predictor(kind, cal))
         score = statistics.median(et) + statistics.median(ep)
         if best is None or score < best[0]:

@@ -19,7 +19,19 @@ from typing import Annotated, Any
 import typer
 
 from meshsat import solver
+from meshsat.solver.cli import plan_perf
 from meshsat.solver.cli.output import emit_json, note, out
+from meshsat.solver.cli.perf_options import (
+    EngineChoice,
+    EngineOpt,
+    IslOpt,
+    OslOpt,
+    PlotOpt,
+    Rank,
+    RankOpt,
+    TpotOpt,
+    TtftOpt,
+)
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import Widths
 from meshsat.solver.groups import plan as rank_plan
@@ -27,6 +39,7 @@ from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
 from meshsat.solver.memory.models import model_config
+from meshsat.solver.perf import Workload
 from meshsat.solver.repair.fix import command_line
 
 RANKING = (
@@ -165,16 +178,46 @@ def plan_cmd(
     gpus_per_node: PerNodeArg = None,
     top: TopArg = 20,
     fmt: FormatArg = Format.table,
+    rank: RankOpt = Rank.perf,
+    isl: IslOpt = 1024,
+    osl: OslOpt = 1024,
+    ttft: TtftOpt = None,
+    tpot: TpotOpt = None,
+    engine: EngineOpt = EngineChoice.auto,
+    plot: PlotOpt = None,
 ) -> None:
-    """Legal layouts that fit MODEL on N GPUs, most KV cache first, with SGLang commands.
+    """Legal layouts that fit MODEL on N GPUs, fastest first, with SGLang commands.
+
+    Fastest: most output tokens/s per GPU at the highest-throughput concurrency that meets
+    --ttft/--tpot (ms) for --isl/--osl tokens, with TTFT, TPOT, tokens/s per user and the
+    estimate's source (AIConfigurator's measured kernels, or meshsat's roofline where they
+    do not reach); --rank kv ranks by KV-cache capacity instead.
 
     Exit status: 0 at least one layout fits, 1 none, 2 bad input.
 
-    Example: meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16
+    Example: meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --tpot 50
     """
     if (gpu_name is None) == (gpu_memory is None):
         raise InputError("give exactly one of --gpu or --gpu-memory")
     g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
+    # ---- performance ranking (estimates: meshsat.solver.cli.plan_perf) -----------------
+    if rank is Rank.perf:
+        w = Workload(isl, osl, ttft, tpot)
+        rows_p, ranked, shapes = plan_perf.perf_rows(
+            model, g, gpus, w, engine=engine.value, gpus_per_node=gpus_per_node, top=top
+        )
+        plan_perf.emit(rows_p, fmt.value, w, g.name, shapes)
+        if plot is not None:
+            title = f"{model} on {gpus} x {g.name}: {w.describe()}"
+            plan_perf.plot(plot, ranked, rows_p, title)
+            note(f"plot written to {plot}")
+        if not rows_p:
+            note(f"no legal layout of {model} fits {gpus} x {g.name}")
+            raise typer.Exit(1)
+        return
+    if plot is not None:
+        raise InputError("--plot draws estimates: use it with --rank perf")
+    # ---- KV-capacity ranking ------------------------------------------------------------
     rows = plan_layouts(
         model, g, gpus, context_length=context_length, gpus_per_node=gpus_per_node, top=top
     )

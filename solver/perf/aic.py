@@ -98,6 +98,47 @@ def model_location(model_id: str, config: Mapping[str, Any]) -> str:
     return hit
 
 
+def _memoise_version_slots() -> None:
+    """The engine re-reads and re-parses its YAML files on every compile (version slots,
+    system spec, database view: most of a 50-130 ms compile); the answers depend only on
+    their arguments and on files that do not change while a process runs, so they are
+    memoised (slots as copies, since callers may mutate them)."""
+    from aiconfigurator_core.sdk import perf_database as pdb
+
+    original = pdb.get_version_slots
+    if getattr(original, "_meshsat_memo", False):
+        return
+    memo: dict[tuple[Any, ...], dict[str, str] | None] = {}
+
+    def slots(
+        system: str, backend: str, systems_paths: str | list[str] | None = None
+    ) -> dict[str, str] | None:
+        paths = tuple(systems_paths) if isinstance(systems_paths, list) else systems_paths
+        key = (system, backend, paths)
+        if key not in memo:
+            memo[key] = original(system, backend, systems_paths)
+        hit = memo[key]
+        return None if hit is None else dict(hit)
+
+    slots._meshsat_memo = True  # type: ignore[attr-defined]
+    pdb.get_version_slots = slots
+
+    # The same for the database view a compile reads its policy flags from (one per
+    # system and version; the Rust engine keeps its own tables).
+    from aiconfigurator_core.sdk import engine as eng
+
+    load = eng._maybe_load_database
+    views: dict[tuple[Any, ...], Any] = {}
+
+    def database(system: str, backend: str, version: str | None, path: str | None) -> Any:
+        key = (system, backend, version, path)
+        if key not in views:
+            views[key] = load(system, backend, version, path)
+        return views[key]
+
+    eng._maybe_load_database = database
+
+
 def _handle(args: EngineArgs) -> Any:
     with _LOCK:
         h = _ENGINES.get(args)
@@ -111,6 +152,7 @@ def _handle(args: EngineArgs) -> Any:
             from aiconfigurator_core.sdk.engine import EngineHandle
 
             logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
+            _memoise_version_slots()
             h = EngineHandle.compile(args.model_path, args.system, "sglang", **args.kwargs())
         except ImportError as exc:
             _FAILED[args] = f"aiconfigurator-core is not installed ({exc})"

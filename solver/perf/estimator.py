@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,9 +47,7 @@ Engine = Literal["auto", "aic", "roofline"]
 ENGINES: tuple[str, ...] = ("auto", "aic", "roofline")
 
 #: Per-rank batches the SLA search tries (and the KV limit itself when smaller than the top).
-BATCHES: tuple[int, ...] = (
-    1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
-)  # fmt: skip
+BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 @dataclass(frozen=True)
@@ -160,7 +158,7 @@ class PerfModel:
             return _Unavailable(), False
         roof = RooflineSteps.of(self.facts, p, self.gpu, self.gpus_per_node, self.kv_cache_dtype)
         if why:
-            roof = RooflineSteps(**{**roof.__dict__, "label": f"roofline (aic: {why})"})
+            roof = replace(roof, label=f"roofline (aic: {why})")
         return roof, False
 
     # ---- estimates ----------------------------------------------------------------------
@@ -218,7 +216,7 @@ class PerfModel:
             roof = RooflineSteps.of(
                 self.facts, p, self.gpu, self.gpus_per_node, self.kv_cache_dtype
             )
-            roof = RooflineSteps(**{**roof.__dict__, "label": f"roofline (aic: {exc})"})
+            roof = replace(roof, label=f"roofline (aic: {exc})")
             return self._estimate_with(roof, p, dwdp, concurrency)
         return best
 
@@ -236,7 +234,7 @@ class PerfModel:
         self, steps: Steps, p: Parallel, b: int, ranks: int, kv_conc: int, cal: Calibration
     ) -> Estimate:
         w = self.workload
-        pt = point(steps, b, w.isl, w.osl, cal)
+        pt = point(steps, b, w.isl, w.osl, cal, tp_moe=self.facts.is_moe and p.moe_tp > 1)
         conc = b * ranks
         tps = output_tokens_per_s(conc, w.osl, pt.ttft_ms, pt.tpot_ms)
         return Estimate(

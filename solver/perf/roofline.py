@@ -48,6 +48,20 @@ class RooflineSteps:
     kv_cache_dtype: str | None = None
     label: str = "roofline"
 
+    def __post_init__(self) -> None:
+        # Per-layout constants, computed once: a plan evaluates thousands of passes.
+        f, p = self.facts, self.p
+        layers = f.num_layers / p.pp
+        kv = layer_kv_bytes(f, p.attn_tp, self.kv_cache_dtype) * layers
+        object.__setattr__(self, "_c", (
+            self._active_params_per_rank(),
+            self._all_expert_bytes(),
+            kv,
+            self._flops_per_s(),
+            self.gpu.hbm_tbps * 1e12 * MBU,
+            layers,
+        ))  # fmt: skip
+
     @classmethod
     def of(
         cls,
@@ -138,19 +152,16 @@ class RooflineSteps:
         """One forward pass over `tokens` new tokens on one rank, reading `kv_tokens` of
         cached context; `ctx` is the mean attention span per token."""
         p = self.p
+        active, all_experts, kv_per_token, flops_per_s, bytes_per_s, layers = self._c
         cp = p.attn_cp * p.dcp
-        flops = 2 * self._active_params_per_rank() * tokens + self._attn_flops(
+        flops = 2 * active * tokens + self._attn_flops(
             tokens / max(1, p.attn_cp), ctx / max(1, p.dcp)
         )
-        static = self.weight_bytes - self._all_expert_bytes() + self._expert_bytes_touched(tokens)
-        kv = kv_tokens / max(1, cp) * layer_kv_bytes(
-            self.facts, p.attn_tp, self.kv_cache_dtype
-        ) * self._layers()
-        mem = (static + kv) / (self.gpu.hbm_tbps * 1e12 * MBU)
-        comp = flops / self._flops_per_s()
-        t = max(comp, mem) + self._comm_s(tokens / max(1, p.attn_cp))
+        static = self.weight_bytes - all_experts + self._expert_bytes_touched(tokens)
+        mem = (static + kv_tokens / max(1, cp) * kv_per_token) / bytes_per_s
+        t = max(flops / flops_per_s, mem) + self._comm_s(tokens / max(1, p.attn_cp))
         if cp > 1:  # gather the KV shards of each layer over the CP group
-            t += self._layers() * COLLECTIVE_US * 1e-6
+            t += layers * COLLECTIVE_US * 1e-6
         return t + STEP_OVERHEAD_MS * 1e-3
 
     # ---- the interface schedule.py reads -------------------------------------------------
