@@ -50,7 +50,6 @@ GRID = {
     "overhead_ms": (0.0, 40.0, 80.0, 120.0, 160.0, 200.0, 260.0),
     "queue": (0.25, 0.5, 0.75, 1.0, 1.5),
     "interrupt": (0.0, 1.0, 2.0, 3.0),
-    "tp_moe_decode": (0.0, 0.1, 0.2, 0.3),
 }
 
 
@@ -62,7 +61,12 @@ class Row:
     roof: Pieces | None = None
     aic_own: tuple[float, float] | None = None
     source: str = ""
-    tp_moe: bool = False
+
+
+def family(model: str) -> str:
+    """Models held out together: 125 DeepSeek-V3 rows repeat DeepSeek-R1 rows exactly (one
+    architecture), so leaving one out while training on the other would leak."""
+    return "DeepSeek-V3/R1" if model.startswith("deepseek-ai/DeepSeek-") else model
 
 
 def nearest_pack(version: str) -> str:
@@ -134,7 +138,7 @@ def collect(runs: Sequence[MeasuredRun], with_aic_own: bool) -> tuple[list[Row],
         moe_tp = r.tp_size // r.ep_size if pm.facts.is_moe else 1
         p = Parallel(tp=r.tp_size, pp=r.pp_size, attn_tp=r.tp_size, attn_dp=1, ep=r.ep_size,
                      moe_tp=moe_tp)  # fmt: skip
-        row = Row(r, r.concurrency, tp_moe=pm.facts.is_moe and moe_tp > 1)
+        row = Row(r, r.concurrency)
         steps, is_aic = pm.steps(p)
         if not is_aic:
             skipped[f"engine: {steps.label}"[:110]] += 1
@@ -160,7 +164,7 @@ def predictor(kind: str, cal: Calibration) -> Predict:
     def f(row: Row) -> tuple[float, float]:
         pc = row.aic if kind == "aic" else row.roof
         assert pc is not None
-        pt = combine(pc, row.batch, row.run.osl, cal, tp_moe=row.tp_moe)
+        pt = combine(pc, row.batch, row.run.osl, cal)
         return pt.ttft_ms, pt.tpot_ms
 
     return f
@@ -177,8 +181,8 @@ def errors(rows: Iterable[Row], pred: Predict) -> tuple[list[float], list[float]
 
 def fit(rows: Sequence[Row], kind: str) -> Calibration:
     best: tuple[float, Calibration] | None = None
-    for o, q, i, t in itertools.product(*GRID.values()):
-        cal = Calibration(o, q, i, t)
+    for o, q, i in itertools.product(*GRID.values()):
+        cal = Calibration(o, q, i)
         et, ep = errors(rows, predictor(kind, cal))
         score = statistics.median(et) + statistics.median(ep)
         if best is None or score < best[0]:
@@ -223,50 +227,73 @@ def tput(r: MeasuredRun, ttft: float, tpot: float) -> float:
     return output_tokens_per_s(r.concurrency, r.osl, ttft, tpot) / r.gpus
 
 
-def ranking(rows: Sequence[Row], preds: dict[int, tuple[float, float]]) -> dict[str, float]:
-    groups: dict[Any, list[Row]] = defaultdict(list)
+def ranking(
+    rows: Sequence[Row], preds: dict[int, tuple[float, float]], strict: bool = False
+) -> dict[str, float]:
+    """Per group of rows that differ only in layout (and SGLang build: a deployment compares
+    layouts on one GPU type at one workload), each layout's measured throughput (mean over
+    its repeats) against its estimate."""
+    groups: dict[Any, dict[tuple[int, ...], list[Row]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if id(r) in preds:
-            groups[r.run.group_key].append(r)
+            k = r.run.group_key
+            groups[k if strict else (k[0], k[1], k[2], *k[4:])][r.run.layout_key].append(r)
     rho, top, same_top = [], [], []
     for g in groups.values():
-        layouts = {r.run.layout_key for r in g}
-        if len(layouts) < 2:
+        if len(g) < 2:
             continue
-        meas = [tput(r.run, r.run.ttft_ms, r.run.tpot_ms) for r in g]
-        est = [tput(r.run, *preds[id(r)]) for r in g]
-        if len(g) >= 3:
+        keys = list(g)
+        meas = [statistics.mean(tput(r.run, r.run.ttft_ms, r.run.tpot_ms) for r in g[k]) for k in keys]
+        est = [statistics.mean(tput(r.run, *preds[id(r)]) for r in g[k]) for k in keys]
+        if len(keys) >= 3:
             rho.append(spearman(est, meas))
-        top.append(max(range(len(g)), key=lambda i: meas[i]) == max(range(len(g)), key=lambda i: est[i]))
+        top.append(_best(meas, range(len(keys))) == _best(est, range(len(keys))))
         by_gpus: dict[int, list[int]] = defaultdict(list)
-        for i, r in enumerate(g):
-            by_gpus[r.run.gpus].append(i)
+        for i, k in enumerate(keys):
+            by_gpus[g[k][0].run.gpus].append(i)
         for idx in by_gpus.values():
-            if len({g[i].run.layout_key for i in idx}) >= 2:
-                same_top.append(max(idx, key=lambda i: meas[i]) == max(idx, key=lambda i: est[i]))
+            if len(idx) >= 2:
+                same_top.append(_best(meas, idx) == _best(est, idx))
     mean = statistics.mean
     return {
         "groups": len(top),
         "spearman": mean(rho) if rho else math.nan,
+        "spearman_groups": len(rho),
         "top1": mean(top) if top else math.nan,
         "same_groups": len(same_top),
         "same_top1": mean(same_top) if same_top else math.nan,
     }
 
 
+def _best(values: Sequence[float], idx: Iterable[int]) -> int:
+    return max(idx, key=lambda i: values[i])
+
+
+def _strict(name: str, rows: Sequence[Row], preds: dict[int, tuple[float, float]]) -> str:
+    rk = ranking([r for r in rows if id(r) in preds], preds, strict=True)
+    return (
+        f"{name}: Spearman {rk['spearman']:.2f} ({rk['spearman_groups']} groups), top-1 "
+        f"{100 * rk['top1']:.0f} % ({rk['groups']}), same-GPU-count top-1 "
+        f"{100 * rk['same_top1']:.0f} % ({rk['same_groups']})"
+    )
+
+
 def table_row(name: str, rows: Sequence[Row], preds: dict[int, tuple[float, float]]) -> str:
     sel = [r for r in rows if id(r) in preds]
+    if not sel:
+        return f"| {name} | 0 | | | | | | | |"
     et, ep = errors(sel, lambda r: preds[id(r)])
     rk = ranking(sel, preds)
     return (
         f"| {name} | {len(sel)} | {100 * statistics.median(et):.1f} | {100 * pct(et, 0.9):.1f} "
-        f"| {100 * statistics.median(ep):.1f} | {100 * pct(ep, 0.9):.1f} | {rk['spearman']:.2f} "
+        f"| {100 * statistics.median(ep):.1f} | {100 * pct(ep, 0.9):.1f} "
+        f"| {rk['spearman']:.2f} ({rk['spearman_groups']}) "
         f"| {100 * rk['top1']:.0f} ({rk['groups']}) | {100 * rk['same_top1']:.0f} ({rk['same_groups']}) |"
     )
 
 
 HEAD = (
-    "| estimate | rows | TTFT med % | TTFT p90 % | TPOT med % | TPOT p90 % | Spearman "
+    "| estimate | rows | TTFT med % | TTFT p90 % | TPOT med % | TPOT p90 % | Spearman (groups) "
     "| top-1 % (groups) | same-GPU-count top-1 % (groups) |\n|---|---|---|---|---|---|---|---|---|"
 )
 
@@ -283,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = runs[: a.limit]
     n_illegal, why = legality(runs)
     rows, skipped = collect(runs, not a.no_aic_own)
-    by_model = lambda r: r.run.model  # noqa: E731
+    by_model = lambda r: family(r.run.model)  # noqa: E731
     by_gpu = lambda r: r.run.gpu  # noqa: E731
     full_aic = fit(rows, "aic")
     full_roof = fit(rows, "roofline")
@@ -307,6 +334,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         *(table_row(k, rows, v) for k, v in preds.items()),
         "",
         f"Calibration fitted on all rows: AIC steps {full_aic}; roofline {full_roof}.",
+        "",
+        "Groups: rows at one model, GPU, quantization, ISL, OSL and concurrency that differ in "
+        "layout (any SGLang build; a deployment compares layouts on one GPU type at one "
+        "workload). Counting only rows of the same SGLang build: "
+        + "; ".join(_strict(k, rows, v) for k, v in list(preds.items())[:1] + list(preds.items())[3:5]),
         "",
         "Not estimable by the engine (rows): "
         + "; ".join(f"{k}: {v}" for k, v in skipped.most_common()),

@@ -117,7 +117,7 @@ class PerfModel:
             self.gpu,
             context_length=w.isl + w.osl,
             kv_cache_dtype=kv_cache_dtype,
-            pack=sglang_version,
+            pack=memory_pack(sglang_version),
         )
         self._lock = threading.Lock()
         self._cache: dict[tuple[Parallel, bool, int | None], Estimate] = {}
@@ -234,7 +234,7 @@ class PerfModel:
         self, steps: Steps, p: Parallel, b: int, ranks: int, kv_conc: int, cal: Calibration
     ) -> Estimate:
         w = self.workload
-        pt = point(steps, b, w.isl, w.osl, cal, tp_moe=self.facts.is_moe and p.moe_tp > 1)
+        pt = point(steps, b, w.isl, w.osl, cal)
         conc = b * ranks
         tps = output_tokens_per_s(conc, w.osl, pt.ttft_ms, pt.tpot_ms)
         return Estimate(
@@ -253,6 +253,12 @@ class PerfModel:
     def _empty(self, source: str, p: Parallel, kv_conc: int) -> Estimate:
         nan = float("nan")
         return Estimate(source, 0, nan, nan, 0.0, 0.0, 0.0, p.gpus, False, kv_conc)
+
+
+def memory_pack(sglang_version: str) -> str:
+    """The memory model's sizing table for a release: the 0.5 line sizes its reserve as
+    0.5.23 does, older releases by the legacy table (`memory.fraction`)."""
+    return "legacy" if sglang_version.startswith("0.4") else "0.5.23"
 
 
 def _with_model(args: EngineArgs, location: str) -> EngineArgs:

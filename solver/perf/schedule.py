@@ -43,16 +43,13 @@ class Calibration:
     overhead_ms: float
     queue: float
     interrupt: float
-    #: Extra share of the decode step when a MoE model's experts are split by tensor
-    #: parallelism (moe_tp > 1): the engine's all-reduce and small-GEMM tables come out
-    #: low for those layouts against measured runs (DeepSeek on B200: measured EP wins).
-    tp_moe_decode: float = 0.0
 
 
-#: Fitted on all 923 estimable measured runs (benchmarks/perf_accuracy.py prints the fit
-#: and scores leave-one-model-out and leave-one-GPU-out refits).
+#: Fitted on all 933 measured runs the engine estimates (benchmarks/perf_accuracy.py
+#: prints the fit; its figures are leave-one-model-out and leave-one-GPU-out refits).
 AIC_CALIBRATION = Calibration(overhead_ms=160.0, queue=0.75, interrupt=2.0)
-ROOFLINE_CALIBRATION = Calibration(overhead_ms=160.0, queue=0.75, interrupt=2.0)
+#: The same fit with the roofline's step latencies on the same runs.
+ROOFLINE_CALIBRATION = Calibration(overhead_ms=200.0, queue=1.0, interrupt=3.0)
 
 
 @dataclass(frozen=True)
@@ -85,20 +82,18 @@ def pieces(steps: Steps, batch: int, isl: int, osl: int) -> Pieces:
     )
 
 
-def combine(pc: Pieces, batch: int, osl: int, cal: Calibration, *, tp_moe: bool = False) -> Point:
+def combine(pc: Pieces, batch: int, osl: int, cal: Calibration) -> Point:
     """TTFT and TPOT from the step latencies (the formulas of the module docstring)."""
     ttft = cal.overhead_ms + pc.prefill_one + cal.queue * (batch - 1) / 2 * pc.prefill_per_prompt
-    d = pc.decode * (1 + cal.tp_moe_decode) if tp_moe else pc.decode
+    d = pc.decode
     x, y = batch * pc.prefill_per_prompt, osl * d
     tpot = d + cal.interrupt * (x * y / (x + y)) / osl if osl > 1 else d
     return Point(batch, ttft, tpot)
 
 
-def point(
-    steps: Steps, batch: int, isl: int, osl: int, cal: Calibration, *, tp_moe: bool = False
-) -> Point:
+def point(steps: Steps, batch: int, isl: int, osl: int, cal: Calibration) -> Point:
     """TTFT and TPOT of `batch` concurrent requests on one attention-DP rank."""
-    return combine(pieces(steps, batch, isl, osl), batch, osl, cal, tp_moe=tp_moe)
+    return combine(pieces(steps, batch, isl, osl), batch, osl, cal)
 
 
 def output_tokens_per_s(concurrency: int, osl: int, ttft_ms: float, tpot_ms: float) -> float:
