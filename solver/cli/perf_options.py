@@ -20,6 +20,14 @@ class EngineChoice(str, Enum):
     roofline = "roofline"
 
 
+PerfOpt = Annotated[
+    bool,
+    typer.Option(
+        "--perf",
+        help="Add the performance estimate's columns (needs --model and --gpu; the perf extra "
+        "for AIConfigurator's kernels).",
+    ),
+]
 RankOpt = Annotated[
     Rank,
     typer.Option(

@@ -199,13 +199,16 @@ class PerfModel:
             if per_rank_kv < BATCHES[-1] and per_rank_kv not in batches:
                 batches.append(per_rank_kv)
         best: Estimate | None = None
+        steps = _Memo(steps)
         try:
             for b in batches:
                 e = self._at(steps, p, b, ranks, kv_conc, cal)
                 if concurrency is not None:
                     return e
                 if not e.meets_sla:
-                    continue
+                    # TTFT and TPOT grow with the batch: no larger batch meets it either. A
+                    # looser SLA stops no earlier, so it never finds less throughput.
+                    break
                 if best is None or e.tokens_per_s_gpu >= best.tokens_per_s_gpu:
                     best = e
             if best is None:  # nothing meets the SLA: the lightest load, flagged
@@ -253,6 +256,26 @@ class PerfModel:
     def _empty(self, source: str, p: Parallel, kv_conc: int) -> Estimate:
         nan = float("nan")
         return Estimate(source, 0, nan, nan, 0.0, 0.0, 0.0, p.gpus, False, kv_conc)
+
+
+class _Memo:
+    """One estimate's step latencies, each asked once (the SLA search repeats the one-prompt
+    prefill at every batch, and the batched prefill once the prefill budget is full)."""
+
+    def __init__(self, steps: Steps) -> None:
+        self._steps = steps
+        self.label = steps.label
+        self._prefill: dict[tuple[int, int], float] = {}
+
+    def prefill_ms(self, requests: int, isl: int) -> float:
+        key = (requests, isl)
+        v = self._prefill.get(key)
+        if v is None:
+            v = self._prefill[key] = self._steps.prefill_ms(requests, isl)
+        return v
+
+    def decode_ms(self, batch: int, isl: int, osl: int) -> float:
+        return self._steps.decode_ms(batch, isl, osl)
 
 
 def memory_pack(sglang_version: str) -> str:
