@@ -51,8 +51,7 @@ def main() -> None:
     w = Workload(1024, 1024, tpot_ms=50)
     warm_pm = PerfModel(MODEL, "H200", w)
     shapes = {
-        Parallel.from_resolved(lay.config, lay.derived)
-        for lay in solver.enumerate(64, model=spec)
+        Parallel.from_resolved(lay.config, lay.derived) for lay in solver.enumerate(64, model=spec)
     }
     shapes = {p for p in shapes if warm_pm.memory.of(p).fits}
     for p in shapes:  # load the databases and compile every engine once

@@ -34,7 +34,7 @@ from meshsat.solver.memory import Parallel
 from meshsat.solver.packs.registry import known_versions
 from meshsat.solver.perf import PerfModel, Workload
 from meshsat.solver.perf.aic import AicSteps, EngineUnavailable
-from meshsat.solver.perf.engine_args import EngineArgs, nearest_version
+from meshsat.solver.perf.engine_args import EngineArgs
 from meshsat.solver.perf.measured import MeasuredRun, checkpoint_config, load_runs
 from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import (
@@ -191,7 +191,9 @@ def fit(rows: Sequence[Row], kind: str) -> Calibration:
     return best[1]
 
 
-def held_out(rows: Sequence[Row], kind: str, by: Callable[[Row], str]) -> dict[int, tuple[float, float]]:
+def held_out(
+    rows: Sequence[Row], kind: str, by: Callable[[Row], str]
+) -> dict[int, tuple[float, float]]:
     """Each row's prediction by a calibration fitted without its model (or GPU)."""
     out: dict[int, tuple[float, float]] = {}
     for held in sorted({by(r) for r in rows}):
@@ -219,7 +221,7 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
 
     ra, rb = ranks(a), ranks(b)
     n = len(a)
-    d = sum((x - y) ** 2 for x, y in zip(ra, rb))
+    d = sum((x - y) ** 2 for x, y in zip(ra, rb, strict=True))
     return 1 - 6 * d / (n * (n * n - 1))
 
 
@@ -243,7 +245,9 @@ def ranking(
         if len(g) < 2:
             continue
         keys = list(g)
-        meas = [statistics.mean(tput(r.run, r.run.ttft_ms, r.run.tpot_ms) for r in g[k]) for k in keys]
+        meas = [
+            statistics.mean(tput(r.run, r.run.ttft_ms, r.run.tpot_ms) for r in g[k]) for k in keys
+        ]
         est = [statistics.mean(tput(r.run, *preds[id(r)]) for r in g[k]) for k in keys]
         if len(keys) >= 3:
             rho.append(spearman(est, meas))
@@ -288,7 +292,8 @@ def table_row(name: str, rows: Sequence[Row], preds: dict[int, tuple[float, floa
         f"| {name} | {len(sel)} | {100 * statistics.median(et):.1f} | {100 * pct(et, 0.9):.1f} "
         f"| {100 * statistics.median(ep):.1f} | {100 * pct(ep, 0.9):.1f} "
         f"| {rk['spearman']:.2f} ({rk['spearman_groups']}) "
-        f"| {100 * rk['top1']:.0f} ({rk['groups']}) | {100 * rk['same_top1']:.0f} ({rk['same_groups']}) |"
+        f"| {100 * rk['top1']:.0f} ({rk['groups']}) "
+        f"| {100 * rk['same_top1']:.0f} ({rk['same_groups']}) |"
     )
 
 
@@ -338,7 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Groups: rows at one model, GPU, quantization, ISL, OSL and concurrency that differ in "
         "layout (any SGLang build; a deployment compares layouts on one GPU type at one "
         "workload). Counting only rows of the same SGLang build: "
-        + "; ".join(_strict(k, rows, v) for k, v in list(preds.items())[:1] + list(preds.items())[3:5]),
+        + "; ".join(
+            _strict(k, rows, v) for k, v in list(preds.items())[:1] + list(preds.items())[3:5]
+        ),
         "",
         "Not estimable by the engine (rows): "
         + "; ".join(f"{k}: {v}" for k, v in skipped.most_common()),

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from meshsat.solver.memory import Parallel
 from meshsat.solver.perf import PerfModel, Workload
-from meshsat.solver.perf.schedule import AIC_CALIBRATION, Calibration, combine, Pieces
+from meshsat.solver.perf.schedule import AIC_CALIBRATION, Calibration, Pieces, combine
 from tests.cli_helpers import run_cli
 
 TP8_EP8 = Parallel(tp=8, attn_tp=8, ep=8, moe_tp=1)
@@ -38,7 +38,9 @@ def test_a_looser_sla_never_gives_less_throughput(
     loose_w = Workload(
         2048, 512, None if ttft is None else ttft * loosen, None if tpot is None else tpot * loosen
     )
-    loose = PerfModel("deepseek-ai/DeepSeek-V3", "H200", loose_w, engine="roofline").estimate(layout)
+    loose = PerfModel("deepseek-ai/DeepSeek-V3", "H200", loose_w, engine="roofline").estimate(
+        layout
+    )
     if tight.meets_sla:
         assert loose.meets_sla
         assert loose.tokens_per_s_gpu >= tight.tokens_per_s_gpu
@@ -78,9 +80,10 @@ def test_fallback_labels_say_where_each_estimate_comes_from() -> None:
     assert dcp.source == "roofline (aic: decode context parallelism)"
     amd = PerfModel("deepseek-ai/DeepSeek-V3", "MI300X", w).estimate(TP8_EP8)
     assert amd.source == "roofline (aic: no SGLang kernel data for MI300X)"
-    assert PerfModel("deepseek-ai/DeepSeek-V3", "H200", w, engine="roofline").estimate(
-        TP8_EP8
-    ).source == "roofline"
+    assert (
+        PerfModel("deepseek-ai/DeepSeek-V3", "H200", w, engine="roofline").estimate(TP8_EP8).source
+        == "roofline"
+    )
     strict = PerfModel("deepseek-ai/DeepSeek-V3", "MI300X", w, engine="aic").estimate(TP8_EP8)
     assert strict.source == "unavailable" and strict.tokens_per_s_gpu == 0
     assert not strict.meets_sla and math.isnan(strict.ttft_ms)

@@ -365,7 +365,9 @@ def _perf_columns(
     if not perf:
         return None
     if sources.model is None or gpu_name is None:
-        raise InputError("--perf needs --model and --gpu (a GPU type: the estimate reads its speeds)")
+        raise InputError(
+            "--perf needs --model and --gpu (a GPU type: the estimate reads its speeds)"
+        )
     from meshsat.solver.perf import PerfModel, Workload
 
     pm = PerfModel(
@@ -373,7 +375,7 @@ def _perf_columns(
         gpu_name,
         Workload(*workload),
         sglang_version=e.query.pack.version,
-        engine=engine.value,  # type: ignore[arg-type]
+        engine=engine.value,
         gpus_per_node=gpus_per_node,
     )
     return PerfColumns(e, columns, pm, filters)

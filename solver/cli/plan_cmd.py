@@ -18,8 +18,8 @@ from typing import Annotated, Any
 
 import typer
 
+import meshsat.solver.cli.plan_perf as plan_perf
 from meshsat import solver
-from meshsat.solver.cli import plan_perf
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.cli.perf_options import (
     EngineChoice,
@@ -202,13 +202,13 @@ def plan_cmd(
     g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
     # ---- performance ranking (estimates: meshsat.solver.cli.plan_perf) -----------------
     if rank is Rank.perf:
-        w = Workload(isl, osl, ttft, tpot)
+        workload = Workload(isl, osl, ttft, tpot)
         rows_p, ranked, shapes = plan_perf.perf_rows(
-            model, g, gpus, w, engine=engine.value, gpus_per_node=gpus_per_node, top=top
+            model, g, gpus, workload, engine=engine.value, gpus_per_node=gpus_per_node, top=top
         )
-        plan_perf.emit(rows_p, fmt.value, w, g.name, shapes)
+        plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
         if plot is not None:
-            title = f"{model} on {gpus} x {g.name}: {w.describe()}"
+            title = f"{model} on {gpus} x {g.name}: {workload.describe()}"
             plan_perf.plot(plot, ranked, rows_p, title)
             note(f"plot written to {plot}")
         if not rows_p:

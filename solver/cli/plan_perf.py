@@ -58,7 +58,8 @@ class PerfRow:
 
 def ranking_note(w: Workload) -> str:
     return (
-        f"ranked by output tokens/s per GPU at the best concurrency meeting the SLA ({w.describe()})"
+        "ranked by output tokens/s per GPU at the best concurrency meeting the SLA "
+        f"({w.describe()})"
         "; layouts meeting it first, then those estimated with AIConfigurator's measured kernels "
         "before those only meshsat's roofline could estimate; each row names its source"
     )

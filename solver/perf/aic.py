@@ -130,10 +130,12 @@ def _memoise_version_slots() -> None:
     load = eng._maybe_load_database
     views: dict[tuple[Any, ...], Any] = {}
 
-    def database(system: str, backend: str, version: str | None, path: str | None) -> Any:
-        key = (system, backend, version, path)
+    def database(
+        system: str, backend: str, backend_version: str | None, systems_path: str | None
+    ) -> Any:
+        key = (system, backend, backend_version, systems_path)
         if key not in views:
-            views[key] = load(system, backend, version, path)
+            views[key] = load(system, backend, backend_version, systems_path)
         return views[key]
 
     eng._maybe_load_database = database

@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any

@@ -20,7 +20,7 @@ Assumptions (docs/perf.md lists them with their effect):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
@@ -47,6 +47,8 @@ class RooflineSteps:
     weight_bytes: float
     kv_cache_dtype: str | None = None
     label: str = "roofline"
+    #: Per-layout constants (see `__post_init__`).
+    _c: tuple[float, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
         # Per-layout constants, computed once: a plan evaluates thousands of passes.
@@ -110,9 +112,11 @@ class RooflineSteps:
             a2a = 2 * (p.ep - 1) / p.ep * size / self._bw(p.ep)
             t += moe_layers * (a2a + 2 * COLLECTIVE_US * 1e-6)
         if p.pp > 1:
-            t += (tokens * h * ACT_BYTES / self._bw(p.pp * p.tp) + COLLECTIVE_US * 1e-6) * (
-                p.pp - 1
-            ) / p.pp
+            t += (
+                (tokens * h * ACT_BYTES / self._bw(p.pp * p.tp) + COLLECTIVE_US * 1e-6)
+                * (p.pp - 1)
+                / p.pp
+            )
         return t
 
     def _active_params_per_rank(self) -> float:
@@ -131,7 +135,7 @@ class RooflineSteps:
             return 0.0
         local = max(1.0, f.num_experts / p.ep)
         routed = tokens * p.attn_dp * f.experts_per_token / p.ep  # token-expert pairs here
-        touched = local * (1 - (1 - 1 / local) ** routed)
+        touched = local * (1 - float((1 - 1 / local) ** routed))
         per_expert = f.expert_params() * f.quant.experts / max(1, p.moe_tp)
         return touched * per_expert * f.num_moe_layers / p.pp
 

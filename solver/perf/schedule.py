@@ -29,7 +29,8 @@ PREFILL_TOKENS = 16384
 
 
 class Steps(Protocol):
-    label: str
+    @property
+    def label(self) -> str: ...
 
     def prefill_ms(self, requests: int, isl: int) -> float: ...
 
@@ -86,7 +87,9 @@ class Pieces:
 
 def pieces(steps: Steps, batch: int, isl: int, osl: int) -> Pieces:
     return Pieces(
-        steps.prefill_ms(1, isl), prompt_cost_ms(steps, batch, isl), steps.decode_ms(batch, isl, osl)
+        steps.prefill_ms(1, isl),
+        prompt_cost_ms(steps, batch, isl),
+        steps.decode_ms(batch, isl, osl),
     )
 
 
