@@ -237,6 +237,9 @@ def plot(path: Path, ranked: Sequence[Ranked], rows: Sequence[PerfRow], title: s
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=120, bbox_inches="tight")
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp's 0600 is not what a plain write gives
         os.replace(tmp, path)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
