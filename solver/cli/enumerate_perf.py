@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from meshsat.solver.backends.interp import evaluate
 from meshsat.solver.enumeration.layouts import Layout
-from meshsat.solver.enumeration.memory_columns import MEMORY_NAMES
+from meshsat.solver.enumeration.memory_columns import MEMORY_NAMES, RowEnv
 from meshsat.solver.enumeration.where import parse
 from meshsat.solver.lang.expr import Expr, Field, fields_of
 from meshsat.solver.memory import Parallel
@@ -89,26 +89,7 @@ class PerfColumns:
                 e.source,
             )
             if self.filters and not all(
-                evaluate(f, _Env(ext, self._index, shape.constant)) for f in self.filters
+                evaluate(f, RowEnv(ext, self._index, shape.constant)) for f in self.filters
             ):
                 continue
             yield ext
-
-
-class _Env(Mapping[str, Any]):
-    __slots__ = ("_constant", "_index", "_row")
-
-    def __init__(
-        self, row: tuple[Any, ...], index: Mapping[str, int], constant: Mapping[str, Any]
-    ) -> None:
-        self._row, self._index, self._constant = row, index, constant
-
-    def __getitem__(self, key: str) -> Any:
-        i = self._index.get(key)
-        return self._row[i] if i is not None else self._constant[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter({**self._constant, **self._index})
-
-    def __len__(self) -> int:
-        return len({**self._constant, **self._index})
