@@ -7,7 +7,7 @@ throughput and whether the measured best is ranked first (also among same-GPU-co
 layouts). Beside meshsat: AIConfigurator's own aggregated estimate (its `run_agg`) from the
 same run, and meshsat's roofline run as if the database were absent.
 
-The schedule's three constants are fitted (grid search, median errors); the fitted rows are
+The schedule's constants are fitted (grid search, median errors); the fitted rows are
 scored only leave-one-model-out and leave-one-GPU-out. Also counts the rows whose layouts
 meshsat judges illegal on the nearest pack, and why.
 
@@ -179,10 +179,14 @@ def errors(rows: Iterable[Row], pred: Predict) -> tuple[list[float], list[float]
     return et, ep
 
 
+#: The engine's decode tables are whole measured steps: no host term is fitted on top.
+STEP_GRID = {"aic": (0.0,), "roofline": (0.0, 1.0, 2.0, 3.0, 4.0, 5.0)}
+
+
 def fit(rows: Sequence[Row], kind: str) -> Calibration:
     best: tuple[float, Calibration] | None = None
-    for o, q, i in itertools.product(*GRID.values()):
-        cal = Calibration(o, q, i)
+    for o, q, i, d in itertools.product(*GRID.values(), STEP_GRID[kind]):
+        cal = Calibration(o, q, i, d)
         et, ep = errors(rows, predictor(kind, cal))
         score = statistics.median(et) + statistics.median(ep)
         if best is None or score < best[0]:
@@ -338,7 +342,7 @@ def table_row(name: str, rows: Sequence[Row], preds: dict[int, tuple[float, floa
 NOTES = """\
 How each estimate is run. *meshsat (AIC steps)*: AIConfigurator's prefill and decode step
 latencies for the row's layout (`meshsat.solver.perf.engine_args`), database 0.5.14, turned
-into TTFT and TPOT by meshsat's schedule (docs/perf.md) with its three constants refitted
+into TTFT and TPOT by meshsat's schedule (docs/perf.md) with its constants refitted
 without the scored model family (DeepSeek-R1 and V3 together) or GPU. *AIConfigurator
 alone*: its SGLang backend's `run_agg` at the row's batch with one mix step of up to 8,192
 prompt tokens while at least one request decodes (this core package ships no CLI; the 71 %

@@ -2,8 +2,8 @@
 
 Why prune first: estimating is the expensive step, so layouts that do not load are dropped
 before it, and layouts the estimate cannot tell apart (the same `memory.Parallel` widths:
-they differ only in flags the estimate does not read) are estimated once, the first of
-them standing for the rest.
+they differ only in flags the estimate does not read; for a dense model the expert widths
+are among those) are estimated once, the first of them standing for the rest.
 
 The order: layouts that meet the SLA first; then layouts the engine (AIConfigurator's measured
 kernels) estimated before those only the roofline could (the two sources are not on one
@@ -15,7 +15,7 @@ output tokens/s per GPU, the lower TTFT, fewer GPUs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from meshsat.solver.memory import Memory, Parallel
@@ -50,9 +50,12 @@ def rank_layouts(
     """Estimate and rank `layouts` (anything with `.config` and `.derived`, e.g.
     `solver.enumerate(...)`'s); the `top` best, or all."""
     shapes: dict[tuple[Parallel, bool], list[Any]] = {}
+    dense = not pm.facts.is_moe
     for lay in layouts:
         cfg, der = lay.config, lay.derived
         p = Parallel.from_resolved(cfg, der)
+        if dense:  # expert widths mean nothing without experts
+            p = replace(p, ep=1, moe_tp=p.tp, moe_dp=1)
         if not pm.memory.of(p).fits:
             continue
         dwdp = int(cfg.get("dwdp_size") or 1) > 1
