@@ -10,9 +10,7 @@ reader (`meshsat.solver.inputs.launch`), which keeps them in the user's coordina
 
 from __future__ import annotations
 
-import shlex
-from typing import Any
-
+from meshsat.solver.inputs.command import flag_words
 from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.inputs.launch import read_launch_commands
 from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
@@ -50,7 +48,7 @@ def rewrite_script(text: str, new: Config, *, attn_dp_spelling: bool) -> tuple[s
         groups += [(n,) for n in changed if not (attn_dp_spelling and n in _DP_GROUP)]
         end = command.words[-1].end
         for fields in groups:
-            flags = " ".join(f for f in (_flag(n, target[n]) for n in fields) if f)
+            flags = " ".join(f for f in (flag_words(n, target[n]) for n in fields) if f)
             spans = sorted(s for n in fields for s in parsed.spans.get(n, []))
             if not spans:
                 if flags:
@@ -68,16 +66,6 @@ def rewrite_script(text: str, new: Config, *, attn_dp_spelling: bool) -> tuple[s
 def _writable(name: str) -> bool:
     spec = CONFIG_SPECS[name]
     return bool(spec.flags) and not spec.tool_only
-
-
-def _flag(name: str, value: Any) -> str:
-    """The flag that sets `name` to `value`; empty where leaving the flag out does."""
-    spec = CONFIG_SPECS[name]
-    if value is None or value is False or value == spec.default:
-        return ""
-    if value is True:
-        return spec.flags[0]
-    return f"{spec.flags[0]} {shlex.quote(str(value))}"
 
 
 def _with_blank_before(text: str, span: tuple[int, int], replacement: str) -> tuple[int, int]:
