@@ -60,12 +60,8 @@ def commands(version: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for name, repo, gpus in SPACES:
         for lay in solver.enumerate(gpus, model=model(name), sglang_version=version):
-            command = launch_command(
-                Config.model_validate(lay.values), version, model_path=repo
-            )
-            items.append(
-                {"model": name, "gpus": gpus, "values": lay.values, "command": command}
-            )
+            command = launch_command(Config.model_validate(lay.values), version, model_path=repo)
+            items.append({"model": name, "gpus": gpus, "values": lay.values, "command": command})
     return items
 
 

@@ -36,8 +36,8 @@ import argparse
 import contextlib
 import dataclasses
 import importlib.abc
-import io
 import importlib.machinery
+import io
 import json
 import logging
 import os
