@@ -214,7 +214,6 @@ def plan_cmd(
     """
     if (gpu_name is None) == (gpu_memory is None):
         raise InputError("give exactly one of --gpu or --gpu-memory")
-    check_plan_args(gpus, top, gpus_per_node)
     g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
     with time_limit(timeout, "plan"):
         rows = plan_layouts(
