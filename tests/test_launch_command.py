@@ -36,7 +36,7 @@ from fidelity.compare import (
 from fidelity.paste import SPACES, commands, fixture_path, split_command
 from meshsat import solver
 from meshsat.solver.inputs import parse_sglang_command
-from meshsat.solver.inputs.command import launch_command
+from meshsat.solver.inputs.command import DP_GROUP, launch_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.packs import known_versions
 from tests.cli_helpers import run_cli
@@ -131,6 +131,35 @@ def test_the_release_launches_every_printed_command_as_the_layout_meant() -> Non
         assert "--expert-distribution-recorder-buffer-size" not in row["command"]
         assert theirs[BUFFER] == 1000
     assert compared > 20 * len(_pasted())
+
+
+def test_meshsats_reader_reads_each_printed_command_as_the_layout() -> None:
+    """`validate --sglang` on a printed command (model facts from its own --model-path, the
+    embedded catalogue) resolves to the enumerated layout: every derived width, and every
+    field but the DP-attention group, which 0.5.23 spells `--attn-dp-size N` where meshsat's
+    layouts say `enable_dp_attention` with `dp_size` N (the widths above hold it); every
+    fourth command of the fixture."""
+    from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
+    from meshsat.solver.memory.models import model_config
+
+    meant = {
+        (name, json.dumps(lay.values, sort_keys=True)): (dict(lay.config), dict(lay.derived))
+        for name, _repo, gpus in SPACES
+        for lay in solver.enumerate(gpus, model=model(name), sglang_version=PASTED)
+    }
+    for row in _pasted()[::4]:
+        read = load_layout(
+            LayoutSources(sglang=row["command"]), catalogue=model_config, release=PASTED
+        )
+        assert read.model is not None and not read.missing_flags, row["command"]
+        report = solver.validate(read.config, read.model, sglang_version=PASTED)
+        assert report.valid, row["command"]
+        config, derived = meant[(row["model"], json.dumps(row["values"], sort_keys=True))]
+        assert dict(report.derived) == derived, row["command"]
+        resolved = dict(report.resolved)
+        for name in DP_GROUP:
+            del resolved[name], config[name]
+        assert resolved == config, row["command"]
 
 
 def test_no_printed_flag_sits_at_the_release_default() -> None:
