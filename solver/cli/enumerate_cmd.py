@@ -129,7 +129,8 @@ CommandOpt = Annotated[
     typer.Option(
         "--command",
         help="Add a column with the SGLang command line of each layout, in the chosen "
-        "release's spelling (slower: about 30 µs a layout).",
+        "release's spelling, naming the --model as --model-path (slower: about 30 µs a "
+        "layout).",
     ),
 ]
 #: `--sort` without `--limit` holds every row; beyond this many it refuses (~100 MB).
