@@ -136,7 +136,8 @@ CommandOpt = Annotated[
     typer.Option(
         "--command",
         help="Add a column with the SGLang command line of each layout, in the chosen "
-        "release's spelling (slower: about 30 µs a layout).",
+        "release's spelling, naming the --model as --model-path (slower: about 30 µs a "
+        "layout).",
     ),
 ]
 #: `--sort` without `--limit` holds every row; beyond this many it refuses (~100 MB).
@@ -254,7 +255,7 @@ def enumerate_cmd(
         shown = (*e.output_columns, *(MEMORY_COLUMNS if mem is not None else ()))
         if command:
             columns, shown = (*columns, "command"), (*shown, "command")
-            rows = _with_commands(e, rows)
+            rows = _with_commands(e, rows, layout.model_path)
         picks = [columns.index(n) for n in shown]
         if sort is not None:
             rows = iter(_sorted(columns, rows, sort, limit))
@@ -293,12 +294,14 @@ def _count(e: Enumerator, gpus: int, up_to: bool) -> int:
     return total
 
 
-def _with_commands(e: Enumerator, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+def _with_commands(
+    e: Enumerator, rows: Iterable[tuple[Any, ...]], model_path: str | None
+) -> Iterator[tuple[Any, ...]]:
     """Each row with the SGLang command that launches it, in the release's spelling (a
     pydantic config per row: tens of µs, so only on request)."""
     from meshsat.solver.enumeration.layouts import Layout
+    from meshsat.solver.inputs.command import launch_command
     from meshsat.solver.lang.config import Config
-    from meshsat.solver.repair.fix import command_line
 
     pack = e.query.pack
     # What the user launches: the base's own settings and the varied values; the fields
@@ -306,7 +309,7 @@ def _with_commands(e: Enumerator, rows: Iterable[tuple[Any, ...]]) -> Iterator[t
     given = {n: getattr(e.base, n) for n in e.base.user_set()}
     for row in rows:
         config = Config.model_validate({**given, **Layout(row, e.shape).values})
-        yield (*row, command_line(config, pack))
+        yield (*row, launch_command(config, pack, model_path=model_path))
 
 
 def _memory_columns(
