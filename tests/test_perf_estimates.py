@@ -22,7 +22,7 @@ from tests.cli_helpers import run_cli
 
 TP8_EP8 = Parallel(tp=8, attn_tp=8, ep=8, moe_tp=1)
 DP8 = Parallel(tp=8, attn_tp=1, attn_dp=8, ep=8, moe_tp=1, dp_attention=True)
-CP2 = Parallel(tp=8, attn_tp=8, ep=8, moe_tp=1, attn_cp=2)
+CP2 = Parallel(tp=8, attn_tp=4, ep=8, moe_tp=1, attn_cp=2)
 
 limits = st.one_of(st.none(), st.floats(min_value=5.0, max_value=20000.0))
 

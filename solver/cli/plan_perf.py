@@ -12,7 +12,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,12 +20,12 @@ from typing import Any
 from meshsat import solver
 from meshsat.solver.cli.output import emit_json, err, note, out
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.command import launch_command, model_path_of
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.perf import PerfModel, Workload
 from meshsat.solver.perf.ranking import Ranked, rank_layouts
-from meshsat.solver.repair.fix import command_line
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,10 @@ def perf_rows(
     gpus_per_node: int | None,
     top: int,
     sglang_version: str | None = None,
+    memory: Mapping[str, Any] | None = None,
 ) -> tuple[list[PerfRow], list[Ranked], int]:
-    """The `top` best rows, every ranked layout (for the plot) and how many were estimated."""
+    """The `top` best rows, every ranked layout (for the plot) and how many were estimated
+    (`memory`: further `MemoryModel` options, e.g. mem_fraction_static, context_gib)."""
     pm = PerfModel(
         model,
         g,
@@ -84,7 +86,9 @@ def perf_rows(
         engine=engine,  # type: ignore[arg-type]
         gpus_per_node=gpus_per_node,
         sglang_version=sglang_version or "0.5.23",
+        memory_options=memory,
     )
+    model_path = model_path_of(model)
     spec = ModelSpec.from_hf_config(pm.config)
     layouts = solver.enumerate(gpus, model=spec, sglang_version=sglang_version)
     show = sys.stderr.isatty()
@@ -122,7 +126,8 @@ def perf_rows(
                 kv_concurrency=e.kv_concurrency,
                 source=e.source,
                 same_widths=r.same_widths,
-                command=command_line(Config.model_validate(c)),
+                # What the user launches: the enumerated values, not what SGLang resolves.
+                command=launch_command(Config.model_validate(r.values), model_path=model_path),
             )
         )
     return rows, ranked, len(ranked)
@@ -167,6 +172,7 @@ def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, gpu_name: str, estimate
             f" {r.weights_gib:>11.2f} {r.total_kv_tokens:>10,}\n      source: {r.source}"
             f"\n      {r.command}",
             markup=False,
+            soft_wrap=True,
         )
     note(f"{estimated} layout shapes estimated (layouts that differ only in flags the estimate "
          "does not read share one)")  # fmt: skip

@@ -93,6 +93,7 @@ class PerfModel:
         quant: str | None = None,
         model_id: str | None = None,
         calibration: Calibration | None = None,
+        memory_options: Mapping[str, Any] | None = None,
     ) -> None:
         if engine not in ENGINES:
             raise InputError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
@@ -118,6 +119,7 @@ class PerfModel:
             context_length=w.isl + w.osl,
             kv_cache_dtype=kv_cache_dtype,
             pack=memory_pack(sglang_version),
+            **dict(memory_options or {}),
         )
         self._lock = threading.Lock()
         self._cache: dict[tuple[Parallel, bool, int | None], Estimate] = {}

@@ -28,6 +28,9 @@ class Ranked:
 
     config: Mapping[str, Any]
     derived: Mapping[str, Any]
+    #: What the user launches: the enumerated values (`Layout.values`; the resolved config
+    #: for inputs without them).
+    values: Mapping[str, Any]
     parallel: Parallel
     memory: Memory
     estimate: Estimate
@@ -59,12 +62,13 @@ def rank_layouts(
         if not pm.memory.of(p).fits:
             continue
         dwdp = int(cfg.get("dwdp_size") or 1) > 1
-        shapes.setdefault((p, dwdp), []).append((dict(cfg), dict(der)))
+        values = getattr(lay, "values", cfg)
+        shapes.setdefault((p, dwdp), []).append((dict(cfg), dict(der), dict(values)))
     out = []
     for i, ((p, dwdp), members) in enumerate(shapes.items()):
         est = pm.estimate(p, dwdp=dwdp)
-        cfg, der = members[0]
-        out.append(Ranked(cfg, der, p, pm.memory.of(p), est, len(members) - 1))
+        cfg, der, values = members[0]
+        out.append(Ranked(cfg, der, values, p, pm.memory.of(p), est, len(members) - 1))
         if progress is not None:
             progress(i + 1, len(shapes))
     out.sort(key=lambda r: sort_key(r.estimate))
