@@ -184,13 +184,21 @@ class PerfModel:
             self._cache[key] = est
         return est
 
-    def _estimate(self, p: Parallel, dwdp: bool, concurrency: int | None) -> Estimate:
+    def _estimate(
+        self,
+        p: Parallel,
+        dwdp: bool,
+        concurrency: int | None,
+        fallback: RooflineSteps | None = None,
+    ) -> Estimate:
         w = self.workload
         mem = self.memory.of(p)
         ranks = p.attn_dp * p.replicas
         per_rank_kv = mem.max_total_num_tokens // (w.isl + w.osl) if mem.fits else 0
         kv_conc = per_rank_kv * ranks
-        steps, is_aic = self.steps(p, dwdp=dwdp)
+        found: tuple[Steps | _Unavailable, bool]
+        found = (fallback, False) if fallback is not None else self.steps(p, dwdp=dwdp)
+        steps, is_aic = found
         if isinstance(steps, _Unavailable) or per_rank_kv < 1:
             return self._empty(steps.label if per_rank_kv >= 1 else "does not fit", p, kv_conc)
         cal = self.calibration or (AIC_CALIBRATION if is_aic else ROOFLINE_CALIBRATION)
@@ -221,19 +229,10 @@ class PerfModel:
             roof = RooflineSteps.of(
                 self.facts, p, self.gpu, self.gpus_per_node, self.kv_cache_dtype
             )
+            # The engine failed partway: the whole estimate comes from the roofline.
             roof = replace(roof, label=f"roofline (aic: {exc})")
-            return self._estimate_with(roof, p, dwdp, concurrency)
+            return self._estimate(p, dwdp, concurrency, fallback=roof)
         return best
-
-    def _estimate_with(
-        self, steps: RooflineSteps, p: Parallel, dwdp: bool, concurrency: int | None
-    ) -> Estimate:
-        saved, self.engine = self.engine, "roofline"
-        try:
-            e = self._estimate(p, dwdp, concurrency)
-        finally:
-            self.engine = saved
-        return Estimate(**{**e.to_dict(), "source": steps.label})
 
     def _at(
         self, steps: Steps, p: Parallel, b: int, ranks: int, kv_conc: int, cal: Calibration
