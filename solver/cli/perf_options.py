@@ -32,8 +32,9 @@ RankOpt = Annotated[
     Rank,
     typer.Option(
         "--rank",
-        help="perf: most output tokens/s per GPU under the SLA (needs the perf extra); "
-        "kv: most KV-cache tokens.",
+        help="perf: most output tokens/s per GPU under the SLA, requests of --isl + --osl "
+        "tokens (AIConfigurator's kernels with the perf extra, meshsat's roofline without); "
+        "kv: most KV-cache tokens, requests of --context-length.",
     ),
 ]
 IslOpt = Annotated[int, typer.Option("--isl", min=1, help="Input tokens per request.")]
