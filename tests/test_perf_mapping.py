@@ -6,6 +6,7 @@ runs' own records of their layouts."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -136,11 +137,16 @@ def test_measured_runs_record_the_mapped_widths() -> None:
         for r in csv.DictReader(fh):
             stored[r["id"]] = r
     checked = 0
+    models: dict[tuple[str, str], tuple[Any, ModelSpec]] = {}
     for run in load_runs()[::7]:
         if run.normalised or run.gpu not in ("H200", "B200", "H100"):
             continue
-        facts = load_facts(checkpoint_config(run))  # type: ignore[arg-type]
-        spec = ModelSpec.from_hf_config(checkpoint_config(run))  # type: ignore[arg-type]
+        key = (run.model, run.quant)
+        if key not in models:
+            cfg = checkpoint_config(run)
+            assert cfg is not None
+            models[key] = (load_facts(cfg), ModelSpec.from_hf_config(cfg))
+        facts, spec = models[key]
         rep = solver.validate(run.config(), spec, sglang_version="0.5.18")
         assert rep.valid, (run.id, rep.violations)
         p = Parallel.from_resolved(rep.resolved, rep.derived)
