@@ -20,10 +20,13 @@ from torch import Tensor
 
 from meshsat.cp.interface import BaseContextParallelMetadata
 from meshsat.cp.kinds import CPBatchError, CPStrategyKind
+from meshsat.cp.limits import MAX_TOKENS
 
 
 def as_lengths(name: str, values: Sequence[int] | None) -> tuple[int, ...]:
-    """`values` as a tuple of non-negative ints, or a `CPBatchError` naming `name`."""
+    """`values` as a tuple of ints in [0, MAX_TOKENS], or a `CPBatchError` naming `name`.
+    Python ints, numpy integers and 1-D integer tensors are lengths (engines pass all three);
+    bools and floats are not."""
     if values is None or isinstance(values, (str, bytes)):
         raise CPBatchError(f"{name} is {values!r}; expected a sequence of lengths (ints >= 0)")
     if isinstance(values, Tensor):
@@ -33,17 +36,35 @@ def as_lengths(name: str, values: Sequence[int] | None) -> tuple[int, ...]:
                 "a 1-D integer tensor or a list of ints"
             )
         values = values.tolist()
-    fast = tuple(values)
-    if all(type(v) is int for v in fast) and (not fast or min(fast) >= 0):
+    try:
+        fast = tuple(values)
+    except TypeError:
+        raise CPBatchError(
+            f"{name} is a {type(values).__name__}; expected a sequence of lengths (ints >= 0)"
+        ) from None
+    if len(fast) > MAX_TOKENS:
+        raise CPBatchError(f"{name} has {len(fast)} entries; the limit is {MAX_TOKENS} requests")
+    if all(type(v) is int for v in fast) and (
+        not fast or (min(fast) >= 0 and max(fast) <= MAX_TOKENS)
+    ):
         return fast
-    out: list[int] = []
-    for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise CPBatchError(f"{name}[{i}] is {v!r}; lengths must be ints")
-        if v < 0:
-            raise CPBatchError(f"{name}[{i}] is {v}; lengths must be >= 0")
-        out.append(v)
-    return tuple(out)
+    return tuple(_as_length(name, i, v) for i, v in enumerate(fast))
+
+
+def _as_length(name: str, i: int, v: object) -> int:
+    """One length: an int or a numpy / 0-d tensor integer (anything with `__index__` that is
+    not a bool), bounded by `MAX_TOKENS`."""
+    if isinstance(v, bool) or "bool" in type(v).__name__ or not hasattr(type(v), "__index__"):
+        raise CPBatchError(f"{name}[{i}] is {v!r}; lengths must be ints")
+    try:
+        n = operator.index(v)  # type: ignore[arg-type]
+    except TypeError:
+        raise CPBatchError(f"{name}[{i}] is {v!r}; lengths must be ints") from None
+    if n < 0:
+        raise CPBatchError(f"{name}[{i}] is {n}; lengths must be >= 0")
+    if n > MAX_TOKENS:
+        raise CPBatchError(f"{name}[{i}] is {n}; the limit is {MAX_TOKENS} tokens (cp.limits)")
+    return n
 
 
 @dataclass(frozen=True)
@@ -62,6 +83,18 @@ class CPBatch:
         if len(ext) != len(pre):
             raise CPBatchError(
                 f"{len(ext)} extend lengths but {len(pre)} prefix lengths; one of each per request"
+            )
+        total = sum(ext)
+        if total > MAX_TOKENS:
+            raise CPBatchError(
+                f"the batch has {total} tokens in the forward; the limit is {MAX_TOKENS} "
+                "(cp.limits)"
+            )
+        longest = max(map(operator.add, ext, pre), default=0)
+        if longest > MAX_TOKENS:
+            raise CPBatchError(
+                f"a request of {longest} tokens (prefix + extend); the limit is {MAX_TOKENS} "
+                "(cp.limits)"
             )
         object.__setattr__(self, "extend_lens", ext)
         object.__setattr__(self, "prefix_lens", pre)

@@ -32,14 +32,20 @@ class Comm(ABC):
     def all_gather(self, x: Tensor) -> Tensor:
         """Every rank's `x` (same shape on every rank), concatenated rank-major along dim 0."""
 
-    def ring_pass_start(self, tensors: Sequence[Tensor]) -> Callable[[], list[Tensor]]:
+    def ring_pass_start(
+        self, tensors: Sequence[Tensor], out: Sequence[Tensor] | None = None
+    ) -> Callable[[], list[Tensor]]:
         """Start sending `tensors` to rank + 1 and receiving the same shapes from rank - 1 (mod
-        the group size); the returned function waits and gives the received tensors, so the
-        caller computes while the transfer is in flight. This fallback completes at once
-        through an all-gather (for groups without point-to-point sends); `ProcessGroupComm`
-        uses `batch_isend_irecv`, holding only the two buffers."""
+        the group size) into `out` (fresh tensors when None); the returned function waits and
+        gives the received tensors, so the caller computes while the transfer is in flight.
+        This fallback completes at once through an all-gather (for groups without
+        point-to-point sends); `ProcessGroupComm` uses `batch_isend_irecv`."""
         prev = (self.rank - 1) % self.world_size
         got = [self.all_gather(t.unsqueeze(0).contiguous())[prev] for t in tensors]
+        if out is not None:
+            for buf, t in zip(out, got, strict=True):
+                buf.copy_(t)
+            got = list(out)
         return lambda: got
 
     def all_gather_padded(self, x: Tensor, counts: Sequence[int], physical: int) -> Tensor:
@@ -73,6 +79,11 @@ class ProcessGroupComm(Comm):
     """A `torch.distributed` process group (gloo on CPU, NCCL on GPU); the world when None."""
 
     def __init__(self, group: dist.ProcessGroup | None = None) -> None:
+        if group is not None and not isinstance(group, dist.ProcessGroup):
+            raise CPConfigError(
+                f"ProcessGroupComm: group must be a torch.distributed ProcessGroup or None (the "
+                f"default group); got {type(group).__name__} {group!r:.60}"
+            )
         if not (dist.is_available() and dist.is_initialized()):
             raise CPConfigError(
                 "ProcessGroupComm needs torch.distributed to be initialised "
@@ -101,10 +112,12 @@ class ProcessGroupComm(Comm):
         _all_gather_single(out, x, group=self.group)
         return out
 
-    def ring_pass_start(self, tensors: Sequence[Tensor]) -> Callable[[], list[Tensor]]:
+    def ring_pass_start(
+        self, tensors: Sequence[Tensor], out: Sequence[Tensor] | None = None
+    ) -> Callable[[], list[Tensor]]:
         nxt = self._global((self._rank + 1) % self._world_size)
         prev = self._global((self._rank - 1) % self._world_size)
-        bufs = [torch.empty_like(t) for t in tensors]
+        bufs = [torch.empty_like(t) for t in tensors] if out is None else list(out)
         ops = [dist.P2POp(dist.isend, t.contiguous(), nxt, self.group) for t in tensors]
         ops += [dist.P2POp(dist.irecv, b, prev, self.group) for b in bufs]
         reqs = dist.batch_isend_irecv(ops)

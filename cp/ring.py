@@ -26,9 +26,9 @@ import torch
 from torch import Tensor
 
 from meshsat.cp.attention import AttnFn
-from meshsat.cp.base import CPStrategy, ForwardBatchLike
+from meshsat.cp.base import CPStrategy, ForwardBatchLike, check_attention_backend, check_query
 from meshsat.cp.batch import CPBatch, CPMetadata, segment_ids
-from meshsat.cp.kinds import CPConfigError, CPShapeError, CPStrategyKind
+from meshsat.cp.kinds import CPAttentionBackendKind, CPConfigError, CPShapeError, CPStrategyKind
 from meshsat.cp.kvcache import LayerKV
 from meshsat.cp.registry import register_strategy
 from meshsat.cp.zigzag import ZigzagStrategy, zigzag_plan
@@ -171,9 +171,11 @@ class RingStrategy(CPStrategy):
         forward_batch: ForwardBatchLike,
         device: torch.device | str,
         attn_fn: AttnFn,
-        attention_backend: Any = None,
+        attention_backend: CPAttentionBackendKind = CPAttentionBackendKind.FLASH_ATTENTION,
     ) -> Tensor:
         """The ring pass for this rank's query rows (padding rows zero)."""
+        check_attention_backend(attention_backend, self.name)
+        check_query(q, self.name)
         if not isinstance(attn_fn, RingAttnFn):
             raise CPConfigError(
                 f"{self.name}: run_attention needs the strategy's own attention "
