@@ -405,31 +405,72 @@ def reference_permutation(extend_lens: Sequence[int], cp: int) -> Tensor:
     return torch.argsort(key)
 
 
+def reference_interleave_plan(
+    extend_lens: Sequence[int], prefix_lens: Sequence[int], cp: int
+) -> tuple[Tensor, ...]:
+    """The baseline interleave's plan is measured against: the same content (every rank's
+    tokens, kv lengths and query requests, the gather index, the [cp, B] request counts) in the
+    fewest tensor operations, with torch's own repeat_interleave and bincount."""
+    ext = torch.tensor(extend_lens, dtype=torch.long)
+    pre = torch.tensor(prefix_lens, dtype=torch.long)
+    total, bs = int(ext.sum()), len(extend_lens)
+    req = torch.repeat_interleave(torch.arange(bs), ext, output_size=total)
+    t = torch.arange(total)
+    kv = (pre - (torch.cumsum(ext, 0) - ext) + 1)[req] + t
+    physical = -(-(-(-total // cp)) // cp) * cp
+    rank = t % cp
+    gather = rank * physical + t // cp
+    counts = torch.bincount(rank * bs + req, minlength=cp * bs).view(cp, bs)
+    per_rank = [x[r::cp] for r in range(cp) for x in (t, kv, req)]
+    return (gather, counts, *per_rank)
+
+
+def round_robin_permutation(total: int, cp: int) -> tuple[Tensor, Tensor]:
+    """A plain round-robin permutation and its inverse: the least any interleave plan does."""
+    t = torch.arange(total)
+    perm = torch.cat([t[r::cp] for r in range(cp)])
+    inverse = torch.empty_like(perm)
+    inverse[perm] = t
+    return perm, inverse
+
+
 def bench_plans(repeats: int, tokens: int = 32768, cp: int = 8) -> None:
     print(
         f"## 4. Plan time per forward ({tokens} tokens, cp {cp}, CPU)\n\n"
-        "build_metadata (the plan of every rank, its checks and gather index) against a "
-        "vectorised zigzag permutation alone (`reference_permutation`), same run; median of "
-        f"{repeats}, one torch thread. Requests of equal length.\n"
+        "build_metadata (the plan of every rank, its checks and gather index), same run, median "
+        f"of {repeats}, one torch thread; requests of equal length. zigzag and ring × a "
+        "vectorised zigzag permutation alone (`reference_permutation`); interleave × "
+        "`reference_interleave_plan` (the same content as its plan, vectorised) and × a plain "
+        "round-robin permutation with its inverse.\n"
     )
     print(
-        "| requests | reference ms | zigzag ms | × ref | interleave ms | × ref | ring ms | × ref |"
+        "| requests | zigzag perm ms | zigzag ms | × perm | ring ms | × perm | "
+        "interleave ref ms | interleave ms | × ref | × round-robin |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     cpu = torch.device("cpu")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # plan building is host work; one thread keeps a shared box steady
-    for bs in (1, 32, 512):
+    by_name = {cls.name: cls(cp, comm=ReplayComm(0, cp)) for cls in STRATEGIES}
+    for bs in (1, 8, 32, 128, 512):
         lens = [tokens // bs] * bs
+        zeros = [0] * bs
+
+        def plan(name: str, lens: list[int] = lens) -> float:
+            s = by_name[name]
+            return median_seconds(lambda: s.build_metadata(sum(lens), lens), cpu, repeats)
+
         ref = median_seconds(lambda lens=lens: reference_permutation(lens, cp), cpu, repeats)
-        cells = []
-        for cls in STRATEGIES:
-            strategy = cls(cp, comm=ReplayComm(0, cp))
-            t = median_seconds(
-                lambda s=strategy, lens=lens: s.build_metadata(sum(lens), lens), cpu, repeats
-            )
-            cells.append(f"{t * 1e3:.2f} | {t / ref:.2f}")
-        print(f"| {bs} | {ref * 1e3:.2f} | " + " | ".join(cells) + " |")
+        iref = median_seconds(
+            lambda lens=lens, zeros=zeros: reference_interleave_plan(lens, zeros, cp), cpu, repeats
+        )
+        rr = median_seconds(lambda lens=lens: round_robin_permutation(sum(lens), cp), cpu, repeats)
+        zz, ring, il = plan("zigzag"), plan("ring"), plan("interleave")
+        print(
+            f"| {bs} | {ref * 1e3:.2f} | {zz * 1e3:.2f} | {zz / ref:.2f} | {ring * 1e3:.2f} | "
+            f"{ring / ref:.2f} | {iref * 1e3:.2f} | {il * 1e3:.2f} | {il / iref:.2f} | "
+            f"{il / rr:.2f} |"
+        )
     torch.set_num_threads(threads)
     print()
 

@@ -12,7 +12,7 @@ import itertools
 import operator
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -44,9 +44,7 @@ def as_lengths(name: str, values: Sequence[int] | None) -> tuple[int, ...]:
         ) from None
     if len(fast) > MAX_TOKENS:
         raise CPBatchError(f"{name} has {len(fast)} entries; the limit is {MAX_TOKENS} requests")
-    if all(type(v) is int for v in fast) and (
-        not fast or (min(fast) >= 0 and max(fast) <= MAX_TOKENS)
-    ):
+    if not fast or (set(map(type, fast)) == {int} and min(fast) >= 0 and max(fast) <= MAX_TOKENS):
         return fast
     return tuple(_as_length(name, i, v) for i, v in enumerate(fast))
 
@@ -172,6 +170,9 @@ class CPMetadata(BaseContextParallelMetadata):
     shard is that index map, the gather its inverse. `gather_index` composes the spec's two gather
     steps, cutting each rank's chunk of the padded all-gather to its real rows and undoing the
     permutation, so that a gather is one index_select after the collective.
+
+    A plan built by arithmetic on the lengths may hand in its gather index (`known_gather`);
+    the permutation check is then skipped, the round-trip tests holding that plan exact.
     """
 
     kind: CPStrategyKind
@@ -182,6 +183,7 @@ class CPMetadata(BaseContextParallelMetadata):
     rank_tokens: tuple[Tensor, ...]
     chunks: tuple[tuple[AttnChunk, ...], ...]
     seq_requests: tuple[Tensor, ...]
+    known_gather: InitVar[Tensor | None] = None
     total_seq_lens: int = field(init=False, default=0)
     bs: int = field(init=False, default=0)
     counts: tuple[int, ...] = field(init=False)
@@ -193,11 +195,19 @@ class CPMetadata(BaseContextParallelMetadata):
     )
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, known_gather: Tensor | None) -> None:
         counts = tuple(int(t.numel()) for t in self.rank_tokens)
         most = max(counts, default=0)
         physical = -(-most // self.align) * self.align
         perm = torch.cat(self.rank_tokens) if self.rank_tokens else torch.zeros(0, dtype=torch.long)
+        self.total_seq_lens = sum(self.extend_lens) + sum(self.prefix_lens)
+        self.bs = len(self.extend_lens)
+        self.counts = counts
+        self.physical = physical
+        self.perm = perm
+        if known_gather is not None:
+            self.gather_index = known_gather
+            return
         total = self.total_tokens
         # A permutation check and its inverse in one scatter (no sort): every token written once.
         rank_of_row = segment_ids(torch.tensor(counts, dtype=torch.long))
@@ -209,11 +219,6 @@ class CPMetadata(BaseContextParallelMetadata):
         gather_index[perm] = padded_pos
         if bool((gather_index < 0).any()):
             raise RuntimeError(f"internal: {self.kind.name} plan is not a permutation")
-        self.total_seq_lens = sum(self.extend_lens) + sum(self.prefix_lens)
-        self.bs = len(self.extend_lens)
-        self.counts = counts
-        self.physical = physical
-        self.perm = perm
         self.gather_index = gather_index
 
     @property
