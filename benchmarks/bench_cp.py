@@ -417,7 +417,8 @@ def reference_interleave_plan(
     req = torch.repeat_interleave(torch.arange(bs), ext, output_size=total)
     t = torch.arange(total)
     kv = (pre - (torch.cumsum(ext, 0) - ext) + 1)[req] + t
-    physical = -(-(-(-total // cp)) // cp) * cp
+    most = -(-total // cp)
+    physical = -(-most // cp) * cp
     rank = t % cp
     gather = rank * physical + t // cp
     counts = torch.bincount(rank * bs + req, minlength=cp * bs).view(cp, bs)

@@ -198,7 +198,7 @@ class CPMetadata(BaseContextParallelMetadata):
     def __post_init__(self, known_gather: Tensor | None) -> None:
         counts = tuple(int(t.numel()) for t in self.rank_tokens)
         most = max(counts, default=0)
-        physical = -(-most // self.align) * self.align
+        physical = round_up(most, self.align)
         perm = torch.cat(self.rank_tokens) if self.rank_tokens else torch.zeros(0, dtype=torch.long)
         self.total_seq_lens = sum(self.extend_lens) + sum(self.prefix_lens)
         self.bs = len(self.extend_lens)
@@ -271,6 +271,11 @@ class CPMetadata(BaseContextParallelMetadata):
             if cached is None:
                 cached = self._device_cache[key] = build()
         return cached
+
+
+def round_up(n: int, multiple: int) -> int:
+    """The least multiple of `multiple` that is >= n."""
+    return -(-n // multiple) * multiple
 
 
 def plan_starts(lengths: Sequence[int]) -> list[int]:

@@ -11,7 +11,15 @@ import torch
 from torch import Tensor
 
 from meshsat.cp.base import CPStrategy
-from meshsat.cp.batch import AttnChunk, CPBatch, CPMetadata, as_lengths, plan_starts, segment_ids
+from meshsat.cp.batch import (
+    AttnChunk,
+    CPBatch,
+    CPMetadata,
+    as_lengths,
+    plan_starts,
+    round_up,
+    segment_ids,
+)
 from meshsat.cp.kinds import CPShapeError, CPStrategyKind
 
 
@@ -34,14 +42,14 @@ def interleave_plan(
     one request id per token (a scatter and a cumsum), strided views per rank, the gather index
     (t % cp) * physical + t // cp and the per-rank request counts in closed form; no
     per-request loop and no sort."""
-    total, bs = sum(extend_lens), len(extend_lens)
+    total = sum(extend_lens)
     ext = torch.tensor(extend_lens, dtype=torch.long)
     start = torch.cumsum(ext, 0) - ext
     request = segment_ids(ext)
     tokens_all = torch.arange(total)
     # kv length = t + 1 + (prefix - start) of the token's request
     kv_len = (torch.tensor(prefix_lens, dtype=torch.long) - start + 1)[request] + tokens_all
-    physical = -(-(-(-total // cp_size)) // cp_size) * cp_size
+    physical = round_up(-(-total // cp_size), cp_size)  # CPMetadata's rule: most rows, aligned
     gather = (tokens_all % cp_size) * physical + tokens_all // cp_size
     tokens, chunks, seq_requests = [], [], []
     for r in range(cp_size):
