@@ -129,7 +129,7 @@ class CPStrategy(ContextParallelStrategy):
 
     def shard_hidden_states(self, x: Tensor, forward_batch: ForwardBatchLike) -> Tensor:
         """This rank's rows of `x` (dim 0 = tokens), zero-padded to the plan's physical rows."""
-        _inference_only(x, "x", self.name)
+        inference_only(x, "x", self.name)
         meta = self.metadata(forward_batch)
         if x.dim() == 0 or x.shape[0] != meta.total_tokens:
             raise CPShapeError(
@@ -144,7 +144,7 @@ class CPStrategy(ContextParallelStrategy):
 
     def shard_position_ids(self, positions: Tensor, forward_batch: ForwardBatchLike) -> Tensor:
         """Like `shard_hidden_states` along the last dim, so [T] and M-RoPE [3, T] both work."""
-        _inference_only(positions, "positions", self.name)
+        inference_only(positions, "positions", self.name)
         meta = self.metadata(forward_batch)
         if positions.dim() == 0 or positions.shape[-1] != meta.total_tokens:
             raise CPShapeError(
@@ -165,7 +165,7 @@ class CPStrategy(ContextParallelStrategy):
             return self._gather(x, forward_batch)
 
     def _gather(self, x: Tensor, batch: ForwardBatchLike) -> Tensor:
-        _inference_only(x, "x", self.name)
+        inference_only(x, "x", self.name)
         meta = self.metadata(batch)
         if x.dim() == 0 or x.shape[0] != meta.physical:
             raise CPShapeError(
@@ -375,10 +375,10 @@ def check_query(q: object, who: str) -> None:
             f"{who}: q is a {q.dtype} tensor; attention needs a floating-point q "
             "(float32, bfloat16, float16, float64)"
         )
-    _inference_only(q, "q", who)
+    inference_only(q, "q", who)
 
 
-def _inference_only(t: Tensor, name: str, who: str) -> None:
+def inference_only(t: Tensor, name: str, who: str) -> None:
     """The strategies serve prefill, which runs without autograd: their index writes into
     preallocated buffers, collectives and cache writes are not differentiable, so a tensor
     that requires grad is refused here with the way out, rather than failing inside torch."""
