@@ -26,7 +26,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from meshsat.cp.attention import AttnFn, _flash_installed
+from meshsat.cp import attention as kernels
+from meshsat.cp.attention import AttnFn
 from meshsat.cp.base import (
     CPStrategy,
     ForwardBatchLike,
@@ -161,7 +162,7 @@ class RingStrategy(CPStrategy):
                 f"{self.name}: call materialize_full_kv(batch, layer, k, v) for this layer "
                 "before binding its attention"
             )
-        if use_flash and not _flash_installed():
+        if use_flash and not kernels._flash_installed():
             raise CPConfigError("use_flash=True but flash_attn is not importable with CUDA here")
         ring = RingAttnFn(
             self, self.metadata(batch), kv, shard[0], shard[1], softmax_scale, use_flash
@@ -297,7 +298,11 @@ class _Merge:
         self.meta = meta
         self.compute = torch.float32 if q.dtype in _HALF else q.dtype
         self.flash = (
-            use_flash is not False and q.is_cuda and q.dtype in _HALF and _flash_installed()
+            use_flash is not False
+            and kernels._on_gpu(q)
+            and q.dtype in _HALF
+            and dim == v_dim <= 256
+            and kernels._flash_installed()
         )
         # [kv_heads, group, rows, dim]: query heads of one kv head share its keys without a copy
         self.qh = q.to(self.compute).view(rows, kv_heads, self.group, dim).permute(1, 2, 0, 3)
@@ -310,6 +315,7 @@ class _Merge:
         if not tiles:
             return
         if self.flash:
+            k, v = k.to(self.q.dtype), v.to(self.q.dtype)  # a cache may hold another dtype
             for t in tiles:
                 self._fold(t, *self._flash_tile(t, k, v))
             return
