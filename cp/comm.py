@@ -79,7 +79,9 @@ class ProcessGroupComm(Comm):
     """A `torch.distributed` process group (gloo on CPU, NCCL on GPU); the world when None."""
 
     def __init__(self, group: dist.ProcessGroup | None = None) -> None:
-        if group is not None and not isinstance(group, dist.ProcessGroup):
+        # dist.new_group returns a sentinel (not a group) on the ranks outside the group
+        non_member = _is_non_member(group)
+        if group is not None and not non_member and not isinstance(group, dist.ProcessGroup):
             raise CPConfigError(
                 f"ProcessGroupComm: group must be a torch.distributed ProcessGroup or None (the "
                 f"default group); got {type(group).__name__} {group!r:.60}"
@@ -89,7 +91,7 @@ class ProcessGroupComm(Comm):
                 "ProcessGroupComm needs torch.distributed to be initialised "
                 "(dist.init_process_group) before a CP strategy is bound to a group"
             )
-        rank = dist.get_rank(group)
+        rank = -1 if non_member else dist.get_rank(group)
         if rank < 0:
             raise CPConfigError(
                 f"global rank {dist.get_rank()} is not a member of the given process group"
@@ -131,6 +133,11 @@ class ProcessGroupComm(Comm):
 
     def _global(self, group_rank: int) -> int:
         return group_rank if self.group is None else dist.get_global_rank(self.group, group_rank)
+
+
+def _is_non_member(group: object) -> bool:
+    sentinel = getattr(dist.GroupMember, "NON_GROUP_MEMBER", None)
+    return sentinel is not None and type(group) is type(sentinel) and group == sentinel
 
 
 class SoloComm(Comm):
