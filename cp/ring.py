@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +79,9 @@ class RingStats:
     local_kv_bytes: int = 0
     peak_kv_bytes: int = 0
     steps: int = 0
+    wait_seconds: float = 0.0
+    """Host time spent waiting for a shard after computing on the previous one: near zero when
+    the transfer hides behind the attention (on CUDA the wait only orders streams)."""
 
 
 class RingAttnFn:
@@ -273,7 +277,9 @@ class RingStrategy(CPStrategy):
                 wait = self.comm.ring_pass_start([k_cur, v_cur], out=bufs[step % 2])
             merge.tiles(spans.steps[(rank - step) % cp], k_cur, v_cur)
             if wait is not None:
+                t0 = time.perf_counter()
                 k_cur, v_cur = wait()
+                self.stats.wait_seconds += time.perf_counter() - t0
         return merge.result()
 
 
