@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from meshsat.cp import attention as kernels
+import meshsat.cp.attention as kernels
 from meshsat.cp.attention import AttnFn
 from meshsat.cp.base import (
     CPStrategy,
