@@ -62,16 +62,17 @@ def median_seconds(fn: Callable[[], object], device: torch.device, repeats: int)
 
 
 def interleaved_medians(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median seconds of each host-only function, timed in turn within every repeat, so that a
-    burst of load on this shared machine lands on all of them rather than on one."""
+    """Median CPU seconds of this thread for each host-only function (torch at one thread),
+    timed in turn within every repeat: CPU time does not count the slices other processes of
+    this shared machine take, which wall time on 2 cores at load 10 is dominated by."""
     for fn in fns.values():
         fn()  # warm-up
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             fn()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(time.thread_time() - t0)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
@@ -464,9 +465,9 @@ def round_robin_permutation(total: int, cp: int) -> tuple[Tensor, Tensor]:
 def bench_plans(repeats: int, tokens: int = 32768, cp: int = 8) -> None:
     print(
         f"## 4. Plan time per forward ({tokens} tokens, cp {cp}, CPU)\n\n"
-        "build_metadata (the plan of every rank, its checks and gather index), same run, median "
-        f"of {repeats}, the six timed in turn within each repeat, one torch thread; requests of "
-        "equal length. zigzag and ring × a "
+        "build_metadata (the plan of every rank, its checks and gather index), same run: median "
+        f"of {repeats} of the thread's CPU time (time.thread_time), the six timed in turn within "
+        "each repeat, one torch thread; requests of equal length. zigzag and ring × a "
         "vectorised zigzag permutation alone (`reference_permutation`); interleave × "
         "`reference_interleave_plan` (the same content as its plan, vectorised) and × a plain "
         "round-robin permutation with its inverse.\n"

@@ -40,8 +40,8 @@ def interleave_plan(
     """Rank r's rows: tokens r, r + cp, r + 2cp, ...; the query of token t in request b is a
     length-1 sequence with kv length prefix[b] + (t - start[b]) + 1. Arithmetic on the lengths:
     one request id per token (a scatter and a cumsum), strided views per rank, the gather index
-    (t % cp) * physical + t // cp and the per-rank request counts in closed form; no
-    per-request loop and no sort."""
+    (t % cp) * physical + t // cp as one broadcast sum, and the per-rank request counts in closed
+    form; no per-request loop and no sort."""
     total = sum(extend_lens)
     ext = torch.tensor(extend_lens, dtype=torch.long)
     start = torch.cumsum(ext, 0) - ext
@@ -49,8 +49,11 @@ def interleave_plan(
     tokens_all = torch.arange(total)
     # kv length = t + 1 + (prefix - start) of the token's request
     kv_len = (torch.tensor(prefix_lens, dtype=torch.long) - start + 1)[request] + tokens_all
-    physical = round_up(-(-total // cp_size), cp_size)  # CPMetadata's rule: most rows, aligned
-    gather = (tokens_all % cp_size) * physical + tokens_all // cp_size
+    most = -(-total // cp_size)
+    physical = round_up(most, cp_size)  # CPMetadata's rule: the most rows, aligned
+    # token t = i * cp + r sits in row i of rank r: (r, i) laid out row-major, no division
+    grid = torch.arange(cp_size)[None, :] * physical + torch.arange(most)[:, None]
+    gather = grid.reshape(-1)[:total]
     tokens, chunks, seq_requests = [], [], []
     for r in range(cp_size):
         mine = tokens_all[r::cp_size]
