@@ -253,12 +253,6 @@ class RingStrategy(CPStrategy):
         spans = self._spans(meta, q.device)
         scale = fn.softmax_scale if fn.softmax_scale is not None else 1.0 / math.sqrt(dim)
         merge = _Merge(q, kv_heads, v_local.shape[2], scale, fn.use_flash, meta)
-        if spans.prefix:
-            merge.tiles(
-                spans.prefix,
-                fn.kv.k.index_select(0, spans.prefix_rows),
-                fn.kv.v.index_select(0, spans.prefix_rows),
-            )
         block_bytes = k_local.nbytes + v_local.nbytes
         # Two receive buffers, alternating: step s computes on the shard received at step s-1
         # while the next one arrives in the other buffer (kept per forward, not per layer).
@@ -275,6 +269,12 @@ class RingStrategy(CPStrategy):
             wait = None
             if step + 1 < cp:  # next shard in flight while this one is used
                 wait = self.comm.ring_pass_start([k_cur, v_cur], out=bufs[step % 2])
+            if step == 0 and spans.prefix:  # the cached prefix, while the first shard travels
+                merge.tiles(
+                    spans.prefix,
+                    fn.kv.k.index_select(0, spans.prefix_rows),
+                    fn.kv.v.index_select(0, spans.prefix_rows),
+                )
             merge.tiles(spans.steps[(rank - step) % cp], k_cur, v_cur)
             if wait is not None:
                 t0 = time.perf_counter()
