@@ -192,17 +192,27 @@ def _model(layout: Any, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
+    """`meshsat plan`'s answer, ranked as `--rank` says (the estimates by default)."""
     from meshsat.solver.cli.memory_options import sizing_options
-    from meshsat.solver.cli.plan_cmd import RANKING, plan_document, plan_gpu, plan_layouts
+    from meshsat.solver.cli.perf_options import Rank
+    from meshsat.solver.cli.plan_cmd import (
+        RANKING,
+        check_plan_args,
+        plan_document,
+        plan_gpu,
+        plan_layouts,
+    )
+    from meshsat.solver.cli.plan_perf import perf_document, perf_rows, ranking_note
     from meshsat.solver.memory.models import catalogue_config
+    from meshsat.solver.perf import Workload
 
     try:
         g = plan_gpu(params["gpu_name"], params["gpu_memory"])
     except InputError as exc:
-        raise FieldError(
-            str(exc), "gpu" if params["gpu_memory"] is None else "gpu_memory"
-        ) from None
+        field = "gpu" if params["gpu_memory"] is None else "gpu_memory"
+        raise FieldError(str(exc), field) from None
     pasted = body.get("model_config")
+    model_path: str | None = None
     if pasted is not None:
         if not isinstance(pasted, dict):
             raise FieldError("model_config must be a config.json object", "model_config")
@@ -212,20 +222,30 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
             model = catalogue_config(params["model"])
         except InputError as exc:
             raise FieldError(str(exc), "model") from None
-    rows = plan_layouts(
-        model,
-        g,
-        params["gpus"],
-        context_length=params["context_length"],
-        gpus_per_node=params["gpus_per_node"],
-        top=params["top"],
-        where=params.get("where") or (),
-        sglang_version=params.get("sglang_version"),
-        progress=work.step,
-        **sizing_options(g, params["mem_fraction_static"], params["free_memory"]),
-    )
-    notes = () if rows else (f"no legal layout fits {params['gpus']} x {g.name}",)
-    return Answer(plan_document(rows, g), 0 if rows else 1, (RANKING, *notes))
+        model_path = params["model"]
+    gpus, top, per_node = params["gpus"], params["top"], params["gpus_per_node"]
+    memory = sizing_options(g, params["mem_fraction_static"], params["free_memory"])
+    where = params.get("where") or ()
+    version = params.get("sglang_version")
+    if params["rank"] is Rank.perf:
+        check_plan_args(gpus, top, per_node)
+        workload = Workload(params["isl"], params["osl"], params["ttft"], params["tpot"])
+        rows_p, _ranked, shapes = perf_rows(
+            model, g, gpus, workload, engine=params["engine"].value, gpus_per_node=per_node,
+            top=top, memory=memory, where=where, sglang_version=version, model_path=model_path,
+            progress=lambda done, total: work.step(estimated=done, of=total),
+        )  # fmt: skip
+        document = perf_document(rows_p, workload, g.name, shapes)
+        ranking, found = ranking_note(workload), bool(rows_p)
+    else:
+        rows = plan_layouts(
+            model, g, gpus, context_length=params["context_length"], gpus_per_node=per_node,
+            top=top, where=where, sglang_version=version, model_path=model_path,
+            progress=lambda seen, fit: work.step(examined=seen, fit=fit), **memory,
+        )  # fmt: skip
+        document, ranking, found = plan_document(rows, g), RANKING, bool(rows)
+    notes = () if found else (f"no legal layout fits {gpus} x {g.name}",)
+    return Answer(document, 0 if found else 1, (ranking, *notes))
 
 
 def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:

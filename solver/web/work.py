@@ -37,11 +37,12 @@ class Work:
     deadline_s: float
     cancel: threading.Event = field(default_factory=threading.Event)
     started: float = field(default_factory=time.monotonic)
-    #: The latest progress, e.g. {"examined": 120, "fit": 40}; read by the job poller.
+    #: The latest progress, e.g. {"examined": 120, "fit": 40} (the KV plan) or
+    #: {"estimated": 12, "of": 40} (layout shapes of the estimate); read by the job poller.
     progress: dict[str, int] = field(default_factory=dict)
 
-    def step(self, examined: int, fit: int) -> None:
-        self.progress = {"examined": examined, "fit": fit}
+    def step(self, **counts: int) -> None:
+        self.progress = counts
         if self.cancel.is_set():
             raise Cancelled(f"{self.what} was cancelled")
         if time.monotonic() - self.started > self.deadline_s:

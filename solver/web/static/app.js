@@ -151,9 +151,12 @@ async function runPlan() {
     planJob = job.id;
     while (job.state === "running") {
       const p = job.progress;
+      const n = (x) => x.toLocaleString("en-US");
       $("#plan-progress").textContent = p.examined !== undefined
-        ? `examined ${p.examined.toLocaleString("en-US")} layouts, ${p.fit.toLocaleString("en-US")} fit (${job.elapsed_s} s)`
-        : `working (${job.elapsed_s} s)`;
+        ? `examined ${n(p.examined)} layouts, ${n(p.fit)} fit (${job.elapsed_s} s)`
+        : p.estimated !== undefined
+          ? `estimated ${n(p.estimated)} of ${n(p.of)} layout shapes (${job.elapsed_s} s)`
+          : `working (${job.elapsed_s} s)`;
       await new Promise((r) => setTimeout(r, 150));
       ({ doc: job } = await call("GET", `/api/jobs/${job.id}`));
     }
@@ -315,7 +318,8 @@ async function showMemory(r) {
     slot.replaceChildren(h("p", { class: "muted" }, "memory per rank: for a catalogue model (a pasted config.json is not looked up)"));
     return;
   }
-  const body = { sglang: `${r.command} --model-path ${planRequest.model}`, gpu: planRequest.gpu,
+  const command = r.command.includes("--model-path") ? r.command : `${r.command} --model-path ${planRequest.model}`;
+  const body = { sglang: command, gpu: planRequest.gpu,
     context_length: planRequest.context_length, sglang_version: planRequest.sglang_version };
   try {
     const { doc } = await call("POST", "/api/validate", body);
