@@ -1,6 +1,7 @@
 """Time to first answer of `meshsat serve` beside the CLI's. Prints a table; the README quotes it.
 
-Two questions a planner asks first: the plan view (DeepSeek-V3 on 64 H200) and a pasted
+Two questions a planner asks first: the plan view (DeepSeek-V3 on 64 H200, ranked by the
+estimates, the default, and by KV capacity) and a pasted
 command (the README's rejected example: validate, and the whole Check view, which also asks
 for the nearest fix and the rewritten command). For each:
 
@@ -110,7 +111,13 @@ def measure(
 
 def main() -> None:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    rows = measure("plan DeepSeek-V3 on 64 H200", [PLAN_ARGS], [("plan", PLAN)], runs)
+    rows = measure("plan DeepSeek-V3 on 64 H200 (estimates)", [PLAN_ARGS], [("plan", PLAN)], runs)
+    rows += measure(
+        "plan DeepSeek-V3 on 64 H200 (--rank kv)",
+        [[*PLAN_ARGS, "--rank", "kv"]],
+        [("plan", {**PLAN, "rank": "kv"})],
+        runs,
+    )
     rows += measure(
         "pasted command, validate", [["validate", "--sglang", REJECTED]], CHECK[:1], runs
     )
