@@ -1,37 +1,153 @@
-"""One output path: data on stdout (text or JSON), diagnostics on stderr."""
+"""One output path: data on stdout (text or JSON), diagnostics on stderr.
+
+Also what the output does when it cannot be written, in one place for every command:
+
+- a reader that leaves (`meshsat validate ... | head -1`) must not change the answer: the
+  rest of the output goes to /dev/null and the command ends as it would have, so its exit
+  status is still the verdict (0 valid, 1 invalid); listings stop early (`reader_left`);
+- any other write error (`> /dev/full`, an I/O error) is one `meshsat: error: cannot write
+  output: ...` line and exit 2 (`OutputError`), never a traceback or "invalid";
+- text output echoes user input (a pasted command's flags, values from files), so every
+  string the consoles print goes through `printable`: control characters are shown as
+  escapes rather than sent to the user's terminal (JSON escapes them itself).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
-from typing import Any
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO, cast
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
-# Rich assumes 80 columns when stdout is not a terminal, which truncates the 8-GPU group grid
-# and wraps violation tables in logs; 120 fits both. COLUMNS still wins when set.
-_PIPE_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120
+from meshsat.solver.errors import MeshsatError
+
+#: C0 and C1 controls but newline and tab, DEL, and the bidirectional overrides and
+#: isolates (which reorder what a terminal shows without being visible themselves).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters written as escapes (ESC as `\\x1b`), so that
+    echoed input cannot clear the screen, move the cursor or retitle the terminal."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(_escaped, text)
+
+
+class OutputError(MeshsatError):
+    """Standard output could not be written (disk full, I/O error): exit 2, one line."""
+
+
+class _Guarded:
+    """A standard stream whose write errors are settled here rather than in every command.
+
+    After the first failure the stream's descriptor is pointed at /dev/null (so that what
+    is still buffered, and the interpreter's last flush, cannot fail again) and later
+    writes are dropped. A closed pipe is then silent; another error on stdout raises
+    `OutputError` once; on stderr nothing is left to report it on, so it is dropped.
+    """
+
+    def __init__(self, stream: TextIO, *, report: bool) -> None:
+        self.stream = stream
+        self.report = report
+        self.dropped = False
+        self.reader_left = False
+
+    def write(self, text: str) -> int:
+        if not self.dropped:
+            try:
+                return self.stream.write(text)
+            except OSError as exc:
+                self._failed(exc)
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self.dropped:
+            try:
+                self.stream.flush()
+            except OSError as exc:
+                self._failed(exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+    def _failed(self, exc: OSError) -> None:
+        self.dropped = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+            self.stream.flush()  # what was buffered goes to /dev/null now
+        except (OSError, ValueError):
+            pass
+        if isinstance(exc, BrokenPipeError):
+            self.reader_left = True
+        elif self.report:
+            raise OutputError(f"cannot write output: {exc.strerror or exc}") from None
+
+
+@contextmanager
+def guarded_streams() -> Iterator[None]:
+    """Run a command with both standard streams guarded (see `_Guarded`); restored after."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout = cast(TextIO, _Guarded(saved[0], report=True))
+    sys.stderr = cast(TextIO, _Guarded(saved[1], report=False))
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def reader_left() -> bool:
+    """Whether stdout's reader went away: a listing stops here, its answer given."""
+    return isinstance(sys.stdout, _Guarded) and sys.stdout.reader_left
+
+
+def finish_output() -> None:
+    """Flush stdout: the last buffered output can still fail (`OutputError`)."""
+    sys.stdout.flush()
+
+
+def _pipe_width() -> int | None:
+    """Rich assumes 80 columns when stdout is not a terminal, which truncates the 8-GPU
+    group grid and wraps violation tables in logs; 120 fits both. COLUMNS still wins when
+    set. A closed stdout (None) is not a terminal."""
+    try:
+        tty = sys.stdout is not None and sys.stdout.isatty()
+    except (OSError, ValueError):
+        tty = False
+    return None if tty or "COLUMNS" in os.environ else 120
 
 
 class _Console(Console):
-    """A rich console whose closed pipe means "the reader had enough": exit 0.
+    """A rich console for meshsat: every string it renders is `printable`, and a closed
+    pipe does not end the command (rich's own handler exits 1, "invalid layout")."""
 
-    Rich's own handler exits 1, which for meshsat means "invalid layout".
-    """
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(printable(text), **kwargs)
 
     def on_broken_pipe(self) -> None:
+        """Only reached for a stream that is not guarded: drop the rest of the output."""
         self.quiet = True
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        raise SystemExit(0)
 
 
-out = _Console(highlight=False, soft_wrap=False, width=_PIPE_WIDTH)
+out = _Console(highlight=False, soft_wrap=False, width=_pipe_width())
 err = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 
