@@ -89,10 +89,11 @@ def main(argv: list[str] | None = None) -> None:
         guarded_streams,
         hold_notes,
         release_notes,
+        warnings_as_notes,
     )
 
     reopen_closed_streams()
-    with guarded_streams():
+    with guarded_streams(), warnings_as_notes():
         hold_notes()
         code: Any = 2
         failure: str | None = None

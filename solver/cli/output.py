@@ -18,6 +18,7 @@ import json
 import os
 import re
 import sys
+import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO, cast
@@ -26,7 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from meshsat.solver.errors import MeshsatError
+from meshsat.solver.errors import MeshsatError, MeshsatWarning
 
 #: C0 and C1 controls but newline and tab, DEL, and the bidirectional overrides and
 #: isolates (which reorder what a terminal shows without being visible themselves).
@@ -173,6 +174,32 @@ def release_notes(show: bool) -> None:
     if show:
         for text in held:
             note(text)
+
+
+@contextmanager
+def warnings_as_notes() -> Iterator[None]:
+    """meshsat's own warnings (`MeshsatWarning`: which pack stands in for the installed
+    SGLang) are notes on the command line, not `file:line: MeshsatWarning:` lines."""
+    shown = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if issubclass(category, MeshsatWarning):
+            note(str(message))
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def note(text: str) -> None:
