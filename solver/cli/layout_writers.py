@@ -17,7 +17,7 @@ from itertools import islice
 from typing import IO, Any
 
 from meshsat.solver.backends.render import fmt_value
-from meshsat.solver.cli.output import printable, reader_left
+from meshsat.solver.cli.output import printable, output_dropped
 from meshsat.solver.cli.row_format import compile_lines, csv_text, framed, json_text
 from meshsat.solver.enumeration.space import ALIASES
 from meshsat.solver.lang.fields import SPECS
@@ -124,7 +124,7 @@ class Writer:
                 last = time.monotonic()
                 if self.on_flush is not None:
                     self.on_flush(n)
-                if reader_left():  # the answer (some layout exists) is given
+                if output_dropped():  # nobody reads on; the answer (some layout exists) is given
                     self.written = n
                     return n
         stream.writelines(buf)

@@ -4,9 +4,10 @@ Also what the output does when it cannot be written, in one place for every comm
 
 - a reader that leaves (`meshsat validate ... | head -1`) must not change the answer: the
   rest of the output goes to /dev/null and the command ends as it would have, so its exit
-  status is still the verdict (0 valid, 1 invalid); listings stop early (`reader_left`);
+  status is still the verdict (0 valid, 1 invalid); listings stop early (`output_dropped`);
 - any other write error (`> /dev/full`, an I/O error) is one `meshsat: error: cannot write
-  output: ...` line and exit 2 (`OutputError`), never a traceback or "invalid";
+  output: ...` line and exit 2 (`OutputError`), never a traceback or "invalid" (the
+  command runs to its end with its output dropped; listings stop early);
 - text output echoes user input (a pasted command's flags, values from files), so every
   string the consoles print goes through `printable`: control characters are shown as
   escapes rather than sent to the user's terminal (JSON escapes them itself).
@@ -56,15 +57,17 @@ class _Guarded:
 
     After the first failure the stream's descriptor is pointed at /dev/null (so that what
     is still buffered, and the interpreter's last flush, cannot fail again) and later
-    writes are dropped. A closed pipe is then silent; another error on stdout raises
-    `OutputError` once; on stderr nothing is left to report it on, so it is dropped.
+    writes are dropped. Nothing is raised through the writer (rich, csv): the command runs
+    to its end, a listing stops at its next flush (`output_dropped`), and `finish_output`
+    turns a failure other than a closed pipe into `OutputError`. On stderr nothing is left
+    to report on, so its failures are only dropped.
     """
 
-    def __init__(self, stream: TextIO, *, report: bool) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self.report = report
         self.dropped = False
-        self.reader_left = False
+        #: The first failure other than a closed pipe, as the operating system words it.
+        self.error: str | None = None
 
     def write(self, text: str) -> int:
         if not self.dropped:
@@ -90,6 +93,8 @@ class _Guarded:
 
     def _failed(self, exc: OSError) -> None:
         self.dropped = True
+        if not isinstance(exc, BrokenPipeError):
+            self.error = exc.strerror or str(exc)
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, self.stream.fileno())
@@ -97,32 +102,31 @@ class _Guarded:
             self.stream.flush()  # what was buffered goes to /dev/null now
         except (OSError, ValueError):
             pass
-        if isinstance(exc, BrokenPipeError):
-            self.reader_left = True
-        elif self.report:
-            raise OutputError(f"cannot write output: {exc.strerror or exc}") from None
 
 
 @contextmanager
 def guarded_streams() -> Iterator[None]:
     """Run a command with both standard streams guarded (see `_Guarded`); restored after."""
     saved = sys.stdout, sys.stderr
-    sys.stdout = cast(TextIO, _Guarded(saved[0], report=True))
-    sys.stderr = cast(TextIO, _Guarded(saved[1], report=False))
+    sys.stdout = cast(TextIO, _Guarded(saved[0]))
+    sys.stderr = cast(TextIO, _Guarded(saved[1]))
     try:
         yield
     finally:
         sys.stdout, sys.stderr = saved
 
 
-def reader_left() -> bool:
-    """Whether stdout's reader went away: a listing stops here, its answer given."""
-    return isinstance(sys.stdout, _Guarded) and sys.stdout.reader_left
+def output_dropped() -> bool:
+    """Whether stdout reaches nobody any more (its reader left, or writes fail): a listing
+    stops here; its exit status is decided by what it already wrote."""
+    return isinstance(sys.stdout, _Guarded) and sys.stdout.dropped
 
 
 def finish_output() -> None:
-    """Flush stdout: the last buffered output can still fail (`OutputError`)."""
+    """Flush stdout; a failed write (now or earlier) is an `OutputError`."""
     sys.stdout.flush()
+    if isinstance(sys.stdout, _Guarded) and sys.stdout.error is not None:
+        raise OutputError(f"cannot write output: {sys.stdout.error}")
 
 
 def _pipe_width() -> int | None:
