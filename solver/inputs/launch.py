@@ -32,8 +32,9 @@ MAX_CHARS = 1 << 20
 #: Most characters of text with shell syntax in it (quotes, `$`, `;`, redirections, ...),
 #: which only the shell parser reads: about a second of bashlex at its slowest.
 MAX_SHELL_CHARS = 1 << 17
-#: Any character but these (and a backslash that is not a continuation) is shell syntax.
-_SHELL_SYNTAX = re.compile(r"[^\w.,:=+@%/\- \t\n\\]|\\(?!\n)")
+#: Any character but these is shell syntax, and so is a backslash that is not a
+#: continuation after a blank (one glued to a word joins it to the next line's).
+_SHELL_SYNTAX = re.compile(r"[^\w.,:=+@%/\- \t\n\\]|\\(?!\n)|(?<![ \t\n])\\")
 #: Words bash reads as syntax at the start of a command: such text goes to bashlex.
 _RESERVED = frozenset(
     [
@@ -104,7 +105,7 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
         raise InputError(f"the launch command is {len(text)} characters; at most {MAX_CHARS}")
     if "\x00" in text:
         raise InputError("the launch command is binary data (it holds NUL bytes)")
-    source = _TRAILING_BACKSLASH.sub(_blank, _CONTINUATION.sub(_as_continuation, text))
+    source = normalised(text)
     nodes = _parse(source)
     newlines = [m.start() for m in re.finditer("\n", source)]
     exported: list[tuple[str, str]] = []
@@ -171,6 +172,12 @@ def _plain(source: str) -> list[Any] | None:
             parts.append(_Node("assignment" if leading else "word", w.span(), text))
         commands.append(_Node("command", (words[0].start(), words[-1].end()), parts=tuple(parts)))
     return commands
+
+
+def normalised(text: str) -> str:
+    """The text as a shell would read it, at the same positions: `\\ ` + newline is a
+    continuation, a backslash at the very end is nothing."""
+    return _TRAILING_BACKSLASH.sub(_blank, _CONTINUATION.sub(_as_continuation, text))
 
 
 def _parse(source: str) -> list[Any]:
