@@ -37,25 +37,7 @@ MAX_SHELL_CHARS = 1 << 17
 _SHELL_SYNTAX = re.compile(r"[^\w.,:=+@%/\- \t\n\\]|\\(?!\n)|(?<![ \t\n])\\")
 #: Words bash reads as syntax at the start of a command: such text goes to bashlex.
 _RESERVED = frozenset(
-    [
-        "if",
-        "then",
-        "else",
-        "elif",
-        "fi",
-        "case",
-        "esac",
-        "for",
-        "select",
-        "while",
-        "until",
-        "do",
-        "done",
-        "in",
-        "function",
-        "time",
-        "coproc",
-    ]
+    "if then else elif fi case esac for select while until do done in function time coproc".split()  # noqa: SIM905
 )
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _LINE = re.compile(r"[^\n]+")
