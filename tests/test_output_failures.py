@@ -26,7 +26,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from meshsat.solver.cli.output import printable
+from meshsat.solver.cli.printable import printable
 from meshsat.solver.packs import NEWEST, installed_pack
 from tests.cli_helpers import Run, run_cli
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from meshsat.solver.backends.render import fmt_value
 from meshsat.solver.cli.layout_writers import BATCH, CHUNK, Writer
-from meshsat.solver.cli.output import printable
+from meshsat.solver.cli.printable import printable
 from meshsat.solver.cli.row_format import compile_lines, csv_text, json_text
 
 #: One type per column, as enumerated rows have (a column may also hold None): values of

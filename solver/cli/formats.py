@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from meshsat.solver.cli.printable import printable
 from meshsat.solver.errors import InputError
 
 
@@ -60,11 +61,12 @@ def chosen(fmt: OutputFormat | None, as_json: bool) -> OutputFormat:
 
 
 def _text(value: Any) -> Any:
+    """One CSV cell; text is `printable` (a CSV is read in terminals too)."""
     if isinstance(value, list | tuple):
-        return " ".join(str(v) for v in value)
+        return printable(" ".join(str(v) for v in value))
     if isinstance(value, Mapping):
         return json.dumps(value, allow_nan=False, default=str)
-    return value
+    return printable(value) if isinstance(value, str) else value
 
 
 def emit(

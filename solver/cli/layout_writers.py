@@ -17,7 +17,8 @@ from itertools import islice
 from typing import IO, Any
 
 from meshsat.solver.backends.render import fmt_value
-from meshsat.solver.cli.output import output_dropped, printable
+from meshsat.solver.cli.output import output_dropped
+from meshsat.solver.cli.printable import printable
 from meshsat.solver.cli.row_format import compile_lines, csv_text, framed, json_text
 from meshsat.solver.enumeration.space import ALIASES
 from meshsat.solver.lang.fields import SPECS

@@ -9,15 +9,15 @@ Also what the output does when it cannot be written, in one place for every comm
   output: ...` line and exit 2 (`OutputError`), never a traceback or "invalid" (the
   command runs to its end with its output dropped; listings stop early);
 - text output echoes user input (a pasted command's flags, values from files), so every
-  string the consoles print goes through `printable`: control characters are shown as
-  escapes rather than sent to the user's terminal (JSON escapes them itself).
+  string the consoles print goes through `printable` (as do table and CSV cells): control
+  characters are shown as escapes rather than sent to the user's terminal (JSON escapes
+  them itself).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
@@ -28,24 +28,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from meshsat.solver.cli.printable import printable
 from meshsat.solver.errors import MeshsatError, MeshsatWarning
-
-#: C0 and C1 controls but newline and tab, DEL, and the bidirectional overrides and
-#: isolates (which reorder what a terminal shows without being visible themselves).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def printable(text: str) -> str:
-    """`text` with its control characters written as escapes (ESC as `\\x1b`), so that
-    echoed input cannot clear the screen, move the cursor or retitle the terminal."""
-    if _CONTROL.search(text) is None:
-        return text
-    return _CONTROL.sub(_escaped, text)
 
 
 class OutputError(MeshsatError):
