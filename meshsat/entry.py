@@ -66,4 +66,7 @@ def main() -> None:
 
     before = _replaced.pop()
     signal.signal(signal.SIGINT, signal.default_int_handler if before is None else before)
-    cli_main()
+    try:
+        cli_main()
+    except KeyboardInterrupt:  # between the CLI's own handlers (its set-up, its last flush)
+        sys.exit(130)
