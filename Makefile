@@ -52,6 +52,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_cp.py
 	$(PY) benchmarks/bench_inputs.py
 	$(PY) benchmarks/bench_memory.py
+	$(PY) benchmarks/bench_plan.py
 	$(PY) benchmarks/bench_threads.py
 	$(PY) benchmarks/bench_fidelity.py
 

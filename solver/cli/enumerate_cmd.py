@@ -15,7 +15,14 @@ from meshsat.solver.cli.deadline import time_limit
 from meshsat.solver.cli.formats import OutputFormat, chosen
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.layout_writers import Writer, column_width
-from meshsat.solver.cli.memory_options import ContextLengthOpt, GpuMemoryOpt, GpuOpt, memory_model
+from meshsat.solver.cli.memory_options import (
+    ContextLengthOpt,
+    FreeMemoryOpt,
+    GpuMemoryOpt,
+    GpuOpt,
+    MemFractionOpt,
+    memory_model,
+)
 from meshsat.solver.cli.output import err, note
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.enumeration.layouts import EnumerationQuery, Enumerator
@@ -129,7 +136,8 @@ CommandOpt = Annotated[
     typer.Option(
         "--command",
         help="Add a column with the SGLang command line of each layout, in the chosen "
-        "release's spelling (slower: about 30 µs a layout).",
+        "release's spelling, naming the --model as --model-path (slower: about 30 µs a "
+        "layout).",
     ),
 ]
 #: `--sort` without `--limit` holds every row; beyond this many it refuses (~100 MB).
@@ -166,6 +174,8 @@ def enumerate_cmd(
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     context_length: ContextLengthOpt = 4096,
+    mem_fraction_static: MemFractionOpt = None,
+    free_memory: FreeMemoryOpt = None,
     command: CommandOpt = False,
 ) -> None:
     """List every legal layout for N GPUs: no duplicates, streamed, filtered, model-aware.
@@ -221,7 +231,10 @@ def enumerate_cmd(
             intra_node or (),
             sglang_version=sglang_version,
         ).enumerator()
-        mem = _memory_columns(e, sources, gpu, gpu_memory, context_length, memory_filters)
+        mem = _memory_columns(
+            e, sources, gpu, gpu_memory, context_length, memory_filters,
+            mem_fraction_static, free_memory,
+        )  # fmt: skip
         if mem is None and sort is not None and sort.lstrip("-") in MEMORY_COLUMNS:
             raise InputError(f"--sort {sort} needs the memory columns: give --gpu and --model")
         columns = e.columns if mem is None else mem.columns
@@ -242,7 +255,7 @@ def enumerate_cmd(
         shown = (*e.output_columns, *(MEMORY_COLUMNS if mem is not None else ()))
         if command:
             columns, shown = (*columns, "command"), (*shown, "command")
-            rows = _with_commands(e, rows)
+            rows = _with_commands(e, rows, layout.model_path)
         picks = [columns.index(n) for n in shown]
         if sort is not None:
             rows = iter(_sorted(columns, rows, sort, limit))
@@ -281,12 +294,14 @@ def _count(e: Enumerator, gpus: int, up_to: bool) -> int:
     return total
 
 
-def _with_commands(e: Enumerator, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+def _with_commands(
+    e: Enumerator, rows: Iterable[tuple[Any, ...]], model_path: str | None
+) -> Iterator[tuple[Any, ...]]:
     """Each row with the SGLang command that launches it, in the release's spelling (a
     pydantic config per row: tens of µs, so only on request)."""
     from meshsat.solver.enumeration.layouts import Layout
+    from meshsat.solver.inputs.command import launch_command
     from meshsat.solver.lang.config import Config
-    from meshsat.solver.repair.fix import command_line
 
     pack = e.query.pack
     # What the user launches: the base's own settings and the varied values; the fields
@@ -294,7 +309,7 @@ def _with_commands(e: Enumerator, rows: Iterable[tuple[Any, ...]]) -> Iterator[t
     given = {n: getattr(e.base, n) for n in e.base.user_set()}
     for row in rows:
         config = Config.model_validate({**given, **Layout(row, e.shape).values})
-        yield (*row, command_line(config, pack))
+        yield (*row, launch_command(config, pack, model_path=model_path))
 
 
 def _memory_columns(
@@ -304,9 +319,14 @@ def _memory_columns(
     gpu_memory: str | None,
     context_length: int,
     filters: tuple[Expr, ...],
+    mem_fraction_static: float | None = None,
+    free_memory: str | None = None,
 ) -> MemoryColumns | None:
     """The memory stage when a GPU is given; a memory filter without one is refused."""
-    mm = memory_model(sources.model, gpu_name, gpu_memory, context_length, e.query.pack.version)
+    mm = memory_model(
+        sources.model, gpu_name, gpu_memory, context_length, e.query.pack.version,
+        mem_fraction_static, free_memory,
+    )  # fmt: skip
     if mm is None:
         if filters:
             raise InputError(

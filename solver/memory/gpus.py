@@ -29,6 +29,10 @@ class Gpu:
     #: GPUs in one intra-node (scale-up) fabric domain.
     fabric: int
     vendor: str = "nvidia"
+    #: Compute-capability major (`torch.cuda.get_device_capability()[0]`), which SGLang reads
+    #: for device-dependent defaults (FP8 KV for DeepSeek DSA from 10, Blackwell); ROCm
+    #: reports 9 for MI300/MI325 (gfx942) and MI355 (gfx950).
+    sm: int = 9
 
     @property
     def memory_gib(self) -> float:
@@ -44,19 +48,19 @@ GPUS: Mapping[str, Gpu] = MappingProxyType(
             Gpu("H200", 143771, 8),
             Gpu("H20", 97871, 8),
             Gpu("H800", 81559, 8),
-            Gpu("B200", 183359, 8),
-            Gpu("B300", 275040, 8),
-            Gpu("GB200", 189471, 72),
-            Gpu("GB300", 284208, 72),
-            Gpu("A100-40", 40960, 8),
-            Gpu("A100-80", 81920, 8),
-            Gpu("A800", 81920, 8),
-            Gpu("L40S", 46068, 1),
-            Gpu("L40", 46068, 1),
-            Gpu("L4", 23034, 1),
-            Gpu("A10", 23028, 1),
-            Gpu("RTX4090", 24564, 1),
-            Gpu("RTX5090", 32607, 1),
+            Gpu("B200", 183359, 8, sm=10),
+            Gpu("B300", 275040, 8, sm=10),
+            Gpu("GB200", 189471, 72, sm=10),
+            Gpu("GB300", 284208, 72, sm=10),
+            Gpu("A100-40", 40960, 8, sm=8),
+            Gpu("A100-80", 81920, 8, sm=8),
+            Gpu("A800", 81920, 8, sm=8),
+            Gpu("L40S", 46068, 1, sm=8),
+            Gpu("L40", 46068, 1, sm=8),
+            Gpu("L4", 23034, 1, sm=8),
+            Gpu("A10", 23028, 1, sm=8),
+            Gpu("RTX4090", 24564, 1, sm=8),
+            Gpu("RTX5090", 32607, 1, sm=12),
             Gpu("MI300X", 196592, 8, "amd"),
             Gpu("MI325X", 262128, 8, "amd"),
             Gpu("MI355X", 294896, 8, "amd"),
