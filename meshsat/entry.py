@@ -41,9 +41,16 @@ def settle() -> None:
     reopen_closed_streams()
 
 
+#: The modules `python -m` runs as the command line (`meshsat.cp.demo` and other tools that
+#: are no CLI keep Python's Ctrl-C: they clean up their own processes).
+_CLI_MODULES = frozenset(
+    ("meshsat", "meshsat.__main__", "meshsat.solver.cli", "meshsat.solver.cli.__main__")
+)
+
+
 def run_as_module() -> bool:
-    """Whether this interpreter was started as `python -m meshsat[.something]`: Python sets
-    argv[0] to "-m" while it imports the module's parent packages."""
+    """Whether this interpreter was started as `python -m meshsat` (or the CLI's own module):
+    Python sets argv[0] to "-m" while it imports the module's parent packages."""
     if sys.argv[:1] != ["-m"]:
         return False
     args = iter(getattr(sys, "orig_argv", ())[1:])
@@ -54,7 +61,7 @@ def run_as_module() -> bool:
             module = arg[2:]
         else:
             continue
-        return module == "meshsat" or module.startswith("meshsat.")
+        return module in _CLI_MODULES
     return False
 
 

@@ -224,14 +224,26 @@ def test_ctrl_c_while_loading_exits_130_silently(entry: str, tmp_path: Path) -> 
     assert (run.code, run.err, run.out) == (130, "", "")
 
 
-def test_importing_meshsat_leaves_sigint_alone() -> None:
-    """The start-up handler is for the command line only: a library import keeps Python's."""
-    code = (
-        "import signal, meshsat, meshsat.solver; "
-        "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler"
+def test_importing_meshsat_leaves_sigint_alone(tmp_path: Path) -> None:
+    """The start-up handler is for the command line only: a library import, or another
+    `python -m meshsat...` tool (the cp demo cleans up its own processes), keeps Python's."""
+    check = "import signal; assert signal.getsignal(signal.SIGINT) is signal.default_int_handler"
+    proc = subprocess.run(
+        [sys.executable, "-c", "import meshsat, meshsat.solver; " + check],
+        env=ENV,
+        capture_output=True,
+        timeout=60,
     )
-    proc = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+    # A module of the package that is no CLI, run with -m: at exit, Python's handler still.
+    (tmp_path / "sitecustomize.py").write_text(
+        "import atexit, os, signal\n"
+        "atexit.register(lambda: os._exit(\n"
+        "    0 if signal.getsignal(signal.SIGINT) is signal.default_int_handler else 3))\n"
+    )
+    tool = [sys.executable, "-m", "meshsat.solver.lang.limits"]
+    env = {**ENV, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    assert subprocess.run(tool, env=env, capture_output=True, timeout=60).returncode == 0
 
 
 # --- item 8: the stand-in for --sglang-version installed --------------------------------
