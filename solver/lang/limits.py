@@ -17,6 +17,8 @@ above any real SGLang deployment and far below what makes the tool slow:
   `MAX_PLAN_TOP` (1,000) rows is its longest listing; `--timeout S` stops it.
 - `MAX_TIMEOUT_S` (one day): a larger `--timeout` is capped, not an overflow.
 - `MAX_SHOWN` (60) characters of a user value quoted in an error line.
+- Pasted launch commands (`meshsat.solver.inputs.launch`): at most 1 MiB, and at most
+  128 KiB of text with shell syntax in it, which only the (slow) shell parser reads.
 - `MAX_ITEMS_SHOWN` (8) items of a list quoted in one line (the flags of a pasted command
   that SGLang would refuse or that do not concern the layout); the rest are counted.
 """
