@@ -32,7 +32,20 @@ def test_plan_rows_are_legal_fit_and_are_ranked() -> None:
 def test_plan_cli_json_states_the_ranking_and_exit_codes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    res = run_cli(capsys, "plan", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", "-n", "2", "-f", "json")
+    res = run_cli(
+        capsys,
+        "plan",
+        "-m",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "H100",
+        "-n",
+        "2",
+        "-f",
+        "json",
+        "--rank",
+        "kv",
+    )
     assert res.code == 0
     data = json.loads(res.out)
     assert "not modelled" in data["ranking"] and data["layouts"]

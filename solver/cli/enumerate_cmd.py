@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from meshsat.solver.cli.deadline import time_limit
+from meshsat.solver.cli.enumerate_perf import PERF_COLUMNS, PerfColumns, split_perf_filters
 from meshsat.solver.cli.formats import OutputFormat, chosen
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.layout_writers import Writer, column_width
@@ -24,6 +25,15 @@ from meshsat.solver.cli.memory_options import (
     memory_model,
 )
 from meshsat.solver.cli.output import err, note
+from meshsat.solver.cli.perf_options import (
+    EngineChoice,
+    EngineOpt,
+    IslOpt,
+    OslOpt,
+    PerfOpt,
+    TpotOpt,
+    TtftOpt,
+)
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.enumeration.layouts import EnumerationQuery, Enumerator
 from meshsat.solver.enumeration.memory_columns import MEMORY_COLUMNS, MemoryColumns, split_filters
@@ -177,6 +187,12 @@ def enumerate_cmd(
     mem_fraction_static: MemFractionOpt = None,
     free_memory: FreeMemoryOpt = None,
     command: CommandOpt = False,
+    perf: PerfOpt = False,
+    isl: IslOpt = 1024,
+    osl: OslOpt = 1024,
+    ttft: TtftOpt = None,
+    tpot: TpotOpt = None,
+    engine: EngineOpt = EngineChoice.auto,
 ) -> None:
     """List every legal layout for N GPUs: no duplicates, streamed, filtered, model-aware.
 
@@ -196,6 +212,11 @@ def enumerate_cmd(
     SGLang's reserve leave room for a KV pool). They work in --where and --sort; layouts
     that do not fit are listed unless you ask --where fits.
 
+    With --perf as well, each layout gets the estimate's columns (docs/perf.md): concurrency
+    (the best under --ttft/--tpot for --isl/--osl that the KV cache holds), ttft_ms, tpot_ms,
+    tokens_per_s_gpu, tokens_per_s_user, meets_sla and perf_source (AIConfigurator or
+    meshsat's roofline); they work in --where and --sort too.
+
     Exit status: 0 at least one layout, 1 none, 2 bad input.
 
     Examples:
@@ -206,6 +227,8 @@ def enumerate_cmd(
       meshsat enumerate --gpus 8 --vary moe_a2a_backend --sort=-ep --limit 20
       meshsat enumerate --gpus 16 --model deepseek-ai/DeepSeek-V3 --gpu H200 --where fits
         --where "kv_tokens >= 1e6" --sort=-kv_tokens --limit 10
+      meshsat enumerate --gpus 8 --model deepseek-ai/DeepSeek-V3 --gpu H200 --where fits
+        --perf --tpot 50 --sort=-tokens_per_s_gpu --limit 5
     """
     if up_to and gpus > MAX_UP_TO:
         raise InputError(
@@ -221,7 +244,8 @@ def enumerate_cmd(
                 f"{name} = {getattr(layout.config, name)} in the base is varied; add --where "
                 f'"{name} == {getattr(layout.config, name)!r}" to keep it'
             )
-        plain, memory_filters = split_filters(where or ())
+        rest, perf_filters = split_perf_filters(where or ()) if perf else (tuple(where or ()), ())
+        plain, memory_filters = split_filters(rest)
         e = EnumerationQuery.of(
             layout.config,
             layout.model,
@@ -237,12 +261,19 @@ def enumerate_cmd(
         )  # fmt: skip
         if mem is None and sort is not None and sort.lstrip("-") in MEMORY_COLUMNS:
             raise InputError(f"--sort {sort} needs the memory columns: give --gpu and --model")
+        if mem is None and sort is not None and sort.lstrip("-") in PERF_COLUMNS:
+            raise InputError(f"--sort {sort} needs the estimate: give --perf, --gpu and --model")
         columns = e.columns if mem is None else mem.columns
         rows: Iterator[tuple[Any, ...]] = e.rows(gpus, up_to)
         if mem is not None:
             rows = mem.rows(rows)
+        est = _perf_columns(e, columns, sources, gpu, perf, (isl, osl, ttft, tpot), engine,
+                            gpus_per_node, perf_filters)  # fmt: skip
+        if est is not None:
+            columns = est.columns
+            rows = est.rows(rows)
         if count:
-            if mem is not None and mem.filters:
+            if (mem is not None and mem.filters) or perf_filters:
                 total = sum(1 for _ in itertools.islice(rows, limit))
             else:
                 total = _count(e, gpus, up_to)
@@ -253,6 +284,8 @@ def enumerate_cmd(
 
         chosen_fmt = chosen(None if fmt is None else OutputFormat(fmt.value), as_json)
         shown = (*e.output_columns, *(MEMORY_COLUMNS if mem is not None else ()))
+        if est is not None:
+            shown = (*shown, *PERF_COLUMNS)
         if command:
             columns, shown = (*columns, "command"), (*shown, "command")
             rows = _with_commands(e, rows, layout.model_path)
@@ -335,6 +368,37 @@ def _memory_columns(
             )
         return None
     return MemoryColumns(e, mm, filters)
+
+
+def _perf_columns(
+    e: Enumerator,
+    columns: tuple[str, ...],
+    sources: LayoutSources,
+    gpu_name: str | None,
+    perf: bool,
+    workload: tuple[int, int, float | None, float | None],
+    engine: EngineChoice,
+    gpus_per_node: int | None,
+    filters: tuple[Expr, ...],
+) -> PerfColumns | None:
+    """The estimate stage with --perf (after the memory stage, which it needs)."""
+    if not perf:
+        return None
+    if sources.model is None or gpu_name is None:
+        raise InputError(
+            "--perf needs --model and --gpu (a GPU type: the estimate reads its speeds)"
+        )
+    from meshsat.solver.perf import PerfModel, Workload
+
+    pm = PerfModel(
+        str(sources.model),
+        gpu_name,
+        Workload(*workload),
+        sglang_version=e.query.pack.version,
+        engine=engine.value,
+        gpus_per_node=gpus_per_node,
+    )
+    return PerfColumns(e, columns, pm, filters)
 
 
 def _sorted(

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
+import meshsat.solver.cli.plan_perf as plan_perf
 from meshsat import solver
 from meshsat.solver.cli.deadline import time_limit
 from meshsat.solver.cli.memory_options import (
@@ -28,6 +29,17 @@ from meshsat.solver.cli.memory_options import (
     sizing_options,
 )
 from meshsat.solver.cli.output import emit_json, note, out
+from meshsat.solver.cli.perf_options import (
+    EngineChoice,
+    EngineOpt,
+    IslOpt,
+    OslOpt,
+    PlotOpt,
+    Rank,
+    RankOpt,
+    TpotOpt,
+    TtftOpt,
+)
 from meshsat.solver.enumeration.node_locality import spanning_gpus
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import Widths
@@ -38,6 +50,7 @@ from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
 from meshsat.solver.memory.models import model_config
+from meshsat.solver.perf import Workload
 
 RANKING = (
     "ranked by total KV-cache tokens (all attention-DP pools and replicas), then by fewest GPUs "
@@ -216,16 +229,49 @@ def plan_cmd(
     mem_fraction_static: MemFractionOpt = None,
     free_memory: FreeMemoryOpt = None,
     timeout: TimeoutArg = None,
+    rank: RankOpt = Rank.perf,
+    isl: IslOpt = 1024,
+    osl: OslOpt = 1024,
+    ttft: TtftOpt = None,
+    tpot: TpotOpt = None,
+    engine: EngineOpt = EngineChoice.auto,
+    plot: PlotOpt = None,
 ) -> None:
-    """Legal layouts that fit MODEL on N GPUs, most KV cache first, with SGLang commands.
+    """Legal layouts that fit MODEL on N GPUs, fastest first, with SGLang commands.
+
+    Fastest: most output tokens/s per GPU at the highest-throughput concurrency that meets
+    --ttft/--tpot (ms) for --isl/--osl tokens, with TTFT, TPOT, tokens/s per user and the
+    estimate's source (AIConfigurator's measured kernels, or meshsat's roofline where they
+    do not reach); --rank kv ranks by KV-cache capacity instead.
 
     Exit status: 0 at least one layout fits, 1 none, 2 bad input.
 
-    Example: meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16
+    Example: meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --tpot 50
     """
     if (gpu_name is None) == (gpu_memory is None):
         raise InputError("give exactly one of --gpu or --gpu-memory")
     g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
+    # ---- performance ranking (estimates: meshsat.solver.cli.plan_perf) -----------------
+    if rank is Rank.perf:
+        check_plan_args(gpus, top, gpus_per_node)
+        workload = Workload(isl, osl, ttft, tpot)
+        with time_limit(timeout, "plan"):
+            rows_p, ranked, shapes = plan_perf.perf_rows(
+                model, g, gpus, workload, engine=engine.value, gpus_per_node=gpus_per_node,
+                top=top, memory=sizing_options(g, mem_fraction_static, free_memory),
+            )  # fmt: skip
+        plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
+        if plot is not None:
+            title = f"{model} on {gpus} x {g.name}: {workload.describe()}"
+            plan_perf.plot(plot, ranked, rows_p, title)
+            note(f"plot written to {plot}")
+        if not rows_p:
+            note(f"no legal layout of {model} fits {gpus} x {g.name}")
+            raise typer.Exit(1)
+        return
+    if plot is not None:
+        raise InputError("--plot draws estimates: use it with --rank perf")
+    # ---- KV-capacity ranking ------------------------------------------------------------
     with time_limit(timeout, "plan"):
         rows = plan_layouts(
             model, g, gpus, context_length=context_length, gpus_per_node=gpus_per_node, top=top,
