@@ -267,6 +267,21 @@ GPU_NAMES = ("H100", "H200", "B200", "MI300X", "h200", "nope", "[/x]", "")
 GPU_MEMORY = ("80GiB", "141GB", "1e400GiB", "-1GiB", "nan", "0", "x", "80")
 
 
+#: `plan`'s estimator inputs and hostile values for each.
+PERF_OPTIONS = (
+    ("--isl", ("1", "1024", "0", str(10**12), "x")),
+    ("--osl", ("1", "64", "0", str(10**12), "-5")),
+    ("--ttft", ("50", "0.001", "0", "-1", "nan", "inf", "1e308")),
+    ("--tpot", ("20", "1e-9", "nan", "-inf", "1e308", "x")),
+    ("--engine", ("auto", "roofline", "aic", "x")),
+    ("--mem-fraction-static", ("0.9", "0", "1", "nan", "-0.5", "x")),
+    ("--free-memory", ("78.81GiB", "0", "-1GiB", "1e400GiB", "nan", "x")),
+    ("--timeout", ("20", "0", "-1", "nan", "1e308")),
+    # Never a device or an existing file: a fuzz run must not write outside its own files.
+    ("--plot", ("/nonexistent/dir/p.png",)),
+)
+
+
 @st.composite
 def plan_argvs(draw: st.DrawFn) -> list[str]:
     """`meshsat plan` command lines, small GPU counts (the work at scale has its own test)."""
@@ -284,6 +299,12 @@ def plan_argvs(draw: st.DrawFn) -> list[str]:
         argv += ["--top", draw(st.sampled_from(("1", "3", "0", "-1")))]
     if draw(st.booleans()):
         argv += ["--format", draw(st.sampled_from(("table", "json", "csv", "xml")))]
+    # The estimator's inputs (`--rank perf`, the default): workload, SLA, engine, sizing.
+    for option, values in PERF_OPTIONS:
+        if draw(st.integers(0, 4)) == 0:
+            argv += [option, draw(st.sampled_from(values))]
+    if draw(st.integers(0, 5)) == 0:
+        argv += ["--rank", draw(st.sampled_from(("perf", "kv", "x")))]
     return argv
 
 

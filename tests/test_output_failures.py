@@ -16,6 +16,7 @@ import io
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
 import warnings
@@ -324,3 +325,34 @@ def test_printable_escapes_every_control_character_and_nothing_else(text: str) -
     )
     if "\\" not in text:
         assert back == text
+
+
+# --- a file the command writes itself: `plan --plot` ------------------------------------
+PLAN = ["plan", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", "-n", "2", "--engine", "roofline"]
+
+
+def test_plot_never_replaces_what_is_not_a_regular_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The atomic rename would put the PNG in place of a FIFO, a directory or (as root) a
+    device node: refused before any work, so nothing is printed before the error line."""
+    fifo = tmp_path / "p.png"
+    os.mkfifo(fifo)
+    for target in (fifo, tmp_path, tmp_path / "missing" / "p.png"):
+        run = run_cli(capsys, *PLAN, "--plot", str(target))
+        assert (run.code, run.out) == (2, ""), (target, run.err)
+        assert run.err.startswith("meshsat: error: ") and run.err.count("\n") == 1
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and tmp_path.is_dir()
+
+
+def test_a_librarys_warning_is_one_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing fits one 80 GiB GPU, so matplotlib warns that the legend is empty: a note on
+    one line, not a `file:line: UserWarning` with its source line."""
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "p.png"
+    args = ["plan", "-m", "deepseek-ai/DeepSeek-V3", "-n", "1", "--gpu-memory", "80GiB"]
+    run = run_cli(capsys, *args, "--engine", "roofline", "--plot", str(png))
+    assert run.code == 1 and png.is_file()
+    warned = [line for line in run.err.splitlines() if "Warning" in line]
+    assert len(warned) == 1 and warned[0].startswith("note: UserWarning: "), run.err
+    assert ".py:" not in run.err

@@ -166,8 +166,11 @@ def release_notes(show: bool) -> None:
 
 @contextmanager
 def warnings_as_notes() -> Iterator[None]:
-    """meshsat's own warnings (`MeshsatWarning`: which pack stands in for the installed
-    SGLang) are notes on the command line, not `file:line: MeshsatWarning:` lines."""
+    """Warnings are notes on the command line, not `file:line: Warning:` lines with source:
+    meshsat's own (`MeshsatWarning`: which pack stands in for the installed SGLang) as they
+    are, a library's (matplotlib drawing `--plot`) named by its category. Like every note
+    they are one line, and dropped when the command fails on its input (exit 2 is one
+    line)."""
     shown = warnings.showwarning
 
     def show(
@@ -178,10 +181,8 @@ def warnings_as_notes() -> Iterator[None]:
         file: TextIO | None = None,
         line: str | None = None,
     ) -> None:
-        if issubclass(category, MeshsatWarning):
-            note(str(message))
-        else:
-            shown(message, category, filename, lineno, file, line)
+        text = " ".join(str(message).split())
+        note(text if issubclass(category, MeshsatWarning) else f"{category.__name__}: {text}")
 
     warnings.showwarning = show
     try:

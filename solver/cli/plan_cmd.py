@@ -254,6 +254,8 @@ def plan_cmd(
     # ---- performance ranking (estimates: meshsat.solver.cli.plan_perf) -----------------
     if rank is Rank.perf:
         check_plan_args(gpus, top, gpus_per_node)
+        if plot is not None:
+            plan_perf.plot_target(plot)  # before the work: nothing printed, then exit 2
         workload = Workload(isl, osl, ttft, tpot)
         with time_limit(timeout, "plan"):
             rows_p, ranked, shapes = plan_perf.perf_rows(

@@ -197,9 +197,22 @@ def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
+def plot_target(path: Path) -> Path:
+    """Where `--plot` writes, refused before any work when it cannot: no such directory, or
+    something there that is not a regular file (the atomic rename would replace a device
+    node or a FIFO with the PNG: `--plot /dev/null` run as root)."""
+    path = path.expanduser()
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: no directory {path.parent}")
+    if os.path.lexists(path) and not path.is_file():
+        raise InputError(f"cannot write {path}: it exists and is not a regular file")
+    return path
+
+
 def plot(path: Path, ranked: Sequence[Ranked], rows: Sequence[PerfRow], title: str) -> None:
     """tokens/s/GPU against tokens/s/user, the Pareto front drawn, the shown rows labelled;
     written atomically (a half-written PNG never replaces a good one)."""
+    path = plot_target(path)  # again: the command ran meanwhile
     try:
         import matplotlib
 
@@ -234,12 +247,11 @@ def plot(path: Path, ranked: Sequence[Ranked], rows: Sequence[PerfRow], title: s
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    path = path.expanduser()
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=".png", dir=path.parent)
+    except OSError as exc:
         plt.close(fig)
-        raise InputError(f"cannot write {path}: no directory {parent}")
-    fd, tmp = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=".png", dir=parent)
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=120, bbox_inches="tight")
