@@ -9,8 +9,6 @@ throughput or communication-time estimate is made.
 
 from __future__ import annotations
 
-import csv
-import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -22,6 +20,7 @@ import typer
 import meshsat.solver.cli.plan_perf as plan_perf
 from meshsat import solver
 from meshsat.solver.cli.deadline import time_limit
+from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.memory_options import (
     FreeMemoryOpt,
     MemFractionOpt,
@@ -283,11 +282,7 @@ def plan_cmd(
         emit_json({"ranking": RANKING, "gpu": g.name, "layouts": [asdict(r) for r in rows]})
     elif fmt is Format.csv:
         note(RANKING)
-        fields = list(PlanRow.__dataclass_fields__)
-        w = csv.writer(sys.stdout)
-        w.writerow(fields)
-        for r in rows:
-            w.writerow([getattr(r, f) for f in fields])
+        write_csv([asdict(r) for r in rows], list(PlanRow.__dataclass_fields__))
     else:
         note(RANKING)
         head = "rank  tp  pp  dp  dpa  ep  attn_tp  weights_gib  total_kv_tokens  max_req  cross"

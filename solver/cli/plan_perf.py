@@ -7,7 +7,6 @@ Pareto plot, so the estimate's presentation lives in one place.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from meshsat import solver
+from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.output import emit_json, err, note, out
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import launch_command, model_path_of
@@ -152,11 +152,7 @@ def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, gpu_name: str, estimate
         return
     note(head)
     if fmt == "csv":
-        fields = list(PerfRow.__dataclass_fields__)
-        wr = csv.writer(sys.stdout)
-        wr.writerow(fields)
-        for r in rows:
-            wr.writerow([getattr(r, f) for f in fields])
+        write_csv([asdict(r) for r in rows], list(PerfRow.__dataclass_fields__))
         return
     out.print(
         "rank  tp  pp  dp dpa  ep attn_tp cp dcp   conc  ttft_ms tpot_ms tok/s/gpu tok/s/user"
