@@ -74,6 +74,9 @@ mla_q_shard = named(
     "mla_q_shard", (F.num_attention_heads // attn_tp) * F.mla_q_head_dim
 )
 
+#: The widths `--where` may name (`moe_expert_shard % 128 == 0`).
+NAMED: tuple[Named, ...] = (mlp_tp, shared_tp, dense_mlp_shard, moe_expert_shard, mla_q_shard)
+
 _BLOCK = is_set(F.quant_block_n) & is_set(F.quant_block_k)
 #: flashinfer_trtllm rounds the MoE shard up to 128 before the quantization method sees it
 #: (FusedMoE.__init__, 0.5.18 to 0.5.23), so the block check passes there.

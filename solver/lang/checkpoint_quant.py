@@ -84,8 +84,8 @@ def read_checkpoint_quant(hf: Mapping[str, Any]) -> CheckpointQuant:
     families = {f: f not in skipped for f in ("attention", "dense_mlp", "experts", "shared")}
 
     def facts(**kw: Any) -> CheckpointQuant:
+        kw.setdefault("method", method)
         return CheckpointQuant(
-            method=method,
             attention=families["attention"],
             dense_mlp=families["dense_mlp"],
             experts=families["experts"],
@@ -186,7 +186,7 @@ def _skipped_families(qc: Mapping[str, Any]) -> set[str]:
             p = raw.removeprefix("re:").rstrip("$").removesuffix(".*")
             if _LAYER_INDEX.search(p) and "*" not in p:
                 continue
-            tail = p.rsplit(".", 1)[-1]
+            tail = p.rsplit(".", 1)[-1].lstrip("*")
             if tail in ("self_attn", "attn", "attention", "linear_attn", "q_b_proj", "q_proj"):
                 skipped.add("attention")
             elif tail in ("mlp", "feed_forward"):
