@@ -85,7 +85,8 @@ def main() -> None:
     print("| validate | median µs per layout (5 runs) | ratio |")
     print("|---|---|---|")
     print(f"| without a model | {bmed * 1e6:.0f} | 1.00 |")
-    print(f"| with the checkpoint's facts (weight-shape rules on) | {med * 1e6:.0f} | {med / bmed:.2f} |")
+    label = "with the checkpoint's facts (weight-shape rules on)"
+    print(f"| {label} | {med * 1e6:.0f} | {med / bmed:.2f} |")
 
 
 if __name__ == "__main__":

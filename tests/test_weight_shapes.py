@@ -313,7 +313,8 @@ def test_not_converted_modules_are_not_checked() -> None:
 
 
 def test_cli_malformed_config_is_one_line_exit_2(tmp_path: Path) -> None:
-    bad = {**model_config(R1), "quantization_config": {"quant_method": "fp8", "weight_block_size": [1]}}
+    block = {"quant_method": "fp8", "weight_block_size": [1]}
+    bad = {**model_config(R1), "quantization_config": block}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(bad))
     run = subprocess.run(

@@ -70,9 +70,7 @@ shared_tp_0_4 = named(
 
 dense_mlp_shard = named("dense_mlp_shard", F.dense_intermediate_size // mlp_tp)
 moe_expert_shard = named("moe_expert_shard", F.moe_intermediate_size // moe_tp)
-mla_q_shard = named(
-    "mla_q_shard", (F.num_attention_heads // attn_tp) * F.mla_q_head_dim
-)
+mla_q_shard = named("mla_q_shard", (F.num_attention_heads // attn_tp) * F.mla_q_head_dim)
 
 #: The widths `--where` may name (`moe_expert_shard % 128 == 0`).
 NAMED: tuple[Named, ...] = (mlp_tp, shared_tp, dense_mlp_shard, moe_expert_shard, mla_q_shard)
@@ -86,7 +84,9 @@ _HINT_DENSE = (
     "a smaller TP (with DP attention for the attention), or --moe-dense-tp-size 1 to "
     "replicate the dense MLP"
 )
-_HINT_SHARED = "a smaller TP, or an all-to-all backend (--moe-a2a-backend deepep) that replicates it"
+_HINT_SHARED = (
+    "a smaller TP, or an all-to-all backend (--moe-a2a-backend deepep) that replicates it"
+)
 _HINT_MOE = "expert parallelism (--ep-size) so each rank holds whole experts, or a smaller TP"
 
 
@@ -97,9 +97,7 @@ def _blocks(shard: Named, row_split: Expr) -> Expr:
     # With a square block (every catalogued checkpoint) the second check follows from the
     # first; saying so keeps a report to the one check SGLang raises.
     square = F.quant_block_k == F.quant_block_n
-    return divides(F.quant_block_n, shard) & (
-        square | ~row_split | divides(F.quant_block_k, shard)
-    )
+    return divides(F.quant_block_n, shard) & (square | ~row_split | divides(F.quant_block_k, shard))
 
 
 def _shared_rules(width: Named) -> tuple[Rule, Rule]:

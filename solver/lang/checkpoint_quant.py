@@ -16,7 +16,7 @@ integers, a `quant_method` that is not a string) is an `InputError` naming the k
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,7 +136,9 @@ def _block(value: Any, key: str) -> tuple[int, int]:
     return int(value[0]), int(value[1])
 
 
-def _compressed_tensors(qc: Mapping[str, Any], facts: Any) -> CheckpointQuant:
+def _compressed_tensors(
+    qc: Mapping[str, Any], facts: Callable[..., CheckpointQuant]
+) -> CheckpointQuant:
     """compressed-tensors: the first config group's weight strategy decides (SGLang picks a
     scheme per layer from its group; the catalogue's checkpoints use one group)."""
     groups = qc.get("config_groups")
@@ -153,16 +155,11 @@ def _compressed_tensors(qc: Mapping[str, Any], facts: Any) -> CheckpointQuant:
         strategy = weights.get("strategy")
         if strategy == "block":
             n, k = _block(weights.get("block_structure"), f"{key}.block_structure")
-            result: CheckpointQuant = facts(block_n=n, block_k=k)
-            return result
+            return facts(block_n=n, block_k=k)
         if strategy in ("tensor", "channel", "token"):
             continue
-        result = facts(
-            not_checked=f"the {strategy} strategy of compressed-tensors is not modelled"
-        )
-        return result
-    result = facts()
-    return result
+        return facts(not_checked=f"the {strategy} strategy of compressed-tensors is not modelled")
+    return facts()
 
 
 def _skipped_families(qc: Mapping[str, Any]) -> set[str]:

@@ -71,9 +71,7 @@ class ModelSpec(BaseModel):
     )
     quant_method: str | None = Field(None, description="quantization_config.quant_method.")
     quant_block_n: int | None = Field(None, ge=1, description="Quantization block: output rows.")
-    quant_block_k: int | None = Field(
-        None, ge=1, description="Quantization block: input columns."
-    )
+    quant_block_k: int | None = Field(None, ge=1, description="Quantization block: input columns.")
     quant_group_k: int | None = Field(
         None, ge=1, description="Input-group width a row-parallel shard must align to (NVFP4)."
     )
@@ -199,9 +197,11 @@ def _weight_shapes(
     if moe is None:
         moe = inter
     dense: int | None = None
-    if (_fact(hf, text, "first_k_dense_replace") or 0) > 0:
-        dense = inter
-    elif _fact(hf, text, "mlp_only_layers") or (_fact(hf, text, "decoder_sparse_step") or 1) > 1:
+    leading_dense = (_fact(hf, text, "first_k_dense_replace") or 0) > 0
+    qwen_dense = bool(_fact(hf, text, "mlp_only_layers")) or (
+        (_fact(hf, text, "decoder_sparse_step") or 1) > 1
+    )
+    if leading_dense or qwen_dense:
         dense = inter
     elif (_fact(hf, text, "interleave_moe_layer_step") or 1) > 1:
         dense = first(("intermediate_size_mlp",)) or inter
@@ -229,9 +229,9 @@ def _fusable(arch: str | None, hf: Mapping[str, Any], text: Mapping[str, Any]) -
     a routed expert): DeepSeek V3/R1 (`DeepseekV3ForCausalLM`, 256 routed, 1 shared:
     deepseek_v2.py shared_experts_fusion_disable_reason) and GLM-4.5 (glm4_moe.py)."""
     if arch == "DeepseekV3ForCausalLM":
-        return (
-            _fact(hf, text, "n_routed_experts") == 256 and _fact(hf, text, "n_shared_experts") == 1
-        )
+        routed: Any = _fact(hf, text, "n_routed_experts")
+        shared: Any = _fact(hf, text, "n_shared_experts")
+        return bool(routed == 256 and shared == 1)
     return arch == "Glm4MoeForCausalLM"
 
 
