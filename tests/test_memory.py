@@ -17,8 +17,8 @@ from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.fraction import default_mem_fraction_static
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.models import CATALOGUE, PUBLISHED, Published
-from meshsat.solver.memory.quantized_checkpoints import VARIANTS
 from meshsat.solver.memory.quant import quant_from_config
+from meshsat.solver.memory.quantized_checkpoints import VARIANTS
 from meshsat.solver.memory.weights import WeightModel
 
 # ---- parameter counts against published figures --------------------------------------

@@ -339,3 +339,78 @@ def test_where_can_read_the_shard_widths() -> None:
     ]
     assert shards and all(s >= 384 for s in shards)
     assert not list(enumerate_layouts(8, model=facts, where=["moe_expert_shard % 128 != 0"]))
+
+
+# --- SGLang's own layer constructors (fidelity/weight_shapes/probe.py) -----------------------
+
+FIXTURES = Path(__file__).parent / "fixtures" / "weight_shapes"
+FP8_FACTS = {"quant_method": "fp8", "quant_block_n": 128, "quant_block_k": 128}
+
+
+def _replays() -> list[Any]:
+    out = []
+    for path in sorted(FIXTURES.glob("*.json")):
+        data = json.loads(path.read_text())
+        for i, rec in enumerate(data["records"]):
+            out.append(pytest.param(data["version"], rec, id=f"{data['version']}-{i}"))
+    return out
+
+
+def _as_meshsat(rec: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], str]]:
+    """The layouts and model facts under which meshsat's rules see the recorded layer,
+    with the rule id that SGLang's error corresponds to."""
+    tp = rec["tp"]
+    if rec["family"] == "mlp":
+        dense = {**FP8_FACTS, "dense_intermediate_size": rec["size"], "quant_dense_mlp": True}
+        shared = {
+            **FP8_FACTS,
+            "shared_expert_intermediate_size": rec["size"],
+            "quant_shared_experts": True,
+        }
+        dense_layout = {"tp_size": tp, "moe_dense_tp_size": 1 if rec["replicated"] else None}
+        shared_layout = (
+            {"tp_size": tp, "moe_a2a_backend": "deepep", "ep_size": tp}
+            if rec["replicated"]
+            else {"tp_size": tp}
+        )
+        return [
+            (dense_layout, dense, "DENSE-MLP"),
+            (shared_layout, shared, "SHARED-EXPERT"),
+        ]
+    if rec["family"] == "moe":
+        model = {**FP8_FACTS, "moe_intermediate_size": rec["size"], "quant_experts": True}
+        return [({"tp_size": tp, "ep_size": tp // rec["moe_tp"]}, model, "EXPERTS")]
+    model = {
+        **FP8_FACTS,
+        "num_attention_heads": rec["heads"],
+        "mla_q_head_dim": rec["head_dim"],
+        "quant_attention": True,
+    }
+    attn_dp = tp // rec["attn_tp"]
+    layout = {"tp_size": tp, "dp_size": attn_dp, "enable_dp_attention": attn_dp > 1}
+    return [(layout, model, "MLA-Q")]
+
+
+@pytest.mark.parametrize(("version", "rec"), _replays())
+def test_rules_agree_with_sglangs_own_layers(version: str, rec: dict[str, Any]) -> None:
+    """Each layer one release built (or refused) on the meta device: meshsat's rule for that
+    family fires exactly when SGLang raised, with SGLang's message."""
+    for layout, facts, family in _as_meshsat(rec):
+        report = validate(layout, ModelSpec(**facts), explain=False, sglang_version=version)
+        got = [v for v in report.violations if v.rule in SHAPE_RULES]
+        error = rec["error"]
+        if error is None:
+            assert got == [], (family, [v.message for v in got])
+            continue
+        assert len(got) == 1, (family, [v.rule for v in got])
+        prefix = "WEIGHT" if error["type"] == "AssertionError" else "QUANT-BLOCK"
+        assert got[0].rule == f"{prefix}-{family}"
+        assert got[0].message == error["message"]
+
+
+def test_fixtures_cover_every_pack_and_both_verdicts() -> None:
+    versions = {json.loads(p.read_text())["version"] for p in FIXTURES.glob("*.json")}
+    assert versions == {"0.4.6.post5", "0.5.18", "0.5.19", "0.5.23"}
+    for path in FIXTURES.glob("*.json"):
+        errors = [r["error"] is None for r in json.loads(path.read_text())["records"]]
+        assert any(errors) and not all(errors)
