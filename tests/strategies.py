@@ -73,7 +73,7 @@ WEIGHT_FACTS = (
     "dense_intermediate_size",
     "moe_intermediate_size",
     "shared_expert_intermediate_size",
-    "shared_experts_fusable",
+    "shared_experts_fusion",
     "mla_q_head_dim",
     "quant_method",
     "quant_block_n",

@@ -13,7 +13,7 @@ Which group splits which family (SGLang's model files, every pack's release):
 - routed experts (`FusedMoE`): the MoE TP group, `intermediate_size // moe_tp_size`;
 - shared experts: the global TP group, replicated with any all-to-all backend
   (`_shared_expert_use_tp1` / `parallel_group="replicated"`), or fused into the routed
-  MoE (DeepSeek V3/R1, GLM-4.5) when EP is 1;
+  MoE (DeepSeek V3/R1 and GLM-4.5 when EP is 1, Qwen3-Next with any EP);
 - MLA's `q_b_proj`: the attention TP group.
 """
 
@@ -54,17 +54,22 @@ shared_tp = named(
     ite(
         F.moe_a2a_backend != "none",
         1,
-        ite(F.shared_experts_fusable & (F.ep_size == 1), moe_tp, F.tp_size),
+        ite(
+            (F.shared_experts_fusion == "any_ep")
+            | ((F.shared_experts_fusion == "when_ep_1") & (F.ep_size == 1)),
+            moe_tp,
+            F.tp_size,
+        ),
     ),
 )
 #: 0.4.6.post5 fuses DeepSeek V3/R1's shared expert whatever the EP size (deepseek_v2.py
-#: determine_n_share_experts_fusion: only DeepEP turns it off).
+#: determine_n_share_experts_fusion: only DeepEP turns it off); it has no Qwen3-Next.
 shared_tp_0_4 = named(
     "shared_tp",
     ite(
         F.moe_a2a_backend != "none",
         1,
-        ite(F.shared_experts_fusable, moe_tp, F.tp_size),
+        ite(is_set(F.shared_experts_fusion), moe_tp, F.tp_size),
     ),
 )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -63,8 +63,10 @@ class ModelSpec(BaseModel):
     shared_expert_intermediate_size: int | None = Field(
         None, ge=1, description="Intermediate size of the shared expert(s), all together."
     )
-    shared_experts_fusable: bool = Field(
-        False, description="SGLang fuses the shared expert into the routed MoE when EP is 1."
+    shared_experts_fusion: Literal["when_ep_1", "any_ep"] | None = Field(
+        None,
+        description="When SGLang fuses the shared expert into the routed MoE (then it is split "
+        "like a routed expert): only with EP 1, with any EP, or never (None).",
     )
     mla_q_head_dim: int | None = Field(
         None, ge=1, description="MLA query head width (qk_nope_head_dim + qk_rope_head_dim)."
@@ -133,7 +135,7 @@ class ModelSpec(BaseModel):
             num_experts=first(_EXPERTS, zero_is_none=True),
             num_hidden_layers=first(_LAYERS),
             **shapes,
-            shared_experts_fusable=_fusable(arch, hf, text),
+            shared_experts_fusion=_fusion(arch, hf, text, shapes),
             quant_method=quant.method,
             quant_block_n=quant.block_n,
             quant_block_k=quant.block_k,
@@ -224,15 +226,29 @@ def _mla_q(hf: Mapping[str, Any], text: Mapping[str, Any], first: Any) -> int | 
     return None if nope is None or rope is None else nope + rope
 
 
-def _fusable(arch: str | None, hf: Mapping[str, Any], text: Mapping[str, Any]) -> bool:
-    """Whether SGLang may fuse the shared expert into the routed MoE (then it is split like
-    a routed expert): DeepSeek V3/R1 (`DeepseekV3ForCausalLM`, 256 routed, 1 shared:
-    deepseek_v2.py shared_experts_fusion_disable_reason) and GLM-4.5 (glm4_moe.py)."""
+def _fusion(
+    arch: str | None,
+    hf: Mapping[str, Any],
+    text: Mapping[str, Any],
+    shapes: Mapping[str, int | None],
+) -> Literal["when_ep_1", "any_ep"] | None:
+    """When SGLang fuses the shared expert into the routed MoE. DeepSeek V3/R1
+    (`DeepseekV3ForCausalLM`, 256 routed, 1 shared: deepseek_v2.py
+    `shared_experts_fusion_disable_reason`) and GLM-4.5 (glm4_moe.py) only with EP 1 on CUDA;
+    Qwen3-Next whenever the shared expert is as wide as a routed one (qwen2_moe.py
+    `can_fuse_shared_expert`, 0.5.18+)."""
     if arch == "DeepseekV3ForCausalLM":
         routed: Any = _fact(hf, text, "n_routed_experts")
         shared: Any = _fact(hf, text, "n_shared_experts")
-        return bool(routed == 256 and shared == 1)
-    return arch == "Glm4MoeForCausalLM"
+        return "when_ep_1" if routed == 256 and shared == 1 else None
+    if arch == "Glm4MoeForCausalLM":
+        return "when_ep_1"
+    if (
+        arch == "Qwen3NextForCausalLM"
+        and shapes["shared_expert_intermediate_size"] == (shapes["moe_intermediate_size"])
+    ):
+        return "any_ep"
+    return None
 
 
 MODEL_FACT_NAMES: tuple[str, ...] = tuple(ModelSpec.model_fields)
