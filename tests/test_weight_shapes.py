@@ -434,3 +434,37 @@ def test_fixtures_cover_every_pack_and_both_verdicts() -> None:
     for path in FIXTURES.glob("*.json"):
         errors = [r["error"] is None for r in json.loads(path.read_text())["records"]]
         assert any(errors) and not all(errors)
+
+
+# --- plan and the command reader ----------------------------------------------------------------
+
+
+def test_plan_r1_on_32_gpus_ranks_no_layout_that_cannot_load() -> None:
+    from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
+
+    run = subprocess.run(
+        [sys.executable, "-m", "meshsat", "plan", "--model", R1, "--gpu", "H100", "--gpus", "32",
+         "--format", "json", "--top", "100"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    layouts = json.loads(run.stdout)["layouts"]
+    assert layouts
+    facts = ModelSpec.from_hf_config(model_config(R1))
+    for row in layouts:
+        values = parse_sglang_command(row["command"]).values
+        report = validate(values, facts, explain=False)
+        assert not {v.rule for v in report.violations} & SHAPE_RULES, row["command"]
+        resolved = dict(report.resolved_env)
+        assert reference_failures(resolved, facts, "0.5.23") == set(), row["command"]
+
+
+def test_the_command_reader_takes_the_model_from_model_path() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "meshsat", "validate", "--json", "--sglang",
+         f"python -m sglang.launch_server --model-path {R1} --tp 32 --nnodes 4 --node-rank 0"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert run.returncode == 1
+    report = json.loads(run.stdout)
+    assert report["first"] == "QUANT-BLOCK-DENSE-MLP"
+    assert all(v["stage"] == "launch" for v in report["violations"])
