@@ -74,7 +74,7 @@ UNREACHABLE = {
         ),
         "a block-quantized weight check while the model is built: recorded from SGLang's "
         "own layers on the meta device in tests/fixtures/weight_shapes/",
-    ),  # fmt: skip
+    ),
     "QUANT-NVFP4-DENSE-MLP": "an NVFP4 weight check while the model is built: encoded from "
     "modelopt_quant.py ModelOptFp4LinearMethod.create_weights (no recorded layer)",
 }
