@@ -5,7 +5,7 @@ widths (EP 1) whose weight shards pass every weight-shape rule, the smallest EP 
 TP 8/16/32 load, and the rule that refuses the rest. Each row is the rules' verdict; the
 rules cite SGLang's source per release (docs/weight-shapes.md), and tests/test_weight_shapes.py
 checks them against a second implementation and public launch reports. Also times the
-verdicts (median of 5 runs of the whole table, against validate without a model).
+verdicts (median of 9 interleaved runs, against validate without a model).
 
     .venv/bin/python benchmarks/weight_shapes_table.py
 """
@@ -66,23 +66,22 @@ def main() -> None:
         for pack in PACKS:
             print(f"| {model} | {pack.version} | " + " | ".join(row(model, pack.version)) + " |")
     specs = [ModelSpec.from_hf_config(model_config(m)) for m in MODELS]
-    runs = []
-    for _ in range(5):
+    n = len(MODELS) * len(TPS)
+    runs, base = [], []
+    for _ in range(9):  # interleaved, so that load on the machine hits both alike
+        t = time.perf_counter()
+        for _spec in specs:
+            for tp in TPS:
+                validate(layout(tp), explain=False)
+        base.append((time.perf_counter() - t) / n)
         t = time.perf_counter()
         for spec in specs:
             for tp in TPS:
                 validate(layout(tp), spec, explain=False)
-        runs.append((time.perf_counter() - t) / (len(MODELS) * len(TPS)))
-    base = []
-    for _ in range(5):
-        t = time.perf_counter()
-        for _m in MODELS:
-            for tp in TPS:
-                validate(layout(tp), explain=False)
-        base.append((time.perf_counter() - t) / (len(MODELS) * len(TPS)))
+        runs.append((time.perf_counter() - t) / n)
     med, bmed = statistics.median(runs), statistics.median(base)
     print()
-    print("| validate | median µs per layout (5 runs) | ratio |")
+    print("| validate | median µs per layout (9 runs) | ratio |")
     print("|---|---|---|")
     print(f"| without a model | {bmed * 1e6:.0f} | 1.00 |")
     label = "with the checkpoint's facts (weight-shape rules on)"
