@@ -20,7 +20,7 @@ Which group splits which family (SGLang's model files, every pack's release):
 from __future__ import annotations
 
 from meshsat.solver.lang.derived import attn_tp, attn_tp_whole, moe_tp
-from meshsat.solver.lang.expr import Expr, Named, divides, is_set, ite, named, one_of
+from meshsat.solver.lang.expr import Expr, Field, Named, divides, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
@@ -105,30 +105,38 @@ def _blocks(shard: Named, row_split: Expr) -> Expr:
     return divides(F.quant_block_n, shard) & (square | ~row_split | divides(F.quant_block_k, shard))
 
 
-def _shared_rules(width: Named) -> tuple[Rule, Rule]:
-    shard = named("shared_expert_shard", F.shared_expert_intermediate_size // width)
+def _mlp_rules(
+    family: str, size: Field, quantized: Field, width: Named, hint: str
+) -> tuple[Rule, Rule]:
+    """A gate/up + down pair (`DeepseekV2MLP` and its kin): `linear.py`'s split, then the
+    FP8 check on the shard (`Weight output_partition_size = ...`)."""
+    shard = named(f"{family.lower().replace('-', '_')}_shard", size // width)
     return (
         Rule(
-            "WEIGHT-SHARED-EXPERT-SPLIT",
-            is_set(F.shared_expert_intermediate_size),
-            divides(width, F.shared_expert_intermediate_size),
-            "{shared_expert_intermediate_size} is not divisible by {shared_tp}",
+            f"WEIGHT-{family}-SPLIT",
+            is_set(size),
+            divides(width, size),
+            f"{{{size.name}}} is not divisible by {{{width.name}}}",
             LINEAR_SPLIT,
-            hint=_HINT_SHARED,
+            hint=hint,
         ),
         Rule(
-            "QUANT-BLOCK-SHARED-EXPERT",
-            is_set(F.shared_expert_intermediate_size)
-            & _BLOCK
-            & F.quant_shared_experts
-            & divides(width, F.shared_expert_intermediate_size),
+            f"QUANT-BLOCK-{family}",
+            is_set(size) & _BLOCK & quantized & divides(width, size),
             _blocks(shard, width > 1),
-            "Weight output_partition_size = {shared_expert_shard} is not divisible by weight "
+            f"Weight output_partition_size = {{{shard.name}}} is not divisible by weight "
             "quantization block_n = {quant_block_n}.",
             FP8_LINEAR,
-            hint=_HINT_SHARED,
+            hint=hint,
         ),
     )
+
+
+def _shared_rules(width: Named) -> tuple[Rule, Rule]:
+    return _mlp_rules(
+        "SHARED-EXPERT", F.shared_expert_intermediate_size, F.quant_shared_experts, width,
+        _HINT_SHARED,
+    )  # fmt: skip
 
 
 def _moe_rule(row_split: Expr, source: str) -> Rule:
@@ -167,6 +175,9 @@ def _mla_rule(checked: Expr) -> Rule:
     )
 
 
+_DENSE_SPLIT, _DENSE_BLOCK = _mlp_rules(
+    "DENSE-MLP", F.dense_intermediate_size, F.quant_dense_mlp, mlp_tp, _HINT_DENSE
+)
 _SHARED_SPLIT, _SHARED_BLOCK = _shared_rules(shared_tp)
 
 RULES: tuple[Rule, ...] = (
@@ -178,14 +189,7 @@ RULES: tuple[Rule, ...] = (
         NOT_CHECKED,
         severity="warning",
     ),
-    Rule(
-        "WEIGHT-DENSE-MLP-SPLIT",
-        is_set(F.dense_intermediate_size),
-        divides(mlp_tp, F.dense_intermediate_size),
-        "{dense_intermediate_size} is not divisible by {mlp_tp}",
-        LINEAR_SPLIT,
-        hint=_HINT_DENSE,
-    ),
+    _DENSE_SPLIT,
     _SHARED_SPLIT,
     Rule(
         "WEIGHT-EXPERTS-SPLIT",
@@ -197,18 +201,7 @@ RULES: tuple[Rule, ...] = (
         MOE_SPLIT,
         hint=_HINT_MOE,
     ),
-    Rule(
-        "QUANT-BLOCK-DENSE-MLP",
-        is_set(F.dense_intermediate_size)
-        & _BLOCK
-        & F.quant_dense_mlp
-        & divides(mlp_tp, F.dense_intermediate_size),
-        _blocks(dense_mlp_shard, mlp_tp > 1),
-        "Weight output_partition_size = {dense_mlp_shard} is not divisible by weight "
-        "quantization block_n = {quant_block_n}.",
-        FP8_LINEAR,
-        hint=_HINT_DENSE,
-    ),
+    _DENSE_BLOCK,
     _SHARED_BLOCK,
     # Up to 0.5.22 the FP8 linear check compares against the global TP size
     # (`get_parallel().tp_size`): an attention projection split over a smaller attention
