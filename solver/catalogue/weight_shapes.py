@@ -77,8 +77,24 @@ dense_mlp_shard = named("dense_mlp_shard", F.dense_intermediate_size // mlp_tp)
 moe_expert_shard = named("moe_expert_shard", F.moe_intermediate_size // moe_tp)
 mla_q_shard = named("mla_q_shard", (F.num_attention_heads // attn_tp) * F.mla_q_head_dim)
 
+
+def _or_zero(width: Named, *facts: Field) -> Named:
+    """The width for `--where`, reading 0 where the model lacks a fact it needs (the rules
+    themselves are guarded by `is_set`)."""
+    known = is_set(facts[0])
+    for fact in facts[1:]:
+        known = known & is_set(fact)
+    return named(width.name, ite(known, width.body, 0))
+
+
 #: The widths `--where` may name (`moe_expert_shard % 128 == 0`).
-NAMED: tuple[Named, ...] = (mlp_tp, shared_tp, dense_mlp_shard, moe_expert_shard, mla_q_shard)
+NAMED: tuple[Named, ...] = (
+    mlp_tp,
+    shared_tp,
+    _or_zero(dense_mlp_shard, F.dense_intermediate_size),
+    _or_zero(moe_expert_shard, F.moe_intermediate_size),
+    _or_zero(mla_q_shard, F.num_attention_heads, F.mla_q_head_dim),
+)
 
 _BLOCK = is_set(F.quant_block_n) & is_set(F.quant_block_k)
 #: flashinfer_trtllm rounds the MoE shard up to 128 before the quantization method sees it
