@@ -93,6 +93,13 @@ def _outcome(build: Any, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
     return None
 
 
+def dump(version: str, records: list[dict[str, Any]]) -> str:
+    """One record a line, so that a re-recording diffs by layer."""
+    lines = ",\n".join(json.dumps(r, sort_keys=True) for r in records)
+    head = json.dumps(version)
+    return f'{{"version": {head}, "block": {json.dumps(BLOCK)}, "records": [\n{lines}\n]}}\n'
+
+
 def main(version: str) -> None:
     # deepseek_v2 first: 0.4.6's layer modules import each other circularly otherwise.
     from sglang.srt.models import deepseek_v2  # isort: skip
@@ -165,7 +172,7 @@ def main(version: str) -> None:
                      "attn_tp": attn_tp, "error": outcome}
                 )  # fmt: skip
     out = Path(__file__).parents[2] / "tests" / "fixtures" / "weight_shapes" / f"{version}.json"
-    out.write_text(json.dumps({"version": version, "block": BLOCK, "records": records}, indent=0))
+    out.write_text(dump(version, records))
     failed = sum(r["error"] is not None for r in records)
     print(f"{version}: {len(records)} layers built, {failed} refused -> {out}")
 
