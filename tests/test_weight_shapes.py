@@ -468,3 +468,15 @@ def test_the_command_reader_takes_the_model_from_model_path() -> None:
     report = json.loads(run.stdout)
     assert report["first"] == "QUANT-BLOCK-DENSE-MLP"
     assert all(v["stage"] == "launch" for v in report["violations"])
+
+
+def test_enumerate_says_when_weight_shapes_go_unchecked(tmp_path: Path) -> None:
+    hf = {**model_config("Qwen/Qwen3-32B"), "quantization_config": {"quant_method": "awq"}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(hf))
+    run = subprocess.run(
+        [sys.executable, "-m", "meshsat", "enumerate", "--gpus", "4", "--model", str(path),
+         "--count"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "weight shapes not checked: the group-size alignment of awq" in run.stderr

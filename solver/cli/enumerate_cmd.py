@@ -16,7 +16,7 @@ from meshsat.solver.cli.formats import OutputFormat, chosen
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.layout_writers import Writer, column_width
 from meshsat.solver.cli.memory_options import ContextLengthOpt, GpuMemoryOpt, GpuOpt, memory_model
-from meshsat.solver.cli.output import err, note
+from meshsat.solver.cli.output import err, note, quant_note
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.enumeration.layouts import EnumerationQuery, Enumerator
 from meshsat.solver.enumeration.memory_columns import MEMORY_COLUMNS, MemoryColumns, split_filters
@@ -203,6 +203,8 @@ def enumerate_cmd(
         )
     with time_limit(timeout, "enumerate"):
         layout = read_layout(sources, sglang_version)
+        if layout.model is not None:
+            quant_note(layout.model.quant_not_checked)
         names = [*DEFAULT_VARY, *(vary or [])]
         fields = varied_fields(dims_of(names))
         pinned = sorted(set(fields) & layout.config.user_set())

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from meshsat import solver
-from meshsat.solver.cli.output import emit_json, note, out
+from meshsat.solver.cli.output import emit_json, note, out, quant_note
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import Widths
 from meshsat.solver.groups import plan as rank_plan
@@ -88,6 +88,7 @@ def plan_layouts(
     """The `top` best legal layouts on `gpus` GPUs that load, ranked as `RANKING` says."""
     config = model_config(model)
     spec = ModelSpec.from_hf_config(config)
+    quant_note(spec.quant_not_checked)
     mm = MemoryModel(config, g, context_length=context_length)
     per_node = gpus_per_node or min(g.fabric, gpus) or 1
     fitting = []
