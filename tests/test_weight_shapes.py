@@ -480,3 +480,41 @@ def test_enumerate_says_when_weight_shapes_go_unchecked(tmp_path: Path) -> None:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert "weight shapes not checked: the group-size alignment of awq" in run.stderr
+
+
+#: Launch commands as pasted (the shapes of the public reports above), read with the model
+#: their --model-path names: (command, the first weight-shape rule it breaks, or None).
+_L = "python3 -m sglang.launch_server --trust-remote-code"
+COMMANDS: tuple[tuple[str, str | None], ...] = (
+    (
+        f"{_L} --model-path {R1} --tp 32 --dist-init-addr 10.0.0.1:5000 --nnodes 4 "
+        "--node-rank 0",
+        "QUANT-BLOCK-DENSE-MLP",
+    ),
+    (
+        f"{_L} --model-path {R1} --tp 16 --dist-init-addr 10.0.0.1:5000 --nnodes 2 "
+        "--node-rank 1",
+        None,
+    ),
+    (
+        f"{_L} --model-path deepseek-ai/DeepSeek-V3 --tp 16 --dp 16 --enable-dp-attention "
+        "--moe-a2a-backend deepep --moe-dense-tp-size 1 --nnodes 2 --node-rank 0 "
+        "--dist-init-addr 10.0.0.1:5000",
+        None,
+    ),
+    ("sglang serve --model-path Qwen/Qwen3-235B-A22B-FP8 --tp 8", "QUANT-BLOCK-EXPERTS"),
+    ("sglang serve --model-path Qwen/Qwen3-235B-A22B-FP8 --tp 8 --ep-size 8", None),
+    (f"CUDA_VISIBLE_DEVICES=0,1,2,3 {_L} --model-path Qwen/Qwen3-30B-A3B-FP8 --tp 4",
+     "QUANT-BLOCK-EXPERTS"),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("command", "rule"), COMMANDS)
+def test_pasted_commands_read_the_checkpoint(command: str, rule: str | None) -> None:
+    from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
+
+    layout = load_layout(LayoutSources(sglang=command), catalogue=model_config)
+    assert layout.model is not None
+    report = validate(layout.config, layout.model, explain=False)
+    shapes = [v.rule for v in report.violations if v.rule in SHAPE_RULES]
+    assert (shapes[0] if shapes else None) == rule
