@@ -4,8 +4,6 @@ against a second implementation of SGLang's checks, and through every feature.""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.lang.checkpoint_quant import read_checkpoint_quant
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.models import model_config
+from tests.cli_helpers import run_cli
 
 SHAPE_RULES = frozenset(
     {
@@ -327,20 +326,18 @@ def test_not_converted_modules_are_not_checked() -> None:
     assert not (every_mlp.dense_mlp or every_mlp.experts or every_mlp.shared_experts)
 
 
-def test_cli_malformed_config_is_one_line_exit_2(tmp_path: Path) -> None:
+def test_cli_malformed_config_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     block = {"quant_method": "fp8", "weight_block_size": [1]}
     bad = {**model_config(R1), "quantization_config": block}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(bad))
-    run = subprocess.run(
-        [sys.executable, "-m", "meshsat", "validate", "--model", str(path), "--set", "tp_size=8"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 2
-    assert run.stderr.strip().count("\n") == 0
-    assert "quantization_config.weight_block_size" in run.stderr
+    run = run_cli(capsys, "validate", "--model", str(path), "--set", "tp_size=8")
+    assert run.code == 2
+    assert run.err.strip().count("\n") == 0
+    assert "quantization_config.weight_block_size" in run.err
+    assert run.out == ""
 
 
 def test_where_can_read_the_shard_widths() -> None:
@@ -439,15 +436,17 @@ def test_fixtures_cover_every_pack_and_both_verdicts() -> None:
 # --- plan and the command reader ----------------------------------------------------------------
 
 
-def test_plan_r1_on_32_gpus_ranks_no_layout_that_cannot_load() -> None:
+def test_plan_r1_on_32_gpus_ranks_no_layout_that_cannot_load(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 
-    run = subprocess.run(
-        [sys.executable, "-m", "meshsat", "plan", "--model", R1, "--gpu", "H100", "--gpus", "32",
-         "--format", "json", "--top", "100"],
-        capture_output=True, text=True, check=True,
+    run = run_cli(
+        capsys, "plan", "--model", R1, "--gpu", "H100", "--gpus", "32", "--format", "json",
+        "--top", "100",
     )  # fmt: skip
-    layouts = json.loads(run.stdout)["layouts"]
+    assert run.code == 0
+    layouts = json.loads(run.out)["layouts"]
     assert layouts
     facts = ModelSpec.from_hf_config(model_config(R1))
     for row in layouts:
@@ -458,28 +457,26 @@ def test_plan_r1_on_32_gpus_ranks_no_layout_that_cannot_load() -> None:
         assert reference_failures(resolved, facts, "0.5.23") == set(), row["command"]
 
 
-def test_the_command_reader_takes_the_model_from_model_path() -> None:
-    run = subprocess.run(
-        [sys.executable, "-m", "meshsat", "validate", "--json", "--sglang",
-         f"python -m sglang.launch_server --model-path {R1} --tp 32 --nnodes 4 --node-rank 0"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert run.returncode == 1
-    report = json.loads(run.stdout)
+def test_the_command_reader_takes_the_model_from_model_path(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    command = f"python -m sglang.launch_server --model-path {R1} --tp 32 --nnodes 4 --node-rank 0"
+    run = run_cli(capsys, "validate", "--json", "--sglang", command)
+    assert run.code == 1
+    report = json.loads(run.out)
     assert report["first"] == "QUANT-BLOCK-DENSE-MLP"
     assert all(v["stage"] == "launch" for v in report["violations"])
 
 
-def test_enumerate_says_when_weight_shapes_go_unchecked(tmp_path: Path) -> None:
+def test_enumerate_says_when_weight_shapes_go_unchecked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     hf = {**model_config("Qwen/Qwen3-32B"), "quantization_config": {"quant_method": "awq"}}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(hf))
-    run = subprocess.run(
-        [sys.executable, "-m", "meshsat", "enumerate", "--gpus", "4", "--model", str(path),
-         "--count"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert "weight shapes not checked: the group-size alignment of awq" in run.stderr
+    run = run_cli(capsys, "enumerate", "--gpus", "4", "--model", str(path), "--count")
+    assert run.code == 0
+    assert "weight shapes not checked: the group-size alignment of awq" in run.err
 
 
 #: Launch commands as pasted (the shapes of the public reports above), read with the model
