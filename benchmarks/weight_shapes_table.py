@@ -20,7 +20,7 @@ from meshsat.solver import validate
 from meshsat.solver.catalogue.weight_shapes import RULES, RULES_0_4, RULES_0_5_23
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.models import model_config
-from meshsat.solver.packs import PACKS
+from meshsat.solver.packs import PACKS, get_pack
 
 MODELS = (
     "deepseek-ai/DeepSeek-R1",
@@ -49,19 +49,29 @@ def layout(tp: int, ep: int = 1) -> dict[str, Any]:
     return {"tp_size": tp, "ep_size": ep, "nnodes": max(1, tp // 8)}
 
 
-def row(model: str, version: str) -> tuple[str, str, str]:
+def row(model: str, version: str) -> tuple[str, str, str, str]:
     loads = [tp for tp in TPS if not refused(model, layout(tp), version)]
     eps = []
     for tp in (8, 16, 32):
         ep = next((e for e in TPS if e <= tp and not refused(model, layout(tp, e), version)), None)
         eps.append(f"{tp}:{ep if ep is not None else '-'}")
     why = sorted({r for tp in TPS for r in refused(model, layout(tp), version)})
-    return ", ".join(map(str, loads)), " ".join(eps), ", ".join(why) or "-"
+    pack = get_pack(version)
+    sources = sorted({pack.by_id[r].source for r in why})
+    return (
+        ", ".join(map(str, loads)),
+        " ".join(eps),
+        ", ".join(why) or "-",
+        "; ".join(sources) or "-",
+    )
 
 
 def main() -> None:
-    print("| checkpoint | pack | TP that loads (EP 1) | smallest EP at TP 8/16/32 | refused by |")
-    print("|---|---|---|---|---|")
+    print(
+        "| checkpoint | pack | TP that loads (EP 1) | smallest EP at TP 8/16/32 | refused by "
+        "| SGLang source |"
+    )
+    print("|---|---|---|---|---|---|")
     for model in MODELS:
         for pack in PACKS:
             print(f"| {model} | {pack.version} | " + " | ".join(row(model, pack.version)) + " |")
