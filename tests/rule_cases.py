@@ -63,6 +63,10 @@ class Case:
     raw_only: bool = False
 
 
+#: An FP8 checkpoint with DeepSeek's 128 x 128 weight blocks.
+FP8_BLOCK: dict[str, Any] = {"quant_method": "fp8", "quant_block_n": 128, "quant_block_k": 128}
+
+
 def case(
     rule: str,
     config: dict[str, Any],
@@ -446,6 +450,57 @@ CASES: tuple[Case, ...] = (
     ),
     case("MODEL-EXPERTS", {"tp_size": 4, "ep_size": 4}, {"ep_size": 2}, model={"num_experts": 6}),
     case("MODEL-PP-LAYERS", {"pp_size": 4}, {"pp_size": 2}, model={"num_hidden_layers": 2}),
+    # --- weight shapes (catalogue/weight_shapes.py) ------------------------------------------
+    case(
+        "WEIGHT-DENSE-MLP-SPLIT",
+        {"tp_size": 4},
+        {"tp_size": 2},
+        model={"dense_intermediate_size": 6},
+    ),
+    case(
+        "WEIGHT-SHARED-EXPERT-SPLIT",
+        {"tp_size": 4},
+        {"moe_a2a_backend": "deepep", "ep_size": 4},
+        model={"shared_expert_intermediate_size": 6},
+    ),
+    case(
+        "WEIGHT-EXPERTS-SPLIT", {"tp_size": 4}, {"ep_size": 4}, model={"moe_intermediate_size": 6}
+    ),
+    case(
+        "QUANT-BLOCK-DENSE-MLP",
+        {"tp_size": 4},
+        {"moe_dense_tp_size": 1},
+        model={**FP8_BLOCK, "dense_intermediate_size": 256, "quant_dense_mlp": True},
+    ),
+    case(
+        "QUANT-BLOCK-SHARED-EXPERT",
+        {"tp_size": 4},
+        {"tp_size": 2},
+        model={**FP8_BLOCK, "shared_expert_intermediate_size": 256, "quant_shared_experts": True},
+    ),
+    case(
+        "QUANT-BLOCK-EXPERTS",
+        {"tp_size": 4},
+        {"ep_size": 4},
+        model={**FP8_BLOCK, "moe_intermediate_size": 256, "quant_experts": True},
+    ),
+    case(
+        "QUANT-BLOCK-MLA-Q",
+        {"tp_size": 4},
+        {"tp_size": 2},
+        model={
+            **FP8_BLOCK,
+            "num_attention_heads": 4,
+            "mla_q_head_dim": 192,
+            "quant_attention": True,
+        },
+    ),
+    case(
+        "QUANT-NVFP4-DENSE-MLP",
+        {"tp_size": 4},
+        {"tp_size": 2},
+        model={"quant_group_k": 16, "dense_intermediate_size": 96, "quant_dense_mlp": True},
+    ),
 )
 
 #: Warnings: a layout that triggers each, which stays valid.
@@ -453,4 +508,9 @@ WARNING_CASES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("MM-DP-ENCODER", {"mm_enable_dp_encoder": True}),
     ("DWDP-DISAGG-NULL", {"tp_size": 4, "dwdp_size": 4}),
     ("EEP-REJOIN-DEPRECATED", {"elastic_ep_rejoin": True, "elastic_ep_backend": "mooncake"}),
+    ("QUANT-NOT-CHECKED", {}),
 )
+#: The model facts a warning case needs (the others need none).
+WARNING_MODELS: dict[str, dict[str, Any]] = {
+    "QUANT-NOT-CHECKED": {"quant_not_checked": "unknown quantization scheme gguf"},
+}

@@ -37,6 +37,8 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
     "attention_backend": (None, None, "fa3", "dsa", "dsv4"),
     "speculative_algorithm": (None, None, None, "EAGLE"),
     "architecture": ARCHITECTURES,
+    "quant_method": (None, None, "fp8", "modelopt_fp4"),
+    "quant_not_checked": (None, None, "unknown quantization scheme gguf"),
 }
 SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "node_rank": (0, 0, 1, 2),
@@ -54,7 +56,36 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "num_experts": (None, 6, 8, 64, 256),
     "num_hidden_layers": (None, 2, 61),
     "gpus_per_node": (8, 8, 4, 0),
+    # Weight shapes: real widths (DeepSeek, Qwen3-MoE, Qwen3-Next, gpt-oss) and blocks.
+    "dense_intermediate_size": (None, 18432, 12288, 1536, 6),
+    "moe_intermediate_size": (None, 2048, 1536, 512, 2880),
+    "shared_expert_intermediate_size": (None, 2048, 512),
+    "mla_q_head_dim": (None, 192),
+    "quant_block_n": (None, 128, 128, 64),
+    "quant_block_k": (None, 128, 128, 64),
+    "quant_group_k": (None, 16),
 }
+
+
+#: Model facts of the weight-shape rules: drawn as a group, so that adding them does not
+#: thin out how often every other field moves.
+WEIGHT_FACTS = (
+    "dense_intermediate_size",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "shared_experts_fusion",
+    "mla_q_head_dim",
+    "quant_method",
+    "quant_block_n",
+    "quant_block_k",
+    "quant_group_k",
+    "quant_not_checked",
+    "quant_attention",
+    "quant_dense_mlp",
+    "quant_experts",
+    "quant_shared_experts",
+)
+_UNIFORM = sorted(set(SPECS) - set(WEIGHT_FACTS))
 
 
 def _field(name: str, zero_sizes: bool) -> st.SearchStrategy[Any]:
@@ -97,7 +128,9 @@ def raw_envs(draw: st.DrawFn, zero_sizes: bool = True) -> dict[str, Any]:
     arch = draw(st.sampled_from(ARCHITECTURES))
     env["architecture"] = arch
     env["is_deepseek_dsa"] = arch in DSA_ARCHITECTURES
-    names = draw(st.lists(st.sampled_from(sorted(SPECS)), min_size=1, max_size=14, unique=True))
+    names = draw(st.lists(st.sampled_from(_UNIFORM), min_size=1, max_size=14, unique=True))
+    if draw(st.booleans()):  # a checkpoint's weight shapes, drawn together
+        names += [n for n in WEIGHT_FACTS if draw(st.booleans())]
     for core in ("tp_size", "dp_size", "attn_cp_size", "ep_size", "moe_dp_size"):
         if core not in names and draw(st.booleans()):
             names.append(core)

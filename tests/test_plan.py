@@ -105,16 +105,18 @@ def test_plan_ranks_as_the_direct_reference(model: str, gpus: int, per_node: int
 
 def test_plan_at_a_million_gpus_builds_no_rank_map(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 28's repro (2^20 H200s) ran past 120 s building a million-rank map per
-    candidate; no rank map is built now, and the answer is the widest DP of TP 64."""
+    candidate; no rank map is built now. DeepSeek-V3's FP8 blocks refuse TP 64 at load
+    (QUANT-BLOCK-DENSE-MLP: 18432 / 64 = 288), so the most KV is TP 2 · PP 32 · DP 16384;
+    on one-GPU nodes every group crosses a node, which the count must see."""
     import meshsat.solver.groups as groups
 
     def refuse(*_args: object) -> None:
         raise AssertionError("plan built a rank map")
 
     monkeypatch.setattr(groups, "plan", refuse)
-    rows = plan_layouts("deepseek-ai/DeepSeek-V3", gpu("H200"), 1 << 20, top=2)
-    assert [(r.tp, r.dp, r.ep) for r in rows] == [(64, 16384, 1), (64, 16384, 2)]
-    # Every attention-TP group of 64 spans 8 nodes of 8; with EP 2 the EP groups too.
+    rows = plan_layouts("deepseek-ai/DeepSeek-V3", gpu("H200"), 1 << 20, top=2, gpus_per_node=1)
+    assert [(r.tp, r.pp, r.dp, r.ep) for r in rows] == [(2, 32, 16384, 1), (2, 32, 16384, 2)]
+    # Every attention-TP group of 2 spans 2 one-GPU nodes; with EP 2 the EP groups too.
     assert [r.node_crossing_gpus for r in rows] == [1 << 20, 2 << 20]
 
 

@@ -12,7 +12,7 @@ from meshsat.solver.catalogue import ERRORS, RULES, WARNINGS
 from meshsat.solver.packs import SEED
 from tests.backends import BACKENDS
 from tests.envs import raw_env
-from tests.rule_cases import CASES, WARNING_CASES, Case
+from tests.rule_cases import CASES, WARNING_CASES, WARNING_MODELS, Case
 
 ERROR_IDS = frozenset(r.id for r in ERRORS)
 
@@ -71,7 +71,8 @@ def test_advice_is_a_warning_that_fix_still_keeps(case: Case) -> None:
 @pytest.mark.parametrize("rule_id,config", WARNING_CASES, ids=[w for w, _ in WARNING_CASES])
 def test_warning_keeps_layout_valid(rule_id: str, config: dict[str, Any]) -> None:
     # The seed's release: later ones drop some warnings with their flags.
-    report = validate(config, explain=False, sglang_version=SEED)
+    model = WARNING_MODELS.get(rule_id)
+    report = validate(config, model, explain=False, sglang_version=SEED)
     assert report.valid
     assert rule_id in {w.rule for w in report.warnings}
     empty = validate({}, explain=False, sglang_version=SEED)

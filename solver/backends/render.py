@@ -149,6 +149,15 @@ class _Shower:
         if isinstance(e, ex.Const):
             return []
         if isinstance(e, ex.Divides):
+            if isinstance(e.n, ex.Named) and isinstance(e.n.body, ex.Arith):
+                # A per-rank shard: "dense_mlp_shard = 18432 / 32 = 576, not a multiple
+                # of 128 (quant_block_n)".
+                body = e.n.body
+                return [
+                    f"{e.n.name} = {self.subst(body.a)} / {self.subst(body.b)} = "
+                    f"{fmt_value(self.val(e.n))}, not a multiple of {fmt_value(self.val(e.d))}"
+                    f" ({text(e.d)})"
+                ]
             return [f"{self.show(e.n)} is not divisible by {self.show(e.d)}"]
         if isinstance(e, ex.Cmp):
             if e.a.kind == "bool":
@@ -204,13 +213,22 @@ def format_message(rule: Rule, resolved: Mapping[str, Any]) -> str:
     """SGLang's wording with `{field}` placeholders filled from the resolved values."""
     if "{" not in rule.message:
         return rule.message
-    return rule.message.format_map(_Values(resolved))
+    return rule.message.format_map(_Values(resolved, rule))
 
 
 class _Values(dict[str, str]):
-    def __init__(self, env: Mapping[str, Any]) -> None:
+    """Placeholders: a field's resolved value, or a derived width the rule reads
+    (`{mlp_tp}`, `{dense_mlp_shard}`), so a message can quote SGLang's own numbers."""
+
+    def __init__(self, env: Mapping[str, Any], rule: Rule) -> None:
         super().__init__()
         self.env = env
+        self.rule = rule
 
     def __missing__(self, key: str) -> str:
-        return fmt_value(self.env[key])
+        if key in self.env:
+            return fmt_value(self.env[key])
+        for node in ex.walk(ex.And(self.rule.when, self.rule.holds)):
+            if isinstance(node, ex.Named) and node.name == key:
+                return fmt_value(evaluate(node, self.env, self.env))
+        raise KeyError(key)

@@ -18,6 +18,7 @@ from meshsat.solver.catalogue import (
     model,
     moe_kernel,
     topology,
+    weight_shapes,
 )
 from meshsat.solver.catalogue.resolution import RESOLUTIONS
 from meshsat.solver.lang.rule import Resolution, Rule
@@ -34,6 +35,7 @@ RULES: tuple[Rule, ...] = (
     *disaggregation.RULES,
     *topology.RULES,
     *model.RULES,
+    *weight_shapes.RULES,
 )
 ERRORS: tuple[Rule, ...] = tuple(r for r in RULES if r.severity == "error")
 WARNINGS: tuple[Rule, ...] = tuple(r for r in RULES if r.severity == "warning")

@@ -24,7 +24,7 @@ from meshsat.solver.cli.memory_options import (
     MemFractionOpt,
     memory_model,
 )
-from meshsat.solver.cli.output import err, note
+from meshsat.solver.cli.output import err, note, quant_note
 from meshsat.solver.cli.perf_options import (
     EngineChoice,
     EngineOpt,
@@ -236,6 +236,8 @@ def enumerate_cmd(
         )
     with time_limit(timeout, "enumerate"):
         layout = read_layout(sources, sglang_version)
+        if layout.model is not None:
+            quant_note(layout.model.quant_not_checked)
         names = [*DEFAULT_VARY, *(vary or [])]
         fields = varied_fields(dims_of(names))
         pinned = sorted(set(fields) & layout.config.user_set())

@@ -191,6 +191,13 @@ def warnings_as_notes() -> Iterator[None]:
         warnings.showwarning = shown
 
 
+def quant_note(not_checked: str | None) -> None:
+    """Say that a checkpoint's quantized weight shapes go unchecked (QUANT-NOT-CHECKED):
+    `enumerate` and `plan` list layouts without it, so the gap must not be silent."""
+    if not_checked is not None:
+        note(f"weight shapes not checked: {not_checked}")
+
+
 def note(text: str) -> None:
     """One diagnostic line; `text` may quote user input, so it is never read as markup."""
     if _held is not None:

@@ -28,7 +28,7 @@ from meshsat.solver.cli.memory_options import (
     checkpoint_line,
     sizing_options,
 )
-from meshsat.solver.cli.output import emit_json, note, out
+from meshsat.solver.cli.output import emit_json, note, out, quant_note
 from meshsat.solver.cli.perf_options import (
     EngineChoice,
     EngineOpt,
@@ -163,6 +163,7 @@ def plan_layouts(
     check_plan_args(gpus, top, gpus_per_node)
     config = model if isinstance(model, Mapping) else model_config(model)
     spec = ModelSpec.from_hf_config(config)
+    quant_note(spec.quant_not_checked)
     mm = MemoryModel(config, g, context_length=context_length, **memory)
     per_node = gpus_per_node or min(g.fabric, gpus) or 1
     fitting = _fitting(spec, mm, gpus, where, sglang_version, progress)

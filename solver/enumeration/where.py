@@ -20,6 +20,7 @@ import difflib
 import math
 from collections.abc import Callable, Mapping
 
+from meshsat.solver.catalogue.weight_shapes import NAMED as WEIGHT_WIDTHS
 from meshsat.solver.enumeration.space import ALIASES
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.derived import DERIVED
@@ -40,7 +41,7 @@ from meshsat.solver.lang.expr import (
 from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.lang.limits import MAX_DEPTH, shown
 
-_DERIVED = {n.name: n for n in DERIVED}
+_DERIVED = {n.name: n for n in (*DERIVED, *WEIGHT_WIDTHS)}
 _LITERAL_NAMES: dict[str, object] = {"true": True, "false": False, "none": None}
 _CMP = {
     ast.Eq: "==",

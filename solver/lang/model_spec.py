@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.lang.checkpoint_quant import read_checkpoint_quant
 from meshsat.solver.lang.limits import MAX_DEPTH, bracket_depth, check_shape, read_text, shown
 
 MLA_ARCHITECTURES = (
@@ -52,6 +53,37 @@ class ModelSpec(BaseModel):
     num_key_value_heads: int | None = Field(None, ge=1)
     num_experts: int | None = Field(None, ge=1, description="Routed experts (MoE models).")
     num_hidden_layers: int | None = Field(None, ge=1)
+    # --- weight shapes (docs/weight-shapes.md): what each rank's shard of a linear holds
+    dense_intermediate_size: int | None = Field(
+        None, ge=1, description="Intermediate size of the dense (non-MoE) MLP layers, if any."
+    )
+    moe_intermediate_size: int | None = Field(
+        None, ge=1, description="Intermediate size of one routed expert."
+    )
+    shared_expert_intermediate_size: int | None = Field(
+        None, ge=1, description="Intermediate size of the shared expert(s), all together."
+    )
+    shared_experts_fusion: Literal["when_ep_1", "any_ep"] | None = Field(
+        None,
+        description="When SGLang fuses the shared expert into the routed MoE (then it is split "
+        "like a routed expert): only with EP 1, with any EP, or never (None).",
+    )
+    mla_q_head_dim: int | None = Field(
+        None, ge=1, description="MLA query head width (qk_nope_head_dim + qk_rope_head_dim)."
+    )
+    quant_method: str | None = Field(None, description="quantization_config.quant_method.")
+    quant_block_n: int | None = Field(None, ge=1, description="Quantization block: output rows.")
+    quant_block_k: int | None = Field(None, ge=1, description="Quantization block: input columns.")
+    quant_group_k: int | None = Field(
+        None, ge=1, description="Input-group width a row-parallel shard must align to (NVFP4)."
+    )
+    quant_not_checked: str | None = Field(
+        None, description="Why the quantized shapes are not checked (an unmodelled scheme)."
+    )
+    quant_attention: bool = Field(False, description="Attention projections are quantized.")
+    quant_dense_mlp: bool = Field(False, description="Dense MLP layers are quantized.")
+    quant_experts: bool = Field(False, description="Routed experts are quantized.")
+    quant_shared_experts: bool = Field(False, description="Shared experts are quantized.")
 
     @classmethod
     def from_hf_config(cls, hf: Mapping[str, Any]) -> ModelSpec:
@@ -88,6 +120,8 @@ class ModelSpec(BaseModel):
             return None
 
         heads = first(_HEADS)
+        shapes = _weight_shapes(hf, text, first)
+        quant = read_checkpoint_quant(hf)
         kv = first(_KV_HEADS) or heads
         dsa = arch in DSA_ARCHITECTURES or "index_topk" in hf or "index_topk" in text
         multimodal = any(k in hf for k in _MULTIMODAL_KEYS)
@@ -100,6 +134,17 @@ class ModelSpec(BaseModel):
             # Dense models sometimes say `num_experts: 0`: no routed experts.
             num_experts=first(_EXPERTS, zero_is_none=True),
             num_hidden_layers=first(_LAYERS),
+            **shapes,
+            shared_experts_fusion=_fusion(arch, hf, text, shapes),
+            quant_method=quant.method,
+            quant_block_n=quant.block_n,
+            quant_block_k=quant.block_k,
+            quant_group_k=quant.group_k,
+            quant_not_checked=quant.not_checked,
+            quant_attention=quant.attention,
+            quant_dense_mlp=quant.dense_mlp,
+            quant_experts=quant.experts,
+            quant_shared_experts=quant.shared_experts,
         )
 
     @classmethod
@@ -123,6 +168,87 @@ class ModelSpec(BaseModel):
             raise InputError(f"model config {p} must be a JSON object")
         check_shape(data, f"model config {p}", finite=False)
         return cls.from_hf_config(data)
+
+
+def _fact(hf: Mapping[str, Any], text: Mapping[str, Any], key: str) -> Any:
+    return hf[key] if key in hf else text.get(key)
+
+
+def _weight_shapes(
+    hf: Mapping[str, Any], text: Mapping[str, Any], first: Any
+) -> dict[str, int | None]:
+    """The linear widths SGLang shards, by family (key spellings of each model file).
+
+    Routed experts use `moe_intermediate_size`, or `intermediate_size` where a model has no
+    separate one (Mixtral, gpt-oss, MiniMax, Llama 4's experts). The dense MLP exists in a
+    MoE model only in its leading dense layers (DeepSeek/GLM/Kimi `first_k_dense_replace`),
+    Qwen's `mlp_only_layers` / `decoder_sparse_step`, or Llama 4's interleaved layers.
+    """
+    experts = first(_EXPERTS, zero_is_none=True)
+    inter = first(("intermediate_size", "ffn_hidden_size"))
+    moe = first(("moe_intermediate_size",))
+    shared = first(("shared_expert_intermediate_size",), zero_is_none=True)
+    n_shared = first(("n_shared_experts", "num_shared_experts"), zero_is_none=True)
+    if experts is None:
+        return {
+            "dense_intermediate_size": inter,
+            "moe_intermediate_size": None,
+            "shared_expert_intermediate_size": None,
+            "mla_q_head_dim": _mla_q(hf, text, first),
+        }
+    if moe is None:
+        moe = inter
+    dense: int | None = None
+    leading_dense = (_fact(hf, text, "first_k_dense_replace") or 0) > 0
+    qwen_dense = bool(_fact(hf, text, "mlp_only_layers")) or (
+        (_fact(hf, text, "decoder_sparse_step") or 1) > 1
+    )
+    if leading_dense or qwen_dense:
+        dense = inter
+    elif (_fact(hf, text, "interleave_moe_layer_step") or 1) > 1:
+        dense = first(("intermediate_size_mlp",)) or inter
+    if shared is None and n_shared is not None and moe is not None:
+        shared = moe * n_shared
+    if shared is None and _fact(hf, text, "model_type") in ("llama4_text", "llama4"):
+        shared = moe  # Llama 4: one shared expert as wide as a routed one (llama4.py)
+    return {
+        "dense_intermediate_size": dense,
+        "moe_intermediate_size": moe,
+        "shared_expert_intermediate_size": shared,
+        "mla_q_head_dim": _mla_q(hf, text, first),
+    }
+
+
+def _mla_q(hf: Mapping[str, Any], text: Mapping[str, Any], first: Any) -> int | None:
+    if _fact(hf, text, "kv_lora_rank") is None:
+        return None
+    nope, rope = first(("qk_nope_head_dim",)), first(("qk_rope_head_dim",))
+    return None if nope is None or rope is None else nope + rope
+
+
+def _fusion(
+    arch: str | None,
+    hf: Mapping[str, Any],
+    text: Mapping[str, Any],
+    shapes: Mapping[str, int | None],
+) -> Literal["when_ep_1", "any_ep"] | None:
+    """When SGLang fuses the shared expert into the routed MoE. DeepSeek V3/R1
+    (`DeepseekV3ForCausalLM`, 256 routed, 1 shared: deepseek_v2.py
+    `shared_experts_fusion_disable_reason`) and GLM-4.5 (glm4_moe.py) only with EP 1 on CUDA;
+    Qwen3-Next whenever the shared expert is as wide as a routed one (qwen2_moe.py
+    `can_fuse_shared_expert`, 0.5.18+)."""
+    if arch == "DeepseekV3ForCausalLM":
+        routed: Any = _fact(hf, text, "n_routed_experts")
+        shared: Any = _fact(hf, text, "n_shared_experts")
+        return "when_ep_1" if routed == 256 and shared == 1 else None
+    if arch == "Glm4MoeForCausalLM":
+        return "when_ep_1"
+    if (
+        arch == "Qwen3NextForCausalLM"
+        and shapes["shared_expert_intermediate_size"] == (shapes["moe_intermediate_size"])
+    ):
+        return "any_ep"
+    return None
 
 
 MODEL_FACT_NAMES: tuple[str, ...] = tuple(ModelSpec.model_fields)

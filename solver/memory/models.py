@@ -19,6 +19,7 @@ from typing import Any
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
+from meshsat.solver.memory.quantized_checkpoints import VARIANTS
 
 _FP8_BLOCK = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
 
@@ -896,6 +897,8 @@ def _with_rope(cfg: dict[str, Any], rope: Mapping[str, Any]) -> dict[str, Any]:
 for _repo, _rope in _ROPE.items():
     _CATALOGUE[_repo] = (_with_rope(_CATALOGUE[_repo][0], _rope), _CATALOGUE[_repo][1])
 
+for _repo, (_base, _adds) in VARIANTS.items():
+    _CATALOGUE[_repo] = (_m(_CATALOGUE[_base][0], **_adds), _CATALOGUE[_base][1])
 
 CATALOGUE: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {k: MappingProxyType(v[0]) for k, v in _CATALOGUE.items()}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from meshsat.solver.catalogue import RESOLUTIONS, RULES
+from meshsat.solver.catalogue import RESOLUTIONS, RULES, weight_shapes
 from meshsat.solver.catalogue.disaggregation import (
     ENCODER_DISAGG_ARCHITECTURES,
     language_model_only_rules,
@@ -49,6 +49,7 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "SGLang launch checks",
     "derive_parallel_widths",
     "model weight sharding",
+    *weight_shapes.SOURCES,
 )
 
 #: Checked when the server launches, never in `ServerArgs` resolution (every recorded
@@ -58,6 +59,7 @@ LAUNCH_SOURCES = (
     "SGLang launch checks",
     "derive_parallel_widths",
     "model weight sharding",
+    *weight_shapes.SOURCES,
 )
 _LAUNCH_RULES = frozenset(r.id for r in RULES if r.source in LAUNCH_SOURCES)
 
@@ -219,6 +221,7 @@ V0_5_23 = apply(
             ),
         ),
         replace_rules=(
+            *weight_shapes.RULES_0_5_23,
             Rule(
                 "CP-MIMO-ZIGZAG",
                 _mimo,
@@ -385,6 +388,7 @@ _V0_4_KEPT = frozenset(
         "MODEL-KV-HEADS",
         "MODEL-EXPERTS",
         "MODEL-PP-LAYERS",
+        *(r.id for r in weight_shapes.RULES),
     }
 )
 #: The fields 0.4.6.post5 has no flag for (fidelity/flags/0.4.6.post5.json). Its all-to-all
@@ -474,6 +478,7 @@ V0_4_6_POST5 = apply(
                 hint="set --deepep-mode normal or low_latency",
             ),
         ),
+        replace_rules=weight_shapes.RULES_0_4,
         remove_rules=tuple(
             r.id
             for r in SEED.rules
@@ -531,6 +536,7 @@ V0_4_6_POST5 = apply(
             "SGLang launch checks",
             "derive_parallel_widths",
             "model weight sharding",
+            *weight_shapes.SOURCES,
         ),
         absent_fields=_ABSENT_0_4,
         choices=(

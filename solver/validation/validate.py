@@ -16,12 +16,11 @@ from meshsat.solver.backends.render import failure_detail, format_message
 from meshsat.solver.inputs import as_config, as_model
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.limits import flag_of
-from meshsat.solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
+from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack, get_pack, installed_pack
 from meshsat.solver.validation.report import InvalidLayoutError, Note, Report, Violation
 
-_NO_MODEL: dict[str, Any] = dict.fromkeys(MODEL_FACT_NAMES)
-_NO_MODEL.update(is_multimodal=False, is_deepseek_dsa=False)
+_NO_MODEL: dict[str, Any] = dict(ModelSpec().__dict__)
 
 
 def environment(config: Config, model: ModelSpec | None) -> dict[str, Any]:

@@ -1,0 +1,249 @@
+"""Will it start: the per-rank weight shapes SGLang checks while it builds the model.
+
+SGLang's argument resolution accepts layouts whose weight shards then fail minutes later,
+in a quantization method's `create_weights` (after a multi-node job has pulled the
+checkpoint). Each rule here is one linear family SGLang builds, the group that splits it
+and the alignment its quantization method checks; the model facts come from the
+checkpoint's own config (`meshsat.solver.lang.checkpoint_quant`). Every rule cites the
+release source it encodes (docs/weight-shapes.md has the table per release).
+
+Which group splits which family (SGLang's model files, every pack's release):
+- dense MLP (`DeepseekV2MLP`, `LlamaMLP`, `Qwen2MoeMLP`, ...): the global TP group, or
+  replicated with `--moe-dense-tp-size 1` (`enable_moe_dense_fully_dp`);
+- routed experts (`FusedMoE`): the MoE TP group, `intermediate_size // moe_tp_size`;
+- shared experts: the global TP group, replicated with any all-to-all backend
+  (`_shared_expert_use_tp1` / `parallel_group="replicated"`), or fused into the routed
+  MoE (DeepSeek V3/R1 and GLM-4.5 when EP is 1, Qwen3-Next with any EP);
+- MLA's `q_b_proj`: the attention TP group.
+"""
+
+from __future__ import annotations
+
+from meshsat.solver.lang.derived import attn_tp, attn_tp_whole, moe_tp
+from meshsat.solver.lang.expr import Expr, Field, Named, divides, is_set, ite, named, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.rule import Rule
+
+#: Launch-stage sources: the functions that raise (before 0.5.23's renames).
+FP8_LINEAR = "quantization/fp8.py Fp8LinearMethod.create_weights"
+FP8_MOE = "quantization/fp8.py Fp8MoEMethod.create_weights"
+NVFP4_LINEAR = "quantization/modelopt_quant.py ModelOptFp4LinearMethod.create_weights"
+LINEAR_SPLIT = "layers/linear.py (divide)"
+MOE_SPLIT = "fused_moe_triton/layer.py FusedMoE.__init__"
+NOT_CHECKED = "meshsat: quantization_config"
+#: 0.5.23 moved the FP8 MoE weights into a static helper (same check).
+FP8_MOE_0_5_23 = "quantization/fp8.py Fp8MoEMethod.create_fp8_moe_weight_"
+SOURCES: tuple[str, ...] = (
+    NOT_CHECKED,
+    LINEAR_SPLIT,
+    MOE_SPLIT,
+    FP8_LINEAR,
+    FP8_MOE,
+    FP8_MOE_0_5_23,
+    NVFP4_LINEAR,
+)
+
+#: The dense MLP's width: replicated with --moe-dense-tp-size 1, else the global TP.
+mlp_tp = named(
+    "mlp_tp",
+    ite(is_set(F.moe_dense_tp_size) & (F.moe_dense_tp_size == 1), 1, F.tp_size),
+)
+#: The shared experts' width (see the module docstring).
+shared_tp = named(
+    "shared_tp",
+    ite(
+        F.moe_a2a_backend != "none",
+        1,
+        ite(
+            (F.shared_experts_fusion == "any_ep")
+            | ((F.shared_experts_fusion == "when_ep_1") & (F.ep_size == 1)),
+            moe_tp,
+            F.tp_size,
+        ),
+    ),
+)
+#: 0.4.6.post5 fuses DeepSeek V3/R1's shared expert whatever the EP size (deepseek_v2.py
+#: determine_n_share_experts_fusion: only DeepEP turns it off); it has no Qwen3-Next.
+shared_tp_0_4 = named(
+    "shared_tp",
+    ite(
+        F.moe_a2a_backend != "none",
+        1,
+        ite(is_set(F.shared_experts_fusion), moe_tp, F.tp_size),
+    ),
+)
+
+dense_mlp_shard = named("dense_mlp_shard", F.dense_intermediate_size // mlp_tp)
+moe_expert_shard = named("moe_expert_shard", F.moe_intermediate_size // moe_tp)
+mla_q_shard = named("mla_q_shard", (F.num_attention_heads // attn_tp) * F.mla_q_head_dim)
+
+
+def _or_zero(width: Named, *facts: Field) -> Named:
+    """The width for `--where`, reading 0 where the model lacks a fact it needs (the rules
+    themselves are guarded by `is_set`)."""
+    known = is_set(facts[0])
+    for fact in facts[1:]:
+        known = known & is_set(fact)
+    return named(width.name, ite(known, width.body, 0))
+
+
+#: The widths `--where` may name (`moe_expert_shard % 128 == 0`).
+NAMED: tuple[Named, ...] = (
+    mlp_tp,
+    shared_tp,
+    _or_zero(dense_mlp_shard, F.dense_intermediate_size),
+    _or_zero(moe_expert_shard, F.moe_intermediate_size),
+    _or_zero(mla_q_shard, F.num_attention_heads, F.mla_q_head_dim),
+)
+
+_BLOCK = is_set(F.quant_block_n) & is_set(F.quant_block_k)
+#: flashinfer_trtllm rounds the MoE shard up to 128 before the quantization method sees it
+#: (FusedMoE.__init__, 0.5.18 to 0.5.23), so the block check passes there.
+_PADDED_MOE = one_of(F.moe_runner_backend.as_raw, "flashinfer_trtllm", "flashinfer_trtllm_routed")
+
+_HINT_DENSE = (
+    "a smaller TP (with DP attention for the attention), or --moe-dense-tp-size 1 to "
+    "replicate the dense MLP"
+)
+_HINT_SHARED = (
+    "a smaller TP, or an all-to-all backend (--moe-a2a-backend deepep) that replicates it"
+)
+_HINT_MOE = "expert parallelism (--ep-size) so each rank holds whole experts, or a smaller TP"
+
+
+def _blocks(shard: Named, row_split: Expr) -> Expr:
+    """SGLang's two checks on a merged gate/up + down pair: the gate/up shard is whole
+    `block_n` rows always (merged weights), the down shard whole `block_k` columns when the
+    layer is split (`row_split`)."""
+    # With a square block (every catalogued checkpoint) the second check follows from the
+    # first; saying so keeps a report to the one check SGLang raises.
+    square = F.quant_block_k == F.quant_block_n
+    return divides(F.quant_block_n, shard) & (square | ~row_split | divides(F.quant_block_k, shard))
+
+
+def _mlp_rules(
+    family: str, size: Field, quantized: Field, width: Named, hint: str
+) -> tuple[Rule, Rule]:
+    """A gate/up + down pair (`DeepseekV2MLP` and its kin): `linear.py`'s split, then the
+    FP8 check on the shard (`Weight output_partition_size = ...`)."""
+    shard = named(f"{family.lower().replace('-', '_')}_shard", size // width)
+    return (
+        Rule(
+            f"WEIGHT-{family}-SPLIT",
+            is_set(size),
+            divides(width, size),
+            f"{{{size.name}}} is not divisible by {{{width.name}}}",
+            LINEAR_SPLIT,
+            hint=hint,
+        ),
+        Rule(
+            f"QUANT-BLOCK-{family}",
+            is_set(size) & _BLOCK & quantized & divides(width, size),
+            _blocks(shard, width > 1),
+            f"Weight output_partition_size = {{{shard.name}}} is not divisible by weight "
+            "quantization block_n = {quant_block_n}.",
+            FP8_LINEAR,
+            hint=hint,
+        ),
+    )
+
+
+def _shared_rules(width: Named) -> tuple[Rule, Rule]:
+    return _mlp_rules(
+        "SHARED-EXPERT", F.shared_expert_intermediate_size, F.quant_shared_experts, width,
+        _HINT_SHARED,
+    )  # fmt: skip
+
+
+def _moe_rule(row_split: Expr, source: str) -> Rule:
+    return Rule(
+        "QUANT-BLOCK-EXPERTS",
+        is_set(F.moe_intermediate_size)
+        & _BLOCK
+        & F.quant_experts
+        & divides(moe_tp, F.moe_intermediate_size)
+        & ~_PADDED_MOE,
+        _blocks(moe_expert_shard, row_split),
+        "The output_size of gate's and up's weight = {moe_expert_shard} is not divisible by "
+        "weight quantization block_n = {quant_block_n}.",
+        source,
+        hint=_HINT_MOE,
+    )
+
+
+def _mla_rule(checked: Expr) -> Rule:
+    return Rule(
+        "QUANT-BLOCK-MLA-Q",
+        is_set(F.mla_q_head_dim)
+        & is_set(F.num_attention_heads)
+        & _BLOCK
+        & F.quant_attention
+        & attn_tp_whole
+        & (attn_tp >= 1)
+        & divides(attn_tp, F.num_attention_heads)
+        & checked,
+        divides(F.quant_block_n, mla_q_shard),
+        "Weight output_partition_size = {mla_q_shard} is not divisible by weight "
+        "quantization block_n = {quant_block_n}.",
+        FP8_LINEAR,
+        hint="an attention TP width that leaves an even number of heads per rank "
+        "(DP attention, or a smaller TP)",
+    )
+
+
+_DENSE_SPLIT, _DENSE_BLOCK = _mlp_rules(
+    "DENSE-MLP", F.dense_intermediate_size, F.quant_dense_mlp, mlp_tp, _HINT_DENSE
+)
+_SHARED_SPLIT, _SHARED_BLOCK = _shared_rules(shared_tp)
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "QUANT-NOT-CHECKED",
+        is_set(F.quant_not_checked),
+        ~is_set(F.quant_not_checked),
+        "not checked: {quant_not_checked} (the per-rank weight shapes may still fail to load)",
+        NOT_CHECKED,
+        severity="warning",
+    ),
+    _DENSE_SPLIT,
+    _SHARED_SPLIT,
+    Rule(
+        "WEIGHT-EXPERTS-SPLIT",
+        is_set(F.moe_intermediate_size) & (moe_tp >= 1),
+        divides(moe_tp, F.moe_intermediate_size),
+        "AssertionError (a bare assert: intermediate_size % moe_tp_size == 0): "
+        "moe_intermediate_size ({moe_intermediate_size}) must be divisible by the MoE TP "
+        "width moe_tp",
+        MOE_SPLIT,
+        hint=_HINT_MOE,
+    ),
+    _DENSE_BLOCK,
+    _SHARED_BLOCK,
+    # Up to 0.5.22 the FP8 linear check compares against the global TP size
+    # (`get_parallel().tp_size`): an attention projection split over a smaller attention
+    # TP group (DP attention) is not checked; 0.5.23 checks against the layer's own group.
+    _mla_rule((F.tp_size > 1) & (attn_tp == F.tp_size)),
+    # ... and the MoE's down-projection check reads the global TP size before 0.5.23.
+    _moe_rule(F.tp_size > 1, FP8_MOE),
+    Rule(
+        "QUANT-NVFP4-DENSE-MLP",
+        is_set(F.dense_intermediate_size)
+        & is_set(F.quant_group_k)
+        & F.quant_dense_mlp
+        & divides(mlp_tp, F.dense_intermediate_size),
+        divides(F.quant_group_k, dense_mlp_shard),
+        "Unsupported model when in features size is not multiple of 16 "
+        "(down_proj input {dense_mlp_shard})",
+        NVFP4_LINEAR,
+        hint=_HINT_DENSE,
+    ),
+)
+
+#: 0.5.23: `validate_block_quant_shapes` reads the layer's own group (`layer.tp_group`), and
+#: `create_fp8_moe_weight_` the MoE TP size (`layer.moe_tp_size`).
+RULES_0_5_23: tuple[Rule, ...] = (
+    _mla_rule(attn_tp > 1),
+    _moe_rule(moe_tp > 1, FP8_MOE_0_5_23),
+)
+#: 0.4.6.post5's shared-expert fusion (see `shared_tp_0_4`).
+RULES_0_4: tuple[Rule, ...] = _shared_rules(shared_tp_0_4)

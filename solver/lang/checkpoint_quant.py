@@ -1,0 +1,195 @@
+"""What a checkpoint's `quantization_config` says about the shape of each weight shard.
+
+SGLang's quantization methods refuse, while the model is built, a weight whose per-rank
+shard is not a whole number of quantization blocks (FP8 `weight_block_size`, NVFP4's
+16-wide input groups). The layout rules need only a few numbers from the config: the
+block (output rows `n`, input columns `k`), and which linear families the checkpoint
+leaves unquantized. Everything else about the scheme is the memory model's business
+(`meshsat.solver.memory.quant`); this module reads only what the shape rules need, so the
+two can change independently. See docs/weight-shapes.md.
+
+A scheme meshsat does not model is never a silent pass: `not_checked` says why, and a
+warning rule shows it. A config that is malformed (a block that is not two positive
+integers, a `quant_method` that is not a string) is an `InputError` naming the key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.limits import shown
+
+#: Schemes whose per-rank shapes SGLang checks only through a block (FP8/INT8 block,
+#: MXFP8's fixed [1, 32]): `quantization/fp8.py` Fp8LinearMethod / Fp8MoEMethod and
+#: `quantization/blockwise_int8.py` raise on a shard that is not whole blocks.
+_BLOCK_SCHEMES = ("fp8", "blockwise_int8", "mxfp8")
+#: Schemes with no per-rank shape check of their own (per-tensor or per-channel scales, or
+#: kernels that pad: `quantization/mxfp4.py` rounds the MoE intermediate size up).
+_NO_SHAPE_CHECK = ("fbgemm_fp8", "mxfp4", "w8a8_fp8", "w8a8_int8", "modelopt_fp8", "fp8_e4m3")
+#: Known schemes whose group-size alignment meshsat does not model yet: said, not passed.
+_GROUP_SCHEMES = (
+    "awq",
+    "awq_marlin",
+    "gptq",
+    "gptq_marlin",
+    "moe_wna16",
+    "w4afp8",
+    "auto-round",
+    "quark",
+)
+#: NVFP4's input group (ModelOptFp4LinearMethod.create_weights: "Unsupported model when in
+#: features size is not multiple of 16").
+NVFP4_GROUP = 16
+
+_LAYER_INDEX = re.compile(r"\.\d+\.")
+
+
+@dataclass(frozen=True)
+class CheckpointQuant:
+    """The shape facts of one checkpoint's quantization (all None: unquantized)."""
+
+    method: str | None = None
+    block_n: int | None = None
+    block_k: int | None = None
+    #: Row-parallel input alignment that is not a block (NVFP4: 16).
+    group_k: int | None = None
+    #: Why the shapes are not checked (a scheme meshsat does not model), else None.
+    not_checked: str | None = None
+    attention: bool = False
+    dense_mlp: bool = False
+    experts: bool = False
+    shared_experts: bool = False
+
+
+def read_checkpoint_quant(hf: Mapping[str, Any]) -> CheckpointQuant:
+    """The shape facts of `hf["quantization_config"]` (or the `text_config`'s)."""
+    qc = hf.get("quantization_config")
+    if qc is None and isinstance(hf.get("text_config"), Mapping):
+        qc = hf["text_config"].get("quantization_config")
+    if qc is None:
+        return CheckpointQuant()
+    if not isinstance(qc, Mapping):
+        raise InputError(f"model config: quantization_config must be a mapping, got {shown(qc)}")
+    method = qc.get("quant_method")
+    if not isinstance(method, str) or not method:
+        raise InputError(
+            f"model config: quantization_config.quant_method must be a string, got {shown(method)}"
+        )
+    method = method.lower()
+    skipped = _skipped_families(qc)
+    families = {f: f not in skipped for f in ("attention", "dense_mlp", "experts", "shared")}
+
+    def facts(**kw: Any) -> CheckpointQuant:
+        kw.setdefault("method", method)
+        return CheckpointQuant(
+            attention=families["attention"],
+            dense_mlp=families["dense_mlp"],
+            experts=families["experts"],
+            shared_experts=families["shared"],
+            **kw,
+        )
+
+    if method in _BLOCK_SCHEMES:
+        if method == "mxfp8":
+            return facts(block_n=1, block_k=32)
+        block = qc.get("weight_block_size")
+        if block is None:
+            return facts()  # per-tensor FP8: no block to align
+        n, k = _block(block, "quantization_config.weight_block_size")
+        return facts(block_n=n, block_k=k)
+    if method == "compressed-tensors":
+        return _compressed_tensors(qc, facts)
+    if method in ("modelopt", "modelopt_fp4", "modelopt_mixed"):
+        algo = qc.get("quant_algo")
+        inner = qc.get("quantization")
+        if algo is None and isinstance(inner, Mapping):
+            algo = inner.get("quant_algo")
+        if algo is not None and not isinstance(algo, str):
+            raise InputError(
+                f"model config: quantization_config.quant_algo must be a string, got {shown(algo)}"
+            )
+        if method == "modelopt_fp4" or (algo or "").upper() == "NVFP4":
+            return facts(method="modelopt_fp4", group_k=NVFP4_GROUP)
+        if (algo or "").upper() in ("FP8", ""):
+            return facts(method="modelopt_fp8")
+        return facts(not_checked=f"unknown ModelOpt quant_algo {algo}")
+    if method in _NO_SHAPE_CHECK:
+        return facts()
+    if method in _GROUP_SCHEMES:
+        return facts(
+            not_checked=f"the group-size alignment of {method} checkpoints is not modelled"
+        )
+    return facts(not_checked=f"unknown quantization scheme {method}")
+
+
+def _block(value: Any, key: str) -> tuple[int, int]:
+    if (
+        not isinstance(value, list | tuple)
+        or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+    ):
+        raise InputError(f"model config: {key} must be two positive integers, got {shown(value)}")
+    return int(value[0]), int(value[1])
+
+
+def _compressed_tensors(
+    qc: Mapping[str, Any], facts: Callable[..., CheckpointQuant]
+) -> CheckpointQuant:
+    """compressed-tensors: the first config group's weight strategy decides (SGLang picks a
+    scheme per layer from its group; the catalogue's checkpoints use one group)."""
+    groups = qc.get("config_groups")
+    if not isinstance(groups, Mapping) or not groups:
+        raise InputError(
+            "model config: quantization_config.config_groups must be a non-empty mapping, "
+            f"got {shown(groups)}"
+        )
+    for name, group in groups.items():
+        key = f"quantization_config.config_groups.{name}.weights"
+        weights = group.get("weights") if isinstance(group, Mapping) else None
+        if not isinstance(weights, Mapping):
+            raise InputError(f"model config: {key} must be a mapping, got {shown(weights)}")
+        strategy = weights.get("strategy")
+        if strategy == "block":
+            n, k = _block(weights.get("block_structure"), f"{key}.block_structure")
+            return facts(block_n=n, block_k=k)
+        if strategy in ("tensor", "channel", "token"):
+            continue
+        return facts(not_checked=f"the {strategy} strategy of compressed-tensors is not modelled")
+    return facts()
+
+
+def _skipped_families(qc: Mapping[str, Any]) -> set[str]:
+    """The linear families the checkpoint leaves unquantized in every layer.
+
+    Patterns naming one layer (`model.layers.3.mlp`) exempt that layer only, so the family
+    is still quantized elsewhere and SGLang still checks it: only layer-generic patterns
+    (no index, or a wildcard) exempt a family.
+    """
+    skipped: set[str] = set()
+    for key in ("modules_to_not_convert", "ignored_layers", "ignore", "exclude_modules"):
+        patterns = qc.get(key)
+        if patterns is None:
+            continue
+        if not isinstance(patterns, list | tuple) or not all(isinstance(p, str) for p in patterns):
+            raise InputError(
+                f"model config: quantization_config.{key} must be a list of strings, "
+                f"got {shown(patterns)}"
+            )
+        for raw in patterns:
+            p = raw.removeprefix("re:").rstrip("$").removesuffix(".*")
+            if _LAYER_INDEX.search(p) and "*" not in p:
+                continue
+            tail = p.rsplit(".", 1)[-1].lstrip("*")
+            if tail in ("self_attn", "attn", "attention", "linear_attn", "q_b_proj", "q_proj"):
+                skipped.add("attention")
+            elif tail in ("mlp", "feed_forward"):
+                skipped.update(("dense_mlp", "experts", "shared"))
+            elif tail in ("shared_experts", "shared_expert"):
+                skipped.add("shared")
+            elif tail == "experts":
+                skipped.add("experts")
+    return skipped

@@ -1,0 +1,517 @@
+"""Will it start: the weight-shape rules (docs/weight-shapes.md) against real launches,
+against a second implementation of SGLang's checks, and through every feature."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meshsat.solver import enumerate as enumerate_layouts
+from meshsat.solver import fix, validate
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.checkpoint_quant import read_checkpoint_quant
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory.models import model_config
+from tests.cli_helpers import run_cli
+
+SHAPE_RULES = frozenset(
+    {
+        "WEIGHT-DENSE-MLP-SPLIT",
+        "WEIGHT-SHARED-EXPERT-SPLIT",
+        "WEIGHT-EXPERTS-SPLIT",
+        "QUANT-BLOCK-DENSE-MLP",
+        "QUANT-BLOCK-SHARED-EXPERT",
+        "QUANT-BLOCK-EXPERTS",
+        "QUANT-BLOCK-MLA-Q",
+        "QUANT-NVFP4-DENSE-MLP",
+    }
+)
+R1 = "deepseek-ai/DeepSeek-R1"
+#: Not embedded: its config, as published, is a fixture (docs/weight-shapes.md).
+QWEN3_NEXT = str(
+    Path(__file__).parent
+    / "fixtures"
+    / "weight_shapes"
+    / "configs"
+    / "Qwen3-Next-80B-A3B-Instruct-FP8.json"
+)
+
+
+def shape_violations(config: dict[str, Any], model: str | dict[str, Any], version: str) -> set[str]:
+    hf = model_config(model) if isinstance(model, str) else model
+    report = validate(config, hf, explain=False, sglang_version=version)
+    return {v.rule for v in report.violations} & SHAPE_RULES
+
+
+# --- the acceptance example -----------------------------------------------------------------
+
+
+def test_r1_at_tp32_is_rejected_with_sglangs_words_and_the_arithmetic() -> None:
+    report = validate({"tp_size": 32, "nnodes": 4}, model_config(R1), explain=False)
+    assert not report.valid
+    first = report.violations[0]
+    assert first.rule == "QUANT-BLOCK-DENSE-MLP"
+    assert first.message == (
+        "Weight output_partition_size = 576 is not divisible by weight quantization block_n = 128."
+    )
+    assert "18432 / 32 = 576, not a multiple of 128" in first.detail
+    assert first.stage == "launch"
+    experts = next(v for v in report.violations if v.rule == "QUANT-BLOCK-EXPERTS")
+    assert "2048 / 32 = 64" in experts.detail
+
+
+def test_fix_repairs_r1_at_tp32_into_a_layout_that_loads() -> None:
+    result = fix({"tp_size": 32, "nnodes": 4}, model_config(R1), timeout_s=20).best
+    assert result is not None
+    again = validate(result.config, model_config(R1), explain=False)
+    assert again.valid, [v.rule for v in again.violations]
+    assert {"QUANT-BLOCK-DENSE-MLP", "QUANT-BLOCK-EXPERTS"} <= set(result.repairs)
+
+
+def test_enumerate_r1_on_32_gpus_lists_no_layout_that_cannot_load() -> None:
+    """Every listed layout passes an independent check: SGLang's arithmetic, recomputed here
+    from the resolved widths (`reference_failures`), not meshsat's rules."""
+    facts = ModelSpec.from_hf_config(model_config(R1))
+    rows = list(enumerate_layouts(32, model=facts))
+    assert rows
+    tp32 = 0
+    for row in rows:
+        cfg = dict(row.config)
+        assert reference_failures(cfg, facts, "0.5.23") == set(), cfg
+        tp32 += cfg["tp_size"] == 32
+    # TP 32 still loads where the MLPs are replicated and experts whole (SGLang's
+    # large-scale EP recipe): the rules prune shapes, not a width.
+    assert tp32 > 0
+
+
+# --- real launches (public reports; docs/weight-shapes.md cites each) -------------------------
+
+#: (model, layout, pack, loads): launches whose outcome a public report states.
+LAUNCHES: tuple[tuple[str, dict[str, Any], str, bool], ...] = (
+    # sgl-project/sglang#3491 and SGLang's DeepSeek docs (troubleshooting): 576 vs 128.
+    (R1, {"tp_size": 32, "nnodes": 4}, "0.5.23", False),
+    (R1, {"tp_size": 32, "nnodes": 4}, "0.4.6.post5", False),
+    # SGLang's DeepSeek docs: TP 8 on one H200 node, TP 16 on two H100 nodes.
+    (R1, {"tp_size": 8}, "0.5.23", True),
+    (R1, {"tp_size": 16, "nnodes": 2}, "0.5.23", True),
+    (R1, {"tp_size": 16, "nnodes": 2}, "0.4.6.post5", True),
+    # SGLang's large-scale EP recipe: DP attention, DeepEP, dense MLP replicated.
+    (
+        R1,
+        {
+            "tp_size": 32,
+            "dp_size": 32,
+            "enable_dp_attention": True,
+            "moe_a2a_backend": "deepep",
+            "ep_size": 32,
+            "moe_dense_tp_size": 1,
+            "nnodes": 4,
+        },
+        "0.5.23",
+        True,
+    ),
+    # A slime/Qwen3 RL run: 1536 / 8 = 192 failed at SGLang init, TP 4 ran.
+    ("Qwen/Qwen3-235B-A22B-FP8", {"tp_size": 8}, "0.5.23", False),
+    ("Qwen/Qwen3-235B-A22B-FP8", {"tp_size": 4}, "0.5.23", True),
+    # EP keeps experts whole (the usual repair in those reports).
+    ("Qwen/Qwen3-235B-A22B-FP8", {"tp_size": 8, "ep_size": 8}, "0.5.23", True),
+    # MiniMax-M2 FP8 at TP 8: 1536 / 8 = 192 (same kernel check); EP 8 loads.
+    ("MiniMaxAI/MiniMax-M2", {"tp_size": 8}, "0.5.23", False),
+    ("MiniMaxAI/MiniMax-M2", {"tp_size": 8, "ep_size": 8}, "0.5.23", True),
+    # flashinfer_trtllm pads the MoE shard to 128 before the check (FusedMoE.__init__).
+    (
+        "MiniMaxAI/MiniMax-M2",
+        {"tp_size": 8, "moe_runner_backend": "flashinfer_trtllm"},
+        "0.5.23",
+        True,
+    ),
+    # Qwen3-Next FP8 (hybrid linear attention): experts and shared expert 512 / 8 = 64; the
+    # shared expert is fused into the routed MoE (qwen2_moe.py can_fuse_shared_expert), so
+    # EP keeps both whole.
+    (QWEN3_NEXT, {"tp_size": 8}, "0.5.23", False),
+    (QWEN3_NEXT, {"tp_size": 4}, "0.5.23", True),
+    (QWEN3_NEXT, {"tp_size": 8, "ep_size": 8}, "0.5.23", True),
+    # gpt-oss: MXFP4 pads; GLM-4.5-FP8: per-channel scales, TP 8 is the model card's.
+    ("openai/gpt-oss-120b", {"tp_size": 8}, "0.5.23", True),
+    ("zai-org/GLM-4.5-FP8", {"tp_size": 8}, "0.5.23", True),
+)
+
+
+@pytest.mark.parametrize(("model", "layout", "version", "loads"), LAUNCHES)
+def test_real_launches(model: str, layout: dict[str, Any], version: str, loads: bool) -> None:
+    assert (shape_violations(layout, model, version) == set()) == loads
+
+
+def test_a_bf16_checkpoint_has_no_block_to_align() -> None:
+    """SGLang's own advice for the 576 error on a BF16 copy: drop quantization_config."""
+    hf = dict(model_config(R1))
+    del hf["quantization_config"]
+    assert shape_violations({"tp_size": 32, "nnodes": 4}, hf, "0.5.23") == set()
+
+
+def test_attention_checks_differ_between_releases() -> None:
+    """Before 0.5.23 the FP8 linear check compares with the global TP size, so an attention
+    projection split over a smaller attention TP group is not checked; 0.5.23 checks the
+    layer's own group (fp8.py validate_block_quant_shapes)."""
+    layout = {
+        "tp_size": 128,
+        "dp_size": 2,
+        "enable_dp_attention": True,
+        "moe_a2a_backend": "deepep",
+        "ep_size": 128,
+        "moe_dense_tp_size": 1,
+        "nnodes": 16,
+    }
+    kimi = "moonshotai/Kimi-K2-Instruct"  # 64 heads: attention TP 64 leaves one per rank
+    assert shape_violations(layout, kimi, "0.5.19") == set()
+    assert shape_violations(layout, kimi, "0.5.23") == {"QUANT-BLOCK-MLA-Q"}
+
+
+# --- a second implementation of SGLang's checks ------------------------------------------------
+
+
+def reference_failures(cfg: dict[str, Any], m: ModelSpec, version: str) -> set[str]:
+    """SGLang's shape checks written from its source, family by family, on resolved widths:
+    fp8.py (validate_block_quant_shapes, Fp8MoEMethod), FusedMoE.__init__, linear.py divide."""
+    out: set[str] = set()
+    tp, ep = cfg["tp_size"], cfg["ep_size"]
+    a2a = cfg["moe_a2a_backend"] != "none"
+    moe_tp = tp // (ep * cfg["moe_dp_size"])
+    attn_dp = cfg["dp_size"] if cfg["enable_dp_attention"] else 1
+    attn_tp = tp // (attn_dp * cfg["attn_cp_size"])
+    bn, bk = m.quant_block_n, m.quant_block_k
+    block = bn is not None and bk is not None
+
+    def linear(family: str, size: int | None, width: int, quantized: bool) -> None:
+        if size is None:
+            return
+        if size % width:
+            out.add(f"WEIGHT-{family}-SPLIT")
+            return
+        shard = size // width
+        if block and quantized:
+            assert bn is not None and bk is not None
+            if shard % bn or (width > 1 and shard % bk):
+                out.add(f"QUANT-BLOCK-{family}")
+        if m.quant_group_k and quantized and family == "DENSE-MLP" and shard % m.quant_group_k:
+            out.add("QUANT-NVFP4-DENSE-MLP")
+
+    dense_tp = 1 if cfg["moe_dense_tp_size"] == 1 else tp
+    linear("DENSE-MLP", m.dense_intermediate_size, dense_tp, m.quant_dense_mlp)
+    fusion = m.shared_experts_fusion
+    fused = fusion == "any_ep" or (fusion == "when_ep_1" and (ep == 1 or version == "0.4.6.post5"))
+    shared_tp = 1 if a2a else (moe_tp if fused else tp)
+    linear("SHARED-EXPERT", m.shared_expert_intermediate_size, shared_tp, m.quant_shared_experts)
+    padded = cfg["moe_runner_backend"] in ("flashinfer_trtllm", "flashinfer_trtllm_routed")
+    if m.moe_intermediate_size is not None and moe_tp >= 1:
+        if m.moe_intermediate_size % moe_tp:
+            out.add("WEIGHT-EXPERTS-SPLIT")
+        elif block and m.quant_experts and not padded:
+            assert bn is not None and bk is not None
+            shard = m.moe_intermediate_size // moe_tp
+            row = moe_tp > 1 if version == "0.5.23" else tp > 1
+            if shard % bn or (row and shard % bk):
+                out.add("QUANT-BLOCK-EXPERTS")
+    heads = m.num_attention_heads
+    if m.mla_q_head_dim and heads and block and m.quant_attention and attn_tp >= 1:
+        assert bn is not None
+        checked = attn_tp > 1 if version == "0.5.23" else (tp > 1 and attn_tp == tp)
+        if heads % attn_tp == 0 and checked and (heads // attn_tp * m.mla_q_head_dim) % bn:
+            out.add("QUANT-BLOCK-MLA-Q")
+    return out
+
+
+_SIZES = (1, 2, 4, 8, 16, 32)
+
+
+@st.composite
+def _cases(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
+    tp = draw(st.sampled_from(_SIZES))
+    ep = draw(st.sampled_from([d for d in _SIZES if tp % d == 0]))
+    dpa = draw(st.booleans())
+    dp = draw(st.sampled_from([d for d in _SIZES if tp % d == 0])) if dpa else 1
+    cfg = {
+        "tp_size": tp,
+        "ep_size": ep,
+        "dp_size": dp,
+        "enable_dp_attention": dpa and dp > 1,
+        "moe_dense_tp_size": draw(st.sampled_from([None, 1])),
+        "moe_a2a_backend": draw(st.sampled_from(["none", "none", "deepep"])),
+        "moe_runner_backend": draw(st.sampled_from(["auto", "auto", "flashinfer_trtllm"])),
+    }
+    block = draw(st.sampled_from([(128, 128), (128, 64), None]))
+    model = {
+        "num_attention_heads": draw(st.sampled_from([16, 64, 128])),
+        "num_experts": 256,
+        "dense_intermediate_size": draw(st.sampled_from([None, 18432, 1536, 96])),
+        "moe_intermediate_size": draw(st.sampled_from([None, 2048, 1536, 512, 768])),
+        "shared_expert_intermediate_size": draw(st.sampled_from([None, 2048, 512])),
+        "shared_experts_fusion": draw(st.sampled_from([None, "when_ep_1", "any_ep"])),
+        "mla_q_head_dim": draw(st.sampled_from([None, 192])),
+        "quant_block_n": block[0] if block else None,
+        "quant_block_k": block[1] if block else None,
+        "quant_group_k": None if block else draw(st.sampled_from([None, 16])),
+        "quant_attention": draw(st.booleans()),
+        "quant_dense_mlp": True,
+        "quant_experts": True,
+        "quant_shared_experts": draw(st.booleans()),
+    }
+    return cfg, model, draw(st.sampled_from(["0.4.6.post5", "0.5.19", "0.5.23"]))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(_cases())
+def test_rules_match_a_second_implementation(case: tuple[dict[str, Any], Any, str]) -> None:
+    cfg, model, version = case
+    if version == "0.4.6.post5" and cfg["moe_runner_backend"] != "auto":
+        cfg = {**cfg, "moe_runner_backend": "auto"}  # 0.4.6 has no such flag
+    spec = ModelSpec(**model)
+    report = validate(cfg, spec, explain=False, sglang_version=version)
+    resolved = {k: report.resolved_env[k] for k in report.resolved_env}
+    got = {v.rule for v in report.violations} & SHAPE_RULES
+    assert got == reference_failures(resolved, spec, version)
+
+
+# --- reading quantization_config ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("qc", "key"),
+    [
+        ({"quant_method": "fp8", "weight_block_size": [128]}, "weight_block_size"),
+        ({"quant_method": "fp8", "weight_block_size": [128, 0]}, "weight_block_size"),
+        ({"quant_method": "fp8", "weight_block_size": "128x128"}, "weight_block_size"),
+        ({"quant_method": 8}, "quant_method"),
+        ({"weight_block_size": [128, 128]}, "quant_method"),
+        ("fp8", "quantization_config"),
+        ({"quant_method": "fp8", "modules_to_not_convert": "lm_head"}, "modules_to_not_convert"),
+        ({"quant_method": "compressed-tensors"}, "config_groups"),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {"g": {"weights": {"strategy": "block"}}},
+            },
+            "block_structure",
+        ),
+    ],
+)
+def test_a_malformed_quantization_config_names_the_key(qc: Any, key: str) -> None:
+    with pytest.raises(InputError, match=key):
+        read_checkpoint_quant({"quantization_config": qc})
+
+
+def test_unknown_scheme_is_said_never_passed_silently() -> None:
+    hf = {**model_config(R1), "quantization_config": {"quant_method": "gguf"}}
+    report = validate({"tp_size": 32, "nnodes": 4}, hf, explain=False)
+    assert report.valid
+    [warning] = [w for w in report.warnings if w.rule == "QUANT-NOT-CHECKED"]
+    assert "unknown quantization scheme gguf" in warning.message
+
+
+def test_not_converted_modules_are_not_checked() -> None:
+    gpt_oss = ModelSpec.from_hf_config(model_config("openai/gpt-oss-120b"))
+    assert not gpt_oss.quant_attention  # model.layers.*.self_attn is not converted
+    one_layer = read_checkpoint_quant(
+        {"quantization_config": {"quant_method": "fp8", "ignored_layers": ["model.layers.3.mlp"]}}
+    )
+    assert one_layer.dense_mlp and one_layer.experts  # other layers are still quantized
+    every_mlp = read_checkpoint_quant(
+        {"quantization_config": {"quant_method": "fp8", "ignore": ["re:.*mlp$"]}}
+    )
+    assert not (every_mlp.dense_mlp or every_mlp.experts or every_mlp.shared_experts)
+
+
+def test_cli_malformed_config_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    block = {"quant_method": "fp8", "weight_block_size": [1]}
+    bad = {**model_config(R1), "quantization_config": block}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(bad))
+    run = run_cli(capsys, "validate", "--model", str(path), "--set", "tp_size=8")
+    assert run.code == 2
+    assert run.err.strip().count("\n") == 0
+    assert "quantization_config.weight_block_size" in run.err
+    assert run.out == ""
+
+
+def test_where_can_read_the_shard_widths() -> None:
+    """`--where` names the widths the rules read; every layout listed loads, so asking
+    for a shard that is not whole blocks finds none."""
+    facts = ModelSpec.from_hf_config(model_config("Qwen/Qwen3-235B-A22B-FP8"))
+    assert facts.moe_intermediate_size == 1536
+    shards = [
+        1536 // r.derived["moe_tp"]
+        for r in enumerate_layouts(8, model=facts, where=["moe_expert_shard >= 384"])
+    ]
+    assert shards and all(s >= 384 for s in shards)
+    assert not list(enumerate_layouts(8, model=facts, where=["moe_expert_shard % 128 != 0"]))
+
+
+# --- SGLang's own layer constructors (fidelity/weight_shapes/probe.py) -----------------------
+
+FIXTURES = Path(__file__).parent / "fixtures" / "weight_shapes"
+FP8_FACTS = {"quant_method": "fp8", "quant_block_n": 128, "quant_block_k": 128}
+
+
+def _recorded() -> list[Any]:
+    paths = sorted(FIXTURES.glob("*.json"))
+    return [pytest.param(p, id=json.loads(p.read_text())["version"]) for p in paths]
+
+
+def _as_meshsat(rec: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], str]]:
+    """The layouts and model facts under which meshsat's rules see the recorded layer,
+    with the rule id that SGLang's error corresponds to."""
+    tp = rec["tp"]
+    if rec["family"] == "mlp":
+        dense = {**FP8_FACTS, "dense_intermediate_size": rec["size"], "quant_dense_mlp": True}
+        shared = {
+            **FP8_FACTS,
+            "shared_expert_intermediate_size": rec["size"],
+            "quant_shared_experts": True,
+        }
+        dense_layout = {"tp_size": tp, "moe_dense_tp_size": 1 if rec["replicated"] else None}
+        shared_layout = (
+            {"tp_size": tp, "moe_a2a_backend": "deepep", "ep_size": tp}
+            if rec["replicated"]
+            else {"tp_size": tp}
+        )
+        return [
+            (dense_layout, dense, "DENSE-MLP"),
+            (shared_layout, shared, "SHARED-EXPERT"),
+        ]
+    if rec["family"] == "moe":
+        model = {**FP8_FACTS, "moe_intermediate_size": rec["size"], "quant_experts": True}
+        return [({"tp_size": tp, "ep_size": tp // rec["moe_tp"]}, model, "EXPERTS")]
+    model = {
+        **FP8_FACTS,
+        "num_attention_heads": rec["heads"],
+        "mla_q_head_dim": rec["head_dim"],
+        "quant_attention": True,
+    }
+    attn_dp = tp // rec["attn_tp"]
+    layout = {"tp_size": tp, "dp_size": attn_dp, "enable_dp_attention": attn_dp > 1}
+    return [(layout, model, "MLA-Q")]
+
+
+def _disagreement(version: str, rec: dict[str, Any]) -> str | None:
+    for layout, facts, family in _as_meshsat(rec):
+        report = validate(layout, ModelSpec(**facts), explain=False, sglang_version=version)
+        got = [(v.rule, v.message) for v in report.violations if v.rule in SHAPE_RULES]
+        error = rec["error"]
+        if error is None:
+            want = []
+        else:
+            prefix = "WEIGHT" if error["type"] == "AssertionError" else "QUANT-BLOCK"
+            want = [(f"{prefix}-{family}", error["message"])]
+        if got != want:
+            return f"{family} {rec}: meshsat {got}, SGLang {want}"
+    return None
+
+
+@pytest.mark.parametrize("path", _recorded())
+def test_rules_agree_with_sglangs_own_layers(path: Path) -> None:
+    """Each layer a release built (or refused) on the meta device: meshsat's rule for that
+    family fires exactly when SGLang raised, with SGLang's message (the dense MLP records
+    also stand for the shared experts, which SGLang builds with the same class)."""
+    data = json.loads(path.read_text())
+    wrong = [_disagreement(data["version"], rec) for rec in data["records"]]
+    assert [w for w in wrong if w] == []
+    assert len(wrong) == 272
+
+
+def test_fixtures_cover_every_pack_and_both_verdicts() -> None:
+    versions = {json.loads(p.read_text())["version"] for p in FIXTURES.glob("*.json")}
+    assert versions == {"0.4.6.post5", "0.5.18", "0.5.19", "0.5.23"}
+    for path in FIXTURES.glob("*.json"):
+        errors = [r["error"] is None for r in json.loads(path.read_text())["records"]]
+        assert any(errors) and not all(errors)
+
+
+# --- plan and the command reader ----------------------------------------------------------------
+
+
+def test_plan_r1_on_32_gpus_ranks_no_layout_that_cannot_load(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
+
+    run = run_cli(
+        capsys, "plan", "--model", R1, "--gpu", "H100", "--gpus", "32", "--format", "json",
+        "--top", "100",
+    )  # fmt: skip
+    assert run.code == 0
+    layouts = json.loads(run.out)["layouts"]
+    assert layouts
+    facts = ModelSpec.from_hf_config(model_config(R1))
+    for row in layouts:
+        values = parse_sglang_command(row["command"]).values
+        report = validate(values, facts, explain=False)
+        assert not {v.rule for v in report.violations} & SHAPE_RULES, row["command"]
+        resolved = dict(report.resolved_env)
+        assert reference_failures(resolved, facts, "0.5.23") == set(), row["command"]
+
+
+def test_the_command_reader_takes_the_model_from_model_path(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    command = f"python -m sglang.launch_server --model-path {R1} --tp 32 --nnodes 4 --node-rank 0"
+    run = run_cli(capsys, "validate", "--json", "--sglang", command)
+    assert run.code == 1
+    report = json.loads(run.out)
+    assert report["first"] == "QUANT-BLOCK-DENSE-MLP"
+    assert all(v["stage"] == "launch" for v in report["violations"])
+
+
+def test_enumerate_says_when_weight_shapes_go_unchecked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hf = {**model_config("Qwen/Qwen3-32B"), "quantization_config": {"quant_method": "awq"}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(hf))
+    run = run_cli(capsys, "enumerate", "--gpus", "4", "--model", str(path), "--count")
+    assert run.code == 0
+    assert "weight shapes not checked: the group-size alignment of awq" in run.err
+
+
+#: Launch commands as pasted (the shapes of the public reports above), read with the model
+#: their --model-path names: (command, the first weight-shape rule it breaks, or None).
+_L = "python3 -m sglang.launch_server --trust-remote-code"
+COMMANDS: tuple[tuple[str, str | None], ...] = (
+    (
+        f"{_L} --model-path {R1} --tp 32 --dist-init-addr 10.0.0.1:5000 --nnodes 4 "
+        "--node-rank 0",
+        "QUANT-BLOCK-DENSE-MLP",
+    ),
+    (
+        f"{_L} --model-path {R1} --tp 16 --dist-init-addr 10.0.0.1:5000 --nnodes 2 "
+        "--node-rank 1",
+        None,
+    ),
+    (
+        f"{_L} --model-path deepseek-ai/DeepSeek-V3 --tp 16 --dp 16 --enable-dp-attention "
+        "--moe-a2a-backend deepep --moe-dense-tp-size 1 --nnodes 2 --node-rank 0 "
+        "--dist-init-addr 10.0.0.1:5000",
+        None,
+    ),
+    ("sglang serve --model-path Qwen/Qwen3-235B-A22B-FP8 --tp 8", "QUANT-BLOCK-EXPERTS"),
+    ("sglang serve --model-path Qwen/Qwen3-235B-A22B-FP8 --tp 8 --ep-size 8", None),
+    (f"CUDA_VISIBLE_DEVICES=0,1,2,3 {_L} --model-path Qwen/Qwen3-30B-A3B-FP8 --tp 4",
+     "QUANT-BLOCK-EXPERTS"),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("command", "rule"), COMMANDS)
+def test_pasted_commands_read_the_checkpoint(command: str, rule: str | None) -> None:
+    from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
+
+    layout = load_layout(LayoutSources(sglang=command), catalogue=model_config)
+    assert layout.model is not None
+    report = validate(layout.config, layout.model, explain=False)
+    shapes = [v.rule for v in report.violations if v.rule in SHAPE_RULES]
+    assert (shapes[0] if shapes else None) == rule
