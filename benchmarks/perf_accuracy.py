@@ -46,11 +46,14 @@ from meshsat.solver.perf.schedule import (
     pieces,
 )
 
-GRID = {
+#: TTFT's constants (TTFT reads TPOT only for requests beyond the KV cache, so the two sets
+#: are fitted one after the other: TPOT's first, then TTFT's given them).
+TTFT_GRID = {
     "overhead_ms": (0.0, 40.0, 80.0, 120.0, 160.0, 200.0, 260.0),
     "queue": (0.25, 0.5, 0.75, 1.0, 1.5),
-    "interrupt": (0.0, 1.0, 2.0, 3.0),
+    "isl_power": (0.0, 0.25, 0.5, 0.75),
 }
+INTERRUPT_GRID = (0.0, 1.0, 2.0, 3.0)
 
 
 @dataclass
@@ -61,6 +64,9 @@ class Row:
     roof: Pieces | None = None
     aic_own: tuple[float, float] | None = None
     source: str = ""
+    #: Requests of isl + osl tokens the memory model's KV cache holds (None: it judges
+    #: that the layout does not load, so the queue beyond it is not modelled).
+    capacity: int | None = None
 
 
 def family(model: str) -> str:
@@ -138,7 +144,9 @@ def collect(runs: Sequence[MeasuredRun], with_aic_own: bool) -> tuple[list[Row],
         moe_tp = r.tp_size // r.ep_size if pm.facts.is_moe else 1
         p = Parallel(tp=r.tp_size, pp=r.pp_size, attn_tp=r.tp_size, attn_dp=1, ep=r.ep_size,
                      moe_tp=moe_tp)  # fmt: skip
-        row = Row(r, r.concurrency)
+        mem = pm.memory.of(p)
+        cap = mem.max_total_num_tokens // (r.isl + r.osl) if mem.fits else None
+        row = Row(r, r.concurrency, capacity=cap)
         steps, is_aic = pm.steps(p)
         if not is_aic:
             skipped[f"engine: {steps.label}"[:110]] += 1
@@ -164,7 +172,8 @@ def predictor(kind: str, cal: Calibration) -> Predict:
     def f(row: Row) -> tuple[float, float]:
         pc = row.aic if kind == "aic" else row.roof
         assert pc is not None
-        pt = combine(pc, row.batch, row.run.osl, cal)
+        r = row.run
+        pt = combine(pc, row.batch, r.isl, r.osl, cal, row.capacity)
         return pt.ttft_ms, pt.tpot_ms
 
     return f
@@ -184,15 +193,22 @@ STEP_GRID = {"aic": (0.0,), "roofline": (0.0, 1.0, 2.0, 3.0, 4.0, 5.0)}
 
 
 def fit(rows: Sequence[Row], kind: str) -> Calibration:
-    best: tuple[float, Calibration] | None = None
-    for o, q, i, d in itertools.product(*GRID.values(), STEP_GRID[kind]):
-        cal = Calibration(o, q, i, d)
-        et, ep = errors(rows, predictor(kind, cal))
-        score = statistics.median(et) + statistics.median(ep)
-        if best is None or score < best[0]:
-            best = (score, cal)
-    assert best is not None
-    return best[1]
+    """Grid search for the least median |error|: TPOT's constants, then TTFT's."""
+
+    def best(cals: Iterable[Calibration], which: int) -> Calibration:
+        return min(cals, key=lambda c: statistics.median(errors(rows, predictor(kind, c))[which]))
+
+    first = Calibration(160.0, 0.75, 0.0)
+    tpot = best(
+        (Calibration(first.overhead_ms, first.queue, i, d)
+         for i, d in itertools.product(INTERRUPT_GRID, STEP_GRID[kind])),
+        1,
+    )  # fmt: skip
+    return best(
+        (Calibration(o, q, tpot.interrupt, tpot.decode_step_ms, power)
+         for o, q, power in itertools.product(*TTFT_GRID.values())),
+        0,
+    )  # fmt: skip
 
 
 def held_out(

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from meshsat.solver.memory import Parallel
 from meshsat.solver.perf import PerfModel, Workload
 from meshsat.solver.perf.schedule import AIC_CALIBRATION, Calibration, Pieces, combine
+from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
 from tests.cli_helpers import run_cli
 
 TP8_EP8 = Parallel(tp=8, attn_tp=8, ep=8, moe_tp=1)
@@ -63,11 +64,20 @@ def test_throughput_is_littles_law_of_the_latencies() -> None:
 
 
 def test_schedule_formulas_on_hand_numbers() -> None:
-    cal = Calibration(overhead_ms=100, queue=0.5, interrupt=2.0)
-    pt = combine(Pieces(prefill_one=50, prefill_per_prompt=40, decode=20), 9, 101, cal)
-    assert pt.ttft_ms == pytest.approx(100 + 50 + 0.5 * 4 * 40)
+    cal = Calibration(overhead_ms=100, queue=0.5, interrupt=2.0, isl_power=0.5)
+    pc = Pieces(prefill_one=50, prefill_per_prompt=40, decode=20)
+    pt = combine(pc, 9, 4096, 101, cal)
+    # the cohort queue at 4x the reference prompt length: (1024 / 4096) ** 0.5 = 1/2
+    assert pt.ttft_ms == pytest.approx(100 + 50 + 0.5 * 4 * 40 / 2)
     x, y = 9 * 40, 101 * 20
     assert pt.tpot_ms == pytest.approx(20 + 2 * (x * y / (x + y)) / 101)
+    # 9 requests, 3 run at once: 6 wait 6/3 of a running request's latency (Little's law)
+    # and only the 3 running ones form the prefill cohort; TPOT does not change.
+    held = combine(pc, 9, 4096, 101, cal, capacity=3)
+    ttft3 = 100 + 50 + 0.5 * 1 * 40 / 2
+    assert held.tpot_ms == pytest.approx(pt.tpot_ms)
+    assert held.ttft_ms == pytest.approx(ttft3 + 6 / 3 * (ttft3 + 100 * pt.tpot_ms))
+    assert combine(pc, 9, 4096, 101, cal, capacity=9) == pt
 
 
 def test_fallback_labels_say_where_each_estimate_comes_from() -> None:
@@ -134,6 +144,27 @@ def test_plan_ranks_by_throughput_and_writes_the_plot(
     assert not (tmp_path / "x.png").exists()
 
 
+def test_plan_applies_the_default_sla_unless_lifted(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("plan", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", "-n", "2", "--engine", "roofline",
+            "--top", "3", "-f", "json")  # fmt: skip
+    default = run_cli(capsys, *args)
+    lifted = run_cli(capsys, *args, "--no-sla")
+    zero = run_cli(capsys, *args, "--ttft", "0", "--tpot", "0")
+    assert default.code == lifted.code == zero.code == 0, default.err + lifted.err + zero.err
+    d, n, z = (json.loads(r.out) for r in (default, lifted, zero))
+    assert d["workload"]["ttft_ms"] == DEFAULT_TTFT_MS
+    assert d["workload"]["tpot_ms"] == DEFAULT_TPOT_MS
+    assert f"TTFT <= {DEFAULT_TTFT_MS:g} ms, TPOT <= {DEFAULT_TPOT_MS:g} ms" in d["ranking"]
+    top = d["layouts"][0]
+    assert top["meets_sla"]
+    assert top["ttft_ms"] <= DEFAULT_TTFT_MS and top["tpot_ms"] <= DEFAULT_TPOT_MS
+    # Lifting the SLA never gives less throughput, and 0 for both limits lifts it too.
+    assert "no latency limit" in n["ranking"] and n["layouts"] == z["layouts"]
+    assert n["layouts"][0]["tokens_per_s_gpu"] >= top["tokens_per_s_gpu"]
+    both = run_cli(capsys, *args, "--no-sla", "--ttft", "500")
+    assert both.code == 2 and "--no-sla" in both.err and "Traceback" not in both.err
+
+
 def test_measured_slice_meets_its_bounds() -> None:
     """DeepSeek-V3 on H200 (15 measured runs, SGLang 0.5.x): the shipped calibration's
     median errors stay within the bounds the full comparison reports for this cell."""
@@ -167,9 +198,11 @@ def test_enumerate_perf_columns_filter_and_sort(capsys: pytest.CaptureFixture[st
     assert tps == sorted(tps, reverse=True)
     assert all(r["meets_sla"] and r["tpot_ms"] <= 40 and r["perf_source"] == "roofline"
                for r in rows)  # fmt: skip
-    # The same layout in the Python API gives the same figures.
+    # The same layout in the Python API gives the same figures (the CLI's TTFT limit is the
+    # default SLA's, since only --tpot was given).
     top = rows[0]
-    pm = PerfModel("Qwen/Qwen3-8B", "H100", Workload(1024, 1024, tpot_ms=40), engine="roofline")
+    w = Workload(1024, 1024, ttft_ms=DEFAULT_TTFT_MS, tpot_ms=40)
+    pm = PerfModel("Qwen/Qwen3-8B", "H100", w, engine="roofline")
     from meshsat import solver
 
     rep = solver.validate({k: top[k] for k in ("tp_size", "pp_size", "dp_size", "ep_size",

@@ -212,7 +212,7 @@ class PerfModel:
         steps = _Memo(steps)
         try:
             for b in batches:
-                e = self._at(steps, p, b, ranks, kv_conc, cal)
+                e = self._at(steps, p, b, ranks, per_rank_kv, cal)
                 if concurrency is not None:
                     return e
                 if not e.meets_sla:
@@ -222,7 +222,7 @@ class PerfModel:
                 if best is None or e.tokens_per_s_gpu >= best.tokens_per_s_gpu:
                     best = e
             if best is None:  # nothing meets the SLA: the lightest load, flagged
-                best = self._at(steps, p, 1, ranks, kv_conc, cal)
+                best = self._at(steps, p, 1, ranks, per_rank_kv, cal)
         except EngineUnavailable as exc:
             if self.engine == "aic":
                 return self._empty("unavailable", p, kv_conc)
@@ -235,10 +235,13 @@ class PerfModel:
         return best
 
     def _at(
-        self, steps: Steps, p: Parallel, b: int, ranks: int, kv_conc: int, cal: Calibration
+        self, steps: Steps, p: Parallel, b: int, ranks: int, per_rank_kv: int, cal: Calibration
     ) -> Estimate:
         w = self.workload
-        pt = point(steps, b, w.isl, w.osl, cal)
+        kv_conc = per_rank_kv * ranks
+        # Beyond the KV cache's requests the rest queue (only an explicit concurrency gets
+        # there: the SLA search stops at the KV limit).
+        pt = point(steps, b, w.isl, w.osl, cal, capacity=per_rank_kv)
         conc = b * ranks
         tps = output_tokens_per_s(conc, w.osl, pt.ttft_ms, pt.tpot_ms)
         return Estimate(
