@@ -35,6 +35,7 @@ from meshsat.solver.packs.registry import known_versions
 from meshsat.solver.perf import PerfModel, Workload
 from meshsat.solver.perf.aic import AicSteps, EngineUnavailable
 from meshsat.solver.perf.engine_args import EngineArgs
+from meshsat.solver.perf.ep_comm import WithEpComm
 from meshsat.solver.perf.measured import MeasuredRun, checkpoint_config, load_runs
 from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import (
@@ -60,7 +61,10 @@ INTERRUPT_GRID = (0.0, 1.0, 2.0, 3.0)
 class Row:
     run: MeasuredRun
     batch: int
+    #: The default engine's steps (`engine="auto"`: with EP, plus meshsat's all-to-all).
     aic: Pieces | None = None
+    #: AIConfigurator's steps alone (`engine="aic"`).
+    engine_only: Pieces | None = None
     roof: Pieces | None = None
     aic_own: tuple[float, float] | None = None
     source: str = ""
@@ -151,16 +155,18 @@ def collect(runs: Sequence[MeasuredRun], with_aic_own: bool) -> tuple[list[Row],
         if not is_aic:
             skipped[f"engine: {steps.label}"[:110]] += 1
             continue
+        engine = steps.engine if isinstance(steps, WithEpComm) else steps
         try:
             row.aic = pieces(steps, r.concurrency, r.isl, r.osl)  # type: ignore[arg-type]
+            row.engine_only = pieces(engine, r.concurrency, r.isl, r.osl)  # type: ignore[arg-type]
         except EngineUnavailable as exc:
             skipped[f"engine: {exc}"[:110]] += 1
             continue
         roof = RooflineSteps.of(pm.facts, p, pm.gpu, pm.gpus_per_node)
         row.roof = pieces(roof, r.concurrency, r.isl, r.osl)
         row.source = steps.label
-        if with_aic_own and isinstance(steps, AicSteps):
-            row.aic_own = aic_own(steps.args, r)
+        if with_aic_own and isinstance(engine, AicSteps):
+            row.aic_own = aic_own(engine.args, r)
         rows.append(row)
     return rows, skipped
 
@@ -170,7 +176,7 @@ Predict = Callable[[Row], tuple[float, float]]
 
 def predictor(kind: str, cal: Calibration) -> Predict:
     def f(row: Row) -> tuple[float, float]:
-        pc = row.aic if kind == "aic" else row.roof
+        pc = {"aic": row.aic, "engine": row.engine_only, "roofline": row.roof}[kind]
         assert pc is not None
         r = row.run
         pt = combine(pc, row.batch, r.isl, r.osl, cal, row.capacity)
@@ -189,7 +195,7 @@ def errors(rows: Iterable[Row], pred: Predict) -> tuple[list[float], list[float]
 
 
 #: The engine's decode tables are whole measured steps: no host term is fitted on top.
-STEP_GRID = {"aic": (0.0,), "roofline": (0.0, 1.0, 2.0, 3.0, 4.0, 5.0)}
+STEP_GRID = {"aic": (0.0,), "engine": (0.0,), "roofline": (0.0, 1.0, 2.0, 3.0, 4.0, 5.0)}
 
 
 def fit(rows: Sequence[Row], kind: str) -> Calibration:
@@ -356,10 +362,13 @@ def table_row(name: str, rows: Sequence[Row], preds: dict[int, tuple[float, floa
 
 
 NOTES = """\
-How each estimate is run. *meshsat (AIC steps)*: AIConfigurator's prefill and decode step
-latencies for the row's layout (`meshsat.solver.perf.engine_args`), database 0.5.14, turned
-into TTFT and TPOT by meshsat's schedule (docs/perf.md) with its constants refitted
-without the scored model family (DeepSeek-R1 and V3 together) or GPU. *AIConfigurator
+How each estimate is run. *meshsat default*: what `--engine auto` does, AIConfigurator's
+prefill and decode step latencies for the row's layout (`meshsat.solver.perf.engine_args`),
+database 0.5.14, plus, for a MoE layout with expert parallelism, meshsat's EP all-to-all
+of the same pass (`meshsat.solver.perf.ep_comm`, no fitted number), turned into TTFT and
+TPOT by meshsat's schedule (docs/perf.md) with its constants refitted without the scored
+model family (DeepSeek-R1 and V3 together) or GPU. *AIC steps alone*: the same without
+the all-to-all term (`--engine aic`). *AIConfigurator
 alone*: its SGLang backend's `run_agg` at the row's batch with one mix step of up to 8,192
 prompt tokens while at least one request decodes (this core package ships no CLI; the 71 %
 TTFT quoted in issue 20 came from AIConfigurator's own CLI path, so the two differ).
@@ -367,6 +376,9 @@ TTFT quoted in issue 20 came from AIConfigurator's own CLI path, so the two diff
 Throughput for ranking: `concurrency * osl / (TTFT + (osl - 1) * TPOT) / GPUs`, measured and
 estimated alike; a layout measured several times counts once, at its mean.
 """
+
+#: The default engine's name in the tables.
+DEFAULT = "meshsat default (AIC steps, + EP all-to-all with EP)"
 
 HEAD = (
     "| estimate | rows | TTFT med % | TTFT p90 % | TPOT med % | TPOT p90 % | Spearman (groups) "
@@ -391,11 +403,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     full_aic = fit(rows, "aic")
     full_roof = fit(rows, "roofline")
     preds = {
-        "meshsat (AIC steps), leave-one-model-out": held_out(rows, "aic", by_model),
-        "meshsat (AIC steps), leave-one-GPU-out": held_out(rows, "aic", by_gpu),
-        "meshsat (AIC steps), fitted on all rows (in-sample, for reference)": {
+        f"{DEFAULT}, leave-one-model-out": held_out(rows, "aic", by_model),
+        f"{DEFAULT}, leave-one-GPU-out": held_out(rows, "aic", by_gpu),
+        f"{DEFAULT}, fitted on all rows (in-sample, for reference)": {
             id(r): predictor("aic", full_aic)(r) for r in rows
         },
+        "meshsat, AIC steps alone (--engine aic), leave-one-model-out": held_out(
+            rows, "engine", by_model
+        ),
         "AIConfigurator alone (run_agg)": {id(r): r.aic_own for r in rows if r.aic_own},
         "meshsat roofline only, leave-one-model-out": held_out(rows, "roofline", by_model),
         "meshsat roofline only, leave-one-GPU-out": held_out(rows, "roofline", by_gpu),
@@ -417,13 +432,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows,
         ),
         "",
-        f"Calibration fitted on all rows: AIC steps {full_aic}; roofline {full_roof}.",
+        f"Calibration fitted on all rows: default (AIC steps) {full_aic}; roofline {full_roof}.",
         "",
         "Groups: rows at one model, GPU, quantization, ISL, OSL and concurrency that differ in "
         "layout (any SGLang build; a deployment compares layouts on one GPU type at one "
         "workload). Counting only rows of the same SGLang build: "
         + "; ".join(
-            _strict(k, rows, v) for k, v in list(preds.items())[:1] + list(preds.items())[3:5]
+            _strict(k, rows, v)
+            for k, v in preds.items()
+            if "in-sample" not in k and "GPU-out" not in k
         ),
         "",
         "Not estimable by the engine (rows): "
@@ -437,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "| model | GPU | rows | TTFT meshsat | TTFT AIC | TPOT meshsat | TPOT AIC |",
         "|---|---|---|---|---|---|---|",
     ]
-    lomo = preds["meshsat (AIC steps), leave-one-model-out"]
+    lomo = preds[f"{DEFAULT}, leave-one-model-out"]
     own = preds["AIConfigurator alone (run_agg)"]
     cells: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for r in rows:

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from meshsat.solver.memory import Parallel
 from meshsat.solver.perf import PerfModel, Workload
+from meshsat.solver.perf.estimator import _Unavailable
+from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import AIC_CALIBRATION, Calibration, Pieces, combine
 from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
 from tests.cli_helpers import run_cli
@@ -103,9 +105,30 @@ def test_fallback_labels_say_where_each_estimate_comes_from() -> None:
 
 def test_the_engine_answers_for_layouts_it_covers() -> None:
     pytest.importorskip("aiconfigurator_core")
-    e = PerfModel("deepseek-ai/DeepSeek-V3", "H200", Workload(1024, 1024)).estimate(TP8_EP8)
-    assert e.source == "aic h200_sxm sglang-0.5.14"
+    w = Workload(1024, 1024)
+    e = PerfModel("deepseek-ai/DeepSeek-V3", "H200", w).estimate(TP8_EP8)
+    assert e.source == "aic h200_sxm sglang-0.5.14 + roofline EP all-to-all"
     assert e.tokens_per_s_gpu > 0 and e.ttft_ms > 0
+    alone = PerfModel("deepseek-ai/DeepSeek-V3", "H200", w, engine="aic")
+    assert alone.estimate(TP8_EP8).source == "aic h200_sxm sglang-0.5.14"
+    tp8 = Parallel(tp=8, attn_tp=8, ep=1, moe_tp=8)
+    assert PerfModel("deepseek-ai/DeepSeek-V3", "H200", w).estimate(tp8).source == (
+        "aic h200_sxm sglang-0.5.14"
+    )
+    # auto's steps are the engine's plus exactly the roofline's all-to-all of the same pass
+    both, _ = PerfModel("deepseek-ai/DeepSeek-V3", "H200", w).steps(TP8_EP8)
+    engine, _ = alone.steps(TP8_EP8)
+    roof, _ = PerfModel("deepseek-ai/DeepSeek-V3", "H200", w, engine="roofline").steps(TP8_EP8)
+    assert isinstance(roof, RooflineSteps) and not isinstance(engine, _Unavailable)
+    assert not isinstance(both, _Unavailable)
+    a2a = roof.ep_all_to_all_s(64)
+    assert a2a > 0
+    assert both.decode_ms(64, 1024, 1024) == pytest.approx(
+        engine.decode_ms(64, 1024, 1024) + 1e3 * a2a
+    )
+    assert both.prefill_ms(4, 1024) == pytest.approx(
+        engine.prefill_ms(4, 1024) + 1e3 * roof.ep_all_to_all_s(4 * 1024)
+    )
 
 
 def test_validate_and_check_import_no_estimator() -> None:

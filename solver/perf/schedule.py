@@ -64,7 +64,7 @@ class Calibration:
 
 #: Fitted on all 933 measured runs the engine estimates (benchmarks/perf_accuracy.py
 #: prints the fit; its figures are leave-one-model-out and leave-one-GPU-out refits).
-AIC_CALIBRATION = Calibration(overhead_ms=160.0, queue=1.0, interrupt=2.0, isl_power=0.5)
+AIC_CALIBRATION = Calibration(overhead_ms=160.0, queue=1.0, interrupt=2.0, isl_power=0.75)
 #: The same fit with the roofline's step latencies on the same runs.
 ROOFLINE_CALIBRATION = Calibration(
     overhead_ms=200.0, queue=1.0, interrupt=1.0, decode_step_ms=4.0, isl_power=0.25
