@@ -377,6 +377,17 @@ Throughput for ranking: `concurrency * osl / (TTFT + (osl - 1) * TPOT) / GPUs`, 
 estimated alike; a layout measured several times counts once, at its mean.
 """
 
+BEFORE = """\
+Before (main at 98d493e, the same script re-run on this machine): the engine's steps with
+TTFT = overhead + prefill + queue * (b - 1)/2 * per-prompt cost, no EP term, no KV queue.
+Leave-one-model-out TTFT 44.9 % (p90 130 %), TPOT 15.2 % (p90 35 %); leave-one-GPU-out
+TTFT 45.2 %, TPOT 15.2 %; Spearman across builds 0.69, top-1 63 % (155 groups),
+same-GPU-count top-1 38 % across builds (126) and 53 % within one build (34). Roofline
+leave-one-model-out TTFT 35.6 %, TPOT 15.8 % (the 14.2 % printed in the earlier copy of
+this file does not reproduce from the code that was merged), leave-one-GPU-out 35.0 % /
+13.7 %; same-GPU-count top-1 47 % / 97 %.
+"""
+
 #: The default engine's name in the tables.
 DEFAULT = "meshsat default (AIC steps, + EP all-to-all with EP)"
 
@@ -477,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tmp.write_text(
             "# Performance estimates against measured runs\n\n"
             "Written by `python benchmarks/perf_accuracy.py --write benchmarks/RESULTS-perf.md`"
-            " (part of `make bench`).\n\n" + NOTES + "\n" + text + "\n"
+            " (part of `make bench`).\n\n" + NOTES + "\n" + BEFORE + "\n" + text + "\n"
         )
         tmp.replace(a.write)
     return 0

@@ -2,12 +2,12 @@
 `engine="auto"` estimates a layout with expert parallelism by (docs/perf.md, "Sources").
 
 Why: on the measured runs the engine prices SGLang's EP layouts almost like plain TP (its
-decode step for `--tp 4 --ep 4` is within 2 % of `--tp 4`), while SGLang measured them
-30-50 % slower at small batches: the engine's TPOT for the 251 EP rows is 10 % too low
-(median), and among same-GPU-count layouts it picks TP over the measured-faster choice or
-vice versa in 16 of 34 groups of one build. meshsat's roofline prices the all-to-all
-(dispatch and combine per MoE layer, with one collective's latency each) and ranks those
-groups right. Adding that one term, with no fitted number, to the engine's prefill and
+TPOT for Qwen3.5-397B at `--tp 4 --ep 4` is within a few per cent of `--tp 4`), while
+SGLang measured them 30-50 % slower at small batches: the engine's TPOT for the 251 EP rows
+is 10 % too low (median), and among same-GPU-count layouts of one build it misses the
+measured best in 16 of 34 groups (all of them TP against EP). meshsat's roofline prices the
+all-to-all (dispatch and combine per MoE layer, with one collective's latency each) and
+ranks those groups right. Adding that one term, with no fitted number, to the engine's prefill and
 decode passes removes the bias (benchmarks/RESULTS-perf.md gives both). The label says so:
 `aic <system> sglang-<version> + roofline EP all-to-all`; `engine="aic"` keeps the engine
 alone.
