@@ -60,6 +60,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_fidelity.py
 	$(PY) benchmarks/bench_perf.py
 	$(PY) benchmarks/perf_accuracy.py --write benchmarks/RESULTS-perf.md
+	$(PY) benchmarks/bench_web.py
 
 # The real SGLang as the oracle: one CPU venv per release outside the repository
 # ($$HOME/.cache/meshsat-fidelity/<version>), its flag table into fidelity/flags/ and its

@@ -31,7 +31,15 @@ FLOORS: dict[str, int] = {
     "meshsat.solver": 9,  # the package's public API re-exports the subsystems
     "meshsat.cp": 10,
     "meshsat.solver.cli": 11,
+    # The web app is a second front end on the CLI's floor: `meshsat serve` starts it and it
+    # answers with the CLI's documents and option parsing (see FRONT_ENDS).
+    "meshsat.solver.web": 11,
 }
+
+#: The two front ends share floor 11 and may import one another (the CLI's `serve` command
+#: starts the web app; the web app reuses the CLI's options and JSON documents); the cycle
+#: test still refuses a module-level knot between them.
+FRONT_ENDS = frozenset({"meshsat.solver.cli", "meshsat.solver.web"})
 
 
 def _module_name(path: Path) -> str:
@@ -121,6 +129,8 @@ def test_imports_run_down_the_floors() -> None:
         here = _subsystem(module)
         for target in targets:
             there = _subsystem(target)
+            if {here, there} <= FRONT_ENDS:
+                continue
             if there != here and FLOORS[there] >= FLOORS[here] and there != "meshsat.solver.errors":
                 upward.append(f"{module} -> {target}")
     assert sorted(upward) == []

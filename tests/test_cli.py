@@ -216,8 +216,9 @@ def test_cli_surface_is_pinned() -> None:
     assert surface["rules"] == sorted({*output, *version})
     assert surface["fields"] == sorted({*output, *version})
     assert surface["diff"] == sorted({*layout, *output, "new", "old"})
+    assert surface["serve"] == ["--host", "--port"]
     assert surface[""] == [
-        "diff", "enumerate", "fields", "fix", "groups", "plan", "rules", "validate"
+        "diff", "enumerate", "fields", "fix", "groups", "plan", "rules", "serve", "validate"
     ]  # fmt: skip
 
 

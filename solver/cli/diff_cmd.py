@@ -9,12 +9,34 @@ import typer
 from meshsat.solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.output import out
-from meshsat.solver.inputs.layout_input import LayoutSources
-from meshsat.solver.packs import get_pack
+from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
+from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.packs.compare import compare
 from meshsat.solver.validation.validate import validate
 
 VersionArg = Annotated[str, typer.Argument(metavar="VERSION", show_default=False)]
+
+
+def diff_document(a: Pack, b: Pack, layout: LayoutInput | None = None) -> dict[str, Any]:
+    """`meshsat diff --format json`'s document (and the web API's `/api/diff`): the rule
+    changes from release `a` to `b` and, given a layout, its verdict on each."""
+    data: dict[str, Any] = compare(a, b).to_dict()
+    if layout is not None:
+        before = validate(layout.config, layout.model, explain=False, sglang_version=a)
+        after = validate(layout.config, layout.model, explain=False, sglang_version=b)
+        data["layout"] = {
+            "valid": {a.version: before.valid, b.version: after.valid},
+            "violations": {
+                a.version: [v.rule for v in before.violations],
+                b.version: [v.rule for v in after.violations],
+            },
+            "resolved_changes": {
+                k: {a.version: before.resolved[k], b.version: after.resolved[k]}
+                for k in before.resolved
+                if before.resolved[k] != after.resolved[k]
+            },
+        }
+    return data
 
 
 @layout_inputs()
@@ -38,25 +60,8 @@ def diff_cmd(
       meshsat diff 0.5.19 0.5.23 --set tp_size=8 --set dp_size=2 --set attn_cp_size=2
     """
     a, b = get_pack(old), get_pack(new)
-    changes = compare(a, b)
-    data: dict[str, Any] = changes.to_dict()
     given = sources.given
-    if given:
-        layout = read_layout(sources, new)
-        before = validate(layout.config, layout.model, explain=False, sglang_version=a)
-        after = validate(layout.config, layout.model, explain=False, sglang_version=b)
-        data["layout"] = {
-            "valid": {a.version: before.valid, b.version: after.valid},
-            "violations": {
-                a.version: [v.rule for v in before.violations],
-                b.version: [v.rule for v in after.violations],
-            },
-            "resolved_changes": {
-                k: {a.version: before.resolved[k], b.version: after.resolved[k]}
-                for k in before.resolved
-                if before.resolved[k] != after.resolved[k]
-            },
-        }
+    data = diff_document(a, b, read_layout(sources, new) if given else None)
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is not OutputFormat.table:
         rows = [

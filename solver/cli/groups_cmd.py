@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -13,7 +13,7 @@ from meshsat.solver.cli.output import out
 from meshsat.solver.cli.report_view import print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
-from meshsat.solver.groups import GROUP_KINDS, RankMap, Widths, plan_layout
+from meshsat.solver.groups import GROUP_KINDS, PlannedLayout, RankMap, Widths, plan_layout
 from meshsat.solver.inputs.layout_input import LayoutSources
 from meshsat.solver.validation.report import InvalidLayoutError
 
@@ -52,6 +52,20 @@ def _summary_line(w: Widths) -> str:
 def _widths_dict(w: Widths) -> dict[str, int]:
     names = ("tp", "pp", "replicas", "attn_dp", "attn_cp", "attn_tp", "ep", "moe_dp", "moe_tp")
     return {n: getattr(w, n) for n in (*names, "dcp")}
+
+
+def groups_document(planned: PlannedLayout) -> dict[str, Any]:
+    """`meshsat groups --format json`'s document (and the web API's `/api/groups`): the rank
+    map, or only the widths above `MAX_LISTED_RANKS` ranks."""
+    w = planned.widths
+    if w.world > MAX_LISTED_RANKS:
+        return {
+            "world": w.world,
+            "gpus_per_node": w.gpus_per_node,
+            "widths": _widths_dict(w),
+            "ranks_listed": False,
+        }
+    return planned.rank_map.to_dict()
 
 
 def print_grids(m: RankMap) -> None:
@@ -138,19 +152,13 @@ def groups_cmd(
             raise InputError(
                 f"the layout has {w.world} ranks; --rank works up to {MAX_LISTED_RANKS} ranks"
             )
-        summary = {
-            "world": w.world,
-            "gpus_per_node": w.gpus_per_node,
-            "widths": _widths_dict(w),
-            "ranks_listed": False,
-        }
         if chosen_fmt is OutputFormat.table:
             out.print(_summary_line(w))
             out.print(
                 f"[dim]{w.world} ranks: above {MAX_LISTED_RANKS}, groups are not listed[/dim]"
             )
         else:
-            emit(chosen_fmt, summary, [])
+            emit(chosen_fmt, groups_document(planned), [])
         return
     m = planned.rank_map
     if rank is not None and not 0 <= rank < m.widths.world:
@@ -161,7 +169,7 @@ def groups_cmd(
         else:
             print_grids(m)
         return
-    data = m.to_dict()
+    data = groups_document(planned)
     rows = data["ranks"]
     if rank is not None:
         data = {

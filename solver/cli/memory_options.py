@@ -9,6 +9,7 @@ request of the context length; the numbers are `meshsat.solver.memory.memory_of`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -94,7 +95,7 @@ def sizing_options(
 
 
 def memory_model(
-    model: Path | str | None,
+    model: Path | str | Mapping[str, Any] | None,
     gpu_name: str | None,
     gpu_memory: str | None,
     context_length: int = 4096,
@@ -102,7 +103,8 @@ def memory_model(
     mem_fraction_static: float | None = None,
     free_memory: str | None = None,
 ) -> MemoryModel | None:
-    """The model on the GPU the options name, or None when no GPU is given."""
+    """The model (a config path, repo id, or a config already read) on the GPU the options
+    name, or None when no GPU is given."""
     if gpu_name is None and gpu_memory is None:
         if mem_fraction_static is not None or free_memory is not None:
             raise InputError("--mem-fraction-static and --free-memory need --gpu (or --gpu-memory)")
@@ -114,7 +116,7 @@ def memory_model(
     from meshsat.solver.memory.models import model_config
 
     g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
-    config = model_config(str(model))
+    config = model if isinstance(model, Mapping) else model_config(str(model))
     options = sizing_options(g, mem_fraction_static, free_memory)
     if pack is not None:
         options["pack"] = pack
@@ -123,7 +125,7 @@ def memory_model(
 
 def with_memory(
     report: Report,
-    model: Path | None,
+    model: Path | Mapping[str, Any] | None,
     gpu_name: str | None,
     gpu_memory: str | None,
     context_length: int,

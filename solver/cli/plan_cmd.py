@@ -9,9 +9,7 @@ throughput or communication-time estimate is made.
 
 from __future__ import annotations
 
-import csv
-import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
@@ -22,6 +20,8 @@ import typer
 import meshsat.solver.cli.plan_perf as plan_perf
 from meshsat import solver
 from meshsat.solver.cli.deadline import time_limit
+from meshsat.solver.cli.enumerate_cmd import WhereOpt
+from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.memory_options import (
     FreeMemoryOpt,
     MemFractionOpt,
@@ -41,6 +41,7 @@ from meshsat.solver.cli.perf_options import (
     TpotOpt,
     TtftOpt,
 )
+from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.enumeration.node_locality import spanning_gpus
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import Widths
@@ -106,13 +107,26 @@ def check_plan_args(gpus: int, top: int, gpus_per_node: int | None) -> None:
         raise InputError(f"--top {shown(top)} is above the limit of {MAX_PLAN_TOP} layouts")
 
 
-def _fitting(spec: ModelSpec, mm: MemoryModel, gpus: int) -> list[tuple[int, solver.Layout]]:
+#: Called after every enumerated layout with (layouts examined, layouts that fit); it may
+#: raise to stop the work (the web app's Cancel button and deadline).
+Progress = Callable[[int, int], None]
+
+
+def _fitting(
+    spec: ModelSpec,
+    mm: MemoryModel,
+    gpus: int,
+    where: Iterable[str] = (),
+    sglang_version: str | None = None,
+    progress: Progress | None = None,
+) -> list[tuple[int, solver.Layout]]:
     """(total KV tokens, layout) of every legal layout that loads, from the memory model's
     streaming columns (`MemoryModel.row_reader`): a few multiplications a layout where a
     whole `Memory` costs tens of µs (51,580 layouts at 2^20 GPUs)."""
     fitting = []
     read = None
-    for lay in solver.enumerate(gpus, model=spec):
+    layouts = solver.enumerate(gpus, model=spec, where=where, sglang_version=sglang_version)
+    for seen, lay in enumerate(layouts, 1):
         if read is None:
             shape = lay.shape
             read = mm.row_reader(shape.config_index, shape.constant, shape.derived_index)
@@ -122,27 +136,37 @@ def _fitting(spec: ModelSpec, mm: MemoryModel, gpus: int) -> list[tuple[int, sol
             # The whole deployment: each attention-DP pool of each replica holds
             # max_total_num_tokens = kv_tokens · dcp (`MemoryModel.of`).
             fitting.append((kv_tokens * c["dcp_size"] * d["attn_dp"] * d["replicas"], lay))
+        if progress is not None:
+            progress(seen, len(fitting))
     return fitting
 
 
 def plan_layouts(
-    model: str,
+    model: str | Mapping[str, Any],
     g: Gpu,
     gpus: int,
     *,
     context_length: int = 4096,
     gpus_per_node: int | None = None,
     top: int = 20,
+    where: Iterable[str] = (),
+    sglang_version: str | None = None,
+    progress: Progress | None = None,
+    model_path: str | None = None,
     **memory: Any,
 ) -> list[PlanRow]:
-    """The `top` best legal layouts on `gpus` GPUs that load, ranked as `RANKING` says
-    (`memory`: further `MemoryModel` options, e.g. mem_fraction_static, context_gib)."""
+    """The `top` best legal layouts on `gpus` GPUs that load, ranked as `RANKING` says.
+
+    `model`: a config.json path, an embedded repo id or a config already read (the web app
+    takes pasted configs and never reads a path); `where`: `enumerate`'s filters; `memory`:
+    further `MemoryModel` options, e.g. mem_fraction_static, context_gib; `model_path`: the
+    `--model-path` the commands name (default: from `model`)."""
     check_plan_args(gpus, top, gpus_per_node)
-    config = model_config(model)
+    config = model if isinstance(model, Mapping) else model_config(model)
     spec = ModelSpec.from_hf_config(config)
     mm = MemoryModel(config, g, context_length=context_length, **memory)
     per_node = gpus_per_node or min(g.fabric, gpus) or 1
-    fitting = _fitting(spec, mm, gpus)
+    fitting = _fitting(spec, mm, gpus, where, sglang_version, progress)
     fitting.sort(key=lambda t: -t[0])
     if not fitting:
         return []
@@ -154,7 +178,8 @@ def plan_layouts(
             break
         scored.append((-cap, crossing_gpus(lay.config, per_node), lay))
     scored.sort(key=lambda t: (t[0], t[1]))
-    model_path = model_path_of(model)
+    if model_path is None and not isinstance(model, Mapping):
+        model_path = model_path_of(model)
     rows = []
     for i, (neg_cap, cross, lay) in enumerate(scored[:top], 1):
         c, d = lay.config, lay.derived
@@ -181,6 +206,18 @@ def plan_layouts(
             )
         )
     return rows
+
+
+def plan_gpu(gpu_name: str | None, gpu_memory: str | None) -> Gpu:
+    """The GPU of `--gpu NAME` or `--gpu-memory SIZE` (exactly one)."""
+    if (gpu_name is None) == (gpu_memory is None):
+        raise InputError("give exactly one of --gpu or --gpu-memory")
+    return gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
+
+
+def plan_document(rows: Iterable[PlanRow], g: Gpu) -> dict[str, Any]:
+    """`meshsat plan --rank kv --format json`'s document (and the web API's `/api/plan`)."""
+    return {"ranking": RANKING, "gpu": g.name, "layouts": [asdict(r) for r in rows]}
 
 
 ModelArg = Annotated[
@@ -238,6 +275,8 @@ def plan_cmd(
     no_sla: NoSlaOpt = False,
     engine: EngineOpt = EngineChoice.auto,
     plot: PlotOpt = None,
+    where: WhereOpt = None,
+    sglang_version: SglangVersionOpt = None,
 ) -> None:
     """Legal layouts that fit MODEL on N GPUs, fastest first, with SGLang commands.
 
@@ -251,17 +290,18 @@ def plan_cmd(
 
     Example: meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --tpot 50
     """
-    if (gpu_name is None) == (gpu_memory is None):
-        raise InputError("give exactly one of --gpu or --gpu-memory")
-    g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
+    g = plan_gpu(gpu_name, gpu_memory)
     # ---- performance ranking (estimates: meshsat.solver.cli.plan_perf) -----------------
     if rank is Rank.perf:
         check_plan_args(gpus, top, gpus_per_node)
+        if plot is not None:
+            plan_perf.plot_target(plot)  # before the work: nothing printed, then exit 2
         workload = cli_workload(isl, osl, ttft, tpot, no_sla=no_sla)
         with time_limit(timeout, "plan"):
             rows_p, ranked, shapes = plan_perf.perf_rows(
                 model, g, gpus, workload, engine=engine.value, gpus_per_node=gpus_per_node,
                 top=top, memory=sizing_options(g, mem_fraction_static, free_memory),
+                where=where or (), sglang_version=sglang_version,
             )  # fmt: skip
         plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
         if plot is not None:
@@ -278,17 +318,14 @@ def plan_cmd(
     with time_limit(timeout, "plan"):
         rows = plan_layouts(
             model, g, gpus, context_length=context_length, gpus_per_node=gpus_per_node, top=top,
+            where=where or (), sglang_version=sglang_version,
             **sizing_options(g, mem_fraction_static, free_memory),
         )  # fmt: skip
     if fmt is Format.json:
-        emit_json({"ranking": RANKING, "gpu": g.name, "layouts": [asdict(r) for r in rows]})
+        emit_json(plan_document(rows, g))
     elif fmt is Format.csv:
         note(RANKING)
-        fields = list(PlanRow.__dataclass_fields__)
-        w = csv.writer(sys.stdout)
-        w.writerow(fields)
-        for r in rows:
-            w.writerow([getattr(r, f) for f in fields])
+        write_csv([asdict(r) for r in rows], list(PlanRow.__dataclass_fields__))
     else:
         note(RANKING)
         head = "rank  tp  pp  dp  dpa  ep  attn_tp  weights_gib  total_kv_tokens  max_req  cross"

@@ -7,17 +7,17 @@ Pareto plot, so the estimate's presentation lives in one place.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from meshsat import solver
+from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.output import emit_json, err, note, out
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import launch_command, model_path_of
@@ -68,7 +68,7 @@ def ranking_note(w: Workload) -> str:
 
 
 def perf_rows(
-    model: str,
+    model: str | Mapping[str, Any],
     g: Gpu,
     gpus: int,
     w: Workload,
@@ -78,9 +78,15 @@ def perf_rows(
     top: int,
     sglang_version: str | None = None,
     memory: Mapping[str, Any] | None = None,
+    where: Iterable[str] = (),
+    progress: Callable[[int, int], None] | None = None,
+    model_path: str | None = None,
 ) -> tuple[list[PerfRow], list[Ranked], int]:
     """The `top` best rows, every ranked layout (for the plot) and how many were estimated
-    (`memory`: further `MemoryModel` options, e.g. mem_fraction_static, context_gib)."""
+    (`model`: a path, a repo id or a config already read; `memory`: further `MemoryModel`
+    options, e.g. mem_fraction_static, context_gib; `where`: `enumerate`'s filters;
+    `progress(done, total)` after each layout shape estimated, which may raise to stop;
+    `model_path`: the `--model-path` the commands name, default from `model`)."""
     pm = PerfModel(
         model,
         g,
@@ -89,17 +95,19 @@ def perf_rows(
         gpus_per_node=gpus_per_node,
         sglang_version=sglang_version or "0.5.23",
         memory_options=memory,
+        model_id=model_path if isinstance(model, Mapping) else None,
     )
-    model_path = model_path_of(model)
+    if model_path is None and not isinstance(model, Mapping):
+        model_path = model_path_of(model)
     spec = ModelSpec.from_hf_config(pm.config)
-    layouts = solver.enumerate(gpus, model=spec, sglang_version=sglang_version)
+    layouts = solver.enumerate(gpus, model=spec, where=where, sglang_version=sglang_version)
     show = sys.stderr.isatty()
 
-    def progress(done: int, total: int) -> None:
+    def shown(done: int, total: int) -> None:
         if show and (done == total or done % 50 == 0):
             err.print(f"estimating {done}/{total} layout shapes", end="\r", markup=False)
 
-    ranked = rank_layouts(layouts, pm, progress=progress)
+    ranked = rank_layouts(layouts, pm, progress=progress or shown)
     if show and ranked:
         err.print(" " * 40, end="\r", markup=False)
     rows = []
@@ -142,23 +150,11 @@ def _num(x: float, digits: int) -> float:
 def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, gpu_name: str, estimated: int) -> None:
     head = ranking_note(w)
     if fmt == "json":
-        emit_json(
-            {
-                "ranking": head,
-                "gpu": gpu_name,
-                "workload": asdict(w),
-                "layouts_estimated": estimated,
-                "layouts": [_json_row(r) for r in rows],
-            }
-        )
+        emit_json(perf_document(rows, w, gpu_name, estimated))
         return
     note(head)
     if fmt == "csv":
-        fields = list(PerfRow.__dataclass_fields__)
-        wr = csv.writer(sys.stdout)
-        wr.writerow(fields)
-        for r in rows:
-            wr.writerow([getattr(r, f) for f in fields])
+        write_csv([asdict(r) for r in rows], list(PerfRow.__dataclass_fields__))
         return
     out.print(
         "rank  tp  pp  dp dpa  ep attn_tp cp dcp   conc  ttft_ms tpot_ms tok/s/gpu tok/s/user"
@@ -180,6 +176,19 @@ def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, gpu_name: str, estimate
          "does not read share one)")  # fmt: skip
 
 
+def perf_document(
+    rows: Sequence[PerfRow], w: Workload, gpu_name: str, estimated: int
+) -> dict[str, Any]:
+    """`meshsat plan --format json`'s document (and the web API's `/api/plan`)."""
+    return {
+        "ranking": ranking_note(w),
+        "gpu": gpu_name,
+        "workload": asdict(w),
+        "layouts_estimated": estimated,
+        "layouts": [_json_row(r) for r in rows],
+    }
+
+
 def _json_row(r: PerfRow) -> dict[str, Any]:
     d = asdict(r)
     for k in ("ttft_ms", "tpot_ms"):
@@ -199,9 +208,22 @@ def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
+def plot_target(path: Path) -> Path:
+    """Where `--plot` writes, refused before any work when it cannot: no such directory, or
+    something there that is not a regular file (the atomic rename would replace a device
+    node or a FIFO with the PNG: `--plot /dev/null` run as root)."""
+    path = path.expanduser()
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: no directory {path.parent}")
+    if os.path.lexists(path) and not path.is_file():
+        raise InputError(f"cannot write {path}: it exists and is not a regular file")
+    return path
+
+
 def plot(path: Path, ranked: Sequence[Ranked], rows: Sequence[PerfRow], title: str) -> None:
     """tokens/s/GPU against tokens/s/user, the Pareto front drawn, the shown rows labelled;
     written atomically (a half-written PNG never replaces a good one)."""
+    path = plot_target(path)  # again: the command ran meanwhile
     try:
         import matplotlib
 
@@ -236,12 +258,11 @@ def plot(path: Path, ranked: Sequence[Ranked], rows: Sequence[PerfRow], title: s
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    path = path.expanduser()
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=".png", dir=path.parent)
+    except OSError as exc:
         plt.close(fig)
-        raise InputError(f"cannot write {path}: no directory {parent}")
-    fd, tmp = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=".png", dir=parent)
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=120, bbox_inches="tight")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -27,7 +27,9 @@ from meshsat.solver.cli.report_view import print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
+from meshsat.solver.memory import Memory
 from meshsat.solver.memory.models import checkpoint_bytes
+from meshsat.solver.validation.report import Report
 from meshsat.solver.validation.validate import validate
 
 StrictOpt = Annotated[
@@ -106,19 +108,42 @@ def validate_cmd(
             if disk is not None:
                 out.print(disk, markup=False, highlight=False)
     else:
-        data = report.to_dict()
-        if mem is not None:
-            data["memory"] = mem.to_dict()
-            size = checkpoint_bytes(str(model)) if model is not None else None
-            if size is not None:
-                data["memory"]["checkpoint_gib"] = size / (1 << 30)
-        emit(chosen_fmt, data, violation_rows(report))
+        emit(chosen_fmt, validate_document(report, mem, model), violation_rows(report))
     raise typer.Exit(0 if report.valid else 1)
+
+
+def validate_document(
+    report: Report, mem: Memory | None = None, model: Path | None = None
+) -> dict[str, Any]:
+    """`meshsat validate --format json`'s document (and the web API's `/api/validate`):
+    the report, with the memory figures when a GPU was given and the checkpoint's size when
+    a local config has its index beside it."""
+    data = report.to_dict()
+    if mem is not None:
+        data["memory"] = mem.to_dict()
+        size = checkpoint_bytes(str(model)) if model is not None else None
+        if size is not None:
+            data["memory"]["checkpoint_gib"] = size / (1 << 30)
+    return data
 
 
 def print_rewritten(layout: LayoutInput, sglang_version: str | None) -> int:
     """The launch text with the fixed layout on stdout (notes on stderr); the exit status."""
     from meshsat.solver.cli.output import note
+
+    text, notes = rewritten(layout, sglang_version)
+    for line in notes:
+        note(line)
+    if text is None:
+        return 1
+    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    return 0
+
+
+def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | None, list[str]]:
+    """The launch text with the nearest valid layout written in (None when no fix exists),
+    and the notes that say what changed: `--rewrite`'s answer (and the web API's
+    `/api/rewrite`)."""
     from meshsat.solver.inputs.rewrite import rewrite_script
     from meshsat.solver.packs import get_pack
     from meshsat.solver.repair.fix import fix
@@ -128,17 +153,15 @@ def print_rewritten(layout: LayoutInput, sglang_version: str | None) -> int:
     pack = get_pack(sglang_version)
     report = fix(layout.config, layout.model, sglang_version=pack)
     if not report.fixes:
-        note("no valid layout near this one (meshsat fix says why); the script is unchanged")
-        return 1
+        return None, [
+            "no valid layout near this one (meshsat fix says why); the script is unchanged"
+        ]
     best = report.best
     text, notes = rewrite_script(
         layout.script, best.config, attn_dp_spelling="attn_dp_size" not in pack.absent_fields
     )
-    for change in best.changes:
-        note(f"{change.field}: {change.old} -> {change.new}")
-    for line in notes:
-        note(line)
+    said = [f"{change.field}: {change.old} -> {change.new}" for change in best.changes]
+    said += notes
     if not best.changes:
-        note("the layout is already valid; the script is unchanged")
-    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
-    return 0
+        said.append("the layout is already valid; the script is unchanged")
+    return text, said

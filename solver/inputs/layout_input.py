@@ -27,6 +27,7 @@ from meshsat.solver.inputs.sglang_cmdline import (
     release_flags,
 )
 from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.limits import clipped, listed
 from meshsat.solver.lang.model_spec import ModelSpec
 
 #: A launch script is a few kilobytes; a larger file is refused before it is read.
@@ -82,12 +83,21 @@ class LayoutInput:
 
 
 def load_layout(
-    sources: LayoutSources, catalogue: Catalogue | None = None, release: str | None = None
+    sources: LayoutSources,
+    catalogue: Catalogue | None = None,
+    release: str | None = None,
+    *,
+    local_files: bool = True,
 ) -> LayoutInput:
     """Merge the sources: example, then file, then SGLang command line, then --set.
 
     `release` is the SGLang version whose flag table judges the command's flags (None, or a
-    release that was not recorded: flags no recorded release has)."""
+    release that was not recorded: flags no recorded release has). `local_files=False` (the
+    web app, whose requests come from a browser) reads nothing from this machine: no file,
+    script or model path, no standard input, and a command's `--model-path` is looked up in
+    `catalogue` only."""
+    if not local_files:
+        _refuse_local(sources)
     values: dict[str, Any] = {}
     model_facts: Any = None
     notes: list[str] = []
@@ -114,8 +124,8 @@ def load_layout(
         notes.extend(parsed.notes)
         if parsed.ignored:
             notes.append(
-                f"{len(parsed.ignored)} flag(s) that do not concern the layout: "
-                + " ".join(parsed.ignored)
+                f"{len(set(parsed.ignored))} flag(s) that do not concern the layout: "
+                + listed(list(dict.fromkeys(parsed.ignored)))
             )
         job, model_path = tuple(parsed.job), parsed.model_path
         if release is not None and release_flags(release) is not None:
@@ -140,7 +150,7 @@ def load_layout(
         if str(sources.model) != model_path:
             notes.append(f"--model {sources.model} is used; the command's --model-path is not")
     elif model_path is not None:
-        spec, source, said = _model_from_path(model_path, catalogue)
+        spec, source, said = _model_from_path(model_path, catalogue, local_files)
         notes.extend(said)
     return LayoutInput(
         config_from_values(values),
@@ -155,21 +165,41 @@ def load_layout(
     )
 
 
+def _refuse_local(sources: LayoutSources) -> None:
+    if sources.config is not None or sources.sglang_file is not None:
+        raise InputError("layout files are not read here: paste the layout or the command")
+    if sources.model is not None:
+        raise InputError("model paths are not read here: give an embedded repo id")
+    if sources.sglang is not None and sources.sglang.strip() == "-":
+        raise InputError("'-' (standard input) is not read here: paste the command")
+
+
 def _model_from_path(
-    path: str, catalogue: Catalogue | None
+    path: str, catalogue: Catalogue | None, local_files: bool = True
 ) -> tuple[ModelSpec | None, str | None, list[str]]:
     """The model facts a launch command's `--model-path` gives offline: a local directory
-    (or config.json), the local Hugging Face cache, or the embedded catalogue, in that order.
-    What could not be found is a note, never an error: the layout is still checked."""
-    local = Path(path).expanduser()
-    config = local / "config.json" if local.is_dir() else local
-    if config.is_file() and config.name.endswith(".json"):
+    (or config.json), the local Hugging Face cache, or the embedded catalogue, in that order
+    (the catalogue only, without `local_files`). What could not be found is a note, never an
+    error: the layout is still checked."""
+    found = False
+    if local_files:
+        try:  # a name too long for the file system is no local model either
+            local = Path(path).expanduser()
+            config = local / "config.json" if local.is_dir() else local
+            found = config.is_file() and config.name.endswith(".json")
+        except (OSError, RuntimeError, ValueError):
+            found = False
+    if found:
         return ModelSpec.from_file(config), str(config), []
     if path.count("/") != 1 or path.startswith((".", "/", "~")):
-        return None, None, [f"--model-path {path}: no config.json there; model facts unknown"]
-    cached = hf_cache_config(path)
+        return (
+            None,
+            None,
+            [f"--model-path {clipped(path)}: no config.json there; model facts unknown"],
+        )
+    cached = hf_cache_config(path) if local_files else None
     if cached is not None:
-        note = f"model facts of {path} from the local Hugging Face cache ({cached})"
+        note = f"model facts of {clipped(path)} from the local Hugging Face cache ({cached})"
         return ModelSpec.from_file(cached), str(cached), [note]
     if catalogue is not None:
         try:
@@ -177,14 +207,18 @@ def _model_from_path(
         except InputError:
             pass
         else:
-            note = f"{path} is not in the local Hugging Face cache; using meshsat's embedded facts"
+            note = (
+                f"{clipped(path)} is not in the local Hugging Face cache; using meshsat's "
+                "embedded facts"
+            )
             return ModelSpec.from_hf_config(facts), path, [note]
     return (
         None,
         None,
         [
-            f"--model-path {path}: not a local directory, not in the local Hugging Face cache "
-            "and not embedded; rules that need model facts are not checked (give --model)"
+            f"--model-path {clipped(path)}: not a local directory, not in the local Hugging "
+            "Face cache and not embedded; rules that need model facts are not checked "
+            "(give --model)"
         ],
     )
 

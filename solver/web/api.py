@@ -1,0 +1,376 @@
+"""The JSON API: each endpoint is one CLI command, read with the command's own options and
+answered with the command's own `--format json` document.
+
+Why through the CLI's options: a request `{"gpus": 0, ...}` is turned into the argument
+list `--gpus 0 ...` and parsed by the very click command `meshsat plan` uses, without
+running it. The checks, limits and error lines are the CLI's, word for word
+(`meshsat: error: Invalid value for '--gpus' / '-n': ...`), and an option the CLI gains
+shows up here without a line of web code. The documents come from the same builders
+(`plan_document`, `validate_document`, ...), so the two cannot drift.
+
+Nothing here reads this machine's files: options that name a path (`--config`,
+`--sglang-file`, a layout command's `--model`, `--plot`) are refused, a plan's model is an
+embedded repository id or a pasted config.json, and a pasted command's `--model-path` is
+looked up in the embedded catalogue only.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.limits import check_shape, shown
+from meshsat.solver.web.work import Answer, Work
+
+#: Seconds a plan may run before it stops with the CLI's timeout error; the page's Cancel
+#: button stops it sooner.
+PLAN_DEADLINE_S = 120.0
+#: Longest `fix` search a request may ask for (`--timeout`, the CLI's default is 10 s).
+MAX_FIX_TIMEOUT_S = 30.0
+
+
+class FieldError(InputError):
+    """Bad input, with the request field it is about (the page shows the line beside it)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One API path: the CLI command whose options it reads and how it answers."""
+
+    command: str
+    answer: Callable[[Mapping[str, Any], Mapping[str, Any], Work], Answer]
+    #: Request fields other than the command's options (a pasted config.json).
+    extra: frozenset[str] = frozenset()
+    #: Seconds of work allowed.
+    deadline_s: float = PLAN_DEADLINE_S
+
+
+#: Options that name a file on this machine, or only change how the CLI prints.
+REFUSED = frozenset({"config", "sglang_file", "format", "json", "verbose", "plot", "rewrite"})
+#: Per command: options that change the document's shape (`groups --rank` shows one rank),
+#: and a layout command's `--model`, which is a path (plan's is a catalogue id).
+REFUSED_IN = {
+    "groups": frozenset({"rank", "model"}),
+    "validate": frozenset({"model"}),
+    "fix": frozenset({"model"}),
+    "diff": frozenset({"model"}),
+}
+
+
+@functools.cache
+def _commands() -> Mapping[str, Any]:
+    """The click commands of the CLI's command functions (built from the functions, not
+    from the `meshsat` app, which imports `serve` and so this module)."""
+    import typer
+
+    from meshsat.solver.cli.diff_cmd import diff_cmd
+    from meshsat.solver.cli.fix_cmd import fix_cmd
+    from meshsat.solver.cli.groups_cmd import groups_cmd
+    from meshsat.solver.cli.plan_cmd import plan_cmd
+    from meshsat.solver.cli.validate_cmd import validate_cmd
+
+    app = typer.Typer()
+    for name, command in (
+        ("validate", validate_cmd),
+        ("fix", fix_cmd),
+        ("groups", groups_cmd),
+        ("plan", plan_cmd),
+        ("diff", diff_cmd),
+    ):
+        app.command(name)(command)
+    group: Any = typer.main.get_command(app)
+    return dict(group.commands)
+
+
+def _key(opts: list[str]) -> str:
+    longs = [o for o in opts if o.startswith("--")] or opts
+    return longs[0].lstrip("-").replace("-", "_")
+
+
+def _scalar(key: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise FieldError(f"{key} must be a string or a number, got {shown(value)}", key)
+    return str(value)
+
+
+def _options(command: str) -> tuple[dict[str, Any], list[Any]]:
+    """A command's options a request may give (by request key), and its arguments."""
+    refused = REFUSED | REFUSED_IN.get(command, frozenset())
+    options, positional = {}, []
+    for p in _commands()[command].params:
+        if p.param_type_name == "argument":
+            positional.append(p)
+        elif _key(p.opts) not in refused:
+            options[_key(p.opts)] = p
+    return options, positional
+
+
+def options_of(command: str) -> list[str]:
+    """The request keys of a command's options (what /api/meta lists)."""
+    return sorted(_options(command)[0])
+
+
+def parse(
+    command: str, body: Mapping[str, Any], extra: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """The command's parameters for a request, checked by the CLI's own option parser."""
+    cmd = _commands()[command]
+    options, positional = _options(command)
+    argv: list[str] = []
+    for p in positional:
+        if p.name not in body:
+            raise FieldError(f"Missing argument '{p.name.upper()}'.", p.name)
+        argv.append(_scalar(p.name, body[p.name]))
+    names = {p.name for p in positional}
+    for key, value in body.items():
+        if key in names or key in extra or value is None:
+            continue
+        param = options.get(key)
+        if param is None:
+            allowed = ", ".join(sorted(options))
+            raise FieldError(
+                f"{shown(key)} is not a field of /api/{command} (fields: {allowed})", key
+            )
+        flag = next(o for o in param.opts if o.startswith("--"))
+        if getattr(param, "is_flag", False):
+            if not isinstance(value, bool):
+                raise FieldError(f"{key} must be true or false, got {shown(value)}", key)
+            if value:
+                argv.append(flag)
+        elif param.multiple:
+            items = value if isinstance(value, list) else [value]
+            for item in items:
+                argv += [flag, _scalar(key, item)]
+        else:
+            argv += [flag, _scalar(key, value)]
+    from typer._click import exceptions as click_errors
+
+    try:
+        ctx = cmd.make_context(command, argv, resilient_parsing=False)
+    except click_errors.ClickException as exc:
+        param = getattr(exc, "param", None)
+        field = _key(param.opts) if param is not None and param.opts else None
+        raise FieldError(exc.format_message(), field) from None
+    return dict(ctx.params)
+
+
+def _layout(params: Mapping[str, Any]) -> Any:
+    """The layout a request gives (a pasted command, `set` fields, an embedded example)."""
+    from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
+    from meshsat.solver.memory.models import catalogue_config
+    from meshsat.solver.packs import get_pack
+
+    sources = LayoutSources(
+        sets=tuple(params.get("sets") or ()),
+        sglang=params.get("sglang"),
+        example=params.get("example"),
+    )
+    if not sources.given:
+        raise FieldError("give a launch command (sglang), fields (set) or an example", "sglang")
+    release = get_pack(params.get("sglang_version")).version
+    return load_layout(sources, catalogue=catalogue_config, release=release, local_files=False)
+
+
+def _model(layout: Any, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The model config for memory figures: the command's `--model-path`, from the embedded
+    catalogue; None without a GPU (the memory options then say what is missing)."""
+    from meshsat.solver.memory.models import catalogue_config
+
+    if params.get("gpu") is None and params.get("gpu_memory") is None:
+        return None
+    if layout.model_source is None:
+        raise FieldError("--gpu needs the model: give --model-path in the command", "gpu")
+    return catalogue_config(layout.model_source)
+
+
+def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
+    """`meshsat plan`'s answer, ranked as `--rank` says (the estimates by default)."""
+    from meshsat.solver.cli.memory_options import sizing_options
+    from meshsat.solver.cli.perf_options import Rank
+    from meshsat.solver.cli.plan_cmd import (
+        RANKING,
+        check_plan_args,
+        plan_document,
+        plan_gpu,
+        plan_layouts,
+    )
+    from meshsat.solver.cli.plan_perf import perf_document, perf_rows, ranking_note
+    from meshsat.solver.memory.models import catalogue_config
+    from meshsat.solver.perf.workload import cli_workload
+
+    try:
+        g = plan_gpu(params["gpu_name"], params["gpu_memory"])
+    except InputError as exc:
+        field = "gpu" if params["gpu_memory"] is None else "gpu_memory"
+        raise FieldError(str(exc), field) from None
+    pasted = body.get("model_config")
+    model_path: str | None = None
+    if pasted is not None:
+        if not isinstance(pasted, dict):
+            raise FieldError("model_config must be a config.json object", "model_config")
+        model: Mapping[str, Any] = pasted
+    else:
+        try:
+            model = catalogue_config(params["model"])
+        except InputError as exc:
+            raise FieldError(str(exc), "model") from None
+        model_path = params["model"]
+    gpus, top, per_node = params["gpus"], params["top"], params["gpus_per_node"]
+    memory = sizing_options(g, params["mem_fraction_static"], params["free_memory"])
+    where = params.get("where") or ()
+    version = params.get("sglang_version")
+    if params["rank"] is Rank.perf:
+        check_plan_args(gpus, top, per_node)
+        workload = cli_workload(
+            params["isl"], params["osl"], params["ttft"], params["tpot"], no_sla=params["no_sla"]
+        )
+        rows_p, _ranked, shapes = perf_rows(
+            model, g, gpus, workload, engine=params["engine"].value, gpus_per_node=per_node,
+            top=top, memory=memory, where=where, sglang_version=version, model_path=model_path,
+            progress=lambda done, total: work.step(estimated=done, of=total),
+        )  # fmt: skip
+        document = perf_document(rows_p, workload, g.name, shapes)
+        ranking, found = ranking_note(workload), bool(rows_p)
+    else:
+        rows = plan_layouts(
+            model, g, gpus, context_length=params["context_length"], gpus_per_node=per_node,
+            top=top, where=where, sglang_version=version, model_path=model_path,
+            progress=lambda seen, fit: work.step(examined=seen, fit=fit), **memory,
+        )  # fmt: skip
+        document, ranking, found = plan_document(rows, g), RANKING, bool(rows)
+    notes = () if found else (f"no legal layout fits {gpus} x {g.name}",)
+    return Answer(document, 0 if found else 1, (ranking, *notes))
+
+
+def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
+    from meshsat.solver.cli.launch_checks import with_launch_checks
+    from meshsat.solver.cli.memory_options import report_pack, with_memory
+    from meshsat.solver.cli.validate_cmd import validate_document
+    from meshsat.solver.validation.validate import validate
+
+    layout = _layout(params)
+    version = params.get("sglang_version")
+    report = validate(layout.config, layout.model, sglang_version=version)
+    report = with_launch_checks(report, layout, strict=bool(params.get("strict")))
+    report, mem = with_memory(
+        report,
+        _model(layout, params),
+        params.get("gpu"),
+        params.get("gpu_memory"),
+        params["context_length"],
+        report_pack(version),
+        params.get("mem_fraction_static"),
+        params.get("free_memory"),
+    )
+    return Answer(validate_document(report, mem), 0 if report.valid else 1, layout.notes)
+
+
+def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
+    from meshsat.solver.cli.memory_options import memory_model, report_pack
+    from meshsat.solver.repair.fix import fix
+
+    layout = _layout(params)
+    version = params.get("sglang_version")
+    memory = memory_model(
+        _model(layout, params),
+        params.get("gpu"),
+        params.get("gpu_memory"),
+        pack=report_pack(version),
+        mem_fraction_static=params.get("mem_fraction_static"),
+        free_memory=params.get("free_memory"),
+    )
+    report = fix(
+        layout.config,
+        layout.model,
+        pins=params.get("pin") or (),
+        gpus=params.get("gpus"),
+        objective=params["objective"],
+        top=params["top"],
+        timeout_s=min(params["timeout"], MAX_FIX_TIMEOUT_S),
+        sglang_version=version,
+        memory=memory,
+    )
+    return Answer(report.to_dict(), 0 if report.fixes else 1, layout.notes)
+
+
+def rewrite_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
+    from meshsat.solver.cli.validate_cmd import rewritten
+
+    layout = _layout(params)
+    text, notes = rewritten(layout, params.get("sglang_version"))
+    return Answer({"script": text, "notes": notes}, 0 if text is not None else 1, layout.notes)
+
+
+def groups_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
+    from meshsat.solver.cli.groups_cmd import groups_document
+    from meshsat.solver.groups import plan_layout
+    from meshsat.solver.validation.report import InvalidLayoutError
+
+    layout = _layout(params)
+    try:
+        planned = plan_layout(
+            layout.config, layout.model, explain=None, sglang_version=params.get("sglang_version")
+        )
+    except InvalidLayoutError as invalid:
+        return Answer(invalid.report.to_dict(), 1, layout.notes)
+    return Answer(groups_document(planned), 0, layout.notes)
+
+
+def diff_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
+    from meshsat.solver.cli.diff_cmd import diff_document
+    from meshsat.solver.inputs.layout_input import LayoutSources
+    from meshsat.solver.packs import get_pack
+
+    a, b = get_pack(params["old"]), get_pack(params["new"])
+    given = LayoutSources(
+        sets=tuple(params.get("sets") or ()),
+        sglang=params.get("sglang"),
+        example=params.get("example"),
+    ).given
+    layout = _layout({**params, "sglang_version": params["new"]}) if given else None
+    return Answer(diff_document(a, b, layout), 0, () if layout is None else layout.notes)
+
+
+ENDPOINTS: Mapping[str, Endpoint] = {
+    "plan": Endpoint("plan", plan_answer, frozenset({"model_config"})),
+    "validate": Endpoint("validate", validate_answer),
+    "fix": Endpoint("fix", fix_answer, deadline_s=MAX_FIX_TIMEOUT_S),
+    "rewrite": Endpoint("validate", rewrite_answer, deadline_s=MAX_FIX_TIMEOUT_S),
+    "groups": Endpoint("groups", groups_answer),
+    "diff": Endpoint("diff", diff_answer),
+}
+
+
+def prepare(name: str, body: Any) -> tuple[Endpoint, dict[str, Any]]:
+    """The endpoint and its parsed parameters, or a `FieldError` (bad input, exit 2)."""
+    endpoint = ENDPOINTS.get(name)
+    if endpoint is None:
+        raise FieldError(f"no endpoint /api/{shown(name)} (endpoints: {', '.join(ENDPOINTS)})")
+    if not isinstance(body, dict):
+        raise FieldError(f"the request must be a JSON object, got {type(body).__name__}")
+    check_shape(body, "the request")
+    body = dict(body)
+    if name == "plan" and body.get("model_config") is not None and not body.get("model"):
+        body["model"] = "(pasted config.json)"
+    return endpoint, parse(endpoint.command, body, endpoint.extra)
+
+
+_FLAG = re.compile(r"--([a-z][a-z-]*)")
+
+
+def field_of(exc: BaseException, default: str | None) -> str | None:
+    """The request field an error is about: the one it says, else the first option it names,
+    else the view's main one."""
+    field = getattr(exc, "field", None)
+    if field is not None:
+        return str(field)
+    m = _FLAG.search(str(exc))
+    return m.group(1).replace("-", "_") if m else default

@@ -1,0 +1,306 @@
+"""`meshsat serve`'s JSON API, over HTTP on 127.0.0.1, against the CLI as the oracle.
+
+Each endpoint must answer with exactly the document `meshsat <command> --format json` prints
+for the same input, and a bad input with exactly the CLI's one error line. Also: safe by
+default (no file read from a request, bounded bodies, the Host check), cancellation and the
+deadline, the worker bound, concurrent requests, and `validate` never importing the web app.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meshsat.solver.cli.deadline import TimedOut
+from meshsat.solver.lang.limits import MAX_FILE_BYTES
+from meshsat.solver.web import make_server
+from meshsat.solver.web.server import MeshsatServer
+from meshsat.solver.web.work import Answer, Busy, Cancelled, Jobs, Work
+from tests.cli_helpers import run_cli
+
+REJECTED = "python -m sglang.launch_server --tp 8 --dp 3 --enable-dp-attention"
+TWO_NODES = "python -m sglang.launch_server --tp 16 --dp 4 --enable-dp-attention --ep 16 --nnodes 2"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[MeshsatServer]:
+    srv = make_server("127.0.0.1", 0, workers=16)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def call(
+    srv: MeshsatServer,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    raw: bytes | None = None,
+) -> tuple[int, dict[str, str], Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=60)
+    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+    sent = {"Content-Type": "application/json"} if data is not None else {}
+    conn.request(method, path, data, {**sent, **(headers or {})})
+    r = conn.getresponse()
+    payload = r.read()
+    conn.close()
+    return r.status, dict(r.getheaders()), json.loads(payload) if payload else None
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
+    run = run_cli(capsys, *args, "--format", "json")
+    return run.code, json.loads(run.out)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "body", "argv"),
+    [
+        ("validate", {"sglang": REJECTED}, ["validate", "--sglang", REJECTED]),
+        ("fix", {"sglang": REJECTED, "gpus": 8}, ["fix", "--sglang", REJECTED, "--gpus", "8"]),
+        ("groups", {"sglang": TWO_NODES}, ["groups", "--sglang", TWO_NODES]),
+        ("groups", {"sglang": REJECTED}, ["groups", "--sglang", REJECTED]),
+        (
+            "diff",
+            {"old": "0.5.19", "new": "0.5.23", "set": ["tp_size=8", "dp_size=2"]},
+            ["diff", "0.5.19", "0.5.23", "--set", "tp_size=8", "--set", "dp_size=2"],
+        ),
+        (
+            "plan",
+            {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 16, "top": 5,
+             "rank": "kv", "where": ["ep >= 8"]},
+            ["plan", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--gpus", "16",
+             "--top", "5", "--rank", "kv", "--where", "ep >= 8"],
+        ),
+        (
+            "plan",
+            {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 8, "top": 3,
+             "tpot": 50},
+            ["plan", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--gpus", "8",
+             "--top", "3", "--tpot", "50"],
+        ),
+    ],
+)  # fmt: skip
+def test_each_endpoint_answers_with_the_cli_document(
+    server: MeshsatServer,
+    capsys: pytest.CaptureFixture[str],
+    endpoint: str,
+    body: dict[str, Any],
+    argv: list[str],
+) -> None:
+    status, headers, doc = call(server, "POST", f"/api/{endpoint}", body)
+    code, expected = cli_json(capsys, *argv)
+    assert status == 200
+    assert doc == expected
+    assert int(headers["X-Meshsat-Exit"]) == code
+
+
+def test_a_pasted_config_plans_like_the_catalogue_entry(server: MeshsatServer) -> None:
+    from meshsat.solver.memory.models import catalogue_config
+
+    config = dict(catalogue_config("Qwen/Qwen3-32B"))
+    base = {"gpu": "H100", "gpus": 8, "top": 4, "rank": "kv"}
+    _, _, by_id = call(server, "POST", "/api/plan", {**base, "model": "Qwen/Qwen3-32B"})
+    _, _, pasted = call(server, "POST", "/api/plan", {**base, "model_config": config})
+    assert len(pasted["layouts"]) == 4
+    # The same rows; only the commands differ: a pasted config has no --model-path to name.
+    for a, b in zip(by_id["layouts"], pasted["layouts"], strict=True):
+        assert a["command"].replace(" --model-path Qwen/Qwen3-32B", "") == b["command"]
+        assert {**a, "command": ""} == {**b, "command": ""}
+
+
+@pytest.mark.parametrize(
+    ("body", "argv", "field"),
+    [
+        ({"gpus": 0}, ["--gpus", "0"], "gpus"),
+        ({"gpus": "abc"}, ["--gpus", "abc"], "gpus"),
+        ({"gpus": 8, "gpu": "H999"}, ["--gpus", "8", "--gpu", "H999"], "gpu"),
+        ({"gpus": 8, "where": ["tp <"]}, ["--gpus", "8", "--where", "tp <"], "where"),
+    ],
+)
+def test_bad_input_is_the_cli_error_line(
+    server: MeshsatServer,
+    capsys: pytest.CaptureFixture[str],
+    body: dict[str, Any],
+    argv: list[str],
+    field: str,
+) -> None:
+    model = {"model": "deepseek-ai/DeepSeek-V3"}
+    if "gpu" not in body:
+        body, argv = {**body, "gpu": "H200"}, [*argv, "--gpu", "H200"]
+    status, headers, doc = call(server, "POST", "/api/plan", {**model, **body})
+    run = run_cli(capsys, "plan", "--model", "deepseek-ai/DeepSeek-V3", *argv)
+    assert run.code == 2 and status == 400 and headers["X-Meshsat-Exit"] == "2"
+    assert doc["error"] == run.err.strip() and "\n" not in doc["error"]
+    assert doc["field"] == field
+
+
+def test_requests_read_no_file(
+    server: MeshsatServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A local config whose 3 heads make tp 8 invalid: the CLI reads it, the server must not.
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "num_attention_heads": 3,
+                                  "num_key_value_heads": 3, "num_hidden_layers": 2}))  # fmt: skip
+    command = f"python -m sglang.launch_server --model-path {tmp_path} --tp 8"
+    _, local = cli_json(capsys, "validate", "--sglang", command)
+    assert "MODEL-HEADS" in {v["rule"] for v in local["violations"]}
+    status, headers, doc = call(server, "POST", "/api/validate", {"sglang": command})
+    assert status == 200 and doc["valid"] is True
+    assert any("model facts unknown" in n for n in json.loads(headers["X-Meshsat-Notes"]))
+    for body in (
+        {"config": str(config)},
+        {"sglang_file": str(config)},
+        {"model": str(config), "sglang": REJECTED},
+        {"sglang": "-"},
+    ):
+        status, _, doc = call(server, "POST", "/api/validate", body)
+        assert status == 400 and doc["error"].startswith("meshsat: error: ")
+    status, _, doc = call(server, "POST", "/api/plan", {"model": str(config), "gpu": "H100",
+                                                         "gpus": 8})  # fmt: skip
+    assert status == 400 and doc["field"] == "model"
+
+
+def test_bounded_and_guarded_requests(server: MeshsatServer) -> None:
+    # A body over the limit is refused from its Content-Length, before it is read.
+    conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=60)
+    conn.putrequest("POST", "/api/validate")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Content-Length", str(MAX_FILE_BYTES + 1))
+    conn.endheaders()
+    r = conn.getresponse()
+    doc = json.loads(r.read())
+    conn.close()
+    assert r.status == 400 and f"limit is {MAX_FILE_BYTES} bytes" in doc["error"]
+    status, _, doc = call(
+        server, "POST", "/api/validate", raw=b"sglang=x", headers={"Content-Type": "text/plain"}
+    )
+    assert status == 400 and "must be JSON" in doc["error"]
+    status, _, doc = call(server, "POST", "/api/validate", raw=b"[" * 5000 + b"]" * 5000)
+    assert status == 400 and doc["error"].startswith("meshsat: error: ")
+    status, _, doc = call(server, "GET", "/", headers={"Host": "attacker.example:8000"})
+    assert status == 403
+    status, _, doc = call(server, "POST", "/api/nothing", {})
+    assert status == 400 and "no endpoint" in doc["error"]
+    status, _, _ = call(server, "GET", "/../../etc/passwd")
+    assert status == 404
+
+
+def test_concurrent_requests_get_their_own_answers(server: MeshsatServer) -> None:
+    command = "python -m sglang.launch_server --tp 8 --enable-dp-attention --dp "
+    bodies = [("validate", {"sglang": command + str(dp)}) for dp in range(1, 9)]
+    bodies += [("groups", {"set": [f"tp_size={tp}"]}) for tp in (1, 2, 4, 8, 16)]
+    alone = [call(server, "POST", f"/api/{e}", b)[2] for e, b in bodies]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        together = list(
+            pool.map(lambda eb: call(server, "POST", f"/api/{eb[0]}", eb[1])[2], bodies)
+        )
+    assert together == alone
+    assert [d["valid"] for d in alone[:8]] == [8 % dp == 0 for dp in range(1, 9)]
+
+
+def test_a_job_reports_progress_and_is_cancelled_over_http(server: MeshsatServer) -> None:
+    def answer(work: Work) -> Answer:
+        work.step(examined=1, fit=0)
+        work.cancel.wait(30)  # until DELETE
+        work.step(examined=2, fit=0)
+        return Answer({}, 0)
+
+    job = server.jobs.start(Work("test", 60.0), answer, lambda e: (str(e), None))
+    while job.work.progress != {"examined": 1, "fit": 0}:
+        time.sleep(0.01)
+    status, _, view = call(server, "GET", f"/api/jobs/{job.id}")
+    assert status == 200 and view["state"] == "running" and view["progress"]["examined"] == 1
+    status, _, _ = call(server, "DELETE", f"/api/jobs/{job.id}")
+    assert status == 200
+    while job.state == "running":
+        time.sleep(0.01)
+    _, _, view = call(server, "GET", f"/api/jobs/{job.id}")
+    assert view["state"] == "failed" and view["error"] == "test was cancelled" and view["exit"] == 2
+
+
+def test_a_plan_job_runs_to_its_document(server: MeshsatServer) -> None:
+    body = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 16, "top": 3, "rank": "kv"}
+    status, _, view = call(server, "POST", "/api/jobs/plan", body)
+    assert status == 202
+    while view["state"] == "running":
+        time.sleep(0.05)
+        _, _, view = call(server, "GET", f"/api/jobs/{view['id']}")
+    assert view["state"] == "done" and view["exit"] == 0
+    assert view["document"] == call(server, "POST", "/api/plan", body)[2]
+    assert view["progress"]["examined"] >= view["progress"]["fit"] >= 3
+
+
+def test_plan_stops_between_layouts_when_cancelled_or_late() -> None:
+    from meshsat.solver.cli.plan_cmd import plan_layouts
+    from meshsat.solver.memory.gpus import gpu
+
+    work = Work("plan", 60.0)
+
+    def cancel_at_five(examined: int, fit: int) -> None:
+        if examined == 5:
+            work.cancel.set()
+        work.step(examined=examined, fit=fit)
+
+    with pytest.raises(Cancelled):
+        plan_layouts("deepseek-ai/DeepSeek-V3", gpu("H200"), 64, progress=cancel_at_five)
+    assert work.progress["examined"] == 5
+    late = Work("plan", 0.0)
+    with pytest.raises(TimedOut, match="did not finish within 0 s"):
+        plan_layouts(
+            "deepseek-ai/DeepSeek-V3",
+            gpu("H200"),
+            64,
+            progress=lambda seen, fit: late.step(examined=seen, fit=fit),
+        )
+    assert late.progress["examined"] == 1
+
+
+def test_past_the_worker_bound_a_request_is_refused_at_once() -> None:
+    jobs = Jobs(workers=1)
+    release = threading.Event()
+    jobs.start(
+        Work("a", 60.0), lambda w: (release.wait(30), Answer({}, 0))[1], lambda e: ("", None)
+    )
+    with pytest.raises(Busy):
+        jobs.run_now(Work("b", 60.0), lambda w: Answer({}, 0))
+    release.set()
+    for _ in range(3000):
+        try:
+            assert jobs.run_now(Work("c", 60.0), lambda w: Answer({"ok": 1}, 0)).document == {
+                "ok": 1
+            }
+            break
+        except Busy:
+            time.sleep(0.01)
+    else:
+        pytest.fail("the slot was never given back")
+
+
+def test_validate_and_check_never_import_the_web_app() -> None:
+    code = (
+        "import sys\n"
+        "from meshsat import solver\n"
+        "solver.check({'tp_size': 8})\n"
+        "from meshsat.solver.cli import main\n"
+        "try:\n"
+        "    main(['validate', '--set', 'tp_size=8'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('meshsat.solver.web') "
+        "or m in ('http.server', 'selenium')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
