@@ -73,9 +73,9 @@ EngineOpt = Annotated[
     EngineChoice,
     typer.Option(
         "--engine",
-        help="auto: AIConfigurator's measured kernels where they cover the layout, meshsat's "
-        "roofline elsewhere (each row says which); aic: the engine only; roofline: never "
-        "the engine.",
+        help="auto: AIConfigurator's measured kernels where they cover the layout (plus "
+        "meshsat's EP all-to-all for layouts with expert parallelism), meshsat's roofline "
+        "elsewhere (each row says which); aic: the engine only; roofline: never the engine.",
     ),
 ]
 PlotOpt = Annotated[
