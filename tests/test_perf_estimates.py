@@ -17,7 +17,10 @@ from hypothesis import strategies as st
 
 from meshsat.solver.memory import Parallel
 from meshsat.solver.perf import PerfModel, Workload
+from meshsat.solver.perf.estimator import _Unavailable
+from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import AIC_CALIBRATION, Calibration, Pieces, combine
+from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
 from tests.cli_helpers import run_cli
 
 TP8_EP8 = Parallel(tp=8, attn_tp=8, ep=8, moe_tp=1)
@@ -63,11 +66,20 @@ def test_throughput_is_littles_law_of_the_latencies() -> None:
 
 
 def test_schedule_formulas_on_hand_numbers() -> None:
-    cal = Calibration(overhead_ms=100, queue=0.5, interrupt=2.0)
-    pt = combine(Pieces(prefill_one=50, prefill_per_prompt=40, decode=20), 9, 101, cal)
-    assert pt.ttft_ms == pytest.approx(100 + 50 + 0.5 * 4 * 40)
+    cal = Calibration(overhead_ms=100, queue=0.5, interrupt=2.0, isl_power=0.5)
+    pc = Pieces(prefill_one=50, prefill_per_prompt=40, decode=20)
+    pt = combine(pc, 9, 4096, 101, cal)
+    # the cohort queue at 4x the reference prompt length: (1024 / 4096) ** 0.5 = 1/2
+    assert pt.ttft_ms == pytest.approx(100 + 50 + 0.5 * 4 * 40 / 2)
     x, y = 9 * 40, 101 * 20
     assert pt.tpot_ms == pytest.approx(20 + 2 * (x * y / (x + y)) / 101)
+    # 9 requests, 3 run at once: 6 wait 6/3 of a running request's latency (Little's law)
+    # and only the 3 running ones form the prefill cohort; TPOT does not change.
+    held = combine(pc, 9, 4096, 101, cal, capacity=3)
+    ttft3 = 100 + 50 + 0.5 * 1 * 40 / 2
+    assert held.tpot_ms == pytest.approx(pt.tpot_ms)
+    assert held.ttft_ms == pytest.approx(ttft3 + 6 / 3 * (ttft3 + 100 * pt.tpot_ms))
+    assert combine(pc, 9, 4096, 101, cal, capacity=9) == pt
 
 
 def test_fallback_labels_say_where_each_estimate_comes_from() -> None:
@@ -93,9 +105,30 @@ def test_fallback_labels_say_where_each_estimate_comes_from() -> None:
 
 def test_the_engine_answers_for_layouts_it_covers() -> None:
     pytest.importorskip("aiconfigurator_core")
-    e = PerfModel("deepseek-ai/DeepSeek-V3", "H200", Workload(1024, 1024)).estimate(TP8_EP8)
-    assert e.source == "aic h200_sxm sglang-0.5.14"
+    w = Workload(1024, 1024)
+    e = PerfModel("deepseek-ai/DeepSeek-V3", "H200", w).estimate(TP8_EP8)
+    assert e.source == "aic h200_sxm sglang-0.5.14 + roofline EP all-to-all"
     assert e.tokens_per_s_gpu > 0 and e.ttft_ms > 0
+    alone = PerfModel("deepseek-ai/DeepSeek-V3", "H200", w, engine="aic")
+    assert alone.estimate(TP8_EP8).source == "aic h200_sxm sglang-0.5.14"
+    tp8 = Parallel(tp=8, attn_tp=8, ep=1, moe_tp=8)
+    assert PerfModel("deepseek-ai/DeepSeek-V3", "H200", w).estimate(tp8).source == (
+        "aic h200_sxm sglang-0.5.14"
+    )
+    # auto's steps are the engine's plus exactly the roofline's all-to-all of the same pass
+    both, _ = PerfModel("deepseek-ai/DeepSeek-V3", "H200", w).steps(TP8_EP8)
+    engine, _ = alone.steps(TP8_EP8)
+    roof, _ = PerfModel("deepseek-ai/DeepSeek-V3", "H200", w, engine="roofline").steps(TP8_EP8)
+    assert isinstance(roof, RooflineSteps) and not isinstance(engine, _Unavailable)
+    assert not isinstance(both, _Unavailable)
+    a2a = roof.ep_all_to_all_s(64)
+    assert a2a > 0
+    assert both.decode_ms(64, 1024, 1024) == pytest.approx(
+        engine.decode_ms(64, 1024, 1024) + 1e3 * a2a
+    )
+    assert both.prefill_ms(4, 1024) == pytest.approx(
+        engine.prefill_ms(4, 1024) + 1e3 * roof.ep_all_to_all_s(4 * 1024)
+    )
 
 
 def test_validate_and_check_import_no_estimator() -> None:
@@ -134,6 +167,27 @@ def test_plan_ranks_by_throughput_and_writes_the_plot(
     assert not (tmp_path / "x.png").exists()
 
 
+def test_plan_applies_the_default_sla_unless_lifted(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("plan", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", "-n", "2", "--engine", "roofline",
+            "--top", "3", "-f", "json")  # fmt: skip
+    default = run_cli(capsys, *args)
+    lifted = run_cli(capsys, *args, "--no-sla")
+    zero = run_cli(capsys, *args, "--ttft", "0", "--tpot", "0")
+    assert default.code == lifted.code == zero.code == 0, default.err + lifted.err + zero.err
+    d, n, z = (json.loads(r.out) for r in (default, lifted, zero))
+    assert d["workload"]["ttft_ms"] == DEFAULT_TTFT_MS
+    assert d["workload"]["tpot_ms"] == DEFAULT_TPOT_MS
+    assert f"TTFT <= {DEFAULT_TTFT_MS:g} ms, TPOT <= {DEFAULT_TPOT_MS:g} ms" in d["ranking"]
+    top = d["layouts"][0]
+    assert top["meets_sla"]
+    assert top["ttft_ms"] <= DEFAULT_TTFT_MS and top["tpot_ms"] <= DEFAULT_TPOT_MS
+    # Lifting the SLA never gives less throughput, and 0 for both limits lifts it too.
+    assert "no latency limit" in n["ranking"] and n["layouts"] == z["layouts"]
+    assert n["layouts"][0]["tokens_per_s_gpu"] >= top["tokens_per_s_gpu"]
+    both = run_cli(capsys, *args, "--no-sla", "--ttft", "500")
+    assert both.code == 2 and "--no-sla" in both.err and "Traceback" not in both.err
+
+
 def test_measured_slice_meets_its_bounds() -> None:
     """DeepSeek-V3 on H200 (15 measured runs, SGLang 0.5.x): the shipped calibration's
     median errors stay within the bounds the full comparison reports for this cell."""
@@ -153,7 +207,9 @@ def test_measured_slice_meets_its_bounds() -> None:
         et.append(abs(e.ttft_ms / r.ttft_ms - 1))
         ep.append(abs(e.tpot_ms / r.tpot_ms - 1))
     assert statistics.median(ep) <= 0.15
-    assert statistics.median(et) <= 1.0
+    # 57 % with the shipped calibration (65 % left out, benchmarks/RESULTS-perf.md; 102 %
+    # before the cohort queue scaled with the prompt length)
+    assert statistics.median(et) <= 0.65
 
 
 def test_enumerate_perf_columns_filter_and_sort(capsys: pytest.CaptureFixture[str]) -> None:
@@ -167,9 +223,11 @@ def test_enumerate_perf_columns_filter_and_sort(capsys: pytest.CaptureFixture[st
     assert tps == sorted(tps, reverse=True)
     assert all(r["meets_sla"] and r["tpot_ms"] <= 40 and r["perf_source"] == "roofline"
                for r in rows)  # fmt: skip
-    # The same layout in the Python API gives the same figures.
+    # The same layout in the Python API gives the same figures (the CLI's TTFT limit is the
+    # default SLA's, since only --tpot was given).
     top = rows[0]
-    pm = PerfModel("Qwen/Qwen3-8B", "H100", Workload(1024, 1024, tpot_ms=40), engine="roofline")
+    w = Workload(1024, 1024, ttft_ms=DEFAULT_TTFT_MS, tpot_ms=40)
+    pm = PerfModel("Qwen/Qwen3-8B", "H100", w, engine="roofline")
     from meshsat import solver
 
     rep = solver.validate({k: top[k] for k in ("tp_size", "pp_size", "dp_size", "ep_size",

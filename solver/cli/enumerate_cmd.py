@@ -29,6 +29,7 @@ from meshsat.solver.cli.perf_options import (
     EngineChoice,
     EngineOpt,
     IslOpt,
+    NoSlaOpt,
     OslOpt,
     PerfOpt,
     TpotOpt,
@@ -192,6 +193,7 @@ def enumerate_cmd(
     osl: OslOpt = 1024,
     ttft: TtftOpt = None,
     tpot: TpotOpt = None,
+    no_sla: NoSlaOpt = False,
     engine: EngineOpt = EngineChoice.auto,
 ) -> None:
     """List every legal layout for N GPUs: no duplicates, streamed, filtered, model-aware.
@@ -213,7 +215,8 @@ def enumerate_cmd(
     that do not fit are listed unless you ask --where fits.
 
     With --perf as well, each layout gets the estimate's columns (docs/perf.md): concurrency
-    (the best under --ttft/--tpot for --isl/--osl that the KV cache holds), ttft_ms, tpot_ms,
+    (the best under --ttft/--tpot for --isl/--osl that the KV cache holds; by default
+    TTFT <= 2000 ms and TPOT <= 30 ms, --no-sla for none), ttft_ms, tpot_ms,
     tokens_per_s_gpu, tokens_per_s_user, meets_sla and perf_source (AIConfigurator or
     meshsat's roofline); they work in --where and --sort too.
 
@@ -269,7 +272,7 @@ def enumerate_cmd(
         rows: Iterator[tuple[Any, ...]] = e.rows(gpus, up_to)
         if mem is not None:
             rows = mem.rows(rows)
-        est = _perf_columns(e, columns, sources, gpu, perf, (isl, osl, ttft, tpot), engine,
+        est = _perf_columns(e, columns, sources, gpu, perf, (isl, osl, ttft, tpot, no_sla), engine,
                             gpus_per_node, perf_filters)  # fmt: skip
         if est is not None:
             columns = est.columns
@@ -378,7 +381,7 @@ def _perf_columns(
     sources: LayoutSources,
     gpu_name: str | None,
     perf: bool,
-    workload: tuple[int, int, float | None, float | None],
+    workload: tuple[int, int, float | None, float | None, bool],
     engine: EngineChoice,
     gpus_per_node: int | None,
     filters: tuple[Expr, ...],
@@ -390,12 +393,14 @@ def _perf_columns(
         raise InputError(
             "--perf needs --model and --gpu (a GPU type: the estimate reads its speeds)"
         )
-    from meshsat.solver.perf import PerfModel, Workload
+    from meshsat.solver.perf import PerfModel
+    from meshsat.solver.perf.workload import cli_workload
 
+    isl, osl, ttft, tpot, no_sla = workload
     pm = PerfModel(
         str(sources.model),
         gpu_name,
-        Workload(*workload),
+        cli_workload(isl, osl, ttft, tpot, no_sla=no_sla),
         sglang_version=e.query.pack.version,
         engine=engine.value,
         gpus_per_node=gpus_per_node,

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
+
 
 class Rank(str, Enum):
     perf = "perf"
@@ -41,19 +43,39 @@ IslOpt = Annotated[int, typer.Option("--isl", min=1, help="Input tokens per requ
 OslOpt = Annotated[int, typer.Option("--osl", min=1, help="Output tokens per request.")]
 TtftOpt = Annotated[
     float | None,
-    typer.Option("--ttft", min=0.001, help="Time-to-first-token limit, ms [default: none]."),
+    typer.Option(
+        "--ttft",
+        min=0,
+        help=f"Time-to-first-token limit, ms; 0 = no limit [default: {DEFAULT_TTFT_MS:g}, "
+        "AIConfigurator's CLI default].",
+        show_default=False,
+    ),
 ]
 TpotOpt = Annotated[
     float | None,
-    typer.Option("--tpot", min=0.001, help="Time-per-output-token limit, ms [default: none]."),
+    typer.Option(
+        "--tpot",
+        min=0,
+        help=f"Time-per-output-token limit, ms; 0 = no limit [default: {DEFAULT_TPOT_MS:g}, "
+        "AIConfigurator's CLI default].",
+        show_default=False,
+    ),
+]
+NoSlaOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-sla",
+        help="No latency limits: the highest-throughput concurrency the KV cache holds "
+        "(often tens of seconds to the first token).",
+    ),
 ]
 EngineOpt = Annotated[
     EngineChoice,
     typer.Option(
         "--engine",
-        help="auto: AIConfigurator's measured kernels where they cover the layout, meshsat's "
-        "roofline elsewhere (each row says which); aic: the engine only; roofline: never "
-        "the engine.",
+        help="auto: AIConfigurator's measured kernels where they cover the layout (plus "
+        "meshsat's EP all-to-all for layouts with expert parallelism), meshsat's roofline "
+        "elsewhere (each row says which); aic: the engine only; roofline: never the engine.",
     ),
 ]
 PlotOpt = Annotated[

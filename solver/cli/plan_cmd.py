@@ -33,6 +33,7 @@ from meshsat.solver.cli.perf_options import (
     EngineChoice,
     EngineOpt,
     IslOpt,
+    NoSlaOpt,
     OslOpt,
     PlotOpt,
     Rank,
@@ -51,7 +52,7 @@ from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
 from meshsat.solver.memory.models import model_config
-from meshsat.solver.perf import Workload
+from meshsat.solver.perf.workload import cli_workload
 
 RANKING = (
     "ranked by total KV-cache tokens (all attention-DP pools and replicas), then by fewest GPUs "
@@ -272,6 +273,7 @@ def plan_cmd(
     osl: OslOpt = 1024,
     ttft: TtftOpt = None,
     tpot: TpotOpt = None,
+    no_sla: NoSlaOpt = False,
     engine: EngineOpt = EngineChoice.auto,
     plot: PlotOpt = None,
     where: WhereOpt = None,
@@ -280,9 +282,10 @@ def plan_cmd(
     """Legal layouts that fit MODEL on N GPUs, fastest first, with SGLang commands.
 
     Fastest: most output tokens/s per GPU at the highest-throughput concurrency that meets
-    --ttft/--tpot (ms) for --isl/--osl tokens, with TTFT, TPOT, tokens/s per user and the
-    estimate's source (AIConfigurator's measured kernels, or meshsat's roofline where they
-    do not reach); --rank kv ranks by KV-cache capacity instead.
+    --ttft/--tpot (ms; by default TTFT <= 2000 and TPOT <= 30, AIConfigurator's own
+    defaults; --no-sla for none) for --isl/--osl tokens, with TTFT, TPOT, tokens/s per user
+    and the estimate's source (AIConfigurator's measured kernels, or meshsat's roofline where
+    they do not reach); --rank kv ranks by KV-cache capacity instead.
 
     Exit status: 0 at least one layout fits, 1 none, 2 bad input.
 
@@ -294,7 +297,7 @@ def plan_cmd(
         check_plan_args(gpus, top, gpus_per_node)
         if plot is not None:
             plan_perf.plot_target(plot)  # before the work: nothing printed, then exit 2
-        workload = Workload(isl, osl, ttft, tpot)
+        workload = cli_workload(isl, osl, ttft, tpot, no_sla=no_sla)
         with time_limit(timeout, "plan"):
             rows_p, ranked, shapes = plan_perf.perf_rows(
                 model, g, gpus, workload, engine=engine.value, gpus_per_node=gpus_per_node,

@@ -26,6 +26,7 @@ from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.perf import PerfModel, Workload
 from meshsat.solver.perf.ranking import Ranked, rank_layouts
+from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ class PerfRow:
 def ranking_note(w: Workload) -> str:
     return (
         "ranked by output tokens/s per GPU at the best concurrency meeting the SLA "
-        f"({w.describe()})"
+        f"({w.describe()}; limits not given are TTFT <= {DEFAULT_TTFT_MS:g} ms and "
+        f"TPOT <= {DEFAULT_TPOT_MS:g} ms, AIConfigurator's defaults; --no-sla lifts them)"
         "; layouts meeting it first, then those estimated with AIConfigurator's measured kernels "
         "before those only meshsat's roofline could estimate; each row names its source"
     )

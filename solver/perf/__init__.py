@@ -6,6 +6,8 @@ this subsystem says how fast it serves a workload, and from where the numbers co
 - `aic.py`: AIConfigurator's step latencies (optional `perf` extra, imported lazily);
 - `roofline.py`: meshsat's own roofline where the engine has no data or cannot express
   the layout;
+- `ep_comm.py`: the engine's steps plus the roofline's EP all-to-all (`engine="auto"` with
+  expert parallelism, labelled so);
 - `schedule.py`: step latencies -> TTFT, TPOT and throughput under continuous batching;
 - `estimator.py`: `PerfModel` (one model, GPU, release and workload; the SLA search);
 - `ranking.py`: `rank_layouts`, what `meshsat plan` and autotuners call;

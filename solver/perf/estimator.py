@@ -5,10 +5,12 @@ Why a model object: the engine's databases, the memory model and the compiled en
 loaded once and every later layout costs a few dictionary lookups and engine calls
 (`benchmarks/bench_perf.py` measures estimates per second).
 
-Source policy (never mixed within one estimate): `engine="auto"` asks AIConfigurator
-(`engine_args` maps the layout, `aic` answers) and falls back to the roofline when the
-layout or GPU is outside it, labelling the row `roofline (aic: <why>)`; `"aic"` labels a
-layout it cannot estimate `unavailable`; `"roofline"` never asks the engine.
+Source policy (never mixed silently: each estimate's label names every part):
+`engine="auto"` asks AIConfigurator (`engine_args` maps the layout, `aic` answers), adds
+meshsat's EP all-to-all to a MoE layout with expert parallelism (`ep_comm`, labelled
+`... + roofline EP all-to-all`), and falls back to the roofline when the layout or GPU is
+outside the engine, labelling the row `roofline (aic: <why>)`; `"aic"` is the engine alone
+and labels a layout it cannot estimate `unavailable`; `"roofline"` never asks the engine.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from meshsat.solver.perf.aic import (
     model_location,
 )
 from meshsat.solver.perf.engine_args import EngineArgs, Unsupported, engine_args
+from meshsat.solver.perf.ep_comm import WithEpComm
 from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import (
     AIC_CALIBRATION,
@@ -151,17 +154,24 @@ class PerfModel:
             else:
                 loc = model_location(self.model_id, self.config)
                 try:
-                    return AicSteps(_with_model(args, loc)), True
+                    aic = AicSteps(_with_model(args, loc))
                 except EngineUnavailable as exc:
                     why = str(exc)
+                else:
+                    if self.engine == "auto" and self.facts.is_moe and p.ep > 1:
+                        return WithEpComm(aic, self._roofline(p)), True
+                    return aic, True
             if self.engine == "aic":
                 return _Unavailable(), False
         if not self.gpu.has_speeds:
             return _Unavailable(), False
-        roof = RooflineSteps.of(self.facts, p, self.gpu, self.gpus_per_node, self.kv_cache_dtype)
+        roof = self._roofline(p)
         if why:
             roof = replace(roof, label=f"roofline (aic: {why})")
         return roof, False
+
+    def _roofline(self, p: Parallel) -> RooflineSteps:
+        return RooflineSteps.of(self.facts, p, self.gpu, self.gpus_per_node, self.kv_cache_dtype)
 
     # ---- estimates ----------------------------------------------------------------------
     def of(self, resolved: Mapping[str, Any], derived: Mapping[str, Any]) -> Estimate:
@@ -212,7 +222,7 @@ class PerfModel:
         steps = _Memo(steps)
         try:
             for b in batches:
-                e = self._at(steps, p, b, ranks, kv_conc, cal)
+                e = self._at(steps, p, b, ranks, per_rank_kv, cal)
                 if concurrency is not None:
                     return e
                 if not e.meets_sla:
@@ -222,23 +232,24 @@ class PerfModel:
                 if best is None or e.tokens_per_s_gpu >= best.tokens_per_s_gpu:
                     best = e
             if best is None:  # nothing meets the SLA: the lightest load, flagged
-                best = self._at(steps, p, 1, ranks, kv_conc, cal)
+                best = self._at(steps, p, 1, ranks, per_rank_kv, cal)
         except EngineUnavailable as exc:
             if self.engine == "aic":
                 return self._empty("unavailable", p, kv_conc)
-            roof = RooflineSteps.of(
-                self.facts, p, self.gpu, self.gpus_per_node, self.kv_cache_dtype
-            )
+            roof = self._roofline(p)
             # The engine failed partway: the whole estimate comes from the roofline.
             roof = replace(roof, label=f"roofline (aic: {exc})")
             return self._estimate(p, dwdp, concurrency, fallback=roof)
         return best
 
     def _at(
-        self, steps: Steps, p: Parallel, b: int, ranks: int, kv_conc: int, cal: Calibration
+        self, steps: Steps, p: Parallel, b: int, ranks: int, per_rank_kv: int, cal: Calibration
     ) -> Estimate:
         w = self.workload
-        pt = point(steps, b, w.isl, w.osl, cal)
+        kv_conc = per_rank_kv * ranks
+        # Beyond the KV cache's requests the rest queue (only an explicit concurrency gets
+        # there: the SLA search stops at the KV limit).
+        pt = point(steps, b, w.isl, w.osl, cal, capacity=per_rank_kv)
         conc = b * ranks
         tps = output_tokens_per_s(conc, w.osl, pt.ttft_ms, pt.tpot_ms)
         return Estimate(

@@ -106,11 +106,7 @@ class RooflineSteps:
             size = tokens * h * ACT_BYTES
             ring = 2 * (p.attn_tp - 1) / p.attn_tp * size / self._bw(p.attn_tp)
             t += 2 * layers * (ring + COLLECTIVE_US * 1e-6)
-        if f.is_moe and p.ep > 1:
-            moe_layers = f.num_moe_layers / p.pp
-            size = tokens * p.attn_dp * f.experts_per_token * h * ACT_BYTES / p.ep
-            a2a = 2 * (p.ep - 1) / p.ep * size / self._bw(p.ep)
-            t += moe_layers * (a2a + 2 * COLLECTIVE_US * 1e-6)
+        t += self.ep_all_to_all_s(tokens)
         if p.pp > 1:
             t += (
                 (tokens * h * ACT_BYTES / self._bw(p.pp * p.tp) + COLLECTIVE_US * 1e-6)
@@ -118,6 +114,18 @@ class RooflineSteps:
                 / p.pp
             )
         return t
+
+    def ep_all_to_all_s(self, tokens: float) -> float:
+        """The expert-parallel all-to-all of one pass over `tokens` tokens per attention-DP
+        rank: dispatch and combine of top-k copies of each token's hidden state, per MoE
+        layer, each also costing one collective's latency (0 without EP)."""
+        f, p = self.facts, self.p
+        if not f.is_moe or p.ep <= 1:
+            return 0.0
+        moe_layers = f.num_moe_layers / p.pp
+        size = tokens * p.attn_dp * f.experts_per_token * f.hidden_size * ACT_BYTES / p.ep
+        a2a = 2 * (p.ep - 1) / p.ep * size / self._bw(p.ep)
+        return moe_layers * (a2a + 2 * COLLECTIVE_US * 1e-6)
 
     def _active_params_per_rank(self) -> float:
         """Parameters one token multiplies on one rank (its share of the layout)."""

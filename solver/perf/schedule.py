@@ -3,21 +3,28 @@ concurrency, under SGLang's continuous batching (docs/perf.md, "The schedule").
 
 The model, per attention-DP rank holding `b` of the deployment's concurrent requests
 (closed loop: a finished request is replaced at once, as `bench_serving --max-concurrency`
-does):
+does), of which `r = min(b, capacity)` run at once (`capacity`: the requests of isl + osl
+tokens the KV cache holds; the rest wait in the server's queue):
 - prefill runs ahead of decode and batches up to `PREFILL_TOKENS` of prompts, so a new
   request's prompt costs `Pb = prefill(n, isl) / n` with `n` prompts per pass;
-- TTFT = overhead + prefill(1, isl) + queue · (b - 1)/2 · Pb: requests arrive in cohorts
-  (equal lengths keep them in step), and a request waits for half of its cohort's prompts;
+- TTFT = overhead + prefill(1, isl) + queue · (r - 1)/2 · Pb · (1024 / isl)^isl_power
+  + wait: requests arrive in cohorts (equal lengths keep them in step) and a request waits
+  for part of its cohort's prompts; measured queueing grows with the prompts ahead but
+  less than in proportion to their length (long prompts leave the cohort spread out), hence
+  the fitted power of the prompt length;
+- wait = (b - r) / r · L when more requests are sent than the KV cache holds: by Little's
+  law a queued request waits that long for a slot, L being a running request's latency
+  (TTFT + (osl - 1) · TPOT); no fitted number;
 - TPOT = D + interrupt · (x·y / (x + y)) / osl, with D one decode step of `b` requests
   (plus `decode_step_ms` of host time where the step source leaves it out),
   x = b·Pb the prompt work of one cycle and y = osl·D its decode work: the prefills of
   other requests that land inside this request's decode phase, spread over its tokens;
 - throughput by Little's law: `c·osl / (TTFT + (osl - 1)·TPOT)` tokens/s.
 
-`overhead`, `queue`, `interrupt` (and the roofline's `decode_step_ms`) are the only fitted
-numbers (`Calibration`); they are
-fitted on AIConfigurator's measured runs and scored only on runs of models and GPUs they
-were not fitted to (benchmarks/perf_accuracy.py).
+`overhead`, `queue`, `isl_power`, `interrupt` (and the roofline's `decode_step_ms`) are the
+only fitted numbers (`Calibration`); they are fitted on AIConfigurator's measured runs and
+scored only on runs of models and GPUs they were not fitted to
+(benchmarks/perf_accuracy.py).
 """
 
 from __future__ import annotations
@@ -50,13 +57,20 @@ class Calibration:
     #: launch). The engine's decode tables are measured whole steps, so its calibration
     #: keeps 0; the roofline's is fitted.
     decode_step_ms: float = 0.0
+    #: How the cohort queue scales with the prompt length: per-prompt cost times
+    #: (1024 / isl) ** isl_power (0: in proportion to the prompt's prefill time).
+    isl_power: float = 0.0
 
 
 #: Fitted on all 933 measured runs the engine estimates (benchmarks/perf_accuracy.py
 #: prints the fit; its figures are leave-one-model-out and leave-one-GPU-out refits).
-AIC_CALIBRATION = Calibration(overhead_ms=160.0, queue=0.75, interrupt=2.0)
+AIC_CALIBRATION = Calibration(overhead_ms=160.0, queue=1.0, interrupt=2.0, isl_power=0.75)
 #: The same fit with the roofline's step latencies on the same runs.
-ROOFLINE_CALIBRATION = Calibration(overhead_ms=200.0, queue=1.0, interrupt=1.0, decode_step_ms=4.0)
+ROOFLINE_CALIBRATION = Calibration(
+    overhead_ms=200.0, queue=1.0, interrupt=1.0, decode_step_ms=4.0, isl_power=0.25
+)
+#: Prompt length at which the cohort queue is the plain per-prompt cost (`isl_power`).
+ISL_REF = 1024
 
 
 @dataclass(frozen=True)
@@ -91,7 +105,16 @@ class Pieces:
     decode: float
 
 
+def running(batch: int, capacity: int | None) -> int:
+    """Requests of one rank that run at once: all of them, or as many as the KV cache holds
+    (`capacity` None or < 1: unknown, all run)."""
+    return batch if capacity is None or capacity < 1 else min(batch, capacity)
+
+
 def pieces(steps: Steps, batch: int, isl: int, osl: int) -> Pieces:
+    """The step latencies at `batch` requests: the decode step and the prefill passes are
+    those of the client's concurrency even beyond the memory model's `capacity`, which is
+    an estimate (on the measured runs SGLang's TPOT beyond it is that of the full batch)."""
     return Pieces(
         steps.prefill_ms(1, isl),
         prompt_cost_ms(steps, batch, isl),
@@ -99,18 +122,27 @@ def pieces(steps: Steps, batch: int, isl: int, osl: int) -> Pieces:
     )
 
 
-def combine(pc: Pieces, batch: int, osl: int, cal: Calibration) -> Point:
+def combine(
+    pc: Pieces, batch: int, isl: int, osl: int, cal: Calibration, capacity: int | None = None
+) -> Point:
     """TTFT and TPOT from the step latencies (the formulas of the module docstring)."""
-    ttft = cal.overhead_ms + pc.prefill_one + cal.queue * (batch - 1) / 2 * pc.prefill_per_prompt
+    r = running(batch, capacity)
+    queue = cal.queue * (r - 1) / 2 * pc.prefill_per_prompt * (ISL_REF / isl) ** cal.isl_power
+    ttft = cal.overhead_ms + pc.prefill_one + queue
     d = pc.decode + cal.decode_step_ms
     x, y = batch * pc.prefill_per_prompt, osl * d
     tpot = d + cal.interrupt * (x * y / (x + y)) / osl if osl > 1 else d
+    if batch > r:  # the rest wait for a slot (Little's law)
+        ttft += (batch - r) / r * (ttft + (osl - 1) * tpot)
     return Point(batch, ttft, tpot)
 
 
-def point(steps: Steps, batch: int, isl: int, osl: int, cal: Calibration) -> Point:
-    """TTFT and TPOT of `batch` concurrent requests on one attention-DP rank."""
-    return combine(pieces(steps, batch, isl, osl), batch, osl, cal)
+def point(
+    steps: Steps, batch: int, isl: int, osl: int, cal: Calibration, capacity: int | None = None
+) -> Point:
+    """TTFT and TPOT of `batch` concurrent requests on one attention-DP rank whose KV cache
+    holds `capacity` of them at once."""
+    return combine(pieces(steps, batch, isl, osl), batch, isl, osl, cal, capacity)
 
 
 def output_tokens_per_s(concurrency: int, osl: int, ttft_ms: float, tpot_ms: float) -> float:

@@ -10,6 +10,14 @@ from dataclasses import dataclass
 
 from meshsat.solver.errors import InputError
 
+#: The SLA `meshsat plan` and `enumerate --perf` apply when none is given: AIConfigurator's
+#: own CLI defaults (`aiconfigurator cli default --ttft 2000 --tpot 30`, ms). Without a
+#: limit the best throughput is the largest batch the KV cache holds, which on a large
+#: deployment means tens of seconds to the first token and a few tokens/s per user: not what
+#: an operator means by "fastest". `--no-sla` (or 0 for one limit) lifts it.
+DEFAULT_TTFT_MS = 2000.0
+DEFAULT_TPOT_MS = 30.0
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -42,3 +50,22 @@ class Workload:
             limits.append(f"TPOT <= {self.tpot_ms:g} ms")
         sla = ", ".join(limits) or "no latency limit"
         return f"ISL {self.isl}, OSL {self.osl}, {sla}"
+
+
+def cli_workload(
+    isl: int, osl: int, ttft_ms: float | None, tpot_ms: float | None, *, no_sla: bool = False
+) -> Workload:
+    """The workload a command line asks for: a limit left out takes the default SLA, a limit
+    of 0 is no limit, and `no_sla` lifts both (it contradicts an explicit positive limit)."""
+    if no_sla:
+        given = [n for n, v in (("--ttft", ttft_ms), ("--tpot", tpot_ms)) if v]
+        if given:
+            raise InputError(f"--no-sla lifts every latency limit; drop {' and '.join(given)}")
+        return Workload(isl, osl)
+
+    def limit(v: float | None, default: float) -> float | None:
+        if v is None:
+            return default
+        return None if v == 0 else v
+
+    return Workload(isl, osl, limit(ttft_ms, DEFAULT_TTFT_MS), limit(tpot_ms, DEFAULT_TPOT_MS))

@@ -204,7 +204,7 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
     )
     from meshsat.solver.cli.plan_perf import perf_document, perf_rows, ranking_note
     from meshsat.solver.memory.models import catalogue_config
-    from meshsat.solver.perf import Workload
+    from meshsat.solver.perf.workload import cli_workload
 
     try:
         g = plan_gpu(params["gpu_name"], params["gpu_memory"])
@@ -229,7 +229,9 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
     version = params.get("sglang_version")
     if params["rank"] is Rank.perf:
         check_plan_args(gpus, top, per_node)
-        workload = Workload(params["isl"], params["osl"], params["ttft"], params["tpot"])
+        workload = cli_workload(
+            params["isl"], params["osl"], params["ttft"], params["tpot"], no_sla=params["no_sla"]
+        )
         rows_p, _ranked, shapes = perf_rows(
             model, g, gpus, workload, engine=params["engine"].value, gpus_per_node=per_node,
             top=top, memory=memory, where=where, sglang_version=version, model_path=model_path,
