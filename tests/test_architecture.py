@@ -28,6 +28,8 @@ FLOORS: dict[str, int] = {
     "meshsat.solver.repair": 8,
     "meshsat.solver.enumeration": 8,
     "meshsat.solver": 9,  # the package's public API re-exports the subsystems
+    "meshsat.solver.tune": 9,  # autotuner spaces over enumeration and memory; not re-exported
+    "meshsat.solver.integrations": 10,  # SGLang's start-up plugin and `meshsat launch`
     "meshsat.cp": 10,
     "meshsat.solver.cli": 11,
 }

@@ -263,11 +263,15 @@ def test_launch_judges_then_runs_the_command_unchanged(
     assert ok.returncode == 0, ok.stderr
     assert "launch layout valid for SGLang 0.5.23" in ok.stderr
     assert json.loads(fake_server.read_text()) == words[1:]
-    fake_server.unlink()
-    bad = ["sglang", "serve", "--tp", "8", "--attn-cp-size", "3"]
-    stopped = subprocess.run([*cli, *bad], env=env, capture_output=True, text=True, check=False)
-    assert stopped.returncode == 1
-    assert "[CP-TP-DIV]" in stopped.stderr and "fixed command:" in stopped.stderr
+
+
+def test_launch_does_not_run_an_invalid_layout(
+    fake_server: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = run_cli(capsys, "launch", "-V", "0.5.23", "--", "sglang", "serve", "--tp", "8",
+                "--attn-cp-size", "3")  # fmt: skip
+    assert r.code == 1
+    assert "[CP-TP-DIV]" in r.err and "fixed command:" in r.err
     assert not fake_server.exists()
 
 
@@ -287,3 +291,23 @@ def test_launch_dry_run_and_modes(capsys: pytest.CaptureFixture[str]) -> None:
     assert r.code == 0 and "launching anyway" in r.err
     r = run_cli(capsys, "launch", "-V", "0.5.23", "--mode", "off", "--dry-run", "--", *cmd)
     assert r.code == 0 and r.err == ""
+
+
+def test_the_start_up_path_loads_neither_z3_torch_nor_a_tuner() -> None:
+    """A valid launch judged by the hook: no solver, no torch, no optuna in the process."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from meshsat.solver.integrations.sglang_plugin import check_arguments\n"
+        "from meshsat.solver.integrations.launch_guard import Mode\n"
+        f"assert check_arguments({VALID!r}, Mode.enforce) == 0\n"
+        "from meshsat import solver\n"
+        "solver.check({'tp_size': 8, 'attn_dp_size': 2})\n"
+        "print(sorted(m for m in ('z3', 'torch', 'optuna', 'ray') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+    assert "launch layout valid" in out.stderr

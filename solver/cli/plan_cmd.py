@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from meshsat import solver
+from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, print_lws
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import Widths
@@ -154,6 +155,9 @@ PerNodeArg = Annotated[
 ]
 TopArg = Annotated[int, typer.Option("--top", min=1, help="How many layouts to show.")]
 FormatArg = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+PickArg = Annotated[
+    int, typer.Option("--pick", min=1, metavar="K", help="With --emit: the K-th ranked layout.")
+]
 
 
 def plan_cmd(
@@ -165,12 +169,20 @@ def plan_cmd(
     gpus_per_node: PerNodeArg = None,
     top: TopArg = 20,
     fmt: FormatArg = Format.table,
+    emit: EmitOpt = None,
+    pick: PickArg = 1,
+    image: ImageOpt = "lmsysorg/sglang:latest",
+    name: NameOpt = "sglang",
 ) -> None:
     """Legal layouts that fit MODEL on N GPUs, most KV cache first, with SGLang commands.
 
     Exit status: 0 at least one layout fits, 1 none, 2 bad input.
 
-    Example: meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16
+    Examples:
+
+    \b
+      meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16
+      meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --emit lws > lws.yaml
     """
     if (gpu_name is None) == (gpu_memory is None):
         raise InputError("give exactly one of --gpu or --gpu-memory")
@@ -178,6 +190,12 @@ def plan_cmd(
     rows = plan_layouts(
         model, g, gpus, context_length=context_length, gpus_per_node=gpus_per_node, top=top
     )
+    if emit is not None and rows:
+        if pick > len(rows):
+            raise InputError(f"--pick {pick}: only {len(rows)} layout(s) ranked (raise --top)")
+        per_node = gpus_per_node or min(g.fabric, gpus) or 1
+        print_lws(rows[pick - 1].command, gpus, per_node, model_path=model, name=name, image=image)
+        return
     if fmt is Format.json:
         emit_json({"ranking": RANKING, "gpu": g.name, "layouts": [asdict(r) for r in rows]})
     elif fmt is Format.csv:
