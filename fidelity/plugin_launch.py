@@ -90,9 +90,7 @@ def _stage(rc: int, lines: list[str]) -> tuple[str, str | None]:
     start = len(lines) - 1 - lines[::-1].index("Traceback (most recent call last):")
     frames = [m.groups() for line in lines[start:] if (m := _FRAME.match(line))]
     error = next((x for x in reversed(lines) if x and not x.startswith(" ")), None)
-    in_resolution = any(
-        func == "resolve_once" or "/arg_groups/" in path for path, func in frames
-    )
+    in_resolution = any(func == "resolve_once" or "/arg_groups/" in path for path, func in frames)
     return ("resolution-error" if in_resolution else "past-resolution"), error
 
 

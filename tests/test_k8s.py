@@ -50,7 +50,11 @@ def _round_trip(command: str, gpus: int) -> None:
         assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
         assert "$(LWS_WORKER_INDEX)" in container["command"]
     back = _read(manifest)
-    printed = _read(command.replace(" -m sglang.launch_server", f" -m sglang.launch_server --model-path {MODEL}"))
+    printed = _read(
+        command.replace(
+            " -m sglang.launch_server", f" -m sglang.launch_server --model-path {MODEL}"
+        )
+    )
     assert back.config == printed.config.model_copy(update={"nnodes": nodes})
     assert back.model == printed.model
     assert any("judged container 'sglang-leader'" in n for n in back.notes)
@@ -196,9 +200,9 @@ def test_a_manifest_without_sglang_is_refused_in_one_line(
 
 def test_single_node_manifest_has_no_node_flags() -> None:
     text = lws_manifest(command_line_words(), nodes=1, gpus_per_node=8)
-    (container,) = yaml.safe_load(text)["spec"]["leaderWorkerTemplate"]["leaderTemplate"][
-        "spec"
-    ]["containers"]
+    (container,) = yaml.safe_load(text)["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"][
+        "containers"
+    ]
     assert "--nnodes" not in container["command"]
     assert _read(text).config.tp_size == 8
 

@@ -22,7 +22,7 @@ import types
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -102,11 +102,14 @@ def test_model_rules_sglang_checks_only_when_building_the_model_stop_the_launch_
 def test_off_checks_nothing_and_says_so() -> None:
     for c in RECORD["cases"]:
         if c["mode"] == "off":
-            assert c["meshsat"] == ["[meshsat] MESHSAT_SGLANG=off: the launch layout is not checked"]
+            assert c["meshsat"] == [
+                "[meshsat] MESHSAT_SGLANG=off: the launch layout is not checked"
+            ]
 
 
 @pytest.mark.parametrize(
-    "case_id", [c["id"] for c in RECORD["cases"] if c["mode"] != "off" and "--config" not in c["argv"]]
+    "case_id",
+    [c["id"] for c in RECORD["cases"] if c["mode"] != "off" and "--config" not in c["argv"]],
 )
 def test_meshsat_today_prints_the_recorded_lines(case_id: str) -> None:
     case = CASES[case_id]
@@ -136,7 +139,7 @@ def test_the_config_file_layout_is_judged() -> None:
 
 
 class _Registry:
-    hooks: list[tuple[str, Any, str]] = []
+    hooks: ClassVar[list[tuple[str, Any, str]]] = []
 
     @classmethod
     def register(cls, target: str, hook: Any, hook_type: str) -> None:
@@ -251,9 +254,7 @@ def fake_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return seen
 
 
-def test_launch_judges_then_runs_the_command_unchanged(
-    fake_server: Path, tmp_path: Path
-) -> None:
+def test_launch_judges_then_runs_the_command_unchanged(fake_server: Path, tmp_path: Path) -> None:
     import subprocess
 
     words = ["sglang", "serve", "--tp", "8", "--attn-dp-size", "2", "--port", "30000"]

@@ -134,9 +134,7 @@ def test_the_space_is_static_so_multivariate_tpe_never_falls_back(
 def test_worked_example_tpe_reaches_the_best_layout_within_5_percent() -> None:
     """docs/tune.md's example: TPE over the categorical view, 100 trials."""
     space = _space()
-    study = optuna.create_study(
-        direction="maximize", sampler=optuna.samplers.TPESampler(seed=0)
-    )
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=0))
     study.optimize(lambda t: suggest_layout(t, space, "categorical").score, n_trials=100)
     assert study.best_value >= 0.95 * space.best.score
     best = space.get(study.best_trial.user_attrs[LAYOUT_ATTR])

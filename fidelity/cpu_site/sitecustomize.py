@@ -23,7 +23,7 @@ def _install() -> None:
             del sys.modules[name]
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         try:
-            from runner import _TorchvisionFinder
+            from runner import _TorchvisionFinder  # type: ignore[import-not-found]
         finally:
             sys.path.pop(0)
         sys.meta_path.append(_TorchvisionFinder())
@@ -36,7 +36,7 @@ def _install() -> None:
         def capability(device: Any = None) -> tuple[int, int]:
             return (9, 0)
 
-        torch.cuda.get_device_capability = capability  # type: ignore[assignment]
+        torch.cuda.get_device_capability = capability
 
 
 _install()

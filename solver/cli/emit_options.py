@@ -64,9 +64,7 @@ def lws_for(
     `gpus` GPUs in nodes of `gpus_per_node`."""
     per_node = min(gpus_per_node, gpus)
     if gpus % per_node:
-        raise InputError(
-            f"{gpus} GPUs do not fill whole nodes of {per_node}; give --gpus-per-node"
-        )
+        raise InputError(f"{gpus} GPUs do not fill whole nodes of {per_node}; give --gpus-per-node")
     words, env = launch_words(command_line)
     if model_path is not None and "--model-path" not in words and "--model" not in words:
         words[3:3] = ["--model-path", model_path]  # after `python -m sglang.launch_server`

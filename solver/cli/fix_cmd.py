@@ -78,7 +78,7 @@ def fix_cmd(
     sglang_version: SglangVersionOpt = None,
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
-    emit: EmitOpt = None,
+    emit_as: EmitOpt = None,
     image: ImageOpt = "lmsysorg/sglang:latest",
     name: NameOpt = "sglang",
 ) -> None:
@@ -117,11 +117,13 @@ def fix_cmd(
         sglang_version=sglang_version,
         memory=memory_model(sources.model, gpu, gpu_memory),
     )
-    if emit is not None and report.fixes:
+    if emit_as is not None and report.fixes:
         best = report.best
         per_node = best.config.gpus_per_node  # SGLang's node size (a tool-only fact)
         model = str(sources.model) if sources.model is not None else layout.model_source
-        print_lws(best.command_line, best.gpus_used, per_node, model_path=model, name=name, image=image)
+        print_lws(
+            best.command_line, best.gpus_used, per_node, model_path=model, name=name, image=image
+        )
         raise typer.Exit(0)
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:

@@ -32,6 +32,7 @@ from meshsat.solver.errors import InputError
 #: Kinds whose pods are read, and where their pod templates are.
 POD_KINDS = ("Pod", "Deployment", "StatefulSet", "LeaderWorkerSet", "Job", "ReplicaSet")
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_SHELL_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _SHELLS = re.compile(r"(^|/)(ba|z|da)?sh$")
 _LAUNCHER = re.compile(r"(-m\s+sglang(_router)?\.launch_server|\bsglang\s+serve)\b")
 #: The port the leader listens on for `--dist-init-addr` in emitted manifests.
@@ -158,12 +159,16 @@ def _shell_text(c: Container) -> str:
     if words and _SHELLS.search(words[0]) and "-c" in words[1:]:
         script = words[words.index("-c", 1) + 1] if words.index("-c", 1) + 1 < len(words) else ""
         script = _REF.sub(lambda m: _known_or_shell(m, known), script)
-        # The shell fills $VAR and ${VAR} from the container's environment.
-        for k, v in known.items():
-            script = re.sub(r"\$\{" + k + r"\}|\$" + k + r"\b", lambda _m, v=v: v, script)
+        script = _SHELL_REF.sub(lambda m: _shell_value(m, known), script)
         return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in c.env) + script
     rendered = [_word(w, known) for w in words]
     return " ".join(x for x in (prefix, *rendered) if x)
+
+
+def _shell_value(m: re.Match[str], known: Mapping[str, str]) -> str:
+    """The shell fills `$VAR` and `${VAR}` from the container's environment."""
+    name = m.group(1) or m.group(2)
+    return known.get(name, m.group())
 
 
 def _known_or_shell(m: re.Match[str], known: Mapping[str, str]) -> str:

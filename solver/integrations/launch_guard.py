@@ -176,7 +176,9 @@ def judge_argv(
     if parsed.model_path is not None:
         spec, source, _ = _model_from_path(parsed.model_path, _catalogue)
     script = shlex.join([*launcher, *argv])
-    layout = LayoutInput(config_from_values(parsed.values), spec, model_source=source, script=script)
+    layout = LayoutInput(
+        config_from_values(parsed.values), spec, model_source=source, script=script
+    )
     return _judged(layout, pack, started, script, with_fix)
 
 

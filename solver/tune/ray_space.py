@@ -35,7 +35,9 @@ def choice_space(space: LayoutSpace) -> dict[str, Any]:
     return {"layout": tune.choice(list(space.keys))}
 
 
-def optuna_search(space: LayoutSpace, metric: str, mode: str = "max", style: str = "categorical") -> Any:
+def optuna_search(
+    space: LayoutSpace, metric: str, mode: str = "max", style: str = "categorical"
+) -> Any:
     """Ray's `OptunaSearch` whose trials are the space's layouts (`style` as in
     `optuna_space.suggest_layout`)."""
     try:
