@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_memory.py
 	$(PY) benchmarks/bench_threads.py
 	$(PY) benchmarks/bench_fidelity.py
+	$(PY) benchmarks/bench_tune.py
 
 # The real SGLang as the oracle: one CPU venv per release outside the repository
 # ($$HOME/.cache/meshsat-fidelity/<version>), its flag table into fidelity/flags/ and its

@@ -46,7 +46,7 @@ sa.prepare_server_args(argv)
 t2 = time.perf_counter()
 out = {"load_plugins_ms": (t1 - t0) * 1e3, "prepare_ms": (t2 - t1) * 1e3}
 if warm:
-    from meshsat.solver.integrations import sglang_plugin
+    from meshsat import sglang_plugin
     def median(fn):
         fn()
         ts = []

@@ -26,14 +26,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from meshsat.solver.integrations import sglang_plugin
-from meshsat.solver.integrations.launch_guard import (
-    LAUNCH_SERVER,
-    SERVE,
-    Mode,
-    judge_argv,
-    mode_from_env,
-)
+from meshsat import sglang_plugin
+from meshsat.sglang_plugin import LAUNCH_SERVER, SERVE, Mode, mode_from_env
+from meshsat.solver.integrations.launch_guard import judge_argv
 from tests.cli_helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -300,8 +295,7 @@ def test_the_start_up_path_loads_neither_z3_torch_nor_a_tuner() -> None:
 
     code = (
         "import sys\n"
-        "from meshsat.solver.integrations.sglang_plugin import check_arguments\n"
-        "from meshsat.solver.integrations.launch_guard import Mode\n"
+        "from meshsat.sglang_plugin import Mode, check_arguments\n"
         f"assert check_arguments({VALID!r}, Mode.enforce) == 0\n"
         "from meshsat import solver\n"
         "solver.check({'tp_size': 8, 'attn_dp_size': 2})\n"
@@ -312,3 +306,17 @@ def test_the_start_up_path_loads_neither_z3_torch_nor_a_tuner() -> None:
     )
     assert out.stdout.strip() == "[]"
     assert "launch layout valid" in out.stderr
+
+
+def test_registering_imports_nothing_of_meshsat_solver() -> None:
+    """SGLang imports the entry point in every process that loads plugins: it must cost
+    nothing there; the rules load only when the hook runs."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "import meshsat.sglang_plugin\n"
+        "print(sorted(m for m in ('meshsat.solver', 'pydantic', 'yaml') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

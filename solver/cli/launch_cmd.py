@@ -14,9 +14,10 @@ from typing import Annotated
 
 import typer
 
+from meshsat.sglang_plugin import MODE_VARIABLE, Mode, mode_from_env
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
-from meshsat.solver.integrations.launch_guard import MODE_VARIABLE, Mode, judge_words, mode_from_env
+from meshsat.solver.integrations.launch_guard import judge_words
 
 CommandArg = Annotated[
     list[str],

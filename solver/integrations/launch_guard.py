@@ -19,9 +19,9 @@ import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
+from meshsat.sglang_plugin import LAUNCH_SERVER, MODE_VARIABLE, Mode
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.inputs.launch import LaunchCommand, Word
@@ -35,40 +35,6 @@ from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.validation.report import Report
 from meshsat.solver.validation.validate import validate
-
-#: The environment variable that chooses what an invalid launch does.
-MODE_VARIABLE = "MESHSAT_SGLANG"
-#: The launchers whose words follow `python -m` / the program name.
-LAUNCH_SERVER = ("python", "-m", "sglang.launch_server")
-SERVE = ("sglang", "serve")
-
-
-class Mode(str, Enum):
-    """What an invalid launch does: `enforce` stops it (the default: installing meshsat is
-    asking for the check), `warn` prints the same message and launches, `off` checks
-    nothing."""
-
-    enforce = "enforce"
-    warn = "warn"
-    off = "off"
-
-
-DEFAULT_MODE = Mode.enforce
-
-
-def mode_from_env(environ: Mapping[str, str] | None = None) -> tuple[Mode, str | None]:
-    """The chosen mode and, for a value that is not a mode, a line saying the default is
-    used instead (a typo must not switch the check off, nor crash the server)."""
-    raw = (os.environ if environ is None else environ).get(MODE_VARIABLE, "").strip().lower()
-    if not raw:
-        return DEFAULT_MODE, None
-    try:
-        return Mode(raw), None
-    except ValueError:
-        choices = "|".join(m.value for m in Mode)
-        return DEFAULT_MODE, (
-            f"{MODE_VARIABLE}={raw!r} is not {choices}; using {DEFAULT_MODE.value}"
-        )
 
 
 @dataclass(frozen=True)

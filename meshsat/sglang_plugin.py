@@ -1,15 +1,22 @@
 """meshsat as an SGLang plugin: the launch layout is judged before SGLang reads its arguments.
 
+This module is the entry point SGLang imports in every process that calls `load_plugins()`
+(the server, its schedulers, its detokenizer), so it imports only the standard library:
+registering costs nothing, and `meshsat.solver` (the rules) is imported only when the hook
+runs, in the one process that parses the launch arguments. It lives outside `meshsat.solver`
+because importing anything under that package loads the whole rule model first.
+
 SGLang (0.5.23 on) loads every entry point of the group `sglang.srt.plugins` in
 `load_plugins()`, which `python -m sglang.launch_server` and `sglang serve` call just before
 `prepare_server_args(argv)`; a plugin registers hooks through
 `sglang.srt.plugins.hook_registry.HookRegistry`, applied when every plugin has run. meshsat's
-entry point (`meshsat = "meshsat.solver.integrations.sglang_plugin:register"`, in
+entry point (`meshsat = "meshsat.sglang_plugin:register"`, in
 pyproject.toml) registers one BEFORE hook on `prepare_server_args`: it receives the very
-argument list SGLang is about to parse, judges it (`launch_guard`), and for an invalid layout
-prints every violation and the fixed command and exits 2. `SystemExit` is used on purpose:
-SGLang logs and swallows an `Exception` from a plugin's registration, but a hook's exception
-ends the launch, and `SystemExit` ends it without a traceback.
+argument list SGLang is about to parse, judges it (`meshsat.solver.integrations.launch_guard`),
+and for an invalid layout prints every violation and the fixed command and exits 1.
+`SystemExit` is used on purpose: SGLang logs and swallows an `Exception` from a plugin's
+registration, but a hook's exception ends the launch, and `SystemExit` ends it without a
+traceback.
 
 Why a line on stderr for a valid layout too: SGLang only logs a plugin that failed to load or
 a hook that failed to apply (and its logging is not configured yet at that point), so the
@@ -21,16 +28,44 @@ parser will say what is wrong) or an internal error is one line, and SGLang goes
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from enum import Enum
 from typing import Any
 
-from meshsat.solver.integrations.launch_guard import (
-    LAUNCH_SERVER,
-    SERVE,
-    Mode,
-    mode_from_env,
-)
+#: The environment variable that chooses what an invalid launch does.
+MODE_VARIABLE = "MESHSAT_SGLANG"
+#: The launchers, as the fixed command spells them.
+LAUNCH_SERVER = ("python", "-m", "sglang.launch_server")
+SERVE = ("sglang", "serve")
+
+
+class Mode(str, Enum):
+    """What an invalid launch does: `enforce` stops it (the default: installing meshsat is
+    asking for the check), `warn` prints the same message and launches, `off` checks
+    nothing."""
+
+    enforce = "enforce"
+    warn = "warn"
+    off = "off"
+
+
+DEFAULT_MODE = Mode.enforce
+
+
+def mode_from_env(environ: Mapping[str, str] | None = None) -> tuple[Mode, str | None]:
+    """The chosen mode and, for a value that is not a mode, a line saying the default is
+    used instead (a typo must not switch the check off, nor crash the server)."""
+    raw = (os.environ if environ is None else environ).get(MODE_VARIABLE, "").strip().lower()
+    if not raw:
+        return DEFAULT_MODE, None
+    try:
+        return Mode(raw), None
+    except ValueError:
+        choices = "|".join(m.value for m in Mode)
+        return DEFAULT_MODE, f"{MODE_VARIABLE}={raw!r} is not {choices}; using {DEFAULT_MODE.value}"
+
 
 #: The function SGLang parses its arguments with; the hook runs before it.
 TARGET = "sglang.srt.server_args.prepare_server_args"
@@ -63,7 +98,7 @@ def register() -> None:
 
 def before_prepare_server_args(*args: Any, **kwargs: Any) -> None:
     """The BEFORE hook: judge the arguments `prepare_server_args` was given, stop the
-    launch (exit 2) on an invalid layout in `enforce` mode, return None (arguments
+    launch (exit 1) on an invalid layout in `enforce` mode, return None (arguments
     unchanged) otherwise."""
     argv = args[0] if args else kwargs.get("argv")
     if not isinstance(argv, Sequence) or isinstance(argv, str):
@@ -78,7 +113,7 @@ def before_prepare_server_args(*args: Any, **kwargs: Any) -> None:
 
 def check_arguments(argv: list[str], mode: Mode) -> int:
     """Judge one argument list; print the proof line or the message. The exit status to
-    stop with (2), or 0 to go on."""
+    stop with (1), or 0 to go on."""
     from meshsat.solver.errors import InputError
     from meshsat.solver.integrations.launch_guard import judge_argv
 
