@@ -15,14 +15,14 @@ from typing import Annotated
 import typer
 
 from meshsat.sglang_plugin import MODE_VARIABLE, Mode, mode_from_env
-from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
 from meshsat.solver.integrations.launch_guard import judge_words
+from meshsat.solver.packs import known_versions
 
 CommandArg = Annotated[
     list[str],
     typer.Argument(
-        metavar="-- COMMAND...",
+        metavar="COMMAND",
         help="The launch command, after `--`, exactly as it would be run.",
         show_default=False,
     ),
@@ -36,6 +36,16 @@ ModeOpt = Annotated[
         show_default=False,
     ),
 ]
+VersionOpt = Annotated[
+    str,
+    typer.Option(
+        "--sglang-version",
+        "-V",
+        metavar="VERSION",
+        help=f"SGLang release whose rules apply: {', '.join(known_versions())}, or 'installed' "
+        "(the SGLang in this environment, else the newest pack).",
+    ),
+]
 DryRunOpt = Annotated[
     bool,
     typer.Option("--dry-run", help="Judge and print, but do not run the command."),
@@ -45,7 +55,7 @@ DryRunOpt = Annotated[
 def launch_cmd(
     command: CommandArg,
     mode: ModeOpt = None,
-    sglang_version: SglangVersionOpt = "installed",
+    sglang_version: VersionOpt = "installed",
     dry_run: DryRunOpt = False,
 ) -> None:
     """Check an SGLang launch command's layout, then run it unchanged.
