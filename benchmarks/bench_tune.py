@@ -6,7 +6,7 @@ For DeepSeek-V3 on H200 at N = 16 and 64 GPUs (the space: every legal layout tha
    space) and the share of the space's layouts reached. Goal: 0 illegal, >= 99 %.
 2. TPE, 100 trials, several seeds, maximising today's score (KV-cache tokens): the best
    found over the best of the space, and how many seeds get within 5 %. The baseline is
-   independent sizes judged by `constraints_func` (TPE with constraints), in the same run.
+   independent sizes judged by `set_constraint` (TPE with constraints), in the same run.
 
 Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_tune.py [--draws 10000] [--seeds 5]
 """
@@ -26,7 +26,7 @@ from meshsat.solver.memory.models import model_config
 from meshsat.solver.tune import LayoutSpace, layout_space
 from meshsat.solver.tune.optuna_space import (
     Style,
-    constraints_func,
+    set_constraint,
     suggest_layout,
     suggest_sizes,
 )
@@ -68,10 +68,12 @@ def tpe_run(
     """(best found / best of the space, first trial within 5 % or None)."""
     best = space.best.score
     if route == "constrained sizes":
-        sampler = optuna.samplers.TPESampler(seed=seed, constraints_func=constraints_func(space))
+        sampler = optuna.samplers.TPESampler(seed=seed)
 
         def objective(trial: optuna.Trial) -> float:
-            hit = space.find(suggest_sizes(trial, space))
+            values = suggest_sizes(trial, space)
+            set_constraint(trial, space, values)
+            hit = space.find(values)
             return 0.0 if hit is None else hit.score
     else:
         sampler = optuna.samplers.TPESampler(seed=seed)

@@ -25,6 +25,7 @@ from meshsat.solver.tune.optuna_space import (
     Style,
     constraints_func,
     define_by_run,
+    set_constraint,
     suggest_layout,
     suggest_sizes,
 )
@@ -168,11 +169,24 @@ def test_constraints_func_accepts_exactly_the_space() -> None:
         if not inside and validate(values, explain=False, sglang_version="0.5.23").valid:
             assert verdict[0] == 1.0  # legal for SGLang, but not in the space (fit, N)
     assert feasible < 100  # independent sizes are mostly illegal: why the space exists
+    # Optuna 5's route: the same value, recorded from inside the objective.
+    trial = study.ask()
+    values = suggest_sizes(trial, space)
+    assert set_constraint(trial, space, values) == judge_values(space, values)
+    study.tell(trial, 0.0)
     # A trial that went through suggest_layout is judged by its key.
     trial = study.ask()
     suggest_layout(trial, space, "tree")
     study.tell(trial, 0.0)
     assert judge(study.get_trials(deepcopy=False)[-1]) == (0.0,)
+
+
+def judge_values(space: LayoutSpace, values: dict[str, Any]) -> float:
+    return (
+        0.0
+        if space.find(values) is not None
+        else 1.0 + len(validate(values, explain=False, sglang_version="0.5.23").violations)
+    )
 
 
 def test_ray_views_without_ray() -> None:

@@ -16,9 +16,10 @@ sampling (Optuna warns when a parameter's choices differ between trials):
   in value order. Every layout is equally likely under random sampling, and TPE sees
   ordered coordinates (nearby values, nearby sizes).
 
-`constraints_func` serves the other route, multi-objective samplers (NSGA-II, TPE) over
-independent sizes (`suggest_sizes`): it judges a finished trial's sizes, <= 0 meaning
-feasible. `benchmarks/bench_tune.py` measures which route samples better with TPE.
+`set_constraint` (Optuna 5) and `constraints_func` (older samplers) serve the other route:
+constrained or multi-objective samplers (NSGA-II, TPE) over independent sizes
+(`suggest_sizes`), judged afterwards, <= 0 meaning feasible. `benchmarks/bench_tune.py`
+measures which route samples better with TPE.
 """
 
 from __future__ import annotations
@@ -128,20 +129,35 @@ def suggest_sizes(trial: optuna.trial.BaseTrial, space: LayoutSpace) -> dict[str
     return values
 
 
-def constraints_func(space: LayoutSpace) -> Callable[[optuna.trial.FrozenTrial], Sequence[float]]:
-    """For `NSGAIISampler(constraints_func=...)` / `TPESampler(constraints_func=...)`: one
-    value, 0 when the trial's layout is in the space (legal, fits, passes the filters), else
-    the number of SGLang rules it breaks plus 1 (so a near miss ranks above a far one)."""
+def constraint_value(space: LayoutSpace, values: dict[str, Any] | None) -> float:
+    """0 when the layout is in the space (legal, fits, passes the filters), else 1 + the
+    number of SGLang rules it breaks (a near miss ranks above a far one); <= 0 is feasible,
+    as Optuna reads constraints."""
+    if values is None:
+        return float(len(space.order)) + 1.0
+    if space.find(values) is not None:
+        return 0.0
     from meshsat.solver.validation.validate import validate
 
+    report = validate(values, explain=False, sglang_version=space.sglang_version)
+    return 1.0 + len(report.violations)
+
+
+def set_constraint(trial: optuna.Trial, space: LayoutSpace, values: dict[str, Any]) -> float:
+    """Optuna 5's way (`Trial.set_constraint`, which replaces the samplers'
+    `constraints_func`): record the trial's constraint from inside the objective."""
+    value = constraint_value(space, values)
+    trial.set_constraint(LAYOUT_ATTR, value)
+    return value
+
+
+def constraints_func(space: LayoutSpace) -> Callable[[optuna.trial.FrozenTrial], Sequence[float]]:
+    """For `NSGAIISampler(constraints_func=...)` / `TPESampler(constraints_func=...)`
+    (deprecated in Optuna 5 in favour of `set_constraint`): one value per finished trial,
+    judged from its parameters (`suggest_sizes`) or its layout attribute."""
+
     def judge(trial: optuna.trial.FrozenTrial) -> Sequence[float]:
-        values = _values_of(trial, space)
-        if values is not None and space.find(values) is not None:
-            return (0.0,)
-        if values is None:
-            return (float(len(space.order)) + 1.0,)
-        report = validate(values, explain=False, sglang_version=space.sglang_version)
-        return (1.0 + len(report.violations),)
+        return (constraint_value(space, _values_of(trial, space)),)
 
     return judge
 
