@@ -28,6 +28,7 @@ parser will say what is wrong) or an internal error is one line, and SGLang goes
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -86,10 +87,14 @@ def register() -> None:
     """The entry point SGLang calls from `load_plugins()`: register the hook (or, with
     `MESHSAT_SGLANG=off`, say that nothing is checked)."""
     mode, problem = mode_from_env()
-    if problem is not None:
+    # SGLang's schedulers and detokenizer load plugins too (multiprocessing children): only
+    # the launching process speaks, once.
+    main = multiprocessing.parent_process() is None
+    if problem is not None and main:
         _say(f"[meshsat] {problem}")
     if mode is Mode.off:
-        _say("[meshsat] MESHSAT_SGLANG=off: the launch layout is not checked")
+        if main:
+            _say("[meshsat] MESHSAT_SGLANG=off: the launch layout is not checked")
         return
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
