@@ -214,8 +214,9 @@ def test_cli_surface_is_pinned() -> None:
     assert surface["rules"] == sorted({*output, *version})
     assert surface["fields"] == sorted({*output, *version})
     assert surface["diff"] == sorted({*layout, *output, "new", "old"})
+    assert surface["launch"] == sorted({*output, *version, "--mode", "--dry-run", "command"})
     assert surface[""] == [
-        "diff", "enumerate", "fields", "fix", "groups", "plan", "rules", "validate"
+        "diff", "enumerate", "fields", "fix", "groups", "launch", "plan", "rules", "validate"
     ]  # fmt: skip
 
 

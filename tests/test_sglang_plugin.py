@@ -320,3 +320,12 @@ def test_registering_imports_nothing_of_meshsat_solver() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_launch_json_is_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    cmd = ["sglang", "serve", "--tp", "8", "--attn-cp-size", "3"]
+    r = run_cli(capsys, "launch", "-V", "0.5.23", "--json", "--", *cmd)
+    data = json.loads(r.out)
+    assert r.code == 1 and data["valid"] is False
+    assert "CP-TP-DIV" in [v["rule"] for v in data["violations"]]
+    assert data["fixed_command"].startswith("sglang serve --tp 8 --attn-cp-size ")

@@ -15,6 +15,8 @@ from typing import Annotated
 import typer
 
 from meshsat.sglang_plugin import MODE_VARIABLE, Mode, mode_from_env
+from meshsat.solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
+from meshsat.solver.cli.layout_options import JsonOpt
 from meshsat.solver.errors import InputError
 from meshsat.solver.integrations.launch_guard import judge_words
 from meshsat.solver.packs import known_versions
@@ -57,6 +59,8 @@ def launch_cmd(
     mode: ModeOpt = None,
     sglang_version: VersionOpt = "installed",
     dry_run: DryRunOpt = False,
+    as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
 ) -> None:
     """Check an SGLang launch command's layout, then run it unchanged.
 
@@ -65,6 +69,8 @@ def launch_cmd(
     installed SGLang (--sglang-version to choose): a valid layout prints one line on stderr
     and the command replaces meshsat (same process, environment and exit status); an invalid
     one prints every violated rule and the fixed command, and is not launched.
+
+    --json (or --format) prints the verdict on stdout instead and runs nothing.
 
     Exit status: the command's own once it runs; 1 invalid layout (enforce); 2 bad input;
     127 the program cannot be run.
@@ -83,8 +89,18 @@ def launch_cmd(
         mode, problem = mode_from_env()
         if problem is not None:
             raise InputError(problem.replace("; using enforce", ""))
+    report_format = chosen(fmt, as_json)
     if mode is not Mode.off:
         verdict = judge_words(command, sglang_version=sglang_version)
+        if report_format is not OutputFormat.table:
+            data = {
+                **verdict.report.to_dict(),
+                "command": verdict.command,
+                "fixed_command": verdict.fixed_command,
+                "changes": list(verdict.changes),
+            }
+            emit(report_format, data, [{"rule": v.rule} for v in verdict.report.violations])
+            raise typer.Exit(0 if verdict.valid or mode is Mode.warn else 1)
         if verdict.valid:
             sys.stderr.write(verdict.summary() + "\n")
         else:
