@@ -11,9 +11,9 @@ STAMP  := $(VENV)/.meshsat-installed
 $(STAMP): pyproject.toml constraints/torch-cpu.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if $(PY) -c 'import torch' 2>/dev/null; then \
-		$(PY) -m pip install -q -e '.[dev,tune]'; \
+		$(PY) -m pip install -q -e '.[dev,perf,tune]'; \
 	else \
-		$(PY) -m pip install -q -c constraints/torch-cpu.txt -e '.[dev,tune]'; \
+		$(PY) -m pip install -q -c constraints/torch-cpu.txt -e '.[dev,perf,tune]'; \
 	fi
 	@touch $(STAMP)
 
@@ -30,6 +30,9 @@ demo: $(STAMP)
 	@$(VENV)/bin/meshsat enumerate --gpus 16 --where "attn_cp >= 2" --where "ep >= 8" --limit 8
 	@echo "== meshsat groups --set tp_size=8 --set attn_cp_size=2 --set ep_size=4 --set moe_dp_size=2"
 	@$(VENV)/bin/meshsat groups --set tp_size=8 --set attn_cp_size=2 --set ep_size=4 --set moe_dp_size=2
+	@echo "== meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --tpot 50 --top 5 --plot plan-pareto.png"
+	@$(VENV)/bin/meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --tpot 50 \
+		--top 5 --plot plan-pareto.png
 	@echo "== python -m meshsat.cp.demo --spawn 4 (zigzag CP over gloo, checked against one process)"
 	@$(PY) -m meshsat.cp.demo --spawn 4 --set tp_size=4 --set attn_cp_size=2 \
 		--set enable_prefill_cp=true --set cp_strategy=zigzag
@@ -52,8 +55,11 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_cp.py
 	$(PY) benchmarks/bench_inputs.py
 	$(PY) benchmarks/bench_memory.py
+	$(PY) benchmarks/bench_plan.py
 	$(PY) benchmarks/bench_threads.py
 	$(PY) benchmarks/bench_fidelity.py
+	$(PY) benchmarks/bench_perf.py
+	$(PY) benchmarks/perf_accuracy.py --write benchmarks/RESULTS-perf.md
 	$(PY) benchmarks/bench_tune.py
 
 # The real SGLang as the oracle: one CPU venv per release outside the repository

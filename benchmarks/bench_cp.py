@@ -61,6 +61,21 @@ def median_seconds(fn: Callable[[], object], device: torch.device, repeats: int)
     return statistics.median(times)
 
 
+def interleaved_medians(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median CPU seconds of this thread for each host-only function (torch at one thread),
+    timed in turn within every repeat: CPU time does not count the slices other processes of
+    this shared machine take, which wall time on 2 cores at load 10 is dominated by."""
+    for fn in fns.values():
+        fn()  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.thread_time()
+            fn()
+            times[name].append(time.thread_time() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 def request_mix(seed: int = 0, n: int = 16) -> CPBatch:
     """A serving-like prefill mix: lengths log-uniform in [256, 16384], a third of the requests
     with a cached prefix log-uniform in [512, 8192] (radix-cache hits)."""
@@ -207,7 +222,7 @@ def bench_throughput(device: torch.device, repeats: int, tokens: int, hidden: in
 # ---- 3. CP attention over real process groups ----------------------------------------------
 
 HEADS, KV_HEADS, DIM = 8, 2, 64
-PHASES = ("total", "attention", "comm")
+PHASES = ("total", "attention", "comm", "ring_wait")
 
 
 def attention_batch(quick: bool) -> CPBatch:
@@ -259,7 +274,13 @@ def cp_forward(
         if isinstance(strategy, RingStrategy)
         else x["k"].nbytes + x["v"].nbytes
     )
-    phases = {"total": t3 - t0, "attention": t2 - t1, "comm": (t1 - t0) + (t3 - t2)}
+    wait = strategy.stats.wait_seconds if isinstance(strategy, RingStrategy) else 0.0
+    phases = {
+        "total": t3 - t0,
+        "attention": t2 - t1,
+        "comm": (t1 - t0) + (t3 - t2),
+        "ring_wait": wait,
+    }
     return phases | {"kv_bytes": float(kv_bytes)}, out
 
 
@@ -349,13 +370,16 @@ def bench_attention(device: torch.device, worlds: list[int], quick: bool, repeat
         "the CP runs. ring: no all-gather, K/V shards passed around inside run_attention "
         "(counted as attention). KV MB/rank: the forward's K/V a rank holds (all-gather: all of "
         "it; ring: its shard plus the two in flight, by the strategy's own accounting); goal = "
-        "total / cp + 2 shards.\n"
+        "total / cp + 2 shards. ring wait: host time ring spent waiting for the next shard "
+        "after computing on the current one (inside attention; near 0 when the transfer "
+        "overlaps). × zigzag: total time over zigzag's at the same world, same spawn.\n"
     )
     print(
         "| strategy | world | 1 proc ms | total ms | attention ms | comm ms | "
-        "speed-up vs 1 proc | attention speed-up | KV MB/rank | goal MB | max abs err |"
+        "speed-up vs 1 proc | attention speed-up | ring wait ms | × zigzag | KV MB/rank | "
+        "goal MB | max abs err |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for world in worlds:
         if device.type == "cuda" and torch.cuda.device_count() < world:
             have = torch.cuda.device_count()
@@ -375,11 +399,14 @@ def bench_attention(device: torch.device, worlds: list[int], quick: bool, repeat
         total_kv = 2 * batch.num_tokens * KV_HEADS * DIM * 4
         shard = total_kv / world
         goal = shard * 3 if world > 1 else shard
+        zigzag_total = results["strategies"]["zigzag"]["total"]
         for name, r in results["strategies"].items():
+            wait = f"{r['ring_wait'] * 1e3:.1f}" if name == "ring" else "-"
             print(
                 f"| {name} | {world} | {single * 1e3:.1f} | {r['total'] * 1e3:.1f} | "
                 f"{r['attention'] * 1e3:.1f} | {r['comm'] * 1e3:.1f} | "
-                f"{single / r['total']:.2f} | {single / r['attention']:.2f} | "
+                f"{single / r['total']:.2f} | {single / r['attention']:.2f} | {wait} | "
+                f"{r['total'] / zigzag_total:.2f} | "
                 f"{r['kv_bytes'] / 2**20:.2f} | {goal / 2**20:.2f} | "
                 f"{r['max_abs_err']:.1e} |"
             )
@@ -405,31 +432,79 @@ def reference_permutation(extend_lens: Sequence[int], cp: int) -> Tensor:
     return torch.argsort(key)
 
 
+def reference_interleave_plan(
+    extend_lens: Sequence[int], prefix_lens: Sequence[int], cp: int
+) -> tuple[Tensor, ...]:
+    """The baseline interleave's plan is measured against: the same content (every rank's
+    tokens, kv lengths and query requests, the gather index, the [cp, B] request counts) in the
+    fewest tensor operations, with torch's own repeat_interleave and bincount."""
+    ext = torch.tensor(extend_lens, dtype=torch.long)
+    pre = torch.tensor(prefix_lens, dtype=torch.long)
+    total, bs = int(ext.sum()), len(extend_lens)
+    req = torch.repeat_interleave(torch.arange(bs), ext, output_size=total)
+    t = torch.arange(total)
+    kv = (pre - (torch.cumsum(ext, 0) - ext) + 1)[req] + t
+    most = -(-total // cp)
+    physical = -(-most // cp) * cp
+    rank = t % cp
+    gather = rank * physical + t // cp
+    counts = torch.bincount(rank * bs + req, minlength=cp * bs).view(cp, bs)
+    per_rank = [x[r::cp] for r in range(cp) for x in (t, kv, req)]
+    return (gather, counts, *per_rank)
+
+
+def round_robin_permutation(total: int, cp: int) -> tuple[Tensor, Tensor]:
+    """A plain round-robin permutation and its inverse: the least any interleave plan does."""
+    t = torch.arange(total)
+    perm = torch.cat([t[r::cp] for r in range(cp)])
+    inverse = torch.empty_like(perm)
+    inverse[perm] = t
+    return perm, inverse
+
+
 def bench_plans(repeats: int, tokens: int = 32768, cp: int = 8) -> None:
     print(
         f"## 4. Plan time per forward ({tokens} tokens, cp {cp}, CPU)\n\n"
-        "build_metadata (the plan of every rank, its checks and gather index) against a "
-        "vectorised zigzag permutation alone (`reference_permutation`), same run; median of "
-        f"{repeats}, one torch thread. Requests of equal length.\n"
+        "build_metadata (the plan of every rank, its checks and gather index), same run: median "
+        f"of {repeats} of the thread's CPU time (time.thread_time), the six timed in turn within "
+        "each repeat, one torch thread; requests of equal length. zigzag and ring × a "
+        "vectorised zigzag permutation alone (`reference_permutation`); interleave × "
+        "`reference_interleave_plan` (the same content as its plan, vectorised) and × a plain "
+        "round-robin permutation with its inverse.\n"
     )
     print(
-        "| requests | reference ms | zigzag ms | × ref | interleave ms | × ref | ring ms | × ref |"
+        "| requests | zigzag perm ms | zigzag ms | × perm | ring ms | × perm | "
+        "interleave ref ms | interleave ms | × ref | × round-robin |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    cpu = torch.device("cpu")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # plan building is host work; one thread keeps a shared box steady
-    for bs in (1, 32, 512):
+    by_name = {cls.name: cls(cp, comm=ReplayComm(0, cp)) for cls in STRATEGIES}
+    for bs in (1, 8, 32, 128, 512):
         lens = [tokens // bs] * bs
-        ref = median_seconds(lambda lens=lens: reference_permutation(lens, cp), cpu, repeats)
-        cells = []
-        for cls in STRATEGIES:
-            strategy = cls(cp, comm=ReplayComm(0, cp))
-            t = median_seconds(
-                lambda s=strategy, lens=lens: s.build_metadata(sum(lens), lens), cpu, repeats
-            )
-            cells.append(f"{t * 1e3:.2f} | {t / ref:.2f}")
-        print(f"| {bs} | {ref * 1e3:.2f} | " + " | ".join(cells) + " |")
+        zeros = [0] * bs
+
+        def plan(name: str, lens: list[int] = lens) -> Callable[[], object]:
+            s = by_name[name]
+            return lambda: s.build_metadata(sum(lens), lens)
+
+        m = interleaved_medians(
+            {
+                "ref": lambda lens=lens: reference_permutation(lens, cp),
+                "iref": lambda lens=lens, zeros=zeros: reference_interleave_plan(lens, zeros, cp),
+                "rr": lambda lens=lens: round_robin_permutation(sum(lens), cp),
+                "zz": plan("zigzag"),
+                "ring": plan("ring"),
+                "il": plan("interleave"),
+            },
+            repeats,
+        )
+        ref, iref, rr, zz, ring, il = (m[k] for k in ("ref", "iref", "rr", "zz", "ring", "il"))
+        print(
+            f"| {bs} | {ref * 1e3:.2f} | {zz * 1e3:.2f} | {zz / ref:.2f} | {ring * 1e3:.2f} | "
+            f"{ring / ref:.2f} | {iref * 1e3:.2f} | {il * 1e3:.2f} | {il / iref:.2f} | "
+            f"{il / rr:.2f} |"
+        )
     torch.set_num_threads(threads)
     print()
 

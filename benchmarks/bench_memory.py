@@ -60,6 +60,7 @@ def validation() -> list[dict[str, Any]]:
         g: Gpu | None = gpu(rec["gpu"]) if rec.get("gpu") else None
         logged = rec["logged"]
         row: dict[str, Any] = {
+            "held_out": bool(rec.get("held_out")),
             "id": rec["id"],
             "model": rec["model"],
             "gpu": g.name if g is not None else "not named",
@@ -71,14 +72,19 @@ def validation() -> list[dict[str, Any]]:
         cell = kv_bytes_per_token(facts, p, 0, rec.get("kv_cache_dtype"))
         if "kv_gb" in logged and "tokens" in logged:
             row["cell_err"] = cell / (logged["kv_gb"] * GB_LOG / logged["tokens"]) - 1
-        if g is not None and "tokens" in logged and "mem_fraction_static" in rec:
-            pre = rec.get("pre_load_gib")
-            ctx = 1.0 if pre is None else g.memory_gib - pre
+        pre = rec.get("pre_load_gib")
+        known_pool = g is not None or pre is not None
+        has_fraction = "mem_fraction_static" in rec or rec.get("default_fraction")
+        if known_pool and "tokens" in logged and has_fraction:
+            # Without a named GPU, the pool needs only the free memory before loading:
+            # any device at least that large gives the same arithmetic.
+            device = g if g is not None else Gpu("log", (pre + 1.0) * 1024, 1)
+            ctx = 1.0 if pre is None else device.memory_gib - pre
             mm = MemoryModel(
                 facts,
-                g,
+                device,
                 kv_cache_dtype=rec.get("kv_cache_dtype"),
-                mem_fraction_static=rec["mem_fraction_static"],
+                mem_fraction_static=rec.get("mem_fraction_static"),
                 context_gib=ctx,
                 page_size=rec.get("page_size", 1),
             )
@@ -95,6 +101,12 @@ def _pct(x: float | None) -> str:
 
 
 def print_validation(rows: list[dict[str, Any]]) -> None:
+    for title, held in (("fitted on (the first 15 logs)", False), ("held out", True)):
+        print(f"\n{title}:\n")
+        _table([r for r in rows if r["held_out"] == held])
+
+
+def _table(rows: list[dict[str, Any]]) -> None:
     print("| id | model | GPU | weights/rank GiB | weights err | KV cell err | KV tokens err |")
     print("|---|---|---|---:|---:|---:|---:|")
     for r in rows:

@@ -10,6 +10,7 @@ The plan is exact for any lengths and any cp size; `can_apply` is the engine's p
 from __future__ import annotations
 
 import contextlib
+import operator
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -19,8 +20,8 @@ import torch.distributed as dist
 from torch import Tensor
 
 from meshsat.cp.attention import AttnFn, PlanCalls, causal_attention_fn
-from meshsat.cp.batch import CPBatch, CPMetadata
-from meshsat.cp.comm import Comm, ProcessGroupComm, SoloComm
+from meshsat.cp.batch import CPBatch, CPMetadata, as_lengths
+from meshsat.cp.comm import Comm, SoloComm
 from meshsat.cp.interface import ContextParallelStrategy
 from meshsat.cp.kinds import (
     CPAttentionBackend,
@@ -30,6 +31,8 @@ from meshsat.cp.kinds import (
     CPShapeError,
 )
 from meshsat.cp.kvcache import LayerKV
+from meshsat.cp.limits import MAX_TOKENS, check_cp_size
+from meshsat.cp.parallel_state import DeferredComm, attn_cp_comm, registered_attn_cp_comm
 
 ForwardBatchLike = Any
 """A `CPBatch`, or an engine batch carrying the plan as `attn_cp_metadata` (see cp.interface)."""
@@ -40,10 +43,9 @@ class CPStrategy(ContextParallelStrategy):
     `ContextParallelStrategy` contract."""
 
     def __init__(self, cp_size: int, comm: Comm | None = None) -> None:
-        if isinstance(cp_size, bool) or not isinstance(cp_size, int) or cp_size < 1:
-            raise CPConfigError(f"cp_size must be an int >= 1, got {cp_size!r}")
+        check_cp_size(cp_size)
         if comm is None:
-            comm = _default_comm(cp_size)
+            comm = _default_comm(cp_size, self.name)
         if not isinstance(comm, Comm):
             raise CPConfigError(
                 f"{self.name}: comm must be a cp.Comm (e.g. ProcessGroupComm(group)); got "
@@ -85,12 +87,15 @@ class CPStrategy(ContextParallelStrategy):
         seqs_len: Sequence[int] | None,
         extend_seqs_len: Sequence[int] | None = None,
     ) -> CPMetadata:
+        """SGLang's reading of the optional arguments: no `seqs_len` means no cached prefix, and
+        with no `extend_seqs_len` either, the forward is one request of `num_tokens` tokens."""
         if seqs_len is None:
-            raise CPBatchError(
-                f"{self.name}: build_metadata needs seqs_len (one total length per request); "
-                f"got None for num_tokens {num_tokens}"
-            )
-        lens = CPBatch.from_seq_lens(seqs_len, extend_seqs_len)
+            if extend_seqs_len is None:
+                extend_seqs_len = [_token_count(num_tokens)]
+            ext = as_lengths("extend_seqs_len", extend_seqs_len)
+            lens = CPBatch(ext, (0,) * len(ext))
+        else:
+            lens = CPBatch.from_seq_lens(seqs_len, extend_seqs_len)
         _check_num_tokens(num_tokens, lens.extend_lens)
         return self._plan(lens.extend_lens, lens.prefix_lens)
 
@@ -124,6 +129,7 @@ class CPStrategy(ContextParallelStrategy):
 
     def shard_hidden_states(self, x: Tensor, forward_batch: ForwardBatchLike) -> Tensor:
         """This rank's rows of `x` (dim 0 = tokens), zero-padded to the plan's physical rows."""
+        inference_only(x, "x", self.name)
         meta = self.metadata(forward_batch)
         if x.dim() == 0 or x.shape[0] != meta.total_tokens:
             raise CPShapeError(
@@ -138,6 +144,7 @@ class CPStrategy(ContextParallelStrategy):
 
     def shard_position_ids(self, positions: Tensor, forward_batch: ForwardBatchLike) -> Tensor:
         """Like `shard_hidden_states` along the last dim, so [T] and M-RoPE [3, T] both work."""
+        inference_only(positions, "positions", self.name)
         meta = self.metadata(forward_batch)
         if positions.dim() == 0 or positions.shape[-1] != meta.total_tokens:
             raise CPShapeError(
@@ -158,6 +165,7 @@ class CPStrategy(ContextParallelStrategy):
             return self._gather(x, forward_batch)
 
     def _gather(self, x: Tensor, batch: ForwardBatchLike) -> Tensor:
+        inference_only(x, "x", self.name)
         meta = self.metadata(batch)
         if x.dim() == 0 or x.shape[0] != meta.physical:
             raise CPShapeError(
@@ -237,10 +245,8 @@ class CPStrategy(ContextParallelStrategy):
     ) -> Tensor:
         """Attention for this rank's query rows, one `attn_fn` call per chunk of the plan;
         padding rows of the output are zero."""
-        if attention_backend != CPAttentionBackend.FLASH_ATTENTION:
-            raise CPConfigError(
-                f"{self.name}: no calling convention for attention_backend {attention_backend!r}"
-            )
+        check_attention_backend(attention_backend, self.name)
+        check_query(q, self.name)
         meta = self.metadata(forward_batch)
         if q.dim() < 1 or q.shape[0] != meta.physical:
             raise CPShapeError(
@@ -282,11 +288,26 @@ class CPStrategy(ContextParallelStrategy):
         full_k = self.gather_kv_cache(k, forward_batch)
         full_v = self.gather_kv_cache(v, forward_batch)
         if layer is not None:
-            layer.write_extend(full_k, full_v)
+            meta = self.metadata(forward_batch)
+            layer.write_extend(full_k, full_v, rows=layer.extend_rows_on(layer.k.device, meta))
+
+
+def _token_count(num_tokens: object) -> int:
+    """`num_tokens` as an int in [0, MAX_TOKENS] (numpy integers included)."""
+    if isinstance(num_tokens, bool) or not hasattr(type(num_tokens), "__index__"):
+        raise CPBatchError(f"num_tokens is {num_tokens!r:.60}; expected an int")
+    n = operator.index(num_tokens)  # type: ignore[arg-type]
+    if not 0 <= n <= MAX_TOKENS:
+        raise CPBatchError(
+            f"num_tokens is {n}; expected >= 0, and the limit is {MAX_TOKENS} (cp.limits)"
+        )
+    return int(n)
 
 
 def _check_num_tokens(num_tokens: int, extend_lens: tuple[int, ...]) -> None:
-    if num_tokens != sum(extend_lens):
+    """SGLang folds `num_tokens - sum(extend)` padding rows into the last request; the core
+    refuses any mismatch (see docs/cp.md, differences from the seed)."""
+    if _token_count(num_tokens) != sum(extend_lens):
         raise CPBatchError(
             f"num_tokens {num_tokens} != sum of extend lengths {list(extend_lens)} = "
             f"{sum(extend_lens)}"
@@ -335,12 +356,45 @@ def _on_stream(stream: Any | None, x: Tensor) -> Iterator[None]:
         yield
 
 
-def _default_comm(cp_size: int) -> Comm:
+def check_attention_backend(attention_backend: object, who: str) -> None:
+    """SGLang asserts the backend is one its strategy supports; the one convention here is
+    FLASH_ATTENTION (the varlen `attn_fn`)."""
+    if attention_backend != CPAttentionBackend.FLASH_ATTENTION:
+        raise CPConfigError(
+            f"{who}: attention_backend must be CPAttentionBackendKind.FLASH_ATTENTION (the "
+            f"varlen attn_fn convention); got {attention_backend!r:.60}"
+        )
+
+
+def check_query(q: object, who: str) -> None:
+    """A query is a floating-point tensor of inference (see `_inference_only`)."""
+    if not isinstance(q, Tensor):
+        raise CPShapeError(f"{who}: q must be a tensor; got {type(q).__name__}")
+    if not q.dtype.is_floating_point:
+        raise CPShapeError(
+            f"{who}: q is a {q.dtype} tensor; attention needs a floating-point q "
+            "(float32, bfloat16, float16, float64)"
+        )
+    inference_only(q, "q", who)
+
+
+def inference_only(t: Tensor, name: str, who: str) -> None:
+    """The strategies serve prefill, which runs without autograd: their index writes into
+    preallocated buffers, collectives and cache writes are not differentiable, so a tensor
+    that requires grad is refused here with the way out, rather than failing inside torch."""
+    if isinstance(t, Tensor) and t.requires_grad and torch.is_grad_enabled():
+        raise CPConfigError(
+            f"{who}: {name} requires grad, but cp is inference-only (prefill, no autograd); "
+            "run it under torch.no_grad() or torch.inference_mode(), or pass a detached tensor"
+        )
+
+
+def _default_comm(cp_size: int, who: str) -> Comm:
+    """A group of one needs no communicator; otherwise the process's attention-CP group now
+    when there is one (registered, or the initialised default group), else a `DeferredComm`
+    that finds it at first use (SGLang constructs strategies before any group exists)."""
     if cp_size == 1:
         return SoloComm()
-    if dist.is_available() and dist.is_initialized():
-        return ProcessGroupComm()
-    raise CPConfigError(
-        f"cp_size {cp_size} needs a communicator: pass comm=ProcessGroupComm(group) or "
-        "initialise torch.distributed first"
-    )
+    if registered_attn_cp_comm() is not None or (dist.is_available() and dist.is_initialized()):
+        return attn_cp_comm()
+    return DeferredComm(cp_size, who)

@@ -12,7 +12,7 @@ import itertools
 import operator
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -20,10 +20,13 @@ from torch import Tensor
 
 from meshsat.cp.interface import BaseContextParallelMetadata
 from meshsat.cp.kinds import CPBatchError, CPStrategyKind
+from meshsat.cp.limits import MAX_TOKENS
 
 
 def as_lengths(name: str, values: Sequence[int] | None) -> tuple[int, ...]:
-    """`values` as a tuple of non-negative ints, or a `CPBatchError` naming `name`."""
+    """`values` as a tuple of ints in [0, MAX_TOKENS], or a `CPBatchError` naming `name`.
+    Python ints, numpy integers and 1-D integer tensors are lengths (engines pass all three);
+    bools and floats are not."""
     if values is None or isinstance(values, (str, bytes)):
         raise CPBatchError(f"{name} is {values!r}; expected a sequence of lengths (ints >= 0)")
     if isinstance(values, Tensor):
@@ -33,17 +36,33 @@ def as_lengths(name: str, values: Sequence[int] | None) -> tuple[int, ...]:
                 "a 1-D integer tensor or a list of ints"
             )
         values = values.tolist()
-    fast = tuple(values)
-    if all(type(v) is int for v in fast) and (not fast or min(fast) >= 0):
+    try:
+        fast = tuple(values)
+    except TypeError:
+        raise CPBatchError(
+            f"{name} is a {type(values).__name__}; expected a sequence of lengths (ints >= 0)"
+        ) from None
+    if len(fast) > MAX_TOKENS:
+        raise CPBatchError(f"{name} has {len(fast)} entries; the limit is {MAX_TOKENS} requests")
+    if not fast or (set(map(type, fast)) == {int} and min(fast) >= 0 and max(fast) <= MAX_TOKENS):
         return fast
-    out: list[int] = []
-    for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise CPBatchError(f"{name}[{i}] is {v!r}; lengths must be ints")
-        if v < 0:
-            raise CPBatchError(f"{name}[{i}] is {v}; lengths must be >= 0")
-        out.append(v)
-    return tuple(out)
+    return tuple(_as_length(name, i, v) for i, v in enumerate(fast))
+
+
+def _as_length(name: str, i: int, v: object) -> int:
+    """One length: an int or a numpy / 0-d tensor integer (anything with `__index__` that is
+    not a bool), bounded by `MAX_TOKENS`."""
+    if isinstance(v, bool) or "bool" in type(v).__name__ or not hasattr(type(v), "__index__"):
+        raise CPBatchError(f"{name}[{i}] is {v!r}; lengths must be ints")
+    try:
+        n = operator.index(v)  # type: ignore[arg-type]
+    except TypeError:
+        raise CPBatchError(f"{name}[{i}] is {v!r}; lengths must be ints") from None
+    if n < 0:
+        raise CPBatchError(f"{name}[{i}] is {n}; lengths must be >= 0")
+    if n > MAX_TOKENS:
+        raise CPBatchError(f"{name}[{i}] is {n}; the limit is {MAX_TOKENS} tokens (cp.limits)")
+    return n
 
 
 @dataclass(frozen=True)
@@ -62,6 +81,18 @@ class CPBatch:
         if len(ext) != len(pre):
             raise CPBatchError(
                 f"{len(ext)} extend lengths but {len(pre)} prefix lengths; one of each per request"
+            )
+        total = sum(ext)
+        if total > MAX_TOKENS:
+            raise CPBatchError(
+                f"the batch has {total} tokens in the forward; the limit is {MAX_TOKENS} "
+                "(cp.limits)"
+            )
+        longest = max(map(operator.add, ext, pre), default=0)
+        if longest > MAX_TOKENS:
+            raise CPBatchError(
+                f"a request of {longest} tokens (prefix + extend); the limit is {MAX_TOKENS} "
+                "(cp.limits)"
             )
         object.__setattr__(self, "extend_lens", ext)
         object.__setattr__(self, "prefix_lens", pre)
@@ -139,6 +170,9 @@ class CPMetadata(BaseContextParallelMetadata):
     shard is that index map, the gather its inverse. `gather_index` composes the spec's two gather
     steps, cutting each rank's chunk of the padded all-gather to its real rows and undoing the
     permutation, so that a gather is one index_select after the collective.
+
+    A plan built by arithmetic on the lengths may hand in its gather index (`known_gather`);
+    the permutation check is then skipped, the round-trip tests holding that plan exact.
     """
 
     kind: CPStrategyKind
@@ -149,6 +183,7 @@ class CPMetadata(BaseContextParallelMetadata):
     rank_tokens: tuple[Tensor, ...]
     chunks: tuple[tuple[AttnChunk, ...], ...]
     seq_requests: tuple[Tensor, ...]
+    known_gather: InitVar[Tensor | None] = None
     total_seq_lens: int = field(init=False, default=0)
     bs: int = field(init=False, default=0)
     counts: tuple[int, ...] = field(init=False)
@@ -160,11 +195,19 @@ class CPMetadata(BaseContextParallelMetadata):
     )
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, known_gather: Tensor | None) -> None:
         counts = tuple(int(t.numel()) for t in self.rank_tokens)
         most = max(counts, default=0)
-        physical = -(-most // self.align) * self.align
+        physical = round_up(most, self.align)
         perm = torch.cat(self.rank_tokens) if self.rank_tokens else torch.zeros(0, dtype=torch.long)
+        self.total_seq_lens = sum(self.extend_lens) + sum(self.prefix_lens)
+        self.bs = len(self.extend_lens)
+        self.counts = counts
+        self.physical = physical
+        self.perm = perm
+        if known_gather is not None:
+            self.gather_index = known_gather
+            return
         total = self.total_tokens
         # A permutation check and its inverse in one scatter (no sort): every token written once.
         rank_of_row = segment_ids(torch.tensor(counts, dtype=torch.long))
@@ -176,11 +219,6 @@ class CPMetadata(BaseContextParallelMetadata):
         gather_index[perm] = padded_pos
         if bool((gather_index < 0).any()):
             raise RuntimeError(f"internal: {self.kind.name} plan is not a permutation")
-        self.total_seq_lens = sum(self.extend_lens) + sum(self.prefix_lens)
-        self.bs = len(self.extend_lens)
-        self.counts = counts
-        self.physical = physical
-        self.perm = perm
         self.gather_index = gather_index
 
     @property
@@ -233,6 +271,11 @@ class CPMetadata(BaseContextParallelMetadata):
             if cached is None:
                 cached = self._device_cache[key] = build()
         return cached
+
+
+def round_up(n: int, multiple: int) -> int:
+    """The least multiple of `multiple` that is >= n."""
+    return -(-n // multiple) * multiple
 
 
 def plan_starts(lengths: Sequence[int]) -> list[int]:

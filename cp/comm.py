@@ -32,14 +32,20 @@ class Comm(ABC):
     def all_gather(self, x: Tensor) -> Tensor:
         """Every rank's `x` (same shape on every rank), concatenated rank-major along dim 0."""
 
-    def ring_pass_start(self, tensors: Sequence[Tensor]) -> Callable[[], list[Tensor]]:
+    def ring_pass_start(
+        self, tensors: Sequence[Tensor], out: Sequence[Tensor] | None = None
+    ) -> Callable[[], list[Tensor]]:
         """Start sending `tensors` to rank + 1 and receiving the same shapes from rank - 1 (mod
-        the group size); the returned function waits and gives the received tensors, so the
-        caller computes while the transfer is in flight. This fallback completes at once
-        through an all-gather (for groups without point-to-point sends); `ProcessGroupComm`
-        uses `batch_isend_irecv`, holding only the two buffers."""
+        the group size) into `out` (fresh tensors when None); the returned function waits and
+        gives the received tensors, so the caller computes while the transfer is in flight.
+        This fallback completes at once through an all-gather (for groups without
+        point-to-point sends); `ProcessGroupComm` uses `batch_isend_irecv`."""
         prev = (self.rank - 1) % self.world_size
         got = [self.all_gather(t.unsqueeze(0).contiguous())[prev] for t in tensors]
+        if out is not None:
+            for buf, t in zip(out, got, strict=True):
+                buf.copy_(t)
+            got = list(out)
         return lambda: got
 
     def all_gather_padded(self, x: Tensor, counts: Sequence[int], physical: int) -> Tensor:
@@ -73,12 +79,19 @@ class ProcessGroupComm(Comm):
     """A `torch.distributed` process group (gloo on CPU, NCCL on GPU); the world when None."""
 
     def __init__(self, group: dist.ProcessGroup | None = None) -> None:
+        # dist.new_group returns a sentinel (not a group) on the ranks outside the group
+        non_member = _is_non_member(group)
+        if group is not None and not non_member and not isinstance(group, dist.ProcessGroup):
+            raise CPConfigError(
+                f"ProcessGroupComm: group must be a torch.distributed ProcessGroup or None (the "
+                f"default group); got {type(group).__name__} {group!r:.60}"
+            )
         if not (dist.is_available() and dist.is_initialized()):
             raise CPConfigError(
                 "ProcessGroupComm needs torch.distributed to be initialised "
                 "(dist.init_process_group) before a CP strategy is bound to a group"
             )
-        rank = dist.get_rank(group)
+        rank = -1 if non_member else dist.get_rank(group)
         if rank < 0:
             raise CPConfigError(
                 f"global rank {dist.get_rank()} is not a member of the given process group"
@@ -101,10 +114,12 @@ class ProcessGroupComm(Comm):
         _all_gather_single(out, x, group=self.group)
         return out
 
-    def ring_pass_start(self, tensors: Sequence[Tensor]) -> Callable[[], list[Tensor]]:
+    def ring_pass_start(
+        self, tensors: Sequence[Tensor], out: Sequence[Tensor] | None = None
+    ) -> Callable[[], list[Tensor]]:
         nxt = self._global((self._rank + 1) % self._world_size)
         prev = self._global((self._rank - 1) % self._world_size)
-        bufs = [torch.empty_like(t) for t in tensors]
+        bufs = [torch.empty_like(t) for t in tensors] if out is None else list(out)
         ops = [dist.P2POp(dist.isend, t.contiguous(), nxt, self.group) for t in tensors]
         ops += [dist.P2POp(dist.irecv, b, prev, self.group) for b in bufs]
         reqs = dist.batch_isend_irecv(ops)
@@ -118,6 +133,11 @@ class ProcessGroupComm(Comm):
 
     def _global(self, group_rank: int) -> int:
         return group_rank if self.group is None else dist.get_global_rank(self.group, group_rank)
+
+
+def _is_non_member(group: object) -> bool:
+    sentinel = getattr(dist.GroupMember, "NON_GROUP_MEMBER", None)
+    return sentinel is not None and type(group) is type(sentinel) and group == sentinel
 
 
 class SoloComm(Comm):

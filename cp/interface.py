@@ -8,14 +8,14 @@ plan as `forward_batch.attn_cp_metadata` and, for `can_apply`, its lengths as
 `extend_seq_lens_cpu` / `extend_prefix_lens_cpu` (SGLang's `ForwardBatch` attribute names);
 `CPForwardBatch` is a minimal such object.
 
-Additive differences from SGLang: strategies take an optional `comm` (their attention-CP group,
-where SGLang reads a global) and the kind enum has a RING member SGLang's parser never yields.
+Differences from SGLang, each deliberate, are listed in one table in docs/cp.md ("Differences
+from the seed").
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,9 +57,13 @@ class ContextParallelStrategy(ABC):
         self.cp_size = cp_size
 
     @property
-    @abstractmethod
     def cp_rank(self) -> int:
-        """This process's rank in the strategy's attention-CP group."""
+        """This process's attention-CP rank, read from the process-wide parallel state as the
+        seed reads `get_parallel().attn_cp_rank` (`meshsat.cp.parallel_state`); the core
+        strategies override it with the rank in the group they are bound to."""
+        from meshsat.cp.parallel_state import attn_cp_rank
+
+        return attn_cp_rank()
 
     @property
     def per_layer_attn_cp_comm(self) -> bool:
@@ -81,8 +85,8 @@ class ContextParallelStrategy(ABC):
     def build_metadata(
         self,
         num_tokens: int,
-        seqs_len: Sequence[int] | None,
-        extend_seqs_len: Sequence[int] | None = None,
+        seqs_len: list[int] | None,
+        extend_seqs_len: list[int] | None = None,
     ) -> BaseContextParallelMetadata:
         """Build per-forward metadata for this strategy."""
 

@@ -11,7 +11,15 @@ import torch
 from torch import Tensor
 
 from meshsat.cp.base import CPStrategy
-from meshsat.cp.batch import AttnChunk, CPBatch, CPMetadata, as_lengths, plan_starts, segment_ids
+from meshsat.cp.batch import (
+    AttnChunk,
+    CPBatch,
+    CPMetadata,
+    as_lengths,
+    plan_starts,
+    round_up,
+    segment_ids,
+)
 from meshsat.cp.kinds import CPShapeError, CPStrategyKind
 
 
@@ -30,23 +38,30 @@ def interleave_plan(
     cp_size: int, extend_lens: tuple[int, ...], prefix_lens: tuple[int, ...]
 ) -> InterleaveMetadata:
     """Rank r's rows: tokens r, r + cp, r + 2cp, ...; the query of token t in request b is a
-    length-1 sequence with kv length prefix[b] + (t - start[b]) + 1. Tensor operations over
-    every token at once, then one strided view per rank."""
-    total, bs = sum(extend_lens), len(extend_lens)
+    length-1 sequence with kv length prefix[b] + (t - start[b]) + 1. Arithmetic on the lengths:
+    one request id per token (a scatter and a cumsum), strided views per rank, the gather index
+    (t % cp) * physical + t // cp as one broadcast sum, and the per-rank request counts in closed
+    form; no per-request loop and no sort."""
+    total = sum(extend_lens)
     ext = torch.tensor(extend_lens, dtype=torch.long)
-    request = segment_ids(ext)
     start = torch.cumsum(ext, 0) - ext
-    prefix = torch.tensor(prefix_lens, dtype=torch.long)
+    request = segment_ids(ext)
     tokens_all = torch.arange(total)
-    kv_len = prefix[request] + (tokens_all - start[request]) + 1
-    counts = torch.zeros(cp_size, bs, dtype=torch.long)
-    counts.index_put_((tokens_all % cp_size, request), torch.ones(total, dtype=torch.long), True)
+    # kv length = t + 1 + (prefix - start) of the token's request
+    kv_len = (torch.tensor(prefix_lens, dtype=torch.long) - start + 1)[request] + tokens_all
+    most = -(-total // cp_size)
+    physical = round_up(most, cp_size)  # CPMetadata's rule: the most rows, aligned
+    # token t = i * cp + r sits in row i of rank r: (r, i) laid out row-major, no division
+    grid = torch.arange(cp_size)[None, :] * physical + torch.arange(most)[:, None]
+    gather = grid.reshape(-1)[:total]
     tokens, chunks, seq_requests = [], [], []
     for r in range(cp_size):
         mine = tokens_all[r::cp_size]
         tokens.append(mine)
-        chunks.append((AttnChunk(row_start=0, q_lens=torch.ones_like(mine), kv_lens=kv_len[mine]),))
-        seq_requests.append(request[mine])
+        chunks.append(
+            (AttnChunk(row_start=0, q_lens=torch.ones_like(mine), kv_lens=kv_len[r::cp_size]),)
+        )
+        seq_requests.append(request[r::cp_size])
     return InterleaveMetadata(
         kind=CPStrategyKind.INTERLEAVE,
         cp_size=cp_size,
@@ -56,8 +71,20 @@ def interleave_plan(
         rank_tokens=tuple(tokens),
         chunks=tuple(chunks),
         seq_requests=tuple(seq_requests),
-        request_count_table=counts,
+        known_gather=gather,
+        request_count_table=request_count_table(start, ext, cp_size),
     )
+
+
+def request_count_table(start: Tensor, ext: Tensor, cp_size: int) -> Tensor:
+    """[cp, B]: how many of request b's tokens land on rank r, the count of t = r (mod cp) in
+    [start, start + len), in closed form over all ranks and requests at once."""
+    ranks = torch.arange(cp_size)[:, None]
+
+    def below(x: Tensor) -> Tensor:  # tokens t < x with t = rank (mod cp)
+        return torch.div(x[None, :] - ranks + cp_size - 1, cp_size, rounding_mode="floor")
+
+    return below(start + ext) - below(start)
 
 
 def rank_request_counts(extend_lens: tuple[int, ...], cp_size: int, rank: int) -> list[int]:

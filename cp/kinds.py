@@ -31,7 +31,7 @@ class CPNotApplicableError(CPError):
 
 
 class CPShapeError(CPError):
-    """A tensor whose shape does not match the batch or the strategy's layout."""
+    """A tensor whose shape or dtype does not fit the batch, the strategy's layout or attention."""
 
 
 class CPCommError(CPError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from meshsat.cp.batch import CPBatch, plan_starts
+from meshsat.cp.batch import CPBatch, CPMetadata, plan_starts, segment_aranges
 from meshsat.cp.kinds import CPShapeError
 
 
@@ -40,11 +40,25 @@ class LayerKV:
         self.v = v
         self.starts = tuple(plan_starts(batch.seq_lens))
         self.seq_lens = batch.seq_lens
-        ext_rows = [
-            torch.arange(s + p, s + p + e)
-            for s, p, e in zip(self.starts, batch.prefix_lens, batch.extend_lens, strict=True)
-        ]
-        self._extend_rows = torch.cat(ext_rows) if ext_rows else torch.zeros(0, dtype=torch.long)
+        first = torch.tensor(self.starts, dtype=torch.long) + torch.tensor(
+            batch.prefix_lens, dtype=torch.long
+        )
+        sizes = torch.tensor(batch.extend_lens, dtype=torch.long)
+        self._extend_rows = segment_aranges(first, sizes)
+
+    @property
+    def extend_rows(self) -> Tensor:
+        """The cache rows of this forward's tokens, in flattened token order (host tensor)."""
+        return self._extend_rows
+
+    def extend_rows_on(self, device: torch.device, meta: CPMetadata) -> Tensor:
+        """`extend_rows` on `device`, copied once per forward and shared by every layer's
+        cache of the same lengths (kept in the plan's per-forward device state), so a layer's
+        KV write moves nothing from the host."""
+        if meta.extend_lens != self.batch.extend_lens or meta.prefix_lens != self.batch.prefix_lens:
+            meta.check_lengths(self.batch.extend_lens, self.batch.prefix_lens)
+        rows: Tensor = meta.memo("kv-extend-rows", 0, device, lambda: self._extend_rows.to(device))
+        return rows
 
     @classmethod
     def from_prefix(cls, batch: CPBatch, prefix_k: Tensor, prefix_v: Tensor) -> LayerKV:
@@ -66,15 +80,17 @@ class LayerKV:
             src += p
         return cls(batch, k, v)
 
-    def write_extend(self, k: Tensor, v: Tensor) -> None:
-        """Store this forward's K and V, given in flattened token order."""
+    def write_extend(self, k: Tensor, v: Tensor, rows: Tensor | None = None) -> None:
+        """Store this forward's K and V, given in flattened token order; `rows` is
+        `extend_rows` already on the cache's device (`extend_rows_on`), else it is copied."""
         n = self.batch.num_tokens
         if k.shape != (n, *self.k.shape[1:]) or v.shape != (n, *self.v.shape[1:]):
             raise CPShapeError(
                 f"extend K/V are {tuple(k.shape)}/{tuple(v.shape)}; this cache takes "
                 f"{(n, *self.k.shape[1:])}/{(n, *self.v.shape[1:])} for the batch's {n} tokens"
             )
-        rows = self._extend_rows.to(self.k.device)
+        if rows is None:
+            rows = self._extend_rows.to(self.k.device)
         self.k.index_copy_(0, rows, k.to(self.k.dtype))
         self.v.index_copy_(0, rows, v.to(self.v.dtype))
 

@@ -1,9 +1,9 @@
 """The process-wide strategy binding an engine consults from deep inside a model forward.
 
 One module-level slot holds the bound core strategy; `bind_cp_strategy` (explicit arguments) and
-the seed-interface `init_cp_strategy(server_args)` in `meshsat.cp.sglang_api` both set it, and
-`reset_cp_strategy` clears it together with the registered server arguments. A failed bind
-leaves the previous binding untouched.
+the seed-interface `init_cp_strategy(server_args)` both set it, and `reset_cp_strategy` clears
+it together with the registered server arguments and attention-CP group. A failed bind leaves
+the previous binding untouched.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from meshsat.cp.base import CPStrategy
 from meshsat.cp.comm import Comm, ProcessGroupComm
 from meshsat.cp.interleave import InterleaveStrategy
 from meshsat.cp.kinds import CPConfigError, CPStrategyKind
+from meshsat.cp.limits import check_cp_size
+from meshsat.cp.parallel_state import set_attn_cp_comm
 from meshsat.cp.server_args import global_server_args, server_arg, set_global_server_args
 from meshsat.cp.zigzag import ZigzagStrategy
 
@@ -42,11 +44,11 @@ def bind_cp_strategy(
 ) -> CPStrategy | None:
     """Bind (and return) the strategy for this process, or bind None when prefill CP is off or
     cp_size is 1. `cp_strategy` takes every name of this package ('ring' included). The
-    strategy's group is `comm_or_group`: a `Comm`, a process group, or the default (world) group
-    when None."""
+    strategy's group is `comm_or_group`: a `Comm` or a process group (registered as this
+    process's attention-CP group), or None: the process's attention-CP group, found at first use
+    when none exists yet (`meshsat.cp.parallel_state`)."""
     global _bound
-    if isinstance(cp_size, bool) or not isinstance(cp_size, int) or cp_size < 1:
-        raise CPConfigError(f"cp_size must be an int >= 1, got {cp_size!r}")
+    check_cp_size(cp_size)
     kind = None if cp_strategy is None else CPStrategyKind.parse(cp_strategy)
     if enable_prefill_cp and kind in (None, CPStrategyKind.NONE):
         names = ", ".join(repr(k.cli_value) for k in _STRATEGIES)
@@ -58,8 +60,14 @@ def bind_cp_strategy(
         cls = _STRATEGIES.get(kind)
         if cls is None:
             raise CPConfigError(f"cp_strategy {cp_strategy!r} has no registered implementation")
-        comm = comm_or_group if isinstance(comm_or_group, Comm) else ProcessGroupComm(comm_or_group)
+        comm: Comm | None = None
+        if isinstance(comm_or_group, Comm):
+            comm = comm_or_group
+        elif comm_or_group is not None:
+            comm = ProcessGroupComm(comm_or_group)
         strategy = cls(cp_size, comm=comm)
+        if comm is not None:
+            set_attn_cp_comm(comm)
     _bound = strategy
     return strategy
 
@@ -80,7 +88,8 @@ def init_cp_strategy(
     `cp_strategy` must be 'zigzag' or 'interleave' (`ValueError` subclass otherwise).
 
     `server_args`: anything with SGLang's attribute names, or a mapping. The strategy's group is
-    the keyword-only `comm_or_group` (not in SGLang), the default (world) group when None.
+    the keyword-only `comm_or_group` (not in SGLang); without it the strategy is constructed
+    as SGLang constructs it, and finds the process's attention-CP group at first use.
     """
     set_global_server_args(server_args)
     cp_size = server_arg(server_args, "attn_cp_size", 1)
@@ -134,3 +143,4 @@ def reset_cp_strategy() -> None:
     global _bound
     _bound = None
     set_global_server_args(None)
+    set_attn_cp_comm(None)

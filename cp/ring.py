@@ -18,17 +18,26 @@ Not an SGLang strategy: `ContextParallelStrategyKind.from_string` never yields R
 
 from __future__ import annotations
 
+import importlib
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
+import meshsat.cp.attention as kernels
 from meshsat.cp.attention import AttnFn
-from meshsat.cp.base import CPStrategy, ForwardBatchLike
+from meshsat.cp.base import (
+    CPStrategy,
+    ForwardBatchLike,
+    check_attention_backend,
+    check_query,
+    inference_only,
+)
 from meshsat.cp.batch import CPBatch, CPMetadata, segment_ids
-from meshsat.cp.kinds import CPConfigError, CPShapeError, CPStrategyKind
+from meshsat.cp.kinds import CPAttentionBackendKind, CPConfigError, CPShapeError, CPStrategyKind
 from meshsat.cp.kvcache import LayerKV
 from meshsat.cp.registry import register_strategy
 from meshsat.cp.zigzag import ZigzagStrategy, zigzag_plan
@@ -39,38 +48,28 @@ _ROW_BLOCK = 128
 
 
 @dataclass(frozen=True)
-class _RingLayout:
-    """Per rank, for each physical row: its request (-1 for padding) and its position in the
-    request counting the cached prefix (as a key: the row's position; as a query: the last key
-    position it may see). Built once per forward."""
-
-    request: tuple[Tensor, ...]
-    position: tuple[Tensor, ...]
-    prefix_rows: Tensor
-    prefix_request: Tensor
-    prefix_position: Tensor
-
-
-@dataclass(frozen=True)
 class _Tile:
     """Query rows [r0, r1) of this rank against keys [k0, k1) of one shard (or of the cached
-    prefix): one request's, the keys a prefix of those the rows' last one may see; `full` when
-    every row sees every key (no mask needed)."""
+    prefix), all of one request and consecutive in position on both sides. Every row sees at
+    least one of the keys. `causal`: the rows see keys bottom-right aligned (the i-th of q rows
+    sees keys [k0, k1 - q + i]), FlashAttention's causal rule; otherwise every row sees every
+    key (no mask)."""
 
     r0: int
     r1: int
     k0: int
     k1: int
-    full: bool
+    causal: bool
 
 
 @dataclass(frozen=True)
 class _RingSpans:
     """This rank's tiles against each source rank's shard (`steps[src]`) and against the
-    prefix rows in `_RingLayout.prefix_rows` order. Host ints, built once per forward."""
+    cached prefix rows (`prefix`, keys indexing `prefix_rows`). Built once per forward."""
 
     steps: tuple[tuple[_Tile, ...], ...]
     prefix: tuple[_Tile, ...]
+    prefix_rows: Tensor
 
 
 @dataclass
@@ -80,6 +79,9 @@ class RingStats:
     local_kv_bytes: int = 0
     peak_kv_bytes: int = 0
     steps: int = 0
+    wait_seconds: float = 0.0
+    """Host time spent waiting for a shard after computing on the previous one: near zero when
+    the transfer hides behind the attention (on CUDA the wait only orders streams)."""
 
 
 class RingAttnFn:
@@ -95,9 +97,10 @@ class RingAttnFn:
         k: Tensor,
         v: Tensor,
         softmax_scale: float | None,
+        use_flash: bool | None = None,
     ) -> None:
         self.strategy, self.meta, self.kv, self.k, self.v = strategy, meta, kv, k, v
-        self.softmax_scale = softmax_scale
+        self.softmax_scale, self.use_flash = softmax_scale, use_flash
 
     def __call__(self, q: Tensor) -> Tensor:
         return self.strategy._ring_attention(self, q)
@@ -135,6 +138,7 @@ class RingStrategy(CPStrategy):
             raise CPConfigError(f"{self.name}: swa_loc (sliding-window KV) is not supported")
         meta = self.metadata(forward_batch)
         for name, t in (("k", k), ("v", v)):
+            inference_only(t, name, self.name)
             if t.dim() != 3 or t.shape[0] != meta.physical:
                 raise CPShapeError(
                     f"{self.name}: {name} {tuple(t.shape)} must be rank {self.cp_rank}'s "
@@ -162,7 +166,11 @@ class RingStrategy(CPStrategy):
                 f"{self.name}: call materialize_full_kv(batch, layer, k, v) for this layer "
                 "before binding its attention"
             )
-        ring = RingAttnFn(self, self.metadata(batch), kv, shard[0], shard[1], softmax_scale)
+        if use_flash and not kernels._flash_installed():
+            raise CPConfigError("use_flash=True but flash_attn is not importable with CUDA here")
+        ring = RingAttnFn(
+            self, self.metadata(batch), kv, shard[0], shard[1], softmax_scale, use_flash
+        )
         return ring  # type: ignore[return-value]
 
     def run_attention(
@@ -171,9 +179,11 @@ class RingStrategy(CPStrategy):
         forward_batch: ForwardBatchLike,
         device: torch.device | str,
         attn_fn: AttnFn,
-        attention_backend: Any = None,
+        attention_backend: CPAttentionBackendKind = CPAttentionBackendKind.FLASH_ATTENTION,
     ) -> Tensor:
         """The ring pass for this rank's query rows (padding rows zero)."""
+        check_attention_backend(attention_backend, self.name)
+        check_query(q, self.name)
         if not isinstance(attn_fn, RingAttnFn):
             raise CPConfigError(
                 f"{self.name}: run_attention needs the strategy's own attention "
@@ -189,44 +199,11 @@ class RingStrategy(CPStrategy):
 
     # ---- the ring pass ---------------------------------------------------------------------
 
-    def _layout(self, meta: CPMetadata, device: torch.device) -> _RingLayout:
-        def build() -> _RingLayout:
-            ext = torch.tensor(meta.extend_lens, dtype=torch.long)
-            pre = torch.tensor(meta.prefix_lens, dtype=torch.long)
-            total = int(ext.sum())
-            req = segment_ids(ext)
-            pos = torch.arange(total) - (torch.cumsum(ext, 0) - ext)[req] + pre[req]
-            requests, positions = [], []
-            for r in range(meta.cp_size):
-                toks = meta.rank_tokens[r]
-                rq = torch.full((meta.physical,), -1, dtype=torch.long)
-                ps = torch.zeros(meta.physical, dtype=torch.long)
-                rq[: toks.numel()] = req[toks]
-                ps[: toks.numel()] = pos[toks]
-                requests.append(rq.to(device))
-                positions.append(ps.to(device))
-            seq = ext + pre
-            n_pre = int(pre.sum())
-            p_req = segment_ids(pre)
-            p_pos = torch.arange(n_pre) - (torch.cumsum(pre, 0) - pre)[p_req]
-            p_rows = (torch.cumsum(seq, 0) - seq)[p_req] + p_pos
-            return _RingLayout(
-                tuple(requests),
-                tuple(positions),
-                p_rows.to(device),
-                p_req.to(device),
-                p_pos.to(device),
-            )
-
-        layout: _RingLayout = meta.memo("ring-layout", 0, device, build)
-        return layout
-
-    def _spans(self, meta: CPMetadata) -> _RingSpans:
+    def _spans(self, meta: CPMetadata, device: torch.device) -> _RingSpans:
         """The tiles this rank computes against each shard (host ints, once per forward).
         Zigzag puts a request on a rank as runs of consecutive positions (two per request), so
         a block of query rows of one run sees a prefix of each key run of the same request: the
-        ring multiplies only those tiles, and masks only the ones the causal edge crosses,
-        instead of all rows against all keys of a shard."""
+        ring multiplies only those tiles, each either unmasked or bottom-right causal."""
 
         def build() -> _RingSpans:
             ext = torch.tensor(meta.extend_lens, dtype=torch.long)
@@ -240,31 +217,32 @@ class RingStrategy(CPStrategy):
                 by_request: dict[int, list[tuple[int, int, int, int]]] = {}
                 for run in theirs:
                     by_request.setdefault(run[0], []).append(run)
-                tiles = []
+                tiles: list[_Tile] = []
                 for u, q0, q1, q_first in mine:
                     for r0 in range(q0, q1, _ROW_BLOCK):
                         r1 = min(r0 + _ROW_BLOCK, q1)
-                        low, high = q_first + r0 - q0, q_first + r1 - 1 - q0
+                        low = q_first + r0 - q0
                         for _, k0, k1, k_first in by_request.get(u, ()):
-                            seen = min(k1 - k0, high - k_first + 1)
-                            if seen > 0:
-                                full = k_first + seen - 1 <= low
-                                tiles.append(_Tile(r0, r1, k0, k0 + seen, full))
+                            tiles += _tiles(r0, r1, low, k0, k1, k_first)
                 steps.append(tuple(tiles))
+            seq = ext + pre
+            p_req = segment_ids(pre)
+            p_pos = torch.arange(int(pre.sum())) - (torch.cumsum(pre, 0) - pre)[p_req]
+            prefix_rows = (torch.cumsum(seq, 0) - seq)[p_req] + p_pos
             p_first = (torch.cumsum(pre, 0) - pre).tolist()
             prefix = tuple(
-                _Tile(q0, q1, p_first[u], p_first[u] + int(pre[u]), True)
+                _Tile(q0, q1, p_first[u], p_first[u] + int(pre[u]), False)
                 for u, q0, q1, _ in mine
                 if int(pre[u])
             )
-            return _RingSpans(tuple(steps), prefix)
+            return _RingSpans(tuple(steps), prefix, prefix_rows.to(device))
 
-        spans: _RingSpans = meta.memo("ring-spans", self.cp_rank, torch.device("cpu"), build)
+        spans: _RingSpans = meta.memo("ring-spans", self.cp_rank, device, build)
         return spans
 
     def _ring_attention(self, fn: RingAttnFn, q: Tensor) -> Tensor:
         meta, rank, cp = fn.meta, self.cp_rank, self.cp_size
-        rows, heads, dim = q.shape
+        heads, dim = q.shape[1], q.shape[2]
         k_local, v_local = fn.k, fn.v
         kv_heads = k_local.shape[1]
         if kv_heads == 0 or heads % kv_heads or k_local.shape[2] != dim:
@@ -272,65 +250,163 @@ class RingStrategy(CPStrategy):
                 f"{self.name}: q {tuple(q.shape)} and K {tuple(k_local.shape)}: query heads must "
                 "be a multiple of kv heads (>= 1) with one head_dim"
             )
-        group = heads // kv_heads
-        layout = self._layout(meta, q.device)
-        spans = self._spans(meta)
-        compute = torch.float32 if q.dtype in _HALF else q.dtype
+        spans = self._spans(meta, q.device)
         scale = fn.softmax_scale if fn.softmax_scale is not None else 1.0 / math.sqrt(dim)
-        # [kv_heads, group, rows, dim]: query heads of one kv head share its keys without a copy
-        qh = q.to(compute).view(rows, kv_heads, group, dim).permute(1, 2, 0, 3)
-        q_pos = layout.position[rank]
-        m = torch.full((kv_heads, group, rows), -math.inf, dtype=compute, device=q.device)
-        s = torch.zeros((kv_heads, group, rows), dtype=compute, device=q.device)
-        acc = torch.zeros((kv_heads, group, rows, fn.v.shape[2]), dtype=compute, device=q.device)
-
-        def merge(tiles: tuple[_Tile, ...], k: Tensor, v: Tensor, k_pos: Tensor | None) -> None:
-            """Online softmax over each tile: rows [r0, r1) against keys [k0, k1) of `k`."""
-            if not tiles:
-                return
-            kk = k.to(compute).permute(1, 0, 2).unsqueeze(1)  # [kvh, 1, keys, dim]
-            vv = v.to(compute).permute(1, 0, 2).unsqueeze(1)
-            for t in tiles:
-                scores = torch.matmul(
-                    qh[:, :, t.r0 : t.r1], kk[:, :, t.k0 : t.k1].transpose(-1, -2)
-                )
-                scores = scores * scale  # [kvh, group, tile rows, tile keys]
-                if not t.full and k_pos is not None:
-                    visible = k_pos[t.k0 : t.k1][None, :] <= q_pos[t.r0 : t.r1][:, None]
-                    scores = scores.masked_fill(~visible, -math.inf)
-                m_old = m[:, :, t.r0 : t.r1]
-                m_new = torch.maximum(m_old, scores.amax(-1))
-                safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
-                p = torch.exp(scores - safe[..., None])
-                alpha = torch.exp(m_old - safe)
-                s[:, :, t.r0 : t.r1] = s[:, :, t.r0 : t.r1] * alpha + p.sum(-1)
-                acc[:, :, t.r0 : t.r1] = acc[:, :, t.r0 : t.r1] * alpha[..., None] + torch.matmul(
-                    p, vv[:, :, t.k0 : t.k1]
-                )
-                m[:, :, t.r0 : t.r1] = m_new
-
-        if spans.prefix:
-            merge(
-                spans.prefix,
-                fn.kv.k.index_select(0, layout.prefix_rows),
-                fn.kv.v.index_select(0, layout.prefix_rows),
-                None,
-            )
+        merge = _Merge(q, kv_heads, v_local.shape[2], scale, fn.use_flash, meta)
         block_bytes = k_local.nbytes + v_local.nbytes
-        self.stats = RingStats(local_kv_bytes=block_bytes, peak_kv_bytes=block_bytes, steps=cp)
+        # Two receive buffers, alternating: step s computes on the shard received at step s-1
+        # while the next one arrives in the other buffer (kept per forward, not per layer).
+        bufs = meta.memo(
+            f"ring-buffers-{tuple(k_local.shape)}-{tuple(v_local.shape)}-{k_local.dtype}",
+            rank,
+            q.device,
+            lambda: [[torch.empty_like(k_local), torch.empty_like(v_local)] for _ in range(2)],
+        )
+        held = 1 + min(2, cp - 1)  # the local shard, plus the buffers in use
+        self.stats = RingStats(block_bytes, block_bytes * held, cp)
         k_cur, v_cur = k_local, v_local
         for step in range(cp):
             wait = None
             if step + 1 < cp:  # next shard in flight while this one is used
-                wait = self.comm.ring_pass_start([k_cur, v_cur])
-                held = block_bytes * (3 if step > 0 else 2)  # local + current + incoming
-                self.stats.peak_kv_bytes = max(self.stats.peak_kv_bytes, held)
-            src = (rank - step) % cp
-            merge(spans.steps[src], k_cur, v_cur, layout.position[src])
+                wait = self.comm.ring_pass_start([k_cur, v_cur], out=bufs[step % 2])
+            if step == 0 and spans.prefix:  # the cached prefix, while the first shard travels
+                merge.tiles(
+                    spans.prefix,
+                    fn.kv.k.index_select(0, spans.prefix_rows),
+                    fn.kv.v.index_select(0, spans.prefix_rows),
+                )
+            merge.tiles(spans.steps[(rank - step) % cp], k_cur, v_cur)
             if wait is not None:
+                t0 = time.perf_counter()
                 k_cur, v_cur = wait()
-        out = acc / torch.where(s == 0, torch.ones_like(s), s)[..., None]
-        return out.permute(2, 0, 1, 3).reshape(rows, heads, fn.v.shape[2]).to(q.dtype)
+                self.stats.wait_seconds += time.perf_counter() - t0
+        return merge.result()
+
+
+class _Merge:
+    """The online-softmax merge of one layer's ring pass: per tile a fused attention call that
+    also returns the log-sum-exp of each row (FlashAttention on CUDA half tensors when it is
+    installed, torch's CPU flash kernel on the CPU, plain torch elsewhere), folded into a running
+    output and log-sum-exp: out = out * e^(lse - new) + o * e^(lse_t - new), new = logaddexp.
+    Exact: the result is softmax attention over the union of the tiles."""
+
+    def __init__(
+        self,
+        q: Tensor,
+        kv_heads: int,
+        v_dim: int,
+        scale: float,
+        use_flash: bool | None,
+        meta: CPMetadata,
+    ) -> None:
+        rows, heads, dim = q.shape
+        self.q, self.kv_heads, self.group, self.scale = q, kv_heads, heads // kv_heads, scale
+        self.meta = meta
+        self.compute = torch.float32 if q.dtype in _HALF else q.dtype
+        self.flash = (
+            use_flash is not False
+            and kernels._on_gpu(q)
+            and q.dtype in _HALF
+            and dim == v_dim <= 256
+            and kernels._flash_installed()
+        )
+        # [kv_heads, group, rows, dim]: query heads of one kv head share its keys without a copy
+        self.qh = q.to(self.compute).view(rows, kv_heads, self.group, dim).permute(1, 2, 0, 3)
+        self.out = q.new_zeros((kv_heads, self.group, rows, v_dim), dtype=self.compute)
+        self.lse = torch.full(
+            (kv_heads, self.group, rows), -math.inf, dtype=self.compute, device=q.device
+        )
+
+    def tiles(self, tiles: tuple[_Tile, ...], k: Tensor, v: Tensor) -> None:
+        if not tiles:
+            return
+        if self.flash:
+            k, v = k.to(self.q.dtype), v.to(self.q.dtype)  # a cache may hold another dtype
+            for t in tiles:
+                self._fold(t, *self._flash_tile(t, k, v))
+            return
+        kk = k.to(self.compute).permute(1, 0, 2).unsqueeze(1)  # [kvh, 1, keys, dim]
+        vv = v.to(self.compute).permute(1, 0, 2).unsqueeze(1)
+        for t in tiles:
+            self._fold(t, *self._torch_tile(t, kk, vv))
+
+    def _torch_tile(self, t: _Tile, kk: Tensor, vv: Tensor) -> tuple[Tensor, Tensor]:
+        q = self.qh[:, :, t.r0 : t.r1]
+        keys = t.k1 - t.k0
+        k = kk[:, :, t.k0 : t.k1].expand(self.kv_heads, self.group, keys, kk.shape[-1])
+        v = vv[:, :, t.k0 : t.k1].expand(self.kv_heads, self.group, keys, vv.shape[-1])
+        mask = self._mask(t.r1 - t.r0, keys, q.device) if t.causal else None
+        if q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64):
+            o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                q, k, v, 0.0, False, attn_mask=mask, scale=self.scale
+            )
+            return o, lse
+        scores = torch.matmul(q, k.transpose(-1, -2)) * self.scale
+        if mask is not None:
+            scores = scores + mask
+        lse = torch.logsumexp(scores, -1)
+        return torch.matmul(torch.exp(scores - lse[..., None]), v), lse
+
+    def _flash_tile(self, t: _Tile, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """FlashAttention (CUDA, fp16/bf16): bottom-right causal masking is the tile's rule;
+        grouped-query heads are native. Returns the [kvh, group, rows, ...] layout."""
+        flash: Any = importlib.import_module("flash_attn")
+        n = t.r1 - t.r0
+        q = self.q[t.r0 : t.r1].unsqueeze(0)
+        o, lse, _ = flash.flash_attn_func(
+            q,
+            k[t.k0 : t.k1].unsqueeze(0),
+            v[t.k0 : t.k1].unsqueeze(0),
+            softmax_scale=self.scale,
+            causal=t.causal,
+            return_attn_probs=True,
+        )
+        o = o[0].view(n, self.kv_heads, self.group, -1).permute(1, 2, 0, 3)
+        return o.to(self.compute), lse[0, :, :n].view(self.kv_heads, self.group, n)
+
+    def _mask(self, rows: int, keys: int, device: torch.device) -> Tensor:
+        """Additive bottom-right causal mask of a tile shape, built once per forward."""
+
+        def build() -> Tensor:
+            seen = torch.ones(rows, keys, dtype=torch.bool, device=device).tril(keys - rows)
+            zeros = torch.zeros(rows, keys, dtype=self.compute, device=device)
+            return zeros.masked_fill(~seen, -math.inf)
+
+        mask: Tensor = self.meta.memo(f"ring-mask-{rows}-{keys}-{self.compute}", 0, device, build)
+        return mask
+
+    def _fold(self, t: _Tile, o: Tensor, lse: Tensor) -> None:
+        old = self.lse[:, :, t.r0 : t.r1]
+        new = torch.logaddexp(old, lse)
+        out = self.out[:, :, t.r0 : t.r1]
+        out.mul_(torch.exp(old - new)[..., None]).add_(o * torch.exp(lse - new)[..., None])
+        old.copy_(new)
+
+    def result(self) -> Tensor:
+        rows, heads = self.q.shape[0], self.q.shape[1]
+        out = self.out.permute(2, 0, 1, 3).reshape(rows, heads, self.out.shape[-1])
+        return out.to(self.q.dtype)
+
+
+def _tiles(r0: int, r1: int, low: int, k0: int, k1: int, k_first: int) -> list[_Tile]:
+    """Rows [r0, r1) at positions low.. against a key run [k0, k1) at positions k_first..:
+    rows before the run see none of it (skipped); rows before its last key see a growing
+    prefix of it (one bottom-right causal tile); the rest see all of it (one unmasked tile)."""
+    high = low + (r1 - r0) - 1
+    k_last = k_first + (k1 - k0) - 1
+    if high < k_first or k1 == k0:
+        return []
+    first = max(low, k_first)  # the first row position that sees a key of the run
+    a = r0 + (first - low)
+    out = []
+    if first < k_last:  # rows at positions first .. min(high, k_last - 1): causal
+        m = min(high, k_last - 1)
+        b = a + (m - first + 1)
+        out.append(_Tile(a, b, k0, k0 + (m - k_first + 1), True))
+        a = b
+    if a < r1:
+        out.append(_Tile(a, r1, k0, k1, False))
+    return out
 
 
 def _runs(requests: list[int], positions: list[int]) -> list[tuple[int, int, int, int]]:

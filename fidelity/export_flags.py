@@ -1,7 +1,9 @@
 """Export every release's flag table (fidelity/flags/<v>.json) into the compact table the
 command reader ships (solver/inputs/sglang_flags.json): per release, each option string and
-how many values it takes (0, 1, 2 for any number), and the values a one-value option
-accepts where its parser lists choices (argparse exits on any other). Run after
+how many values it takes (0, 1, 2 for any number), the values a one-value option
+accepts where its parser lists choices (argparse exits on any other), and the default of
+each layout field's option (what leaving the flag out gives, for the commands meshsat
+prints: `meshsat.solver.inputs.command`). Run after
 `make fidelity` refreshes the flag dumps:
 
     python -m fidelity.export_flags
@@ -11,20 +13,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+from meshsat.solver.lang.fields import CONFIG_SPECS
 
 HERE = Path(__file__).resolve().parent
 TARGET = HERE.parent / "solver" / "inputs" / "sglang_flags.json"
+SUPPRESS = "==SUPPRESS=="  # argparse's "no default": a deprecated alias of another option
 NO_VALUE = {"_StoreTrueAction", "_StoreFalseAction", "_CountAction", "DeprecatedStoreTrueAction"}
 
 
 def main() -> None:
     releases: dict[str, dict[str, int]] = {}
     choices: dict[str, dict[str, list[str]]] = {}
+    defaults: dict[str, dict[str, Any]] = {}
     for path in sorted((HERE / "flags").glob("*.json")):
         table = json.loads(path.read_text(encoding="utf-8"))
         flags: dict[str, int] = {}
         accepts: dict[str, list[str]] = {}
+        given: dict[str, Any] = {}
         for entry in table["flags"]:
+            plain = entry["default"] is None or isinstance(entry["default"], bool | int | str)
+            if entry["dest"] in CONFIG_SPECS and plain and entry["default"] != SUPPRESS:
+                given[entry["dest"]] = entry["default"]
             nargs = entry.get("nargs")
             takes = 0 if entry["action"] in NO_VALUE or nargs == 0 else 1
             if nargs in ("+", "*") or (isinstance(nargs, int) and nargs > 1):
@@ -36,7 +47,8 @@ def main() -> None:
                         accepts[option] = [str(c) for c in entry["choices"]]
         releases[path.stem] = dict(sorted(flags.items()))
         choices[path.stem] = dict(sorted(accepts.items()))
-    data = {"releases": releases, "choices": choices}
+        defaults[path.stem] = dict(sorted(given.items()))
+    data = {"releases": releases, "choices": choices, "defaults": defaults}
     TARGET.write_text(json.dumps(data, separators=(",", ":")) + "\n")
     print(f"{TARGET}: {', '.join(f'{v} ({len(f)})' for v, f in releases.items())}")
 

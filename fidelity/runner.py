@@ -8,7 +8,9 @@ JSON lines, so the same harness serves every release, old or new.
 Two commands:
   python runner.py flags            -> the release's argparse flag table (one JSON object)
   python runner.py resolve < in.jsonl > out.jsonl
-      each input line: {"id", "model", "args": {ServerArgs field: value}, "env": {VAR: value}}
+      each input line: {"id", "model", "args": {ServerArgs field: value}, "env": {VAR: value}},
+      or "argv": [word, ...] in place of "args": a command line as typed after the launcher,
+      read by the release's own parser (what `launch_server` does with a pasted command)
       each output line: {"id", "accepted", "error", "error_type", "step", "site",
                          "harness_error", "resolved": {field: value} | null,
                          "launch_error", "launch_site" (accepted configs only)}
@@ -35,6 +37,7 @@ import contextlib
 import dataclasses
 import importlib.abc
 import importlib.machinery
+import io
 import json
 import logging
 import os
@@ -299,6 +302,11 @@ def _blame(tb: Any) -> tuple[str | None, str | None]:
     return step, site
 
 
+#: What the harness sets on every config (`Resolver.resolve`): a typed command's defaults for
+#: these would undo it (no model download, no device probe on a CPU-only machine).
+_HARNESS = ("model_path", "device", "skip_tokenizer_init")
+
+
 class Resolver:
     """One imported release, resolving many configs in one process."""
 
@@ -329,6 +337,13 @@ class Resolver:
         out: dict[str, Any] = {"id": item.get("id")}
         out.update(accepted=False, error=None, error_type=None, step=None, site=None)
         out.update(harness_error=False, resolved=None)
+        if "argv" in item:
+            model_dir = os.path.join(MODELS_DIR, item.get("model") or "llama")
+            parsed = self._parse_argv(item["argv"], model_dir)
+            if isinstance(parsed, str):
+                out.update(error=parsed, error_type="ArgparseError", step="argparse")
+                return out
+            item = {**item, "args": parsed}
         args = dict(item.get("args", {}))
         unknown = sorted(set(args) - self.fields)
         if unknown:
@@ -374,6 +389,21 @@ class Resolver:
             out["resolved"] = resolved
             out["launch_error"], out["launch_site"] = self._launch_check(obj, item)
         return out
+
+    def _parse_argv(self, argv: list[str], model_path: str) -> dict[str, Any] | str:
+        """The ServerArgs fields a typed command sets, as `launch_server` reads them (every
+        field from the namespace, defaults included, as `ServerArgs.from_cli_args` does; the
+        model path is the harness's own); or the parser's error."""
+        parser = _parser(self.sa)
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                ns, rest = parser.parse_known_args([*argv, "--model-path", model_path])
+        except SystemExit:
+            return "argparse: " + said.getvalue().strip().splitlines()[-1]
+        if rest:
+            return f"unrecognized arguments: {' '.join(rest)}"
+        return {k: v for k, v in vars(ns).items() if k in self.fields and k not in _HARNESS}
 
     def _launch_check(self, obj: Any, item: dict[str, Any]) -> tuple[str | None, str | None]:
         """`ServerArgs.check_server_args()`, which the engine runs at launch before any

@@ -105,7 +105,7 @@ class LocalSimComm(Comm):
         if len(set(shapes)) != 1:
             listed = ", ".join(f"rank {r}: {s[0]} {s[1]}" for r, s in enumerate(shapes))
             raise CPCommError(f"all_gather needs one shape and dtype on every rank; got {listed}")
-        return torch.cat([p.to(x.device) for p in parts])
+        return torch.cat([p if p.device == x.device else p.to(x.device) for p in parts])
 
 
 def local_sim_comms(world_size: int, timeout_s: float = 60.0) -> list[LocalSimComm]:

@@ -204,11 +204,13 @@ def test_cli_surface_is_pinned() -> None:
     layout = ["--config", "--example", "--json", "--model", "--set", "--sglang", "-c", "-m", "-s"]
     layout += ["--sglang-file"]
     memory = ["--context-length", "--gpu", "--gpu-memory"]
+    memory += ["--free-memory", "--mem-fraction-static"]  # issue 24
     output = ["--format", "--json", "-f"]  # every command: --format, --json its alias
     verbose = ["--verbose", "-v"]
     launch = ["--rewrite", "--strict"]
     assert surface["validate"] == sorted({*layout, *output, *verbose, *version, *memory, *launch})
-    assert set(output + verbose + version + ["--gpu", "--gpu-memory"]) <= set(surface["fix"])
+    sizing = ["--gpu", "--gpu-memory", "--free-memory", "--mem-fraction-static"]
+    assert set(output + verbose + version + sizing) <= set(surface["fix"])
     assert set(output + version + memory + ["--command"]) <= set(surface["enumerate"])
     assert surface["groups"] == sorted({*layout, *output, *version, "--rank", "-r"})
     assert surface["rules"] == sorted({*output, *version})

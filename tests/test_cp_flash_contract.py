@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 import meshsat.cp.attention as attention
-from meshsat.cp import CPBatch, CPStrategy, InterleaveStrategy, ZigzagStrategy
+from meshsat.cp import CPBatch, CPStrategy, InterleaveStrategy, RingStrategy, ZigzagStrategy
 from tests.cp_helpers import LocalSimComm, check_cp_attention, make_inputs, run_local_ranks
 
 
@@ -130,3 +130,54 @@ def test_interleave_pages_each_request_once(flash_calls: list[int]) -> None:
     assert pages.page_rows[:600].tolist() == list(range(600))
     assert set(pages.page_rows[600:768].tolist()) == {599}
     assert pages.page_rows[768:788].tolist() == list(range(600, 620))
+
+
+def _dense(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    softmax_scale: float,
+    causal: bool,
+    return_attn_probs: bool,
+    calls: list[int],
+) -> tuple[Tensor, Tensor, None]:
+    """flash_attn_func with return_attn_probs: q [1, n, H, d], k/v [1, K, Hk, d] (H a multiple
+    of Hk); with causal, query j of n sees keys [0, K - n + j] (bottom-right, flash-attn >= 2.1).
+    Returns the output and the rows' log-sum-exp [1, H, n] in float32."""
+    assert return_attn_probs and q.dim() == k.dim() == v.dim() == 4 and q.shape[0] == 1
+    assert q.dtype == k.dtype == v.dtype and q.dtype in (torch.float16, torch.bfloat16)
+    n, keys = q.shape[1], k.shape[1]
+    assert not causal or keys >= n  # ring's causal tiles: every row sees a key
+    group = q.shape[2] // k.shape[2]
+    kk = k[0].double().repeat_interleave(group, 1)
+    vv = v[0].double().repeat_interleave(group, 1)
+    scores = torch.einsum("qhd,khd->hqk", q[0].double(), kk) * softmax_scale
+    if causal:
+        visible = torch.arange(keys)[None, :] <= (keys - n + torch.arange(n))[:, None]
+        scores = scores.masked_fill(~visible, float("-inf"))
+    out = torch.einsum("hqk,khd->qhd", scores.softmax(-1), vv)
+    calls.append(n)
+    return out[None].to(q.dtype), torch.logsumexp(scores, -1)[None].float(), None
+
+
+def test_ring_tiles_reach_the_kernel_and_match_the_oracle(
+    flash_calls: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ring on FlashAttention: every tile (own shard, passed shards, cached prefix; unmasked
+    and bottom-right causal) is one `flash_attn_func` call whose log-sum-exp the merge folds."""
+    fake = __import__("sys").modules["flash_attn"]
+    dense: list[int] = []
+    fake.flash_attn_func = lambda *a, **k: _dense(*a, **k, calls=dense)
+    batch = CPBatch((70, 300, 9), (30, 0, 12))
+    x = make_inputs(
+        batch, heads=4, kv_heads=2, dim=32, dtype=torch.bfloat16, device=torch.device("cpu"), seed=4
+    )
+    expected = x.oracle(batch)
+
+    def rank(comm: LocalSimComm) -> None:
+        strategy = RingStrategy(2, comm=comm)
+        check_cp_attention(strategy, strategy.prepare(batch), x, expected)
+
+    run_local_ranks(2, rank)
+    assert dense and sum(dense) > 0 and not flash_calls  # tiles only, no varlen call

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from meshsat.cp import (
+    CPAttentionBackendKind,
     CPBatch,
     CPBatchError,
     CPConfigError,
@@ -21,8 +22,6 @@ from tests.cp_helpers import local_sim_comms
 
 def test_none_and_non_integer_lengths_name_the_argument() -> None:
     strategy = ZigzagStrategy(1)
-    with pytest.raises(CPBatchError, match=r"seqs_len .*got None for num_tokens 5"):
-        strategy.build_metadata(5, None)
     with pytest.raises(CPBatchError, match="extend_lens is None"):
         CPBatch(None, ())  # type: ignore[arg-type]
     with pytest.raises(CPBatchError, match=r"extend_seq_lens\[1\] is None"):
@@ -84,3 +83,85 @@ def test_shard_per_request_refuses_a_tensor_that_disagrees_with_its_list() -> No
         strategy.shard_per_request([5, 3], [5, 3])  # type: ignore[arg-type]
     with pytest.raises(CPBatchError, match="extend_seqs_cpu is None"):
         strategy.shard_per_request(None, torch.tensor([5]))  # type: ignore[arg-type]
+
+
+# ---- issue 28, item 9: misuse that used to escape as a torch error -------------------------
+
+
+def _prepared(strategy: ZigzagStrategy, lens: tuple[int, ...]) -> CPBatch:
+    batch = CPBatch(lens, (0,) * len(lens))
+    return batch.with_metadata(strategy.build_metadata(batch.num_tokens, list(lens)))
+
+
+def test_an_integer_q_is_refused_with_its_dtype() -> None:
+    strategy = ZigzagStrategy(1)
+    batch = _prepared(strategy, (4,))
+    kv = LayerKV(batch, torch.zeros(4, 1, 8), torch.zeros(4, 1, 8))
+    q = torch.zeros(strategy.metadata(batch).physical, 1, 8, dtype=torch.long)
+    with pytest.raises(CPShapeError, match=r"q is a torch\.int64 tensor; .*floating-point"):
+        strategy.run_attention(q, batch, "cpu", strategy.default_attn_fn(batch, kv))
+
+
+def test_a_tensor_that_requires_grad_is_refused_with_the_way_out() -> None:
+    strategy = ZigzagStrategy(1)
+    batch = _prepared(strategy, (4,))
+    x = torch.zeros(4, 8, requires_grad=True)
+    with pytest.raises(CPConfigError, match=r"x requires grad, .*inference-only.*no_grad"):
+        strategy.shard_hidden_states(x, batch)
+    kv = LayerKV(batch, torch.zeros(4, 1, 8), torch.zeros(4, 1, 8))
+    q = torch.zeros(strategy.metadata(batch).physical, 1, 8, requires_grad=True)
+    with pytest.raises(CPConfigError, match="q requires grad"):
+        strategy.run_attention(q, batch, "cpu", strategy.default_attn_fn(batch, kv))
+    with torch.no_grad():  # the way out the message names works
+        assert torch.equal(strategy.shard_hidden_states(x, batch)[:4], x.detach())
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.build_metadata(2**40, [2**40]),
+        lambda s: s.build_metadata(2**40, None),
+        lambda s: s.build_metadata(2**27, [2**26, 2**26]),
+        lambda s: s.build_metadata(10, [2**26 + 10], [10]),
+    ],
+)
+def test_absurd_token_counts_are_bounded_before_any_allocation(call: object) -> None:
+    with pytest.raises(CPBatchError, match=r"limit is 67108864"):
+        call(ZigzagStrategy(1))  # type: ignore[operator]
+
+
+def test_an_absurd_cp_size_is_bounded() -> None:
+    with pytest.raises(CPConfigError, match=r"cp_size 1099511627776 is over the limit"):
+        ZigzagStrategy(2**40)
+
+
+def test_a_process_group_that_is_not_one_is_named() -> None:
+    from meshsat.cp import ProcessGroupComm
+
+    with pytest.raises(CPConfigError, match=r"group must be a torch\.distributed ProcessGroup"):
+        ProcessGroupComm(group="x")  # type: ignore[arg-type]
+
+
+def test_numpy_integer_lengths_are_lengths() -> None:
+    np = pytest.importorskip("numpy")
+    batch = CPBatch(np.array([5, 3], dtype=np.int64), [np.int32(2), np.uint8(0)])  # type: ignore[arg-type]
+    assert batch == CPBatch((5, 3), (2, 0))
+    assert all(type(n) is int for n in (*batch.extend_lens, *batch.prefix_lens))
+    meta = ZigzagStrategy(1).build_metadata(np.int64(8), np.array([10, 3]), np.array([5, 3]))
+    assert (meta.extend_lens, meta.prefix_lens) == ((5, 3), (5, 0))
+    with pytest.raises(CPBatchError, match=r"extend_lens\[0\] is .*True.*lengths must be ints"):
+        CPBatch((np.bool_(True),), (0,))  # type: ignore[arg-type]
+    with pytest.raises(CPBatchError, match=r"extend_lens\[0\] is .*2\.0.*lengths must be ints"):
+        CPBatch((np.float64(2.0),), (0,))  # type: ignore[arg-type]
+
+
+def test_run_attention_checks_the_attention_backend() -> None:
+    strategy = ZigzagStrategy(1)
+    batch = _prepared(strategy, (4,))
+    kv = LayerKV(batch, torch.zeros(4, 1, 8), torch.zeros(4, 1, 8))
+    q = torch.zeros(strategy.metadata(batch).physical, 1, 8)
+    fn = strategy.default_attn_fn(batch, kv)
+    with pytest.raises(CPConfigError, match=r"attention_backend must be .*FLASH_ATTENTION"):
+        strategy.run_attention(q, batch, "cpu", fn, None)  # type: ignore[arg-type]
+    out = strategy.run_attention(q, batch, "cpu", fn, CPAttentionBackendKind.FLASH_ATTENTION)
+    assert out.shape == q.shape

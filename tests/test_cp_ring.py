@@ -143,3 +143,34 @@ def test_ring_binds_by_name_but_is_not_an_sglang_value() -> None:
             CPStrategyKind.from_string("ring")
     finally:
         reset_cp_strategy()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 40),
+    st.integers(1, 40),
+    st.integers(0, 60),
+    st.integers(0, 30),
+    st.integers(0, 40),
+    st.integers(0, 60),
+)
+def test_tiles_cover_exactly_the_causal_pairs(
+    r0: int, rows: int, low: int, k0: int, keys: int, k_first: int
+) -> None:
+    """Brute force: the (row, key) pairs the tiles let through are exactly those whose key
+    position is at most the row's, each once, and every row of a tile sees a key."""
+    from meshsat.cp.ring import _tiles
+
+    r1, k1 = r0 + rows, k0 + keys
+    expected = {
+        (r, k) for r in range(r0, r1) for k in range(k0, k1) if k_first + (k - k0) <= low + (r - r0)
+    }
+    got: list[tuple[int, int]] = []
+    for t in _tiles(r0, r1, low, k0, k1, k_first):
+        q = t.r1 - t.r0
+        assert t.r0 < t.r1 and t.k0 < t.k1 and (not t.causal or t.k1 - t.k0 >= q)
+        for i in range(q):
+            last = t.k1 - q + i if t.causal else t.k1 - 1  # bottom-right causal rule
+            assert last >= t.k0  # the row sees at least one key
+            got += [(t.r0 + i, k) for k in range(t.k0, last + 1)]
+    assert len(got) == len(set(got)) and set(got) == expected

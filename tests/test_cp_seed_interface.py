@@ -97,7 +97,7 @@ def test_init_with_cp_on_and_a_bad_name_raises_like_the_seed() -> None:
 def test_get_cp_strategy_initialises_lazily_from_the_server_args() -> None:
     """A worker that only registered the server args recovers the binding on first use; a
     meshsat Config carries SGLang's attribute names. With a world of one process group absent,
-    the lazy path binds over the default group, so the comm is supplied by a first bind."""
+    the lazy path constructs the strategy as the seed does and finds its group at first use."""
     config = Config(tp_size=2, attn_cp_size=2, enable_prefill_cp=True, cp_strategy="interleave")
     comm = local_sim_comms(2)[1]
     cp.init_cp_strategy(config, comm_or_group=comm)
@@ -116,8 +116,10 @@ def test_get_cp_strategy_initialises_lazily_from_the_server_args() -> None:
     cp.set_global_server_args(
         SimpleNamespace(enable_prefill_cp=True, attn_cp_size=2, cp_strategy="zigzag")
     )
-    with pytest.raises(CPConfigError, match="initialised"):
-        cp.get_cp_strategy()  # lazy init reached the bind: no process group in this process
+    lazy = cp.get_cp_strategy()  # constructed like the seed's, with no group in the process
+    assert isinstance(lazy, cp.ZigzagCPStrategy) and lazy.cp_size == 2
+    with pytest.raises(CPConfigError, match=r"initialise torch\.distributed with cp_size ranks"):
+        lazy.cp_rank  # noqa: B018  # first use: the process has no group of 2 ranks
 
 
 def test_a_forward_through_the_seed_interface_equals_the_oracle() -> None:

@@ -71,6 +71,22 @@ def test_every_layout_plan_proposes_round_trips(gpus: int) -> None:
         _round_trip(row.command, gpus)
 
 
+@pytest.mark.parametrize("gpus", [16, 32])
+def test_every_layout_plan_ranks_by_performance_round_trips(gpus: int) -> None:
+    """`plan`'s default ranking (estimated throughput): its top 20, as `plan --emit lws`
+    would write them."""
+    from meshsat.solver.cli.plan_perf import perf_rows
+    from meshsat.solver.perf import Workload
+
+    rows, _, _ = perf_rows(
+        MODEL, gpu("H200"), gpus, Workload(1024, 1024, None, None), engine="auto",
+        gpus_per_node=None, top=20,
+    )  # fmt: skip
+    assert len(rows) == 20
+    for row in rows:
+        _round_trip(row.command, gpus)
+
+
 @settings(max_examples=30, deadline=None)
 @given(data=st.data(), gpus=st.sampled_from([16, 32]))
 def test_any_fitting_layout_round_trips(data: st.DataObject, gpus: int) -> None:

@@ -32,7 +32,20 @@ def test_plan_rows_are_legal_fit_and_are_ranked() -> None:
 def test_plan_cli_json_states_the_ranking_and_exit_codes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    res = run_cli(capsys, "plan", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", "-n", "2", "-f", "json")
+    res = run_cli(
+        capsys,
+        "plan",
+        "-m",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "H100",
+        "-n",
+        "2",
+        "-f",
+        "json",
+        "--rank",
+        "kv",
+    )
     assert res.code == 0
     data = json.loads(res.out)
     assert "not modelled" in data["ranking"] and data["layouts"]
@@ -40,3 +53,85 @@ def test_plan_cli_json_states_the_ranking_and_exit_codes(
     assert none.code == 1 and "fits" in none.err
     bad = run_cli(capsys, "plan", "-m", "Qwen/Qwen3-8B", "--gpu", "V100", "-n", "2")
     assert bad.code == 2 and "known: H100" in bad.err and "Traceback" not in bad.err
+
+
+def _reference_plan(model: str, gpus: int, per_node: int, top: int) -> list[tuple[int, int, str]]:
+    """The ranking as first written: a whole `Memory` per layout and the crossing counted on
+    the full rank map (`groups.plan`), slow but direct: (total KV tokens, crossing, values)."""
+    from meshsat.solver.groups import Widths
+    from meshsat.solver.groups import plan as rank_plan
+    from meshsat.solver.memory import MemoryModel, Parallel
+
+    spec = ModelSpec.from_hf_config(catalogue_config(model))
+    mm = MemoryModel(catalogue_config(model), gpu("H200"))
+    scored = []
+    for lay in solver.enumerate(gpus, model=spec):
+        m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
+        if not m.fits:
+            continue
+        rm = rank_plan(Widths.of({**lay.config, "gpus_per_node": per_node}))
+        node = {r.rank: r.node for r in rm.ranks}
+        cross = sum(
+            len(g)
+            for kind in ("attn_tp", "ep")
+            for g in rm.groups[kind]
+            if len({node[x] for x in g}) > 1
+        )
+        scored.append((m.max_total_num_tokens * m.pools, cross, repr(lay.values)))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    return scored[:top]
+
+
+@pytest.mark.parametrize(
+    ("model", "gpus", "per_node"),
+    [
+        ("deepseek-ai/DeepSeek-V3", 16, 8),
+        ("deepseek-ai/DeepSeek-V3", 16, 4),
+        ("Qwen/Qwen3-30B-A3B", 8, 2),
+    ],
+)
+def test_plan_ranks_as_the_direct_reference(model: str, gpus: int, per_node: int) -> None:
+    """Streaming memory columns and the closed-form crossing change nothing: the same rows
+    in the same order (ties kept in enumeration order) as the direct computation."""
+    top = 40
+    rows = plan_layouts(model, gpu("H200"), gpus, gpus_per_node=per_node, top=top)
+    expected = _reference_plan(model, gpus, per_node, top)
+    got = [(r.total_kv_tokens, r.node_crossing_gpus, r.tp, r.pp, r.dp, r.ep) for r in rows]
+    assert [g[:2] for g in got] == [e[:2] for e in expected]
+    assert any(c for _cap, c, _v in expected), "some layout must cross a node to mean something"
+    for r, (_cap, _cross, values) in zip(rows, expected, strict=True):
+        assert f"'tp_size': {r.tp}," in values and f"'ep_size': {r.ep}," in values
+
+
+def test_plan_at_a_million_gpus_builds_no_rank_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28's repro (2^20 H200s) ran past 120 s building a million-rank map per
+    candidate; no rank map is built now, and the answer is the widest DP of TP 64."""
+    import meshsat.solver.groups as groups
+
+    def refuse(*_args: object) -> None:
+        raise AssertionError("plan built a rank map")
+
+    monkeypatch.setattr(groups, "plan", refuse)
+    rows = plan_layouts("deepseek-ai/DeepSeek-V3", gpu("H200"), 1 << 20, top=2)
+    assert [(r.tp, r.dp, r.ep) for r in rows] == [(64, 16384, 1), (64, 16384, 2)]
+    # Every attention-TP group of 64 spans 8 nodes of 8; with EP 2 the EP groups too.
+    assert [r.node_crossing_gpus for r in rows] == [1 << 20, 2 << 20]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("-n", str((1 << 20) + 1)), "above the limit of 1048576 GPUs"),
+        (("-n", "8", "--top", "1001"), "--top 1001 is above the limit of 1000"),
+        (("-n", "8", "--gpus-per-node", str(1 << 40)), "--gpus-per-node"),
+        (("-n", "8", "--timeout", "-1"), "--timeout must be a positive number"),
+        (("-n", "4096", "--timeout", "0.000001"), "did not finish within --timeout"),
+    ],
+)
+def test_plan_bounds_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], says: str
+) -> None:
+    res = run_cli(capsys, "plan", "-m", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", *args)
+    assert res.code == 2 and says in res.err, res.err
+    assert "Traceback" not in res.err and len(res.err.strip().splitlines()) == 1
+    assert res.out == ""

@@ -12,11 +12,28 @@ from typing import Annotated, Any
 import typer
 
 from meshsat.solver.cli.deadline import time_limit
+from meshsat.solver.cli.enumerate_perf import PERF_COLUMNS, PerfColumns, split_perf_filters
 from meshsat.solver.cli.formats import OutputFormat, chosen
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.layout_writers import Writer, column_width
-from meshsat.solver.cli.memory_options import ContextLengthOpt, GpuMemoryOpt, GpuOpt, memory_model
+from meshsat.solver.cli.memory_options import (
+    ContextLengthOpt,
+    FreeMemoryOpt,
+    GpuMemoryOpt,
+    GpuOpt,
+    MemFractionOpt,
+    memory_model,
+)
 from meshsat.solver.cli.output import err, note
+from meshsat.solver.cli.perf_options import (
+    EngineChoice,
+    EngineOpt,
+    IslOpt,
+    OslOpt,
+    PerfOpt,
+    TpotOpt,
+    TtftOpt,
+)
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.enumeration.layouts import EnumerationQuery, Enumerator
 from meshsat.solver.enumeration.memory_columns import MEMORY_COLUMNS, MemoryColumns, split_filters
@@ -129,7 +146,8 @@ CommandOpt = Annotated[
     typer.Option(
         "--command",
         help="Add a column with the SGLang command line of each layout, in the chosen "
-        "release's spelling (slower: about 30 µs a layout).",
+        "release's spelling, naming the --model as --model-path (slower: about 30 µs a "
+        "layout).",
     ),
 ]
 #: `--sort` without `--limit` holds every row; beyond this many it refuses (~100 MB).
@@ -166,7 +184,15 @@ def enumerate_cmd(
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     context_length: ContextLengthOpt = 4096,
+    mem_fraction_static: MemFractionOpt = None,
+    free_memory: FreeMemoryOpt = None,
     command: CommandOpt = False,
+    perf: PerfOpt = False,
+    isl: IslOpt = 1024,
+    osl: OslOpt = 1024,
+    ttft: TtftOpt = None,
+    tpot: TpotOpt = None,
+    engine: EngineOpt = EngineChoice.auto,
 ) -> None:
     """List every legal layout for N GPUs: no duplicates, streamed, filtered, model-aware.
 
@@ -186,6 +212,11 @@ def enumerate_cmd(
     SGLang's reserve leave room for a KV pool). They work in --where and --sort; layouts
     that do not fit are listed unless you ask --where fits.
 
+    With --perf as well, each layout gets the estimate's columns (docs/perf.md): concurrency
+    (the best under --ttft/--tpot for --isl/--osl that the KV cache holds), ttft_ms, tpot_ms,
+    tokens_per_s_gpu, tokens_per_s_user, meets_sla and perf_source (AIConfigurator or
+    meshsat's roofline); they work in --where and --sort too.
+
     Exit status: 0 at least one layout, 1 none, 2 bad input.
 
     Examples:
@@ -196,6 +227,8 @@ def enumerate_cmd(
       meshsat enumerate --gpus 8 --vary moe_a2a_backend --sort=-ep --limit 20
       meshsat enumerate --gpus 16 --model deepseek-ai/DeepSeek-V3 --gpu H200 --where fits
         --where "kv_tokens >= 1e6" --sort=-kv_tokens --limit 10
+      meshsat enumerate --gpus 8 --model deepseek-ai/DeepSeek-V3 --gpu H200 --where fits
+        --perf --tpot 50 --sort=-tokens_per_s_gpu --limit 5
     """
     if up_to and gpus > MAX_UP_TO:
         raise InputError(
@@ -211,7 +244,8 @@ def enumerate_cmd(
                 f"{name} = {getattr(layout.config, name)} in the base is varied; add --where "
                 f'"{name} == {getattr(layout.config, name)!r}" to keep it'
             )
-        plain, memory_filters = split_filters(where or ())
+        rest, perf_filters = split_perf_filters(where or ()) if perf else (tuple(where or ()), ())
+        plain, memory_filters = split_filters(rest)
         e = EnumerationQuery.of(
             layout.config,
             layout.model,
@@ -221,15 +255,25 @@ def enumerate_cmd(
             intra_node or (),
             sglang_version=sglang_version,
         ).enumerator()
-        mem = _memory_columns(e, sources, gpu, gpu_memory, context_length, memory_filters)
+        mem = _memory_columns(
+            e, sources, gpu, gpu_memory, context_length, memory_filters,
+            mem_fraction_static, free_memory,
+        )  # fmt: skip
         if mem is None and sort is not None and sort.lstrip("-") in MEMORY_COLUMNS:
             raise InputError(f"--sort {sort} needs the memory columns: give --gpu and --model")
+        if mem is None and sort is not None and sort.lstrip("-") in PERF_COLUMNS:
+            raise InputError(f"--sort {sort} needs the estimate: give --perf, --gpu and --model")
         columns = e.columns if mem is None else mem.columns
         rows: Iterator[tuple[Any, ...]] = e.rows(gpus, up_to)
         if mem is not None:
             rows = mem.rows(rows)
+        est = _perf_columns(e, columns, sources, gpu, perf, (isl, osl, ttft, tpot), engine,
+                            gpus_per_node, perf_filters)  # fmt: skip
+        if est is not None:
+            columns = est.columns
+            rows = est.rows(rows)
         if count:
-            if mem is not None and mem.filters:
+            if (mem is not None and mem.filters) or perf_filters:
                 total = sum(1 for _ in itertools.islice(rows, limit))
             else:
                 total = _count(e, gpus, up_to)
@@ -240,9 +284,11 @@ def enumerate_cmd(
 
         chosen_fmt = chosen(None if fmt is None else OutputFormat(fmt.value), as_json)
         shown = (*e.output_columns, *(MEMORY_COLUMNS if mem is not None else ()))
+        if est is not None:
+            shown = (*shown, *PERF_COLUMNS)
         if command:
             columns, shown = (*columns, "command"), (*shown, "command")
-            rows = _with_commands(e, rows)
+            rows = _with_commands(e, rows, layout.model_path)
         picks = [columns.index(n) for n in shown]
         if sort is not None:
             rows = iter(_sorted(columns, rows, sort, limit))
@@ -281,12 +327,14 @@ def _count(e: Enumerator, gpus: int, up_to: bool) -> int:
     return total
 
 
-def _with_commands(e: Enumerator, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+def _with_commands(
+    e: Enumerator, rows: Iterable[tuple[Any, ...]], model_path: str | None
+) -> Iterator[tuple[Any, ...]]:
     """Each row with the SGLang command that launches it, in the release's spelling (a
     pydantic config per row: tens of µs, so only on request)."""
     from meshsat.solver.enumeration.layouts import Layout
+    from meshsat.solver.inputs.command import launch_command
     from meshsat.solver.lang.config import Config
-    from meshsat.solver.repair.fix import command_line
 
     pack = e.query.pack
     # What the user launches: the base's own settings and the varied values; the fields
@@ -294,7 +342,7 @@ def _with_commands(e: Enumerator, rows: Iterable[tuple[Any, ...]]) -> Iterator[t
     given = {n: getattr(e.base, n) for n in e.base.user_set()}
     for row in rows:
         config = Config.model_validate({**given, **Layout(row, e.shape).values})
-        yield (*row, command_line(config, pack))
+        yield (*row, launch_command(config, pack, model_path=model_path))
 
 
 def _memory_columns(
@@ -304,9 +352,14 @@ def _memory_columns(
     gpu_memory: str | None,
     context_length: int,
     filters: tuple[Expr, ...],
+    mem_fraction_static: float | None = None,
+    free_memory: str | None = None,
 ) -> MemoryColumns | None:
     """The memory stage when a GPU is given; a memory filter without one is refused."""
-    mm = memory_model(sources.model, gpu_name, gpu_memory, context_length, e.query.pack.version)
+    mm = memory_model(
+        sources.model, gpu_name, gpu_memory, context_length, e.query.pack.version,
+        mem_fraction_static, free_memory,
+    )  # fmt: skip
     if mm is None:
         if filters:
             raise InputError(
@@ -315,6 +368,37 @@ def _memory_columns(
             )
         return None
     return MemoryColumns(e, mm, filters)
+
+
+def _perf_columns(
+    e: Enumerator,
+    columns: tuple[str, ...],
+    sources: LayoutSources,
+    gpu_name: str | None,
+    perf: bool,
+    workload: tuple[int, int, float | None, float | None],
+    engine: EngineChoice,
+    gpus_per_node: int | None,
+    filters: tuple[Expr, ...],
+) -> PerfColumns | None:
+    """The estimate stage with --perf (after the memory stage, which it needs)."""
+    if not perf:
+        return None
+    if sources.model is None or gpu_name is None:
+        raise InputError(
+            "--perf needs --model and --gpu (a GPU type: the estimate reads its speeds)"
+        )
+    from meshsat.solver.perf import PerfModel, Workload
+
+    pm = PerfModel(
+        str(sources.model),
+        gpu_name,
+        Workload(*workload),
+        sglang_version=e.query.pack.version,
+        engine=engine.value,
+        gpus_per_node=gpus_per_node,
+    )
+    return PerfColumns(e, columns, pm, filters)
 
 
 def _sorted(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -12,11 +13,19 @@ from meshsat.solver.backends.render import fmt_value
 from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, print_lws
 from meshsat.solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
-from meshsat.solver.cli.memory_options import GpuMemoryOpt, GpuOpt, memory_model
+from meshsat.solver.cli.memory_options import (
+    FreeMemoryOpt,
+    GpuMemoryOpt,
+    GpuOpt,
+    MemFractionOpt,
+    memory_model,
+    report_pack,
+)
 from meshsat.solver.cli.output import out
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.inputs.layout_input import LayoutSources
-from meshsat.solver.repair.fix import fix
+from meshsat.solver.packs import get_pack
+from meshsat.solver.repair.fix import command_line, fix
 from meshsat.solver.repair.results import FixReport, FixResult
 
 PinOpt = Annotated[
@@ -78,6 +87,8 @@ def fix_cmd(
     sglang_version: SglangVersionOpt = None,
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
+    mem_fraction_static: MemFractionOpt = None,
+    free_memory: FreeMemoryOpt = None,
     emit_as: EmitOpt = None,
     image: ImageOpt = "lmsysorg/sglang:latest",
     name: NameOpt = "sglang",
@@ -115,8 +126,17 @@ def fix_cmd(
         top=top,
         timeout_s=timeout,
         sglang_version=sglang_version,
-        memory=memory_model(sources.model, gpu, gpu_memory),
+        memory=memory_model(
+            sources.model,
+            gpu,
+            gpu_memory,
+            pack=report_pack(sglang_version),
+            mem_fraction_static=mem_fraction_static,
+            free_memory=free_memory,
+        ),
     )
+    if layout.model_path is not None:
+        report = _with_model_path(report, layout.model_path, sglang_version)
     if emit_as is not None and report.fixes:
         best = report.best
         per_node = best.config.gpus_per_node  # SGLang's node size (a tool-only fact)
@@ -136,6 +156,16 @@ def fix_cmd(
         ]
         emit(chosen_fmt, report.to_dict(), rows)
     raise typer.Exit(0 if report.fixes else 1)
+
+
+def _with_model_path(report: FixReport, model_path: str, version: str | None) -> FixReport:
+    """The fixes' commands with the model the user named: SGLang needs `--model-path`, and
+    the API's `fix` knows only the model's facts, not where its weights are."""
+    fixes = tuple(
+        replace(f, command_line=command_line(f.config, get_pack(version), model_path))
+        for f in report.fixes
+    )
+    return replace(report, fixes=fixes)
 
 
 def print_fix(report: FixReport, *, verbose: bool = False) -> None:

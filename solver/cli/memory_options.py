@@ -1,4 +1,5 @@
-"""`--gpu`, `--gpu-memory`, `--context-length`: the memory question asked beside a layout.
+"""`--gpu`, `--gpu-memory`, `--context-length`, `--mem-fraction-static`, `--free-memory`:
+the memory question asked beside a layout.
 
 Declared once for the commands that show memory. With a GPU and a model, the report gains
 a "does not fit" violation (`MEM-FIT`, with the arithmetic) when the weights and SGLang's
@@ -10,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from meshsat.solver.errors import InputError
-from meshsat.solver.memory import Memory, MemoryModel, fit_violation, memory_of
-from meshsat.solver.memory.gpus import custom_gpu, gpu
+from meshsat.solver.memory import Memory, MemoryModel, Parallel, fit_violation
+from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu, parse_memory
 from meshsat.solver.validation.report import Report, Violation
 
 GpuOpt = Annotated[
@@ -44,15 +45,67 @@ ContextLengthOpt = Annotated[
 ]
 
 
+MemFractionOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--mem-fraction-static",
+        metavar="F",
+        help="SGLang's --mem-fraction-static (0 < F < 1) [default: the release's own, from "
+        "the GPU and the layout].",
+        show_default=False,
+    ),
+]
+FreeMemoryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--free-memory",
+        metavar="SIZE",
+        help="Free GPU memory before the weights load, as SGLang logs it ('Load weight "
+        "begin. avail mem=78.81 GB' is 78.81GiB) [default: the GPU's memory less 1 GiB].",
+        show_default=False,
+    ),
+]
+
+
+def report_pack(sglang_version: str | None) -> str:
+    """The release whose defaults size the pool: the pack the rules came from."""
+    from meshsat.solver.packs import get_pack
+
+    return get_pack(sglang_version).version
+
+
+def sizing_options(
+    g: Gpu, mem_fraction_static: float | None = None, free_memory: str | None = None
+) -> dict[str, Any]:
+    """`MemoryModel` keyword arguments for --mem-fraction-static and --free-memory."""
+    options: dict[str, Any] = {}
+    if mem_fraction_static is not None:
+        if not 0 < mem_fraction_static < 1:
+            raise InputError(f"--mem-fraction-static must be in (0, 1), got {mem_fraction_static}")
+        options["mem_fraction_static"] = mem_fraction_static
+    if free_memory is not None:
+        free = parse_memory(free_memory) / 1024
+        if free > g.memory_gib:
+            raise InputError(
+                f"--free-memory {free_memory} is more than the {g.memory_gib:.2f} GiB of a {g.name}"
+            )
+        options["context_gib"] = g.memory_gib - free
+    return options
+
+
 def memory_model(
-    model: Path | None,
+    model: Path | str | None,
     gpu_name: str | None,
     gpu_memory: str | None,
     context_length: int = 4096,
     pack: str | None = None,
+    mem_fraction_static: float | None = None,
+    free_memory: str | None = None,
 ) -> MemoryModel | None:
     """The model on the GPU the options name, or None when no GPU is given."""
     if gpu_name is None and gpu_memory is None:
+        if mem_fraction_static is not None or free_memory is not None:
+            raise InputError("--mem-fraction-static and --free-memory need --gpu (or --gpu-memory)")
         return None
     if gpu_name is not None and gpu_memory is not None:
         raise InputError("give --gpu or --gpu-memory, not both")
@@ -62,9 +115,10 @@ def memory_model(
 
     g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
     config = model_config(str(model))
-    if pack is None:
-        return MemoryModel(config, g, context_length=context_length)
-    return MemoryModel(config, g, context_length=context_length, pack=pack)
+    options = sizing_options(g, mem_fraction_static, free_memory)
+    if pack is not None:
+        options["pack"] = pack
+    return MemoryModel(config, g, context_length=context_length, **options)
 
 
 def with_memory(
@@ -73,16 +127,17 @@ def with_memory(
     gpu_name: str | None,
     gpu_memory: str | None,
     context_length: int,
+    pack: str | None = None,
+    mem_fraction_static: float | None = None,
+    free_memory: str | None = None,
 ) -> tuple[Report, Memory | None]:
     """The report with the memory verdict folded in, and the figures (None without a GPU)."""
-    if gpu_name is None and gpu_memory is None:
+    mm = memory_model(
+        model, gpu_name, gpu_memory, context_length, pack, mem_fraction_static, free_memory
+    )
+    if mm is None:
         return report, None
-    if gpu_name is not None and gpu_memory is not None:
-        raise InputError("give --gpu or --gpu-memory, not both")
-    if model is None:
-        raise InputError("--gpu needs --model: the weights and KV come from the model's config")
-    g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
-    mem = memory_of(report, str(model), g, context_length=context_length)
+    mem = mm.of(Parallel.from_resolved(report.resolved, report.derived))
     too_big = fit_violation(mem)
     if too_big is not None:
         v = Violation(
@@ -107,6 +162,23 @@ def with_memory(
         )
         report = replace(report, warnings=(*report.warnings, w))
     return report, mem
+
+
+def checkpoint_line(model: Path | str | None, mem: Memory | float) -> str | None:
+    """How far the weight count (a `Memory`'s, or GiB) is from the checkpoint's own byte
+    count, when a `model.safetensors.index.json` sits beside the local config."""
+    from meshsat.solver.memory.models import checkpoint_bytes
+
+    size = None if model is None else checkpoint_bytes(str(model))
+    if size is None:
+        return None
+    disk = size / (1 << 30)
+    count = mem if isinstance(mem, float) else mem.model_weights_gib
+    return (
+        f"checkpoint: {disk:.2f} GiB in model.safetensors.index.json; the model's count "
+        f"{count:.2f} GiB ({100 * (count / disk - 1):+.1f} %; "
+        "MTP layers and towers SGLang does not load are in the file, not in the count)"
+    )
 
 
 def memory_line(mem: Memory) -> str:

@@ -14,27 +14,52 @@ import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+import meshsat.solver.cli.plan_perf as plan_perf
 from meshsat import solver
+from meshsat.solver.cli.deadline import time_limit
 from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, print_lws
+from meshsat.solver.cli.memory_options import (
+    FreeMemoryOpt,
+    MemFractionOpt,
+    checkpoint_line,
+    sizing_options,
+)
 from meshsat.solver.cli.output import emit_json, note, out
+from meshsat.solver.cli.perf_options import (
+    EngineChoice,
+    EngineOpt,
+    IslOpt,
+    OslOpt,
+    PlotOpt,
+    Rank,
+    RankOpt,
+    TpotOpt,
+    TtftOpt,
+)
+from meshsat.solver.enumeration.node_locality import spanning_gpus
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import Widths
-from meshsat.solver.groups import plan as rank_plan
+from meshsat.solver.inputs.command import launch_command, model_path_of
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.limits import MAX_GPUS, MAX_PLAN_TOP, shown
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
 from meshsat.solver.memory.models import model_config
-from meshsat.solver.repair.fix import command_line
+from meshsat.solver.perf import Workload
 
 RANKING = (
     "ranked by total KV-cache tokens (all attention-DP pools and replicas), then by fewest GPUs "
     "in attention-TP and EP groups that span nodes; throughput and communication time are not "
     "modelled"
 )
+#: The groups that talk every layer, whose node-spanning GPUs are the second ranking key.
+CROSSING_KINDS = ("attn_tp", "ep")
 
 
 class Format(str, Enum):
@@ -65,16 +90,39 @@ class PlanRow:
 
 
 def crossing_gpus(resolved: Mapping[str, Any], gpus_per_node: int) -> int:
-    """GPUs that sit in an attention-TP or EP group spanning more than one node."""
+    """GPUs that sit in an attention-TP or EP group spanning more than one node (a GPU in
+    both counts twice), from the widths alone (`spanning_gpus`): no rank map is built."""
     w = Widths.of({**resolved, "gpus_per_node": gpus_per_node})
-    rm = rank_plan(w)
-    node = {r.rank: r.node for r in rm.ranks}
-    total = 0
-    for kind in ("attn_tp", "ep"):
-        for g in rm.groups.get(kind, ()):
-            if len({node[x] for x in g}) > 1:
-                total += len(g)
-    return total
+    return sum(spanning_gpus(w, kind) for kind in CROSSING_KINDS)
+
+
+def check_plan_args(gpus: int, top: int, gpus_per_node: int | None) -> None:
+    """The documented bounds (`meshsat.solver.lang.limits`), refused before any work."""
+    if gpus > MAX_GPUS:
+        raise InputError(f"--gpus {shown(gpus)} is above the limit of {MAX_GPUS} GPUs")
+    if gpus_per_node is not None and gpus_per_node > MAX_GPUS:
+        raise InputError(f"--gpus-per-node {shown(gpus_per_node)} is above the limit of {MAX_GPUS}")
+    if top > MAX_PLAN_TOP:
+        raise InputError(f"--top {shown(top)} is above the limit of {MAX_PLAN_TOP} layouts")
+
+
+def _fitting(spec: ModelSpec, mm: MemoryModel, gpus: int) -> list[tuple[int, solver.Layout]]:
+    """(total KV tokens, layout) of every legal layout that loads, from the memory model's
+    streaming columns (`MemoryModel.row_reader`): a few multiplications a layout where a
+    whole `Memory` costs tens of µs (51,580 layouts at 2^20 GPUs)."""
+    fitting = []
+    read = None
+    for lay in solver.enumerate(gpus, model=spec):
+        if read is None:
+            shape = lay.shape
+            read = mm.row_reader(shape.config_index, shape.constant, shape.derived_index)
+        _weights, kv_tokens, _requests, fits = read(lay.row)
+        if fits:
+            c, d = lay.config, lay.derived
+            # The whole deployment: each attention-DP pool of each replica holds
+            # max_total_num_tokens = kv_tokens · dcp (`MemoryModel.of`).
+            fitting.append((kv_tokens * c["dcp_size"] * d["attn_dp"] * d["replicas"], lay))
+    return fitting
 
 
 def plan_layouts(
@@ -85,32 +133,32 @@ def plan_layouts(
     context_length: int = 4096,
     gpus_per_node: int | None = None,
     top: int = 20,
+    **memory: Any,
 ) -> list[PlanRow]:
-    """The `top` best legal layouts on `gpus` GPUs that load, ranked as `RANKING` says."""
+    """The `top` best legal layouts on `gpus` GPUs that load, ranked as `RANKING` says
+    (`memory`: further `MemoryModel` options, e.g. mem_fraction_static, context_gib)."""
+    check_plan_args(gpus, top, gpus_per_node)
     config = model_config(model)
     spec = ModelSpec.from_hf_config(config)
-    mm = MemoryModel(config, g, context_length=context_length)
+    mm = MemoryModel(config, g, context_length=context_length, **memory)
     per_node = gpus_per_node or min(g.fabric, gpus) or 1
-    fitting = []
-    for lay in solver.enumerate(gpus, model=spec):
-        m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
-        if m.fits:
-            fitting.append((m.max_total_num_tokens * m.pools, lay, m))
+    fitting = _fitting(spec, mm, gpus)
     fitting.sort(key=lambda t: -t[0])
     if not fitting:
         return []
     # Crossing is the second key: compute it only where capacity ties could reach the top.
     cut = fitting[min(top, len(fitting)) - 1][0]
     scored = []
-    for cap, lay, m in fitting:
+    for cap, lay in fitting:
         if cap < cut:
             break
-        cfg = lay.config
-        scored.append((-cap, crossing_gpus(cfg, per_node), lay, m))
+        scored.append((-cap, crossing_gpus(lay.config, per_node), lay))
     scored.sort(key=lambda t: (t[0], t[1]))
+    model_path = model_path_of(model)
     rows = []
-    for i, (neg_cap, cross, lay, m) in enumerate(scored[:top], 1):
+    for i, (neg_cap, cross, lay) in enumerate(scored[:top], 1):
         c, d = lay.config, lay.derived
+        m = mm.of(Parallel.from_resolved(c, d))
         rows.append(
             PlanRow(
                 rank=i,
@@ -127,7 +175,9 @@ def plan_layouts(
                 total_kv_tokens=-neg_cap,
                 max_requests=m.max_requests,
                 node_crossing_gpus=cross,
-                command=command_line(lay.as_config()),
+                # What the user launches: the enumerated values; what SGLang resolves from
+                # them (Layout.config) is its business, not flags to type.
+                command=launch_command(Config.model_validate(lay.values), model_path=model_path),
             )
         )
     return rows
@@ -153,7 +203,18 @@ PerNodeArg = Annotated[
     int | None,
     typer.Option("--gpus-per-node", min=1, help="GPUs per node [default: the GPU's fabric size]."),
 ]
-TopArg = Annotated[int, typer.Option("--top", min=1, help="How many layouts to show.")]
+TopArg = Annotated[
+    int, typer.Option("--top", min=1, help=f"How many layouts to show (at most {MAX_PLAN_TOP}).")
+]
+TimeoutArg = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        metavar="S",
+        help="Stop with exit 2 after S seconds (default: no limit).",
+        show_default=False,
+    ),
+]
 FormatArg = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 PickArg = Annotated[
     int, typer.Option("--pick", min=1, metavar="K", help="With --emit: the K-th ranked layout.")
@@ -169,32 +230,72 @@ def plan_cmd(
     gpus_per_node: PerNodeArg = None,
     top: TopArg = 20,
     fmt: FormatArg = Format.table,
+    mem_fraction_static: MemFractionOpt = None,
+    free_memory: FreeMemoryOpt = None,
+    timeout: TimeoutArg = None,
+    rank: RankOpt = Rank.perf,
+    isl: IslOpt = 1024,
+    osl: OslOpt = 1024,
+    ttft: TtftOpt = None,
+    tpot: TpotOpt = None,
+    engine: EngineOpt = EngineChoice.auto,
+    plot: PlotOpt = None,
     emit: EmitOpt = None,
     pick: PickArg = 1,
     image: ImageOpt = "lmsysorg/sglang:latest",
     name: NameOpt = "sglang",
 ) -> None:
-    """Legal layouts that fit MODEL on N GPUs, most KV cache first, with SGLang commands.
+    """Legal layouts that fit MODEL on N GPUs, fastest first, with SGLang commands.
+
+    Fastest: most output tokens/s per GPU at the highest-throughput concurrency that meets
+    --ttft/--tpot (ms) for --isl/--osl tokens, with TTFT, TPOT, tokens/s per user and the
+    estimate's source (AIConfigurator's measured kernels, or meshsat's roofline where they
+    do not reach); --rank kv ranks by KV-cache capacity instead.
 
     Exit status: 0 at least one layout fits, 1 none, 2 bad input.
 
     Examples:
 
     \b
-      meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16
+      meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --tpot 50
       meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --emit lws > lws.yaml
     """
     if (gpu_name is None) == (gpu_memory is None):
         raise InputError("give exactly one of --gpu or --gpu-memory")
     g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
-    rows = plan_layouts(
-        model, g, gpus, context_length=context_length, gpus_per_node=gpus_per_node, top=top
-    )
+    # ---- performance ranking (estimates: meshsat.solver.cli.plan_perf) -----------------
+    if rank is Rank.perf:
+        check_plan_args(gpus, top, gpus_per_node)
+        workload = Workload(isl, osl, ttft, tpot)
+        with time_limit(timeout, "plan"):
+            rows_p, ranked, shapes = plan_perf.perf_rows(
+                model, g, gpus, workload, engine=engine.value, gpus_per_node=gpus_per_node,
+                top=top, memory=sizing_options(g, mem_fraction_static, free_memory),
+            )  # fmt: skip
+        if emit is not None and rows_p:
+            _print_pick(
+                [r.command for r in rows_p], pick, g, gpus, gpus_per_node, model, name, image
+            )
+            return
+        plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
+        if plot is not None:
+            title = f"{model} on {gpus} x {g.name}: {workload.describe()}"
+            plan_perf.plot(plot, ranked, rows_p, title)
+            note(f"plot written to {plot}")
+        if not rows_p:
+            note(f"no legal layout of {model} fits {gpus} x {g.name}")
+            raise typer.Exit(1)
+        return
+    if plot is not None:
+        raise InputError("--plot draws estimates: use it with --rank perf")
+    # ---- KV-capacity ranking ------------------------------------------------------------
+    with time_limit(timeout, "plan"):
+        rows = plan_layouts(
+            model, g, gpus, context_length=context_length, gpus_per_node=gpus_per_node, top=top,
+            **sizing_options(g, mem_fraction_static, free_memory),
+        )  # fmt: skip
     if emit is not None and rows:
-        if pick > len(rows):
-            raise InputError(f"--pick {pick}: only {len(rows)} layout(s) ranked (raise --top)")
-        per_node = gpus_per_node or min(g.fabric, gpus) or 1
-        print_lws(rows[pick - 1].command, gpus, per_node, model_path=model, name=name, image=image)
+        _print_pick([r.command for r in rows], pick, g, gpus, gpus_per_node, model, name, image)
         return
     if fmt is Format.json:
         emit_json({"ranking": RANKING, "gpu": g.name, "layouts": [asdict(r) for r in rows]})
@@ -215,7 +316,29 @@ def plan_cmd(
                 f"  {r.ep:>2}  {r.attn_tp:>7}  {r.weights_gib:>11.2f}  {r.total_kv_tokens:>15,}"
                 f"  {r.max_requests:>7}  {r.node_crossing_gpus:>5}\n      {r.command}",
                 markup=False,
+                soft_wrap=True,
             )
+    if Path(model).exists():  # a local config may have its checkpoint's index beside it
+        disk = checkpoint_line(model, MemoryModel(model_config(model), g).model_gib)
+        if disk is not None:
+            note(disk)
     if not rows:
         note(f"no legal layout of {model} fits {gpus} x {g.name}")
         raise typer.Exit(1)
+
+
+def _print_pick(
+    commands: list[str],
+    pick: int,
+    g: Gpu,
+    gpus: int,
+    gpus_per_node: int | None,
+    model: str,
+    name: str,
+    image: str,
+) -> None:
+    """`--emit lws`: the `pick`-th ranked layout as a LeaderWorkerSet on stdout."""
+    if pick > len(commands):
+        raise InputError(f"--pick {pick}: only {len(commands)} layout(s) ranked (raise --top)")
+    per_node = gpus_per_node or min(g.fabric, gpus) or 1
+    print_lws(commands[pick - 1], gpus, per_node, model_path=model, name=name, image=image)

@@ -13,9 +13,13 @@ from meshsat.solver.cli.launch_checks import with_launch_checks
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.memory_options import (
     ContextLengthOpt,
+    FreeMemoryOpt,
     GpuMemoryOpt,
     GpuOpt,
+    MemFractionOpt,
+    checkpoint_line,
     memory_line,
+    report_pack,
     with_memory,
 )
 from meshsat.solver.cli.output import out
@@ -23,6 +27,7 @@ from meshsat.solver.cli.report_view import print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
+from meshsat.solver.memory.models import checkpoint_bytes
 from meshsat.solver.validation.validate import validate
 
 StrictOpt = Annotated[
@@ -56,6 +61,8 @@ def validate_cmd(
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     context_length: ContextLengthOpt = 4096,
+    mem_fraction_static: MemFractionOpt = None,
+    free_memory: FreeMemoryOpt = None,
     strict: StrictOpt = False,
     rewrite: RewriteOpt = False,
 ) -> None:
@@ -86,16 +93,25 @@ def validate_cmd(
     report = validate(layout.config, layout.model, sglang_version=sglang_version)
     report = with_launch_checks(report, layout, strict=strict)
     model = sources.model or (Path(layout.model_source) if layout.model_source else None)
-    report, mem = with_memory(report, model, gpu, gpu_memory, context_length)
+    report, mem = with_memory(
+        report, model, gpu, gpu_memory, context_length, report_pack(sglang_version),
+        mem_fraction_static, free_memory,
+    )  # fmt: skip
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:
         print_report(report, verbose=verbose)
         if mem is not None:
             out.print(memory_line(mem), markup=False, highlight=False)
+            disk = checkpoint_line(model, mem)
+            if disk is not None:
+                out.print(disk, markup=False, highlight=False)
     else:
         data = report.to_dict()
         if mem is not None:
             data["memory"] = mem.to_dict()
+            size = checkpoint_bytes(str(model)) if model is not None else None
+            if size is not None:
+                data["memory"]["checkpoint_gib"] = size / (1 << 30)
         emit(chosen_fmt, data, violation_rows(report))
     raise typer.Exit(0 if report.valid else 1)
 

@@ -52,7 +52,7 @@ def split_filters(texts: Iterable[str]) -> tuple[tuple[str, ...], tuple[Expr, ..
     return tuple(plain), tuple(memory)
 
 
-class _Env(Mapping[str, Any]):
+class RowEnv(Mapping[str, Any]):
     """One extended row read by name: row positions first, then the constant fields."""
 
     __slots__ = ("_constant", "_index", "_row")
@@ -99,5 +99,5 @@ class MemoryColumns:
     def _kept(self, rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
         index, constant, filters = self._index, self._constant, self.filters
         for full in rows:
-            if all(evaluate(f, _Env(full, index, constant)) for f in filters):
+            if all(evaluate(f, RowEnv(full, index, constant)) for f in filters):
                 yield full

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.command import model_path_of
 from meshsat.solver.inputs.convert import as_model, coerce, config_from_values
 from meshsat.solver.inputs.files import load_config_file
 from meshsat.solver.inputs.k8s import looks_like_manifest, manifest_launch
@@ -76,6 +77,9 @@ class LayoutInput:
     model_source: str | None = None
     #: The launch text as read (a script, a pasted command or standard input), for --rewrite.
     script: str | None = None
+    #: The model as SGLang's `--model-path` takes it (`--model`, else the command's own), for
+    #: the commands meshsat prints (`meshsat.solver.inputs.command`).
+    model_path: str | None = None
 
 
 def load_layout(
@@ -151,6 +155,7 @@ def load_layout(
         missing_in,
         source,
         text,
+        model_path_of(sources.model) if sources.model is not None else model_path,
     )
 
 

@@ -10,9 +10,7 @@ reader (`meshsat.solver.inputs.launch`), which keeps them in the user's coordina
 
 from __future__ import annotations
 
-import shlex
-from typing import Any
-
+from meshsat.solver.inputs.command import DP_GROUP, flag_words
 from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.inputs.launch import read_launch_commands
 from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
@@ -20,9 +18,6 @@ from meshsat.solver.inputs.spelling import spelled
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
 
-#: Spelled together in a release that has `--attn-dp-size`: there DP attention over N groups
-#: is `--attn-dp-size N`, and `--enable-dp-attention --dp-size N` the deprecated form.
-_DP_GROUP = ("dp_size", "enable_dp_attention", "attn_dp_size")
 _NOT_REWRITTEN = frozenset({"node_rank", *ENV_FACTS.values()})
 
 
@@ -45,12 +40,12 @@ def rewrite_script(text: str, new: Config, *, attn_dp_spelling: bool) -> tuple[s
             env = next(var for var, field in ENV_FACTS.items() if field == name)
             notes.append(f"line {command.line}: set {env} for {name} = {target[name]} by hand")
         groups: list[tuple[str, ...]] = []
-        if attn_dp_spelling and any(n in _DP_GROUP for n in changed):
-            groups.append(_DP_GROUP)
-        groups += [(n,) for n in changed if not (attn_dp_spelling and n in _DP_GROUP)]
+        if attn_dp_spelling and any(n in DP_GROUP for n in changed):
+            groups.append(DP_GROUP)
+        groups += [(n,) for n in changed if not (attn_dp_spelling and n in DP_GROUP)]
         end = command.words[-1].end
         for fields in groups:
-            flags = " ".join(f for f in (_flag(n, target[n]) for n in fields) if f)
+            flags = " ".join(f for f in (flag_words(n, target[n]) for n in fields) if f)
             spans = sorted(s for n in fields for s in parsed.spans.get(n, []))
             if not spans:
                 if flags:
@@ -68,16 +63,6 @@ def rewrite_script(text: str, new: Config, *, attn_dp_spelling: bool) -> tuple[s
 def _writable(name: str) -> bool:
     spec = CONFIG_SPECS[name]
     return bool(spec.flags) and not spec.tool_only
-
-
-def _flag(name: str, value: Any) -> str:
-    """The flag that sets `name` to `value`; empty where leaving the flag out does."""
-    spec = CONFIG_SPECS[name]
-    if value is None or value is False or value == spec.default:
-        return ""
-    if value is True:
-        return spec.flags[0]
-    return f"{spec.flags[0]} {shlex.quote(str(value))}"
 
 
 def _with_blank_before(text: str, span: tuple[int, int], replacement: str) -> tuple[int, int]:

@@ -138,6 +138,17 @@ def release_choices(version: str) -> dict[str, tuple[str, ...]]:
     return {option: tuple(values) for option, values in table.items()}
 
 
+@cache
+def release_defaults(version: str) -> dict[str, Any]:
+    """One recorded release's default for each layout field's option (what leaving the flag
+    out gives); empty when that release was not recorded."""
+    data = json.loads(
+        resources.files("meshsat.solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
+    )
+    table: dict[str, Any] = data.get("defaults", {}).get(version, {})
+    return table
+
+
 def refused_values(given: list[tuple[str, str]], version: str) -> list[tuple[str, str | None]]:
     """The `--flag value` pairs `version`'s parser refuses as an invalid choice, each with
     the values it accepts (argparse exits before SGLang reads the layout)."""

@@ -12,6 +12,9 @@ above any real SGLang deployment and far below what makes the tool slow:
   expansion: a layout is a flat mapping with one `model:` entry.
 - `MAX_GPUS` (2**20): no machine has a million GPUs; every size, and the GPU count
   of `enumerate`/`fix`/`groups`, is refused above it before any work starts.
+- `plan --gpus` is bounded by `MAX_GPUS` too and answers in seconds anywhere below it (the
+  legal layouts are few, 51,580 for DeepSeek-V3 at 2^20 GPUs, and no rank map is built);
+  `MAX_PLAN_TOP` (1,000) rows is its longest listing; `--timeout S` stops it.
 - `MAX_TIMEOUT_S` (one day): a larger `--timeout` is capped, not an overflow.
 - `MAX_SHOWN` (60) characters of a user value quoted in an error line.
 """
@@ -31,6 +34,8 @@ MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 32
 MAX_NODES = 100_000
 MAX_GPUS = 1 << 20
+#: Longest `plan` listing (`--top`): each row costs a full memory figure and a command.
+MAX_PLAN_TOP = 1000
 MAX_SHOWN = 60
 #: Longest solver timeout honoured (a day); larger ones, up to 1e308, are capped to it.
 MAX_TIMEOUT_S = 86_400.0

@@ -21,9 +21,13 @@ from typing import Any
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
-from meshsat.solver.memory.fraction import default_mem_fraction_static
+from meshsat.solver.memory.fraction import default_mem_fraction_static, prefill_graph_default
 from meshsat.solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
-from meshsat.solver.memory.kv import kv_bytes_per_token
+from meshsat.solver.memory.kv import (
+    hybrid_swa_ratio,
+    kv_bytes_per_token,
+    resolved_kv_cache_dtype,
+)
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.models import CATALOGUE, model_config
 from meshsat.solver.memory.pool import pool_tokens, requests_that_fit
@@ -122,6 +126,7 @@ class MemoryModel:
         mem_fraction_static: float | None = None,
         context_gib: float = DEFAULT_CONTEXT_GIB,
         pack: str = "0.5.23",
+        swa_full_tokens_ratio: float | None = None,
     ) -> None:
         self.facts = load_facts(model)
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
@@ -130,10 +135,13 @@ class MemoryModel:
         if page_size < 1:
             raise InputError(f"page size must be >= 1, got {page_size}")
         self.context_length = context_length
-        self.kv_cache_dtype = kv_cache_dtype
+        #: The dtype the pool is built in: `auto` resolved as `pack` does on this GPU.
+        self.kv_cache_dtype = resolved_kv_cache_dtype(self.facts, kv_cache_dtype, self.gpu, pack)
         self.page_size = page_size
         self.fraction = mem_fraction_static
         self.pack = pack
+        #: The hybrid SWA pool's ratio where `pack` builds one for this model, else None.
+        self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
         self.pre_load_gib = self.gpu.memory_gib - context_gib
         self.weights = WeightModel(self.facts, self.gpu)
         self.model_gib = self.weights.model_bytes() / GIB
@@ -141,7 +149,7 @@ class MemoryModel:
         #: The column reader's caches (`meshsat.solver.memory.columns`), shared by its readers.
         self.column_cache: dict[str, Any] = {}
         # Validate the dtype once, not per layout.
-        kv_bytes_per_token(self.facts, Parallel(), 0, kv_cache_dtype)
+        kv_bytes_per_token(self.facts, Parallel(), 0, self.kv_cache_dtype)
 
     def of(self, p: Parallel) -> Memory:
         key = (
@@ -192,25 +200,50 @@ class MemoryModel:
             self, config_index, constant, derived_index, weights_digits=weights_digits
         )
 
+    def default_fraction(
+        self,
+        tp: int,
+        pp: int = 1,
+        dp_attention: bool = False,
+        attn_dp: int = 1,
+        chunked_prefill_size: int | None = None,
+        dcp: int = 1,
+        attn_cp: int = 1,
+    ) -> float:
+        """The release's default `mem_fraction_static` for these widths on this GPU."""
+        f = self.facts
+        return default_mem_fraction_static(
+            self.gpu.memory_mib,
+            tp=tp,
+            pp=pp,
+            dp_attention=dp_attention,
+            dp=attn_dp,
+            mla=f.is_mla,
+            chunked_prefill_size=chunked_prefill_size,
+            prefill_cuda_graph=prefill_graph_default(
+                self.pack,
+                self.gpu.vendor,
+                pp=pp,
+                dcp=dcp,
+                attn_cp=attn_cp,
+                multimodal=f.vision.params() > 0,
+                architecture=f.architecture,
+            ),
+            pack=self.pack,
+        )
+
     def _compute(self, p: Parallel) -> Memory:
         f = self.fraction
         if f is None:
-            f = default_mem_fraction_static(
-                self.gpu.memory_mib,
-                tp=p.tp,
-                pp=p.pp,
-                dp_attention=p.dp_attention,
-                dp=p.attn_dp,
-                mla=self.facts.is_mla,
-                chunked_prefill_size=p.chunked_prefill_size,
-                pack=self.pack,
+            f = self.default_fraction(
+                p.tp, p.pp, p.dp_attention, p.attn_dp, p.chunked_prefill_size, p.dcp, p.attn_cp
             )
         tokens = None
         weights = 0.0
         cell_max = 0.0
         for s in range(p.pp):
             w = self.weights.stage(p, s).total / GIB
-            cell = kv_bytes_per_token(self.facts, p, s, self.kv_cache_dtype)
+            cell = kv_bytes_per_token(self.facts, p, s, self.kv_cache_dtype, self.swa_ratio)
             t = pool_tokens(self.pre_load_gib, w, f, cell, page_size=self.page_size)
             tokens = t if tokens is None else min(tokens, t)
             weights = max(weights, w)

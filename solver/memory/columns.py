@@ -4,12 +4,12 @@ Why a second path: `MemoryModel.of` builds a full `Memory` per layout (tens of �
 layouts of one enumeration almost never repeat their widths, so caching whole layouts does
 not help. The per-rank figures factor instead: a stage's weights are
 `layers·X(attn_tp) + dense_layers·Y(dense_tp) + moe_layers·Z(ep, moe_tp, dense_tp) +
-embedding + LM head`, and its KV cell is `layers·C(attn_tp)`, where X, Y, Z, C and the
+embedding + LM head`, and its KV cell is `C(pp, attn_tp)` per stage shape, where X, Y, Z, C and the
 default `mem_fraction_static` take few distinct values and are cached. A layout then costs a
 handful of multiplications, in a function generated per pipeline depth with each distinct
 stage shape unrolled, and the result is cached per key of the widths it depends on (`_KEY`):
-an enumeration's layouts share keys several times over (dp_size and dcp_size only scale the
-requests), so most rows cost one generated tuple and one dictionary lookup. The caches are
+an enumeration's layouts share keys several times over (dp_size only scales the requests),
+so most rows cost one generated tuple and one dictionary lookup. The caches are
 keyed by values (the generated functions, with their per-row cache, by their own source, which
 inlines the row positions and shared values it reads) and kept on the `MemoryModel`, so a
 second enumeration starts warm. Enumerate streams through `column_rows`, the same code as one
@@ -23,9 +23,9 @@ import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from meshsat.solver.memory.fraction import default_mem_fraction_static
-from meshsat.solver.memory.kv import layer_kv_bytes
-from meshsat.solver.memory.weights import stage_layers
+from meshsat.solver.memory.kv import kv_bytes_per_token
+from meshsat.solver.memory.layout import Parallel
+from meshsat.solver.memory.weights import load_overhead, rope_cache_bytes, stage_layers
 
 if TYPE_CHECKING:
     from meshsat.solver.memory import MemoryModel
@@ -40,6 +40,7 @@ _DEFAULTS: dict[str, Any] = {
     "enable_dp_attention": False,
     "ep_size": 1,
     "dcp_size": 1,
+    "attn_cp_size": 1,
     "moe_dense_tp_size": None,
     "enable_dp_lm_head": False,
     "chunked_prefill_size": None,
@@ -55,10 +56,12 @@ _KEY = (
     "chunked_prefill_size",
     "attn_tp",
     "attn_dp",
+    "dcp_size",
+    "attn_cp_size",
     "ep_size",
     "moe_tp",
 )
-_ENGINE = 8
+_ENGINE = 10
 #: Distinct keys held before the cache is emptied (a few million layouts share far fewer).
 _CACHE_LIMIT = 1 << 20
 
@@ -169,51 +172,53 @@ def _generated(
     f = mm.facts
     wm = mm.weights
     kv_dtype, page, ctx = mm.kv_cache_dtype, mm.page_size, mm.context_length
-    pre, fixed_fraction, gpu_mib = mm.pre_load_gib, mm.fraction, mm.gpu.memory_mib
+    pre, fixed_fraction = mm.pre_load_gib, mm.fraction
     vocab, row_bytes, tied = f.padded_vocab, wm.row, f.tie_word_embeddings
     experts = f.num_experts
     attn_a, attn_b, dense_d = wm.attn_sharded, wm.attn_whole, wm.dense
     expert_e, shared_s, router_r = wm.expert_per_rank, wm.shared, wm.router
 
-    has_vision = bool(wm.vision_attn or wm.vision_mlp or wm.vision_whole)
-    stage_cache: dict[int, Callable[..., tuple[float, float]]] = mm.column_cache.setdefault(
-        "stages", {}
+    stage_cache: dict[int, tuple[Callable[..., tuple[float, float]], tuple[int, ...]]] = (
+        mm.column_cache.setdefault("stages", {})
     )
+    swa_ids = f.swa_layer_ids if mm.swa_ratio is not None else ()
 
-    def stages(pp: int) -> Callable[..., tuple[float, float]]:
+    def stages(pp: int) -> tuple[Callable[..., tuple[float, float]], tuple[int, ...]]:
         """(worst stage's weights, fewest tokens) for `pp` stages, generated with each
-        distinct stage shape unrolled: (layers, MoE layers, first, last) are constants,
-        terms with a zero factor are left out (adding 0.0 changes no float)."""
+        distinct stage shape unrolled: (layers, MoE layers, sliding layers, first, last) are
+        constants, terms with a zero factor are left out (adding 0.0 changes no float);
+        with the index of one stage of each shape, whose KV cell the caller passes."""
         hit = stage_cache.get(pp)
         if hit is not None:
             return hit
-        kinds: dict[tuple[int, int, bool, bool], None] = {}
+        kinds: dict[tuple[int, int, int, bool, bool], int] = {}
         for i, (lo, hi) in enumerate(stage_layers(f.num_layers, pp)):
             moe = wm._moe_prefix[hi] - wm._moe_prefix[lo]
-            kinds[(hi - lo, moe, i == 0, i == pp - 1)] = None
+            swa = sum(1 for j in swa_ids if lo <= j < hi)
+            kinds.setdefault((hi - lo, moe, swa, i == 0, i == pp - 1), i)
         weights, tokens = [], []
-        for k, (n, moe, first, last) in enumerate(kinds):
+        for k, (n, moe, _swa, first, last) in enumerate(kinds):
             terms = [f"{n} * x"]
             terms += [f"{n - moe} * y"] if n - moe else []
             terms += [f"{moe} * z"] if moe else []
             terms += ["emb"] if first else []
             terms += ["head"] if last else []
-            terms += ["vis"] if has_vision else []  # the vision tower is on every stage
+            terms += ["vis"]  # the vision tower and the load overhead are on every stage
             weights.append(f"    w{k} = " + " + ".join(terms) + "\n")
-            tokens.append(f"(budget - w{k}) // ({n} * cell)")
+            tokens.append(f"(budget - w{k}) // cells[{k}]")
         ws = [f"w{k}" for k in range(len(kinds))]
         worst = ws[0] if len(ws) == 1 else f"max({', '.join(ws)})"
         fewest = tokens[0] if len(tokens) == 1 else f"min({', '.join(tokens)})"
         source = (
-            "def stages(x, y, z, emb, head, vis, budget, cell):\n"
+            "def stages(x, y, z, emb, head, vis, budget, cells):\n"
             + "".join(weights)
             + f"    return {worst}, {fewest}\n"
         )
         namespace: dict[str, Any] = {"__builtins__": {"max": max, "min": min}}
         exec(compile(source, f"<meshsat:memory-stages-{pp}>", "exec"), namespace)
         fn: Callable[..., tuple[float, float]] = namespace["stages"]
-        stage_cache[pp] = fn
-        return fn
+        stage_cache[pp] = fn, tuple(kinds.values())
+        return stage_cache[pp]
 
     emb_full = vocab * row_bytes
     head_anyway = not tied
@@ -221,44 +226,43 @@ def _generated(
     def engine(ek: tuple[Any, ...]) -> tuple[Any, ...]:
         """Everything one key's engine part fixes: the stages, the attention share, the
         dense MLP share, embedding and head, the KV budget and cell."""
-        tp, pp, dpa, dense, lmh, chunked, attn_tp, attn_dp = ek
+        tp, pp, dpa, dense, lmh, chunked, attn_tp, attn_dp, dcp, attn_cp = ek
         fr = fixed_fraction
         if fr is None:
-            fk = (tp, pp, dpa, attn_dp, chunked)
+            fk = (tp, pp, dpa, attn_dp, chunked, dcp, attn_cp)
             fr = fraction_cache.get(fk)
             if fr is None:
-                fr = fraction_cache[fk] = default_mem_fraction_static(
-                    gpu_mib,
-                    tp=tp,
-                    pp=pp,
-                    dp_attention=dpa,
-                    dp=attn_dp,
-                    mla=f.is_mla,
-                    chunked_prefill_size=chunked,
-                    pack=mm.pack,
-                )
-        cell = cell_cache.get(attn_tp)
-        if cell is None:
-            cell = cell_cache[attn_tp] = layer_kv_bytes(f, attn_tp, kv_dtype)
+                fr = fraction_cache[fk] = mm.default_fraction(*fk)
+        unrolled, reps = stages(pp)
+        cells = cell_cache.get((pp, attn_tp))
+        if cells is None:
+            p = Parallel(pp=pp, attn_tp=attn_tp)
+            cells = cell_cache[(pp, attn_tp)] = tuple(
+                kv_bytes_per_token(f, p, s, kv_dtype, mm.swa_ratio) for s in reps
+            )
         vocab_tp = _ceil(vocab, tp) * row_bytes
         dtp = dense or tp
         head = row_bytes
         if head_anyway or pp > 1:
             head += _ceil(vocab, attn_tp) * row_bytes if lmh else vocab_tp
         return (
-            stages(pp),
+            unrolled,
             attn_a / attn_tp + attn_b,
             dense_d / dtp,
             emb_full if dpa else vocab_tp,
             head,
-            wm.vision_attn / attn_tp + wm.vision_mlp / tp + wm.vision_whole,
+            wm.vision_attn / attn_tp
+            + wm.vision_mlp / tp
+            + wm.vision_whole
+            + load_overhead(tp)
+            + rope_cache_bytes(f),
             pre * fr * GIB,
-            cell,
+            cells,
             dtp,
         )
 
     fraction_cache: dict[tuple[Any, ...], float] = mm.column_cache.setdefault("fraction", {})
-    cell_cache: dict[int, float] = mm.column_cache.setdefault("cell", {})
+    cell_cache: dict[tuple[int, int], tuple[float, ...]] = mm.column_cache.setdefault("cells", {})
     # Keyed by values, not row positions: shared by every reader of this model, so a second
     # enumeration (another N, another filter) starts warm.
     engine_cache: dict[tuple[Any, ...], tuple[Any, ...]] = mm.column_cache.setdefault("engine", {})
@@ -277,9 +281,9 @@ def _generated(
         en = engine_cache.get(ek)
         if en is None:
             en = engine_cache[ek] = engine(ek)
-        unrolled, x, y, emb, head, vis, budget, cell, dtp = en
-        z = -(-experts // key[8]) * expert_e(key[9]) + router_r + shared_s / dtp
-        worst, fewest = unrolled(x, y, z, emb, head, vis, budget, cell)
+        unrolled, x, y, emb, head, vis, budget, cells, dtp = en
+        z = -(-experts // key[10]) * expert_e(key[11]) + router_r + shared_s / dtp
+        worst, fewest = unrolled(x, y, z, emb, head, vis, budget, cells)
         tokens = int(fewest) if fewest > 0 else 0
         if page > 1:
             tokens = tokens // page * page

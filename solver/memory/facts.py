@@ -19,7 +19,7 @@ count, which is per text token.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from meshsat.solver.errors import InputError
@@ -37,7 +37,9 @@ class VisionTower:
     `VisionAttention` over attention TP, the encoder and adapter MLPs and the patch
     embedding (`ColumnParallelLinear`/`RowParallelLinear`) over TP, the rest replicated
     (norms, class and position embeddings, row-parallel biases, and the
-    `multi_modal_projector`, a plain `nn.Linear`)."""
+    `multi_modal_projector`, a plain `nn.Linear`). Kimi-K2.5's MoonViT
+    (`sglang/srt/models/kimi_k25.py`) shards only its `VisionAttention`; its MLPs and the
+    patch-merger projector are `ReplicatedLinear` (`mlp_replicated`)."""
 
     hidden: int = 0
     layers: int = 0
@@ -47,21 +49,27 @@ class VisionTower:
     adapter_in: int = 0  # projector_input_dim
     adapter_out: int = 0  # projector_output_dim
     projector: int = 0  # vision_output_dim × the text hidden size
+    #: The encoder MLPs and patch embedding are whole on every rank (MoonViT).
+    mlp_replicated: bool = False
 
     def attn_sharded_params(self) -> int:
         d = self.hidden
         return self.layers * (4 * d * d + 3 * d)  # q, k, v, o and the q, k, v biases
 
-    def mlp_sharded_params(self) -> int:
+    def _mlp_params(self) -> int:
         d, i = self.hidden, self.intermediate
         encoder = self.layers * (2 * d * i + i)  # fc1 (with bias), fc2
         adapter = i * self.adapter_in + self.adapter_in * self.adapter_out
         return encoder + adapter + self.patch_inputs * d
 
+    def mlp_sharded_params(self) -> int:
+        return 0 if self.mlp_replicated else self._mlp_params()
+
     def replicated_params(self) -> int:
         d = self.hidden
         per_layer = d + d + 4 * d  # o_proj and fc2 biases, two LayerNorms
-        return self.layers * per_layer + d + self.positions * d + 4 * d + self.projector
+        whole = self._mlp_params() if self.mlp_replicated else 0
+        return self.layers * per_layer + d + self.positions * d + 4 * d + self.projector + whole
 
     def params(self) -> int:
         return self.attn_sharded_params() + self.mlp_sharded_params() + self.replicated_params()
@@ -100,6 +108,14 @@ class ModelFacts:
     #: Layers with a sliding window (their KV is still counted in full; see kv.py).
     num_sliding_layers: int = 0
     sliding_window: int = 0
+    #: The layers SGLang's hybrid SWA pool keeps in its sliding-window pool when the
+    #: release uses one for this architecture (`get_hybrid_layer_ids`): `layer_types`'
+    #: sliding layers, MiMo-V2's `hybrid_layer_pattern` ones, Llama 4's chunked layers.
+    swa_layer_ids: tuple[int, ...] = ()
+    #: SWA-layer KV shapes where they differ from the full layers' (MiMo-V2); 0: as full.
+    swa_num_kv_heads: int = 0
+    swa_head_dim: int = 0
+    swa_v_head_dim: int = 0
     qkv_bias: bool = False
     o_bias: bool = False
     qk_norm: str = ""  # "", "head" (per head dim) or "full" (whole projection)
@@ -110,6 +126,13 @@ class ModelFacts:
     #: Multi-token-prediction (nextn) layers the checkpoint has (`num_nextn_predict_layers`).
     num_nextn_layers: int = 0
     vision: VisionTower = field(default=VisionTower())
+    #: Elements of the rotary cos/sin caches (`RotaryEmbedding.cos_sin_cache`, kept in
+    #: float32 on CUDA and ROCm and whole on every rank): positions × rotary dim per distinct
+    #: rope; 0 when the config gives no `max_position_embeddings`.
+    rope_cache_elements: int = 0
+    #: `quantization_config.kv_cache_quant_algo` ("FP8" makes `--kv-cache-dtype auto` FP8
+    #: from 0.5.18, `mem_cache/kv_cache_dtype.py`); "" when absent.
+    kv_cache_quant_algo: str = ""
 
     @property
     def is_mla(self) -> bool:
@@ -268,11 +291,9 @@ def _text_config(hf: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
-    """Llama 4's vision tower from `vision_config`; other towers are not modelled (zero)."""
-    v = hf.get("vision_config")
-    if not isinstance(v, Mapping) or not str(hf.get("model_type", "")).startswith("llama4"):
-        return VisionTower()
+def _encoder(v: Mapping[str, Any]) -> VisionTower:
+    """The ViT encoder fields Llama 4's and Gemma 3's `vision_config` share (no class token,
+    adapter or projector)."""
     keys = ("hidden_size", "num_hidden_layers", "intermediate_size", "image_size", "patch_size")
     d, layers, inter, image, patch = (_require(v, (k,), f"vision_config.{k}") for k in keys)
     return VisionTower(
@@ -280,12 +301,89 @@ def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
         layers=layers,
         intermediate=inter,
         patch_inputs=(_int(v, ("num_channels",)) or 3) * patch * patch,
-        positions=(image // patch) ** 2 + 1,
+        positions=(image // patch) ** 2,
+    )
+
+
+def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
+    """Llama 4's vision tower and Gemma 3's SigLIP from `vision_config`; other towers are
+    not modelled (zero). SigLIP has no adapter, and its projector maps the vision hidden
+    size to the text one; it is counted as sharded like Llama 4's tower."""
+    v = hf.get("vision_config")
+    model_type = str(hf.get("model_type", ""))
+    if isinstance(v, Mapping) and model_type == "kimi_k25":
+        return _moonvit(v, text_hidden)
+    if isinstance(v, Mapping) and model_type == "gemma3":
+        tower = _encoder(v)
+        return replace(tower, projector=tower.hidden * text_hidden)
+    if not isinstance(v, Mapping) or not model_type.startswith("llama4"):
+        return VisionTower()
+    tower = _encoder(v)
+    return replace(
+        tower,
+        positions=tower.positions + 1,  # the class token
         adapter_in=_require(v, ("projector_input_dim",), "vision_config.projector_input_dim"),
         adapter_out=_require(v, ("projector_output_dim",), "vision_config.projector_output_dim"),
         projector=_require(v, ("vision_output_dim",), "vision_config.vision_output_dim")
         * text_hidden,
     )
+
+
+def _moonvit(v: Mapping[str, Any], text_hidden: int) -> VisionTower:
+    """Kimi-K2.5's MoonViT from `vision_config` (`KimiK25VisionConfig`'s names and
+    defaults): a learnable `init_pos_emb_height × width` position table, and a patch-merger
+    projector (LayerNorm, then `merge·d → merge·d → text` linears with biases)."""
+    d = _int(v, ("hidden_size", "vt_hidden_size")) or 1152
+    layers = _int(v, ("num_hidden_layers", "vt_num_hidden_layers")) or 27
+    inter = _int(v, ("intermediate_size", "vt_intermediate_size")) or 4304
+    patch = _int(v, ("patch_size",)) or 14
+    kernel = v.get("merge_kernel_size") or (2, 2)
+    merged = d * int(kernel[0]) * int(kernel[1])
+    height = _int(v, ("init_pos_emb_height",)) or 64
+    width = _int(v, ("init_pos_emb_width",)) or 64
+    return VisionTower(
+        hidden=d,
+        layers=layers,
+        intermediate=inter,
+        patch_inputs=3 * patch * patch,
+        positions=height * width,
+        projector=2 * d + merged * merged + merged + merged * text_hidden + text_hidden,
+        mlp_replicated=True,
+    )
+
+
+def _kv_cache_quant_algo(c: Mapping[str, Any]) -> str:
+    qc = c.get("quantization_config")
+    if not isinstance(qc, Mapping):
+        return ""
+    inner = qc.get("quantization")  # ModelOpt's hf_quant_config layout
+    algo = qc.get("kv_cache_quant_algo") or (
+        inner.get("kv_cache_quant_algo") if isinstance(inner, Mapping) else None
+    )
+    return str(algo) if isinstance(algo, str) else ""
+
+
+def _rope_cache_elements(c: Mapping[str, Any], model_type: str, head_dim: int, rope: int) -> int:
+    """The float32 cos/sin cache SGLang's `get_rope` builds once per distinct rope (shared
+    by the layers): `max_position_embeddings` rows (YaRN: the original length times the
+    factor, `DeepseekScalingRotaryEmbedding`/`YaRNScalingRotaryEmbedding`) of the rotary
+    dim (MLA: `qk_rope_head_dim`; else `head_dim × partial_rotary_factor`). Gemma 3 builds
+    two, a local and a global one."""
+    positions = _int(c, ("max_position_embeddings",)) or 0
+    scaling = c.get("rope_scaling")
+    if isinstance(scaling, Mapping) and str(scaling.get("type", scaling.get("rope_type"))) in (
+        "yarn",
+        "deepseek_yarn",
+    ):
+        original = scaling.get("original_max_position_embeddings")
+        factor = scaling.get("factor")
+        if isinstance(original, int) and isinstance(factor, int | float):
+            positions = int(original * factor)
+    partial = c.get("partial_rotary_factor", 1.0)
+    dim = rope or _int(c, ("rotary_dim",)) or 0
+    dim = dim or int(head_dim * (partial if isinstance(partial, int | float) else 1.0))
+    ropes = 2 if model_type in ("gemma3", "gemma3_text") else 1
+    return ropes * positions * dim
 
 
 def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
@@ -358,6 +456,9 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
                 for i in range(layers)
                 if i >= first_dense and i % sparse_step == 0 and i not in mlp_only
             )
+            freq = c.get("moe_layer_freq")
+            if isinstance(freq, list):  # MiMo-V2: one 0/1 flag per layer
+                moe_layers = sum(1 for flag in freq[:layers] if flag)
         if moe_layers < layers and not dense_inter:
             raise InputError(
                 "model config has dense layers but lacks their MLP width "
@@ -375,8 +476,15 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
 
     layer_types = c.get("layer_types")
     sliding_layers = 0
+    swa_ids: tuple[int, ...] = ()
     if isinstance(layer_types, list):
         sliding_layers = sum(1 for t in layer_types if t == "sliding_attention")
+        swa_ids = tuple(i for i, t in enumerate(layer_types[:layers]) if t == "sliding_attention")
+    pattern = c.get("hybrid_layer_pattern")
+    if isinstance(pattern, list):
+        swa_ids = tuple(i for i in range(min(layers, len(pattern))) if pattern[i] == 1)
+    if arch == "Llama4ForConditionalGeneration":
+        swa_ids = tuple(i for i in range(layers) if (i + 1) % 4 != 0)
     model_type = str(c.get("model_type", ""))
     qk_norm = ""
     if model_type in ("qwen3", "qwen3_moe", "glm4_moe") and c.get("use_qk_norm", True):
@@ -388,7 +496,9 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
         or c.get("qkv_bias", False)
         or model_type in ("qwen2", "qwen2_moe")
     )
-    return ModelFacts(
+    facts = ModelFacts(
+        rope_cache_elements=_rope_cache_elements(c, model_type, head_dim, rope),
+        kv_cache_quant_algo=_kv_cache_quant_algo(c),
         architecture=arch,
         hidden_size=hidden,
         num_layers=layers,
@@ -412,6 +522,10 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
         index_head_dim=_int(c, ("index_head_dim",)) or 0,
         index_n_heads=_int(c, ("index_n_heads",)) or 0,
         num_sliding_layers=sliding_layers,
+        swa_layer_ids=swa_ids,
+        swa_num_kv_heads=_int(c, ("swa_num_key_value_heads",)) or 0,
+        swa_head_dim=_int(c, ("swa_head_dim",)) or 0,
+        swa_v_head_dim=_int(c, ("swa_v_head_dim",)) or _int(c, ("swa_head_dim",)) or 0,
         sliding_window=_int(c, ("sliding_window",)) or 0,
         qkv_bias=qkv_bias,
         o_bias=model_type == "gpt_oss",
@@ -419,7 +533,7 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
         expert_bias=expert_bias,
         router_bias=router_bias,
         attention_sinks=model_type == "gpt_oss",
-        quant=quant_from_config(c),
         num_nextn_layers=_int(c, ("num_nextn_predict_layers",)) or 0,
         vision=_vision(hf, hidden),
     )
+    return replace(facts, quant=quant_from_config(c, facts))

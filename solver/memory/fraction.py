@@ -9,8 +9,17 @@ size and the decode CUDA-graph batch size, then
                   + prefill-graph reserve (1.5 GiB for MLA, 8 MiB per captured size otherwise)
     fraction    = round((gpu - reserved) / gpu, 3)
 
-plus 2 GiB for DeepEP all-to-all buffers. `legacy` is the older table by TP size
-(0.88 … 0.79) that earlier releases used.
+plus 2 GiB for DeepEP all-to-all buffers. From 0.5.18 the prefill CUDA graph is on by
+default (`default_prefill_backend`: breakable on CUDA; 0.5.18/0.5.19 `tc_piecewise`
+elsewhere, 0.5.23 none on ROCm), so its reserve is in the default unless the release turns
+it off for the layout (`apply_cuda_graph_compatibility`: pipeline parallelism, decode CP,
+attention CP, a multimodal model, DeepSeek-V4). 0.5.18 and 0.5.19 run the same arithmetic
+(`ServerArgs._handle_gpu_memory_settings` / `arg_groups/memory_hook.py`) with one band of
+their own: from 20 to 35 GiB they pick chunked prefill 2048 and decode graphs up to 24
+(80 at tp ≥ 4), where 0.5.23 picks 4096 and 48 (160). 0.4.6.post5 (and `legacy`) uses the
+older table by `tp·pp` (0.88 … 0.79) on GPUs of at most 80 GiB, 0.88 above, then on GPUs
+over 96 GiB raises it to `min(f + 48 GiB·(1 - f)/gpu, (gpu - 18 GiB)/gpu)`
+(`ServerArgs.__post_init__`). Read from each release's source.
 """
 
 from __future__ import annotations
@@ -19,7 +28,11 @@ from dataclasses import dataclass
 
 from meshsat.solver.errors import InputError
 
-PACKS: tuple[str, ...] = ("0.5.23", "legacy")
+PACKS: tuple[str, ...] = ("0.4.6.post5", "0.5.18", "0.5.19", "0.5.23", "legacy")
+#: Releases whose fraction follows the old table.
+_TABLE = ("0.4.6.post5", "legacy")
+#: Releases with 0.5.18's 20-35 GiB band.
+_OLD_BAND = ("0.5.18", "0.5.19")
 
 
 @dataclass(frozen=True)
@@ -28,10 +41,12 @@ class Defaults:
     cuda_graph_max_bs: int
 
 
-def gpu_defaults(gpu_mib: float, tp: int) -> Defaults:
+def gpu_defaults(gpu_mib: float, tp: int, pack: str = "0.5.23") -> Defaults:
     """Chunked-prefill size and decode CUDA-graph max batch SGLang picks for a GPU."""
     if gpu_mib < 20 * 1024:
         return Defaults(2048, 8)
+    if gpu_mib < 35 * 1024 and pack in _OLD_BAND:
+        return Defaults(2048, 24 if tp < 4 else 80)
     if gpu_mib < 35 * 1024:
         return Defaults(4096, 48 if tp < 4 else 160)
     if gpu_mib < 60 * 1024:
@@ -68,12 +83,11 @@ def default_mem_fraction_static(
     pack: str = "0.5.23",
 ) -> float:
     """The `mem_fraction_static` SGLang picks when the user gives none."""
-    if pack == "legacy":
-        table = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87))
-        return next((f for n, f in table if tp >= n), 0.88)
-    if pack != "0.5.23":
+    if pack not in PACKS:
         raise InputError(f"unknown SGLang pack {pack!r}; known: {', '.join(PACKS)}")
-    d = gpu_defaults(gpu_mib, tp)
+    if pack in _TABLE:
+        return _table_fraction(gpu_mib, tp * pp)
+    d = gpu_defaults(gpu_mib, tp, pack)
     chunked = chunked_prefill_size if chunked_prefill_size is not None else d.chunked_prefill_size
     max_bs = cuda_graph_max_bs if cuda_graph_max_bs is not None else d.cuda_graph_max_bs
     activation = max(chunked, 2048) if chunked > 0 else 2048
@@ -92,3 +106,33 @@ def default_mem_fraction_static(
     if deepep:
         reserved += 2 * 1024
     return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def _table_fraction(gpu_mib: float, parallel: int) -> float:
+    """0.4.6.post5's `ServerArgs.__post_init__` default."""
+    table = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87))
+    f = next((v for n, v in table if parallel >= n), 0.88) if gpu_mib <= 81920 else 0.88
+    if gpu_mib > 96 * 1024:
+        f = min(f + 48 * 1024 * (1 - f) / gpu_mib, (gpu_mib - 18 * 1024) / gpu_mib)
+    return f
+
+
+def prefill_graph_default(
+    pack: str,
+    vendor: str,
+    *,
+    pp: int = 1,
+    dcp: int = 1,
+    attn_cp: int = 1,
+    multimodal: bool = False,
+    architecture: str = "",
+) -> bool:
+    """Whether `pack` captures prefill CUDA graphs by default for this layout (and so
+    reserves memory for them in its default fraction)."""
+    if pack in _TABLE:
+        return False
+    if pack == "0.5.23" and vendor != "nvidia":
+        return False
+    if pp > 1 or dcp > 1 or attn_cp > 1 or multimodal:
+        return False
+    return architecture != "DeepseekV4ForCausalLM"

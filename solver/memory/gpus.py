@@ -6,6 +6,14 @@ defaults by thresholds on that number, so the catalogue stores what the tool rep
 the marketing GB. Values are the `memory.total` commonly shown by nvidia-smi / rocm-smi for
 the SXM/OAM parts; `fabric` is how many GPUs one NVLink/NVSwitch (or Infinity Fabric)
 domain joins in the usual server (72 for a GB200 NVL72 rack).
+
+The speeds feed the roofline estimator (`meshsat.solver.perf.roofline`), never the memory
+model: HBM bandwidth (TB/s), dense (no 2:4 sparsity) tensor-core peaks for BF16, FP8 and
+FP4 (TFLOPS; 0 where the part has no such unit, which falls back to the next wider type),
+per-direction scale-up bandwidth per GPU (NVLink / Infinity Fabric, GB/s; PCIe 5 x16 for
+parts without one) and the scale-out NIC per GPU (GB/s; 400 Gb/s InfiniBand/RoCE = 50).
+Sources: the vendors' datasheets (NVIDIA H100/H200, H20, H800, B200/B300 (HGX), GB200/GB300
+NVL72, A100, L40S/L40, L4, A10, GeForce RTX 4090/5090; AMD Instinct MI300X, MI325X, MI355X).
 """
 
 from __future__ import annotations
@@ -29,6 +37,24 @@ class Gpu:
     #: GPUs in one intra-node (scale-up) fabric domain.
     fabric: int
     vendor: str = "nvidia"
+    #: Compute-capability major (`torch.cuda.get_device_capability()[0]`), which SGLang reads
+    #: for device-dependent defaults (FP8 KV for DeepSeek DSA from 10, Blackwell); ROCm
+    #: reports 9 for MI300/MI325 (gfx942) and MI355 (gfx950).
+    sm: int = 9
+    #: HBM bandwidth, TB/s.
+    hbm_tbps: float = 0.0
+    #: Dense tensor-core peaks, TFLOPS.
+    bf16_tflops: float = 0.0
+    fp8_tflops: float = 0.0
+    fp4_tflops: float = 0.0
+    #: Scale-up (NVLink / Infinity Fabric) bandwidth per GPU and direction, GB/s.
+    scale_up_gbps: float = 0.0
+    #: Scale-out (InfiniBand / RoCE) bandwidth per GPU and direction, GB/s.
+    scale_out_gbps: float = 50.0
+
+    @property
+    def has_speeds(self) -> bool:
+        return self.hbm_tbps > 0 and self.bf16_tflops > 0
 
     @property
     def memory_gib(self) -> float:
@@ -39,27 +65,27 @@ GPUS: Mapping[str, Gpu] = MappingProxyType(
     {
         g.name: g
         for g in (
-            Gpu("H100", 81559, 8),
-            Gpu("H100-NVL", 95830, 2),
-            Gpu("H200", 143771, 8),
-            Gpu("H20", 97871, 8),
-            Gpu("H800", 81559, 8),
-            Gpu("B200", 183359, 8),
-            Gpu("B300", 275040, 8),
-            Gpu("GB200", 189471, 72),
-            Gpu("GB300", 284208, 72),
-            Gpu("A100-40", 40960, 8),
-            Gpu("A100-80", 81920, 8),
-            Gpu("A800", 81920, 8),
-            Gpu("L40S", 46068, 1),
-            Gpu("L40", 46068, 1),
-            Gpu("L4", 23034, 1),
-            Gpu("A10", 23028, 1),
-            Gpu("RTX4090", 24564, 1),
-            Gpu("RTX5090", 32607, 1),
-            Gpu("MI300X", 196592, 8, "amd"),
-            Gpu("MI325X", 262128, 8, "amd"),
-            Gpu("MI355X", 294896, 8, "amd"),
+            Gpu("H100", 81559, 8, "nvidia", 9, 3.35, 989, 1979, 0, 450),
+            Gpu("H100-NVL", 95830, 2, "nvidia", 9, 3.9, 835, 1671, 0, 300),
+            Gpu("H200", 143771, 8, "nvidia", 9, 4.8, 989, 1979, 0, 450),
+            Gpu("H20", 97871, 8, "nvidia", 9, 4.0, 148, 296, 0, 450),
+            Gpu("H800", 81559, 8, "nvidia", 9, 3.35, 989, 1979, 0, 200),
+            Gpu("B200", 183359, 8, "nvidia", 10, 8.0, 2250, 4500, 9000, 900),
+            Gpu("B300", 275040, 8, "nvidia", 10, 8.0, 2250, 4500, 13500, 900),
+            Gpu("GB200", 189471, 72, "nvidia", 10, 8.0, 2500, 5000, 10000, 900),
+            Gpu("GB300", 284208, 72, "nvidia", 10, 8.0, 2500, 5000, 15000, 900),
+            Gpu("A100-40", 40960, 8, "nvidia", 8, 1.555, 312, 0, 0, 300),
+            Gpu("A100-80", 81920, 8, "nvidia", 8, 2.039, 312, 0, 0, 300),
+            Gpu("A800", 81920, 8, "nvidia", 8, 2.039, 312, 0, 0, 200),
+            Gpu("L40S", 46068, 1, "nvidia", 8, 0.864, 362, 733, 0, 32),
+            Gpu("L40", 46068, 1, "nvidia", 8, 0.864, 181, 362, 0, 32),
+            Gpu("L4", 23034, 1, "nvidia", 8, 0.3, 121, 242, 0, 32),
+            Gpu("A10", 23028, 1, "nvidia", 8, 0.6, 125, 0, 0, 32),
+            Gpu("RTX4090", 24564, 1, "nvidia", 8, 1.008, 165, 330, 0, 32),
+            Gpu("RTX5090", 32607, 1, "nvidia", 12, 1.792, 209, 419, 838, 64),
+            Gpu("MI300X", 196592, 8, "amd", 9, 5.3, 1307, 2615, 0, 448),
+            Gpu("MI325X", 262128, 8, "amd", 9, 6.0, 1307, 2615, 0, 448),
+            Gpu("MI355X", 294896, 8, "amd", 9, 8.0, 2500, 5000, 10000, 538),
         )
     }
 )

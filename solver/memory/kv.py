@@ -11,12 +11,24 @@ Why these shapes (SGLang's KV pools):
 - decode context parallelism (`dcp_size`) stores each token on one of the `dcp` ranks, so
   a rank's pool covers `dcp` times as many tokens; prefill CP (`attn_cp_size`) keeps the
   whole KV on every rank;
-- sliding-window layers are charged in full (SGLang's hybrid SWA pool is not modelled).
+- SGLang's hybrid SWA pool (from 0.5.18, for the architectures its `is_hybrid_swa_model`
+  lists: gpt-oss, MiMo-V2, Llama 4, DeepSeek-V4, Step 3.5, Gemma 4, ...): the sliding-window
+  layers get a pool of `swa_full_tokens_ratio` (default 0.8; DeepSeek-V4 0.1) times the full
+  layers' tokens, so one token of `max_total_num_tokens` costs
+  `full_layers·full_cell + ratio·swa_layers·swa_cell` (`HybridSWAPoolConfigurator`).
+  Gemma 2/3 turn the hybrid pool off (`disable_hybrid_swa_memory`) and 0.4.6.post5 has
+  none: their sliding layers are charged in full;
+- `--kv-cache-dtype auto` is the model's dtype, except where the release picks for the
+  model and device: FP8 (`fp8_e4m3`) for DeepSeek DSA models on compute capability ≥ 10
+  from 0.5.18 on (`_dsa_kv_cache_dtype_default`; 0.5.23 keeps bf16 when the model has
+  attention sinks), for DeepSeek-V4 everywhere but NPUs, and from 0.5.18 for a checkpoint
+  whose quantization config says `kv_cache_quant_algo: FP8` (ModelOpt releases).
 """
 
 from __future__ import annotations
 
 from meshsat.solver.memory.facts import ModelFacts
+from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.quant import kv_dtype_bytes
 from meshsat.solver.memory.weights import stage_layers
@@ -24,8 +36,63 @@ from meshsat.solver.memory.weights import stage_layers
 INDEXER_SCALE_BLOCK = 128
 
 
-def layer_kv_bytes(f: ModelFacts, attn_tp: int, kv_cache_dtype: str | None = None) -> float:
-    """KV bytes of one token in one layer on one rank."""
+def resolved_kv_cache_dtype(
+    f: ModelFacts, kv_cache_dtype: str | None, gpu: Gpu | None, pack: str = "0.5.23"
+) -> str | None:
+    """What `--kv-cache-dtype` (None or `auto` when not given) becomes in `pack` on `gpu`:
+    the server-argument defaults first (DeepSeek-V4, DSA), then the model runner's
+    (`kv_cache_quant_algo: FP8` in the quantization config)."""
+    if kv_cache_dtype not in (None, "auto"):
+        return kv_cache_dtype
+    if pack in ("0.4.6.post5", "legacy"):
+        return kv_cache_dtype
+    if f.architecture == "DeepseekV4ForCausalLM":
+        return "fp8_e4m3"
+    if f.index_head_dim:
+        sinks_keep_bf16 = pack == "0.5.23" and f.attention_sinks
+        on_blackwell = gpu is not None and gpu.sm >= 10
+        return "fp8_e4m3" if on_blackwell and not sinks_keep_bf16 else "bfloat16"
+    if f.kv_cache_quant_algo.upper() == "FP8":
+        return "fp8_e4m3"
+    return kv_cache_dtype
+
+
+#: Architectures SGLang (0.5.18 to 0.5.23, `configs/model_config.py`) gives the hybrid pool.
+HYBRID_SWA_ARCHS = frozenset(
+    {
+        "Llama4ForConditionalGeneration",
+        "DeepseekV4ForCausalLM",
+        "GptOssForCausalLM",
+        "MiMoV2ForCausalLM",
+        "MiMoV2FlashForCausalLM",
+        "Step3p5ForCausalLM",
+        "Step3p7ForConditionalGeneration",
+        "Gemma4ForCausalLM",
+        "Gemma4ForConditionalGeneration",
+    }
+)
+DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
+
+
+def hybrid_swa_ratio(
+    f: ModelFacts, pack: str = "0.5.23", ratio: float | None = None
+) -> float | None:
+    """`swa_full_tokens_ratio` when `pack` sizes a hybrid SWA pool for this model, else None
+    (the sliding layers are charged in full)."""
+    if pack in ("0.4.6.post5", "legacy") or not f.swa_layer_ids:
+        return None
+    if f.architecture not in HYBRID_SWA_ARCHS:
+        return None
+    if ratio is not None:
+        return ratio
+    return 0.1 if f.architecture == "DeepseekV4ForCausalLM" else DEFAULT_SWA_FULL_TOKENS_RATIO
+
+
+def layer_kv_bytes(
+    f: ModelFacts, attn_tp: int, kv_cache_dtype: str | None = None, *, swa: bool = False
+) -> float:
+    """KV bytes of one token in one layer on one rank (a sliding-window layer of the hybrid
+    pool with `swa`)."""
     b = kv_dtype_bytes(kv_cache_dtype, f.quant.unquantized)
     if f.is_mla and f.index_head_dim and b == 1:
         # DSA's FP8 layout: FP8 latent, one float32 scale per 128 values, rope part in bf16.
@@ -33,6 +100,9 @@ def layer_kv_bytes(f: ModelFacts, attn_tp: int, kv_cache_dtype: str | None = Non
         per = r + r // INDEXER_SCALE_BLOCK * 4 + f.qk_rope_head_dim * 2.0
     elif f.is_mla:
         per = (f.kv_lora_rank + f.qk_rope_head_dim) * b
+    elif swa and (f.swa_num_kv_heads or f.swa_head_dim):
+        heads = max(1, (f.swa_num_kv_heads or f.num_kv_heads) // attn_tp)
+        per = heads * ((f.swa_head_dim or f.head_dim) + (f.swa_v_head_dim or f.v_head_dim)) * b
     else:
         heads = max(1, f.num_kv_heads // attn_tp)
         per = heads * (f.head_dim + f.v_head_dim) * b
@@ -42,8 +112,18 @@ def layer_kv_bytes(f: ModelFacts, attn_tp: int, kv_cache_dtype: str | None = Non
 
 
 def kv_bytes_per_token(
-    f: ModelFacts, p: Parallel, stage: int, kv_cache_dtype: str | None = None
+    f: ModelFacts,
+    p: Parallel,
+    stage: int,
+    kv_cache_dtype: str | None = None,
+    swa_ratio: float | None = None,
 ) -> float:
-    """Bytes one token of the pool costs on a rank of `stage` (SGLang's cell size)."""
+    """Bytes one token of the pool costs on a rank of `stage` (SGLang's cell size); with
+    `swa_ratio` (`hybrid_swa_ratio`), the hybrid pool's."""
     start, end = stage_layers(f.num_layers, p.pp)[stage]
-    return (end - start) * layer_kv_bytes(f, p.attn_tp, kv_cache_dtype)
+    full = layer_kv_bytes(f, p.attn_tp, kv_cache_dtype)
+    if swa_ratio is None:
+        return (end - start) * full
+    swa = sum(1 for i in f.swa_layer_ids if start <= i < end)
+    sliding = layer_kv_bytes(f, p.attn_tp, kv_cache_dtype, swa=True)
+    return (end - start - swa) * full + swa_ratio * swa * sliding

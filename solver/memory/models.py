@@ -65,6 +65,37 @@ _GLM = {
     "tie_word_embeddings": False,
     "num_nextn_predict_layers": 1,
 }
+_GEMMA3_TEXT = {"model_type": "gemma3_text", "torch_dtype": "bfloat16", "tie_word_embeddings": True}
+#: Gemma 3's SigLIP `vision_config` (4B, 12B and 27B share it).
+_SIGLIP = {
+    "model_type": "siglip_vision_model",
+    "hidden_size": 1152,
+    "num_hidden_layers": 27,
+    "num_attention_heads": 16,
+    "intermediate_size": 4304,
+    "image_size": 896,
+    "patch_size": 14,
+}
+_MISTRAL = {
+    "architectures": ["MistralForCausalLM"],
+    "model_type": "mistral",
+    "tie_word_embeddings": False,
+}
+
+
+def _gemma3(**text: Any) -> dict[str, Any]:
+    return {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        "text_config": _m(_GEMMA3_TEXT, **text),
+        "vision_config": _SIGLIP,
+    }
+
+
+def _hf(repo: str, note: str = "model card") -> str:
+    return f"https://huggingface.co/{repo} ({note})"
+
+
 _GPT_OSS = {
     "architectures": ["GptOssForCausalLM"],
     "model_type": "gpt_oss",
@@ -533,6 +564,339 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
     ),
 }
 
+
+def _qwen2(
+    hidden: int, layers: int, heads: int, kv: int, inter: int, vocab: int, tie: bool
+) -> dict[str, Any]:
+    return _m(
+        _QWEN2,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        tie_word_embeddings=tie,
+    )
+
+
+def _qwen3(hidden: int, layers: int, heads: int, inter: int, tie: bool) -> dict[str, Any]:
+    return _m(
+        _QWEN3,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=8,
+        intermediate_size=inter,
+        vocab_size=151936,
+        tie_word_embeddings=tie,
+    )
+
+
+def _llama(hidden: int, layers: int, heads: int, kv: int, inter: int, **kw: Any) -> dict[str, Any]:
+    return _m(
+        _LLAMA,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        intermediate_size=inter,
+        **kw,
+    )
+
+
+_QWEN25_7B = _qwen2(3584, 28, 28, 4, 18944, 152064, False)
+_QWEN25_14B = _qwen2(5120, 48, 40, 8, 13824, 152064, False)
+_QWEN25_32B = _qwen2(5120, 64, 40, 8, 27648, 152064, False)
+
+
+def _mistral(hidden: int, layers: int, inter: int, vocab: int, **kw: Any) -> dict[str, Any]:
+    return _m(
+        _MISTRAL,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        **kw,
+    )
+
+
+_LLAMA_8B = _llama(4096, 32, 32, 8, 14336)
+_LLAMA_70B = _llama(8192, 80, 64, 8, 28672)
+
+#: The small and mid-size models served most, added for issue 24 (configs from each
+#: repository's config.json; counts from the model card or the Hub's tensor count).
+_COMMON: dict[str, tuple[dict[str, Any], Published]] = {
+    "Qwen/Qwen2-7B-Instruct": (
+        _QWEN25_7B,
+        Published(7.62, 7.62, _hf("Qwen/Qwen2-7B-Instruct", "the Hub's count: 7.62B")),
+    ),
+    "Qwen/Qwen2.5-0.5B-Instruct": (
+        _qwen2(896, 24, 14, 2, 4864, 151936, True),
+        Published(0.49, 0.49, _hf("Qwen/Qwen2.5-0.5B-Instruct")),
+    ),
+    "Qwen/Qwen2.5-1.5B-Instruct": (
+        _qwen2(1536, 28, 12, 2, 8960, 151936, True),
+        Published(1.54, 1.54, _hf("Qwen/Qwen2.5-1.5B-Instruct")),
+    ),
+    "Qwen/Qwen2.5-3B-Instruct": (
+        _qwen2(2048, 36, 16, 2, 11008, 151936, True),
+        Published(3.09, 3.09, _hf("Qwen/Qwen2.5-3B-Instruct")),
+    ),
+    "Qwen/Qwen2.5-14B-Instruct": (
+        _QWEN25_14B,
+        Published(14.7, 14.7, _hf("Qwen/Qwen2.5-14B-Instruct")),
+    ),
+    "Qwen/Qwen2.5-32B-Instruct": (
+        _QWEN25_32B,
+        Published(
+            32.8,
+            32.8,
+            _hf("Qwen/Qwen2.5-32B-Instruct", "the Hub's count: 32.8B; the card says 32.5B"),
+        ),
+    ),
+    "Qwen/Qwen2.5-Coder-32B-Instruct": (
+        _QWEN25_32B,
+        Published(32.8, 32.8, _hf("Qwen/Qwen2.5-Coder-32B-Instruct", "the Hub's count: 32.8B")),
+    ),
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": (
+        _QWEN25_7B,
+        Published(
+            7.62, 7.62, _hf("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "the Hub's count: 7.62B")
+        ),
+    ),
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": (
+        _QWEN25_14B,
+        Published(
+            14.8, 14.8, _hf("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "the Hub's count: 14.8B")
+        ),
+    ),
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": (
+        _QWEN25_32B,
+        Published(
+            32.8, 32.8, _hf("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "the Hub's count: 32.8B")
+        ),
+    ),
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": (
+        _LLAMA_8B,
+        Published(
+            8.03, 8.03, _hf("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "the Hub's count: 8.03B")
+        ),
+    ),
+    "Qwen/Qwen3-0.6B": (
+        _qwen3(1024, 28, 16, 3072, True),
+        Published(0.6, 0.6, _hf("Qwen/Qwen3-0.6B")),
+    ),
+    "Qwen/Qwen3-1.7B": (
+        _qwen3(2048, 28, 16, 6144, True),
+        Published(1.7, 1.7, _hf("Qwen/Qwen3-1.7B")),
+    ),
+    "Qwen/Qwen3-4B": (_qwen3(2560, 36, 32, 9728, True), Published(4.0, 4.0, _hf("Qwen/Qwen3-4B"))),
+    "Qwen/Qwen3-14B": (
+        _qwen3(5120, 40, 40, 17408, False),
+        Published(14.8, 14.8, _hf("Qwen/Qwen3-14B")),
+    ),
+    "meta-llama/Meta-Llama-3-8B-Instruct": (
+        _LLAMA_8B,
+        Published(8.03, 8.03, _hf("meta-llama/Meta-Llama-3-8B-Instruct", "the Hub's count: 8.03B")),
+    ),
+    "meta-llama/Llama-3.2-1B-Instruct": (
+        _llama(2048, 16, 32, 8, 8192, head_dim=64, tie_word_embeddings=True),
+        Published(1.24, 1.24, _hf("meta-llama/Llama-3.2-1B-Instruct", "the Hub's count: 1.24B")),
+    ),
+    "meta-llama/Llama-3.2-3B-Instruct": (
+        _llama(3072, 28, 24, 8, 8192, head_dim=128, tie_word_embeddings=True),
+        Published(3.21, 3.21, _hf("meta-llama/Llama-3.2-3B-Instruct", "the Hub's count: 3.21B")),
+    ),
+    "meta-llama/Llama-3.3-70B-Instruct": (
+        _LLAMA_70B,
+        Published(70.6, 70.6, _hf("meta-llama/Llama-3.3-70B-Instruct", "the Hub's count: 70.6B")),
+    ),
+    "TinyLlama/TinyLlama-1.1B-Chat-v1.0": (
+        _llama(2048, 22, 32, 4, 5632, vocab_size=32000),
+        Published(1.1, 1.1, _hf("TinyLlama/TinyLlama-1.1B-Chat-v1.0")),
+    ),
+    "mistralai/Mistral-7B-Instruct-v0.3": (
+        _mistral(4096, 32, 14336, 32768),
+        Published(7.25, 7.25, _hf("mistralai/Mistral-7B-Instruct-v0.3", "the Hub's count: 7.25B")),
+    ),
+    "mistralai/Mistral-7B-Instruct-v0.2": (
+        _mistral(4096, 32, 14336, 32000),
+        Published(7.24, 7.24, _hf("mistralai/Mistral-7B-Instruct-v0.2", "the Hub's count: 7.24B")),
+    ),
+    "mistralai/Mistral-Small-24B-Instruct-2501": (
+        _mistral(5120, 40, 32768, 131072, head_dim=128),
+        Published(
+            23.6, 23.6, _hf("mistralai/Mistral-Small-24B-Instruct-2501", "the Hub's count: 23.6B")
+        ),
+    ),
+    "google/gemma-3-1b-it": (
+        _m(
+            _GEMMA3_TEXT,
+            architectures=["Gemma3ForCausalLM"],
+            hidden_size=1152,
+            num_hidden_layers=26,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            head_dim=256,
+            intermediate_size=6912,
+            vocab_size=262144,
+            sliding_window=512,
+        ),
+        Published(1.0, 1.0, _hf("google/gemma-3-1b-it", "the Hub's count: 1.0B")),
+    ),
+    "google/gemma-3-4b-it": (
+        _gemma3(
+            hidden_size=2560,
+            num_hidden_layers=34,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            head_dim=256,
+            intermediate_size=10240,
+            vocab_size=262208,
+            sliding_window=1024,
+        ),
+        Published(
+            4.3, 3.88, _hf("google/gemma-3-4b-it", "the Hub's count: 4.3B with the SigLIP tower")
+        ),
+    ),
+    "google/gemma-3-12b-it": (
+        _gemma3(
+            hidden_size=3840,
+            num_hidden_layers=48,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            head_dim=256,
+            intermediate_size=15360,
+            vocab_size=262208,
+            sliding_window=1024,
+        ),
+        Published(
+            12.2, 11.8, _hf("google/gemma-3-12b-it", "the Hub's count: 12.2B with the SigLIP tower")
+        ),
+    ),
+    "google/gemma-3-27b-it": (
+        _gemma3(
+            hidden_size=5376,
+            num_hidden_layers=62,
+            num_attention_heads=32,
+            num_key_value_heads=16,
+            head_dim=128,
+            intermediate_size=21504,
+            vocab_size=262208,
+            sliding_window=1024,
+        ),
+        Published(
+            27.4, 27.0, _hf("google/gemma-3-27b-it", "the Hub's count: 27.4B with the SigLIP tower")
+        ),
+    ),
+}
+_CATALOGUE.update(_COMMON)
+
+
+_YARN_4K = {"type": "yarn", "original_max_position_embeddings": 4096}
+
+
+def _each(repos: tuple[str, ...], rope: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The same rope facts for several repositories (read only: `_with_rope` copies)."""
+    return {repo: rope for repo in repos}
+
+
+#: The rotary-cache length facts (`max_position_embeddings`, YaRN's `rope_scaling`,
+#: `partial_rotary_factor`, `rotary_dim`) of each repository's config.json, kept apart
+#: because repositories sharing shapes differ here (Qwen2-7B 32k, its R1 distill 128k).
+_ROPE: dict[str, dict[str, Any]] = {
+    **_each(
+        (
+            "deepseek-ai/DeepSeek-V3",
+            "deepseek-ai/DeepSeek-R1",
+            "deepseek-ai/DeepSeek-V3.1",
+            "deepseek-ai/DeepSeek-V3.2-Exp",
+        ),
+        {"max_position_embeddings": 163840, "rope_scaling": {**_YARN_4K, "factor": 40}},
+    ),
+    "moonshotai/Kimi-K2-Instruct": {
+        "max_position_embeddings": 131072,
+        "rope_scaling": {**_YARN_4K, "factor": 32},
+    },
+    **_each(
+        ("openai/gpt-oss-120b", "openai/gpt-oss-20b"),
+        {"max_position_embeddings": 131072, "rope_scaling": {**_YARN_4K, "factor": 32}},
+    ),
+    **_each(
+        (
+            "Qwen/Qwen3-235B-A22B",
+            "Qwen/Qwen3-30B-A3B",
+            "Qwen/Qwen3-32B",
+            "Qwen/Qwen3-8B",
+            "Qwen/Qwen3-0.6B",
+            "Qwen/Qwen3-1.7B",
+            "Qwen/Qwen3-4B",
+            "Qwen/Qwen3-14B",
+            "Qwen/QwQ-32B",
+        ),
+        {"max_position_embeddings": 40960},
+    ),
+    **_each(
+        (
+            "Qwen/Qwen2.5-7B-Instruct",
+            "Qwen/Qwen2.5-72B-Instruct",
+            "Qwen/Qwen2-7B-Instruct",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+            "Qwen/Qwen2.5-1.5B-Instruct",
+            "Qwen/Qwen2.5-3B-Instruct",
+            "Qwen/Qwen2.5-14B-Instruct",
+            "Qwen/Qwen2.5-32B-Instruct",
+            "Qwen/Qwen2.5-Coder-32B-Instruct",
+            "mistralai/Mixtral-8x7B-Instruct-v0.1",
+            "mistralai/Mistral-7B-Instruct-v0.3",
+            "mistralai/Mistral-7B-Instruct-v0.2",
+            "mistralai/Mistral-Small-24B-Instruct-2501",
+            "google/gemma-3-1b-it",
+        ),
+        {"max_position_embeddings": 32768},
+    ),
+    **_each(
+        (
+            "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+            "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
+            "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
+            "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "meta-llama/Llama-3.1-70B-Instruct",
+            "meta-llama/Llama-3.1-405B-Instruct",
+            "meta-llama/Llama-3.2-1B-Instruct",
+            "meta-llama/Llama-3.2-3B-Instruct",
+            "meta-llama/Llama-3.3-70B-Instruct",
+            "google/gemma-3-4b-it",
+            "google/gemma-3-12b-it",
+            "google/gemma-3-27b-it",
+        ),
+        {"max_position_embeddings": 131072},
+    ),
+    "meta-llama/Meta-Llama-3-8B-Instruct": {"max_position_embeddings": 8192},
+    "TinyLlama/TinyLlama-1.1B-Chat-v1.0": {"max_position_embeddings": 2048},
+    "mistralai/Mixtral-8x22B-Instruct-v0.1": {"max_position_embeddings": 65536},
+    **_each(
+        ("zai-org/GLM-4.5", "zai-org/GLM-4.6", "zai-org/GLM-4.5-Air"),
+        {"max_position_embeddings": 131072, "partial_rotary_factor": 0.5},
+    ),
+    "MiniMaxAI/MiniMax-M2": {"max_position_embeddings": 196608, "rotary_dim": 64},
+}
+
+
+def _with_rope(cfg: dict[str, Any], rope: Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(cfg.get("text_config"), Mapping):
+        return {**cfg, "text_config": {**cfg["text_config"], **rope}}
+    return {**cfg, **rope}
+
+
+for _repo, _rope in _ROPE.items():
+    _CATALOGUE[_repo] = (_with_rope(_CATALOGUE[_repo][0], _rope), _CATALOGUE[_repo][1])
+
+
 CATALOGUE: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {k: MappingProxyType(v[0]) for k, v in _CATALOGUE.items()}
 )
@@ -569,3 +933,21 @@ def model_config(model: str) -> Mapping[str, Any]:
             raise InputError(f"model config {p} must be a JSON object")
         return data
     return catalogue_config(model)
+
+
+def checkpoint_bytes(model: str) -> int | None:
+    """`metadata.total_size` of the `model.safetensors.index.json` beside a local config:
+    the bytes of every tensor the checkpoint stores (MTP layers and towers included), to
+    say how far the count is from it. None for a catalogue id or a directory without one."""
+    p = Path(model)
+    folder = p if p.is_dir() else p.parent
+    if not (p.is_dir() or p.is_file()):
+        return None
+    index = folder / "model.safetensors.index.json"
+    if not index.is_file():
+        return None
+    try:
+        size = json.loads(index.read_text()).get("metadata", {}).get("total_size")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    return int(size) if isinstance(size, int | float) and size > 0 else None

@@ -1,21 +1,34 @@
-"""Bytes per weight for each quantization scheme a `quantization_config` can name.
+"""Bytes per weight of each component of a model, from its checkpoint's quantization.
 
-Why per component: quantized checkpoints leave some modules in 16 bit (embeddings, the
-LM head, routers, norms always; attention too in gpt-oss's MXFP4 release and in many FP4
-releases). The memory model therefore asks, per component, "how many bytes does one
-weight of a linear layer here cost, scales included". Scales are charged at the density
-the scheme stores them: one float32 per 128×128 block for DeepSeek-style FP8, one FP8 per
-16 values for NVFP4, one E8M0 byte per 32 values for MXFP4, one fp16 scale and a 4-bit
-zero per group for AWQ/GPTQ.
+Why per component: `weights.py` divides each component by the width SGLang shards it over,
+so it asks "how many bytes does one weight of this component cost, scales included". The
+answer follows the checkpoint, not the family: `precision.py` prices every linear module by
+the name SGLang's loader matches against the config's skip lists and schemes, and the
+component's figure is the parameter-weighted mean over its modules and layers. Embeddings,
+the LM head, routers and norms stay in the model's 16-bit dtype under every modelled scheme.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.memory.modules import COMPONENTS, LinearModule, model_modules
+from meshsat.solver.memory.precision import MODELLED_METHODS, scheme_of
+
+__all__ = [
+    "BF16",
+    "DTYPE_BYTES",
+    "MODELLED_METHODS",
+    "Quant",
+    "kv_dtype_bytes",
+    "quant_from_config",
+]
+
+if TYPE_CHECKING:
+    from meshsat.solver.memory.facts import ModelFacts
 
 #: Bytes of one element for `--kv-cache-dtype` and for unquantized weights.
 DTYPE_BYTES: Mapping[str, float] = {
@@ -32,18 +45,6 @@ DTYPE_BYTES: Mapping[str, float] = {
     "fp4_e2m1": 0.5,
 }
 
-#: The `quant_method` values modelled, for the error message on any other.
-MODELLED_METHODS: tuple[str, ...] = (
-    "fp8",
-    "modelopt",
-    "modelopt_fp4",
-    "modelopt_fp8",
-    "mxfp4",
-    "awq",
-    "gptq",
-    "fbgemm_fp8",
-)
-
 
 @dataclass(frozen=True)
 class Quant:
@@ -55,92 +56,63 @@ class Quant:
     experts: float = 2.0
     #: Embeddings, LM head, routers and norms: never quantized by the modelled schemes.
     unquantized: float = 2.0
+    #: Attention linears every attention-TP rank holds whole (MLA down-projections, the DSA
+    #: indexer); None: as `attention`.
+    attention_whole: float | None = None
+    #: Shared experts; None: as `dense_mlp`.
+    shared: float | None = None
+
+    @property
+    def attention_whole_bytes(self) -> float:
+        return self.attention if self.attention_whole is None else self.attention_whole
+
+    @property
+    def shared_bytes(self) -> float:
+        return self.dense_mlp if self.shared is None else self.shared
 
 
 BF16 = Quant("bf16")
 
 
-def _ignored(qc: Mapping[str, Any]) -> tuple[bool, bool]:
-    """(attention kept in 16 bit, dense/shared MLP kept in 16 bit) from the skip lists."""
-    names: list[str] = []
-    for key in ("modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers"):
-        v = qc.get(key)
-        if isinstance(v, Sequence) and not isinstance(v, str):
-            names.extend(str(x) for x in v)
-    attn = any("attn" in n or "attention" in n for n in names)
-    mlp = any(
-        ("mlp" in n and "experts" not in n) or "shared_expert" in n
-        for n in names
-        if "gate" not in n.split(".")[-1:]
-    )
-    return attn, mlp
-
-
-def _int4(qc: Mapping[str, Any], method: str) -> float:
-    bits = qc.get("bits", qc.get("w_bit", 4))
-    if bits != 4:
-        raise InputError(f"quantization {method} with {bits} bits is not modelled (only 4-bit)")
-    group = qc.get("group_size", qc.get("q_group_size", 128))
-    if not isinstance(group, int) or group == 0:
-        raise InputError(f"quantization_config.group_size must be an integer, got {group!r}")
-    if group < 0:  # per-channel: one scale per output row, negligible per weight
-        return 0.5
-    # 4-bit weight + fp16 scale + 4-bit zero point per group.
-    return 0.5 + (2.0 + 0.5) / group
-
-
-def quant_from_config(hf: Mapping[str, Any]) -> Quant:
-    """The `Quant` of a Hugging Face config, from `quantization_config` and `torch_dtype`.
+def quant_from_config(hf: Mapping[str, Any], facts: ModelFacts | None = None) -> Quant:
+    """The `Quant` of a Hugging Face config, from `quantization_config`, `expert_dtype` and
+    `torch_dtype`: each component's bytes per weight is the parameter-weighted mean of its
+    modules' prices (`precision.py`) over the model's layers (`modules.py`). Without
+    `facts`, one generic layer of each kind stands in (equal weights).
 
     A `quant_method` that is not modelled raises `InputError` rather than guessing.
     """
     dtype = hf.get("torch_dtype") or hf.get("dtype") or "bfloat16"
-    base = DTYPE_BYTES.get(str(dtype), 2.0)
-    if base > 2.0:  # float32 checkpoints are served in bf16 by SGLang's default dtype
-        base = 2.0
-    qc = hf.get("quantization_config")
-    if not qc:
-        return Quant(str(dtype), base, base, base, base)
-    if not isinstance(qc, Mapping):
-        raise InputError("quantization_config must be a JSON object")
-    method = str(qc.get("quant_method", "")).lower()
-    attn16, mlp16 = _ignored(qc)
-    algo = str(qc.get("quant_algo", "")).upper()
-    if method == "modelopt" and algo:
-        method = "modelopt_fp4" if "FP4" in algo else "modelopt_fp8" if "FP8" in algo else method
-    per_weight: float
-    if method in ("fp8", "fbgemm_fp8", "modelopt_fp8"):
-        block = qc.get("weight_block_size")
-        if isinstance(block, Sequence) and len(block) == 2:
-            per_weight = 1.0 + 4.0 / (int(block[0]) * int(block[1]))
-        else:  # per-tensor or per-channel scales: negligible per weight
-            per_weight = 1.0
-        name = "fp8"
-    elif method == "modelopt_fp4":
-        per_weight = 0.5 + 1.0 / 16  # FP4 values + one FP8 scale per 16
-        name = "nvfp4"
-    elif method == "mxfp4":
-        per_weight = 0.5 + 1.0 / 32  # FP4 values + one E8M0 scale per 32
-        name = "mxfp4"
-    elif method in ("awq", "gptq"):
-        per_weight = _int4(qc, method)
-        name = f"int4-{method}"
-    else:
-        known = ", ".join(MODELLED_METHODS)
-        raise InputError(
-            f"quantization_config.quant_method {method or '(missing)'!r} is not modelled "
-            f"(modelled: {known})"
-        )
-    if method == "mxfp4" and not (attn16 or mlp16):
-        # gpt-oss's MXFP4 release quantizes only the experts; its skip list names the rest.
-        attn16 = mlp16 = True
-    return Quant(
-        name,
-        attention=base if attn16 else per_weight,
-        dense_mlp=base if mlp16 else per_weight,
-        experts=per_weight,
-        unquantized=base,
-    )
+    base = min(DTYPE_BYTES.get(str(dtype), 2.0), 2.0)  # float32 is served in bf16
+    scheme = scheme_of(hf, base)
+    modules = _GENERIC if facts is None else model_modules(facts, str(hf.get("model_type", "")))
+    num = dict.fromkeys(COMPONENTS, 0.0)
+    den = dict.fromkeys(COMPONENTS, 0.0)
+    for m in modules:
+        num[m.component] += m.params * scheme.price(m)
+        den[m.component] += m.params
+    per = {c: num[c] / den[c] if den[c] else base for c in COMPONENTS}
+    if not den["attention_whole"]:
+        per["attention_whole"] = per["attention"]
+    if not den["shared"]:
+        per["shared"] = per["dense_mlp"]
+    return Quant(scheme.name, unquantized=base, **per)
+
+
+#: One layer of each kind, for `quant_from_config` without facts.
+_GENERIC = [
+    LinearModule(
+        "attention", "model.layers.0.self_attn.qkv_proj", ("q_proj", "k_proj", "v_proj"), 3
+    ),
+    LinearModule("attention", "model.layers.0.self_attn.o_proj", ("o_proj",), 1),
+    LinearModule("dense_mlp", "model.layers.0.mlp.gate_up_proj", ("gate_proj", "up_proj"), 2),
+    LinearModule("dense_mlp", "model.layers.0.mlp.down_proj", ("down_proj",), 1),
+    LinearModule("experts", "model.layers.1.mlp.experts", ("experts",), 1),
+    LinearModule(
+        "shared", "model.layers.1.mlp.shared_experts.gate_up_proj", ("gate_proj", "up_proj"), 2
+    ),
+    LinearModule("shared", "model.layers.1.mlp.shared_experts.down_proj", ("down_proj",), 1),
+]
 
 
 def kv_dtype_bytes(kv_cache_dtype: str | None, model_dtype_bytes: float = 2.0) -> float:

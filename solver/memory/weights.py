@@ -15,7 +15,17 @@ How SGLang shards each component (the reason for every divisor below):
 - MXFP4 experts (gpt-oss): allocated at the padded shapes of the MoE kernel the GPU gets
   (`mxfp4.py`), so the per-rank figure needs the GPU; without one the shapes are as stored;
 - a vision tower (Llama 4): SGLang's `Llama4ForConditionalGeneration` builds it on every
-  rank, its attention split over attention TP and its MLPs over TP (`facts.VisionTower`).
+  rank, its attention split over attention TP and its MLPs over TP (`facts.VisionTower`);
+- the rotary cos/sin caches (`rope_cache_bytes`): float32 on CUDA and ROCm
+  (`RotaryEmbedding.__init__` keeps the cache in FP32 there), one per distinct rope, whole
+  on every rank (`facts.ModelFacts.rope_cache_elements`);
+- what SGLang's `mem usage` counts beyond those (`load_overhead`): the figure is the drop in
+  free device memory across `load_model`, so it also holds allocator rounding, the CUDA
+  kernels loaded while the model is built and, at tp > 1, the communicators' first-use
+  buffers. Not derivable from the config, it is an empirical per-rank allowance fitted on
+  the dense records of the project's first 15 logs only (0.08 GiB at tp 1, their median;
+  +0.055 GiB per further TP rank to the tp-4 mean, capped at 8 where the logs end) and
+  scored on logs added afterwards (benchmarks/RESULTS-memory.md).
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from dataclasses import dataclass
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.layout import Parallel
+from meshsat.solver.memory.modules import moe_layer_flags
 from meshsat.solver.memory.mxfp4 import mxfp4_experts
 
 
@@ -39,6 +50,22 @@ def stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:
         out.append((start, start + n))
         start += n
     return out
+
+
+#: `load_overhead`'s fitted constants, GiB.
+OVERHEAD_BASE_GIB = 0.08
+OVERHEAD_PER_TP_GIB = 0.055
+
+
+def load_overhead(tp: int) -> float:
+    """Bytes `mem usage` counts on a rank beyond its parameters and rotary caches (see the
+    module note)."""
+    return (OVERHEAD_BASE_GIB + OVERHEAD_PER_TP_GIB * (min(tp, 8) - 1)) * (1 << 30)
+
+
+def rope_cache_bytes(facts: ModelFacts) -> float:
+    """The float32 rotary cos/sin caches, whole on every rank."""
+    return facts.rope_cache_elements * 4.0
 
 
 def _ceil(a: int, b: int) -> int:
@@ -56,6 +83,8 @@ class StageWeights:
     embedding: float
     lm_head: float
     vision: float = 0.0
+    #: `load_overhead`: what `mem usage` holds beyond the parameters.
+    overhead: float = 0.0
 
     @property
     def total(self) -> float:
@@ -67,6 +96,7 @@ class StageWeights:
             + self.embedding
             + self.lm_head
             + self.vision
+            + self.overhead
         )
 
 
@@ -86,15 +116,15 @@ class WeightModel:
         self.vision_mlp = v.mlp_sharded_params() * q.unquantized
         self.vision_whole = v.replicated_params() * q.unquantized
         self.attn_sharded = facts.attn_sharded_params() * q.attention
-        self.attn_whole = facts.attn_replicated_params() * q.attention + (
+        self.attn_whole = facts.attn_replicated_params() * q.attention_whole_bytes + (
             facts.norm_params() * q.unquantized
         )
         self.dense = facts.dense_mlp_params() * q.dense_mlp
         self.expert = facts.expert_params() * q.experts
-        self.shared = facts.shared_expert_params() * q.dense_mlp
+        self.shared = facts.shared_expert_params() * q.shared_bytes
         self.router = facts.router_params() * q.unquantized
         self.row = facts.hidden_size * q.unquantized  # one vocabulary row
-        moe_first = _first_moe_flags(facts)
+        moe_first = moe_layer_flags(facts)
         # Prefix counts of MoE layers, so a stage's count is one subtraction.
         self._moe_prefix = [0]
         for is_moe in moe_first:
@@ -154,22 +184,9 @@ class WeightModel:
             embedding=emb,
             lm_head=head,
             vision=self.vision_attn / p.attn_tp + self.vision_mlp / p.tp + self.vision_whole,
+            overhead=load_overhead(p.tp) + rope_cache_bytes(f),
         )
 
     def per_rank(self, p: Parallel) -> float:
         """Weight bytes on the fullest rank (the one that decides whether it loads)."""
         return max(self.stage(p, s).total for s in range(p.pp))
-
-
-def _first_moe_flags(f: ModelFacts) -> list[int]:
-    """1 for each MoE layer, in order. Leading layers are dense (DeepSeek's
-    `first_k_dense_replace`); Llama 4's interleaving puts MoE on every k-th layer."""
-    if f.num_moe_layers == f.num_layers:
-        return [1] * f.num_layers
-    if f.num_moe_layers == 0:
-        return [0] * f.num_layers
-    dense = f.num_layers - f.num_moe_layers
-    if f.num_layers % f.num_moe_layers == 0 and f.num_layers // f.num_moe_layers > 1:
-        step = f.num_layers // f.num_moe_layers
-        return [1 if (i + 1) % step == 0 else 0 for i in range(f.num_layers)]
-    return [0] * dense + [1] * f.num_moe_layers

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -44,9 +43,8 @@ from meshsat.solver.backends.render import condition, fmt_value
 from meshsat.solver.backends.z3lock import z3_locked
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs import as_config, as_model
+from meshsat.solver.inputs.command import launch_command
 from meshsat.solver.inputs.convert import unknown_field
-from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS
-from meshsat.solver.inputs.spelling import spelled
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.derived import DERIVED
 from meshsat.solver.lang.expr import And, Cmp, Expr, IsSet, Not, lift
@@ -72,39 +70,13 @@ if TYPE_CHECKING:
     from meshsat.solver.repair.search import Outcome, Relaxed, Search
 
 OBJECTIVES = ("changes", "distance")
-LAUNCHER = "python -m sglang.launch_server"
-_ENV_VARS = {name: var for var, name in ENV_FACTS.items()}
 
 
 # --- the command line -----------------------------------------------------------------------
-def command_line(config: Config, pack: Pack | None = None) -> str:
-    """SGLang flags for every non-default field, in the release's spelling; environment
-    variables lead, other tool-only facts follow in a comment because SGLang has no flag
-    for them (the command reader skips the comment).
-
-    A release with `--attn-dp-size` (0.5.23 on) spells DP attention with it: there
-    `--enable-dp-attention --dp-size N` is the deprecated form."""
-    values = spelled(config, attn_dp_spelling="attn_dp_size" not in get_pack(pack).absent_fields)
-    env: list[str] = []
-    flags: list[str] = []
-    facts: list[str] = []
-    for name, spec in CONFIG_SPECS.items():
-        value = values[name]
-        if same_value(value, spec.default):
-            continue
-        if name in _ENV_VARS:
-            if value is not None:
-                env.append(f"{_ENV_VARS[name]}={1 if value else 0}")
-        elif spec.tool_only or not spec.flags or value is None or value is False:
-            facts.append(f"{name}={fmt_value(value)}")
-        elif value is True:
-            flags.append(spec.flags[0])
-        else:
-            flags.append(f"{spec.flags[0]} {shlex.quote(str(value))}")
-    line = " ".join([*env, LAUNCHER, *flags])
-    if facts:
-        line += "  # not SGLang flags: " + " ".join(facts)
-    return line
+def command_line(config: Config, pack: Pack | None = None, model_path: str | None = None) -> str:
+    """The fix as the command a user pastes (`meshsat.solver.inputs.command`, shared with
+    `plan` and `enumerate --command`)."""
+    return launch_command(config, pack, model_path=model_path)
 
 
 # --- the API --------------------------------------------------------------------------------

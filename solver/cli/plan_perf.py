@@ -1,0 +1,255 @@
+"""`meshsat plan --rank perf`: the fitting legal layouts ranked by their estimate.
+
+Why its own module: `plan_cmd.py` keeps the KV ranking and the command's options; this
+module turns `meshsat.solver.perf.rank_layouts`' answer into rows, tables, CSV, JSON and the
+Pareto plot, so the estimate's presentation lives in one place.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from meshsat import solver
+from meshsat.solver.cli.output import emit_json, err, note, out
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.command import launch_command, model_path_of
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory.gpus import Gpu
+from meshsat.solver.perf import PerfModel, Workload
+from meshsat.solver.perf.ranking import Ranked, rank_layouts
+
+
+@dataclass(frozen=True)
+class PerfRow:
+    """One ranked layout (plain values, for tables, CSV and JSON)."""
+
+    rank: int
+    tp: int
+    pp: int
+    dp: int
+    dp_attention: bool
+    ep: int
+    attn_tp: int
+    moe_tp: int
+    attn_cp: int
+    dcp: int
+    concurrency: int
+    ttft_ms: float
+    tpot_ms: float
+    tokens_per_s_gpu: float
+    tokens_per_s_user: float
+    meets_sla: bool
+    weights_gib: float
+    total_kv_tokens: int
+    kv_concurrency: int
+    source: str
+    same_widths: int
+    command: str
+
+
+def ranking_note(w: Workload) -> str:
+    return (
+        "ranked by output tokens/s per GPU at the best concurrency meeting the SLA "
+        f"({w.describe()})"
+        "; layouts meeting it first, then those estimated with AIConfigurator's measured kernels "
+        "before those only meshsat's roofline could estimate; each row names its source"
+    )
+
+
+def perf_rows(
+    model: str,
+    g: Gpu,
+    gpus: int,
+    w: Workload,
+    *,
+    engine: str,
+    gpus_per_node: int | None,
+    top: int,
+    sglang_version: str | None = None,
+    memory: Mapping[str, Any] | None = None,
+) -> tuple[list[PerfRow], list[Ranked], int]:
+    """The `top` best rows, every ranked layout (for the plot) and how many were estimated
+    (`memory`: further `MemoryModel` options, e.g. mem_fraction_static, context_gib)."""
+    pm = PerfModel(
+        model,
+        g,
+        w,
+        engine=engine,  # type: ignore[arg-type]
+        gpus_per_node=gpus_per_node,
+        sglang_version=sglang_version or "0.5.23",
+        memory_options=memory,
+    )
+    model_path = model_path_of(model)
+    spec = ModelSpec.from_hf_config(pm.config)
+    layouts = solver.enumerate(gpus, model=spec, sglang_version=sglang_version)
+    show = sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if show and (done == total or done % 50 == 0):
+            err.print(f"estimating {done}/{total} layout shapes", end="\r", markup=False)
+
+    ranked = rank_layouts(layouts, pm, progress=progress)
+    if show and ranked:
+        err.print(" " * 40, end="\r", markup=False)
+    rows = []
+    for i, r in enumerate(ranked[:top], 1):
+        c, d, e, m = r.config, r.derived, r.estimate, r.memory
+        rows.append(
+            PerfRow(
+                rank=i,
+                tp=c["tp_size"],
+                pp=c["pp_size"],
+                dp=c["dp_size"],
+                dp_attention=bool(c["enable_dp_attention"]),
+                ep=c["ep_size"],
+                attn_tp=d["attn_tp"],
+                moe_tp=d["moe_tp"],
+                attn_cp=int(c.get("attn_cp_size") or 1),
+                dcp=int(c.get("dcp_size") or 1),
+                concurrency=e.concurrency,
+                ttft_ms=_num(e.ttft_ms, 1),
+                tpot_ms=_num(e.tpot_ms, 2),
+                tokens_per_s_gpu=round(e.tokens_per_s_gpu, 1),
+                tokens_per_s_user=round(e.tokens_per_s_user, 1),
+                meets_sla=e.meets_sla,
+                weights_gib=round(m.weights_gib, 2),
+                total_kv_tokens=m.max_total_num_tokens * m.pools,
+                kv_concurrency=e.kv_concurrency,
+                source=e.source,
+                same_widths=r.same_widths,
+                # What the user launches: the enumerated values, not what SGLang resolves.
+                command=launch_command(Config.model_validate(r.values), model_path=model_path),
+            )
+        )
+    return rows, ranked, len(ranked)
+
+
+def _num(x: float, digits: int) -> float:
+    return round(x, digits) if math.isfinite(x) else math.nan
+
+
+def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, gpu_name: str, estimated: int) -> None:
+    head = ranking_note(w)
+    if fmt == "json":
+        emit_json(
+            {
+                "ranking": head,
+                "gpu": gpu_name,
+                "workload": asdict(w),
+                "layouts_estimated": estimated,
+                "layouts": [_json_row(r) for r in rows],
+            }
+        )
+        return
+    note(head)
+    if fmt == "csv":
+        fields = list(PerfRow.__dataclass_fields__)
+        wr = csv.writer(sys.stdout)
+        wr.writerow(fields)
+        for r in rows:
+            wr.writerow([getattr(r, f) for f in fields])
+        return
+    out.print(
+        "rank  tp  pp  dp dpa  ep attn_tp cp dcp   conc  ttft_ms tpot_ms tok/s/gpu tok/s/user"
+        " sla weights_gib  kv_tokens",
+        markup=False,
+    )
+    for r in rows:
+        out.print(
+            f"{r.rank:>4} {r.tp:>3} {r.pp:>3} {r.dp:>3} {'y' if r.dp_attention else 'n':>3}"
+            f" {r.ep:>3} {r.attn_tp:>7} {r.attn_cp:>2} {r.dcp:>3} {r.concurrency:>6}"
+            f" {r.ttft_ms:>8.1f} {r.tpot_ms:>7.2f} {r.tokens_per_s_gpu:>9.1f}"
+            f" {r.tokens_per_s_user:>10.1f} {'y' if r.meets_sla else 'n':>3}"
+            f" {r.weights_gib:>11.2f} {r.total_kv_tokens:>10,}\n      source: {r.source}"
+            f"\n      {r.command}",
+            markup=False,
+            soft_wrap=True,
+        )
+    note(f"{estimated} layout shapes estimated (layouts that differ only in flags the estimate "
+         "does not read share one)")  # fmt: skip
+
+
+def _json_row(r: PerfRow) -> dict[str, Any]:
+    d = asdict(r)
+    for k in ("ttft_ms", "tpot_ms"):
+        if isinstance(d[k], float) and not math.isfinite(d[k]):
+            d[k] = None
+    return d
+
+
+def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both axes (higher is better)."""
+    order = sorted(range(len(points)), key=lambda i: (-points[i][1], -points[i][0]))
+    front, best_x = [], -math.inf
+    for i in order:
+        if points[i][0] > best_x:
+            front.append(i)
+            best_x = points[i][0]
+    return front
+
+
+def plot(path: Path, ranked: Sequence[Ranked], rows: Sequence[PerfRow], title: str) -> None:
+    """tokens/s/GPU against tokens/s/user, the Pareto front drawn, the shown rows labelled;
+    written atomically (a half-written PNG never replaces a good one)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("--plot needs matplotlib: pip install 'meshsat[perf]'") from None
+    fig, ax = plt.subplots(figsize=(9, 6))
+    for kind, colour in (("aic", "C0"), ("roofline", "C2")):
+        pts = [
+            (r.estimate.tokens_per_s_user, r.estimate.tokens_per_s_gpu)
+            for r in ranked
+            if r.estimate.tokens_per_s_gpu > 0 and r.estimate.source.startswith(kind)
+        ]
+        if not pts:
+            continue
+        name = "AIConfigurator" if kind == "aic" else "roofline"
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=9, c=colour, alpha=0.3,
+                   label=f"layouts ({name})")  # fmt: skip
+        front = sorted((pts[i] for i in pareto(pts)), key=lambda p: p[0])
+        ax.plot([p[0] for p in front], [p[1] for p in front], "-o", c=colour, ms=4,
+                label=f"Pareto front ({name})")  # fmt: skip
+    for r in rows:
+        if r.tokens_per_s_gpu > 0:
+            ax.scatter([r.tokens_per_s_user], [r.tokens_per_s_gpu], c="C3", s=18)
+            label = f"#{r.rank} tp{r.tp} dp{r.dp} ep{r.ep}" + (f" dcp{r.dcp}" if r.dcp > 1 else "")
+            ax.annotate(label, (r.tokens_per_s_user, r.tokens_per_s_gpu), fontsize=7,
+                        xytext=(4, 4 + 9 * ((r.rank - 1) % 4)), textcoords="offset points",
+                        arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.5"})  # fmt: skip
+    ax.set_xlabel("output tokens/s per user (1000 / TPOT)")
+    ax.set_ylabel("output tokens/s per GPU")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    path = path.expanduser()
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        plt.close(fig)
+        raise InputError(f"cannot write {path}: no directory {parent}")
+    fd, tmp = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=".png", dir=parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=120, bbox_inches="tight")
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp's 0600 is not what a plain write gives
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)

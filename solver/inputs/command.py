@@ -1,0 +1,111 @@
+"""A layout as the launch command a user pastes: the one renderer `plan`, `fix`,
+`enumerate --command` and `validate --rewrite` share.
+
+What the user must type and nothing else: the model (`--model-path`, which SGLang requires),
+then a flag for each field the user's input sets away from the release's default, in that
+release's spelling (`meshsat.solver.inputs.spelling`). Callers pass the input, never the
+resolved layout: a value SGLang sets by itself (`--expert-distribution-recorder-buffer-size
+1000`, `SGLANG_ENABLE_CP_V2=1` on DeepSeek models) is resolution's output, and typing it is
+noise at best and, where SGLang asks "was this flag given?", a different launch.
+`tests/test_launch_command.py` reads every rendered command back through the launch reader
+and checks it against the releases' recorded flag defaults and resolutions.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from meshsat.solver.backends.render import fmt_value
+from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, release_defaults, release_flags
+from meshsat.solver.inputs.spelling import spelled
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.packs import Pack, get_pack
+
+LAUNCHER = "python -m sglang.launch_server"
+_ENV_VARS = {name: var for var, name in ENV_FACTS.items()}
+#: Spelled together in a release that has `--attn-dp-size`: there DP attention over N groups
+#: is `--attn-dp-size N`, and `--enable-dp-attention --dp-size N` the deprecated form; typing
+#: one of them is typing the group.
+DP_GROUP = ("dp_size", "enable_dp_attention", "attn_dp_size")
+
+
+def at_default(name: str, value: Any) -> bool:
+    """Whether `value` is meshsat's default for `name` (equal and of one type: `True == 1` is
+    a change of type, not the default)."""
+    default = CONFIG_SPECS[name].default
+    return type(value) is type(default) and value == default
+
+
+def flag_words(name: str, value: Any, release: str | None = None) -> str:
+    """The flag that sets `name` to `value`, as typed; empty where leaving the flag out does
+    (meshsat's default, None) or where SGLang has no flag for the field. False is the
+    release's `--no-` form where its parser has one (`BooleanOptionalAction`), else empty."""
+    spec = CONFIG_SPECS[name]
+    if (at_default(name, value) and release is None) or value is None:
+        return ""
+    if spec.tool_only or not spec.flags:
+        return ""
+    if value is True:
+        return spec.flags[0]
+    if value is False:
+        negated = "--no-" + spec.flags[0][2:]
+        known = release_flags(release) if release is not None else None
+        return negated if known is not None and negated in known else ""
+    return f"{spec.flags[0]} {shlex.quote(str(value))}"
+
+
+def needs_flag(name: str, value: Any, typed: bool, release: str) -> bool:
+    """Whether the user must type `name`'s flag for `value` on `release`: the value is not
+    meshsat's default, or the user `typed` it and the release's own default differs (0.5.23
+    leaves `--dcp-comm-backend` unset and picks a2a on CUDA where meshsat's default reads
+    ag_rs: a typed `ag_rs` stays typed)."""
+    if not at_default(name, value):
+        return True
+    defaults = release_defaults(release)
+    return typed and name in defaults and defaults[name] != value
+
+
+def launch_command(
+    config: Config, pack: str | Pack | None = None, *, model_path: str | None = None
+) -> str:
+    """The command that launches `config` (the user's input, not a resolved layout) on
+    `pack`'s release: environment variables lead, flags for every field `needs_flag` follow
+    `--model-path`; tool-only facts SGLang has no flag for go in a trailing comment (the
+    launch reader skips it). From 0.5.23 on, DP attention is spelled `--attn-dp-size N`."""
+    release = get_pack(pack)
+    spelling = "attn_dp_size" not in release.absent_fields
+    values = spelled(config, attn_dp_spelling=spelling)
+    typed = config.user_set()
+    if spelling and typed & set(DP_GROUP):
+        typed |= set(DP_GROUP)
+    env: list[str] = []
+    flags: list[str] = [] if model_path is None else [f"--model-path {shlex.quote(model_path)}"]
+    facts: list[str] = []
+    for name in CONFIG_SPECS:
+        value = values[name]
+        if not needs_flag(name, value, name in typed, release.version):
+            continue
+        words = flag_words(name, value, release.version)
+        if name in _ENV_VARS:
+            if value is not None:
+                env.append(f"{_ENV_VARS[name]}={1 if value else 0}")
+        elif words:
+            flags.append(words)
+        else:
+            facts.append(f"{name}={fmt_value(value)}")
+    line = " ".join([*env, LAUNCHER, *flags])
+    if facts:
+        line += "  # not SGLang flags: " + " ".join(facts)
+    return line
+
+
+def model_path_of(model: str | Path) -> str:
+    """What `--model-path` takes for a `--model` given to meshsat: a checkpoint folder for a
+    local `config.json` (SGLang loads the folder), else the path or repository id as given."""
+    local = Path(model).expanduser()
+    if local.name == "config.json" and local.is_file():
+        return str(local.parent)
+    return str(model)

@@ -1,0 +1,30 @@
+"""Performance estimates per validated layout: TTFT, TPOT, tokens/s per GPU and per user.
+
+Beside the memory model (which says whether a layout loads and how much KV cache it has),
+this subsystem says how fast it serves a workload, and from where the numbers come:
+- `engine_args.py`: the one mapping of a resolved layout onto AIConfigurator's vocabulary;
+- `aic.py`: AIConfigurator's step latencies (optional `perf` extra, imported lazily);
+- `roofline.py`: meshsat's own roofline where the engine has no data or cannot express
+  the layout;
+- `schedule.py`: step latencies -> TTFT, TPOT and throughput under continuous batching;
+- `estimator.py`: `PerfModel` (one model, GPU, release and workload; the SLA search);
+- `ranking.py`: `rank_layouts`, what `meshsat plan` and autotuners call;
+- `measured.py`: AIConfigurator's measured runs in meshsat's terms (for the scoring).
+
+Python API for autotuners (docs/perf.md):
+
+    from meshsat import solver
+    from meshsat.solver.perf import PerfModel, Workload, rank_layouts
+    pm = PerfModel("deepseek-ai/DeepSeek-V3", "H200", Workload(isl=1024, osl=1024, tpot_ms=50))
+    rows = rank_layouts(solver.enumerate(16, model=...), pm)
+
+Importing this package does not import `aiconfigurator_core`.
+"""
+
+from __future__ import annotations
+
+from meshsat.solver.perf.estimator import ENGINES, Estimate, PerfModel
+from meshsat.solver.perf.schedule import Calibration
+from meshsat.solver.perf.workload import Workload
+
+__all__ = ["ENGINES", "Calibration", "Estimate", "PerfModel", "Workload"]

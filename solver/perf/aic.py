@@ -1,0 +1,194 @@
+"""AIConfigurator's step latencies, loaded lazily, once per process, thread-safe.
+
+Why lazily: `aiconfigurator-core` is an optional dependency (the `perf` extra) whose import
+and kernel databases cost about a second; `validate` and `check` never reach this module
+(tests/test_perf_imports.py proves it in a subprocess). Everything it is asked is in
+meshsat's terms already translated by `engine_args` (the one mapping module).
+
+The engine answers two questions meshsat schedules with (`schedule.py`): the latency of one
+prefill forward pass over `requests x isl` tokens, and of one decode step of `batch`
+requests at a context length. Compiled engines are cached per `EngineArgs`; the Rust
+engine caches its database per system and version.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from meshsat.solver.perf.engine_args import EngineArgs
+
+_LOCK = threading.RLock()
+_ENGINES: dict[EngineArgs, Any] = {}
+_FAILED: dict[EngineArgs, str] = {}
+
+
+class EngineUnavailable(Exception):
+    """The engine cannot estimate these arguments (not installed, no data, refused)."""
+
+
+def _package_dir() -> Path | None:
+    spec = find_spec("aiconfigurator_core")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def installed() -> bool:
+    return _package_dir() is not None
+
+
+@cache
+def database_versions() -> Mapping[str, Sequence[str]]:
+    """System -> the SGLang database versions the engine will answer for (its `current`
+    and `previous` slots that have data), read from its files without importing it."""
+    root = _package_dir()
+    if root is None:
+        return {}
+    systems = root / "systems"
+    slots = yaml.safe_load((systems / "query_versions.yaml").read_text())
+    default = slots.get("defaults", {}).get("sglang", {})
+    out: dict[str, tuple[str, ...]] = {}
+    for data in sorted((systems / "data").iterdir()):
+        have = data / "gemm" / "sglang"
+        if not have.is_dir():
+            continue
+        slot = slots.get("overrides", {}).get(data.name, {}).get("sglang", default)
+        wanted = [slot.get("current"), slot.get("previous")]
+        versions = tuple(v for v in wanted if v and (have / v).is_dir())
+        if versions:
+            out[data.name] = versions
+    return out
+
+
+@cache
+def bundled_models() -> frozenset[str]:
+    """Model ids the engine resolves offline (its bundled config files)."""
+    root = _package_dir()
+    if root is None:
+        return frozenset()
+    names = (p.name.removesuffix("_config.json") for p in (root / "model_configs").glob("*"))
+    return frozenset(n.replace("--", "/", 1) for n in names if not n.endswith("_quant"))
+
+
+_CONFIG_DIRS: dict[str, str] = {}
+
+
+def model_location(model_id: str, config: Mapping[str, Any]) -> str:
+    """What to pass the engine as `model_path`: a bundled id, or a directory holding
+    `config` as config.json (written once per process for a model it does not bundle)."""
+    if model_id in bundled_models():
+        return model_id
+    if Path(model_id).is_dir():
+        return model_id
+    with _LOCK:
+        hit = _CONFIG_DIRS.get(model_id)
+        if hit is None:
+            d = Path(tempfile.mkdtemp(prefix="meshsat-model-"))
+            (d / "config.json").write_text(json.dumps(dict(config)))
+            hit = _CONFIG_DIRS[model_id] = str(d)
+    return hit
+
+
+def _memoise_version_slots() -> None:
+    """The engine re-reads and re-parses its YAML files on every compile (version slots,
+    system spec, database view: most of a 50-130 ms compile); the answers depend only on
+    their arguments and on files that do not change while a process runs, so they are
+    memoised (slots as copies, since callers may mutate them)."""
+    from aiconfigurator_core.sdk import perf_database as pdb
+
+    original = pdb.get_version_slots
+    if getattr(original, "_meshsat_memo", False):
+        return
+    memo: dict[tuple[Any, ...], dict[str, str] | None] = {}
+
+    def slots(
+        system: str, backend: str, systems_paths: str | list[str] | None = None
+    ) -> dict[str, str] | None:
+        paths = tuple(systems_paths) if isinstance(systems_paths, list) else systems_paths
+        key = (system, backend, paths)
+        if key not in memo:
+            memo[key] = original(system, backend, systems_paths)
+        hit = memo[key]
+        return None if hit is None else dict(hit)
+
+    slots._meshsat_memo = True  # type: ignore[attr-defined]
+    pdb.get_version_slots = slots
+
+    # The same for the database view a compile reads its policy flags from (one per
+    # system and version; the Rust engine keeps its own tables).
+    from aiconfigurator_core.sdk import engine as eng
+
+    load = eng._maybe_load_database
+    views: dict[tuple[Any, ...], Any] = {}
+
+    def database(
+        system: str, backend: str, backend_version: str | None, systems_path: str | None
+    ) -> Any:
+        key = (system, backend, backend_version, systems_path)
+        if key not in views:
+            views[key] = load(system, backend, backend_version, systems_path)
+        return views[key]
+
+    eng._maybe_load_database = database
+
+
+def _handle(args: EngineArgs) -> Any:
+    with _LOCK:
+        h = _ENGINES.get(args)
+        if h is not None:
+            return h
+        if args in _FAILED:
+            raise EngineUnavailable(_FAILED[args])
+        try:
+            import logging
+
+            from aiconfigurator_core.sdk.engine import EngineHandle
+
+            logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
+            _memoise_version_slots()
+            h = EngineHandle.compile(args.model_path, args.system, "sglang", **args.kwargs())
+        except ImportError as exc:
+            _FAILED[args] = f"aiconfigurator-core is not installed ({exc})"
+            raise EngineUnavailable(_FAILED[args]) from None
+        except Exception as exc:  # the engine raises many types; each is "no estimate"
+            _FAILED[args] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+            raise EngineUnavailable(_FAILED[args]) from None
+        _ENGINES[args] = h
+        return h
+
+
+class AicSteps:
+    """Step latencies (ms) of one compiled engine."""
+
+    def __init__(self, args: EngineArgs) -> None:
+        self.args = args
+        self._h = _handle(args)
+        self.label = args.label
+
+    def _call(self, name: str, *a: int) -> float:
+        try:
+            with _LOCK:  # one engine object is not documented as re-entrant
+                v = float(getattr(self._h, name)(*a))
+        except Exception as exc:
+            raise EngineUnavailable(f"{type(exc).__name__}: {str(exc)[:160]}") from None
+        if not v == v or v < 0:  # NaN or negative: no answer
+            raise EngineUnavailable(f"{name}{a} returned {v}")
+        return v
+
+    def prefill_ms(self, requests: int, isl: int) -> float:
+        """One prefill pass over `requests` prompts of `isl` tokens on one attention-DP rank."""
+        return self._call("predict_prefill_latency", requests, isl, 0)
+
+    def decode_ms(self, batch: int, isl: int, osl: int) -> float:
+        """One decode step of `batch` requests per attention-DP rank (contexts from isl to
+        isl + osl)."""
+        return self._call("decode_step_latency", batch, isl, osl)

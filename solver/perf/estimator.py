@@ -1,0 +1,289 @@
+"""`PerfModel`: the performance estimate of a validated layout, built once per model, GPU,
+release and workload, cached per layout shape, safe to share between threads.
+
+Why a model object: the engine's databases, the memory model and the compiled engines are
+loaded once and every later layout costs a few dictionary lookups and engine calls
+(`benchmarks/bench_perf.py` measures estimates per second).
+
+Source policy (never mixed within one estimate): `engine="auto"` asks AIConfigurator
+(`engine_args` maps the layout, `aic` answers) and falls back to the roofline when the
+layout or GPU is outside it, labelling the row `roofline (aic: <why>)`; `"aic"` labels a
+layout it cannot estimate `unavailable`; `"roofline"` never asks the engine.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from meshsat.solver.errors import InputError
+from meshsat.solver.memory import MemoryModel, Parallel
+from meshsat.solver.memory.facts import ModelFacts, facts_from_config
+from meshsat.solver.memory.gpus import Gpu, gpu
+from meshsat.solver.memory.models import model_config
+from meshsat.solver.perf.aic import (
+    AicSteps,
+    EngineUnavailable,
+    database_versions,
+    installed,
+    model_location,
+)
+from meshsat.solver.perf.engine_args import EngineArgs, Unsupported, engine_args
+from meshsat.solver.perf.roofline import RooflineSteps
+from meshsat.solver.perf.schedule import (
+    AIC_CALIBRATION,
+    ROOFLINE_CALIBRATION,
+    Calibration,
+    Steps,
+    output_tokens_per_s,
+    point,
+)
+from meshsat.solver.perf.workload import Workload
+
+Engine = Literal["auto", "aic", "roofline"]
+ENGINES: tuple[str, ...] = ("auto", "aic", "roofline")
+
+#: Per-rank batches the SLA search tries (and the KV limit itself when smaller than the top).
+BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One layout's operating point under a workload (plain values)."""
+
+    #: Where the numbers come from: `aic <system> sglang-<db version>`, `roofline`, or
+    #: `roofline (aic: <why not>)`.
+    source: str
+    #: Concurrent requests in the whole deployment (all attention-DP ranks and replicas).
+    concurrency: int
+    ttft_ms: float
+    tpot_ms: float
+    tokens_per_s: float
+    tokens_per_s_gpu: float
+    tokens_per_s_user: float
+    gpus: int
+    meets_sla: bool
+    #: Concurrency the KV cache holds at isl + osl tokens per request.
+    kv_concurrency: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Unavailable:
+    label = "unavailable"
+
+
+class PerfModel:
+    """Estimates for one model on one GPU type, release and workload."""
+
+    def __init__(
+        self,
+        model: str | Path | Mapping[str, Any],
+        gpu_type: str | Gpu,
+        workload: Workload | None = None,
+        *,
+        sglang_version: str = "0.5.23",
+        engine: Engine = "auto",
+        gpus_per_node: int | None = None,
+        kv_cache_dtype: str | None = None,
+        quant: str | None = None,
+        model_id: str | None = None,
+        calibration: Calibration | None = None,
+        memory_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if engine not in ENGINES:
+            raise InputError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+        if isinstance(model, Mapping):
+            self.config: Mapping[str, Any] = model
+            self.model_id = model_id or "custom"
+        else:
+            self.config = model_config(str(model))
+            self.model_id = model_id or str(model)
+        self.facts: ModelFacts = facts_from_config(self.config)
+        self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
+        self.workload = workload or Workload()
+        self.sglang_version = sglang_version
+        self.engine = engine
+        self.gpus_per_node = gpus_per_node or self.gpu.fabric
+        self.kv_cache_dtype = kv_cache_dtype
+        self.quant = quant
+        self.calibration = calibration
+        w = self.workload
+        self.memory = MemoryModel(
+            self.facts,
+            self.gpu,
+            context_length=w.isl + w.osl,
+            kv_cache_dtype=kv_cache_dtype,
+            pack=memory_pack(sglang_version),
+            **dict(memory_options or {}),
+        )
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[Parallel, bool, int | None], Estimate] = {}
+
+    # ---- sources ------------------------------------------------------------------------
+    def engine_args(self, p: Parallel, *, dwdp: bool = False) -> EngineArgs | Unsupported:
+        """The engine's arguments for `p` (what the mapping table tests pin)."""
+        return engine_args(
+            p,
+            self.facts,
+            self.gpu,
+            model_path=self.model_id,
+            pack_version=self.sglang_version,
+            database_versions=database_versions(),
+            kv_cache_dtype=self.kv_cache_dtype,
+            quant=self.quant,
+            dwdp=dwdp,
+        )
+
+    def steps(self, p: Parallel, *, dwdp: bool = False) -> tuple[Steps | _Unavailable, bool]:
+        """The step-latency source for `p` and whether it is the engine."""
+        why = ""
+        if self.engine != "roofline":
+            args = self.engine_args(p, dwdp=dwdp)
+            if isinstance(args, Unsupported):
+                why = args.reason
+            elif not installed():
+                why = "aiconfigurator-core is not installed (pip install 'meshsat[perf]')"
+            else:
+                loc = model_location(self.model_id, self.config)
+                try:
+                    return AicSteps(_with_model(args, loc)), True
+                except EngineUnavailable as exc:
+                    why = str(exc)
+            if self.engine == "aic":
+                return _Unavailable(), False
+        if not self.gpu.has_speeds:
+            return _Unavailable(), False
+        roof = RooflineSteps.of(self.facts, p, self.gpu, self.gpus_per_node, self.kv_cache_dtype)
+        if why:
+            roof = replace(roof, label=f"roofline (aic: {why})")
+        return roof, False
+
+    # ---- estimates ----------------------------------------------------------------------
+    def of(self, resolved: Mapping[str, Any], derived: Mapping[str, Any]) -> Estimate:
+        """The estimate of a validated layout (`Report.resolved`/`.derived`, or an enumerated
+        `Layout.config`/`.derived`), at the best concurrency under the workload's SLA."""
+        dwdp = int(resolved.get("dwdp_size") or 1) > 1
+        return self.estimate(Parallel.from_resolved(resolved, derived), dwdp=dwdp)
+
+    def estimate(
+        self, p: Parallel, *, dwdp: bool = False, concurrency: int | None = None
+    ) -> Estimate:
+        """`p` at `concurrency` (whole deployment), or at the SLA search's choice."""
+        key = (p, dwdp, concurrency)
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        est = self._estimate(p, dwdp, concurrency)
+        with self._lock:
+            self._cache[key] = est
+        return est
+
+    def _estimate(
+        self,
+        p: Parallel,
+        dwdp: bool,
+        concurrency: int | None,
+        fallback: RooflineSteps | None = None,
+    ) -> Estimate:
+        w = self.workload
+        mem = self.memory.of(p)
+        ranks = p.attn_dp * p.replicas
+        per_rank_kv = mem.max_total_num_tokens // (w.isl + w.osl) if mem.fits else 0
+        kv_conc = per_rank_kv * ranks
+        found: tuple[Steps | _Unavailable, bool]
+        found = (fallback, False) if fallback is not None else self.steps(p, dwdp=dwdp)
+        steps, is_aic = found
+        if isinstance(steps, _Unavailable) or per_rank_kv < 1:
+            return self._empty(steps.label if per_rank_kv >= 1 else "does not fit", p, kv_conc)
+        cal = self.calibration or (AIC_CALIBRATION if is_aic else ROOFLINE_CALIBRATION)
+        if concurrency is not None:
+            batches = [max(1, -(-concurrency // ranks))]
+        else:
+            batches = [b for b in BATCHES if b <= per_rank_kv]
+            if per_rank_kv < BATCHES[-1] and per_rank_kv not in batches:
+                batches.append(per_rank_kv)
+        best: Estimate | None = None
+        steps = _Memo(steps)
+        try:
+            for b in batches:
+                e = self._at(steps, p, b, ranks, kv_conc, cal)
+                if concurrency is not None:
+                    return e
+                if not e.meets_sla:
+                    # TTFT and TPOT grow with the batch: no larger batch meets it either. A
+                    # looser SLA stops no earlier, so it never finds less throughput.
+                    break
+                if best is None or e.tokens_per_s_gpu >= best.tokens_per_s_gpu:
+                    best = e
+            if best is None:  # nothing meets the SLA: the lightest load, flagged
+                best = self._at(steps, p, 1, ranks, kv_conc, cal)
+        except EngineUnavailable as exc:
+            if self.engine == "aic":
+                return self._empty("unavailable", p, kv_conc)
+            roof = RooflineSteps.of(
+                self.facts, p, self.gpu, self.gpus_per_node, self.kv_cache_dtype
+            )
+            # The engine failed partway: the whole estimate comes from the roofline.
+            roof = replace(roof, label=f"roofline (aic: {exc})")
+            return self._estimate(p, dwdp, concurrency, fallback=roof)
+        return best
+
+    def _at(
+        self, steps: Steps, p: Parallel, b: int, ranks: int, kv_conc: int, cal: Calibration
+    ) -> Estimate:
+        w = self.workload
+        pt = point(steps, b, w.isl, w.osl, cal)
+        conc = b * ranks
+        tps = output_tokens_per_s(conc, w.osl, pt.ttft_ms, pt.tpot_ms)
+        return Estimate(
+            source=steps.label,
+            concurrency=conc,
+            ttft_ms=round(pt.ttft_ms, 3),
+            tpot_ms=round(pt.tpot_ms, 4),
+            tokens_per_s=round(tps, 2),
+            tokens_per_s_gpu=round(tps / p.gpus, 3),
+            tokens_per_s_user=round(1e3 / pt.tpot_ms, 3),
+            gpus=p.gpus,
+            meets_sla=w.met_by(pt.ttft_ms, pt.tpot_ms) and b * ranks <= max(kv_conc, 1),
+            kv_concurrency=kv_conc,
+        )
+
+    def _empty(self, source: str, p: Parallel, kv_conc: int) -> Estimate:
+        nan = float("nan")
+        return Estimate(source, 0, nan, nan, 0.0, 0.0, 0.0, p.gpus, False, kv_conc)
+
+
+class _Memo:
+    """One estimate's step latencies, each asked once (the SLA search repeats the one-prompt
+    prefill at every batch, and the batched prefill once the prefill budget is full)."""
+
+    def __init__(self, steps: Steps) -> None:
+        self._steps = steps
+        self.label = steps.label
+        self._prefill: dict[tuple[int, int], float] = {}
+
+    def prefill_ms(self, requests: int, isl: int) -> float:
+        key = (requests, isl)
+        v = self._prefill.get(key)
+        if v is None:
+            v = self._prefill[key] = self._steps.prefill_ms(requests, isl)
+        return v
+
+    def decode_ms(self, batch: int, isl: int, osl: int) -> float:
+        return self._steps.decode_ms(batch, isl, osl)
+
+
+def memory_pack(sglang_version: str) -> str:
+    """The memory model's sizing table for a release: the 0.5 line sizes its reserve as
+    0.5.23 does, older releases by the legacy table (`memory.fraction`)."""
+    return "legacy" if sglang_version.startswith("0.4") else "0.5.23"
+
+
+def _with_model(args: EngineArgs, location: str) -> EngineArgs:
+    return EngineArgs(**{**args.__dict__, "model_path": location})

@@ -1,0 +1,157 @@
+"""The measured serving runs AIConfigurator ships (`systems/silicon_sample.csv`), in meshsat's
+terms: what `benchmarks/perf_accuracy.py` scores the estimator on, and `make test` a slice of.
+
+Each aggregated SGLang row names a model, a system, a quantization, ISL/OSL, the benchmark
+concurrency and a layout in the engine's vocabulary, with measured TTFT and TPOT (ms).
+Normalisations, each counted in the report: a row that stores tp_size N*N with moe_tp N and
+moe_ep N (N >= 4; ids that name the layout say `tpN_epN`) is SGLang's `--tp N --ep N`, the
+layout `tpN_0_epN_0` rows store as N/1/N; a blank attention_dp_size is 1; dense models leave
+the MoE widths at 1.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from meshsat.solver.perf.aic import _package_dir
+from meshsat.solver.perf.engine_args import SYSTEMS
+
+GPU_OF_SYSTEM: Mapping[str, str] = {v: k for k, v in SYSTEMS.items()}
+
+#: The row's GEMM quantization -> the quantization name meshsat's memory model uses.
+_QUANT: Mapping[str, str] = {"": "bfloat16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4"}
+
+#: Checkpoints of the measured models, by (model, quantization): AIC's bundled configs.
+_CONFIGS: Mapping[tuple[str, str], str] = {
+    ("zhipuai/GLM-5", "fp8"): "zai-org--GLM-5-FP8",
+    ("zhipuai/GLM-5", "nvfp4"): "nvidia--GLM-5-NVFP4",
+    ("Qwen/Qwen3.5-397B-A17B", "nvfp4"): "nvidia--Qwen3.5-397B-A17B-NVFP4",
+    ("meta-llama/Llama-3.1-8B-Instruct", "fp8"): "meta-llama--Meta-Llama-3.1-8B",
+}
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    id: str
+    model: str
+    gpu: str
+    system: str
+    sglang: str
+    quant: str
+    isl: int
+    osl: int
+    concurrency: int
+    #: SGLang's flags for the layout.
+    tp_size: int
+    pp_size: int
+    dp_size: int
+    ep_size: int
+    ttft_ms: float
+    tpot_ms: float
+    normalised: bool
+
+    @property
+    def gpus(self) -> int:
+        return self.tp_size * self.pp_size
+
+    def config(self) -> dict[str, Any]:
+        """The layout as meshsat config fields (what `validate` reads)."""
+        return {
+            "tp_size": self.tp_size,
+            "pp_size": self.pp_size,
+            "dp_size": self.dp_size,
+            "enable_dp_attention": self.dp_size > 1,
+            "ep_size": self.ep_size,
+        }
+
+    @property
+    def layout_key(self) -> tuple[int, int, int, int]:
+        return (self.tp_size, self.pp_size, self.dp_size, self.ep_size)
+
+    @property
+    def group_key(self) -> tuple[str, str, str, str, int, int, int]:
+        """Rows that differ only in layout share this key."""
+        return (self.model, self.system, self.quant, self.sglang, self.isl, self.osl,
+                self.concurrency)  # fmt: skip
+
+
+def sample_path() -> Path | None:
+    root = _package_dir()
+    return None if root is None else root / "systems" / "silicon_sample.csv"
+
+
+def _int(text: str, default: int = 1) -> int:
+    return int(text) if text.strip() else default
+
+
+def load_runs(path: Path | None = None) -> list[MeasuredRun]:
+    """Every aggregated SGLang row of the sample, in file order."""
+    path = path or sample_path()
+    if path is None:
+        return []
+    runs = []
+    with path.open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["backend"] != "sglang" or r["mode"] != "agg":
+                continue
+            tp, dp = _int(r["tp_size"]), _int(r["attention_dp_size"])
+            moe_tp, moe_ep = _int(r["moe_tp_size"]), _int(r["moe_ep_size"])
+            normalised = False
+            m = re.search(r"_tp(\d+)_ep(\d+)_\d+$", r["id"])
+            if tp == moe_tp * moe_ep and moe_tp == moe_ep >= 4:
+                # `tpN_epN` stored as the product (ids that name it say so; the rest of
+                # that dump's rows share the pattern).
+                tp, moe_tp, normalised = moe_tp, 1, True
+            elif m is not None and (tp, moe_ep) != (int(m.group(1)), int(m.group(2))):
+                tp, moe_ep, normalised = int(m.group(1)), int(m.group(2)), True
+            if moe_tp * moe_ep == 1:  # dense models leave the MoE widths at 1
+                moe_ep = 1
+            elif tp * dp != moe_tp * moe_ep:
+                continue
+            runs.append(
+                MeasuredRun(
+                    id=r["id"],
+                    model=r["model_path"],
+                    gpu=GPU_OF_SYSTEM.get(r["system"], r["system"]),
+                    system=r["system"],
+                    sglang=r["backend_version"] or "unknown",
+                    quant=_QUANT.get(r["gemm_quant_mode"], r["gemm_quant_mode"]),
+                    isl=int(r["isl"]),
+                    osl=int(r["osl"]),
+                    concurrency=int(r["batch_size"]),
+                    tp_size=tp * dp,
+                    pp_size=_int(r["pp_size"]),
+                    dp_size=dp,
+                    ep_size=moe_ep,
+                    ttft_ms=float(r["silicon_ttft_ms"]),
+                    tpot_ms=float(r["silicon_tpot_ms"]),
+                    normalised=normalised,
+                )
+            )
+    return runs
+
+
+def checkpoint_config(run: MeasuredRun) -> dict[str, Any] | None:
+    """The config.json of the measured checkpoint (AIC's bundled copy), its quantization
+    set to the run's; None when the engine bundles no config for the model."""
+    root = _package_dir()
+    if root is None:
+        return None
+    stem = _CONFIGS.get((run.model, run.quant), run.model.replace("/", "--", 1))
+    p = root / "model_configs" / f"{stem}_config.json"
+    if not p.is_file():
+        return None
+    cfg: dict[str, Any] = json.loads(p.read_text())
+    if run.quant == "bfloat16":
+        cfg.pop("quantization_config", None)
+    elif run.quant == "fp8" and "quantization_config" not in cfg:
+        cfg["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    elif run.quant == "nvfp4":
+        cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4"}
+    return cfg

@@ -1,0 +1,164 @@
+"""The one mapping of meshsat's resolved layouts onto AIConfigurator's vocabulary
+(`meshsat.solver.perf.engine_args`): a table of layouts and the engine arguments they must
+produce, the engine's own consistency rule over every enumerated layout, and the measured
+runs' own records of their layouts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meshsat import solver
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory import Parallel, load_facts
+from meshsat.solver.memory.gpus import gpu
+from meshsat.solver.memory.models import catalogue_config
+from meshsat.solver.perf.engine_args import EngineArgs, Unsupported, engine_args, nearest_version
+
+DBS: Mapping[str, tuple[str, ...]] = {
+    "h200_sxm": ("0.5.14",),
+    "h100_sxm": ("0.5.6.post2", "0.5.14"),
+}
+DSV3 = load_facts("deepseek-ai/DeepSeek-V3")
+LLAMA = load_facts("meta-llama/Llama-3.1-8B-Instruct")
+
+
+def _args(p: Parallel, facts=DSV3, g: str = "H200", **kw: object) -> EngineArgs | Unsupported:
+    return engine_args(
+        p, facts, gpu(g), model_path="deepseek-ai/DeepSeek-V3", pack_version="0.5.23",
+        database_versions=DBS, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def _resolved(config: Mapping[str, object]) -> Parallel:
+    spec = ModelSpec.from_hf_config(catalogue_config("deepseek-ai/DeepSeek-V3"))
+    r = solver.validate(config, spec)
+    assert r.valid, r.violations
+    return Parallel.from_resolved(r.resolved, r.derived)
+
+
+# SGLang flags -> (tp_size, attention_dp_size, moe_tp_size, moe_ep_size, pp_size) of the engine.
+TABLE = [
+    ({"tp_size": 8}, (8, 1, 8, 1, 1)),
+    ({"tp_size": 8, "ep_size": 8}, (8, 1, 1, 8, 1)),
+    ({"tp_size": 8, "ep_size": 4}, (8, 1, 2, 4, 1)),
+    ({"tp_size": 8, "dp_size": 8, "enable_dp_attention": True, "ep_size": 8}, (1, 8, 1, 8, 1)),
+    ({"tp_size": 16, "dp_size": 4, "enable_dp_attention": True, "ep_size": 16}, (4, 4, 1, 16, 1)),
+    ({"tp_size": 8, "pp_size": 2}, (8, 1, 8, 1, 2)),
+]
+
+
+@pytest.mark.parametrize(("flags", "want"), TABLE)
+def test_layout_table_maps_to_engine_widths(
+    flags: dict[str, object], want: tuple[int, ...]
+) -> None:
+    a = _args(_resolved(flags))
+    assert isinstance(a, EngineArgs)
+    assert (a.tp_size, a.attention_dp_size, a.moe_tp_size, a.moe_ep_size, a.pp_size) == want
+    assert (a.system, a.backend_version, a.gemm_quant_mode, a.moe_quant_mode) == (
+        "h200_sxm", "0.5.14", "fp8_block", "fp8_block",
+    )  # fmt: skip
+    assert (a.kvcache_quant_mode, a.fmha_quant_mode) == ("bfloat16", "bfloat16")
+
+
+def test_dense_models_fold_the_mlp_into_tensor_parallelism() -> None:
+    a = _args(Parallel(tp=4, attn_tp=4, moe_tp=4), LLAMA)
+    assert isinstance(a, EngineArgs)
+    assert (a.tp_size, a.moe_tp_size, a.moe_ep_size, a.gemm_quant_mode) == (4, 4, 1, "bfloat16")
+
+
+@pytest.mark.parametrize(
+    ("flags", "kw", "why"),
+    [
+        ({"tp_size": 8, "attn_cp_size": 2, "enable_prefill_cp": True, "cp_strategy": "zigzag"},
+         {}, "attention (prefill) context parallelism"),
+        ({"tp_size": 8, "dcp_size": 8}, {}, "decode context parallelism"),
+        ({"tp_size": 8}, {"g": "MI300X"}, "no SGLang kernel data for MI300X"),
+        ({"tp_size": 8}, {"quant": "int4-awq"}, "quantization 'int4-awq'"),
+        ({"tp_size": 8}, {"kv_cache_dtype": "int8"}, "kv_cache_dtype 'int8'"),
+        ({"tp_size": 8}, {"dwdp": True}, "DWDP"),
+    ],
+)  # fmt: skip
+def test_what_the_engine_cannot_express_is_named(
+    flags: dict[str, object], kw: dict[str, object], why: str
+) -> None:
+    assert _args(_resolved(flags), **kw) == Unsupported(why)
+
+
+def test_fp8_kv_cache_and_database_versions() -> None:
+    a = _args(_resolved({"tp_size": 8}), kv_cache_dtype="fp8_e4m3")
+    assert isinstance(a, EngineArgs) and a.kvcache_quant_mode == "fp8"
+    assert nearest_version("0.5.23", ["0.5.6.post2", "0.5.14"]) == "0.5.14"
+    assert nearest_version("0.5.9", ["0.5.6.post2", "0.5.14"]) == "0.5.6.post2"
+    assert nearest_version("0.4.6.post5", ["0.5.6.post2", "0.5.14"]) == "0.5.6.post2"
+    h100 = _args(_resolved({"tp_size": 8}), g="H100")
+    assert isinstance(h100, EngineArgs) and h100.backend_version == "0.5.14"
+
+
+_LAYOUTS = [
+    lay
+    for lay in solver.enumerate(
+        16, model=ModelSpec.from_hf_config(catalogue_config("deepseek-ai/DeepSeek-V3"))
+    )
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(_LAYOUTS))
+def test_every_layout_the_engine_takes_satisfies_its_width_rule(lay: solver.Layout) -> None:
+    """The engine refuses tp·attention_dp != moe_tp·moe_ep; every legal layout that maps
+    obeys it, and its GPUs are the layout's."""
+    p = Parallel.from_resolved(lay.config, lay.derived)
+    a = _args(p)
+    if isinstance(a, Unsupported):
+        assert p.attn_cp > 1 or p.dcp > 1 or (p.moe_dense_tp not in (None, p.tp))
+        return
+    assert a.tp_size * a.attention_dp_size == a.moe_tp_size * a.moe_ep_size
+    assert a.tp_size * a.attention_dp_size == lay.config["tp_size"]
+    assert a.pp_size == lay.config["pp_size"]
+
+
+def test_measured_runs_record_the_mapped_widths() -> None:
+    """Each measured row stores its layout in the engine's vocabulary; meshsat's reading of
+    the same layout (SGLang flags -> validate -> engine_args) gives those widths back."""
+    pytest.importorskip("aiconfigurator_core")
+    import csv
+
+    from meshsat.solver.perf.measured import checkpoint_config, load_runs, sample_path
+
+    path = sample_path()
+    assert path is not None
+    stored = {}
+    with path.open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            stored[r["id"]] = r
+    checked = 0
+    models: dict[tuple[str, str], tuple[Any, ModelSpec]] = {}
+    for run in load_runs()[::7]:
+        if run.normalised or run.gpu not in ("H200", "B200", "H100"):
+            continue
+        key = (run.model, run.quant)
+        if key not in models:
+            cfg = checkpoint_config(run)
+            assert cfg is not None
+            models[key] = (load_facts(cfg), ModelSpec.from_hf_config(cfg))
+        facts, spec = models[key]
+        rep = solver.validate(run.config(), spec, sglang_version="0.5.18")
+        assert rep.valid, (run.id, rep.violations)
+        p = Parallel.from_resolved(rep.resolved, rep.derived)
+        a = engine_args(p, facts, gpu(run.gpu), model_path=run.model, pack_version="0.5.18",
+                        database_versions={"h200_sxm": ("0.5.14",), "b200_sxm": ("0.5.14",),
+                                           "h100_sxm": ("0.5.14",)}, quant=run.quant)  # fmt: skip
+        assert isinstance(a, EngineArgs), a
+        row = stored[run.id]
+        want_moe = (int(row["moe_tp_size"] or 1), int(row["moe_ep_size"] or 1))
+        assert a.tp_size == int(row["tp_size"])
+        assert a.attention_dp_size == int(row["attention_dp_size"] or 1)
+        if facts.is_moe:
+            assert (a.moe_tp_size, a.moe_ep_size) == want_moe
+        checked += 1
+    assert checked > 50
