@@ -77,7 +77,7 @@ def _leaf_probability(space: LayoutSpace, style: Style, key: str) -> float:
     """The chance that uniform sampling of the style's parameters ends at `key`."""
     c = space.get(key)
     assert c is not None
-    if style is Style.categorical:
+    if style in (Style.categorical, Style.ranked):
         return 1 / len(space)
     p, path = 1.0, ()
     for name in space.order:
@@ -118,7 +118,7 @@ def test_sampled_layouts_are_legal_and_spread(style: Style) -> None:
     assert len(seen) >= 0.9 * expected
 
 
-@pytest.mark.parametrize("style", [Style.categorical, Style.coordinates])
+@pytest.mark.parametrize("style", [Style.categorical, Style.coordinates, Style.ranked])
 def test_the_space_is_static_so_multivariate_tpe_never_falls_back(
     style: Style, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -149,10 +149,14 @@ def test_docs_worked_example_runs() -> None:
     assert scope["best"].score == scope["study"].best_value
 
 
-def test_a_prior_becomes_the_score() -> None:
+def test_a_prior_becomes_the_score_and_the_order() -> None:
     space = _space().with_prior(lambda c: 1.0 / c.derived["attn_tp"])
     assert all(c.prior == 1.0 / c.derived["attn_tp"] for c in space.candidates)
     assert space.best.score == max(1.0 / c.derived["attn_tp"] for c in space.candidates)
+    scores = [c.score for c in space.candidates]
+    assert scores == sorted(scores, reverse=True)
+    assert all(space.get(c.key) is c for c in space.candidates)
+    assert sorted(space.keys) == sorted(_space().keys)
 
 
 def test_constraints_func_accepts_exactly_the_space() -> None:

@@ -10,6 +10,10 @@ sampling (Optuna warns when a parameter's choices differ between trials):
   prefix (`ep_size|tp_size=8,enable_dp_attention=True`), whose choices are those of that
   prefix: the same every time that prefix is reached. Uniform per level, so a layout under
   a crowded prefix is rarer than one under a sparse prefix.
+- `ranked`: one `suggest_int("layout_rank", 0, len - 1)` over the layouts in score order
+  (the estimator's prior once attached, else KV tokens): TPE sees an ordered axis along
+  which the estimate falls, so the objective (a real benchmark, say) is searched near the
+  estimate's best first, without being bound to it.
 - `coordinates`: define-by-run with one `suggest_float(field, 0, 1)` per level (the same
   distribution in every trial: a static space, so multivariate TPE applies); the level's
   value is picked through the cumulative share of layouts under each choice of that prefix,
@@ -44,6 +48,7 @@ class Style(str, Enum):
     categorical = "categorical"
     tree = "tree"
     coordinates = "coordinates"
+    ranked = "ranked"
 
 
 def suggest_layout(
@@ -62,6 +67,10 @@ def _categorical(trial: optuna.trial.BaseTrial, space: LayoutSpace) -> Candidate
     hit = space.get(str(key))
     assert hit is not None  # the choices are the space's keys
     return hit
+
+
+def _ranked(trial: optuna.trial.BaseTrial, space: LayoutSpace) -> Candidate:
+    return space.candidates[trial.suggest_int("layout_rank", 0, len(space) - 1)]
 
 
 def _tree(trial: optuna.trial.BaseTrial, space: LayoutSpace) -> Candidate:
@@ -96,6 +105,7 @@ _SUGGEST: dict[Style, Callable[[optuna.trial.BaseTrial, LayoutSpace], Candidate]
     Style.categorical: _categorical,
     Style.tree: _tree,
     Style.coordinates: _coordinates,
+    Style.ranked: _ranked,
 }
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from meshsat.solver.enumeration.layouts import Layout, enumerate_layouts
 from meshsat.solver.errors import InputError
@@ -65,6 +65,20 @@ _SHORT = {
 }
 
 
+class _Estimate(Protocol):
+    @property
+    def tokens_per_s_gpu(self) -> float: ...
+    @property
+    def meets_sla(self) -> bool: ...
+
+
+class Estimator(Protocol):
+    """What `with_estimates` reads from an estimator (`PerfModel` has it); a protocol, so
+    this module does not import the estimator."""
+
+    def of(self, resolved: Mapping[str, Any], derived: Mapping[str, Any]) -> _Estimate: ...
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One legal layout that fits: its launch values, its key, its score and prior."""
@@ -74,6 +88,8 @@ class Candidate:
     values: Mapping[str, Any]
     #: Derived widths (attn_tp, attn_dp, moe_tp, gpus_used, ...).
     derived: Mapping[str, Any]
+    #: Every config field after SGLang's resolution (what estimators read).
+    config: Mapping[str, Any]
     #: Today's ranking: KV-cache tokens of the whole deployment (all pools).
     kv_tokens: int
     weights_gib: float
@@ -103,7 +119,8 @@ def layout_key(values: Mapping[str, Any], order: Iterable[str] = TREE_ORDER) -> 
 @dataclass(frozen=True)
 class LayoutSpace:
     """Every legal, fitting layout of one (model, GPU, N, filters, release), in a fixed
-    order (best score first, then key), with the categorical and tree views."""
+    order (best score first, then key: the prior once attached, else KV tokens), with the
+    tree view; `optuna_space` adds the sampler views."""
 
     gpus: int
     model: str
@@ -136,7 +153,8 @@ class LayoutSpace:
 
     @property
     def best(self) -> Candidate:
-        return max(self.candidates, key=lambda c: (c.score, -self._index[c.key]))
+        """The layout with the highest score (the first: candidates are in score order)."""
+        return self.candidates[0]
 
     @cached_property
     def _tree(self) -> Mapping[tuple[Any, ...], tuple[Any, ...]]:
@@ -173,11 +191,20 @@ class LayoutSpace:
         return hit
 
     def with_prior(self, estimate: Callable[[Candidate], float]) -> LayoutSpace:
-        """The same space with each layout's `prior` set by `estimate` (the performance
-        estimator's throughput, say); studies then maximise the prior."""
-        return replace(
-            self, candidates=tuple(replace(c, prior=float(estimate(c))) for c in self.candidates)
-        )
+        """The same space with each layout's `prior` set by `estimate`; studies then
+        maximise the prior."""
+        return _ordered(self, [replace(c, prior=float(estimate(c))) for c in self.candidates])
+
+    def with_estimates(self, perf: Estimator) -> LayoutSpace:
+        """The prior from a performance estimator (`meshsat.solver.perf.PerfModel` for this
+        space's model, GPU and release): output tokens/s per GPU at the best concurrency
+        under its workload's SLA, 0 where the SLA cannot be met."""
+
+        def per_gpu(c: Candidate) -> float:
+            e = perf.of(c.config, c.derived)
+            return float(e.tokens_per_s_gpu) if e.meets_sla else 0.0
+
+        return self.with_prior(per_gpu)
 
 
 def _order_key(value: Any) -> tuple[int, Any]:
@@ -227,20 +254,32 @@ def layout_space(
             key=layout_key(lay.values, order),
             values=MappingProxyType(lay.values),
             derived=MappingProxyType(dict(lay.derived)),
+            config=MappingProxyType(dict(lay.config)),
             kv_tokens=kv,
             weights_gib=round(w, 3),
             command=command_line(lay.as_config(), pack),
         )
         for lay, kv, w in found
     ]
-    candidates.sort(key=lambda c: (-c.kv_tokens, c.key))
-    return LayoutSpace(
+    space = LayoutSpace(
         gpus=gpus,
         model=model,
         gpu=g.name,
         where=filters,
         sglang_version=pack.version,
         order=order,
+        candidates=(),
+        _index=MappingProxyType({}),
+    )
+    return _ordered(space, candidates)
+
+
+def _ordered(space: LayoutSpace, candidates: list[Candidate]) -> LayoutSpace:
+    """The space holding `candidates`, best score first (ties by key): the order the
+    `ranked` view's index follows."""
+    candidates = sorted(candidates, key=lambda c: (-c.score, c.key))
+    return replace(
+        space,
         candidates=tuple(candidates),
         _index=MappingProxyType({c.key: i for i, c in enumerate(candidates)}),
     )
