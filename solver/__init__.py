@@ -17,7 +17,7 @@ from __future__ import annotations
 from meshsat.solver.catalogue import RESOLUTIONS, RULES
 from meshsat.solver.enumeration.layouts import Layout, count
 from meshsat.solver.enumeration.layouts import enumerate_layouts as enumerate
-from meshsat.solver.errors import InputError, MeshsatError
+from meshsat.solver.errors import InputError, MeshsatError, MeshsatWarning
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.repair.fix import fix
@@ -36,6 +36,7 @@ __all__ = [
     "InvalidLayoutError",
     "Layout",
     "MeshsatError",
+    "MeshsatWarning",
     "ModelSpec",
     "Note",
     "Report",

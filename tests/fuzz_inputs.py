@@ -197,3 +197,138 @@ def hostile_files(root: Path) -> dict[str, Path]:
     put("hf-bad.json", json.dumps({"architectures": "DeepseekV3ForCausalLM"}))
     put("hf-deep.json", "[" * 100_000 + "]" * 100_000)
     return files
+
+
+# --- the surfaces of issue 28: pasted launch scripts, plan, diff -------------------------
+#: Pieces of a pasted launch: launchers, layout and other flags with nasty values, shell
+#: syntax bash would refuse or expand, terminal escapes and bidi controls, continuations.
+LAUNCH_PIECES = (
+    "python -m sglang.launch_server",
+    "python3 -m sglang.launch_server",
+    "sglang serve",
+    "docker run -e SGLANG_ENABLE_CP_V2=1 img python -m sglang.launch_server",
+    "CUDA_VISIBLE_DEVICES=0,1 NCCL_X=1",
+    "export SGLANG_ENABLE_CP_V2=1;",
+    "--tp 8",
+    "--tp-size=16",
+    "--dp 3",
+    "--attn-cp-size 2",
+    "--ep-size",
+    "--enable-dp-attention",
+    "--enable-ep-moe",
+    "--nnodes 2 --node-rank 1",
+    "--node-rank 7",
+    "--dist-init-addr 10.0.0.1:5000",
+    "--model-path deepseek-ai/DeepSeek-V3",
+    "--model-path /dev/zero",
+    "--model-path " + "m" * 5000,
+    "--cuda-graph-bs 1 2 4",
+    "--moe-a2a-backend nope",
+    "--tp",
+    "--t",
+    "--bogus-flag",
+    "--x\x1b[2J",
+    "--y\x07\x9b31m",
+    "--z\u202e",
+    "--tp 8\r",
+    "--tp $TP",
+    '--tp "$(nproc)"',
+    "--tp ${X:-8}",
+    "--tp '8",
+    '--tp "8',
+    "`id`",
+    "--tp 8 | tee log",
+    "--tp 8 > log 2>&1 &",
+    "<<EOF",
+    "# a comment",
+    "if true; then",
+    "done",
+    "((",
+    "\\",
+    "\\\n",
+    " \\\n",
+    "\n",
+    "[/x]",
+    "--" + "x" * 3000,
+    "9" * 400,
+)
+launch_texts = st.lists(st.sampled_from(LAUNCH_PIECES), min_size=1, max_size=12).map(" ".join)
+
+MODEL_NAMES = (
+    "deepseek-ai/DeepSeek-V3",
+    "Qwen/Qwen3-30B-A3B",
+    "Qwen/Qwen3-8B",
+    "nope",
+    "[/x]",
+    "/dev/zero",
+    "",
+)
+GPU_NAMES = ("H100", "H200", "B200", "MI300X", "h200", "nope", "[/x]", "")
+GPU_MEMORY = ("80GiB", "141GB", "1e400GiB", "-1GiB", "nan", "0", "x", "80")
+
+
+#: `plan`'s estimator inputs and hostile values for each.
+PERF_OPTIONS = (
+    ("--isl", ("1", "1024", "0", str(10**12), "x")),
+    ("--osl", ("1", "64", "0", str(10**12), "-5")),
+    ("--ttft", ("50", "0.001", "0", "-1", "nan", "inf", "1e308")),
+    ("--tpot", ("20", "1e-9", "nan", "-inf", "1e308", "x")),
+    ("--engine", ("auto", "roofline", "aic", "x")),
+    ("--mem-fraction-static", ("0.9", "0", "1", "nan", "-0.5", "x")),
+    ("--free-memory", ("78.81GiB", "0", "-1GiB", "1e400GiB", "nan", "x")),
+    ("--timeout", ("20", "0", "-1", "nan", "1e308")),
+    # Never a device or an existing file: a fuzz run must not write outside its own files.
+    ("--plot", ("/nonexistent/dir/p.png",)),
+)
+
+
+@st.composite
+def plan_argvs(draw: st.DrawFn) -> list[str]:
+    """`meshsat plan` command lines, small GPU counts (the work at scale has its own test)."""
+    argv = ["plan", "--model", draw(st.sampled_from(MODEL_NAMES))]
+    argv += ["--gpus", draw(st.sampled_from(("1", "2", "8", "16", "0", "-4", "x", str(2**63))))]
+    if draw(st.integers(0, 3)):
+        argv += ["--gpu", draw(st.sampled_from(GPU_NAMES))]
+    if draw(st.integers(0, 2)) == 0:
+        argv += ["--gpu-memory", draw(st.sampled_from(GPU_MEMORY))]
+    if draw(st.booleans()):
+        argv += ["--context-length", draw(st.sampled_from(("1", "4096", "0", "1e9", "x")))]
+    if draw(st.booleans()):
+        argv += ["--gpus-per-node", draw(st.sampled_from(("1", "8", "3", "0", "x")))]
+    if draw(st.booleans()):
+        argv += ["--top", draw(st.sampled_from(("1", "3", "0", "-1")))]
+    if draw(st.booleans()):
+        argv += ["--format", draw(st.sampled_from(("table", "json", "csv", "xml")))]
+    # The estimator's inputs (`--rank perf`, the default): workload, SLA, engine, sizing.
+    for option, values in PERF_OPTIONS:
+        if draw(st.integers(0, 4)) == 0:
+            argv += [option, draw(st.sampled_from(values))]
+    if draw(st.integers(0, 5)) == 0:
+        argv += ["--rank", draw(st.sampled_from(("perf", "kv", "x")))]
+    return argv
+
+
+VERSIONS = (
+    "0.5.23",
+    "0.5.19",
+    "0.5.18",
+    "0.4.6.post5",
+    "installed",
+    "9.9",
+    "[/x]",
+    "",
+    "0.5.23\x1b[2J",
+)
+
+
+@st.composite
+def diff_argvs(draw: st.DrawFn) -> list[str]:
+    """`meshsat diff A B`, with and without a layout to judge under both releases."""
+    argv = ["diff", draw(st.sampled_from(VERSIONS)), draw(st.sampled_from(VERSIONS))]
+    for item in draw(st.lists(set_args, max_size=2)):
+        argv += item
+    if draw(st.integers(0, 3)) == 0:
+        argv += ["--sglang", draw(launch_texts)]
+    if draw(st.booleans()):
+        argv += ["--format", draw(format_args)]
+    return argv

@@ -10,6 +10,10 @@ Three layers:
   500 MB of address space and 2 s of CPU, so a blow-up is a killed process (rc not in
   0/1/2) rather than a hung CI.
 
+Issue 28 adds its surfaces: pasted launch scripts (shell syntax, terminal escapes, a
+megabyte of flags), `plan` and `diff`, with the same contract, and no control character
+of the input may reach the terminal unescaped.
+
 The hostile inputs are built at test time (`tests/fuzz_inputs.py`).
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -30,7 +35,14 @@ from hypothesis import strategies as st
 from meshsat import solver
 from meshsat.solver.errors import MeshsatError
 from tests.cli_helpers import Run, run_cli
-from tests.fuzz_inputs import BAD_HF_CONFIGS, argvs, hostile_files
+from tests.fuzz_inputs import (
+    BAD_HF_CONFIGS,
+    argvs,
+    diff_argvs,
+    hostile_files,
+    launch_texts,
+    plan_argvs,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 _MEMORY = 500 * 2**20
@@ -94,6 +106,8 @@ def _api_calls(draw: st.DrawFn) -> tuple[str, Any]:
     return kind, lambda: list(solver.enumerate(gpus, **args))
 
 
+# `check()` without SGLang installed warns that it uses the newest pack (tested in test_packs).
+@pytest.mark.filterwarnings("ignore::meshsat.solver.errors.MeshsatWarning")
 @settings(max_examples=150, deadline=2000)
 @given(st.data())
 def test_api_misuse_raises_a_clear_error_at_the_boundary(data: st.DataObject) -> None:
@@ -210,3 +224,67 @@ def test_json_output_is_standard_json(capsys: pytest.CaptureFixture[str]) -> Non
     run = run_cli(capsys, "validate", "--set", "schedule_conservativeness=0.5", "--json")
     data = json.loads(run.out, parse_constant=lambda c: pytest.fail(f"non-standard {c}"))
     assert math.isfinite(data["resolved"]["schedule_conservativeness"])
+
+
+# --- issue 28's surfaces: pasted launch scripts, plan, diff -----------------------------
+#: What must never reach a terminal from echoed input (newline and tab are text).
+_RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+@settings(
+    max_examples=40,
+    deadline=None,  # fix may search; the subprocess case below bounds the work
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    launch_texts,
+    st.sampled_from(
+        (
+            ["validate"],
+            ["validate", "--strict"],
+            ["validate", "--rewrite"],
+            ["validate", "--format", "json"],
+            ["groups"],
+            ["fix", "--timeout", "2"],
+        )
+    ),
+)
+def test_pasted_launch_scripts_exit_0_1_or_2_and_never_drive_the_terminal(
+    capsys: pytest.CaptureFixture[str], text: str, command: list[str]
+) -> None:
+    args = [*command, "--sglang", text]
+    run = run_cli(capsys, *args)
+    assert_contract(run, args)
+    # `--rewrite` prints the user's own script back (its product); all else is escaped.
+    shown = run.err if "--rewrite" in command else run.out + run.err
+    assert not _RAW_CONTROL.search(shown), (args, shown[-500:])
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.one_of(plan_argvs(), diff_argvs()))
+def test_plan_and_diff_command_lines_exit_0_1_or_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    run = run_cli(capsys, *argv)
+    assert_contract(run, argv)
+    if "json" not in argv:
+        assert not _RAW_CONTROL.search(run.out + run.err), (argv, run.err[-500:])
+
+
+def test_pasted_megabytes_under_500_mb_and_2_cpu_seconds(tmp_path: Path) -> None:
+    """The issue's megabyte of unknown flags, and a megabyte of shell syntax (refused),
+    each within the kernel limits of the other hostile inputs."""
+    head = "python -m sglang.launch_server --tp 8 "
+    flags = head + " ".join(f"--xflag-{i:06d}" for i in range(((1 << 20) - 64) // 15))
+    shell = head + "--x 'a' " * (((1 << 20) - 64) // 8)
+    for name, text in (("flags", flags), ("shell", shell)):
+        path = tmp_path / f"{name}.sh"
+        path.write_text(text)
+        run = _meshsat(["validate", "--sglang-file", str(path)])
+        assert_contract(run, name)
+        assert run.code == (0 if name == "flags" else 2), (name, run.err[-300:])
+        assert len(run.out) < 4000 and len(run.err) < 600

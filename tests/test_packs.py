@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from meshsat.solver import InputError, check, validate
+from meshsat.solver import InputError, MeshsatWarning, check, validate
 from meshsat.solver.backends.interp import evaluate
 from meshsat.solver.backends.pyeval import compiled
 from meshsat.solver.lang.fields import SPECS
@@ -41,7 +41,7 @@ def test_default_is_the_newest_pack() -> None:
 
 @pytest.mark.parametrize(
     ("installed", "expected", "warns"),
-    [("0.5.23", "0.5.23", False), ("0.6.1", "0.5.23", True), (None, NEWEST.version, False)],
+    [("0.5.23", "0.5.23", False), ("0.6.1", "0.5.23", True), (None, NEWEST.version, True)],
 )
 def test_installed_version_is_read_from_metadata(
     monkeypatch: pytest.MonkeyPatch, installed: str | None, expected: str, warns: bool
@@ -60,6 +60,9 @@ def test_installed_version_is_read_from_metadata(
             assert installed_pack().version == expected
             assert installed_pack().version == expected  # said once: the answer is cached
         assert len(caught) == (1 if warns else 0)
+        # One warning of meshsat's own class, naming the pack that stands in.
+        assert all(issubclass(w.category, MeshsatWarning) for w in caught)
+        assert all(expected in str(w.message) for w in caught)
         assert check({"tp_size": 2}).sglang_version == expected
     finally:
         installed_pack.cache_clear()

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from meshsat.solver.backends.render import fmt_value
 from meshsat.solver.cli.layout_writers import BATCH, CHUNK, Writer
+from meshsat.solver.cli.printable import printable
 from meshsat.solver.cli.row_format import compile_lines, csv_text, json_text
 
 #: One type per column, as enumerated rows have (a column may also hold None): values of
@@ -103,7 +104,8 @@ def test_csv_and_table_cells(table: tuple[list[str], list[int], list[tuple[Any, 
         widths = [len(fmt_value(v)) for v in rows[0]]
         sizes = [max(len(n), widths[i]) for n, i in zip(names, picks, strict=True)]
         cells = "  ".join(f"%{w}s" for w in sizes) + "\n"
-        body = "".join(cells % tuple(fmt_value(r[i]) for i in picks) for r in rows)
+        # Table cells are text output: control characters in them are shown as escapes.
+        body = "".join(cells % tuple(printable(fmt_value(r[i])) for i in picks) for r in rows)
         assert out.endswith(body)
 
 

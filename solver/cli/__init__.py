@@ -69,7 +69,8 @@ def _fail(message: str) -> None:
 
 
 def _pipe_closed() -> None:
-    """The reader went away: drop what is left and exit 0 (exit 1 would mean "invalid")."""
+    """A write that bypassed the guarded streams (the framework's own help) met a closed
+    pipe: the reader had enough of a listing; exit 0."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -82,19 +83,39 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app, turning every input error into one line, exit 2.
 
     Notes are held until the command ends and dropped on an exit 2, so that an input
-    error is exactly one line on stderr.
+    error is exactly one line on stderr. The standard streams are guarded for the run
+    (`output.guarded_streams`): a reader that leaves does not change the exit status, a
+    failed write is one line and exit 2; the last flush happens here, before the notes.
     """
-    from meshsat.solver.cli.output import hold_notes, release_notes
+    from meshsat.entry import reopen_closed_streams
+    from meshsat.solver.cli.output import (
+        OutputError,
+        finish_output,
+        guarded_streams,
+        hold_notes,
+        release_notes,
+        warnings_as_notes,
+    )
 
-    hold_notes()
-    code = 2
-    try:
-        _run(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 0
-        raise
-    finally:
-        release_notes(show=code != 2)
+    reopen_closed_streams()
+    with guarded_streams(), warnings_as_notes():
+        hold_notes()
+        code: Any = 2
+        failure: str | None = None
+        try:
+            try:
+                _run(argv)
+            except SystemExit as exc:
+                code = exc.code
+            try:
+                finish_output()
+            except OutputError as exc:
+                failure = str(exc)
+        finally:
+            release_notes(show=failure is None and code != 2)
+        if failure is not None:
+            _fail(failure)
+        sys.exit(code)
 
 
 def _run(argv: list[str] | None) -> None:

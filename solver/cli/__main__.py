@@ -1,5 +1,5 @@
 """`python -m meshsat.solver.cli`: the same as the `meshsat` console script."""
 
-from meshsat.solver.cli import main
+from meshsat.entry import main
 
 main()

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from meshsat.solver.cli.printable import printable
 from meshsat.solver.errors import InputError
 
 
@@ -60,11 +61,26 @@ def chosen(fmt: OutputFormat | None, as_json: bool) -> OutputFormat:
 
 
 def _text(value: Any) -> Any:
+    """One CSV cell; text is `printable` (a CSV is read in terminals too)."""
     if isinstance(value, list | tuple):
-        return " ".join(str(v) for v in value)
+        return printable(" ".join(str(v) for v in value))
     if isinstance(value, Mapping):
         return json.dumps(value, allow_nan=False, default=str)
-    return value
+    return printable(value) if isinstance(value, str) else value
+
+
+def write_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> None:
+    """Rows as CSV on stdout, one dialect for every command (`\\n` line ends, cells as
+    `_text` makes them); the columns are `columns`, else every key in order of appearance."""
+    if columns is None:
+        seen: dict[str, None] = {}
+        for row in rows:
+            seen.update(dict.fromkeys(row))
+        columns = list(seen)
+    writer = csv.DictWriter(sys.stdout, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _text(v) for k, v in row.items()})
 
 
 def emit(
@@ -83,12 +99,6 @@ def emit(
         for value in values:
             sys.stdout.write(json.dumps(value, allow_nan=False, default=str) + "\n")
     elif fmt is OutputFormat.csv:
-        columns: dict[str, None] = {}
-        for row in rows:
-            columns.update(dict.fromkeys(row))
-        writer = csv.DictWriter(sys.stdout, fieldnames=list(columns), lineterminator="\n")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _text(v) for k, v in row.items()})
+        write_csv(rows)
     else:  # pragma: no cover - callers print their own table
         raise ValueError("the table format is each command's own view")

@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 import typer
 
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
+from meshsat.solver.lang.limits import listed
 
 ConfigOpt = Annotated[
     Path | None,
@@ -152,8 +153,8 @@ def read_layout(
 
 def missing_flags_text(layout: LayoutInput) -> str:
     """One line: the flags (or values) the release would refuse, each with the closest it
-    has or the values it accepts."""
-    shown = " ".join(f if hint is None else f"{f} ({hint})" for f, hint in layout.missing_flags)
+    has or the values it accepts; the first few, then how many more."""
+    shown = listed([f if hint is None else f"{f} ({hint})" for f, hint in layout.missing_flags])
     n = len(layout.missing_flags)
     if layout.missing_in:
         return f"{n} flag(s) SGLang {layout.missing_in}'s parser would refuse: {shown}"

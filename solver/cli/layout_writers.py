@@ -17,6 +17,8 @@ from itertools import islice
 from typing import IO, Any
 
 from meshsat.solver.backends.render import fmt_value
+from meshsat.solver.cli.output import output_dropped
+from meshsat.solver.cli.printable import printable
 from meshsat.solver.cli.row_format import compile_lines, csv_text, framed, json_text
 from meshsat.solver.enumeration.space import ALIASES
 from meshsat.solver.lang.fields import SPECS
@@ -123,6 +125,9 @@ class Writer:
                 last = time.monotonic()
                 if self.on_flush is not None:
                     self.on_flush(n)
+                if output_dropped():  # nobody reads on; the answer (some layout exists) is given
+                    self.written = n
+                    return n
         stream.writelines(buf)
         stream.write(self.tail)
         stream.flush()
@@ -132,7 +137,7 @@ class Writer:
 
 def _cell(size: int, after: str) -> Callable[[Any], str]:
     """A table cell: the value's text right-aligned to `size` (as `%<size>s` pads it)."""
-    return lambda value: fmt_value(value).rjust(size) + after
+    return lambda value: printable(fmt_value(value)).rjust(size) + after
 
 
 def column_width(name: str, gpus: int) -> int:

@@ -9,8 +9,6 @@ throughput or communication-time estimate is made.
 
 from __future__ import annotations
 
-import csv
-import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -23,6 +21,7 @@ import meshsat.solver.cli.plan_perf as plan_perf
 from meshsat import solver
 from meshsat.solver.cli.deadline import time_limit
 from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, print_lws
+from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.memory_options import (
     FreeMemoryOpt,
     MemFractionOpt,
@@ -266,6 +265,8 @@ def plan_cmd(
     # ---- performance ranking (estimates: meshsat.solver.cli.plan_perf) -----------------
     if rank is Rank.perf:
         check_plan_args(gpus, top, gpus_per_node)
+        if plot is not None:
+            plan_perf.plot_target(plot)  # before the work: nothing printed, then exit 2
         workload = Workload(isl, osl, ttft, tpot)
         with time_limit(timeout, "plan"):
             rows_p, ranked, shapes = plan_perf.perf_rows(
@@ -301,11 +302,7 @@ def plan_cmd(
         emit_json({"ranking": RANKING, "gpu": g.name, "layouts": [asdict(r) for r in rows]})
     elif fmt is Format.csv:
         note(RANKING)
-        fields = list(PlanRow.__dataclass_fields__)
-        w = csv.writer(sys.stdout)
-        w.writerow(fields)
-        for r in rows:
-            w.writerow([getattr(r, f) for f in fields])
+        write_csv([asdict(r) for r in rows], list(PlanRow.__dataclass_fields__))
     else:
         note(RANKING)
         head = "rank  tp  pp  dp  dpa  ep  attn_tp  weights_gib  total_kv_tokens  max_req  cross"

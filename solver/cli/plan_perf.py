@@ -7,7 +7,6 @@ Pareto plot, so the estimate's presentation lives in one place.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from meshsat import solver
+from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.output import emit_json, err, note, out
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import launch_command, model_path_of
@@ -152,11 +152,7 @@ def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, gpu_name: str, estimate
         return
     note(head)
     if fmt == "csv":
-        fields = list(PerfRow.__dataclass_fields__)
-        wr = csv.writer(sys.stdout)
-        wr.writerow(fields)
-        for r in rows:
-            wr.writerow([getattr(r, f) for f in fields])
+        write_csv([asdict(r) for r in rows], list(PerfRow.__dataclass_fields__))
         return
     out.print(
         "rank  tp  pp  dp dpa  ep attn_tp cp dcp   conc  ttft_ms tpot_ms tok/s/gpu tok/s/user"
@@ -197,9 +193,22 @@ def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
+def plot_target(path: Path) -> Path:
+    """Where `--plot` writes, refused before any work when it cannot: no such directory, or
+    something there that is not a regular file (the atomic rename would replace a device
+    node or a FIFO with the PNG: `--plot /dev/null` run as root)."""
+    path = path.expanduser()
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: no directory {path.parent}")
+    if os.path.lexists(path) and not path.is_file():
+        raise InputError(f"cannot write {path}: it exists and is not a regular file")
+    return path
+
+
 def plot(path: Path, ranked: Sequence[Ranked], rows: Sequence[PerfRow], title: str) -> None:
     """tokens/s/GPU against tokens/s/user, the Pareto front drawn, the shown rows labelled;
     written atomically (a half-written PNG never replaces a good one)."""
+    path = plot_target(path)  # again: the command ran meanwhile
     try:
         import matplotlib
 
@@ -234,12 +243,11 @@ def plot(path: Path, ranked: Sequence[Ranked], rows: Sequence[PerfRow], title: s
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    path = path.expanduser()
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=".png", dir=path.parent)
+    except OSError as exc:
         plt.close(fig)
-        raise InputError(f"cannot write {path}: no directory {parent}")
-    fd, tmp = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=".png", dir=parent)
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=120, bbox_inches="tight")

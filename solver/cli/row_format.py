@@ -33,6 +33,8 @@ from json.encoder import encode_basestring_ascii
 from types import CodeType
 from typing import Any
 
+from meshsat.solver.cli.printable import printable
+
 #: A compiled batch formatter: the rows' lines, concatenated.
 Lines = Callable[[Sequence[tuple[Any, ...]]], str]
 
@@ -57,12 +59,13 @@ def json_text(value: Any) -> str:
 
 
 def csv_text(value: Any) -> str:
-    """One CSV cell: empty for None, lower-case booleans, quoted when it must be."""
+    """One CSV cell: empty for None, lower-case booleans, quoted when it must be, control
+    characters as escapes (`printable`: a CSV is read in terminals too)."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    text = str(value)
+    text = printable(str(value))
     if any(ch in text for ch in ',"\n\r'):
         return '"' + text.replace('"', '""') + '"'
     return text

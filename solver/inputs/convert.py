@@ -69,19 +69,18 @@ def coerce(name: str, text: str) -> Any:
     low = t.lower()
     if spec.optional and low in _NONE:
         return None
-    bad = InputError(f"{name} must be {accepted(spec)}, got {shown(text)}")
     if spec.kind == "int":
         try:
             number = int(t, 10)
         except ValueError:
-            raise bad from None
+            raise _bad(name, spec, text) from None
         _check_bound(name, number)
         return number
     if spec.kind == "float":
         try:
             real = float(t)
         except ValueError:
-            raise bad from None
+            raise _bad(name, spec, text) from None
         if not math.isfinite(real):
             raise InputError(f"{name} must be a finite number, got {shown(text)}")
         return real
@@ -90,10 +89,15 @@ def coerce(name: str, text: str) -> Any:
             return True
         if low in _FALSE:
             return False
-        raise bad
+        raise _bad(name, spec, text)
     if spec.choices and t not in spec.choices:
-        raise bad
+        raise _bad(name, spec, text)
     return t
+
+
+def _bad(name: str, spec: FieldSpec, text: str) -> InputError:
+    """Built only on failure: a pasted command may set a field tens of thousands of times."""
+    return InputError(f"{name} must be {accepted(spec)}, got {shown(text)}")
 
 
 def _check_bound(name: str, value: Any) -> None:

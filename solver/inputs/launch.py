@@ -7,13 +7,21 @@ A real bash parser (`bashlex`) reads it, which also gives every word its positio
 messages; hand-made splitting misread a continuation as a word and silently dropped the flag
 after it. A word that is a shell expansion (`$X`, `${X}`, `$(...)`) is not a value meshsat
 can know: it is kept as `Word.expansion` and the flag reader leaves the field unset.
+
+bashlex is pure Python and costs 1-8 µs a character (8 s for a megabyte of short flags), so
+text that holds no shell syntax at all, only words, blanks, newlines and continuations (the
+bulk of any large paste), is split by `_plain` in linear time into the same command and word
+nodes (a property test holds the two to each other); text with shell syntax is parsed by
+bashlex up to `MAX_SHELL_CHARS`, which keeps every input within the 1 MiB bound to about a
+second.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from meshsat.solver.errors import InputError
 
@@ -21,6 +29,19 @@ from meshsat.solver.errors import InputError
 LAUNCH_MODULES = ("sglang.launch_server", "sglang_router.launch_server")
 #: Most characters a pasted command may hold; a launch script is a few kilobytes.
 MAX_CHARS = 1 << 20
+#: Most characters of text with shell syntax in it (quotes, `$`, `;`, redirections, ...),
+#: which only the shell parser reads: about a second of bashlex at its slowest.
+MAX_SHELL_CHARS = 1 << 17
+#: Any character but these is shell syntax, and so is a backslash that is not a
+#: continuation after a blank (one glued to a word joins it to the next line's).
+_SHELL_SYNTAX = re.compile(r"[^\w.,:=+@%/\- \t\n\\]|\\(?!\n)|(?<![ \t\n])\\")
+#: Words bash reads as syntax at the start of a command: such text goes to bashlex.
+_RESERVED = frozenset(
+    "if then else elif fi case esac for select while until do done in function time coproc".split()  # noqa: SIM905
+)
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_LINE = re.compile(r"[^\n]+")
+_PLAIN_WORD = re.compile(r"\S+")
 _CONTINUATION = re.compile(r"\\[ \t]+\r?\n")  # "\ " then newline: meant as a continuation
 _TRAILING_BACKSLASH = re.compile(r"\\\s*\Z")
 
@@ -38,10 +59,10 @@ def _blank(m: re.Match[str]) -> str:
 _PYTHON = re.compile(r"(^|/)python[0-9.]*$")
 
 
-@dataclass(frozen=True)
-class Word:
+class Word(NamedTuple):
     """One word of a launch command: its text, where it starts and ends in the text given,
-    and the shell expansion that makes its value unknowable here (None for a literal)."""
+    and the shell expansion that makes its value unknowable here (None for a literal). A
+    tuple: a pasted megabyte holds up to half a million words."""
 
     text: str
     pos: int
@@ -66,8 +87,9 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
         raise InputError(f"the launch command is {len(text)} characters; at most {MAX_CHARS}")
     if "\x00" in text:
         raise InputError("the launch command is binary data (it holds NUL bytes)")
-    source = _TRAILING_BACKSLASH.sub(_blank, _CONTINUATION.sub(_as_continuation, text))
+    source = normalised(text)
     nodes = _parse(source)
+    newlines = [m.start() for m in re.finditer("\n", source)]
     exported: list[tuple[str, str]] = []
     found: list[LaunchCommand] = []
     for command in _commands(nodes):
@@ -85,7 +107,7 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
         env += [a for w in texts[:program_end] if (a := _split_assignment(w)) is not None]
         found.append(
             LaunchCommand(
-                line=source.count("\n", 0, command.pos[0]) + 1,
+                line=bisect.bisect_right(newlines, command.pos[0]) + 1,
                 program=program,
                 env=tuple(env),
                 words=tuple(_word(w, source) for w in words[program_end:]),
@@ -99,7 +121,61 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
     return tuple(found)
 
 
+class _Node(NamedTuple):
+    """What `_plain` makes of plain text, in the shape of bashlex's nodes that
+    `read_launch_commands` reads (kind, pos, word, parts); a tuple, since a megabyte of
+    flags makes hundreds of thousands of them."""
+
+    kind: str
+    pos: tuple[int, int]
+    word: str = ""
+    parts: tuple[_Node, ...] = ()
+
+
+def _plain(source: str) -> list[Any] | None:
+    """The commands of text without shell syntax, as bashlex would give them (one command
+    node per line, leading `NAME=value` words as assignments); None for text that needs
+    the shell parser."""
+    if _SHELL_SYNTAX.search(source) is not None:
+        return None
+    flat = source.replace("\\\n", "  ")  # a continuation is a blank of the same length
+    commands: list[Any] = []
+    for line in _LINE.finditer(flat):
+        words = list(_PLAIN_WORD.finditer(flat, line.start(), line.end()))
+        if not words:
+            continue
+        if words[0].group() in _RESERVED:
+            return None
+        parts: list[_Node] = []
+        leading = True
+        for w in words:
+            text = w.group()
+            leading = leading and _ASSIGNMENT.match(text) is not None
+            parts.append(_Node("assignment" if leading else "word", w.span(), text))
+        commands.append(_Node("command", (words[0].start(), words[-1].end()), parts=tuple(parts)))
+    return commands
+
+
+def normalised(text: str) -> str:
+    """The text as a shell would read it, at the same positions: `\\ ` + newline is a
+    continuation, a backslash at the very end is nothing."""
+    return _TRAILING_BACKSLASH.sub(_blank, _CONTINUATION.sub(_as_continuation, text))
+
+
 def _parse(source: str) -> list[Any]:
+    plain = _plain(source)
+    if plain is not None:
+        return plain
+    if len(source) > MAX_SHELL_CHARS:
+        raise InputError(
+            f"the launch command is {len(source)} characters with shell syntax (quotes, $, ;, "
+            f"redirections, ...) in it; at most {MAX_SHELL_CHARS} such characters are read "
+            f"(plain words: up to {MAX_CHARS})"
+        )
+    return _shell_parse(source)
+
+
+def _shell_parse(source: str) -> list[Any]:
     import bashlex
     import bashlex.errors
 
@@ -166,6 +242,8 @@ def _assignment(node: Any) -> tuple[str, str]:
 
 
 def _word(node: Any, source: str) -> Word:
+    if type(node) is _Node:  # plain text: no expansion in it
+        return Word(node.word, node.pos[0], None, node.pos[1])
     expansion = None
     for part in getattr(node, "parts", None) or []:
         if part.kind in ("parameter", "commandsubstitution", "processsubstitution"):

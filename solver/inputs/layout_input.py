@@ -28,6 +28,7 @@ from meshsat.solver.inputs.sglang_cmdline import (
     release_flags,
 )
 from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.limits import clipped, listed
 from meshsat.solver.lang.model_spec import ModelSpec
 
 #: A launch script is a few kilobytes; a larger file is refused before it is read.
@@ -118,8 +119,8 @@ def load_layout(
         notes.extend(parsed.notes)
         if parsed.ignored:
             notes.append(
-                f"{len(parsed.ignored)} flag(s) that do not concern the layout: "
-                + " ".join(parsed.ignored)
+                f"{len(set(parsed.ignored))} flag(s) that do not concern the layout: "
+                + listed(list(dict.fromkeys(parsed.ignored)))
             )
         job, model_path = tuple(parsed.job), parsed.model_path
         if release is not None and release_flags(release) is not None:
@@ -165,15 +166,23 @@ def _model_from_path(
     """The model facts a launch command's `--model-path` gives offline: a local directory
     (or config.json), the local Hugging Face cache, or the embedded catalogue, in that order.
     What could not be found is a note, never an error: the layout is still checked."""
-    local = Path(path).expanduser()
-    config = local / "config.json" if local.is_dir() else local
-    if config.is_file() and config.name.endswith(".json"):
+    try:  # a name too long for the file system is no local model either
+        local = Path(path).expanduser()
+        config = local / "config.json" if local.is_dir() else local
+        found = config.is_file() and config.name.endswith(".json")
+    except (OSError, RuntimeError, ValueError):
+        found = False
+    if found:
         return ModelSpec.from_file(config), str(config), []
     if path.count("/") != 1 or path.startswith((".", "/", "~")):
-        return None, None, [f"--model-path {path}: no config.json there; model facts unknown"]
+        return (
+            None,
+            None,
+            [f"--model-path {clipped(path)}: no config.json there; model facts unknown"],
+        )
     cached = hf_cache_config(path)
     if cached is not None:
-        note = f"model facts of {path} from the local Hugging Face cache ({cached})"
+        note = f"model facts of {clipped(path)} from the local Hugging Face cache ({cached})"
         return ModelSpec.from_file(cached), str(cached), [note]
     if catalogue is not None:
         try:
@@ -181,14 +190,18 @@ def _model_from_path(
         except InputError:
             pass
         else:
-            note = f"{path} is not in the local Hugging Face cache; using meshsat's embedded facts"
+            note = (
+                f"{clipped(path)} is not in the local Hugging Face cache; using meshsat's "
+                "embedded facts"
+            )
             return ModelSpec.from_hf_config(facts), path, [note]
     return (
         None,
         None,
         [
-            f"--model-path {path}: not a local directory, not in the local Hugging Face cache "
-            "and not embedded; rules that need model facts are not checked (give --model)"
+            f"--model-path {clipped(path)}: not a local directory, not in the local Hugging "
+            "Face cache and not embedded; rules that need model facts are not checked "
+            "(give --model)"
         ],
     )
 

@@ -10,7 +10,11 @@ flags are sorted into "known to SGLang, not about the layout" and "no SGLang rel
 
 from __future__ import annotations
 
+import bisect
+import gc
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -20,6 +24,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.convert import coerce
 from meshsat.solver.inputs.launch import LaunchCommand, Word, read_launch_commands
 from meshsat.solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.lang.limits import MAX_ITEMS_SHOWN, listed
 
 #: flag -> field, from the Config declaration (long names, aliases).
 FLAGS: dict[str, str] = {flag: name for name, spec in CONFIG_SPECS.items() for flag in spec.flags}
@@ -100,30 +105,71 @@ def release_flags(version: str) -> dict[str, int] | None:
     return flags
 
 
+class _Options:
+    """One release's option strings, sorted, so that "which options start with this" is two
+    binary searches rather than a scan of several hundred options per flag: a pasted
+    command may hold tens of thousands of flags within the 1 MiB bound."""
+
+    def __init__(self, table: dict[str, int]) -> None:
+        self.table = table
+        self.sorted = sorted(table)
+
+    def starting_with(self, prefix: str, most: int) -> list[str]:
+        """Up to `most` options that start with `prefix`, in order."""
+        i = bisect.bisect_left(self.sorted, prefix)
+        found = self.sorted[i : i + most]
+        return [option for option in found if option.startswith(prefix)]
+
+    def expanded(self, flag: str) -> str | None:
+        """The option `flag` is, or the one option it abbreviates (argparse allows a unique
+        prefix, `--tp` for `--tp-size`); None when it is neither."""
+        if flag in self.table:
+            return flag
+        fits = self.starting_with(flag, 2)
+        return fits[0] if len(fits) == 1 else None
+
+
+@cache
+def _options(version: str) -> _Options | None:
+    table = release_flags(version)
+    return None if table is None else _Options(table)
+
+
+#: Refused flags given a "did you mean" (a fuzzy search over the release's options, about
+#: a millisecond each); the message shows no more than these (`limits.listed`).
+MAX_HINTED = MAX_ITEMS_SHOWN
+#: Longer flags get no "did you mean": no option is that long.
+_MAX_HINTED_LENGTH = 64
+
+
 def missing_from_release(flags: list[str], version: str) -> list[tuple[str, str | None]]:
     """The flags `version`'s own parser would refuse, each with a hint (the closest flag it
     has, or what a removed spelling meant); empty when that release was not recorded.
 
     SGLang's parser is argparse with abbreviations allowed, so a unique prefix of one of the
-    release's options (`--tp` for `--tp-size`) is accepted, as it is by SGLang."""
+    release's options (`--tp` for `--tp-size`) is accepted, as it is by SGLang. Only the
+    first `MAX_HINTED` refused flags are looked up for a close match: the rest are counted,
+    not shown, and the search would otherwise cost seconds on a pasted megabyte."""
     import difflib
 
-    table = release_flags(version)
-    if table is None:
+    options = _options(version)
+    if options is None:
         return []
     out: list[tuple[str, str | None]] = []
     for flag in dict.fromkeys(flags):
-        if _accepted(flag, table):
+        if options.expanded(flag) is not None:
             continue
         if flag in DEPRECATED:
             target, meaning = DEPRECATED[flag]
             out.append((flag, f"removed; it meant {target} = {meaning}"))
             continue
-        prefixed = sorted(option for option in table if option.startswith(flag))
+        prefixed = options.starting_with(flag, 3)
         if prefixed:  # argparse refuses an abbreviation that fits several options
-            out.append((flag, "ambiguous: it abbreviates " + ", ".join(prefixed[:3])))
+            out.append((flag, "ambiguous: it abbreviates " + ", ".join(prefixed)))
             continue
-        close = difflib.get_close_matches(flag, list(table), n=1, cutoff=0.75)
+        close: list[str] = []
+        if len(out) < MAX_HINTED and len(flag) <= _MAX_HINTED_LENGTH:
+            close = difflib.get_close_matches(flag, options.sorted, n=1, cutoff=0.75)
         out.append((flag, f"did you mean {close[0]}?" if close else None))
     return out
 
@@ -152,21 +198,16 @@ def release_defaults(version: str) -> dict[str, Any]:
 def refused_values(given: list[tuple[str, str]], version: str) -> list[tuple[str, str | None]]:
     """The `--flag value` pairs `version`'s parser refuses as an invalid choice, each with
     the values it accepts (argparse exits before SGLang reads the layout)."""
-    table, options = release_choices(version), release_flags(version) or {}
+    table, options = release_choices(version), _options(version)
     out: list[tuple[str, str | None]] = []
+    if options is None:
+        return out
     for flag, value in dict.fromkeys(given):
-        full = flag if flag in options else _expanded(flag, options)
-        accepted = table.get(full or "")
+        accepted = table.get(options.expanded(flag) or "")
         if accepted is None or value in accepted or _same_integer(value, accepted):
             continue
         out.append((f"{flag} {value}", "invalid choice: it accepts " + ", ".join(accepted)))
     return out
-
-
-def _expanded(flag: str, options: dict[str, int]) -> str | None:
-    """The one option a unique abbreviation stands for, as argparse reads it."""
-    fits = [option for option in options if option.startswith(flag)]
-    return fits[0] if len(fits) == 1 else None
 
 
 def _same_integer(value: str, accepted: tuple[str, ...]) -> bool:
@@ -175,12 +216,6 @@ def _same_integer(value: str, accepted: tuple[str, ...]) -> bool:
         return str(int(value)) in accepted
     except ValueError:
         return False
-
-
-def _accepted(flag: str, table: dict[str, int]) -> bool:
-    if flag in table:
-        return True
-    return sum(1 for option in table if option.startswith(flag)) == 1
 
 
 def _is_flag(text: str) -> bool:
@@ -274,6 +309,26 @@ def _value(
     raise InputError(f"{flag} expects a value (line {line})")
 
 
+#: Texts longer than this are read with the cyclic garbage collector paused.
+_PAUSE_GC_ABOVE = 1 << 16
+
+
+@contextmanager
+def _collector_paused(pause: bool) -> Iterator[None]:
+    """A megabyte of flags makes a million small tuples and strings, none of them in a
+    cycle, and the collector's passes over them were half the time of reading it (0.75 s
+    of 1.6 s for half a million words). Left as it was found: a caller (or another
+    thread) that turned it off keeps it off."""
+    if not pause or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def parse_sglang_command(text: str) -> ParsedCommandLine:
     """Read the layout out of launch text: one command, or one per node of one job.
 
@@ -281,8 +336,9 @@ def parse_sglang_command(text: str) -> ParsedCommandLine:
     covering 0..nnodes-1 once each, the same `--dist-init-addr`; each disagreement is a
     `JobIssue` naming the node's line (the layout read is the first node's).
     """
-    commands = read_launch_commands(text)
-    parsed = [parse_launch(c) for c in commands]
+    with _collector_paused(len(text) > _PAUSE_GC_ABOVE):
+        commands = read_launch_commands(text)
+        parsed = [parse_launch(c) for c in commands]
     first = parsed[0]
     if len(parsed) > 1:
         first.job = _check_job(commands, parsed)
@@ -290,8 +346,10 @@ def parse_sglang_command(text: str) -> ParsedCommandLine:
     for p in parsed[1:]:
         first.flags += p.flags
         first.given += p.given
-        first.ignored += [f for f in p.ignored if f not in first.ignored]
-        first.unknown_flags += [f for f in p.unknown_flags if f not in first.unknown_flags]
+        first.ignored += p.ignored
+        first.unknown_flags += p.unknown_flags
+    first.ignored = list(dict.fromkeys(first.ignored))
+    first.unknown_flags = list(dict.fromkeys(first.unknown_flags))
     if first.unknown_values:
         first.notes.append(
             "value unknown here (a shell expansion), field left unset: "
@@ -341,9 +399,27 @@ def _check_job(
         issues.append(
             JobIssue(
                 "JOB-NODE-RANKS",
-                f"--node-rank values {literal} do not cover 0..{nnodes - 1} once each "
+                f"--node-rank values [{listed([str(r) for r in literal], ', ')}] do not cover "
+                f"0..{nnodes - 1} once each "
                 f"(--nnodes {nnodes}); first wrong at line {line}",
                 line,
             )
         )
-    return issues
+    return _bounded(issues)
+
+
+def _bounded(issues: list[JobIssue]) -> list[JobIssue]:
+    """At most `MAX_ITEMS_SHOWN` issues of each rule, then one that counts the rest: a
+    script of thousands of launches is a report of a few lines."""
+    by_rule: dict[str, list[JobIssue]] = {}
+    for issue in issues:
+        by_rule.setdefault(issue.rule, []).append(issue)
+    out: list[JobIssue] = []
+    for rule, found in by_rule.items():
+        out += found[:MAX_ITEMS_SHOWN]
+        rest = found[MAX_ITEMS_SHOWN:]
+        if rest:
+            lines = listed([str(i.line) for i in rest], ", ")
+            message = f"{len(rest)} more node(s) disagree the same way (lines {lines})"
+            out.append(JobIssue(rule, message, rest[0].line))
+    return out

@@ -17,6 +17,10 @@ above any real SGLang deployment and far below what makes the tool slow:
   `MAX_PLAN_TOP` (1,000) rows is its longest listing; `--timeout S` stops it.
 - `MAX_TIMEOUT_S` (one day): a larger `--timeout` is capped, not an overflow.
 - `MAX_SHOWN` (60) characters of a user value quoted in an error line.
+- Pasted launch commands (`meshsat.solver.inputs.launch`): at most 1 MiB, and at most
+  128 KiB of text with shell syntax in it, which only the (slow) shell parser reads.
+- `MAX_ITEMS_SHOWN` (8) items of a list quoted in one line (the flags of a pasted command
+  that SGLang would refuse or that do not concern the layout); the rest are counted.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import math
 import os
 import reprlib
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +46,8 @@ MAX_SHOWN = 60
 MAX_TIMEOUT_S = 86_400.0
 #: Longest choice list quoted in full in an error line.
 MAX_CHOICES_SHOWN = 6
+#: Most items of a list (flags of a pasted command) quoted in one line.
+MAX_ITEMS_SHOWN = 8
 
 _repr = reprlib.Repr()
 _repr.maxstring = MAX_SHOWN
@@ -57,6 +64,19 @@ def shown(value: Any) -> str:
         return f"<an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits>"
     text = _repr.repr(value)
     return text if len(text) <= MAX_SHOWN + 8 else text[:MAX_SHOWN] + "..."
+
+
+def clipped(text: str) -> str:
+    """User text quoted as it is (no repr quotes), cut to `MAX_SHOWN` characters."""
+    return text if len(text) <= MAX_SHOWN + 8 else text[:MAX_SHOWN] + "..."
+
+
+def listed(items: Sequence[str], sep: str = " ") -> str:
+    """The first `MAX_ITEMS_SHOWN` items, each `clipped`, then "and N more": a pasted
+    megabyte of flags is one readable line, not a megabyte of note."""
+    cut = [clipped(t) for t in items[:MAX_ITEMS_SHOWN]]
+    rest = len(items) - len(cut)
+    return sep.join(cut) + (f"{sep}and {rest} more" if rest else "")
 
 
 def read_text(path: str | Path, what: str) -> str:

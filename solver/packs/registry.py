@@ -12,7 +12,7 @@ import warnings
 from functools import cache
 from importlib import metadata
 
-from meshsat.solver.errors import InputError
+from meshsat.solver.errors import InputError, MeshsatWarning
 from meshsat.solver.packs.pack import Pack
 from meshsat.solver.packs.releases import PACKS
 
@@ -48,12 +48,19 @@ def _key(version: str) -> tuple[int, ...]:
 
 @cache
 def installed_pack() -> Pack:
-    """The installed SGLang's pack: the newest pack not newer than it; with no SGLang
-    installed, or a release newer than every pack, the newest pack (said once, as a
-    warning)."""
+    """The installed SGLang's pack: the newest pack not newer than it. With no SGLang
+    installed, the newest pack; for a release that has no pack of its own, the newest one
+    older than it. Either stand-in is said once per process, as a `MeshsatWarning` naming
+    the pack used (the answer is cached), since its rules may not be the ones that run."""
     try:
         installed = metadata.version("sglang")
     except metadata.PackageNotFoundError:
+        warnings.warn(
+            f"SGLang is not installed here; using the rules of the newest pack, SGLang "
+            f"{NEWEST.version} (pass --sglang-version / sglang_version= to choose)",
+            MeshsatWarning,
+            stacklevel=3,
+        )
         return NEWEST
     if installed in _BY_VERSION:
         return _BY_VERSION[installed]
@@ -62,6 +69,7 @@ def installed_pack() -> Pack:
     warnings.warn(
         f"meshsat has no rule pack for the installed SGLang {installed}; using the "
         f"{chosen.version} pack",
-        stacklevel=2,
+        MeshsatWarning,
+        stacklevel=3,
     )
     return chosen
