@@ -4,16 +4,16 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.meshsat-installed
 
-.PHONY: demo test lint bench fidelity clean
+.PHONY: demo test lint bench fidelity plugin-venv plugin-record clean
 
 # torch comes through a constraints file pinned to the CPU build on disk, so set-up never
 # pulls a CUDA build; a virtualenv that already has torch keeps its own.
 $(STAMP): pyproject.toml constraints/torch-cpu.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if $(PY) -c 'import torch' 2>/dev/null; then \
-		$(PY) -m pip install -q -e '.[dev,perf]'; \
+		$(PY) -m pip install -q -e '.[dev,perf,tune]'; \
 	else \
-		$(PY) -m pip install -q -c constraints/torch-cpu.txt -e '.[dev,perf]'; \
+		$(PY) -m pip install -q -c constraints/torch-cpu.txt -e '.[dev,perf,tune]'; \
 	fi
 	@touch $(STAMP)
 
@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_perf.py
 	$(PY) benchmarks/perf_accuracy.py --write benchmarks/RESULTS-perf.md
 	$(PY) benchmarks/bench_web.py
+	$(PY) benchmarks/bench_tune.py
 
 # The real SGLang as the oracle: one CPU venv per release outside the repository
 # ($$HOME/.cache/meshsat-fidelity/<version>), its flag table into fidelity/flags/ and its
@@ -71,6 +72,19 @@ fidelity: $(STAMP)
 	PYTHONPATH=$(CURDIR) $(PY) -m fidelity.record $(FIDELITY_RELEASES)
 	PYTHONPATH=$(CURDIR) $(PY) -m fidelity.compare 0.5.19
 	PYTHONPATH=$(CURDIR) $(PY) benchmarks/bench_fidelity.py
+
+# meshsat's SGLang plugin against the real launch (tests/test_sglang_plugin.py replays the
+# record). Its own venv: the fidelity venvs must not load the plugin while they record.
+PLUGIN_CACHE ?= $(HOME)/.cache/meshsat-plugin
+PLUGIN_RELEASE ?= 0.5.23
+plugin-venv:
+	MESHSAT_FIDELITY_CACHE=$(PLUGIN_CACHE) bash fidelity/setup_venv.sh $(PLUGIN_RELEASE)
+	$(PLUGIN_CACHE)/$(PLUGIN_RELEASE)/bin/python -m pip install -q -c constraints/torch-cpu.txt .
+	$(PLUGIN_CACHE)/$(PLUGIN_RELEASE)/bin/python -m pip install -q --no-deps --force-reinstall .
+
+plugin-record: $(STAMP) plugin-venv
+	MESHSAT_PLUGIN_CACHE=$(PLUGIN_CACHE) PYTHONPATH=$(CURDIR) $(PY) -m fidelity.plugin_launch $(PLUGIN_RELEASE)
+	PYTHONPATH=$(CURDIR) $(PY) benchmarks/bench_plugin.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -29,6 +29,8 @@ FLOORS: dict[str, int] = {
     "meshsat.solver.enumeration": 8,
     "meshsat.solver.perf": 8,  # estimates beside the memory model; AIC imported lazily
     "meshsat.solver": 9,  # the package's public API re-exports the subsystems
+    "meshsat.solver.tune": 9,  # autotuner spaces over enumeration and memory; not re-exported
+    "meshsat.solver.integrations": 10,  # SGLang's start-up plugin and `meshsat launch`
     "meshsat.cp": 10,
     "meshsat.solver.cli": 11,
     # The web app is a second front end on the CLI's floor: `meshsat serve` starts it and it

@@ -217,8 +217,10 @@ def test_cli_surface_is_pinned() -> None:
     assert surface["fields"] == sorted({*output, *version})
     assert surface["diff"] == sorted({*layout, *output, "new", "old"})
     assert surface["serve"] == ["--host", "--port"]
+    assert surface["launch"] == sorted({*output, *version, "--mode", "--dry-run", "command"})
     assert surface[""] == [
-        "diff", "enumerate", "fields", "fix", "groups", "plan", "rules", "serve", "validate"
+        "diff", "enumerate", "fields", "fix", "groups", "launch", "plan", "rules", "serve",
+        "validate",
     ]  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from meshsat.solver.cli.diff_cmd import diff_cmd
 from meshsat.solver.cli.enumerate_cmd import enumerate_cmd
 from meshsat.solver.cli.fix_cmd import fix_cmd
 from meshsat.solver.cli.groups_cmd import groups_cmd
+from meshsat.solver.cli.launch_cmd import launch_cmd
 from meshsat.solver.cli.plan_cmd import plan_cmd
 from meshsat.solver.cli.rules_cmd import fields_cmd, rules_cmd
 from meshsat.solver.cli.serve_cmd import serve_cmd
@@ -45,6 +46,10 @@ app.command("rules")(rules_cmd)
 app.command("fields")(fields_cmd)
 app.command("diff")(diff_cmd)
 app.command("serve")(serve_cmd)
+# The launch command's own words follow the first positional word untouched.
+app.command(
+    "launch", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)(launch_cmd)
 
 
 def _degrade_streams() -> None:

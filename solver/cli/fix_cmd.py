@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from meshsat.solver.backends.render import fmt_value
+from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, print_lws
 from meshsat.solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.memory_options import (
@@ -88,6 +89,9 @@ def fix_cmd(
     gpu_memory: GpuMemoryOpt = None,
     mem_fraction_static: MemFractionOpt = None,
     free_memory: FreeMemoryOpt = None,
+    emit_as: EmitOpt = None,
+    image: ImageOpt = "lmsysorg/sglang:latest",
+    name: NameOpt = "sglang",
 ) -> None:
     """Find the nearest layout SGLang accepts, keeping what you pinned.
 
@@ -110,6 +114,7 @@ def fix_cmd(
       meshsat fix --set tp_size=8 --set dp_size=3 --set attn_cp_size=2 --gpus 8 --top 3
       meshsat fix --sglang "sglang serve --tp 16 --ep 4 --moe-dp-size 2" --pin tp_size --json
       meshsat fix --set tp_size=2 --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16
+      meshsat fix --sglang-file lws.yaml --emit lws > lws.fixed.yaml
     """
     layout = read_layout(sources, sglang_version)
     report = fix(
@@ -132,6 +137,14 @@ def fix_cmd(
     )
     if layout.model_path is not None:
         report = _with_model_path(report, layout.model_path, sglang_version)
+    if emit_as is not None and report.fixes:
+        best = report.best
+        per_node = best.config.gpus_per_node  # SGLang's node size (a tool-only fact)
+        model = str(sources.model) if sources.model is not None else layout.model_source
+        print_lws(
+            best.command_line, best.gpus_used, per_node, model_path=model, name=name, image=image
+        )
+        raise typer.Exit(0)
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:
         print_fix(report, verbose=verbose)

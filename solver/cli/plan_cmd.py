@@ -20,6 +20,7 @@ import typer
 import meshsat.solver.cli.plan_perf as plan_perf
 from meshsat import solver
 from meshsat.solver.cli.deadline import time_limit
+from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, print_lws
 from meshsat.solver.cli.enumerate_cmd import WhereOpt
 from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.memory_options import (
@@ -254,6 +255,9 @@ TimeoutArg = Annotated[
     ),
 ]
 FormatArg = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+PickArg = Annotated[
+    int, typer.Option("--pick", min=1, metavar="K", help="With --emit: the K-th ranked layout.")
+]
 
 
 def plan_cmd(
@@ -278,6 +282,10 @@ def plan_cmd(
     plot: PlotOpt = None,
     where: WhereOpt = None,
     sglang_version: SglangVersionOpt = None,
+    emit: EmitOpt = None,
+    pick: PickArg = 1,
+    image: ImageOpt = "lmsysorg/sglang:latest",
+    name: NameOpt = "sglang",
 ) -> None:
     """Legal layouts that fit MODEL on N GPUs, fastest first, with SGLang commands.
 
@@ -289,7 +297,11 @@ def plan_cmd(
 
     Exit status: 0 at least one layout fits, 1 none, 2 bad input.
 
-    Example: meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --tpot 50
+    Examples:
+
+    \b
+      meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --tpot 50
+      meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --emit lws > lws.yaml
     """
     g = plan_gpu(gpu_name, gpu_memory)
     # ---- performance ranking (estimates: meshsat.solver.cli.plan_perf) -----------------
@@ -304,6 +316,11 @@ def plan_cmd(
                 top=top, memory=sizing_options(g, mem_fraction_static, free_memory),
                 where=where or (), sglang_version=sglang_version,
             )  # fmt: skip
+        if emit is not None and rows_p:
+            _print_pick(
+                [r.command for r in rows_p], pick, g, gpus, gpus_per_node, model, name, image
+            )
+            return
         plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
         if plot is not None:
             title = f"{model} on {gpus} x {g.name}: {workload.describe()}"
@@ -322,6 +339,9 @@ def plan_cmd(
             where=where or (), sglang_version=sglang_version,
             **sizing_options(g, mem_fraction_static, free_memory),
         )  # fmt: skip
+    if emit is not None and rows:
+        _print_pick([r.command for r in rows], pick, g, gpus, gpus_per_node, model, name, image)
+        return
     if fmt is Format.json:
         emit_json(plan_document(rows, g))
     elif fmt is Format.csv:
@@ -346,3 +366,20 @@ def plan_cmd(
     if not rows:
         note(f"no legal layout of {model} fits {gpus} x {g.name}")
         raise typer.Exit(1)
+
+
+def _print_pick(
+    commands: list[str],
+    pick: int,
+    g: Gpu,
+    gpus: int,
+    gpus_per_node: int | None,
+    model: str,
+    name: str,
+    image: str,
+) -> None:
+    """`--emit lws`: the `pick`-th ranked layout as a LeaderWorkerSet on stdout."""
+    if pick > len(commands):
+        raise InputError(f"--pick {pick}: only {len(commands)} layout(s) ranked (raise --top)")
+    per_node = gpus_per_node or min(g.fabric, gpus) or 1
+    print_lws(commands[pick - 1], gpus, per_node, model_path=model, name=name, image=image)

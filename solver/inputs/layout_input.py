@@ -19,6 +19,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import model_path_of
 from meshsat.solver.inputs.convert import as_model, coerce, config_from_values
 from meshsat.solver.inputs.files import load_config_file
+from meshsat.solver.inputs.k8s import looks_like_manifest, manifest_launch
 from meshsat.solver.inputs.sglang_cmdline import (
     JobIssue,
     missing_from_release,
@@ -118,6 +119,9 @@ def load_layout(
     text = _script(sources.sglang_file) if sources.sglang_file is not None else sources.sglang
     if text == "-":
         text = sys.stdin.read(MAX_SCRIPT_BYTES + 1)
+    if text is not None and looks_like_manifest(text):  # Kubernetes YAML: its SGLang container
+        text, judged = manifest_launch(text)
+        notes.append(judged)
     if text is not None:
         parsed = parse_sglang_command(text)
         values.update(parsed.values)

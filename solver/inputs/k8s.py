@@ -1,0 +1,268 @@
+"""Kubernetes manifests: the SGLang launch inside one, and a LeaderWorkerSet for a layout.
+
+Multi-node SGLang on Kubernetes is usually a LeaderWorkerSet (LWS): a group of `size` pods,
+one leader and `size - 1` workers, each told its place by the environment LWS injects
+(`LWS_LEADER_ADDRESS`, `LWS_GROUP_SIZE`, `LWS_WORKER_INDEX`), which the SGLang command turns
+into `--dist-init-addr`, `--nnodes` and `--node-rank`. People paste such manifests (and
+Pods, Deployments, StatefulSets) when asking why a launch fails, so:
+
+- `manifest_launch(text)` finds the container that launches SGLang and gives its launch as
+  shell text for the launch reader: `command:` + `args:` lists, or a shell's `-c` script
+  (`- |` blocks), with the container's literal `env:` in front and Kubernetes' `$(VAR)`
+  references replaced as the kubelet would (the container's env, and for an LWS the group
+  size and the leader's index 0); a reference it cannot know stays a shell expansion, so
+  that field is left unset rather than guessed. It says which container it judged.
+- `lws_manifest(...)` writes the LWS for a launch command (the words of `meshsat plan` or
+  `fix`): leader and worker templates with the same command, `size` = nodes, one GPU
+  resource request per pod.
+
+Reading a manifest back gives the layout it was written from (tests/test_k8s.py).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from meshsat.solver.errors import InputError
+
+#: Kinds whose pods are read, and where their pod templates are.
+POD_KINDS = ("Pod", "Deployment", "StatefulSet", "LeaderWorkerSet", "Job", "ReplicaSet")
+_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_SHELL_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_SHELLS = re.compile(r"(^|/)(ba|z|da)?sh$")
+_LAUNCHER = re.compile(r"(-m\s+sglang(_router)?\.launch_server|\bsglang\s+serve)\b")
+#: The port the leader listens on for `--dist-init-addr` in emitted manifests.
+DIST_PORT = 20000
+
+
+@dataclass(frozen=True)
+class Container:
+    """One container of a manifest, with where it sits (`LeaderWorkerSet/ds (worker)`)."""
+
+    where: str
+    name: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    #: Values the platform injects for this container's `$(VAR)` references.
+    injected: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return (*self.command, *self.args)
+
+    def launches_sglang(self) -> bool:
+        return bool(_LAUNCHER.search(" ".join(self.words)))
+
+
+def looks_like_manifest(text: str) -> bool:
+    """Whether launch text is a Kubernetes manifest rather than a shell script."""
+    return bool(re.search(r"(?m)^\s*apiVersion\s*:", text)) and bool(
+        re.search(r"(?m)^\s*kind\s*:", text)
+    )
+
+
+def manifest_launch(text: str) -> tuple[str, str]:
+    """The SGLang launch of a manifest as shell text, and a note naming the container
+    judged. An `InputError` when no container launches SGLang."""
+    containers = list(_containers(_documents(text)))
+    launching = [c for c in containers if c.launches_sglang()]
+    if not launching:
+        kinds = ", ".join(sorted({c.where for c in containers})) or "no pod template"
+        raise InputError(f"no container of the manifest launches SGLang (read: {kinds})")
+    chosen = launching[0]  # the leader comes before its workers
+    note = f"judged container {chosen.name!r} of {chosen.where}"
+    if len(launching) > 1:
+        others = ", ".join(f"{c.name!r} of {c.where}" for c in launching[1:])
+        note += f" (also launching SGLang: {others})"
+    return _shell_text(chosen), note
+
+
+def _documents(text: str) -> list[Mapping[str, Any]]:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
+    except Exception as exc:  # yaml.YAMLError and its subclasses
+        first = " ".join(str(exc).strip().splitlines()[:3])[:200]
+        raise InputError(f"the manifest is not valid YAML: {first}") from None
+    out: list[Mapping[str, Any]] = []
+    for d in docs:
+        if isinstance(d, Mapping) and d.get("kind") == "List":
+            out += [i for i in d.get("items") or [] if isinstance(i, Mapping)]
+        elif isinstance(d, Mapping):
+            out.append(d)
+    return out
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _containers(docs: list[Mapping[str, Any]]) -> Iterator[Container]:
+    for doc in docs:
+        kind, name = doc.get("kind"), _get(doc, "metadata", "name") or "?"
+        if kind not in POD_KINDS:
+            continue
+        if kind == "Pod":
+            yield from _pod(f"Pod/{name}", doc.get("spec"), ())
+        elif kind == "LeaderWorkerSet":
+            lws = _get(doc, "spec", "leaderWorkerTemplate") or {}
+            size = str(lws.get("size", 1))
+            worker = _get(lws, "workerTemplate", "spec")
+            leader = _get(lws, "leaderTemplate", "spec") or worker
+            group = (("LWS_GROUP_SIZE", size),)
+            yield from _pod(
+                f"LeaderWorkerSet/{name} (leader)", leader, (*group, ("LWS_WORKER_INDEX", "0"))
+            )
+            yield from _pod(f"LeaderWorkerSet/{name} (worker)", worker, group)
+        else:
+            yield from _pod(f"{kind}/{name}", _get(doc, "spec", "template", "spec"), ())
+
+
+def _pod(where: str, spec: Any, injected: tuple[tuple[str, str], ...]) -> Iterator[Container]:
+    if not isinstance(spec, Mapping):
+        return
+    for c in spec.get("containers") or []:
+        if not isinstance(c, Mapping):
+            continue
+        env = tuple(
+            (str(e["name"]), str(e["value"]))
+            for e in c.get("env") or []
+            if isinstance(e, Mapping) and "name" in e and isinstance(e.get("value"), str | int)
+        )
+        yield Container(
+            where,
+            str(c.get("name", "?")),
+            tuple(str(w) for w in c.get("command") or []),
+            tuple(str(w) for w in c.get("args") or []),
+            env,
+            injected,
+        )
+
+
+def _shell_text(c: Container) -> str:
+    """The container's launch as the shell would see it: env assignments, then either the
+    `-c` script of a shell or the words, each `$(VAR)` resolved where known."""
+    known = {**dict(c.injected), **dict(c.env)}
+    words = list(c.words)
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in c.env)
+    if words and _SHELLS.search(words[0]) and "-c" in words[1:]:
+        script = words[words.index("-c", 1) + 1] if words.index("-c", 1) + 1 < len(words) else ""
+        script = _REF.sub(lambda m: _known_or_shell(m, known), script)
+        script = _SHELL_REF.sub(lambda m: _shell_value(m, known), script)
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in c.env) + script
+    rendered = [_word(w, known) for w in words]
+    return " ".join(x for x in (prefix, *rendered) if x)
+
+
+def _shell_value(m: re.Match[str], known: Mapping[str, str]) -> str:
+    """The shell fills `$VAR` and `${VAR}` from the container's environment."""
+    name = m.group(1) or m.group(2)
+    return known.get(name, m.group())
+
+
+def _known_or_shell(m: re.Match[str], known: Mapping[str, str]) -> str:
+    name = m.group(1)
+    return known[name] if name in known else "${" + name + "}"
+
+
+def _word(word: str, known: Mapping[str, str]) -> str:
+    """One list item as a shell word: `$(VAR)` the kubelet would fill is filled; one it
+    would not know becomes `${VAR}` (an expansion: that field stays unset)."""
+    if not _REF.search(word):
+        return shlex.quote(word)
+    parts, last = [], 0
+    for m in _REF.finditer(word):
+        parts.append(shlex.quote(word[last : m.start()]) if m.start() > last else "")
+        name = m.group(1)
+        parts.append(shlex.quote(known[name]) if name in known else '"${' + name + '}"')
+        last = m.end()
+    parts.append(shlex.quote(word[last:]) if last < len(word) else "")
+    return "".join(parts)
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+def lws_manifest(
+    command: Sequence[str],
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    env: Sequence[tuple[str, str]] = (),
+    name: str = "sglang",
+    image: str = "lmsysorg/sglang:latest",
+    gpu_resource: str = "nvidia.com/gpu",
+) -> str:
+    """A LeaderWorkerSet running `command` (the SGLang launch words, without node flags)
+    on `nodes` pods of `gpus_per_node` GPUs each; with more than one node, the command
+    gets `--dist-init-addr $(LWS_LEADER_ADDRESS):20000 --nnodes $(LWS_GROUP_SIZE)
+    --node-rank $(LWS_WORKER_INDEX)`."""
+    import yaml
+
+    if nodes < 1 or gpus_per_node < 1:
+        raise InputError("a LeaderWorkerSet needs at least one node of at least one GPU")
+    words = list(command)
+    if nodes > 1:
+        words += [
+            "--dist-init-addr",
+            f"$(LWS_LEADER_ADDRESS):{DIST_PORT}",
+            "--nnodes",
+            "$(LWS_GROUP_SIZE)",
+            "--node-rank",
+            "$(LWS_WORKER_INDEX)",
+        ]
+
+    def template(role: str) -> dict[str, Any]:
+        container: dict[str, Any] = {
+            "name": f"sglang-{role}",
+            "image": image,
+            "command": list(words),  # a copy each: no YAML anchors in the output
+            "resources": {"limits": {gpu_resource: gpus_per_node}},
+        }
+        if env:
+            container["env"] = [{"name": k, "value": v} for k, v in env]
+        if role == "leader":
+            container["ports"] = [{"containerPort": 30000, "name": "http"}]
+        return {
+            "metadata": {"labels": {"role": role}},
+            "spec": {"containers": [container]},
+        }
+
+    doc = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "leaderWorkerTemplate": {
+                "size": nodes,
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": template("leader"),
+                "workerTemplate": template("worker"),
+            },
+        },
+    }
+    text: str = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    return text
+
+
+def launch_words(command_line: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """A rendered launch command (`VAR=1 python -m sglang.launch_server --tp 8  # ...`) as
+    its words and its leading environment assignments."""
+    words = shlex.split(command_line, comments=True)
+    env: list[tuple[str, str]] = []
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+        key, _, value = words.pop(0).partition("=")
+        env.append((key, value))
+    return words, env

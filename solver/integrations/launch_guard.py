@@ -1,0 +1,189 @@
+"""One judgement of an SGLang launch, shared by the SGLang plugin and `meshsat launch`.
+
+A server that is going to be rejected should be rejected before it loads weights or takes
+GPUs, with everything that is wrong at once and a command that works: SGLang stops at its
+first error, and some of its checks (heads, experts) run only after the model is built. So
+the launch's own words are read (the same reader as `validate --sglang`), judged on the pack
+of the installed release, and for an invalid layout the nearest fix (`meshsat fix`) is
+written back into the user's command (`validate --rewrite`), every other word kept.
+
+Only the rules SGLang itself enforces stop a launch (errors of the pack). meshsat's advice
+and flags the release's parser would refuse are left to SGLang (its parser says those), and
+the model's memory is not judged (that needs the GPU, which is not touched here).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from meshsat.sglang_plugin import LAUNCH_SERVER, MODE_VARIABLE, Mode
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.convert import config_from_values
+from meshsat.solver.inputs.launch import LaunchCommand, Word
+from meshsat.solver.inputs.layout_input import (
+    LayoutInput,
+    LayoutSources,
+    _model_from_path,
+    load_layout,
+)
+from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
+from meshsat.solver.packs import Pack, get_pack
+from meshsat.solver.validation.report import Report
+from meshsat.solver.validation.validate import validate
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What meshsat found in one launch command."""
+
+    valid: bool
+    #: The SGLang release whose pack judged (the installed one's, or the newest).
+    version: str
+    #: The launch as judged, shell-quoted.
+    command: str
+    report: Report
+    #: The user's command with the nearest valid layout written in (None when valid, or
+    #: when no fix was found).
+    fixed_command: str | None
+    #: One line per changed field of the fix: "tp_size: 8 -> 4".
+    changes: tuple[str, ...]
+    #: Milliseconds spent reading and judging (the fix, on an invalid layout, excluded).
+    judge_ms: float
+
+    def summary(self) -> str:
+        """One line for a valid layout: the proof that the check ran, and what it saw."""
+        d = self.report.derived
+        widths = " ".join(
+            f"{k}={d[k]}" for k in ("attn_tp", "attn_dp", "moe_tp", "gpus_used") if k in d
+        )
+        return (
+            f"[meshsat] launch layout valid for SGLang {self.version} ({widths}; "
+            f"checked in {self.judge_ms:.2f} ms)"
+        )
+
+    def message(self, mode: Mode) -> str:
+        """Every violated rule, the fixed command, and how to launch anyway."""
+        n = len(self.report.violations)
+        stop = (
+            "stopping the launch before any GPU or model work"
+            if mode is Mode.enforce
+            else "launching anyway (MESHSAT_SGLANG=warn)"
+        )
+        lines = [
+            f"[meshsat] SGLang {self.version} rejects this layout ({n} rule(s) violated); {stop}."
+        ]
+        for v in self.report.violations:
+            lines.append(f"  [{v.rule}] {v.message}" + (f" ({v.detail})" if v.detail else ""))
+            if v.hint:
+                lines.append(f"      hint: {v.hint}")
+        if self.fixed_command is not None:
+            lines.append("  nearest valid layout (meshsat fix): " + ", ".join(self.changes))
+            lines.append("  fixed command:")
+            lines.append("    " + self.fixed_command)
+        else:
+            lines.append("  no valid layout near this one; run `meshsat fix --sglang ...` for why")
+        if mode is Mode.enforce:
+            lines.append(
+                f"  ({MODE_VARIABLE}=warn launches anyway; {MODE_VARIABLE}=off skips the check)"
+            )
+        return "\n".join(lines)
+
+
+def judge_words(
+    words: Sequence[str],
+    *,
+    environ: Mapping[str, str] | None = None,
+    sglang_version: str | Pack | None = "installed",
+    with_fix: bool = True,
+) -> Verdict:
+    """Judge one launch command given as words (`python -m sglang.launch_server --tp 8`,
+    `sglang serve ...`, or anything `validate --sglang` reads, such as `docker run ...`).
+
+    `environ` supplies the SGLang environment variables that change the layout (those a
+    process would inherit); they are read as if they prefixed the command."""
+    started = time.perf_counter()
+    pack = get_pack(sglang_version)
+    env = _layout_env(environ)
+    text = shlex.join([*(f"{k}={v}" for k, v in env), *words])
+    layout = load_layout(LayoutSources(sglang=text), catalogue=_catalogue, release=pack.version)
+    return _judged(layout, pack, started, shlex.join(words), with_fix)
+
+
+def judge_argv(
+    argv: Sequence[str],
+    launcher: Sequence[str] = LAUNCH_SERVER,
+    *,
+    environ: Mapping[str, str] | None = None,
+    sglang_version: str | Pack | None = "installed",
+    with_fix: bool = True,
+) -> Verdict:
+    """Judge SGLang's own argument list (what `prepare_server_args` receives), as launched
+    by `launcher`.
+
+    The words are already split, so no shell is parsed: the flag reader gets them as they
+    are (the shell parser's tables cost about a second to build, more than a server may
+    spend here)."""
+    started = time.perf_counter()
+    pack = get_pack(sglang_version)
+    env = _layout_env(environ)
+    words: list[Word] = []
+    pos = len(shlex.join(launcher)) + 1
+    for word in argv:
+        quoted = shlex.quote(word)
+        words.append(Word(word, pos, None, pos + len(quoted)))
+        pos += len(quoted) + 1
+    parsed = parse_launch(LaunchCommand(1, " ".join(launcher), env, tuple(words)))
+    spec, source = None, None
+    if parsed.model_path is not None:
+        spec, source, _ = _model_from_path(parsed.model_path, _catalogue)
+    script = shlex.join([*launcher, *argv])
+    layout = LayoutInput(
+        config_from_values(parsed.values), spec, model_source=source, script=script
+    )
+    return _judged(layout, pack, started, script, with_fix)
+
+
+def _layout_env(environ: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    env = os.environ if environ is None else environ
+    return tuple((var, env[var]) for var in ENV_FACTS if var in env)
+
+
+def _catalogue(repo_id: str) -> Mapping[str, Any]:
+    from meshsat.solver.memory.models import model_config
+
+    return model_config(repo_id)
+
+
+def _judged(
+    layout: LayoutInput, pack: Pack, started: float, command: str, with_fix: bool
+) -> Verdict:
+    report = validate(layout.config, layout.model, explain=False, sglang_version=pack)
+    judge_ms = (time.perf_counter() - started) * 1e3
+    fixed, changes = (None, ()) if report.valid or not with_fix else _fixed(layout, pack)
+    return Verdict(report.valid, pack.version, command, report, fixed, changes, judge_ms)
+
+
+def _fixed(layout: LayoutInput, pack: Pack) -> tuple[str | None, tuple[str, ...]]:
+    """The user's command with the nearest valid layout written in, keeping the GPU count
+    when any layout can (fix's first tier)."""
+    from meshsat.solver.backends.render import fmt_value
+    from meshsat.solver.inputs.rewrite import rewrite_script
+    from meshsat.solver.repair.fix import fix
+
+    try:
+        report = fix(layout.config, layout.model, sglang_version=pack, timeout_s=10.0)
+    except InputError:
+        return None, ()
+    if not report.fixes or layout.script is None:
+        return None, ()
+    best = report.best
+    text, _ = rewrite_script(
+        layout.script, best.config, attn_dp_spelling="attn_dp_size" not in pack.absent_fields
+    )
+    changes = tuple(f"{c.field}: {fmt_value(c.old)} -> {fmt_value(c.new)}" for c in best.changes)
+    return text.strip(), changes

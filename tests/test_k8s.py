@@ -1,0 +1,229 @@
+"""Kubernetes manifests: `--emit lws` written, `validate --sglang-file` read back.
+
+Oracles: the launch reader on the command `plan` prints (the manifest must say the same
+layout, plus the node flags LWS fills in), and hand-written manifests of each kind whose
+layout is known.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meshsat.solver.cli.emit_options import lws_for
+from meshsat.solver.cli.plan_cmd import PlanRow, plan_layouts
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.k8s import lws_manifest, manifest_launch
+from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
+from meshsat.solver.memory.gpus import gpu
+from meshsat.solver.memory.models import model_config
+from meshsat.solver.repair.fix import command_line
+from meshsat.solver.tune import layout_space
+from meshsat.solver.validation.validate import validate
+from tests.cli_helpers import run_cli
+
+MODEL = "deepseek-ai/DeepSeek-V3"
+
+
+def _read(text: str) -> LayoutInput:
+    return load_layout(LayoutSources(sglang=text), catalogue=model_config, release="0.5.23")
+
+
+@cache
+def _plan(gpus: int) -> tuple[PlanRow, ...]:
+    return tuple(plan_layouts(MODEL, gpu("H200"), gpus, top=20))
+
+
+def _round_trip(command: str, gpus: int) -> None:
+    manifest = lws_for(command, gpus, 8, model_path=MODEL)
+    doc = yaml.safe_load(manifest)
+    lws = doc["spec"]["leaderWorkerTemplate"]
+    nodes = gpus // 8
+    assert doc["kind"] == "LeaderWorkerSet" and lws["size"] == nodes
+    for role in ("leaderTemplate", "workerTemplate"):
+        (container,) = lws[role]["spec"]["containers"]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
+        assert "$(LWS_WORKER_INDEX)" in container["command"]
+    back = _read(manifest)
+    printed = _read(
+        command.replace(
+            " -m sglang.launch_server", f" -m sglang.launch_server --model-path {MODEL}"
+        )
+    )
+    assert back.config == printed.config.model_copy(update={"nnodes": nodes})
+    assert back.model == printed.model
+    assert any("judged container 'sglang-leader'" in n for n in back.notes)
+    same = validate(back.config, back.model, explain=False)
+    plain = validate(printed.config.model_copy(update={"nnodes": nodes}), printed.model)
+    assert same.valid == plain.valid
+
+
+@pytest.mark.parametrize("gpus", [16, 32])
+def test_every_layout_plan_proposes_round_trips(gpus: int) -> None:
+    rows = _plan(gpus)
+    assert len(rows) == 20
+    for row in rows:
+        _round_trip(row.command, gpus)
+
+
+@pytest.mark.parametrize("gpus", [16, 32])
+def test_every_layout_plan_ranks_by_performance_round_trips(gpus: int) -> None:
+    """`plan`'s default ranking (estimated throughput): its top 20, as `plan --emit lws`
+    would write them."""
+    from meshsat.solver.cli.plan_perf import perf_rows
+    from meshsat.solver.perf import Workload
+
+    rows, _, _ = perf_rows(
+        MODEL, gpu("H200"), gpus, Workload(1024, 1024, None, None), engine="auto",
+        gpus_per_node=None, top=20,
+    )  # fmt: skip
+    assert len(rows) == 20
+    for row in rows:
+        _round_trip(row.command, gpus)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), gpus=st.sampled_from([16, 32]))
+def test_any_fitting_layout_round_trips(data: st.DataObject, gpus: int) -> None:
+    space = _space(gpus)
+    i = data.draw(st.integers(0, len(space.candidates) - 1))
+    _round_trip(space.candidates[i].command, gpus)
+
+
+@cache
+def _space(gpus: int):  # type: ignore[no-untyped-def]
+    return layout_space(gpus, MODEL, "H200", sglang_version="0.5.23")
+
+
+def test_plan_and_fix_emit_through_the_cli(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    r = run_cli(capsys, "plan", "-m", MODEL, "--gpu", "H200", "--gpus", "16", "--emit", "lws",
+                "--pick", "3", "--name", "ds", "--image", "img:1")  # fmt: skip
+    assert r.code == 0
+    doc = yaml.safe_load(r.out)
+    assert doc["metadata"]["name"] == "ds" and doc["spec"]["leaderWorkerTemplate"]["size"] == 2
+    path = tmp_path / "lws.yaml"
+    path.write_text(r.out, encoding="utf-8")
+    v = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+    assert "judged container 'sglang-leader' of LeaderWorkerSet/ds (leader)" in v.err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(lws_manifest(["python", "-m", "sglang.launch_server", "--tp", "16",
+                                 "--attn-cp-size", "3"], nodes=2, gpus_per_node=8))  # fmt: skip
+    f = run_cli(capsys, "fix", "--sglang-file", str(bad), "--gpus", "16", "--emit", "lws")
+    assert f.code == 0
+    fixed = _read(f.out)
+    assert fixed.config.nnodes == 2 and validate(fixed.config).valid
+    assert fixed.config.tp_size * fixed.config.pp_size == 16
+
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: one}
+spec:
+  containers:
+  - name: proxy
+    image: envoy
+    command: ["envoy", "-c", "/etc/envoy.yaml"]
+  - name: server
+    image: lmsysorg/sglang
+    env:
+    - {name: SGLANG_ENABLE_CP_V2, value: "1"}
+    - {name: TP, value: "8"}
+    - name: FROM_SECRET
+      valueFrom: {secretKeyRef: {name: s, key: k}}
+    command: ["python3", "-m", "sglang.launch_server"]
+    args: ["--tp", "$(TP)", "--attn-cp-size", "2", "--enable-prefill-cp", "--cp-strategy",
+           "zigzag", "--dp", "$(FROM_SECRET)"]
+"""
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: dep}
+spec:
+  template:
+    spec:
+      containers:
+      - name: sglang
+        image: lmsysorg/sglang
+        command: ["/bin/bash", "-c"]
+        args:
+        - |
+          echo starting
+          python3 -m sglang.launch_server \\
+            --model-path Qwen/Qwen3-30B-A3B \\
+            --tp 4 --ep-size 4 \\
+            --port 30000
+"""
+
+STATEFULSET = """\
+apiVersion: v1
+kind: Service
+metadata: {name: svc}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: sts}
+spec:
+  template:
+    spec:
+      containers:
+      - name: sglang
+        env: [{name: NODES, value: "2"}]
+        command: ["sh", "-c", "sglang serve --tp 16 --nnodes $NODES --node-rank ${POD_INDEX}"]
+"""
+
+
+def test_a_pod_judges_the_sglang_container_with_its_env() -> None:
+    layout = _read(POD)
+    assert layout.config.tp_size == 8 and layout.config.attn_cp_size == 2
+    assert layout.config.env_enable_cp_v2 is True
+    assert layout.config.dp_size == 1  # $(FROM_SECRET) cannot be known: left unset
+    assert any("judged container 'server' of Pod/one" in n for n in layout.notes)
+    assert any("dp_size" in n for n in layout.notes)
+
+
+def test_a_deployment_with_a_shell_block() -> None:
+    layout = _read(DEPLOYMENT)
+    assert (layout.config.tp_size, layout.config.ep_size) == (4, 4)
+    assert layout.model_source is not None
+    assert any("Deployment/dep" in n for n in layout.notes)
+
+
+def test_a_statefulset_among_other_documents() -> None:
+    layout = _read(STATEFULSET)
+    assert layout.config.tp_size == 16 and layout.config.nnodes == 2
+    assert any("StatefulSet/sts" in n for n in layout.notes)
+
+
+def test_a_manifest_without_sglang_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(InputError, match="no container of the manifest launches SGLang"):
+        manifest_launch(POD.replace("sglang.launch_server", "http.server"))
+    path = tmp_path / "m.yaml"
+    path.write_text("apiVersion: v1\nkind: Pod\nspec: [unclosed\n", encoding="utf-8")
+    r = run_cli(capsys, "validate", "--sglang-file", str(path))
+    assert r.code == 2 and r.err.startswith("meshsat: error:") and r.err.count("\n") == 1
+
+
+def test_single_node_manifest_has_no_node_flags() -> None:
+    text = lws_manifest(command_line_words(), nodes=1, gpus_per_node=8)
+    (container,) = yaml.safe_load(text)["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"][
+        "containers"
+    ]
+    assert "--nnodes" not in container["command"]
+    assert _read(text).config.tp_size == 8
+
+
+def command_line_words() -> list[str]:
+    from meshsat.solver.lang.config import Config
+
+    return command_line(Config(tp_size=8)).split()
