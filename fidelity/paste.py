@@ -5,7 +5,7 @@
 meant is a question for the release, not for meshsat's own reader: this renders the command
 of every legal layout of a few recorded models, hands each, as typed words, to the release's
 own parser and resolution (`runner.py resolve` with `argv`), and stores the verdict and the
-resolved layout in tests/fixtures/fidelity/pasted-<version>.jsonl.gz, which
+resolved layout in tests/fixtures/pasted/<version>.jsonl.gz, which
 `tests/test_launch_command.py` replays without SGLang.
 
     python -m fidelity.paste 0.5.23
@@ -39,7 +39,8 @@ SPACES = (
 
 
 def fixture_path(version: str) -> Path:
-    return FIXTURES / f"pasted-{version}.jsonl.gz"
+    """Beside, not inside, the argument-resolution records: those are one file per release."""
+    return FIXTURES.parent / "pasted" / f"{version}.jsonl.gz"
 
 
 def split_command(command: str) -> tuple[dict[str, str], list[str]]:

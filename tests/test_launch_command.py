@@ -3,7 +3,7 @@
 Oracles, none of them the renderer itself:
 - the real SGLang 0.5.23: `python -m fidelity.paste` handed the command of every legal layout
   of three recorded models, as typed words, to that release's own parser and resolution
-  (tests/fixtures/fidelity/pasted-0.5.23.jsonl.gz): every one must launch, as the layout
+  (tests/fixtures/pasted/0.5.23.jsonl.gz): every one must launch, as the layout
   meshsat enumerated;
 - the releases' recorded flag tables (fidelity/flags/<version>.json): no printed flag may sit
   at the release's default, and rendering what the fidelity recorder passed to a release
