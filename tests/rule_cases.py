@@ -496,6 +496,29 @@ CASES: tuple[Case, ...] = (
         },
     ),
     case(
+        "QUANT-BLOCK-LINEAR-ATTN",
+        {"tp_size": 8},
+        {"tp_size": 4},
+        model={
+            **FP8_BLOCK,
+            "linear_attn_key_dim": 512,
+            "linear_attn_value_dim": 1024,
+            "quant_linear_attention": True,
+        },
+    ),
+    case(
+        "QUANT-BLOCK-LINEAR-ATTN-OUT",
+        {"tp_size": 8},
+        {"tp_size": 4},
+        model={
+            **FP8_BLOCK,
+            "quant_block_n": 64,
+            "linear_attn_key_dim": 512,
+            "linear_attn_value_dim": 512,
+            "quant_linear_attention": True,
+        },
+    ),
+    case(
         "QUANT-NVFP4-DENSE-MLP",
         {"tp_size": 4},
         {"tp_size": 2},

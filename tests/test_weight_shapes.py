@@ -21,6 +21,8 @@ from tests.cli_helpers import run_cli
 
 SHAPE_RULES = frozenset(
     {
+        "QUANT-BLOCK-LINEAR-ATTN",
+        "QUANT-BLOCK-LINEAR-ATTN-OUT",
         "WEIGHT-DENSE-MLP-SPLIT",
         "WEIGHT-SHARED-EXPERT-SPLIT",
         "WEIGHT-EXPERTS-SPLIT",
@@ -136,6 +138,9 @@ LAUNCHES: tuple[tuple[str, dict[str, Any], str, bool], ...] = (
     (QWEN3_NEXT, {"tp_size": 8}, "0.5.23", False),
     (QWEN3_NEXT, {"tp_size": 4}, "0.5.23", True),
     (QWEN3_NEXT, {"tp_size": 8, "ep_size": 8}, "0.5.23", True),
+    # GatedDeltaNet's merged in_proj_qkvz over attention TP 32: key rows 2048 / 32 = 64.
+    (QWEN3_NEXT, {"tp_size": 32, "ep_size": 32, "nnodes": 4}, "0.5.23", False),
+    (QWEN3_NEXT, {"tp_size": 16, "ep_size": 16, "nnodes": 2}, "0.5.23", True),
     # gpt-oss: MXFP4 pads; GLM-4.5-FP8: per-channel scales, TP 8 is the model card's.
     ("openai/gpt-oss-120b", {"tp_size": 8}, "0.5.23", True),
     ("zai-org/GLM-4.5-FP8", {"tp_size": 8}, "0.5.23", True),
@@ -223,6 +228,17 @@ def reference_failures(cfg: dict[str, Any], m: ModelSpec, version: str) -> set[s
         checked = attn_tp > 1 if version == "0.5.23" else (tp > 1 and attn_tp == tp)
         if heads % attn_tp == 0 and checked and (heads // attn_tp * m.mla_q_head_dim) % bn:
             out.add("QUANT-BLOCK-MLA-Q")
+    # GatedDeltaNet (qwen3_next.py): merged in_proj_qkvz is checked at any TP (several
+    # output partitions); the row-parallel out_proj like any attention-TP linear.
+    kd, vd = m.linear_attn_key_dim, m.linear_attn_value_dim
+    if kd and vd and block and m.quant_linear_attention and attn_tp >= 1:
+        assert bn is not None and bk is not None
+        if kd % attn_tp == 0 and vd % attn_tp == 0:
+            if (kd // attn_tp) % bn or (vd // attn_tp) % bn:
+                out.add("QUANT-BLOCK-LINEAR-ATTN")
+            checked = attn_tp > 1 if version == "0.5.23" else (tp > 1 and attn_tp == tp)
+            if checked and (vd // attn_tp) % bk:
+                out.add("QUANT-BLOCK-LINEAR-ATTN-OUT")
     return out
 
 
@@ -253,6 +269,10 @@ def _cases(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
         "shared_expert_intermediate_size": draw(st.sampled_from([None, 2048, 512])),
         "shared_experts_fusion": draw(st.sampled_from([None, "when_ep_1", "any_ep"])),
         "mla_q_head_dim": draw(st.sampled_from([None, 192])),
+        # Qwen3-Next (2048 / 4096) and a narrower hybrid whose shards fall below a block.
+        "linear_attn_key_dim": draw(st.sampled_from([None, 2048, 512])),
+        "linear_attn_value_dim": draw(st.sampled_from([None, 4096, 1024])),
+        "quant_linear_attention": draw(st.booleans()),
         "quant_block_n": block[0] if block else None,
         "quant_block_k": block[1] if block else None,
         "quant_group_k": None if block else draw(st.sampled_from([None, 16])),

@@ -14,7 +14,10 @@ Which group splits which family (SGLang's model files, every pack's release):
 - shared experts: the global TP group, replicated with any all-to-all backend
   (`_shared_expert_use_tp1` / `parallel_group="replicated"`), or fused into the routed
   MoE (DeepSeek V3/R1 and GLM-4.5 when EP is 1, Qwen3-Next with any EP);
-- MLA's `q_b_proj`: the attention TP group.
+- MLA's `q_b_proj`: the attention TP group;
+- GatedDeltaNet (Qwen3-Next / Qwen3.5 `linear_attn`): the attention TP group
+  (`attn_tp_size` in 0.5.18/0.5.19, `parallel_group="attn_tp"` in 0.5.23): the merged
+  `in_proj_qkvz` (key, key, value, value rows) and the row-parallel `out_proj` (value columns).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from meshsat.solver.lang.rule import Rule
 FP8_LINEAR = "quantization/fp8.py Fp8LinearMethod.create_weights"
 FP8_MOE = "quantization/fp8.py Fp8MoEMethod.create_weights"
 NVFP4_LINEAR = "quantization/modelopt_quant.py ModelOptFp4LinearMethod.create_weights"
+#: The GatedDeltaNet projections go through the same FP8 linear check.
+FP8_LINEAR_ATTN = "models/qwen3_next.py Qwen3GatedDeltaNet -> " + FP8_LINEAR
 LINEAR_SPLIT = "layers/linear.py (divide)"
 MOE_SPLIT = "fused_moe_triton/layer.py FusedMoE.__init__"
 NOT_CHECKED = "meshsat: quantization_config"
@@ -41,6 +46,7 @@ SOURCES: tuple[str, ...] = (
     FP8_MOE,
     FP8_MOE_0_5_23,
     NVFP4_LINEAR,
+    FP8_LINEAR_ATTN,
 )
 
 #: The dense MLP's width: replicated with --moe-dense-tp-size 1, else the global TP.
@@ -76,6 +82,8 @@ shared_tp_0_4 = named(
 dense_mlp_shard = named("dense_mlp_shard", F.dense_intermediate_size // mlp_tp)
 moe_expert_shard = named("moe_expert_shard", F.moe_intermediate_size // moe_tp)
 mla_q_shard = named("mla_q_shard", (F.num_attention_heads // attn_tp) * F.mla_q_head_dim)
+linear_key_shard = named("linear_key_shard", F.linear_attn_key_dim // attn_tp)
+linear_value_shard = named("linear_value_shard", F.linear_attn_value_dim // attn_tp)
 
 
 def _or_zero(width: Named, *facts: Field) -> Named:
@@ -94,6 +102,8 @@ NAMED: tuple[Named, ...] = (
     _or_zero(dense_mlp_shard, F.dense_intermediate_size),
     _or_zero(moe_expert_shard, F.moe_intermediate_size),
     _or_zero(mla_q_shard, F.num_attention_heads, F.mla_q_head_dim),
+    _or_zero(linear_key_shard, F.linear_attn_key_dim),
+    _or_zero(linear_value_shard, F.linear_attn_value_dim),
 )
 
 _BLOCK = is_set(F.quant_block_n) & is_set(F.quant_block_k)
@@ -191,6 +201,49 @@ def _mla_rule(checked: Expr) -> Rule:
     )
 
 
+_HINT_LINEAR = (
+    "an attention TP width that leaves whole 128-row blocks of the GatedDeltaNet key and "
+    "value projections per rank (DP attention, or a smaller TP)"
+)
+_LINEAR_SPLIT = (
+    is_set(F.linear_attn_key_dim)
+    & is_set(F.linear_attn_value_dim)
+    & _BLOCK
+    & F.quant_linear_attention
+    & attn_tp_whole
+    & (attn_tp >= 1)
+    & divides(attn_tp, F.linear_attn_key_dim)
+    & divides(attn_tp, F.linear_attn_value_dim)
+)
+#: `in_proj_qkvz` is a merged column-parallel layer ([key, key, value, value]): with more
+#: than one output partition `validate_block_quant_shapes` checks every partition whatever
+#: the TP size, in every release.
+_LINEAR_QKVZ = Rule(
+    "QUANT-BLOCK-LINEAR-ATTN",
+    _LINEAR_SPLIT,
+    divides(F.quant_block_n, linear_key_shard) & divides(F.quant_block_n, linear_value_shard),
+    "Weight output_partition_size = {linear_key_shard} (in_proj_qkvz key rows) or "
+    "{linear_value_shard} (value rows) is not divisible by weight quantization block_n = "
+    "{quant_block_n}.",
+    FP8_LINEAR_ATTN,
+    hint=_HINT_LINEAR,
+)
+
+
+def _linear_out_rule(checked: Expr) -> Rule:
+    """`out_proj` is row-parallel over the value width: its input shard must be whole
+    `block_k` columns when the check runs (the same release difference as MLA's)."""
+    return Rule(
+        "QUANT-BLOCK-LINEAR-ATTN-OUT",
+        _LINEAR_SPLIT & checked,
+        divides(F.quant_block_k, linear_value_shard),
+        "Weight input_size_per_partition = {linear_value_shard} (out_proj) is not divisible "
+        "by weight quantization block_k = {quant_block_k}.",
+        FP8_LINEAR_ATTN,
+        hint=_HINT_LINEAR,
+    )
+
+
 _DENSE_SPLIT, _DENSE_BLOCK = _mlp_rules(
     "DENSE-MLP", F.dense_intermediate_size, F.quant_dense_mlp, mlp_tp, _HINT_DENSE
 )
@@ -223,6 +276,8 @@ RULES: tuple[Rule, ...] = (
     # (`get_parallel().tp_size`): an attention projection split over a smaller attention
     # TP group (DP attention) is not checked; 0.5.23 checks against the layer's own group.
     _mla_rule((F.tp_size > 1) & (attn_tp == F.tp_size)),
+    _LINEAR_QKVZ,
+    _linear_out_rule((F.tp_size > 1) & (attn_tp == F.tp_size)),
     # ... and the MoE's down-projection check reads the global TP size before 0.5.23.
     _moe_rule(F.tp_size > 1, FP8_MOE),
     Rule(
@@ -243,6 +298,7 @@ RULES: tuple[Rule, ...] = (
 #: `create_fp8_moe_weight_` the MoE TP size (`layer.moe_tp_size`).
 RULES_0_5_23: tuple[Rule, ...] = (
     _mla_rule(attn_tp > 1),
+    _linear_out_rule(attn_tp > 1),
     _moe_rule(moe_tp > 1, FP8_MOE_0_5_23),
 )
 #: 0.4.6.post5's shared-expert fusion (see `shared_tp_0_4`).

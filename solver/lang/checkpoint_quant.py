@@ -60,6 +60,7 @@ class CheckpointQuant:
     #: Why the shapes are not checked (a scheme meshsat does not model), else None.
     not_checked: str | None = None
     attention: bool = False
+    linear_attention: bool = False
     dense_mlp: bool = False
     experts: bool = False
     shared_experts: bool = False
@@ -81,12 +82,16 @@ def read_checkpoint_quant(hf: Mapping[str, Any]) -> CheckpointQuant:
         )
     method = method.lower()
     skipped = _skipped_families(qc)
-    families = {f: f not in skipped for f in ("attention", "dense_mlp", "experts", "shared")}
+    families = {
+        f: f not in skipped
+        for f in ("attention", "linear_attention", "dense_mlp", "experts", "shared")
+    }
 
     def facts(**kw: Any) -> CheckpointQuant:
         kw.setdefault("method", method)
         return CheckpointQuant(
             attention=families["attention"],
+            linear_attention=families["linear_attention"],
             dense_mlp=families["dense_mlp"],
             experts=families["experts"],
             shared_experts=families["shared"],
@@ -184,8 +189,10 @@ def _skipped_families(qc: Mapping[str, Any]) -> set[str]:
             if _LAYER_INDEX.search(p) and "*" not in p:
                 continue
             tail = p.rsplit(".", 1)[-1].lstrip("*")
-            if tail in ("self_attn", "attn", "attention", "linear_attn", "q_b_proj", "q_proj"):
+            if tail in ("self_attn", "attn", "attention", "q_b_proj", "q_proj"):
                 skipped.add("attention")
+            elif tail in ("linear_attn", "in_proj_qkvz", "in_proj_qkv"):
+                skipped.add("linear_attention")
             elif tail in ("mlp", "feed_forward"):
                 skipped.update(("dense_mlp", "experts", "shared"))
             elif tail in ("shared_experts", "shared_expert"):

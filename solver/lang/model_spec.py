@@ -71,6 +71,17 @@ class ModelSpec(BaseModel):
     mla_q_head_dim: int | None = Field(
         None, ge=1, description="MLA query head width (qk_nope_head_dim + qk_rope_head_dim)."
     )
+    linear_attn_key_dim: int | None = Field(
+        None,
+        ge=1,
+        description="GatedDeltaNet key width (linear_num_key_heads x linear_key_head_dim): "
+        "Qwen3-Next / Qwen3.5 hybrids.",
+    )
+    linear_attn_value_dim: int | None = Field(
+        None,
+        ge=1,
+        description="GatedDeltaNet value width (linear_num_value_heads x linear_value_head_dim).",
+    )
     quant_method: str | None = Field(None, description="quantization_config.quant_method.")
     quant_block_n: int | None = Field(None, ge=1, description="Quantization block: output rows.")
     quant_block_k: int | None = Field(None, ge=1, description="Quantization block: input columns.")
@@ -81,6 +92,9 @@ class ModelSpec(BaseModel):
         None, description="Why the quantized shapes are not checked (an unmodelled scheme)."
     )
     quant_attention: bool = Field(False, description="Attention projections are quantized.")
+    quant_linear_attention: bool = Field(
+        False, description="GatedDeltaNet (linear-attention) projections are quantized."
+    )
     quant_dense_mlp: bool = Field(False, description="Dense MLP layers are quantized.")
     quant_experts: bool = Field(False, description="Routed experts are quantized.")
     quant_shared_experts: bool = Field(False, description="Shared experts are quantized.")
@@ -120,7 +134,7 @@ class ModelSpec(BaseModel):
             return None
 
         heads = first(_HEADS)
-        shapes = _weight_shapes(hf, text, first)
+        shapes = {**_weight_shapes(hf, text, first), **_linear_attention(first)}
         quant = read_checkpoint_quant(hf)
         kv = first(_KV_HEADS) or heads
         dsa = arch in DSA_ARCHITECTURES or "index_topk" in hf or "index_topk" in text
@@ -142,6 +156,7 @@ class ModelSpec(BaseModel):
             quant_group_k=quant.group_k,
             quant_not_checked=quant.not_checked,
             quant_attention=quant.attention,
+            quant_linear_attention=quant.linear_attention,
             quant_dense_mlp=quant.dense_mlp,
             quant_experts=quant.experts,
             quant_shared_experts=quant.shared_experts,
@@ -216,6 +231,17 @@ def _weight_shapes(
         "moe_intermediate_size": moe,
         "shared_expert_intermediate_size": shared,
         "mla_q_head_dim": _mla_q(hf, text, first),
+    }
+
+
+def _linear_attention(first: Any) -> dict[str, int | None]:
+    """GatedDeltaNet widths (qwen3_next.py / qwen3_5.py `Qwen3GatedDeltaNet`): the merged
+    `in_proj_qkvz` holds [key, key, value, value] rows, `out_proj` takes value columns."""
+    kh, kd = first(("linear_num_key_heads",)), first(("linear_key_head_dim",))
+    vh, vd = first(("linear_num_value_heads",)), first(("linear_value_head_dim",))
+    return {
+        "linear_attn_key_dim": kh * kd if kh and kd else None,
+        "linear_attn_value_dim": vh * vd if vh and vd else None,
     }
 
 
