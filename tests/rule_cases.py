@@ -519,6 +519,28 @@ CASES: tuple[Case, ...] = (
         },
     ),
     case(
+        "QUANT-GROUP-DENSE-MLP",
+        {"tp_size": 8},
+        {"tp_size": 2},
+        model={
+            "quant_method": "gptq",
+            "quant_group_size": 128,
+            "dense_intermediate_size": 768,
+            "quant_dense_mlp": True,
+        },
+    ),
+    case(
+        "QUANT-GROUP-EXPERTS",
+        {"tp_size": 4},
+        {"tp_size": 2},
+        model={
+            "quant_method": "awq",
+            "quant_group_size": 128,
+            "moe_intermediate_size": 192,
+            "quant_experts": True,
+        },
+    ),
+    case(
         "QUANT-NVFP4-DENSE-MLP",
         {"tp_size": 4},
         {"tp_size": 2},

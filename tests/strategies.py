@@ -64,6 +64,9 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "quant_block_n": (None, 128, 128, 64),
     "quant_block_k": (None, 128, 128, 64),
     "quant_group_k": (None, 16),
+    "linear_attn_key_dim": (None, 2048, 512),
+    "linear_attn_value_dim": (None, 4096, 1024),
+    "quant_group_size": (None, 128, 64),
 }
 
 
@@ -75,12 +78,16 @@ WEIGHT_FACTS = (
     "shared_expert_intermediate_size",
     "shared_experts_fusion",
     "mla_q_head_dim",
+    "linear_attn_key_dim",
+    "linear_attn_value_dim",
     "quant_method",
     "quant_block_n",
     "quant_block_k",
     "quant_group_k",
+    "quant_group_size",
     "quant_not_checked",
     "quant_attention",
+    "quant_linear_attention",
     "quant_dense_mlp",
     "quant_experts",
     "quant_shared_experts",

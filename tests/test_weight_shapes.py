@@ -23,6 +23,8 @@ SHAPE_RULES = frozenset(
     {
         "QUANT-BLOCK-LINEAR-ATTN",
         "QUANT-BLOCK-LINEAR-ATTN-OUT",
+        "QUANT-GROUP-DENSE-MLP",
+        "QUANT-GROUP-EXPERTS",
         "WEIGHT-DENSE-MLP-SPLIT",
         "WEIGHT-SHARED-EXPERT-SPLIT",
         "WEIGHT-EXPERTS-SPLIT",
@@ -239,6 +241,19 @@ def reference_failures(cfg: dict[str, Any], m: ModelSpec, version: str) -> set[s
             checked = attn_tp > 1 if version == "0.5.23" else (tp > 1 and attn_tp == tp)
             if checked and (vd // attn_tp) % bk:
                 out.add("QUANT-BLOCK-LINEAR-ATTN-OUT")
+    # AWQ / GPTQ (awq.py, gptq.py, marlin_utils.py): a split down_proj input is whole
+    # groups; AWQ experts fall back to moe_wna16, which halves the group down to 32.
+    g = m.quant_group_size
+    dense = m.dense_intermediate_size
+    if g and dense and m.quant_dense_mlp and dense_tp > 1 and dense % dense_tp == 0:
+        out.update({"QUANT-GROUP-DENSE-MLP"} if (dense // dense_tp) % g else set())
+    awq = m.quant_method in ("awq", "awq_marlin")
+    moe = m.moe_intermediate_size
+    if g and moe and m.quant_experts and awq and moe_tp >= 1 and moe % moe_tp == 0:
+        shard, group = moe // moe_tp, g
+        while shard % group and group >= 32:
+            group //= 2
+        out.update({"QUANT-GROUP-EXPERTS"} if group < 32 or shard % group else set())
     return out
 
 
@@ -261,11 +276,12 @@ def _cases(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
         "moe_runner_backend": draw(st.sampled_from(["auto", "auto", "flashinfer_trtllm"])),
     }
     block = draw(st.sampled_from([(128, 128), (128, 64), None]))
+    group = None if block else draw(st.sampled_from([None, 128, 64, 32]))
     model = {
         "num_attention_heads": draw(st.sampled_from([16, 64, 128])),
         "num_experts": 256,
-        "dense_intermediate_size": draw(st.sampled_from([None, 18432, 1536, 96])),
-        "moe_intermediate_size": draw(st.sampled_from([None, 2048, 1536, 512, 768])),
+        "dense_intermediate_size": draw(st.sampled_from([None, 18432, 1536, 96, 29568])),
+        "moe_intermediate_size": draw(st.sampled_from([None, 2048, 1536, 512, 768, 96])),
         "shared_expert_intermediate_size": draw(st.sampled_from([None, 2048, 512])),
         "shared_experts_fusion": draw(st.sampled_from([None, "when_ep_1", "any_ep"])),
         "mla_q_head_dim": draw(st.sampled_from([None, 192])),
@@ -275,7 +291,9 @@ def _cases(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
         "quant_linear_attention": draw(st.booleans()),
         "quant_block_n": block[0] if block else None,
         "quant_block_k": block[1] if block else None,
-        "quant_group_k": None if block else draw(st.sampled_from([None, 16])),
+        "quant_group_k": None if block or group else draw(st.sampled_from([None, 16])),
+        "quant_group_size": group,
+        "quant_method": draw(st.sampled_from(["awq", "gptq"])) if group else None,
         "quant_attention": draw(st.booleans()),
         "quant_dense_mlp": True,
         "quant_experts": True,
@@ -491,12 +509,33 @@ def test_the_command_reader_takes_the_model_from_model_path(
 def test_enumerate_says_when_weight_shapes_go_unchecked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    hf = {**model_config("Qwen/Qwen3-32B"), "quantization_config": {"quant_method": "awq"}}
+    hf = {**model_config("Qwen/Qwen3-32B"), "quantization_config": {"quant_method": "w4afp8"}}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(hf))
     run = run_cli(capsys, "enumerate", "--gpus", "4", "--model", str(path), "--count")
     assert run.code == 0
-    assert "weight shapes not checked: the group-size alignment of awq" in run.err
+    assert "weight shapes not checked: the group-size alignment of w4afp8" in run.err
+
+
+def test_awq_group_size_is_read_and_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Qwen3-32B's dense MLP (25600) under AWQ group 128: TP 8 leaves 3200 = 25 groups per
+    rank; a 4-bit export with group 256 leaves 12.5 and is refused (awq.py create_weights).
+    A config without group_size is refused naming the key, as AWQConfig.from_config does."""
+    base = model_config("Qwen/Qwen3-32B")
+    for group, ok in ((128, True), (256, False)):
+        qc = {"quant_method": "awq", "bits": 4, "group_size": group}
+        got = shape_violations({"tp_size": 8}, {**base, "quantization_config": qc}, "0.5.23")
+        assert got == (set() if ok else {"QUANT-GROUP-DENSE-MLP"})
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**base, "quantization_config": {"quant_method": "awq"}}))
+    run = run_cli(capsys, "validate", "--model", str(path), "--set", "tp_size=8")
+    assert run.code == 2
+    assert run.err.strip() == (
+        "meshsat: error: model config: quantization_config.group_size must be a positive "
+        "integer or -1, got None"
+    )
 
 
 #: Launch commands as pasted (the shapes of the public reports above), read with the model

@@ -31,6 +31,11 @@ from meshsat.solver.lang.rule import Rule
 FP8_LINEAR = "quantization/fp8.py Fp8LinearMethod.create_weights"
 FP8_MOE = "quantization/fp8.py Fp8MoEMethod.create_weights"
 NVFP4_LINEAR = "quantization/modelopt_quant.py ModelOptFp4LinearMethod.create_weights"
+INT_GROUP_LINEAR = (
+    "quantization/awq.py AWQLinearMethod.create_weights, gptq.py GPTQLinearMethod.create_weights, "
+    "marlin_utils.py verify_marlin_supports_shape"
+)
+AWQ_MOE = "quantization/moe_wna16.py MoeWNA16Method.create_weights (AWQ MoE fallback)"
 #: The GatedDeltaNet projections go through the same FP8 linear check.
 FP8_LINEAR_ATTN = "models/qwen3_next.py Qwen3GatedDeltaNet -> " + FP8_LINEAR
 LINEAR_SPLIT = "layers/linear.py (divide)"
@@ -47,6 +52,8 @@ SOURCES: tuple[str, ...] = (
     FP8_MOE_0_5_23,
     NVFP4_LINEAR,
     FP8_LINEAR_ATTN,
+    INT_GROUP_LINEAR,
+    AWQ_MOE,
 )
 
 #: The dense MLP's width: replicated with --moe-dense-tp-size 1, else the global TP.
@@ -244,6 +251,42 @@ def _linear_out_rule(checked: Expr) -> Rule:
     )
 
 
+#: The smallest group `MoeWNA16Method.create_weights` halves down to (`assert group_size >=
+#: 32`); AWQ MoE layers that marlin cannot take fall back to it (awq.py get_quant_method).
+WNA16_MIN_GROUP = 32
+
+_INT_GROUP_RULES: tuple[Rule, ...] = (
+    Rule(
+        "QUANT-GROUP-DENSE-MLP",
+        is_set(F.dense_intermediate_size)
+        & is_set(F.quant_group_size)
+        & F.quant_dense_mlp
+        & (mlp_tp > 1)
+        & divides(mlp_tp, F.dense_intermediate_size),
+        divides(F.quant_group_size, dense_mlp_shard),
+        "The input size is not aligned with the quantized weight shape. This can be caused "
+        "by too large tensor parallel size. (down_proj input {dense_mlp_shard} per rank, "
+        "group_size {quant_group_size})",
+        INT_GROUP_LINEAR,
+        hint=_HINT_DENSE,
+    ),
+    Rule(
+        "QUANT-GROUP-EXPERTS",
+        is_set(F.moe_intermediate_size)
+        & is_set(F.quant_group_size)
+        & F.quant_experts
+        & one_of(F.quant_method, "awq", "awq_marlin")
+        & (moe_tp >= 1)
+        & divides(moe_tp, F.moe_intermediate_size),
+        divides(F.quant_group_size, moe_expert_shard)
+        | ((F.quant_group_size >= WNA16_MIN_GROUP) & divides(WNA16_MIN_GROUP, moe_expert_shard)),
+        "AssertionError (group_size >= 32): the expert shard {moe_expert_shard} is not a "
+        "multiple of group_size {quant_group_size} nor of any halving of it down to 32",
+        AWQ_MOE,
+        hint=_HINT_MOE,
+    ),
+)
+
 _DENSE_SPLIT, _DENSE_BLOCK = _mlp_rules(
     "DENSE-MLP", F.dense_intermediate_size, F.quant_dense_mlp, mlp_tp, _HINT_DENSE
 )
@@ -280,6 +323,7 @@ RULES: tuple[Rule, ...] = (
     _linear_out_rule((F.tp_size > 1) & (attn_tp == F.tp_size)),
     # ... and the MoE's down-projection check reads the global TP size before 0.5.23.
     _moe_rule(F.tp_size > 1, FP8_MOE),
+    *_INT_GROUP_RULES,
     Rule(
         "QUANT-NVFP4-DENSE-MLP",
         is_set(F.dense_intermediate_size)

@@ -32,15 +32,16 @@ _BLOCK_SCHEMES = ("fp8", "blockwise_int8", "mxfp8")
 _NO_SHAPE_CHECK = ("fbgemm_fp8", "mxfp4", "w8a8_fp8", "w8a8_int8", "modelopt_fp8", "fp8_e4m3")
 #: Known schemes whose group-size alignment meshsat does not model yet: said, not passed.
 _GROUP_SCHEMES = (
-    "awq",
-    "awq_marlin",
-    "gptq",
-    "gptq_marlin",
     "moe_wna16",
     "w4afp8",
     "auto-round",
     "quark",
 )
+#: Integer weight-only schemes whose row-parallel input shard must be whole groups:
+#: `AWQLinearMethod` / `GPTQLinearMethod.create_weights` ("The input size is not aligned
+#: with the quantized weight shape") and marlin's `verify_marlin_supports_shape`; AWQ's MoE
+#: falls back to `MoeWNA16Method`, which halves the group down to 32 before it fails.
+_INT_GROUP_SCHEMES = ("awq", "awq_marlin", "gptq", "gptq_marlin")
 #: NVFP4's input group (ModelOptFp4LinearMethod.create_weights: "Unsupported model when in
 #: features size is not multiple of 16").
 NVFP4_GROUP = 16
@@ -57,6 +58,8 @@ class CheckpointQuant:
     block_k: int | None = None
     #: Row-parallel input alignment that is not a block (NVFP4: 16).
     group_k: int | None = None
+    #: AWQ / GPTQ `group_size` (None: per-channel, `-1`).
+    group_size: int | None = None
     #: Why the shapes are not checked (a scheme meshsat does not model), else None.
     not_checked: str | None = None
     attention: bool = False
@@ -124,11 +127,28 @@ def read_checkpoint_quant(hf: Mapping[str, Any]) -> CheckpointQuant:
         return facts(not_checked=f"unknown ModelOpt quant_algo {algo}")
     if method in _NO_SHAPE_CHECK:
         return facts()
+    if method in _INT_GROUP_SCHEMES:
+        return facts(group_size=_group_size(qc))
     if method in _GROUP_SCHEMES:
         return facts(
             not_checked=f"the group-size alignment of {method} checkpoints is not modelled"
         )
     return facts(not_checked=f"unknown quantization scheme {method}")
+
+
+def _group_size(qc: Mapping[str, Any]) -> int | None:
+    """AWQ spells it `q_group_size` in some exports (`AWQConfig.from_config` reads both);
+    `-1` is one group per input row: nothing to align."""
+    key = "q_group_size" if "q_group_size" in qc and "group_size" not in qc else "group_size"
+    value = qc.get(key)
+    if value == -1 and not isinstance(value, bool):
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InputError(
+            f"model config: quantization_config.{key} must be a positive integer or -1, "
+            f"got {shown(value)}"
+        )
+    return value
 
 
 def _block(value: Any, key: str) -> tuple[int, int]:

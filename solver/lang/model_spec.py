@@ -88,6 +88,9 @@ class ModelSpec(BaseModel):
     quant_group_k: int | None = Field(
         None, ge=1, description="Input-group width a row-parallel shard must align to (NVFP4)."
     )
+    quant_group_size: int | None = Field(
+        None, ge=1, description="AWQ / GPTQ group_size a row-parallel input shard must align to."
+    )
     quant_not_checked: str | None = Field(
         None, description="Why the quantized shapes are not checked (an unmodelled scheme)."
     )
@@ -154,6 +157,7 @@ class ModelSpec(BaseModel):
             quant_block_n=quant.block_n,
             quant_block_k=quant.block_k,
             quant_group_k=quant.group_k,
+            quant_group_size=quant.group_size,
             quant_not_checked=quant.not_checked,
             quant_attention=quant.attention,
             quant_linear_attention=quant.linear_attention,
