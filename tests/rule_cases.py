@@ -507,6 +507,12 @@ CASES: tuple[Case, ...] = (
         },
     ),
     case(
+        "QUANT-BLOCK-LINEAR-ATTN-BA",
+        {"tp_size": 4},
+        {"tp_size": 2},
+        model={**FP8_BLOCK, "linear_attn_value_heads": 768, "quant_linear_attn_ba": True},
+    ),
+    case(
         "QUANT-BLOCK-LINEAR-ATTN-OUT",
         {"tp_size": 8},
         {"tp_size": 4},

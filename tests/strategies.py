@@ -66,6 +66,7 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "quant_group_k": (None, 16),
     "linear_attn_key_dim": (None, 2048, 512),
     "linear_attn_value_dim": (None, 4096, 1024),
+    "linear_attn_value_heads": (None, 32, 256),
     "quant_group_size": (None, 128, 64),
 }
 
@@ -80,6 +81,7 @@ WEIGHT_FACTS = (
     "mla_q_head_dim",
     "linear_attn_key_dim",
     "linear_attn_value_dim",
+    "linear_attn_value_heads",
     "quant_method",
     "quant_block_n",
     "quant_block_k",
@@ -88,6 +90,7 @@ WEIGHT_FACTS = (
     "quant_not_checked",
     "quant_attention",
     "quant_linear_attention",
+    "quant_linear_attn_ba",
     "quant_dense_mlp",
     "quant_experts",
     "quant_shared_experts",

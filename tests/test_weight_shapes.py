@@ -23,6 +23,7 @@ SHAPE_RULES = frozenset(
     {
         "QUANT-BLOCK-LINEAR-ATTN",
         "QUANT-BLOCK-LINEAR-ATTN-OUT",
+        "QUANT-BLOCK-LINEAR-ATTN-BA",
         "QUANT-GROUP-DENSE-MLP",
         "QUANT-GROUP-EXPERTS",
         "WEIGHT-DENSE-MLP-SPLIT",
@@ -143,6 +144,7 @@ LAUNCHES: tuple[tuple[str, dict[str, Any], str, bool], ...] = (
     # GatedDeltaNet's merged in_proj_qkvz over attention TP 32: key rows 2048 / 32 = 64.
     (QWEN3_NEXT, {"tp_size": 32, "ep_size": 32, "nnodes": 4}, "0.5.23", False),
     (QWEN3_NEXT, {"tp_size": 16, "ep_size": 16, "nnodes": 2}, "0.5.23", True),
+    (QWEN3_NEXT, {"tp_size": 1}, "0.5.19", True),
     # gpt-oss: MXFP4 pads; GLM-4.5-FP8: per-channel scales, TP 8 is the model card's.
     ("openai/gpt-oss-120b", {"tp_size": 8}, "0.5.23", True),
     ("zai-org/GLM-4.5-FP8", {"tp_size": 8}, "0.5.23", True),
@@ -152,6 +154,21 @@ LAUNCHES: tuple[tuple[str, dict[str, Any], str, bool], ...] = (
 @pytest.mark.parametrize(("model", "layout", "version", "loads"), LAUNCHES)
 def test_real_launches(model: str, layout: dict[str, Any], version: str, loads: bool) -> None:
     assert (shape_violations(layout, model, version) == set()) == loads
+
+
+def test_a_quantized_in_proj_ba_cannot_load() -> None:
+    """sgl-project/sglang#19045: Qwen3.5-397B-A17B-FP8 at TP 8 refused in a
+    Qwen3_5GatedDeltaNet projection, "output_partition_size = 8" (64 value heads / 8), where
+    that release quantized in_proj_b / in_proj_a. The merged in_proj_ba of the packs is
+    checked at every TP, so a config that does not exempt it is refused even unsplit."""
+    hf = json.loads(Path(QWEN3_NEXT).read_text())
+    assert shape_violations({"tp_size": 4}, hf, "0.5.23") == set()
+    qc = {**hf["quantization_config"], "modules_to_not_convert": ["lm_head"]}
+    quantized = {**hf, "quantization_config": qc}
+    report = validate({"tp_size": 8, "ep_size": 8}, quantized, explain=False)
+    ba = [v for v in report.violations if v.rule == "QUANT-BLOCK-LINEAR-ATTN-BA"]
+    assert ba and "output_partition_size = 4 (in_proj_ba)" in ba[0].message
+    assert shape_violations({"tp_size": 1}, quantized, "0.5.19") == {"QUANT-BLOCK-LINEAR-ATTN-BA"}
 
 
 def test_a_bf16_checkpoint_has_no_block_to_align() -> None:
@@ -241,6 +258,10 @@ def reference_failures(cfg: dict[str, Any], m: ModelSpec, version: str) -> set[s
             checked = attn_tp > 1 if version == "0.5.23" else (tp > 1 and attn_tp == tp)
             if checked and (vd // attn_tp) % bk:
                 out.add("QUANT-BLOCK-LINEAR-ATTN-OUT")
+    vh = m.linear_attn_value_heads
+    if vh and block and m.quant_linear_attn_ba and attn_tp >= 1 and vh % attn_tp == 0:
+        assert bn is not None
+        out.update({"QUANT-BLOCK-LINEAR-ATTN-BA"} if (vh // attn_tp) % bn else set())
     # AWQ / GPTQ (awq.py, gptq.py, marlin_utils.py): a split down_proj input is whole
     # groups; AWQ experts fall back to moe_wna16, which halves the group down to 32.
     g = m.quant_group_size
@@ -289,6 +310,8 @@ def _cases(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
         "linear_attn_key_dim": draw(st.sampled_from([None, 2048, 512])),
         "linear_attn_value_dim": draw(st.sampled_from([None, 4096, 1024])),
         "quant_linear_attention": draw(st.booleans()),
+        "linear_attn_value_heads": draw(st.sampled_from([None, 32, 256])),
+        "quant_linear_attn_ba": draw(st.booleans()),
         "quant_block_n": block[0] if block else None,
         "quant_block_k": block[1] if block else None,
         "quant_group_k": None if block or group else draw(st.sampled_from([None, 16])),

@@ -91,6 +91,7 @@ moe_expert_shard = named("moe_expert_shard", F.moe_intermediate_size // moe_tp)
 mla_q_shard = named("mla_q_shard", (F.num_attention_heads // attn_tp) * F.mla_q_head_dim)
 linear_key_shard = named("linear_key_shard", F.linear_attn_key_dim // attn_tp)
 linear_value_shard = named("linear_value_shard", F.linear_attn_value_dim // attn_tp)
+linear_ba_shard = named("linear_ba_shard", F.linear_attn_value_heads // attn_tp)
 
 
 def _or_zero(width: Named, *facts: Field) -> Named:
@@ -111,6 +112,7 @@ NAMED: tuple[Named, ...] = (
     _or_zero(mla_q_shard, F.num_attention_heads, F.mla_q_head_dim),
     _or_zero(linear_key_shard, F.linear_attn_key_dim),
     _or_zero(linear_value_shard, F.linear_attn_value_dim),
+    _or_zero(linear_ba_shard, F.linear_attn_value_heads),
 )
 
 _BLOCK = is_set(F.quant_block_n) & is_set(F.quant_block_k)
@@ -237,6 +239,27 @@ _LINEAR_QKVZ = Rule(
 )
 
 
+#: `in_proj_ba` merges [value heads, value heads]: checked at any TP like `in_proj_qkvz`;
+#: 32 or 64 rows can never be whole 128-row blocks, so only a checkpoint that leaves it
+#: unquantized loads (sgl-project/sglang#19045: Qwen3.5-397B-A17B-FP8 at TP 8 on 0.5.8,
+#: "output_partition_size = 8", 64 heads / 8, where that release quantized it).
+_LINEAR_BA = Rule(
+    "QUANT-BLOCK-LINEAR-ATTN-BA",
+    is_set(F.linear_attn_value_heads)
+    & _BLOCK
+    & F.quant_linear_attn_ba
+    & attn_tp_whole
+    & (attn_tp >= 1)
+    & divides(attn_tp, F.linear_attn_value_heads),
+    divides(F.quant_block_n, linear_ba_shard),
+    "Weight output_partition_size = {linear_ba_shard} (in_proj_ba) is not divisible by "
+    "weight quantization block_n = {quant_block_n}.",
+    FP8_LINEAR_ATTN,
+    hint="a checkpoint that leaves linear_attn.in_proj_b / in_proj_a unquantized "
+    "(quantization_config.modules_to_not_convert)",
+)
+
+
 def _linear_out_rule(checked: Expr) -> Rule:
     """`out_proj` is row-parallel over the value width: its input shard must be whole
     `block_k` columns when the check runs (the same release difference as MLA's)."""
@@ -320,6 +343,7 @@ RULES: tuple[Rule, ...] = (
     # TP group (DP attention) is not checked; 0.5.23 checks against the layer's own group.
     _mla_rule((F.tp_size > 1) & (attn_tp == F.tp_size)),
     _LINEAR_QKVZ,
+    _LINEAR_BA,
     _linear_out_rule((F.tp_size > 1) & (attn_tp == F.tp_size)),
     # ... and the MoE's down-projection check reads the global TP size before 0.5.23.
     _moe_rule(F.tp_size > 1, FP8_MOE),

@@ -47,6 +47,9 @@ _INT_GROUP_SCHEMES = ("awq", "awq_marlin", "gptq", "gptq_marlin")
 NVFP4_GROUP = 16
 
 _LAYER_INDEX = re.compile(r"\.\d+\.")
+#: GatedDeltaNet's beta / alpha projections: separate in Qwen3.5 checkpoints, fused
+#: (`in_proj_ba`) in Qwen3-Next ones and in SGLang (`packed_modules_mapping`).
+_BA_NAMES = ("in_proj_ba", "in_proj_b", "in_proj_a")
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class CheckpointQuant:
     not_checked: str | None = None
     attention: bool = False
     linear_attention: bool = False
+    linear_attn_ba: bool = False
     dense_mlp: bool = False
     experts: bool = False
     shared_experts: bool = False
@@ -87,7 +91,14 @@ def read_checkpoint_quant(hf: Mapping[str, Any]) -> CheckpointQuant:
     skipped = _skipped_families(qc)
     families = {
         f: f not in skipped
-        for f in ("attention", "linear_attention", "dense_mlp", "experts", "shared")
+        for f in (
+            "attention",
+            "linear_attention",
+            "linear_attn_ba",
+            "dense_mlp",
+            "experts",
+            "shared",
+        )
     }
 
     def facts(**kw: Any) -> CheckpointQuant:
@@ -95,6 +106,7 @@ def read_checkpoint_quant(hf: Mapping[str, Any]) -> CheckpointQuant:
         return CheckpointQuant(
             attention=families["attention"],
             linear_attention=families["linear_attention"],
+            linear_attn_ba=families["linear_attn_ba"],
             dense_mlp=families["dense_mlp"],
             experts=families["experts"],
             shared_experts=families["shared"],
@@ -206,12 +218,20 @@ def _skipped_families(qc: Mapping[str, Any]) -> set[str]:
             )
         for raw in patterns:
             p = raw.removeprefix("re:").rstrip("$").removesuffix(".*")
+            if p.rsplit(".", 1)[-1] in _BA_NAMES:
+                # Published hybrids list in_proj_b / in_proj_a once per linear-attention
+                # layer; the fused in_proj_ba cannot be whole blocks at any width, so a
+                # checkpoint naming it anywhere is read as leaving it unquantized.
+                skipped.add("linear_attn_ba")
+                continue
             if _LAYER_INDEX.search(p) and "*" not in p:
                 continue
             tail = p.rsplit(".", 1)[-1].lstrip("*")
             if tail in ("self_attn", "attn", "attention", "q_b_proj", "q_proj"):
                 skipped.add("attention")
-            elif tail in ("linear_attn", "in_proj_qkvz", "in_proj_qkv"):
+            elif tail == "linear_attn":
+                skipped.update(("linear_attention", "linear_attn_ba"))
+            elif tail in ("in_proj_qkvz", "in_proj_qkv"):
                 skipped.add("linear_attention")
             elif tail in ("mlp", "feed_forward"):
                 skipped.update(("dense_mlp", "experts", "shared"))

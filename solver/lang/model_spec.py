@@ -82,6 +82,9 @@ class ModelSpec(BaseModel):
         ge=1,
         description="GatedDeltaNet value width (linear_num_value_heads x linear_value_head_dim).",
     )
+    linear_attn_value_heads: int | None = Field(
+        None, ge=1, description="GatedDeltaNet value heads (the rows of in_proj_b and in_proj_a)."
+    )
     quant_method: str | None = Field(None, description="quantization_config.quant_method.")
     quant_block_n: int | None = Field(None, ge=1, description="Quantization block: output rows.")
     quant_block_k: int | None = Field(None, ge=1, description="Quantization block: input columns.")
@@ -97,6 +100,9 @@ class ModelSpec(BaseModel):
     quant_attention: bool = Field(False, description="Attention projections are quantized.")
     quant_linear_attention: bool = Field(
         False, description="GatedDeltaNet (linear-attention) projections are quantized."
+    )
+    quant_linear_attn_ba: bool = Field(
+        False, description="GatedDeltaNet's in_proj_b / in_proj_a (fused in_proj_ba) are quantized."
     )
     quant_dense_mlp: bool = Field(False, description="Dense MLP layers are quantized.")
     quant_experts: bool = Field(False, description="Routed experts are quantized.")
@@ -161,6 +167,7 @@ class ModelSpec(BaseModel):
             quant_not_checked=quant.not_checked,
             quant_attention=quant.attention,
             quant_linear_attention=quant.linear_attention,
+            quant_linear_attn_ba=quant.linear_attn_ba,
             quant_dense_mlp=quant.dense_mlp,
             quant_experts=quant.experts,
             quant_shared_experts=quant.shared_experts,
@@ -246,6 +253,7 @@ def _linear_attention(first: Any) -> dict[str, int | None]:
     return {
         "linear_attn_key_dim": kh * kd if kh and kd else None,
         "linear_attn_value_dim": vh * vd if vh and vd else None,
+        "linear_attn_value_heads": vh,
     }
 
 
