@@ -38,13 +38,12 @@ SHAPE_RULES = frozenset(
 )
 R1 = "deepseek-ai/DeepSeek-R1"
 #: Not embedded: its config, as published, is a fixture (docs/weight-shapes.md).
-QWEN3_NEXT = str(
-    Path(__file__).parent
-    / "fixtures"
-    / "weight_shapes"
-    / "configs"
-    / "Qwen3-Next-80B-A3B-Instruct-FP8.json"
-)
+_CONFIGS = Path(__file__).parent / "fixtures" / "weight_shapes" / "configs"
+QWEN3_NEXT = str(_CONFIGS / "Qwen3-Next-80B-A3B-Instruct-FP8.json")
+#: Architecture as published (zai-org/GLM-5-FP8 config.json); quantization block as
+#: documented for the family (docs/weight-shapes.md, "Checkpoint configs").
+GLM5 = str(_CONFIGS / "GLM-5-FP8.json")
+STEP35 = str(_CONFIGS / "Step-3.5-Flash-FP8.json")
 
 
 def shape_violations(config: dict[str, Any], model: str | dict[str, Any], version: str) -> set[str]:
@@ -145,6 +144,15 @@ LAUNCHES: tuple[tuple[str, dict[str, Any], str, bool], ...] = (
     (QWEN3_NEXT, {"tp_size": 32, "ep_size": 32, "nnodes": 4}, "0.5.23", False),
     (QWEN3_NEXT, {"tp_size": 16, "ep_size": 16, "nnodes": 2}, "0.5.23", True),
     (QWEN3_NEXT, {"tp_size": 1}, "0.5.19", True),
+    # sgl-project/sglang#26107: Step-3.5-Flash FP8 at TP 4 / EP 4, share_expert split by
+    # the global TP, 1280 / 4 = 320; TP 2 keeps 640. 0.5.23 replicates it under DeepEP.
+    (STEP35, {"tp_size": 4, "ep_size": 4}, "0.5.23", False),
+    (STEP35, {"tp_size": 4, "ep_size": 4}, "0.5.19", False),
+    (STEP35, {"tp_size": 2}, "0.5.23", True),
+    (STEP35, {"tp_size": 4, "ep_size": 4, "moe_a2a_backend": "deepep"}, "0.5.23", True),
+    # GLM-5 FP8: TP 8 (its model card's command) loads; TP 32 leaves 2048 / 32 = 64 rows.
+    (GLM5, {"tp_size": 8}, "0.5.23", True),
+    (GLM5, {"tp_size": 32, "nnodes": 4}, "0.5.23", False),
     # gpt-oss: MXFP4 pads; GLM-4.5-FP8: per-channel scales, TP 8 is the model card's.
     ("openai/gpt-oss-120b", {"tp_size": 8}, "0.5.23", True),
     ("zai-org/GLM-4.5-FP8", {"tp_size": 8}, "0.5.23", True),

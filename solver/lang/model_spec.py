@@ -35,7 +35,13 @@ CP_V2_DEFAULT_ARCHITECTURES = (
 )
 
 _HEADS = ("num_attention_heads", "n_head", "num_heads")
-_KV_HEADS = ("num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num")
+_KV_HEADS = (
+    "num_key_value_heads",
+    "n_head_kv",
+    "num_kv_heads",
+    "multi_query_group_num",
+    "num_attention_groups",  # Step-3.5 (step3p5.py: num_key_value_heads = this)
+)
 _EXPERTS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers")
 _MULTIMODAL_KEYS = ("vision_config", "vision_tower", "audio_config", "vision_encoder")
@@ -213,7 +219,8 @@ def _weight_shapes(
     experts = first(_EXPERTS, zero_is_none=True)
     inter = first(("intermediate_size", "ffn_hidden_size"))
     moe = first(("moe_intermediate_size",))
-    shared = first(("shared_expert_intermediate_size",), zero_is_none=True)
+    # Step-3.5 spells the shared expert's width `share_expert_dim` (step3p5.py).
+    shared = first(("shared_expert_intermediate_size", "share_expert_dim"), zero_is_none=True)
     n_shared = first(("n_shared_experts", "num_shared_experts"), zero_is_none=True)
     if experts is None:
         return {
@@ -229,7 +236,9 @@ def _weight_shapes(
     qwen_dense = bool(_fact(hf, text, "mlp_only_layers")) or (
         (_fact(hf, text, "decoder_sparse_step") or 1) > 1
     )
-    if leading_dense or qwen_dense:
+    # Step-3.5 lists its MoE layers (`moe_layers_enum`); the others are dense.
+    listed_dense = _fact(hf, text, "moe_layers_enum") is not None
+    if leading_dense or qwen_dense or listed_dense:
         dense = inter
     elif (_fact(hf, text, "interleave_moe_layer_step") or 1) > 1:
         dense = first(("intermediate_size_mlp",)) or inter
