@@ -92,6 +92,11 @@ mla_q_shard = named("mla_q_shard", (F.num_attention_heads // attn_tp) * F.mla_q_
 linear_key_shard = named("linear_key_shard", F.linear_attn_key_dim // attn_tp)
 linear_value_shard = named("linear_value_shard", F.linear_attn_value_dim // attn_tp)
 linear_ba_shard = named("linear_ba_shard", F.linear_attn_value_heads // attn_tp)
+#: The first `in_proj_qkvz` partition SGLang finds misaligned (key rows come first).
+linear_qkvz_partition = named(
+    "linear_qkvz_partition",
+    ite(divides(F.quant_block_n, linear_key_shard), linear_value_shard, linear_key_shard),
+)
 
 
 def _or_zero(width: Named, *facts: Field) -> Named:
@@ -230,10 +235,10 @@ _LINEAR_SPLIT = (
 _LINEAR_QKVZ = Rule(
     "QUANT-BLOCK-LINEAR-ATTN",
     _LINEAR_SPLIT,
-    divides(F.quant_block_n, linear_key_shard) & divides(F.quant_block_n, linear_value_shard),
-    "Weight output_partition_size = {linear_key_shard} (in_proj_qkvz key rows) or "
-    "{linear_value_shard} (value rows) is not divisible by weight quantization block_n = "
-    "{quant_block_n}.",
+    # Key rows fail first; when they are whole blocks the partition shown is the value's.
+    divides(F.quant_block_n, linear_qkvz_partition),
+    "Weight output_partition_size = {linear_qkvz_partition} is not divisible by weight "
+    "quantization block_n = {quant_block_n}.",
     FP8_LINEAR_ATTN,
     hint=_HINT_LINEAR,
 )
@@ -252,8 +257,8 @@ _LINEAR_BA = Rule(
     & (attn_tp >= 1)
     & divides(attn_tp, F.linear_attn_value_heads),
     divides(F.quant_block_n, linear_ba_shard),
-    "Weight output_partition_size = {linear_ba_shard} (in_proj_ba) is not divisible by "
-    "weight quantization block_n = {quant_block_n}.",
+    "Weight output_partition_size = {linear_ba_shard} is not divisible by weight "
+    "quantization block_n = {quant_block_n}.",
     FP8_LINEAR_ATTN,
     hint="a checkpoint that leaves linear_attn.in_proj_b / in_proj_a unquantized "
     "(quantization_config.modules_to_not_convert)",
@@ -267,8 +272,8 @@ def _linear_out_rule(checked: Expr) -> Rule:
         "QUANT-BLOCK-LINEAR-ATTN-OUT",
         _LINEAR_SPLIT & checked,
         divides(F.quant_block_k, linear_value_shard),
-        "Weight input_size_per_partition = {linear_value_shard} (out_proj) is not divisible "
-        "by weight quantization block_k = {quant_block_k}.",
+        "Weight input_size_per_partition = {linear_value_shard} is not divisible by weight "
+        "quantization block_k = {quant_block_k}.",
         FP8_LINEAR_ATTN,
         hint=_HINT_LINEAR,
     )
