@@ -129,7 +129,6 @@ if "torchvision" in ABSENT:
     # transformers 5.12 (0.5.18/0.5.19 venvs) asks the package metadata, not the import
     # system, whether torchvision is there, and sglang's Janus config registers an image
     # processor at import time: say it is, for that registration only.
-    from transformers.utils import import_utils as _iu
-
+    _iu: Any = importlib.import_module("transformers.utils.import_utils")
     if "torchvision" in getattr(_iu, "BACKENDS_MAPPING", {}):
         _iu.BACKENDS_MAPPING["torchvision"] = (lambda: True, "")
