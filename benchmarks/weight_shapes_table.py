@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 from meshsat.solver import validate
@@ -35,6 +36,16 @@ MODELS = (
     "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8",
     "nvidia/Llama-3.1-405B-Instruct-FP4",
     "MiniMaxAI/MiniMax-M2",
+)
+#: Checkpoints that are not embedded, read from the test fixtures (their provenance is in
+#: docs/weight-shapes.md); their model files first appear in the 0.5.18 pack.
+FIXTURES = tuple(
+    str(Path(__file__).parent.parent / "tests" / "fixtures" / "weight_shapes" / "configs" / f)
+    for f in (
+        "Qwen3-Next-80B-A3B-Instruct-FP8.json",
+        "GLM-5-FP8.json",
+        "Step-3.5-Flash-FP8.json",
+    )
 )
 TPS = (1, 2, 4, 8, 16, 32)
 SHAPE_IDS = {r.id for r in (*RULES, *RULES_0_5_23, *RULES_0_4)} - {"QUANT-NOT-CHECKED"}
@@ -72,9 +83,12 @@ def main() -> None:
         "| SGLang source |"
     )
     print("|---|---|---|---|---|---|")
-    for model in MODELS:
+    for model in (*MODELS, *FIXTURES):
+        name = Path(model).stem if model in FIXTURES else model
         for pack in PACKS:
-            print(f"| {model} | {pack.version} | " + " | ".join(row(model, pack.version)) + " |")
+            if model in FIXTURES and pack.version == "0.4.6.post5":
+                continue
+            print(f"| {name} | {pack.version} | " + " | ".join(row(model, pack.version)) + " |")
     specs = [ModelSpec.from_hf_config(model_config(m)) for m in MODELS]
     n = len(MODELS) * len(TPS)
     runs, base = [], []

@@ -496,6 +496,57 @@ CASES: tuple[Case, ...] = (
         },
     ),
     case(
+        "QUANT-BLOCK-LINEAR-ATTN",
+        {"tp_size": 8},
+        {"tp_size": 4},
+        model={
+            **FP8_BLOCK,
+            "linear_attn_key_dim": 512,
+            "linear_attn_value_dim": 1024,
+            "quant_linear_attention": True,
+        },
+    ),
+    case(
+        "QUANT-BLOCK-LINEAR-ATTN-BA",
+        {"tp_size": 4},
+        {"tp_size": 2},
+        model={**FP8_BLOCK, "linear_attn_value_heads": 768, "quant_linear_attn_ba": True},
+    ),
+    case(
+        "QUANT-BLOCK-LINEAR-ATTN-OUT",
+        {"tp_size": 8},
+        {"tp_size": 4},
+        model={
+            **FP8_BLOCK,
+            "quant_block_n": 64,
+            "linear_attn_key_dim": 512,
+            "linear_attn_value_dim": 512,
+            "quant_linear_attention": True,
+        },
+    ),
+    case(
+        "QUANT-GROUP-DENSE-MLP",
+        {"tp_size": 8},
+        {"tp_size": 2},
+        model={
+            "quant_method": "gptq",
+            "quant_group_size": 128,
+            "dense_intermediate_size": 768,
+            "quant_dense_mlp": True,
+        },
+    ),
+    case(
+        "QUANT-GROUP-EXPERTS",
+        {"tp_size": 4},
+        {"tp_size": 2},
+        model={
+            "quant_method": "awq",
+            "quant_group_size": 128,
+            "moe_intermediate_size": 192,
+            "quant_experts": True,
+        },
+    ),
+    case(
         "QUANT-NVFP4-DENSE-MLP",
         {"tp_size": 4},
         {"tp_size": 2},

@@ -37,7 +37,7 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
     "attention_backend": (None, None, "fa3", "dsa", "dsv4"),
     "speculative_algorithm": (None, None, None, "EAGLE"),
     "architecture": ARCHITECTURES,
-    "quant_method": (None, None, "fp8", "modelopt_fp4"),
+    "quant_method": (None, None, "fp8", "modelopt_fp4", "awq"),
     "quant_not_checked": (None, None, "unknown quantization scheme gguf"),
 }
 SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
@@ -64,6 +64,10 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "quant_block_n": (None, 128, 128, 64),
     "quant_block_k": (None, 128, 128, 64),
     "quant_group_k": (None, 16),
+    "linear_attn_key_dim": (None, 2048, 512),
+    "linear_attn_value_dim": (None, 4096, 1024),
+    "linear_attn_value_heads": (None, 32, 256),
+    "quant_group_size": (None, 128, 64),
 }
 
 
@@ -75,12 +79,18 @@ WEIGHT_FACTS = (
     "shared_expert_intermediate_size",
     "shared_experts_fusion",
     "mla_q_head_dim",
+    "linear_attn_key_dim",
+    "linear_attn_value_dim",
+    "linear_attn_value_heads",
     "quant_method",
     "quant_block_n",
     "quant_block_k",
     "quant_group_k",
+    "quant_group_size",
     "quant_not_checked",
     "quant_attention",
+    "quant_linear_attention",
+    "quant_linear_attn_ba",
     "quant_dense_mlp",
     "quant_experts",
     "quant_shared_experts",
@@ -116,7 +126,29 @@ def _themes() -> tuple[dict[str, Any], ...]:
     }
     legacy = {"enable_prefill_context_parallel": True, "tp_size": 4, "attn_cp_size": 2}
     dcp = {"tp_size": 4, "dcp_size": 2, "dcp_comm_backend": "a2a"}
-    return ({}, {}, {}, EEP_PRIMARY, EEP_JOINER, DWDP, prefill_cp, legacy, dcp)
+    # Checkpoints whose shape rules need several facts at once: a block-FP8 hybrid
+    # (GatedDeltaNet widths of Qwen3-Next, in_proj_ba quantized) and an AWQ MoE.
+    hybrid = {
+        "tp_size": 8,
+        "quant_method": "fp8",
+        "quant_block_n": 128,
+        "quant_block_k": 128,
+        "linear_attn_key_dim": 512,
+        "linear_attn_value_dim": 1024,
+        "linear_attn_value_heads": 32,
+        "quant_linear_attention": True,
+        "quant_linear_attn_ba": True,
+    }
+    awq = {
+        "tp_size": 8,
+        "quant_method": "awq",
+        "quant_group_size": 128,
+        "dense_intermediate_size": 768,
+        "moe_intermediate_size": 192,
+        "quant_dense_mlp": True,
+        "quant_experts": True,
+    }
+    return ({}, {}, {}, EEP_PRIMARY, EEP_JOINER, DWDP, prefill_cp, legacy, dcp, hybrid, awq)
 
 
 @st.composite

@@ -21,6 +21,11 @@ from tests.cli_helpers import run_cli
 
 SHAPE_RULES = frozenset(
     {
+        "QUANT-BLOCK-LINEAR-ATTN",
+        "QUANT-BLOCK-LINEAR-ATTN-OUT",
+        "QUANT-BLOCK-LINEAR-ATTN-BA",
+        "QUANT-GROUP-DENSE-MLP",
+        "QUANT-GROUP-EXPERTS",
         "WEIGHT-DENSE-MLP-SPLIT",
         "WEIGHT-SHARED-EXPERT-SPLIT",
         "WEIGHT-EXPERTS-SPLIT",
@@ -33,13 +38,12 @@ SHAPE_RULES = frozenset(
 )
 R1 = "deepseek-ai/DeepSeek-R1"
 #: Not embedded: its config, as published, is a fixture (docs/weight-shapes.md).
-QWEN3_NEXT = str(
-    Path(__file__).parent
-    / "fixtures"
-    / "weight_shapes"
-    / "configs"
-    / "Qwen3-Next-80B-A3B-Instruct-FP8.json"
-)
+_CONFIGS = Path(__file__).parent / "fixtures" / "weight_shapes" / "configs"
+QWEN3_NEXT = str(_CONFIGS / "Qwen3-Next-80B-A3B-Instruct-FP8.json")
+#: Architecture as published (zai-org/GLM-5-FP8 config.json); quantization block as
+#: documented for the family (docs/weight-shapes.md, "Checkpoint configs").
+GLM5 = str(_CONFIGS / "GLM-5-FP8.json")
+STEP35 = str(_CONFIGS / "Step-3.5-Flash-FP8.json")
 
 
 def shape_violations(config: dict[str, Any], model: str | dict[str, Any], version: str) -> set[str]:
@@ -136,6 +140,19 @@ LAUNCHES: tuple[tuple[str, dict[str, Any], str, bool], ...] = (
     (QWEN3_NEXT, {"tp_size": 8}, "0.5.23", False),
     (QWEN3_NEXT, {"tp_size": 4}, "0.5.23", True),
     (QWEN3_NEXT, {"tp_size": 8, "ep_size": 8}, "0.5.23", True),
+    # GatedDeltaNet's merged in_proj_qkvz over attention TP 32: key rows 2048 / 32 = 64.
+    (QWEN3_NEXT, {"tp_size": 32, "ep_size": 32, "nnodes": 4}, "0.5.23", False),
+    (QWEN3_NEXT, {"tp_size": 16, "ep_size": 16, "nnodes": 2}, "0.5.23", True),
+    (QWEN3_NEXT, {"tp_size": 1}, "0.5.19", True),
+    # sgl-project/sglang#26107: Step-3.5-Flash FP8 at TP 4 / EP 4, share_expert split by
+    # the global TP, 1280 / 4 = 320; TP 2 keeps 640. 0.5.23 replicates it under DeepEP.
+    (STEP35, {"tp_size": 4, "ep_size": 4}, "0.5.23", False),
+    (STEP35, {"tp_size": 4, "ep_size": 4}, "0.5.19", False),
+    (STEP35, {"tp_size": 2}, "0.5.23", True),
+    (STEP35, {"tp_size": 4, "ep_size": 4, "moe_a2a_backend": "deepep"}, "0.5.23", True),
+    # GLM-5 FP8: TP 8 (its model card's command) loads; TP 32 leaves 2048 / 32 = 64 rows.
+    (GLM5, {"tp_size": 8}, "0.5.23", True),
+    (GLM5, {"tp_size": 32, "nnodes": 4}, "0.5.23", False),
     # gpt-oss: MXFP4 pads; GLM-4.5-FP8: per-channel scales, TP 8 is the model card's.
     ("openai/gpt-oss-120b", {"tp_size": 8}, "0.5.23", True),
     ("zai-org/GLM-4.5-FP8", {"tp_size": 8}, "0.5.23", True),
@@ -145,6 +162,21 @@ LAUNCHES: tuple[tuple[str, dict[str, Any], str, bool], ...] = (
 @pytest.mark.parametrize(("model", "layout", "version", "loads"), LAUNCHES)
 def test_real_launches(model: str, layout: dict[str, Any], version: str, loads: bool) -> None:
     assert (shape_violations(layout, model, version) == set()) == loads
+
+
+def test_a_quantized_in_proj_ba_cannot_load() -> None:
+    """sgl-project/sglang#19045: Qwen3.5-397B-A17B-FP8 at TP 8 refused in a
+    Qwen3_5GatedDeltaNet projection, "output_partition_size = 8" (64 value heads / 8), where
+    that release quantized in_proj_b / in_proj_a. The merged in_proj_ba of the packs is
+    checked at every TP, so a config that does not exempt it is refused even unsplit."""
+    hf = json.loads(Path(QWEN3_NEXT).read_text())
+    assert shape_violations({"tp_size": 4}, hf, "0.5.23") == set()
+    qc = {**hf["quantization_config"], "modules_to_not_convert": ["lm_head"]}
+    quantized = {**hf, "quantization_config": qc}
+    report = validate({"tp_size": 8, "ep_size": 8}, quantized, explain=False)
+    ba = [v for v in report.violations if v.rule == "QUANT-BLOCK-LINEAR-ATTN-BA"]
+    assert ba and "output_partition_size = 4 is not divisible" in ba[0].message
+    assert shape_violations({"tp_size": 1}, quantized, "0.5.19") == {"QUANT-BLOCK-LINEAR-ATTN-BA"}
 
 
 def test_a_bf16_checkpoint_has_no_block_to_align() -> None:
@@ -223,6 +255,34 @@ def reference_failures(cfg: dict[str, Any], m: ModelSpec, version: str) -> set[s
         checked = attn_tp > 1 if version == "0.5.23" else (tp > 1 and attn_tp == tp)
         if heads % attn_tp == 0 and checked and (heads // attn_tp * m.mla_q_head_dim) % bn:
             out.add("QUANT-BLOCK-MLA-Q")
+    # GatedDeltaNet (qwen3_next.py): merged in_proj_qkvz is checked at any TP (several
+    # output partitions); the row-parallel out_proj like any attention-TP linear.
+    kd, vd = m.linear_attn_key_dim, m.linear_attn_value_dim
+    if kd and vd and block and m.quant_linear_attention and attn_tp >= 1:
+        assert bn is not None and bk is not None
+        if kd % attn_tp == 0 and vd % attn_tp == 0:
+            if (kd // attn_tp) % bn or (vd // attn_tp) % bn:
+                out.add("QUANT-BLOCK-LINEAR-ATTN")
+            checked = attn_tp > 1 if version == "0.5.23" else (tp > 1 and attn_tp == tp)
+            if checked and (vd // attn_tp) % bk:
+                out.add("QUANT-BLOCK-LINEAR-ATTN-OUT")
+    vh = m.linear_attn_value_heads
+    if vh and block and m.quant_linear_attn_ba and attn_tp >= 1 and vh % attn_tp == 0:
+        assert bn is not None
+        out.update({"QUANT-BLOCK-LINEAR-ATTN-BA"} if (vh // attn_tp) % bn else set())
+    # AWQ / GPTQ (awq.py, gptq.py, marlin_utils.py): a split down_proj input is whole
+    # groups; AWQ experts fall back to moe_wna16, which halves the group down to 32.
+    g = m.quant_group_size
+    dense = m.dense_intermediate_size
+    if g and dense and m.quant_dense_mlp and dense_tp > 1 and dense % dense_tp == 0:
+        out.update({"QUANT-GROUP-DENSE-MLP"} if (dense // dense_tp) % g else set())
+    awq = m.quant_method in ("awq", "awq_marlin")
+    moe = m.moe_intermediate_size
+    if g and moe and m.quant_experts and awq and moe_tp >= 1 and moe % moe_tp == 0:
+        shard, group = moe // moe_tp, g
+        while shard % group and group >= 32:
+            group //= 2
+        out.update({"QUANT-GROUP-EXPERTS"} if group < 32 or shard % group else set())
     return out
 
 
@@ -245,17 +305,26 @@ def _cases(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
         "moe_runner_backend": draw(st.sampled_from(["auto", "auto", "flashinfer_trtllm"])),
     }
     block = draw(st.sampled_from([(128, 128), (128, 64), None]))
+    group = None if block else draw(st.sampled_from([None, 128, 64, 32]))
     model = {
         "num_attention_heads": draw(st.sampled_from([16, 64, 128])),
         "num_experts": 256,
-        "dense_intermediate_size": draw(st.sampled_from([None, 18432, 1536, 96])),
-        "moe_intermediate_size": draw(st.sampled_from([None, 2048, 1536, 512, 768])),
+        "dense_intermediate_size": draw(st.sampled_from([None, 18432, 1536, 96, 29568])),
+        "moe_intermediate_size": draw(st.sampled_from([None, 2048, 1536, 512, 768, 96])),
         "shared_expert_intermediate_size": draw(st.sampled_from([None, 2048, 512])),
         "shared_experts_fusion": draw(st.sampled_from([None, "when_ep_1", "any_ep"])),
         "mla_q_head_dim": draw(st.sampled_from([None, 192])),
+        # Qwen3-Next (2048 / 4096) and a narrower hybrid whose shards fall below a block.
+        "linear_attn_key_dim": draw(st.sampled_from([None, 2048, 512])),
+        "linear_attn_value_dim": draw(st.sampled_from([None, 4096, 1024])),
+        "quant_linear_attention": draw(st.booleans()),
+        "linear_attn_value_heads": draw(st.sampled_from([None, 32, 256])),
+        "quant_linear_attn_ba": draw(st.booleans()),
         "quant_block_n": block[0] if block else None,
         "quant_block_k": block[1] if block else None,
-        "quant_group_k": None if block else draw(st.sampled_from([None, 16])),
+        "quant_group_k": None if block or group else draw(st.sampled_from([None, 16])),
+        "quant_group_size": group,
+        "quant_method": draw(st.sampled_from(["awq", "gptq"])) if group else None,
         "quant_attention": draw(st.booleans()),
         "quant_dense_mlp": True,
         "quant_experts": True,
@@ -388,14 +457,31 @@ def _as_meshsat(rec: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any
     if rec["family"] == "moe":
         model = {**FP8_FACTS, "moe_intermediate_size": rec["size"], "quant_experts": True}
         return [({"tp_size": tp, "ep_size": tp // rec["moe_tp"]}, model, "EXPERTS")]
+    attn_dp = tp // rec["attn_tp"]
+    layout = {"tp_size": tp, "dp_size": attn_dp, "enable_dp_attention": attn_dp > 1}
+    if rec["family"].startswith("linear_"):
+        # One quantized GatedDeltaNet linear at a time, the others left unquantized.
+        widths = {
+            "linear_attn_key_dim": rec["key"],
+            "linear_attn_value_dim": rec["value"],
+            "linear_attn_value_heads": rec["heads"],
+        }
+        ba = rec["family"] == "linear_ba"
+        model = {
+            **FP8_FACTS,
+            **widths,
+            "quant_linear_attention": not ba,
+            "quant_linear_attn_ba": ba,
+        }
+        rule = {"linear_qkvz": "LINEAR-ATTN", "linear_ba": "LINEAR-ATTN-BA"}
+        family = rule.get(rec["family"], "LINEAR-ATTN-OUT")
+        return [(layout, model, family)]
     model = {
         **FP8_FACTS,
         "num_attention_heads": rec["heads"],
         "mla_q_head_dim": rec["head_dim"],
         "quant_attention": True,
     }
-    attn_dp = tp // rec["attn_tp"]
-    layout = {"tp_size": tp, "dp_size": attn_dp, "enable_dp_attention": attn_dp > 1}
     return [(layout, model, "MLA-Q")]
 
 
@@ -403,6 +489,8 @@ def _disagreement(version: str, rec: dict[str, Any]) -> str | None:
     for layout, facts, family in _as_meshsat(rec):
         report = validate(layout, ModelSpec(**facts), explain=False, sglang_version=version)
         got = [(v.rule, v.message) for v in report.violations if v.rule in SHAPE_RULES]
+        if family.startswith("LINEAR"):  # one recorded linear of the three the facts cover
+            got = [g for g in got if g[0] == f"QUANT-BLOCK-{family}"]
         error = rec["error"]
         if error is None:
             want = []
@@ -422,7 +510,8 @@ def test_rules_agree_with_sglangs_own_layers(path: Path) -> None:
     data = json.loads(path.read_text())
     wrong = [_disagreement(data["version"], rec) for rec in data["records"]]
     assert [w for w in wrong if w] == []
-    assert len(wrong) == 272
+    # 272 layers in every pack, plus 126 GatedDeltaNet linears where Qwen3-Next exists.
+    assert len(wrong) == (272 if data["version"] == "0.4.6.post5" else 398)
 
 
 def test_fixtures_cover_every_pack_and_both_verdicts() -> None:
@@ -471,12 +560,33 @@ def test_the_command_reader_takes_the_model_from_model_path(
 def test_enumerate_says_when_weight_shapes_go_unchecked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    hf = {**model_config("Qwen/Qwen3-32B"), "quantization_config": {"quant_method": "awq"}}
+    hf = {**model_config("Qwen/Qwen3-32B"), "quantization_config": {"quant_method": "w4afp8"}}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(hf))
     run = run_cli(capsys, "enumerate", "--gpus", "4", "--model", str(path), "--count")
     assert run.code == 0
-    assert "weight shapes not checked: the group-size alignment of awq" in run.err
+    assert "weight shapes not checked: the group-size alignment of w4afp8" in run.err
+
+
+def test_awq_group_size_is_read_and_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Qwen3-32B's dense MLP (25600) under AWQ group 128: TP 8 leaves 3200 = 25 groups per
+    rank; a 4-bit export with group 256 leaves 12.5 and is refused (awq.py create_weights).
+    A config without group_size is refused naming the key, as AWQConfig.from_config does."""
+    base = model_config("Qwen/Qwen3-32B")
+    for group, ok in ((128, True), (256, False)):
+        qc = {"quant_method": "awq", "bits": 4, "group_size": group}
+        got = shape_violations({"tp_size": 8}, {**base, "quantization_config": qc}, "0.5.23")
+        assert got == (set() if ok else {"QUANT-GROUP-DENSE-MLP"})
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**base, "quantization_config": {"quant_method": "awq"}}))
+    run = run_cli(capsys, "validate", "--model", str(path), "--set", "tp_size=8")
+    assert run.code == 2
+    assert run.err.strip() == (
+        "meshsat: error: model config: quantization_config.group_size must be a positive "
+        "integer or -1, got None"
+    )
 
 
 #: Launch commands as pasted (the shapes of the public reports above), read with the model

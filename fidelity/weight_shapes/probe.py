@@ -14,7 +14,12 @@ accessors with a world of the given sizes:
 - `moe`: `Fp8MoEMethod.create_weights` for a `FusedMoE` whose MoE TP width is `moe_tp`
   (the shard `FusedMoE.__init__` passes: `intermediate_size // moe_tp`);
 - `mla_q`: MLA's `q_b_proj`, a column-parallel linear over the attention TP group `attn_tp`
-  inside a TP group of `tp`.
+  inside a TP group of `tp`;
+- `linear_qkvz`, `linear_ba`, `linear_out` (0.5.18+, the releases with Qwen3-Next): the three
+  quantized GatedDeltaNet linears built with `Qwen3GatedDeltaNet.__init__`'s arguments (the
+  merged [key, key, value, value] and [value heads, value heads] column linears and the
+  row-parallel value -> hidden linear, over `attn_tp`); the layer itself also builds a
+  CUDA-only `RMSNormGated`, so its linears are built directly.
 The record is the exception SGLang raised (type and message), or null: the layer loads.
 `tests/test_weight_shapes.py` replays every record against meshsat's rules.
 """
@@ -171,10 +176,53 @@ def main(version: str) -> None:
                     {"family": "mla_q", "heads": heads, "head_dim": 192, "tp": tp,
                      "attn_tp": attn_tp, "error": outcome}
                 )  # fmt: skip
+    if "qwen3_next" in _models(linear):
+        records += _linear_attention(linear, qc, group)
     out = Path(__file__).parents[2] / "tests" / "fixtures" / "weight_shapes" / f"{version}.json"
     out.write_text(dump(version, records))
     failed = sum(r["error"] is not None for r in records)
     print(f"{version}: {len(records)} layers built, {failed} refused -> {out}")
+
+
+#: Qwen3-Next-80B-A3B (key 16 x 128, value 32 x 128, 32 value heads) and a narrower hybrid.
+LINEAR_ATTN = ((2048, 4096, 32), (512, 1024, 64))
+
+
+def _models(linear: Any) -> set[str]:
+    """The release's model files, listed without importing them (sglang/srt/models)."""
+    return {p.stem for p in (Path(linear.__file__).parents[1] / "models").glob("*.py")}
+
+
+def _linear_attention(linear: Any, qc: Any, group: Any) -> list[dict[str, Any]]:
+    hidden = 2048
+    records: list[dict[str, Any]] = []
+    for key, value, heads in LINEAR_ATTN:
+        for tp in TPS:
+            for attn_tp in (d for d in TPS if tp % d == 0 and heads % d == 0):
+                _patch(tp, attn_tp)
+                where = group(False, attn_tp, "attn_tp")
+                layers = {
+                    "linear_qkvz": (
+                        linear.MergedColumnParallelLinear,
+                        (hidden, [key, key, value, value]),
+                        {},
+                    ),
+                    "linear_ba": (linear.MergedColumnParallelLinear, (hidden, [heads, heads]), {}),
+                    "linear_out": (
+                        linear.RowParallelLinear,
+                        (value, hidden),
+                        {"input_is_parallel": True, "reduce_results": False},
+                    ),
+                }
+                for family, (cls, args, extra) in layers.items():
+                    outcome = _outcome(
+                        cls, *args, bias=False, quant_config=qc, prefix=family, **extra, **where
+                    )
+                    records.append(
+                        {"family": family, "key": key, "value": value, "heads": heads,
+                         "tp": tp, "attn_tp": attn_tp, "error": outcome}
+                    )  # fmt: skip
+    return records
 
 
 if __name__ == "__main__":

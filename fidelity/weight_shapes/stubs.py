@@ -124,3 +124,11 @@ import torch  # noqa: E402
 if not torch.cuda.is_available():
     torch.cuda.get_device_capability = _cuda_capability
 sys.meta_path.insert(0, _Finder())
+
+if "torchvision" in ABSENT:
+    # transformers 5.12 (0.5.18/0.5.19 venvs) asks the package metadata, not the import
+    # system, whether torchvision is there, and sglang's Janus config registers an image
+    # processor at import time: say it is, for that registration only.
+    _iu: Any = importlib.import_module("transformers.utils.import_utils")
+    if "torchvision" in getattr(_iu, "BACKENDS_MAPPING", {}):
+        _iu.BACKENDS_MAPPING["torchvision"] = (lambda: True, "")

@@ -14,7 +14,10 @@ Which group splits which family (SGLang's model files, every pack's release):
 - shared experts: the global TP group, replicated with any all-to-all backend
   (`_shared_expert_use_tp1` / `parallel_group="replicated"`), or fused into the routed
   MoE (DeepSeek V3/R1 and GLM-4.5 when EP is 1, Qwen3-Next with any EP);
-- MLA's `q_b_proj`: the attention TP group.
+- MLA's `q_b_proj`: the attention TP group;
+- GatedDeltaNet (Qwen3-Next / Qwen3.5 `linear_attn`): the attention TP group
+  (`attn_tp_size` in 0.5.18/0.5.19, `parallel_group="attn_tp"` in 0.5.23): the merged
+  `in_proj_qkvz` (key, key, value, value rows) and the row-parallel `out_proj` (value columns).
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ from meshsat.solver.lang.rule import Rule
 FP8_LINEAR = "quantization/fp8.py Fp8LinearMethod.create_weights"
 FP8_MOE = "quantization/fp8.py Fp8MoEMethod.create_weights"
 NVFP4_LINEAR = "quantization/modelopt_quant.py ModelOptFp4LinearMethod.create_weights"
+INT_GROUP_LINEAR = (
+    "quantization/awq.py AWQLinearMethod.create_weights, gptq.py GPTQLinearMethod.create_weights, "
+    "marlin_utils.py verify_marlin_supports_shape"
+)
+AWQ_MOE = "quantization/moe_wna16.py MoeWNA16Method.create_weights (AWQ MoE fallback)"
+#: The GatedDeltaNet projections go through the same FP8 linear check.
+FP8_LINEAR_ATTN = "models/qwen3_next.py Qwen3GatedDeltaNet -> " + FP8_LINEAR
 LINEAR_SPLIT = "layers/linear.py (divide)"
 MOE_SPLIT = "fused_moe_triton/layer.py FusedMoE.__init__"
 NOT_CHECKED = "meshsat: quantization_config"
@@ -41,6 +51,9 @@ SOURCES: tuple[str, ...] = (
     FP8_MOE,
     FP8_MOE_0_5_23,
     NVFP4_LINEAR,
+    FP8_LINEAR_ATTN,
+    INT_GROUP_LINEAR,
+    AWQ_MOE,
 )
 
 #: The dense MLP's width: replicated with --moe-dense-tp-size 1, else the global TP.
@@ -76,6 +89,14 @@ shared_tp_0_4 = named(
 dense_mlp_shard = named("dense_mlp_shard", F.dense_intermediate_size // mlp_tp)
 moe_expert_shard = named("moe_expert_shard", F.moe_intermediate_size // moe_tp)
 mla_q_shard = named("mla_q_shard", (F.num_attention_heads // attn_tp) * F.mla_q_head_dim)
+linear_key_shard = named("linear_key_shard", F.linear_attn_key_dim // attn_tp)
+linear_value_shard = named("linear_value_shard", F.linear_attn_value_dim // attn_tp)
+linear_ba_shard = named("linear_ba_shard", F.linear_attn_value_heads // attn_tp)
+#: The first `in_proj_qkvz` partition SGLang finds misaligned (key rows come first).
+linear_qkvz_partition = named(
+    "linear_qkvz_partition",
+    ite(divides(F.quant_block_n, linear_key_shard), linear_value_shard, linear_key_shard),
+)
 
 
 def _or_zero(width: Named, *facts: Field) -> Named:
@@ -94,6 +115,9 @@ NAMED: tuple[Named, ...] = (
     _or_zero(dense_mlp_shard, F.dense_intermediate_size),
     _or_zero(moe_expert_shard, F.moe_intermediate_size),
     _or_zero(mla_q_shard, F.num_attention_heads, F.mla_q_head_dim),
+    _or_zero(linear_key_shard, F.linear_attn_key_dim),
+    _or_zero(linear_value_shard, F.linear_attn_value_dim),
+    _or_zero(linear_ba_shard, F.linear_attn_value_heads),
 )
 
 _BLOCK = is_set(F.quant_block_n) & is_set(F.quant_block_k)
@@ -191,6 +215,106 @@ def _mla_rule(checked: Expr) -> Rule:
     )
 
 
+_HINT_LINEAR = (
+    "an attention TP width that leaves whole 128-row blocks of the GatedDeltaNet key and "
+    "value projections per rank (DP attention, or a smaller TP)"
+)
+_LINEAR_SPLIT = (
+    is_set(F.linear_attn_key_dim)
+    & is_set(F.linear_attn_value_dim)
+    & _BLOCK
+    & F.quant_linear_attention
+    & attn_tp_whole
+    & (attn_tp >= 1)
+    & divides(attn_tp, F.linear_attn_key_dim)
+    & divides(attn_tp, F.linear_attn_value_dim)
+)
+#: `in_proj_qkvz` is a merged column-parallel layer ([key, key, value, value]): with more
+#: than one output partition `validate_block_quant_shapes` checks every partition whatever
+#: the TP size, in every release.
+_LINEAR_QKVZ = Rule(
+    "QUANT-BLOCK-LINEAR-ATTN",
+    _LINEAR_SPLIT,
+    # Key rows fail first; when they are whole blocks the partition shown is the value's.
+    divides(F.quant_block_n, linear_qkvz_partition),
+    "Weight output_partition_size = {linear_qkvz_partition} is not divisible by weight "
+    "quantization block_n = {quant_block_n}.",
+    FP8_LINEAR_ATTN,
+    hint=_HINT_LINEAR,
+)
+
+
+#: `in_proj_ba` merges [value heads, value heads]: checked at any TP like `in_proj_qkvz`;
+#: 32 or 64 rows can never be whole 128-row blocks, so only a checkpoint that leaves it
+#: unquantized loads (sgl-project/sglang#19045: Qwen3.5-397B-A17B-FP8 at TP 8 on 0.5.8,
+#: "output_partition_size = 8", 64 heads / 8, where that release quantized it).
+_LINEAR_BA = Rule(
+    "QUANT-BLOCK-LINEAR-ATTN-BA",
+    is_set(F.linear_attn_value_heads)
+    & _BLOCK
+    & F.quant_linear_attn_ba
+    & attn_tp_whole
+    & (attn_tp >= 1)
+    & divides(attn_tp, F.linear_attn_value_heads),
+    divides(F.quant_block_n, linear_ba_shard),
+    "Weight output_partition_size = {linear_ba_shard} is not divisible by weight "
+    "quantization block_n = {quant_block_n}.",
+    FP8_LINEAR_ATTN,
+    hint="a checkpoint that leaves linear_attn.in_proj_b / in_proj_a unquantized "
+    "(quantization_config.modules_to_not_convert)",
+)
+
+
+def _linear_out_rule(checked: Expr) -> Rule:
+    """`out_proj` is row-parallel over the value width: its input shard must be whole
+    `block_k` columns when the check runs (the same release difference as MLA's)."""
+    return Rule(
+        "QUANT-BLOCK-LINEAR-ATTN-OUT",
+        _LINEAR_SPLIT & checked,
+        divides(F.quant_block_k, linear_value_shard),
+        "Weight input_size_per_partition = {linear_value_shard} is not divisible by weight "
+        "quantization block_k = {quant_block_k}.",
+        FP8_LINEAR_ATTN,
+        hint=_HINT_LINEAR,
+    )
+
+
+#: The smallest group `MoeWNA16Method.create_weights` halves down to (`assert group_size >=
+#: 32`); AWQ MoE layers that marlin cannot take fall back to it (awq.py get_quant_method).
+WNA16_MIN_GROUP = 32
+
+_INT_GROUP_RULES: tuple[Rule, ...] = (
+    Rule(
+        "QUANT-GROUP-DENSE-MLP",
+        is_set(F.dense_intermediate_size)
+        & is_set(F.quant_group_size)
+        & F.quant_dense_mlp
+        & (mlp_tp > 1)
+        & divides(mlp_tp, F.dense_intermediate_size),
+        divides(F.quant_group_size, dense_mlp_shard),
+        "The input size is not aligned with the quantized weight shape. This can be caused "
+        "by too large tensor parallel size. (down_proj input {dense_mlp_shard} per rank, "
+        "group_size {quant_group_size})",
+        INT_GROUP_LINEAR,
+        hint=_HINT_DENSE,
+    ),
+    Rule(
+        "QUANT-GROUP-EXPERTS",
+        is_set(F.moe_intermediate_size)
+        & is_set(F.quant_group_size)
+        & F.quant_experts
+        & one_of(F.quant_method, "awq", "awq_marlin")
+        & (moe_tp >= 1)
+        & divides(moe_tp, F.moe_intermediate_size),
+        divides(F.quant_group_size, moe_expert_shard)
+        | ((F.quant_group_size >= WNA16_MIN_GROUP) & divides(WNA16_MIN_GROUP, moe_expert_shard)),
+        "AssertionError (group_size >= 32): the expert shard {moe_expert_shard} is not a "
+        "multiple of group_size {quant_group_size} nor of any halving of it down to 32",
+        AWQ_MOE,
+        hint=_HINT_MOE,
+    ),
+)
+
 _DENSE_SPLIT, _DENSE_BLOCK = _mlp_rules(
     "DENSE-MLP", F.dense_intermediate_size, F.quant_dense_mlp, mlp_tp, _HINT_DENSE
 )
@@ -223,8 +347,12 @@ RULES: tuple[Rule, ...] = (
     # (`get_parallel().tp_size`): an attention projection split over a smaller attention
     # TP group (DP attention) is not checked; 0.5.23 checks against the layer's own group.
     _mla_rule((F.tp_size > 1) & (attn_tp == F.tp_size)),
+    _LINEAR_QKVZ,
+    _LINEAR_BA,
+    _linear_out_rule((F.tp_size > 1) & (attn_tp == F.tp_size)),
     # ... and the MoE's down-projection check reads the global TP size before 0.5.23.
     _moe_rule(F.tp_size > 1, FP8_MOE),
+    *_INT_GROUP_RULES,
     Rule(
         "QUANT-NVFP4-DENSE-MLP",
         is_set(F.dense_intermediate_size)
@@ -243,6 +371,7 @@ RULES: tuple[Rule, ...] = (
 #: `create_fp8_moe_weight_` the MoE TP size (`layer.moe_tp_size`).
 RULES_0_5_23: tuple[Rule, ...] = (
     _mla_rule(attn_tp > 1),
+    _linear_out_rule(attn_tp > 1),
     _moe_rule(moe_tp > 1, FP8_MOE_0_5_23),
 )
 #: 0.4.6.post5's shared-expert fusion (see `shared_tp_0_4`).

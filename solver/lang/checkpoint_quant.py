@@ -32,20 +32,24 @@ _BLOCK_SCHEMES = ("fp8", "blockwise_int8", "mxfp8")
 _NO_SHAPE_CHECK = ("fbgemm_fp8", "mxfp4", "w8a8_fp8", "w8a8_int8", "modelopt_fp8", "fp8_e4m3")
 #: Known schemes whose group-size alignment meshsat does not model yet: said, not passed.
 _GROUP_SCHEMES = (
-    "awq",
-    "awq_marlin",
-    "gptq",
-    "gptq_marlin",
     "moe_wna16",
     "w4afp8",
     "auto-round",
     "quark",
 )
+#: Integer weight-only schemes whose row-parallel input shard must be whole groups:
+#: `AWQLinearMethod` / `GPTQLinearMethod.create_weights` ("The input size is not aligned
+#: with the quantized weight shape") and marlin's `verify_marlin_supports_shape`; AWQ's MoE
+#: falls back to `MoeWNA16Method`, which halves the group down to 32 before it fails.
+_INT_GROUP_SCHEMES = ("awq", "awq_marlin", "gptq", "gptq_marlin")
 #: NVFP4's input group (ModelOptFp4LinearMethod.create_weights: "Unsupported model when in
 #: features size is not multiple of 16").
 NVFP4_GROUP = 16
 
 _LAYER_INDEX = re.compile(r"\.\d+\.")
+#: GatedDeltaNet's beta / alpha projections: separate in Qwen3.5 checkpoints, fused
+#: (`in_proj_ba`) in Qwen3-Next ones and in SGLang (`packed_modules_mapping`).
+_BA_NAMES = ("in_proj_ba", "in_proj_b", "in_proj_a")
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,13 @@ class CheckpointQuant:
     block_k: int | None = None
     #: Row-parallel input alignment that is not a block (NVFP4: 16).
     group_k: int | None = None
+    #: AWQ / GPTQ `group_size` (None: per-channel, `-1`).
+    group_size: int | None = None
     #: Why the shapes are not checked (a scheme meshsat does not model), else None.
     not_checked: str | None = None
     attention: bool = False
+    linear_attention: bool = False
+    linear_attn_ba: bool = False
     dense_mlp: bool = False
     experts: bool = False
     shared_experts: bool = False
@@ -81,12 +89,24 @@ def read_checkpoint_quant(hf: Mapping[str, Any]) -> CheckpointQuant:
         )
     method = method.lower()
     skipped = _skipped_families(qc)
-    families = {f: f not in skipped for f in ("attention", "dense_mlp", "experts", "shared")}
+    families = {
+        f: f not in skipped
+        for f in (
+            "attention",
+            "linear_attention",
+            "linear_attn_ba",
+            "dense_mlp",
+            "experts",
+            "shared",
+        )
+    }
 
     def facts(**kw: Any) -> CheckpointQuant:
         kw.setdefault("method", method)
         return CheckpointQuant(
             attention=families["attention"],
+            linear_attention=families["linear_attention"],
+            linear_attn_ba=families["linear_attn_ba"],
             dense_mlp=families["dense_mlp"],
             experts=families["experts"],
             shared_experts=families["shared"],
@@ -119,11 +139,28 @@ def read_checkpoint_quant(hf: Mapping[str, Any]) -> CheckpointQuant:
         return facts(not_checked=f"unknown ModelOpt quant_algo {algo}")
     if method in _NO_SHAPE_CHECK:
         return facts()
+    if method in _INT_GROUP_SCHEMES:
+        return facts(group_size=_group_size(qc))
     if method in _GROUP_SCHEMES:
         return facts(
             not_checked=f"the group-size alignment of {method} checkpoints is not modelled"
         )
     return facts(not_checked=f"unknown quantization scheme {method}")
+
+
+def _group_size(qc: Mapping[str, Any]) -> int | None:
+    """AWQ spells it `q_group_size` in some exports (`AWQConfig.from_config` reads both);
+    `-1` is one group per input row: nothing to align."""
+    key = "q_group_size" if "q_group_size" in qc and "group_size" not in qc else "group_size"
+    value = qc.get(key)
+    if value == -1 and not isinstance(value, bool):
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InputError(
+            f"model config: quantization_config.{key} must be a positive integer or -1, "
+            f"got {shown(value)}"
+        )
+    return value
 
 
 def _block(value: Any, key: str) -> tuple[int, int]:
@@ -181,11 +218,21 @@ def _skipped_families(qc: Mapping[str, Any]) -> set[str]:
             )
         for raw in patterns:
             p = raw.removeprefix("re:").rstrip("$").removesuffix(".*")
+            if p.rsplit(".", 1)[-1] in _BA_NAMES:
+                # Published hybrids list in_proj_b / in_proj_a once per linear-attention
+                # layer; the fused in_proj_ba cannot be whole blocks at any width, so a
+                # checkpoint naming it anywhere is read as leaving it unquantized.
+                skipped.add("linear_attn_ba")
+                continue
             if _LAYER_INDEX.search(p) and "*" not in p:
                 continue
             tail = p.rsplit(".", 1)[-1].lstrip("*")
-            if tail in ("self_attn", "attn", "attention", "linear_attn", "q_b_proj", "q_proj"):
+            if tail in ("self_attn", "attn", "attention", "q_b_proj", "q_proj"):
                 skipped.add("attention")
+            elif tail == "linear_attn":
+                skipped.update(("linear_attention", "linear_attn_ba"))
+            elif tail in ("in_proj_qkvz", "in_proj_qkv"):
+                skipped.add("linear_attention")
             elif tail in ("mlp", "feed_forward"):
                 skipped.update(("dense_mlp", "experts", "shared"))
             elif tail in ("shared_experts", "shared_expert"):

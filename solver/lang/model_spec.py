@@ -35,7 +35,13 @@ CP_V2_DEFAULT_ARCHITECTURES = (
 )
 
 _HEADS = ("num_attention_heads", "n_head", "num_heads")
-_KV_HEADS = ("num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num")
+_KV_HEADS = (
+    "num_key_value_heads",
+    "n_head_kv",
+    "num_kv_heads",
+    "multi_query_group_num",
+    "num_attention_groups",  # Step-3.5 (step3p5.py: num_key_value_heads = this)
+)
 _EXPERTS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers")
 _MULTIMODAL_KEYS = ("vision_config", "vision_tower", "audio_config", "vision_encoder")
@@ -71,16 +77,39 @@ class ModelSpec(BaseModel):
     mla_q_head_dim: int | None = Field(
         None, ge=1, description="MLA query head width (qk_nope_head_dim + qk_rope_head_dim)."
     )
+    linear_attn_key_dim: int | None = Field(
+        None,
+        ge=1,
+        description="GatedDeltaNet key width (linear_num_key_heads x linear_key_head_dim): "
+        "Qwen3-Next / Qwen3.5 hybrids.",
+    )
+    linear_attn_value_dim: int | None = Field(
+        None,
+        ge=1,
+        description="GatedDeltaNet value width (linear_num_value_heads x linear_value_head_dim).",
+    )
+    linear_attn_value_heads: int | None = Field(
+        None, ge=1, description="GatedDeltaNet value heads (the rows of in_proj_b and in_proj_a)."
+    )
     quant_method: str | None = Field(None, description="quantization_config.quant_method.")
     quant_block_n: int | None = Field(None, ge=1, description="Quantization block: output rows.")
     quant_block_k: int | None = Field(None, ge=1, description="Quantization block: input columns.")
     quant_group_k: int | None = Field(
         None, ge=1, description="Input-group width a row-parallel shard must align to (NVFP4)."
     )
+    quant_group_size: int | None = Field(
+        None, ge=1, description="AWQ / GPTQ group_size a row-parallel input shard must align to."
+    )
     quant_not_checked: str | None = Field(
         None, description="Why the quantized shapes are not checked (an unmodelled scheme)."
     )
     quant_attention: bool = Field(False, description="Attention projections are quantized.")
+    quant_linear_attention: bool = Field(
+        False, description="GatedDeltaNet (linear-attention) projections are quantized."
+    )
+    quant_linear_attn_ba: bool = Field(
+        False, description="GatedDeltaNet's in_proj_b / in_proj_a (fused in_proj_ba) are quantized."
+    )
     quant_dense_mlp: bool = Field(False, description="Dense MLP layers are quantized.")
     quant_experts: bool = Field(False, description="Routed experts are quantized.")
     quant_shared_experts: bool = Field(False, description="Shared experts are quantized.")
@@ -120,7 +149,7 @@ class ModelSpec(BaseModel):
             return None
 
         heads = first(_HEADS)
-        shapes = _weight_shapes(hf, text, first)
+        shapes = {**_weight_shapes(hf, text, first), **_linear_attention(first)}
         quant = read_checkpoint_quant(hf)
         kv = first(_KV_HEADS) or heads
         dsa = arch in DSA_ARCHITECTURES or "index_topk" in hf or "index_topk" in text
@@ -140,8 +169,11 @@ class ModelSpec(BaseModel):
             quant_block_n=quant.block_n,
             quant_block_k=quant.block_k,
             quant_group_k=quant.group_k,
+            quant_group_size=quant.group_size,
             quant_not_checked=quant.not_checked,
             quant_attention=quant.attention,
+            quant_linear_attention=quant.linear_attention,
+            quant_linear_attn_ba=quant.linear_attn_ba,
             quant_dense_mlp=quant.dense_mlp,
             quant_experts=quant.experts,
             quant_shared_experts=quant.shared_experts,
@@ -187,7 +219,8 @@ def _weight_shapes(
     experts = first(_EXPERTS, zero_is_none=True)
     inter = first(("intermediate_size", "ffn_hidden_size"))
     moe = first(("moe_intermediate_size",))
-    shared = first(("shared_expert_intermediate_size",), zero_is_none=True)
+    # Step-3.5 spells the shared expert's width `share_expert_dim` (step3p5.py).
+    shared = first(("shared_expert_intermediate_size", "share_expert_dim"), zero_is_none=True)
     n_shared = first(("n_shared_experts", "num_shared_experts"), zero_is_none=True)
     if experts is None:
         return {
@@ -203,7 +236,9 @@ def _weight_shapes(
     qwen_dense = bool(_fact(hf, text, "mlp_only_layers")) or (
         (_fact(hf, text, "decoder_sparse_step") or 1) > 1
     )
-    if leading_dense or qwen_dense:
+    # Step-3.5 lists its MoE layers (`moe_layers_enum`); the others are dense.
+    listed_dense = _fact(hf, text, "moe_layers_enum") is not None
+    if leading_dense or qwen_dense or listed_dense:
         dense = inter
     elif (_fact(hf, text, "interleave_moe_layer_step") or 1) > 1:
         dense = first(("intermediate_size_mlp",)) or inter
@@ -216,6 +251,18 @@ def _weight_shapes(
         "moe_intermediate_size": moe,
         "shared_expert_intermediate_size": shared,
         "mla_q_head_dim": _mla_q(hf, text, first),
+    }
+
+
+def _linear_attention(first: Any) -> dict[str, int | None]:
+    """GatedDeltaNet widths (qwen3_next.py / qwen3_5.py `Qwen3GatedDeltaNet`): the merged
+    `in_proj_qkvz` holds [key, key, value, value] rows, `out_proj` takes value columns."""
+    kh, kd = first(("linear_num_key_heads",)), first(("linear_key_head_dim",))
+    vh, vd = first(("linear_num_value_heads",)), first(("linear_value_head_dim",))
+    return {
+        "linear_attn_key_dim": kh * kd if kh and kd else None,
+        "linear_attn_value_dim": vh * vd if vh and vd else None,
+        "linear_attn_value_heads": vh,
     }
 
 
