@@ -71,12 +71,20 @@ UNREACHABLE = {
             "QUANT-BLOCK-SHARED-EXPERT",
             "QUANT-BLOCK-EXPERTS",
             "QUANT-BLOCK-MLA-Q",
+            "QUANT-BLOCK-LINEAR-ATTN",
+            "QUANT-BLOCK-LINEAR-ATTN-OUT",
+            "QUANT-BLOCK-LINEAR-ATTN-BA",
         ),
         "a block-quantized weight check while the model is built: recorded from SGLang's "
         "own layers on the meta device in tests/fixtures/weight_shapes/",
     ),
     "QUANT-NVFP4-DENSE-MLP": "an NVFP4 weight check while the model is built: encoded from "
     "modelopt_quant.py ModelOptFp4LinearMethod.create_weights (no recorded layer)",
+    **dict.fromkeys(
+        ("QUANT-GROUP-DENSE-MLP", "QUANT-GROUP-EXPERTS"),
+        "an AWQ/GPTQ group-size check while the model is built: encoded from awq.py and "
+        "gptq.py create_weights and moe_wna16.py (no recorded layer)",
+    ),
 }
 
 
