@@ -1,7 +1,7 @@
 """Autotuner search spaces: legality, coverage, and which view TPE searches best.
 
 For DeepSeek-V3 on H200 at N = 16 and 64 GPUs (the space: every legal layout that fits):
-1. 10,000 draws of optuna's RandomSampler through each view (categorical, tree,
+1. 10,000 draws of optuna's RandomSampler through each view (categorical, ranked,
    coordinates): illegal layouts drawn (checked by `validate` + the memory fit, not by the
    space) and the share of the space's layouts reached. Goal: 0 illegal, >= 99 %.
 2. TPE, 100 trials, several seeds, maximising each objective: KV-cache tokens (the space's

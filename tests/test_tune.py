@@ -83,10 +83,8 @@ def _leaf_probability(space: LayoutSpace, style: Style, key: str) -> float:
     for name in space.order:
         choices = space.choices(path)
         value = c.values[name]
-        if style is Style.tree:
-            p /= len(choices)
-        else:
-            p *= space.leaves_under((*path, value)) / space.leaves_under(path)
+        assert value in choices
+        p *= space.leaves_under((*path, value)) / space.leaves_under(path)
         path = (*path, value)
     return p
 
@@ -97,8 +95,7 @@ def test_every_layout_is_reachable_and_probabilities_sum_to_one(style: Style) ->
     probs = [_leaf_probability(space, style, k) for k in space.keys]
     assert min(probs) > 0
     assert math.isclose(sum(probs), 1.0, rel_tol=1e-9)
-    if style is not Style.tree:  # every layout equally likely
-        assert max(probs) == pytest.approx(min(probs))
+    assert max(probs) == pytest.approx(min(probs))  # every layout equally likely
 
 
 @pytest.mark.parametrize("style", list(Style))
@@ -182,7 +179,7 @@ def test_constraints_func_accepts_exactly_the_space() -> None:
     study.tell(trial, 0.0)
     # A trial that went through suggest_layout is judged by its key.
     trial = study.ask()
-    suggest_layout(trial, space, "tree")
+    suggest_layout(trial, space, "ranked")
     study.tell(trial, 0.0)
     assert judge(study.get_trials(deepcopy=False)[-1]) == (0.0,)
 

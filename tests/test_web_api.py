@@ -147,6 +147,51 @@ def test_bad_input_is_the_cli_error_line(
     assert doc["field"] == field
 
 
+def test_plan_emits_the_clis_leaderworkerset(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The page's download: `emit: "lws"` answers with exactly what `plan --emit lws`
+    prints for that pick, and a pick past the ranking is the CLI's error line."""
+    plan = ["plan", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--gpus", "16"]
+    base = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 16}
+    _, _, ranked = call(server, "POST", "/api/plan", base)
+    body = {**base, "emit": "lws", "pick": 3, "name": "ds", "image": "sglang:test"}
+    status, headers, doc = call(server, "POST", "/api/plan", body)
+    run = run_cli(capsys, *plan, "--emit", "lws", "--pick", "3", "--name", "ds", "--image",
+                  "sglang:test")  # fmt: skip
+    assert status == 200 and run.code == 0 and headers["X-Meshsat-Exit"] == "0"
+    assert doc["manifest"] == run.out and "kind: LeaderWorkerSet" in run.out
+    assert doc["rank"] == 3 and doc["command"] == ranked["layouts"][2]["command"]
+    status, _, doc = call(server, "POST", "/api/plan", {**body, "top": 2})
+    run = run_cli(capsys, *plan, "--top", "2", "--emit", "lws", "--pick", "3")
+    assert run.code == 2 and status == 400
+    assert doc["error"] == run.err.strip() and doc["field"] == "pick"
+
+
+def test_a_warning_while_answering_is_a_note_of_that_answer(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sglang_version: installed` without SGLang warns which pack stands in: the warning
+    comes back in that request's notes, worded as the CLI's note on stderr."""
+    from importlib import metadata
+
+    from meshsat.solver.packs.registry import installed_pack
+
+    body = {"sglang": TWO_NODES, "sglang_version": "installed"}
+    argv = ["groups", "--sglang", TWO_NODES, "--sglang-version", "installed"]
+    installed_pack.cache_clear()  # the warning is said once per process
+    _, headers, _ = call(server, "POST", "/api/groups", body)
+    installed_pack.cache_clear()
+    run = run_cli(capsys, *argv)
+    notes = json.loads(headers["X-Meshsat-Notes"])
+    cli_notes = [line.removeprefix("note: ") for line in run.err.splitlines()]
+    assert notes == cli_notes
+    try:
+        metadata.version("sglang")
+    except metadata.PackageNotFoundError:
+        assert any(n.startswith("SGLang is not installed here") for n in notes)
+
+
 def test_requests_read_no_file(
     server: MeshsatServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

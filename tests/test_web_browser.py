@@ -120,9 +120,12 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> Any:
 
 
 def test_plan_shows_the_ranked_table_and_the_chart(
-    page: tuple[WebDriver, str], capsys: pytest.CaptureFixture[str]
+    page: tuple[WebDriver, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     driver, url = page
+    driver.execute_cdp_cmd(
+        "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)}
+    )
     open_view(driver, url, "plan")
     fill(driver, "plan", "gpus", "16")
     driver.find_element(By.ID, "plan-run").click()
@@ -151,6 +154,14 @@ def test_plan_shows_the_ranked_table_and_the_chart(
     # Its memory per rank comes from `validate --gpu` on that command: the same weights.
     memory = wait(driver, "#plan-memory dl")[0].text
     assert f"weights\n{expected[6]['weights_gib']:.2f} GiB" in memory
+    # Its LeaderWorkerSet downloads as a file: what `plan --emit lws --pick 7` prints.
+    driver.find_element(By.ID, "plan-lws").click()
+    wait(driver, "#plan-lws-status")
+    saved = tmp_path / "sglang-rank7.yaml"
+    WebDriverWait(driver, 60, poll_frequency=0.05).until(lambda d: saved.is_file())
+    lws = run_cli(capsys, "plan", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200",
+                  "--gpus", "16", "--emit", "lws", "--pick", "7")  # fmt: skip
+    assert lws.code == 0 and saved.read_text() == lws.out
     # The estimate inputs appear only when `plan` has those options.
     isl = driver.find_element(By.CSS_SELECTOR, '#plan-form [name="isl"]')
     assert isl.is_displayed() == ("--isl" in run_cli(capsys, "plan", "--help").out)

@@ -181,14 +181,20 @@ def warnings_as_notes() -> Iterator[None]:
         file: TextIO | None = None,
         line: str | None = None,
     ) -> None:
-        text = " ".join(str(message).split())
-        note(text if issubclass(category, MeshsatWarning) else f"{category.__name__}: {text}")
+        note(warning_note(message, category))
 
     warnings.showwarning = show
     try:
         yield
     finally:
         warnings.showwarning = shown
+
+
+def warning_note(message: Warning | str, category: type[Warning]) -> str:
+    """A warning as one note line: meshsat's own as it is, a library's named by category
+    (also how `meshsat serve` words the warnings of a request)."""
+    text = " ".join(str(message).split())
+    return text if issubclass(category, MeshsatWarning) else f"{category.__name__}: {text}"
 
 
 def quant_note(not_checked: str | None) -> None:

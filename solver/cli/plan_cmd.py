@@ -9,6 +9,7 @@ throughput or communication-time estimate is made.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -20,7 +21,7 @@ import typer
 import meshsat.solver.cli.plan_perf as plan_perf
 from meshsat import solver
 from meshsat.solver.cli.deadline import time_limit
-from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, print_lws
+from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, lws_for
 from meshsat.solver.cli.enumerate_cmd import WhereOpt
 from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.memory_options import (
@@ -379,7 +380,22 @@ def _print_pick(
     image: str,
 ) -> None:
     """`--emit lws`: the `pick`-th ranked layout as a LeaderWorkerSet on stdout."""
+    sys.stdout.write(picked_lws(commands, pick, g, gpus, gpus_per_node, model, name, image))
+
+
+def picked_lws(
+    commands: list[str],
+    pick: int,
+    g: Gpu,
+    gpus: int,
+    gpus_per_node: int | None,
+    model: str | None,
+    name: str,
+    image: str,
+) -> str:
+    """The LeaderWorkerSet of the `pick`-th ranked layout: what `--emit lws` prints, and
+    what `meshsat serve`'s download is (the API's `emit: "lws"`)."""
     if pick > len(commands):
         raise InputError(f"--pick {pick}: only {len(commands)} layout(s) ranked (raise --top)")
     per_node = gpus_per_node or min(g.fabric, gpus) or 1
-    print_lws(commands[pick - 1], gpus, per_node, model_path=model, name=name, image=image)
+    return lws_for(commands[pick - 1], gpus, per_node, model_path=model, name=name, image=image)

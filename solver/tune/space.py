@@ -8,9 +8,10 @@ a fixed order, with two views samplers can use without ever proposing an illegal
 
 - `keys`: one categorical over whole layouts (its choices never change);
 - `choices(prefix)`: a tree over the varied fields in `order`: the values the next field
-  takes among the layouts that share the prefix. A define-by-run sampler asks one field at a
-  time; for a given prefix the choices are always the same, and a field with one choice
-  there is not asked at all.
+  takes among the layouts that share the prefix, with `leaves_under(prefix)` the layouts
+  below it. A define-by-run sampler walks it one field at a time, choosing in proportion to
+  those counts (`optuna_space`'s `coordinates`; a choice uniform per level would make the
+  layouts under crowded prefixes rare).
 
 Each layout carries a score for ranking today (the memory model's KV-cache tokens of the
 whole deployment, what `meshsat plan` ranks by) and a `prior`, None until an estimator is
@@ -36,8 +37,8 @@ from meshsat.solver.memory.models import model_config
 from meshsat.solver.packs import get_pack
 from meshsat.solver.repair.fix import command_line
 
-#: Order of the tree view: the widths that decide the most first, so that an early choice
-#: prunes the most and TPE learns the most from it.
+#: Order of the tree's levels (the `coordinates` view's parameters): the widths that decide
+#: the most first, so that an early choice prunes the most and TPE learns the most from it.
 TREE_ORDER: tuple[str, ...] = (
     "tp_size",
     "enable_dp_attention",
@@ -120,7 +121,7 @@ def layout_key(values: Mapping[str, Any], order: Iterable[str] = TREE_ORDER) -> 
 class LayoutSpace:
     """Every legal, fitting layout of one (model, GPU, N, filters, release), in a fixed
     order (best score first, then key: the prior once attached, else KV tokens), with the
-    tree view; `optuna_space` adds the sampler views."""
+    tree (`choices`, `leaves_under`); `optuna_space` adds the sampler views."""
 
     gpus: int
     model: str

@@ -60,7 +60,8 @@ REFUSED = frozenset({"config", "sglang_file", "format", "json", "verbose", "plot
 REFUSED_IN = {
     "groups": frozenset({"rank", "model"}),
     "validate": frozenset({"model"}),
-    "fix": frozenset({"model"}),
+    # The page downloads a plan's manifest; a fix's is `meshsat fix --emit lws`.
+    "fix": frozenset({"model", "emit", "name", "image"}),
     "diff": frozenset({"model"}),
 }
 
@@ -246,8 +247,26 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
             progress=lambda seen, fit: work.step(examined=seen, fit=fit), **memory,
         )  # fmt: skip
         document, ranking, found = plan_document(rows, g), RANKING, bool(rows)
+    if params.get("emit") is not None and found:
+        return Answer(lws_document(document, params, g, model_path), 0, ())
     notes = () if found else (f"no legal layout fits {gpus} x {g.name}",)
     return Answer(document, 0 if found else 1, (ranking, *notes))
+
+
+def lws_document(
+    plan: Mapping[str, Any], params: Mapping[str, Any], g: Any, model_path: str | None
+) -> dict[str, Any]:
+    """`plan --emit lws`: the `pick`-th ranked layout's LeaderWorkerSet, the very text the
+    CLI prints, as `{"rank", "command", "manifest"}` (the page's download)."""
+    from meshsat.solver.cli.plan_cmd import picked_lws
+
+    commands = [str(row["command"]) for row in plan["layouts"]]
+    pick = params["pick"]
+    manifest = picked_lws(
+        commands, pick, g, params["gpus"], params["gpus_per_node"], model_path,
+        params["name"], params["image"],
+    )  # fmt: skip
+    return {"rank": pick, "command": commands[pick - 1], "manifest": manifest}
 
 
 def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:

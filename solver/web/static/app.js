@@ -305,10 +305,29 @@ function select(rank) {
     h("dl", { class: "kv" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, fmt(v))])),
     h("code", { class: "cmd", id: "plan-command" }, r.command), " ", copy, " ",
     h("button", { type: "button", onclick: () => openIn("groups", r.command) }, "Show its groups"), " ",
-    h("button", { type: "button", onclick: () => openIn("check", r.command) }, "Check it"),
+    h("button", { type: "button", onclick: () => openIn("check", r.command) }, "Check it"), " ",
+    h("button", { type: "button", id: "plan-lws", onclick: () => downloadLws(r) }, "Download LeaderWorkerSet"),
+    h("span", { id: "plan-lws-status", class: "muted" }),
     h("div", { id: "plan-memory" }),
   ));
   showMemory(r);
+}
+
+// The selected layout as a Kubernetes LeaderWorkerSet: `plan --emit lws --pick RANK` on the
+// request that ranked it, the very YAML the CLI prints, saved as a file.
+async function downloadLws(r) {
+  const status = $("#plan-lws-status");
+  status.textContent = " writing...";
+  try {
+    const { doc } = await call("POST", "/api/plan", { ...planRequest, emit: "lws", pick: r.rank });
+    const link = h("a", { id: "plan-lws-file", download: `sglang-rank${doc.rank}.yaml`, hidden: "",
+      href: URL.createObjectURL(new Blob([doc.manifest], { type: "application/yaml" })) });
+    status.replaceChildren(" ", link);
+    link.click();
+    status.replaceChildren(` saved sglang-rank${doc.rank}.yaml`, link);
+  } catch (e) {
+    status.textContent = ` ${e.message}`;
+  }
 }
 
 // Memory per rank of the selected layout: `validate --gpu` on its command with the model.
