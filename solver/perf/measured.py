@@ -152,6 +152,24 @@ def checkpoint_config(run: MeasuredRun) -> dict[str, Any] | None:
         cfg.pop("quantization_config", None)
     elif run.quant == "fp8" and "quantization_config" not in cfg:
         cfg["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+        if _has_linear_attention(cfg):
+            # Published FP8 hybrids leave the fused in_proj_ba in 16 bits (its 2·heads
+            # outputs are never whole 128-blocks; QUANT-BLOCK-LINEAR-ATTN-BA), as NVIDIA's
+            # NVFP4 Qwen3.5 leaves every linear_attn module: mirror them, or the run that
+            # SGLang served would read as a checkpoint that cannot load.
+            cfg["quantization_config"]["modules_to_not_convert"] = [
+                "lm_head",
+                "linear_attn.in_proj_ba",
+            ]
     elif run.quant == "nvfp4":
         cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4"}
     return cfg
+
+
+def _has_linear_attention(cfg: Mapping[str, Any]) -> bool:
+    """Qwen3-Next / Qwen3.5-style hybrids: GatedDeltaNet layers beside full attention."""
+    text = cfg.get("text_config")
+    for c in (cfg, text if isinstance(text, Mapping) else {}):
+        if "full_attention_interval" in c or "linear_attention" in (c.get("layer_types") or ()):
+            return True
+    return False
