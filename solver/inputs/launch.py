@@ -7,6 +7,11 @@ A real bash parser (`bashlex`) reads it, which also gives every word its positio
 messages; hand-made splitting misread a continuation as a word and silently dropped the flag
 after it. A word that is a shell expansion (`$X`, `${X}`, `$(...)`) is not a value meshsat
 can know: it is kept as `Word.expansion` and the flag reader leaves the field unset.
+
+Text copied from a terminal or a document carries more than shell (docs/launch-shapes.md):
+a prompt before the command (`$ `, `user@host:~$ `), a placeholder for a value
+(`<MODEL_PATH>`, read like a shell variable), a stray `-` where a continuation broke, and
+Kubernetes manifests whose `command:`/`args:` lists hold the words one per item.
 """
 
 from __future__ import annotations
@@ -16,9 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
 
-#: `python -m MODULE` launchers that take SGLang's server flags.
-LAUNCH_MODULES = ("sglang.launch_server", "sglang_router.launch_server")
+#: `python -m MODULE` launchers that take SGLang's server flags (the benchmarks that start
+#: an engine in-process take them too, beside their own; `BENCH_FLAGS` lists those).
+LAUNCH_MODULES = (
+    "sglang.launch_server",
+    "sglang_router.launch_server",
+    *BENCH_FLAGS,
+)
 #: Most characters a pasted command may hold; a launch script is a few kilobytes.
 MAX_CHARS = 1 << 20
 _CONTINUATION = re.compile(r"\\[ \t]+\r?\n")  # "\ " then newline: meant as a continuation
@@ -36,6 +47,18 @@ def _blank(m: re.Match[str]) -> str:
 
 
 _PYTHON = re.compile(r"(^|/)python[0-9.]*$")
+#: A terminal prompt copied with the command: `$ `, `% `, `(venv) $ `, `user@host:~$ `,
+#: `[user@host dir]$ `, `root@host:/# ` (a bare `# ` stays a comment).
+_PROMPT = re.compile(
+    r"^[ \t]*(?:\([\w.\- ]+\)[ \t]*)?"
+    r"(?:(?:[\w.\-]+@[\w.\-]+(?::[^\s$#]*)?|\[[\w.\-]+@[\w.\-]+[^\]]*\])[ \t]*[$#%>]"
+    r"|[$%])[ \t]+(?=\S)",
+    re.MULTILINE,
+)
+#: A documentation placeholder standing for a value: `<MODEL_PATH>`, `<your-model>`.
+_PLACEHOLDER = re.compile(r"(?<=[\s=])<([A-Za-z][\w.\-]*)>(?=\s|$)")
+#: A lone `-` ending a line whose next line goes on with flags: a `\` mistyped or lost.
+_BROKEN_CONTINUATION = re.compile(r"(?<=[ \t])-[ \t]*(?=\r?\n[ \t]*--)")
 
 
 @dataclass(frozen=True)
@@ -48,6 +71,11 @@ class Word:
     expansion: str | None = None
     end: int = -1
 
+    @property
+    def placeholder(self) -> bool:
+        """A documentation placeholder (`<MODEL_PATH>`), not a shell expansion."""
+        return self.expansion is not None and self.expansion.startswith("<")
+
 
 @dataclass(frozen=True)
 class LaunchCommand:
@@ -57,6 +85,12 @@ class LaunchCommand:
     program: str
     env: tuple[tuple[str, str], ...]
     words: tuple[Word, ...]
+    #: "shell" for shell text; "yaml" for a manifest's command list (positions are those of
+    #: the list items, which `--rewrite` cannot edit as flags).
+    form: str = "shell"
+    #: How the text was read beyond plain shell (a prompt removed, a placeholder read as
+    #: unknown), as notes for the user.
+    notes: tuple[str, ...] = ()
 
 
 def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
@@ -66,7 +100,12 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
         raise InputError(f"the launch command is {len(text)} characters; at most {MAX_CHARS}")
     if "\x00" in text:
         raise InputError("the launch command is binary data (it holds NUL bytes)")
-    source = _TRAILING_BACKSLASH.sub(_blank, _CONTINUATION.sub(_as_continuation, text))
+    from meshsat.solver.inputs.manifest import manifest_commands
+
+    listed = manifest_commands(text)
+    if listed is not None:
+        return listed
+    source, notes = pasted_as_shell(text)
     nodes = _parse(source)
     exported: list[tuple[str, str]] = []
     found: list[LaunchCommand] = []
@@ -74,10 +113,10 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
         words = [p for p in command.parts if p.kind == "word"]
         assignments = [_assignment(p) for p in command.parts if p.kind == "assignment"]
         texts = [w.word for w in words]
-        if texts[:1] == ["export"]:
+        start = _launcher(texts)
+        if texts[:1] == ["export"] and start is None:
             exported += [a for w in texts[1:] if (a := _split_assignment(w)) is not None]
             continue
-        start = _launcher(texts)
         if start is None:
             continue
         program_end, program = start
@@ -88,7 +127,8 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
                 line=source.count("\n", 0, command.pos[0]) + 1,
                 program=program,
                 env=tuple(env),
-                words=tuple(_word(w, source) for w in words[program_end:]),
+                words=tuple(_word(w, source, text) for w in words[program_end:]),
+                notes=tuple(notes),
             )
         )
     if not found:
@@ -97,6 +137,26 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
             "`python -m sglang_router.launch_server` or `sglang serve` in it"
         )
     return tuple(found)
+
+
+def pasted_as_shell(text: str) -> tuple[str, list[str]]:
+    """The text as a shell would take it, every position kept (same length): prompts and
+    stray continuation dashes blanked, placeholders turned into shell variables of the same
+    width; and a note for each kind of repair."""
+    notes: list[str] = []
+    source = _CONTINUATION.sub(_as_continuation, text)
+    prompts = [m.group().strip() for m in _PROMPT.finditer(source)]
+    if prompts:
+        source = _PROMPT.sub(_blank, source)
+        notes.append(f"a terminal prompt ({prompts[0]!r}) before the command is not read")
+    dashes = len(_BROKEN_CONTINUATION.findall(source))
+    if dashes:
+        source = _BROKEN_CONTINUATION.sub(lambda m: "\\" + " " * (len(m.group()) - 1), source)
+        notes.append(f"a lone '-' ending a line is read as a line continuation ({dashes}x)")
+    # `<NAME>` -> `$NAME ` (same width): a value unknown here, as a shell variable is.
+    source = _PLACEHOLDER.sub(lambda m: "$" + re.sub(r"[.\-]", "_", m.group(1)) + " ", source)
+    source = _TRAILING_BACKSLASH.sub(_blank, source)
+    return source, notes
 
 
 def _parse(source: str) -> list[Any]:
@@ -165,11 +225,14 @@ def _assignment(node: Any) -> tuple[str, str]:
     return pair if pair is not None else (node.word, "")
 
 
-def _word(node: Any, source: str) -> Word:
+def _word(node: Any, source: str, text: str) -> Word:
+    """One word; `text` is the user's text, where a placeholder still reads `<NAME>`."""
     expansion = None
     for part in getattr(node, "parts", None) or []:
         if part.kind in ("parameter", "commandsubstitution", "processsubstitution"):
             start, end = part.pos
             expansion = source[start:end]
+            if text[start] == "<":
+                expansion = text[start : text.index(">", start) + 1]
             break
     return Word(node.word, node.pos[0], expansion, node.pos[1])

@@ -105,7 +105,9 @@ def load_layout(
     if text == "-":
         text = sys.stdin.read(MAX_SCRIPT_BYTES + 1)
     if text is not None:
-        parsed = parse_sglang_command(text)
+        # A script's `--config FILE` may be relative to the script's own folder.
+        search = () if sources.sglang_file is None else (sources.sglang_file.parent,)
+        parsed = parse_sglang_command(text, search)
         values.update(parsed.values)
         notes.extend(parsed.notes)
         if parsed.ignored:

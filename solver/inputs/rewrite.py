@@ -14,6 +14,7 @@ import shlex
 from typing import Any
 
 from meshsat.solver.inputs.convert import config_from_values
+from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.launch import read_launch_commands
 from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
 from meshsat.solver.inputs.spelling import spelled
@@ -33,6 +34,11 @@ def rewrite_script(text: str, new: Config, *, attn_dp_spelling: bool) -> tuple[s
     edits: list[tuple[int, int, str]] = []
     notes: list[str] = []
     for command in read_launch_commands(text):
+        if command.form != "shell":
+            raise InputError(
+                f"line {command.line}: the command is a manifest's list of words; --rewrite "
+                "edits shell text only (apply the fix printed above to the list by hand)"
+            )
         parsed = parse_launch(command)
         values = {k: v for k, v in parsed.values.items() if k not in _NOT_REWRITTEN}
         old = spelled(config_from_values(values), attn_dp_spelling)

@@ -14,9 +14,11 @@ import json
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
 from meshsat.solver.inputs.convert import coerce
 from meshsat.solver.inputs.launch import LaunchCommand, Word, read_launch_commands
 from meshsat.solver.lang.fields import CONFIG_SPECS
@@ -74,6 +76,8 @@ class ParsedCommandLine:
     unknown_values: dict[str, str] = field(default_factory=dict)
     #: `--dist-init-addr` as written, for checking a multi-node job.
     dist_init_addr: str | None = None
+    #: SGLang's own `--config FILE` as written (its YAML holds more flags).
+    config_file: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -188,11 +192,20 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
     words = command.words
     if not words:
         raise InputError(f"the SGLang command line has no --flags (line {command.line})")
+    out.notes += command.notes
+    own = BENCH_FLAGS.get(command.program.removeprefix("python -m "), {})
     i = 0
     ep_follows_tp = False
     while i < len(words):
         word = words[i]
         if not _is_flag(word.text):
+            if word.expansion is not None or word.text == "-":
+                # `${ARGS}` holds flags no one can read here; a lone `-` is a broken
+                # continuation. Neither sets a field; both are said.
+                what = "a stray '-'" if word.text == "-" else f"{word.text!r} (a shell expansion)"
+                out.notes.append(f"{what} in the command line is not read")
+                i += 1
+                continue
             raise InputError(
                 f"unexpected word {word.text!r} in the SGLang command line (line "
                 f"{command.line}, character {word.pos + 1})"
@@ -233,13 +246,35 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
         elif flag == "--dist-init-addr":
             given, i = _value(words, i, word if eq else None, flag, command.line)
             out.dist_init_addr = given.text.partition("=")[2] if eq else given.text
+        elif flag == "--config" and flag not in own:
+            given, i = _value(words, i, word if eq else None, flag, command.line)
+            text = given.text.partition("=")[2] if eq else given.text
+            if given.expansion is not None:
+                out.notes.append(f"--config {given.expansion}: a shell expansion; not read")
+            else:
+                out.config_file = text
+        elif flag in own:
+            arity = 0 if eq else own[flag]
+            while arity and i < len(words) and not _is_flag(words[i].text):
+                i += 1
+                arity -= arity == 1
         elif flag in known_sglang_flags():
             out.ignored.append(flag)
             arity = 0 if eq else known_sglang_flags()[flag]  # 0 none, 1 one, 2 any number
-            if eq:
-                out.given.append((flag, inline))
-            elif arity == 1 and i < len(words) and not _is_flag(words[i].text):
-                out.given.append((flag, words[i].text))
+            value = inline if eq else None
+            if not eq and arity == 1 and i < len(words) and not _is_flag(words[i].text):
+                value = words[i].text
+                if words[i].expansion is not None:
+                    value = None
+                    out.notes.append(
+                        f"{flag} {words[i].expansion}: value unknown here (a shell "
+                        "expansion), left unset"
+                    )
+            elif eq and word.expansion is not None:
+                value = None
+                out.notes.append(f"{word.text}: value unknown here (a shell expansion)")
+            if value is not None:
+                out.given.append((flag, value))
             while arity and i < len(words) and not _is_flag(words[i].text):
                 i += 1
                 arity -= arity == 1
@@ -263,15 +298,17 @@ def _value(
     raise InputError(f"{flag} expects a value (line {line})")
 
 
-def parse_sglang_command(text: str) -> ParsedCommandLine:
+def parse_sglang_command(text: str, search: tuple[Path, ...] = ()) -> ParsedCommandLine:
     """Read the layout out of launch text: one command, or one per node of one job.
 
     Several launches must be the nodes of one job: the same layout flags, `--node-rank`
     covering 0..nnodes-1 once each, the same `--dist-init-addr`; each disagreement is a
     `JobIssue` naming the node's line (the layout read is the first node's).
+    A command's `--config FILE` is read where FILE exists (as written, else relative to a
+    folder of `search`, as the script's own); a note says when it does not.
     """
     commands = read_launch_commands(text)
-    parsed = [parse_launch(c) for c in commands]
+    parsed = [_with_config_file(c, parse_launch(c), search) for c in commands]
     first = parsed[0]
     if len(parsed) > 1:
         first.job = _check_job(commands, parsed)
@@ -283,7 +320,7 @@ def parse_sglang_command(text: str) -> ParsedCommandLine:
         first.unknown_flags += [f for f in p.unknown_flags if f not in first.unknown_flags]
     if first.unknown_values:
         first.notes.append(
-            "value unknown here (a shell expansion), field left unset: "
+            "value unknown here (a shell expansion or placeholder), field left unset: "
             + ", ".join(f"{name} = {text}" for name, text in first.unknown_values.items())
         )
     return first
@@ -336,3 +373,72 @@ def _check_job(
             )
         )
     return issues
+
+
+def _with_config_file(
+    command: LaunchCommand, parsed: ParsedCommandLine, search: tuple[Path, ...]
+) -> ParsedCommandLine:
+    """`parsed` with the flags of its `--config FILE` under it, as SGLang merges them: the
+    YAML's keys become flags placed before the command's own, so the command wins
+    (`ConfigArgumentMerger`, 0.5.23). Positions stay the command's: a rewrite edits the
+    command line, whose flags override the file."""
+    if parsed.config_file is None:
+        return parsed
+    from meshsat.solver.inputs.files import load_config_file
+
+    name = parsed.config_file
+    path = next(
+        (c for c in (Path(name), *(d / name for d in search)) if c.is_file()),
+        None,
+    )
+    if path is None:
+        parsed.notes.append(
+            f"--config {name}: no such file here, so the flags it holds are not read "
+            "(give its contents with --config, or run where the file is)"
+        )
+        return parsed
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        parsed.notes.append(f"--config {name}: SGLang reads only YAML config files")
+        return parsed
+    words = tuple(Word(w, -1, None, -1) for w in _config_words(load_config_file(path)))
+    from_file = parse_launch(LaunchCommand(command.line, command.program, (), words))
+    merged = ParsedCommandLine(
+        values={**from_file.values, **parsed.values},
+        flags=[*from_file.flags, *parsed.flags],
+        model_path=parsed.model_path or from_file.model_path,
+        spans=parsed.spans,
+        ignored=[*from_file.ignored, *(f for f in parsed.ignored if f not in from_file.ignored)],
+        unknown_flags=[*from_file.unknown_flags, *parsed.unknown_flags],
+        given=[*from_file.given, *parsed.given],
+        unknown_values={
+            k: v
+            for k, v in {**from_file.unknown_values, **parsed.unknown_values}.items()
+            if k not in parsed.values
+        },
+        dist_init_addr=parsed.dist_init_addr or from_file.dist_init_addr,
+        config_file=name,
+        notes=[
+            *parsed.notes,
+            f"--config {name}: read {len(from_file.flags)} flag(s) from it; the "
+            "command's own flags override them",
+        ],
+    )
+    return merged
+
+
+def _config_words(data: dict[str, Any]) -> list[str]:
+    """A config mapping as the words SGLang's merger makes of it: `true` on an on/off flag
+    is the bare flag and `false` leaves it out; a list is one flag with several values."""
+    out: list[str] = []
+    for key, value in data.items():
+        flag = "--" + str(key).replace("_", "-")
+        name = FLAGS.get(flag)
+        if isinstance(value, bool) and (name is None or CONFIG_SPECS[name].kind == "bool"):
+            out += [flag] if value else []
+        elif isinstance(value, list):
+            out += [flag, *(str(v) for v in value)] if value else []
+        elif isinstance(value, dict):
+            out += [flag, json.dumps(value)]
+        else:
+            out += [flag, str(value).lower() if isinstance(value, bool) else str(value)]
+    return out
