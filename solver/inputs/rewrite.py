@@ -13,8 +13,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.inputs.launch import read_launch_commands
 from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
 from meshsat.solver.inputs.spelling import spelled
