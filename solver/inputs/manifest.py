@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from meshsat.solver.errors import InputError
+
+if TYPE_CHECKING:
+    from meshsat.solver.inputs.launch import LaunchCommand
 
 #: Text that looks like a manifest: a `command:` or `args:` key at the start of a line.
 _MANIFEST_KEY = re.compile(r"^[ \t-]*(command|args)[ \t]*:", re.MULTILINE)
 _SHELLS = ("sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env bash")
 
 
-def manifest_commands(text: str) -> Any:
+def manifest_commands(text: str) -> tuple[LaunchCommand, ...] | None:
     """The launches of a YAML manifest (a tuple of `LaunchCommand`), or None where the text
     is not one (the caller reads it as shell)."""
     if not _MANIFEST_KEY.search(text):
