@@ -40,7 +40,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "DCP-REPLICATE-Q",
-        F.dcp_replicate_q_proj,
+        F.dcp_replicate_q_proj == True,  # noqa: E712 (unset is None: SGLang's default)
         (dcp > 1) & one_of(backend, "a2a", "fi_a2a"),
         "--dcp-replicate-q-proj requires --dcp-size > 1 and only applies to the a2a/fi_a2a "
         "DCP communication backend (it removes the head-dim Q all-gather); got "

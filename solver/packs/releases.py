@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import get_args
 
-from meshsat.solver.catalogue import RESOLUTIONS, RULES
+from meshsat.solver.catalogue import RESOLUTIONS, RULES, a2a, moe_kernel
 from meshsat.solver.catalogue.disaggregation import (
     ENCODER_DISAGG_ARCHITECTURES,
     language_model_only_rules,
     language_only_rule,
 )
-from meshsat.solver.lang.config import A2A_BACKENDS, MoeRunnerBackend
+from meshsat.solver.lang.config import A2A_BACKENDS, GraphBackend, MoeRunnerBackend, Quantization
 from meshsat.solver.lang.derived import attn_dp, attn_tp, elastic_scaling
 from meshsat.solver.lang.expr import divides, is_set, ite, one_of
 from meshsat.solver.lang.fields import F
@@ -32,6 +32,7 @@ SEED_VERSION = "0.5.19"
 #: are launch checks, after all of them.
 PIPELINE_ORDER: tuple[str, ...] = (
     "argparse",
+    "handle_mega_moe",
     "handle_dcp_validation",
     "handle_dwdp",
     "handle_model_specific_adjustments",
@@ -44,6 +45,7 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "handle_eplb_and_dispatch",
     "handle_expert_distribution_metrics",
     "handle_elastic_ep",
+    "validate_experimental_sgl_marlin",
     "handle_encoder_disaggregation",
     "check_server_args",
     "SGLang launch checks",
@@ -68,6 +70,34 @@ _RUNNERS_0_5_18 = tuple(
     r for r in get_args(MoeRunnerBackend) if r not in (*_ADDED_IN_0_5_23, "intel_xpu")
 )
 _RUNNERS_0_5_19 = (*_RUNNERS_0_5_18, "intel_xpu")
+#: --moe-a2a-backend, --quantization and --cuda-graph-backend-* choices per release
+#: (fidelity/flags/<version>.json).
+_A2A_0_5_19 = tuple(b for b in A2A_BACKENDS if b != "flashinfer_megamoe")
+_A2A_0_5_18 = tuple(b for b in _A2A_0_5_19 if b != "deepep_v2")
+_QUANT_0_5_19 = tuple(q for q in get_args(Quantization) if q != "qoq")
+_QUANT_0_5_23 = tuple(q for q in _QUANT_0_5_19 if q != "marlin")
+_QUANT_0_4 = (
+    "awq",
+    "fp8",
+    "gptq",
+    "marlin",
+    "gptq_marlin",
+    "awq_marlin",
+    "bitsandbytes",
+    "gguf",
+    "modelopt",
+    "modelopt_fp4",
+    "w8a8_int8",
+    "w8a8_fp8",
+    "moe_wna16",
+    "qoq",
+)
+_GRAPHS_0_5_23 = tuple(g for g in get_args(GraphBackend) if g != "tc_piecewise")
+_CHOICES_0_5_19 = (
+    ("moe_runner_backend", _RUNNERS_0_5_19),
+    ("moe_a2a_backend", _A2A_0_5_19),
+    ("quantization", _QUANT_0_5_19),
+)
 
 SEED = base_pack(
     SEED_VERSION,
@@ -83,7 +113,7 @@ SEED = base_pack(
     absent_fields=("attn_dp_size",),
     # Measured: 0.5.19's resolution accepts every layout these alone reject.
     launch_only=_LAUNCH_RULES,
-    choices=(("moe_runner_backend", _RUNNERS_0_5_19),),
+    choices=_CHOICES_0_5_19,
 )
 
 _ATTN_DP_SIZE = Resolution(
@@ -175,6 +205,88 @@ _CP_MODEL_CHECKS_0_5_23: tuple[tuple[str, Rule], ...] = (
     ),
 )
 
+# 0.5.23's handle_a2a_moe and handle_moe_kernel_config, rule by rule in their order, and the
+# new rules placed where SGLang checks them inside one handler (issue 23).
+_A2A_0_5_23_BEFORE: tuple[tuple[str, Rule], ...] = (
+    *(("A2A-DEEPEP-V2-RUNNER", r) for r in a2a.FI_MEGAMOE_RULES),
+    ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_CUTEDSL_NORMAL),
+    ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_V2_ARCH),
+    ("A2A-PPLX-DP-ATTN", a2a.PPLX_NORMAL),
+    *moe_kernel.QUANT_RULES,
+    # handle_data_parallelism asks for replicas before its DP-attention divisibility.
+    (
+        "DPATTN-TP-DIV",
+        Rule(
+            "DP-REPLICAS-ATTN-DP",
+            (F.attn_dp_size.as_raw > 1) & (F.dp_size.as_raw > 1),
+            F.dp_size.as_raw == 1,
+            "--dp-size {dp_size} with --attn-dp-size {attn_dp_size}: data-parallel "
+            "replicas combined with attention data parallelism are not supported.",
+            "handle_data_parallelism",
+            hint="keep --attn-dp-size and drop --dp-size, or launch replicas separately",
+        ),
+    ),
+)
+_A2A_0_5_23_AFTER: tuple[tuple[str, Rule], ...] = (
+    *(("A2A-DEEPEP-V2-RUNNER", r) for r in reversed(a2a.DEEPEP_V2_AFTER_RUNNER)),
+    *(("MOE-CUTEDSL-A2A", r) for r in reversed(moe_kernel.QUANT_RULES_AFTER)),
+    # handle_decode_context_parallelism: right after the size check.
+    (
+        "DCP-MIN",
+        Rule(
+            "DCP-NO-PREFILL-CP",
+            F.dcp_size > 1,
+            ~F.enable_prefill_cp,
+            "--dcp-size > 1 does not support --enable-prefill-cp.",
+            "handle_decode_context_parallelism",
+            hint="use decode CP or prefill CP, not both",
+        ),
+    ),
+)
+
+# _dcp_comm_backend_default (0.5.23): unset, the backend is a2a on CUDA/ROCm with decode CP
+# on (fi_a2a on an SM100 MNNVL domain, which meshsat cannot see: it says a2a), else ag_rs;
+# DeepSeek's DSA DCP override then replicates the Q projection for the a2a backends.
+_A2A_DCP = (F.dcp_size > 1) & one_of(F.platform, "cuda", "hip")
+_DCP_COMM_0_5_23 = Resolution(
+    "R-DCP-COMM",
+    "handle_decode_context_parallelism",
+    "decode CP on CUDA/ROCm without --dcp-comm-backend uses the a2a backend",
+    (
+        assign(~is_set(F.dcp_comm_backend) & _A2A_DCP, dcp_comm_backend="a2a"),
+        assign(~is_set(F.dcp_comm_backend), quiet=True, dcp_comm_backend="ag_rs"),
+        assign(
+            F.is_deepseek_dsa
+            & (F.dcp_size > 1)
+            & ~is_set(F.dcp_replicate_q_proj)
+            & one_of(F.dcp_comm_backend, "a2a", "fi_a2a"),
+            dcp_replicate_q_proj=True,
+        ),
+    ),
+)
+# DeepSeek V3.2 (DSA) prefill CP: interleave keeps an explicit CP width (attention TP inside
+# each CP rank); zigzag and an unset width take the whole attention-TP group.
+_CP_DSA_0_5_23 = Resolution(
+    "R-CP-DSA",
+    "DeepSeek sparse-attention model overrides",
+    "DSA models (DeepSeek V3.2, GLM-5) run prefill CP over the whole attention-TP group "
+    "(interleave keeps an explicit --attn-cp-size)",
+    (
+        assign(
+            F.is_deepseek_dsa
+            & F.enable_prefill_cp
+            & ~((F.cp_strategy == "interleave") & (F.attn_cp_size > 1)),
+            attn_cp_size=F.tp_size // attn_dp,
+        ),
+        assign(
+            F.is_deepseek_dsa & F.enable_prefill_cp & (F.cp_strategy == "zigzag"),
+            moe_a2a_backend="deepep",
+            ep_size=F.tp_size,
+            moe_dense_tp_size=1,
+        ),
+    ),
+)
+
 V0_5_23 = apply(
     SEED,
     PackDiff(
@@ -183,18 +295,11 @@ V0_5_23 = apply(
         "--attn-dp-size replaces --enable-dp-attention + --dp-size (dp_size counts "
         "replicas again); the legacy CP flags and --elastic-ep-rejoin are gone; decode CP "
         "excludes prefill CP; elastic EP scale-up allows attention TP.",
-        add_rules_after=_ADDED_AFTER_0_5_23,
-        add_rules_before=_CP_MODEL_CHECKS_0_5_23,
+        add_rules_after=(*_ADDED_AFTER_0_5_23, *_A2A_0_5_23_AFTER),
+        add_rules_before=(*_CP_MODEL_CHECKS_0_5_23, *_A2A_0_5_23_BEFORE),
         add_rules=(
-            Rule(
-                "DP-REPLICAS-ATTN-DP",
-                (F.attn_dp_size.as_raw > 1) & (F.dp_size.as_raw > 1),
-                F.dp_size.as_raw == 1,
-                "--dp-size {dp_size} with --attn-dp-size {attn_dp_size}: data-parallel "
-                "replicas combined with attention data parallelism are not supported.",
-                "handle_data_parallelism",
-                hint="keep --attn-dp-size and drop --dp-size, or launch replicas separately",
-            ),
+            *a2a.MEGAMOE_RULES,
+            moe_kernel.MARLIN_EP,
             # context_parallel_attn_dp_size(): DeepSeek's prefill-CP override asks first,
             # in handle_model_specific_adjustments (measured on 0.5.23's own layouts).
             Rule(
@@ -209,16 +314,29 @@ V0_5_23 = apply(
                 "handle_model_specific_adjustments",
                 hint="keep --attn-dp-size and drop --dp-size",
             ),
-            Rule(
-                "DCP-NO-PREFILL-CP",
-                F.dcp_size > 1,
-                ~F.enable_prefill_cp,
-                "--dcp-size > 1 does not support --enable-prefill-cp.",
-                "handle_decode_context_parallelism",
-                hint="use decode CP or prefill CP, not both",
-            ),
         ),
         replace_rules=(
+            # handle_elastic_ep: decode graphs disabled, or `full` recaptured on CUDA (no
+            # speculative decoding); prefill graphs disabled.
+            Rule(
+                "EEP-NO-GRAPHS",
+                elastic_scaling,
+                (
+                    F.disable_cuda_graph
+                    | F.disable_decode_cuda_graph
+                    | (
+                        (F.cuda_graph_backend_decode == "full")
+                        & (F.platform == "cuda")
+                        & ~is_set(F.speculative_algorithm)
+                    )
+                )
+                & (F.disable_cuda_graph | F.disable_prefill_cuda_graph),
+                "Elastic EP runtime scale-up supports decode CUDA graph backend 'full' (on "
+                "CUDA, without speculative decoding) or 'disabled', and requires prefill CUDA "
+                "graph to be disabled.",
+                "handle_elastic_ep",
+                hint="add --disable-cuda-graph",
+            ),
             Rule(
                 "CP-MIMO-ZIGZAG",
                 _mimo,
@@ -295,6 +413,8 @@ V0_5_23 = apply(
         ),
         add_resolutions=(_ATTN_DP_SIZE,),
         replace_resolutions=(
+            _DCP_COMM_0_5_23,
+            _CP_DSA_0_5_23,
             # attn_dp_enabled_of(): a scale joiner schedules like an attention-DP rank.
             Resolution(
                 "R-DPATTN",
@@ -316,7 +436,11 @@ V0_5_23 = apply(
         rename_handlers=_RENAMED_0_5_23,
         handler_order=tuple(dict(_RENAMED_0_5_23).get(h, h) for h in PIPELINE_ORDER),
         present_fields=("attn_dp_size",),
-        choices=(),
+        choices=(
+            ("quantization", _QUANT_0_5_23),
+            ("cuda_graph_backend_decode", _GRAPHS_0_5_23),
+            ("cuda_graph_backend_prefill", _GRAPHS_0_5_23),
+        ),
     ),
 )
 
@@ -363,9 +487,11 @@ V0_5_18 = apply(
         remove_rules=("A2A-DEEPEP-V2-RUNNER",),
         rename_handlers=_RENAMED_0_5_18,
         handler_order=tuple(dict(_RENAMED_0_5_18).get(h, h) for h in PIPELINE_ORDER),
+        absent_fields=(*SEED.absent_fields, "deepep_v2_mode"),
         choices=(
-            ("moe_a2a_backend", tuple(b for b in A2A_BACKENDS if b != "deepep_v2")),
+            ("moe_a2a_backend", _A2A_0_5_18),
             ("moe_runner_backend", _RUNNERS_0_5_18),
+            ("quantization", _QUANT_0_5_19),
         ),
     ),
 )
@@ -423,6 +549,9 @@ _ABSENT_0_4 = (
     "tokenizer_worker_num",
     "use_ray",
     "attn_dp_size",
+    "cuda_graph_backend_decode",
+    "cuda_graph_backend_prefill",
+    "deepep_v2_mode",
 )
 
 V0_4_6_POST5 = apply(
@@ -537,6 +666,7 @@ V0_4_6_POST5 = apply(
             ("moe_a2a_backend", ("none", "deepep")),
             # meshsat's "auto" is its unset value: 0.4's own default is round_robin.
             ("load_balance_method", ("auto", "round_robin")),
+            ("quantization", _QUANT_0_4),
             (
                 "attention_backend",
                 ("aiter", "flashinfer", "triton", "torch_native", "fa3", "flashmla", "cutlass_mla"),
