@@ -411,7 +411,28 @@ V0_5_23 = apply(
             "dsa_prefill_cp_mode",
             "elastic_ep_rejoin",
         ),
-        add_resolutions=(_ATTN_DP_SIZE,),
+        add_resolutions=(
+            _ATTN_DP_SIZE,
+            # handle_load_balance_method: auto is round_robin, follow_bootstrap_room on a PD
+            # prefill server (the resolved layout says which).
+            Resolution(
+                "R-LOAD-BALANCE",
+                "handle_load_balance_method",
+                "--load-balance-method auto resolves to round_robin (follow_bootstrap_room on "
+                "a PD prefill server)",
+                (
+                    assign(
+                        F.load_balance_method == "auto",
+                        quiet=True,
+                        load_balance_method=ite(
+                            F.disaggregation_mode == "prefill",
+                            "follow_bootstrap_room",
+                            "round_robin",
+                        ),
+                    ),
+                ),
+            ),
+        ),
         replace_resolutions=(
             _DCP_COMM_0_5_23,
             _CP_DSA_0_5_23,
