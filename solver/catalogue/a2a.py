@@ -83,10 +83,13 @@ RULES: tuple[Rule, ...] = (
 # --- rules 0.5.23 checks that the seed's release did not (packs/releases.py adds them) ------
 #: check_mega_moe_compat (handle_mega_moe, first in the pipeline): the fused MegaMOE kernel.
 MEGAMOE_SRC = "handle_mega_moe"
+#: It runs before the model overrides and DWDP rewrite the backend: the user's value, or
+#: the runner alias `--moe-runner-backend megamoe`.
+_megamoe = (a2a.as_raw == "megamoe") | (runner.as_raw == "megamoe")
 MEGAMOE_RULES: tuple[Rule, ...] = (
     Rule(
         "MEGAMOE-OVERLAP",
-        a2a == "megamoe",
+        _megamoe,
         ~F.enable_two_batch_overlap,
         "--moe-a2a-backend megamoe has no two-batch / single-batch overlap decomposition; "
         "disable --enable-two-batch-overlap and --enable-single-batch-overlap.",
@@ -94,7 +97,7 @@ MEGAMOE_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "MEGAMOE-GPU",
-        a2a == "megamoe",
+        _megamoe,
         (F.platform == "hip")
         | ((F.platform == "cuda") & (~is_set(F.gpu_sm) | one_of(F.gpu_sm, 90, 100, 103))),
         "--moe-a2a-backend megamoe needs a CUDA SM90 GPU (block-FP8 experts) or an "

@@ -144,3 +144,35 @@ MARLIN_EP = Rule(
     "experimental_sgl_marlin EP requires --moe-a2a-backend none",
     "validate_experimental_sgl_marlin",
 )
+
+
+#: check_lora_moe_runner_args (check_server_args, 0.5.23): the LoRA MoE runners serve
+#: adapter traffic on standard dispatch with trivial expert placement. (--lora-backend
+#: triton_v2, which they also need, is not a layout field: not checked by meshsat.)
+_lora = one_of(runner, "lora_cutedsl", "lora_triton", "lora_marlin")
+LORA_RULES: tuple[Rule, ...] = (
+    Rule(
+        "MOE-LORA-ENABLE",
+        _lora,
+        F.enable_lora,
+        "--moe-runner-backend {moe_runner_backend} requires --enable-lora (or --lora-paths)",
+        "check_server_args",
+        hint="--enable-lora",
+    ),
+    Rule(
+        "MOE-LORA-A2A",
+        _lora,
+        F.moe_a2a_backend == "none",
+        "--moe-runner-backend {moe_runner_backend} requires Standard dispatch, got "
+        "--moe-a2a-backend {moe_a2a_backend}",
+        "check_server_args",
+    ),
+    Rule(
+        "MOE-LORA-PLACEMENT",
+        _lora,
+        ~F.enable_eplb & (F.init_expert_location == "trivial") & (F.ep_num_redundant_experts == 0),
+        "--moe-runner-backend {moe_runner_backend} currently requires trivial expert placement "
+        "without EPLB or redundant experts",
+        "check_server_args",
+    ),
+)

@@ -112,8 +112,8 @@ def load_layout(
         notes.extend(parsed.notes)
         if parsed.ignored:
             notes.append(
-                f"{len(parsed.ignored)} flag(s) that do not concern the layout: "
-                + " ".join(parsed.ignored)
+                f"{len(parsed.ignored)} flag(s) not checked by meshsat (not layout "
+                "flags; SGLang still reads them): " + " ".join(parsed.ignored)
             )
         job, model_path = tuple(parsed.job), parsed.model_path
         if release is not None and release_flags(release) is not None:

@@ -341,6 +341,12 @@ class Config(BaseModel):
         flags=("--quantization",),
         group="moe",
     )
+    enable_lora: bool = _f(
+        False,
+        "LoRA adapters (the lora_* MoE runners need it; --lora-paths turns it on too).",
+        flags=("--enable-lora",),
+        group="moe",
+    )
     ep_num_redundant_experts: int = _f(
         0,
         "Redundant expert replicas EPLB places beside the model's experts.",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from meshsat.solver.catalogue import RESOLUTIONS, RULES, a2a, moe_kernel
+from meshsat.solver.catalogue import RESOLUTIONS, RULES, a2a, attention_backend, moe_kernel
 from meshsat.solver.catalogue.disaggregation import (
     ENCODER_DISAGG_ARCHITECTURES,
     language_model_only_rules,
@@ -213,6 +213,7 @@ _A2A_0_5_23_BEFORE: tuple[tuple[str, Rule], ...] = (
     ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_V2_ARCH),
     ("A2A-PPLX-DP-ATTN", a2a.PPLX_NORMAL),
     *moe_kernel.QUANT_RULES,
+    ("MOE-CUTLASS-QUANT", attention_backend.QUANT_NVFP4_ONLINE),
     # handle_data_parallelism asks for replicas before its DP-attention divisibility.
     (
         "DPATTN-TP-DIV",
@@ -287,6 +288,44 @@ _CP_DSA_0_5_23 = Resolution(
     ),
 )
 
+#: 0.5.23's pipeline (sglang/srt/arg_groups/pipeline.py): the model config, with its
+#: quantization check, is first built right after the decode-CP handler; the attention
+#: back-end checks run after the model overrides, before the parallel handlers.
+_ORDER_0_5_23 = tuple(dict(_RENAMED_0_5_23).get(h, h) for h in PIPELINE_ORDER)
+_ORDER_0_5_23 = (
+    *_ORDER_0_5_23[:3],
+    "apply_inkling_prefill_cuda_graph_default",
+    *_ORDER_0_5_23[3:5],
+    "handle_attention_backend_compatibility",
+    *_ORDER_0_5_23[5:],
+)
+
+# _moe_runner_backend_quant_constraints (0.5.23): an MXFP8 checkpoint runs on the MXFP8
+# runners; auto (or any other runner, with a warning) becomes flashinfer_trtllm, or
+# flashinfer_megamoe with that all-to-all backend.
+_MXFP8_RUNNERS = (
+    "cutlass",
+    "deep_gemm",
+    "flashinfer_megamoe",
+    "flashinfer_trtllm",
+    "flashinfer_trtllm_routed",
+)
+_MXFP8_RUNNER = Resolution(
+    "R-MXFP8-RUNNER",
+    "handle_moe_kernel_config",
+    "--quantization mxfp8 runs its MoE on an MXFP8 runner (flashinfer_trtllm by default)",
+    (
+        assign(
+            (F.quantization == "mxfp8")
+            & (F.platform != "npu")
+            & ~one_of(F.moe_runner_backend, *_MXFP8_RUNNERS),
+            moe_runner_backend=ite(
+                F.moe_a2a_backend == "flashinfer_megamoe", "flashinfer_megamoe", "flashinfer_trtllm"
+            ),
+        ),
+    ),
+)
+
 V0_5_23 = apply(
     SEED,
     PackDiff(
@@ -299,7 +338,10 @@ V0_5_23 = apply(
         add_rules_before=(*_CP_MODEL_CHECKS_0_5_23, *_A2A_0_5_23_BEFORE),
         add_rules=(
             *a2a.MEGAMOE_RULES,
+            attention_backend.QUANT_KNOWN,
+            *attention_backend.RULES,
             moe_kernel.MARLIN_EP,
+            *moe_kernel.LORA_RULES,
             # context_parallel_attn_dp_size(): DeepSeek's prefill-CP override asks first,
             # in handle_model_specific_adjustments (measured on 0.5.23's own layouts).
             Rule(
@@ -413,6 +455,7 @@ V0_5_23 = apply(
         ),
         add_resolutions=(
             _ATTN_DP_SIZE,
+            _MXFP8_RUNNER,
             # handle_load_balance_method: auto is round_robin, follow_bootstrap_room on a PD
             # prefill server (the resolved layout says which).
             Resolution(
@@ -455,7 +498,7 @@ V0_5_23 = apply(
             ),
         ),
         rename_handlers=_RENAMED_0_5_23,
-        handler_order=tuple(dict(_RENAMED_0_5_23).get(h, h) for h in PIPELINE_ORDER),
+        handler_order=_ORDER_0_5_23,
         present_fields=("attn_dp_size",),
         choices=(
             ("quantization", _QUANT_0_5_23),
@@ -573,6 +616,7 @@ _ABSENT_0_4 = (
     "cuda_graph_backend_decode",
     "cuda_graph_backend_prefill",
     "deepep_v2_mode",
+    "enable_lora",
 )
 
 V0_4_6_POST5 = apply(
