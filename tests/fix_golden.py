@@ -253,7 +253,7 @@ CASES: tuple[Golden, ...] = (
         {"tp_size": 8, "moe_a2a_backend": "flashinfer", "moe_runner_backend": "flashinfer_cutlass"},
         ({"attn_dp_size": 8}, {"enable_dp_attention": True, "dp_size": 8}),
         "FlashInfer's all-to-all needs DP attention over all 8 ranks (--attn-dp-size 8). "
-        "DWDP would also give dp = tp, but it resets the all-to-all backend to none: the chosen FlashInfer "
-        "backend would stop running.",
+        "DWDP would also give dp = tp, but it resets the all-to-all backend to none: the "
+        "chosen FlashInfer backend would stop running.",
     ),
 )
