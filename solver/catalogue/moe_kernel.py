@@ -46,7 +46,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def _quant_rule(rule_id: str, backend: str, allowed: tuple[str, ...], name: str) -> Rule:
+def _quant_rule(rule_id: str, backend: str, allowed: tuple[str | None, ...], name: str) -> Rule:
     """handle_moe_kernel_config's assert that `backend` runs only these quantizations (or
     an unquantized bfloat16 model where `allowed` ends in None)."""
     plain = allowed[-1] is None
