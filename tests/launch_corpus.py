@@ -77,7 +77,7 @@ CORPUS: list[tuple[str, dict[str, Any]]] = [
     ),
     (
         f"{L} {V3} --tp 4 --elastic-ep-backend mooncake --cuda-graph-backend-decode disabled",
-        {"tp_size": 4, "elastic_ep_backend": "mooncake", "disable_decode_cuda_graph": True},
+        {"tp_size": 4, "elastic_ep_backend": "mooncake", "cuda_graph_backend_decode": "disabled"},
     ),
     (
         f"{L} {V3} --tp 8 --enable-prefill-cp --cp-strategy zigzag --attn-cp-size 8",

@@ -331,6 +331,7 @@ CASES: tuple[Case, ...] = (
     # --- topology -----------------------------------------------------------------------
     case("TOPO-POSITIVE", {"gpus_per_node": 0}, {"gpus_per_node": 8}, raw_only=True),
     case("TOPO-NNODES", {"tp_size": 4, "nnodes": 3}, {"nnodes": 2}),
+    case("TOPO-NODE-GPUS", {"tp_size": 32, "nnodes": 2}, {"nnodes": 4}),
     case(
         "TOPO-MULTINODE-DP",
         {"tp_size": 2, "dp_size": 2, "nnodes": 2},

@@ -127,11 +127,25 @@ def test_compare_names_what_changed() -> None:
         "EEP-ATTN-REPLICA",
         "EEP-DENSE-TP-ATTN-TP",
         "EEP-DCP-ATTN-TP",
+        # issue 23: the rules 0.5.23's handlers check and 0.5.19's do not (read from its
+        # moe_hook, mega_moe_hook, attention_hook and lora_hook; fidelity records each).
+        *("A2A-DEEPEP-CUTEDSL-NORMAL", "A2A-PPLX-NORMAL", "MEGAMOE-GPU", "MEGAMOE-OVERLAP"),
+        *("A2A-DEEPEP-V2-ARCH", "A2A-DEEPEP-V2-DIRECT-NODES", "A2A-DEEPEP-V2-OVERLAP"),
+        *("A2A-FI-MEGAMOE-ARCH", "A2A-FI-MEGAMOE-ATTN-DP", "A2A-FI-MEGAMOE-QUANT"),
+        *("A2A-FI-MEGAMOE-RUNNER", "A2A-FI-MEGAMOE-SM100"),
+        *("ATTN-CUTEDSL-MLA-SM100", "ATTN-TRTLLM-MHA-GPU", "ATTN-TRTLLM-MLA-BLACKWELL"),
+        *("MOE-CUTEDSL-QUANT", "MOE-CUTLASS-FP8-EP", "MOE-CUTLASS-QUANT", "MOE-TRTLLM-QUANT"),
+        *("MOE-SGL-TRTLLM-QUANT", "MOE-TRTLLM-ROUTED-QUANT", "MOE-SGL-MARLIN-EP"),
+        *("MOE-LORA-A2A", "MOE-LORA-ENABLE", "MOE-LORA-PLACEMENT"),
+        *("QUANT-METHOD", "QUANT-NVFP4-ONLINE-SM100"),
+        "FLAG-CHOICE-CUDA-GRAPH-BACKEND-DECODE",
+        "FLAG-CHOICE-CUDA-GRAPH-BACKEND-PREFILL",
     }
     # 0.5.23 accepts every runner and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC again, drops
     # the legacy CP and rejoin flags with their rules, and scales EP with attention TP.
     assert set(changes.rules_removed) == {
         "FLAG-CHOICE-MOE-RUNNER-BACKEND",
+        "FLAG-CHOICE-MOE-A2A-BACKEND",
         "METRICS-ENV",
         "CP-LEGACY-MODE-CHOICE",
         "CP-LEGACY-XOR",
@@ -142,7 +156,7 @@ def test_compare_names_what_changed() -> None:
     }
     assert "elastic_ep_rejoin" in changes.fields_removed
     assert "CP-DPCP-DIV" in changes.rules_changed
-    assert changes.steps_added == ("R-ATTN-DP-SIZE",)
+    assert changes.steps_added == ("R-ATTN-DP-SIZE", "R-MXFP8-RUNNER", "R-LOAD-BALANCE")
     assert changes.fields_added == ("attn_dp_size",)
     assert compare(V0523, V0523).rules_changed == ()
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
+from meshsat.solver.inputs.manifest import ListedCommand, expansion, manifest_commands
 
 #: `python -m MODULE` launchers that take SGLang's server flags (the benchmarks that start
 #: an engine in-process take them too, beside their own; `BENCH_FLAGS` lists those).
@@ -100,11 +101,9 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
         raise InputError(f"the launch command is {len(text)} characters; at most {MAX_CHARS}")
     if "\x00" in text:
         raise InputError("the launch command is binary data (it holds NUL bytes)")
-    from meshsat.solver.inputs.manifest import manifest_commands
-
     listed = manifest_commands(text)
     if listed is not None:
-        return listed
+        return _from_manifest(listed)
     source, notes = pasted_as_shell(text)
     nodes = _parse(source)
     exported: list[tuple[str, str]] = []
@@ -136,6 +135,34 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
             "not an SGLang launch command: no `python -m sglang.launch_server`, "
             "`python -m sglang_router.launch_server` or `sglang serve` in it"
         )
+    return tuple(found)
+
+
+def _from_manifest(listed: list[ListedCommand]) -> tuple[LaunchCommand, ...]:
+    """The SGLang launches among a manifest's commands (a `sh -c` script read as shell)."""
+    found: list[LaunchCommand] = []
+    for command in listed:
+        if command.script is not None:
+            try:
+                inner = read_launch_commands(command.script)
+            except InputError:
+                continue
+            found += [
+                LaunchCommand(c.line, c.program, (*command.env, *c.env), c.words, "yaml", c.notes)
+                for c in inner
+            ]
+            continue
+        texts = [w for w, _ in command.words]
+        start = _launcher(texts)
+        if start is None:
+            continue
+        end, program = start
+        words = tuple(Word(w, pos, expansion(w), pos + len(w)) for w, pos in command.words[end:])
+        env = [*command.env, *(a for w in texts[: end - 1] if (a := _split_assignment(w)))]
+        note = ("read from the manifest's command/args list",)
+        found.append(LaunchCommand(command.line, program, tuple(env), words, "yaml", note))
+    if not found:
+        raise InputError("the manifest's command lists launch no SGLang server")
     return tuple(found)
 
 

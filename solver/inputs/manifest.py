@@ -10,21 +10,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from meshsat.solver.errors import InputError
-
-if TYPE_CHECKING:
-    from meshsat.solver.inputs.launch import LaunchCommand
 
 #: Text that looks like a manifest: a `command:` or `args:` key at the start of a line.
 _MANIFEST_KEY = re.compile(r"^[ \t-]*(command|args)[ \t]*:", re.MULTILINE)
 _SHELLS = ("sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env bash")
 
 
-def manifest_commands(text: str) -> tuple[LaunchCommand, ...] | None:
-    """The launches of a YAML manifest (a tuple of `LaunchCommand`), or None where the text
-    is not one (the caller reads it as shell)."""
+@dataclass(frozen=True)
+class ListedCommand:
+    """One container's command as its manifest lists it: the words with where each starts
+    in the text, the environment it sets, and a `sh -c` script where the words are one."""
+
+    line: int
+    words: tuple[tuple[str, int], ...]
+    env: tuple[tuple[str, str], ...]
+    script: str | None = None
+
+
+def manifest_commands(text: str) -> list[ListedCommand] | None:
+    """The commands of a YAML manifest, or None where the text is not one (the caller reads
+    it as shell)."""
     if not _MANIFEST_KEY.search(text):
         return None
     import yaml
@@ -35,53 +44,24 @@ def manifest_commands(text: str) -> tuple[LaunchCommand, ...] | None:
         return None  # shell text with a `command:` word in it
     except RecursionError:
         raise InputError("the manifest is nested too deeply to read") from None
-    from meshsat.solver.inputs.launch import (
-        LaunchCommand,
-        Word,
-        _launcher,
-        _split_assignment,
-        read_launch_commands,
-    )
-
-    found: list[LaunchCommand] = []
+    found: list[ListedCommand] = []
     cursor = 0
     for container in _containers(docs):
         items = [*_as_list(container.get("command")), *_as_list(container.get("args"))]
         env = tuple(_env(container.get("env", container.get("environment"))))
         if len(items) >= 2 and items[0] in _SHELLS and "-c" in items[1:3]:
             script = " ".join(items[items.index("-c") + 1 :])
-            try:
-                inner = read_launch_commands(script)
-            except InputError:
-                continue
-            found += [
-                LaunchCommand(c.line, c.program, (*env, *c.env), c.words, "yaml", c.notes)
-                for c in inner
-            ]
+            found.append(ListedCommand(1, (), env, script))
             continue
-        start = _launcher(items)
-        if start is None:
-            continue
-        end, program = start
         words = []
         for item in items:
             pos = text.find(item, cursor)
             pos = cursor if pos < 0 else pos
-            cursor = pos + len(item) if pos >= cursor else cursor
-            words.append(Word(item, pos, _expansion(item), pos + len(item)))
-        assignments = [a for w in items[: end - 1] if (a := _split_assignment(w)) is not None]
-        line = text.count("\n", 0, words[0].pos) + 1 if words else 1
-        found.append(
-            LaunchCommand(
-                line,
-                program,
-                (*env, *assignments),
-                tuple(words[end:]),
-                "yaml",
-                ("read from the manifest's command/args list",),
-            )
-        )
-    return tuple(found) if found else None
+            cursor = max(cursor, pos + len(item))
+            words.append((item, pos))
+        line = text.count("\n", 0, words[0][1]) + 1 if words else 1
+        found.append(ListedCommand(line, tuple(words), env))
+    return found or None
 
 
 def _containers(node: Any) -> Iterator[dict[str, Any]]:
@@ -121,6 +101,7 @@ def _env(value: Any) -> Iterator[tuple[str, str]]:
         yield from ((str(k), str(v)) for k, v in value.items())
 
 
-def _expansion(item: str) -> str | None:
+def expansion(item: str) -> str | None:
+    """The shell expansion in one listed word (the kubelet expands `$(VAR)`), or None."""
     m = re.search(r"\$\(?\{?[A-Za-z_][A-Za-z0-9_]*\}?\)?", item)
     return m.group() if m else None

@@ -3,7 +3,8 @@
 The shell is read by `meshsat.solver.inputs.launch`; this module gives the flags their meaning. Only
 layout flags become fields; deprecated spellings that change the layout are read with what
 they meant (`--enable-ep-moe` is `ep_size = tp_size`, `--enable-deepep-moe` is the DeepEP
-all-to-all backend, `--cuda-graph-backend-decode disabled` disables decode CUDA graphs). Other
+all-to-all backend; `--cuda-graph-backend-decode disabled` is read as its field, which
+resolves to disabled decode CUDA graphs). Other
 flags are sorted into "known to SGLang, not about the layout" and "no SGLang release has it"
 (from the releases' own flag tables, `sglang_flags.json`, exported by `fidelity/`).
 """
@@ -35,11 +36,6 @@ ENV_FACTS = {
 DEPRECATED: dict[str, tuple[str, Any]] = {
     "--enable-deepep-moe": ("moe_a2a_backend", "deepep"),
     "--enable-ep-moe": ("ep_size", "tp_size"),  # ep_size = tp_size, read after every flag
-}
-#: Per-phase CUDA-graph backends: `disabled` is the layout fact elastic EP asks for.
-GRAPH_BACKENDS = {
-    "--cuda-graph-backend-decode": "disable_decode_cuda_graph",
-    "--cuda-graph-backend-prefill": "disable_prefill_cuda_graph",
 }
 _NODE_FLAGS = ("node_rank",)
 
@@ -176,6 +172,13 @@ def _accepted(flag: str, table: dict[str, int]) -> bool:
     return sum(1 for option in table if option.startswith(flag)) == 1
 
 
+def _on_off(name: str) -> bool:
+    """A flag that takes no value: a boolean field, also one that may be unset
+    (`--dcp-replicate-q-proj` / `--no-dcp-replicate-q-proj`, SGLang's BooleanOptionalAction)."""
+    spec = CONFIG_SPECS[name]
+    return spec.kind == "bool" or (bool(spec.choices) and set(spec.choices) <= {None, True, False})
+
+
 def _is_flag(text: str) -> bool:
     return text.startswith("--") and len(text) > 2
 
@@ -215,7 +218,7 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
         i += 1
         negated = flag.startswith("--no-") and flag not in FLAGS and "--" + flag[5:] in FLAGS
         name = FLAGS.get("--" + flag[5:] if negated else flag)
-        if name is not None and CONFIG_SPECS[name].kind == "bool":
+        if name is not None and _on_off(name):
             out.values[name] = coerce(name, inline) if eq else not negated
             out.spans.setdefault(name, []).append((word.pos, word.end))
         elif name is not None:
@@ -234,11 +237,6 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
                 out.values[target] = meaning
             out.notes.append(f"{flag} is a deprecated spelling; read as {target} = {meaning}")
             out.spans.setdefault(target, []).append((word.pos, word.end))
-        elif flag in GRAPH_BACKENDS:
-            given, i = _value(words, i, word if eq else None, flag, command.line)
-            if given.expansion is None and given.text.rpartition("=")[2] == "disabled":
-                out.values[GRAPH_BACKENDS[flag]] = True
-                out.spans.setdefault(GRAPH_BACKENDS[flag], []).append((word.pos, given.end))
         elif flag in ("--model-path", "--model"):
             given, i = _value(words, i, word if eq else None, flag, command.line)
             text = given.text.partition("=")[2] if eq else given.text
