@@ -155,6 +155,19 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
             },
         )
     ],
+    "A2A-DEEPEP-V2-BUDGET": [("qwen3_moe", {"tp_size": 8, "moe_a2a_backend": "deepep_v2"})],
+    "ATTN-TRTLLM-MHA-CP-SM100": [
+        (
+            "llama",
+            {
+                "tp_size": 4,
+                "attn_cp_size": 2,
+                "enable_prefill_cp": True,
+                "cp_strategy": "zigzag",
+                "attention_backend": "trtllm_mha",
+            },
+        )
+    ],
     "MOE-LORA-ENABLE": [("qwen3_moe", {"tp_size": 2, "moe_runner_backend": "lora_triton"})],
     "MOE-LORA-A2A": [
         (

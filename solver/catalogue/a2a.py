@@ -4,6 +4,7 @@ after the backend's ep_size = tp_size rewrite."""
 
 from __future__ import annotations
 
+from meshsat.solver.lang.derived import attn_dp
 from meshsat.solver.lang.expr import is_set, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
@@ -225,4 +226,23 @@ PPLX_NORMAL = Rule(
     "'low_latency' or 'auto'.",
     SRC,
     hint="--deepep-mode low_latency",
+)
+
+
+#: validate_deepep_v2_dispatch_token_budget (after the MoE handlers, 0.5.23): the largest
+#: prefill chunk of one DP group, scattered over its tp/attn_dp ranks before dispatch, must
+#: fit SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK (128). Unset, chunked prefill is the
+#: device's default (4096 on the recorder's machines), which meshsat cannot see: refused
+#: as pplx's budget is. Skipped on decode servers and with chunked prefill off.
+DEEPEP_V2_BUDGET = Rule(
+    "A2A-DEEPEP-V2-BUDGET",
+    _v2
+    & (F.disaggregation_mode != "decode")
+    & ~(is_set(F.chunked_prefill_size) & (F.chunked_prefill_size <= 0)),
+    is_set(F.chunked_prefill_size) & (F.chunked_prefill_size <= 128 * (F.tp_size // attn_dp)),
+    "DeepEP v2 per-rank prefill budget exceeds SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK "
+    "(128): the per-DP chunked prefill size over tp/attn_dp ranks must fit it.",
+    "validate_deepep_v2_dispatch_token_budget",
+    hint="set --chunked-prefill-size within 128 tokens per rank, or raise "
+    "SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
 )

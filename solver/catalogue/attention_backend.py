@@ -21,9 +21,10 @@ def _on_sm(*sms: int) -> Expr:
 
 
 RULES: tuple[Rule, ...] = (
+    # tokenspeed_mla decodes with CuteDSL MLA (its prefill back-end fill), so the same check.
     Rule(
         "ATTN-CUTEDSL-MLA-SM100",
-        F.attention_backend == "cutedsl_mla",
+        one_of(F.attention_backend, "cutedsl_mla", "tokenspeed_mla"),
         _on_sm(100, 103),
         "CuteDSL MLA backend is only supported on Blackwell GPUs (SM100). Please use a "
         "different backend.",
@@ -43,6 +44,15 @@ RULES: tuple[Rule, ...] = (
         _on_sm(90, 100, 103, 120, 121),
         "TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), or SM120 "
         "GPUs. Please use a different prefill backend.",
+        SRC,
+    ),
+    Rule(
+        "ATTN-TRTLLM-MHA-CP-SM100",
+        (F.attention_backend == "trtllm_mha") & (F.attn_cp_size > 1),
+        _on_sm(100, 103),
+        "Prefill context parallelism with the TRTLLM MHA prefill backend requires SM100 "
+        "(trtllm-gen context kernel): the SM90/SM120 fmha_v2 prefill path does not implement "
+        "CP shard masking.",
         SRC,
     ),
 )

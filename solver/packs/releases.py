@@ -297,7 +297,9 @@ _ORDER_0_5_23 = (
     "apply_inkling_prefill_cuda_graph_default",
     *_ORDER_0_5_23[3:5],
     "handle_attention_backend_compatibility",
-    *_ORDER_0_5_23[5:],
+    *_ORDER_0_5_23[5 : _ORDER_0_5_23.index("validate_experimental_sgl_marlin") + 1],
+    "validate_deepep_v2_dispatch_token_budget",
+    *_ORDER_0_5_23[_ORDER_0_5_23.index("validate_experimental_sgl_marlin") + 1 :],
 )
 
 # _moe_runner_backend_quant_constraints (0.5.23): an MXFP8 checkpoint runs on the MXFP8
@@ -341,6 +343,7 @@ V0_5_23 = apply(
             attention_backend.QUANT_KNOWN,
             *attention_backend.RULES,
             moe_kernel.MARLIN_EP,
+            a2a.DEEPEP_V2_BUDGET,
             *moe_kernel.LORA_RULES,
             # context_parallel_attn_dp_size(): DeepSeek's prefill-CP override asks first,
             # in handle_model_specific_adjustments (measured on 0.5.23's own layouts).
@@ -499,6 +502,8 @@ V0_5_23 = apply(
         ),
         rename_handlers=_RENAMED_0_5_23,
         handler_order=_ORDER_0_5_23,
+        # check_lora_moe_runner_args runs in check_server_args(), at launch.
+        launch_only=SEED.launch_only | {r.id for r in moe_kernel.LORA_RULES},
         present_fields=("attn_dp_size",),
         choices=(
             ("quantization", _QUANT_0_5_23),
