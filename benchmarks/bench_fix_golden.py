@@ -34,9 +34,8 @@ def main() -> None:
             for want in case.accepted
         )
         passed += ok
-        print(
-            f"{case.name:<38}{'yes' if ok else 'NO':>4}{1000 * statistics.median(times):>8.0f}  {got}"
-        )
+        ms = 1000 * statistics.median(times)
+        print(f"{case.name:<38}{'yes' if ok else 'NO':>4}{ms:>8.0f}  {got}")
     print(f"{passed}/{len(CASES)} first fixes are an operator's")
 
 
