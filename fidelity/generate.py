@@ -257,7 +257,9 @@ def spell(
 
     `keep_absent` passes fields the release has no flag for as flags, which its parser
     refuses (the targeted records of `FLAG-ABSENT-*` rules); otherwise they are dropped."""
-    c = dict(config)
+    # None is "flag left out": a command line cannot pass it (and a release whose field
+    # default is not None, 0.5.19's --dcp-comm-backend ag_rs, would read None as a value).
+    c = {k: v for k, v in config.items() if v is not None}
     env: Config = {}
     v = c.pop("env_enable_cp_v2", None)
     if v is not None:

@@ -88,16 +88,24 @@ _BASE_QUANT = (
     "mxfp_w4a8",
     "unquant",
 )
-QUANT_KNOWN = Rule(
-    "QUANT-METHOD",
-    is_set(F.quantization),
-    one_of(F.quantization, *_BASE_QUANT)
-    | ((F.quantization == "mxfp4") & one_of(F.platform, "cuda", "hip"))
-    | ((F.quantization == "gptq") & (F.platform == "npu")),
-    "Unknown quantization method: {quantization} (this platform's SGLang loader does not know it).",
-    # Raised while the model config is built, in the first step that reads it.
-    "apply_inkling_prefill_cuda_graph_default",
-)
+
+
+def quant_known(also: tuple[str, ...] = ()) -> Rule:
+    """The loader's check of --quantization; `also`: methods a release's loader knows
+    beyond 0.5.23's on every platform (0.5.19 still has GPTQ)."""
+    return Rule(
+        "QUANT-METHOD",
+        is_set(F.quantization),
+        one_of(F.quantization, *_BASE_QUANT, *also)
+        | ((F.quantization == "mxfp4") & one_of(F.platform, "cuda", "hip"))
+        | ((F.quantization == "gptq") & (F.platform == "npu")),
+        "Unknown quantization method: {quantization} (this platform's SGLang loader does not "
+        "know it).",
+        # Raised while the model config is built, in the first step that reads it.
+        "apply_inkling_prefill_cuda_graph_default",
+    )
+
+
 #: _moe_runner_backend_quant_constraints (handle_moe_kernel_config): NVIDIA Blackwell only.
 QUANT_NVFP4_ONLINE = Rule(
     "QUANT-NVFP4-ONLINE-SM100",

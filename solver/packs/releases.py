@@ -34,8 +34,11 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "argparse",
     "handle_mega_moe",
     "handle_dcp_validation",
+    # The model config, with its quantization check, is first built here.
+    "apply_inkling_prefill_cuda_graph_default",
     "handle_dwdp",
     "handle_model_specific_adjustments",
+    "handle_attention_backend_compatibility",
     "handle_data_parallelism",
     "_dp_lm_head_validation",
     "handle_context_parallelism",
@@ -46,6 +49,7 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "handle_expert_distribution_metrics",
     "handle_elastic_ep",
     "validate_experimental_sgl_marlin",
+    "validate_deepep_v2_dispatch_token_budget",
     "handle_encoder_disaggregation",
     "check_server_args",
     "SGLang launch checks",
@@ -99,7 +103,73 @@ _CHOICES_0_5_19 = (
     ("quantization", _QUANT_0_5_19),
 )
 
-SEED = base_pack(
+# _moe_runner_backend_quant_constraints (0.5.23): an MXFP8 checkpoint runs on the MXFP8
+# runners; auto (or any other runner, with a warning) becomes flashinfer_trtllm, or
+# flashinfer_megamoe with that all-to-all backend.
+_MXFP8_RUNNERS = (
+    "cutlass",
+    "deep_gemm",
+    "flashinfer_megamoe",
+    "flashinfer_trtllm",
+    "flashinfer_trtllm_routed",
+)
+_MXFP8_RUNNER = Resolution(
+    "R-MXFP8-RUNNER",
+    "handle_moe_kernel_config",
+    "--quantization mxfp8 runs its MoE on an MXFP8 runner (flashinfer_trtllm by default)",
+    (
+        assign(
+            (F.quantization == "mxfp8")
+            & (F.platform != "npu")
+            & ~one_of(F.moe_runner_backend, *_MXFP8_RUNNERS),
+            moe_runner_backend=ite(
+                F.moe_a2a_backend == "flashinfer_megamoe", "flashinfer_megamoe", "flashinfer_trtllm"
+            ),
+        ),
+    ),
+)
+
+_LOAD_BALANCE = Resolution(
+    "R-LOAD-BALANCE",
+    "handle_load_balance_method",
+    "--load-balance-method auto resolves to round_robin (follow_bootstrap_room on a PD "
+    "prefill server)",
+    (
+        assign(
+            F.load_balance_method == "auto",
+            quiet=True,
+            load_balance_method=ite(
+                F.disaggregation_mode == "prefill", "follow_bootstrap_room", "round_robin"
+            ),
+        ),
+    ),
+)
+
+# Issue 23: what 0.5.19 and 0.5.23 both check and the seed's catalogue did not (measured on
+# both releases with the flag sweep): the quantization each MoE runner and
+# the model loader take, DeepEP v2, pplx's mode, the attention back-ends' GPU classes, the
+# LoRA and Marlin runners; each placed where SGLang checks it inside its handler.
+_MOE_BEFORE: tuple[tuple[str, Rule], ...] = (
+    *(("A2A-DEEPEP-V2-RUNNER", r) for r in a2a.FI_MEGAMOE_RULES),
+    ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_CUTEDSL_NORMAL),
+    ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_V2_ARCH),
+    ("A2A-PPLX-DP-ATTN", a2a.PPLX_NORMAL),
+    *moe_kernel.QUANT_RULES,
+    ("MOE-CUTLASS-QUANT", attention_backend.QUANT_NVFP4_ONLINE),
+)
+_MOE_AFTER: tuple[tuple[str, Rule], ...] = (
+    *(("A2A-DEEPEP-V2-RUNNER", r) for r in reversed(a2a.DEEPEP_V2_AFTER_RUNNER)),
+    *(("MOE-CUTEDSL-A2A", r) for r in reversed(moe_kernel.QUANT_RULES_AFTER)),
+)
+_MOE_ADDED: tuple[Rule, ...] = (
+    attention_backend.quant_known(("gptq",)),
+    *attention_backend.RULES,
+    moe_kernel.MARLIN_EP,
+    a2a.DEEPEP_V2_BUDGET,
+    *moe_kernel.LORA_RULES,
+)
+
+_SEED_BASE = base_pack(
     SEED_VERSION,
     "2026-07",
     "The seed's snapshot: --enable-prefill-cp --cp-strategy beside the legacy CP flags; "
@@ -114,6 +184,21 @@ SEED = base_pack(
     # Measured: 0.5.19's resolution accepts every layout these alone reject.
     launch_only=_LAUNCH_RULES,
     choices=_CHOICES_0_5_19,
+)
+SEED = apply(
+    _SEED_BASE,
+    PackDiff(
+        SEED_VERSION,
+        _SEED_BASE.released,
+        _SEED_BASE.summary,
+        add_rules_before=_MOE_BEFORE,
+        add_rules_after=_MOE_AFTER,
+        add_rules=_MOE_ADDED,
+        add_resolutions=(_MXFP8_RUNNER, _LOAD_BALANCE),
+        handler_order=PIPELINE_ORDER,
+        # check_lora_moe_runner_args runs in check_server_args(), at launch.
+        launch_only=_LAUNCH_RULES | {r.id for r in moe_kernel.LORA_RULES},
+    ),
 )
 
 _ATTN_DP_SIZE = Resolution(
@@ -205,15 +290,8 @@ _CP_MODEL_CHECKS_0_5_23: tuple[tuple[str, Rule], ...] = (
     ),
 )
 
-# 0.5.23's handle_a2a_moe and handle_moe_kernel_config, rule by rule in their order, and the
-# new rules placed where SGLang checks them inside one handler (issue 23).
+# Rules 0.5.23 added inside handlers 0.5.19 already had, placed where SGLang checks them.
 _A2A_0_5_23_BEFORE: tuple[tuple[str, Rule], ...] = (
-    *(("A2A-DEEPEP-V2-RUNNER", r) for r in a2a.FI_MEGAMOE_RULES),
-    ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_CUTEDSL_NORMAL),
-    ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_V2_ARCH),
-    ("A2A-PPLX-DP-ATTN", a2a.PPLX_NORMAL),
-    *moe_kernel.QUANT_RULES,
-    ("MOE-CUTLASS-QUANT", attention_backend.QUANT_NVFP4_ONLINE),
     # handle_data_parallelism asks for replicas before its DP-attention divisibility.
     (
         "DPATTN-TP-DIV",
@@ -229,8 +307,6 @@ _A2A_0_5_23_BEFORE: tuple[tuple[str, Rule], ...] = (
     ),
 )
 _A2A_0_5_23_AFTER: tuple[tuple[str, Rule], ...] = (
-    *(("A2A-DEEPEP-V2-RUNNER", r) for r in reversed(a2a.DEEPEP_V2_AFTER_RUNNER)),
-    *(("MOE-CUTEDSL-A2A", r) for r in reversed(moe_kernel.QUANT_RULES_AFTER)),
     # handle_decode_context_parallelism: right after the size check.
     (
         "DCP-MIN",
@@ -288,46 +364,6 @@ _CP_DSA_0_5_23 = Resolution(
     ),
 )
 
-#: 0.5.23's pipeline (sglang/srt/arg_groups/pipeline.py): the model config, with its
-#: quantization check, is first built right after the decode-CP handler; the attention
-#: back-end checks run after the model overrides, before the parallel handlers.
-_ORDER_0_5_23 = tuple(dict(_RENAMED_0_5_23).get(h, h) for h in PIPELINE_ORDER)
-_ORDER_0_5_23 = (
-    *_ORDER_0_5_23[:3],
-    "apply_inkling_prefill_cuda_graph_default",
-    *_ORDER_0_5_23[3:5],
-    "handle_attention_backend_compatibility",
-    *_ORDER_0_5_23[5 : _ORDER_0_5_23.index("validate_experimental_sgl_marlin") + 1],
-    "validate_deepep_v2_dispatch_token_budget",
-    *_ORDER_0_5_23[_ORDER_0_5_23.index("validate_experimental_sgl_marlin") + 1 :],
-)
-
-# _moe_runner_backend_quant_constraints (0.5.23): an MXFP8 checkpoint runs on the MXFP8
-# runners; auto (or any other runner, with a warning) becomes flashinfer_trtllm, or
-# flashinfer_megamoe with that all-to-all backend.
-_MXFP8_RUNNERS = (
-    "cutlass",
-    "deep_gemm",
-    "flashinfer_megamoe",
-    "flashinfer_trtllm",
-    "flashinfer_trtllm_routed",
-)
-_MXFP8_RUNNER = Resolution(
-    "R-MXFP8-RUNNER",
-    "handle_moe_kernel_config",
-    "--quantization mxfp8 runs its MoE on an MXFP8 runner (flashinfer_trtllm by default)",
-    (
-        assign(
-            (F.quantization == "mxfp8")
-            & (F.platform != "npu")
-            & ~one_of(F.moe_runner_backend, *_MXFP8_RUNNERS),
-            moe_runner_backend=ite(
-                F.moe_a2a_backend == "flashinfer_megamoe", "flashinfer_megamoe", "flashinfer_trtllm"
-            ),
-        ),
-    ),
-)
-
 V0_5_23 = apply(
     SEED,
     PackDiff(
@@ -339,12 +375,8 @@ V0_5_23 = apply(
         add_rules_after=(*_ADDED_AFTER_0_5_23, *_A2A_0_5_23_AFTER),
         add_rules_before=(*_CP_MODEL_CHECKS_0_5_23, *_A2A_0_5_23_BEFORE),
         add_rules=(
+            # check_mega_moe_compat is new in 0.5.23 (0.5.19 accepts these, measured).
             *a2a.MEGAMOE_RULES,
-            attention_backend.QUANT_KNOWN,
-            *attention_backend.RULES,
-            moe_kernel.MARLIN_EP,
-            a2a.DEEPEP_V2_BUDGET,
-            *moe_kernel.LORA_RULES,
             # context_parallel_attn_dp_size(): DeepSeek's prefill-CP override asks first,
             # in handle_model_specific_adjustments (measured on 0.5.23's own layouts).
             Rule(
@@ -361,6 +393,8 @@ V0_5_23 = apply(
             ),
         ),
         replace_rules=(
+            # 0.5.23's loader no longer knows GPTQ outside Ascend (measured).
+            attention_backend.quant_known(),
             # handle_elastic_ep: decode graphs disabled, or `full` recaptured on CUDA (no
             # speculative decoding); prefill graphs disabled.
             Rule(
@@ -456,29 +490,7 @@ V0_5_23 = apply(
             "dsa_prefill_cp_mode",
             "elastic_ep_rejoin",
         ),
-        add_resolutions=(
-            _ATTN_DP_SIZE,
-            _MXFP8_RUNNER,
-            # handle_load_balance_method: auto is round_robin, follow_bootstrap_room on a PD
-            # prefill server (the resolved layout says which).
-            Resolution(
-                "R-LOAD-BALANCE",
-                "handle_load_balance_method",
-                "--load-balance-method auto resolves to round_robin (follow_bootstrap_room on "
-                "a PD prefill server)",
-                (
-                    assign(
-                        F.load_balance_method == "auto",
-                        quiet=True,
-                        load_balance_method=ite(
-                            F.disaggregation_mode == "prefill",
-                            "follow_bootstrap_room",
-                            "round_robin",
-                        ),
-                    ),
-                ),
-            ),
-        ),
+        add_resolutions=(_ATTN_DP_SIZE,),
         replace_resolutions=(
             _DCP_COMM_0_5_23,
             _CP_DSA_0_5_23,
@@ -501,9 +513,8 @@ V0_5_23 = apply(
             ),
         ),
         rename_handlers=_RENAMED_0_5_23,
-        handler_order=_ORDER_0_5_23,
+        handler_order=tuple(dict(_RENAMED_0_5_23).get(h, h) for h in PIPELINE_ORDER),
         # check_lora_moe_runner_args runs in check_server_args(), at launch.
-        launch_only=SEED.launch_only | {r.id for r in moe_kernel.LORA_RULES},
         present_fields=("attn_dp_size",),
         choices=(
             ("quantization", _QUANT_0_5_23),
@@ -710,6 +721,8 @@ V0_4_6_POST5 = apply(
             ),
         ),
         remove_resolutions=(
+            "R-MXFP8-RUNNER",
+            "R-LOAD-BALANCE",
             "R-LEGACY-CP",
             "R-DWDP",
             "R-CP-MODEL-DPATTN",
