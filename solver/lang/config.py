@@ -484,8 +484,19 @@ class Config(BaseModel):
         False, "Elastic expert backup.", flags=("--enable-elastic-expert-backup",), group="elastic"
     )
     load_balance_method: Literal[
-        "auto", "round_robin", "total_requests", "total_tokens", "follow_bootstrap_room"
-    ] = _f("auto", "DP load balancing.", flags=("--load-balance-method",), group="elastic")
+        "auto",
+        "round_robin",
+        "total_requests",
+        "total_tokens",
+        "follow_bootstrap_room",
+        "shortest_queue",
+    ] = _f(
+        "auto",
+        "DP load balancing (auto: round_robin, follow_bootstrap_room on a PD prefill server; "
+        "shortest_queue only in 0.4).",
+        flags=("--load-balance-method",),
+        group="elastic",
+    )
     disable_cuda_graph: bool = _f(
         False,
         "Disable CUDA graphs for every phase.",

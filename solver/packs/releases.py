@@ -97,7 +97,9 @@ _QUANT_0_4 = (
     "qoq",
 )
 _GRAPHS_0_5_23 = tuple(g for g in get_args(GraphBackend) if g != "tc_piecewise")
+_BALANCE_0_5 = ("auto", "round_robin", "total_requests", "total_tokens", "follow_bootstrap_room")
 _CHOICES_0_5_19 = (
+    ("load_balance_method", _BALANCE_0_5),
     ("moe_runner_backend", _RUNNERS_0_5_19),
     ("moe_a2a_backend", _A2A_0_5_19),
     ("quantization", _QUANT_0_5_19),
@@ -517,6 +519,7 @@ V0_5_23 = apply(
         # check_lora_moe_runner_args runs in check_server_args(), at launch.
         present_fields=("attn_dp_size",),
         choices=(
+            ("load_balance_method", _BALANCE_0_5),
             ("quantization", _QUANT_0_5_23),
             ("cuda_graph_backend_decode", _GRAPHS_0_5_23),
             ("cuda_graph_backend_prefill", _GRAPHS_0_5_23),
@@ -537,10 +540,11 @@ V0_5_18 = apply(
         "the user gave (before the model overrides), with fewer runners; no DeepEP v2.",
         replace_rules=(
             # _handle_a2a_moe tests `self.moe_a2a_backend`, the user's value: an MLA prefill-CP
-            # override to deepep does not save a FlashInfer request (measured, 3 layouts).
+            # override to deepep does not save a FlashInfer request (measured, 3 layouts);
+            # _handle_dwdp, before it, does (it writes none on the object; measured, 3).
             Rule(
                 "TOPO-A2A-FLASHINFER",
-                F.moe_a2a_backend.as_raw == "flashinfer",
+                (F.moe_a2a_backend.as_raw == "flashinfer") & (F.dwdp_size <= 1),
                 F.enable_dp_attention & (F.dp_size == F.tp_size),
                 "Flashinfer MoE A2A is only supported with dp_size == tp_size and "
                 "--enable-dp-attention",
@@ -548,7 +552,7 @@ V0_5_18 = apply(
             ),
             Rule(
                 "A2A-FLASHINFER-RUNNER",
-                F.moe_a2a_backend.as_raw == "flashinfer",
+                (F.moe_a2a_backend.as_raw == "flashinfer") & (F.dwdp_size <= 1),
                 one_of(
                     F.moe_runner_backend,
                     "flashinfer_cutlass",
@@ -569,6 +573,7 @@ V0_5_18 = apply(
         handler_order=tuple(dict(_RENAMED_0_5_18).get(h, h) for h in PIPELINE_ORDER),
         absent_fields=(*SEED.absent_fields, "deepep_v2_mode"),
         choices=(
+            ("load_balance_method", _BALANCE_0_5),
             ("moe_a2a_backend", _A2A_0_5_18),
             ("moe_runner_backend", _RUNNERS_0_5_18),
             ("quantization", _QUANT_0_5_19),
@@ -706,6 +711,19 @@ V0_4_6_POST5 = apply(
             ),
         ),
         replace_resolutions=(
+            # meshsat's "auto" is 0.4's unset value, its round_robin default.
+            Resolution(
+                "R-LOAD-BALANCE",
+                _POST_INIT,
+                "the load balancing default is round_robin",
+                (
+                    assign(
+                        F.load_balance_method == "auto",
+                        quiet=True,
+                        load_balance_method="round_robin",
+                    ),
+                ),
+            ),
             # The copy of eplb_rebalance_num_iterations is commented out ("TODO pr-chain").
             Resolution(
                 "R-METRICS",
@@ -722,7 +740,6 @@ V0_4_6_POST5 = apply(
         ),
         remove_resolutions=(
             "R-MXFP8-RUNNER",
-            "R-LOAD-BALANCE",
             "R-LEGACY-CP",
             "R-DWDP",
             "R-CP-MODEL-DPATTN",
@@ -748,7 +765,7 @@ V0_4_6_POST5 = apply(
         choices=(
             ("moe_a2a_backend", ("none", "deepep")),
             # meshsat's "auto" is its unset value: 0.4's own default is round_robin.
-            ("load_balance_method", ("auto", "round_robin")),
+            ("load_balance_method", ("auto", "round_robin", "shortest_queue")),
             ("quantization", _QUANT_0_4),
             (
                 "attention_backend",
