@@ -180,7 +180,7 @@ _v2 = a2a == "deepep_v2"
 #: handle_a2a_moe's deepep_v2 block around its runner check (0.5.23): (before, after).
 DEEPEP_V2_ARCH = Rule(
     "A2A-DEEPEP-V2-ARCH",
-    _v2,
+    _v2 & is_set(F.architecture),
     one_of(F.architecture, *DEEPEP_V2_ARCHITECTURES),
     "DeepEP v2 MoE is not validated for {architecture}: the model package must register "
     "its architecture with register_deepep_v2_model.",
