@@ -155,6 +155,12 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
             },
         )
     ],
+    "A2A-DEEPEP-V2-SPEC": [
+        (
+            "qwen3_moe",
+            {"tp_size": 8, "moe_a2a_backend": "deepep_v2", "speculative_algorithm": "EAGLE"},
+        )
+    ],
     "A2A-DEEPEP-V2-BUDGET": [("qwen3_moe", {"tp_size": 8, "moe_a2a_backend": "deepep_v2"})],
     "ATTN-TRTLLM-MHA-CP-SM100": [
         (

@@ -246,3 +246,16 @@ DEEPEP_V2_BUDGET = Rule(
     hint="set --chunked-prefill-size within 128 tokens per rank, or raise "
     "SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
 )
+
+
+#: validate_deepep_v2_speculative_draft: a draft model inherits the target's backend (an
+#: NGRAM draft has no MoE). --speculative-moe-a2a-backend, which could name another, is not
+#: a meshsat field: a draft with its own backend is refused here too.
+DEEPEP_V2_SPEC = Rule(
+    "A2A-DEEPEP-V2-SPEC",
+    _v2 & is_set(F.speculative_algorithm),
+    F.speculative_algorithm == "NGRAM",
+    "DeepEP v2 MoE is not validated as a speculative draft backend. Select another "
+    "--speculative-moe-a2a-backend.",
+    "validate_deepep_v2_speculative_draft",
+)

@@ -49,8 +49,10 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "handle_expert_distribution_metrics",
     "handle_elastic_ep",
     "validate_experimental_sgl_marlin",
-    "validate_deepep_v2_dispatch_token_budget",
     "handle_encoder_disaggregation",
+    # The DeepEP v2 validators run last, after the speculative and encoder handlers.
+    "validate_deepep_v2_speculative_draft",
+    "validate_deepep_v2_dispatch_token_budget",
     "check_server_args",
     "SGLang launch checks",
     "derive_parallel_widths",
@@ -167,6 +169,7 @@ _MOE_ADDED: tuple[Rule, ...] = (
     attention_backend.quant_known(("gptq",)),
     *attention_backend.RULES,
     moe_kernel.MARLIN_EP,
+    a2a.DEEPEP_V2_SPEC,
     a2a.DEEPEP_V2_BUDGET,
     *moe_kernel.LORA_RULES,
 )
