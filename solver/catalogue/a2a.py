@@ -187,24 +187,23 @@ DEEPEP_V2_ARCH = Rule(
     SRC,
     hint="--moe-a2a-backend deepep",
 )
-DEEPEP_V2_AFTER_RUNNER: tuple[Rule, ...] = (
-    Rule(
-        "A2A-DEEPEP-V2-OVERLAP",
-        _v2,
-        ~F.enable_two_batch_overlap,
-        "DeepEP v2 MoE has not implemented the TBO/SBO overlap hooks yet. Disable "
-        "--enable-two-batch-overlap when using --moe-a2a-backend deepep_v2.",
-        SRC,
-    ),
-    Rule(
-        "A2A-DEEPEP-V2-DIRECT-NODES",
-        _v2 & (F.deepep_v2_mode == "direct"),
-        F.nnodes == 1,
-        "--deepep-v2-mode direct is NVLink-only and cannot run across nodes "
-        "(nnodes={nnodes}); pass --deepep-v2-mode hybrid.",
-        SRC,
-        hint="--deepep-v2-mode hybrid",
-    ),
+DEEPEP_V2_OVERLAP = Rule(
+    "A2A-DEEPEP-V2-OVERLAP",
+    _v2,
+    ~F.enable_two_batch_overlap,
+    "DeepEP v2 MoE has not implemented the TBO/SBO overlap hooks yet. Disable "
+    "--enable-two-batch-overlap when using --moe-a2a-backend deepep_v2.",
+    SRC,
+)
+#: 0.5.23 only (0.5.19 accepts it, measured).
+DEEPEP_V2_DIRECT_NODES = Rule(
+    "A2A-DEEPEP-V2-DIRECT-NODES",
+    _v2 & (F.deepep_v2_mode == "direct"),
+    F.nnodes == 1,
+    "--deepep-v2-mode direct is NVLink-only and cannot run across nodes "
+    "(nnodes={nnodes}); pass --deepep-v2-mode hybrid.",
+    SRC,
+    hint="--deepep-v2-mode hybrid",
 )
 
 #: handle_a2a_moe's deepep block: CuteDSL FP4 has no DeepEP normal-dispatch handler.

@@ -162,7 +162,7 @@ _MOE_BEFORE: tuple[tuple[str, Rule], ...] = (
     ("MOE-CUTLASS-QUANT", attention_backend.QUANT_NVFP4_ONLINE),
 )
 _MOE_AFTER: tuple[tuple[str, Rule], ...] = (
-    *(("A2A-DEEPEP-V2-RUNNER", r) for r in reversed(a2a.DEEPEP_V2_AFTER_RUNNER)),
+    ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_V2_OVERLAP),
     *(("MOE-CUTEDSL-A2A", r) for r in reversed(moe_kernel.QUANT_RULES_AFTER)),
 )
 _MOE_ADDED: tuple[Rule, ...] = (
@@ -312,6 +312,7 @@ _A2A_0_5_23_BEFORE: tuple[tuple[str, Rule], ...] = (
     ),
 )
 _A2A_0_5_23_AFTER: tuple[tuple[str, Rule], ...] = (
+    ("A2A-DEEPEP-V2-OVERLAP", a2a.DEEPEP_V2_DIRECT_NODES),
     # handle_decode_context_parallelism: right after the size check.
     (
         "DCP-MIN",
