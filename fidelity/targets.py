@@ -155,6 +155,9 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
             },
         )
     ],
+    "DCP-DSA-PD": [
+        ("deepseek_v32", {"tp_size": 8, "dcp_size": 2, "disaggregation_mode": "decode"})
+    ],
     "A2A-DEEPEP-V2-SPEC": [
         (
             "qwen3_moe",

@@ -62,3 +62,15 @@ RULES: tuple[Rule, ...] = (
         hint="choose a dcp_size that divides tp_size / (attention DP · attention CP)",
     ),
 )
+
+
+#: DeepSeek's DSA decode-CP override (handle_model_specific_adjustments, 0.5.23): DSA decode
+#: CP serves no PD deployment (nor HiCache/HiSparse, which are not layout fields).
+DSA_DCP_PD = Rule(
+    "DCP-DSA-PD",
+    F.is_deepseek_dsa & (dcp > 1),
+    F.disaggregation_mode == "null",
+    "DSA DCP does not support PD disaggregation.",
+    "handle_model_specific_adjustments",
+    hint="drop --dcp-size, or serve this model without PD disaggregation",
+)

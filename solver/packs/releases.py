@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import get_args
 
-from meshsat.solver.catalogue import RESOLUTIONS, RULES, a2a, attention_backend, moe_kernel
+from meshsat.solver.catalogue import (
+    RESOLUTIONS,
+    RULES,
+    a2a,
+    attention_backend,
+    decode_cp,
+    moe_kernel,
+)
 from meshsat.solver.catalogue.disaggregation import (
     ENCODER_DISAGG_ARCHITECTURES,
     language_model_only_rules,
@@ -383,6 +390,7 @@ V0_5_23 = apply(
         add_rules=(
             # check_mega_moe_compat is new in 0.5.23 (0.5.19 accepts these, measured).
             *a2a.MEGAMOE_RULES,
+            decode_cp.DSA_DCP_PD,
             # context_parallel_attn_dp_size(): DeepSeek's prefill-CP override asks first,
             # in handle_model_specific_adjustments (measured on 0.5.23's own layouts).
             Rule(
