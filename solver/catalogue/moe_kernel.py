@@ -87,37 +87,25 @@ QUANT_RULES: tuple[tuple[str, Rule], ...] = (
         ),
     ),
 )
+_TRTLLM_QUANTS = (
+    "modelopt_fp4",
+    "nvfp4_online",
+    "fp8",
+    "mxfp8",
+    "modelopt_fp8",
+    "modelopt_mixed",
+    "compressed-tensors",
+    None,
+)
 #: After MOE-CUTEDSL-A2A, in this order.
 QUANT_RULES_AFTER: tuple[Rule, ...] = (
-    _quant_rule(
-        "MOE-TRTLLM-QUANT",
-        "flashinfer_trtllm",
-        (
-            "modelopt_fp4",
-            "nvfp4_online",
-            "fp8",
-            "mxfp8",
-            "modelopt_fp8",
-            "modelopt_mixed",
-            "compressed-tensors",
-            None,
-        ),
-        "FlashInfer TRTLLM MOE",
-    ),
-    _quant_rule(
-        "MOE-SGL-TRTLLM-QUANT",
-        "experimental_sgl_trtllm",
-        (
-            "modelopt_fp4",
-            "nvfp4_online",
-            "fp8",
-            "mxfp8",
-            "modelopt_fp8",
-            "modelopt_mixed",
-            "compressed-tensors",
-            None,
-        ),
-        "FlashInfer TRTLLM MOE",
+    # One assert serves both TRT-LLM runners.
+    *(
+        _quant_rule(rule_id, backend, _TRTLLM_QUANTS, "FlashInfer TRTLLM MOE")
+        for rule_id, backend in (
+            ("MOE-TRTLLM-QUANT", "flashinfer_trtllm"),
+            ("MOE-SGL-TRTLLM-QUANT", "experimental_sgl_trtllm"),
+        )
     ),
     _quant_rule(
         "MOE-TRTLLM-ROUTED-QUANT",
