@@ -338,6 +338,13 @@ def _standing_reason(cls: str, version: str) -> str:
     GPUs); any other new class waits for someone to read its examples."""
     if not cls.startswith("model-load:"):
         return "UNEXPLAINED"
+    if "TOPO-NODE-GPUS" in cls:
+        return (
+            "meshsat's TOPO-NODE-GPUS: a multi-node launch whose tp·pp ranks exceed nnodes x "
+            "GPUs per node (8 unless told) fails when a rank asks for a GPU its node does not "
+            "have. The CPU recorder starts no process, so resolution and check_server_args() "
+            "accept it; meshsat files it as a launch check, not counted against the verdict."
+        )
     return (
         f"SGLang {version} checks these only when the model is loaded on the GPUs (derived "
         "MoE-TP width, heads and experts split over ranks, pipeline stages over layers), "
