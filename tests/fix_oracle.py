@@ -33,7 +33,7 @@ from typing import Any
 
 from meshsat.solver import validate
 from meshsat.solver.backends.pyeval import compiled
-from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.config import A2A_BACKENDS, Config
 from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import NEWEST, SEED, Pack
@@ -77,6 +77,10 @@ def mbits(x: int) -> int:
     return total
 
 
+def _is(value: str) -> Callable[[Any], bool]:
+    return lambda v: v == value
+
+
 #: Per feature: the oracle's fields it reads, "on" and "works" over those values.
 FEATURES: dict[str, tuple[tuple[str, ...], Callable[..., bool], Callable[..., bool]]] = {
     "dp_attention": (
@@ -108,6 +112,23 @@ FEATURES: dict[str, tuple[tuple[str, ...], Callable[..., bool], Callable[..., bo
             "enable_dsa_prefill_context_parallel",
             "elastic_ep_rejoin",
         )
+    },
+    # Issue 23: a multi-node launch, the PD role, and the chosen all-to-all backend (which
+    # DWDP resets to none) are the user's too.
+    "multi_node": (("nnodes",), lambda n: n != 1, lambda n: n != 1),
+    "pd": (("disaggregation_mode",), lambda m: m != "null", lambda m: m != "null"),
+    **{
+        f"pd_{role}": (("disaggregation_mode",), _is(role), _is(role))
+        for role in ("prefill", "decode")
+    },
+    **{
+        f"a2a_{backend}": (
+            ("moe_a2a_backend", "dwdp_size"),
+            lambda b, d, backend=backend: b == backend,
+            lambda b, d, backend=backend: b == backend and d == 1,
+        )
+        for backend in A2A_BACKENDS
+        if backend != "none"
     },
 }
 
