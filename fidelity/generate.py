@@ -50,12 +50,27 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "mm_enable_dp_encoder": (False, True),
     "language_only": (False, True),
     "dcp_size": (1, 2, 4, 8, 3),
-    "dcp_comm_backend": ("ag_rs", "a2a", "fi_a2a"),
-    "dcp_replicate_q_proj": (False, True),
+    "dcp_comm_backend": (None, "ag_rs", "a2a", "fi_a2a"),
+    "dcp_replicate_q_proj": (None, False, True),
     "ep_size": (1, 2, 4, 8, 16, 3),
     "moe_dp_size": (1, 2, 4, 8),
     "moe_dense_tp_size": (None, 1, 2),
-    "moe_a2a_backend": ("none", "deepep", "mooncake", "nixl", "mori", "flashinfer", "pplx"),
+    "moe_a2a_backend": (
+        "none",
+        "deepep",
+        "mooncake",
+        "nixl",
+        "mori",
+        "flashinfer",
+        "pplx",
+        "deepep_v2",
+        "megamoe",
+        "ascend_tp",
+        "flashinfer_megamoe",
+    ),
+    "moe_runner_backend": ("auto", "deep_gemm", "flashinfer_cutlass", "flashinfer_cutedsl"),
+    "quantization": (None, "fp8", "mxfp8", "modelopt_fp4"),
+    "deepep_mode": ("auto", "normal", "low_latency"),
     "enable_eplb": (False, True),
     "eplb_algorithm": ("auto", "deepseek", "elasticity_aware"),
     "ep_dispatch_algorithm": (None, "static", "dynamic", "fake", "lp"),
@@ -68,7 +83,9 @@ DOMAINS: dict[str, tuple[Any, ...]] = {
     "disaggregation_mode": ("null", "prefill", "decode"),
     "speculative_algorithm": (None, "EAGLE", "NEXTN"),
     "enable_two_batch_overlap": (False, True),
-    "elastic_ep_backend": (None, "mooncake", "nixl"),
+    "elastic_ep_backend": (None, "mooncake", "nixl", "none"),
+    "cuda_graph_backend_decode": (None, "full", "breakable", "disabled"),
+    "cuda_graph_backend_prefill": (None, "full", "disabled"),
     "elastic_ep_rejoin": (False, True),
     "ep_join_mode": (None, "scale", "recover"),
     "ep_join_rank_offset": (0, 8),
@@ -128,7 +145,7 @@ def _prefill_cp(r: random.Random) -> Config:
 def _decode_cp(r: random.Random) -> Config:
     tp = r.choice((2, 4, 8))
     c: Config = {"tp_size": tp, "dcp_size": r.choice(_divisors(tp))}
-    c["dcp_comm_backend"] = r.choice(("ag_rs", "a2a", "a2a", "fi_a2a"))
+    c["dcp_comm_backend"] = r.choice((None, None, "ag_rs", "a2a", "a2a", "fi_a2a"))
     if r.random() < 0.4:
         c["dcp_replicate_q_proj"] = True
     return c
@@ -240,7 +257,9 @@ def spell(
 
     `keep_absent` passes fields the release has no flag for as flags, which its parser
     refuses (the targeted records of `FLAG-ABSENT-*` rules); otherwise they are dropped."""
-    c = dict(config)
+    # None is "flag left out": a command line cannot pass it (and a release whose field
+    # default is not None, 0.5.19's --dcp-comm-backend ag_rs, would read None as a value).
+    c = {k: v for k, v in config.items() if v is not None}
     env: Config = {}
     v = c.pop("env_enable_cp_v2", None)
     if v is not None:
@@ -316,3 +335,30 @@ def native(n: int, fields: frozenset[str], seed: int = 1) -> Iterator[tuple[str,
         if r.random() < 0.2:
             c["nnodes"] = 2
         yield model, c
+
+
+def sweep(table: dict[str, Any], seed: int) -> Iterator[tuple[str, Config]]:
+    """Every choice of every flag in the release's own table that is a meshsat field, each
+    given explicitly (the default too, and every string spelling such as "none"), on a
+    layout of a random family, once per model the recorder has (every family the packs
+    name: dense, MLA, DSA, Qwen MoE). Generated from the release, not from examples."""
+    from meshsat.solver.lang.fields import CONFIG_SPECS
+
+    r = random.Random(seed)
+    fields = set(table["fields"])
+    models = [*MODELS, *(("deepseek_v32",) if "attn_dp_size" in fields else ())]
+    for option in sorted(table["flags"], key=lambda o: o["dest"]):
+        name = option["dest"]
+        spec = CONFIG_SPECS.get(name)
+        if spec is None or spec.tool_only or not option.get("field"):
+            continue
+        values: list[Any] = list(option["choices"] or [])
+        if option["action"] in ("_StoreTrueAction", "BooleanOptionalAction"):
+            values = [True, False]
+        if option["default"] is not None and option["default"] not in values:
+            values.append(option["default"])
+        for value in values:
+            for model in models:
+                _, c = sample(r)
+                c[name] = value
+                yield model, c

@@ -15,13 +15,14 @@ import argparse
 import gzip
 import json
 import os
+import random
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from fidelity.generate import configs, native, spell
+from fidelity.generate import configs, native, spell, sweep
 from fidelity.targets import targeted
 
 HERE = Path(__file__).resolve().parent
@@ -57,6 +58,11 @@ def dump_flags(version: str) -> dict[str, Any]:
     return table
 
 
+def _flags(version: str) -> dict[str, Any]:
+    table: dict[str, Any] = json.loads((HERE / "flags" / f"{version}.json").read_text())
+    return table
+
+
 def resolve(version: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The release's own verdict on each item, from `runner.py resolve` in its venv."""
     proc = subprocess.run(
@@ -72,19 +78,31 @@ def resolve(version: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return verdicts
 
 
-def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
-    table = dump_flags(version)
+#: The share of records resolved as on a CUDA machine, where the release can be told so.
+CUDA_SHARE = 0.35
+
+
+def record(version: str, n: int, seed: int, n_native: int = 600, out: Path | None = None) -> Path:
+    """Record the release's verdicts; `out` elsewhere than the fixture for a held-out
+    corpus (another seed), which the fixtures never see."""
+    table = dump_flags(version) if out is None else _flags(version)
     fields = frozenset(table["fields"])
     items: list[dict[str, Any]] = []
     meta: list[tuple[str, dict[str, Any] | None, dict[str, Any], dict[str, Any], list[str]]] = []
-    for i, (model, cfg) in enumerate(configs(n, seed)):
+    cuda = random.Random(seed + 7)
+    on_cuda = "attn_dp_size" in fields  # 0.5.23 reads the machine through one context
+    for i, (model, cfg) in enumerate([*configs(n, seed), *sweep(table, seed + 3)]):
         args, env, dropped = spell(version, cfg, fields)
         items.append({"id": i, "model": model, "args": args, "env": env})
         meta.append((model, cfg, args, env, dropped))
-    for j, (model, args) in enumerate(native(n_native, fields, seed + 1)):
-        items.append({"id": n + j, "model": model, "args": args, "env": {}})
+    for model, args in native(n_native, fields, seed + 1):
+        items.append({"id": len(items), "model": model, "args": args, "env": {}})
         meta.append((model, None, args, {}, []))
+    for item in items:
+        if on_cuda and cuda.random() < CUDA_SHARE:
+            item["platform"] = "cuda"
     n_random = len(items)
+    n_swept = sum(1 for _ in sweep(table, seed + 3))
     targets: dict[int, str] = {}
     for rule, model, cfg, args, env, dropped in targeted(version, fields):
         targets[len(items)] = rule
@@ -95,15 +113,16 @@ def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
     verdicts = resolve(version, items)
     secs = time.perf_counter() - t0
     FIXTURES.mkdir(parents=True, exist_ok=True)
-    path = FIXTURES / f"{version}.jsonl.gz"
+    path = out or FIXTURES / f"{version}.jsonl.gz"
     header = {
         "sglang": table["sglang"],
         "resolution": table["resolution"],
         "n": total,
-        "native": n_random - n,
+        "native": n_random - n - n_swept,
+        "swept": n_swept,
         "targeted": total - n_random,
         "seed": seed,
-        "platform": "cpu",
+        "platform": "cpu" if not on_cuda else f"cpu, and cuda (SM90) on {CUDA_SHARE:.0%}",
         "recorded_by": "python -m fidelity.record",
         "resolve_seconds": round(secs, 1),
         # Accepted configs also ran check_server_args() (launch_error where it refused).
@@ -113,6 +132,8 @@ def record(version: str, n: int, seed: int, n_native: int = 600) -> Path:
         fh.write(json.dumps(header, separators=(",", ":")) + "\n")
         for (model, config, args, env, dropped), v in zip(meta, verdicts, strict=True):
             rec: dict[str, Any] = {"id": v["id"], "model": model, "config": config}
+            if items[v["id"]].get("platform"):
+                rec["platform"] = items[v["id"]]["platform"]
             if config is None:
                 rec["native"] = True  # release-only layout: no meshsat spelling
             if args != config:
@@ -145,9 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("versions", nargs="+")
     ap.add_argument("--n", type=int, default=6000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, help="write here, not the fixture (held-out corpus)")
     a = ap.parse_args(argv)
     for v in a.versions:
-        record(v, a.n, a.seed)
+        record(v, a.n, a.seed, out=a.out)
     return 0
 
 

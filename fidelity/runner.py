@@ -84,7 +84,34 @@ RESOLVED_FIELDS = (
     "enable_ep_moe",
     "enable_prefill_context_parallel",
     "prefill_cp_mode",
+    "dcp_comm_backend",
+    "dcp_replicate_q_proj",
+    "load_balance_method",
+    "elastic_ep_backend",
 )
+
+#: The machine a `"platform": "cuda"` record stands for: one Hopper (SM90) GPU per rank.
+SM90_CUDA: dict[str, Any] = {
+    "is_cuda": True,
+    "is_cuda_alike": True,
+    "is_hip": False,
+    "is_npu": False,
+    "is_xpu": False,
+    "is_musa": False,
+    "is_mps": False,
+    "is_cpu": False,
+    "is_sm90": True,
+    "is_sm100": False,
+    "is_sm100_or_sm110": False,
+    "is_sm110": False,
+    "is_sm120": False,
+    "is_blackwell": False,
+    "is_hopper_with_cuda_12_3": True,
+    "has_amx": False,
+    "has_flashinfer": False,
+    "device_sm": 90,
+    "device_capability": (9, 0),
+}
 
 # Frames that only forward to the step that did the work.
 PLUMBING = {"run_hook", "run_post_process_pass", "wrapped", "_run", "__call__"}
@@ -320,6 +347,20 @@ class Resolver:
             self.result: Any = resolution_result
         except ImportError:
             self.result = None
+        # Releases that read the machine through one platform context (0.5.23) can be told
+        # they run on an H100-class CUDA box (SM90), so CUDA-only defaults and checks run.
+        self.platform: Any = None
+        self.cuda_facts: dict[str, Any] = {}
+        try:
+            from sglang.srt import runtime_context as rc
+
+            known = set(getattr(rc, "_PLATFORM_PROBES", {})) | set(
+                getattr(rc, "_PLATFORM_VALUES", {})
+            )
+            self.platform = rc.override_platform
+            self.cuda_facts = {k: v for k, v in SM90_CUDA.items() if k in known}
+        except (ImportError, AttributeError):
+            pass
 
     def _argparse_error(self, args: dict[str, Any]) -> str | None:
         """What `launch_server`'s parser would reject; the constructor checks none of it."""
@@ -357,13 +398,20 @@ class Resolver:
             out.update(error=bad, error_type="ArgparseError", step="argparse")
             return out
         kw: dict[str, Any] = {"model_path": os.path.join(MODELS_DIR, item.get("model") or "llama")}
-        kw.update(skip_tokenizer_init=True, device="cpu")
+        cuda = item.get("platform") == "cuda"
+        if cuda and self.platform is None:
+            out.update(harness_error=True, error="this release cannot be told it runs on CUDA")
+            return out
+        kw.update(skip_tokenizer_init=True, device="cuda" if cuda else "cpu")
         kw.update(args)
         env = dict(os.environ)
         os.environ.update({k: str(v) for k, v in (item.get("env") or {}).items()})
         obj = None
+        override = self.platform(**self.cuda_facts) if cuda and self.platform else None
         try:
             with contextlib.redirect_stdout(sys.stderr):
+                if override is not None:
+                    override.install()
                 obj = self.sa(**kw)
                 if hasattr(obj, "resolve_once"):
                     obj.resolve_once()
@@ -373,9 +421,18 @@ class Resolver:
             out["error_type"] = type(exc).__name__
             out["step"], out["site"] = _blame(exc.__traceback__)
         finally:
+            if override is not None and not out["accepted"]:
+                override.restore()
             if os.environ != env:
                 os.environ.clear()
                 os.environ.update(env)
+        try:
+            return self._accepted(out, obj, item) if out["accepted"] else out
+        finally:
+            if override is not None and out["accepted"]:
+                override.restore()
+
+    def _accepted(self, out: dict[str, Any], obj: Any, item: dict[str, Any]) -> dict[str, Any]:
         if out["accepted"]:
             resolved = {}
             for f in RESOLVED_FIELDS:

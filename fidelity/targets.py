@@ -48,6 +48,161 @@ MODEL_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
     ],
     "TOPO-MOE-TP": [(None, {"tp_size": 4, "ep_size": 8}), (None, {"tp_size": 6, "ep_size": 4})],
 }
+#: Rules only later releases have (no row in tests/rule_cases.py, which holds the base
+#: catalogue): a layout that breaks each, on one of the recorder's models (None: any).
+_FI_MEGA: Config = {
+    "tp_size": 8,
+    "enable_dp_attention": True,
+    "dp_size": 8,
+    "moe_a2a_backend": "flashinfer_megamoe",
+    "quantization": "mxfp8",
+}
+RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
+    "MEGAMOE-OVERLAP": [
+        (
+            "deepseek_v3",
+            {"tp_size": 8, "moe_a2a_backend": "megamoe", "enable_two_batch_overlap": True},
+        )
+    ],
+    "MEGAMOE-GPU": [("deepseek_v3", {"tp_size": 8, "moe_runner_backend": "megamoe"})],
+    "QUANT-METHOD": [(None, {"tp_size": 2, "quantization": "gptq"})],
+    "QUANT-NVFP4-ONLINE-SM100": [("qwen3_moe", {"tp_size": 4, "quantization": "nvfp4_online"})],
+    "ATTN-CUTEDSL-MLA-SM100": [("deepseek_v3", {"tp_size": 8, "attention_backend": "cutedsl_mla"})],
+    "ATTN-TRTLLM-MLA-BLACKWELL": [
+        ("deepseek_v3", {"tp_size": 8, "attention_backend": "trtllm_mla"})
+    ],
+    "ATTN-TRTLLM-MHA-GPU": [("llama", {"tp_size": 2, "attention_backend": "trtllm_mha"})],
+    "A2A-FI-MEGAMOE-ARCH": [("llama", {**_FI_MEGA})],
+    "A2A-FI-MEGAMOE-QUANT": [("deepseek_v3", {**_FI_MEGA, "quantization": "fp8"})],
+    "A2A-FI-MEGAMOE-ATTN-DP": [("qwen3_moe", {**_FI_MEGA, "dp_size": 4})],
+    "A2A-FI-MEGAMOE-RUNNER": [("qwen3_moe", {**_FI_MEGA, "moe_runner_backend": "deep_gemm"})],
+    "A2A-FI-MEGAMOE-SM100": [("qwen3_moe", {**_FI_MEGA})],
+    "A2A-DEEPEP-CUTEDSL-NORMAL": [
+        (
+            "qwen3_moe",
+            {
+                "tp_size": 4,
+                "moe_a2a_backend": "deepep",
+                "moe_runner_backend": "flashinfer_cutedsl",
+                "quantization": "modelopt_fp4",
+                "deepep_mode": "normal",
+            },
+        )
+    ],
+    "A2A-DEEPEP-V2-ARCH": [("llama", {"tp_size": 4, "moe_a2a_backend": "deepep_v2"})],
+    "A2A-DEEPEP-V2-OVERLAP": [
+        (
+            "qwen3_moe",
+            {"tp_size": 4, "moe_a2a_backend": "deepep_v2", "enable_two_batch_overlap": True},
+        )
+    ],
+    "A2A-DEEPEP-V2-DIRECT-NODES": [
+        ("qwen3_moe", {"tp_size": 16, "nnodes": 2, "moe_a2a_backend": "deepep_v2"})
+    ],
+    "A2A-PPLX-NORMAL": [
+        (
+            "qwen3_moe",
+            {
+                "tp_size": 4,
+                "enable_dp_attention": True,
+                "dp_size": 4,
+                "moe_a2a_backend": "pplx",
+                "deepep_mode": "normal",
+            },
+        )
+    ],
+    "MOE-CUTLASS-QUANT": [
+        (
+            "qwen3_moe",
+            {"tp_size": 4, "moe_runner_backend": "flashinfer_cutlass", "quantization": "fp8"},
+        )
+    ],
+    "MOE-CUTEDSL-QUANT": [
+        ("qwen3_moe", {"tp_size": 4, "moe_runner_backend": "flashinfer_cutedsl"})
+    ],
+    "MOE-TRTLLM-QUANT": [
+        (
+            "qwen3_moe",
+            {"tp_size": 4, "moe_runner_backend": "flashinfer_trtllm", "quantization": "awq"},
+        )
+    ],
+    "MOE-SGL-TRTLLM-QUANT": [
+        (
+            "qwen3_moe",
+            {"tp_size": 4, "moe_runner_backend": "experimental_sgl_trtllm", "quantization": "awq"},
+        )
+    ],
+    "MOE-TRTLLM-ROUTED-QUANT": [
+        (
+            "qwen3_moe",
+            {"tp_size": 4, "moe_runner_backend": "flashinfer_trtllm_routed", "quantization": "awq"},
+        )
+    ],
+    "MOE-CUTLASS-FP8-EP": [
+        (
+            "qwen3_moe",
+            {"tp_size": 4, "ep_size": 4, "moe_runner_backend": "cutlass", "quantization": "fp8"},
+        )
+    ],
+    "MOE-SGL-MARLIN-EP": [
+        (
+            "qwen3_moe",
+            {
+                "tp_size": 4,
+                "ep_size": 4,
+                "moe_a2a_backend": "deepep",
+                "moe_runner_backend": "experimental_sgl_marlin",
+            },
+        )
+    ],
+    "DCP-DSA-PD": [
+        ("deepseek_v32", {"tp_size": 8, "dcp_size": 2, "disaggregation_mode": "decode"})
+    ],
+    "A2A-DEEPEP-V2-SPEC": [
+        (
+            "qwen3_moe",
+            {"tp_size": 8, "moe_a2a_backend": "deepep_v2", "speculative_algorithm": "EAGLE"},
+        )
+    ],
+    "A2A-DEEPEP-V2-BUDGET": [("qwen3_moe", {"tp_size": 8, "moe_a2a_backend": "deepep_v2"})],
+    "ATTN-TRTLLM-MHA-CP-SM100": [
+        (
+            "llama",
+            {
+                "tp_size": 4,
+                "attn_cp_size": 2,
+                "enable_prefill_cp": True,
+                "cp_strategy": "zigzag",
+                "attention_backend": "trtllm_mha",
+            },
+        )
+    ],
+    "MOE-LORA-ENABLE": [("qwen3_moe", {"tp_size": 2, "moe_runner_backend": "lora_triton"})],
+    "MOE-LORA-A2A": [
+        (
+            "qwen3_moe",
+            {
+                "tp_size": 2,
+                "moe_runner_backend": "lora_triton",
+                "enable_lora": True,
+                "moe_a2a_backend": "deepep",
+            },
+        )
+    ],
+    "MOE-LORA-PLACEMENT": [
+        (
+            "qwen3_moe",
+            {
+                "tp_size": 2,
+                "ep_size": 2,
+                "moe_runner_backend": "lora_triton",
+                "enable_lora": True,
+                "enable_eplb": True,
+            },
+        )
+    ],
+}
+
 #: The models the recorder can load in every release; DeepSeek V3.2 from 0.5.18 on.
 TARGET_MODELS = (*MODELS, "deepseek_v32")
 
@@ -125,7 +280,10 @@ def _seeds(rule_id: str, pack: Pack) -> list[tuple[str | None, Config]]:
         return [(None, {name: v}) for v in values]
     from tests.rule_cases import CASES
 
-    out: list[tuple[str | None, Config]] = list(MODEL_SEEDS.get(rule_id, []))
+    out: list[tuple[str | None, Config]] = [
+        *MODEL_SEEDS.get(rule_id, []),
+        *RELEASE_SEEDS.get(rule_id, []),
+    ]
     for case in CASES:
         if case.rule != rule_id or case.raw_only:
             continue

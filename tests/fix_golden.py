@@ -123,9 +123,10 @@ CASES: tuple[Golden, ...] = (
         "decode CP",
         "deepseek-v3",
         {"tp_size": 8, "dcp_comm_backend": "a2a"},
-        _each("dcp_comm_backend", "ag_rs"),
+        _each("dcp_comm_backend", None, "ag_rs"),
         "--dcp-comm-backend only picks decode CP's reduction; the user did not turn decode CP "
-        "on, so the stray backend goes back to the default rather than decode CP appearing.",
+        "on, so the stray backend goes back to the default (unset: SGLang picks ag_rs "
+        "without decode CP) rather than decode CP appearing.",
     ),
     # --- EPLB, DWDP, elastic EP ---------------------------------------------------------
     Golden(
@@ -208,5 +209,51 @@ CASES: tuple[Golden, ...] = (
         ({"dp_size": 4}, {"dp_size": 2}),
         "The shipped dp-cp-conflict example on DeepSeek V3: dp x attention CP must divide 8; "
         "keep CP 2 and DP attention, move dp to a width that fits.",
+    ),
+    # --- issue 23: nodes, roles and chosen backends are the user's ------------------------
+    Golden(
+        "ranks-beyond-node-gpus",
+        "topology (nodes)",
+        "qwen3-moe",
+        {"tp_size": 32, "nnodes": 2},
+        _each("nnodes", 4),
+        "32 ranks on two 8-GPU nodes put 16 ranks on each node: the ranks must fit the "
+        "nodes' GPUs. The operator asks for four nodes; one node would hold 32 ranks on 8 "
+        "GPUs, and a smaller tp would not use the 32 GPUs asked for.",
+    ),
+    Golden(
+        "dwdp-on-pd-decode",
+        "DWDP + PD role",
+        "deepseek-v3",
+        {"tp_size": 8, "dwdp_size": 8, "disaggregation_mode": "decode"},
+        _each("dwdp_size", 1),
+        "DWDP runs on a PD prefill server (or without PD); this server is the deployment's "
+        "decode server, a role it keeps: DWDP goes, the role stays.",
+    ),
+    Golden(
+        "flashinfer-a2a-dp-below-tp",
+        "EP (all-to-all backend)",
+        "deepseek-v3",
+        {
+            "tp_size": 8,
+            "dp_size": 4,
+            "enable_dp_attention": True,
+            "moe_a2a_backend": "flashinfer",
+            "moe_runner_backend": "flashinfer_cutlass",
+        },
+        _each("dp_size", 8),
+        "FlashInfer's all-to-all needs DP attention over every rank (dp = tp). The user chose "
+        "FlashInfer: the answer is dp 8, not a runner alias (megamoe) that swaps the "
+        "all-to-all backend for another.",
+    ),
+    Golden(
+        "flashinfer-a2a-without-dp-attention",
+        "EP (all-to-all backend)",
+        "deepseek-v3",
+        {"tp_size": 8, "moe_a2a_backend": "flashinfer", "moe_runner_backend": "flashinfer_cutlass"},
+        ({"attn_dp_size": 8}, {"enable_dp_attention": True, "dp_size": 8}),
+        "FlashInfer's all-to-all needs DP attention over all 8 ranks (--attn-dp-size 8). "
+        "DWDP would also give dp = tp, but it resets the all-to-all backend to none: the "
+        "chosen FlashInfer backend would stop running.",
     ),
 )

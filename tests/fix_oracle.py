@@ -33,7 +33,7 @@ from typing import Any
 
 from meshsat.solver import validate
 from meshsat.solver.backends.pyeval import compiled
-from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.config import A2A_BACKENDS, Config
 from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import NEWEST, SEED, Pack
@@ -51,7 +51,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "enable_prefill_cp": (False, True),
     "cp_strategy": (None, "zigzag", "interleave"),
     "enable_aiter_allreduce_fusion": (False, True),
-    "dcp_comm_backend": ("ag_rs", "a2a", "fi_a2a"),
+    "dcp_comm_backend": (None, "ag_rs", "a2a", "fi_a2a"),  # None: unset, SGLang picks
     "moe_a2a_backend": ("none", "deepep", "flashinfer"),
     "enable_eplb": (False, True),
 }
@@ -77,6 +77,15 @@ def mbits(x: int) -> int:
     return total
 
 
+def _chosen(backend: str, runner: str) -> str:
+    """The all-to-all backend a user chose, through the runner alias."""
+    return "megamoe" if runner == "megamoe" else backend
+
+
+def _is(value: str) -> Callable[[Any], bool]:
+    return lambda v: v == value
+
+
 #: Per feature: the oracle's fields it reads, "on" and "works" over those values.
 FEATURES: dict[str, tuple[tuple[str, ...], Callable[..., bool], Callable[..., bool]]] = {
     "dp_attention": (
@@ -95,7 +104,12 @@ FEATURES: dict[str, tuple[tuple[str, ...], Callable[..., bool], Callable[..., bo
         lambda cp, on: cp >= 2,
     ),
     "decode_cp": (("dcp_size",), lambda d: d > 1, lambda d: d > 1),
-    "a2a": (("moe_a2a_backend",), lambda b: b != "none", lambda b: b != "none"),
+    # --moe-runner-backend megamoe is the MegaMoE all-to-all backend's alias (R-MEGAMOE-ALIAS).
+    "a2a": (
+        ("moe_a2a_backend", "moe_runner_backend"),
+        lambda b, r: b != "none" or r == "megamoe",
+        lambda b, r: b != "none" or r == "megamoe",
+    ),
     "eplb": (("enable_eplb",), bool, bool),
     "pp": (("pp_size",), lambda p: p > 1, lambda p: p > 1),
     # Fields the walk never varies: counted when a fix from `meshsat.solver.repair` changes them.
@@ -108,6 +122,23 @@ FEATURES: dict[str, tuple[tuple[str, ...], Callable[..., bool], Callable[..., bo
             "enable_dsa_prefill_context_parallel",
             "elastic_ep_rejoin",
         )
+    },
+    # Issue 23: a multi-node launch, the PD role, and the chosen all-to-all backend (which
+    # DWDP resets to none) are the user's too.
+    "multi_node": (("nnodes",), lambda n: n != 1, lambda n: n != 1),
+    "pd": (("disaggregation_mode",), lambda m: m != "null", lambda m: m != "null"),
+    **{
+        f"pd_{role}": (("disaggregation_mode",), _is(role), _is(role))
+        for role in ("prefill", "decode")
+    },
+    **{
+        f"a2a_{backend}": (
+            ("moe_a2a_backend", "dwdp_size", "moe_runner_backend"),
+            lambda b, d, r, backend=backend: _chosen(b, r) == backend,
+            lambda b, d, r, backend=backend: _chosen(b, r) == backend and d == 1,
+        )
+        for backend in A2A_BACKENDS
+        if backend != "none"
     },
 }
 
@@ -165,8 +196,10 @@ def nearest(
     #: The features complete once the field at each depth is chosen.
     done_at: list[list[str]] = [[] for _ in names]
     for feature, (fields, _, _) in FEATURES.items():
-        if all(f in names for f in fields):
-            done_at[max(names.index(f) for f in fields)].append(feature)
+        # A field the walk never varies keeps the input's value in `chosen`.
+        varied = [f for f in fields if f in names]
+        if varied:
+            done_at[max(names.index(f) for f in varied)].append(feature)
     chosen = environment(config, None)
     checker = compiled(PACK)
     prune = old["dwdp_size"] == 1  # R-DWDP would rewrite dp_size and DP attention

@@ -77,7 +77,7 @@ CORPUS: list[tuple[str, dict[str, Any]]] = [
     ),
     (
         f"{L} {V3} --tp 4 --elastic-ep-backend mooncake --cuda-graph-backend-decode disabled",
-        {"tp_size": 4, "elastic_ep_backend": "mooncake", "disable_decode_cuda_graph": True},
+        {"tp_size": 4, "elastic_ep_backend": "mooncake", "cuda_graph_backend_decode": "disabled"},
     ),
     (
         f"{L} {V3} --tp 8 --enable-prefill-cp --cp-strategy zigzag --attn-cp-size 8",
@@ -154,3 +154,142 @@ MULTI_NODE = (
     f"{L} {V3} --tp 16 --nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.1:5000 &\n"
     f"{L} {V3} --tp 16 --nnodes 2 --node-rank 1 --dist-init-addr 10.0.0.1:5000 &\n"
 )
+
+#: Commands as copied from terminals, documents and manifests (issue 23): each shape, the
+#: layout it must read and a piece of the note that says how it was read (None: no note).
+K8S = """apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+        - name: sglang
+          image: lmsysorg/sglang:latest
+          env:
+            - name: SGLANG_ENABLE_CP_V2
+              value: "1"
+          command:
+            - python3
+            - -m
+            - sglang.launch_server
+          args:
+            - --model-path
+            - deepseek-ai/DeepSeek-V3
+            - --tp
+            - "8"
+            - --attn-cp-size
+            - "2"
+"""
+K8S_FLOW = """containers:
+  - name: sglang
+    command: ["python3", "-m", "sglang.launch_server", "--model-path", "x", "--tp-size", "4",
+              "--ep-size", "4"]
+"""
+K8S_SHELL = """spec:
+  containers:
+    - name: sglang
+      command: ["/bin/bash", "-c"]
+      args:
+        - |
+          pip list | grep sglang
+          python3 -m sglang.launch_server --model-path x --tp 8 --dp 2 --enable-dp-attention
+"""
+COMPOSE = """services:
+  sglang:
+    image: lmsysorg/sglang:latest
+    environment:
+      SGLANG_ENABLE_CP_V2: "0"
+    command: python3 -m sglang.launch_server --model-path x --tp 2 --pp-size 2
+"""
+SHAPES: list[tuple[str, str, dict[str, Any], str | None]] = [
+    ("prompt $", f"$ {L} {V3} --tp 8", {"tp_size": 8}, "terminal prompt"),
+    (
+        "prompt user@host",
+        f"user@gpu-01:~$ {L} {V3} --tp 4 --dp 2",
+        {"tp_size": 4, "dp_size": 2},
+        "terminal prompt",
+    ),
+    (
+        "prompt root#",
+        f"root@node0:/sgl-workspace# {L} {V3} --tp 8",
+        {"tp_size": 8},
+        "terminal prompt",
+    ),
+    ("prompt venv", f"(sglang) $ {L} {V3} --tp 2", {"tp_size": 2}, "terminal prompt"),
+    (
+        "prompt multi-line",
+        f"$ {L} {V3} \\\n    --tp 8 \\\n    --ep-size 8",
+        {"tp_size": 8, "ep_size": 8},
+        "terminal prompt",
+    ),
+    (
+        "export one line",
+        f"export SGLANG_ENABLE_CP_V2=1 {L} {V3} --tp 8",
+        {"tp_size": 8, "env_enable_cp_v2": True},
+        None,
+    ),
+    ("bare ${ARGS}", f"{L} {V3} --tp 8 ${{ARGS}}", {"tp_size": 8}, "${ARGS}"),
+    ("bare $EXTRA mid-line", f"{L} {V3} $EXTRA_ARGS --tp 4", {"tp_size": 4}, "$EXTRA_ARGS"),
+    ("placeholder", f"{L} --model-path <MODEL_PATH> --tp 8", {"tp_size": 8}, None),
+    ("placeholder value", f"{L} --model-path x --tp <TP_SIZE> --dp 2", {"dp_size": 2}, "<TP_SIZE>"),
+    ("placeholder dashes", f"{L} --model-path <your-model> --tp 2", {"tp_size": 2}, None),
+    (
+        "stray dash at line end",
+        f"{L} {V3} --tp 8 -\n  --dp 2 --enable-dp-attention",
+        {"tp_size": 8, "dp_size": 2, "enable_dp_attention": True},
+        "lone '-'",
+    ),
+    (
+        "stray dash word",
+        f"{L} {V3} --tp 8 - --ep-size 8",
+        {"tp_size": 8, "ep_size": 8},
+        "stray '-'",
+    ),
+    (
+        "kubernetes block lists",
+        K8S,
+        {"tp_size": 8, "attn_cp_size": 2, "env_enable_cp_v2": True},
+        "manifest",
+    ),
+    ("kubernetes flow list", K8S_FLOW, {"tp_size": 4, "ep_size": 4}, "manifest"),
+    (
+        "kubernetes sh -c",
+        K8S_SHELL,
+        {"tp_size": 8, "dp_size": 2, "enable_dp_attention": True},
+        None,
+    ),
+    ("compose string", COMPOSE, {"tp_size": 2, "pp_size": 2, "env_enable_cp_v2": False}, None),
+    (
+        "bench_one_batch_server",
+        "python3 -m sglang.bench_one_batch_server --model-path x --tp 8 --batch-size 1 16 64 "
+        "--input-len 1024 --output-len 8 --base-url http://localhost:30000",
+        {"tp_size": 8},
+        None,
+    ),
+    (
+        "benchmark.one_batch",
+        "python -m sglang.benchmark.one_batch --model-path x --tp 2 "
+        "--batch-size 4 --correctness-test",
+        {"tp_size": 2},
+        None,
+    ),
+    (
+        "choice flag from a variable",
+        f"{L} {V3} --tp 8 --kv-cache-dtype $KV_CACHE_DTYPE",
+        {"tp_size": 8},
+        "$KV_CACHE_DTYPE",
+    ),
+    (
+        "layout choice from a variable",
+        f"{L} {V3} --tp 8 --moe-a2a-backend ${{A2A}}",
+        {"tp_size": 8},
+        "${A2A}",
+    ),
+    (
+        "config file missing",
+        f"{L} --config /nonexistent/sglang.yaml --tp 2",
+        {"tp_size": 2},
+        "no such file",
+    ),
+    ("serve config file missing", "sglang serve --config ./nope.yaml", {}, "no such file"),
+]

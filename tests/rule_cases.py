@@ -335,6 +335,7 @@ CASES: tuple[Case, ...] = (
     # --- topology -----------------------------------------------------------------------
     case("TOPO-POSITIVE", {"gpus_per_node": 0}, {"gpus_per_node": 8}, raw_only=True),
     case("TOPO-NNODES", {"tp_size": 4, "nnodes": 3}, {"nnodes": 2}),
+    case("TOPO-NODE-GPUS", {"tp_size": 32, "nnodes": 2}, {"nnodes": 4}),
     case(
         "TOPO-MULTINODE-DP",
         {"tp_size": 2, "dp_size": 2, "nnodes": 2},
@@ -366,7 +367,12 @@ CASES: tuple[Case, ...] = (
     # --- all-to-all backends and their MoE runners ---------------------------------------
     case(
         "A2A-DEEPEP-V2-RUNNER",
-        {"tp_size": 4, "moe_a2a_backend": "deepep_v2", "moe_runner_backend": "triton"},
+        {
+            "tp_size": 4,
+            "moe_a2a_backend": "deepep_v2",
+            "moe_runner_backend": "triton",
+            "chunked_prefill_size": 256,
+        },
         {"moe_runner_backend": "deep_gemm"},
     ),
     case(
@@ -404,12 +410,22 @@ CASES: tuple[Case, ...] = (
     ),
     case(
         "MOE-CUTEDSL-EP",
-        {"tp_size": 4, "ep_size": 2, "moe_runner_backend": "flashinfer_cutedsl"},
+        {
+            "tp_size": 4,
+            "ep_size": 2,
+            "moe_runner_backend": "flashinfer_cutedsl",
+            "quantization": "modelopt_fp4",
+        },
         {"ep_size": 1},
     ),
     case(
         "MOE-CUTEDSL-A2A",
-        {"tp_size": 4, "moe_a2a_backend": "mooncake", "moe_runner_backend": "flashinfer_cutedsl"},
+        {
+            "tp_size": 4,
+            "moe_a2a_backend": "mooncake",
+            "moe_runner_backend": "flashinfer_cutedsl",
+            "quantization": "modelopt_fp4",
+        },
         {"moe_a2a_backend": "none"},
     ),
     # --- encoder disaggregation ----------------------------------------------------------

@@ -87,7 +87,10 @@ def test_sglang_input_and_ignored_note(capsys: pytest.CaptureFixture[str]) -> No
     )
     assert run.code == 0
     assert json.loads(run.out)["resolved"]["ep_size"] == 8
-    assert "1 flag(s) that do not concern the layout: --port" in run.err
+    assert (
+        "1 flag(s) not checked by meshsat (not layout flags; SGLang still reads them): --port"
+        in run.err
+    )
     assert "--model-path m: no config.json there; model facts unknown" in run.err
 
 

@@ -28,6 +28,8 @@ COLUMNS = [
     "enable_dp_attention",
     "enable_prefill_cp",
     "cp_strategy",
+    # 0.5.23 resolves an unset decode-CP backend by dcp_size (a2a with decode CP on CUDA).
+    "dcp_comm_backend",
     "attn_dp",
     "attn_tp",
     "moe_tp",
@@ -92,6 +94,7 @@ def test_table_is_aligned(capsys: pytest.CaptureFixture[str]) -> None:
         "dp_attn",
         "prefill_cp",
         "cp_strategy",
+        "dcp_comm_backend",
         "attn_dp",
         "attn_tp",
         "moe_tp",

@@ -409,3 +409,21 @@ def test_top_k_alternatives_report_their_tier_costs(capsys: pytest.CaptureFixtur
     data = json.loads(out)
     assert code == 0 and data["relaxed"][0]["tier"] == "features"
     assert [t["cost"] for t in data["fixes"][1]["tiers"]][:2] == [1, 0]
+
+
+def test_a_reset_sglang_resolves_to_the_users_value_is_no_change() -> None:
+    """Issue 23: putting --ep-dispatch-algorithm back to unset where SGLang resolves it to
+    the value the user wrote (EPLB without an all-to-all backend resolves it to dynamic) is
+    not a change: neither listed nor counted."""
+    from meshsat.solver.lang.config import Config
+    from meshsat.solver.packs import NEWEST
+    from meshsat.solver.repair.fix import _result
+
+    cfg = Config(tp_size=8, ep_size=3, enable_eplb=True, ep_dispatch_algorithm="dynamic")
+    values = {"ep_size": 4, "ep_dispatch_algorithm": None}
+    result = _result(NEWEST, cfg, None, values, True, None, 8, (), {}, {})
+    assert [c.field for c in result.changes] == ["ep_size"]
+    assert result.objective.fields_changed == 1
+    values["ep_dispatch_algorithm"] = "static"  # a real change stays one (a2a none: refused)
+    with pytest.raises(Exception, match="invalid layout"):
+        _result(NEWEST, cfg, None, values, True, None, 8, (), {}, {})

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from meshsat.solver.inputs import parse_sglang_command
 from tests.cli_helpers import run_cli
-from tests.launch_corpus import CORPUS, MULTI_NODE
+from tests.launch_corpus import CORPUS, MULTI_NODE, SHAPES
 
 
 def test_the_corpus_is_large_enough() -> None:
@@ -390,3 +390,58 @@ def test_model_path_gives_the_model_facts(
     assert rules == [] and "embedded facts" in err
     rules, err = check("nobody/nothing")
     assert rules == [] and "rules that need model facts are not checked" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "layout", "note"),
+    [(t, lay, n) for _, t, lay, n in SHAPES],
+    ids=[name for name, *_ in SHAPES],
+)
+def test_every_pasted_shape_reads_its_layout_and_says_how(
+    text: str, layout: dict[str, Any], note: str | None
+) -> None:
+    """Each shape of issue 23 reads as the layout a person meant; what was not read (a
+    prompt, a variable, a placeholder, a missing --config file) is said in a note, and no
+    word of it becomes an unknown flag."""
+    parsed = parse_sglang_command(text)
+    assert parsed.values == layout
+    assert not parsed.unknown_flags
+    if note is not None:
+        assert any(note in n for n in parsed.notes), parsed.notes
+    assert not any(v.startswith("$") for _, v in parsed.given)
+
+
+def test_a_config_file_is_read_under_the_command(tmp_path: Path) -> None:
+    """SGLang's --config YAML: its flags first, the command's own override them (0.5.23's
+    ConfigArgumentMerger); relative paths are found next to the script."""
+    (tmp_path / "sgl.yaml").write_text(
+        "model-path: deepseek-ai/DeepSeek-V3\ntp-size: 8\nenable-dp-attention: true\n"
+        "dp-size: 4\nmoe_a2a_backend: deepep\nenable-eplb: false\ncuda-graph-bs: [1, 2, 4]\n"
+    )
+    for text in (
+        "python3 -m sglang.launch_server --config sgl.yaml --dp-size 8",
+        "sglang serve --config=sgl.yaml --dp 8",
+    ):
+        parsed = parse_sglang_command(text, (tmp_path,))
+        assert parsed.values == {
+            "tp_size": 8,
+            "enable_dp_attention": True,
+            "dp_size": 8,
+            "moe_a2a_backend": "deepep",
+        }
+        assert parsed.model_path == "deepseek-ai/DeepSeek-V3"
+        assert any("read 6 flag(s)" in n for n in parsed.notes), parsed.notes
+    (tmp_path / "sgl.json").write_text("{}")
+    parsed = parse_sglang_command("sglang serve --config sgl.json --tp 2", (tmp_path,))
+    assert parsed.values == {"tp_size": 2}
+    assert any("only YAML" in n for n in parsed.notes)
+
+
+def test_a_manifest_list_is_not_rewritten_in_place() -> None:
+    from meshsat.solver.errors import InputError
+    from meshsat.solver.inputs.rewrite import rewrite_script
+    from meshsat.solver.lang.config import Config
+    from tests.launch_corpus import K8S
+
+    with pytest.raises(InputError, match="manifest"):
+        rewrite_script(K8S, Config(tp_size=4), attn_dp_spelling=True)

@@ -130,11 +130,16 @@ def test_compare_names_what_changed() -> None:
         "EEP-ATTN-REPLICA",
         "EEP-DENSE-TP-ATTN-TP",
         "EEP-DCP-ATTN-TP",
+        # issue 23: check_mega_moe_compat (the other new checks are 0.5.19's too).
+        *("MEGAMOE-GPU", "MEGAMOE-OVERLAP", "A2A-DEEPEP-V2-DIRECT-NODES", "DCP-DSA-PD"),
+        "FLAG-CHOICE-CUDA-GRAPH-BACKEND-DECODE",
+        "FLAG-CHOICE-CUDA-GRAPH-BACKEND-PREFILL",
     }
     # 0.5.23 accepts every runner and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC again, drops
     # the legacy CP and rejoin flags with their rules, and scales EP with attention TP.
     assert set(changes.rules_removed) == {
         "FLAG-CHOICE-MOE-RUNNER-BACKEND",
+        "FLAG-CHOICE-MOE-A2A-BACKEND",
         "METRICS-ENV",
         "CP-LEGACY-MODE-CHOICE",
         "CP-LEGACY-XOR",
@@ -213,3 +218,39 @@ def test_each_pack_accepts_exactly_its_releases_flag_choices(pack: Pack) -> None
             ]
             listed = flag is not None and value in flag["choices"]
             assert (not argparse) == listed, (pack.version, dest, value, argparse)
+
+
+def test_every_value_the_release_accepts_is_input_and_none_is_a_string() -> None:
+    """Issue 23: 0.5.23 takes --moe-a2a-backend ascend_tp and flashinfer_megamoe (0.5.19's
+    parser refuses the latter); --elastic-ep-backend none is a string SGLang keeps, so elastic
+    EP is on (its handler tests `is not None`), in the API and in a pasted command alike."""
+    from meshsat.solver.inputs import parse_sglang_command
+
+    ascend = validate({"tp_size": 4, "moe_a2a_backend": "ascend_tp"}, sglang_version=V0523)
+    assert ascend.valid and ascend.resolved_env["moe_a2a_backend"] == "none"
+    assert ascend.resolved_env["ep_size"] == 1  # ascend_tp is no EP-spanning backend
+    mega = {"tp_size": 4, "moe_a2a_backend": "flashinfer_megamoe"}
+    assert "FLAG-CHOICE-MOE-A2A-BACKEND" in {
+        v.rule for v in validate(mega, sglang_version=SEED).violations
+    }
+    assert "FLAG-CHOICE-MOE-A2A-BACKEND" not in {
+        v.rule for v in validate(mega, sglang_version=V0523).violations
+    }
+    parsed = parse_sglang_command(
+        "python3 -m sglang.launch_server --model-path x --tp 4 --elastic-ep-backend none"
+    )
+    assert parsed.values["elastic_ep_backend"] == "none"
+    on = validate({"tp_size": 4, "elastic_ep_backend": "none", "pp_size": 2}, sglang_version=V0523)
+    assert "EEP-PP1" in {v.rule for v in on.violations}
+
+
+def test_decode_cp_backend_defaults_as_each_release_resolves_it() -> None:
+    """0.5.23 resolves an unset --dcp-comm-backend to a2a on CUDA with decode CP on (ag_rs
+    elsewhere) and turns on Q replication for DeepSeek V3.2; 0.5.19 always says ag_rs."""
+    dsv32 = {"architecture": "DeepseekV32ForCausalLM", "is_deepseek_dsa": True}
+    layout = {"tp_size": 8, "dcp_size": 2}
+    new = validate(layout, dsv32, sglang_version=V0523, explain=False).resolved_env
+    assert (new["dcp_comm_backend"], new["dcp_replicate_q_proj"]) == ("a2a", True)
+    cpu = validate({**layout, "platform": "cpu"}, sglang_version=V0523).resolved_env
+    assert cpu["dcp_comm_backend"] == "ag_rs"
+    assert validate(layout, sglang_version=SEED).resolved_env["dcp_comm_backend"] == "ag_rs"

@@ -4,6 +4,7 @@ after the backend's ep_size = tp_size rewrite."""
 
 from __future__ import annotations
 
+from meshsat.solver.lang.derived import attn_dp
 from meshsat.solver.lang.expr import is_set, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
@@ -77,4 +78,183 @@ RULES: tuple[Rule, ...] = (
         hint="set --chunked-prefill-size within the budget (the device default exceeds it), "
         "or raise SGLANG_PPLX_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
     ),
+)
+
+
+# --- rules 0.5.23 checks that the seed's release did not (packs/releases.py adds them) ------
+#: check_mega_moe_compat (handle_mega_moe, first in the pipeline): the fused MegaMOE kernel.
+MEGAMOE_SRC = "handle_mega_moe"
+#: It runs before the model overrides and DWDP rewrite the backend: the user's value, or
+#: the runner alias `--moe-runner-backend megamoe`.
+_megamoe = (a2a.as_raw == "megamoe") | (runner.as_raw == "megamoe")
+MEGAMOE_RULES: tuple[Rule, ...] = (
+    Rule(
+        "MEGAMOE-OVERLAP",
+        _megamoe,
+        ~F.enable_two_batch_overlap,
+        "--moe-a2a-backend megamoe has no two-batch / single-batch overlap decomposition; "
+        "disable --enable-two-batch-overlap and --enable-single-batch-overlap.",
+        MEGAMOE_SRC,
+    ),
+    Rule(
+        "MEGAMOE-GPU",
+        _megamoe,
+        (F.platform == "hip")
+        | ((F.platform == "cuda") & (~is_set(F.gpu_sm) | one_of(F.gpu_sm, 90, 100, 103))),
+        "--moe-a2a-backend megamoe needs a CUDA SM90 GPU (block-FP8 experts) or an "
+        "SM100-class GPU (MXFP4 / NVFP4 experts), or ROCm.",
+        MEGAMOE_SRC,
+    ),
+)
+
+#: validate_flashinfer_megamoe_model(): the architectures FlashInfer MegaMOE is validated on.
+FI_MEGAMOE_ARCHITECTURES = (
+    "BeamForCausalLM",
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "DeepseekV4ForCausalLM",
+    "Glm4MoeForCausalLM",
+    "GlmMoeDsaForCausalLM",
+    "NemotronHForCausalLM",
+    "NemotronHPuzzleForCausalLM",
+    "Qwen2MoeForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "KimiK3ForConditionalGeneration",
+    "KimiK3LinearForCausalLM",
+)
+_fi_mega = a2a == "flashinfer_megamoe"
+#: handle_a2a_moe's flashinfer_megamoe block, in its order (0.5.23).
+FI_MEGAMOE_RULES: tuple[Rule, ...] = (
+    Rule(
+        "A2A-FI-MEGAMOE-ARCH",
+        _fi_mega & is_set(F.architecture),
+        one_of(F.architecture, *FI_MEGAMOE_ARCHITECTURES),
+        "FlashInfer MegaMOE is not validated for model architecture {architecture}.",
+        SRC,
+    ),
+    Rule(
+        "A2A-FI-MEGAMOE-QUANT",
+        _fi_mega,
+        one_of(F.quantization, "mxfp8", "modelopt_fp4"),
+        "FlashInfer MegaMOE currently supports only MXFP8, ModelOpt NVFP4, FP4-expert or "
+        "hybrid NVFP4 MoE checkpoints; got quantization={quantization}.",
+        SRC,
+        hint="--quantization mxfp8 or modelopt_fp4 (an FP4-expert checkpoint also works)",
+    ),
+    Rule(
+        "A2A-FI-MEGAMOE-ATTN-DP",
+        _fi_mega,
+        F.enable_dp_attention & (F.dp_size == F.tp_size),
+        "FlashInfer MegaMOE is only supported with --attn-dp-size equal to --tp-size",
+        SRC,
+    ),
+    Rule(
+        "A2A-FI-MEGAMOE-RUNNER",
+        _fi_mega,
+        one_of(runner, "auto", "flashinfer_megamoe"),
+        "FlashInfer MegaMOE a2a backend requires --moe-runner-backend flashinfer_megamoe",
+        SRC,
+    ),
+    Rule(
+        "A2A-FI-MEGAMOE-SM100",
+        _fi_mega,
+        (F.platform == "cuda") & (~is_set(F.gpu_sm) | one_of(F.gpu_sm, 100, 103)),
+        "FlashInfer MegaMOE currently requires an SM100-family CUDA device for all supported "
+        "quantization formats.",
+        SRC,
+    ),
+)
+
+#: DeepSeek V3.2 is not among them (measured in the registry of 0.5.23).
+DEEPEP_V2_ARCHITECTURES = (
+    "DeepseekV3ForCausalLM",
+    "DeepseekV4ForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "Glm5NextForConditionalGeneration",
+    "GlmMoeDsaForCausalLM",
+    "MiMoV2ForCausalLM",
+    "MiMoV2FlashForCausalLM",
+)
+_v2 = a2a == "deepep_v2"
+#: handle_a2a_moe's deepep_v2 block around its runner check (0.5.23): (before, after).
+DEEPEP_V2_ARCH = Rule(
+    "A2A-DEEPEP-V2-ARCH",
+    _v2 & is_set(F.architecture),
+    one_of(F.architecture, *DEEPEP_V2_ARCHITECTURES),
+    "DeepEP v2 MoE is not validated for {architecture}: the model package must register "
+    "its architecture with register_deepep_v2_model.",
+    SRC,
+    hint="--moe-a2a-backend deepep",
+)
+DEEPEP_V2_OVERLAP = Rule(
+    "A2A-DEEPEP-V2-OVERLAP",
+    _v2,
+    ~F.enable_two_batch_overlap,
+    "DeepEP v2 MoE has not implemented the TBO/SBO overlap hooks yet. Disable "
+    "--enable-two-batch-overlap when using --moe-a2a-backend deepep_v2.",
+    SRC,
+)
+#: 0.5.23 only (0.5.19 accepts it, measured).
+DEEPEP_V2_DIRECT_NODES = Rule(
+    "A2A-DEEPEP-V2-DIRECT-NODES",
+    _v2 & (F.deepep_v2_mode == "direct"),
+    F.nnodes == 1,
+    "--deepep-v2-mode direct is NVLink-only and cannot run across nodes "
+    "(nnodes={nnodes}); pass --deepep-v2-mode hybrid.",
+    SRC,
+    hint="--deepep-v2-mode hybrid",
+)
+
+#: handle_a2a_moe's deepep block: CuteDSL FP4 has no DeepEP normal-dispatch handler.
+DEEPEP_CUTEDSL_NORMAL = Rule(
+    "A2A-DEEPEP-CUTEDSL-NORMAL",
+    (a2a == "deepep") & (runner == "flashinfer_cutedsl"),
+    F.deepep_mode != "normal",
+    "flashinfer_cutedsl FP4 MoE only supports DeepEP low_latency dispatch (masked layout). "
+    "Pass --deepep-mode low_latency or auto.",
+    SRC,
+)
+
+#: handle_a2a_moe's pplx block opens with the dispatch mode.
+PPLX_NORMAL = Rule(
+    "A2A-PPLX-NORMAL",
+    a2a == "pplx",
+    F.deepep_mode != "normal",
+    "moe_a2a_backend='pplx' only supports low-latency mode; set --deepep-mode to "
+    "'low_latency' or 'auto'.",
+    SRC,
+    hint="--deepep-mode low_latency",
+)
+
+
+#: validate_deepep_v2_dispatch_token_budget (after the MoE handlers, 0.5.23): the largest
+#: prefill chunk of one DP group, scattered over its tp/attn_dp ranks before dispatch, must
+#: fit SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK (128). Unset, chunked prefill is the
+#: device's default (4096 on the recorder's machines), which meshsat cannot see: refused
+#: as pplx's budget is. Skipped on decode servers and with chunked prefill off.
+DEEPEP_V2_BUDGET = Rule(
+    "A2A-DEEPEP-V2-BUDGET",
+    _v2
+    & (F.disaggregation_mode != "decode")
+    & ~(is_set(F.chunked_prefill_size) & (F.chunked_prefill_size <= 0)),
+    is_set(F.chunked_prefill_size) & (F.chunked_prefill_size <= 128 * (F.tp_size // attn_dp)),
+    "DeepEP v2 per-rank prefill budget exceeds SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK "
+    "(128): the per-DP chunked prefill size over tp/attn_dp ranks must fit it.",
+    "validate_deepep_v2_dispatch_token_budget",
+    hint="set --chunked-prefill-size within 128 tokens per rank, or raise "
+    "SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
+)
+
+
+#: validate_deepep_v2_speculative_draft: a draft model inherits the target's backend (an
+#: NGRAM draft has no MoE). --speculative-moe-a2a-backend, which could name another, is not
+#: a meshsat field: a draft with its own backend is refused here too.
+DEEPEP_V2_SPEC = Rule(
+    "A2A-DEEPEP-V2-SPEC",
+    _v2 & is_set(F.speculative_algorithm),
+    F.speculative_algorithm == "NGRAM",
+    "DeepEP v2 MoE is not validated as a speculative draft backend. Select another "
+    "--speculative-moe-a2a-backend.",
+    "validate_deepep_v2_speculative_draft",
 )

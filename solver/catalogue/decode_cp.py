@@ -40,7 +40,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "DCP-REPLICATE-Q",
-        F.dcp_replicate_q_proj,
+        F.dcp_replicate_q_proj == True,  # noqa: E712 (unset is None: SGLang's default)
         (dcp > 1) & one_of(backend, "a2a", "fi_a2a"),
         "--dcp-replicate-q-proj requires --dcp-size > 1 and only applies to the a2a/fi_a2a "
         "DCP communication backend (it removes the head-dim Q all-gather); got "
@@ -61,4 +61,16 @@ RULES: tuple[Rule, ...] = (
         "dcp_size field documentation (SGLang does not assert it)",
         hint="choose a dcp_size that divides tp_size / (attention DP · attention CP)",
     ),
+)
+
+
+#: DeepSeek's DSA decode-CP override (handle_model_specific_adjustments, 0.5.23): DSA decode
+#: CP serves no PD deployment (nor HiCache/HiSparse, which are not layout fields).
+DSA_DCP_PD = Rule(
+    "DCP-DSA-PD",
+    F.is_deepseek_dsa & (dcp > 1),
+    F.disaggregation_mode == "null",
+    "DSA DCP does not support PD disaggregation.",
+    "handle_model_specific_adjustments",
+    hint="drop --dcp-size, or serve this model without PD disaggregation",
 )

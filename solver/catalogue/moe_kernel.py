@@ -2,12 +2,13 @@
 FlashInfer runner takes. SGLang runs this handler before handle_a2a_moe, so it reads the
 user's ep_size, not the all-to-all backend's ep_size = tp_size rewrite.
 
-The quantization each runner needs is not modelled: meshsat has no quantization field
-(docs/packs.md lists what that leaves out)."""
+`QUANT_RULES` are the quantization each runner takes (0.5.23, `--quantization`);
+a checkpoint's own quantization config is a model fact meshsat does not read, so a model
+whose config.json names a quantization method is judged as its flag says."""
 
 from __future__ import annotations
 
-from meshsat.solver.lang.expr import one_of
+from meshsat.solver.lang.expr import is_set, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
@@ -41,5 +42,125 @@ RULES: tuple[Rule, ...] = (
         "flashinfer_cutedsl supports moe_a2a_backend='none', 'deepep', or 'flashinfer', got "
         "'{moe_a2a_backend}'.",
         SRC,
+    ),
+)
+
+
+def _quant_rule(rule_id: str, backend: str, allowed: tuple[str | None, ...], name: str) -> Rule:
+    """handle_moe_kernel_config's assert that `backend` runs only these quantizations (or
+    an unquantized bfloat16 model where `allowed` ends in None)."""
+    plain = allowed[-1] is None
+    methods = tuple(a for a in allowed if a is not None)
+    ok = one_of(F.quantization, *methods)
+    return Rule(
+        rule_id,
+        runner == backend,
+        (ok | ~is_set(F.quantization)) if plain else ok,
+        f"Invalid quantization '{{quantization}}'. {name} supports only: "
+        + ", ".join(methods)
+        + (", or bfloat16 (None)." if plain else "."),
+        SRC,
+        hint="--quantization " + methods[0],
+    )
+
+
+#: (rule, runner, quantizations it takes, None last for "or unquantized"), in the order of
+#: 0.5.23's handle_moe_kernel_config; each runner's quantization assert comes before its EP
+#: width assert (MOE-CUTLASS-EP, MOE-CUTEDSL-EP).
+QUANT_RULES: tuple[tuple[str, Rule], ...] = (
+    (
+        "MOE-CUTLASS-EP",
+        _quant_rule(
+            "MOE-CUTLASS-QUANT",
+            "flashinfer_cutlass",
+            ("modelopt_fp4", "modelopt_fp8", "modelopt_mixed", None),
+            "FlashInfer Cutlass MOE",
+        ),
+    ),
+    (
+        "MOE-CUTEDSL-EP",
+        _quant_rule(
+            "MOE-CUTEDSL-QUANT",
+            "flashinfer_cutedsl",
+            ("modelopt_fp4", "modelopt_mixed", "nvfp4_online"),
+            "FlashInfer CuteDSL MOE",
+        ),
+    ),
+)
+_TRTLLM_QUANTS = (
+    "modelopt_fp4",
+    "nvfp4_online",
+    "fp8",
+    "mxfp8",
+    "modelopt_fp8",
+    "modelopt_mixed",
+    "compressed-tensors",
+    None,
+)
+#: After MOE-CUTEDSL-A2A, in this order.
+QUANT_RULES_AFTER: tuple[Rule, ...] = (
+    # One assert serves both TRT-LLM runners.
+    *(
+        _quant_rule(rule_id, backend, _TRTLLM_QUANTS, "FlashInfer TRTLLM MOE")
+        for rule_id, backend in (
+            ("MOE-TRTLLM-QUANT", "flashinfer_trtllm"),
+            ("MOE-SGL-TRTLLM-QUANT", "experimental_sgl_trtllm"),
+        )
+    ),
+    _quant_rule(
+        "MOE-TRTLLM-ROUTED-QUANT",
+        "flashinfer_trtllm_routed",
+        ("fp8", "mxfp8", "modelopt_fp4", "modelopt_mixed", "nvfp4_online", None),
+        "FlashInfer TRTLLM routed MOE",
+    ),
+    Rule(
+        "MOE-CUTLASS-FP8-EP",
+        (runner == "cutlass") & one_of(F.quantization, "fp8", "mxfp8"),
+        F.ep_size == 1,
+        "FP8/MXFP8 Cutlass MoE is only supported with ep_size == 1",
+        SRC,
+        hint="--ep-size 1",
+    ),
+)
+
+#: validate_experimental_sgl_marlin (after handle_elastic_ep, 0.5.23): on the resolved EP
+#: width and all-to-all backend.
+MARLIN_EP = Rule(
+    "MOE-SGL-MARLIN-EP",
+    (runner == "experimental_sgl_marlin") & (F.ep_size > 1),
+    F.moe_a2a_backend == "none",
+    "experimental_sgl_marlin EP requires --moe-a2a-backend none",
+    "validate_experimental_sgl_marlin",
+)
+
+
+#: check_lora_moe_runner_args (check_server_args, 0.5.23): the LoRA MoE runners serve
+#: adapter traffic on standard dispatch with trivial expert placement. (--lora-backend
+#: triton_v2, which they also need, is not a layout field: not checked by meshsat.)
+_lora = one_of(runner, "lora_cutedsl", "lora_triton", "lora_marlin")
+LORA_RULES: tuple[Rule, ...] = (
+    Rule(
+        "MOE-LORA-ENABLE",
+        _lora,
+        F.enable_lora,
+        "--moe-runner-backend {moe_runner_backend} requires --enable-lora (or --lora-paths)",
+        "check_server_args",
+        hint="--enable-lora",
+    ),
+    Rule(
+        "MOE-LORA-A2A",
+        _lora,
+        F.moe_a2a_backend == "none",
+        "--moe-runner-backend {moe_runner_backend} requires Standard dispatch, got "
+        "--moe-a2a-backend {moe_a2a_backend}",
+        "check_server_args",
+    ),
+    Rule(
+        "MOE-LORA-PLACEMENT",
+        _lora,
+        ~F.enable_eplb & (F.init_expert_location == "trivial") & (F.ep_num_redundant_experts == 0),
+        "--moe-runner-backend {moe_runner_backend} currently requires trivial expert placement "
+        "without EPLB or redundant experts",
+        "check_server_args",
     ),
 )

@@ -13,8 +13,9 @@ from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.model_spec import CP_V2_DEFAULT_ARCHITECTURES, MLA_ARCHITECTURES
 from meshsat.solver.lang.rule import Resolution, assign
 
-#: Every all-to-all backend but "none" dispatches over all ranks (SGLang sets ep = tp).
-A2A_FORCING_EP = tuple(b for b in A2A_BACKENDS if b != "none")
+#: Every all-to-all backend but "none" and Ascend's TP path dispatches over all ranks (SGLang
+#: sets ep = tp; `_A2A_EP_SPANNING_BACKENDS`, 0.5.23).
+A2A_FORCING_EP = tuple(b for b in A2A_BACKENDS if b not in ("none", "ascend_tp"))
 
 
 def _strategy_of(mode: Expr) -> Expr:
@@ -50,6 +51,14 @@ def _legacy_cp() -> Resolution:
     )
 
 
+#: --dcp-comm-backend unset: up to 0.5.19 its default is ag_rs (the flag's own default).
+DCP_COMM_AG_RS = Resolution(
+    "R-DCP-COMM",
+    "handle_dcp_validation",
+    "the decode-CP communication backend defaults to ag_rs",
+    (assign(~is_set(F.dcp_comm_backend), quiet=True, dcp_comm_backend="ag_rs"),),
+)
+
 RESOLUTIONS: tuple[Resolution, ...] = (
     # handle_mega_moe runs first in the pipeline (0.5.19 and 0.5.23; measured by a
     # targeted fidelity record).
@@ -66,6 +75,24 @@ RESOLUTIONS: tuple[Resolution, ...] = (
         ),
     ),
     _legacy_cp(),
+    Resolution(
+        "R-GRAPH-BACKEND",
+        "cuda_graph_config",
+        "--cuda-graph-backend-{decode,prefill} disabled is the phase's --disable-*-cuda-graph",
+        (
+            assign(
+                F.cuda_graph_backend_decode == "disabled",
+                quiet=True,
+                disable_decode_cuda_graph=True,
+            ),
+            assign(
+                F.cuda_graph_backend_prefill == "disabled",
+                quiet=True,
+                disable_prefill_cuda_graph=True,
+            ),
+        ),
+    ),
+    DCP_COMM_AG_RS,
     Resolution(
         "R-DWDP",
         "handle_dwdp",
@@ -160,6 +187,12 @@ RESOLUTIONS: tuple[Resolution, ...] = (
         "MoE all-to-all backend defaults",
         "an all-to-all MoE backend dispatches over every rank of the engine",
         (assign(one_of(F.moe_a2a_backend, *A2A_FORCING_EP), ep_size=F.tp_size),),
+    ),
+    Resolution(
+        "R-ASCEND-TP",
+        "handle_a2a_moe",
+        "--moe-a2a-backend ascend_tp runs the MoE as plain TP (SGLang resets it to none)",
+        (assign(F.moe_a2a_backend == "ascend_tp", moe_a2a_backend="none"),),
     ),
     Resolution(
         "R-CPV2",

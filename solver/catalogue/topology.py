@@ -37,6 +37,18 @@ RULES: tuple[Rule, ...] = (
         "tp_size * pp_size must be divisible by nnodes: every node runs the same number of ranks",
         CHECK,
     ),
+    # Each node starts tp·pp/nnodes ranks, one GPU each: a multi-node launch whose ranks do
+    # not fit its nodes fails when a rank asks for a GPU the node does not have. With one
+    # node meshsat does not know the machine (gpus_per_node is only a default there).
+    Rule(
+        "TOPO-NODE-GPUS",
+        F.nnodes > 1,
+        F.tp_size * F.pp_size <= F.nnodes * F.gpus_per_node,
+        "tp_size * pp_size = {tp_size}·{pp_size} ranks over --nnodes {nnodes} is more than "
+        "{gpus_per_node} GPUs per node: the ranks of one node must fit its GPUs",
+        SRC,
+        hint="raise --nnodes (or give the node size with --set gpus_per_node=N)",
+    ),
     Rule(
         "TOPO-MULTINODE-DP",
         (F.dp_size > 1) & (F.nnodes > 1),

@@ -67,8 +67,8 @@ def coerce(name: str, text: str) -> Any:
         raise unknown_field(name)
     t = text.strip()
     low = t.lower()
-    if spec.optional and low in _NONE:
-        return None
+    if spec.optional and low in _NONE and t not in (spec.choices or ()):
+        return None  # "none" stays a string where it is a choice (--elastic-ep-backend)
     if spec.kind == "int":
         try:
             number = int(t, 10)

@@ -14,6 +14,11 @@ bulk of any large paste), is split by `_plain` in linear time into the same comm
 nodes (a property test holds the two to each other); text with shell syntax is parsed by
 bashlex up to `MAX_SHELL_CHARS`, which keeps every input within the 1 MiB bound to about a
 second.
+
+Text copied from a terminal or a document carries more than shell (docs/launch-shapes.md):
+a prompt before the command (`$ `, `user@host:~$ `), a placeholder for a value
+(`<MODEL_PATH>`, read like a shell variable), a stray `-` where a continuation broke, and
+Kubernetes manifests whose `command:`/`args:` lists hold the words one per item.
 """
 
 from __future__ import annotations
@@ -24,9 +29,16 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
+from meshsat.solver.inputs.manifest import ListedCommand, expansion, manifest_commands
 
-#: `python -m MODULE` launchers that take SGLang's server flags.
-LAUNCH_MODULES = ("sglang.launch_server", "sglang_router.launch_server")
+#: `python -m MODULE` launchers that take SGLang's server flags (the benchmarks that start
+#: an engine in-process take them too, beside their own; `BENCH_FLAGS` lists those).
+LAUNCH_MODULES = (
+    "sglang.launch_server",
+    "sglang_router.launch_server",
+    *BENCH_FLAGS,
+)
 #: Most characters a pasted command may hold; a launch script is a few kilobytes.
 MAX_CHARS = 1 << 20
 #: Most characters of text with shell syntax in it (quotes, `$`, `;`, redirections, ...),
@@ -57,6 +69,18 @@ def _blank(m: re.Match[str]) -> str:
 
 
 _PYTHON = re.compile(r"(^|/)python[0-9.]*$")
+#: A terminal prompt copied with the command: `$ `, `% `, `(venv) $ `, `user@host:~$ `,
+#: `[user@host dir]$ `, `root@host:/# ` (a bare `# ` stays a comment).
+_PROMPT = re.compile(
+    r"^[ \t]*(?:\([\w.\- ]+\)[ \t]*)?"
+    r"(?:(?:[\w.\-]+@[\w.\-]+(?::[^\s$#]*)?|\[[\w.\-]+@[\w.\-]+[^\]]*\])[ \t]*[$#%>]"
+    r"|[$%])[ \t]+(?=\S)",
+    re.MULTILINE,
+)
+#: A documentation placeholder standing for a value: `<MODEL_PATH>`, `<your-model>`.
+_PLACEHOLDER = re.compile(r"(?<=[\s=])<([A-Za-z][\w.\-]*)>(?=\s|$)")
+#: A lone `-` ending a line whose next line goes on with flags: a `\` mistyped or lost.
+_BROKEN_CONTINUATION = re.compile(r"(?<=[ \t])-[ \t]*(?=\r?\n[ \t]*--)")
 
 
 class Word(NamedTuple):
@@ -69,6 +93,11 @@ class Word(NamedTuple):
     expansion: str | None = None
     end: int = -1
 
+    @property
+    def placeholder(self) -> bool:
+        """A documentation placeholder (`<MODEL_PATH>`), not a shell expansion."""
+        return self.expansion is not None and self.expansion.startswith("<")
+
 
 @dataclass(frozen=True)
 class LaunchCommand:
@@ -78,6 +107,12 @@ class LaunchCommand:
     program: str
     env: tuple[tuple[str, str], ...]
     words: tuple[Word, ...]
+    #: "shell" for shell text; "yaml" for a manifest's command list (positions are those of
+    #: the list items, which `--rewrite` cannot edit as flags).
+    form: str = "shell"
+    #: How the text was read beyond plain shell (a prompt removed, a placeholder read as
+    #: unknown), as notes for the user.
+    notes: tuple[str, ...] = ()
 
 
 def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
@@ -87,7 +122,10 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
         raise InputError(f"the launch command is {len(text)} characters; at most {MAX_CHARS}")
     if "\x00" in text:
         raise InputError("the launch command is binary data (it holds NUL bytes)")
-    source = normalised(text)
+    listed = manifest_commands(text)
+    if listed is not None:
+        return _from_manifest(listed)
+    source, notes = pasted_as_shell(text)
     nodes = _parse(source)
     newlines = [m.start() for m in re.finditer("\n", source)]
     exported: list[tuple[str, str]] = []
@@ -96,10 +134,10 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
         words = [p for p in command.parts if p.kind == "word"]
         assignments = [_assignment(p) for p in command.parts if p.kind == "assignment"]
         texts = [w.word for w in words]
-        if texts[:1] == ["export"]:
+        start = _launcher(texts)
+        if texts[:1] == ["export"] and start is None:
             exported += [a for w in texts[1:] if (a := _split_assignment(w)) is not None]
             continue
-        start = _launcher(texts)
         if start is None:
             continue
         program_end, program = start
@@ -110,7 +148,8 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
                 line=bisect.bisect_right(newlines, command.pos[0]) + 1,
                 program=program,
                 env=tuple(env),
-                words=tuple(_word(w, source) for w in words[program_end:]),
+                words=tuple(_word(w, source, text) for w in words[program_end:]),
+                notes=tuple(notes),
             )
         )
     if not found:
@@ -156,10 +195,52 @@ def _plain(source: str) -> list[Any] | None:
     return commands
 
 
-def normalised(text: str) -> str:
-    """The text as a shell would read it, at the same positions: `\\ ` + newline is a
-    continuation, a backslash at the very end is nothing."""
-    return _TRAILING_BACKSLASH.sub(_blank, _CONTINUATION.sub(_as_continuation, text))
+def _from_manifest(listed: list[ListedCommand]) -> tuple[LaunchCommand, ...]:
+    """The SGLang launches among a manifest's commands (a `sh -c` script read as shell)."""
+    found: list[LaunchCommand] = []
+    for command in listed:
+        if command.script is not None:
+            try:
+                inner = read_launch_commands(command.script)
+            except InputError:
+                continue
+            found += [
+                LaunchCommand(c.line, c.program, (*command.env, *c.env), c.words, "yaml", c.notes)
+                for c in inner
+            ]
+            continue
+        texts = [w for w, _ in command.words]
+        start = _launcher(texts)
+        if start is None:
+            continue
+        end, program = start
+        words = tuple(Word(w, pos, expansion(w), pos + len(w)) for w, pos in command.words[end:])
+        env = [*command.env, *(a for w in texts[: end - 1] if (a := _split_assignment(w)))]
+        note = ("read from the manifest's command/args list",)
+        found.append(LaunchCommand(command.line, program, tuple(env), words, "yaml", note))
+    if not found:
+        raise InputError("the manifest's command lists launch no SGLang server")
+    return tuple(found)
+
+
+def pasted_as_shell(text: str) -> tuple[str, list[str]]:
+    """The text as a shell would take it, every position kept (same length): prompts and
+    stray continuation dashes blanked, placeholders turned into shell variables of the same
+    width; and a note for each kind of repair."""
+    notes: list[str] = []
+    source = _CONTINUATION.sub(_as_continuation, text)
+    prompts = [m.group().strip() for m in _PROMPT.finditer(source)]
+    if prompts:
+        source = _PROMPT.sub(_blank, source)
+        notes.append(f"a terminal prompt ({prompts[0]!r}) before the command is not read")
+    dashes = len(_BROKEN_CONTINUATION.findall(source))
+    if dashes:
+        source = _BROKEN_CONTINUATION.sub(lambda m: "\\" + " " * (len(m.group()) - 1), source)
+        notes.append(f"a lone '-' ending a line is read as a line continuation ({dashes}x)")
+    # `<NAME>` -> `$NAME ` (same width): a value unknown here, as a shell variable is.
+    source = _PLACEHOLDER.sub(lambda m: "$" + re.sub(r"[.\-]", "_", m.group(1)) + " ", source)
+    source = _TRAILING_BACKSLASH.sub(_blank, source)
+    return source, notes
 
 
 def _parse(source: str) -> list[Any]:
@@ -241,7 +322,8 @@ def _assignment(node: Any) -> tuple[str, str]:
     return pair if pair is not None else (node.word, "")
 
 
-def _word(node: Any, source: str) -> Word:
+def _word(node: Any, source: str, text: str) -> Word:
+    """One word; `text` is the user's text, where a placeholder still reads `<NAME>`."""
     if type(node) is _Node:  # plain text: no expansion in it
         return Word(node.word, node.pos[0], None, node.pos[1])
     expansion = None
@@ -249,5 +331,7 @@ def _word(node: Any, source: str) -> Word:
         if part.kind in ("parameter", "commandsubstitution", "processsubstitution"):
             start, end = part.pos
             expansion = source[start:end]
+            if text[start] == "<":
+                expansion = text[start : text.index(">", start) + 1]
             break
     return Word(node.word, node.pos[0], expansion, node.pos[1])

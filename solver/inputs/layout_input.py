@@ -123,12 +123,15 @@ def load_layout(
         text, judged = manifest_launch(text)
         notes.append(judged)
     if text is not None:
-        parsed = parse_sglang_command(text)
+        # A script's `--config FILE` may be relative to the script's own folder.
+        search = () if sources.sglang_file is None else (sources.sglang_file.parent,)
+        parsed = parse_sglang_command(text, search)
         values.update(parsed.values)
         notes.extend(parsed.notes)
         if parsed.ignored:
             notes.append(
-                f"{len(set(parsed.ignored))} flag(s) that do not concern the layout: "
+                f"{len(set(parsed.ignored))} flag(s) not checked by meshsat (not layout "
+                "flags; SGLang still reads them): "
                 + listed(list(dict.fromkeys(parsed.ignored)))
             )
         job, model_path = tuple(parsed.job), parsed.model_path

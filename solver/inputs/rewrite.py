@@ -10,6 +10,7 @@ reader (`meshsat.solver.inputs.launch`), which keeps them in the user's coordina
 
 from __future__ import annotations
 
+from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import DP_GROUP, flag_words
 from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.inputs.launch import read_launch_commands
@@ -28,6 +29,11 @@ def rewrite_script(text: str, new: Config, *, attn_dp_spelling: bool) -> tuple[s
     edits: list[tuple[int, int, str]] = []
     notes: list[str] = []
     for command in read_launch_commands(text):
+        if command.form != "shell":
+            raise InputError(
+                f"line {command.line}: the command is a manifest's list of words; --rewrite "
+                "edits shell text only (apply the fix printed above to the list by hand)"
+            )
         parsed = parse_launch(command)
         values = {k: v for k, v in parsed.values.items() if k not in _NOT_REWRITTEN}
         old = spelled(config_from_values(values), attn_dp_spelling)

@@ -3,7 +3,8 @@
 The shell is read by `meshsat.solver.inputs.launch`; this module gives the flags their meaning. Only
 layout flags become fields; deprecated spellings that change the layout are read with what
 they meant (`--enable-ep-moe` is `ep_size = tp_size`, `--enable-deepep-moe` is the DeepEP
-all-to-all backend, `--cuda-graph-backend-decode disabled` disables decode CUDA graphs). Other
+all-to-all backend; `--cuda-graph-backend-decode disabled` is read as its field, which
+resolves to disabled decode CUDA graphs). Other
 flags are sorted into "known to SGLang, not about the layout" and "no SGLang release has it"
 (from the releases' own flag tables, `sglang_flags.json`, exported by `fidelity/`).
 """
@@ -18,9 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
 from meshsat.solver.inputs.convert import coerce
 from meshsat.solver.inputs.launch import LaunchCommand, Word, read_launch_commands
 from meshsat.solver.lang.fields import CONFIG_SPECS
@@ -38,11 +41,6 @@ ENV_FACTS = {
 DEPRECATED: dict[str, tuple[str, Any]] = {
     "--enable-deepep-moe": ("moe_a2a_backend", "deepep"),
     "--enable-ep-moe": ("ep_size", "tp_size"),  # ep_size = tp_size, read after every flag
-}
-#: Per-phase CUDA-graph backends: `disabled` is the layout fact elastic EP asks for.
-GRAPH_BACKENDS = {
-    "--cuda-graph-backend-decode": "disable_decode_cuda_graph",
-    "--cuda-graph-backend-prefill": "disable_prefill_cuda_graph",
 }
 _NODE_FLAGS = ("node_rank",)
 
@@ -79,6 +77,8 @@ class ParsedCommandLine:
     unknown_values: dict[str, str] = field(default_factory=dict)
     #: `--dist-init-addr` as written, for checking a multi-node job.
     dist_init_addr: str | None = None
+    #: SGLang's own `--config FILE` as written (its YAML holds more flags).
+    config_file: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -218,6 +218,13 @@ def _same_integer(value: str, accepted: tuple[str, ...]) -> bool:
         return False
 
 
+def _on_off(name: str) -> bool:
+    """A flag that takes no value: a boolean field, also one that may be unset
+    (`--dcp-replicate-q-proj` / `--no-dcp-replicate-q-proj`, SGLang's BooleanOptionalAction)."""
+    spec = CONFIG_SPECS[name]
+    return spec.kind == "bool" or (bool(spec.choices) and set(spec.choices) <= {None, True, False})
+
+
 def _is_flag(text: str) -> bool:
     return text.startswith("--") and len(text) > 2
 
@@ -234,11 +241,20 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
     words = command.words
     if not words:
         raise InputError(f"the SGLang command line has no --flags (line {command.line})")
+    out.notes += command.notes
+    own = BENCH_FLAGS.get(command.program.removeprefix("python -m "), {})
     i = 0
     ep_follows_tp = False
     while i < len(words):
         word = words[i]
         if not _is_flag(word.text):
+            if word.expansion is not None or word.text == "-":
+                # `${ARGS}` holds flags no one can read here; a lone `-` is a broken
+                # continuation. Neither sets a field; both are said.
+                what = "a stray '-'" if word.text == "-" else f"{word.text!r} (a shell expansion)"
+                out.notes.append(f"{what} in the command line is not read")
+                i += 1
+                continue
             raise InputError(
                 f"unexpected word {word.text!r} in the SGLang command line (line "
                 f"{command.line}, character {word.pos + 1})"
@@ -248,7 +264,7 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
         i += 1
         negated = flag.startswith("--no-") and flag not in FLAGS and "--" + flag[5:] in FLAGS
         name = FLAGS.get("--" + flag[5:] if negated else flag)
-        if name is not None and CONFIG_SPECS[name].kind == "bool":
+        if name is not None and _on_off(name):
             out.values[name] = coerce(name, inline) if eq else not negated
             out.spans.setdefault(name, []).append((word.pos, word.end))
         elif name is not None:
@@ -267,11 +283,6 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
                 out.values[target] = meaning
             out.notes.append(f"{flag} is a deprecated spelling; read as {target} = {meaning}")
             out.spans.setdefault(target, []).append((word.pos, word.end))
-        elif flag in GRAPH_BACKENDS:
-            given, i = _value(words, i, word if eq else None, flag, command.line)
-            if given.expansion is None and given.text.rpartition("=")[2] == "disabled":
-                out.values[GRAPH_BACKENDS[flag]] = True
-                out.spans.setdefault(GRAPH_BACKENDS[flag], []).append((word.pos, given.end))
         elif flag in ("--model-path", "--model"):
             given, i = _value(words, i, word if eq else None, flag, command.line)
             text = given.text.partition("=")[2] if eq else given.text
@@ -279,13 +290,35 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
         elif flag == "--dist-init-addr":
             given, i = _value(words, i, word if eq else None, flag, command.line)
             out.dist_init_addr = given.text.partition("=")[2] if eq else given.text
+        elif flag == "--config" and flag not in own:
+            given, i = _value(words, i, word if eq else None, flag, command.line)
+            text = given.text.partition("=")[2] if eq else given.text
+            if given.expansion is not None:
+                out.notes.append(f"--config {given.expansion}: a shell expansion; not read")
+            else:
+                out.config_file = text
+        elif flag in own:
+            arity = 0 if eq else own[flag]
+            while arity and i < len(words) and not _is_flag(words[i].text):
+                i += 1
+                arity -= arity == 1
         elif flag in known_sglang_flags():
             out.ignored.append(flag)
             arity = 0 if eq else known_sglang_flags()[flag]  # 0 none, 1 one, 2 any number
-            if eq:
-                out.given.append((flag, inline))
-            elif arity == 1 and i < len(words) and not _is_flag(words[i].text):
-                out.given.append((flag, words[i].text))
+            value = inline if eq else None
+            if not eq and arity == 1 and i < len(words) and not _is_flag(words[i].text):
+                value = words[i].text
+                if words[i].expansion is not None:
+                    value = None
+                    out.notes.append(
+                        f"{flag} {words[i].expansion}: value unknown here (a shell "
+                        "expansion), left unset"
+                    )
+            elif eq and word.expansion is not None:
+                value = None
+                out.notes.append(f"{word.text}: value unknown here (a shell expansion)")
+            if value is not None:
+                out.given.append((flag, value))
             while arity and i < len(words) and not _is_flag(words[i].text):
                 i += 1
                 arity -= arity == 1
@@ -329,16 +362,18 @@ def _collector_paused(pause: bool) -> Iterator[None]:
         gc.enable()
 
 
-def parse_sglang_command(text: str) -> ParsedCommandLine:
+def parse_sglang_command(text: str, search: tuple[Path, ...] = ()) -> ParsedCommandLine:
     """Read the layout out of launch text: one command, or one per node of one job.
 
     Several launches must be the nodes of one job: the same layout flags, `--node-rank`
     covering 0..nnodes-1 once each, the same `--dist-init-addr`; each disagreement is a
     `JobIssue` naming the node's line (the layout read is the first node's).
+    A command's `--config FILE` is read where FILE exists (as written, else relative to a
+    folder of `search`, as the script's own); a note says when it does not.
     """
     with _collector_paused(len(text) > _PAUSE_GC_ABOVE):
         commands = read_launch_commands(text)
-        parsed = [parse_launch(c) for c in commands]
+        parsed = [_with_config_file(c, parse_launch(c), search) for c in commands]
     first = parsed[0]
     if len(parsed) > 1:
         first.job = _check_job(commands, parsed)
@@ -352,7 +387,7 @@ def parse_sglang_command(text: str) -> ParsedCommandLine:
     first.unknown_flags = list(dict.fromkeys(first.unknown_flags))
     if first.unknown_values:
         first.notes.append(
-            "value unknown here (a shell expansion), field left unset: "
+            "value unknown here (a shell expansion or placeholder), field left unset: "
             + ", ".join(f"{name} = {text}" for name, text in first.unknown_values.items())
         )
     return first
@@ -422,4 +457,73 @@ def _bounded(issues: list[JobIssue]) -> list[JobIssue]:
             lines = listed([str(i.line) for i in rest], ", ")
             message = f"{len(rest)} more node(s) disagree the same way (lines {lines})"
             out.append(JobIssue(rule, message, rest[0].line))
+    return out
+
+
+def _with_config_file(
+    command: LaunchCommand, parsed: ParsedCommandLine, search: tuple[Path, ...]
+) -> ParsedCommandLine:
+    """`parsed` with the flags of its `--config FILE` under it, as SGLang merges them: the
+    YAML's keys become flags placed before the command's own, so the command wins
+    (`ConfigArgumentMerger`, 0.5.23). Positions stay the command's: a rewrite edits the
+    command line, whose flags override the file."""
+    if parsed.config_file is None:
+        return parsed
+    from meshsat.solver.inputs.files import load_config_file
+
+    name = parsed.config_file
+    path = next(
+        (c for c in (Path(name), *(d / name for d in search)) if c.is_file()),
+        None,
+    )
+    if path is None:
+        parsed.notes.append(
+            f"--config {name}: no such file here, so the flags it holds are not read "
+            "(give its contents with --config, or run where the file is)"
+        )
+        return parsed
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        parsed.notes.append(f"--config {name}: SGLang reads only YAML config files")
+        return parsed
+    words = tuple(Word(w, -1, None, -1) for w in _config_words(load_config_file(path)))
+    from_file = parse_launch(LaunchCommand(command.line, command.program, (), words))
+    merged = ParsedCommandLine(
+        values={**from_file.values, **parsed.values},
+        flags=[*from_file.flags, *parsed.flags],
+        model_path=parsed.model_path or from_file.model_path,
+        spans=parsed.spans,
+        ignored=[*from_file.ignored, *(f for f in parsed.ignored if f not in from_file.ignored)],
+        unknown_flags=[*from_file.unknown_flags, *parsed.unknown_flags],
+        given=[*from_file.given, *parsed.given],
+        unknown_values={
+            k: v
+            for k, v in {**from_file.unknown_values, **parsed.unknown_values}.items()
+            if k not in parsed.values
+        },
+        dist_init_addr=parsed.dist_init_addr or from_file.dist_init_addr,
+        config_file=name,
+        notes=[
+            *parsed.notes,
+            f"--config {name}: read {len(from_file.flags)} flag(s) from it; the "
+            "command's own flags override them",
+        ],
+    )
+    return merged
+
+
+def _config_words(data: dict[str, Any]) -> list[str]:
+    """A config mapping as the words SGLang's merger makes of it: `true` on an on/off flag
+    is the bare flag and `false` leaves it out; a list is one flag with several values."""
+    out: list[str] = []
+    for key, value in data.items():
+        flag = "--" + str(key).replace("_", "-")
+        name = FLAGS.get(flag)
+        if isinstance(value, bool) and (name is None or CONFIG_SPECS[name].kind == "bool"):
+            out += [flag] if value else []
+        elif isinstance(value, list):
+            out += [flag, *(str(v) for v in value)] if value else []
+        elif isinstance(value, dict):
+            out += [flag, json.dumps(value)]
+        else:
+            out += [flag, str(value).lower() if isinstance(value, bool) else str(value)]
     return out

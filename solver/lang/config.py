@@ -27,6 +27,8 @@ A2aBackend = Literal[
     "pplx",
     "megamoe",
     "ascend_fuseep",
+    "ascend_tp",
+    "flashinfer_megamoe",
 ]
 A2A_BACKENDS: tuple[str, ...] = get_args(A2aBackend)
 #: --moe-runner-backend: the union of every recorded release's choices (fidelity/flags/).
@@ -54,6 +56,44 @@ MoeRunnerBackend = Literal[
     "megamoe",
     "intel_xpu",
 ]
+#: --quantization: the union of every recorded release's choices (fidelity/flags/).
+Quantization = Literal[
+    "awq",
+    "fp8",
+    "mxfp8",
+    "gptq",
+    "gptq_marlin",
+    "awq_marlin",
+    "bitsandbytes",
+    "gguf",
+    "modelopt",
+    "modelopt_fp8",
+    "modelopt_fp4",
+    "nvfp4_online",
+    "modelopt_mixed",
+    "petit_nvfp4",
+    "w8a8_int8",
+    "w8a8_fp8",
+    "moe_wna16",
+    "w4afp8",
+    "mxfp4",
+    "auto-round",
+    "auto-round-int8",
+    "compressed-tensors",
+    "modelslim",
+    "mxfp_w4a8",
+    "quark",
+    "quark_int4fp8_moe",
+    "quark_mxfp4",
+    "mlx_q4",
+    "mlx_q8",
+    "unquant",
+    "humming",
+    "marlin",
+    "qoq",
+]
+#: --cuda-graph-backend-{decode,prefill} (tc_piecewise only up to 0.5.19).
+GraphBackend = Literal["full", "breakable", "tc_piecewise", "disabled"]
 
 
 def _f(
@@ -118,6 +158,15 @@ class Config(BaseModel):
     )
     platform: Literal["cuda", "hip", "npu", "cpu"] = _f(
         "cuda", "Accelerator platform SGLang runs on.", group="topology", tool_only=True
+    )
+    gpu_sm: int | None = _f(
+        None,
+        "CUDA compute capability x10 of the GPUs (90: H100/H200, 100: B200/GB200); None: "
+        "not known, and rules that need a GPU class (FlashInfer MegaMOE, nvfp4_online) "
+        "are not checked.",
+        group="topology",
+        tool_only=True,
+        ge=1,
     )
 
     # --- attention: DP attention and context parallelism -----------------------------
@@ -237,12 +286,17 @@ class Config(BaseModel):
         size=True,
         group="dcp",
     )
-    dcp_comm_backend: Literal["ag_rs", "a2a", "fi_a2a"] = _f(
-        "ag_rs", "DCP attention reduction backend.", flags=("--dcp-comm-backend",), group="dcp"
+    dcp_comm_backend: Literal["ag_rs", "a2a", "fi_a2a"] | None = _f(
+        None,
+        "DCP attention reduction backend (unset: SGLang picks one; ag_rs up to 0.5.19, "
+        "a2a on CUDA/ROCm with --dcp-size > 1 from 0.5.23).",
+        flags=("--dcp-comm-backend",),
+        group="dcp",
     )
-    dcp_replicate_q_proj: bool = _f(
-        False,
-        "Replicate the Q projection on each DCP rank.",
+    dcp_replicate_q_proj: bool | None = _f(
+        None,
+        "Replicate the Q projection on each DCP rank (unset: DeepSeek V3.2 turns it on with "
+        "the a2a backends from 0.5.23).",
         flags=("--dcp-replicate-q-proj",),
         group="dcp",
     )
@@ -279,6 +333,31 @@ class Config(BaseModel):
         "auto",
         "MoE expert kernels; the FlashInfer and pplx all-to-all backends accept only some.",
         flags=("--moe-runner-backend",),
+        group="moe",
+    )
+    quantization: Quantization | None = _f(
+        None,
+        "Weight quantization: the MoE runners accept only some (FlashInfer, MegaMOE).",
+        flags=("--quantization",),
+        group="moe",
+    )
+    enable_lora: bool = _f(
+        False,
+        "LoRA adapters (the lora_* MoE runners need it; --lora-paths turns it on too).",
+        flags=("--enable-lora",),
+        group="moe",
+    )
+    ep_num_redundant_experts: int = _f(
+        0,
+        "Redundant expert replicas EPLB places beside the model's experts.",
+        flags=("--ep-num-redundant-experts",),
+        group="moe",
+        ge=0,
+    )
+    deepep_v2_mode: Literal["direct", "hybrid"] = _f(
+        "direct",
+        "DeepEP v2 ElasticBuffer mode: direct is NVLink-only (one node).",
+        flags=("--deepep-v2-mode",),
         group="moe",
     )
     deepep_mode: Literal["auto", "normal", "low_latency"] = _f(
@@ -363,8 +442,12 @@ class Config(BaseModel):
     )
 
     # --- elastic expert parallelism -------------------------------------------------
-    elastic_ep_backend: Literal["mooncake", "nixl"] | None = _f(
-        None, "Elastic EP backend.", flags=("--elastic-ep-backend",), group="elastic"
+    elastic_ep_backend: Literal["none", "mooncake", "nixl"] | None = _f(
+        None,
+        "Elastic EP backend. The string 'none' turns elastic EP ON: SGLang keeps it and "
+        "tests `is not None` (every 0.5.x); leave the flag out for no elastic EP.",
+        flags=("--elastic-ep-backend",),
+        group="elastic",
     )
     elastic_ep_rejoin: bool = _f(
         False,
@@ -401,8 +484,19 @@ class Config(BaseModel):
         False, "Elastic expert backup.", flags=("--enable-elastic-expert-backup",), group="elastic"
     )
     load_balance_method: Literal[
-        "auto", "round_robin", "total_requests", "total_tokens", "follow_bootstrap_room"
-    ] = _f("auto", "DP load balancing.", flags=("--load-balance-method",), group="elastic")
+        "auto",
+        "round_robin",
+        "total_requests",
+        "total_tokens",
+        "follow_bootstrap_room",
+        "shortest_queue",
+    ] = _f(
+        "auto",
+        "DP load balancing (auto: round_robin, follow_bootstrap_room on a PD prefill server; "
+        "shortest_queue only in 0.4).",
+        flags=("--load-balance-method",),
+        group="elastic",
+    )
     disable_cuda_graph: bool = _f(
         False,
         "Disable CUDA graphs for every phase.",
@@ -419,6 +513,19 @@ class Config(BaseModel):
         False,
         "Disable prefill CUDA graphs.",
         flags=("--disable-prefill-cuda-graph", "--disable-piecewise-cuda-graph"),
+        group="elastic",
+    )
+    cuda_graph_backend_decode: GraphBackend | None = _f(
+        None,
+        "Decode CUDA-graph backend (disabled = --disable-decode-cuda-graph; elastic EP "
+        "scale-up accepts full on CUDA from 0.5.23).",
+        flags=("--cuda-graph-backend-decode",),
+        group="elastic",
+    )
+    cuda_graph_backend_prefill: GraphBackend | None = _f(
+        None,
+        "Prefill CUDA-graph backend (disabled = --disable-prefill-cuda-graph).",
+        flags=("--cuda-graph-backend-prefill",),
         group="elastic",
     )
 

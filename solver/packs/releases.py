@@ -11,13 +11,21 @@ from __future__ import annotations
 
 from typing import get_args
 
-from meshsat.solver.catalogue import RESOLUTIONS, RULES, weight_shapes
+from meshsat.solver.catalogue import (
+    RESOLUTIONS,
+    RULES,
+    a2a,
+    attention_backend,
+    decode_cp,
+    moe_kernel,
+    weight_shapes,
+)
 from meshsat.solver.catalogue.disaggregation import (
     ENCODER_DISAGG_ARCHITECTURES,
     language_model_only_rules,
     language_only_rule,
 )
-from meshsat.solver.lang.config import A2A_BACKENDS, MoeRunnerBackend
+from meshsat.solver.lang.config import A2A_BACKENDS, GraphBackend, MoeRunnerBackend, Quantization
 from meshsat.solver.lang.derived import attn_dp, attn_tp, elastic_scaling
 from meshsat.solver.lang.expr import divides, is_set, ite, one_of
 from meshsat.solver.lang.fields import F
@@ -32,9 +40,13 @@ SEED_VERSION = "0.5.19"
 #: are launch checks, after all of them.
 PIPELINE_ORDER: tuple[str, ...] = (
     "argparse",
+    "handle_mega_moe",
     "handle_dcp_validation",
+    # The model config, with its quantization check, is first built here.
+    "apply_inkling_prefill_cuda_graph_default",
     "handle_dwdp",
     "handle_model_specific_adjustments",
+    "handle_attention_backend_compatibility",
     "handle_data_parallelism",
     "_dp_lm_head_validation",
     "handle_context_parallelism",
@@ -44,7 +56,11 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "handle_eplb_and_dispatch",
     "handle_expert_distribution_metrics",
     "handle_elastic_ep",
+    "validate_experimental_sgl_marlin",
     "handle_encoder_disaggregation",
+    # The DeepEP v2 validators run last, after the speculative and encoder handlers.
+    "validate_deepep_v2_speculative_draft",
+    "validate_deepep_v2_dispatch_token_budget",
     "check_server_args",
     "SGLang launch checks",
     "derive_parallel_widths",
@@ -70,8 +86,105 @@ _RUNNERS_0_5_18 = tuple(
     r for r in get_args(MoeRunnerBackend) if r not in (*_ADDED_IN_0_5_23, "intel_xpu")
 )
 _RUNNERS_0_5_19 = (*_RUNNERS_0_5_18, "intel_xpu")
+#: --moe-a2a-backend, --quantization and --cuda-graph-backend-* choices per release
+#: (fidelity/flags/<version>.json).
+_A2A_0_5_19 = tuple(b for b in A2A_BACKENDS if b != "flashinfer_megamoe")
+_A2A_0_5_18 = tuple(b for b in _A2A_0_5_19 if b != "deepep_v2")
+_QUANT_0_5_19 = tuple(q for q in get_args(Quantization) if q != "qoq")
+_QUANT_0_5_23 = tuple(q for q in _QUANT_0_5_19 if q != "marlin")
+_QUANT_0_4 = (
+    "awq",
+    "fp8",
+    "gptq",
+    "marlin",
+    "gptq_marlin",
+    "awq_marlin",
+    "bitsandbytes",
+    "gguf",
+    "modelopt",
+    "modelopt_fp4",
+    "w8a8_int8",
+    "w8a8_fp8",
+    "moe_wna16",
+    "qoq",
+)
+_GRAPHS_0_5_23 = tuple(g for g in get_args(GraphBackend) if g != "tc_piecewise")
+_BALANCE_0_5 = ("auto", "round_robin", "total_requests", "total_tokens", "follow_bootstrap_room")
+_CHOICES_0_5_19 = (
+    ("load_balance_method", _BALANCE_0_5),
+    ("moe_runner_backend", _RUNNERS_0_5_19),
+    ("moe_a2a_backend", _A2A_0_5_19),
+    ("quantization", _QUANT_0_5_19),
+)
 
-SEED = base_pack(
+# _moe_runner_backend_quant_constraints (0.5.23): an MXFP8 checkpoint runs on the MXFP8
+# runners; auto (or any other runner, with a warning) becomes flashinfer_trtllm, or
+# flashinfer_megamoe with that all-to-all backend.
+_MXFP8_RUNNERS = (
+    "cutlass",
+    "deep_gemm",
+    "flashinfer_megamoe",
+    "flashinfer_trtllm",
+    "flashinfer_trtllm_routed",
+)
+_MXFP8_RUNNER = Resolution(
+    "R-MXFP8-RUNNER",
+    "handle_moe_kernel_config",
+    "--quantization mxfp8 runs its MoE on an MXFP8 runner (flashinfer_trtllm by default)",
+    (
+        assign(
+            (F.quantization == "mxfp8")
+            & (F.platform != "npu")
+            & ~one_of(F.moe_runner_backend, *_MXFP8_RUNNERS),
+            moe_runner_backend=ite(
+                F.moe_a2a_backend == "flashinfer_megamoe", "flashinfer_megamoe", "flashinfer_trtllm"
+            ),
+        ),
+    ),
+)
+
+_LOAD_BALANCE = Resolution(
+    "R-LOAD-BALANCE",
+    "handle_load_balance_method",
+    "--load-balance-method auto resolves to round_robin (follow_bootstrap_room on a PD "
+    "prefill server)",
+    (
+        assign(
+            F.load_balance_method == "auto",
+            quiet=True,
+            load_balance_method=ite(
+                F.disaggregation_mode == "prefill", "follow_bootstrap_room", "round_robin"
+            ),
+        ),
+    ),
+)
+
+# Issue 23: what 0.5.19 and 0.5.23 both check and the seed's catalogue did not (measured on
+# both releases with the flag sweep): the quantization each MoE runner and
+# the model loader take, DeepEP v2, pplx's mode, the attention back-ends' GPU classes, the
+# LoRA and Marlin runners; each placed where SGLang checks it inside its handler.
+_MOE_BEFORE: tuple[tuple[str, Rule], ...] = (
+    *(("A2A-DEEPEP-V2-RUNNER", r) for r in a2a.FI_MEGAMOE_RULES),
+    ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_CUTEDSL_NORMAL),
+    ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_V2_ARCH),
+    ("A2A-PPLX-DP-ATTN", a2a.PPLX_NORMAL),
+    *moe_kernel.QUANT_RULES,
+    ("MOE-CUTLASS-QUANT", attention_backend.QUANT_NVFP4_ONLINE),
+)
+_MOE_AFTER: tuple[tuple[str, Rule], ...] = (
+    ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_V2_OVERLAP),
+    *(("MOE-CUTEDSL-A2A", r) for r in reversed(moe_kernel.QUANT_RULES_AFTER)),
+)
+_MOE_ADDED: tuple[Rule, ...] = (
+    attention_backend.quant_known(("gptq",)),
+    *attention_backend.RULES,
+    moe_kernel.MARLIN_EP,
+    a2a.DEEPEP_V2_SPEC,
+    a2a.DEEPEP_V2_BUDGET,
+    *moe_kernel.LORA_RULES,
+)
+
+_SEED_BASE = base_pack(
     SEED_VERSION,
     "2026-07",
     "The seed's snapshot: --enable-prefill-cp --cp-strategy beside the legacy CP flags; "
@@ -85,7 +198,22 @@ SEED = base_pack(
     absent_fields=("attn_dp_size",),
     # Measured: 0.5.19's resolution accepts every layout these alone reject.
     launch_only=_LAUNCH_RULES,
-    choices=(("moe_runner_backend", _RUNNERS_0_5_19),),
+    choices=_CHOICES_0_5_19,
+)
+SEED = apply(
+    _SEED_BASE,
+    PackDiff(
+        SEED_VERSION,
+        _SEED_BASE.released,
+        _SEED_BASE.summary,
+        add_rules_before=_MOE_BEFORE,
+        add_rules_after=_MOE_AFTER,
+        add_rules=_MOE_ADDED,
+        add_resolutions=(_MXFP8_RUNNER, _LOAD_BALANCE),
+        handler_order=PIPELINE_ORDER,
+        # check_lora_moe_runner_args runs in check_server_args(), at launch.
+        launch_only=_LAUNCH_RULES | {r.id for r in moe_kernel.LORA_RULES},
+    ),
 )
 
 _ATTN_DP_SIZE = Resolution(
@@ -177,6 +305,81 @@ _CP_MODEL_CHECKS_0_5_23: tuple[tuple[str, Rule], ...] = (
     ),
 )
 
+# Rules 0.5.23 added inside handlers 0.5.19 already had, placed where SGLang checks them.
+_A2A_0_5_23_BEFORE: tuple[tuple[str, Rule], ...] = (
+    # handle_data_parallelism asks for replicas before its DP-attention divisibility.
+    (
+        "DPATTN-TP-DIV",
+        Rule(
+            "DP-REPLICAS-ATTN-DP",
+            (F.attn_dp_size.as_raw > 1) & (F.dp_size.as_raw > 1),
+            F.dp_size.as_raw == 1,
+            "--dp-size {dp_size} with --attn-dp-size {attn_dp_size}: data-parallel "
+            "replicas combined with attention data parallelism are not supported.",
+            "handle_data_parallelism",
+            hint="keep --attn-dp-size and drop --dp-size, or launch replicas separately",
+        ),
+    ),
+)
+_A2A_0_5_23_AFTER: tuple[tuple[str, Rule], ...] = (
+    ("A2A-DEEPEP-V2-OVERLAP", a2a.DEEPEP_V2_DIRECT_NODES),
+    # handle_decode_context_parallelism: right after the size check.
+    (
+        "DCP-MIN",
+        Rule(
+            "DCP-NO-PREFILL-CP",
+            F.dcp_size > 1,
+            ~F.enable_prefill_cp,
+            "--dcp-size > 1 does not support --enable-prefill-cp.",
+            "handle_decode_context_parallelism",
+            hint="use decode CP or prefill CP, not both",
+        ),
+    ),
+)
+
+# _dcp_comm_backend_default (0.5.23): unset, the backend is a2a on CUDA/ROCm with decode CP
+# on (fi_a2a on an SM100 MNNVL domain, which meshsat cannot see: it says a2a), else ag_rs;
+# DeepSeek's DSA DCP override then replicates the Q projection for the a2a backends.
+_A2A_DCP = (F.dcp_size > 1) & one_of(F.platform, "cuda", "hip")
+_DCP_COMM_0_5_23 = Resolution(
+    "R-DCP-COMM",
+    "handle_decode_context_parallelism",
+    "decode CP on CUDA/ROCm without --dcp-comm-backend uses the a2a backend",
+    (
+        assign(~is_set(F.dcp_comm_backend) & _A2A_DCP, dcp_comm_backend="a2a"),
+        assign(~is_set(F.dcp_comm_backend), quiet=True, dcp_comm_backend="ag_rs"),
+        assign(
+            F.is_deepseek_dsa
+            & (F.dcp_size > 1)
+            & ~is_set(F.dcp_replicate_q_proj)
+            & one_of(F.dcp_comm_backend, "a2a", "fi_a2a"),
+            dcp_replicate_q_proj=True,
+        ),
+    ),
+)
+# DeepSeek V3.2 (DSA) prefill CP: interleave keeps an explicit CP width (attention TP inside
+# each CP rank); zigzag and an unset width take the whole attention-TP group.
+_CP_DSA_0_5_23 = Resolution(
+    "R-CP-DSA",
+    "DeepSeek sparse-attention model overrides",
+    "DSA models (DeepSeek V3.2, GLM-5) run prefill CP over the whole attention-TP group "
+    "(interleave keeps an explicit --attn-cp-size)",
+    (
+        assign(
+            F.is_deepseek_dsa
+            & F.enable_prefill_cp
+            & ~((F.cp_strategy == "interleave") & (F.attn_cp_size > 1)),
+            attn_cp_size=F.tp_size // attn_dp,
+        ),
+        assign(
+            F.is_deepseek_dsa & F.enable_prefill_cp & (F.cp_strategy == "zigzag"),
+            moe_a2a_backend="deepep",
+            ep_size=F.tp_size,
+            moe_dense_tp_size=1,
+        ),
+    ),
+)
+
 V0_5_23 = apply(
     SEED,
     PackDiff(
@@ -185,18 +388,12 @@ V0_5_23 = apply(
         "--attn-dp-size replaces --enable-dp-attention + --dp-size (dp_size counts "
         "replicas again); the legacy CP flags and --elastic-ep-rejoin are gone; decode CP "
         "excludes prefill CP; elastic EP scale-up allows attention TP.",
-        add_rules_after=_ADDED_AFTER_0_5_23,
-        add_rules_before=_CP_MODEL_CHECKS_0_5_23,
+        add_rules_after=(*_ADDED_AFTER_0_5_23, *_A2A_0_5_23_AFTER),
+        add_rules_before=(*_CP_MODEL_CHECKS_0_5_23, *_A2A_0_5_23_BEFORE),
         add_rules=(
-            Rule(
-                "DP-REPLICAS-ATTN-DP",
-                (F.attn_dp_size.as_raw > 1) & (F.dp_size.as_raw > 1),
-                F.dp_size.as_raw == 1,
-                "--dp-size {dp_size} with --attn-dp-size {attn_dp_size}: data-parallel "
-                "replicas combined with attention data parallelism are not supported.",
-                "handle_data_parallelism",
-                hint="keep --attn-dp-size and drop --dp-size, or launch replicas separately",
-            ),
+            # check_mega_moe_compat is new in 0.5.23 (0.5.19 accepts these, measured).
+            *a2a.MEGAMOE_RULES,
+            decode_cp.DSA_DCP_PD,
             # context_parallel_attn_dp_size(): DeepSeek's prefill-CP override asks first,
             # in handle_model_specific_adjustments (measured on 0.5.23's own layouts).
             Rule(
@@ -211,17 +408,32 @@ V0_5_23 = apply(
                 "handle_model_specific_adjustments",
                 hint="keep --attn-dp-size and drop --dp-size",
             ),
-            Rule(
-                "DCP-NO-PREFILL-CP",
-                F.dcp_size > 1,
-                ~F.enable_prefill_cp,
-                "--dcp-size > 1 does not support --enable-prefill-cp.",
-                "handle_decode_context_parallelism",
-                hint="use decode CP or prefill CP, not both",
-            ),
         ),
         replace_rules=(
             *weight_shapes.RULES_0_5_23,
+            # 0.5.23's loader no longer knows GPTQ outside Ascend (measured).
+            attention_backend.quant_known(),
+            # handle_elastic_ep: decode graphs disabled, or `full` recaptured on CUDA (no
+            # speculative decoding); prefill graphs disabled.
+            Rule(
+                "EEP-NO-GRAPHS",
+                elastic_scaling,
+                (
+                    F.disable_cuda_graph
+                    | F.disable_decode_cuda_graph
+                    | (
+                        (F.cuda_graph_backend_decode == "full")
+                        & (F.platform == "cuda")
+                        & ~is_set(F.speculative_algorithm)
+                    )
+                )
+                & (F.disable_cuda_graph | F.disable_prefill_cuda_graph),
+                "Elastic EP runtime scale-up supports decode CUDA graph backend 'full' (on "
+                "CUDA, without speculative decoding) or 'disabled', and requires prefill CUDA "
+                "graph to be disabled.",
+                "handle_elastic_ep",
+                hint="add --disable-cuda-graph",
+            ),
             Rule(
                 "CP-MIMO-ZIGZAG",
                 _mimo,
@@ -298,6 +510,8 @@ V0_5_23 = apply(
         ),
         add_resolutions=(_ATTN_DP_SIZE,),
         replace_resolutions=(
+            _DCP_COMM_0_5_23,
+            _CP_DSA_0_5_23,
             # attn_dp_enabled_of(): a scale joiner schedules like an attention-DP rank.
             Resolution(
                 "R-DPATTN",
@@ -318,8 +532,14 @@ V0_5_23 = apply(
         ),
         rename_handlers=_RENAMED_0_5_23,
         handler_order=tuple(dict(_RENAMED_0_5_23).get(h, h) for h in PIPELINE_ORDER),
+        # check_lora_moe_runner_args runs in check_server_args(), at launch.
         present_fields=("attn_dp_size",),
-        choices=(),
+        choices=(
+            ("load_balance_method", _BALANCE_0_5),
+            ("quantization", _QUANT_0_5_23),
+            ("cuda_graph_backend_decode", _GRAPHS_0_5_23),
+            ("cuda_graph_backend_prefill", _GRAPHS_0_5_23),
+        ),
     ),
 )
 
@@ -336,10 +556,11 @@ V0_5_18 = apply(
         "the user gave (before the model overrides), with fewer runners; no DeepEP v2.",
         replace_rules=(
             # _handle_a2a_moe tests `self.moe_a2a_backend`, the user's value: an MLA prefill-CP
-            # override to deepep does not save a FlashInfer request (measured, 3 layouts).
+            # override to deepep does not save a FlashInfer request (measured, 3 layouts);
+            # _handle_dwdp, before it, does (it writes none on the object; measured, 3).
             Rule(
                 "TOPO-A2A-FLASHINFER",
-                F.moe_a2a_backend.as_raw == "flashinfer",
+                (F.moe_a2a_backend.as_raw == "flashinfer") & (F.dwdp_size <= 1),
                 F.enable_dp_attention & (F.dp_size == F.tp_size),
                 "Flashinfer MoE A2A is only supported with dp_size == tp_size and "
                 "--enable-dp-attention",
@@ -347,7 +568,7 @@ V0_5_18 = apply(
             ),
             Rule(
                 "A2A-FLASHINFER-RUNNER",
-                F.moe_a2a_backend.as_raw == "flashinfer",
+                (F.moe_a2a_backend.as_raw == "flashinfer") & (F.dwdp_size <= 1),
                 one_of(
                     F.moe_runner_backend,
                     "flashinfer_cutlass",
@@ -366,9 +587,12 @@ V0_5_18 = apply(
         remove_rules=("A2A-DEEPEP-V2-RUNNER",),
         rename_handlers=_RENAMED_0_5_18,
         handler_order=tuple(dict(_RENAMED_0_5_18).get(h, h) for h in PIPELINE_ORDER),
+        absent_fields=(*SEED.absent_fields, "deepep_v2_mode"),
         choices=(
-            ("moe_a2a_backend", tuple(b for b in A2A_BACKENDS if b != "deepep_v2")),
+            ("load_balance_method", _BALANCE_0_5),
+            ("moe_a2a_backend", _A2A_0_5_18),
             ("moe_runner_backend", _RUNNERS_0_5_18),
+            ("quantization", _QUANT_0_5_19),
         ),
     ),
 )
@@ -427,6 +651,10 @@ _ABSENT_0_4 = (
     "tokenizer_worker_num",
     "use_ray",
     "attn_dp_size",
+    "cuda_graph_backend_decode",
+    "cuda_graph_backend_prefill",
+    "deepep_v2_mode",
+    "enable_lora",
 )
 
 V0_4_6_POST5 = apply(
@@ -501,6 +729,19 @@ V0_4_6_POST5 = apply(
             ),
         ),
         replace_resolutions=(
+            # meshsat's "auto" is 0.4's unset value, its round_robin default.
+            Resolution(
+                "R-LOAD-BALANCE",
+                _POST_INIT,
+                "the load balancing default is round_robin",
+                (
+                    assign(
+                        F.load_balance_method == "auto",
+                        quiet=True,
+                        load_balance_method="round_robin",
+                    ),
+                ),
+            ),
             # The copy of eplb_rebalance_num_iterations is commented out ("TODO pr-chain").
             Resolution(
                 "R-METRICS",
@@ -516,6 +757,7 @@ V0_4_6_POST5 = apply(
             ),
         ),
         remove_resolutions=(
+            "R-MXFP8-RUNNER",
             "R-LEGACY-CP",
             "R-DWDP",
             "R-CP-MODEL-DPATTN",
@@ -542,7 +784,8 @@ V0_4_6_POST5 = apply(
         choices=(
             ("moe_a2a_backend", ("none", "deepep")),
             # meshsat's "auto" is its unset value: 0.4's own default is round_robin.
-            ("load_balance_method", ("auto", "round_robin")),
+            ("load_balance_method", ("auto", "round_robin", "shortest_queue")),
+            ("quantization", _QUANT_0_4),
             (
                 "attention_backend",
                 ("aiter", "flashinfer", "triton", "torch_native", "fa3", "flashmla", "cutlass_mla"),

@@ -24,6 +24,7 @@ from functools import cache
 from typing import Any
 
 from meshsat.solver.backends.pyeval import PyCompiler
+from meshsat.solver.lang.config import A2A_BACKENDS
 from meshsat.solver.lang.expr import Expr, is_set
 from meshsat.solver.lang.fields import CONFIG_SPECS, F
 
@@ -105,8 +106,42 @@ def _features() -> tuple[Feature, ...]:
             is_set(F.elastic_ep_backend.as_raw),
         ),
         Feature("pp", "pipeline parallelism", F.pp_size.as_raw != 1, F.pp_size.as_raw != 1),
+        # A multi-node launch stays one: the nodes are the machines the user has.
+        Feature("multi_node", "a multi-node launch", F.nnodes.as_raw != 1, F.nnodes.as_raw != 1),
+        *_roles(),
+        *_chosen_backends(),
         *_legacy_flags(),
     )
+
+
+def _roles() -> tuple[Feature, ...]:
+    """A PD-disaggregation role is the server's job in its deployment: a fix keeps it. Being
+    in a PD deployment and the role in it are two features, so leaving it (or swapping the
+    role) weighs more than dropping a feature of the server itself (DWDP, EPLB)."""
+    role = F.disaggregation_mode.as_raw
+    pd = Feature("pd", "PD disaggregation", role != "null", role != "null")
+    return (
+        pd,
+        *(
+            Feature(f"pd_{mode}", f"the PD {mode} role", role == mode, role == mode)
+            for mode in ("prefill", "decode")
+        ),
+    )
+
+
+def _chosen_backends() -> tuple[Feature, ...]:
+    """Each all-to-all backend the user chose is kept: swapping it for another (also through
+    an alias, `--moe-runner-backend megamoe`) changes what the server runs."""
+    a2a, alias = F.moe_a2a_backend.as_raw, F.moe_runner_backend.as_raw == "megamoe"
+    out = []
+    for backend in A2A_BACKENDS:
+        if backend == "none":
+            continue
+        chosen = (a2a == backend) | alias if backend == "megamoe" else (a2a == backend) & ~alias
+        # DWDP resets the all-to-all backend to none (R-DWDP): the chosen one no longer runs.
+        works = chosen & (F.dwdp_size.as_raw == 1)
+        out.append(Feature(f"a2a_{backend}", f"the {backend} all-to-all backend", chosen, works))
+    return tuple(out)
 
 
 #: Every feature, in a fixed order.

@@ -293,15 +293,23 @@ def _result(
         broken = ", ".join([*(v.rule for v in report.violations), *advised])
         broken = broken or f"uses {used} GPUs"
         raise FixSelfCheckError(f"fix produced an invalid layout ({broken}): {data}")
+    # A field put back to unset where SGLang resolves the user's value anyway is no change.
+    same = frozenset(
+        n
+        for n in changed
+        if getattr(new, n) is None and same_value(report.resolved_env.get(n), getattr(cfg, n))
+    )
     changes = tuple(
-        Change(n, getattr(cfg, n), getattr(new, n)) for n in CONFIG_SPECS if n in changed
+        Change(n, getattr(cfg, n), getattr(new, n))
+        for n in CONFIG_SPECS
+        if n in changed and n not in same
     )
     return FixResult(
         new,
         changes,
         report.notes,
         optimal,
-        objective_of(cfg, new, before if gpus is None else gpus, used),
+        objective_of(cfg, new, before if gpus is None else gpus, used, unchanged=same),
         command_line(new, pack),
         used,
         repairs=repairs,

@@ -82,13 +82,20 @@ class Objective:
 ZERO = Objective(0, 0, 0, 0, 0)
 
 
-def objective_of(old: Config, new: Config, gpus_target: int, gpus_after: int) -> Objective:
-    """The tiers of going from `old` to `new`; `gpus_target`: the count tier 1 keeps."""
+def objective_of(
+    old: Config,
+    new: Config,
+    gpus_target: int,
+    gpus_after: int,
+    unchanged: frozenset[str] = frozenset(),
+) -> Objective:
+    """The tiers of going from `old` to `new`; `gpus_target`: the count tier 1 keeps;
+    `unchanged`: fields that differ as written but that SGLang resolves to the same value."""
     user = old.user_set()
     mine = others = mbits = 0
     for name in CONFIG_SPECS:
         a, b = getattr(old, name), getattr(new, name)
-        if same_value(a, b):
+        if same_value(a, b) or name in unchanged:
             continue
         if name in user:
             mine += 1
