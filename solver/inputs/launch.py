@@ -223,6 +223,12 @@ def _from_manifest(listed: list[ListedCommand]) -> tuple[LaunchCommand, ...]:
     return tuple(found)
 
 
+def normalised(text: str) -> str:
+    """The text as a shell would read it, at the same positions: `\\ ` + newline is a
+    continuation, a backslash at the very end is nothing."""
+    return _TRAILING_BACKSLASH.sub(_blank, _CONTINUATION.sub(_as_continuation, text))
+
+
 def pasted_as_shell(text: str) -> tuple[str, list[str]]:
     """The text as a shell would take it, every position kept (same length): prompts and
     stray continuation dashes blanked, placeholders turned into shell variables of the same
