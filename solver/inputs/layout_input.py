@@ -131,8 +131,7 @@ def load_layout(
         if parsed.ignored:
             notes.append(
                 f"{len(set(parsed.ignored))} flag(s) not checked by meshsat (not layout "
-                "flags; SGLang still reads them): "
-                + listed(list(dict.fromkeys(parsed.ignored)))
+                "flags; SGLang still reads them): " + listed(list(dict.fromkeys(parsed.ignored)))
             )
         job, model_path = tuple(parsed.job), parsed.model_path
         if release is not None and release_flags(release) is not None:
