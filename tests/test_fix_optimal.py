@@ -21,6 +21,10 @@ from tests.fix_oracle import CHOICES, PACK, SIZES, divisors, nearest, objective_
 
 GPUS = (4, 6, 8, 12, 16, 24, 32, 48, 64)
 SMALL = (4, 6, 8, 12, 16)
+#: The reference walks every divisor of the GPU count for seven sizes; where fix must drop a
+#: feature (an all-to-all backend counts twice since issue 23) it walks nearly all of them,
+#: so the distance test keeps to counts with at most four divisors.
+TINY = (4, 6, 8)
 
 
 def invalid_layout(rng: random.Random, n: int) -> Config:
@@ -72,8 +76,8 @@ def test_changes_objective_is_optimal(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(3))
 def test_distance_objective_is_optimal(seed: int) -> None:
     rng = random.Random(100 + seed)
-    for _ in range(8):
-        n = rng.choice(SMALL)
+    for _ in range(12):
+        n = rng.choice(TINY)
         check_optimal(invalid_layout(rng, n), n, "distance")
 
 
