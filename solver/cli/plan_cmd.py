@@ -190,13 +190,7 @@ def plan_layouts(
         rows.append(
             PlanRow(
                 rank=i,
-                tp=c["tp_size"],
-                pp=c["pp_size"],
-                dp=c["dp_size"],
-                dp_attention=bool(c["enable_dp_attention"]),
-                ep=c["ep_size"],
-                attn_tp=d["attn_tp"],
-                moe_tp=d["moe_tp"],
+                **plan_perf.layout_columns(c, d),
                 weights_gib=round(m.weights_gib, 2),
                 kv_tokens_per_pool=m.max_total_num_tokens,
                 pools=m.pools,

@@ -57,6 +57,19 @@ class PerfRow:
     command: str
 
 
+def layout_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dict[str, Any]:
+    """The layout's own columns, shared by both plan rankings' rows (`PerfRow`, `PlanRow`)."""
+    return {
+        "tp": config["tp_size"],
+        "pp": config["pp_size"],
+        "dp": config["dp_size"],
+        "dp_attention": bool(config["enable_dp_attention"]),
+        "ep": config["ep_size"],
+        "attn_tp": derived["attn_tp"],
+        "moe_tp": derived["moe_tp"],
+    }
+
+
 def ranking_note(w: Workload) -> str:
     return (
         "ranked by output tokens/s per GPU at the best concurrency meeting the SLA "
@@ -116,13 +129,7 @@ def perf_rows(
         rows.append(
             PerfRow(
                 rank=i,
-                tp=c["tp_size"],
-                pp=c["pp_size"],
-                dp=c["dp_size"],
-                dp_attention=bool(c["enable_dp_attention"]),
-                ep=c["ep_size"],
-                attn_tp=d["attn_tp"],
-                moe_tp=d["moe_tp"],
+                **layout_columns(c, d),
                 attn_cp=int(c.get("attn_cp_size") or 1),
                 dcp=int(c.get("dcp_size") or 1),
                 concurrency=e.concurrency,
