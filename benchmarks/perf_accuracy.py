@@ -380,6 +380,24 @@ def table_row(name: str, rows: Sequence[Row], preds: dict[int, tuple[float, floa
     )
 
 
+def builds_line(rows: Sequence[Row], preds: dict[int, tuple[float, float]]) -> str:
+    """The across-build same-GPU-count comparisons split by whether one build ran all their
+    layouts: where none did, the measured order mixes releases, not layouts alone."""
+    rk = ranking([r for r in rows if id(r) in preds], preds)
+    n, shared = rk["same_groups"], rk["shared_groups"]
+    hits = rk["same_top1"] * n - rk["shared_top1"] * shared
+    apart = n - shared
+    return (
+        f"Builds (meshsat default, leave-one-model-out): of the {n} same-GPU-count comparisons "
+        f"across builds, {shared} compare layouts one build ran all of (top-1 "
+        f"{100 * rk['shared_top1']:.0f} %) and {apart} compare layouts no single build ran "
+        f"(top-1 {100 * hits / apart if apart else math.nan:.0f} %): there the measured order "
+        "is that of two releases as well as two layouts, which no estimate from the layout "
+        "can decide. A row's build: its recorded version, else the newest release "
+        "published by the day it was measured (`MeasuredRun.build`)."
+    )
+
+
 NOTES = """\
 How each estimate is run. *meshsat default*: what `--engine auto` does, AIConfigurator's
 prefill and decode step latencies for the row's layout (`meshsat.solver.perf.engine_args`),
@@ -405,6 +423,45 @@ same-GPU-count top-1 38 % across builds (126) and 53 % within one build (34). Ro
 leave-one-model-out TTFT 35.6 %, TPOT 15.8 % (the 14.2 % printed in the earlier copy of
 this file does not reproduce from the code that was merged), leave-one-GPU-out 35.0 % /
 13.7 %; same-GPU-count top-1 47 % / 97 %.
+
+Then (main at 6b3bb81, before the admission capacity below): leave-one-model-out TTFT
+41.0 % (p90 94.5 %), TPOT 15.0 %; leave-one-GPU-out TTFT 39.2 %; in-sample 32.0 %; AIC
+steps alone 39.7 %; roofline 36.7 % / 34.7 %; Spearman across builds 0.76, top-1 76 %
+(155), same-GPU-count top-1 47 % (126).
+"""
+
+BUILDS_AND_TRIED = """\
+What changed, and why. SGLang's scheduler admits requests while their prompts fit beside
+what the running ones hold, counting a running request's remaining output at 0.7 times
+(clipped at 4,096 tokens; `PrefillAdder`, `SGLANG_INIT_NEW_TOKEN_RATIO`,
+`SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION`), and retracts a running request if decode
+outgrows the cache; the schedule queued every request past
+`KV tokens / (isl + osl)`. 22 measured rows sit between the two limits, e.g. DeepSeek-R1
+NVFP4 on four B200 at 128 requests of 1,024 + 8,192 tokens (room for 101 whole contexts):
+measured TTFT 0.74 s, estimated 79 s before, 1.4 s now (`schedule.admission_capacity`,
+no fitted number). Rows without a recorded SGLang version (122) are bounded by the day
+their source says they were measured: no newer than the newest release on PyPI by then
+(`MeasuredRun.build`; `<=0.5.5.post1` for the DeepSeek NVFP4 B200 runs of 10 November
+2025, `<=0.5.5.post3` for 17/18 November, `<=0.5.4.post2` for 2 November).
+
+Tried and not kept (the same fit and hold-outs as this script, on the same 933 rows, with
+the admission capacity; leave-one-model-out / leave-one-GPU-out / in-sample TTFT median):
+SGLang's default chunked-prefill size per GPU (8,192 on H100/H200, 16,384 from 160 GiB) as
+the prefill pass budget instead of 16,384 everywhere: 41.0 / 39.1 / 31.7 % (kept: 39.8 /
+37.5 / 31.7 %); counting prefill in passes of that budget (a cohort of passes): 42.3 /
+36.4 / 30.3 %; adding one decode step to TTFT (the overlap scheduler emits the first token
+a step later): 40.6 / 42.0 / 32.4 %; a first-wave cohort plus dispersed steady state plus
+a per-request term: 41.7 / 39.8 / 31.3 %; a discrete-event simulation of the scheduler
+(prefill before decode, passes of the chunk budget, closed loop of `num_prompts = 10 x
+concurrency` with lengths drawn from [0.8, 1] x nominal as InferenceMAX's client does)
+scaled by a fitted factor (no KV queue in the simulation): 39.7 / 40.2 / 34.3 % (the
+simulation's queue is a third of the measured one at high concurrency; with fixed lengths,
+where cohorts never break up, it is several times too high: 43.6 / 45.4 / 35.1 %); the EP
+all-to-all term on decode only: 36.6 / 40.4 / 31.1 %. No form reaches 25 %: the queue each
+campaign measured differs (median 0.01 to 4.1 engine prompt costs per prompt ahead, by
+campaign), and the November 2025 DeepSeek NVFP4 B200 campaign (TP layouts) measured 5.5-12
+s TTFT at 8,192-token prompts and 4-128 requests where the 0.5.9 campaign (EP layouts)
+measured 0.25-2.6 s.
 """
 
 #: The default engine's name in the tables.
@@ -473,6 +530,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if "in-sample" not in k and "GPU-out" not in k
         ),
         "",
+        builds_line(rows, preds[f"{DEFAULT}, leave-one-model-out"]),
+        "",
         "Not estimable by the engine (rows): "
         + "; ".join(f"{k}: {v}" for k, v in skipped.most_common()),
         "",
@@ -507,7 +566,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         tmp.write_text(
             "# Performance estimates against measured runs\n\n"
             "Written by `python benchmarks/perf_accuracy.py --write benchmarks/RESULTS-perf.md`"
-            " (part of `make bench`).\n\n" + NOTES + "\n" + BEFORE + "\n" + text + "\n"
+            " (part of `make bench`).\n\n"
+            + NOTES
+            + "\n"
+            + BEFORE
+            + "\n"
+            + BUILDS_AND_TRIED
+            + "\n"
+            + text
+            + "\n"
         )
         tmp.replace(a.write)
     return 0

@@ -17,8 +17,9 @@ from meshsat.solver.perf.schedule import CLIP_MAX_NEW_TOKENS, admission_capacity
 
 
 def admitted_by_simulation(kv_tokens: int, isl: int, osl: int) -> int:
-    """Reference: SGLang's `PrefillAdder` budget walked request by request from an empty
-    cache, each taking its prompt plus ceil(0.7 * min(osl, 4096)) reserved output tokens."""
+    """Reference: SGLang's `PrefillAdder` budget walked request by request, each running
+    request holding its prompt plus its output clipped at 4,096 tokens at the starting
+    `new_token_ratio` 0.7 (rounded up)."""
     reserve = isl + -(-7 * min(osl, 4096) // 10)
     free, n = kv_tokens, 0
     while free >= reserve:
