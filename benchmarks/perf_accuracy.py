@@ -453,15 +453,15 @@ the prefill pass budget instead of 16,384 everywhere: 41.0 / 39.1 / 31.7 % (kept
 a step later): 40.6 / 42.0 / 32.4 %; a first-wave cohort plus dispersed steady state plus
 a per-request term: 41.7 / 39.8 / 31.3 %; a discrete-event simulation of the scheduler
 (prefill before decode, passes of the chunk budget, closed loop of `num_prompts = 10 x
-concurrency` with lengths drawn from [0.8, 1] x nominal as InferenceMAX's client does)
-scaled by a fitted factor (no KV queue in the simulation): 39.7 / 40.2 / 34.3 % (the
-simulation's queue is a third of the measured one at high concurrency; with fixed lengths,
-where cohorts never break up, it is several times too high: 43.6 / 45.4 / 35.1 %); the EP
-all-to-all term on decode only: 36.6 / 40.4 / 31.1 %. No form reaches 25 %: the queue each
-campaign measured differs (median 0.01 to 4.1 engine prompt costs per prompt ahead, by
-campaign), and the November 2025 DeepSeek NVFP4 B200 campaign (TP layouts) measured 5.5-12
-s TTFT at 8,192-token prompts and 4-128 requests where the 0.5.9 campaign (EP layouts)
-measured 0.25-2.6 s.
+concurrency` with lengths drawn from [0.8, 1] x nominal as InferenceMAX's published client
+settings do; the rows do not record their client) scaled by a fitted factor (no KV queue
+in the simulation): 39.7 / 40.2 / 34.3 % (the simulation's queue is a third of the
+measured one at high concurrency; with fixed lengths, where cohorts never break up, it is
+several times too high: 43.6 / 45.4 / 35.1 %); the EP all-to-all term on decode only: 36.6
+/ 40.4 / 31.1 %. No form reaches 25 %: the queue each campaign measured differs (median
+0.01 to 4.1 engine prompt costs per prompt ahead, by campaign), and the November 2025
+DeepSeek NVFP4 B200 campaign (TP layouts) measured 5.5-12 s TTFT at 8,192-token prompts
+and 4-128 requests where the 0.5.9 campaign (EP layouts) measured 0.25-2.6 s.
 """
 
 #: The default engine's name in the tables.
