@@ -143,7 +143,7 @@ class MemoryModel:
         #: The hybrid SWA pool's ratio where `pack` builds one for this model, else None.
         self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
         self.pre_load_gib = self.gpu.memory_gib - context_gib
-        self.weights = WeightModel(self.facts, self.gpu)
+        self.weights = WeightModel(self.facts, self.gpu, pack)
         self.model_gib = self.weights.model_bytes() / GIB
         self._cache: dict[tuple[Any, ...], Memory] = {}
         #: The column reader's caches (`meshsat.solver.memory.columns`), shared by its readers.

@@ -19,6 +19,13 @@ How SGLang shards each component (the reason for every divisor below):
 - the rotary cos/sin caches (`rope_cache_bytes`): float32 on CUDA and ROCm
   (`RotaryEmbedding.__init__` keeps the cache in FP32 there), one per distinct rope, whole
   on every rank (`facts.ModelFacts.rope_cache_elements`);
+- WNA16 routed experts (compressed-tensors integer weights, e.g. Kimi-K2.5's INT4):
+  `CompressedTensorsWNA16MoE.create_weights` allocates, per expert, int32 `g_idx` and
+  `g_idx_sort_indices` tensors over the hidden size (w13) and the rank's intermediate
+  size (w2), plus two float32 `(E, 2)` shape tensors. The Marlin method replaces the four
+  index tensors with empty ones after loading; `CompressedTensorsWNA16TritonMoE` (the
+  method on ROCm, and on SM100 by default from 0.5.19) keeps them, so they are weights of
+  the rank there (`wna16_index_bytes`);
 - what SGLang's `mem usage` counts beyond those (`load_overhead`): the figure is the drop in
   free device memory across `load_model`, so it also holds allocator rounding, the CUDA
   kernels loaded while the model is built and, at tp > 1, the communicators' first-use
@@ -68,6 +75,26 @@ def rope_cache_bytes(facts: ModelFacts) -> float:
     return facts.rope_cache_elements * 4.0
 
 
+#: Packs whose compressed-tensors WNA16 MoE picks the Triton method on SM100 by default.
+_SM100_TRITON_PACKS = ("0.5.19", "0.5.23")
+
+
+def keeps_wna16_index(gpu: Gpu | None, pack: str) -> bool:
+    """Whether the WNA16 MoE method SGLang picks on `gpu` keeps the `g_idx` buffers
+    (`compressed_tensors.py`'s MoE scheme choice: Triton on ROCm, and on SM100 with the
+    auto runner from 0.5.19; Marlin otherwise)."""
+    if gpu is None:
+        return False
+    return gpu.vendor == "amd" or (gpu.sm >= 10 and pack in _SM100_TRITON_PACKS)
+
+
+def wna16_index_bytes(hidden: int, intermediate_per_rank: int) -> float:
+    """Per expert on one rank: `w13_weight_g_idx` and `w13_g_idx_sort_indices` (hidden,
+    int32), `w2_weight_g_idx` and `w2_g_idx_sort_indices` (intermediate, int32), and the
+    two float32 `(E, 2)` weight-shape tensors."""
+    return 2 * 4.0 * (hidden + intermediate_per_rank) + 2 * 2 * 4.0
+
+
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -104,10 +131,11 @@ class WeightModel:
     """Per-layer byte constants of one model, computed once so each layout costs a few
     multiplications."""
 
-    def __init__(self, facts: ModelFacts, gpu: Gpu | None = None) -> None:
+    def __init__(self, facts: ModelFacts, gpu: Gpu | None = None, pack: str = "0.5.23") -> None:
         q = facts.quant
         self.facts = facts
         self.gpu = gpu
+        self._wna16_index = q.wna16_experts and keeps_wna16_index(gpu, pack)
         #: MXFP4 experts are padded per MoE-TP width (`mxfp4.py`); other schemes are not.
         self._padded = gpu is not None and q.name == "mxfp4"
         self._expert_cache: dict[int, float] = {}
@@ -149,7 +177,11 @@ class WeightModel:
     def expert_per_rank(self, moe_tp: int) -> float:
         """Bytes of one routed expert on one rank of MoE TP."""
         if not self._padded:
-            return self.expert / moe_tp
+            extra = 0.0
+            if self._wna16_index:
+                f = self.facts
+                extra = wna16_index_bytes(f.hidden_size, f.moe_intermediate_size // moe_tp)
+            return self.expert / moe_tp + extra
         hit = self._expert_cache.get(moe_tp)
         if hit is None:
             f = self.facts
