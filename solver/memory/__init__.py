@@ -15,13 +15,18 @@ Entry points:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
-from meshsat.solver.memory.fraction import default_mem_fraction_static, prefill_graph_default
+from meshsat.solver.memory.fraction import (
+    default_mem_fraction_static,
+    max_raised_fraction,
+    prefill_graph_default,
+)
 from meshsat.solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
 from meshsat.solver.memory.kv import (
     hybrid_swa_ratio,
@@ -76,6 +81,10 @@ class Memory:
     pools: int
     context_length: int
     max_requests: int
+    #: The release's default fraction for this layout, when none was given and it left no
+    #: KV pool so `mem_fraction_static` was raised to what one request needs (the value a
+    #: launch must pass as `--mem-fraction-static`); None otherwise.
+    raised_from_fraction: float | None = None
 
     @property
     def fits(self) -> bool:
@@ -234,10 +243,26 @@ class MemoryModel:
 
     def _compute(self, p: Parallel) -> Memory:
         f = self.fraction
-        if f is None:
-            f = self.default_fraction(
-                p.tp, p.pp, p.dp_attention, p.attn_dp, p.chunked_prefill_size, p.dcp, p.attn_cp
-            )
+        if f is not None:
+            return self._at_fraction(p, f)
+        default = self.default_fraction(
+            p.tp, p.pp, p.dp_attention, p.attn_dp, p.chunked_prefill_size, p.dcp, p.attn_cp
+        )
+        m = self._at_fraction(p, default)
+        if m.fits:
+            return m
+        # The default leaves no pool: SGLang refuses to start and asks for a higher
+        # `--mem-fraction-static`. Raise it (to the next 0.001) to what one request of
+        # `context_length` needs, if that stays under the ceiling (`max_raised_fraction`).
+        need = (m.weights_gib + self.context_length * m.kv_bytes_per_token / GIB) / (
+            self.pre_load_gib
+        )
+        raised = math.ceil(need * 1000 + 1e-9) / 1000
+        if raised > max_raised_fraction(self.gpu.memory_mib, tp=p.tp, pp=p.pp):
+            return m
+        return replace(self._at_fraction(p, raised), raised_from_fraction=default)
+
+    def _at_fraction(self, p: Parallel, f: float) -> Memory:
         tokens = None
         weights = 0.0
         cell_max = 0.0

@@ -108,6 +108,19 @@ def default_mem_fraction_static(
     return round((gpu_mib - reserved) / gpu_mib, 3)
 
 
+def max_raised_fraction(gpu_mib: float, *, tp: int, pp: int = 1) -> float:
+    """The highest `mem_fraction_static` the memory model will raise the default to when
+    the default leaves no KV pool: what is left after SGLang's own reserve formula at its
+    smallest chunk (`512 + 1.5·2048 MiB + tp·pp/8 GiB`), without the decode/prefill graph
+    reserves and without the 10 GiB floor. SGLang itself refuses to start at the default
+    ("Raise --mem-fraction-static above ...", `_profile_available_bytes`), so a layout
+    whose weights fit under this ceiling runs with an explicit `--mem-fraction-static`,
+    as measured DeepSeek-R1 FP8 runs at tp 4 on B200 do (weights 157.8 GiB a rank against
+    0.846 of 178 GiB at 0.5.23's default)."""
+    reserved = 512 + 1.5 * 2048 + tp * pp / 8 * 1024
+    return (gpu_mib - reserved) / gpu_mib
+
+
 def _table_fraction(gpu_mib: float, parallel: int) -> float:
     """0.4.6.post5's `ServerArgs.__post_init__` default."""
     table = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87))
