@@ -15,7 +15,6 @@ Entry points:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,8 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.fraction import (
     default_mem_fraction_static,
-    max_raised_fraction,
     prefill_graph_default,
+    raised_fraction,
 )
 from meshsat.solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
 from meshsat.solver.memory.kv import (
@@ -136,6 +135,7 @@ class MemoryModel:
         context_gib: float = DEFAULT_CONTEXT_GIB,
         pack: str = "0.5.23",
         swa_full_tokens_ratio: float | None = None,
+        raise_default_fraction: bool = False,
     ) -> None:
         self.facts = load_facts(model)
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
@@ -148,6 +148,11 @@ class MemoryModel:
         self.kv_cache_dtype = resolved_kv_cache_dtype(self.facts, kv_cache_dtype, self.gpu, pack)
         self.page_size = page_size
         self.fraction = mem_fraction_static
+        #: With no fraction given, raise a default that leaves no KV pool to what one
+        #: request needs (`fraction.raised_fraction`), as a launch with an explicit
+        #: `--mem-fraction-static` does; off, such a layout does not fit (SGLang's default
+        #: refuses to start).
+        self.raise_default_fraction = raise_default_fraction
         self.pack = pack
         #: The hybrid SWA pool's ratio where `pack` builds one for this model, else None.
         self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
@@ -249,16 +254,21 @@ class MemoryModel:
             p.tp, p.pp, p.dp_attention, p.attn_dp, p.chunked_prefill_size, p.dcp, p.attn_cp
         )
         m = self._at_fraction(p, default)
-        if m.fits:
+        if m.fits or not self.raise_default_fraction:
             return m
         # The default leaves no pool: SGLang refuses to start and asks for a higher
         # `--mem-fraction-static`. Raise it (to the next 0.001) to what one request of
         # `context_length` needs, if that stays under the ceiling (`max_raised_fraction`).
-        need = (m.weights_gib + self.context_length * m.kv_bytes_per_token / GIB) / (
-            self.pre_load_gib
+        raised = raised_fraction(
+            self.gpu.memory_mib,
+            self.pre_load_gib,
+            self.context_length,
+            m.weights_gib,
+            m.kv_bytes_per_token,
+            tp=p.tp,
+            pp=p.pp,
         )
-        raised = math.ceil(need * 1000 + 1e-9) / 1000
-        if raised > max_raised_fraction(self.gpu.memory_mib, tp=p.tp, pp=p.pp):
+        if raised is None:
             return m
         return replace(self._at_fraction(p, raised), raised_from_fraction=default)
 

@@ -23,6 +23,7 @@ import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from meshsat.solver.memory.fraction import raised_fraction
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.weights import load_overhead, rope_cache_bytes, stage_layers
@@ -284,6 +285,13 @@ def _generated(
         unrolled, x, y, emb, head, vis, budget, cells, dtp = en
         z = -(-experts // key[10]) * expert_e(key[11]) + router_r + shared_s / dtp
         worst, fewest = unrolled(x, y, z, emb, head, vis, budget, cells)
+        if fewest <= 0 and fixed_fraction is None and mm.raise_default_fraction:
+            # As `MemoryModel._compute`: a default fraction that leaves no pool is raised.
+            raised = raised_fraction(
+                mm.gpu.memory_mib, pre, ctx, worst / GIB, max(cells), tp=ek[0], pp=ek[1]
+            )
+            if raised is not None:
+                worst, fewest = unrolled(x, y, z, emb, head, vis, pre * raised * GIB, cells)
         tokens = int(fewest) if fewest > 0 else 0
         if page > 1:
             tokens = tokens // page * page
