@@ -16,6 +16,8 @@ tp 4: 0.22 GiB a rank, which the logs show).
 
 from __future__ import annotations
 
+import bisect
+import functools
 from collections.abc import Iterable
 
 _MIN_BLOCK = 512
@@ -41,29 +43,29 @@ def _segment(size: int) -> int:
 def reserved_bytes(sizes: Iterable[int]) -> int:
     """Bytes of the segments holding tensors of `sizes` (bytes), allocated in that order
     and never freed."""
-    free: dict[bool, list[list[int]]] = {True: [], False: []}  # small pool? -> [size, seg]
+    # Free blocks per pool, sorted, as (size, order, segment): best fit is the first block
+    # at least as large, the oldest among equals (the allocator's address order stands in).
+    free: dict[bool, list[tuple[int, int, int]]] = {True: [], False: []}
     segments: list[int] = []
     used: list[bool] = []
+    order = 0
     for raw in sizes:
         if raw <= 0:
             continue
         size = _rounded(raw)
         small = size <= _SMALL
         pool = free[small]
-        best = -1
-        for i, block in enumerate(pool):
-            if block[0] >= size and (best < 0 or block[0] < pool[best][0]):
-                best = i
-        if best < 0:
-            seg_size = _segment(size)
-            segments.append(seg_size)
+        i = bisect.bisect_left(pool, (size, -1, -1))
+        if i == len(pool):
+            segments.append(_segment(size))
             used.append(False)
-            block_size, seg = seg_size, len(segments) - 1
+            block_size, seg = segments[-1], len(segments) - 1
         else:
-            block_size, seg = pool.pop(best)
+            block_size, _, seg = pool.pop(i)
         rest = block_size - size
         if rest >= _MIN_BLOCK if small else rest > _SMALL:
-            pool.append([rest, seg])
+            order += 1
+            bisect.insort(pool, (rest, order, seg))
         used[seg] = True
     return sum(s for s, u in zip(segments, used, strict=True) if u)
 
@@ -72,3 +74,10 @@ def rounding_bytes(sizes: Iterable[int]) -> int:
     """What the allocator holds beyond the tensors themselves."""
     listed = [s for s in sizes if s > 0]
     return reserved_bytes(listed) - sum(listed)
+
+
+@functools.lru_cache(maxsize=4096)
+def run_rounding(tensors: tuple[int, ...], repeats: int) -> int:
+    """`rounding_bytes` of `tensors` allocated `repeats` times over, cached for the process:
+    layouts of one width share a layer's tensors, and so do models built again."""
+    return rounding_bytes(tensors * repeats)

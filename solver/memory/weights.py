@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshsat.solver.memory.allocator import rounding_bytes
+from meshsat.solver.memory.allocator import rounding_bytes, run_rounding
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.layout import Parallel
@@ -237,7 +237,7 @@ class WeightModel:
         hit = self._rounding_cache.get(key)
         if hit is None:
             tensors = self.layer_tensors(moe, attn_tp, dense_tp, moe_tp, experts_here)
-            hit = rounding_bytes(tensors * STEADY_LAYERS) / STEADY_LAYERS
+            hit = run_rounding(tuple(tensors), STEADY_LAYERS) / STEADY_LAYERS
             self._rounding_cache[key] = hit
         return hit
 
