@@ -105,7 +105,7 @@ def _pct(x: float | None) -> str:
 
 def print_validation(rows: list[dict[str, Any]]) -> None:
     groups = (
-        ("fitted on (the first 15 logs)", False, None),
+        ("built against (the first 15 logs)", False, None),
         ("held out (issue 24, first set)", True, None),
         ("held out (second set, added 2026-12-05)", True, "2026-12-05"),
     )
