@@ -68,3 +68,14 @@ def test_online_fp8_quantization_reaches_the_weights(capsys: pytest.CaptureFixtu
     assert (
         fp8["weights_gib"] == pytest.approx(expected) and fp8["weights_gib"] < plain["weights_gib"]
     )
+
+
+def test_enumerate_prices_online_fp8_as_validate_does(capsys: pytest.CaptureFixture[str]) -> None:
+    llama = "meta-llama/Llama-3.1-8B-Instruct"
+    common = ("--model", llama, "--gpu", "H100", "--set", "quantization=fp8")
+    valid = run_cli(capsys, "validate", *common, "--set", "tp_size=1", "--json")
+    listed = run_cli(capsys, "enumerate", "--gpus", "1", *common, "-f", "jsonl")
+    row = json.loads(listed.out.splitlines()[0])
+    assert row["weights_gib"] == pytest.approx(
+        json.loads(valid.out)["memory"]["weights_gib"], abs=0.01
+    )
