@@ -59,13 +59,15 @@ def validation() -> list[dict[str, Any]]:
         # A log that names no GPU still checks the weights and the KV cell.
         g: Gpu | None = gpu(rec["gpu"]) if rec.get("gpu") else None
         logged = rec["logged"]
+        pack = rec.get("pack", "0.5.23")
         row: dict[str, Any] = {
             "held_out": bool(rec.get("held_out")),
+            "added": rec.get("added"),
             "id": rec["id"],
             "model": rec["model"],
             "gpu": g.name if g is not None else "not named",
         }
-        w = WeightModel(facts, g).per_rank(p) / GIB
+        w = WeightModel(facts, g, pack).per_rank(p) / GIB
         row["weights_gib"] = w
         if "weights_gb" in logged:
             row["weights_err"] = w / logged["weights_gb"] - 1
@@ -87,6 +89,7 @@ def validation() -> list[dict[str, Any]]:
                 mem_fraction_static=rec.get("mem_fraction_static"),
                 context_gib=ctx,
                 page_size=rec.get("page_size", 1),
+                pack=pack,
             )
             m = mm.of(p)
             row["tokens"] = m.kv_tokens
@@ -101,9 +104,16 @@ def _pct(x: float | None) -> str:
 
 
 def print_validation(rows: list[dict[str, Any]]) -> None:
-    for title, held in (("fitted on (the first 15 logs)", False), ("held out", True)):
+    groups = (
+        ("built against (the first 15 logs)", False, None),
+        ("held out (issue 24, first set)", True, None),
+        ("held out (second set, added 2026-12-05)", True, "2026-12-05"),
+    )
+    for title, held, added in groups:
         print(f"\n{title}:\n")
-        _table([r for r in rows if r["held_out"] == held])
+        _table([r for r in rows if r["held_out"] == held and r["added"] == added])
+    print("\nall held out:\n")
+    _summary([r for r in rows if r["held_out"]])
 
 
 def _table(rows: list[dict[str, Any]]) -> None:
@@ -117,6 +127,10 @@ def _table(rows: list[dict[str, Any]]) -> None:
             f"| {r['id']} | {r['model']} | {r['gpu']} | {r['weights_gib']:.2f} | "
             f"{_pct(r.get('weights_err'))} | {_pct(r.get('cell_err'))} | {tok} |"
         )
+    _summary(rows)
+
+
+def _summary(rows: list[dict[str, Any]]) -> None:
     w = [abs(r["weights_err"]) for r in rows if "weights_err" in r]
     t = [abs(r["tokens_err"]) for r in rows if "tokens_err" in r]
     if w:

@@ -52,3 +52,30 @@ def test_bad_memory_input_is_one_line(
 ) -> None:
     r = run_cli(capsys, "validate", "--set", "tp_size=8", *args)
     assert r.code == 2 and says in r.err and r.err.count("\n") == 1
+
+
+def test_online_fp8_quantization_reaches_the_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    llama = "meta-llama/Llama-3.1-8B-Instruct"
+    args = ("validate", "--model", llama, "--gpu", "H100", "--set", "tp_size=1", "--json")
+    plain = json.loads(run_cli(capsys, *args).out)["memory"]
+    fp8 = json.loads(run_cli(capsys, *args, "--set", "quantization=fp8").out)["memory"]
+    from meshsat.solver.memory import MemoryModel, Parallel
+    from meshsat.solver.memory.models import model_config
+    from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
+
+    online = with_quantization_flag(model_config(llama), "fp8")
+    expected = MemoryModel(online, "H100").of(Parallel()).weights_gib
+    assert (
+        fp8["weights_gib"] == pytest.approx(expected) and fp8["weights_gib"] < plain["weights_gib"]
+    )
+
+
+def test_enumerate_prices_online_fp8_as_validate_does(capsys: pytest.CaptureFixture[str]) -> None:
+    llama = "meta-llama/Llama-3.1-8B-Instruct"
+    common = ("--model", llama, "--gpu", "H100", "--set", "quantization=fp8")
+    valid = run_cli(capsys, "validate", *common, "--set", "tp_size=1", "--json")
+    listed = run_cli(capsys, "enumerate", "--gpus", "1", *common, "-f", "jsonl")
+    row = json.loads(listed.out.splitlines()[0])
+    assert row["weights_gib"] == pytest.approx(
+        json.loads(valid.out)["memory"]["weights_gib"], abs=0.01
+    )

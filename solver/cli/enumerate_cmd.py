@@ -363,7 +363,7 @@ def _memory_columns(
     """The memory stage when a GPU is given; a memory filter without one is refused."""
     mm = memory_model(
         sources.model, gpu_name, gpu_memory, context_length, e.query.pack.version,
-        mem_fraction_static, free_memory,
+        mem_fraction_static, free_memory, quantization=getattr(e.base, "quantization", None),
     )  # fmt: skip
     if mm is None:
         if filters:

@@ -133,6 +133,7 @@ def fix_cmd(
             pack=report_pack(sglang_version),
             mem_fraction_static=mem_fraction_static,
             free_memory=free_memory,
+            quantization=getattr(layout.config, "quantization", None),
         ),
     )
     if layout.model_path is not None:

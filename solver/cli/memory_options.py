@@ -102,6 +102,7 @@ def memory_model(
     pack: str | None = None,
     mem_fraction_static: float | None = None,
     free_memory: str | None = None,
+    quantization: str | None = None,
 ) -> MemoryModel | None:
     """The model (a config path, repo id, or a config already read) on the GPU the options
     name, or None when no GPU is given."""
@@ -114,9 +115,11 @@ def memory_model(
     if model is None:
         raise InputError("--gpu needs --model: the weights and KV come from the model's config")
     from meshsat.solver.memory.models import model_config
+    from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
 
     g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
     config = model if isinstance(model, Mapping) else model_config(str(model))
+    config = with_quantization_flag(config, quantization)
     options = sizing_options(g, mem_fraction_static, free_memory)
     if pack is not None:
         options["pack"] = pack
@@ -134,8 +137,16 @@ def with_memory(
     free_memory: str | None = None,
 ) -> tuple[Report, Memory | None]:
     """The report with the memory verdict folded in, and the figures (None without a GPU)."""
+    quantization = report.resolved.get("quantization")
     mm = memory_model(
-        model, gpu_name, gpu_memory, context_length, pack, mem_fraction_static, free_memory
+        model,
+        gpu_name,
+        gpu_memory,
+        context_length,
+        pack,
+        mem_fraction_static,
+        free_memory,
+        quantization=str(quantization) if quantization else None,
     )
     if mm is None:
         return report, None
@@ -183,11 +194,20 @@ def checkpoint_line(model: Path | str | None, mem: Memory | float) -> str | None
     )
 
 
+def _raised(mem: Memory) -> str:
+    if mem.raised_from_fraction is None:
+        return ""
+    return (
+        f", raised from the default {mem.raised_from_fraction}, which leaves no KV pool: "
+        f"launch with --mem-fraction-static {mem.mem_fraction_static}"
+    )
+
+
 def memory_line(mem: Memory) -> str:
     return (
         f"memory per rank on {mem.gpu} ({mem.gpu_memory_gib:.0f} GiB): weights "
         f"{mem.weights_gib:.2f} GiB, KV pool {mem.kv_pool_gib:.2f} GiB = {mem.kv_tokens} tokens "
-        f"(mem_fraction_static {mem.mem_fraction_static}); max_total_num_tokens "
+        f"(mem_fraction_static {mem.mem_fraction_static}{_raised(mem)}); max_total_num_tokens "
         f"{mem.max_total_num_tokens}; requests of {mem.context_length} tokens that fit: "
         f"{mem.max_requests}"
     )

@@ -15,13 +15,17 @@ Entry points:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
-from meshsat.solver.memory.fraction import default_mem_fraction_static, prefill_graph_default
+from meshsat.solver.memory.fraction import (
+    default_mem_fraction_static,
+    prefill_graph_default,
+    raised_fraction,
+)
 from meshsat.solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
 from meshsat.solver.memory.kv import (
     hybrid_swa_ratio,
@@ -76,6 +80,10 @@ class Memory:
     pools: int
     context_length: int
     max_requests: int
+    #: The release's default fraction for this layout, when none was given and it left no
+    #: KV pool so `mem_fraction_static` was raised to what one request needs (the value a
+    #: launch must pass as `--mem-fraction-static`); None otherwise.
+    raised_from_fraction: float | None = None
 
     @property
     def fits(self) -> bool:
@@ -127,6 +135,7 @@ class MemoryModel:
         context_gib: float = DEFAULT_CONTEXT_GIB,
         pack: str = "0.5.23",
         swa_full_tokens_ratio: float | None = None,
+        raise_default_fraction: bool = False,
     ) -> None:
         self.facts = load_facts(model)
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
@@ -139,11 +148,16 @@ class MemoryModel:
         self.kv_cache_dtype = resolved_kv_cache_dtype(self.facts, kv_cache_dtype, self.gpu, pack)
         self.page_size = page_size
         self.fraction = mem_fraction_static
+        #: With no fraction given, raise a default that leaves no KV pool to what one
+        #: request needs (`fraction.raised_fraction`), as a launch with an explicit
+        #: `--mem-fraction-static` does; off, such a layout does not fit (SGLang's default
+        #: refuses to start).
+        self.raise_default_fraction = raise_default_fraction
         self.pack = pack
         #: The hybrid SWA pool's ratio where `pack` builds one for this model, else None.
         self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
         self.pre_load_gib = self.gpu.memory_gib - context_gib
-        self.weights = WeightModel(self.facts, self.gpu)
+        self.weights = WeightModel(self.facts, self.gpu, pack)
         self.model_gib = self.weights.model_bytes() / GIB
         self._cache: dict[tuple[Any, ...], Memory] = {}
         #: The column reader's caches (`meshsat.solver.memory.columns`), shared by its readers.
@@ -234,10 +248,31 @@ class MemoryModel:
 
     def _compute(self, p: Parallel) -> Memory:
         f = self.fraction
-        if f is None:
-            f = self.default_fraction(
-                p.tp, p.pp, p.dp_attention, p.attn_dp, p.chunked_prefill_size, p.dcp, p.attn_cp
-            )
+        if f is not None:
+            return self._at_fraction(p, f)
+        default = self.default_fraction(
+            p.tp, p.pp, p.dp_attention, p.attn_dp, p.chunked_prefill_size, p.dcp, p.attn_cp
+        )
+        m = self._at_fraction(p, default)
+        if m.fits or not self.raise_default_fraction:
+            return m
+        # The default leaves no pool: SGLang refuses to start and asks for a higher
+        # `--mem-fraction-static`. Raise it (to the next 0.001) to what one request of
+        # `context_length` needs, if that stays under the ceiling (`max_raised_fraction`).
+        raised = raised_fraction(
+            self.gpu.memory_mib,
+            self.pre_load_gib,
+            self.context_length,
+            m.weights_gib,
+            m.kv_bytes_per_token,
+            tp=p.tp,
+            pp=p.pp,
+        )
+        if raised is None:
+            return m
+        return replace(self._at_fraction(p, raised), raised_from_fraction=default)
+
+    def _at_fraction(self, p: Parallel, f: float) -> Memory:
         tokens = None
         weights = 0.0
         cell_max = 0.0

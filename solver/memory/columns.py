@@ -23,9 +23,10 @@ import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from meshsat.solver.memory.fraction import raised_fraction
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.layout import Parallel
-from meshsat.solver.memory.weights import load_overhead, rope_cache_bytes, stage_layers
+from meshsat.solver.memory.weights import rope_cache_bytes, stage_layers
 
 if TYPE_CHECKING:
     from meshsat.solver.memory import MemoryModel
@@ -220,7 +221,6 @@ def _generated(
         stage_cache[pp] = fn, tuple(kinds.values())
         return stage_cache[pp]
 
-    emb_full = vocab * row_bytes
     head_anyway = not tied
 
     def engine(ek: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -240,22 +240,19 @@ def _generated(
             cells = cell_cache[(pp, attn_tp)] = tuple(
                 kv_bytes_per_token(f, p, s, kv_dtype, mm.swa_ratio) for s in reps
             )
-        vocab_tp = _ceil(vocab, tp) * row_bytes
+        emb_rows = vocab if dpa else _ceil(vocab, tp)
         dtp = dense or tp
         head = row_bytes
         if head_anyway or pp > 1:
-            head += _ceil(vocab, attn_tp) * row_bytes if lmh else vocab_tp
+            head_rows = _ceil(vocab, attn_tp) if lmh else _ceil(vocab, tp)
+            head += head_rows * row_bytes + wm.vocab_rounding(head_rows)
         return (
             unrolled,
             attn_a / attn_tp + attn_b,
-            dense_d / dtp,
-            emb_full if dpa else vocab_tp,
+            dense_d / dtp + wm.layer_rounding(False, attn_tp, dtp, 1, 0),
+            emb_rows * row_bytes + wm.vocab_rounding(emb_rows),
             head,
-            wm.vision_attn / attn_tp
-            + wm.vision_mlp / tp
-            + wm.vision_whole
-            + load_overhead(tp)
-            + rope_cache_bytes(f),
+            wm.vision_attn / attn_tp + wm.vision_mlp / tp + wm.vision_whole + rope_cache_bytes(f),
             pre * fr * GIB,
             cells,
             dtp,
@@ -282,8 +279,18 @@ def _generated(
         if en is None:
             en = engine_cache[ek] = engine(ek)
         unrolled, x, y, emb, head, vis, budget, cells, dtp = en
-        z = -(-experts // key[10]) * expert_e(key[11]) + router_r + shared_s / dtp
+        here = -(-experts // key[10])
+        z = here * expert_e(key[11]) + router_r + shared_s / dtp
+        if experts:
+            z += wm.layer_rounding(True, key[6], dtp, key[11], here)
         worst, fewest = unrolled(x, y, z, emb, head, vis, budget, cells)
+        if fewest <= 0 and fixed_fraction is None and mm.raise_default_fraction:
+            # As `MemoryModel._compute`: a default fraction that leaves no pool is raised.
+            raised = raised_fraction(
+                mm.gpu.memory_mib, pre, ctx, worst / GIB, max(cells), tp=ek[0], pp=ek[1]
+            )
+            if raised is not None:
+                worst, fewest = unrolled(x, y, z, emb, head, vis, pre * raised * GIB, cells)
         tokens = int(fewest) if fewest > 0 else 0
         if page > 1:
             tokens = tokens // page * page

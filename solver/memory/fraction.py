@@ -24,6 +24,7 @@ over 96 GiB raises it to `min(f + 48 GiB·(1 - f)/gpu, (gpu - 18 GiB)/gpu)`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from meshsat.solver.errors import InputError
@@ -106,6 +107,38 @@ def default_mem_fraction_static(
     if deepep:
         reserved += 2 * 1024
     return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def max_raised_fraction(gpu_mib: float, *, tp: int, pp: int = 1) -> float:
+    """The highest `mem_fraction_static` the memory model will raise the default to when
+    the default leaves no KV pool: what is left after SGLang's own reserve formula at its
+    smallest chunk (`512 + 1.5·2048 MiB + tp·pp/8 GiB`), without the decode/prefill graph
+    reserves and without the 10 GiB floor. SGLang itself refuses to start at the default
+    ("Raise --mem-fraction-static above ...", `_profile_available_bytes`), so a layout
+    whose weights fit under this ceiling runs with an explicit `--mem-fraction-static`,
+    as measured DeepSeek-R1 FP8 runs at tp 4 on B200 do (weights 157.8 GiB a rank against
+    0.846 of 178 GiB at 0.5.23's default)."""
+    reserved = 512 + 1.5 * 2048 + tp * pp / 8 * 1024
+    return (gpu_mib - reserved) / gpu_mib
+
+
+def raised_fraction(
+    gpu_mib: float,
+    pre_load_gib: float,
+    context_length: int,
+    weights_gib: float,
+    cell_bytes: float,
+    *,
+    tp: int,
+    pp: int = 1,
+) -> float | None:
+    """The fraction (to the next 0.001) whose pool holds one request of `context_length`
+    beside `weights_gib`, or None when that passes `max_raised_fraction`."""
+    need = (weights_gib + context_length * cell_bytes / (1 << 30)) / pre_load_gib
+    raised = math.ceil(need * 1000 + 1e-9) / 1000
+    if raised > max_raised_fraction(gpu_mib, tp=tp, pp=pp):
+        return None
+    return raised
 
 
 def _table_fraction(gpu_mib: float, parallel: int) -> float:

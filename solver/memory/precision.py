@@ -175,26 +175,39 @@ def _ct_weights(scheme: Mapping[str, Any]) -> float:
     return bits / 8
 
 
-def _ct_pricer(qc: Mapping[str, Any], base: float) -> Pricer:
+def _is_wna16(group: Mapping[str, Any]) -> bool:
+    """compressed-tensors' `_is_wNa16_group_channel`: integer weights by group or channel,
+    activations left unquantized."""
+    w = group["weights"]
+    return (
+        not group.get("input_activations")
+        and str(w.get("type", "int")) == "int"
+        and str(w.get("strategy", "tensor")) in ("group", "channel")
+    )
+
+
+def _ct_scheme(qc: Mapping[str, Any], base: float) -> tuple[Pricer, Callable[[LinearModule], bool]]:
+    """The module pricer, and whether a module's scheme is WNA16 (integer weights, 16-bit
+    activations: the MoE methods that keep `g_idx` buffers, `weights.py`)."""
     groups = qc.get("config_groups") or {}
     if not isinstance(groups, Mapping):
         raise InputError("quantization_config.config_groups must be a JSON object")
     ignore = _names(qc, "ignore")
-    plans: list[tuple[list[str], float]] = []
+    plans: list[tuple[list[str], float, bool]] = []
     for g in groups.values():
         if isinstance(g, Mapping) and isinstance(g.get("weights"), Mapping):
-            plans.append((_names(g, "targets"), _ct_weights(g["weights"])))
+            plans.append((_names(g, "targets"), _ct_weights(g["weights"]), _is_wna16(g)))
 
-    def price(m: LinearModule) -> float:
+    def plan(m: LinearModule) -> tuple[float, bool]:
         names = (f"{m.name}.0.gate_proj",) if m.is_experts else m.shard_names()
         if all(ct_match(n, ignore) for n in names):
-            return base
-        for targets, per_weight in plans:
+            return base, False
+        for targets, per_weight, wna16 in plans:
             if ct_match(names[0], targets):
-                return per_weight
-        return base
+                return per_weight, wna16
+        return base, False
 
-    return price
+    return (lambda m: plan(m)[0]), (lambda m: plan(m)[1])
 
 
 def _mixed_pricer(qc: Mapping[str, Any], base: float) -> Pricer:
@@ -218,12 +231,19 @@ def _mixed_pricer(qc: Mapping[str, Any], base: float) -> Pricer:
     return price
 
 
+def _never(m: LinearModule) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class Scheme:
     """A config's name for the report and its per-module price."""
 
     name: str
     price: Pricer
+    #: Whether a module is quantized by a WNA16 scheme (compressed-tensors integer weights
+    #: with 16-bit activations), whose MoE method allocates `g_idx` buffers.
+    wna16: Callable[[LinearModule], bool] = _never
 
 
 def scheme_of(hf: Mapping[str, Any], base: float) -> Scheme:
@@ -251,6 +271,7 @@ def scheme_of(hf: Mapping[str, Any], base: float) -> Scheme:
             else method
         )
     inner: Pricer
+    wna16: Callable[[LinearModule], bool] = _never
     if method in ("fp8", "fbgemm_fp8"):
         per_weight, skip = (
             _fp8_block(qc),
@@ -271,7 +292,7 @@ def scheme_of(hf: Mapping[str, Any], base: float) -> Scheme:
         inner = lambda m: base if substring_skipped(m, skip) else per_weight  # noqa: E731
         name = f"int{qc.get('bits', qc.get('w_bit', 4))}-{method}"
     elif method == "compressed-tensors":
-        inner, name = _ct_pricer(qc, base), "compressed-tensors"
+        (inner, wna16), name = _ct_scheme(qc, base), "compressed-tensors"
     else:
         known = ", ".join(MODELLED_METHODS)
         raise InputError(
@@ -280,4 +301,4 @@ def scheme_of(hf: Mapping[str, Any], base: float) -> Scheme:
         )
     if expert_fp4:
         return Scheme(f"{name}+fp4-experts", lambda m: MXFP4 if m.is_experts else inner(m))
-    return Scheme(name, inner)
+    return Scheme(name, inner, wna16)

@@ -61,6 +61,9 @@ class Quant:
     attention_whole: float | None = None
     #: Shared experts; None: as `dense_mlp`.
     shared: float | None = None
+    #: The routed experts are WNA16 (compressed-tensors integer weights, 16-bit
+    #: activations): the MoE method allocates per-expert `g_idx` buffers (`weights.py`).
+    wna16_experts: bool = False
 
     @property
     def attention_whole_bytes(self) -> float:
@@ -96,7 +99,8 @@ def quant_from_config(hf: Mapping[str, Any], facts: ModelFacts | None = None) ->
         per["attention_whole"] = per["attention"]
     if not den["shared"]:
         per["shared"] = per["dense_mlp"]
-    return Quant(scheme.name, unquantized=base, **per)
+    wna16 = any(scheme.wna16(m) for m in modules if m.is_experts)
+    return Quant(scheme.name, unquantized=base, wna16_experts=wna16, **per)
 
 
 #: One layer of each kind, for `quant_from_config` without facts.

@@ -10,7 +10,10 @@ parameter counts are the base model's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from meshsat.solver.errors import InputError
 
 _FP8_BLOCK = {
     "activation_scheme": "dynamic",
@@ -64,3 +67,28 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         {"quantization_config": _FBGEMM_FP8},
     ),
 }
+
+
+#: `--quantization` values that quantize a 16-bit checkpoint while it loads (SGLang's
+#: `Fp8Config` with `is_checkpoint_fp8_serialized` False: every linear and the MoE experts
+#: become FP8 with per-tensor scales after loading; embeddings, LM head and norms stay
+#: 16-bit), as the memory model prices them.
+ONLINE_FP8 = ("fp8", "w8a8_fp8")
+
+
+def with_quantization_flag(hf: Mapping[str, Any], quantization: str | None) -> Mapping[str, Any]:
+    """The config the weights are priced from when `--quantization` is given.
+
+    A checkpoint with its own `quantization_config` keeps it: SGLang loads what the
+    checkpoint stores (`ModelConfig._verify_quantization` only accepts a flag compatible
+    with it). A 16-bit checkpoint with `--quantization fp8` is quantized online, so its
+    linears are priced as per-tensor FP8. Other online methods are not modelled.
+    """
+    if not quantization or hf.get("quantization_config"):
+        return hf
+    if quantization in ONLINE_FP8:
+        return {**hf, "quantization_config": {"quant_method": "fp8", "online": True}}
+    raise InputError(
+        f"--quantization {quantization} on a 16-bit checkpoint is not modelled by the memory "
+        f"model (online: {', '.join(ONLINE_FP8)}; give a quantized checkpoint's config)"
+    )

@@ -19,23 +19,38 @@ How SGLang shards each component (the reason for every divisor below):
 - the rotary cos/sin caches (`rope_cache_bytes`): float32 on CUDA and ROCm
   (`RotaryEmbedding.__init__` keeps the cache in FP32 there), one per distinct rope, whole
   on every rank (`facts.ModelFacts.rope_cache_elements`);
-- what SGLang's `mem usage` counts beyond those (`load_overhead`): the figure is the drop in
-  free device memory across `load_model`, so it also holds allocator rounding, the CUDA
-  kernels loaded while the model is built and, at tp > 1, the communicators' first-use
-  buffers. Not derivable from the config, it is an empirical per-rank allowance fitted on
-  the dense records of the project's first 15 logs only (0.08 GiB at tp 1, their median;
-  +0.055 GiB per further TP rank to the tp-4 mean, capped at 8 where the logs end) and
-  scored on logs added afterwards (benchmarks/RESULTS-memory.md).
+- WNA16 routed experts (compressed-tensors integer weights, e.g. Kimi-K2.5's INT4):
+  `CompressedTensorsWNA16MoE.create_weights` allocates, per expert, int32 `g_idx` and
+  `g_idx_sort_indices` tensors over the hidden size (w13) and the rank's intermediate
+  size (w2), plus two float32 `(E, 2)` shape tensors. The Marlin method replaces the four
+  index tensors with empty ones after loading; `CompressedTensorsWNA16TritonMoE` (the
+  method on ROCm, and on SM100 by default from 0.5.19) keeps them, so they are weights of
+  the rank there (`wna16_index_bytes`);
+- what the caching allocator holds beyond the tensors (`allocator.py`): SGLang's `mem usage` is
+  the drop in free device memory across loading, after `empty_cache()`, so each tensor's
+  rounding to its segment stays in it. Each layer's share is the mean over a run of
+  `STEADY_LAYERS` identical layers (so the 20 MiB segments that mid-sized tensors share are
+  spread over the layers that fill them; against the exact sequence of whole stages this is
+  within 10 MiB on 36 model × TP cases, `tests/test_memory_allocator.py` checks one), the
+  embedding and LM head are simulated on their own. This is what grows with TP: at tp 4 most
+  shards stop being multiples of 2 MiB (Qwen3-32B: 0.22 GiB a rank, as logged);
+- nothing else: after the allocator's rounding, what `mem usage` shows beyond the tensors is
+  0.00 ± 0.02 GiB on the Qwen3 logs of 2025-26 and up to 0.09 GiB on some of 2025's first
+  half (Llama 3.1 8B, Qwen2.5 7B); no term is fitted for it (benchmarks/RESULTS-memory.md
+  has the residual of every log). An earlier fitted allowance (0.08 GiB + 0.055 GiB per
+  further TP rank) is what the allocator term replaces: its TP growth is the shards'
+  rounding.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from meshsat.solver.memory.allocator import rounding_bytes, run_rounding
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.layout import Parallel
-from meshsat.solver.memory.modules import moe_layer_flags
+from meshsat.solver.memory.modules import layer_modules, moe_layer_flags
 from meshsat.solver.memory.mxfp4 import mxfp4_experts
 
 
@@ -52,20 +67,40 @@ def stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:
     return out
 
 
-#: `load_overhead`'s fitted constants, GiB.
-OVERHEAD_BASE_GIB = 0.08
-OVERHEAD_PER_TP_GIB = 0.055
-
-
-def load_overhead(tp: int) -> float:
-    """Bytes `mem usage` counts on a rank beyond its parameters and rotary caches (see the
-    module note)."""
-    return (OVERHEAD_BASE_GIB + OVERHEAD_PER_TP_GIB * (min(tp, 8) - 1)) * (1 << 30)
+#: Identical layers simulated to find one layer's share of the allocator's segments.
+STEADY_LAYERS = 32
 
 
 def rope_cache_bytes(facts: ModelFacts) -> float:
     """The float32 rotary cos/sin caches, whole on every rank."""
     return facts.rope_cache_elements * 4.0
+
+
+#: Packs whose compressed-tensors WNA16 MoE picks the Triton method on SM100 by default.
+_SM100_TRITON_PACKS = ("0.5.19", "0.5.23")
+
+
+def keeps_wna16_index(gpu: Gpu | None, pack: str) -> bool:
+    """Whether the WNA16 MoE method SGLang picks on `gpu` keeps the `g_idx` buffers
+    (`compressed_tensors.py`'s MoE scheme choice: Triton on ROCm, and on SM100 with the
+    auto runner from 0.5.19; Marlin otherwise)."""
+    if gpu is None:
+        return False
+    return gpu.vendor == "amd" or (gpu.sm >= 10 and pack in _SM100_TRITON_PACKS)
+
+
+def wna16_index_bytes(hidden: int, intermediate_per_rank: int) -> float:
+    """Per expert on one rank: `w13_weight_g_idx` and `w13_g_idx_sort_indices` (hidden,
+    int32), `w2_weight_g_idx` and `w2_g_idx_sort_indices` (intermediate, int32), and the
+    two float32 `(E, 2)` weight-shape tensors."""
+    return 2 * 4.0 * (hidden + intermediate_per_rank) + 2 * 2 * 4.0
+
+
+def _weight_and_scales(params: float, bytes_per_weight: float) -> list[int]:
+    """A quantized weight's allocations: the values at their storage width (2, 1 or 0.5
+    bytes) and, apart, whatever the scheme adds per weight (its scales)."""
+    width = next((w for w in (2.0, 1.0, 0.5) if bytes_per_weight >= w), bytes_per_weight)
+    return [int(params * width), int(params * (bytes_per_weight - width))]
 
 
 def _ceil(a: int, b: int) -> int:
@@ -83,7 +118,8 @@ class StageWeights:
     embedding: float
     lm_head: float
     vision: float = 0.0
-    #: `load_overhead`: what `mem usage` holds beyond the parameters.
+    #: What `mem usage` holds beyond the parameters: the rotary caches and the
+    #: allocator's rounding of every tensor.
     overhead: float = 0.0
 
     @property
@@ -104,13 +140,15 @@ class WeightModel:
     """Per-layer byte constants of one model, computed once so each layout costs a few
     multiplications."""
 
-    def __init__(self, facts: ModelFacts, gpu: Gpu | None = None) -> None:
+    def __init__(self, facts: ModelFacts, gpu: Gpu | None = None, pack: str = "0.5.23") -> None:
         q = facts.quant
         self.facts = facts
         self.gpu = gpu
+        self._wna16_index = q.wna16_experts and keeps_wna16_index(gpu, pack)
         #: MXFP4 experts are padded per MoE-TP width (`mxfp4.py`); other schemes are not.
         self._padded = gpu is not None and q.name == "mxfp4"
         self._expert_cache: dict[int, float] = {}
+        self._rounding_cache: dict[tuple[int, ...], float] = {}
         v = facts.vision
         self.vision_attn = v.attn_sharded_params() * q.unquantized
         self.vision_mlp = v.mlp_sharded_params() * q.unquantized
@@ -149,7 +187,11 @@ class WeightModel:
     def expert_per_rank(self, moe_tp: int) -> float:
         """Bytes of one routed expert on one rank of MoE TP."""
         if not self._padded:
-            return self.expert / moe_tp
+            extra = 0.0
+            if self._wna16_index:
+                f = self.facts
+                extra = wna16_index_bytes(f.hidden_size, f.moe_intermediate_size // moe_tp)
+            return self.expert / moe_tp + extra
         hit = self._expert_cache.get(moe_tp)
         if hit is None:
             f = self.facts
@@ -157,6 +199,51 @@ class WeightModel:
             shapes = mxfp4_experts(f.hidden_size, f.moe_intermediate_size, moe_tp, self.gpu)
             hit = self._expert_cache[moe_tp] = shapes.bytes_per_expert(f.expert_bias)
         return hit
+
+    def layer_tensors(
+        self, moe: bool, attn_tp: int, dense_tp: int, moe_tp: int, experts_here: int
+    ) -> list[int]:
+        """Bytes of each tensor one decoder layer allocates on a rank, in build order:
+        its linears (fused as SGLang fuses them), the two norms (and per-head q/k norms),
+        and for an MoE layer the router, the experts' `w13`/`w2` and the shared expert."""
+        f, q = self.facts, self.facts.quant
+        u, h = q.unquantized, f.hidden_size
+        out: list[int] = []
+        for m in layer_modules(f, "", 0, moe):
+            if m.component == "attention":
+                out += _weight_and_scales(m.params / attn_tp, q.attention)
+            elif m.component == "attention_whole":
+                out += _weight_and_scales(m.params, q.attention_whole_bytes)
+            elif m.component == "dense_mlp":
+                out += _weight_and_scales(m.params / dense_tp, q.dense_mlp)
+            elif m.component == "shared":
+                out += _weight_and_scales(m.params / dense_tp, q.shared_bytes)
+            else:
+                out.append(int(self.router))
+                params = experts_here * f.expert_params() / moe_tp
+                for part in (2 / 3, 1 / 3):  # w13, then w2
+                    out += _weight_and_scales(params * part, q.experts)
+        out += [int(h * u), int(h * u)]
+        if f.qk_norm == "head":
+            out += [int(f.head_dim * u)] * 2
+        return out
+
+    def layer_rounding(
+        self, moe: bool, attn_tp: int, dense_tp: int, moe_tp: int, experts_here: int
+    ) -> float:
+        """One layer's share of the allocator's rounding (`allocator.py`), in the steady
+        state of a run of identical layers."""
+        key = (int(moe), attn_tp, dense_tp, moe_tp, experts_here)
+        hit = self._rounding_cache.get(key)
+        if hit is None:
+            tensors = self.layer_tensors(moe, attn_tp, dense_tp, moe_tp, experts_here)
+            hit = run_rounding(tuple(tensors), STEADY_LAYERS) / STEADY_LAYERS
+            self._rounding_cache[key] = hit
+        return hit
+
+    def vocab_rounding(self, rows: int) -> float:
+        """The rounding of an embedding or LM head shard of `rows` rows."""
+        return float(rounding_bytes([int(rows * self.row)])) if rows else 0.0
 
     def stage(self, p: Parallel, stage: int) -> StageWeights:
         """Bytes on one rank of pipeline stage `stage` (the busiest rank when experts do
@@ -169,13 +256,23 @@ class WeightModel:
         first, last = stage == 0, stage == p.pp - 1
         vocab = f.padded_vocab
         emb = 0.0
+        rounding = 0.0
         if first:
-            emb = (vocab if p.dp_attention else _ceil(vocab, p.tp)) * self.row
+            rows = vocab if p.dp_attention else _ceil(vocab, p.tp)
+            emb = rows * self.row
+            rounding += self.vocab_rounding(rows)
         head = 0.0
         if last:
             if not f.tie_word_embeddings or p.pp > 1:
-                head = _ceil(vocab, p.attn_tp if p.dp_lm_head else p.tp) * self.row
+                rows = _ceil(vocab, p.attn_tp if p.dp_lm_head else p.tp)
+                head = rows * self.row
+                rounding += self.vocab_rounding(rows)
             head += self.row  # final norm
+        if n - moe:  # a dense layer's tensors do not depend on the expert widths
+            rounding += (n - moe) * self.layer_rounding(False, p.attn_tp, p.dense_tp, 1, 0)
+        if moe:
+            widths = (p.attn_tp, p.dense_tp, p.moe_tp, experts_here)
+            rounding += moe * self.layer_rounding(True, *widths)
         return StageWeights(
             attention=n * (self.attn_sharded / p.attn_tp + self.attn_whole),
             dense_mlp=(n - moe) * self.dense / p.dense_tp,
@@ -184,7 +281,7 @@ class WeightModel:
             embedding=emb,
             lm_head=head,
             vision=self.vision_attn / p.attn_tp + self.vision_mlp / p.tp + self.vision_whole,
-            overhead=load_overhead(p.tp) + rope_cache_bytes(f),
+            overhead=rounding + rope_cache_bytes(f),
         )
 
     def per_rank(self, p: Parallel) -> float:

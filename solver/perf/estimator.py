@@ -123,7 +123,9 @@ class PerfModel:
             context_length=w.isl + w.osl,
             kv_cache_dtype=kv_cache_dtype,
             pack=memory_pack(sglang_version),
-            **dict(memory_options or {}),
+            # Measured runs that load only above the default fraction were launched with
+            # an explicit --mem-fraction-static (DeepSeek-R1 FP8, tp 4, B200).
+            **{"raise_default_fraction": True, **dict(memory_options or {})},
         )
         self._lock = threading.Lock()
         self._cache: dict[tuple[Parallel, bool, int | None], Estimate] = {}
