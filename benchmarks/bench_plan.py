@@ -9,7 +9,11 @@ and enumeration included, interpreter start-up not) and watched from outside for
 resident memory (`VmHWM`); a baseline run past `--limit` seconds is stopped and shown as
 "> limit". Median of `--runs` runs (the baseline at the largest count once: it is stopped).
 
-Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_plan.py [--runs 5] [--limit 120]
+The second table is the default ranking by estimates (`--rank perf`, `perf_rows`) against
+`--rank kv` (`plan_layouts`) in the same run, with CPU seconds beside the wall clock (on a
+shared machine the wall clock is mostly the load) and how many layout shapes were estimated.
+
+Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_plan.py [--runs 5] [--limit 120] [--perf-only]
 """
 
 from __future__ import annotations
@@ -68,11 +72,22 @@ scored.sort(key=lambda t: (t[0], t[1]))
 rows = scored[:top]
 """
 
+#: The default ranking, by estimates (`plan --rank perf`).
+_PERF = """
+from meshsat.solver.cli.plan_perf import perf_rows
+from meshsat.solver.memory.gpus import gpu
+from meshsat.solver.perf import Workload
+rows, ranked, shapes = perf_rows(
+    {model!r}, gpu({gpu!r}), {n}, Workload(), engine="auto", gpus_per_node=None, top=20
+)
+"""
+
 _TIMED = """
 import json, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 {body}
-print(json.dumps({{"seconds": time.perf_counter() - t0, "rows": len(rows)}}))
+print(json.dumps({{"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0,
+                  "rows": len(rows), "shapes": globals().get("shapes")}}))
 """
 
 
@@ -80,6 +95,8 @@ print(json.dumps({{"seconds": time.perf_counter() - t0, "rows": len(rows)}}))
 class Run:
     seconds: float | None  # None: stopped at the limit
     peak_mib: float
+    cpu: float | None = None
+    shapes: int | None = None
 
 
 def _peak_mib(pid: int) -> float:
@@ -109,7 +126,7 @@ def _run(body: str, limit: float) -> Run:
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark run failed ({proc.returncode})")
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return Run(float(result["seconds"]), peak)
+    return Run(float(result["seconds"]), peak, float(result["cpu"]), result["shapes"])
 
 
 def _median(runs: list[Run], limit: float) -> tuple[str, float]:
@@ -124,20 +141,46 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--limit", type=float, default=120.0, help="Stop a baseline run after S s.")
+    ap.add_argument("--perf-only", action="store_true", help="Only the second table.")
     a = ap.parse_args()
-    print(f"plan --model {MODEL} --gpu {GPU} --top 20; median of {a.runs} runs")
+    if not a.perf_only:
+        _first_against_now(a.runs, a.limit)
+    _perf_against_kv(a.runs, a.limit)
+
+
+def _perf_against_kv(runs: int, limit: float) -> None:
+    print(f"\nplan --model {MODEL} --gpu {GPU} --top 20: --rank perf against --rank kv; "
+          f"median of {runs} runs")  # fmt: skip
+    print(f"{'GPUs':>9}  {'shapes':>6}  {'perf s':>6}  {'perf cpu s':>10}  {'kv s':>5}  "
+          f"{'kv cpu s':>8}  {'perf MiB':>8}  cpu ratio")  # fmt: skip
+    for n in COUNTS:
+        perf = [_run(_PERF.format(model=MODEL, gpu=GPU, n=n), limit) for _ in range(runs)]
+        kv = [_run(_CURRENT.format(model=MODEL, gpu=GPU, n=n), limit) for _ in range(runs)]
+        p_cpu = statistics.median(r.cpu or 0.0 for r in perf)
+        k_cpu = statistics.median(r.cpu or 0.0 for r in kv)
+        p_s, p_mib = _median(perf, limit)
+        k_s, _ = _median(kv, limit)
+        print(
+            f"{n:>9,}  {perf[0].shapes or 0:>6}  {p_s:>6}  {p_cpu:>10.2f}  {k_s:>5}  "
+            f"{k_cpu:>8.2f}  {p_mib:>8.0f}  {p_cpu / k_cpu:.1f}x",
+            flush=True,
+        )
+
+
+def _first_against_now(runs: int, limit: float) -> None:
+    print(f"plan --model {MODEL} --gpu {GPU} --top 20; median of {runs} runs")
     head = f"{'GPUs':>9}  {'first s':>16}  {'first MiB':>9}  {'now s':>6}  {'now MiB':>7}  ratio"
     print(head)
     for n in COUNTS:
-        now = [_run(_CURRENT.format(model=MODEL, gpu=GPU, n=n), a.limit) for _ in range(a.runs)]
-        first_runs = 1 if n == COUNTS[-1] else a.runs
-        first = [_run(_FIRST.format(model=MODEL, gpu=GPU, n=n), a.limit) for _ in range(first_runs)]
-        now_s, now_mib = _median(now, a.limit)
-        first_s, first_mib = _median(first, a.limit)
+        now = [_run(_CURRENT.format(model=MODEL, gpu=GPU, n=n), limit) for _ in range(runs)]
+        first_runs = 1 if n == COUNTS[-1] else runs
+        first = [_run(_FIRST.format(model=MODEL, gpu=GPU, n=n), limit) for _ in range(first_runs)]
+        now_s, now_mib = _median(now, limit)
+        first_s, first_mib = _median(first, limit)
         ratio = (
             f"{float(first_s) / float(now_s):.0f}x"
             if not first_s.startswith(">")
-            else f"> {a.limit / float(now_s):.0f}x"
+            else f"> {limit / float(now_s):.0f}x"
         )
         print(
             f"{n:>9,}  {first_s:>16}  {first_mib:>9.0f}  {now_s:>6}  {now_mib:>7.0f}  {ratio}",

@@ -22,6 +22,13 @@ Objective "distance" moves 5 before 3 and 4. Each component only grows down the 
 GPU count and a feature are counted once all their fields are chosen), so the prefix's
 tuple is a lower bound of every completion's, component by component, hence also
 lexicographically.
+
+The walk also skips a branch that is already invalid: a rule (or the GPU count) is
+checked at the first depth where every field it can read is chosen, where it can read a
+field when the rule's tree reads it or reads a field that a resolution step (whose tree
+reads it, and so on) may set. The check is `meshsat.solver`'s own decision procedure run
+earlier, on a prefix whose later fields cannot change its answer; every complete candidate
+is still decided by the full procedure and `validate`.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from typing import Any
 from meshsat.solver import validate
 from meshsat.solver.backends.pyeval import compiled
 from meshsat.solver.lang.config import A2A_BACKENDS, Config
+from meshsat.solver.lang.derived import gpus_used as GPUS_USED
+from meshsat.solver.lang.expr import Expr, fields_of
 from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import NEWEST, SEED, Pack
@@ -167,6 +176,56 @@ def order(key: tuple[int, int, int, int, int], objective: str) -> tuple[int, ...
     return (g, f, u, o, d) if objective == "changes" else (g, f, d, u, o)
 
 
+#: The order the walk chooses fields in: the fields the GPU count can read first (DP
+#: attention resolves through prefill CP and its strategy), then each feature's fields, so
+#: that the count and most rules are decided high in the tree.
+ORDER = (
+    "enable_dp_attention",
+    "tp_size",
+    "pp_size",
+    "dp_size",
+    "enable_prefill_cp",
+    "cp_strategy",
+    "attn_cp_size",
+    "dcp_size",
+    "moe_a2a_backend",
+    "enable_eplb",
+    "ep_size",
+    "moe_dp_size",
+    "enable_dp_lm_head",
+    "enable_aiter_allreduce_fusion",
+    "dcp_comm_backend",
+)
+assert sorted(ORDER) == sorted((*SIZES, *CHOICES))
+
+
+@cache
+def _reach() -> dict[str, frozenset[str]]:
+    """Per field, the raw fields its resolved value can depend on: a fixpoint over the
+    resolution steps that ignores their order and conditions, so it over-approximates,
+    which is the safe side for pruning."""
+    steps = [step for res in PACK.resolutions for step in res.steps]
+    reach = {name: {name} for name in SPECS}
+    changed = True
+    while changed:
+        changed = False
+        for step in steps:
+            exprs = (step.when, *(value for _, value in step.sets))
+            source = {r for e in exprs for f in fields_of(e) for r in reach.get(f, {f})}
+            for name, _ in step.sets:
+                if not source <= reach[name]:
+                    reach[name] |= source
+                    changed = True
+    return {name: frozenset(fields) for name, fields in reach.items()}
+
+
+def _decided_at(exprs: tuple[Expr, ...], names: list[str]) -> int:
+    """The first depth after which every field `exprs` can read is chosen (0 if none is)."""
+    reach = _reach()
+    read = {r for e in exprs for f in fields_of(e) for r in reach.get(f, {f})}
+    return max((names.index(f) for f in read if f in names), default=0)
+
+
 def nearest(
     config: Config,
     bound: int,
@@ -174,20 +233,19 @@ def nearest(
     objective: str,
     limit: tuple[int, ...],
     pins: tuple[str, ...] = (),
+    *,
+    early: bool = True,
 ) -> Iterator[tuple[tuple[int, ...], dict[str, Any]]]:
     """Every valid candidate whose objective (ordered by `objective`) is below `limit`.
 
     Sizes range over the divisors of `bound`; with `gpus`, candidates must use that many;
-    pinned fields keep their values.
-    The four fields that set the GPU count come first, so that the count prunes early, then
-    the fields of the features.
+    pinned fields keep their values. Fields are chosen in `ORDER`. `early=False` turns the
+    early rule checks off (only the objective prunes), to test that they drop nothing.
     """
     old = config.model_dump()
     user = config.user_set()
     before = int(validate(config, explain=False, sglang_version=PACK).derived["gpus_used"])
-    first = ("enable_dp_attention", "tp_size", "pp_size", "dp_size")
-    then = ("attn_cp_size", "enable_prefill_cp", "dcp_size", "moe_a2a_backend", "enable_eplb")
-    names = [*first, *then, *(n for n in (*SIZES, *CHOICES) if n not in (*first, *then))]
+    names = list(ORDER)
     domains = [
         (old[n],) if n in pins else tuple(divisors(bound)) if n in SIZES else CHOICES[n]
         for n in names
@@ -200,39 +258,44 @@ def nearest(
         varied = [f for f in fields if f in names]
         if varied:
             done_at[max(names.index(f) for f in varied)].append(feature)
+    #: The kept rules decided once the field at each depth is chosen, and the GPU count's depth.
+    rules_at: list[set[int]] = [set() for _ in names]
+    for k in KEPT:
+        rules_at[_decided_at((PACK.rules[k].when, PACK.rules[k].holds), names)].add(k)
+    count_at = _decided_at((GPUS_USED,), names)
     chosen = environment(config, None)
     checker = compiled(PACK)
-    prune = old["dwdp_size"] == 1  # R-DWDP would rewrite dp_size and DP attention
 
     def walk(i: int, key: tuple[int, int, int, int, int]) -> Iterator[Any]:
         if order(key, objective) >= limit:
             return
-        if i == len(first) and prune:
-            used = gpus_used(chosen)
-            if gpus is not None and used != gpus:
-                return
-            if gpus is None and used != before:
-                key = (1, *key[1:])  # type: ignore[assignment]
-                if order(key, objective) >= limit:
-                    return
         if i == len(names):
             resolved, _ = checker.resolve(chosen)
             used = checker.derived(resolved)["gpus_used"]
             if gpus is not None and used != gpus:
                 return
             final = (int(gpus is None and used != before), *key[1:])
-            if order(final, objective) >= limit:  # type: ignore[arg-type]
+            if order(final, objective) >= limit:
                 return
             failed = checker.violations(resolved, chosen)
             # fix proposes layouts SGLang accepts *and* meshsat's advice keeps.
             if not any(k in KEPT for k in failed):
                 values = {n: chosen[n] for n in old}
                 assert validate(values, explain=False, sglang_version=PACK).valid
-                yield order(final, objective), values  # type: ignore[arg-type]
+                yield order(final, objective), values
             return
         for v, (cu, co, cd) in zip(domains[i], costs[i], strict=True):
             chosen[names[i]] = v
             g, f, u, o, d = key
+            if early and (rules_at[i] or i == count_at):
+                resolved, _ = checker.resolve(chosen)
+                if not rules_at[i].isdisjoint(checker.violations(resolved, chosen)):
+                    continue
+                if i == count_at:
+                    used = checker.derived(resolved)["gpus_used"]
+                    if gpus is not None and used != gpus:
+                        continue
+                    g = int(gpus is None and used != before)
             for feature in done_at[i]:
                 f += _not_kept(feature, old, chosen)
             yield from walk(i + 1, (g, f, u + cu, o + co, d + cd))

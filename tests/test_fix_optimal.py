@@ -21,10 +21,6 @@ from tests.fix_oracle import CHOICES, PACK, SIZES, divisors, nearest, objective_
 
 GPUS = (4, 6, 8, 12, 16, 24, 32, 48, 64)
 SMALL = (4, 6, 8, 12, 16)
-#: The reference walks every divisor of the GPU count for seven sizes; where fix must drop a
-#: feature (an all-to-all backend counts twice since issue 23) it walks nearly all of them,
-#: so the distance test keeps to counts with at most four divisors.
-TINY = (4, 6, 8)
 
 
 def invalid_layout(rng: random.Random, n: int) -> Config:
@@ -68,21 +64,41 @@ def check_optimal(cfg: Config, gpus: int | None, objective: str) -> None:
 @pytest.mark.parametrize("seed", range(10))
 def test_changes_objective_is_optimal(seed: int) -> None:
     rng = random.Random(seed)
-    for _ in range(8):
-        n = rng.choice(SMALL)
+    for _ in range(25):
+        n = rng.choice(GPUS)
         check_optimal(invalid_layout(rng, n), n, "changes")
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_distance_objective_is_optimal(seed: int) -> None:
     rng = random.Random(100 + seed)
-    for _ in range(12):
-        n = rng.choice(TINY)
+    for _ in range(20):
+        n = rng.choice(SMALL)
         check_optimal(invalid_layout(rng, n), n, "distance")
 
 
 @pytest.mark.parametrize("seed", range(2))
 def test_without_gpus_is_optimal(seed: int) -> None:
     rng = random.Random(200 + seed)
-    for _ in range(8):
+    for _ in range(20):
         check_optimal(invalid_layout(rng, rng.choice(SMALL)), None, "changes")
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_reference_prunes_only_invalid_branches(seed: int) -> None:
+    """The reference's early rule checks drop no candidate that its complete-layout check
+    keeps: both walks list the same layouts (those keeping every feature and changing at
+    most one of the user's fields)."""
+    rng = random.Random(300 + seed)
+    found = 0
+    for _ in range(4):
+        n = rng.choice((4, 6))
+        cfg = invalid_layout(rng, n)
+        for gpus in (n, None):
+            walks = [
+                sorted(repr(c) for c in nearest(cfg, n, gpus, "changes", (0, 0, 2, 0, 0), early=e))
+                for e in (True, False)
+            ]
+            assert walks[0] == walks[1], cfg
+            found += len(walks[0])
+    assert found

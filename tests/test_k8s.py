@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -18,8 +19,10 @@ from hypothesis import strategies as st
 from meshsat.solver.cli.emit_options import lws_for
 from meshsat.solver.cli.plan_cmd import PlanRow, plan_layouts
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.container import ContainerCommand, container_command
 from meshsat.solver.inputs.k8s import lws_manifest, manifest_launch
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
+from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 from meshsat.solver.memory.gpus import gpu
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.repair.fix import command_line
@@ -227,3 +230,73 @@ def command_line_words() -> list[str]:
     from meshsat.solver.lang.config import Config
 
     return command_line(Config(tp_size=8)).split()
+
+
+#: Containers as a manifest holds them, and what the kubelet runs (written from how `sh -c`
+#: takes its script and `$0`, `$1`, ... and how Kubernetes and compose list env).
+SHELL_SCRIPT = "python3 -m sglang.launch_server --tp 4"
+CONTAINERS: list[tuple[dict[str, Any], ContainerCommand]] = [
+    (
+        {"command": ["python3", "-m", "x"], "args": ["--tp", 8]},
+        ContainerCommand(("python3", "-m", "x", "--tp", "8"), (), None),
+    ),
+    (
+        {"command": "python3 -m x --tp '8'  # compose string"},
+        ContainerCommand(("python3", "-m", "x", "--tp", "8"), (), None),
+    ),
+    (
+        {"command": ["/bin/bash", "-c"], "args": [SHELL_SCRIPT, "arg0", "--tp", "2"]},
+        ContainerCommand(("/bin/bash", "-c", SHELL_SCRIPT, "arg0", "--tp", "2"), (), SHELL_SCRIPT),
+    ),
+    (
+        {"command": ["/usr/bin/env", "bash", "-e", "-x", "-c", SHELL_SCRIPT]},
+        ContainerCommand(
+            ("/usr/bin/env", "bash", "-e", "-x", "-c", SHELL_SCRIPT), (), SHELL_SCRIPT
+        ),
+    ),
+    (
+        {"command": ["sh", "run.sh", "-c", "x"]},  # -c is the script's argument, not sh's
+        ContainerCommand(("sh", "run.sh", "-c", "x"), (), None),
+    ),
+    (
+        {"command": ["envoy", "-c", "/etc/envoy.yaml"]},
+        ContainerCommand(("envoy", "-c", "/etc/envoy.yaml"), (), None),
+    ),
+    (
+        {
+            "args": ["--tp", "$(TP)"],
+            "env": [
+                {"name": "TP", "value": "8"},
+                {"name": "N", "value": 2},
+                {"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+                {"name": "NULL", "value": None},
+            ],
+        },
+        ContainerCommand(("--tp", "$(TP)"), (("TP", "8"), ("N", "2")), None),
+    ),
+    (
+        {"command": ["sglang", "serve"], "environment": {"A": "1", "B": None, "C": 0}},
+        ContainerCommand(("sglang", "serve"), (("A", "1"), ("C", "0")), None),
+    ),
+]
+
+
+@pytest.mark.parametrize(("container", "runs"), CONTAINERS)
+def test_what_a_container_runs(container: dict[str, Any], runs: ContainerCommand) -> None:
+    assert container_command(container) == runs
+
+
+def test_both_manifest_readers_read_a_pod_alike() -> None:
+    """A whole manifest goes through `k8s.py` for `--sglang` and through `manifest.py` for
+    `meshsat launch`: both read the same launch out of each container shape."""
+    shapes = [
+        'command: ["python3", "-m", "sglang.launch_server"]\n    args: ["--tp", "4", "--dp", "2"]',
+        'command: ["/bin/sh", "-c"]\n    args: ["python3 -m sglang.launch_server --tp 4 --dp 2"]',
+        'command: ["bash", "-e", "-c", "sglang serve --tp 4 --dp 2", "--pp", "2"]',
+    ]
+    for shape in shapes:
+        text = f"apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: s\n    {shape}\n"
+        by_pod = parse_sglang_command(manifest_launch(text)[0]).values
+        by_list = parse_sglang_command(text).values
+        assert by_pod == by_list and (by_pod["tp_size"], by_pod["dp_size"]) == (4, 2), shape
+        assert "pp_size" not in by_pod

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import typer
 
@@ -81,13 +81,22 @@ def _pipe_closed() -> None:
     sys.exit(0)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app, turning every input error into one line, exit 2.
+def main(
+    argv: list[str] | None = None,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> None:
+    """Console entry point: run the app, turning every input error into one line, exit 2
+    (`SystemExit` carries the exit status, as for the console script).
 
     Notes are held until the command ends and dropped on an exit 2, so that an input
-    error is exactly one line on stderr. The standard streams are guarded for the run
-    (`output.guarded_streams`): a reader that leaves does not change the exit status, a
-    failed write is one line and exit 2; the last flush happens here, before the notes.
+    error is exactly one line on stderr. The streams (the standard ones unless given) are
+    guarded for the run (`output.guarded_streams`): a reader that leaves does not change
+    the exit status, a failed write is one line and exit 2; the last flush happens here,
+    before the notes. Threads may call `main` at once, each with its own streams: the
+    streams, the held notes and where warnings go are the calling context's own.
     """
     from meshsat.entry import reopen_closed_streams
     from meshsat.solver.cli.output import (
@@ -100,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     reopen_closed_streams()
-    with guarded_streams(), warnings_as_notes():
+    with guarded_streams(stdin, stdout, stderr), warnings_as_notes():
         hold_notes()
         code: Any = 2
         failure: str | None = None

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from meshsat.solver.backends.interp import evaluate
 from meshsat.solver.enumeration.layouts import Layout
 from meshsat.solver.enumeration.memory_columns import MEMORY_NAMES, RowEnv
-from meshsat.solver.enumeration.where import parse
-from meshsat.solver.lang.expr import Expr, Field, fields_of
+from meshsat.solver.enumeration.where import split_reading
+from meshsat.solver.lang.expr import Expr, Field
 from meshsat.solver.memory import Parallel
 
 if TYPE_CHECKING:
@@ -43,16 +43,7 @@ PERF_NAMES: Mapping[str, Field] = MappingProxyType(
 
 def split_perf_filters(texts: Iterable[str]) -> tuple[tuple[str, ...], tuple[Expr, ...]]:
     """The filters for the earlier stages (as written), and those that read a perf column."""
-    rest: list[str] = []
-    perf: list[Expr] = []
-    names = {**MEMORY_NAMES, **PERF_NAMES}
-    for text in texts:
-        expr = parse(text, names)
-        if set(fields_of(expr)) & PERF_NAMES.keys():
-            perf.append(expr)
-        else:
-            rest.append(text)
-    return tuple(rest), tuple(perf)
+    return split_reading(texts, {**MEMORY_NAMES, **PERF_NAMES}, PERF_NAMES)
 
 
 class PerfColumns:

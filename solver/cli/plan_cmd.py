@@ -72,17 +72,9 @@ class Format(str, Enum):
 
 
 @dataclass(frozen=True)
-class PlanRow:
+class PlanRow(plan_perf.LayoutRow):
     """One fitting layout with its memory and locality figures (plain values)."""
 
-    rank: int
-    tp: int
-    pp: int
-    dp: int
-    dp_attention: bool
-    ep: int
-    attn_tp: int
-    moe_tp: int
     weights_gib: float
     kv_tokens_per_pool: int
     pools: int

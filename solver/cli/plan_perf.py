@@ -30,8 +30,9 @@ from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
 
 
 @dataclass(frozen=True)
-class PerfRow:
-    """One ranked layout (plain values, for tables, CSV and JSON)."""
+class LayoutRow:
+    """The columns every `plan` row opens with, under either ranking (`PerfRow`,
+    `plan_cmd.PlanRow`): its rank and the layout's own widths (`layout_columns`)."""
 
     rank: int
     tp: int
@@ -41,6 +42,12 @@ class PerfRow:
     ep: int
     attn_tp: int
     moe_tp: int
+
+
+@dataclass(frozen=True)
+class PerfRow(LayoutRow):
+    """One ranked layout (plain values, for tables, CSV and JSON)."""
+
     attn_cp: int
     dcp: int
     concurrency: int
@@ -58,7 +65,7 @@ class PerfRow:
 
 
 def layout_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dict[str, Any]:
-    """The layout's own columns, shared by both plan rankings' rows (`PerfRow`, `PlanRow`)."""
+    """The layout's own columns of a `LayoutRow` (both plan rankings' rows)."""
     return {
         "tp": config["tp_size"],
         "pp": config["pp_size"],

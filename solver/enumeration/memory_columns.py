@@ -17,8 +17,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from meshsat.solver.backends.interp import evaluate
-from meshsat.solver.enumeration.where import parse
-from meshsat.solver.lang.expr import Expr, Field, fields_of
+from meshsat.solver.enumeration.where import split_reading
+from meshsat.solver.lang.expr import Expr, Field
 
 if TYPE_CHECKING:
     from meshsat.solver.enumeration.layouts import Enumerator
@@ -41,15 +41,7 @@ MEMORY_NAMES: Mapping[str, Field] = MappingProxyType(
 def split_filters(texts: Iterable[str]) -> tuple[tuple[str, ...], tuple[Expr, ...]]:
     """The filters the loops take (as written), and those that read a memory column
     (parsed); a filter with a syntax error raises here with its column."""
-    plain: list[str] = []
-    memory: list[Expr] = []
-    for text in texts:
-        expr = parse(text, MEMORY_NAMES)
-        if set(fields_of(expr)) & MEMORY_NAMES.keys():
-            memory.append(expr)
-        else:
-            plain.append(text)
-    return tuple(plain), tuple(memory)
+    return split_reading(texts, MEMORY_NAMES, MEMORY_NAMES)
 
 
 class RowEnv(Mapping[str, Any]):

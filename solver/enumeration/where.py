@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import difflib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from meshsat.solver.catalogue.weight_shapes import NAMED as WEIGHT_WIDTHS
 from meshsat.solver.enumeration.space import ALIASES
@@ -36,6 +36,7 @@ from meshsat.solver.lang.expr import (
     Not,
     Or,
     Value,
+    fields_of,
     lift,
 )
 from meshsat.solver.lang.fields import SPECS
@@ -135,6 +136,24 @@ def _depth(root: ast.AST) -> int:
         if depth <= MAX_DEPTH:
             stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
     return deepest
+
+
+def split_reading(
+    texts: Iterable[str], names: Mapping[str, Field], columns: Iterable[str]
+) -> tuple[tuple[str, ...], tuple[Expr, ...]]:
+    """The filters that read none of `columns` (as written, for an earlier stage) and those
+    that read one (parsed with the extra `names`); a syntax error raises here with its
+    column. Each stage that adds columns (memory, estimates) takes its filters so."""
+    reading = set(columns)
+    rest: list[str] = []
+    found: list[Expr] = []
+    for text in texts:
+        expr = parse(text, names)
+        if reading.intersection(fields_of(expr)):
+            found.append(expr)
+        else:
+            rest.append(text)
+    return tuple(rest), tuple(found)
 
 
 def parse_all(texts: tuple[str, ...] | list[str]) -> tuple[Expr, ...]:

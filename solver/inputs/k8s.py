@@ -11,7 +11,8 @@ Pods, Deployments, StatefulSets) when asking why a launch fails, so:
   (`- |` blocks), with the container's literal `env:` in front and Kubernetes' `$(VAR)`
   references replaced as the kubelet would (the container's env, and for an LWS the group
   size and the leader's index 0); a reference it cannot know stays a shell expansion, so
-  that field is left unset rather than guessed. It says which container it judged.
+  that field is left unset rather than guessed. It says which container it judged. What
+  a container runs is read by `meshsat.solver.inputs.container`, as for bare command lists.
 - `lws_manifest(...)` writes the LWS for a launch command (the words of `meshsat plan` or
   `fix`): leader and worker templates with the same command, `size` = nodes, one GPU
   resource request per pod.
@@ -28,12 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.container import ContainerCommand, container_command
 
 #: Kinds whose pods are read, and where their pod templates are.
 POD_KINDS = ("Pod", "Deployment", "StatefulSet", "LeaderWorkerSet", "Job", "ReplicaSet")
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _SHELL_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-_SHELLS = re.compile(r"(^|/)(ba|z|da)?sh$")
 _LAUNCHER = re.compile(r"(-m\s+sglang(_router)?\.launch_server|\bsglang\s+serve)\b")
 #: The port the leader listens on for `--dist-init-addr` in emitted manifests.
 DIST_PORT = 20000
@@ -45,18 +46,12 @@ class Container:
 
     where: str
     name: str
-    command: tuple[str, ...]
-    args: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
+    runs: ContainerCommand
     #: Values the platform injects for this container's `$(VAR)` references.
     injected: tuple[tuple[str, str], ...] = ()
 
-    @property
-    def words(self) -> tuple[str, ...]:
-        return (*self.command, *self.args)
-
     def launches_sglang(self) -> bool:
-        return bool(_LAUNCHER.search(" ".join(self.words)))
+        return bool(_LAUNCHER.search(" ".join(self.runs.words)))
 
 
 def looks_like_manifest(text: str) -> bool:
@@ -133,35 +128,21 @@ def _pod(where: str, spec: Any, injected: tuple[tuple[str, str], ...]) -> Iterat
     if not isinstance(spec, Mapping):
         return
     for c in spec.get("containers") or []:
-        if not isinstance(c, Mapping):
-            continue
-        env = tuple(
-            (str(e["name"]), str(e["value"]))
-            for e in c.get("env") or []
-            if isinstance(e, Mapping) and "name" in e and isinstance(e.get("value"), str | int)
-        )
-        yield Container(
-            where,
-            str(c.get("name", "?")),
-            tuple(str(w) for w in c.get("command") or []),
-            tuple(str(w) for w in c.get("args") or []),
-            env,
-            injected,
-        )
+        if isinstance(c, Mapping):
+            yield Container(where, str(c.get("name", "?")), container_command(c), injected)
 
 
 def _shell_text(c: Container) -> str:
     """The container's launch as the shell would see it: env assignments, then either the
     `-c` script of a shell or the words, each `$(VAR)` resolved where known."""
-    known = {**dict(c.injected), **dict(c.env)}
-    words = list(c.words)
-    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in c.env)
-    if words and _SHELLS.search(words[0]) and "-c" in words[1:]:
-        script = words[words.index("-c", 1) + 1] if words.index("-c", 1) + 1 < len(words) else ""
-        script = _REF.sub(lambda m: _known_or_shell(m, known), script)
+    env = c.runs.env
+    known = {**dict(c.injected), **dict(env)}
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env)
+    if c.runs.script is not None:
+        script = _REF.sub(lambda m: _known_or_shell(m, known), c.runs.script)
         script = _SHELL_REF.sub(lambda m: _shell_value(m, known), script)
-        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in c.env) + script
-    rendered = [_word(w, known) for w in words]
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env) + script
+    rendered = [_word(w, known) for w in c.runs.words]
     return " ".join(x for x in (prefix, *rendered) if x)
 
 

@@ -180,6 +180,35 @@ class Published:
     total_counts_mtp: bool = False
 
 
+def _glm_355b(repo: str) -> tuple[dict[str, Any], Published]:
+    """GLM-4.5 and GLM-4.6: one architecture, counted as the GLM-4.5 report counts it."""
+    return (
+        _m(
+            _GLM,
+            hidden_size=5120,
+            num_hidden_layers=92,
+            num_attention_heads=96,
+            num_key_value_heads=8,
+            intermediate_size=12288,
+            moe_intermediate_size=1536,
+            n_routed_experts=160,
+            first_k_dense_replace=3,
+            use_qk_norm=True,
+        ),
+        Published(
+            355,
+            32,
+            f"https://huggingface.co/{repo} (model card; the GLM-4.5 report,"
+            " arXiv 2508.06471, Table 1 lists its 1 MTP layer). GLM counts without the"
+            " embedding and LM head (its 32B/12B active figures match only so) and with"
+            " the MTP layer",
+            active_counts="no_embeddings_or_head",
+            total_counts="no_embeddings_or_head",
+            total_counts_mtp=True,
+        ),
+    )
+
+
 #: repo id -> (config facts, published figures).
 _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
     "deepseek-ai/DeepSeek-V3": (
@@ -437,56 +466,8 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
         ),
         Published(141, 39, "https://mistral.ai/news/mixtral-8x22b"),
     ),
-    "zai-org/GLM-4.5": (
-        _m(
-            _GLM,
-            hidden_size=5120,
-            num_hidden_layers=92,
-            num_attention_heads=96,
-            num_key_value_heads=8,
-            intermediate_size=12288,
-            moe_intermediate_size=1536,
-            n_routed_experts=160,
-            first_k_dense_replace=3,
-            use_qk_norm=True,
-        ),
-        Published(
-            355,
-            32,
-            "https://huggingface.co/zai-org/GLM-4.5 (model card; the GLM-4.5 report,"
-            " arXiv 2508.06471, Table 1 lists its 1 MTP layer). GLM counts without the"
-            " embedding and LM head (its 32B/12B active figures match only so) and with"
-            " the MTP layer",
-            active_counts="no_embeddings_or_head",
-            total_counts="no_embeddings_or_head",
-            total_counts_mtp=True,
-        ),
-    ),
-    "zai-org/GLM-4.6": (
-        _m(
-            _GLM,
-            hidden_size=5120,
-            num_hidden_layers=92,
-            num_attention_heads=96,
-            num_key_value_heads=8,
-            intermediate_size=12288,
-            moe_intermediate_size=1536,
-            n_routed_experts=160,
-            first_k_dense_replace=3,
-            use_qk_norm=True,
-        ),
-        Published(
-            355,
-            32,
-            "https://huggingface.co/zai-org/GLM-4.6 (model card; the GLM-4.5 report,"
-            " arXiv 2508.06471, Table 1 lists its 1 MTP layer). GLM counts without the"
-            " embedding and LM head (its 32B/12B active figures match only so) and with"
-            " the MTP layer",
-            active_counts="no_embeddings_or_head",
-            total_counts="no_embeddings_or_head",
-            total_counts_mtp=True,
-        ),
-    ),
+    "zai-org/GLM-4.5": _glm_355b("zai-org/GLM-4.5"),
+    "zai-org/GLM-4.6": _glm_355b("zai-org/GLM-4.6"),
     "zai-org/GLM-4.5-Air": (
         _m(
             _GLM,

@@ -12,14 +12,13 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, TextIO
+from typing import Any
 
 from meshsat.solver.cli.deadline import TimedOut
-from meshsat.solver.cli.output import warning_note
+from meshsat.solver.cli.output import warnings_to
 from meshsat.solver.errors import InputError, MeshsatError
 
 
@@ -91,50 +90,16 @@ class Answer:
     notes: tuple[str, ...] = ()
 
 
-#: The warnings each request thread has caught so far (see `answered`).
-_caught = threading.local()
-_hook_lock = threading.Lock()
-_shown_before: Any = None
-
-
-def _show(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: TextIO | None = None,
-    line: str | None = None,
-) -> None:
-    """`warnings.showwarning` while the server runs: a warning raised inside a request
-    becomes one of its notes, worded as the CLI's `warnings_as_notes` words it; any other
-    goes where it went before."""
-    notes: list[str] | None = getattr(_caught, "notes", None)
-    if notes is None:
-        _shown_before(message, category, filename, lineno, file, line)
-        return
-    notes.append(warning_note(message, category))
-
-
 def answered(work: Work, answer: Callable[[Work], Answer]) -> Answer:
     """`answer(work)` with the warnings it raises among its notes, not on the server's
     stderr (`SGLang is not installed here; using ...` belongs to the request that asked
-    for the installed release).
-
-    Why a hook that reads a thread-local list rather than `warnings.catch_warnings`: that
-    swaps process-wide state, which concurrent requests would undo for one another. The
-    hook is put back if something else (a test harness) replaced it meanwhile."""
-    global _shown_before
-    with _hook_lock:
-        if warnings.showwarning is not _show:
-            _shown_before = warnings.showwarning
-            warnings.showwarning = _show
-    _caught.notes = []
-    try:
+    for the installed release): `warnings_to` keeps them to the request's own context, as
+    for the command line's concurrent runs."""
+    caught: list[str] = []
+    with warnings_to(caught.append):
         result = answer(work)
-        caught = tuple(n for n in _caught.notes if n not in result.notes)
-    finally:
-        _caught.notes = None
-    return replace(result, notes=(*result.notes, *caught)) if caught else result
+    extra = tuple(n for n in caught if n not in result.notes)
+    return replace(result, notes=(*result.notes, *extra)) if extra else result
 
 
 class Jobs:
