@@ -222,9 +222,13 @@ class RoleCosts:
                 return None
             return ask(pm._roofline(role.parallel)), f"roofline (aic: {exc})", False
 
-    def prefill(self, role: RoleLayout, gbps: float) -> PrefillCost | None:
+    def prefill(
+        self, role: RoleLayout, gbps: float, *, check_memory: bool = True
+    ) -> PrefillCost | None:
+        """The prefill passes and the KV transfer (None: a prompt does not fit the pool,
+        unless `check_memory` is off, as for a measured run that served)."""
         isl = self.pm.workload.isl
-        if role.memory.max_total_num_tokens < isl:
+        if check_memory and role.memory.max_total_num_tokens < isl:
             return None  # one prompt does not fit the prefill server's pool
         full_n = max(1, PREFILL_TOKENS // isl)
 
@@ -241,14 +245,17 @@ class RoleCosts:
             self._cal(is_aic), is_aic,
         )  # fmt: skip
 
-    def decode(self, role: RoleLayout) -> DecodeCost | None:
+    def decode(self, role: RoleLayout, batches: Sequence[int] | None = None) -> DecodeCost | None:
+        """TPOT at the SLA search's per-rank batches up to the KV limit (or at `batches`,
+        whether the KV cache holds them or not: a measured run's)."""
         w = self.pm.workload
         cap = role.memory.max_total_num_tokens // (w.isl + w.osl) if role.memory.fits else 0
-        if cap < 1:
-            return None
-        batches = [b for b in BATCHES if b <= cap]
-        if cap < BATCHES[-1] and cap not in batches:
-            batches.append(cap)
+        if batches is None:
+            if cap < 1:
+                return None
+            batches = [b for b in BATCHES if b <= cap]
+            if cap < BATCHES[-1] and cap not in batches:
+                batches.append(cap)
 
         def ask(steps: Any) -> list[float]:
             return [float(steps.decode_ms(b, w.isl, w.osl)) for b in batches]
@@ -303,6 +310,14 @@ def role_layouts(layouts: Iterable[Any], pm: PerfModel, mode: str) -> list[RoleL
         cfg, der, values = members[0]
         out.append(RoleLayout(mode, values, cfg, der, p, pm.memory.of(p), "", len(members) - 1))
     return out
+
+
+def measured_role(
+    pm: PerfModel, mode: str, p: Parallel, values: Mapping[str, Any]
+) -> RoleLayout:
+    """A role layout given by its widths (a measured run's), whether the memory model
+    judges that it loads or not."""
+    return RoleLayout(mode, values, values, {}, p, pm.memory.of(p), "", 0)
 
 
 def _prefill_dominates(a: PrefillCost, b: PrefillCost) -> bool:
@@ -373,8 +388,9 @@ def _point(
     isl: int,
     osl: int,
     sla: Callable[[float, float], bool],
+    concurrency: int | None = None,
 ) -> DisaggPlan:
-    conc = bd * y * dc.role.ranks
+    conc = bd * y * dc.role.ranks if concurrency is None else concurrency
     p_ranks = x * pc.role.ranks
     r = -(-conc // p_ranks)
     ttft = pc.ttft_ms(r, isl)
@@ -410,6 +426,17 @@ def _point(
         meets_sla=sla(ttft, tpot),
         source=src,
     )
+
+
+def at_concurrency(
+    pc: PrefillCost, dc: DecodeCost, x: int, y: int, concurrency: int, isl: int, osl: int
+) -> DisaggPlan:
+    """`x` servers of `pc` and `y` of `dc` at `concurrency` requests in flight (what a
+    measured run set): each decode rank holds its share, rounded up, and `dc.tpot` must
+    hold that batch (`RoleCosts.decode(role, batches=...)`)."""
+    bd = -(-concurrency // (y * dc.role.ranks))
+    tpot = dict(dc.tpot)[bd]
+    return _point(pc, dc, x, y, bd, tpot, isl, osl, lambda t, p: True, concurrency)
 
 
 def plan_disagg(
@@ -510,7 +537,9 @@ __all__ = [
     "RoleLayout",
     "check_pair",
     "deployment",
+    "at_concurrency",
     "link_gbps",
+    "measured_role",
     "plan_disagg",
     "role_layouts",
     "sort_key",
