@@ -49,7 +49,6 @@ from meshsat.solver.perf.disagg import (
 from meshsat.solver.perf.ep_comm import WithEpComm
 from meshsat.solver.perf.measured import (
     MeasuredDisaggRun,
-    MeasuredRole,
     checkpoint_config,
     load_disagg_runs,
     load_runs,
@@ -72,15 +71,6 @@ class Row:
     #: AIConfigurator's own rule: (TTFT, TPOT, tokens/s per GPU), None if it cannot.
     aic: tuple[float, float, float] | None
     source: str
-
-
-def parallel(role: MeasuredRole, moe: bool) -> Parallel:
-    if not moe:
-        return Parallel(tp=role.tp_size, pp=role.pp_size, attn_tp=role.attn_tp,
-                        attn_dp=role.dp_size, moe_tp=role.tp_size,
-                        dp_attention=role.dp_size > 1)  # fmt: skip
-    return Parallel(tp=role.tp_size, pp=role.pp_size, attn_tp=role.attn_tp, attn_dp=role.dp_size,
-                    ep=role.ep_size, moe_tp=role.moe_tp, dp_attention=role.dp_size > 1)  # fmt: skip
 
 
 def legality(runs: Sequence[MeasuredDisaggRun]) -> Counter[str]:
@@ -139,7 +129,7 @@ def estimate_rows(runs: Sequence[MeasuredDisaggRun]) -> tuple[list[Row], Counter
                 quant=r.quant, calibration=ZERO,
             )  # fmt: skip
         moe = pm.facts.is_moe
-        pp, dp = parallel(r.prefill, moe), parallel(r.decode, moe)
+        pp, dp = r.prefill.parallel(moe), r.decode.parallel(moe)
         costs = RoleCosts(pm)
         bd = -(-r.concurrency // (r.decode_workers * r.decode.dp_size))
         pc = costs.prefill(measured_role(pm, "prefill", pp, r.prefill.config("prefill")),
@@ -209,6 +199,17 @@ def top1(rows: Sequence[Row], est: Callable[[Row], float]) -> list[tuple[Any, in
     return out
 
 
+Preds = Mapping[int, tuple[float, float, float]]
+
+
+def latencies(p: Preds) -> Callable[[Row], tuple[float, float]]:
+    return lambda r: p[id(r)][:2]
+
+
+def throughput(p: Preds) -> Callable[[Row], float]:
+    return lambda r: p[id(r)][2]
+
+
 def section(rows: Sequence[Row], runs: Sequence[MeasuredDisaggRun], skipped: Counter[str],
             illegal: Counter[str], preds: Mapping[str, dict[int, tuple[float, float, float]]],
             seconds: float) -> list[str]:  # fmt: skip
@@ -258,7 +259,7 @@ def section(rows: Sequence[Row], runs: Sequence[MeasuredDisaggRun], skipped: Cou
 
     for subset, sel in (("all rows", rows), ("complete rows", [r for r in rows if r.run.complete])):
         for name, pr in preds.items():
-            out.append(f"| meshsat, {name}, {subset} | " + errs(sel, lambda r, p=pr: p[id(r)][:2]))
+            out.append(f"| meshsat, {name}, {subset} | " + errs(sel, latencies(pr)))
         out.append(f"| AIConfigurator's rule, {subset} | "
                    + errs(sel, lambda r: None if r.aic is None else r.aic[:2]))  # fmt: skip
     out += [
@@ -293,7 +294,7 @@ def section(rows: Sequence[Row], runs: Sequence[MeasuredDisaggRun], skipped: Cou
         "| estimate | groups | median % of best | groups within 10 % | worst % |",
         "|---|---|---|---|---|",
     ]
-    ranks = {f"meshsat, {k}": top1(rows, lambda r, p=p: p[id(r)][2]) for k, p in preds.items()}
+    ranks = {f"meshsat, {k}": top1(rows, throughput(p)) for k, p in preds.items()}
     with_aic = [r for r in rows if r.aic is not None]
     ranks["AIConfigurator's rule"] = top1(with_aic, lambda r: r.aic[2] if r.aic else 0.0)
     for name, res in ranks.items():
@@ -301,8 +302,9 @@ def section(rows: Sequence[Row], runs: Sequence[MeasuredDisaggRun], skipped: Cou
         if not ratios:
             continue
         ok = sum(x >= 0.9 for x in ratios)
+        share = f"{ok} ({100 * ok / len(ratios):.0f} %)"
         out.append(f"| {name} | {len(ratios)} | {100 * statistics.median(ratios):.0f} | "
-                   f"{ok} ({100 * ok / len(ratios):.0f} %) | {100 * min(ratios):.0f} |")  # fmt: skip
+                   f"{share} | {100 * min(ratios):.0f} |")  # fmt: skip
     out += ["", "Per group (meshsat leave-one-model-out | AIConfigurator's rule), % of best:", "",
             "| rows | model | system | quant | ISL/OSL | configurations | meshsat | AIC |",
             "|---|---|---|---|---|---|---|---|"]  # fmt: skip

@@ -312,9 +312,7 @@ def role_layouts(layouts: Iterable[Any], pm: PerfModel, mode: str) -> list[RoleL
     return out
 
 
-def measured_role(
-    pm: PerfModel, mode: str, p: Parallel, values: Mapping[str, Any]
-) -> RoleLayout:
+def measured_role(pm: PerfModel, mode: str, p: Parallel, values: Mapping[str, Any]) -> RoleLayout:
     """A role layout given by its widths (a measured run's), whether the memory model
     judges that it loads or not."""
     return RoleLayout(mode, values, values, {}, p, pm.memory.of(p), "", 0)
@@ -535,9 +533,9 @@ __all__ = [
     "PairVerdict",
     "PrefillCost",
     "RoleLayout",
+    "at_concurrency",
     "check_pair",
     "deployment",
-    "at_concurrency",
     "link_gbps",
     "measured_role",
     "plan_disagg",

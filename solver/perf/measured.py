@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.perf.aic import _package_dir
 from meshsat.solver.perf.engine_args import SYSTEMS
 
@@ -210,6 +211,14 @@ class MeasuredRole:
     @property
     def key(self) -> tuple[int, int, int, int, int]:
         return (self.tp_size, self.pp_size, self.dp_size, self.ep_size, self.moe_tp)
+
+    def parallel(self, moe: bool) -> Parallel:
+        """The widths the estimate reads (a dense model's MLP over all of `--tp`)."""
+        return Parallel(
+            tp=self.tp_size, pp=self.pp_size, attn_tp=self.attn_tp, attn_dp=self.dp_size,
+            ep=self.ep_size if moe else 1, moe_tp=self.moe_tp if moe else self.tp_size,
+            dp_attention=self.dp_size > 1,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
