@@ -297,14 +297,21 @@ def section(rows: Sequence[Row], runs: Sequence[MeasuredDisaggRun], skipped: Cou
     ranks = {f"meshsat, {k}": top1(rows, throughput(p)) for k, p in preds.items()}
     with_aic = [r for r in rows if r.aic is not None]
     ranks["AIConfigurator's rule"] = top1(with_aic, lambda r: r.aic[2] if r.aic else 0.0)
+    subsets: dict[str, Callable[[Any], bool]] = {
+        "all groups": lambda g: True,
+        "complete rows": lambda g: bool(g[0]),
+        "widths-only rows": lambda g: not g[0],
+    }
     for name, res in ranks.items():
-        ratios = [x for _g, _n, x in res]
-        if not ratios:
-            continue
-        ok = sum(x >= 0.9 for x in ratios)
-        share = f"{ok} ({100 * ok / len(ratios):.0f} %)"
-        out.append(f"| {name} | {len(ratios)} | {100 * statistics.median(ratios):.0f} | "
-                   f"{share} | {100 * min(ratios):.0f} |")  # fmt: skip
+        for subset, keep in subsets.items():
+            ratios = [x for g, _n, x in res if keep(g)]
+            if not ratios:
+                continue
+            ok = sum(x >= 0.9 for x in ratios)
+            share = f"{ok} ({100 * ok / len(ratios):.0f} %)"
+            out.append(f"| {name}, {subset} | {len(ratios)} | "
+                       f"{100 * statistics.median(ratios):.0f} | {share} | "
+                       f"{100 * min(ratios):.0f} |")  # fmt: skip
     out += ["", "Per group (meshsat leave-one-model-out | AIConfigurator's rule), % of best:", "",
             "| rows | model | system | quant | ISL/OSL | configurations | meshsat | AIC |",
             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
