@@ -318,37 +318,87 @@ def measured_role(pm: PerfModel, mode: str, p: Parallel, values: Mapping[str, An
     return RoleLayout(mode, values, values, {}, p, pm.memory.of(p), "", 0)
 
 
-def _prefill_dominates(a: PrefillCost, b: PrefillCost) -> bool:
-    return (
-        a.role.gpus <= b.role.gpus
-        and a.role.ranks >= b.role.ranks
-        and a.one_ms <= b.one_ms
-        and a.full_ms <= b.full_ms
-        and a.transfer_ms <= b.transfer_ms
-        and a.calibration == b.calibration
-        and a.is_aic >= b.is_aic
-    )
+def _prefill_order(c: PrefillCost) -> tuple[Any, ...]:
+    """Dominance needs every one of these no worse; sorted by them, a layout comes after
+    every layout that dominates it (or ties with it)."""
+    return (c.role.gpus, -c.role.ranks, c.one_ms, c.full_ms, c.transfer_ms, not c.is_aic)
 
 
-def _decode_dominates(a: DecodeCost, b: DecodeCost) -> bool:
-    if not (a.role.gpus <= b.role.gpus and a.role.ranks == b.role.ranks and a.is_aic >= b.is_aic):
+def _prefill_dominates(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True))
+
+
+def _decode_order(c: DecodeCost) -> tuple[Any, ...]:
+    return (c.role.ranks, c.role.gpus, not c.is_aic, c.tpot[0][1], dict(c.tpot))
+
+
+def _decode_dominates(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    if not (a[0] == b[0] and a[1] <= b[1] and a[2] <= b[2]):
         return False
-    mine = dict(a.tpot)
-    return all(bd in mine and mine[bd] <= t for bd, t in b.tpot)
+    mine = a[4]
+    return all(bd in mine and mine[bd] <= t for bd, t in b[4].items())
 
 
-def _undominated(items: list[Any], dominates: Callable[[Any, Any], bool]) -> list[Any]:
-    """Drop each item another one dominates (of two equal ones, the first is kept)."""
-    keep: list[Any] = []
-    for i, it in enumerate(items):
-        beaten = any(
-            dominates(other, it) and (not dominates(it, other) or j < i)
-            for j, other in enumerate(items)
-            if j != i
-        )
-        if not beaten:
-            keep.append(it)
-    return keep
+def _undominated(
+    items: list[_T],
+    order: Callable[[_T], tuple[Any, ...]],
+    dominates: Callable[[tuple[Any, ...], tuple[Any, ...]], bool],
+) -> list[_T]:
+    """Drop each item a kept one dominates. In `order` (a linear extension of dominance)
+    an item's dominators come first, and one dominated by a dropped item is dominated by
+    that item's dominator too, so comparing with the kept items alone is exact."""
+    keys = sorted(((order(it), i) for i, it in enumerate(items)), key=lambda t: t[0][:4])
+    kept: list[tuple[tuple[Any, ...], int]] = []
+    for k, i in keys:
+        if not any(dominates(kk, k) for kk, _j in kept):
+            kept.append((k, i))
+    return [items[i] for _k, i in sorted(kept, key=lambda t: t[1])]
+
+
+def _rates(
+    pc: PrefillCost, dc: DecodeCost, x: int, y: int, conc: int, tpot: float, isl: int, osl: int
+) -> tuple[float, float, float]:
+    """(TTFT, requests/s, prefill pool's requests/s) of `conc` requests in flight."""
+    p_ranks = x * pc.role.ranks
+    r = -(-conc // p_ranks)
+    ttft = pc.ttft_ms(r, isl)
+    decode_ms = (osl - 1) * tpot
+    # Rates (requests/s): Little's law, and what the prefill pool can serve.
+    prefill_rps = p_ranks * 1e3 / pc.per_prompt_ms(r, isl)
+    rate = conc * 1e3 / (ttft + decode_ms)
+    if rate > prefill_rps:  # prefill-bound: the queue grows until the rates match
+        rate = prefill_rps
+        ttft = conc * 1e3 / rate - decode_ms
+    return ttft, rate, prefill_rps
+
+
+def _best_batch(
+    pc: PrefillCost,
+    dc: DecodeCost,
+    x: int,
+    y: int,
+    isl: int,
+    osl: int,
+    sla: Callable[[float, float], bool],
+) -> tuple[tuple[bool, float, float], int, float]:
+    """The SLA search of one deployment: (order key, per-rank batch, TPOT) of the best
+    batch meeting `sla`, or of the lightest load when none does."""
+    gpus = x * pc.role.gpus + y * dc.role.gpus
+    ranks = y * dc.role.ranks
+    best: tuple[tuple[bool, float, float], int, float] | None = None
+    for bd, tpot in dc.tpot:
+        ttft, rate, _p = _rates(pc, dc, x, y, bd * ranks, tpot, isl, osl)
+        if not sla(ttft, tpot):
+            # TTFT and TPOT grow with the batch: no larger one meets it either.
+            break
+        tps_gpu = rate * osl / gpus
+        if best is None or tps_gpu >= -best[0][1]:
+            best = ((False, -tps_gpu, ttft), bd, tpot)
+    if best is None:
+        bd, tpot = dc.tpot[0]
+        ttft, rate, _p = _rates(pc, dc, x, y, bd * ranks, tpot, isl, osl)
+        best = ((True, -rate * osl / gpus, ttft), bd, tpot)
+    return best
 
 
 def deployment(
@@ -362,18 +412,8 @@ def deployment(
 ) -> DisaggPlan:
     """`x` servers of `pc` and `y` of `dc` at the best decode batch meeting `sla` (or the
     lightest load, flagged, when none does)."""
-    best: DisaggPlan | None = None
-    for bd, tpot in dc.tpot:
-        pt = _point(pc, dc, x, y, bd, tpot, isl, osl, sla)
-        if not pt.meets_sla:
-            # TTFT and TPOT grow with the batch: no larger one meets it either.
-            break
-        if best is None or pt.tokens_per_s_gpu >= best.tokens_per_s_gpu:
-            best = pt
-    if best is None:
-        bd, tpot = dc.tpot[0]
-        best = _point(pc, dc, x, y, bd, tpot, isl, osl, sla)
-    return best
+    _key, bd, tpot = _best_batch(pc, dc, x, y, isl, osl, sla)
+    return _point(pc, dc, x, y, bd, tpot, isl, osl, sla)
 
 
 def _point(
@@ -389,17 +429,7 @@ def _point(
     concurrency: int | None = None,
 ) -> DisaggPlan:
     conc = bd * y * dc.role.ranks if concurrency is None else concurrency
-    p_ranks = x * pc.role.ranks
-    r = -(-conc // p_ranks)
-    ttft = pc.ttft_ms(r, isl)
-    decode_ms = (osl - 1) * tpot
-    # Rates (requests/s): Little's law, and what the prefill pool can serve.
-    per_prompt = pc.per_prompt_ms(r, isl)
-    prefill_rps = p_ranks * 1e3 / per_prompt
-    rate = conc * 1e3 / (ttft + decode_ms)
-    if rate > prefill_rps:  # prefill-bound: the queue grows until the rates match
-        rate = prefill_rps
-        ttft = conc * 1e3 / rate - decode_ms
+    ttft, rate, prefill_rps = _rates(pc, dc, x, y, conc, tpot, isl, osl)
     decode_rps = y * dc.role.ranks * bd * 1e3 / max(osl * tpot, 1e-9)
     gpus = x * pc.role.gpus + y * dc.role.gpus
     tps = rate * osl
@@ -482,8 +512,8 @@ def plan_disagg(
         if progress is not None:
             progress(done, total)
     if prune:
-        pcs = _undominated(pcs, _prefill_dominates)
-        dcs = _undominated(dcs, _decode_dominates)
+        pcs = _undominated(pcs, _prefill_order, _prefill_dominates)
+        dcs = _undominated(dcs, _decode_order, _decode_dominates)
     plans: list[DisaggPlan] = []
     refused = runs = 0
     for pc in pcs:
@@ -494,15 +524,19 @@ def plan_disagg(
             if not pair_check(pc.role.values, dc.role.values).ok:
                 refused += 1
                 continue
-            best: DisaggPlan | None = None
+            best: tuple[tuple[bool, float, float, int], int, int, int, float] | None = None
             for x in range(1, (gpus - b) // a + 1):
                 for y in range(1, (gpus - x * a) // b + 1):
                     runs += 1
-                    cand = deployment(pc, dc, x, y, w.isl, w.osl, w.met_by)
-                    if best is None or sort_key(cand) < sort_key(best):
-                        best = cand
+                    (miss, neg_tps, ttft), bd, tpot = _best_batch(
+                        pc, dc, x, y, w.isl, w.osl, w.met_by
+                    )
+                    key = (miss, neg_tps, ttft, x * a + y * b)
+                    if best is None or key < best[0]:
+                        best = (key, x, y, bd, tpot)
             if best is not None:
-                plans.append(best)
+                _k, x, y, bd, tpot = best
+                plans.append(_point(pc, dc, x, y, bd, tpot, w.isl, w.osl, w.met_by))
     plans.sort(key=sort_key)
     return DisaggSearch(
         plans if top is None else plans[:top],
