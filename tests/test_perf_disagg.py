@@ -101,6 +101,10 @@ def test_search_finds_the_brute_force_best(
         assert p.prefill_workers * p.prefill.gpus + p.decode_workers * p.decode.gpus == p.gpus
         assert p.gpus <= N
     assert found.plans == sorted(found.plans, key=sort_key)
+    # With `top`, pairs whose bound cannot reach the top are skipped: the same first rows.
+    first = plan_disagg(pm, N, _layouts("prefill"), _layouts("decode"), top=3)
+    assert [sort_key(p) for p in first.plans] == [sort_key(p) for p in found.plans[:3]]
+    assert first.deployments <= found.deployments
 
 
 limits = st.one_of(st.none(), st.floats(min_value=5.0, max_value=5000.0))

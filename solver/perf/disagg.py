@@ -35,6 +35,7 @@ dominated layout can only tie (tests/test_perf_disagg.py checks it against a bru
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
@@ -401,6 +402,21 @@ def _best_batch(
     return best
 
 
+def _bound(
+    pc: PrefillCost, dc: DecodeCost, isl: int, osl: int, sla: Callable[[float, float], bool]
+) -> float:
+    """An upper bound of tokens/s per GPU times `y / (x·a + y·b)` over every deployment of
+    this pair meeting `sla`: each decode batch whose TPOT can meet it, at the least TTFT
+    (no queue; a prefill-bound pool only lowers the rate). 0 when none can."""
+    c = pc.calibration
+    base = c.overhead_ms + pc.one_ms + pc.transfer_ms
+    best = 0.0
+    for bd, tpot in dc.tpot:
+        if sla(base, tpot):
+            best = max(best, bd / (base + (osl - 1) * tpot))
+    return dc.role.ranks * osl * 1e3 * best
+
+
 def deployment(
     pc: PrefillCost,
     dc: DecodeCost,
@@ -515,6 +531,9 @@ def plan_disagg(
         pcs = _undominated(pcs, _prefill_order, _prefill_dominates)
         dcs = _undominated(dcs, _decode_order, _decode_dominates)
     plans: list[DisaggPlan] = []
+    #: The sort keys of the `top` best plans so far: a pair whose bound cannot beat the
+    #: last of them is not searched (only with `top`: without it every pair is listed).
+    leaders: list[tuple[Any, ...]] = []
     refused = runs = 0
     for pc in pcs:
         for dc in dcs:
@@ -524,9 +543,17 @@ def plan_disagg(
             if not pair_check(pc.role.values, dc.role.values).ok:
                 refused += 1
                 continue
+            per_gpu = _bound(pc, dc, w.isl, w.osl, w.met_by)  # x tokens/s/GPU bound
+            engine = pc.is_aic and dc.is_aic
+            reach = (False, not engine, -per_gpu / b)  # the best key the pair could have
+            if top is not None and len(leaders) >= top and leaders[top - 1] < reach:
+                continue
             best: tuple[tuple[bool, float, float, int], int, int, int, float] | None = None
             for x in range(1, (gpus - b) // a + 1):
                 for y in range(1, (gpus - x * a) // b + 1):
+                    met = None if best is None or best[0][0] else -best[0][1]
+                    if met is not None and per_gpu * y / (x * a + y * b) < met:
+                        continue  # cannot beat the pair's best meeting the SLA
                     runs += 1
                     (miss, neg_tps, ttft), bd, tpot = _best_batch(
                         pc, dc, x, y, w.isl, w.osl, w.met_by
@@ -536,7 +563,11 @@ def plan_disagg(
                         best = (key, x, y, bd, tpot)
             if best is not None:
                 _k, x, y, bd, tpot = best
-                plans.append(_point(pc, dc, x, y, bd, tpot, w.isl, w.osl, w.met_by))
+                plan = _point(pc, dc, x, y, bd, tpot, w.isl, w.osl, w.met_by)
+                plans.append(plan)
+                if top is not None:
+                    bisect.insort(leaders, sort_key(plan))
+                    del leaders[top:]
     plans.sort(key=sort_key)
     return DisaggSearch(
         plans if top is None else plans[:top],
