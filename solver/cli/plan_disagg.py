@@ -10,20 +10,26 @@ into rows, tables, CSV and JSON, and says which of the two deployments wins.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from meshsat import solver
 from meshsat.solver.cli.formats import write_csv
-from meshsat.solver.cli.output import emit_json, err, note, out
-from meshsat.solver.cli.plan_perf import PerfRow, layout_columns, perf_rows
-from meshsat.solver.inputs.command import launch_command, model_path_of, pd_router_command
+from meshsat.solver.cli.output import emit_json, note, out
+from meshsat.solver.cli.plan_perf import (
+    PerfRow,
+    clear_progress,
+    layout_columns,
+    perf_model,
+    perf_rows,
+    terminal_progress,
+)
+from meshsat.solver.inputs.command import launch_command, pd_router_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.gpus import Gpu
-from meshsat.solver.perf import PerfModel, Workload
+from meshsat.solver.perf import Workload
 from meshsat.solver.perf.disagg import DisaggPlan, DisaggSearch, RoleLayout, plan_disagg
 from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
 
@@ -149,18 +155,10 @@ def disagg_rows(
 ) -> tuple[list[DisaggRow], DisaggSearch, PerfRow | None]:
     """The `top` best disaggregated deployments on at most `gpus` GPUs, the search's
     counts, and the best aggregated layout on exactly `gpus` GPUs (plan's first row)."""
-    pm = PerfModel(
-        model,
-        g,
-        w,
-        engine=engine,  # type: ignore[arg-type]
-        gpus_per_node=gpus_per_node,
-        sglang_version=sglang_version or "0.5.23",
-        memory_options=memory,
-        model_id=model_path if isinstance(model, Mapping) else None,
-    )
-    if model_path is None and not isinstance(model, Mapping):
-        model_path = model_path_of(model)
+    pm, model_path = perf_model(
+        model, g, w, engine=engine, gpus_per_node=gpus_per_node, sglang_version=sglang_version,
+        memory=memory, model_path=model_path,
+    )  # fmt: skip
     spec = ModelSpec.from_hf_config(pm.config)
 
     def role(mode: str) -> Iterable[Any]:
@@ -169,16 +167,9 @@ def disagg_rows(
             sglang_version=sglang_version,
         )  # fmt: skip
 
-    show = sys.stderr.isatty()
-
-    def shown(done: int, total: int) -> None:
-        if show and (done == total or done % 50 == 0):
-            err.print(f"estimating {done}/{total} role layouts", end="\r", markup=False)
-
     search = plan_disagg(pm, gpus, role("prefill"), role("decode"), top=top,
-                         progress=progress or shown)  # fmt: skip
-    if show:
-        err.print(" " * 40, end="\r", markup=False)
+                         progress=progress or terminal_progress("role layouts"))  # fmt: skip
+    clear_progress()
     rows = [disagg_row(i, p, model_path) for i, p in enumerate(search.plans, 1)]
     agg, _ranked, _n = perf_rows(
         model, g, gpus, w, engine=engine, gpus_per_node=gpus_per_node, top=1,

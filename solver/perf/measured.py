@@ -91,6 +91,22 @@ def _int(text: str, default: int = 1) -> int:
     return int(text) if text.strip() else default
 
 
+def _common(r: Mapping[str, str]) -> dict[str, Any]:
+    """The fields every measured row has, aggregated or disaggregated."""
+    return {
+        "id": r["id"],
+        "model": r["model_path"],
+        "gpu": GPU_OF_SYSTEM.get(r["system"], r["system"]),
+        "system": r["system"],
+        "sglang": r["backend_version"] or "unknown",
+        "quant": _QUANT.get(r["gemm_quant_mode"], r["gemm_quant_mode"]),
+        "isl": int(r["isl"]),
+        "osl": int(r["osl"]),
+        "ttft_ms": float(r["silicon_ttft_ms"]),
+        "tpot_ms": float(r["silicon_tpot_ms"]),
+    }
+
+
 def load_runs(path: Path | None = None) -> list[MeasuredRun]:
     """Every aggregated SGLang row of the sample, in file order."""
     path = path or sample_path()
@@ -117,21 +133,12 @@ def load_runs(path: Path | None = None) -> list[MeasuredRun]:
                 continue
             runs.append(
                 MeasuredRun(
-                    id=r["id"],
-                    model=r["model_path"],
-                    gpu=GPU_OF_SYSTEM.get(r["system"], r["system"]),
-                    system=r["system"],
-                    sglang=r["backend_version"] or "unknown",
-                    quant=_QUANT.get(r["gemm_quant_mode"], r["gemm_quant_mode"]),
-                    isl=int(r["isl"]),
-                    osl=int(r["osl"]),
+                    **_common(r),
                     concurrency=int(r["batch_size"]),
                     tp_size=tp * dp,
                     pp_size=_int(r["pp_size"]),
                     dp_size=dp,
                     ep_size=moe_ep,
-                    ttft_ms=float(r["silicon_ttft_ms"]),
-                    tpot_ms=float(r["silicon_tpot_ms"]),
                     normalised=normalised,
                 )
             )
@@ -312,21 +319,5 @@ def load_disagg_runs(path: Path | None = None) -> list[MeasuredDisaggRun]:
                 conc = int(m.group(1))
             else:
                 conc = (dec.batch or 1) * dec.dp_size * (dec.workers or 1)
-            runs.append(
-                MeasuredDisaggRun(
-                    id=r["id"],
-                    model=r["model_path"],
-                    gpu=GPU_OF_SYSTEM.get(r["system"], r["system"]),
-                    system=r["system"],
-                    sglang=r["backend_version"] or "unknown",
-                    quant=_QUANT.get(r["gemm_quant_mode"], r["gemm_quant_mode"]),
-                    isl=int(r["isl"]),
-                    osl=int(r["osl"]),
-                    concurrency=conc,
-                    prefill=pre,
-                    decode=dec,
-                    ttft_ms=float(r["silicon_ttft_ms"]),
-                    tpot_ms=float(r["silicon_tpot_ms"]),
-                )
-            )
+            runs.append(MeasuredDisaggRun(**_common(r), concurrency=conc, prefill=pre, decode=dec))
     return runs
