@@ -31,13 +31,16 @@ the SLA (TTFT and TPOT grow with the batch, so a looser SLA never stops earlier 
 yields less throughput). Role layouts another one dominates (no more GPUs, no fewer ranks,
 no slower on any term the estimate reads) are dropped before the pairing: exact, since a
 dominated layout can only tie (tests/test_perf_disagg.py checks it against a brute force).
+An upper bound per pair (every decode batch at the least TTFT) skips the `x, y` that cannot
+beat the pair's best and, when only the `top` plans are asked for, pairs that cannot
+reach them.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from meshsat.solver.memory import Memory, Parallel
@@ -320,13 +323,14 @@ def measured_role(pm: PerfModel, mode: str, p: Parallel, values: Mapping[str, An
 
 
 def _prefill_order(c: PrefillCost) -> tuple[Any, ...]:
-    """Dominance needs every one of these no worse; sorted by them, a layout comes after
-    every layout that dominates it (or ties with it)."""
-    return (c.role.gpus, -c.role.ranks, c.one_ms, c.full_ms, c.transfer_ms, not c.is_aic)
+    """Dominance needs the same source kind (the engine's and the roofline's calibrations
+    differ) and every other term no worse; sorted by these, a layout comes after every
+    layout that dominates it (or ties with it)."""
+    return (not c.is_aic, c.role.gpus, -c.role.ranks, c.one_ms, c.full_ms, c.transfer_ms)
 
 
 def _prefill_dominates(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    return all(x <= y for x, y in zip(a, b, strict=True))
+    return a[0] == b[0] and all(x <= y for x, y in zip(a[1:], b[1:], strict=True))
 
 
 def _decode_order(c: DecodeCost) -> tuple[Any, ...]:
@@ -578,16 +582,6 @@ def plan_disagg(
         refused,
         runs,
     )
-
-
-def plan_row(p: DisaggPlan) -> dict[str, Any]:
-    """A plan's plain values (JSON/CSV), without the role layouts' objects."""
-    d = {k: v for k, v in asdict(p).items() if k not in ("prefill", "decode")}
-    return d
-
-
-def best_of(plans: Sequence[DisaggPlan]) -> DisaggPlan | None:
-    return min(plans, key=sort_key) if plans else None
 
 
 __all__ = [
