@@ -411,7 +411,8 @@ def _plan_disagg(
         )  # fmt: skip
     plan_disagg.emit(rows, search, agg, fmt.value, workload, g.name, gpus)
     if not rows:
-        note(f"no disaggregated deployment of {model} fits {gpus} x {g.name}")
+        note(f"no disaggregated deployment of {model} on {gpus} x {g.name}: none fits, or the "
+             "GPU has no speeds to estimate with")  # fmt: skip
         raise typer.Exit(1)
 
 

@@ -185,6 +185,8 @@ def verdict(rows: Sequence[DisaggRow], agg: PerfRow | None, gpus: int) -> Verdic
     if d is None and agg is None:
         return Verdict("none", f"neither a disaggregated nor an aggregated layout fits {gpus} GPUs")
     if d is None:
+        if agg is None or agg.tokens_per_s_gpu <= 0:
+            return Verdict("none", f"no deployment on {gpus} GPUs could be estimated")
         return Verdict("aggregated", "aggregation wins: no disaggregated deployment fits")
     a_txt = (
         "no aggregated layout fits"
