@@ -493,7 +493,7 @@ def plan_disagg(
     prefill_layouts: Iterable[Any],
     decode_layouts: Iterable[Any],
     *,
-    pair_check: PairCheck = check_pair,
+    pair_check: PairCheck | None = None,
     top: int | None = None,
     prune: bool = True,
     progress: Callable[[int, int], None] | None = None,
@@ -503,10 +503,12 @@ def plan_disagg(
     `prefill_layouts`/`decode_layouts`: legal single-server layouts of each role (e.g.
     `solver.enumerate(n, base={"disaggregation_mode": "prefill"}, model=spec, up_to=True)`;
     anything with `.config`, `.derived` and `.values`); `pair_check`: the deployment rules
-    between a prefill and a decode layout; `prune=False` keeps dominated role layouts (the
-    brute force the tests compare with); `progress(done, total)` after each role layout
-    estimated, which may raise to stop. Thread-safe: `pm` is."""
+    between a prefill and a decode layout (default: `check_pair`, the hook, looked up at
+    each call); `prune=False` keeps dominated role layouts (the brute force the tests
+    compare with); `progress(done, total)` after each role layout estimated, which may
+    raise to stop. Thread-safe: `pm` is."""
     w = pm.workload
+    allowed = check_pair if pair_check is None else pair_check
     costs = RoleCosts(pm)
     pre = role_layouts(prefill_layouts, pm, "prefill")
     dec = role_layouts(decode_layouts, pm, "decode")
@@ -544,7 +546,7 @@ def plan_disagg(
             a, b = pc.role.gpus, dc.role.gpus
             if a + b > gpus:
                 continue
-            if not pair_check(pc.role.values, dc.role.values).ok:
+            if not allowed(pc.role.values, dc.role.values).ok:
                 refused += 1
                 continue
             per_gpu = _bound(pc, dc, w.isl, w.osl, w.met_by)  # x tokens/s/GPU bound
