@@ -41,6 +41,7 @@ from meshsat.solver.perf.schedule import (
     ROOFLINE_CALIBRATION,
     Calibration,
     Steps,
+    admission_capacity,
     output_tokens_per_s,
     point,
 )
@@ -204,7 +205,8 @@ class PerfModel:
         w = self.workload
         mem = self.memory.of(p)
         ranks = p.attn_dp * p.replicas
-        per_rank_kv = mem.max_total_num_tokens // (w.isl + w.osl) if mem.fits else 0
+        kv_tokens = mem.max_total_num_tokens if mem.fits else 0
+        per_rank_kv = kv_tokens // (w.isl + w.osl)
         kv_conc = per_rank_kv * ranks
         found: tuple[Steps | _Unavailable, bool]
         found = (fallback, False) if fallback is not None else self.steps(p, dwdp=dwdp)
@@ -222,7 +224,7 @@ class PerfModel:
         steps = _Memo(steps)
         try:
             for b in batches:
-                e = self._at(steps, p, b, ranks, per_rank_kv, cal)
+                e = self._at(steps, p, b, ranks, kv_tokens, cal)
                 if concurrency is not None:
                     return e
                 if not e.meets_sla:
@@ -232,7 +234,7 @@ class PerfModel:
                 if best is None or e.tokens_per_s_gpu >= best.tokens_per_s_gpu:
                     best = e
             if best is None:  # nothing meets the SLA: the lightest load, flagged
-                best = self._at(steps, p, 1, ranks, per_rank_kv, cal)
+                best = self._at(steps, p, 1, ranks, kv_tokens, cal)
         except EngineUnavailable as exc:
             if self.engine == "aic":
                 return self._empty("unavailable", p, kv_conc)
@@ -243,13 +245,14 @@ class PerfModel:
         return best
 
     def _at(
-        self, steps: Steps, p: Parallel, b: int, ranks: int, per_rank_kv: int, cal: Calibration
+        self, steps: Steps, p: Parallel, b: int, ranks: int, kv_tokens: int, cal: Calibration
     ) -> Estimate:
         w = self.workload
-        kv_conc = per_rank_kv * ranks
-        # Beyond the KV cache's requests the rest queue (only an explicit concurrency gets
-        # there: the SLA search stops at the KV limit).
-        pt = point(steps, b, w.isl, w.osl, cal, capacity=per_rank_kv)
+        kv_conc = kv_tokens // (w.isl + w.osl) * ranks
+        # Beyond the requests the scheduler admits the rest queue (only an explicit
+        # concurrency gets there: the SLA search stops at the whole-context KV limit, below).
+        cap = admission_capacity(kv_tokens, w.isl, w.osl)
+        pt = point(steps, b, w.isl, w.osl, cal, capacity=cap)
         conc = b * ranks
         tps = output_tokens_per_s(conc, w.osl, pt.ttft_ms, pt.tpot_ms)
         return Estimate(

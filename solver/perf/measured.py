@@ -7,6 +7,11 @@ Normalisations, each counted in the report: a row that stores tp_size N*N with m
 moe_ep N (N >= 4; ids that name the layout say `tpN_epN`) is SGLang's `--tp N --ep N`, the
 layout `tpN_0_epN_0` rows store as N/1/N; a blank attention_dp_size is 1; dense models leave
 the MoE widths at 1.
+
+Builds: 122 rows record no `backend_version`; their `silicon_data_source` still says when
+they were measured (`measured=2025-11-10...`), which bounds the build they ran: no newer than
+the newest release on PyPI by that date (`RELEASED`, `MeasuredRun.build`), e.g. `<=0.5.5.post1`
+for the DeepSeek NVFP4 B200 runs of 10 November 2025, weeks before 0.5.6.
 """
 
 from __future__ import annotations
@@ -24,6 +29,29 @@ from meshsat.solver.perf.aic import _package_dir
 from meshsat.solver.perf.engine_args import SYSTEMS
 
 GPU_OF_SYSTEM: Mapping[str, str] = {v: k for k, v in SYSTEMS.items()}
+
+#: SGLang releases and the day each reached PyPI (first upload), around the measured runs'
+#: dates: what bounds the build of a run that records only when it was measured.
+RELEASED: tuple[tuple[str, str], ...] = (
+    ("0.5.3", "2025-10-06"),
+    ("0.5.4", "2025-10-24"),
+    ("0.5.4.post1", "2025-10-27"),
+    ("0.5.4.post2", "2025-11-01"),
+    ("0.5.4.post3", "2025-11-05"),
+    ("0.5.5", "2025-11-06"),
+    ("0.5.5.post1", "2025-11-10"),
+    ("0.5.5.post2", "2025-11-12"),
+    ("0.5.5.post3", "2025-11-17"),
+    ("0.5.6", "2025-12-03"),
+    ("0.5.6.post1", "2025-12-08"),
+    ("0.5.6.post2", "2025-12-11"),
+    ("0.5.7", "2026-01-01"),
+    ("0.5.8", "2026-01-23"),
+    ("0.5.8.post1", "2026-02-05"),
+    ("0.5.9", "2026-02-23"),
+    ("0.5.10", "2026-04-05"),
+    ("0.5.10.post1", "2026-04-08"),
+)
 
 #: The row's GEMM quantization -> the quantization name meshsat's memory model uses.
 _QUANT: Mapping[str, str] = {"": "bfloat16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4"}
@@ -56,6 +84,17 @@ class MeasuredRun:
     ttft_ms: float
     tpot_ms: float
     normalised: bool
+    #: Day the run was measured (`YYYY-MM-DD`), where its source says.
+    measured: str = ""
+
+    @property
+    def build(self) -> str:
+        """The SGLang build: the recorded version, else `<=X` with X the newest release
+        published by the day it was measured, else `unknown`."""
+        if self.sglang != "unknown" or not self.measured:
+            return self.sglang
+        out = [v for v, day in RELEASED if day <= self.measured]
+        return f"<={out[-1]}" if out else "unknown"
 
     @property
     def gpus(self) -> int:
@@ -140,9 +179,15 @@ def load_runs(path: Path | None = None) -> list[MeasuredRun]:
                     dp_size=dp,
                     ep_size=moe_ep,
                     normalised=normalised,
+                    measured=_measured_day(r.get("silicon_data_source", "")),
                 )
             )
     return runs
+
+
+def _measured_day(source: str) -> str:
+    m = re.search(r"measured=(\d{4}-\d{2}-\d{2})", source)
+    return m.group(1) if m else ""
 
 
 def checkpoint_config(run: MeasuredRun) -> dict[str, Any] | None:

@@ -3,8 +3,8 @@ concurrency, under SGLang's continuous batching (docs/perf.md, "The schedule").
 
 The model, per attention-DP rank holding `b` of the deployment's concurrent requests
 (closed loop: a finished request is replaced at once, as `bench_serving --max-concurrency`
-does), of which `r = min(b, capacity)` run at once (`capacity`: the requests of isl + osl
-tokens the KV cache holds; the rest wait in the server's queue):
+does), of which `r = min(b, capacity)` run at once (`capacity`: the requests the scheduler
+admits from the KV cache, `admission_capacity`; the rest wait in the server's queue):
 - prefill runs ahead of decode and batches up to `PREFILL_TOKENS` of prompts, so a new
   request's prompt costs `Pb = prefill(n, isl) / n` with `n` prompts per pass;
 - TTFT = overhead + prefill(1, isl) + queue · (r - 1)/2 · Pb · (1024 / isl)^isl_power
@@ -12,9 +12,12 @@ tokens the KV cache holds; the rest wait in the server's queue):
   for part of its cohort's prompts; measured queueing grows with the prompts ahead but
   less than in proportion to their length (long prompts leave the cohort spread out), hence
   the fitted power of the prompt length;
-- wait = (b - r) / r · L when more requests are sent than the KV cache holds: by Little's
-  law a queued request waits that long for a slot, L being a running request's latency
-  (TTFT + (osl - 1) · TPOT); no fitted number;
+- wait = (b - r) / r · L when more requests are sent than the scheduler admits at once: by
+  Little's law a queued request waits that long for a slot, L being a running request's
+  latency (TTFT + (osl - 1) · TPOT); no fitted number. SGLang counts a running request's
+  remaining output at `new_token_ratio` (0.7 at the start) and clips it at 4,096 tokens
+  (`PrefillAdder`; `SGLANG_INIT_NEW_TOKEN_RATIO`, `SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION`),
+  so it runs more requests than whole isl + osl contexts fit (`admission_capacity`);
 - TPOT = D + interrupt · (x·y / (x + y)) / osl, with D one decode step of `b` requests
   (plus `decode_step_ms` of host time where the step source leaves it out),
   x = b·Pb the prompt work of one cycle and y = osl·D its decode work: the prefills of
@@ -71,6 +74,12 @@ ROOFLINE_CALIBRATION = Calibration(
 )
 #: Prompt length at which the cohort queue is the plain per-prompt cost (`isl_power`).
 ISL_REF = 1024
+#: What SGLang's scheduler reserves for a running request's output:
+#: `SGLANG_INIT_NEW_TOKEN_RATIO` (the ratio it starts from) times `max_new_tokens` clipped
+#: at `SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION` (the same defaults in 0.4.6.post5, 0.5.18,
+#: 0.5.19 and 0.5.23, read from the installed releases).
+INIT_NEW_TOKEN_RATIO = 0.7
+CLIP_MAX_NEW_TOKENS = 4096
 
 
 @dataclass(frozen=True)
@@ -111,9 +120,28 @@ def running(batch: int, capacity: int | None) -> int:
     return batch if capacity is None or capacity < 1 else min(batch, capacity)
 
 
+def admission_capacity(kv_tokens: int, isl: int, osl: int) -> int:
+    """Requests of `isl` prompt and `osl` output tokens one rank's scheduler keeps running
+    from a cache of `kv_tokens`. SGLang's `PrefillAdder` (0.4.6.post5 to 0.5.23) admits a
+    request when its prompt plus its output budget clipped at `CLIP_MAX_NEW_TOKENS` fits
+    what the running requests leave, and counts a running request's remaining output at
+    `new_token_ratio` only (0.7 at start, decaying while decode never has to retract one;
+    0.5.23 counts `ignore_eos` requests whole). Prompts arrive over several prefill rounds
+    (each capped by the chunk budget), so all but the newest count at the ratio: the
+    capacity is `kv_tokens // (isl + 0.7 · min(osl, 4096))`, more than the
+    `kv_tokens // (isl + osl)` that hold every whole context. A request decode later
+    pushes out of the cache is retracted and re-queued, which the client sees in TPOT,
+    not TTFT: the measured runs at 128 requests of 1,024 + 8,192 tokens on four B200 (room
+    for 101 whole contexts) show no queue (0.74 s TTFT)."""
+    if kv_tokens < 1:
+        return 0
+    reserve = isl + math.ceil(INIT_NEW_TOKEN_RATIO * min(osl, CLIP_MAX_NEW_TOKENS))
+    return kv_tokens // max(reserve, 1)
+
+
 def pieces(steps: Steps, batch: int, isl: int, osl: int) -> Pieces:
     """The step latencies at `batch` requests: the decode step and the prefill passes are
-    those of the client's concurrency even beyond the memory model's `capacity`, which is
+    those of the client's concurrency even beyond the admission `capacity`, which is
     an estimate (on the measured runs SGLang's TPOT beyond it is that of the full batch)."""
     return Pieces(
         steps.prefill_ms(1, isl),
