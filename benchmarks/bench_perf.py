@@ -9,6 +9,10 @@ Goal: under 10 s on a 2-core machine.
 loaded: a fresh `PerfModel` (empty layout cache) estimates every fitting layout shape of
 DeepSeek-V3 on 64 H200 (the SLA search included), median of --repeat runs.
 
+(c) `plan --disagg` cold (the P:D search and the aggregated comparison it prints), on 64
+H200 and on 64 GB200 at ISL 8,192, median of --repeat runs; baseline in the same run: the
+same `plan` without `--disagg`. Both as `python -m meshsat` from the repository root.
+
 Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_perf.py [--repeat 3]
 """
 
@@ -38,6 +42,19 @@ def cold(rank: str) -> float:
         [EXE, "plan", "--model", MODEL, "--gpu", "H200", "--gpus", "64", "--rank", rank,
          "--tpot", "50", "-f", "json"],
         check=True, capture_output=True,
+    )  # fmt: skip
+    return time.perf_counter() - t
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cold_module(gpu: str, isl: int, disagg: bool) -> float:
+    t = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "meshsat", "plan", "--model", MODEL, "--gpu", gpu, "--gpus", "64",
+         "--isl", str(isl), "-f", "json", *(["--disagg"] if disagg else [])],
+        check=True, capture_output=True, cwd=ROOT,
     )  # fmt: skip
     return time.perf_counter() - t
 
@@ -74,6 +91,11 @@ def main() -> None:
           f"| < 10 s: {'met' if mp < 10 else 'MISSED'} |")  # fmt: skip
     print(f"| estimates/s warm ({len(shapes)} layout shapes, {aic} by the engine) "
           f"| {statistics.median(rates):,.0f} | | | |")  # fmt: skip
+    for gpu, isl in (("H200", 1024), ("GB200", 8192)):
+        dis = statistics.median(cold_module(gpu, isl, True) for _ in range(a.repeat))
+        agg = statistics.median(cold_module(gpu, isl, False) for _ in range(a.repeat))
+        print(f"| plan --disagg, cold process, 64 x {gpu}, ISL {isl} (s) | {dis:.2f} "
+              f"| {agg:.2f} (plan) | {dis / agg:.1f}x | |")  # fmt: skip
 
 
 if __name__ == "__main__":

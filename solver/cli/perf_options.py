@@ -88,3 +88,13 @@ PlotOpt = Annotated[
         dir_okay=False,
     ),
 ]
+DisaggOpt = Annotated[
+    bool,
+    typer.Option(
+        "--disagg",
+        help="Plan prefill/decode disaggregation instead: the prefill layout, the decode layout "
+        "and the number of each (x*a + y*b <= --gpus) with the most output tokens/s per GPU "
+        "under the SLA, against the best aggregated layout; commands for every role and the "
+        "router.",
+    ),
+]

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+import meshsat.solver.cli.plan_disagg as plan_disagg
 import meshsat.solver.cli.plan_perf as plan_perf
 from meshsat import solver
 from meshsat.solver.cli.deadline import time_limit
@@ -32,6 +33,7 @@ from meshsat.solver.cli.memory_options import (
 )
 from meshsat.solver.cli.output import emit_json, note, out, quant_note
 from meshsat.solver.cli.perf_options import (
+    DisaggOpt,
     EngineChoice,
     EngineOpt,
     IslOpt,
@@ -273,6 +275,7 @@ def plan_cmd(
     pick: PickArg = 1,
     image: ImageOpt = "lmsysorg/sglang:latest",
     name: NameOpt = "sglang",
+    disagg: DisaggOpt = False,
 ) -> None:
     """Legal layouts that fit MODEL on N GPUs, fastest first, with SGLang commands.
 
@@ -289,8 +292,16 @@ def plan_cmd(
     \b
       meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --tpot 50
       meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --emit lws > lws.yaml
+      meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu GB200 --gpus 32 --disagg --isl 8192
     """
     g = plan_gpu(gpu_name, gpu_memory)
+    if disagg:
+        _plan_disagg(
+            model, g, gpus, top, gpus_per_node, fmt, timeout, rank, isl, osl, ttft, tpot, no_sla,
+            engine, plot, where, sglang_version, emit, sizing_options(g, mem_fraction_static,
+            free_memory),
+        )  # fmt: skip
+        return
     # ---- performance ranking (estimates: meshsat.solver.cli.plan_perf) -----------------
     if rank is Rank.perf:
         check_plan_args(gpus, top, gpus_per_node)
@@ -352,6 +363,48 @@ def plan_cmd(
             note(disk)
     if not rows:
         note(f"no legal layout of {model} fits {gpus} x {g.name}")
+        raise typer.Exit(1)
+
+
+def _plan_disagg(
+    model: str,
+    g: Gpu,
+    gpus: int,
+    top: int,
+    gpus_per_node: int | None,
+    fmt: Format,
+    timeout: float | None,
+    rank: Rank,
+    isl: int,
+    osl: int,
+    ttft: float | None,
+    tpot: float | None,
+    no_sla: bool,
+    engine: EngineChoice,
+    plot: Path | None,
+    where: list[str] | None,
+    sglang_version: str | None,
+    emit: object,
+    memory: Mapping[str, Any],
+) -> None:
+    """`plan --disagg` (meshsat.solver.cli.plan_disagg): options it cannot honour are
+    refused before any work."""
+    for given, flag in ((rank is Rank.kv, "--rank kv"), (plot is not None, "--plot"),
+                        (emit is not None, "--emit")):  # fmt: skip
+        if given:
+            raise InputError(f"--disagg ranks by estimate and prints every role's command; "
+                             f"drop {flag}")  # fmt: skip
+    check_plan_args(gpus, top, gpus_per_node)
+    workload = cli_workload(isl, osl, ttft, tpot, no_sla=no_sla)
+    with time_limit(timeout, "plan"):
+        rows, search, agg = plan_disagg.disagg_rows(
+            model, g, gpus, workload, engine=engine.value, gpus_per_node=gpus_per_node,
+            top=top, memory=memory, where=where or (), sglang_version=sglang_version,
+        )  # fmt: skip
+    plan_disagg.emit(rows, search, agg, fmt.value, workload, g.name, gpus)
+    if not rows:
+        note(f"no disaggregated deployment of {model} on {gpus} x {g.name}: none fits, or the "
+             "GPU has no speeds to estimate with")  # fmt: skip
         raise typer.Exit(1)
 
 

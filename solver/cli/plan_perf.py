@@ -87,6 +87,50 @@ def ranking_note(w: Workload) -> str:
     )
 
 
+def perf_model(
+    model: str | Mapping[str, Any],
+    g: Gpu,
+    w: Workload,
+    *,
+    engine: str,
+    gpus_per_node: int | None,
+    sglang_version: str | None,
+    memory: Mapping[str, Any] | None,
+    model_path: str | None,
+) -> tuple[PerfModel, str | None]:
+    """The estimator `plan`'s options ask for, and the `--model-path` its commands name
+    (default: from `model`; none for a config already read without one)."""
+    pm = PerfModel(
+        model,
+        g,
+        w,
+        engine=engine,  # type: ignore[arg-type]
+        gpus_per_node=gpus_per_node,
+        sglang_version=sglang_version or "0.5.23",
+        memory_options=memory,
+        model_id=model_path if isinstance(model, Mapping) else None,
+    )
+    if model_path is None and not isinstance(model, Mapping):
+        model_path = model_path_of(model)
+    return pm, model_path
+
+
+def terminal_progress(what: str) -> Callable[[int, int], None]:
+    """`estimating done/total <what>` on a terminal's stderr, every 50 and at the end."""
+    show = sys.stderr.isatty()
+
+    def shown(done: int, total: int) -> None:
+        if show and (done == total or done % 50 == 0):
+            err.print(f"estimating {done}/{total} {what}", end="\r", markup=False)
+
+    return shown
+
+
+def clear_progress() -> None:
+    if sys.stderr.isatty():
+        err.print(" " * 40, end="\r", markup=False)
+
+
 def perf_rows(
     model: str | Mapping[str, Any],
     g: Gpu,
@@ -107,29 +151,14 @@ def perf_rows(
     options, e.g. mem_fraction_static, context_gib; `where`: `enumerate`'s filters;
     `progress(done, total)` after each layout shape estimated, which may raise to stop;
     `model_path`: the `--model-path` the commands name, default from `model`)."""
-    pm = PerfModel(
-        model,
-        g,
-        w,
-        engine=engine,  # type: ignore[arg-type]
-        gpus_per_node=gpus_per_node,
-        sglang_version=sglang_version or "0.5.23",
-        memory_options=memory,
-        model_id=model_path if isinstance(model, Mapping) else None,
-    )
-    if model_path is None and not isinstance(model, Mapping):
-        model_path = model_path_of(model)
+    pm, model_path = perf_model(
+        model, g, w, engine=engine, gpus_per_node=gpus_per_node, sglang_version=sglang_version,
+        memory=memory, model_path=model_path,
+    )  # fmt: skip
     spec = ModelSpec.from_hf_config(pm.config)
     layouts = solver.enumerate(gpus, model=spec, where=where, sglang_version=sglang_version)
-    show = sys.stderr.isatty()
-
-    def shown(done: int, total: int) -> None:
-        if show and (done == total or done % 50 == 0):
-            err.print(f"estimating {done}/{total} layout shapes", end="\r", markup=False)
-
-    ranked = rank_layouts(layouts, pm, progress=progress or shown)
-    if show and ranked:
-        err.print(" " * 40, end="\r", markup=False)
+    ranked = rank_layouts(layouts, pm, progress=progress or terminal_progress("layout shapes"))
+    clear_progress()
     rows = []
     for i, r in enumerate(ranked[:top], 1):
         c, d, e, m = r.config, r.derived, r.estimate, r.memory

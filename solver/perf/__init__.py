@@ -11,6 +11,8 @@ this subsystem says how fast it serves a workload, and from where the numbers co
 - `schedule.py`: step latencies -> TTFT, TPOT and throughput under continuous batching;
 - `estimator.py`: `PerfModel` (one model, GPU, release and workload; the SLA search);
 - `ranking.py`: `rank_layouts`, what `meshsat plan` and autotuners call;
+- `disagg.py`: `plan_disagg`, prefill/decode deployments and their P:D ratio
+  (`meshsat plan --disagg`);
 - `measured.py`: AIConfigurator's measured runs in meshsat's terms (for the scoring).
 
 Python API for autotuners (docs/perf.md):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.perf.aic import _package_dir
 from meshsat.solver.perf.engine_args import SYSTEMS
 
@@ -129,6 +130,22 @@ def _int(text: str, default: int = 1) -> int:
     return int(text) if text.strip() else default
 
 
+def _common(r: Mapping[str, str]) -> dict[str, Any]:
+    """The fields every measured row has, aggregated or disaggregated."""
+    return {
+        "id": r["id"],
+        "model": r["model_path"],
+        "gpu": GPU_OF_SYSTEM.get(r["system"], r["system"]),
+        "system": r["system"],
+        "sglang": r["backend_version"] or "unknown",
+        "quant": _QUANT.get(r["gemm_quant_mode"], r["gemm_quant_mode"]),
+        "isl": int(r["isl"]),
+        "osl": int(r["osl"]),
+        "ttft_ms": float(r["silicon_ttft_ms"]),
+        "tpot_ms": float(r["silicon_tpot_ms"]),
+    }
+
+
 def load_runs(path: Path | None = None) -> list[MeasuredRun]:
     """Every aggregated SGLang row of the sample, in file order."""
     path = path or sample_path()
@@ -155,21 +172,12 @@ def load_runs(path: Path | None = None) -> list[MeasuredRun]:
                 continue
             runs.append(
                 MeasuredRun(
-                    id=r["id"],
-                    model=r["model_path"],
-                    gpu=GPU_OF_SYSTEM.get(r["system"], r["system"]),
-                    system=r["system"],
-                    sglang=r["backend_version"] or "unknown",
-                    quant=_QUANT.get(r["gemm_quant_mode"], r["gemm_quant_mode"]),
-                    isl=int(r["isl"]),
-                    osl=int(r["osl"]),
+                    **_common(r),
                     concurrency=int(r["batch_size"]),
                     tp_size=tp * dp,
                     pp_size=_int(r["pp_size"]),
                     dp_size=dp,
                     ep_size=moe_ep,
-                    ttft_ms=float(r["silicon_ttft_ms"]),
-                    tpot_ms=float(r["silicon_tpot_ms"]),
                     normalised=normalised,
                     measured=_measured_day(r.get("silicon_data_source", "")),
                 )
@@ -218,3 +226,143 @@ def _has_linear_attention(cfg: Mapping[str, Any]) -> bool:
         if "full_attention_interval" in c or "linear_attention" in (c.get("layer_types") or ()):
             return True
     return False
+
+
+@dataclass(frozen=True)
+class MeasuredRole:
+    """One role's server widths in SGLang's flags (the row's engine vocabulary read back:
+    `--tp` = attention TP x attention DP), its server count and its recorded batch."""
+
+    tp_size: int
+    pp_size: int
+    dp_size: int
+    ep_size: int
+    #: The engine vocabulary's attention TP and MoE TP (what the row stores).
+    attn_tp: int
+    moe_tp: int
+    #: Servers of this role; None where the row does not record it.
+    workers: int | None
+    #: Requests per attention-DP rank the run's configuration set (None: not recorded).
+    batch: int | None
+
+    @property
+    def gpus(self) -> int:
+        return self.tp_size * self.pp_size
+
+    def config(self, mode: str) -> dict[str, Any]:
+        """The server's config fields (what `validate` reads), its role set."""
+        return {
+            "tp_size": self.tp_size,
+            "pp_size": self.pp_size,
+            "dp_size": self.dp_size,
+            "enable_dp_attention": self.dp_size > 1,
+            "ep_size": self.ep_size,
+            "disaggregation_mode": mode,
+        }
+
+    @property
+    def key(self) -> tuple[int, int, int, int, int]:
+        return (self.tp_size, self.pp_size, self.dp_size, self.ep_size, self.moe_tp)
+
+    def parallel(self, moe: bool) -> Parallel:
+        """The widths the estimate reads (a dense model's MLP over all of `--tp`)."""
+        return Parallel(
+            tp=self.tp_size, pp=self.pp_size, attn_tp=self.attn_tp, attn_dp=self.dp_size,
+            ep=self.ep_size if moe else 1, moe_tp=self.moe_tp if moe else self.tp_size,
+            dp_attention=self.dp_size > 1,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MeasuredDisaggRun:
+    """One measured disaggregated SGLang run: a prefill pool, a decode pool, a concurrency."""
+
+    id: str
+    model: str
+    gpu: str
+    system: str
+    sglang: str
+    quant: str
+    isl: int
+    osl: int
+    concurrency: int
+    prefill: MeasuredRole
+    decode: MeasuredRole
+    ttft_ms: float
+    tpot_ms: float
+
+    @property
+    def complete(self) -> bool:
+        """Both worker counts recorded (the db-dump rows); the rest record the widths only."""
+        return self.prefill.workers is not None and self.decode.workers is not None
+
+    @property
+    def prefill_workers(self) -> int:
+        return self.prefill.workers or 1
+
+    @property
+    def decode_workers(self) -> int:
+        return self.decode.workers or 1
+
+    @property
+    def gpus(self) -> int:
+        return self.prefill_workers * self.prefill.gpus + self.decode_workers * self.decode.gpus
+
+    @property
+    def config_key(self) -> tuple[Any, ...]:
+        """What one measured configuration is: both pools and the concurrency."""
+        return (self.prefill.key, self.prefill_workers, self.decode.key, self.decode_workers,
+                self.concurrency)  # fmt: skip
+
+    @property
+    def group_key(self) -> tuple[str, str, str, int, int]:
+        """Configurations compared with one another: one model, GPU, quantization, ISL/OSL."""
+        return (self.model, self.system, self.quant, self.isl, self.osl)
+
+    def as_aggregated(self) -> MeasuredRun:
+        """The row's fields `checkpoint_config` reads (model and quantization)."""
+        p = self.prefill
+        return MeasuredRun(self.id, self.model, self.gpu, self.system, self.sglang, self.quant,
+                           self.isl, self.osl, self.concurrency, p.tp_size, p.pp_size, p.dp_size,
+                           p.ep_size, self.ttft_ms, self.tpot_ms, False)  # fmt: skip
+
+
+def _role(r: Mapping[str, str], side: str) -> MeasuredRole:
+    tp, dp = _int(r[f"{side}_tp_size"]), _int(r[f"{side}_attention_dp_size"])
+    moe_tp, moe_ep = _int(r[f"{side}_moe_tp_size"]), _int(r[f"{side}_moe_ep_size"])
+    workers = r[f"{side}_num_workers"].strip()
+    batch = r[f"{side}_batch_size"].strip()
+    return MeasuredRole(
+        tp_size=tp * dp,
+        pp_size=_int(r[f"{side}_pp_size"]),
+        dp_size=dp,
+        ep_size=moe_ep,
+        attn_tp=tp,
+        moe_tp=moe_tp,
+        workers=int(workers) if workers else None,
+        batch=int(batch) if batch else None,
+    )
+
+
+def load_disagg_runs(path: Path | None = None) -> list[MeasuredDisaggRun]:
+    """Every disaggregated SGLang row of the sample, in file order. The concurrency is the
+    run's `silicon_concurrency` (else the `_c<N>_` of its id, else decode batch x decode
+    attention-DP ranks x decode workers)."""
+    path = path or sample_path()
+    if path is None:
+        return []
+    runs = []
+    with path.open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["backend"] != "sglang" or r["mode"] != "disagg":
+                continue
+            pre, dec = _role(r, "prefill"), _role(r, "decode")
+            m = re.search(r"silicon_concurrency=(\d+)", r["silicon_data_source"]) or re.search(
+                r"_c(\d+)_", r["id"]
+            )
+            if m is not None:
+                conc = int(m.group(1))
+            else:
+                conc = (dec.batch or 1) * dec.dp_size * (dec.workers or 1)
+            runs.append(MeasuredDisaggRun(**_common(r), concurrency=conc, prefill=pre, decode=dec))
+    return runs

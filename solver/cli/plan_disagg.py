@@ -1,0 +1,299 @@
+"""`meshsat plan --disagg`: the prefill layout, the decode layout and the P:D worker ratio
+that serve the workload fastest per GPU under the SLA, against the best aggregated layout
+on the same GPUs, with the commands for every role.
+
+Why its own module: `plan_cmd.py` keeps the options, `plan_perf.py` the aggregated
+ranking's presentation; this one turns `meshsat.solver.perf.disagg.plan_disagg`'s answer
+into rows, tables, CSV and JSON, and says which of the two deployments wins.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from meshsat import solver
+from meshsat.solver.cli.formats import write_csv
+from meshsat.solver.cli.output import emit_json, note, out
+from meshsat.solver.cli.plan_perf import (
+    PerfRow,
+    clear_progress,
+    layout_columns,
+    perf_model,
+    perf_rows,
+    terminal_progress,
+)
+from meshsat.solver.inputs.command import launch_command, pd_router_command
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory.gpus import Gpu
+from meshsat.solver.perf import Workload
+from meshsat.solver.perf.disagg import DisaggPlan, DisaggSearch, RoleLayout, plan_disagg
+from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
+
+#: The port each server listens on in the router's URLs (SGLang's default `--port`).
+SERVER_PORT = 30000
+
+
+@dataclass(frozen=True)
+class DisaggRow:
+    """One disaggregated deployment (plain values, for tables, CSV and JSON)."""
+
+    rank: int
+    prefill_layout: str
+    decode_layout: str
+    prefill_workers: int
+    decode_workers: int
+    prefill_gpus_per_worker: int
+    decode_gpus_per_worker: int
+    gpus: int
+    concurrency: int
+    ttft_ms: float
+    tpot_ms: float
+    transfer_ms: float
+    tokens_per_s_gpu: float
+    tokens_per_s_user: float
+    prefill_requests_per_s: float
+    decode_requests_per_s: float
+    meets_sla: bool
+    source: str
+    prefill_tp: int
+    prefill_pp: int
+    prefill_dp: int
+    prefill_dp_attention: bool
+    prefill_ep: int
+    decode_tp: int
+    decode_pp: int
+    decode_dp: int
+    decode_dp_attention: bool
+    decode_ep: int
+    prefill_command: str
+    decode_command: str
+    router_command: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Which deployment wins on these GPUs, and the sentence that says so."""
+
+    winner: str  # "disaggregated", "aggregated" or "none"
+    text: str
+
+
+def layout_label(config: Mapping[str, Any], derived: Mapping[str, Any]) -> str:
+    """A role layout in a few words: `tp8 dp8 dpa ep8` (widths at 1 left out)."""
+    c = layout_columns(config, derived)
+    words = [f"tp{c['tp']}"]
+    words += [f"pp{c['pp']}"] if c["pp"] > 1 else []
+    words += [f"dp{c['dp']}"] if c["dp"] > 1 else []
+    words += ["dpa"] if c["dp_attention"] else []
+    words += [f"ep{c['ep']}"] if c["ep"] > 1 else []
+    for key, name in (("attn_cp_size", "cp"), ("dcp_size", "dcp")):
+        v = int(config.get(key) or 1)
+        words += [f"{name}{v}"] if v > 1 else []
+    return " ".join(words)
+
+
+def role_command(role: RoleLayout, model_path: str | None) -> str:
+    """The server command of one role: its enumerated values plus `--disaggregation-mode`,
+    rendered by the one renderer (flags at the release default are not written)."""
+    return launch_command(Config.model_validate(dict(role.values)), model_path=model_path)
+
+
+def router_urls(role: str, workers: int) -> list[str]:
+    return [f"http://{role}-{i}:{SERVER_PORT}" for i in range(1, workers + 1)]
+
+
+def disagg_row(rank: int, p: DisaggPlan, model_path: str | None) -> DisaggRow:
+    pre, dec = p.prefill, p.decode
+    pc, dc = layout_columns(pre.config, pre.derived), layout_columns(dec.config, dec.derived)
+    return DisaggRow(
+        rank=rank,
+        prefill_layout=layout_label(pre.config, pre.derived),
+        decode_layout=layout_label(dec.config, dec.derived),
+        prefill_workers=p.prefill_workers,
+        decode_workers=p.decode_workers,
+        prefill_gpus_per_worker=pre.gpus,
+        decode_gpus_per_worker=dec.gpus,
+        gpus=p.gpus,
+        concurrency=p.concurrency,
+        ttft_ms=round(p.ttft_ms, 1),
+        tpot_ms=round(p.tpot_ms, 2),
+        transfer_ms=round(p.transfer_ms, 2),
+        tokens_per_s_gpu=round(p.tokens_per_s_gpu, 1),
+        tokens_per_s_user=round(p.tokens_per_s_user, 1),
+        prefill_requests_per_s=round(p.prefill_requests_per_s, 2),
+        decode_requests_per_s=round(p.decode_requests_per_s, 2),
+        meets_sla=p.meets_sla,
+        source=p.source,
+        **{f"prefill_{k}": pc[k] for k in ("tp", "pp", "dp", "dp_attention", "ep")},
+        **{f"decode_{k}": dc[k] for k in ("tp", "pp", "dp", "dp_attention", "ep")},
+        prefill_command=role_command(pre, model_path),
+        decode_command=role_command(dec, model_path),
+        router_command=pd_router_command(
+            router_urls("prefill", p.prefill_workers), router_urls("decode", p.decode_workers)
+        ),
+    )
+
+
+def disagg_rows(
+    model: str | Mapping[str, Any],
+    g: Gpu,
+    gpus: int,
+    w: Workload,
+    *,
+    engine: str,
+    gpus_per_node: int | None,
+    top: int,
+    sglang_version: str | None = None,
+    memory: Mapping[str, Any] | None = None,
+    where: Iterable[str] = (),
+    progress: Callable[[int, int], None] | None = None,
+    model_path: str | None = None,
+) -> tuple[list[DisaggRow], DisaggSearch, PerfRow | None]:
+    """The `top` best disaggregated deployments on at most `gpus` GPUs, the search's
+    counts, and the best aggregated layout on exactly `gpus` GPUs (plan's first row)."""
+    pm, model_path = perf_model(
+        model, g, w, engine=engine, gpus_per_node=gpus_per_node, sglang_version=sglang_version,
+        memory=memory, model_path=model_path,
+    )  # fmt: skip
+    spec = ModelSpec.from_hf_config(pm.config)
+
+    def role(mode: str) -> Iterable[Any]:
+        return solver.enumerate(
+            gpus, base={"disaggregation_mode": mode}, model=spec, where=where, up_to=True,
+            sglang_version=sglang_version,
+        )  # fmt: skip
+
+    search = plan_disagg(pm, gpus, role("prefill"), role("decode"), top=top,
+                         progress=progress or terminal_progress("role layouts"))  # fmt: skip
+    clear_progress()
+    rows = [disagg_row(i, p, model_path) for i, p in enumerate(search.plans, 1)]
+    agg, _ranked, _n = perf_rows(
+        model, g, gpus, w, engine=engine, gpus_per_node=gpus_per_node, top=1,
+        sglang_version=sglang_version, memory=memory, where=where, model_path=model_path,
+    )  # fmt: skip
+    return rows, search, agg[0] if agg else None
+
+
+def verdict(rows: Sequence[DisaggRow], agg: PerfRow | None, gpus: int) -> Verdict:
+    """Disaggregation wins when its best deployment meets the SLA and serves more output
+    tokens/s per GPU than the best aggregated layout (or that one misses the SLA)."""
+    d = rows[0] if rows else None
+    if d is None and agg is None:
+        return Verdict("none", f"neither a disaggregated nor an aggregated layout fits {gpus} GPUs")
+    if d is None:
+        if agg is None or agg.tokens_per_s_gpu <= 0:
+            return Verdict("none", f"no deployment on {gpus} GPUs could be estimated")
+        return Verdict("aggregated", "aggregation wins: no disaggregated deployment fits")
+    a_txt = (
+        "no aggregated layout fits"
+        if agg is None
+        else f"the best aggregated layout (tp{agg.tp} pp{agg.pp} dp{agg.dp}"
+        f"{' dpa' if agg.dp_attention else ''} ep{agg.ep}, {gpus} GPUs) gives "
+        f"{agg.tokens_per_s_gpu:.1f} tokens/s per GPU"
+        f"{'' if agg.meets_sla else ' and misses the SLA'} ({agg.source})"
+    )
+    d_txt = (
+        f"the best disaggregated deployment ({d.prefill_workers} x [{d.prefill_layout}] "
+        f"prefill + {d.decode_workers} x [{d.decode_layout}] decode, {d.gpus} GPUs) gives "
+        f"{d.tokens_per_s_gpu:.1f}{'' if d.meets_sla else ' and misses the SLA'}"
+    )
+    d_wins = d.meets_sla and (
+        agg is None or not agg.meets_sla or d.tokens_per_s_gpu > agg.tokens_per_s_gpu
+    )
+    if d_wins:
+        gain = (
+            ""
+            if agg is None or not agg.meets_sla or agg.tokens_per_s_gpu <= 0
+            else f" (+{100 * (d.tokens_per_s_gpu / agg.tokens_per_s_gpu - 1):.0f} %)"
+        )
+        return Verdict("disaggregated", f"disaggregation wins{gain}: {d_txt}; {a_txt}")
+    if agg is not None and not agg.meets_sla and not d.meets_sla:
+        return Verdict("none", f"neither meets the SLA: {d_txt}; {a_txt}")
+    return Verdict("aggregated", f"aggregation wins: {a_txt}; {d_txt}")
+
+
+def ranking_note(w: Workload) -> str:
+    return (
+        "disaggregated deployments ranked by output tokens/s per GPU at the best concurrency "
+        f"meeting the SLA ({w.describe()}; limits not given are TTFT <= {DEFAULT_TTFT_MS:g} ms "
+        f"and TPOT <= {DEFAULT_TPOT_MS:g} ms); x prefill servers and y decode servers with "
+        "x*a + y*b <= --gpus; TTFT includes the KV transfer; each row names its source"
+    )
+
+
+def disagg_document(
+    rows: Sequence[DisaggRow], search: DisaggSearch, agg: PerfRow | None, w: Workload,
+    gpu_name: str, gpus: int,
+) -> dict[str, Any]:  # fmt: skip
+    """`meshsat plan --disagg --format json`'s document."""
+    v = verdict(rows, agg, gpus)
+    return {
+        "ranking": ranking_note(w),
+        "gpu": gpu_name,
+        "gpus": gpus,
+        "workload": asdict(w),
+        "verdict": v.winner,
+        "verdict_note": v.text,
+        "aggregated_best": None if agg is None else _finite(asdict(agg)),
+        "role_layouts": {
+            "prefill": search.prefill_layouts,
+            "decode": search.decode_layouts,
+            "prefill_undominated": search.prefill_kept,
+            "decode_undominated": search.decode_kept,
+            "pairs_refused_by_pair_rules": search.pairs_refused,
+            "deployments_searched": search.deployments,
+        },
+        "deployments": [_finite(asdict(r)) for r in rows],
+    }
+
+
+def _finite(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in d.items()}
+
+
+def emit(
+    rows: Sequence[DisaggRow], search: DisaggSearch, agg: PerfRow | None, fmt: str,
+    w: Workload, gpu_name: str, gpus: int,
+) -> None:  # fmt: skip
+    if fmt == "json":
+        emit_json(disagg_document(rows, search, agg, w, gpu_name, gpus))
+        return
+    note(ranking_note(w))
+    if fmt == "csv":
+        write_csv([_finite(asdict(r)) for r in rows], list(DisaggRow.__dataclass_fields__))
+        note(verdict(rows, agg, gpus).text)
+        return
+    out.print(
+        "rank  prefill layout        decode layout          x:y   gpus   conc  ttft_ms tpot_ms"
+        " tok/s/gpu tok/s/user sla",
+        markup=False,
+    )
+    for r in rows:
+        out.print(
+            f"{r.rank:>4}  {r.prefill_layout:<20}  {r.decode_layout:<20} "
+            f"{f'{r.prefill_workers}:{r.decode_workers}':>5} {r.gpus:>6} {r.concurrency:>6}"
+            f" {r.ttft_ms:>8.1f} {r.tpot_ms:>7.2f} {r.tokens_per_s_gpu:>9.1f}"
+            f" {r.tokens_per_s_user:>10.1f} {'y' if r.meets_sla else 'n':>3}"
+            f"\n      source: {r.source}; KV transfer {r.transfer_ms:.2f} ms of TTFT;"
+            f" prefill pool {r.prefill_requests_per_s:.2f} req/s, decode pool"
+            f" {r.decode_requests_per_s:.2f} req/s"
+            f"\n      prefill x{r.prefill_workers} ({r.prefill_gpus_per_worker} GPUs each):"
+            f" {r.prefill_command}"
+            f"\n      decode x{r.decode_workers} ({r.decode_gpus_per_worker} GPUs each):"
+            f" {r.decode_command}"
+            f"\n      router: {r.router_command}",
+            markup=False,
+            soft_wrap=True,
+        )
+    note(
+        f"{search.prefill_layouts} prefill and {search.decode_layouts} decode role layouts "
+        f"estimated once each; {search.prefill_kept} and {search.decode_kept} not dominated; "
+        f"{search.deployments} (pair, x, y) deployments searched"
+        + (f"; {search.pairs_refused} pairs refused by the pair rules" if search.pairs_refused
+           else "")
+    )  # fmt: skip
+    note(verdict(rows, agg, gpus).text)

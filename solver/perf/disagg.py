@@ -1,0 +1,606 @@
+"""Prefill/decode disaggregation: the prefill layout, the decode layout and the P:D worker
+ratio that serve a workload fastest per GPU under its SLA (`meshsat plan --disagg`).
+
+Why a model of its own: a disaggregated deployment has no prefill interrupting decode
+(TPOT is the decode step alone) and no decode slowing prefill, but every request's KV
+cache crosses the network once, and the two pools must keep pace with each other. The
+estimate reads the same step latencies as the aggregated one (`PerfModel.steps`: the
+engine's measured kernels or the roofline), each role layout once, and the same fitted
+constants (`Calibration`: overhead, cohort queue, prompt-length power); it fits nothing
+of its own (docs/perf.md, "Disaggregated serving").
+
+For `x` prefill servers of `pr` attention-DP ranks and `y` decode servers of `dr` ranks at
+`C` requests in flight (a closed loop, as `bench_serving --max-concurrency` runs it), with
+`bd` requests on each decode rank (`C = bd · y · dr`):
+- TPOT = decode step of `bd` requests (+ the roofline's host time per step);
+- each prefill rank takes `r = ceil(C / (x · pr))` prompts of a cohort; TTFT = overhead +
+  prefill(1 prompt) + queue · (r - 1)/2 · per-prompt cost · (1024/isl)^isl_power + KV
+  transfer (the prefill rank's KV bytes of `isl` tokens over the per-GPU link: NVLink when
+  the whole deployment sits in one scale-up domain, the NIC otherwise);
+- the request rate is Little's law, `C / (TTFT + (osl - 1) · TPOT)`, but never above what
+  the prefill pool serves (`x · pr` ranks, one prompt per per-prompt cost): when the
+  prefill is the bottleneck the queue grows until the rates match, and TTFT with it
+  (Little's law again; no fitted number);
+- the decode pool holds `bd` requests of `isl + osl` tokens per rank in its KV cache (the
+  memory model), and each prefill rank one prompt of `isl`.
+
+The search (`plan_disagg`): every pair of role layouts the pair rule accepts
+(`check_pair`, the hook for the deployment rules), every `x, y` with `x·a + y·b <= N`, and
+per-rank decode batches 1, 2, 4, ... up to the KV limit, stopping at the first that misses
+the SLA (TTFT and TPOT grow with the batch, so a looser SLA never stops earlier and never
+yields less throughput). Role layouts another one dominates (no more GPUs, no fewer ranks,
+no slower on any term the estimate reads) are dropped before the pairing: exact, since a
+dominated layout can only tie (tests/test_perf_disagg.py checks it against a brute force).
+An upper bound per pair (every decode batch at the least TTFT) skips the `x, y` that cannot
+beat the pair's best and, when only the `top` plans are asked for, pairs that cannot
+reach them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from meshsat.solver.memory import Memory, Parallel
+from meshsat.solver.perf.aic import EngineUnavailable
+from meshsat.solver.perf.estimator import BATCHES, PerfModel
+from meshsat.solver.perf.schedule import (
+    AIC_CALIBRATION,
+    ISL_REF,
+    PREFILL_TOKENS,
+    ROOFLINE_CALIBRATION,
+    Calibration,
+)
+
+#: One network transfer's fixed cost (ms): connection bookkeeping and the first-byte latency
+#: of an RDMA write, the order of one collective's latency, not fitted.
+TRANSFER_LATENCY_MS = 0.05
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    """What the deployment's pair rules say of one prefill layout with one decode layout."""
+
+    ok: bool
+    #: One line per violated rule (its id first), empty when `ok`.
+    violations: tuple[str, ...] = ()
+
+
+#: The pair rules' signature: the prefill server's and the decode server's config fields
+#: (what the user launches, `disaggregation_mode` included) -> a verdict.
+PairCheck = Callable[[Mapping[str, Any], Mapping[str, Any]], PairVerdict]
+
+
+def check_pair(prefill: Mapping[str, Any], decode: Mapping[str, Any]) -> PairVerdict:
+    """THE HOOK for the rules between a prefill and a decode server (issue 21, item 2): the
+    search pairs only layouts this accepts. Each role's own rules are already checked (the
+    layouts come from `enumerate` with `disaggregation_mode` set); this default accepts
+    every pair until the deployment rules are wired in here."""
+    del prefill, decode
+    return PairVerdict(True)
+
+
+@dataclass(frozen=True)
+class RoleLayout:
+    """One server layout for one role, estimated once (the first of the layouts with the
+    same widths stands for the rest)."""
+
+    mode: str
+    #: What the user launches (enumerated values plus `disaggregation_mode`).
+    values: Mapping[str, Any]
+    config: Mapping[str, Any]
+    derived: Mapping[str, Any]
+    parallel: Parallel
+    memory: Memory
+    source: str
+    #: Other layouts with the same widths (not estimated again).
+    same_widths: int
+
+    @property
+    def gpus(self) -> int:
+        return self.parallel.gpus
+
+    @property
+    def ranks(self) -> int:
+        """Attention-DP ranks (each its own batch and KV pool) of all replicas."""
+        return self.parallel.attn_dp * self.parallel.replicas
+
+
+@dataclass(frozen=True)
+class PrefillCost:
+    """What a prefill layout contributes: per attention-DP rank, ms."""
+
+    role: RoleLayout
+    one_ms: float
+    #: One pass over the full prefill budget (`PREFILL_TOKENS // isl` prompts).
+    full_ms: float
+    transfer_ms: float
+    calibration: Calibration
+    is_aic: bool
+
+    def per_prompt_ms(self, r: int, isl: int) -> float:
+        """Per-prompt cost when `r` prompts share passes (`schedule.prompt_cost_ms`'s rule)."""
+        full = max(1, PREFILL_TOKENS // isl)
+        n = min(r, full)
+        if n <= 1:
+            return self.one_ms
+        return (self.one_ms + (n - 1) * (self.full_ms - self.one_ms) / (full - 1)) / n
+
+    def ttft_ms(self, r: int, isl: int) -> float:
+        """TTFT of a cohort of `r` prompts on one rank, before any rate limit."""
+        c = self.calibration
+        scale: float = (ISL_REF / isl) ** c.isl_power
+        queue = c.queue * (r - 1) / 2 * self.per_prompt_ms(r, isl) * scale
+        return c.overhead_ms + self.one_ms + queue + self.transfer_ms
+
+
+@dataclass(frozen=True)
+class DecodeCost:
+    """What a decode layout contributes: TPOT (ms) per per-rank batch, up to the KV limit."""
+
+    role: RoleLayout
+    #: (per-rank batch, TPOT ms), batches increasing.
+    tpot: tuple[tuple[int, float], ...]
+    #: Requests of isl + osl tokens one rank's KV cache holds.
+    capacity: int
+    is_aic: bool
+
+
+@dataclass(frozen=True)
+class DisaggPlan:
+    """One disaggregated deployment at its best concurrency under the SLA."""
+
+    prefill: RoleLayout
+    decode: RoleLayout
+    prefill_workers: int
+    decode_workers: int
+    gpus: int
+    #: Requests in flight in the whole deployment.
+    concurrency: int
+    ttft_ms: float
+    tpot_ms: float
+    #: The KV transfer's part of TTFT.
+    transfer_ms: float
+    tokens_per_s: float
+    tokens_per_s_gpu: float
+    tokens_per_s_user: float
+    #: What each pool can serve at this point (requests/s): the prefill pool at its
+    #: per-prompt cost, the decode pool at its batch and TPOT; the ratio balances them.
+    prefill_requests_per_s: float
+    decode_requests_per_s: float
+    meets_sla: bool
+    source: str
+
+    @property
+    def engine_estimated(self) -> bool:
+        return self.source.startswith("aic") and "roofline" not in self.source
+
+
+def sort_key(p: DisaggPlan) -> tuple[bool, bool, float, float, int]:
+    """The same order as `ranking.sort_key`: SLA met, engine before roofline, tokens/s/GPU,
+    lower TTFT, fewer GPUs."""
+    return (not p.meets_sla, not p.engine_estimated, -p.tokens_per_s_gpu, p.ttft_ms, p.gpus)
+
+
+@dataclass(frozen=True)
+class DisaggSearch:
+    """The answer of `plan_disagg`: the ranked plans and what the search did."""
+
+    plans: list[DisaggPlan]
+    prefill_layouts: int
+    decode_layouts: int
+    #: Role layouts left after dropping the dominated ones.
+    prefill_kept: int
+    decode_kept: int
+    #: (prefill layout, decode layout) pairs the pair rule refused.
+    pairs_refused: int
+    #: (layout pair, x, y) deployments whose SLA search ran.
+    deployments: int
+
+
+class RoleCosts:
+    """What each role asks of a layout's step latencies (the engine's, or the roofline's):
+    `plan_disagg` asks each distinct role layout once."""
+
+    def __init__(self, pm: PerfModel) -> None:
+        self.pm = pm
+
+    def _cal(self, is_aic: bool) -> Calibration:
+        return self.pm.calibration or (AIC_CALIBRATION if is_aic else ROOFLINE_CALIBRATION)
+
+    def _ask(self, role: RoleLayout, ask: Callable[[Any], _T]) -> tuple[_T, str, bool] | None:
+        """`ask(steps)` of the layout's source; the roofline, labelled, when the engine
+        fails partway (as `PerfModel` does); None when nothing can estimate it."""
+        pm = self.pm
+        steps, is_aic = pm.steps(role.parallel, dwdp=_dwdp(role.config))
+        if steps.label == "unavailable":
+            return None
+        try:
+            return ask(steps), steps.label, is_aic
+        except EngineUnavailable as exc:
+            if pm.engine == "aic" or not pm.gpu.has_speeds:
+                return None
+            return ask(pm._roofline(role.parallel)), f"roofline (aic: {exc})", False
+
+    def prefill(
+        self, role: RoleLayout, gbps: float, *, check_memory: bool = True
+    ) -> PrefillCost | None:
+        """The prefill passes and the KV transfer (None: a prompt does not fit the pool,
+        unless `check_memory` is off, as for a measured run that served)."""
+        isl = self.pm.workload.isl
+        if check_memory and role.memory.max_total_num_tokens < isl:
+            return None  # one prompt does not fit the prefill server's pool
+        full_n = max(1, PREFILL_TOKENS // isl)
+
+        def ask(steps: Any) -> tuple[float, float]:
+            one = float(steps.prefill_ms(1, isl))
+            return one, float(steps.prefill_ms(full_n, isl)) if full_n > 1 else one
+
+        got = self._ask(role, ask)
+        if got is None:
+            return None
+        (one, full), label, is_aic = got
+        return PrefillCost(
+            replace(role, source=label), one, full, transfer_ms(role, isl, gbps),
+            self._cal(is_aic), is_aic,
+        )  # fmt: skip
+
+    def decode(self, role: RoleLayout, batches: Sequence[int] | None = None) -> DecodeCost | None:
+        """TPOT at the SLA search's per-rank batches up to the KV limit (or at `batches`,
+        whether the KV cache holds them or not: a measured run's)."""
+        w = self.pm.workload
+        cap = role.memory.max_total_num_tokens // (w.isl + w.osl) if role.memory.fits else 0
+        if batches is None:
+            if cap < 1:
+                return None
+            batches = [b for b in BATCHES if b <= cap]
+            if cap < BATCHES[-1] and cap not in batches:
+                batches.append(cap)
+
+        def ask(steps: Any) -> list[float]:
+            return [float(steps.decode_ms(b, w.isl, w.osl)) for b in batches]
+
+        got = self._ask(role, ask)
+        if got is None:
+            return None
+        steps_ms, label, is_aic = got
+        host = self._cal(is_aic).decode_step_ms
+        tpot = tuple((b, t + host) for b, t in zip(batches, steps_ms, strict=True))
+        return DecodeCost(replace(role, source=label), tpot, cap, is_aic)
+
+
+def _dwdp(config: Mapping[str, Any]) -> bool:
+    return int(config.get("dwdp_size") or 1) > 1
+
+
+def transfer_ms(role: RoleLayout, isl: int, gbps: float) -> float:
+    """One prompt's KV cache from a prefill rank to the decode side: the rank's KV bytes of
+    `isl` tokens (the memory model's cell size, its layers and heads) over `gbps` GB/s;
+    every rank sends its own share at once."""
+    if gbps <= 0:
+        return 0.0
+    return TRANSFER_LATENCY_MS + role.memory.kv_bytes_per_token * isl / (gbps * 1e9) * 1e3
+
+
+def link_gbps(pm: PerfModel, gpus: int) -> float:
+    """The per-GPU link the KV cache crosses: the scale-up fabric (NVLink) when the whole
+    deployment sits in one domain of `gpus_per_node` GPUs, the NIC otherwise."""
+    g = pm.gpu
+    if gpus <= max(1, min(pm.gpus_per_node, g.fabric)) and g.scale_up_gbps > 0:
+        return g.scale_up_gbps
+    return g.scale_out_gbps
+
+
+def role_layouts(layouts: Iterable[Any], pm: PerfModel, mode: str) -> list[RoleLayout]:
+    """The distinct (by the widths the estimate reads) layouts that load, for one role:
+    anything with `.config`, `.derived` and optionally `.values` (`solver.enumerate`'s)."""
+    shapes: dict[tuple[Parallel, bool], list[Any]] = {}
+    dense = not pm.facts.is_moe
+    for lay in layouts:
+        cfg, der = lay.config, lay.derived
+        p = Parallel.from_resolved(cfg, der)
+        if dense:
+            p = replace(p, ep=1, moe_tp=p.tp, moe_dp=1)
+        if not pm.memory.of(p).fits:
+            continue
+        values = {**dict(getattr(lay, "values", cfg)), "disaggregation_mode": mode}
+        shapes.setdefault((p, _dwdp(cfg)), []).append((dict(cfg), dict(der), values))
+    out = []
+    for (p, _dw), members in shapes.items():
+        cfg, der, values = members[0]
+        out.append(RoleLayout(mode, values, cfg, der, p, pm.memory.of(p), "", len(members) - 1))
+    return out
+
+
+def measured_role(pm: PerfModel, mode: str, p: Parallel, values: Mapping[str, Any]) -> RoleLayout:
+    """A role layout given by its widths (a measured run's), whether the memory model
+    judges that it loads or not."""
+    return RoleLayout(mode, values, values, {}, p, pm.memory.of(p), "", 0)
+
+
+def _prefill_order(c: PrefillCost) -> tuple[Any, ...]:
+    """Dominance needs the same source kind (the engine's and the roofline's calibrations
+    differ) and every other term no worse; sorted by these, a layout comes after every
+    layout that dominates it (or ties with it)."""
+    return (not c.is_aic, c.role.gpus, -c.role.ranks, c.one_ms, c.full_ms, c.transfer_ms)
+
+
+def _prefill_dominates(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return a[0] == b[0] and all(x <= y for x, y in zip(a[1:], b[1:], strict=True))
+
+
+def _decode_order(c: DecodeCost) -> tuple[Any, ...]:
+    return (c.role.ranks, c.role.gpus, not c.is_aic, c.tpot[0][1], dict(c.tpot))
+
+
+def _decode_dominates(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    if not (a[0] == b[0] and a[1] <= b[1] and a[2] <= b[2]):
+        return False
+    mine = a[4]
+    return all(bd in mine and mine[bd] <= t for bd, t in b[4].items())
+
+
+def _undominated(
+    items: list[_T],
+    order: Callable[[_T], tuple[Any, ...]],
+    dominates: Callable[[tuple[Any, ...], tuple[Any, ...]], bool],
+) -> list[_T]:
+    """Drop each item a kept one dominates. In `order` (a linear extension of dominance)
+    an item's dominators come first, and one dominated by a dropped item is dominated by
+    that item's dominator too, so comparing with the kept items alone is exact."""
+    keys = sorted(((order(it), i) for i, it in enumerate(items)), key=lambda t: t[0][:4])
+    kept: list[tuple[tuple[Any, ...], int]] = []
+    for k, i in keys:
+        if not any(dominates(kk, k) for kk, _j in kept):
+            kept.append((k, i))
+    return [items[i] for _k, i in sorted(kept, key=lambda t: t[1])]
+
+
+def _rates(
+    pc: PrefillCost, dc: DecodeCost, x: int, y: int, conc: int, tpot: float, isl: int, osl: int
+) -> tuple[float, float, float]:
+    """(TTFT, requests/s, prefill pool's requests/s) of `conc` requests in flight."""
+    p_ranks = x * pc.role.ranks
+    r = -(-conc // p_ranks)
+    ttft = pc.ttft_ms(r, isl)
+    decode_ms = (osl - 1) * tpot
+    # Rates (requests/s): Little's law, and what the prefill pool can serve.
+    prefill_rps = p_ranks * 1e3 / pc.per_prompt_ms(r, isl)
+    rate = conc * 1e3 / (ttft + decode_ms)
+    if rate > prefill_rps:  # prefill-bound: the queue grows until the rates match
+        rate = prefill_rps
+        ttft = conc * 1e3 / rate - decode_ms
+    return ttft, rate, prefill_rps
+
+
+def _best_batch(
+    pc: PrefillCost,
+    dc: DecodeCost,
+    x: int,
+    y: int,
+    isl: int,
+    osl: int,
+    sla: Callable[[float, float], bool],
+) -> tuple[tuple[bool, float, float], int, float]:
+    """The SLA search of one deployment: (order key, per-rank batch, TPOT) of the best
+    batch meeting `sla`, or of the lightest load when none does."""
+    gpus = x * pc.role.gpus + y * dc.role.gpus
+    ranks = y * dc.role.ranks
+    best: tuple[tuple[bool, float, float], int, float] | None = None
+    for bd, tpot in dc.tpot:
+        ttft, rate, _p = _rates(pc, dc, x, y, bd * ranks, tpot, isl, osl)
+        if not sla(ttft, tpot):
+            # TTFT and TPOT grow with the batch: no larger one meets it either.
+            break
+        tps_gpu = rate * osl / gpus
+        if best is None or tps_gpu >= -best[0][1]:
+            best = ((False, -tps_gpu, ttft), bd, tpot)
+    if best is None:
+        bd, tpot = dc.tpot[0]
+        ttft, rate, _p = _rates(pc, dc, x, y, bd * ranks, tpot, isl, osl)
+        best = ((True, -rate * osl / gpus, ttft), bd, tpot)
+    return best
+
+
+def _bound(
+    pc: PrefillCost, dc: DecodeCost, isl: int, osl: int, sla: Callable[[float, float], bool]
+) -> float:
+    """An upper bound of tokens/s per GPU times `y / (x·a + y·b)` over every deployment of
+    this pair meeting `sla`: each decode batch whose TPOT can meet it, at the least TTFT
+    (no queue; a prefill-bound pool only lowers the rate). 0 when none can."""
+    c = pc.calibration
+    base = c.overhead_ms + pc.one_ms + pc.transfer_ms
+    best = 0.0
+    for bd, tpot in dc.tpot:
+        if sla(base, tpot):
+            best = max(best, bd / (base + (osl - 1) * tpot))
+    return dc.role.ranks * osl * 1e3 * best
+
+
+def deployment(
+    pc: PrefillCost,
+    dc: DecodeCost,
+    x: int,
+    y: int,
+    isl: int,
+    osl: int,
+    sla: Callable[[float, float], bool],
+) -> DisaggPlan:
+    """`x` servers of `pc` and `y` of `dc` at the best decode batch meeting `sla` (or the
+    lightest load, flagged, when none does)."""
+    _key, bd, tpot = _best_batch(pc, dc, x, y, isl, osl, sla)
+    return _point(pc, dc, x, y, bd, tpot, isl, osl, sla)
+
+
+def _point(
+    pc: PrefillCost,
+    dc: DecodeCost,
+    x: int,
+    y: int,
+    bd: int,
+    tpot: float,
+    isl: int,
+    osl: int,
+    sla: Callable[[float, float], bool],
+    concurrency: int | None = None,
+) -> DisaggPlan:
+    conc = bd * y * dc.role.ranks if concurrency is None else concurrency
+    ttft, rate, prefill_rps = _rates(pc, dc, x, y, conc, tpot, isl, osl)
+    decode_rps = y * dc.role.ranks * bd * 1e3 / max(osl * tpot, 1e-9)
+    gpus = x * pc.role.gpus + y * dc.role.gpus
+    tps = rate * osl
+    src = pc.role.source
+    if dc.role.source != src:
+        src = f"prefill: {src}; decode: {dc.role.source}"
+    return DisaggPlan(
+        prefill=pc.role,
+        decode=dc.role,
+        prefill_workers=x,
+        decode_workers=y,
+        gpus=gpus,
+        concurrency=conc,
+        ttft_ms=round(ttft, 3),
+        tpot_ms=round(tpot, 4),
+        transfer_ms=round(pc.transfer_ms, 3),
+        tokens_per_s=round(tps, 2),
+        tokens_per_s_gpu=round(tps / gpus, 3),
+        tokens_per_s_user=round(1e3 / tpot, 3),
+        prefill_requests_per_s=round(prefill_rps, 3),
+        decode_requests_per_s=round(decode_rps, 3),
+        meets_sla=sla(ttft, tpot),
+        source=src,
+    )
+
+
+def at_concurrency(
+    pc: PrefillCost, dc: DecodeCost, x: int, y: int, concurrency: int, isl: int, osl: int
+) -> DisaggPlan:
+    """`x` servers of `pc` and `y` of `dc` at `concurrency` requests in flight (what a
+    measured run set): each decode rank holds its share, rounded up, and `dc.tpot` must
+    hold that batch (`RoleCosts.decode(role, batches=...)`)."""
+    bd = -(-concurrency // (y * dc.role.ranks))
+    tpot = dict(dc.tpot)[bd]
+    return _point(pc, dc, x, y, bd, tpot, isl, osl, lambda t, p: True, concurrency)
+
+
+def plan_disagg(
+    pm: PerfModel,
+    gpus: int,
+    prefill_layouts: Iterable[Any],
+    decode_layouts: Iterable[Any],
+    *,
+    pair_check: PairCheck | None = None,
+    top: int | None = None,
+    prune: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> DisaggSearch:
+    """The disaggregated deployments on at most `gpus` GPUs, best first (`sort_key`).
+
+    `prefill_layouts`/`decode_layouts`: legal single-server layouts of each role (e.g.
+    `solver.enumerate(n, base={"disaggregation_mode": "prefill"}, model=spec, up_to=True)`;
+    anything with `.config`, `.derived` and `.values`); `pair_check`: the deployment rules
+    between a prefill and a decode layout (default: `check_pair`, the hook, looked up at
+    each call); `prune=False` keeps dominated role layouts (the brute force the tests
+    compare with); `progress(done, total)` after each role layout estimated, which may
+    raise to stop. Thread-safe: `pm` is."""
+    w = pm.workload
+    allowed = check_pair if pair_check is None else pair_check
+    costs = RoleCosts(pm)
+    pre = role_layouts(prefill_layouts, pm, "prefill")
+    dec = role_layouts(decode_layouts, pm, "decode")
+    total = len(pre) + len(dec)
+    done = 0
+    gbps = link_gbps(pm, gpus)
+    pcs: list[PrefillCost] = []
+    for role in pre:
+        if role.gpus <= gpus:
+            c = costs.prefill(role, gbps)
+            if c is not None:
+                pcs.append(c)
+        done += 1
+        if progress is not None:
+            progress(done, total)
+    dcs: list[DecodeCost] = []
+    for role in dec:
+        if role.gpus <= gpus:
+            d = costs.decode(role)
+            if d is not None:
+                dcs.append(d)
+        done += 1
+        if progress is not None:
+            progress(done, total)
+    if prune:
+        pcs = _undominated(pcs, _prefill_order, _prefill_dominates)
+        dcs = _undominated(dcs, _decode_order, _decode_dominates)
+    plans: list[DisaggPlan] = []
+    #: The sort keys of the `top` best plans so far: a pair whose bound cannot beat the
+    #: last of them is not searched (only with `top`: without it every pair is listed).
+    leaders: list[tuple[Any, ...]] = []
+    refused = runs = 0
+    for pc in pcs:
+        for dc in dcs:
+            a, b = pc.role.gpus, dc.role.gpus
+            if a + b > gpus:
+                continue
+            if not allowed(pc.role.values, dc.role.values).ok:
+                refused += 1
+                continue
+            per_gpu = _bound(pc, dc, w.isl, w.osl, w.met_by)  # x tokens/s/GPU bound
+            engine = pc.is_aic and dc.is_aic
+            reach = (False, not engine, -per_gpu / b)  # the best key the pair could have
+            if top is not None and len(leaders) >= top and leaders[top - 1] < reach:
+                continue
+            best: tuple[tuple[bool, float, float, int], int, int, int, float] | None = None
+            for x in range(1, (gpus - b) // a + 1):
+                for y in range(1, (gpus - x * a) // b + 1):
+                    met = None if best is None or best[0][0] else -best[0][1]
+                    if met is not None and per_gpu * y / (x * a + y * b) < met:
+                        continue  # cannot beat the pair's best meeting the SLA
+                    runs += 1
+                    (miss, neg_tps, ttft), bd, tpot = _best_batch(
+                        pc, dc, x, y, w.isl, w.osl, w.met_by
+                    )
+                    key = (miss, neg_tps, ttft, x * a + y * b)
+                    if best is None or key < best[0]:
+                        best = (key, x, y, bd, tpot)
+            if best is not None:
+                _k, x, y, bd, tpot = best
+                plan = _point(pc, dc, x, y, bd, tpot, w.isl, w.osl, w.met_by)
+                plans.append(plan)
+                if top is not None:
+                    bisect.insort(leaders, sort_key(plan))
+                    del leaders[top:]
+    plans.sort(key=sort_key)
+    return DisaggSearch(
+        plans if top is None else plans[:top],
+        len(pre),
+        len(dec),
+        len(pcs),
+        len(dcs),
+        refused,
+        runs,
+    )
+
+
+__all__ = [
+    "DecodeCost",
+    "DisaggPlan",
+    "DisaggSearch",
+    "PairCheck",
+    "PairVerdict",
+    "PrefillCost",
+    "RoleLayout",
+    "at_concurrency",
+    "check_pair",
+    "deployment",
+    "link_gbps",
+    "measured_role",
+    "plan_disagg",
+    "role_layouts",
+    "sort_key",
+    "transfer_ms",
+]
