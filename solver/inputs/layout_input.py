@@ -22,6 +22,7 @@ from meshsat.solver.inputs.files import load_config_file
 from meshsat.solver.inputs.k8s import looks_like_manifest, manifest_launch
 from meshsat.solver.inputs.sglang_cmdline import (
     JobIssue,
+    ParsedCommandLine,
     missing_from_release,
     parse_sglang_command,
     refused_values,
@@ -89,6 +90,7 @@ def load_layout(
     release: str | None = None,
     *,
     local_files: bool = True,
+    launch: ParsedCommandLine | None = None,
 ) -> LayoutInput:
     """Merge the sources: example, then file, then SGLang command line, then --set.
 
@@ -96,7 +98,8 @@ def load_layout(
     release that was not recorded: flags no recorded release has). `local_files=False` (the
     web app, whose requests come from a browser) reads nothing from this machine: no file,
     script or model path, no standard input, and a command's `--model-path` is looked up in
-    `catalogue` only."""
+    `catalogue` only. `launch`: one server of a deployment, already read from the script
+    (`parse_job`), in place of parsing the whole text as one job."""
     if not local_files:
         _refuse_local(sources)
     values: dict[str, Any] = {}
@@ -122,10 +125,10 @@ def load_layout(
     if text is not None and looks_like_manifest(text):  # Kubernetes YAML: its SGLang container
         text, judged = manifest_launch(text)
         notes.append(judged)
-    if text is not None:
+    if text is not None or launch is not None:
         # A script's `--config FILE` may be relative to the script's own folder.
         search = () if sources.sglang_file is None else (sources.sglang_file.parent,)
-        parsed = parse_sglang_command(text, search)
+        parsed = launch if launch is not None else parse_sglang_command(text or "", search)
         values.update(parsed.values)
         notes.extend(parsed.notes)
         if parsed.ignored:
