@@ -77,6 +77,10 @@ def validate_cmd(
 
     From a launch script, also the nodes of a multi-node job that disagree (JOB-*) and
     flags the chosen release does not have (CMD-UNKNOWN-FLAG; an error with --strict).
+    A script with a router or with prefill and decode servers is a PD deployment: each
+    server is checked on its own (one entry per server in the JSON), then the rules
+    between them (PD-*, ROUTER-*: same model, transfer backend, page size, KV dtype,
+    attention TP mapping, bootstrap port, the router's view); --rewrite fixes every server.
 
     Exit status: 0 valid, 1 invalid, 2 bad input.
 
@@ -88,7 +92,20 @@ def validate_cmd(
       meshsat validate --sglang-file launch.sh --sglang-version 0.5.23
       meshsat validate --model deepseek-ai/DeepSeek-V3 --gpu H200 --set tp_size=8
       meshsat validate --sglang-file launch.sh --rewrite > launch.fixed.sh
+      meshsat validate --sglang-file pd.sh --sglang-version 0.5.23 --json
     """
+    import meshsat.solver.cli.deployment_cmd as deployment_cmd
+
+    deployment, sources = deployment_cmd.deployment_input(sources, sglang_version)
+    if deployment is not None:
+        if rewrite:
+            raise typer.Exit(deployment_cmd.print_rewritten_deployment(deployment, sglang_version))
+        fmt_chosen = chosen(fmt, as_json)
+        raise typer.Exit(
+            deployment_cmd.validate_deployment_cmd(
+                deployment, sglang_version, fmt_chosen, strict=strict, verbose=verbose
+            )
+        )
     layout = read_layout(sources, sglang_version, launch_notes=False)
     if rewrite:
         raise typer.Exit(print_rewritten(layout, sglang_version))

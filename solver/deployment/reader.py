@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from meshsat.solver.catalogue.pd_pairs import (
@@ -158,17 +159,22 @@ def is_deployment(commands: tuple[LaunchCommand, ...]) -> bool:
 
 
 def read_deployment(
-    text: str, load: LoadServer, sources: LayoutSources = LayoutSources(), *, always: bool = False
+    text: str,
+    load: LoadServer,
+    sources: LayoutSources = LayoutSources(),
+    *,
+    always: bool = False,
+    search: tuple[Path, ...] = (),
 ) -> Deployment | None:
     """The deployment `text` launches, or None when it is one job (the single-server path;
     with `always`, a deployment of that one server). `load(sources, launch=parsed)` reads
-    one server's layout (model facts, release)."""
+    one server's layout (model facts, release); `search`: where a `--config FILE` may be."""
     commands = read_launch_commands(text, routers=True)
     if not always and not is_deployment(commands):
         return None
     if not is_deployment(commands):  # one job: its launches are its nodes, as before
         launches = tuple(commands)
-        layout = load(sources, launch=parse_job(launches))
+        layout = load(sources, launch=parse_job(launches, search))
         server = Server(
             role_of(launches[0]),
             launches,
@@ -182,7 +188,7 @@ def read_deployment(
     servers: list[Server] = []
     for role, indices in group_servers(launches):
         nodes = tuple(launches[i] for i in indices)
-        layout = load(sources, launch=parse_job(nodes))
+        layout = load(sources, launch=parse_job(nodes, search))
         servers.append(
             Server(role, nodes, tuple(indices), layout, endpoint_of(nodes[0]), facts_of(nodes[0]))
         )

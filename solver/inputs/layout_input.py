@@ -119,9 +119,8 @@ def load_layout(
         model_facts = values.pop("model", None) or model_facts
     if sources.sglang is not None and sources.sglang_file is not None:
         raise InputError("give --sglang or --sglang-file, not both")
-    text = _script(sources.sglang_file) if sources.sglang_file is not None else sources.sglang
-    if text == "-":
-        text = sys.stdin.read(MAX_SCRIPT_BYTES + 1)
+    given = sources.sglang_file is not None or sources.sglang is not None
+    text = script_text(sources) if given else None
     if text is not None and looks_like_manifest(text):  # Kubernetes YAML: its SGLang container
         text, judged = manifest_launch(text)
         notes.append(judged)
@@ -172,6 +171,15 @@ def load_layout(
         text,
         model_path_of(sources.model) if sources.model is not None else model_path,
     )
+
+
+def script_text(sources: LayoutSources) -> str:
+    """The launch text the sources give: the script file's, `--sglang`'s, or standard input
+    for `--sglang -` (read here, once)."""
+    text = _script(sources.sglang_file) if sources.sglang_file is not None else sources.sglang
+    if text == "-":
+        text = sys.stdin.read(MAX_SCRIPT_BYTES + 1)
+    return text or ""
 
 
 def _refuse_local(sources: LayoutSources) -> None:

@@ -1,0 +1,209 @@
+"""`validate` and `fix` on a PD deployment: a launch script with a router or servers of more
+than one role (`meshsat.solver.deployment`). Each server is read, checked and fixed as
+the single-server commands do it, one entry per server, and the deployment rules
+(`meshsat.solver.catalogue.pd_pairs`) are checked between them. A script of one job never
+comes here: those commands behave as before."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from meshsat.solver.cli.formats import OutputFormat, emit
+from meshsat.solver.cli.launch_checks import with_launch_checks
+from meshsat.solver.cli.output import note, out
+from meshsat.solver.cli.report_view import print_report, violation_rows
+from meshsat.solver.deployment.fix import DeploymentFix, fix_deployment
+from meshsat.solver.deployment.model import Deployment
+from meshsat.solver.deployment.reader import read_deployment
+from meshsat.solver.deployment.validate import DeploymentReport, judge, server_report
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.layout_input import (
+    MAX_SCRIPT_BYTES,
+    LayoutInput,
+    LayoutSources,
+    load_layout,
+    script_text,
+)
+from meshsat.solver.inputs.rewrite import rewrite_script, set_flags
+from meshsat.solver.packs import Pack, get_pack
+from meshsat.solver.validation.report import Report
+
+
+def deployment_input(
+    sources: LayoutSources, sglang_version: str | None
+) -> tuple[Deployment | None, LayoutSources]:
+    """The deployment the sources' launch text holds, or None (then the sources to read as
+    one job: standard input, once read here, is handed on as text)."""
+    if sources.sglang is None and sources.sglang_file is None:
+        return None, sources
+    if sources.sglang is not None and sources.sglang_file is not None:
+        raise InputError("give --sglang or --sglang-file, not both")
+    text = script_text(sources)
+    if sources.sglang == "-":
+        sources = replace(sources, sglang=text)
+    if len(text) > MAX_SCRIPT_BYTES:
+        return None, sources  # the single-job reader refuses it with its own message
+    release = get_pack(sglang_version).version
+    rest = replace(sources, sglang=None, sglang_file=None)
+    search = () if sources.sglang_file is None else (sources.sglang_file.parent,)
+    found = read_deployment(text, _loader(release), rest, search=search)
+    return found, sources
+
+
+def _loader(release: str) -> Any:
+    """Each server read as `read_layout` reads one job: repository ids from the embedded
+    catalogue, the release's flag table (its notes go to stderr, prefixed with the
+    server, when it is validated)."""
+    from meshsat.solver.memory.models import model_config
+
+    def load(rest: LayoutSources, **kw: Any) -> LayoutInput:
+        return load_layout(rest, catalogue=model_config, release=release, **kw)
+
+    return load
+
+
+def validate_deployment_cmd(
+    deployment: Deployment,
+    sglang_version: str | None,
+    fmt: OutputFormat,
+    *,
+    strict: bool,
+    verbose: bool,
+) -> int:
+    """`meshsat validate` on a deployment; the exit status."""
+    pack = get_pack(sglang_version)
+    reports: dict[str, Report] = {}
+    for server in deployment.servers:
+        for text in server.layout.notes:
+            note(f"{server.name}: {text}")
+        report = server_report(server, pack)
+        reports[server.name] = with_launch_checks(report, replace(server.layout, job=()), strict=strict)
+    verdict = judge(deployment, pack, reports)
+    if fmt is OutputFormat.table:
+        print_deployment(verdict, verbose=verbose)
+    else:
+        emit(fmt, verdict.to_dict(), _rows(verdict))
+    return 0 if verdict.valid else 1
+
+
+def _rows(verdict: DeploymentReport) -> list[dict[str, Any]]:
+    rows = [
+        {"server": r.server, **row} for r in verdict.roles for row in violation_rows(r.report)
+    ]
+    rows += [
+        {"server": "/".join(f.servers) or "deployment", "severity": f.severity, "rule": f.rule,
+         "message": f.message, "detail": ""}
+        for f in verdict.findings
+    ]  # fmt: skip
+    return rows
+
+
+def print_deployment(verdict: DeploymentReport, *, verbose: bool = False) -> None:
+    for role in verdict.roles:
+        lines = ", ".join(str(n) for n in role.lines)
+        out.print(
+            f"[bold]{escape(role.server)}[/bold] ({role.role}, line(s) {lines}, "
+            f"{role.gpus} GPU(s))",
+            highlight=False,
+        )
+        print_report(role.report, verbose=verbose)
+    gpus = sum(r.gpus for r in verdict.roles)
+    head = f"deployment: {len(verdict.roles)} server(s), {verdict.routers} router(s), {gpus} GPU(s)"
+    if not verdict.findings:
+        out.print(f"[green]✓[/green] {head}: the servers agree (SGLang {verdict.sglang_version})")
+    else:
+        table = Table(title=head, title_justify="left", show_lines=True)
+        for col in ("rule", "servers", "says", "fix"):
+            table.add_column(col, no_wrap=col == "rule")
+        for f in verdict.findings:
+            rule = f.rule if f.severity == "error" else f"{f.rule} (warning)"
+            table.add_row(escape(rule), escape(", ".join(f.servers)), escape(f.message), escape(f.hint))
+        out.print(table)
+    if verdict.undecided and verbose:
+        out.print("[dim]not decided here:[/dim] " + escape(", ".join(verdict.undecided)))
+    mark = "[green]✓ valid deployment[/green]" if verdict.valid else "[red]✗ invalid deployment[/red]"
+    out.print(mark)
+
+
+def fix_deployment_cmd(
+    deployment: Deployment,
+    sglang_version: str | None,
+    fmt: OutputFormat,
+    *,
+    pins: tuple[str, ...],
+    objective: str,
+    timeout_s: float,
+) -> int:
+    """`meshsat fix` on a deployment; the exit status."""
+    result = fix_deployment(
+        deployment, get_pack(sglang_version), pins=pins, objective=objective, timeout_s=timeout_s
+    )
+    if fmt is OutputFormat.table:
+        _print_fix(result)
+    else:
+        rows = [
+            {"server": s.server, "field": c.field, "old": c.old, "new": c.new}
+            for s in result.servers
+            for c in (*s.forced, *(s.report.best.changes if s.ok else ()))
+        ]
+        emit(fmt, result.to_dict(), rows)
+    return 0 if result.ok else 1
+
+
+def _print_fix(result: DeploymentFix) -> None:
+    for s in result.servers:
+        if not s.ok:
+            out.print(f"[red]✗ {escape(s.server)}: no fix[/red] (meshsat fix on its command says why)")
+            continue
+        changes = [*s.forced, *s.report.best.changes]
+        said = ", ".join(f"{c.field}: {c.old} -> {c.new}" for c in changes) or "no layout change"
+        flags = ", ".join(f"{f} {v}" for f, v in s.flags)
+        out.print(f"[bold]{escape(s.server)}[/bold]: {escape(said)}" + (f"; {escape(flags)}" if flags else ""))
+        out.print(f"  [bold]command:[/bold] {escape(s.report.best.command_line)}", soft_wrap=True)
+    if result.after is not None:
+        print_deployment(result.after)
+
+
+def print_rewritten_deployment(deployment: Deployment, sglang_version: str | None) -> int:
+    """`validate --rewrite` on a deployment: every server's launches carry its fixed layout
+    and the flags it takes from its prefill; the exit status."""
+    pack = get_pack(sglang_version)
+    text, notes = rewritten_deployment(deployment, pack)
+    for line in notes:
+        note(line)
+    if text is None:
+        return 1
+    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    return 0
+
+
+def rewritten_deployment(deployment: Deployment, pack: Pack) -> tuple[str | None, list[str]]:
+    result = fix_deployment(deployment, pack)
+    if result.fixed is None:
+        return None, ["a server has no valid layout near its own (meshsat fix says why); the script is unchanged"]
+    flags: dict[int, list[tuple[str, str]]] = {}
+    by_name = {s.server: s for s in result.servers}
+    for server in result.fixed.servers:
+        for index in server.indices:
+            flags.setdefault(index, []).extend(by_name[server.name].flags)
+    text = set_flags(deployment.text, flags)
+    notes: list[str] = []
+    spelling = "attn_dp_size" not in pack.absent_fields
+    for server in result.fixed.servers:
+        text, said = rewrite_script(
+            text, server.layout.config, attn_dp_spelling=spelling, only=server.indices
+        )
+        notes += said
+        fix = by_name[server.name]
+        changes = [*fix.forced, *(fix.report.best.changes if fix.ok else ())]
+        notes += [f"{server.name}: {c.field}: {c.old} -> {c.new}" for c in changes]
+        notes += [f"{server.name}: {f} {v}" for f, v in fix.flags]
+    if not result.ok and result.after is not None:
+        left = ", ".join(dict.fromkeys(f.rule for f in result.after.errors))
+        notes.append(f"still broken after the rewrite (fix by hand): {left}")
+    return text, notes

@@ -1,0 +1,202 @@
+"""`fix_deployment`: each server's nearest valid layout (`fix`), then the pair rules
+repaired on the decode side, which follows its prefill (in SGLang the decode reads the
+prefill's parallel info at the bootstrap and adapts to it, so the prefill is the fixed point).
+
+Two kinds of repair, both read from the pair rule table (`PairRule.follow`,
+`PairRule.layout_fix`):
+- facts beyond the layout (model, transfer backend, page size, KV dtype, bootstrap port):
+  the decode takes the prefill's value (a flag edit);
+- the decode's layout: its attention TP becomes the prefill's (keeping its GPU count where
+  the TP size allows, through DP attention), its PP the prefill's, its DCP 1; those values
+  are pinned and `fix` finds the nearest valid layout that keeps them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, Side
+from meshsat.solver.deployment.model import Deployment, Server
+from meshsat.solver.deployment.rules import side_of
+from meshsat.solver.deployment.validate import DeploymentReport, judge, server_report
+from meshsat.solver.packs import Pack
+from meshsat.solver.repair.fix import fix
+from meshsat.solver.repair.results import Change, FixReport
+
+#: Facts a decode follows its prefill on: the pair rule's name -> the flag SGLang reads.
+FACT_FLAGS: dict[str, str] = {
+    "model": "--model-path",
+    "backend": "--disaggregation-transfer-backend",
+    "page_size": "--page-size",
+    "kv_cache_dtype": "--kv-cache-dtype",
+    "bootstrap_port": "--disaggregation-bootstrap-port",
+}
+
+
+@dataclass(frozen=True)
+class ServerFix:
+    """One server's repair: its own `fix`, the layout values the pair rules forced first
+    (pinned in that fix), and the flags it takes from its prefill."""
+
+    server: str
+    report: FixReport
+    forced: tuple[Change, ...] = ()
+    flags: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.report.fixes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "forced": [{"field": c.field, "old": c.old, "new": c.new} for c in self.forced],
+            "flags": [{"flag": f, "value": v} for f, v in self.flags],
+            **self.report.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class DeploymentFix:
+    """Every server's fix, and the verdict on the fixed deployment (`after`)."""
+
+    servers: tuple[ServerFix, ...]
+    after: DeploymentReport | None
+    fixed: Deployment | None
+
+    @property
+    def ok(self) -> bool:
+        return self.after is not None and self.after.valid
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "deployment": {
+                "fixed": self.ok,
+                "after": None if self.after is None else self.after.to_dict()["deployment"],
+            },
+            "roles": [s.to_dict() for s in self.servers],
+        }
+
+
+def fix_deployment(
+    deployment: Deployment,
+    pack: Pack,
+    *,
+    pins: tuple[str, ...] = (),
+    objective: str = "changes",
+    timeout_s: float = 10.0,
+) -> DeploymentFix:
+    """The nearest valid deployment: every server's own nearest valid layout, then the
+    decode servers repaired under the pair rules of `pack`'s release."""
+    fixes: dict[str, ServerFix] = {}
+    fixed: dict[str, Server] = {}
+    for server in deployment.servers:
+        found = _fix(server, pack, pins, objective, timeout_s)
+        fixes[server.name] = ServerFix(server.name, found)
+        if not found.fixes:
+            return DeploymentFix(tuple(fixes.values()), None, None)
+        fixed[server.name] = _with_config(server, found.best.config)
+    prefill = [fixed[s.name] for s in deployment.of_role("prefill")]
+    if prefill:
+        reference = prefill[0]
+        p_side = side_of(reference, server_report(reference, pack))
+        for server in deployment.of_role("decode"):
+            repaired, fix_of = _follow(fixed[server.name], p_side, pack, pins, objective, timeout_s)
+            fixed[server.name] = repaired
+            if fix_of is not None:
+                fixes[server.name] = fix_of
+    servers = tuple(fixed[s.name] for s in deployment.servers)
+    after_deployment = replace(deployment, servers=servers)
+    after = judge(after_deployment, pack)
+    return DeploymentFix(tuple(fixes.values()), after, after_deployment)
+
+
+def _fix(
+    server: Server, pack: Pack, pins: tuple[str, ...], objective: str, timeout_s: float
+) -> FixReport:
+    layout = server.layout
+    return fix(
+        layout.config,
+        layout.model,
+        pins=pins,
+        objective=objective,
+        timeout_s=timeout_s,
+        sglang_version=pack,
+    )
+
+
+def _with_config(server: Server, config: Any) -> Server:
+    return replace(server, layout=replace(server.layout, config=config))
+
+
+def _follow(
+    decode: Server,
+    p: Side,
+    pack: Pack,
+    pins: tuple[str, ...],
+    objective: str,
+    timeout_s: float,
+) -> tuple[Server, ServerFix | None]:
+    """The decode server repaired under the pair rules against prefill `p`."""
+    d = side_of(decode, server_report(decode, pack))
+    broken = [
+        r for r in PAIR_RULES if r.severity(pack.version) == "error" and r.check(p, d) is False
+    ]
+    follow = {name for r in broken for name in r.follow}
+    facts = decode.facts
+    flags: list[tuple[str, str]] = []
+    for name in sorted(follow):
+        value = getattr(p, name)
+        if value is None or value == "default":
+            continue
+        facts = replace(facts, **{name: value})
+        flags.append((FACT_FLAGS[name], str(value)))
+    decode = replace(decode, facts=facts)
+    if not any(r.layout_fix for r in broken):
+        if not flags:
+            return decode, None
+        empty = fix(decode.layout.config, decode.layout.model, sglang_version=pack)
+        return decode, ServerFix(decode.name, empty, (), tuple(flags))
+    forced = _forced(decode, d, p)
+    config = decode.layout.config
+    values = {k: getattr(config, k) for k in config.user_set()}
+    values.update({c.field: c.new for c in forced})
+    found = fix(
+        values,
+        decode.layout.model,
+        pins=(*pins, *(c.field for c in forced)),
+        objective=objective,
+        timeout_s=timeout_s,
+        sglang_version=pack,
+    )
+    result = ServerFix(decode.name, found, forced, tuple(flags))
+    if found.fixes:
+        decode = _with_config(decode, found.best.config)
+    return decode, result
+
+
+def _forced(decode: Server, d: Side, p: Side) -> tuple[Change, ...]:
+    """The layout values a decode takes from its prefill: the prefill's attention TP
+    (through DP attention when the decode's TP size is a multiple of it, so the GPU count
+    stays), the prefill's PP when it differs and is not 1, DCP 1."""
+    config = decode.layout.config
+    out: list[Change] = []
+    if d.attn_tp != p.attn_tp:
+        if d.tp % p.attn_tp == 0:
+            dp = d.tp // p.attn_tp
+            out += [
+                Change("dp_size", config.dp_size, dp),
+                Change("enable_dp_attention", config.enable_dp_attention, dp > 1),
+            ]
+        else:
+            out += [
+                Change("tp_size", config.tp_size, p.attn_tp),
+                Change("dp_size", config.dp_size, 1),
+                Change("enable_dp_attention", config.enable_dp_attention, False),
+            ]
+    if d.pp not in (p.pp, 1):
+        out.append(Change("pp_size", config.pp_size, p.pp))
+    if d.dcp > 1 and (p.attn_cp > 1 or d.mla is False):
+        out.append(Change("dcp_size", config.dcp_size, 1))
+    return tuple(c for c in out if c.old != c.new)
