@@ -20,8 +20,9 @@ Release facts (read from each release's `sglang/srt/disaggregation/`):
 - 0.5.18, 0.5.19, 0.5.23 (`common/conn.py`, `CommonKVManager.try_ensure_parallel_info` and
   `_resolve_rank_mapping`): page size and KV dtype must match (a RuntimeError naming both);
   differing attention TP sizes are allowed (non-MLA logs "Performance is NOT guaranteed");
-  decode PP must equal prefill PP or be 1. 0.5.23 also refuses decode DCP against a
-  prefill with attention CP (`PD decode DCP currently requires prefill attention CP=1`).
+  decode PP must equal prefill PP or be 1; decode DCP needs an MLA KV pool and a prefill
+  without attention CP. fidelity/pd_pairs.py records what each of them says on a grid of
+  pairs (tests/fixtures/pd_oracle/), the oracle of tests/test_deployment_oracle.py.
 - Every release maps ranks by floor division of the two attention TP sizes, which is only
   a mapping when the larger is a multiple of the smaller (meshsat's rule).
 """
@@ -120,10 +121,16 @@ def _divides(p: Side, d: Side) -> bool:
     return large % small == 0
 
 
+def _mla(p: Side, d: Side) -> bool | None:
+    """Whether the KV pool is MLA: the decode's model, else the prefill's (both serve one
+    model, or PD-SAME-MODEL says they do not)."""
+    return p.mla if d.mla is None else d.mla
+
+
 def _non_mla_same_tp(p: Side, d: Side) -> bool | None:
     if p.attn_tp == d.attn_tp:
         return True
-    return None if d.mla is None else d.mla
+    return _mla(p, d)
 
 
 _CONN_05 = "sglang/srt/disaggregation/common/conn.py: CommonKVManager.try_ensure_parallel_info"
@@ -179,7 +186,8 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "prefill attention TP {p.attn_tp} and decode attention TP {d.attn_tp}: SGLang maps "
         "ranks by dividing one by the other, which needs the larger to be a multiple of the "
         "smaller",
-        _MAPPING_05 + "; mooncake/conn.py MooncakeKVReceiver.__init__ in 0.4.6.post5",
+        "meshsat: " + _MAPPING_05 + " (and 0.4.6.post5's MooncakeKVReceiver.__init__) "
+        "divides without checking; a decode rank past the multiple reads no prefill rank",
         dict.fromkeys(_ALL, "error"),
         "make the decode's attention TP (tp_size / dp_size with DP attention) divide or be "
         "a multiple of the prefill's",
@@ -228,16 +236,16 @@ PAIR_RULES: tuple[PairRule, ...] = (
         lambda p, d: d.dcp <= 1 or p.attn_cp == 1,
         "PD decode DCP currently requires prefill attention CP=1, got {p.attn_cp}.",
         _CONN_05,
-        {"0.5.23": "error"},
+        dict.fromkeys(_NEW, "error"),
         "drop --dcp-size on the decode, or attention CP on the prefill",
         layout_fix=True,
     ),
     PairRule(
         "PD-DCP-MLA",
-        lambda p, d: True if d.dcp <= 1 else d.mla,
+        lambda p, d: True if d.dcp <= 1 else _mla(p, d),
         "PD decode DCP requires an MLA or hybrid-MLA KV pool.",
         _CONN_05,
-        {"0.5.23": "error"},
+        dict.fromkeys(_NEW, "error"),
         "drop --dcp-size on the decode server",
         layout_fix=True,
     ),
