@@ -113,7 +113,7 @@ def main() -> None:
         p = {"attn_tp": 2, "attn_cp": p_cp, "pp": 1, "page_size": 1, "kv_cache_dtype": "auto"}
         d = {"attn_tp": 2, "pp": 1, "page_size": 1, "kv_cache_dtype": "auto"}
         cases.append(_case(conn, p, {**d, "dcp": d_dcp, "mla": mla}))
-    sys.stdout.write('{"release": %s, "cases": [\n' % json.dumps(__version__))
+    sys.stdout.write(f'{{"release": {json.dumps(__version__)}, "cases": [\n')
     sys.stdout.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
     sys.stdout.write("\n]}\n")
 

@@ -156,7 +156,9 @@ def seeded(text: str, defects: list[str]) -> str:
     defects=st.lists(st.sampled_from(sorted(DEFECTS)), min_size=1, max_size=3, unique=True),
     release=st.sampled_from(known_versions()),
 )
-def test_seeded_defects_are_rejected_by_rule_id(name: str, defects: list[str], release: str) -> None:
+def test_seeded_defects_are_rejected_by_rule_id(
+    name: str, defects: list[str], release: str
+) -> None:
     report = verdict(seeded(recipe(name), defects), release)
     errors = {f.rule for f in report.errors}
     for defect in defects:
@@ -217,7 +219,9 @@ def test_rewrite_round_trip(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
                             for i in changed)  # fmt: skip
 
 
-def test_fix_json_has_one_entry_per_server(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_fix_json_has_one_entry_per_server(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     path = tmp_path / "pd.sh"
     path.write_text(seeded(recipe("sglang-docs-llama-mooncake.sh"), ["kv"]))
     run = run_cli(capsys, "fix", "--sglang-file", str(path), "--json")
@@ -287,9 +291,7 @@ def measured_script(row: dict[str, str]) -> str:
     """A measured run as the script of its deployment: its prefill and decode workers (one
     host each) and a router naming them all."""
     model = row["model_path"]
-    workers = {
-        role: int(row[f"{role}_num_workers"] or 1) for role in ("prefill", "decode")
-    }
+    workers = {role: int(row[f"{role}_num_workers"] or 1) for role in ("prefill", "decode")}
     lines = []
     urls: dict[str, list[str]] = {"prefill": [], "decode": []}
     for n, role in enumerate(("prefill", "decode")):

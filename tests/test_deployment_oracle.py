@@ -53,7 +53,9 @@ def _side(role: str, facts: dict[str, Any], *, mla: bool, dcp: int = 1) -> Side:
 
 def _sglang_rules(release: str) -> list[PairRule]:
     return [
-        r for r in PAIR_RULES if r.severity(release) is not None and not r.source.startswith("meshsat")
+        r
+        for r in PAIR_RULES
+        if r.severity(release) is not None and not r.source.startswith("meshsat")
     ]
 
 

@@ -214,8 +214,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
     PairRule(
         "PD-NIXL-PREFILL-TP",
         lambda p, d: None if p.backend is None else p.backend != "nixl" or p.tp >= d.attn_tp,
-        "Only support Prefill TP size >= Decode TP size of DP, now we have {p.tp} vs "
-        "{d.attn_tp}",
+        "Only support Prefill TP size >= Decode TP size of DP, now we have {p.tp} vs {d.attn_tp}",
         "sglang/srt/disaggregation/nixl/conn.py: NixlKVReceiver._get_bootstrap_info_from_server"
         " (0.4.6.post5)",
         dict.fromkeys(_OLD, "error"),

@@ -82,7 +82,9 @@ def validate_deployment_cmd(
         for text in server.layout.notes:
             note(f"{server.name}: {text}")
         report = server_report(server, pack)
-        reports[server.name] = with_launch_checks(report, replace(server.layout, job=()), strict=strict)
+        reports[server.name] = with_launch_checks(
+            report, replace(server.layout, job=()), strict=strict
+        )
     verdict = judge(deployment, pack, reports)
     if fmt is OutputFormat.table:
         print_deployment(verdict, verbose=verbose)
@@ -92,9 +94,7 @@ def validate_deployment_cmd(
 
 
 def _rows(verdict: DeploymentReport) -> list[dict[str, Any]]:
-    rows = [
-        {"server": r.server, **row} for r in verdict.roles for row in violation_rows(r.report)
-    ]
+    rows = [{"server": r.server, **row} for r in verdict.roles for row in violation_rows(r.report)]
     rows += [
         {"server": "/".join(f.servers) or "deployment", "severity": f.severity, "rule": f.rule,
          "message": f.message, "detail": ""}
@@ -122,11 +122,15 @@ def print_deployment(verdict: DeploymentReport, *, verbose: bool = False) -> Non
             table.add_column(col, no_wrap=col == "rule")
         for f in verdict.findings:
             rule = f.rule if f.severity == "error" else f"{f.rule} (warning)"
-            table.add_row(escape(rule), escape(", ".join(f.servers)), escape(f.message), escape(f.hint))
+            table.add_row(
+                escape(rule), escape(", ".join(f.servers)), escape(f.message), escape(f.hint)
+            )
         out.print(table)
     if verdict.undecided and verbose:
         out.print("[dim]not decided here:[/dim] " + escape(", ".join(verdict.undecided)))
-    mark = "[green]✓ valid deployment[/green]" if verdict.valid else "[red]✗ invalid deployment[/red]"
+    mark = (
+        "[green]✓ valid deployment[/green]" if verdict.valid else "[red]✗ invalid deployment[/red]"
+    )
     out.print(mark)
 
 
@@ -158,12 +162,17 @@ def fix_deployment_cmd(
 def _print_fix(result: DeploymentFix) -> None:
     for s in result.servers:
         if not s.ok:
-            out.print(f"[red]✗ {escape(s.server)}: no fix[/red] (meshsat fix on its command says why)")
+            out.print(
+                f"[red]✗ {escape(s.server)}: no fix[/red] (meshsat fix on its command says why)"
+            )
             continue
         changes = [*s.forced, *s.report.best.changes]
         said = ", ".join(f"{c.field}: {c.old} -> {c.new}" for c in changes) or "no layout change"
         flags = ", ".join(f"{f} {v}" for f, v in s.flags)
-        out.print(f"[bold]{escape(s.server)}[/bold]: {escape(said)}" + (f"; {escape(flags)}" if flags else ""))
+        out.print(
+            f"[bold]{escape(s.server)}[/bold]: {escape(said)}"
+            + (f"; {escape(flags)}" if flags else "")
+        )
         out.print(f"  [bold]command:[/bold] {escape(s.report.best.command_line)}", soft_wrap=True)
     if result.after is not None:
         print_deployment(result.after)
@@ -185,7 +194,10 @@ def print_rewritten_deployment(deployment: Deployment, sglang_version: str | Non
 def rewritten_deployment(deployment: Deployment, pack: Pack) -> tuple[str | None, list[str]]:
     result = fix_deployment(deployment, pack)
     if result.fixed is None:
-        return None, ["a server has no valid layout near its own (meshsat fix says why); the script is unchanged"]
+        return None, [
+            "a server has no valid layout near its own (meshsat fix says why); the script "
+            "is unchanged"
+        ]
     flags: dict[int, list[tuple[str, str]]] = {}
     by_name = {s.server: s for s in result.servers}
     for server in result.fixed.servers:

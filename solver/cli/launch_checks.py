@@ -12,6 +12,7 @@ from meshsat.solver.inputs.layout_input import LayoutInput
 from meshsat.solver.validation.job_checks import job_violations
 from meshsat.solver.validation.report import Report, Violation
 
+
 def with_launch_checks(report: Report, layout: LayoutInput, *, strict: bool) -> Report:
     errors = job_violations(layout.job)
     warnings: list[Violation] = []

@@ -3,8 +3,8 @@
 Why its own types: a launch script of a disaggregated deployment holds several servers
 (each possibly several nodes) and routers; the single-server `LayoutInput` is one job's
 layout. A `Server` is one job: the launches of its nodes, read and merged as one layout
-(`parse_job`), plus the flags the pair rules read beyond the layout (`Facts`). A `Router` is what the router's
-command says about the servers it sends work to.
+(`parse_job`), plus the flags the pair rules read beyond the layout (`Facts`). A `Router`
+is what the router's command says about the servers it sends work to.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ class Facts:
     model: str | None
     backend: str | None
     bootstrap_port: int | None
-    page_size: int | None
+    #: As written; "default" when unset (SGLang resolves it per attention backend).
+    page_size: str | None
     kv_cache_dtype: str | None
 
 

@@ -95,9 +95,9 @@ def _text(flag: _Flag | None, default: str | None) -> str | None:
 
 def role_of(command: LaunchCommand) -> Role:
     mode = _text(_flag(command, "--disaggregation-mode"), "null")
-    if mode in ("prefill", "decode"):
-        return mode
-    return "aggregated"
+    if mode == "prefill":
+        return "prefill"
+    return "decode" if mode == "decode" else "aggregated"
 
 
 def facts_of(command: LaunchCommand) -> Facts:
@@ -111,7 +111,9 @@ def facts_of(command: LaunchCommand) -> Facts:
     return Facts(
         model=None if model is None else model.text,
         backend=backend,
-        bootstrap_port=_int(_flag(command, "--disaggregation-bootstrap-port"), DEFAULT_BOOTSTRAP_PORT),
+        bootstrap_port=_int(
+            _flag(command, "--disaggregation-bootstrap-port"), DEFAULT_BOOTSTRAP_PORT
+        ),
         page_size=_text(page, "default"),
         kv_cache_dtype=_text(_flag(command, "--kv-cache-dtype"), DEFAULT_KV_CACHE_DTYPE),
     )
@@ -124,7 +126,11 @@ def endpoint_of(command: LaunchCommand) -> Endpoint:
 
 def _family(command: LaunchCommand) -> tuple[Role, str | None, int | None]:
     addr = _flag(command, "--dist-init-addr")
-    return role_of(command), None if addr is None else addr.text, _int(_flag(command, "--nnodes"), 1)
+    return (
+        role_of(command),
+        None if addr is None else addr.text,
+        _int(_flag(command, "--nnodes"), 1),
+    )
 
 
 def group_servers(
@@ -161,7 +167,7 @@ def is_deployment(commands: tuple[LaunchCommand, ...]) -> bool:
 def read_deployment(
     text: str,
     load: LoadServer,
-    sources: LayoutSources = LayoutSources(),
+    sources: LayoutSources | None = None,
     *,
     always: bool = False,
     search: tuple[Path, ...] = (),
@@ -169,6 +175,7 @@ def read_deployment(
     """The deployment `text` launches, or None when it is one job (the single-server path;
     with `always`, a deployment of that one server). `load(sources, launch=parsed)` reads
     one server's layout (model facts, release); `search`: where a `--config FILE` may be."""
+    sources = sources or LayoutSources()
     commands = read_launch_commands(text, routers=True)
     if not always and not is_deployment(commands):
         return None

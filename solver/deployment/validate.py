@@ -120,7 +120,7 @@ def validate_deployment(
     return judge(deployment, pack)
 
 
-def read(text: str, load: Any, sources: LayoutSources = LayoutSources()) -> Deployment:
+def read(text: str, load: Any, sources: LayoutSources | None = None) -> Deployment:
     """`read_deployment`, with a script of one job read as a deployment of one server."""
     found = read_deployment(text, load, sources, always=True)
     assert found is not None
@@ -143,9 +143,7 @@ def judge(
         RoleReport(s.name, s.role, tuple(c.line for c in s.commands), made[s.name])
         for s in deployment.servers
     )
-    valid = all(r.report.valid for r in roles) and not any(
-        f.severity == "error" for f in findings
-    )
+    valid = all(r.report.valid for r in roles) and not any(f.severity == "error" for f in findings)
     return DeploymentReport(
         valid, pack.version, roles, tuple(findings), tuple(undecided), len(deployment.routers)
     )
