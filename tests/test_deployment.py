@@ -24,12 +24,11 @@ from meshsat.solver.deployment.rules import checked_ids
 from meshsat.solver.deployment.validate import (
     DeploymentReport,
     load_server,
-    read,
     validate_deployment,
 )
 from meshsat.solver.inputs.launch import read_launch_commands
 from meshsat.solver.inputs.rewrite import set_flags
-from meshsat.solver.packs import get_pack, known_versions
+from meshsat.solver.packs import known_versions
 from tests.cli_helpers import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pd"
@@ -194,10 +193,9 @@ def test_prefill_alone_is_not_a_deployment() -> None:
 @pytest.mark.parametrize("release", ["0.4.6.post5", "0.5.23"])
 def test_fix_repairs_every_pair_rule(release: str) -> None:
     text = seeded(recipe("sglang-docs-llama-mooncake.sh"), ["backend", "page", "kv", "tp"])
-    pack = get_pack(release)
     before = verdict(text, release)
     assert not before.valid
-    result = fix_deployment(read(text, load_server(None, release)), pack)
+    result = fix_deployment(text, sglang_version=release)
     assert result.ok and result.after is not None
     assert result.after.errors == ()  # 0.5.x only warns on a TP mismatch (kept)
 

@@ -145,7 +145,11 @@ def fix_deployment_cmd(
 ) -> int:
     """`meshsat fix` on a deployment; the exit status."""
     result = fix_deployment(
-        deployment, get_pack(sglang_version), pins=pins, objective=objective, timeout_s=timeout_s
+        deployment,
+        sglang_version=sglang_version,
+        pins=pins,
+        objective=objective,
+        timeout_s=timeout_s,
     )
     if fmt is OutputFormat.table:
         _print_fix(result)
@@ -192,7 +196,7 @@ def print_rewritten_deployment(deployment: Deployment, sglang_version: str | Non
 
 
 def rewritten_deployment(deployment: Deployment, pack: Pack) -> tuple[str | None, list[str]]:
-    result = fix_deployment(deployment, pack)
+    result = fix_deployment(deployment, sglang_version=pack)
     if result.fixed is None:
         return None, [
             "a server has no valid layout near its own (meshsat fix says why); the script "

@@ -19,8 +19,15 @@ from typing import Any
 from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, Side
 from meshsat.solver.deployment.model import Deployment, Server
 from meshsat.solver.deployment.rules import side_of
-from meshsat.solver.deployment.validate import DeploymentReport, judge, server_report
-from meshsat.solver.packs import Pack
+from meshsat.solver.deployment.validate import (
+    DeploymentReport,
+    judge,
+    load_server,
+    read,
+    server_report,
+)
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.fix import fix
 from meshsat.solver.repair.results import Change, FixReport
 
@@ -80,15 +87,22 @@ class DeploymentFix:
 
 
 def fix_deployment(
-    deployment: Deployment,
-    pack: Pack,
+    script: str | Deployment,
     *,
+    sglang_version: str | Pack | None = None,
+    model: ModelSpec | None = None,
     pins: tuple[str, ...] = (),
     objective: str = "changes",
     timeout_s: float = 10.0,
 ) -> DeploymentFix:
-    """The nearest valid deployment: every server's own nearest valid layout, then the
-    decode servers repaired under the pair rules of `pack`'s release."""
+    """The nearest valid deployment: every server's own nearest valid layout (`fix`, with
+    `pins`, `objective` and `timeout_s` for each), then the decode servers repaired under
+    the pair rules of the release. `script`: a launch script or a `Deployment` read."""
+    pack = get_pack(sglang_version)
+    if isinstance(script, Deployment):
+        deployment = script
+    else:
+        deployment = read(script, load_server(model, pack.version))
     fixes: dict[str, ServerFix] = {}
     fixed: dict[str, Server] = {}
     for server in deployment.servers:
