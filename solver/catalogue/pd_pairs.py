@@ -133,6 +133,13 @@ def _non_mla_same_tp(p: Side, d: Side) -> bool | None:
     return _mla(p, d)
 
 
+def _mooncake_non_mla_same_tp(p: Side, d: Side) -> bool | None:
+    """0.4.6.post5's check lives in the Mooncake receiver; NIXL has its own (below)."""
+    if p.backend is None:
+        return None
+    return True if p.backend != "mooncake" else _non_mla_same_tp(p, d)
+
+
 _CONN_05 = "sglang/srt/disaggregation/common/conn.py: CommonKVManager.try_ensure_parallel_info"
 _MAPPING_05 = "sglang/srt/disaggregation/common/conn.py: CommonKVManager._resolve_rank_mapping"
 _MESHSAT = "meshsat: the prefill/decode pair"
@@ -195,7 +202,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
     ),
     PairRule(
         "PD-TP-NON-MLA",
-        _non_mla_same_tp,
+        _mooncake_non_mla_same_tp,
         "PD with different TP sizes per DP rank is not yet supported for non-MLA models",
         "sglang/srt/disaggregation/mooncake/conn.py: MooncakeKVReceiver.__init__ (0.4.6.post5)",
         dict.fromkeys(_OLD, "error"),

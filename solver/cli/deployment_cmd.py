@@ -152,7 +152,7 @@ def fix_deployment_cmd(
         timeout_s=timeout_s,
     )
     if fmt is OutputFormat.table:
-        _print_fix(result)
+        _print_fix(result, get_pack(sglang_version))
     else:
         rows = [
             {"server": s.server, "field": c.field, "old": c.old, "new": c.new}
@@ -163,7 +163,10 @@ def fix_deployment_cmd(
     return 0 if result.ok else 1
 
 
-def _print_fix(result: DeploymentFix) -> None:
+def _print_fix(result: DeploymentFix, pack: Pack) -> None:
+    from meshsat.solver.repair.fix import command_line
+
+    paths = {s.name: s.layout.model_path for s in result.fixed.servers} if result.fixed else {}
     for s in result.servers:
         if not s.ok:
             out.print(
@@ -177,7 +180,8 @@ def _print_fix(result: DeploymentFix) -> None:
             f"[bold]{escape(s.server)}[/bold]: {escape(said)}"
             + (f"; {escape(flags)}" if flags else "")
         )
-        out.print(f"  [bold]command:[/bold] {escape(s.report.best.command_line)}", soft_wrap=True)
+        command = command_line(s.report.best.config, pack, paths.get(s.server))
+        out.print(f"  [bold]command:[/bold] {escape(command)}", soft_wrap=True)
     if result.after is not None:
         print_deployment(result.after)
 
