@@ -55,14 +55,26 @@ def deployment_input(
     return found, sources
 
 
-def _loader(release: str) -> Any:
+def pasted_deployment(text: str, sets: tuple[str, ...], release: str) -> Deployment | None:
+    """The deployment a pasted text holds, read with nothing from this machine (the web
+    app's requests): repository ids from the embedded catalogue only."""
+    if len(text) > MAX_SCRIPT_BYTES or text.strip() == "-":
+        return None
+    return read_deployment(text, _loader(release, local_files=False), LayoutSources(sets=sets))
+
+
+def _loader(release: str, *, local_files: bool = True) -> Any:
     """Each server read as `read_layout` reads one job: repository ids from the embedded
     catalogue, the release's flag table (its notes go to stderr, prefixed with the
     server, when it is validated)."""
-    from meshsat.solver.memory.models import model_config
+    from meshsat.solver.memory.models import catalogue_config, model_config
+
+    catalogue = model_config if local_files else catalogue_config
 
     def load(rest: LayoutSources, **kw: Any) -> LayoutInput:
-        return load_layout(rest, catalogue=model_config, release=release, **kw)
+        return load_layout(
+            rest, catalogue=catalogue, release=release, local_files=local_files, **kw
+        )
 
     return load
 
@@ -76,21 +88,27 @@ def validate_deployment_cmd(
     verbose: bool,
 ) -> int:
     """`meshsat validate` on a deployment; the exit status."""
-    pack = get_pack(sglang_version)
-    reports: dict[str, Report] = {}
     for server in deployment.servers:
         for text in server.layout.notes:
             note(f"{server.name}: {text}")
-        report = server_report(server, pack)
-        reports[server.name] = with_launch_checks(
-            report, replace(server.layout, job=()), strict=strict
-        )
-    verdict = judge(deployment, pack, reports)
+    verdict = judged(deployment, sglang_version, strict=strict)
     if fmt is OutputFormat.table:
         print_deployment(verdict, verbose=verbose)
     else:
         emit(fmt, verdict.to_dict(), _rows(verdict))
     return 0 if verdict.valid else 1
+
+
+def judged(deployment: Deployment, sglang_version: str | None, *, strict: bool) -> DeploymentReport:
+    """The deployment's verdict with each server's launch checks as `validate` makes them
+    for one job (flags the release refuses: CMD-UNKNOWN-FLAG, an error with `strict`)."""
+    pack = get_pack(sglang_version)
+    reports: dict[str, Report] = {}
+    for server in deployment.servers:
+        report = server_report(server, pack)
+        layout = replace(server.layout, job=())  # server_report made the job's violations
+        reports[server.name] = with_launch_checks(report, layout, strict=strict)
+    return judge(deployment, pack, reports)
 
 
 def _rows(verdict: DeploymentReport) -> list[dict[str, Any]]:

@@ -176,7 +176,12 @@ def read_deployment(
     with `always`, a deployment of that one server). `load(sources, launch=parsed)` reads
     one server's layout (model facts, release); `search`: where a `--config FILE` may be."""
     sources = sources or LayoutSources()
-    commands = read_launch_commands(text, routers=True)
+    try:
+        commands = read_launch_commands(text, routers=True)
+    except InputError:
+        if always:
+            raise
+        return None  # the single-job reader says what is wrong, in its own words
     if not always and not is_deployment(commands):
         return None
     if not is_deployment(commands):  # one job: its launches are its nodes, as before
