@@ -22,6 +22,7 @@ from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.deployment.reader import read_deployment
 from meshsat.solver.deployment.validate import DeploymentReport, judge, server_report
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.launch import read_launch_commands
 from meshsat.solver.inputs.layout_input import (
     MAX_SCRIPT_BYTES,
     LayoutInput,
@@ -29,7 +30,7 @@ from meshsat.solver.inputs.layout_input import (
     load_layout,
     script_text,
 )
-from meshsat.solver.inputs.rewrite import rewrite_script, set_flags
+from meshsat.solver.inputs.rewrite import applied, rewrite_script, set_flags
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.validation.report import Report
 
@@ -217,6 +218,36 @@ def print_rewritten_deployment(deployment: Deployment, sglang_version: str | Non
     return 0
 
 
+def _rewritten_routers(text: str, result: DeploymentFix) -> tuple[str, list[str]]:
+    """The routers' repairs written in: a moved URL's `--prefill`/`--decode` flag turned
+    into the other (when the flag names that URL alone), `--pd-disaggregation` added."""
+    routers = [c for c in read_launch_commands(text, routers=True) if c.router]
+    by_line = {c.line: c for c in routers}
+    edits: list[tuple[int, int, str]] = []
+    notes: list[str] = []
+    for repair in result.routers:
+        command = by_line.get(repair.line)
+        if command is None or command.form != "shell":
+            notes.append(f"line {repair.line}: repair the router by hand")
+            continue
+        words = command.words
+        for url, kind in repair.moves:
+            at = [
+                i for i in range(1, len(words))
+                if words[i].text == url and words[i - 1].text in ("--prefill", "--decode")
+            ]  # fmt: skip
+            if not at:
+                notes.append(f"line {repair.line}: move {url} to --{kind} by hand")
+                continue
+            flag = words[at[0] - 1]
+            edits.append((flag.pos, flag.end, f"--{kind}"))
+            notes.append(f"router@{repair.line}: {url} -> --{kind}")
+        if repair.add_pd:
+            edits.append((words[-1].end, words[-1].end, " --pd-disaggregation"))
+            notes.append(f"router@{repair.line}: --pd-disaggregation")
+    return applied(text, edits), notes
+
+
 def rewritten_deployment(deployment: Deployment, pack: Pack) -> tuple[str | None, list[str]]:
     result = fix_deployment(deployment, sglang_version=pack)
     if result.fixed is None:
@@ -241,6 +272,8 @@ def rewritten_deployment(deployment: Deployment, pack: Pack) -> tuple[str | None
         changes = [*fix.forced, *(fix.report.best.changes if fix.ok else ())]
         notes += [f"{server.name}: {c.field}: {c.old} -> {c.new}" for c in changes]
         notes += [f"{server.name}: {f} {v}" for f, v in fix.flags]
+    text, said = _rewritten_routers(text, result)
+    notes += said
     if not result.ok and result.after is not None:
         left = ", ".join(dict.fromkeys(f.rule for f in result.after.errors))
         notes.append(f"still broken after the rewrite (fix by hand): {left}")

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, Side
-from meshsat.solver.deployment.model import Deployment, Server
+from meshsat.solver.deployment.model import Deployment, Router, Server, Target
+from meshsat.solver.deployment.reader import reaches
 from meshsat.solver.deployment.rules import side_of
 from meshsat.solver.deployment.validate import (
     DeploymentReport,
@@ -65,12 +66,30 @@ class ServerFix:
 
 
 @dataclass(frozen=True)
+class RouterFix:
+    """A router's repair: URLs moved to the list of the role their server plays
+    (ROUTER-ROLE), and `--pd-disaggregation` added (ROUTER-PD-MODE)."""
+
+    line: int
+    moves: tuple[tuple[str, str], ...] = ()
+    add_pd: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "line": self.line,
+            "moves": [{"url": url, "to": kind} for url, kind in self.moves],
+            "add_pd_disaggregation": self.add_pd,
+        }
+
+
+@dataclass(frozen=True)
 class DeploymentFix:
-    """Every server's fix, and the verdict on the fixed deployment (`after`)."""
+    """Every server's fix, the routers', and the verdict on the fixed deployment (`after`)."""
 
     servers: tuple[ServerFix, ...]
     after: DeploymentReport | None
     fixed: Deployment | None
+    routers: tuple[RouterFix, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -83,6 +102,7 @@ class DeploymentFix:
                 "after": None if self.after is None else self.after.to_dict()["deployment"],
             },
             "roles": [s.to_dict() for s in self.servers],
+            "routers": [r.to_dict() for r in self.routers],
         }
 
 
@@ -121,9 +141,36 @@ def fix_deployment(
             if fix_of is not None:
                 fixes[server.name] = fix_of
     servers = tuple(fixed[s.name] for s in deployment.servers)
-    after_deployment = replace(deployment, servers=servers)
+    routed = [_fix_router(r, deployment) for r in deployment.routers]
+    after_deployment = replace(
+        deployment, servers=servers, routers=tuple(router for router, _ in routed)
+    )
     after = judge(after_deployment, pack)
-    return DeploymentFix(tuple(fixes.values()), after, after_deployment)
+    repairs = tuple(f for _, f in routed if f.moves or f.add_pd)
+    return DeploymentFix(tuple(fixes.values()), after, after_deployment, repairs)
+
+
+def _fix_router(router: Router, deployment: Deployment) -> tuple[Router, RouterFix]:
+    """The router with each URL under the role its server plays, in PD mode."""
+    lists: dict[str, list[Target]] = {"prefill": [], "decode": []}
+    moves: list[tuple[str, str]] = []
+    for kind, targets in (("prefill", router.prefill), ("decode", router.decode)):
+        other = "decode" if kind == "prefill" else "prefill"
+        for target in targets:
+            roles = {s.role for s in deployment.servers if reaches(target.endpoint, s.endpoint)}
+            if kind not in roles and other in roles:
+                moves.append((target.url, other))
+                lists[other].append(replace(target, bootstrap_port=None))
+            else:
+                lists[kind].append(target)
+    add_pd = not router.pd and bool(router.prefill or router.decode)
+    fixed = replace(
+        router,
+        pd=router.pd or add_pd,
+        prefill=tuple(lists["prefill"]),
+        decode=tuple(lists["decode"]),
+    )
+    return fixed, RouterFix(router.line, tuple(moves), add_pd)
 
 
 def _fix(

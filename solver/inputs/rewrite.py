@@ -67,7 +67,7 @@ def rewrite_script(
             first, *rest = spans
             edits.append((*_with_blank_before(text, first, flags), flags))
             edits += [(*_with_blank_before(text, s, ""), "") for s in rest]
-    return _applied(text, edits), notes
+    return applied(text, edits), notes
 
 
 def set_flags(text: str, flags: dict[int, list[tuple[str, str]]]) -> str:
@@ -95,10 +95,10 @@ def set_flags(text: str, flags: dict[int, list[tuple[str, str]]]) -> str:
                 span = (words[i].pos, words[last].end)
                 replacement = written if n == 0 else ""
                 edits.append((*_with_blank_before(text, span, replacement), replacement))
-    return _applied(text, edits)
+    return applied(text, edits)
 
 
-def _applied(text: str, edits: list[tuple[int, int, str]]) -> str:
+def applied(text: str, edits: list[tuple[int, int, str]]) -> str:
     out = text
     for start, stop, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         out = out[:start] + replacement + out[stop:]
