@@ -95,10 +95,17 @@ def rules_cmd(
 def _deployment_rules(release: str) -> list[dict[str, Any]]:
     """The PD deployment rules `release` has (`catalogue/pd_pairs.py`), with their severity
     there: pair rules between every prefill and decode server, then the deployment's."""
-    from meshsat.solver.catalogue.pd_pairs import DEPLOYMENT_RULES, PAIR_RULES
+    from meshsat.solver.catalogue.pd_pairs import (
+        DEPLOYMENT_RULES,
+        PAIR_RULES,
+        DeploymentRule,
+        PairRule,
+    )
 
-    pairs = [(r, "prefill/decode") for r in PAIR_RULES]
-    whole = [(r, "deployment") for r in DEPLOYMENT_RULES]
+    pairs: list[tuple[PairRule | DeploymentRule, str]] = [(r, "prefill/decode") for r in PAIR_RULES]
+    whole: list[tuple[PairRule | DeploymentRule, str]] = [
+        (r, "deployment") for r in DEPLOYMENT_RULES
+    ]
     return [
         {
             "id": r.id,
