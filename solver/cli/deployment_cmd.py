@@ -6,7 +6,6 @@ comes here: those commands behave as before."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +14,7 @@ from rich.table import Table
 
 from meshsat.solver.cli.formats import OutputFormat, emit
 from meshsat.solver.cli.launch_checks import with_launch_checks
-from meshsat.solver.cli.output import note, out
+from meshsat.solver.cli.output import note, out, rewritten_out
 from meshsat.solver.cli.report_view import print_report, violation_rows
 from meshsat.solver.deployment.fix import DeploymentFix, fix_deployment
 from meshsat.solver.deployment.model import Deployment
@@ -208,14 +207,7 @@ def _print_fix(result: DeploymentFix, pack: Pack) -> None:
 def print_rewritten_deployment(deployment: Deployment, sglang_version: str | None) -> int:
     """`validate --rewrite` on a deployment: every server's launches carry its fixed layout
     and the flags it takes from its prefill; the exit status."""
-    pack = get_pack(sglang_version)
-    text, notes = rewritten_deployment(deployment, pack)
-    for line in notes:
-        note(line)
-    if text is None:
-        return 1
-    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
-    return 0
+    return rewritten_out(*rewritten_deployment(deployment, get_pack(sglang_version)))
 
 
 def _rewritten_routers(text: str, result: DeploymentFix) -> tuple[str, list[str]]:

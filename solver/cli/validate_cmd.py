@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -146,15 +145,9 @@ def validate_document(
 
 def print_rewritten(layout: LayoutInput, sglang_version: str | None) -> int:
     """The launch text with the fixed layout on stdout (notes on stderr); the exit status."""
-    from meshsat.solver.cli.output import note
+    from meshsat.solver.cli.output import rewritten_out
 
-    text, notes = rewritten(layout, sglang_version)
-    for line in notes:
-        note(line)
-    if text is None:
-        return 1
-    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
-    return 0
+    return rewritten_out(*rewritten(layout, sglang_version))
 
 
 def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | None, list[str]]:
