@@ -6,6 +6,7 @@ comes here: those commands behave as before."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -86,12 +87,14 @@ def validate_deployment_cmd(
     *,
     strict: bool,
     verbose: bool,
+    memory: Callable[[Report, LayoutInput], Report] | None = None,
 ) -> int:
-    """`meshsat validate` on a deployment; the exit status."""
+    """`meshsat validate` on a deployment; the exit status. `memory` folds each server's
+    memory verdict into its report (MEM-FIT, with `--gpu`)."""
     for server in deployment.servers:
         for text in server.layout.notes:
             note(f"{server.name}: {text}")
-    verdict = judged(deployment, sglang_version, strict=strict)
+    verdict = judged(deployment, sglang_version, strict=strict, memory=memory)
     if fmt is OutputFormat.table:
         print_deployment(verdict, verbose=verbose)
     else:
@@ -99,7 +102,13 @@ def validate_deployment_cmd(
     return 0 if verdict.valid else 1
 
 
-def judged(deployment: Deployment, sglang_version: str | None, *, strict: bool) -> DeploymentReport:
+def judged(
+    deployment: Deployment,
+    sglang_version: str | None,
+    *,
+    strict: bool,
+    memory: Callable[[Report, LayoutInput], Report] | None = None,
+) -> DeploymentReport:
     """The deployment's verdict with each server's launch checks as `validate` makes them
     for one job (flags the release refuses: CMD-UNKNOWN-FLAG, an error with `strict`)."""
     pack = get_pack(sglang_version)
@@ -107,7 +116,8 @@ def judged(deployment: Deployment, sglang_version: str | None, *, strict: bool) 
     for server in deployment.servers:
         report = server_report(server, pack)
         layout = replace(server.layout, job=())  # server_report made the job's violations
-        reports[server.name] = with_launch_checks(report, layout, strict=strict)
+        report = with_launch_checks(report, layout, strict=strict)
+        reports[server.name] = report if memory is None else memory(report, server.layout)
     return judge(deployment, pack, reports)
 
 

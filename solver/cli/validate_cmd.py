@@ -100,9 +100,24 @@ def validate_cmd(
         if rewrite:
             raise typer.Exit(deployment_cmd.print_rewritten_deployment(deployment, sglang_version))
         fmt_chosen = chosen(fmt, as_json)
+
+        def memory(report: Report, layout: LayoutInput) -> Report:
+            """Each server's MEM-FIT with --gpu, the model its --model-path names."""
+            model = sources.model or (Path(layout.model_source) if layout.model_source else None)
+            pack = report_pack(sglang_version)
+            return with_memory(
+                report, model, gpu, gpu_memory, context_length, pack, mem_fraction_static,
+                free_memory,
+            )[0]  # fmt: skip
+
         raise typer.Exit(
             deployment_cmd.validate_deployment_cmd(
-                deployment, sglang_version, fmt_chosen, strict=strict, verbose=verbose
+                deployment,
+                sglang_version,
+                fmt_chosen,
+                strict=strict,
+                verbose=verbose,
+                memory=memory,
             )
         )
     layout = read_layout(sources, sglang_version, launch_notes=False)
