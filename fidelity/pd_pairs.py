@@ -87,9 +87,106 @@ def _case(conn: Any, p: dict[str, Any], d: dict[str, Any]) -> dict[str, Any]:
     return {"prefill": p, "decode": d, "outcome": outcome, "message": message, "warnings": warnings}
 
 
+#: 0.4.6.post5's layouts on each side: (tp_size, dp_size); dp > 1 is DP attention.
+_LAYOUTS_046 = ((1, 1), (2, 1), (3, 1), (4, 1), (8, 1), (2, 2), (4, 2), (8, 2), (8, 4), (8, 8))
+
+
+def _receiver_046(cls: type, methods: dict[str, Any], mgr: Any) -> tuple[str, str]:
+    """Build one 0.4.6.post5 receiver (the decode's side of a transfer) for every decode
+    engine rank; the first that fails gives the outcome."""
+    receiver = type("Receiver", (cls,), methods)
+    for rank in range(mgr.tp_size):
+        mgr.kv_args.engine_rank = rank
+        mgr.attn_tp_rank = rank % mgr.tp_size_of_dp
+        try:
+            receiver(mgr, "prefill:8998", 7)
+        except AssertionError as exc:
+            return "error", str(exc.args[0]) if exc.args else ""
+    return "ok", ""
+
+
+def _bootstrap_of(prefill_tp: int) -> Any:
+    """`requests.get` as 0.4.6.post5's bootstrap server of a prefill with `prefill_tp`
+    ranks answers it: every rank's info at `/route`, one rank's at `?engine_rank=`."""
+
+    class Response:
+        def __init__(self, rank: int | None) -> None:
+            self.status_code = 200 if rank is None or rank < prefill_tp else 404
+            self.text = ""
+
+        def json(self) -> dict[str, Any]:
+            return {str(r): {"rank": r} for r in range(prefill_tp)}
+
+    def get(url: str, *a: Any, **k: Any) -> Any:
+        rank = url.partition("engine_rank=")[2]
+        return Response(int(rank) if rank else None)
+
+    return get
+
+
+def _cases_046(logger: Any) -> list[dict[str, Any]]:
+    """0.4.6.post5 checks its prefill in the receivers' constructors: Mooncake's
+    (`MooncakeKVReceiver.__init__`) and NIXL's (`NixlKVReceiver._get_bootstrap_info_from_
+    server`, whose assertion is logged and ends in `assert self.bootstrap_info is not None`).
+    The network calls are answered as a prefill of that layout would."""
+    from sglang.srt.disaggregation.mooncake.conn import MooncakeKVReceiver
+    from sglang.srt.disaggregation.nixl import conn as nixl
+
+    logged: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logged.append(record.getMessage())
+
+    nixl.logger.addHandler(Catch())
+    cases = []
+    for (p_tp, p_dp), (d_tp, d_dp), mla in itertools.product(
+        _LAYOUTS_046, _LAYOUTS_046, (False, True)
+    ):
+        if p_tp % p_dp or d_tp % d_dp:
+            continue
+        mgr = types.SimpleNamespace(
+            tp_size=d_tp, dp_size=d_dp, tp_size_of_dp=d_tp // d_dp, attn_tp_rank=0,
+            enable_dp_attention=d_dp > 1, is_mla_backend=mla,
+            kv_args=types.SimpleNamespace(engine_rank=0),
+            prefill_tp_size_table={}, prefill_dp_size_table={}, connection_pool={},
+            prefill_peer_infos={}, get_session_id=lambda: "s", update_status=lambda *a: None,
+        )  # fmt: skip
+        outcome, message = _receiver_046(
+            MooncakeKVReceiver,
+            {
+                "_get_prefill_dp_size_from_server": lambda self, t=p_tp, d=p_dp: (t, d),
+                "_get_bootstrap_info_from_server": lambda self, rank, group: {},
+                "_register_kv_args": lambda self: None,
+            },
+            mgr,
+        )
+        side = {"tp": p_tp, "dp": p_dp}
+        decode = {"tp": d_tp, "dp": d_dp, "mla": mla}
+        cases.append({"backend": "mooncake", "prefill": side, "decode": decode,
+                      "outcome": outcome, "message": message, "warnings": []})  # fmt: skip
+        nixl.requests.get = _bootstrap_of(p_tp)
+        del logged[:]
+        mgr = types.SimpleNamespace(**{**vars(mgr), "prefill_peer_infos": {}})
+        outcome, message = _receiver_046(nixl.NixlKVReceiver, {}, mgr)
+        said = [m for m in logged if "Only support" in m]
+        cases.append({"backend": "nixl", "prefill": side, "decode": decode, "outcome": outcome,
+                      "message": said[0] if said else message, "warnings": []})  # fmt: skip
+    return cases
+
+
 def main() -> None:
-    from sglang.srt.disaggregation.common import conn
     from sglang.version import __version__
+
+    if __version__ == "0.4.6.post5":
+        from sglang.srt.disaggregation.mooncake import conn as mooncake
+
+        cases = _cases_046(mooncake.logger)
+        sys.stdout.write(f'{{"release": {json.dumps(__version__)}, "cases": [\n')
+        sys.stdout.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
+        sys.stdout.write("\n]}\n")
+        return
+    from sglang.srt.disaggregation.common import conn
 
     cases = []
     grid = itertools.product(

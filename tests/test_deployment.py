@@ -215,6 +215,23 @@ def test_fix_repairs_every_pair_rule(release: str) -> None:
     assert result.after.errors == ()  # 0.5.x only warns on a TP mismatch (kept)
 
 
+def test_fix_finds_an_attention_tp_the_rules_accept() -> None:
+    """0.4.6.post5's NIXL with DP attention on the decode: the prefill's attention TP is no
+    repair (PD-NIXL-RANK-GROUPS still breaks), attention TP 1 is; the GPU count stays."""
+    text = (
+        "python -m sglang.launch_server --disaggregation-mode prefill --tp 2 "
+        "--disaggregation-transfer-backend nixl --port 30000\n"
+        "python -m sglang.launch_server --disaggregation-mode decode --tp 4 --dp 2 "
+        "--enable-dp-attention --disaggregation-transfer-backend nixl --port 30001\n"
+    )
+    assert "PD-NIXL-RANK-GROUPS" in {f.rule for f in verdict(text, "0.4.6.post5").errors}
+    result = fix_deployment(text, sglang_version="0.4.6.post5")
+    assert result.ok
+    decode = result.servers[1]
+    assert [(c.field, c.new) for c in decode.forced] == [("dp_size", 4)]
+    assert decode.report.best.gpus_used == 4
+
+
 def test_rewrite_round_trip(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """--rewrite's script, read back, is a valid deployment; only the decode and the
     router change."""

@@ -59,7 +59,7 @@ def _sglang_rules(release: str) -> list[PairRule]:
     ]
 
 
-@pytest.mark.parametrize("release", ["0.5.18", "0.5.19", "0.5.23"])
+@pytest.mark.parametrize("release", ["0.5.18", "0.5.19", "0.5.23"])  # CommonKVManager
 def test_pair_rules_say_what_the_release_says(release: str) -> None:
     rules = _sglang_rules(release)
     assert {r.id for r in rules} >= {"PD-PAGE-SIZE", "PD-KV-DTYPE", "PD-PP", "PD-TP-NON-MLA-PERF"}
@@ -82,3 +82,33 @@ def test_pair_rules_say_what_the_release_says(release: str) -> None:
         expect = any(r.id == "PD-TP-NON-MLA-PERF" for r in broken) and not early
         assert warned == expect, case
     assert raised > 100  # the grid reaches every raise, not only the accepting pairs
+
+
+def _side_046(role: str, facts: dict[str, Any], backend: str, mla: bool) -> Side:
+    tp, dp = facts["tp"], facts["dp"]
+    return Side(
+        role=role, model="m", backend=backend, bootstrap_port=8998, page_size="default",
+        kv_cache_dtype="auto", tp=tp, dp=dp, dp_attention=dp > 1, attn_tp=tp // dp,
+        attn_cp=1, pp=1, dcp=1, mla=mla,
+    )  # fmt: skip
+
+
+def test_pair_rules_say_what_0_4_6_says() -> None:
+    """0.4.6.post5's receivers (Mooncake's constructor, NIXL's bootstrap fetch), built for
+    every decode rank against a prefill of each layout: the release fails exactly when a
+    pair rule that cites it is broken, in its wording where it gives one (NIXL without DP
+    attention fails on a prefill rank that does not exist, without a message)."""
+    release = "0.4.6.post5"
+    rules = _sglang_rules(release)
+    assert {r.id for r in rules} >= {"PD-TP-NON-MLA", "PD-NIXL-PREFILL-TP"}
+    cases = recorded(release)
+    assert {c["backend"] for c in cases} == {"mooncake", "nixl"}
+    for case in cases:
+        d = case["decode"]
+        p = _side_046("prefill", case["prefill"], case["backend"], d["mla"])
+        ds = _side_046("decode", d, case["backend"], d["mla"])
+        errors = [r for r in rules if r.severity(release) == "error" and r.check(p, ds) is False]
+        assert (case["outcome"] == "error") == bool(errors), (case, [r.id for r in errors])
+        if case["message"]:
+            assert any(r.text(p, ds) in case["message"] for r in errors), case
+    assert sum(c["outcome"] == "error" for c in cases) > 100

@@ -133,6 +133,20 @@ def _non_mla_same_tp(p: Side, d: Side) -> bool | None:
     return _mla(p, d)
 
 
+def _nixl_groups(p: Side, d: Side) -> bool | None:
+    """0.4.6.post5's NIXL receiver with DP attention on the decode splits the prefill's
+    ranks into groups that start every `d.attn_tp` ranks and hold `p.tp // d.attn_tp` each,
+    and takes group `attn_tp_rank`: each decode attention rank needs a whole group (else an
+    IndexError, logged, then `assert self.bootstrap_info is not None`)."""
+    if p.backend is None:
+        return None
+    if p.backend != "nixl" or not d.dp_attention or p.tp < d.attn_tp:
+        return True  # PD-NIXL-PREFILL-TP says the last
+    size = p.tp // d.attn_tp
+    starts = range(0, p.tp, d.attn_tp)
+    return len(starts) >= d.attn_tp and all(s + size <= p.tp for s in starts[: d.attn_tp])
+
+
 def _mooncake_non_mla_same_tp(p: Side, d: Side) -> bool | None:
     """0.4.6.post5's check lives in the Mooncake receiver; NIXL has its own (below)."""
     if p.backend is None:
@@ -226,6 +240,19 @@ PAIR_RULES: tuple[PairRule, ...] = (
         " (0.4.6.post5)",
         dict.fromkeys(_OLD, "error"),
         "give the prefill at least the decode's attention TP, or use Mooncake",
+        layout_fix=True,
+    ),
+    PairRule(
+        "PD-NIXL-RANK-GROUPS",
+        _nixl_groups,
+        "NIXL finds no prefill ranks for some decode attention rank: with DP attention it "
+        "groups the prefill's {p.tp} ranks every {d.attn_tp} ranks, {d.attn_tp} groups "
+        "needed",
+        "sglang/srt/disaggregation/nixl/conn.py: NixlKVReceiver._get_bootstrap_info_from_server"
+        " (0.4.6.post5; an IndexError it logs, then `assert self.bootstrap_info is not None`)",
+        dict.fromkeys(_OLD, "error"),
+        "give the decode attention TP 1 (dp_size = tp_size), or a prefill TP of at least its "
+        "square; or use Mooncake",
         layout_fix=True,
     ),
     PairRule(

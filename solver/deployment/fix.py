@@ -219,7 +219,7 @@ def _follow(
             return decode, None
         empty = fix(decode.layout.config, decode.layout.model, sglang_version=pack)
         return decode, ServerFix(decode.name, empty, (), tuple(flags))
-    forced = _forced(decode, d, p)
+    forced = _forced(decode, d, p, pack.version)
     config = decode.layout.config
     values = {k: getattr(config, k) for k in config.user_set()}
     values.update({c.field: c.new for c in forced})
@@ -237,27 +237,42 @@ def _follow(
     return decode, result
 
 
-def _forced(decode: Server, d: Side, p: Side) -> tuple[Change, ...]:
-    """The layout values a decode takes from its prefill: the prefill's attention TP
-    (through DP attention when the decode's TP size is a multiple of it, so the GPU count
-    stays), the prefill's PP when it differs and is not 1, DCP 1."""
+def _forced(decode: Server, d: Side, p: Side, release: str) -> tuple[Change, ...]:
+    """The layout values a decode takes so that the pair rules of `release` hold against
+    prefill `p`: an attention TP (the prefill's first, then 1) reached through DP attention
+    when the decode's TP size is a multiple of it (its GPU count stays), else as its TP
+    size; the prefill's PP when the decode's is neither it nor 1; DCP 1 when the prefill has
+    attention CP or the pool is not MLA. The first attention TP under which every layout
+    rule holds is taken (the declared checks decide, on the decode as it would become)."""
     config = decode.layout.config
-    out: list[Change] = []
-    if d.attn_tp != p.attn_tp:
-        if d.tp % p.attn_tp == 0:
-            dp = d.tp // p.attn_tp
-            out += [
-                Change("dp_size", config.dp_size, dp),
-                Change("enable_dp_attention", config.enable_dp_attention, dp > 1),
-            ]
-        else:
-            out += [
-                Change("tp_size", config.tp_size, p.attn_tp),
-                Change("dp_size", config.dp_size, 1),
-                Change("enable_dp_attention", config.enable_dp_attention, False),
-            ]
-    if d.pp not in (p.pp, 1):
-        out.append(Change("pp_size", config.pp_size, p.pp))
-    if d.dcp > 1 and (p.attn_cp > 1 or d.mla is False):
-        out.append(Change("dcp_size", config.dcp_size, 1))
-    return tuple(c for c in out if c.old != c.new)
+    rules = [r for r in PAIR_RULES if r.layout_fix and r.severity(release) == "error"]
+    first: tuple[Change, ...] | None = None
+    for attn_tp in dict.fromkeys((p.attn_tp, 1)):
+        out: list[Change] = []
+        side = d
+        if d.attn_tp != attn_tp:
+            if d.tp % attn_tp == 0:
+                dp = d.tp // attn_tp
+                side = replace(d, attn_tp=attn_tp, dp=dp, dp_attention=dp > 1)
+                out += [
+                    Change("dp_size", config.dp_size, dp),
+                    Change("enable_dp_attention", config.enable_dp_attention, dp > 1),
+                ]
+            else:
+                side = replace(d, tp=attn_tp, attn_tp=attn_tp, dp=1, dp_attention=False)
+                out += [
+                    Change("tp_size", config.tp_size, attn_tp),
+                    Change("dp_size", config.dp_size, 1),
+                    Change("enable_dp_attention", config.enable_dp_attention, False),
+                ]
+        if d.pp not in (p.pp, 1):
+            side = replace(side, pp=p.pp)
+            out.append(Change("pp_size", config.pp_size, p.pp))
+        if d.dcp > 1 and (p.attn_cp > 1 or d.mla is False):
+            side = replace(side, dcp=1)
+            out.append(Change("dcp_size", config.dcp_size, 1))
+        changes = tuple(c for c in out if c.old != c.new)
+        first = changes if first is None else first
+        if all(r.check(p, side) is not False for r in rules):
+            return changes
+    return first or ()
