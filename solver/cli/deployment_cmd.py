@@ -182,10 +182,20 @@ def fix_deployment_cmd(
     if fmt is OutputFormat.table:
         _print_fix(result, get_pack(sglang_version))
     else:
-        rows = [
+        rows: list[dict[str, Any]] = [
             {"server": s.server, "field": c.field, "old": c.old, "new": c.new}
             for s in result.servers
             for c in (*s.forced, *(s.report.best.changes if s.ok else ()))
+        ]
+        rows += [
+            {"server": s.server, "field": flag, "old": None, "new": value}
+            for s in result.servers
+            for flag, value in s.flags
+        ]
+        rows += [
+            {"server": f"router@{r.line}", "field": "--" + kind, "old": None, "new": url}
+            for r in result.routers
+            for url, kind in r.moves
         ]
         emit(fmt, result.to_dict(), rows)
     return 0 if result.ok else 1
