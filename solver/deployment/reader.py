@@ -35,7 +35,7 @@ from meshsat.solver.deployment.model import (
     Target,
 )
 from meshsat.solver.errors import InputError
-from meshsat.solver.inputs.launch import LaunchCommand, read_launch_commands
+from meshsat.solver.inputs.launch import ROUTER_MODULES, LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
 from meshsat.solver.inputs.sglang_cmdline import parse_job
 
@@ -158,6 +158,12 @@ def group_servers(
     return servers
 
 
+def _may_be_deployment(text: str) -> bool:
+    """Whether the text can hold a router or a PD role at all: a cheap test before the
+    shell is read (a pasted megabyte of one job is read once, as before)."""
+    return "disaggregation-mode" in text or any(m in text for m in ROUTER_MODULES)
+
+
 def is_deployment(commands: tuple[LaunchCommand, ...]) -> bool:
     """A router, or servers of more than one role: what makes a script a deployment."""
     roles = {role_of(c) for c in commands if not c.router}
@@ -176,6 +182,8 @@ def read_deployment(
     with `always`, a deployment of that one server). `load(sources, launch=parsed)` reads
     one server's layout (model facts, release); `search`: where a `--config FILE` may be."""
     sources = sources or LayoutSources()
+    if not always and not _may_be_deployment(text):
+        return None  # one job: read once, by the single-job reader, not twice
     try:
         commands = read_launch_commands(text, routers=True)
     except InputError:
