@@ -113,6 +113,18 @@ def test_nodes_of_one_role_group_by_rendezvous() -> None:
     assert report.valid, report.broken
 
 
+def test_nodes_of_a_server_are_still_one_job() -> None:
+    """A prefill node that disagrees with its other node is JOB-ONE-LAYOUT on the prefill
+    server alone; the decode server is untouched."""
+    text = recipe("sglang-docs-deepseek-mooncake.sh")
+    first, rest = text.split("# prefill 1", 1)
+    text = first + "# prefill 1" + rest.replace("--dp-size 8", "--dp-size 4", 1)
+    report = verdict(text, "0.5.23")
+    by_role = {r.role: {v.rule for v in r.report.violations} for r in report.roles}
+    assert "JOB-ONE-LAYOUT" in by_role["prefill"]
+    assert by_role["decode"] == set()
+
+
 # --- seeded defects -------------------------------------------------------------------
 
 #: A defect: the rule it must break (`A|B`: the one its transfer backend checks), the
