@@ -192,6 +192,23 @@ def test_seeded_defects_are_rejected_by_rule_id(
         assert not report.valid
 
 
+@pytest.mark.parametrize(
+    ("decode_model", "same"),
+    [
+        ("/data/models/Llama-3.1-8B-Instruct", True),  # the checkpoint copied to the host
+        ("meta-llama/Llama-3.1-8B-Instruct/", True),
+        ("meta-llama/Llama-3.1-70B-Instruct", False),
+        ("$DECODE_MODEL", None),  # not known here: listed as undecided, never passed
+    ],
+)
+def test_same_model_by_checkpoint_name(decode_model: str, same: bool | None) -> None:
+    text = set_flags(recipe("sglang-docs-llama-mooncake.sh"), {1: [("--model-path", decode_model)]})
+    report = verdict(text, "0.5.23")
+    errors = {f.rule for f in report.errors}
+    assert ("PD-SAME-MODEL" in errors) is (same is False)
+    assert any(u.startswith("PD-SAME-MODEL") for u in report.undecided) is (same is None)
+
+
 def test_router_that_swaps_the_roles_is_rejected() -> None:
     text = recipe("sglang-docs-llama-mooncake.sh").replace(
         "--prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001",

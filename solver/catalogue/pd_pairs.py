@@ -106,6 +106,24 @@ def _same(value_p: object, value_d: object) -> bool | None:
     return None if value_p is None or value_d is None else value_p == value_d
 
 
+def _same_model(p: Side, d: Side) -> bool | None:
+    """The same model: the same `--model-path` text (also the same shell variable), or the
+    same last path component (one checkpoint copied to each host: `/mnt/models/X` and
+    `/data/X`, or a repository id and its local copy); a path that is an expansion on one
+    side only is not decided."""
+    if p.model is None or d.model is None:
+        return None
+    if p.model == d.model:
+        return True
+    if "$" in p.model or "$" in d.model:
+        return None
+
+    def name(path: str) -> str:
+        return path.rstrip("/").rsplit("/", 1)[-1].lower()
+
+    return name(p.model) == name(d.model)
+
+
 def _same_page(p: Side, d: Side) -> bool | None:
     """Both unset is the same page size; one unset is whatever the attention backend of
     that side resolves, which meshsat does not decide."""
@@ -161,7 +179,7 @@ _MESHSAT = "meshsat: the prefill/decode pair"
 PAIR_RULES: tuple[PairRule, ...] = (
     PairRule(
         "PD-SAME-MODEL",
-        lambda p, d: _same(p.model, d.model),
+        _same_model,
         "the prefill server (line {p.line}) serves {p.model} and the decode server (line "
         "{d.line}) {d.model}: the decode would read KV cache computed by another model",
         _MESHSAT,
