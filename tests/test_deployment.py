@@ -316,8 +316,14 @@ def test_every_deployment_rule_has_a_check_and_known_releases() -> None:
     assert checked_ids() == {r.id for r in DEPLOYMENT_RULES}
     assert len(set(rule_ids())) == len(rule_ids())
     for rule in (*PAIR_RULES, *DEPLOYMENT_RULES):
-        assert set(rule.releases) <= set(known_versions()), rule.id
-        assert rule.releases and rule.hint and rule.source
+        assert any(rule.severity(v) for v in known_versions()), rule.id
+        assert rule.hint and rule.source
+    # The ranges: 0.4.6.post5's receivers, the 0.5 CommonKVManager, and a later release.
+    by_id = {r.id: r for r in PAIR_RULES}
+    assert by_id["PD-TP-NON-MLA"].severity("0.4.6.post5") == "error"
+    assert by_id["PD-TP-NON-MLA"].severity("0.5.18") is None
+    assert by_id["PD-TP-NON-MLA-PERF"].severity("0.5.24") == "warning"
+    assert by_id["PD-PP"].severity("0.4.6.post5") is None
 
 
 # --- AIConfigurator's measured disaggregated runs ---------------------------------------

@@ -29,16 +29,42 @@ Release facts (read from each release's `sglang/srt/disaggregation/`):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 Severity = Literal["error", "warning"]
 
-#: The releases meshsat has packs for, oldest first (`meshsat.solver.packs`).
-_OLD = ("0.4.6.post5",)
-_NEW = ("0.5.18", "0.5.19", "0.5.23")
-_ALL = (*_OLD, *_NEW)
+#: Release ranges, by what each release's code does (module docstring): a rule applies
+#: in every release of its ranges, so a pack added later (0.5.24) is covered by the range
+#: its code falls in until someone reads it and says otherwise.
+Releases = tuple[tuple[str, Severity], ...]
+_OLD = "<=0.4.6.post5"
+_NEW = ">=0.5.18"
+_ALL = "*"
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    """ "0.4.6.post5" -> (0, 4, 6, 5): the numbers in order, enough to order SGLang's
+    release names (a post release after its release, before the next one)."""
+    return tuple(int(n) for n in re.findall(r"\d+", version))
+
+
+def _in_range(release: str, spec: str) -> bool:
+    if spec == "*":
+        return True
+    if spec.startswith(">="):
+        return _version_key(release) >= _version_key(spec[2:])
+    if spec.startswith("<="):
+        return _version_key(release) <= _version_key(spec[2:])
+    return release == spec
+
+
+def severity_in(releases: Releases, release: str) -> Severity | None:
+    """A rule's severity in `release`: the first range that holds it; None: no such rule."""
+    return next((severity for spec, severity in releases if _in_range(release, spec)), None)
+
 
 #: What a server leaves unset: SGLang's defaults for the facts the pair rules read.
 DEFAULT_BACKEND = "mooncake"
@@ -85,8 +111,8 @@ class PairRule:
     #: SGLang's wording (`source` names the function) or meshsat's; `{p.x}`/`{d.x}` fields.
     message: str
     source: str
-    #: Release -> severity; a release not listed does not have the rule.
-    releases: Mapping[str, Severity]
+    #: (release range, severity): "*", ">=0.5.18", "<=0.4.6.post5" or one release.
+    releases: Releases
     hint: str
     #: The decode server's facts the fix sets to the prefill's (the decode side follows:
     #: it is the one that reads the prefill's parallel info at the bootstrap). Empty when
@@ -96,7 +122,7 @@ class PairRule:
     layout_fix: bool = False
 
     def severity(self, release: str) -> Severity | None:
-        return self.releases.get(release)
+        return severity_in(self.releases, release)
 
     def text(self, p: Side, d: Side) -> str:
         return self.message.format(p=p, d=d)
@@ -183,7 +209,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "the prefill server (line {p.line}) serves {p.model} and the decode server (line "
         "{d.line}) {d.model}: the decode would read KV cache computed by another model",
         _MESHSAT,
-        dict.fromkeys(_ALL, "error"),
+        ((_ALL, "error"),),
         "give both servers the same --model-path",
         follow=("model",),
     ),
@@ -194,7 +220,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "server (line {d.line}) with {d.backend}: the two ends of a transfer must speak one "
         "protocol",
         _MESHSAT,
-        dict.fromkeys(_ALL, "error"),
+        ((_ALL, "error"),),
         "give both servers the same --disaggregation-transfer-backend",
         follow=("backend",),
     ),
@@ -204,7 +230,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "Page size mismatch: prefill server has page_size={p.page_size}, but decode server "
         "has page_size={d.page_size}. Both servers must use the same --page-size value.",
         _CONN_05 + " (0.5.18+); meshsat in 0.4.6.post5, which transfers pages unchecked",
-        dict.fromkeys(_ALL, "error"),
+        ((_ALL, "error"),),
         "give both servers the same --page-size",
         follow=("page_size",),
     ),
@@ -215,7 +241,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "decode server has kv_cache_dtype={d.kv_cache_dtype}. Both servers must use the "
         "same --kv-cache-dtype value.",
         _CONN_05 + " (0.5.18+); meshsat in 0.4.6.post5, which transfers bytes unchecked",
-        dict.fromkeys(_ALL, "error"),
+        ((_ALL, "error"),),
         "give both servers the same --kv-cache-dtype",
         follow=("kv_cache_dtype",),
     ),
@@ -227,7 +253,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "smaller",
         "meshsat: " + _MAPPING_05 + " (and 0.4.6.post5's MooncakeKVReceiver.__init__) "
         "divides without checking; a decode rank past the multiple reads no prefill rank",
-        dict.fromkeys(_ALL, "error"),
+        ((_ALL, "error"),),
         "make the decode's attention TP (tp_size / dp_size with DP attention) divide or be "
         "a multiple of the prefill's",
         layout_fix=True,
@@ -237,7 +263,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         _mooncake_non_mla_same_tp,
         "PD with different TP sizes per DP rank is not yet supported for non-MLA models",
         "sglang/srt/disaggregation/mooncake/conn.py: MooncakeKVReceiver.__init__ (0.4.6.post5)",
-        dict.fromkeys(_OLD, "error"),
+        ((_OLD, "error"),),
         "give the decode the prefill's attention TP (tp_size / dp_size with DP attention)",
         layout_fix=True,
     ),
@@ -246,7 +272,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         _non_mla_same_tp,
         "Performance is NOT guaranteed when using different TP sizes for non-MLA models.",
         _MAPPING_05,
-        dict.fromkeys(_NEW, "warning"),
+        ((_NEW, "warning"),),
         "give the decode the prefill's attention TP (tp_size / dp_size with DP attention)",
         layout_fix=True,
     ),
@@ -256,7 +282,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "Only support Prefill TP size >= Decode TP size of DP, now we have {p.tp} vs {d.attn_tp}",
         "sglang/srt/disaggregation/nixl/conn.py: NixlKVReceiver._get_bootstrap_info_from_server"
         " (0.4.6.post5)",
-        dict.fromkeys(_OLD, "error"),
+        ((_OLD, "error"),),
         "give the prefill at least the decode's attention TP, or use Mooncake",
         layout_fix=True,
     ),
@@ -268,7 +294,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "needed",
         "sglang/srt/disaggregation/nixl/conn.py: NixlKVReceiver._get_bootstrap_info_from_server"
         " (0.4.6.post5; an IndexError it logs, then `assert self.bootstrap_info is not None`)",
-        dict.fromkeys(_OLD, "error"),
+        ((_OLD, "error"),),
         "give the decode attention TP 1 (dp_size = tp_size), or a prefill TP of at least its "
         "square; or use Mooncake",
         layout_fix=True,
@@ -278,7 +304,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         lambda p, d: d.pp in (p.pp, 1),
         "Decode pp size ({d.pp}) should be equal to prefill pp size ({p.pp}) or 1",
         _MAPPING_05,
-        dict.fromkeys(_NEW, "error"),
+        ((_NEW, "error"),),
         "give the decode the prefill's --pp-size, or 1",
         layout_fix=True,
     ),
@@ -287,7 +313,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         lambda p, d: d.dcp <= 1 or p.attn_cp == 1,
         "PD decode DCP currently requires prefill attention CP=1, got {p.attn_cp}.",
         _CONN_05,
-        dict.fromkeys(_NEW, "error"),
+        ((_NEW, "error"),),
         "drop --dcp-size on the decode, or attention CP on the prefill",
         layout_fix=True,
     ),
@@ -296,7 +322,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         lambda p, d: True if d.dcp <= 1 else _mla(p, d),
         "PD decode DCP requires an MLA or hybrid-MLA KV pool.",
         _CONN_05,
-        dict.fromkeys(_NEW, "error"),
+        ((_NEW, "error"),),
         "drop --dcp-size on the decode server",
         layout_fix=True,
     ),
@@ -313,8 +339,11 @@ class DeploymentRule:
     id: str
     message: str
     source: str
-    releases: Mapping[str, Severity]
+    releases: Releases
     hint: str
+
+    def severity(self, release: str) -> Severity | None:
+        return severity_in(self.releases, release)
 
 
 DEPLOYMENT_RULES: tuple[DeploymentRule, ...] = (
@@ -323,7 +352,7 @@ DEPLOYMENT_RULES: tuple[DeploymentRule, ...] = (
         "the deployment has {what}: prefill servers need decode servers to finish their "
         "requests, and decode servers need prefill servers to start them",
         "meshsat: the deployment",
-        dict.fromkeys(_ALL, "error"),
+        ((_ALL, "error"),),
         "launch at least one prefill and one decode server (--disaggregation-mode)",
     ),
     DeploymentRule(
@@ -332,7 +361,7 @@ DEPLOYMENT_RULES: tuple[DeploymentRule, ...] = (
         "listens on {listens} (--disaggregation-bootstrap-port)",
         "sglang/srt/managers/scheduler.py: a request without a bootstrap port takes the "
         "receiving server's own --disaggregation-bootstrap-port",
-        dict.fromkeys(_ALL, "error"),
+        ((_ALL, "error"),),
         "give the router the prefill's bootstrap port after its URL, or give the decode "
         "servers the prefill's --disaggregation-bootstrap-port",
     ),
@@ -341,7 +370,7 @@ DEPLOYMENT_RULES: tuple[DeploymentRule, ...] = (
         "the router on line {line} is given prefill/decode servers without "
         "--pd-disaggregation: it would send whole requests to a prefill server",
         "sglang_router.launch_router: --pd-disaggregation",
-        dict.fromkeys(_ALL, "error"),
+        ((_ALL, "error"),),
         "add --pd-disaggregation to the router",
     ),
     DeploymentRule(
@@ -349,21 +378,21 @@ DEPLOYMENT_RULES: tuple[DeploymentRule, ...] = (
         "the router on line {line} sends {kind} work to {url}, which is the {role} server "
         "launched on line {server}",
         "meshsat: the router's view of the servers",
-        dict.fromkeys(_ALL, "error"),
+        ((_ALL, "error"),),
         "list prefill servers after --prefill and decode servers after --decode",
     ),
     DeploymentRule(
         "ROUTER-BOOTSTRAP-PORTS",
         "Number of prefill URLs must match number of bootstrap ports",
         "sglang/srt/disaggregation/mini_lb.py: __main__ (0.4.6.post5)",
-        dict.fromkeys(_ALL, "error"),
+        ((_ALL, "error"),),
         "give one --prefill-bootstrap-ports value, or one per --prefill URL",
     ),
     DeploymentRule(
         "ROUTER-UNKNOWN-URL",
         "the router on line {line} names {url}, which no server in this script listens on",
         "meshsat: the router's view of the servers",
-        dict.fromkeys(_ALL, "warning"),
+        ((_ALL, "warning"),),
         "check the URL (servers launched elsewhere are fine)",
     ),
 )

@@ -109,14 +109,14 @@ def _deployment_rules(release: str) -> list[dict[str, Any]]:
     return [
         {
             "id": r.id,
-            "severity": r.releases[release],
+            "severity": r.severity(release),
             "between": between,
             "message": r.message,
             "source": r.source,
             "hint": r.hint,
         }
         for r, between in (*pairs, *whole)
-        if release in r.releases
+        if r.severity(release) is not None
     ]
 
 

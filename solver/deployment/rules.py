@@ -6,7 +6,7 @@ all and says which pair rules could not be decided (facts unknown here)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from meshsat.solver.catalogue.pd_pairs import (
@@ -99,20 +99,23 @@ def check(
                         )
                     )
     for function in dict.fromkeys(_DEPLOYMENT_CHECKS.values()):
-        findings += [f for f in function(deployment) if _applies(f, release)]
+        findings += [_in_release(f, release) for f in function(deployment) if _applies(f, release)]
     return findings, undecided
 
 
 def _applies(finding: Finding, release: str) -> bool:
-    return deployment_rule(finding.rule).releases.get(release) is not None
+    return deployment_rule(finding.rule).severity(release) is not None
+
+
+def _in_release(finding: Finding, release: str) -> Finding:
+    """The finding with its rule's severity in `release`."""
+    severity = deployment_rule(finding.rule).severity(release)
+    return finding if severity is None else replace(finding, severity=severity)
 
 
 def _finding(rule_id: str, servers: tuple[str, ...] = (), **fields: Any) -> Finding:
     rule = deployment_rule(rule_id)
-    severity = next(iter(rule.releases.values()))
-    return Finding(
-        rule.id, severity, rule.message.format(**fields), rule.hint, rule.source, servers
-    )
+    return Finding(rule.id, "error", rule.message.format(**fields), rule.hint, rule.source, servers)
 
 
 def _both_roles(deployment: Deployment) -> Iterator[Finding]:
