@@ -18,17 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsat.solver.catalogue.pd_pairs import DEPLOYMENT_RULES, PAIR_RULES, rule_ids
+from meshsat.solver.cli.deployment_cmd import rewritten_deployment
 from meshsat.solver.deployment.fix import fix_deployment
 from meshsat.solver.deployment.reader import read_deployment
 from meshsat.solver.deployment.rules import checked_ids
 from meshsat.solver.deployment.validate import (
     DeploymentReport,
     load_server,
+    read,
     validate_deployment,
 )
 from meshsat.solver.inputs.launch import read_launch_commands
 from meshsat.solver.inputs.rewrite import set_flags
-from meshsat.solver.packs import known_versions
+from meshsat.solver.packs import get_pack, known_versions
 from tests.cli_helpers import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pd"
@@ -66,6 +68,10 @@ def test_public_recipe_is_accepted(name: str) -> None:
     assert report.valid, (report.broken, [f.message for f in report.findings])
     assert report.to_dict()["deployment"]["servers"] == {"aggregated": 0, **roles}
     assert sum(r.gpus for r in report.roles) == gpus
+    # --rewrite keeps an accepted script byte for byte
+    text = recipe(name)
+    deployment = read(text, load_server(None, release))
+    assert rewritten_deployment(deployment, get_pack(release))[0] == text
 
 
 def test_pd_script_is_a_deployment_not_one_job(capsys: pytest.CaptureFixture[str]) -> None:
