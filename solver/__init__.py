@@ -8,6 +8,9 @@ Entry points:
   the nearest valid layouts, or the pins and rules that conflict.
 - `Config`, `ModelSpec`: the typed inputs; `RULES`, `RESOLUTIONS`: the catalogue.
 - `enumerate(gpus, ...) -> Iterator[Layout]`, `count(gpus, ...)`: every legal layout.
+- `validate_deployment(script, sglang_version=None) -> DeploymentReport`: a PD launch
+  script (prefill, decode and aggregated servers, routers) checked server by server and
+  with the rules between them; `fix_deployment` repairs one (docs/disaggregation.md).
 
 Importing this package loads neither torch nor Z3; Z3 is imported on first need.
 
@@ -26,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from meshsat.solver.catalogue import RESOLUTIONS, RULES
+    from meshsat.solver.deployment.fix import DeploymentFix, fix_deployment
+    from meshsat.solver.deployment.validate import DeploymentReport, validate_deployment
     from meshsat.solver.enumeration.layouts import Layout, count
     from meshsat.solver.enumeration.layouts import enumerate_layouts as enumerate
     from meshsat.solver.errors import InputError, MeshsatError, MeshsatWarning
@@ -40,6 +45,10 @@ if TYPE_CHECKING:
 _WHERE: dict[str, tuple[str, str]] = {
     "RESOLUTIONS": ("meshsat.solver.catalogue", "RESOLUTIONS"),
     "RULES": ("meshsat.solver.catalogue", "RULES"),
+    "DeploymentFix": ("meshsat.solver.deployment.fix", "DeploymentFix"),
+    "DeploymentReport": ("meshsat.solver.deployment.validate", "DeploymentReport"),
+    "fix_deployment": ("meshsat.solver.deployment.fix", "fix_deployment"),
+    "validate_deployment": ("meshsat.solver.deployment.validate", "validate_deployment"),
     "Layout": ("meshsat.solver.enumeration.layouts", "Layout"),
     "count": ("meshsat.solver.enumeration.layouts", "count"),
     "enumerate": ("meshsat.solver.enumeration.layouts", "enumerate_layouts"),
@@ -65,6 +74,8 @@ __all__ = [
     "RULES",
     "Config",
     "Conflict",
+    "DeploymentFix",
+    "DeploymentReport",
     "FixReport",
     "FixResult",
     "InputError",
@@ -80,7 +91,9 @@ __all__ = [
     "count",
     "enumerate",
     "fix",
+    "fix_deployment",
     "validate",
+    "validate_deployment",
 ]
 
 

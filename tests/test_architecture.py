@@ -29,7 +29,9 @@ FLOORS: dict[str, int] = {
     "meshsat.solver.enumeration": 8,
     "meshsat.solver.perf": 8,  # estimates beside the memory model; AIC imported lazily
     "meshsat.solver": 9,  # the package's public API re-exports the subsystems (on first use)
-    "meshsat.solver.tune": 9,  # autotuner spaces over enumeration and memory; not re-exported
+    "meshsat.solver.tune": 9,
+    # PD deployments: servers read, validated and fixed (floors 5-8) and judged as a whole
+    "meshsat.solver.deployment": 9,  # autotuner spaces over enumeration and memory; not re-exported
     "meshsat.solver.integrations": 10,  # SGLang's start-up plugin and `meshsat launch`
     "meshsat.cp": 10,
     "meshsat.solver.cli": 11,

@@ -30,6 +30,14 @@ from tests.cli_helpers import run_cli
 
 REJECTED = "python -m sglang.launch_server --tp 8 --dp 3 --enable-dp-attention"
 TWO_NODES = "python -m sglang.launch_server --tp 16 --dp 4 --enable-dp-attention --ep 16 --nnodes 2"
+#: A PD deployment (docs/disaggregation.md): one JSON entry per server, the pair rules.
+PD = (
+    "python -m sglang.launch_server --disaggregation-mode prefill --tp 2 --port 30000\n"
+    "python -m sglang.launch_server --disaggregation-mode decode --tp 4 --page-size 64 "
+    "--port 30001\n"
+    "python -m sglang_router.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 "
+    "--decode http://127.0.0.1:30001\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +77,7 @@ def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
     ("endpoint", "body", "argv"),
     [
         ("validate", {"sglang": REJECTED}, ["validate", "--sglang", REJECTED]),
+        ("validate", {"sglang": PD}, ["validate", "--sglang", PD]),
         ("fix", {"sglang": REJECTED, "gpus": 8}, ["fix", "--sglang", REJECTED, "--gpus", "8"]),
         ("groups", {"sglang": TWO_NODES}, ["groups", "--sglang", TWO_NODES]),
         ("groups", {"sglang": REJECTED}, ["groups", "--sglang", REJECTED]),

@@ -23,6 +23,7 @@ from meshsat.solver.cli.memory_options import (
 )
 from meshsat.solver.cli.output import out
 from meshsat.solver.cli.version_option import SglangVersionOpt
+from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.layout_input import LayoutSources
 from meshsat.solver.packs import get_pack
 from meshsat.solver.repair.fix import command_line, fix
@@ -115,7 +116,27 @@ def fix_cmd(
       meshsat fix --sglang "sglang serve --tp 16 --ep 4 --moe-dp-size 2" --pin tp_size --json
       meshsat fix --set tp_size=2 --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16
       meshsat fix --sglang-file lws.yaml --emit lws > lws.fixed.yaml
+      meshsat fix --sglang-file pd.sh --json   # a PD deployment: every server, under the pair rules
     """
+    import meshsat.solver.cli.deployment_cmd as deployment_cmd
+
+    deployment, sources = deployment_cmd.deployment_input(sources, sglang_version)
+    if deployment is not None:
+        if gpus is not None or emit_as is not None or top != 1 or gpu or gpu_memory:
+            raise InputError(
+                "a PD deployment is fixed server by server: --gpus, --top, --emit and "
+                "--gpu/--gpu-memory apply to one server (fix its command alone)"
+            )
+        raise typer.Exit(
+            deployment_cmd.fix_deployment_cmd(
+                deployment,
+                sglang_version,
+                chosen(fmt, as_json),
+                pins=tuple(pin or ()),
+                objective=objective,
+                timeout_s=timeout,
+            )
+        )
     layout = read_layout(sources, sglang_version)
     report = fix(
         layout.config,

@@ -9,27 +9,12 @@ from dataclasses import replace
 
 from meshsat.solver.cli.layout_options import missing_flags_text
 from meshsat.solver.inputs.layout_input import LayoutInput
+from meshsat.solver.validation.job_checks import job_violations
 from meshsat.solver.validation.report import Report, Violation
-
-_HINTS = {
-    "JOB-ONE-LAYOUT": "give every node the same layout flags",
-    "JOB-DIST-INIT": "give every node the first node's --dist-init-addr",
-    "JOB-NODE-RANKS": "number the nodes --node-rank 0 .. nnodes-1, once each",
-}
 
 
 def with_launch_checks(report: Report, layout: LayoutInput, *, strict: bool) -> Report:
-    errors = [
-        Violation(
-            issue.rule,
-            issue.message,
-            ("nnodes", "node_rank"),
-            f"line {issue.line}",
-            _HINTS[issue.rule],
-            "meshsat: the nodes of one job",
-        )
-        for issue in layout.job
-    ]
+    errors = job_violations(layout.job)
     warnings: list[Violation] = []
     if layout.missing_flags:
         flag = Violation(

@@ -326,3 +326,14 @@ def note(text: str) -> None:
         run.held.append(text)
         return
     err.print(f"[dim]note:[/dim] {escape(text)}", markup=True)
+
+
+def rewritten_out(text: str | None, notes: list[str]) -> int:
+    """`--rewrite`'s answer: the notes on stderr, the script on stdout (ending in a
+    newline); the exit status, 1 when there is no script (no fix exists)."""
+    for line in notes:
+        note(line)
+    if text is None:
+        return 1
+    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    return 0

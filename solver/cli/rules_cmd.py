@@ -24,7 +24,9 @@ def rules_cmd(
     words, SGLang's message, source handler, and whether it is an error, an error only at
     launch, a warning, or meshsat's own advice.
 
-    Resolution steps (what SGLang changes silently, in order) follow the rules.
+    Resolution steps (what SGLang changes silently, in order) follow the rules, then the
+    rules between the servers of a PD deployment (docs/disaggregation.md) that the release
+    has.
     """
     pack = chosen_pack(sglang_version)
     rules: list[dict[str, Any]] = [
@@ -53,9 +55,15 @@ def rules_cmd(
         }
         for res in pack.resolutions
     ]
+    deployment = _deployment_rules(pack.version)
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is not OutputFormat.table:
-        data = {"sglang_version": pack.version, "rules": rules, "resolutions": resolutions}
+        data = {
+            "sglang_version": pack.version,
+            "rules": rules,
+            "resolutions": resolutions,
+            "deployment_rules": deployment,
+        }
         emit(chosen_fmt, data, rules, listing=True)
         return
     title = f"{len(rules)} rules of SGLang {pack.version}, in handler order"
@@ -74,6 +82,42 @@ def rules_cmd(
             sets = ", ".join(f"{k} = {v}" for k, v in s["sets"].items())
             res_table.add_row(*(escape(c) for c in (res["id"], s["when"], sets, res["source"])))
     out.print(res_table)
+    pd_title = "between the servers of a PD deployment"
+    pd_table = Table(title=pd_title, title_justify="left", show_lines=True)
+    for col in ("id", "severity", "between", "says", "source"):
+        pd_table.add_column(col, no_wrap=col == "id")
+    for d in deployment:
+        cells = (d["id"], d["severity"], d["between"], d["message"], d["source"])
+        pd_table.add_row(*(escape(c) for c in cells))
+    out.print(pd_table)
+
+
+def _deployment_rules(release: str) -> list[dict[str, Any]]:
+    """The PD deployment rules `release` has (`catalogue/pd_pairs.py`), with their severity
+    there: pair rules between every prefill and decode server, then the deployment's."""
+    from meshsat.solver.catalogue.pd_pairs import (
+        DEPLOYMENT_RULES,
+        PAIR_RULES,
+        DeploymentRule,
+        PairRule,
+    )
+
+    pairs: list[tuple[PairRule | DeploymentRule, str]] = [(r, "prefill/decode") for r in PAIR_RULES]
+    whole: list[tuple[PairRule | DeploymentRule, str]] = [
+        (r, "deployment") for r in DEPLOYMENT_RULES
+    ]
+    return [
+        {
+            "id": r.id,
+            "severity": r.severity(release),
+            "between": between,
+            "message": r.message,
+            "source": r.source,
+            "hint": r.hint,
+        }
+        for r, between in (*pairs, *whole)
+        if r.severity(release) is not None
+    ]
 
 
 def fields_cmd(

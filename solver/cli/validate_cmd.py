@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -77,6 +76,10 @@ def validate_cmd(
 
     From a launch script, also the nodes of a multi-node job that disagree (JOB-*) and
     flags the chosen release does not have (CMD-UNKNOWN-FLAG; an error with --strict).
+    A script with a router or with prefill and decode servers is a PD deployment: each
+    server is checked on its own (one entry per server in the JSON), then the rules
+    between them (PD-*, ROUTER-*: same model, transfer backend, page size, KV dtype,
+    attention TP mapping, bootstrap port, the router's view); --rewrite fixes every server.
 
     Exit status: 0 valid, 1 invalid, 2 bad input.
 
@@ -88,7 +91,35 @@ def validate_cmd(
       meshsat validate --sglang-file launch.sh --sglang-version 0.5.23
       meshsat validate --model deepseek-ai/DeepSeek-V3 --gpu H200 --set tp_size=8
       meshsat validate --sglang-file launch.sh --rewrite > launch.fixed.sh
+      meshsat validate --sglang-file pd.sh --sglang-version 0.5.23 --json
     """
+    import meshsat.solver.cli.deployment_cmd as deployment_cmd
+
+    deployment, sources = deployment_cmd.deployment_input(sources, sglang_version)
+    if deployment is not None:
+        if rewrite:
+            raise typer.Exit(deployment_cmd.print_rewritten_deployment(deployment, sglang_version))
+        fmt_chosen = chosen(fmt, as_json)
+
+        def memory(report: Report, layout: LayoutInput) -> Report:
+            """Each server's MEM-FIT with --gpu, the model its --model-path names."""
+            model = sources.model or (Path(layout.model_source) if layout.model_source else None)
+            pack = report_pack(sglang_version)
+            return with_memory(
+                report, model, gpu, gpu_memory, context_length, pack, mem_fraction_static,
+                free_memory,
+            )[0]  # fmt: skip
+
+        raise typer.Exit(
+            deployment_cmd.validate_deployment_cmd(
+                deployment,
+                sglang_version,
+                fmt_chosen,
+                strict=strict,
+                verbose=verbose,
+                memory=memory,
+            )
+        )
     layout = read_layout(sources, sglang_version, launch_notes=False)
     if rewrite:
         raise typer.Exit(print_rewritten(layout, sglang_version))
@@ -129,15 +160,9 @@ def validate_document(
 
 def print_rewritten(layout: LayoutInput, sglang_version: str | None) -> int:
     """The launch text with the fixed layout on stdout (notes on stderr); the exit status."""
-    from meshsat.solver.cli.output import note
+    from meshsat.solver.cli.output import rewritten_out
 
-    text, notes = rewritten(layout, sglang_version)
-    for line in notes:
-        note(line)
-    if text is None:
-        return 1
-    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
-    return 0
+    return rewritten_out(*rewritten(layout, sglang_version))
 
 
 def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | None, list[str]]:

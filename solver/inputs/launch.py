@@ -39,6 +39,15 @@ LAUNCH_MODULES = (
     "sglang_router.launch_server",
     *BENCH_FLAGS,
 )
+#: `python -m MODULE` launchers of a PD router: SGLang's router (`--pd-disaggregation
+#: --prefill URL [BOOTSTRAP_PORT] --decode URL`), 0.4.6's `mini_lb` (`--prefill URL...
+#: --decode URL... --prefill-bootstrap-ports PORT...`) and the `launch_lb` that replaced
+#: it. Read only by the deployment reader (`read_launch_commands(text, routers=True)`).
+ROUTER_MODULES = (
+    "sglang_router.launch_router",
+    "sglang.srt.disaggregation.mini_lb",
+    "sglang.srt.disaggregation.launch_lb",
+)
 #: Most characters a pasted command may hold; a launch script is a few kilobytes.
 MAX_CHARS = 1 << 20
 #: Most characters of text with shell syntax in it (quotes, `$`, `;`, redirections, ...),
@@ -114,17 +123,23 @@ class LaunchCommand:
     #: unknown), as notes for the user.
     notes: tuple[str, ...] = ()
 
+    @property
+    def router(self) -> bool:
+        """A PD router's launch (only `read_launch_commands(..., routers=True)` gives one)."""
+        return self.program.removeprefix("python -m ") in ROUTER_MODULES
 
-def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
+
+def read_launch_commands(text: str, *, routers: bool = False) -> tuple[LaunchCommand, ...]:
     """Every SGLang launch in `text`, in order; an `InputError` naming the problem and its
-    position for text a shell would refuse or that launches no SGLang server."""
+    position for text a shell would refuse or that launches no SGLang server. With
+    `routers`, the PD routers' launches too (`LaunchCommand.router`), in their place."""
     if len(text) > MAX_CHARS:
         raise InputError(f"the launch command is {len(text)} characters; at most {MAX_CHARS}")
     if "\x00" in text:
         raise InputError("the launch command is binary data (it holds NUL bytes)")
     listed = manifest_commands(text)
     if listed is not None:
-        return _from_manifest(listed)
+        return _from_manifest(listed, routers)
     source, notes = pasted_as_shell(text)
     nodes = _parse(source)
     newlines = [m.start() for m in re.finditer("\n", source)]
@@ -134,7 +149,7 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
         words = [p for p in command.parts if p.kind == "word"]
         assignments = [_assignment(p) for p in command.parts if p.kind == "assignment"]
         texts = [w.word for w in words]
-        start = _launcher(texts)
+        start = _launcher(texts, routers)
         if texts[:1] == ["export"] and start is None:
             exported += [a for w in texts[1:] if (a := _split_assignment(w)) is not None]
             continue
@@ -152,7 +167,7 @@ def read_launch_commands(text: str) -> tuple[LaunchCommand, ...]:
                 notes=tuple(notes),
             )
         )
-    if not found:
+    if not any(not c.router for c in found):
         raise InputError(
             "not an SGLang launch command: no `python -m sglang.launch_server`, "
             "`python -m sglang_router.launch_server` or `sglang serve` in it"
@@ -195,13 +210,13 @@ def _plain(source: str) -> list[Any] | None:
     return commands
 
 
-def _from_manifest(listed: list[ListedCommand]) -> tuple[LaunchCommand, ...]:
+def _from_manifest(listed: list[ListedCommand], routers: bool) -> tuple[LaunchCommand, ...]:
     """The SGLang launches among a manifest's commands (a `sh -c` script read as shell)."""
     found: list[LaunchCommand] = []
     for command in listed:
         if command.script is not None:
             try:
-                inner = read_launch_commands(command.script)
+                inner = read_launch_commands(command.script, routers=routers)
             except InputError:
                 continue
             found += [
@@ -210,7 +225,7 @@ def _from_manifest(listed: list[ListedCommand]) -> tuple[LaunchCommand, ...]:
             ]
             continue
         texts = [w for w, _ in command.words]
-        start = _launcher(texts)
+        start = _launcher(texts, routers)
         if start is None:
             continue
         end, program = start
@@ -218,7 +233,7 @@ def _from_manifest(listed: list[ListedCommand]) -> tuple[LaunchCommand, ...]:
         env = [*command.env, *(a for w in texts[: end - 1] if (a := _split_assignment(w)))]
         note = ("read from the manifest's command/args list",)
         found.append(LaunchCommand(command.line, program, tuple(env), words, "yaml", note))
-    if not found:
+    if not any(not c.router for c in found):
         raise InputError("the manifest's command lists launch no SGLang server")
     return tuple(found)
 
@@ -290,12 +305,12 @@ def _commands(nodes: list[Any]) -> list[Any]:
     return out
 
 
-def _launcher(texts: list[str]) -> tuple[int, str] | None:
+def _launcher(texts: list[str], routers: bool = False) -> tuple[int, str] | None:
     """Index just past the launcher words and the launcher as text, or None."""
     for i, t in enumerate(texts):
         if _PYTHON.search(t) and texts[i + 1 : i + 2] == ["-m"] and i + 2 < len(texts):
             module = texts[i + 2]
-            if module in LAUNCH_MODULES:
+            if module in LAUNCH_MODULES or (routers and module in ROUTER_MODULES):
                 return i + 3, f"python -m {module}"
         if t.endswith("sglang") and texts[i + 1 : i + 2] == ["serve"]:
             return i + 2, "sglang serve"

@@ -22,6 +22,7 @@ from meshsat.solver.inputs.files import load_config_file
 from meshsat.solver.inputs.k8s import looks_like_manifest, manifest_launch
 from meshsat.solver.inputs.sglang_cmdline import (
     JobIssue,
+    ParsedCommandLine,
     missing_from_release,
     parse_sglang_command,
     refused_values,
@@ -89,6 +90,7 @@ def load_layout(
     release: str | None = None,
     *,
     local_files: bool = True,
+    launch: ParsedCommandLine | None = None,
 ) -> LayoutInput:
     """Merge the sources: example, then file, then SGLang command line, then --set.
 
@@ -96,7 +98,8 @@ def load_layout(
     release that was not recorded: flags no recorded release has). `local_files=False` (the
     web app, whose requests come from a browser) reads nothing from this machine: no file,
     script or model path, no standard input, and a command's `--model-path` is looked up in
-    `catalogue` only."""
+    `catalogue` only. `launch`: one server of a deployment, already read from the script
+    (`parse_job`), in place of parsing the whole text as one job."""
     if not local_files:
         _refuse_local(sources)
     values: dict[str, Any] = {}
@@ -116,16 +119,15 @@ def load_layout(
         model_facts = values.pop("model", None) or model_facts
     if sources.sglang is not None and sources.sglang_file is not None:
         raise InputError("give --sglang or --sglang-file, not both")
-    text = _script(sources.sglang_file) if sources.sglang_file is not None else sources.sglang
-    if text == "-":
-        text = sys.stdin.read(MAX_SCRIPT_BYTES + 1)
+    given = sources.sglang_file is not None or sources.sglang is not None
+    text = script_text(sources) if given else None
     if text is not None and looks_like_manifest(text):  # Kubernetes YAML: its SGLang container
         text, judged = manifest_launch(text)
         notes.append(judged)
-    if text is not None:
+    if text is not None or launch is not None:
         # A script's `--config FILE` may be relative to the script's own folder.
         search = () if sources.sglang_file is None else (sources.sglang_file.parent,)
-        parsed = parse_sglang_command(text, search)
+        parsed = launch if launch is not None else parse_sglang_command(text or "", search)
         values.update(parsed.values)
         notes.extend(parsed.notes)
         if parsed.ignored:
@@ -169,6 +171,15 @@ def load_layout(
         text,
         model_path_of(sources.model) if sources.model is not None else model_path,
     )
+
+
+def script_text(sources: LayoutSources) -> str:
+    """The launch text the sources give: the script file's, `--sglang`'s, or standard input
+    for `--sglang -` (read here, once)."""
+    text = _script(sources.sglang_file) if sources.sglang_file is not None else sources.sglang
+    if text == "-":
+        text = sys.stdin.read(MAX_SCRIPT_BYTES + 1)
+    return text or ""
 
 
 def _refuse_local(sources: LayoutSources) -> None:

@@ -10,6 +10,8 @@ reader (`meshsat.solver.inputs.launch`), which keeps them in the user's coordina
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import DP_GROUP, flag_words
 from meshsat.solver.inputs.convert import config_from_values
@@ -22,13 +24,18 @@ from meshsat.solver.lang.fields import CONFIG_SPECS
 _NOT_REWRITTEN = frozenset({"node_rank", *ENV_FACTS.values()})
 
 
-def rewrite_script(text: str, new: Config, *, attn_dp_spelling: bool) -> tuple[str, list[str]]:
-    """`text` with every launch carrying `new`'s layout; and notes for what could not be
-    written as a flag (environment variables, tool-only facts)."""
+def rewrite_script(
+    text: str, new: Config, *, attn_dp_spelling: bool, only: Collection[int] | None = None
+) -> tuple[str, list[str]]:
+    """`text` with every launch carrying `new`'s layout (with `only`, the launches of those
+    indices: one server of a deployment); and notes for what could not be written as a flag
+    (environment variables, tool-only facts)."""
     target = spelled(new, attn_dp_spelling)
     edits: list[tuple[int, int, str]] = []
     notes: list[str] = []
-    for command in read_launch_commands(text):
+    for index, command in enumerate(read_launch_commands(text)):
+        if only is not None and index not in only:
+            continue
         if command.form != "shell":
             raise InputError(
                 f"line {command.line}: the command is a manifest's list of words; --rewrite "
@@ -60,10 +67,42 @@ def rewrite_script(text: str, new: Config, *, attn_dp_spelling: bool) -> tuple[s
             first, *rest = spans
             edits.append((*_with_blank_before(text, first, flags), flags))
             edits += [(*_with_blank_before(text, s, ""), "") for s in rest]
+    return applied(text, edits), notes
+
+
+def set_flags(text: str, flags: dict[int, list[tuple[str, str]]]) -> str:
+    """`text` with flags that are not layout fields set on some launches (launch index ->
+    (flag, value) pairs): a flag given is replaced where it stands with its value, a flag
+    absent goes after the launch's last word. A deployment's fix gives a decode server its
+    prefill's `--page-size`, `--kv-cache-dtype`, transfer backend and so on this way."""
+    edits: list[tuple[int, int, str]] = []
+    for index, command in enumerate(read_launch_commands(text)):
+        if index in flags and command.form != "shell":
+            raise InputError(
+                f"line {command.line}: the command is a manifest's list of words; --rewrite "
+                "edits shell text only (apply the fix printed above to the list by hand)"
+            )
+        words = command.words
+        for flag, value in flags.get(index, []):
+            written = f"{flag} {value}"
+            at = [i for i, w in enumerate(words) if w.text.partition("=")[0] == flag]
+            if not at:
+                edits.append((words[-1].end, words[-1].end, " " + written))
+                continue
+            for n, i in enumerate(at):
+                inline = "=" in words[i].text
+                last = i if inline or i + 1 >= len(words) else i + 1
+                span = (words[i].pos, words[last].end)
+                replacement = written if n == 0 else ""
+                edits.append((*_with_blank_before(text, span, replacement), replacement))
+    return applied(text, edits)
+
+
+def applied(text: str, edits: list[tuple[int, int, str]]) -> str:
     out = text
     for start, stop, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         out = out[:start] + replacement + out[stop:]
-    return out, notes
+    return out
 
 
 def _writable(name: str) -> bool:

@@ -372,8 +372,16 @@ def parse_sglang_command(text: str, search: tuple[Path, ...] = ()) -> ParsedComm
     folder of `search`, as the script's own); a note says when it does not.
     """
     with _collector_paused(len(text) > _PAUSE_GC_ABOVE):
-        commands = read_launch_commands(text)
-        parsed = [_with_config_file(c, parse_launch(c), search) for c in commands]
+        return parse_job(read_launch_commands(text), search)
+
+
+def parse_job(
+    commands: tuple[LaunchCommand, ...], search: tuple[Path, ...] = ()
+) -> ParsedCommandLine:
+    """The layout of the launches of one job (one server, one or more nodes), checked as
+    one job: `parse_sglang_command` for a whole text, and the deployment reader
+    (`meshsat.solver.deployment`) for each server of a deployment."""
+    parsed = [_with_config_file(c, parse_launch(c), search) for c in commands]
     first = parsed[0]
     if len(parsed) > 1:
         first.job = _check_job(commands, parsed)

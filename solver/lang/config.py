@@ -382,7 +382,9 @@ class Config(BaseModel):
         flags=("--eplb-algorithm",),
         group="moe",
     )
-    ep_dispatch_algorithm: Literal["static", "dynamic", "fake", "lp"] | None = _f(
+    # "random": 0.4.6.post5's free-text flag took it (issue 6017's large-scale EP recipe);
+    # later releases list choices without it, and their parser refuses it (CMD-UNKNOWN-FLAG).
+    ep_dispatch_algorithm: Literal["static", "dynamic", "fake", "lp", "random"] | None = _f(
         None, "Expert replica dispatch algorithm.", flags=("--ep-dispatch-algorithm",), group="moe"
     )
     init_expert_location: str = _f(

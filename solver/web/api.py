@@ -180,6 +180,19 @@ def _layout(params: Mapping[str, Any]) -> Any:
     return load_layout(sources, catalogue=catalogue_config, release=release, local_files=False)
 
 
+def _deployment(params: Mapping[str, Any]) -> Any:
+    """The PD deployment a pasted script holds (a router, or servers of several roles),
+    else None: the request is one job, read by `_layout`."""
+    from meshsat.solver.cli.deployment_cmd import pasted_deployment
+    from meshsat.solver.packs import get_pack
+
+    text = params.get("sglang")
+    if not text:
+        return None
+    release = get_pack(params.get("sglang_version")).version
+    return pasted_deployment(text, tuple(params.get("sets") or ()), release)
+
+
 def _model(layout: Any, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The model config for memory figures: the command's `--model-path`, from the embedded
     catalogue; None without a GPU (the memory options then say what is missing)."""
@@ -275,8 +288,15 @@ def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wo
     from meshsat.solver.cli.validate_cmd import validate_document
     from meshsat.solver.validation.validate import validate
 
-    layout = _layout(params)
     version = params.get("sglang_version")
+    deployment = _deployment(params)
+    if deployment is not None:  # a PD script: one entry per server (docs/disaggregation.md)
+        from meshsat.solver.cli.deployment_cmd import judged
+
+        verdict = judged(deployment, version, strict=bool(params.get("strict")))
+        notes = tuple(f"{s.name}: {n}" for s in deployment.servers for n in s.layout.notes)
+        return Answer(verdict.to_dict(), 0 if verdict.valid else 1, notes)
+    layout = _layout(params)
     report = validate(layout.config, layout.model, sglang_version=version)
     report = with_launch_checks(report, layout, strict=bool(params.get("strict")))
     report, mem = with_memory(

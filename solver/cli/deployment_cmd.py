@@ -1,0 +1,292 @@
+"""`validate` and `fix` on a PD deployment: a launch script with a router or servers of more
+than one role (`meshsat.solver.deployment`). Each server is read, checked and fixed as
+the single-server commands do it, one entry per server, and the deployment rules
+(`meshsat.solver.catalogue.pd_pairs`) are checked between them. A script of one job never
+comes here: those commands behave as before."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from meshsat.solver.cli.formats import OutputFormat, emit
+from meshsat.solver.cli.launch_checks import with_launch_checks
+from meshsat.solver.cli.output import note, out, rewritten_out
+from meshsat.solver.cli.report_view import print_report, violation_rows
+from meshsat.solver.deployment.fix import DeploymentFix, fix_deployment
+from meshsat.solver.deployment.model import Deployment
+from meshsat.solver.deployment.reader import read_deployment
+from meshsat.solver.deployment.validate import DeploymentReport, judge, server_report
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.launch import read_launch_commands
+from meshsat.solver.inputs.layout_input import (
+    MAX_SCRIPT_BYTES,
+    LayoutInput,
+    LayoutSources,
+    load_layout,
+    script_text,
+)
+from meshsat.solver.inputs.rewrite import applied, rewrite_script, set_flags
+from meshsat.solver.packs import Pack, get_pack
+from meshsat.solver.validation.report import Report
+
+
+def deployment_input(
+    sources: LayoutSources, sglang_version: str | None
+) -> tuple[Deployment | None, LayoutSources]:
+    """The deployment the sources' launch text holds, or None (then the sources to read as
+    one job: standard input, once read here, is handed on as text)."""
+    if sources.sglang is None and sources.sglang_file is None:
+        return None, sources
+    if sources.sglang is not None and sources.sglang_file is not None:
+        raise InputError("give --sglang or --sglang-file, not both")
+    text = script_text(sources)
+    if sources.sglang == "-":
+        sources = replace(sources, sglang=text)
+    if len(text) > MAX_SCRIPT_BYTES:
+        return None, sources  # the single-job reader refuses it with its own message
+    release = get_pack(sglang_version).version
+    rest = replace(sources, sglang=None, sglang_file=None)
+    search = () if sources.sglang_file is None else (sources.sglang_file.parent,)
+    found = read_deployment(text, _loader(release), rest, search=search)
+    return found, sources
+
+
+def pasted_deployment(text: str, sets: tuple[str, ...], release: str) -> Deployment | None:
+    """The deployment a pasted text holds, read with nothing from this machine (the web
+    app's requests): repository ids from the embedded catalogue only."""
+    if len(text) > MAX_SCRIPT_BYTES or text.strip() == "-":
+        return None
+    return read_deployment(text, _loader(release, local_files=False), LayoutSources(sets=sets))
+
+
+def _loader(release: str, *, local_files: bool = True) -> Any:
+    """Each server read as `read_layout` reads one job: repository ids from the embedded
+    catalogue, the release's flag table (its notes go to stderr, prefixed with the
+    server, when it is validated)."""
+    from meshsat.solver.memory.models import catalogue_config, model_config
+
+    catalogue = model_config if local_files else catalogue_config
+
+    def load(rest: LayoutSources, **kw: Any) -> LayoutInput:
+        return load_layout(
+            rest, catalogue=catalogue, release=release, local_files=local_files, **kw
+        )
+
+    return load
+
+
+def validate_deployment_cmd(
+    deployment: Deployment,
+    sglang_version: str | None,
+    fmt: OutputFormat,
+    *,
+    strict: bool,
+    verbose: bool,
+    memory: Callable[[Report, LayoutInput], Report] | None = None,
+) -> int:
+    """`meshsat validate` on a deployment; the exit status. `memory` folds each server's
+    memory verdict into its report (MEM-FIT, with `--gpu`)."""
+    for server in deployment.servers:
+        for text in server.layout.notes:
+            note(f"{server.name}: {text}")
+    verdict = judged(deployment, sglang_version, strict=strict, memory=memory)
+    if fmt is OutputFormat.table:
+        print_deployment(verdict, verbose=verbose)
+    else:
+        emit(fmt, verdict.to_dict(), _rows(verdict))
+    return 0 if verdict.valid else 1
+
+
+def judged(
+    deployment: Deployment,
+    sglang_version: str | None,
+    *,
+    strict: bool,
+    memory: Callable[[Report, LayoutInput], Report] | None = None,
+) -> DeploymentReport:
+    """The deployment's verdict with each server's launch checks as `validate` makes them
+    for one job (flags the release refuses: CMD-UNKNOWN-FLAG, an error with `strict`)."""
+    pack = get_pack(sglang_version)
+    reports: dict[str, Report] = {}
+    for server in deployment.servers:
+        report = server_report(server, pack)
+        layout = replace(server.layout, job=())  # server_report made the job's violations
+        report = with_launch_checks(report, layout, strict=strict)
+        reports[server.name] = report if memory is None else memory(report, server.layout)
+    return judge(deployment, pack, reports)
+
+
+def _rows(verdict: DeploymentReport) -> list[dict[str, Any]]:
+    rows = [{"server": r.server, **row} for r in verdict.roles for row in violation_rows(r.report)]
+    rows += [
+        {"server": "/".join(f.servers) or "deployment", "severity": f.severity, "rule": f.rule,
+         "message": f.message, "detail": ""}
+        for f in verdict.findings
+    ]  # fmt: skip
+    return rows
+
+
+def print_deployment(verdict: DeploymentReport, *, verbose: bool = False) -> None:
+    for role in verdict.roles:
+        lines = ", ".join(str(n) for n in role.lines)
+        out.print(
+            f"[bold]{escape(role.server)}[/bold] ({role.role}, line(s) {lines}, "
+            f"{role.gpus} GPU(s))",
+            highlight=False,
+        )
+        print_report(role.report, verbose=verbose)
+    gpus = sum(r.gpus for r in verdict.roles)
+    head = f"deployment: {len(verdict.roles)} server(s), {verdict.routers} router(s), {gpus} GPU(s)"
+    if not verdict.findings:
+        out.print(f"[green]✓[/green] {head}: the servers agree (SGLang {verdict.sglang_version})")
+    else:
+        table = Table(title=head, title_justify="left", show_lines=True)
+        for col in ("rule", "servers", "says", "fix"):
+            table.add_column(col, no_wrap=col == "rule")
+        for f in verdict.findings:
+            rule = f.rule if f.severity == "error" else f"{f.rule} (warning)"
+            table.add_row(
+                escape(rule), escape(", ".join(f.servers)), escape(f.message), escape(f.hint)
+            )
+        out.print(table)
+    if verdict.undecided and verbose:
+        out.print("[dim]not decided here:[/dim] " + escape(", ".join(verdict.undecided)))
+    mark = (
+        "[green]✓ valid deployment[/green]" if verdict.valid else "[red]✗ invalid deployment[/red]"
+    )
+    out.print(mark)
+
+
+def fix_deployment_cmd(
+    deployment: Deployment,
+    sglang_version: str | None,
+    fmt: OutputFormat,
+    *,
+    pins: tuple[str, ...],
+    objective: str,
+    timeout_s: float,
+) -> int:
+    """`meshsat fix` on a deployment; the exit status."""
+    result = fix_deployment(
+        deployment,
+        sglang_version=sglang_version,
+        pins=pins,
+        objective=objective,
+        timeout_s=timeout_s,
+    )
+    if fmt is OutputFormat.table:
+        _print_fix(result, get_pack(sglang_version))
+    else:
+        rows: list[dict[str, Any]] = [
+            {"server": s.server, "field": c.field, "old": c.old, "new": c.new}
+            for s in result.servers
+            for c in (*s.forced, *(s.report.best.changes if s.ok else ()))
+        ]
+        rows += [
+            {"server": s.server, "field": flag, "old": None, "new": value}
+            for s in result.servers
+            for flag, value in s.flags
+        ]
+        rows += [
+            {"server": f"router@{r.line}", "field": "--" + kind, "old": None, "new": url}
+            for r in result.routers
+            for url, kind in r.moves
+        ]
+        emit(fmt, result.to_dict(), rows)
+    return 0 if result.ok else 1
+
+
+def _print_fix(result: DeploymentFix, pack: Pack) -> None:
+    from meshsat.solver.repair.fix import command_line
+
+    paths = {s.name: s.layout.model_path for s in result.fixed.servers} if result.fixed else {}
+    for s in result.servers:
+        if not s.ok:
+            out.print(
+                f"[red]✗ {escape(s.server)}: no fix[/red] (meshsat fix on its command says why)"
+            )
+            continue
+        changes = [*s.forced, *s.report.best.changes]
+        said = ", ".join(f"{c.field}: {c.old} -> {c.new}" for c in changes) or "no layout change"
+        flags = ", ".join(f"{f} {v}" for f, v in s.flags)
+        out.print(
+            f"[bold]{escape(s.server)}[/bold]: {escape(said)}"
+            + (f"; {escape(flags)}" if flags else "")
+        )
+        command = command_line(s.report.best.config, pack, paths.get(s.server))
+        out.print(f"  [bold]command:[/bold] {escape(command)}", soft_wrap=True)
+    if result.after is not None:
+        print_deployment(result.after)
+
+
+def print_rewritten_deployment(deployment: Deployment, sglang_version: str | None) -> int:
+    """`validate --rewrite` on a deployment: every server's launches carry its fixed layout
+    and the flags it takes from its prefill; the exit status."""
+    return rewritten_out(*rewritten_deployment(deployment, get_pack(sglang_version)))
+
+
+def _rewritten_routers(text: str, result: DeploymentFix) -> tuple[str, list[str]]:
+    """The routers' repairs written in: a moved URL's `--prefill`/`--decode` flag turned
+    into the other (when the flag names that URL alone), `--pd-disaggregation` added."""
+    routers = [c for c in read_launch_commands(text, routers=True) if c.router]
+    by_line = {c.line: c for c in routers}
+    edits: list[tuple[int, int, str]] = []
+    notes: list[str] = []
+    for repair in result.routers:
+        command = by_line.get(repair.line)
+        if command is None or command.form != "shell":
+            notes.append(f"line {repair.line}: repair the router by hand")
+            continue
+        words = command.words
+        for url, kind in repair.moves:
+            at = [
+                i for i in range(1, len(words))
+                if words[i].text == url and words[i - 1].text in ("--prefill", "--decode")
+            ]  # fmt: skip
+            if not at:
+                notes.append(f"line {repair.line}: move {url} to --{kind} by hand")
+                continue
+            flag = words[at[0] - 1]
+            edits.append((flag.pos, flag.end, f"--{kind}"))
+            notes.append(f"router@{repair.line}: {url} -> --{kind}")
+        if repair.add_pd:
+            edits.append((words[-1].end, words[-1].end, " --pd-disaggregation"))
+            notes.append(f"router@{repair.line}: --pd-disaggregation")
+    return applied(text, edits), notes
+
+
+def rewritten_deployment(deployment: Deployment, pack: Pack) -> tuple[str | None, list[str]]:
+    result = fix_deployment(deployment, sglang_version=pack)
+    if result.fixed is None:
+        return None, [
+            "a server has no valid layout near its own (meshsat fix says why); the script "
+            "is unchanged"
+        ]
+    flags: dict[int, list[tuple[str, str]]] = {}
+    by_name = {s.server: s for s in result.servers}
+    for server in result.fixed.servers:
+        for index in server.indices:
+            flags.setdefault(index, []).extend(by_name[server.name].flags)
+    text = set_flags(deployment.text, flags)
+    notes: list[str] = []
+    spelling = "attn_dp_size" not in pack.absent_fields
+    for server in result.fixed.servers:
+        text, said = rewrite_script(
+            text, server.layout.config, attn_dp_spelling=spelling, only=server.indices
+        )
+        notes += said
+        fix = by_name[server.name]
+        changes = [*fix.forced, *(fix.report.best.changes if fix.ok else ())]
+        notes += [f"{server.name}: {c.field}: {c.old} -> {c.new}" for c in changes]
+        notes += [f"{server.name}: {f} {v}" for f, v in fix.flags]
+    text, said = _rewritten_routers(text, result)
+    notes += said
+    if not result.ok and result.after is not None:
+        left = ", ".join(dict.fromkeys(f.rule for f in result.after.errors))
+        notes.append(f"still broken after the rewrite (fix by hand): {left}")
+    return text, notes

@@ -1,0 +1,278 @@
+"""`fix_deployment`: each server's nearest valid layout (`fix`), then the pair rules
+repaired on the decode side, which follows its prefill (in SGLang the decode reads the
+prefill's parallel info at the bootstrap and adapts to it, so the prefill is the fixed point).
+
+Two kinds of repair, both read from the pair rule table (`PairRule.follow`,
+`PairRule.layout_fix`):
+- facts beyond the layout (model, transfer backend, page size, KV dtype, bootstrap port):
+  the decode takes the prefill's value (a flag edit);
+- the decode's layout: its attention TP becomes the prefill's (keeping its GPU count where
+  the TP size allows, through DP attention), its PP the prefill's, its DCP 1; those values
+  are pinned and `fix` finds the nearest valid layout that keeps them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, Side
+from meshsat.solver.deployment.model import Deployment, Router, Server, Target
+from meshsat.solver.deployment.reader import reaches
+from meshsat.solver.deployment.rules import side_of
+from meshsat.solver.deployment.validate import (
+    DeploymentReport,
+    judge,
+    load_server,
+    read,
+    server_report,
+)
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import Pack, get_pack
+from meshsat.solver.repair.fix import fix
+from meshsat.solver.repair.results import Change, FixReport
+
+#: Facts a decode follows its prefill on: the pair rule's name -> the flag SGLang reads.
+FACT_FLAGS: dict[str, str] = {
+    "model": "--model-path",
+    "backend": "--disaggregation-transfer-backend",
+    "page_size": "--page-size",
+    "kv_cache_dtype": "--kv-cache-dtype",
+    "bootstrap_port": "--disaggregation-bootstrap-port",
+}
+
+
+@dataclass(frozen=True)
+class ServerFix:
+    """One server's repair: its own `fix`, the layout values the pair rules forced first
+    (pinned in that fix), and the flags it takes from its prefill."""
+
+    server: str
+    report: FixReport
+    forced: tuple[Change, ...] = ()
+    flags: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.report.fixes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "forced": [{"field": c.field, "old": c.old, "new": c.new} for c in self.forced],
+            "flags": [{"flag": f, "value": v} for f, v in self.flags],
+            **self.report.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class RouterFix:
+    """A router's repair: URLs moved to the list of the role their server plays
+    (ROUTER-ROLE), and `--pd-disaggregation` added (ROUTER-PD-MODE)."""
+
+    line: int
+    moves: tuple[tuple[str, str], ...] = ()
+    add_pd: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "line": self.line,
+            "moves": [{"url": url, "to": kind} for url, kind in self.moves],
+            "add_pd_disaggregation": self.add_pd,
+        }
+
+
+@dataclass(frozen=True)
+class DeploymentFix:
+    """Every server's fix, the routers', and the verdict on the fixed deployment (`after`)."""
+
+    servers: tuple[ServerFix, ...]
+    after: DeploymentReport | None
+    fixed: Deployment | None
+    routers: tuple[RouterFix, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.after is not None and self.after.valid
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "deployment": {
+                "fixed": self.ok,
+                "after": None if self.after is None else self.after.to_dict()["deployment"],
+            },
+            "roles": [s.to_dict() for s in self.servers],
+            "routers": [r.to_dict() for r in self.routers],
+        }
+
+
+def fix_deployment(
+    script: str | Deployment,
+    *,
+    sglang_version: str | Pack | None = None,
+    model: ModelSpec | None = None,
+    pins: tuple[str, ...] = (),
+    objective: str = "changes",
+    timeout_s: float = 10.0,
+) -> DeploymentFix:
+    """The nearest valid deployment: every server's own nearest valid layout (`fix`, with
+    `pins`, `objective` and `timeout_s` for each), then the decode servers repaired under
+    the pair rules of the release. `script`: a launch script or a `Deployment` read."""
+    pack = get_pack(sglang_version)
+    if isinstance(script, Deployment):
+        deployment = script
+    else:
+        deployment = read(script, load_server(model, pack.version))
+    fixes: dict[str, ServerFix] = {}
+    fixed: dict[str, Server] = {}
+    for server in deployment.servers:
+        found = _fix(server, pack, pins, objective, timeout_s)
+        fixes[server.name] = ServerFix(server.name, found)
+        if not found.fixes:
+            return DeploymentFix(tuple(fixes.values()), None, None)
+        fixed[server.name] = _with_config(server, found.best.config)
+    prefill = [fixed[s.name] for s in deployment.of_role("prefill")]
+    if prefill:
+        reference = prefill[0]
+        p_side = side_of(reference, server_report(reference, pack))
+        for server in deployment.of_role("decode"):
+            repaired, fix_of = _follow(fixed[server.name], p_side, pack, pins, objective, timeout_s)
+            fixed[server.name] = repaired
+            if fix_of is not None:
+                fixes[server.name] = fix_of
+    servers = tuple(fixed[s.name] for s in deployment.servers)
+    routed = [_fix_router(r, deployment) for r in deployment.routers]
+    after_deployment = replace(
+        deployment, servers=servers, routers=tuple(router for router, _ in routed)
+    )
+    after = judge(after_deployment, pack)
+    repairs = tuple(f for _, f in routed if f.moves or f.add_pd)
+    return DeploymentFix(tuple(fixes.values()), after, after_deployment, repairs)
+
+
+def _fix_router(router: Router, deployment: Deployment) -> tuple[Router, RouterFix]:
+    """The router with each URL under the role its server plays, in PD mode."""
+    lists: dict[str, list[Target]] = {"prefill": [], "decode": []}
+    moves: list[tuple[str, str]] = []
+    for kind, targets in (("prefill", router.prefill), ("decode", router.decode)):
+        other = "decode" if kind == "prefill" else "prefill"
+        for target in targets:
+            roles = {s.role for s in deployment.servers if reaches(target.endpoint, s.endpoint)}
+            if kind not in roles and other in roles:
+                moves.append((target.url, other))
+                lists[other].append(replace(target, bootstrap_port=None))
+            else:
+                lists[kind].append(target)
+    add_pd = not router.pd and bool(router.prefill or router.decode)
+    fixed = replace(
+        router,
+        pd=router.pd or add_pd,
+        prefill=tuple(lists["prefill"]),
+        decode=tuple(lists["decode"]),
+    )
+    return fixed, RouterFix(router.line, tuple(moves), add_pd)
+
+
+def _fix(
+    server: Server, pack: Pack, pins: tuple[str, ...], objective: str, timeout_s: float
+) -> FixReport:
+    layout = server.layout
+    return fix(
+        layout.config,
+        layout.model,
+        pins=pins,
+        objective=objective,
+        timeout_s=timeout_s,
+        sglang_version=pack,
+    )
+
+
+def _with_config(server: Server, config: Any) -> Server:
+    return replace(server, layout=replace(server.layout, config=config))
+
+
+def _follow(
+    decode: Server,
+    p: Side,
+    pack: Pack,
+    pins: tuple[str, ...],
+    objective: str,
+    timeout_s: float,
+) -> tuple[Server, ServerFix | None]:
+    """The decode server repaired under the pair rules against prefill `p`."""
+    d = side_of(decode, server_report(decode, pack))
+    broken = [
+        r for r in PAIR_RULES if r.severity(pack.version) == "error" and r.check(p, d) is False
+    ]
+    follow = {name for r in broken for name in r.follow}
+    facts = decode.facts
+    flags: list[tuple[str, str]] = []
+    for name in sorted(follow):
+        value = getattr(p, name)
+        if value is None or value == "default":
+            continue
+        facts = replace(facts, **{name: value})
+        flags.append((FACT_FLAGS[name], str(value)))
+    decode = replace(decode, facts=facts)
+    if not any(r.layout_fix for r in broken):
+        if not flags:
+            return decode, None
+        empty = fix(decode.layout.config, decode.layout.model, sglang_version=pack)
+        return decode, ServerFix(decode.name, empty, (), tuple(flags))
+    forced = _forced(decode, d, p, pack.version)
+    config = decode.layout.config
+    values = {k: getattr(config, k) for k in config.user_set()}
+    values.update({c.field: c.new for c in forced})
+    found = fix(
+        values,
+        decode.layout.model,
+        pins=(*pins, *(c.field for c in forced)),
+        objective=objective,
+        timeout_s=timeout_s,
+        sglang_version=pack,
+    )
+    result = ServerFix(decode.name, found, forced, tuple(flags))
+    if found.fixes:
+        decode = _with_config(decode, found.best.config)
+    return decode, result
+
+
+def _forced(decode: Server, d: Side, p: Side, release: str) -> tuple[Change, ...]:
+    """The layout values a decode takes so that the pair rules of `release` hold against
+    prefill `p`: an attention TP (the prefill's first, then 1) reached through DP attention
+    when the decode's TP size is a multiple of it (its GPU count stays), else as its TP
+    size; the prefill's PP when the decode's is neither it nor 1; DCP 1 when the prefill has
+    attention CP or the pool is not MLA. The first attention TP under which every layout
+    rule holds is taken (the declared checks decide, on the decode as it would become)."""
+    config = decode.layout.config
+    rules = [r for r in PAIR_RULES if r.layout_fix and r.severity(release) == "error"]
+    first: tuple[Change, ...] | None = None
+    for attn_tp in dict.fromkeys((p.attn_tp, 1)):
+        out: list[Change] = []
+        side = d
+        if d.attn_tp != attn_tp:
+            if d.tp % attn_tp == 0:
+                dp = d.tp // attn_tp
+                side = replace(d, attn_tp=attn_tp, dp=dp, dp_attention=dp > 1)
+                out += [
+                    Change("dp_size", config.dp_size, dp),
+                    Change("enable_dp_attention", config.enable_dp_attention, dp > 1),
+                ]
+            else:
+                side = replace(d, tp=attn_tp, attn_tp=attn_tp, dp=1, dp_attention=False)
+                out += [
+                    Change("tp_size", config.tp_size, attn_tp),
+                    Change("dp_size", config.dp_size, 1),
+                    Change("enable_dp_attention", config.enable_dp_attention, False),
+                ]
+        if d.pp not in (p.pp, 1):
+            side = replace(side, pp=p.pp)
+            out.append(Change("pp_size", config.pp_size, p.pp))
+        if d.dcp > 1 and (p.attn_cp > 1 or d.mla is False):
+            side = replace(side, dcp=1)
+            out.append(Change("dcp_size", config.dcp_size, 1))
+        changes = tuple(c for c in out if c.old != c.new)
+        first = changes if first is None else first
+        if all(r.check(p, side) is not False for r in rules):
+            return changes
+    return first or ()

@@ -1,0 +1,282 @@
+"""A launch script → a `Deployment`: which launches are nodes of one server, which role
+each server plays, and what each router says about the servers.
+
+How launches are grouped into servers (docs/disaggregation.md):
+- The role is `--disaggregation-mode` (prefill, decode; unset or null: aggregated).
+  Servers of different roles are never nodes of each other.
+- Within a role, launches with `--nnodes N > 1` and the same `--dist-init-addr` as written
+  (a shell expansion compares as its text, so `${PREFILL_MASTER}:5000` groups the prefill
+  nodes of a template) and the same N are the nodes of one server; a `--node-rank` seen
+  again starts the next server of that family. A launch with one node is a server.
+- A script is a deployment only when it holds a router or servers of more than one role;
+  any other script is one job, read as before (`parse_sglang_command`, the JOB-* rules).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from meshsat.solver.catalogue.pd_pairs import (
+    DEFAULT_BACKEND,
+    DEFAULT_BOOTSTRAP_PORT,
+    DEFAULT_KV_CACHE_DTYPE,
+    DEFAULT_PORT,
+)
+from meshsat.solver.deployment.model import (
+    Deployment,
+    Endpoint,
+    Facts,
+    Role,
+    Router,
+    Server,
+    Target,
+)
+from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.launch import ROUTER_MODULES, LaunchCommand, read_launch_commands
+from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
+from meshsat.solver.inputs.sglang_cmdline import parse_job
+
+#: How a deployment's servers are read into layouts: `load_layout` with the caller's
+#: catalogue, release and model (the CLI's `read_layout` or the API's own).
+LoadServer = Callable[..., LayoutInput]
+
+#: Hosts that accept any address: a router's URL to any host may reach them.
+_WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]"})
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+@dataclass(frozen=True)
+class _Flag:
+    """A flag's value in one launch: its text, and whether it is a shell expansion."""
+
+    text: str
+    expansion: bool
+
+
+def _flag(command: LaunchCommand, *names: str) -> _Flag | None:
+    """The last value given to any of `names` (`--flag value` or `--flag=value`)."""
+    found: _Flag | None = None
+    words = command.words
+    for i, word in enumerate(words):
+        name, eq, inline = word.text.partition("=")
+        if name not in names:
+            continue
+        if eq:
+            found = _Flag(inline, word.expansion is not None)
+        elif i + 1 < len(words) and not words[i + 1].text.startswith("--"):
+            found = _Flag(words[i + 1].text, words[i + 1].expansion is not None)
+    return found
+
+
+def _has(command: LaunchCommand, name: str) -> bool:
+    return any(w.text == name or w.text.startswith(name + "=") for w in command.words)
+
+
+def _int(flag: _Flag | None, default: int | None) -> int | None:
+    """A flag's integer value; its default when absent; None when not known here."""
+    if flag is None:
+        return default
+    if flag.expansion:
+        return None
+    try:
+        return int(flag.text)
+    except ValueError:
+        raise InputError(f"expected an integer, got {flag.text!r}") from None
+
+
+def _text(flag: _Flag | None, default: str | None) -> str | None:
+    if flag is None:
+        return default
+    return None if flag.expansion else flag.text
+
+
+def role_of(command: LaunchCommand) -> Role:
+    mode = _text(_flag(command, "--disaggregation-mode"), "null")
+    if mode == "prefill":
+        return "prefill"
+    return "decode" if mode == "decode" else "aggregated"
+
+
+def facts_of(command: LaunchCommand) -> Facts:
+    """The flags the pair rules read, with SGLang's defaults for what is absent (page size:
+    "default", which SGLang resolves per attention backend)."""
+    model = _flag(command, "--model-path", "--model")
+    backend = _text(_flag(command, "--disaggregation-transfer-backend"), DEFAULT_BACKEND)
+    if backend == "mooncake_tcp":  # 0.5.x: mooncake with its TCP transport forced
+        backend = "mooncake"
+    page = _flag(command, "--page-size")
+    return Facts(
+        model=None if model is None else model.text,
+        backend=backend,
+        bootstrap_port=_int(
+            _flag(command, "--disaggregation-bootstrap-port"), DEFAULT_BOOTSTRAP_PORT
+        ),
+        page_size=_text(page, "default"),
+        kv_cache_dtype=_text(_flag(command, "--kv-cache-dtype"), DEFAULT_KV_CACHE_DTYPE),
+    )
+
+
+def endpoint_of(command: LaunchCommand) -> Endpoint:
+    host = _text(_flag(command, "--host"), "127.0.0.1")
+    return Endpoint(host, _int(_flag(command, "--port"), DEFAULT_PORT))
+
+
+def _family(command: LaunchCommand) -> tuple[Role, str | None, int | None]:
+    addr = _flag(command, "--dist-init-addr")
+    return (
+        role_of(command),
+        None if addr is None else addr.text,
+        _int(_flag(command, "--nnodes"), 1),
+    )
+
+
+def group_servers(
+    commands: tuple[LaunchCommand, ...],
+) -> list[tuple[Role, list[int]]]:
+    """Server launches → servers, each its role and the indices of its launches."""
+    open_jobs: dict[tuple[Role, str | None, int | None], tuple[list[int], set[object]]] = {}
+    servers: list[tuple[Role, list[int]]] = []
+    for i, command in enumerate(commands):
+        family = _family(command)
+        role, _, nnodes = family
+        rank_flag = _flag(command, "--node-rank")
+        rank: object = rank_flag.text if rank_flag is not None else "0"
+        if nnodes == 1:
+            servers.append((role, [i]))
+            continue
+        job = open_jobs.get(family)
+        if job is None or rank in job[1]:
+            job = ([i], {rank})
+            open_jobs[family] = job
+            servers.append((role, job[0]))
+            continue
+        job[0].append(i)
+        job[1].add(rank)
+    return servers
+
+
+def _may_be_deployment(text: str) -> bool:
+    """Whether the text can hold a router or a PD role at all: a cheap test before the
+    shell is read (a pasted megabyte of one job is read once, as before)."""
+    return "disaggregation-mode" in text or any(m in text for m in ROUTER_MODULES)
+
+
+def is_deployment(commands: tuple[LaunchCommand, ...]) -> bool:
+    """A router, or servers of more than one role: what makes a script a deployment."""
+    roles = {role_of(c) for c in commands if not c.router}
+    return any(c.router for c in commands) or len(roles) > 1
+
+
+def read_deployment(
+    text: str,
+    load: LoadServer,
+    sources: LayoutSources | None = None,
+    *,
+    always: bool = False,
+    search: tuple[Path, ...] = (),
+) -> Deployment | None:
+    """The deployment `text` launches, or None when it is one job (the single-server path;
+    with `always`, a deployment of that one server). `load(sources, launch=parsed)` reads
+    one server's layout (model facts, release); `search`: where a `--config FILE` may be."""
+    sources = sources or LayoutSources()
+    if not always and not _may_be_deployment(text):
+        return None  # one job: read once, by the single-job reader, not twice
+    try:
+        commands = read_launch_commands(text, routers=True)
+    except InputError:
+        if always:
+            raise
+        return None  # the single-job reader says what is wrong, in its own words
+    if not always and not is_deployment(commands):
+        return None
+    if not is_deployment(commands):  # one job: its launches are its nodes, as before
+        launches = tuple(commands)
+        layout = load(sources, launch=parse_job(launches, search))
+        server = Server(
+            role_of(launches[0]),
+            launches,
+            tuple(range(len(launches))),
+            layout,
+            endpoint_of(launches[0]),
+            facts_of(launches[0]),
+        )
+        return Deployment((server,), (), text)
+    launches = tuple(c for c in commands if not c.router)
+    servers: list[Server] = []
+    for role, indices in group_servers(launches):
+        nodes = tuple(launches[i] for i in indices)
+        layout = load(sources, launch=parse_job(nodes, search))
+        servers.append(
+            Server(role, nodes, tuple(indices), layout, endpoint_of(nodes[0]), facts_of(nodes[0]))
+        )
+    routers = tuple(router_of(c) for c in commands if c.router)
+    return Deployment(tuple(servers), routers, text)
+
+
+def _endpoint(url: str) -> Endpoint:
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    try:
+        port = parts.port if parts.port is not None else 80
+    except ValueError:
+        port = None
+    host = parts.hostname
+    if host is not None and ("$" in url or "<" in url):
+        host = None
+    return Endpoint(host, port)
+
+
+def router_of(command: LaunchCommand) -> Router:
+    """What a router's launch names: `launch_router --prefill URL [PORT] --decode URL`;
+    `mini_lb`/`launch_lb --prefill URL... --decode URL... --prefill-bootstrap-ports P...`."""
+    module = command.program.removeprefix("python -m ")
+    prefill: list[Target] = []
+    decode: list[Target] = []
+    ports: list[int] | None = None
+    words = command.words
+    i = 0
+    while i < len(words):
+        flag = words[i].text
+        i += 1
+        values: list[str] = []
+        while i < len(words) and not words[i].text.startswith("--"):
+            values.append(words[i].text)
+            i += 1
+        if flag == "--prefill":
+            prefill += _targets(values)
+        elif flag == "--decode":
+            decode += _targets(values)
+        elif flag == "--prefill-bootstrap-ports":
+            ports = [int(v) for v in values if v.isdigit()]
+    pd = module != "sglang_router.launch_router" or _has(command, "--pd-disaggregation")
+    return Router(command.line, module, pd, tuple(prefill), tuple(decode), _opt(ports))
+
+
+def _opt(ports: list[int] | None) -> tuple[int, ...] | None:
+    return None if ports is None else tuple(ports)
+
+
+def _targets(values: list[str]) -> list[Target]:
+    """URLs, each optionally followed by its bootstrap port (a number, or `none`)."""
+    out: list[Target] = []
+    for value in values:
+        if out and (value.isdigit() or value.lower() == "none"):
+            last = out[-1]
+            port = int(value) if value.isdigit() else None
+            out[-1] = Target(last.url, last.endpoint, port)
+            continue
+        out.append(Target(value, _endpoint(value)))
+    return out
+
+
+def reaches(target: Endpoint, server: Endpoint) -> bool:
+    """Whether a router's URL may name the server: the same port, and hosts that are the
+    same, both loopback, or one unknown or a wildcard."""
+    if target.port is None or server.port is None or target.port != server.port:
+        return target.port is None or server.port is None
+    a, b = target.host, server.host
+    if a is None or b is None or a in _WILDCARD_HOSTS or b in _WILDCARD_HOSTS:
+        return True
+    return a == b or (a in _LOOPBACK and b in _LOOPBACK)

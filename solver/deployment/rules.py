@@ -1,0 +1,222 @@
+"""The deployment rules evaluated on a `Deployment`: the pair rules of
+`meshsat.solver.catalogue.pd_pairs` on every prefill × decode pair, and the deployment and
+router rules declared beside them. One function per deployment rule id; `check` runs them
+all and says which pair rules could not be decided (facts unknown here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from meshsat.solver.catalogue.pd_pairs import (
+    PAIR_RULES,
+    Severity,
+    Side,
+    deployment_rule,
+)
+from meshsat.solver.deployment.model import Deployment, Router, Server, Target
+from meshsat.solver.deployment.reader import reaches
+from meshsat.solver.validation.report import Report
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A deployment rule broken: which, how badly in this release, between which servers
+    (their names, `prefill@3`), in SGLang's wording where it has one."""
+
+    rule: str
+    severity: Severity
+    message: str
+    hint: str
+    source: str
+    servers: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "message": self.message,
+            "hint": self.hint,
+            "source": self.source,
+            "servers": list(self.servers),
+        }
+
+
+def side_of(server: Server, report: Report) -> Side:
+    """What the pair rules read of a server: its facts, and its widths as SGLang resolves
+    them (the report's resolved layout and derived widths)."""
+    r = report.resolved
+    model = server.layout.model
+    mla = None if model is None else model.mla_q_head_dim is not None
+    attn_tp = report.derived.get("attn_tp")
+    return Side(
+        role=server.role,
+        model=server.facts.model,
+        backend=server.facts.backend,
+        bootstrap_port=server.facts.bootstrap_port,
+        page_size=server.facts.page_size,
+        kv_cache_dtype=server.facts.kv_cache_dtype,
+        tp=int(r["tp_size"]),
+        dp=int(r["dp_size"]),
+        dp_attention=bool(r["enable_dp_attention"]),
+        attn_tp=max(1, int(attn_tp)) if isinstance(attn_tp, int) else int(r["tp_size"]),
+        attn_cp=int(r["attn_cp_size"]),
+        pp=int(r["pp_size"]),
+        dcp=int(r.get("dcp_size") or 1),
+        mla=mla,
+        line=server.line,
+    )
+
+
+def check(
+    deployment: Deployment, reports: dict[str, Report], release: str
+) -> tuple[list[Finding], list[str]]:
+    """Every deployment rule broken in `release`, and the pair rules left undecided (as
+    `RULE prefill@L/decode@L` strings)."""
+    sides = {s.name: side_of(s, reports[s.name]) for s in deployment.servers}
+    findings: list[Finding] = []
+    undecided: list[str] = []
+    for p in deployment.of_role("prefill"):
+        for d in deployment.of_role("decode"):
+            for rule in PAIR_RULES:
+                severity = rule.severity(release)
+                if severity is None:
+                    continue
+                ps, ds = sides[p.name], sides[d.name]
+                holds = rule.check(ps, ds)
+                if holds is None:
+                    undecided.append(f"{rule.id} {p.name}/{d.name}")
+                elif not holds:
+                    findings.append(
+                        Finding(
+                            rule.id,
+                            severity,
+                            rule.text(ps, ds),
+                            rule.hint,
+                            rule.source,
+                            (p.name, d.name),
+                        )
+                    )
+    for function in dict.fromkeys(_DEPLOYMENT_CHECKS.values()):
+        findings += [_in_release(f, release) for f in function(deployment) if _applies(f, release)]
+    return findings, undecided
+
+
+def _applies(finding: Finding, release: str) -> bool:
+    return deployment_rule(finding.rule).severity(release) is not None
+
+
+def _in_release(finding: Finding, release: str) -> Finding:
+    """The finding with its rule's severity in `release`."""
+    severity = deployment_rule(finding.rule).severity(release)
+    return finding if severity is None else replace(finding, severity=severity)
+
+
+def _finding(rule_id: str, servers: tuple[str, ...] = (), **fields: Any) -> Finding:
+    rule = deployment_rule(rule_id)
+    return Finding(rule.id, "error", rule.message.format(**fields), rule.hint, rule.source, servers)
+
+
+def _both_roles(deployment: Deployment) -> Iterator[Finding]:
+    prefill, decode = deployment.of_role("prefill"), deployment.of_role("decode")
+    if bool(prefill) == bool(decode):
+        return
+    what = "prefill servers but no decode server" if prefill else "decode servers but no prefill"
+    yield _finding("PD-BOTH-ROLES", tuple(s.name for s in (*prefill, *decode)), what=what)
+
+
+def _routed(router: Router, target: Target, deployment: Deployment) -> list[Server]:
+    return [s for s in deployment.servers if reaches(target.endpoint, s.endpoint)]
+
+
+def _router_roles(deployment: Deployment) -> Iterator[Finding]:
+    for router in deployment.routers:
+        for kind, targets in (("prefill", router.prefill), ("decode", router.decode)):
+            for target in targets:
+                found = _routed(router, target, deployment)
+                if not found:
+                    yield _finding("ROUTER-UNKNOWN-URL", (), line=router.line, url=target.url)
+                elif all(s.role != kind for s in found):
+                    server = found[0]
+                    yield _finding(
+                        "ROUTER-ROLE",
+                        (server.name,),
+                        line=router.line,
+                        kind=kind,
+                        url=target.url,
+                        role=server.role,
+                        server=server.line,
+                    )
+
+
+def _router_mode(deployment: Deployment) -> Iterator[Finding]:
+    for router in deployment.routers:
+        if not router.pd and (router.prefill or router.decode):
+            yield _finding("ROUTER-PD-MODE", (), line=router.line)
+
+
+def _router_ports(deployment: Deployment) -> Iterator[Finding]:
+    for router in deployment.routers:
+        ports = router.bootstrap_ports
+        if ports is not None and len(ports) not in (1, len(router.prefill)):
+            yield _finding("ROUTER-BOOTSTRAP-PORTS", ())
+
+
+def _bootstrap_ports(deployment: Deployment) -> Iterator[Finding]:
+    """The port each prefill is reached at: the router's (after the URL, or mini_lb's
+    list), else each decode server's own --disaggregation-bootstrap-port."""
+    for router in deployment.routers:
+        ports = router.bootstrap_ports or ()
+        for i, target in enumerate(router.prefill):
+            given = target.bootstrap_port
+            if given is None and ports:
+                given = ports[0] if len(ports) == 1 else ports[i] if i < len(ports) else None
+            for server in _routed(router, target, deployment):
+                listens = server.facts.bootstrap_port
+                if server.role != "prefill" or listens is None:
+                    continue
+                if given is not None:
+                    if given != listens:
+                        who = f"the router on line {router.line}"
+                        yield _finding(
+                            "PD-BOOTSTRAP-PORT",
+                            (server.name,),
+                            who=who,
+                            line=server.line,
+                            port=given,
+                            listens=listens,
+                        )
+                    continue
+                for decode in deployment.of_role("decode"):
+                    port = decode.facts.bootstrap_port
+                    if port is not None and port != listens:
+                        who = (
+                            f"the decode server on line {decode.line} (the router on line "
+                            f"{router.line} gives no bootstrap port)"
+                        )
+                        yield _finding(
+                            "PD-BOOTSTRAP-PORT",
+                            (server.name, decode.name),
+                            who=who,
+                            line=server.line,
+                            port=port,
+                            listens=listens,
+                        )
+
+
+#: Each deployment rule's check (one function may find two rules: ROUTER-ROLE's also finds
+#: ROUTER-UNKNOWN-URL, from the same matching of URLs to servers).
+_DEPLOYMENT_CHECKS: dict[str, Callable[[Deployment], Iterator[Finding]]] = {
+    "PD-BOTH-ROLES": _both_roles,
+    "PD-BOOTSTRAP-PORT": _bootstrap_ports,
+    "ROUTER-PD-MODE": _router_mode,
+    "ROUTER-ROLE": _router_roles,
+    "ROUTER-BOOTSTRAP-PORTS": _router_ports,
+    "ROUTER-UNKNOWN-URL": _router_roles,
+}
+
+
+def checked_ids() -> frozenset[str]:
+    """The deployment rules that have a check (a test holds it to `DEPLOYMENT_RULES`)."""
+    return frozenset(_DEPLOYMENT_CHECKS)
