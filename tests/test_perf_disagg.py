@@ -8,7 +8,6 @@ import csv
 import io
 import json
 import math
-from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -17,8 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsat import solver
+from meshsat.solver.cli.plan_disagg import deployment_rules, disagg_rows, role_command
+from meshsat.solver.inputs.command import pd_router_command
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import Parallel
+from meshsat.solver.memory.gpus import gpu
 from meshsat.solver.perf import PerfModel, Workload
 from meshsat.solver.perf.disagg import (
     DecodeCost,
@@ -28,6 +30,7 @@ from meshsat.solver.perf.disagg import (
     RoleCosts,
     RoleLayout,
     deployment,
+    every_pair,
     link_gbps,
     plan_disagg,
     role_layouts,
@@ -93,7 +96,7 @@ def test_search_finds_the_brute_force_best(
     isl: int, osl: int, ttft: float | None, tpot: float | None
 ) -> None:
     pm = _pm(Workload(isl, osl, ttft, tpot))
-    found = plan_disagg(pm, N, _layouts("prefill"), _layouts("decode"))
+    found = plan_disagg(pm, N, _layouts("prefill"), _layouts("decode"), pair_check=every_pair)
     want = _brute_force(pm, N)
     met = [p for p in found.plans if p.meets_sla]
     assert (met[0].tokens_per_s_gpu if met else 0.0) == pytest.approx(want, rel=1e-9)
@@ -102,7 +105,9 @@ def test_search_finds_the_brute_force_best(
         assert p.gpus <= N
     assert found.plans == sorted(found.plans, key=sort_key)
     # With `top`, pairs whose bound cannot reach the top are skipped: the same first rows.
-    first = plan_disagg(pm, N, _layouts("prefill"), _layouts("decode"), top=3)
+    first = plan_disagg(
+        pm, N, _layouts("prefill"), _layouts("decode"), top=3, pair_check=every_pair
+    )
     assert [sort_key(p) for p in first.plans] == [sort_key(p) for p in found.plans[:3]]
     assert first.deployments <= found.deployments
 
@@ -116,7 +121,9 @@ def test_a_looser_sla_never_gives_less_throughput(
     ttft: float | None, tpot: float | None, loosen: float
 ) -> None:
     def best(w: Workload) -> DisaggPlan | None:
-        s = plan_disagg(_pm(w), N, _layouts("prefill"), _layouts("decode"), top=1)
+        s = plan_disagg(
+            _pm(w), N, _layouts("prefill"), _layouts("decode"), top=1, pair_check=every_pair
+        )
         return s.plans[0] if s.plans else None
 
     tight = best(Workload(2048, 256, ttft, tpot))
@@ -176,11 +183,11 @@ def test_kv_transfer_crosses_nvlink_inside_one_domain_and_the_nic_across() -> No
 def test_the_pair_rule_hook_filters_the_pairs() -> None:
     pm = _pm(Workload(2048, 256, 2000, 30))
 
-    def same_tp(p: Mapping[str, Any], d: Mapping[str, Any]) -> PairVerdict:
-        ok = p["tp_size"] == d["tp_size"]
+    def same_tp(p: RoleLayout, d: RoleLayout) -> PairVerdict:
+        ok = p.config["tp_size"] == d.config["tp_size"]
         return PairVerdict(ok, () if ok else ("TEST-SAME-TP: prefill and decode TP differ",))
 
-    free = plan_disagg(pm, N, _layouts("prefill"), _layouts("decode"))
+    free = plan_disagg(pm, N, _layouts("prefill"), _layouts("decode"), pair_check=every_pair)
     ruled = plan_disagg(pm, N, _layouts("prefill"), _layouts("decode"), pair_check=same_tp)
     assert ruled.pairs_refused > 0 and free.pairs_refused == 0
     assert ruled.plans and all(p.prefill.values["tp_size"] == p.decode.values["tp_size"]
@@ -188,10 +195,42 @@ def test_the_pair_rule_hook_filters_the_pairs() -> None:
     assert any(p.prefill.values["tp_size"] != p.decode.values["tp_size"] for p in free.plans)
 
 
+@pytest.mark.parametrize("release", ["0.4.6.post5", "0.5.23"])
+def test_planned_deployments_pass_the_deployment_rules(release: str) -> None:
+    """What `plan --disagg` prints, read back as a launch script (prefill, decode, router),
+    is a deployment `validate` accepts on the same release: the search pairs only layouts
+    the release's pair rules accept, and the refused pairs are really refused there."""
+    w = Workload(2048, 256, 2000, 30)
+    rows, search, _agg = disagg_rows(
+        MODEL, gpu(GPU), N, w, engine="roofline", gpus_per_node=None, top=50,
+        sglang_version=release,
+    )  # fmt: skip
+    assert rows
+    for row in rows:
+        script = "\n".join((row.prefill_command, row.decode_command, row.router_command))
+        report = solver.validate_deployment(script, sglang_version=release)
+        assert report.valid, (script, report.broken)
+    # the same search without the pair rules finds pairs the release refuses (0.5.23: decode
+    # DCP on a non-MLA model, PD-DCP-MLA), and those are the ones the search left out
+    every = plan_disagg(_pm(w), N, _layouts("prefill"), _layouts("decode"), pair_check=every_pair)
+    rules = deployment_rules(ModelSpec.from_hf_config(_pm(w).config), release)
+    refused = [p for p in every.plans if not rules(p.prefill, p.decode).ok]
+    if release == "0.5.23":
+        assert refused and search.pairs_refused > 0
+        for p in refused:
+            script = "\n".join(
+                (role_command(p.prefill, MODEL, release), role_command(p.decode, MODEL, release),
+                 pd_router_command(["http://prefill-1:30000"], ["http://decode-1:30000"]))
+            )  # fmt: skip
+            assert not solver.validate_deployment(script, sglang_version=release).valid
+
+
 def test_each_role_layout_is_legal_under_its_own_rules() -> None:
     pm = _pm(Workload(2048, 256, 2000, 30))
     spec = ModelSpec.from_hf_config(pm.config)
-    found = plan_disagg(pm, N, _layouts("prefill"), _layouts("decode"), top=5)
+    found = plan_disagg(
+        pm, N, _layouts("prefill"), _layouts("decode"), top=5, pair_check=every_pair
+    )
     for p in found.plans:
         for role, mode in ((p.prefill, "prefill"), (p.decode, "decode")):
             assert role.values["disaggregation_mode"] == mode

@@ -25,12 +25,21 @@ from meshsat.solver.cli.plan_perf import (
     perf_rows,
     terminal_progress,
 )
+from meshsat.solver.deployment.rules import pair_errors
 from meshsat.solver.inputs.command import launch_command, pd_router_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.gpus import Gpu
+from meshsat.solver.packs.registry import get_pack
 from meshsat.solver.perf import Workload
-from meshsat.solver.perf.disagg import DisaggPlan, DisaggSearch, RoleLayout, plan_disagg
+from meshsat.solver.perf.disagg import (
+    DisaggPlan,
+    DisaggSearch,
+    PairCheck,
+    PairVerdict,
+    RoleLayout,
+    plan_disagg,
+)
 from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
 
 #: The port each server listens on in the router's URLs (SGLang's default `--port`).
@@ -96,17 +105,21 @@ def layout_label(config: Mapping[str, Any], derived: Mapping[str, Any]) -> str:
     return " ".join(words)
 
 
-def role_command(role: RoleLayout, model_path: str | None) -> str:
+def role_command(role: RoleLayout, model_path: str | None, release: str | None) -> str:
     """The server command of one role: its enumerated values plus `--disaggregation-mode`,
-    rendered by the one renderer (flags at the release default are not written)."""
-    return launch_command(Config.model_validate(dict(role.values)), model_path=model_path)
+    rendered by the one renderer in `release`'s spelling (flags at its default are not
+    written)."""
+    config = Config.model_validate(dict(role.values))
+    return launch_command(config, release, model_path=model_path)
 
 
 def router_urls(role: str, workers: int) -> list[str]:
     return [f"http://{role}-{i}:{SERVER_PORT}" for i in range(1, workers + 1)]
 
 
-def disagg_row(rank: int, p: DisaggPlan, model_path: str | None) -> DisaggRow:
+def disagg_row(
+    rank: int, p: DisaggPlan, model_path: str | None, release: str | None = None
+) -> DisaggRow:
     pre, dec = p.prefill, p.decode
     pc, dc = layout_columns(pre.config, pre.derived), layout_columns(dec.config, dec.derived)
     return DisaggRow(
@@ -130,8 +143,8 @@ def disagg_row(rank: int, p: DisaggPlan, model_path: str | None) -> DisaggRow:
         source=p.source,
         **{f"prefill_{k}": pc[k] for k in ("tp", "pp", "dp", "dp_attention", "ep")},
         **{f"decode_{k}": dc[k] for k in ("tp", "pp", "dp", "dp_attention", "ep")},
-        prefill_command=role_command(pre, model_path),
-        decode_command=role_command(dec, model_path),
+        prefill_command=role_command(pre, model_path, release),
+        decode_command=role_command(dec, model_path, release),
         router_command=pd_router_command(
             router_urls("prefill", p.prefill_workers), router_urls("decode", p.decode_workers)
         ),
@@ -168,14 +181,27 @@ def disagg_rows(
         )  # fmt: skip
 
     search = plan_disagg(pm, gpus, role("prefill"), role("decode"), top=top,
+                         pair_check=deployment_rules(spec, sglang_version),
                          progress=progress or terminal_progress("role layouts"))  # fmt: skip
     clear_progress()
-    rows = [disagg_row(i, p, model_path) for i, p in enumerate(search.plans, 1)]
+    rows = [disagg_row(i, p, model_path, sglang_version) for i, p in enumerate(search.plans, 1)]
     agg, _ranked, _n = perf_rows(
         model, g, gpus, w, engine=engine, gpus_per_node=gpus_per_node, top=1,
         sglang_version=sglang_version, memory=memory, where=where, model_path=model_path,
     )  # fmt: skip
     return rows, search, agg[0] if agg else None
+
+
+def deployment_rules(spec: ModelSpec, sglang_version: str | None) -> PairCheck:
+    """The pair rules of the release between a planned prefill and decode layout (the
+    deployment subsystem's table, the same `validate` applies to a PD script)."""
+    release = get_pack(sglang_version).version
+
+    def check(p: RoleLayout, d: RoleLayout) -> PairVerdict:
+        errors = pair_errors(p.config, p.derived, d.config, d.derived, spec, release)
+        return PairVerdict(not errors, errors)
+
+    return check
 
 
 def verdict(rows: Sequence[DisaggRow], agg: PerfRow | None, gpus: int) -> Verdict:

@@ -5,19 +5,28 @@ all and says which pair rules could not be decided (facts unknown here)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from meshsat.solver.catalogue.pd_pairs import (
+    DEFAULT_BACKEND,
+    DEFAULT_BOOTSTRAP_PORT,
+    DEFAULT_KV_CACHE_DTYPE,
     PAIR_RULES,
+    PairRule,
     Severity,
     Side,
     deployment_rule,
 )
-from meshsat.solver.deployment.model import Deployment, Router, Server, Target
+from meshsat.solver.deployment.model import Deployment, Facts, Router, Server, Target
 from meshsat.solver.deployment.reader import reaches
+from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.validation.report import Report
+
+#: What `plan --disagg` writes for both roles beyond the layout: SGLang's defaults (its
+#: commands hold no flag at the release default), one model.
+PLANNED = Facts(None, DEFAULT_BACKEND, DEFAULT_BOOTSTRAP_PORT, "default", DEFAULT_KV_CACHE_DTYPE)
 
 
 @dataclass(frozen=True)
@@ -46,26 +55,73 @@ class Finding:
 def side_of(server: Server, report: Report) -> Side:
     """What the pair rules read of a server: its facts, and its widths as SGLang resolves
     them (the report's resolved layout and derived widths)."""
-    r = report.resolved
-    model = server.layout.model
-    mla = None if model is None else model.mla_q_head_dim is not None
-    attn_tp = report.derived.get("attn_tp")
-    return Side(
-        role=server.role,
-        model=server.facts.model,
-        backend=server.facts.backend,
-        bootstrap_port=server.facts.bootstrap_port,
-        page_size=server.facts.page_size,
-        kv_cache_dtype=server.facts.kv_cache_dtype,
-        tp=int(r["tp_size"]),
-        dp=int(r["dp_size"]),
-        dp_attention=bool(r["enable_dp_attention"]),
-        attn_tp=max(1, int(attn_tp)) if isinstance(attn_tp, int) else int(r["tp_size"]),
-        attn_cp=int(r["attn_cp_size"]),
-        pp=int(r["pp_size"]),
-        dcp=int(r.get("dcp_size") or 1),
-        mla=mla,
+    return layout_side(
+        server.role, server.facts, report.resolved, report.derived, server.layout.model,
         line=server.line,
+    )  # fmt: skip
+
+
+def layout_side(
+    role: str,
+    facts: Facts,
+    resolved: Mapping[str, Any],
+    derived: Mapping[str, Any],
+    model: ModelSpec | None,
+    *,
+    line: int = 0,
+) -> Side:
+    """A `Side` from a resolved layout: a server read from a script, or a layout a planner
+    chose for a role (`pair_errors`)."""
+    mla = None if model is None else model.mla_q_head_dim is not None
+    attn_tp = derived.get("attn_tp")
+    return Side(
+        role=role,
+        model=facts.model,
+        backend=facts.backend,
+        bootstrap_port=facts.bootstrap_port,
+        page_size=facts.page_size,
+        kv_cache_dtype=facts.kv_cache_dtype,
+        tp=int(resolved["tp_size"]),
+        dp=int(resolved.get("dp_size") or 1),
+        dp_attention=bool(resolved.get("enable_dp_attention")),
+        attn_tp=max(1, int(attn_tp)) if isinstance(attn_tp, int) else int(resolved["tp_size"]),
+        attn_cp=int(resolved.get("attn_cp_size") or 1),
+        pp=int(resolved.get("pp_size") or 1),
+        dcp=int(resolved.get("dcp_size") or 1),
+        mla=mla,
+        line=line,
+    )
+
+
+def pair_verdicts(
+    p: Side, d: Side, release: str
+) -> Iterator[tuple[PairRule, Severity, bool | None]]:
+    """Each pair rule of `release` with its severity there and whether it holds between
+    prefill `p` and decode `d` (None: not decidable from what is known)."""
+    for rule in PAIR_RULES:
+        severity = rule.severity(release)
+        if severity is not None:
+            yield rule, severity, rule.check(p, d)
+
+
+def pair_errors(
+    prefill: Mapping[str, Any],
+    prefill_derived: Mapping[str, Any],
+    decode: Mapping[str, Any],
+    decode_derived: Mapping[str, Any],
+    model: ModelSpec | None,
+    release: str,
+    facts: Facts = PLANNED,
+) -> tuple[str, ...]:
+    """The pair rules a planned prefill and decode layout break as errors in `release`
+    (`plan --disagg` pairs only layouts with none), as `RULE: message` lines. Both servers
+    are launched as meshsat writes them: the same model and `facts`."""
+    p = layout_side("prefill", facts, prefill, prefill_derived, model)
+    d = layout_side("decode", facts, decode, decode_derived, model)
+    return tuple(
+        f"{rule.id}: {rule.text(p, d)}"
+        for rule, severity, holds in pair_verdicts(p, d, release)
+        if severity == "error" and holds is False
     )
 
 
@@ -79,12 +135,8 @@ def check(
     undecided: list[str] = []
     for p in deployment.of_role("prefill"):
         for d in deployment.of_role("decode"):
-            for rule in PAIR_RULES:
-                severity = rule.severity(release)
-                if severity is None:
-                    continue
-                ps, ds = sides[p.name], sides[d.name]
-                holds = rule.check(ps, ds)
+            ps, ds = sides[p.name], sides[d.name]
+            for rule, severity, holds in pair_verdicts(ps, ds, release):
                 if holds is None:
                     undecided.append(f"{rule.id} {p.name}/{d.name}")
                 elif not holds:

@@ -24,8 +24,8 @@ For `x` prefill servers of `pr` attention-DP ranks and `y` decode servers of `dr
 - the decode pool holds `bd` requests of `isl + osl` tokens per rank in its KV cache (the
   memory model), and each prefill rank one prompt of `isl`.
 
-The search (`plan_disagg`): every pair of role layouts the pair rule accepts
-(`check_pair`, the hook for the deployment rules), every `x, y` with `x·a + y·b <= N`, and
+The search (`plan_disagg`): every pair of role layouts the pair rules accept
+(`pair_check`, the deployment rules between the roles), every `x, y` with `x·a + y·b <= N`, and
 per-rank decode batches 1, 2, 4, ... up to the KV limit, stopping at the first that misses
 the SLA (TTFT and TPOT grow with the batch, so a looser SLA never stops earlier and never
 yields less throughput). Role layouts another one dominates (no more GPUs, no fewer ranks,
@@ -70,16 +70,16 @@ class PairVerdict:
     violations: tuple[str, ...] = ()
 
 
-#: The pair rules' signature: the prefill server's and the decode server's config fields
-#: (what the user launches, `disaggregation_mode` included) -> a verdict.
-PairCheck = Callable[[Mapping[str, Any], Mapping[str, Any]], PairVerdict]
+#: The pair rules' signature: the prefill server's layout and the decode server's (their
+#: resolved `config` and `derived` widths) -> a verdict. The deployment subsystem supplies
+#: the real rules (`meshsat.solver.deployment.rules.pair_errors`, which `plan --disagg`
+#: passes); this floor cannot import it, so the caller always says which rules apply.
+PairCheck = Callable[["RoleLayout", "RoleLayout"], PairVerdict]
 
 
-def check_pair(prefill: Mapping[str, Any], decode: Mapping[str, Any]) -> PairVerdict:
-    """THE HOOK for the rules between a prefill and a decode server (issue 21, item 2): the
-    search pairs only layouts this accepts. Each role's own rules are already checked (the
-    layouts come from `enumerate` with `disaggregation_mode` set); this default accepts
-    every pair until the deployment rules are wired in here."""
+def every_pair(prefill: RoleLayout, decode: RoleLayout) -> PairVerdict:
+    """No pair rule at all: for callers that check pairs themselves afterwards, and for
+    the brute-force comparisons of the search."""
     del prefill, decode
     return PairVerdict(True)
 
@@ -493,7 +493,7 @@ def plan_disagg(
     prefill_layouts: Iterable[Any],
     decode_layouts: Iterable[Any],
     *,
-    pair_check: PairCheck | None = None,
+    pair_check: PairCheck,
     top: int | None = None,
     prune: bool = True,
     progress: Callable[[int, int], None] | None = None,
@@ -503,12 +503,11 @@ def plan_disagg(
     `prefill_layouts`/`decode_layouts`: legal single-server layouts of each role (e.g.
     `solver.enumerate(n, base={"disaggregation_mode": "prefill"}, model=spec, up_to=True)`;
     anything with `.config`, `.derived` and `.values`); `pair_check`: the deployment rules
-    between a prefill and a decode layout (default: `check_pair`, the hook, looked up at
-    each call); `prune=False` keeps dominated role layouts (the brute force the tests
-    compare with); `progress(done, total)` after each role layout estimated, which may
-    raise to stop. Thread-safe: `pm` is."""
+    between a prefill and a decode layout (`every_pair` for none); `prune=False` keeps
+    dominated role layouts (the brute force the tests compare with); `progress(done,
+    total)` after each role layout estimated, which may raise to stop. Thread-safe: `pm`
+    is."""
     w = pm.workload
-    allowed = check_pair if pair_check is None else pair_check
     costs = RoleCosts(pm)
     pre = role_layouts(prefill_layouts, pm, "prefill")
     dec = role_layouts(decode_layouts, pm, "decode")
@@ -546,7 +545,7 @@ def plan_disagg(
             a, b = pc.role.gpus, dc.role.gpus
             if a + b > gpus:
                 continue
-            if not allowed(pc.role.values, dc.role.values).ok:
+            if not pair_check(pc.role, dc.role).ok:
                 refused += 1
                 continue
             per_gpu = _bound(pc, dc, w.isl, w.osl, w.met_by)  # x tokens/s/GPU bound
@@ -595,8 +594,8 @@ __all__ = [
     "PrefillCost",
     "RoleLayout",
     "at_concurrency",
-    "check_pair",
     "deployment",
+    "every_pair",
     "link_gbps",
     "measured_role",
     "plan_disagg",
