@@ -89,6 +89,31 @@ def test_pd_script_is_a_deployment_not_one_job(capsys: pytest.CaptureFixture[str
     assert "JOB-ONE-LAYOUT" not in run.out
 
 
+def test_flags_the_deployment_rules_read_are_not_listed_as_unchecked(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A server of a deployment lists only the flags nothing checks: the transfer backend,
+    page size and port are read by the pair and router rules."""
+    script = tmp_path / "pd.sh"
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    shared = "--page-size 16 --disaggregation-transfer-backend nixl"
+    script.write_text(
+        f"python -m sglang.launch_server --model-path {model} --disaggregation-mode prefill "
+        f"--port 30000 {shared}\n"
+        f"python -m sglang.launch_server --model-path {model} --disaggregation-mode decode "
+        f"--port 30001 --base-gpu-id 1 {shared}\n"
+        "python -m sglang_router.launch_router --pd-disaggregation "
+        "--prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n"
+    )
+    run = run_cli(capsys, "validate", "--sglang-file", str(script))
+    assert run.code == 0, run.out + run.err
+    unchecked = [line for line in run.err.splitlines() if "not checked by meshsat" in line]
+    assert unchecked == [
+        "note: decode@2: 1 flag(s) not checked by meshsat (not layout flags; SGLang still "
+        "reads them): --base-gpu-id"
+    ]
+
+
 def test_one_job_is_read_as_before() -> None:
     """Scripts without a router and with one role are one job: the deployment reader
     hands them back, and a disagreeing node is still JOB-ONE-LAYOUT."""

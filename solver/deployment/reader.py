@@ -37,7 +37,7 @@ from meshsat.solver.deployment.model import (
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.launch import ROUTER_MODULES, LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
-from meshsat.solver.inputs.sglang_cmdline import parse_job
+from meshsat.solver.inputs.sglang_cmdline import ParsedCommandLine, parse_job
 
 #: How a deployment's servers are read into layouts: `load_layout` with the caller's
 #: catalogue, release and model (the CLI's `read_layout` or the API's own).
@@ -117,6 +117,28 @@ def facts_of(command: LaunchCommand) -> Facts:
         page_size=_text(page, "default"),
         kv_cache_dtype=_text(_flag(command, "--kv-cache-dtype"), DEFAULT_KV_CACHE_DTYPE),
     )
+
+
+#: The flags `facts_of` and `endpoint_of` read: a deployment's rules check them, so a server
+#: of a deployment does not list them among the flags meshsat does not check.
+DEPLOYMENT_FLAGS = frozenset(
+    {
+        "--disaggregation-transfer-backend",
+        "--disaggregation-bootstrap-port",
+        "--page-size",
+        "--kv-cache-dtype",
+        "--host",
+        "--port",
+    }
+)
+
+
+def _server_job(nodes: tuple[LaunchCommand, ...], search: tuple[Path, ...]) -> ParsedCommandLine:
+    """One server's nodes read as one job, without the flags the deployment rules read
+    among the unchecked ones."""
+    job = parse_job(nodes, search)
+    job.ignored = [flag for flag in job.ignored if flag not in DEPLOYMENT_FLAGS]
+    return job
 
 
 def endpoint_of(command: LaunchCommand) -> Endpoint:
@@ -208,7 +230,7 @@ def read_deployment(
     servers: list[Server] = []
     for role, indices in group_servers(launches):
         nodes = tuple(launches[i] for i in indices)
-        layout = load(sources, launch=parse_job(nodes, search))
+        layout = load(sources, launch=_server_job(nodes, search))
         servers.append(
             Server(role, nodes, tuple(indices), layout, endpoint_of(nodes[0]), facts_of(nodes[0]))
         )
