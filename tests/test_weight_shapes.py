@@ -233,7 +233,7 @@ def reference_failures(cfg: dict[str, Any], m: ModelSpec, version: str) -> set[s
         if m.quant_group_k and quantized and family == "DENSE-MLP" and shard % m.quant_group_k:
             out.add("QUANT-NVFP4-DENSE-MLP")
 
-    dense_tp = 1 if cfg["moe_dense_tp_size"] == 1 else tp
+    dense_tp = 1 if cfg["moe_dense_tp_size"] == 1 and m.dense_mlp_fully_dp else tp
     linear("DENSE-MLP", m.dense_intermediate_size, dense_tp, m.quant_dense_mlp)
     fusion = m.shared_experts_fusion
     fused = fusion == "any_ep" or (fusion == "when_ep_1" and (ep == 1 or version == "0.4.6.post5"))
@@ -310,6 +310,7 @@ def _cases(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
         "num_attention_heads": draw(st.sampled_from([16, 64, 128])),
         "num_experts": 256,
         "dense_intermediate_size": draw(st.sampled_from([None, 18432, 1536, 96, 29568])),
+        "dense_mlp_fully_dp": draw(st.booleans()),
         "moe_intermediate_size": draw(st.sampled_from([None, 2048, 1536, 512, 768, 96])),
         "shared_expert_intermediate_size": draw(st.sampled_from([None, 2048, 512])),
         "shared_experts_fusion": draw(st.sampled_from([None, "when_ep_1", "any_ep"])),
@@ -390,9 +391,23 @@ def test_not_converted_modules_are_not_checked() -> None:
     )
     assert one_layer.dense_mlp and one_layer.experts  # other layers are still quantized
     every_mlp = read_checkpoint_quant(
-        {"quantization_config": {"quant_method": "fp8", "ignore": ["re:.*mlp$"]}}
+        {"quantization_config": {"quant_method": "fp8", "ignored_layers": ["mlp"]}}
     )
     assert not (every_mlp.dense_mlp or every_mlp.experts or every_mlp.shared_experts)
+
+
+def test_regular_expressions_exempt_only_where_sglang_reads_them() -> None:
+    """compressed-tensors reads `re:` patterns; SGLang's FP8 reader matches dotted module
+    paths only (quantization/utils.py `_module_path_match`), so there a regular expression
+    exempts nothing (Qwen3.5 FP8 built with `re:.*in_proj_b$` still quantized in_proj_ba
+    in 0.5.23: tests/fixtures/weight_shapes/models/)."""
+    group = {"g": {"weights": {"strategy": "channel"}}}
+    ct = {"quant_method": "compressed-tensors", "config_groups": group, "ignore": ["re:.*mlp$"]}
+    assert not read_checkpoint_quant({"quantization_config": ct}).dense_mlp
+    fp8 = {"quant_method": "fp8", "modules_to_not_convert": ["re:.*linear_attn.in_proj_b$"]}
+    assert read_checkpoint_quant({"quantization_config": fp8}).linear_attn_ba
+    dotted = {"quant_method": "fp8", "modules_to_not_convert": ["linear_attn.in_proj_b"]}
+    assert not read_checkpoint_quant({"quantization_config": dotted}).linear_attn_ba
 
 
 def test_cli_malformed_config_is_one_line_exit_2(
@@ -438,7 +453,12 @@ def _as_meshsat(rec: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any
     with the rule id that SGLang's error corresponds to."""
     tp = rec["tp"]
     if rec["family"] == "mlp":
-        dense = {**FP8_FACTS, "dense_intermediate_size": rec["size"], "quant_dense_mlp": True}
+        dense = {
+            **FP8_FACTS,
+            "dense_intermediate_size": rec["size"],
+            "quant_dense_mlp": True,
+            "dense_mlp_fully_dp": True,  # DeepseekV2MLP reads --moe-dense-tp-size
+        }
         shared = {
             **FP8_FACTS,
             "shared_expert_intermediate_size": rec["size"],

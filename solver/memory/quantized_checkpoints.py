@@ -25,8 +25,22 @@ _FP8_CHANNEL = {
     "config_groups": {
         "group_0": {
             "targets": ["Linear"],
-            "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
-            "input_activations": {"num_bits": 8, "type": "float", "strategy": "token"},
+            "weights": {
+                "num_bits": 8,
+                "type": "float",
+                "strategy": "channel",
+                "dynamic": False,
+                "symmetric": True,
+            },
+            # Dynamic per-token scales: compressed-tensors refuses a static token scheme
+            # (SGLang 0.5.23 reading this config, fidelity/weight_shapes/models.py).
+            "input_activations": {
+                "num_bits": 8,
+                "type": "float",
+                "strategy": "token",
+                "dynamic": True,
+                "symmetric": True,
+            },
         }
     },
     "ignore": ["lm_head", "re:.*mlp.gate$"],
@@ -51,14 +65,17 @@ _FBGEMM_FP8 = {
 #: own `config.json` text was not read (docs/weight-shapes.md).
 _QWEN35_FP8 = {
     **_FP8_BLOCK,
+    # Dotted module paths, as SGLang's FP8 reader matches them (quantization/utils.py
+    # `_module_path_match`: no regular expressions); the published configs spell each
+    # layer out, which matches the same modules.
     "modules_to_not_convert": [
         "lm_head",
         "model.language_model.embed_tokens",
-        "re:.*mlp.gate$",
-        "re:.*mlp.shared_expert_gate$",
-        "re:.*linear_attn.in_proj_a$",
-        "re:.*linear_attn.in_proj_b$",
-        "re:model.visual.*",
+        "mlp.gate",
+        "mlp.shared_expert_gate",
+        "linear_attn.in_proj_a",
+        "linear_attn.in_proj_b",
+        "model.visual",
     ],
 }
 #: zai-org/GLM-5-FP8 (aiconfigurator-core 0.12.0 model_configs/zai-org--GLM-5-FP8_config.json):
