@@ -62,14 +62,30 @@ def disagreement(rec: dict[str, Any], version: str) -> str | None:
     return f"{rec['model']} {rec['layout']}: SGLang {said!r}, meshsat {got}"
 
 
+#: Where meshsat and a release's model class disagree, and why (the test fails if one goes
+#: away, so the list cannot go stale): (release, checkpoint, layout's EP) -> reason.
+KNOWN: dict[tuple[str, str, int], str] = {
+    ("0.4.6.post5", "meta-llama/Llama-4-Scout-17B-16E-Instruct", 32): (
+        "0.4.6's llama4.py builds its 16 experts with FusedMoE over TP whatever --ep-size "
+        "says, so EP 32 builds; MODEL-EXPERTS (a seed rule, not a weight-shape one) refuses"
+    ),
+}
+
+
+def _key(rec: dict[str, Any], version: str) -> tuple[str, str, int]:
+    return (version, rec["model"], rec["layout"].get("ep_size", 1))
+
+
 @pytest.mark.parametrize("path", _releases())
 def test_rules_agree_with_sglangs_model_classes(path: Path) -> None:
     """Every comparable build: meshsat refuses with SGLang's own message when the model
-    class refused, and raises no launch-stage rule when it built."""
+    class refused, and raises no launch-stage rule when it built (but for `KNOWN`)."""
     data = json.loads(path.read_text())
+    version = data["version"]
     records = [r for r in data["records"] if compared(r)]
-    wrong = [d for d in (disagreement(r, data["version"]) for r in records) if d]
-    assert wrong == []
+    wrong = {_key(r, version): d for r in records if (d := disagreement(r, version))}
+    assert {k: wrong[k] for k in wrong if k not in KNOWN} == {}
+    assert {k for k in KNOWN if k[0] == version} == set(wrong)
     # Both verdicts occur, so the comparison can fail either way.
     assert any(r["error"] is None for r in records)
     assert any(r["error"] is not None for r in records)

@@ -431,7 +431,8 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
     expert_bias = router_bias = False
     if experts:
         topk = _require(
-            c, ("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_top_k"),
+            c,
+            ("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_top_k"),
             "the experts per token",
         )
         moe_inter = _int(c, ("moe_intermediate_size",)) or 0

@@ -18,8 +18,8 @@ from types import MappingProxyType
 from typing import Any
 
 from meshsat.solver.errors import InputError
-from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.bundled_models import CONFIGS as BUNDLED
+from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.quantized_checkpoints import VARIANTS
 
 _FP8_BLOCK = {

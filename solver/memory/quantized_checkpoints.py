@@ -129,7 +129,11 @@ _MODELOPT_FP8 = {"quant_method": "modelopt", "quant_algo": "FP8", "exclude_modul
 #: org's Step-3.7-Flash-FP8 publishes it for the same widths (model_configs/stepfun-ai--
 #: Step-3.7-Flash-FP8_config.json), and as sgl-project/sglang#26107's TP 4 failure on the
 #: shared expert (1280 / 4 = 320) requires. The Step-3.5 repository's text was not read.
-_STEP35_FP8 = {"quant_method": "fp8", "weight_block_size": [128, 128], "activation_scheme": "dynamic"}
+_STEP35_FP8 = {
+    "quant_method": "fp8",
+    "weight_block_size": [128, 128],
+    "activation_scheme": "dynamic",
+}
 
 #: repo id -> (base repo id in the catalogue, keys the checkpoint's config adds or changes).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
