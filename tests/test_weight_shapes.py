@@ -645,3 +645,82 @@ def test_pasted_commands_read_the_checkpoint(command: str, rule: str | None) -> 
     report = validate(layout.config, layout.model, explain=False)
     shapes = [v.rule for v in report.violations if v.rule in SHAPE_RULES]
     assert (shapes[0] if shapes else None) == rule
+
+
+# --- malformed quantization configs (a space of inputs) ----------------------------------------
+
+_JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 300),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.lists(st.one_of(st.integers(-2, 256), st.text(max_size=6), st.none()), max_size=3),
+    st.dictionaries(st.text(max_size=6), st.integers(), max_size=2),
+)
+_METHODS = st.one_of(
+    st.sampled_from(
+        ["fp8", "FP8", "compressed-tensors", "modelopt", "awq", "gptq", "mxfp4", "w4afp8",
+         "blockwise_int8", "mxfp8", "gguf", ""]
+    ),
+    _JUNK,
+)  # fmt: skip
+_KEYS = (
+    "weight_block_size", "modules_to_not_convert", "ignored_layers", "ignore",
+    "exclude_modules", "group_size", "q_group_size", "quant_algo", "config_groups",
+)  # fmt: skip
+
+
+@st.composite
+def _quant_configs(draw: st.DrawFn) -> Any:
+    if draw(st.integers(0, 9)) == 0:
+        return draw(_JUNK)  # not even a mapping
+    qc: dict[str, Any] = {}
+    if draw(st.integers(0, 5)):  # mostly present; sometimes missing
+        qc["quant_method"] = draw(_METHODS)
+    for key in draw(st.lists(st.sampled_from(_KEYS), max_size=4, unique=True)):
+        qc[key] = draw(_JUNK)
+    if draw(st.booleans()):
+        qc["weight_block_size"] = draw(st.lists(st.integers(-1, 256), min_size=0, max_size=3))
+    return qc
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(_quant_configs())
+def test_any_quantization_config_is_read_or_refused_naming_the_key(qc: Any) -> None:
+    """Whatever `quantization_config` holds, the reader returns facts (a known scheme, or
+    "not checked" with the reason) or raises `InputError` naming the offending key; it never
+    fails any other way (which the CLI would show as a traceback)."""
+    hf = {**model_config("Qwen/Qwen3-32B"), "quantization_config": qc}
+    try:
+        spec = ModelSpec.from_hf_config(hf)
+    except InputError as exc:
+        assert "quantization_config" in str(exc)
+        assert "\n" not in str(exc)
+        return
+    if qc is None:  # `"quantization_config": null`: an unquantized checkpoint
+        assert spec.quant_method is None
+        return
+    known = spec.quant_block_n or spec.quant_group_k or spec.quant_group_size
+    assert known or spec.quant_not_checked or spec.quant_method in (
+        "fp8", "mxfp4", "modelopt_fp8", "blockwise_int8", "compressed-tensors", "awq", "gptq",
+        "w8a8_fp8", "w8a8_int8", "fbgemm_fp8", "fp8_e4m3",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "qc",
+    [{"quant_method": "fp8", "weight_block_size": [128, 1.5]}, {"quant_method": "tq2"}, [1, 2]],
+)
+def test_cli_quantization_config_never_tracebacks(
+    qc: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**model_config(R1), "quantization_config": qc}))
+    run = run_cli(capsys, "validate", "--model", str(path), "--set", "tp_size=8")
+    assert "Traceback" not in run.err
+    if run.code == 2:
+        assert run.err.startswith("meshsat: error: ") and "quantization_config" in run.err
+        assert run.err.strip().count("\n") == 0
+    else:
+        assert "not checked: unknown quantization scheme tq2" in run.out + run.err
