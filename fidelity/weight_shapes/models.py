@@ -52,8 +52,10 @@ import torch  # noqa: E402  (after the stand-ins)
 OUT = ROOT / "tests" / "fixtures" / "weight_shapes" / "models"
 
 #: Not built: NVFP4 and MXFP4 checkpoints (their MoE methods ask the platform for a
-#: Blackwell GPU / register MXFP4 only on CUDA, which a CPU build cannot pretend to be);
-#: their rules keep the cited source (docs/weight-shapes.md).
+#: Blackwell GPU / register MXFP4 only on CUDA, which a CPU build cannot pretend to be),
+#: fbgemm FP8 (Llama-4-Maverick-FP8: CUDA-only registration too) and MiniMax-M2 (no bundled
+#: copy, and the catalogue's subset lacks fields its model file reads); their rules keep the
+#: cited source (docs/weight-shapes.md).
 #: checkpoint -> the file stem of its published `config.json` in aiconfigurator-core's
 #: bundle (`<stem>_config.json`, and `<stem>_hf_quant_config.json` where ModelOpt wrote one),
 #: or None where the bundle has no copy and the catalogue's config is built (the release's
@@ -67,7 +69,9 @@ CHECKPOINTS: dict[str, str | None] = {
     "Qwen/Qwen3-32B-FP8": "Qwen--Qwen3-32B-FP8",
     "Qwen/Qwen3.5-397B-A17B-FP8": "Qwen--Qwen3.5-397B-A17B",
     "Qwen/Qwen3.5-35B-A3B-FP8": "Qwen--Qwen3.5-35B-A3B",
+    "Qwen/Qwen3.5-397B-A17B": "Qwen--Qwen3.5-397B-A17B",
     "zai-org/GLM-4.5-FP8": None,
+    "zai-org/GLM-4.6-FP8": None,
     # Not catalogued (its FP8 config text was not found; docs/weight-shapes.md): the fixture.
     "tests/fixtures/weight_shapes/configs/Qwen3-Next-80B-A3B-Instruct-FP8.json": None,
     "zai-org/GLM-5-FP8": "zai-org--GLM-5-FP8",
