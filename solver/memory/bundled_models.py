@@ -1,7 +1,7 @@
 """Catalogue entries whose `config.json` was read from a bundled copy, not retyped.
 
 Why a module of its own: these families (Qwen3.5's GatedDeltaNet hybrids, GLM-5's DSA,
-Step-3.5, DeepSeek-V3.2) arrived after the rest of the catalogue, and their facts were
+Step-3.5) arrived after the rest of the catalogue, and their facts were
 copied from the Hugging Face `config.json` copies that aiconfigurator-core 0.12.0 ships
 (`aiconfigurator_core/model_configs/<org>--<name>_config.json`, a project dependency),
 except Step-3.5-Flash, whose widths are SGLang's own `Step3p5Config` defaults
@@ -22,6 +22,7 @@ SOURCES: dict[str, str] = {
     "Qwen/Qwen3.5-35B-A3B": BUNDLE + "Qwen--Qwen3.5-35B-A3B_config.json",
     "Qwen/Qwen3.5-27B": BUNDLE + "Qwen--Qwen3.5-27B_config.json",
     "zai-org/GLM-5": BUNDLE + "zai-org--GLM-5_config.json",
+    # DeepSeek-V3.2 is V3.2-Exp's architecture: a quantized-checkpoint variant of it.
     "deepseek-ai/DeepSeek-V3.2": BUNDLE + "deepseek-ai--DeepSeek-V3.2_config.json",
     "stepfun-ai/Step-3.5-Flash": "sglang 0.5.23 srt/configs/step3p5.py Step3p5Config defaults",
 }
@@ -161,45 +162,6 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "num_nextn_predict_layers": 1,
         "torch_dtype": "bfloat16",
-    },
-    "deepseek-ai/DeepSeek-V3.2": {
-        "architectures": ["DeepseekV32ForCausalLM"],
-        "model_type": "deepseek_v32",
-        "hidden_size": 7168,
-        "num_hidden_layers": 61,
-        "num_attention_heads": 128,
-        "num_key_value_heads": 128,
-        "intermediate_size": 18432,
-        "moe_intermediate_size": 2048,
-        "n_routed_experts": 256,
-        "n_shared_experts": 1,
-        "num_experts_per_tok": 8,
-        "first_k_dense_replace": 3,
-        "moe_layer_freq": 1,
-        "n_group": 8,
-        "topk_group": 4,
-        "topk_method": "noaux_tc",
-        "scoring_func": "sigmoid",
-        "q_lora_rank": 1536,
-        "kv_lora_rank": 512,
-        "qk_nope_head_dim": 128,
-        "qk_rope_head_dim": 64,
-        "v_head_dim": 128,
-        "index_head_dim": 128,
-        "index_n_heads": 64,
-        "index_topk": 2048,
-        "vocab_size": 129280,
-        "max_position_embeddings": 163840,
-        "tie_word_embeddings": False,
-        "num_nextn_predict_layers": 1,
-        "torch_dtype": "bfloat16",
-        "quantization_config": {
-            "activation_scheme": "dynamic",
-            "fmt": "e4m3",
-            "quant_method": "fp8",
-            "scale_fmt": "ue8m0",
-            "weight_block_size": [128, 128],
-        },
     },
     "stepfun-ai/Step-3.5-Flash": {
         "architectures": ["Step3p5ForCausalLM"],

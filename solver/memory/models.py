@@ -815,9 +815,6 @@ _BUNDLED_PUBLISHED: dict[str, Published] = {
         _hf("zai-org/GLM-5", "744B total, 40B active; active without the embedding and head"),
         active_counts="no_embeddings_or_head",
     ),
-    "deepseek-ai/DeepSeek-V3.2": Published(
-        671, 37, _hf("deepseek-ai/DeepSeek-V3.2"), active_counts="no_embedding"
-    ),
     "stepfun-ai/Step-3.5-Flash": Published(
         196,
         11,

@@ -135,6 +135,10 @@ _STEP35_FP8 = {
     "activation_scheme": "dynamic",
 }
 
+#: deepseek-ai/DeepSeek-V3.2 (model_configs/deepseek-ai--DeepSeek-V3.2_config.json): V3.2-Exp's
+#: architecture; block 128 with UE8M0 scales.
+_V32_FP8 = {**_FP8_BLOCK, "scale_fmt": "ue8m0"}
+
 #: repo id -> (base repo id in the catalogue, keys the checkpoint's config adds or changes).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "Qwen/Qwen3-235B-A22B-FP8": ("Qwen/Qwen3-235B-A22B", {"quantization_config": _FP8_BLOCK}),
@@ -163,6 +167,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         {"quantization_config": _QWEN35_NVFP4},
     ),
     "zai-org/GLM-5-FP8": ("zai-org/GLM-5", {"quantization_config": _GLM5_FP8}),
+    "deepseek-ai/DeepSeek-V3.2": (
+        "deepseek-ai/DeepSeek-V3.2-Exp",
+        {"quantization_config": _V32_FP8},
+    ),
     "nvidia/GLM-5-NVFP4": ("zai-org/GLM-5", {"quantization_config": _GLM5_NVFP4}),
     "stepfun-ai/Step-3.5-Flash-FP8": (
         "stepfun-ai/Step-3.5-Flash",
