@@ -37,13 +37,12 @@ SHAPE_RULES = frozenset(
     }
 )
 R1 = "deepseek-ai/DeepSeek-R1"
-#: Not embedded: its config, as published, is a fixture (docs/weight-shapes.md).
+#: Not embedded (its FP8 config text was not found): a fixture (docs/weight-shapes.md).
 _CONFIGS = Path(__file__).parent / "fixtures" / "weight_shapes" / "configs"
 QWEN3_NEXT = str(_CONFIGS / "Qwen3-Next-80B-A3B-Instruct-FP8.json")
-#: Architecture as published (zai-org/GLM-5-FP8 config.json); quantization block as
-#: documented for the family (docs/weight-shapes.md, "Checkpoint configs").
-GLM5 = str(_CONFIGS / "GLM-5-FP8.json")
-STEP35 = str(_CONFIGS / "Step-3.5-Flash-FP8.json")
+#: Catalogued from their published configs (solver/memory/bundled_models.py).
+GLM5 = "zai-org/GLM-5-FP8"
+STEP35 = "stepfun-ai/Step-3.5-Flash-FP8"
 
 
 def shape_violations(config: dict[str, Any], model: str | dict[str, Any], version: str) -> set[str]:
