@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from meshsat.solver import validate
+from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.models import model_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "weight_shapes" / "models"
@@ -47,8 +49,13 @@ def compared(rec: dict[str, Any]) -> bool:
     return rec["stage"] == "build" and (rec["error"] is None or is_shape_error(rec))
 
 
+@cache
+def facts(model: str) -> ModelSpec:
+    return ModelSpec.from_hf_config(model_config(model))
+
+
 def meshsat_launch(rec: dict[str, Any], version: str) -> list[tuple[str, str]]:
-    report = validate(rec["layout"], model_config(rec["model"]), sglang_version=version)
+    report = validate(rec["layout"], facts(rec["model"]), explain=False, sglang_version=version)
     return [(v.rule, v.message) for v in report.violations if v.stage == "launch"]
 
 
