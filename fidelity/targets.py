@@ -233,6 +233,9 @@ UNREACHABLE = {
         "a block-quantized weight check while the model is built: recorded from SGLang's "
         "own layers on the meta device in tests/fixtures/weight_shapes/",
     ),
+    "WEIGHT-VISION-HEADS": "a vision tower's head split while the model is built (the "
+    "resolution recorder's configs have no vision tower): recorded from whole Qwen3.5 model "
+    "classes in tests/fixtures/weight_shapes/models/",
     "QUANT-NVFP4-DENSE-MLP": "an NVFP4 weight check while the model is built: encoded from "
     "modelopt_quant.py ModelOptFp4LinearMethod.create_weights (no recorded layer)",
     **dict.fromkeys(

@@ -486,7 +486,13 @@ CASES: tuple[Case, ...] = (
         "QUANT-BLOCK-DENSE-MLP",
         {"tp_size": 4},
         {"moe_dense_tp_size": 1},
-        model={**FP8_BLOCK, "dense_intermediate_size": 256, "quant_dense_mlp": True},
+        # A model file that replicates its dense MLP under --moe-dense-tp-size 1 (DeepSeek's).
+        model={
+            **FP8_BLOCK,
+            "dense_intermediate_size": 256,
+            "quant_dense_mlp": True,
+            "dense_mlp_fully_dp": True,
+        },
     ),
     case(
         "QUANT-BLOCK-SHARED-EXPERT",
@@ -521,6 +527,12 @@ CASES: tuple[Case, ...] = (
             "linear_attn_value_dim": 1024,
             "quant_linear_attention": True,
         },
+    ),
+    case(
+        "WEIGHT-VISION-HEADS",
+        {"tp_size": 8},
+        {"tp_size": 4},
+        model={"vision_num_heads": 12},
     ),
     case(
         "QUANT-BLOCK-LINEAR-ATTN-BA",

@@ -68,6 +68,7 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "linear_attn_value_dim": (None, 4096, 1024),
     "linear_attn_value_heads": (None, 32, 256),
     "quant_group_size": (None, 128, 64),
+    "vision_num_heads": (None, 16, 12),
 }
 
 
@@ -78,6 +79,8 @@ WEIGHT_FACTS = (
     "moe_intermediate_size",
     "shared_expert_intermediate_size",
     "shared_experts_fusion",
+    "dense_mlp_fully_dp",
+    "vision_num_heads",
     "mla_q_head_dim",
     "linear_attn_key_dim",
     "linear_attn_value_dim",

@@ -37,13 +37,12 @@ SHAPE_RULES = frozenset(
     }
 )
 R1 = "deepseek-ai/DeepSeek-R1"
-#: Not embedded: its config, as published, is a fixture (docs/weight-shapes.md).
+#: Not embedded (its FP8 config text was not found): a fixture (docs/weight-shapes.md).
 _CONFIGS = Path(__file__).parent / "fixtures" / "weight_shapes" / "configs"
 QWEN3_NEXT = str(_CONFIGS / "Qwen3-Next-80B-A3B-Instruct-FP8.json")
-#: Architecture as published (zai-org/GLM-5-FP8 config.json); quantization block as
-#: documented for the family (docs/weight-shapes.md, "Checkpoint configs").
-GLM5 = str(_CONFIGS / "GLM-5-FP8.json")
-STEP35 = str(_CONFIGS / "Step-3.5-Flash-FP8.json")
+#: Catalogued from their published configs (solver/memory/bundled_models.py).
+GLM5 = "zai-org/GLM-5-FP8"
+STEP35 = "stepfun-ai/Step-3.5-Flash-FP8"
 
 
 def shape_violations(config: dict[str, Any], model: str | dict[str, Any], version: str) -> set[str]:
@@ -233,7 +232,7 @@ def reference_failures(cfg: dict[str, Any], m: ModelSpec, version: str) -> set[s
         if m.quant_group_k and quantized and family == "DENSE-MLP" and shard % m.quant_group_k:
             out.add("QUANT-NVFP4-DENSE-MLP")
 
-    dense_tp = 1 if cfg["moe_dense_tp_size"] == 1 else tp
+    dense_tp = 1 if cfg["moe_dense_tp_size"] == 1 and m.dense_mlp_fully_dp else tp
     linear("DENSE-MLP", m.dense_intermediate_size, dense_tp, m.quant_dense_mlp)
     fusion = m.shared_experts_fusion
     fused = fusion == "any_ep" or (fusion == "when_ep_1" and (ep == 1 or version == "0.4.6.post5"))
@@ -310,6 +309,7 @@ def _cases(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
         "num_attention_heads": draw(st.sampled_from([16, 64, 128])),
         "num_experts": 256,
         "dense_intermediate_size": draw(st.sampled_from([None, 18432, 1536, 96, 29568])),
+        "dense_mlp_fully_dp": draw(st.booleans()),
         "moe_intermediate_size": draw(st.sampled_from([None, 2048, 1536, 512, 768, 96])),
         "shared_expert_intermediate_size": draw(st.sampled_from([None, 2048, 512])),
         "shared_experts_fusion": draw(st.sampled_from([None, "when_ep_1", "any_ep"])),
@@ -390,9 +390,23 @@ def test_not_converted_modules_are_not_checked() -> None:
     )
     assert one_layer.dense_mlp and one_layer.experts  # other layers are still quantized
     every_mlp = read_checkpoint_quant(
-        {"quantization_config": {"quant_method": "fp8", "ignore": ["re:.*mlp$"]}}
+        {"quantization_config": {"quant_method": "fp8", "ignored_layers": ["mlp"]}}
     )
     assert not (every_mlp.dense_mlp or every_mlp.experts or every_mlp.shared_experts)
+
+
+def test_regular_expressions_exempt_only_where_sglang_reads_them() -> None:
+    """compressed-tensors reads `re:` patterns; SGLang's FP8 reader matches dotted module
+    paths only (quantization/utils.py `_module_path_match`), so there a regular expression
+    exempts nothing (Qwen3.5 FP8 built with `re:.*in_proj_b$` still quantized in_proj_ba
+    in 0.5.23: tests/fixtures/weight_shapes/models/)."""
+    group = {"g": {"weights": {"strategy": "channel"}}}
+    ct = {"quant_method": "compressed-tensors", "config_groups": group, "ignore": ["re:.*mlp$"]}
+    assert not read_checkpoint_quant({"quantization_config": ct}).dense_mlp
+    fp8 = {"quant_method": "fp8", "modules_to_not_convert": ["re:.*linear_attn.in_proj_b$"]}
+    assert read_checkpoint_quant({"quantization_config": fp8}).linear_attn_ba
+    dotted = {"quant_method": "fp8", "modules_to_not_convert": ["linear_attn.in_proj_b"]}
+    assert not read_checkpoint_quant({"quantization_config": dotted}).linear_attn_ba
 
 
 def test_cli_malformed_config_is_one_line_exit_2(
@@ -438,7 +452,12 @@ def _as_meshsat(rec: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any
     with the rule id that SGLang's error corresponds to."""
     tp = rec["tp"]
     if rec["family"] == "mlp":
-        dense = {**FP8_FACTS, "dense_intermediate_size": rec["size"], "quant_dense_mlp": True}
+        dense = {
+            **FP8_FACTS,
+            "dense_intermediate_size": rec["size"],
+            "quant_dense_mlp": True,
+            "dense_mlp_fully_dp": True,  # DeepseekV2MLP reads --moe-dense-tp-size
+        }
         shared = {
             **FP8_FACTS,
             "shared_expert_intermediate_size": rec["size"],
@@ -625,3 +644,82 @@ def test_pasted_commands_read_the_checkpoint(command: str, rule: str | None) -> 
     report = validate(layout.config, layout.model, explain=False)
     shapes = [v.rule for v in report.violations if v.rule in SHAPE_RULES]
     assert (shapes[0] if shapes else None) == rule
+
+
+# --- malformed quantization configs (a space of inputs) ----------------------------------------
+
+_JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 300),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.lists(st.one_of(st.integers(-2, 256), st.text(max_size=6), st.none()), max_size=3),
+    st.dictionaries(st.text(max_size=6), st.integers(), max_size=2),
+)
+_METHODS = st.one_of(
+    st.sampled_from(
+        ["fp8", "FP8", "compressed-tensors", "modelopt", "awq", "gptq", "mxfp4", "w4afp8",
+         "blockwise_int8", "mxfp8", "gguf", ""]
+    ),
+    _JUNK,
+)  # fmt: skip
+_KEYS = (
+    "weight_block_size", "modules_to_not_convert", "ignored_layers", "ignore",
+    "exclude_modules", "group_size", "q_group_size", "quant_algo", "config_groups",
+)  # fmt: skip
+
+
+@st.composite
+def _quant_configs(draw: st.DrawFn) -> Any:
+    if draw(st.integers(0, 9)) == 0:
+        return draw(_JUNK)  # not even a mapping
+    qc: dict[str, Any] = {}
+    if draw(st.integers(0, 5)):  # mostly present; sometimes missing
+        qc["quant_method"] = draw(_METHODS)
+    for key in draw(st.lists(st.sampled_from(_KEYS), max_size=4, unique=True)):
+        qc[key] = draw(_JUNK)
+    if draw(st.booleans()):
+        qc["weight_block_size"] = draw(st.lists(st.integers(-1, 256), min_size=0, max_size=3))
+    return qc
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(_quant_configs())
+def test_any_quantization_config_is_read_or_refused_naming_the_key(qc: Any) -> None:
+    """Whatever `quantization_config` holds, the reader returns facts (a known scheme, or
+    "not checked" with the reason) or raises `InputError` naming the offending key; it never
+    fails any other way (which the CLI would show as a traceback)."""
+    hf = {**model_config("Qwen/Qwen3-32B"), "quantization_config": qc}
+    try:
+        spec = ModelSpec.from_hf_config(hf)
+    except InputError as exc:
+        assert "quantization_config" in str(exc)
+        assert "\n" not in str(exc)
+        return
+    if qc is None:  # `"quantization_config": null`: an unquantized checkpoint
+        assert spec.quant_method is None
+        return
+    known = spec.quant_block_n or spec.quant_group_k or spec.quant_group_size
+    assert known or spec.quant_not_checked or spec.quant_method in (
+        "fp8", "mxfp4", "modelopt_fp8", "blockwise_int8", "compressed-tensors", "awq", "gptq",
+        "w8a8_fp8", "w8a8_int8", "fbgemm_fp8", "fp8_e4m3",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "qc",
+    [{"quant_method": "fp8", "weight_block_size": [128, 1.5]}, {"quant_method": "tq2"}, [1, 2]],
+)
+def test_cli_quantization_config_never_tracebacks(
+    qc: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**model_config(R1), "quantization_config": qc}))
+    run = run_cli(capsys, "validate", "--model", str(path), "--set", "tp_size=8")
+    assert "Traceback" not in run.err
+    if run.code == 2:
+        assert run.err.startswith("meshsat: error: ") and "quantization_config" in run.err
+        assert run.err.strip().count("\n") == 0
+    else:
+        assert "not checked: unknown quantization scheme tq2" in run.out + run.err

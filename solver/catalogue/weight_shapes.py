@@ -43,8 +43,10 @@ MOE_SPLIT = "fused_moe_triton/layer.py FusedMoE.__init__"
 NOT_CHECKED = "meshsat: quantization_config"
 #: 0.5.23 moved the FP8 MoE weights into a static helper (same check).
 FP8_MOE_0_5_23 = "quantization/fp8.py Fp8MoEMethod.create_fp8_moe_weight_"
+VISION_SPLIT = "layers/attention/vision.py VisionAttention.__init__ (divide)"
 SOURCES: tuple[str, ...] = (
     NOT_CHECKED,
+    VISION_SPLIT,
     LINEAR_SPLIT,
     MOE_SPLIT,
     FP8_LINEAR,
@@ -56,25 +58,33 @@ SOURCES: tuple[str, ...] = (
     AWQ_MOE,
 )
 
-#: The dense MLP's width: replicated with --moe-dense-tp-size 1, else the global TP.
+#: The dense MLP's width: replicated with --moe-dense-tp-size 1 in the model files that
+#: read it (`ModelSpec.dense_mlp_fully_dp`), else the global TP.
 mlp_tp = named(
     "mlp_tp",
-    ite(is_set(F.moe_dense_tp_size) & (F.moe_dense_tp_size == 1), 1, F.tp_size),
-)
-#: The shared experts' width (see the module docstring).
-shared_tp = named(
-    "shared_tp",
     ite(
-        F.moe_a2a_backend != "none",
+        is_set(F.moe_dense_tp_size) & (F.moe_dense_tp_size == 1) & F.dense_mlp_fully_dp,
         1,
-        ite(
-            (F.shared_experts_fusion == "any_ep")
-            | ((F.shared_experts_fusion == "when_ep_1") & (F.ep_size == 1)),
-            moe_tp,
-            F.tp_size,
-        ),
+        F.tp_size,
     ),
 )
+_FUSED_OR_TP = ite(
+    (F.shared_experts_fusion == "any_ep")
+    | ((F.shared_experts_fusion == "when_ep_1") & (F.ep_size == 1)),
+    moe_tp,
+    F.tp_size,
+)
+#: Step-3.5's `share_expert` (step3p5.py `Step3p5MoEMLP`) is replicated under an all-to-all
+#: backend from 0.5.23 on; 0.5.18 and 0.5.19 split it over TP whatever the backend (both
+#: recorded: tests/fixtures/weight_shapes/models/).
+STEP35 = "Step3p5ForCausalLM"
+#: The shared experts' width (see the module docstring), 0.5.18 and 0.5.19.
+shared_tp = named(
+    "shared_tp",
+    ite((F.moe_a2a_backend != "none") & (F.architecture != STEP35), 1, _FUSED_OR_TP),
+)
+#: 0.5.23: every model file replicates its shared experts under an all-to-all backend.
+shared_tp_0_5_23 = named("shared_tp", ite(F.moe_a2a_backend != "none", 1, _FUSED_OR_TP))
 #: 0.4.6.post5 fuses DeepSeek V3/R1's shared expert whatever the EP size (deepseek_v2.py
 #: determine_n_share_experts_fusion: only DeepEP turns it off); it has no Qwen3-Next.
 shared_tp_0_4 = named(
@@ -320,6 +330,19 @@ _DENSE_SPLIT, _DENSE_BLOCK = _mlp_rules(
 )
 _SHARED_SPLIT, _SHARED_BLOCK = _shared_rules(shared_tp)
 
+#: `VisionAttention` divides the tower's heads by its TP width (layers/attention/vision.py:
+#: `attn_tp_size`, or 1 with --mm-enable-dp-encoder): Qwen3.5's 16-head tower refuses
+#: attention TP 32 before any text layer is built (0.5.23, fidelity/weight_shapes/models.py).
+_VISION_HEADS = Rule(
+    "WEIGHT-VISION-HEADS",
+    is_set(F.vision_num_heads) & ~F.mm_enable_dp_encoder & attn_tp_whole & (attn_tp >= 1),
+    divides(attn_tp, F.vision_num_heads),
+    "{vision_num_heads} is not divisible by {attn_tp}",
+    VISION_SPLIT,
+    hint="an attention TP width that divides the vision tower's heads (DP attention, a "
+    "smaller TP, or --mm-enable-dp-encoder)",
+)
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "QUANT-NOT-CHECKED",
@@ -329,6 +352,7 @@ RULES: tuple[Rule, ...] = (
         NOT_CHECKED,
         severity="warning",
     ),
+    _VISION_HEADS,
     _DENSE_SPLIT,
     _SHARED_SPLIT,
     Rule(
@@ -370,6 +394,7 @@ RULES: tuple[Rule, ...] = (
 #: 0.5.23: `validate_block_quant_shapes` reads the layer's own group (`layer.tp_group`), and
 #: `create_fp8_moe_weight_` the MoE TP size (`layer.moe_tp_size`).
 RULES_0_5_23: tuple[Rule, ...] = (
+    *_shared_rules(shared_tp_0_5_23),
     _mla_rule(attn_tp > 1),
     _linear_out_rule(attn_tp > 1),
     _moe_rule(moe_tp > 1, FP8_MOE_0_5_23),

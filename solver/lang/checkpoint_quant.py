@@ -88,7 +88,10 @@ def read_checkpoint_quant(hf: Mapping[str, Any]) -> CheckpointQuant:
             f"model config: quantization_config.quant_method must be a string, got {shown(method)}"
         )
     method = method.lower()
-    skipped = _skipped_families(qc)
+    # SGLang's FP8 / INT8-block / AWQ / GPTQ / ModelOpt readers match dotted module paths
+    # (quantization/utils.py `_module_path_match`); only compressed-tensors reads `re:`
+    # regular expressions, so elsewhere such a pattern exempts nothing.
+    skipped = _skipped_families(qc, regex=method == "compressed-tensors")
     families = {
         f: f not in skipped
         for f in (
@@ -199,7 +202,7 @@ def _compressed_tensors(
     return facts()
 
 
-def _skipped_families(qc: Mapping[str, Any]) -> set[str]:
+def _skipped_families(qc: Mapping[str, Any], *, regex: bool) -> set[str]:
     """The linear families the checkpoint leaves unquantized in every layer.
 
     Patterns naming one layer (`model.layers.3.mlp`) exempt that layer only, so the family
@@ -217,6 +220,8 @@ def _skipped_families(qc: Mapping[str, Any]) -> set[str]:
                 f"got {shown(patterns)}"
             )
         for raw in patterns:
+            if raw.startswith("re:") and not regex:
+                continue
             p = raw.removeprefix("re:").rstrip("$").removesuffix(".*")
             if p.rsplit(".", 1)[-1] in _BA_NAMES:
                 # Published hybrids list in_proj_b / in_proj_a once per linear-attention

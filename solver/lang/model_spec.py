@@ -34,6 +34,34 @@ CP_V2_DEFAULT_ARCHITECTURES = (
     "DeepseekV3ForCausalLM",
 )
 
+#: The model files whose dense MLP follows `--moe-dense-tp-size 1` (`is_dense_ffn_fully_dp`:
+#: deepseek_v2.py, glm4_moe.py, mimo_v2.py, minimax_m3.py, bailing_moe.py, ernie4.py in
+#: 0.5.18 to 0.5.23; deepseek_v2.py in 0.4.6.post5). Every other model file splits its dense
+#: MLP over the global TP group whatever that flag says (Qwen3 and Step-3.5 built under
+#: `--moe-dense-tp-size 1`: fidelity/weight_shapes/models.py, tests/fixtures/weight_shapes/models/).
+DENSE_FULLY_DP_ARCHITECTURES = (
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "Glm4MoeForCausalLM",
+    "GlmMoeDsaForCausalLM",
+    "MiMoV2ForCausalLM",
+    "MiMoV2FlashForCausalLM",
+    "MiniMaxM3SparseForCausalLM",
+    "BailingMoEForCausalLM",
+    "BailingMoeForCausalLM",
+    "BailingMoeV2ForCausalLM",
+    "Ernie4_5_ForCausalLM",
+    "Ernie4_5_MoeForCausalLM",
+)
+#: Vision towers built from SGLang's `VisionAttention` (layers/attention/vision.py), which
+#: splits the tower's heads over the attention TP group unless `--mm-enable-dp-encoder`.
+VISION_ATTENTION_ARCHITECTURES = (
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration",
+)
 _HEADS = ("num_attention_heads", "n_head", "num_heads")
 _KV_HEADS = (
     "num_key_value_heads",
@@ -73,6 +101,14 @@ class ModelSpec(BaseModel):
         None,
         description="When SGLang fuses the shared expert into the routed MoE (then it is split "
         "like a routed expert): only with EP 1, with any EP, or never (None).",
+    )
+    dense_mlp_fully_dp: bool = Field(
+        False,
+        description="The model file replicates its dense MLP under --moe-dense-tp-size 1 "
+        "(DeepSeek, GLM, MiMo-V2, ...); other models split it over TP whatever that says.",
+    )
+    vision_num_heads: int | None = Field(
+        None, ge=1, description="Heads of a vision tower SGLang splits over attention TP."
     )
     mla_q_head_dim: int | None = Field(
         None, ge=1, description="MLA query head width (qk_nope_head_dim + qk_rope_head_dim)."
@@ -165,6 +201,8 @@ class ModelSpec(BaseModel):
             num_hidden_layers=first(_LAYERS),
             **shapes,
             shared_experts_fusion=_fusion(arch, hf, text, shapes),
+            dense_mlp_fully_dp=arch in DENSE_FULLY_DP_ARCHITECTURES,
+            vision_num_heads=_vision_heads(arch, hf),
             quant_method=quant.method,
             quant_block_n=quant.block_n,
             quant_block_k=quant.block_k,
@@ -271,6 +309,20 @@ def _mla_q(hf: Mapping[str, Any], text: Mapping[str, Any], first: Any) -> int | 
         return None
     nope, rope = first(("qk_nope_head_dim",)), first(("qk_rope_head_dim",))
     return None if nope is None or rope is None else nope + rope
+
+
+def _vision_heads(arch: str | None, hf: Mapping[str, Any]) -> int | None:
+    vision = hf.get("vision_config")
+    if arch not in VISION_ATTENTION_ARCHITECTURES or not isinstance(vision, Mapping):
+        return None
+    heads = vision.get("num_heads", vision.get("num_attention_heads"))
+    if heads is None:
+        return None
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+        raise InputError(
+            f"model config: vision_config.num_heads must be a positive integer, got {shown(heads)}"
+        )
+    return heads
 
 
 def _fusion(

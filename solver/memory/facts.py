@@ -431,14 +431,17 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
     expert_bias = router_bias = False
     if experts:
         topk = _require(
-            c, ("num_experts_per_tok", "experts_per_token", "moe_topk"), "the experts per token"
+            c,
+            ("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_top_k"),
+            "the experts per token",
         )
         moe_inter = _int(c, ("moe_intermediate_size",)) or 0
         if not moe_inter:
             # Mixtral, gpt-oss, MiniMax and Llama 4 name the expert width intermediate_size.
             moe_inter = _require(c, ("intermediate_size",), "the expert width")
         shared = _int(c, ("n_shared_experts", "num_shared_experts")) or 0
-        shared_inter = _int(c, ("shared_expert_intermediate_size",)) or 0
+        # Step-3.5 spells the shared expert's width `share_expert_dim` (step3p5.py).
+        shared_inter = _int(c, ("shared_expert_intermediate_size", "share_expert_dim")) or 0
         if shared_inter and not shared:
             shared = 1  # Qwen2-MoE style: one shared expert of its own width
         if shared and not shared_inter:
@@ -459,6 +462,9 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
             freq = c.get("moe_layer_freq")
             if isinstance(freq, list):  # MiMo-V2: one 0/1 flag per layer
                 moe_layers = sum(1 for flag in freq[:layers] if flag)
+            listed = c.get("moe_layers_enum")
+            if isinstance(listed, str):  # Step-3.5: the MoE layers, comma-separated
+                moe_layers = sum(1 for i in listed.split(",") if i.strip().isdigit())
         if moe_layers < layers and not dense_inter:
             raise InputError(
                 "model config has dense layers but lacks their MLP width "

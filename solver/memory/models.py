@@ -18,10 +18,16 @@ from types import MappingProxyType
 from typing import Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.memory.bundled_models import CONFIGS as BUNDLED
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.quantized_checkpoints import VARIANTS
 
-_FP8_BLOCK = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+_FP8_BLOCK = {
+    "activation_scheme": "dynamic",
+    "fmt": "e4m3",
+    "quant_method": "fp8",
+    "weight_block_size": [128, 128],
+}
 
 _DEEPSEEK_V3: dict[str, Any] = {
     "architectures": ["DeepseekV3ForCausalLM"],
@@ -776,6 +782,29 @@ _COMMON: dict[str, tuple[dict[str, Any], Published]] = {
     ),
 }
 _CATALOGUE.update(_COMMON)
+
+#: Families read from bundled config copies (`bundled_models.SOURCES`); their published
+#: parameter counts, and what each publisher counts.
+_BUNDLED_PUBLISHED: dict[str, Published] = {
+    "Qwen/Qwen3.5-397B-A17B": Published(397, 17, _hf("Qwen/Qwen3.5-397B-A17B", "name and card")),
+    "Qwen/Qwen3.5-122B-A10B": Published(122, 10, _hf("Qwen/Qwen3.5-122B-A10B", "name and card")),
+    "Qwen/Qwen3.5-35B-A3B": Published(35, 3, _hf("Qwen/Qwen3.5-35B-A3B", "name and card")),
+    "Qwen/Qwen3.5-27B": Published(27, 27, _hf("Qwen/Qwen3.5-27B", "name and card")),
+    "zai-org/GLM-5": Published(
+        744,
+        40,
+        _hf("zai-org/GLM-5", "744B total, 40B active; active without the embedding and head"),
+        active_counts="no_embeddings_or_head",
+    ),
+    "stepfun-ai/Step-3.5-Flash": Published(
+        196,
+        11,
+        _hf("stepfun-ai/Step-3.5-Flash", "196B total, 11B active; also vllm-project/recipes"
+            " StepFun/Step-3.5-Flash.md"),
+    ),
+}  # fmt: skip
+for _repo, _cfg in BUNDLED.items():
+    _CATALOGUE[_repo] = (_cfg, _BUNDLED_PUBLISHED[_repo])
 
 
 _YARN_4K = {"type": "yarn", "original_max_position_embeddings": 4096}
