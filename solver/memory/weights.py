@@ -46,10 +46,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshsat.solver.memory.allocator import rounding_bytes, run_rounding
+from meshsat.solver.memory.allocator import STEADY_LAYERS, rounding_bytes, run_rounding
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.layout import Parallel
+from meshsat.solver.memory.mla import copies_per_layer, copy_width
 from meshsat.solver.memory.modules import layer_modules, moe_layer_flags
 from meshsat.solver.memory.mxfp4 import mxfp4_experts
 
@@ -65,10 +66,6 @@ def stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:
         out.append((start, start + n))
         start += n
     return out
-
-
-#: Identical layers simulated to find one layer's share of the allocator's segments.
-STEADY_LAYERS = 32
 
 
 def rope_cache_bytes(facts: ModelFacts) -> float:
@@ -147,7 +144,11 @@ class WeightModel:
         self._wna16_index = q.wna16_experts and keeps_wna16_index(gpu, pack)
         #: MXFP4 experts are padded per MoE-TP width (`mxfp4.py`); other schemes are not.
         self._padded = gpu is not None and q.name == "mxfp4"
+        self.pack = pack
         self._expert_cache: dict[int, float] = {}
+        kv_b = q.attention if q.kv_b is None else q.kv_b
+        self._mla_width = copy_width(kv_b, q.unquantized, q.kv_b_dequantized, gpu)
+        self._mla_cache: dict[int, float] = {}
         self._rounding_cache: dict[tuple[int, ...], float] = {}
         v = facts.vision
         self.vision_attn = v.attn_sharded_params() * q.unquantized
@@ -196,8 +197,18 @@ class WeightModel:
         if hit is None:
             f = self.facts
             assert self.gpu is not None
-            shapes = mxfp4_experts(f.hidden_size, f.moe_intermediate_size, moe_tp, self.gpu)
+            shapes = mxfp4_experts(
+                f.hidden_size, f.moe_intermediate_size, moe_tp, self.gpu, self.pack
+            )
             hit = self._expert_cache[moe_tp] = shapes.bytes_per_expert(f.expert_bias)
+        return hit
+
+    def mla_copies(self, attn_tp: int) -> float:
+        """One layer's absorbed-MLA copies of `kv_b_proj` on a rank (`mla.py`); 0 without
+        MLA."""
+        hit = self._mla_cache.get(attn_tp)
+        if hit is None:
+            hit = self._mla_cache[attn_tp] = copies_per_layer(self.facts, self._mla_width, attn_tp)
         return hit
 
     def layer_tensors(
@@ -281,7 +292,7 @@ class WeightModel:
             embedding=emb,
             lm_head=head,
             vision=self.vision_attn / p.attn_tp + self.vision_mlp / p.tp + self.vision_whole,
-            overhead=rounding + rope_cache_bytes(f),
+            overhead=rounding + rope_cache_bytes(f) + n * self.mla_copies(p.attn_tp),
         )
 
     def per_rank(self, p: Parallel) -> float:
