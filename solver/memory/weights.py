@@ -12,8 +12,12 @@ How SGLang shards each component (the reason for every divisor below):
 - LM head: vocabulary-parallel over `tp`, or over attention TP with `enable_dp_lm_head`;
 - pipeline stages: layers split as SGLang's `get_pp_indices` does (the remainder goes to the
   stages before the last); the first stage holds the embeddings, the last the LM head;
-- MXFP4 experts (gpt-oss): allocated at the padded shapes of the MoE kernel the GPU gets
-  (`mxfp4.py`), so the per-rank figure needs the GPU; without one the shapes are as stored;
+- MXFP4 experts (gpt-oss): allocated at the padded shapes of the MoE kernel the GPU gets,
+  with the release's alignment and float32 biases under FlashInfer (`mxfp4.py`), so the
+  per-rank figure needs the GPU and the pack; without a GPU the shapes are as stored;
+- MLA (DeepSeek V2/V3/R1, Kimi-K2, GLM-5): `post_load_weights` keeps `w_kc` and `w_vc`, a
+  second copy of each rank's `kv_b_proj` shard, beside it (`mla.py`), charged with the
+  allocator's rounding in `overhead` (they are not parameters of the checkpoint);
 - a vision tower (Llama 4): SGLang's `Llama4ForConditionalGeneration` builds it on every
   rank, its attention split over attention TP and its MLPs over TP (`facts.VisionTower`);
 - the rotary cos/sin caches (`rope_cache_bytes`): float32 on CUDA and ROCm
@@ -36,7 +40,9 @@ How SGLang shards each component (the reason for every divisor below):
   shards stop being multiples of 2 MiB (Qwen3-32B: 0.22 GiB a rank, as logged);
 - nothing else: after the allocator's rounding, what `mem usage` shows beyond the tensors is
   0.00 ± 0.02 GiB on the Qwen3 logs of 2025-26 and up to 0.09 GiB on some of 2025's first
-  half (Llama 3.1 8B, Qwen2.5 7B); no term is fitted for it (benchmarks/RESULTS-memory.md
+  half (Llama 3.1 8B, Qwen2.5 7B); after the MLA copies and the MXFP4 padding, +0.01 GiB
+  on DeepSeek-R1 NVFP4 tp 4, +0.39 on Kimi-K2.5 INT4 tp 8 (MI355X) and +0.18 on gpt-oss-20b
+  (2025-10, B200); no term is fitted for it (benchmarks/RESULTS-memory.md
   has the residual of every log). An earlier fitted allowance (0.08 GiB + 0.055 GiB per
   further TP rank) is what the allocator term replaces: its TP growth is the shards'
   rounding.
