@@ -27,6 +27,10 @@ _LARGE_SEGMENT = 20 << 20
 _MIN_LARGE_ALLOC = 10 << 20
 _ROUND_LARGE = 2 << 20
 
+#: Identical layers simulated to find one layer's share of the segments its tensors fill
+#: (`weights.py`, `mla.py`).
+STEADY_LAYERS = 32
+
 
 def _rounded(size: int) -> int:
     return max(_MIN_BLOCK, -(-size // _MIN_BLOCK) * _MIN_BLOCK)

@@ -248,7 +248,7 @@ def _generated(
             head += head_rows * row_bytes + wm.vocab_rounding(head_rows)
         return (
             unrolled,
-            attn_a / attn_tp + attn_b,
+            attn_a / attn_tp + attn_b + wm.mla_copies(attn_tp),
             dense_d / dtp + wm.layer_rounding(False, attn_tp, dtp, 1, 0),
             emb_rows * row_bytes + wm.vocab_rounding(emb_rows),
             head,

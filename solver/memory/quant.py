@@ -64,6 +64,11 @@ class Quant:
     #: The routed experts are WNA16 (compressed-tensors integer weights, 16-bit
     #: activations): the MoE method allocates per-expert `g_idx` buffers (`weights.py`).
     wna16_experts: bool = False
+    #: MLA's `kv_b_proj`, bytes per weight (None: no such module, or priced without facts),
+    #: and whether the scheme dequantizes it before splitting (AWQ/GPTQ): the width of the
+    #: absorbed copies SGLang keeps beside it (`mla.py`).
+    kv_b: float | None = None
+    kv_b_dequantized: bool = False
 
     @property
     def attention_whole_bytes(self) -> float:
@@ -100,7 +105,15 @@ def quant_from_config(hf: Mapping[str, Any], facts: ModelFacts | None = None) ->
     if not den["shared"]:
         per["shared"] = per["dense_mlp"]
     wna16 = any(scheme.wna16(m) for m in modules if m.is_experts)
-    return Quant(scheme.name, unquantized=base, wna16_experts=wna16, **per)
+    kv_b = next((scheme.price(m) for m in modules if m.name.endswith(".kv_b_proj")), None)
+    return Quant(
+        scheme.name,
+        unquantized=base,
+        wna16_experts=wna16,
+        kv_b=kv_b,
+        kv_b_dequantized=scheme.name.startswith("int") and kv_b is not None and kv_b < base,
+        **per,
+    )
 
 
 #: One layer of each kind, for `quant_from_config` without facts.

@@ -12,8 +12,12 @@ How SGLang shards each component (the reason for every divisor below):
 - LM head: vocabulary-parallel over `tp`, or over attention TP with `enable_dp_lm_head`;
 - pipeline stages: layers split as SGLang's `get_pp_indices` does (the remainder goes to the
   stages before the last); the first stage holds the embeddings, the last the LM head;
-- MXFP4 experts (gpt-oss): allocated at the padded shapes of the MoE kernel the GPU gets
-  (`mxfp4.py`), so the per-rank figure needs the GPU; without one the shapes are as stored;
+- MXFP4 experts (gpt-oss): allocated at the padded shapes of the MoE kernel the GPU gets,
+  with the release's alignment and float32 biases under FlashInfer (`mxfp4.py`), so the
+  per-rank figure needs the GPU and the pack; without a GPU the shapes are as stored;
+- MLA (DeepSeek V2/V3/R1, Kimi-K2, GLM-5): `post_load_weights` keeps `w_kc` and `w_vc`, a
+  second copy of each rank's `kv_b_proj` shard, beside it (`mla.py`), charged with the
+  allocator's rounding in `overhead` (they are not parameters of the checkpoint);
 - a vision tower (Llama 4): SGLang's `Llama4ForConditionalGeneration` builds it on every
   rank, its attention split over attention TP and its MLPs over TP (`facts.VisionTower`);
 - the rotary cos/sin caches (`rope_cache_bytes`): float32 on CUDA and ROCm
@@ -36,7 +40,9 @@ How SGLang shards each component (the reason for every divisor below):
   shards stop being multiples of 2 MiB (Qwen3-32B: 0.22 GiB a rank, as logged);
 - nothing else: after the allocator's rounding, what `mem usage` shows beyond the tensors is
   0.00 ± 0.02 GiB on the Qwen3 logs of 2025-26 and up to 0.09 GiB on some of 2025's first
-  half (Llama 3.1 8B, Qwen2.5 7B); no term is fitted for it (benchmarks/RESULTS-memory.md
+  half (Llama 3.1 8B, Qwen2.5 7B); after the MLA copies and the MXFP4 padding, +0.01 GiB
+  on DeepSeek-R1 NVFP4 tp 4, +0.39 on Kimi-K2.5 INT4 tp 8 (MI355X) and +0.18 on gpt-oss-20b
+  (2025-10, B200); no term is fitted for it (benchmarks/RESULTS-memory.md
   has the residual of every log). An earlier fitted allowance (0.08 GiB + 0.055 GiB per
   further TP rank) is what the allocator term replaces: its TP growth is the shards'
   rounding.
@@ -46,10 +52,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshsat.solver.memory.allocator import rounding_bytes, run_rounding
+from meshsat.solver.memory.allocator import STEADY_LAYERS, rounding_bytes, run_rounding
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.layout import Parallel
+from meshsat.solver.memory.mla import copies_per_layer, copy_width
 from meshsat.solver.memory.modules import layer_modules, moe_layer_flags
 from meshsat.solver.memory.mxfp4 import mxfp4_experts
 
@@ -65,10 +72,6 @@ def stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:
         out.append((start, start + n))
         start += n
     return out
-
-
-#: Identical layers simulated to find one layer's share of the allocator's segments.
-STEADY_LAYERS = 32
 
 
 def rope_cache_bytes(facts: ModelFacts) -> float:
@@ -147,7 +150,11 @@ class WeightModel:
         self._wna16_index = q.wna16_experts and keeps_wna16_index(gpu, pack)
         #: MXFP4 experts are padded per MoE-TP width (`mxfp4.py`); other schemes are not.
         self._padded = gpu is not None and q.name == "mxfp4"
+        self.pack = pack
         self._expert_cache: dict[int, float] = {}
+        kv_b = q.attention if q.kv_b is None else q.kv_b
+        self._mla_width = copy_width(kv_b, q.unquantized, q.kv_b_dequantized, gpu)
+        self._mla_cache: dict[int, float] = {}
         self._rounding_cache: dict[tuple[int, ...], float] = {}
         v = facts.vision
         self.vision_attn = v.attn_sharded_params() * q.unquantized
@@ -196,8 +203,18 @@ class WeightModel:
         if hit is None:
             f = self.facts
             assert self.gpu is not None
-            shapes = mxfp4_experts(f.hidden_size, f.moe_intermediate_size, moe_tp, self.gpu)
+            shapes = mxfp4_experts(
+                f.hidden_size, f.moe_intermediate_size, moe_tp, self.gpu, self.pack
+            )
             hit = self._expert_cache[moe_tp] = shapes.bytes_per_expert(f.expert_bias)
+        return hit
+
+    def mla_copies(self, attn_tp: int) -> float:
+        """One layer's absorbed-MLA copies of `kv_b_proj` on a rank (`mla.py`); 0 without
+        MLA."""
+        hit = self._mla_cache.get(attn_tp)
+        if hit is None:
+            hit = self._mla_cache[attn_tp] = copies_per_layer(self.facts, self._mla_width, attn_tp)
         return hit
 
     def layer_tensors(
@@ -281,7 +298,7 @@ class WeightModel:
             embedding=emb,
             lm_head=head,
             vision=self.vision_attn / p.attn_tp + self.vision_mlp / p.tp + self.vision_whole,
-            overhead=rounding + rope_cache_bytes(f),
+            overhead=rounding + rope_cache_bytes(f) + n * self.mla_copies(p.attn_tp),
         )
 
     def per_rank(self, p: Parallel) -> float:
