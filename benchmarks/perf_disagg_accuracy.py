@@ -45,6 +45,7 @@ from meshsat.solver.perf.disagg import (
     at_concurrency,
     link_gbps,
     measured_role,
+    occupancy_batches,
 )
 from meshsat.solver.perf.ep_comm import WithEpComm
 from meshsat.solver.perf.measured import (
@@ -134,7 +135,9 @@ def estimate_rows(runs: Sequence[MeasuredDisaggRun]) -> tuple[list[Row], Counter
         bd = -(-r.concurrency // (r.decode_workers * r.decode.dp_size))
         pc = costs.prefill(measured_role(pm, "prefill", pp, r.prefill.config("prefill")),
                            link_gbps(pm, r.gpus), check_memory=False)  # fmt: skip
-        dc = costs.decode(measured_role(pm, "decode", dp, r.decode.config("decode")), [bd])
+        dc = costs.decode(
+            measured_role(pm, "decode", dp, r.decode.config("decode")), occupancy_batches(bd)
+        )
         if pc is None or dc is None:
             skipped["no estimate (no GPU data, engine refused and no roofline)"] += 1
             continue

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -27,8 +29,10 @@ from meshsat.solver.perf.disagg import (
     PrefillCost,
     RoleCosts,
     RoleLayout,
+    at_concurrency,
     deployment,
     link_gbps,
+    occupancy_batches,
     plan_disagg,
     role_layouts,
     sort_key,
@@ -254,7 +258,7 @@ def test_measured_disaggregated_slice() -> None:
     within 15 % of the measured median, and the deployment meshsat ranks first is the
     measured best (the full run reports 100 % of best for this group)."""
     pytest.importorskip("aiconfigurator_core")
-    from meshsat.solver.perf.disagg import at_concurrency, measured_role
+    from meshsat.solver.perf.disagg import measured_role
     from meshsat.solver.perf.measured import checkpoint_config, load_disagg_runs
     from meshsat.solver.perf.schedule import output_tokens_per_s
 
@@ -272,7 +276,7 @@ def test_measured_disaggregated_slice() -> None:
         pre = measured_role(pm, "prefill", r.prefill.parallel(True), r.prefill.config("prefill"))
         dec = measured_role(pm, "decode", r.decode.parallel(True), r.decode.config("decode"))
         pc = costs.prefill(pre, link_gbps(pm, r.gpus), check_memory=False)
-        dc = costs.decode(dec, [bd])
+        dc = costs.decode(dec, occupancy_batches(bd))
         assert pc is not None and dc is not None
         pt = at_concurrency(pc, dc, r.prefill_workers, r.decode_workers, r.concurrency, 8192, 1024)
         tpot_err.append(abs(pt.tpot_ms / r.tpot_ms - 1))
@@ -280,3 +284,36 @@ def test_measured_disaggregated_slice() -> None:
         meas.append(output_tokens_per_s(r.concurrency, 1024, r.ttft_ms, r.tpot_ms) / r.gpus)
     assert sorted(tpot_err)[2] < 0.15
     assert max(range(5), key=lambda i: est[i]) == max(range(5), key=lambda i: meas[i])
+
+
+def test_decode_occupancy_is_littles_law_for_the_decode_stage() -> None:
+    """A prefill-bound deployment decodes fewer requests than it holds in flight. Hand
+    numbers: one prefill rank serving 20 prompts/s (16-prompt passes of 800 ms), two decode
+    ranks with TPOT = 10 + 0.5 · b ms, 128 requests in flight, 101 output tokens. Little's
+    law wants 128 / (0.15 + 100 · TPOT) requests/s, more than the 20 the prefill serves at
+    any batch, so the rate is 20 and the two decode ranks hold 20 · 100 · TPOT / 1e3
+    requests a rank, b = ceil(20 · 0.1 · (10 + 0.5 b) / 2) -> b = 21 (20.5 rounded up),
+    not ceil(128 / 2) = 64."""
+    cal = Calibration(overhead_ms=100, queue=0.0, interrupt=0.0, isl_power=0.0)
+    pc = PrefillCost(_role(1, 1), one_ms=50, full_ms=800, transfer_ms=0, calibration=cal,
+                     is_aic=False)  # fmt: skip
+    table = tuple((b, 10 + 0.5 * b) for b in occupancy_batches(64))
+    dc = DecodeCost(_role(2, 2), table, capacity=64, is_aic=False)
+    pt = at_concurrency(pc, dc, 1, 1, 128, 1024, 101)
+    assert pt.tpot_ms == pytest.approx(20.5)
+    assert pt.tokens_per_s == pytest.approx(20 * 101, rel=1e-4)
+    assert pt.ttft_ms == pytest.approx(128 / 20 * 1e3 - 100 * 20.5, rel=1e-4)
+    # Decode-bound (a prefill pool 100x faster): every request but the ones in their
+    # 100.5 ms prefill is decoding, b = ceil(128 · D / (100.5 + D) / 2), D = 100 · TPOT:
+    # b = 64 gives D = 4200, 62.5 -> 63; b = 63 gives D = 4150, 62.49 -> 63.
+    fast = replace(pc, one_ms=0.5, full_ms=8)
+    pt = at_concurrency(fast, dc, 1, 1, 128, 1024, 101)
+    assert pt.tpot_ms == pytest.approx(10 + 0.5 * 63)
+    assert pt.ttft_ms == pytest.approx(100.5, rel=1e-4)
+
+
+def test_occupancy_batches_are_at_most_one_and_a_half_apart() -> None:
+    for top in (1, 2, 7, 64, 100, 960):
+        bs = occupancy_batches(top)
+        assert bs[0] == 1 and bs[-1] == top and bs == sorted(set(bs))
+        assert all(b1 <= 1.5 * b0 + 1 for b0, b1 in itertools.pairwise(bs))

@@ -39,6 +39,7 @@ reach them.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -148,6 +149,19 @@ class DecodeCost:
     #: Requests of isl + osl tokens one rank's KV cache holds.
     capacity: int
     is_aic: bool
+
+    def tpot_at(self, batch: int) -> float:
+        """TPOT at `batch` requests a rank: the table's, or read on the line between the two
+        batches around it (`occupancy_batches` spaces them at most 1.5x apart)."""
+        table = dict(self.tpot)
+        if batch in table:
+            return table[batch]
+        bs = [b for b, _t in self.tpot]
+        i = bisect.bisect_left(bs, batch)
+        if i == 0 or i == len(bs):
+            raise KeyError(f"no TPOT around batch {batch} (table: {bs})")
+        (b0, t0), (b1, t1) = self.tpot[i - 1], self.tpot[i]
+        return t0 + (t1 - t0) * (batch - b0) / (b1 - b0)
 
 
 @dataclass(frozen=True)
@@ -476,14 +490,43 @@ def _point(
     )
 
 
+def occupancy_batches(top: int) -> list[int]:
+    """The per-rank decode batches `at_concurrency` may read TPOT at for a deployment with
+    at most `top` requests a decode rank: 1, 2, 3, 4, 6, 8, 12, ... (at most 1.5x apart)
+    and `top` itself."""
+    out = {top}
+    b = 1
+    while b < top:
+        out.update(x for x in (b, b + b // 2) if x < top)
+        b *= 2
+    return sorted(out)
+
+
 def at_concurrency(
     pc: PrefillCost, dc: DecodeCost, x: int, y: int, concurrency: int, isl: int, osl: int
 ) -> DisaggPlan:
     """`x` servers of `pc` and `y` of `dc` at `concurrency` requests in flight (what a
-    measured run set): each decode rank holds its share, rounded up, and `dc.tpot` must
-    hold that batch (`RoleCosts.decode(role, batches=...)`)."""
-    bd = -(-concurrency // (y * dc.role.ranks))
-    tpot = dict(dc.tpot)[bd]
+    measured run set), in the closed loop's steady state.
+
+    Not every request in flight is on a decode rank: the ones waiting for or in prefill
+    are not. Little's law for the decode stage alone says the decode ranks hold
+    `rate · (osl - 1) · TPOT` requests, so the per-rank batch `bd` solves
+    `bd = ceil(rate(TPOT(bd)) · (osl - 1) · TPOT(bd) / decode ranks)`, at most
+    `ceil(C / decode ranks)`. Both sides grow with `bd`, so iterating down from that
+    bound reaches the largest solution in finitely many steps. A prefill-bound deployment
+    thus decodes small batches (the measured wide-EP decode servers at a minute's TTFT
+    step at the speed of a few dozen requests a rank, not `C / ranks`). `dc.tpot` must
+    hold the batches asked (`RoleCosts.decode(role, occupancy_batches(top))`)."""
+    ranks = y * dc.role.ranks
+    bd = -(-concurrency // ranks)
+    while True:
+        tpot = dc.tpot_at(bd)
+        _ttft, rate, _p = _rates(pc, dc, x, y, concurrency, tpot, isl, osl)
+        decoding = rate * (osl - 1) * tpot / 1e3
+        held = min(bd, max(1, math.ceil(decoding / ranks - 1e-9)))
+        if held >= bd:
+            break
+        bd = held
     return _point(pc, dc, x, y, bd, tpot, isl, osl, lambda t, p: True, concurrency)
 
 
@@ -599,6 +642,7 @@ __all__ = [
     "deployment",
     "link_gbps",
     "measured_role",
+    "occupancy_batches",
     "plan_disagg",
     "role_layouts",
     "sort_key",
