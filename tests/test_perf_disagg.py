@@ -33,6 +33,7 @@ from meshsat.solver.perf.disagg import (
     deployment,
     link_gbps,
     occupancy_batches,
+    pass_prompts,
     plan_disagg,
     role_layouts,
     sort_key,
@@ -317,3 +318,18 @@ def test_occupancy_batches_are_at_most_one_and_a_half_apart() -> None:
         bs = occupancy_batches(top)
         assert bs[0] == 1 and bs[-1] == top and bs == sorted(set(bs))
         assert all(b1 <= 1.5 * b0 + 1 for b0, b1 in itertools.pairwise(bs))
+
+
+def test_a_dp_attention_prefill_rank_batches_its_share_of_the_budget() -> None:
+    """SGLang divides `chunked_prefill_size` by `dp_size` under DP attention (the oracle's
+    `handle_data_parallelism` logs "chunked prefill size is adjusted"): with 16,384 tokens a
+    pass, a rank of 8 batches 2 prompts of 1,024 tokens, a server without DP attention
+    16, and a prompt longer than the rank's share is chunked, one prompt a pass."""
+    assert pass_prompts(Parallel(tp=8), 1024) == 16
+    assert pass_prompts(Parallel(tp=8, attn_tp=1, attn_dp=8, dp_attention=True), 1024) == 2
+    assert pass_prompts(Parallel(tp=8, attn_tp=1, attn_dp=8, dp_attention=True), 8192) == 1
+    cal = Calibration(overhead_ms=0, queue=1.0, interrupt=0.0, isl_power=0.0)
+    pc = PrefillCost(_role(8, 8), one_ms=50, full_ms=80, transfer_ms=0, calibration=cal,
+                     is_aic=False)  # fmt: skip
+    # 2 prompts a pass of 80 ms: 40 ms a prompt however many wait (not 80 / 16).
+    assert pc.per_prompt_ms(2, 1024) == pc.per_prompt_ms(64, 1024) == 40

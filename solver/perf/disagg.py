@@ -117,15 +117,16 @@ class PrefillCost:
 
     role: RoleLayout
     one_ms: float
-    #: One pass over the full prefill budget (`PREFILL_TOKENS // isl` prompts).
+    #: One pass over the rank's full prefill budget (`pass_prompts(role.parallel, isl)`).
     full_ms: float
     transfer_ms: float
     calibration: Calibration
     is_aic: bool
 
     def per_prompt_ms(self, r: int, isl: int) -> float:
-        """Per-prompt cost when `r` prompts share passes (`schedule.prompt_cost_ms`'s rule)."""
-        full = max(1, PREFILL_TOKENS // isl)
+        """Per-prompt cost when `r` prompts share passes (`schedule.prompt_cost_ms`'s rule,
+        on the rank's own budget)."""
+        full = pass_prompts(self.role.parallel, isl)
         n = min(r, full)
         if n <= 1:
             return self.one_ms
@@ -248,7 +249,7 @@ class RoleCosts:
         isl = self.pm.workload.isl
         if check_memory and role.memory.max_total_num_tokens < isl:
             return None  # one prompt does not fit the prefill server's pool
-        full_n = max(1, PREFILL_TOKENS // isl)
+        full_n = pass_prompts(role.parallel, isl)
 
         def ask(steps: Any) -> tuple[float, float]:
             one = float(steps.prefill_ms(1, isl))
@@ -285,6 +286,15 @@ class RoleCosts:
         host = self._cal(is_aic).decode_step_ms
         tpot = tuple((b, t + host) for b, t in zip(batches, steps_ms, strict=True))
         return DecodeCost(replace(role, source=label), tpot, cap, is_aic)
+
+
+def pass_prompts(p: Parallel, isl: int) -> int:
+    """Prompts of `isl` tokens one prefill pass of one attention-DP rank batches. SGLang
+    divides `chunked_prefill_size` by `dp_size` under DP attention (`handle_data_
+    parallelism`: "chunked prefill size is adjusted"), so each rank of a DP-attention
+    prefill server batches `PREFILL_TOKENS / attn_dp` tokens, not the server's budget
+    (a longer prompt is chunked: one prompt a pass)."""
+    return max(1, PREFILL_TOKENS // max(1, p.attn_dp) // isl)
 
 
 def _dwdp(config: Mapping[str, Any]) -> bool:
@@ -339,8 +349,10 @@ def measured_role(pm: PerfModel, mode: str, p: Parallel, values: Mapping[str, An
 def _prefill_order(c: PrefillCost) -> tuple[Any, ...]:
     """Dominance needs the same source kind (the engine's and the roofline's calibrations
     differ) and every other term no worse; sorted by these, a layout comes after every
-    layout that dominates it (or ties with it)."""
-    return (not c.is_aic, c.role.gpus, -c.role.ranks, c.one_ms, c.full_ms, c.transfer_ms)
+    layout that dominates it (or ties with it). `full_ms` is a pass of the rank's budget,
+    so only layouts with the same budget (attention-DP width) compare."""
+    kind = (not c.is_aic, c.role.parallel.attn_dp)
+    return (kind, c.role.gpus, -c.role.ranks, c.one_ms, c.full_ms, c.transfer_ms)
 
 
 def _prefill_dominates(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
@@ -643,6 +655,7 @@ __all__ = [
     "link_gbps",
     "measured_role",
     "occupancy_batches",
+    "pass_prompts",
     "plan_disagg",
     "role_layouts",
     "sort_key",
