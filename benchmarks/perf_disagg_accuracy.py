@@ -51,8 +51,10 @@ from meshsat.solver.perf.ep_comm import WithEpComm
 from meshsat.solver.perf.measured import (
     MeasuredDisaggRun,
     checkpoint_config,
+    distinct_disagg_runs,
     load_disagg_runs,
     load_runs,
+    measurement_key,
 )
 from meshsat.solver.perf.schedule import Calibration, output_tokens_per_s
 
@@ -213,23 +215,39 @@ def throughput(p: Preds) -> Callable[[Row], float]:
     return lambda r: p[id(r)][2]
 
 
-def section(rows: Sequence[Row], runs: Sequence[MeasuredDisaggRun], skipped: Counter[str],
-            illegal: Counter[str], preds: Mapping[str, dict[int, tuple[float, float, float]]],
+def section(rows: Sequence[Row], runs: Sequence[MeasuredDisaggRun],
+            dropped: Sequence[MeasuredDisaggRun], skipped: Counter[str], illegal: Counter[str],
+            preds: Mapping[str, dict[int, tuple[float, float, float]]],
             seconds: float) -> list[str]:  # fmt: skip
     lomo = preds["leave-one-model-out"]
     complete = sum(r.complete for r in runs)
+    done = {measurement_key(r) for r in runs if r.complete}
+    copies = sum(measurement_key(r) in done for r in dropped)
+    by_key = {measurement_key(r): r for r in runs if r.complete}
+    garbled = sum(
+        (o.prefill.key, o.decode.key) != (r.prefill.key, r.decode.key)
+        for r in dropped
+        if (o := by_key.get(measurement_key(r))) is not None
+    )
     out = [
         "## Disaggregated serving (`plan --disagg`)",
         "",
         "Written by `python benchmarks/perf_disagg_accuracy.py --write-section "
         "benchmarks/RESULTS-perf.md` (part of `make bench`).",
         "",
-        f"Measured runs: {len(runs)} disaggregated SGLang rows of aiconfigurator-core 0.12.0's "
-        f"silicon_sample.csv. {complete} record both worker counts and the batches (the "
-        f"db-dump rows); the other {len(runs) - complete} record each role's widths and the "
-        "concurrency only, and are read as one prefill and one decode server of those widths "
-        "(an assumption: their worker counts are not in the file). Estimated: "
-        f"{len(rows)}; not estimable: {sum(skipped.values())}"
+        f"Measured runs: {len(runs) + len(dropped)} disaggregated SGLang rows of "
+        "aiconfigurator-core 0.12.0's silicon_sample.csv, "
+        f"{len(runs)} distinct measurements: {copies} widths-only rows are copies of a row "
+        "with worker counts (the same GPU, quantization, ISL/OSL, concurrency, TTFT and TPOT "
+        f"to 12 significant digits) without its worker counts, {garbled} of them also "
+        "without its attention-DP width or with other server widths, and "
+        f"{len(dropped) - copies} repeat another widths-only row; each measurement counts "
+        f"once (`measured.distinct_disagg_runs`). {complete} record both worker counts and "
+        f"the batches (the db-dump rows); the other {len(runs) - complete} record each role's "
+        "widths and the concurrency only (neither their `id`, whose `tpN_0_epN_0` is the "
+        "prefill's widths printed as floats, nor `silicon_data_source` holds worker counts), "
+        "and are read as one prefill and one decode server of those widths (an assumption). "
+        f"Estimated: {len(rows)}; not estimable: {sum(skipped.values())}"
         + ("" if not skipped else " (" + "; ".join(f"{k}: {v}" for k, v in skipped.items()) + ")")
         + ".",
         "",
@@ -361,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--write-section", type=Path, help="write the section into this markdown")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    runs = load_disagg_runs()
+    runs, dropped = distinct_disagg_runs(load_disagg_runs())
     illegal = legality(runs)
     rows, skipped = estimate_rows(runs)
     agg, _ = collect(load_runs(), False)
@@ -371,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         "leave-one-GPU-out": held_out(rows, agg, lambda r: r.run.gpu, lambda a: a.run.gpu),
     }
-    lines = section(rows, runs, skipped, illegal, preds, time.perf_counter() - t0)
+    lines = section(rows, runs, dropped, skipped, illegal, preds, time.perf_counter() - t0)
     print("\n".join(lines))
     if a.write_section:
         write_section(a.write_section, lines)

@@ -333,3 +333,42 @@ def test_a_dp_attention_prefill_rank_batches_its_share_of_the_budget() -> None:
                      is_aic=False)  # fmt: skip
     # 2 prompts a pass of 80 ms: 40 ms a prompt however many wait (not 80 / 16).
     assert pc.per_prompt_ms(2, 1024) == pc.per_prompt_ms(64, 1024) == 40
+
+
+def test_each_measurement_counts_once() -> None:
+    """A widths-only copy of a row with worker counts (its TTFT differing in the last binary
+    digit, as the sample's do) gives way to that row; a widths-only run listed twice stays
+    once; a different concurrency is a different measurement."""
+    from meshsat.solver.perf.measured import (
+        MeasuredDisaggRun,
+        MeasuredRole,
+        distinct_disagg_runs,
+        load_disagg_runs,
+        measurement_key,
+    )
+
+    def role(tp: int, dp: int, workers: int | None) -> MeasuredRole:
+        return MeasuredRole(tp * dp, 1, dp, tp * dp, tp, 1, workers, None)
+
+    def run(name: str, p: MeasuredRole, d: MeasuredRole, conc: int, ttft: float,
+            model: str = "deepseek-ai/DeepSeek-V3") -> MeasuredDisaggRun:  # fmt: skip
+        return MeasuredDisaggRun(name, model, "GB200", "gb200", "0.5.8", "fp8", 8192, 1024,
+                                 conc, p, d, ttft, 20.5)  # fmt: skip
+
+    full = run("a", role(1, 8, 5), role(1, 32, 1), 1024, 3882.7718854580326)
+    copy = run("a-copy", role(8, 1, None), role(32, 1, None), 1024, 3882.771885458033,
+               model="deepseek-ai/DeepSeek-R1")  # fmt: skip
+    b1 = run("b", role(8, 1, None), role(8, 1, None), 64, 1000.0)
+    b2 = run("b-again", role(8, 1, None), role(8, 1, None), 64, 1000.0)
+    c = run("c", role(8, 1, None), role(8, 1, None), 128, 1000.0)
+    kept, dropped = distinct_disagg_runs([copy, b1, full, b2, c])
+    assert [r.id for r in kept] == ["b", "a", "c"]
+    assert [r.id for r in dropped] == ["a-copy", "b-again"]
+    # On the sample: every measurement once, and every dropped row's measurement kept.
+    runs = load_disagg_runs()
+    if runs:
+        kept, dropped = distinct_disagg_runs(runs)
+        keys = [measurement_key(r) for r in kept]
+        assert len(keys) == len(set(keys)) and len(kept) + len(dropped) == len(runs)
+        assert {measurement_key(r) for r in dropped} <= set(keys)
+        assert all(not r.complete for r in dropped)
