@@ -45,13 +45,16 @@ from meshsat.solver.perf.disagg import (
     at_concurrency,
     link_gbps,
     measured_role,
+    occupancy_batches,
 )
 from meshsat.solver.perf.ep_comm import WithEpComm
 from meshsat.solver.perf.measured import (
     MeasuredDisaggRun,
     checkpoint_config,
+    distinct_disagg_runs,
     load_disagg_runs,
     load_runs,
+    measurement_key,
 )
 from meshsat.solver.perf.schedule import Calibration, output_tokens_per_s
 
@@ -134,7 +137,9 @@ def estimate_rows(runs: Sequence[MeasuredDisaggRun]) -> tuple[list[Row], Counter
         bd = -(-r.concurrency // (r.decode_workers * r.decode.dp_size))
         pc = costs.prefill(measured_role(pm, "prefill", pp, r.prefill.config("prefill")),
                            link_gbps(pm, r.gpus), check_memory=False)  # fmt: skip
-        dc = costs.decode(measured_role(pm, "decode", dp, r.decode.config("decode")), [bd])
+        dc = costs.decode(
+            measured_role(pm, "decode", dp, r.decode.config("decode")), occupancy_batches(bd)
+        )
         if pc is None or dc is None:
             skipped["no estimate (no GPU data, engine refused and no roofline)"] += 1
             continue
@@ -210,31 +215,50 @@ def throughput(p: Preds) -> Callable[[Row], float]:
     return lambda r: p[id(r)][2]
 
 
-def section(rows: Sequence[Row], runs: Sequence[MeasuredDisaggRun], skipped: Counter[str],
-            illegal: Counter[str], preds: Mapping[str, dict[int, tuple[float, float, float]]],
+def section(rows: Sequence[Row], runs: Sequence[MeasuredDisaggRun],
+            dropped: Sequence[MeasuredDisaggRun], skipped: Counter[str], illegal: Counter[str],
+            preds: Mapping[str, dict[int, tuple[float, float, float]]],
             seconds: float) -> list[str]:  # fmt: skip
     lomo = preds["leave-one-model-out"]
     complete = sum(r.complete for r in runs)
+    done = {measurement_key(r) for r in runs if r.complete}
+    copies = sum(measurement_key(r) in done for r in dropped)
+    by_key = {measurement_key(r): r for r in runs if r.complete}
+    garbled = sum(
+        (o.prefill.key, o.decode.key) != (r.prefill.key, r.decode.key)
+        for r in dropped
+        if (o := by_key.get(measurement_key(r))) is not None
+    )
     out = [
         "## Disaggregated serving (`plan --disagg`)",
         "",
         "Written by `python benchmarks/perf_disagg_accuracy.py --write-section "
         "benchmarks/RESULTS-perf.md` (part of `make bench`).",
         "",
-        f"Measured runs: {len(runs)} disaggregated SGLang rows of aiconfigurator-core 0.12.0's "
-        f"silicon_sample.csv. {complete} record both worker counts and the batches (the "
-        f"db-dump rows); the other {len(runs) - complete} record each role's widths and the "
-        "concurrency only, and are read as one prefill and one decode server of those widths "
-        "(an assumption: their worker counts are not in the file). Estimated: "
-        f"{len(rows)}; not estimable: {sum(skipped.values())}"
+        f"Measured runs: {len(runs) + len(dropped)} disaggregated SGLang rows of "
+        "aiconfigurator-core 0.12.0's silicon_sample.csv, "
+        f"{len(runs)} distinct measurements: {copies} widths-only rows are copies of a row "
+        "with worker counts (the same GPU, quantization, ISL/OSL, concurrency, TTFT and TPOT "
+        f"to 12 significant digits) without its worker counts, {garbled} of them also "
+        "without its attention-DP width or with other server widths, and "
+        f"{len(dropped) - copies} repeat another widths-only row; each measurement counts "
+        f"once (`measured.distinct_disagg_runs`). {complete} record both worker counts and "
+        f"the batches (the db-dump rows); the other {len(runs) - complete} record each role's "
+        "widths and the concurrency only (neither their `id`, whose `tpN_0_epN_0` is the "
+        "prefill's widths printed as floats, nor `silicon_data_source` holds worker counts), "
+        "and are read as one prefill and one decode server of those widths (an assumption). "
+        f"Estimated: {len(rows)}; not estimable: {sum(skipped.values())}"
         + ("" if not skipped else " (" + "; ".join(f"{k}: {v}" for k, v in skipped.items()) + ")")
         + ".",
         "",
         "How each estimate is run. *meshsat*: `meshsat.solver.perf.disagg` on the row's "
         "deployment (prefill widths x workers, decode widths x workers, concurrency): TTFT = "
-        "overhead + one-prompt prefill + cohort queue on the prefill ranks + KV transfer over "
+        "overhead + one-prompt prefill + cohort queue on the prefill ranks (each batching "
+        "16,384 / attention-DP prompt tokens a pass) + KV transfer over "
         "the GPU's link (NVLink inside one scale-up domain, the NIC across), capped by the "
-        "prefill pool's rate; TPOT = the decode step at the decode ranks' batch (engine "
+        "prefill pool's rate; TPOT = the decode step at the batch the decode ranks hold "
+        "(Little's law for the decode stage: rate x (osl - 1) x TPOT requests, at most "
+        "concurrency / decode ranks; engine "
         "steps plus meshsat's EP all-to-all with EP, `--engine auto`); constants fitted on "
         "the aggregated rows of the other models (GPUs). *AIConfigurator's rule*: its engine's "
         "static prefill pass at the row's prefill batch as TTFT, its decode step as TPOT, "
@@ -355,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--write-section", type=Path, help="write the section into this markdown")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    runs = load_disagg_runs()
+    runs, dropped = distinct_disagg_runs(load_disagg_runs())
     illegal = legality(runs)
     rows, skipped = estimate_rows(runs)
     agg, _ = collect(load_runs(), False)
@@ -365,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         "leave-one-GPU-out": held_out(rows, agg, lambda r: r.run.gpu, lambda a: a.run.gpu),
     }
-    lines = section(rows, runs, skipped, illegal, preds, time.perf_counter() - t0)
+    lines = section(rows, runs, dropped, skipped, illegal, preds, time.perf_counter() - t0)
     print("\n".join(lines))
     if a.write_section:
         write_section(a.write_section, lines)

@@ -165,6 +165,7 @@ def test_hf_config_key_spellings(tmp_path: Path) -> None:
         num_key_value_heads=128,
         num_experts=256,
         num_hidden_layers=61,
+        dense_mlp_fully_dp=True,  # deepseek_v2.py honours --moe-dense-tp-size 1
     )
     mixtral = {
         "architectures": ["MixtralForCausalLM"],

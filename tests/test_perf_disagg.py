@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -29,9 +31,12 @@ from meshsat.solver.perf.disagg import (
     PrefillCost,
     RoleCosts,
     RoleLayout,
+    at_concurrency,
     deployment,
     every_pair,
     link_gbps,
+    occupancy_batches,
+    pass_prompts,
     plan_disagg,
     role_layouts,
     sort_key,
@@ -293,7 +298,7 @@ def test_measured_disaggregated_slice() -> None:
     within 15 % of the measured median, and the deployment meshsat ranks first is the
     measured best (the full run reports 100 % of best for this group)."""
     pytest.importorskip("aiconfigurator_core")
-    from meshsat.solver.perf.disagg import at_concurrency, measured_role
+    from meshsat.solver.perf.disagg import measured_role
     from meshsat.solver.perf.measured import checkpoint_config, load_disagg_runs
     from meshsat.solver.perf.schedule import output_tokens_per_s
 
@@ -311,7 +316,7 @@ def test_measured_disaggregated_slice() -> None:
         pre = measured_role(pm, "prefill", r.prefill.parallel(True), r.prefill.config("prefill"))
         dec = measured_role(pm, "decode", r.decode.parallel(True), r.decode.config("decode"))
         pc = costs.prefill(pre, link_gbps(pm, r.gpus), check_memory=False)
-        dc = costs.decode(dec, [bd])
+        dc = costs.decode(dec, occupancy_batches(bd))
         assert pc is not None and dc is not None
         pt = at_concurrency(pc, dc, r.prefill_workers, r.decode_workers, r.concurrency, 8192, 1024)
         tpot_err.append(abs(pt.tpot_ms / r.tpot_ms - 1))
@@ -319,3 +324,90 @@ def test_measured_disaggregated_slice() -> None:
         meas.append(output_tokens_per_s(r.concurrency, 1024, r.ttft_ms, r.tpot_ms) / r.gpus)
     assert sorted(tpot_err)[2] < 0.15
     assert max(range(5), key=lambda i: est[i]) == max(range(5), key=lambda i: meas[i])
+
+
+def test_decode_occupancy_is_littles_law_for_the_decode_stage() -> None:
+    """A prefill-bound deployment decodes fewer requests than it holds in flight. Hand
+    numbers: one prefill rank serving 20 prompts/s (16-prompt passes of 800 ms), two decode
+    ranks with TPOT = 10 + 0.5 · b ms, 128 requests in flight, 101 output tokens. Little's
+    law wants 128 / (0.15 + 100 · TPOT) requests/s, more than the 20 the prefill serves at
+    any batch, so the rate is 20 and the two decode ranks hold 20 · 100 · TPOT / 1e3
+    requests a rank, b = ceil(20 · 0.1 · (10 + 0.5 b) / 2) -> b = 21 (20.5 rounded up),
+    not ceil(128 / 2) = 64."""
+    cal = Calibration(overhead_ms=100, queue=0.0, interrupt=0.0, isl_power=0.0)
+    pc = PrefillCost(_role(1, 1), one_ms=50, full_ms=800, transfer_ms=0, calibration=cal,
+                     is_aic=False)  # fmt: skip
+    table = tuple((b, 10 + 0.5 * b) for b in occupancy_batches(64))
+    dc = DecodeCost(_role(2, 2), table, capacity=64, is_aic=False)
+    pt = at_concurrency(pc, dc, 1, 1, 128, 1024, 101)
+    assert pt.tpot_ms == pytest.approx(20.5)
+    assert pt.tokens_per_s == pytest.approx(20 * 101, rel=1e-4)
+    assert pt.ttft_ms == pytest.approx(128 / 20 * 1e3 - 100 * 20.5, rel=1e-4)
+    # Decode-bound (a prefill pool 100x faster): every request but the ones in their
+    # 100.5 ms prefill is decoding, b = ceil(128 · D / (100.5 + D) / 2), D = 100 · TPOT:
+    # b = 64 gives D = 4200, 62.5 -> 63; b = 63 gives D = 4150, 62.49 -> 63.
+    fast = replace(pc, one_ms=0.5, full_ms=8)
+    pt = at_concurrency(fast, dc, 1, 1, 128, 1024, 101)
+    assert pt.tpot_ms == pytest.approx(10 + 0.5 * 63)
+    assert pt.ttft_ms == pytest.approx(100.5, rel=1e-4)
+
+
+def test_occupancy_batches_are_at_most_one_and_a_half_apart() -> None:
+    for top in (1, 2, 7, 64, 100, 960):
+        bs = occupancy_batches(top)
+        assert bs[0] == 1 and bs[-1] == top and bs == sorted(set(bs))
+        assert all(b1 <= 1.5 * b0 + 1 for b0, b1 in itertools.pairwise(bs))
+
+
+def test_a_dp_attention_prefill_rank_batches_its_share_of_the_budget() -> None:
+    """SGLang divides `chunked_prefill_size` by `dp_size` under DP attention (the oracle's
+    `handle_data_parallelism` logs "chunked prefill size is adjusted"): with 16,384 tokens a
+    pass, a rank of 8 batches 2 prompts of 1,024 tokens, a server without DP attention
+    16, and a prompt longer than the rank's share is chunked, one prompt a pass."""
+    assert pass_prompts(Parallel(tp=8), 1024) == 16
+    assert pass_prompts(Parallel(tp=8, attn_tp=1, attn_dp=8, dp_attention=True), 1024) == 2
+    assert pass_prompts(Parallel(tp=8, attn_tp=1, attn_dp=8, dp_attention=True), 8192) == 1
+    cal = Calibration(overhead_ms=0, queue=1.0, interrupt=0.0, isl_power=0.0)
+    pc = PrefillCost(_role(8, 8), one_ms=50, full_ms=80, transfer_ms=0, calibration=cal,
+                     is_aic=False)  # fmt: skip
+    # 2 prompts a pass of 80 ms: 40 ms a prompt however many wait (not 80 / 16).
+    assert pc.per_prompt_ms(2, 1024) == pc.per_prompt_ms(64, 1024) == 40
+
+
+def test_each_measurement_counts_once() -> None:
+    """A widths-only copy of a row with worker counts (its TTFT differing in the last binary
+    digit, as the sample's do) gives way to that row; a widths-only run listed twice stays
+    once; a different concurrency is a different measurement."""
+    from meshsat.solver.perf.measured import (
+        MeasuredDisaggRun,
+        MeasuredRole,
+        distinct_disagg_runs,
+        load_disagg_runs,
+        measurement_key,
+    )
+
+    def role(tp: int, dp: int, workers: int | None) -> MeasuredRole:
+        return MeasuredRole(tp * dp, 1, dp, tp * dp, tp, 1, workers, None)
+
+    def run(name: str, p: MeasuredRole, d: MeasuredRole, conc: int, ttft: float,
+            model: str = "deepseek-ai/DeepSeek-V3") -> MeasuredDisaggRun:  # fmt: skip
+        return MeasuredDisaggRun(name, model, "GB200", "gb200", "0.5.8", "fp8", 8192, 1024,
+                                 conc, p, d, ttft, 20.5)  # fmt: skip
+
+    full = run("a", role(1, 8, 5), role(1, 32, 1), 1024, 3882.7718854580326)
+    copy = run("a-copy", role(8, 1, None), role(32, 1, None), 1024, 3882.771885458033,
+               model="deepseek-ai/DeepSeek-R1")  # fmt: skip
+    b1 = run("b", role(8, 1, None), role(8, 1, None), 64, 1000.0)
+    b2 = run("b-again", role(8, 1, None), role(8, 1, None), 64, 1000.0)
+    c = run("c", role(8, 1, None), role(8, 1, None), 128, 1000.0)
+    kept, dropped = distinct_disagg_runs([copy, b1, full, b2, c])
+    assert [r.id for r in kept] == ["b", "a", "c"]
+    assert [r.id for r in dropped] == ["a-copy", "b-again"]
+    # On the sample: every measurement once, and every dropped row's measurement kept.
+    runs = load_disagg_runs()
+    if runs:
+        kept, dropped = distinct_disagg_runs(runs)
+        keys = [measurement_key(r) for r in kept]
+        assert len(keys) == len(set(keys)) and len(kept) + len(dropped) == len(runs)
+        assert {measurement_key(r) for r in dropped} <= set(keys)
+        assert all(not r.complete for r in dropped)

@@ -39,6 +39,7 @@ reach them.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -116,15 +117,16 @@ class PrefillCost:
 
     role: RoleLayout
     one_ms: float
-    #: One pass over the full prefill budget (`PREFILL_TOKENS // isl` prompts).
+    #: One pass over the rank's full prefill budget (`pass_prompts(role.parallel, isl)`).
     full_ms: float
     transfer_ms: float
     calibration: Calibration
     is_aic: bool
 
     def per_prompt_ms(self, r: int, isl: int) -> float:
-        """Per-prompt cost when `r` prompts share passes (`schedule.prompt_cost_ms`'s rule)."""
-        full = max(1, PREFILL_TOKENS // isl)
+        """Per-prompt cost when `r` prompts share passes (`schedule.prompt_cost_ms`'s rule,
+        on the rank's own budget)."""
+        full = pass_prompts(self.role.parallel, isl)
         n = min(r, full)
         if n <= 1:
             return self.one_ms
@@ -148,6 +150,19 @@ class DecodeCost:
     #: Requests of isl + osl tokens one rank's KV cache holds.
     capacity: int
     is_aic: bool
+
+    def tpot_at(self, batch: int) -> float:
+        """TPOT at `batch` requests a rank: the table's, or read on the line between the two
+        batches around it (`occupancy_batches` spaces them at most 1.5x apart)."""
+        table = dict(self.tpot)
+        if batch in table:
+            return table[batch]
+        bs = [b for b, _t in self.tpot]
+        i = bisect.bisect_left(bs, batch)
+        if i == 0 or i == len(bs):
+            raise KeyError(f"no TPOT around batch {batch} (table: {bs})")
+        (b0, t0), (b1, t1) = self.tpot[i - 1], self.tpot[i]
+        return t0 + (t1 - t0) * (batch - b0) / (b1 - b0)
 
 
 @dataclass(frozen=True)
@@ -234,7 +249,7 @@ class RoleCosts:
         isl = self.pm.workload.isl
         if check_memory and role.memory.max_total_num_tokens < isl:
             return None  # one prompt does not fit the prefill server's pool
-        full_n = max(1, PREFILL_TOKENS // isl)
+        full_n = pass_prompts(role.parallel, isl)
 
         def ask(steps: Any) -> tuple[float, float]:
             one = float(steps.prefill_ms(1, isl))
@@ -271,6 +286,15 @@ class RoleCosts:
         host = self._cal(is_aic).decode_step_ms
         tpot = tuple((b, t + host) for b, t in zip(batches, steps_ms, strict=True))
         return DecodeCost(replace(role, source=label), tpot, cap, is_aic)
+
+
+def pass_prompts(p: Parallel, isl: int) -> int:
+    """Prompts of `isl` tokens one prefill pass of one attention-DP rank batches. SGLang
+    divides `chunked_prefill_size` by `dp_size` under DP attention (`handle_data_
+    parallelism`: "chunked prefill size is adjusted"), so each rank of a DP-attention
+    prefill server batches `PREFILL_TOKENS / attn_dp` tokens, not the server's budget
+    (a longer prompt is chunked: one prompt a pass)."""
+    return max(1, PREFILL_TOKENS // max(1, p.attn_dp) // isl)
 
 
 def _dwdp(config: Mapping[str, Any]) -> bool:
@@ -325,8 +349,10 @@ def measured_role(pm: PerfModel, mode: str, p: Parallel, values: Mapping[str, An
 def _prefill_order(c: PrefillCost) -> tuple[Any, ...]:
     """Dominance needs the same source kind (the engine's and the roofline's calibrations
     differ) and every other term no worse; sorted by these, a layout comes after every
-    layout that dominates it (or ties with it)."""
-    return (not c.is_aic, c.role.gpus, -c.role.ranks, c.one_ms, c.full_ms, c.transfer_ms)
+    layout that dominates it (or ties with it). `full_ms` is a pass of the rank's budget,
+    so only layouts with the same budget (attention-DP width) compare."""
+    kind = (not c.is_aic, c.role.parallel.attn_dp)
+    return (kind, c.role.gpus, -c.role.ranks, c.one_ms, c.full_ms, c.transfer_ms)
 
 
 def _prefill_dominates(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
@@ -476,14 +502,43 @@ def _point(
     )
 
 
+def occupancy_batches(top: int) -> list[int]:
+    """The per-rank decode batches `at_concurrency` may read TPOT at for a deployment with
+    at most `top` requests a decode rank: 1, 2, 3, 4, 6, 8, 12, ... (at most 1.5x apart)
+    and `top` itself."""
+    out = {top}
+    b = 1
+    while b < top:
+        out.update(x for x in (b, b + b // 2) if x < top)
+        b *= 2
+    return sorted(out)
+
+
 def at_concurrency(
     pc: PrefillCost, dc: DecodeCost, x: int, y: int, concurrency: int, isl: int, osl: int
 ) -> DisaggPlan:
     """`x` servers of `pc` and `y` of `dc` at `concurrency` requests in flight (what a
-    measured run set): each decode rank holds its share, rounded up, and `dc.tpot` must
-    hold that batch (`RoleCosts.decode(role, batches=...)`)."""
-    bd = -(-concurrency // (y * dc.role.ranks))
-    tpot = dict(dc.tpot)[bd]
+    measured run set), in the closed loop's steady state.
+
+    Not every request in flight is on a decode rank: the ones waiting for or in prefill
+    are not. Little's law for the decode stage alone says the decode ranks hold
+    `rate · (osl - 1) · TPOT` requests, so the per-rank batch `bd` solves
+    `bd = ceil(rate(TPOT(bd)) · (osl - 1) · TPOT(bd) / decode ranks)`, at most
+    `ceil(C / decode ranks)`. Both sides grow with `bd`, so iterating down from that
+    bound reaches the largest solution in finitely many steps. A prefill-bound deployment
+    thus decodes small batches (the measured wide-EP decode servers at a minute's TTFT
+    step at the speed of a few dozen requests a rank, not `C / ranks`). `dc.tpot` must
+    hold the batches asked (`RoleCosts.decode(role, occupancy_batches(top))`)."""
+    ranks = y * dc.role.ranks
+    bd = -(-concurrency // ranks)
+    while True:
+        tpot = dc.tpot_at(bd)
+        _ttft, rate, _p = _rates(pc, dc, x, y, concurrency, tpot, isl, osl)
+        decoding = rate * (osl - 1) * tpot / 1e3
+        held = min(bd, max(1, math.ceil(decoding / ranks - 1e-9)))
+        if held >= bd:
+            break
+        bd = held
     return _point(pc, dc, x, y, bd, tpot, isl, osl, lambda t, p: True, concurrency)
 
 
@@ -598,6 +653,8 @@ __all__ = [
     "every_pair",
     "link_gbps",
     "measured_role",
+    "occupancy_batches",
+    "pass_prompts",
     "plan_disagg",
     "role_layouts",
     "sort_key",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -366,3 +366,34 @@ def load_disagg_runs(path: Path | None = None) -> list[MeasuredDisaggRun]:
                 conc = (dec.batch or 1) * dec.dp_size * (dec.workers or 1)
             runs.append(MeasuredDisaggRun(**_common(r), concurrency=conc, prefill=pre, decode=dec))
     return runs
+
+
+def measurement_key(run: MeasuredDisaggRun) -> tuple[Any, ...]:
+    """What identifies one measurement: the GPU, quantization, ISL/OSL, concurrency and the
+    measured TTFT and TPOT to 12 significant digits (copies differ at most in the last
+    binary digit of the 17 the CSV prints; the model is left out: the db-dump rows name
+    DeepSeek-V3 what the same runs' widths-only copies name DeepSeek-R1, one
+    architecture)."""
+    return (run.system, run.quant, run.isl, run.osl, run.concurrency,
+            f"{run.ttft_ms:.12g}", f"{run.tpot_ms:.12g}")  # fmt: skip
+
+
+def distinct_disagg_runs(
+    runs: Sequence[MeasuredDisaggRun],
+) -> tuple[list[MeasuredDisaggRun], list[MeasuredDisaggRun]]:
+    """(kept, dropped): each measurement once. The sample lists some runs twice: widths-only
+    copies of db-dump rows (the same TTFT and TPOT to 12 significant digits, no worker
+    counts, often no attention-DP width either: `tp 1` for a server of 8 attention-DP
+    ranks) and the same widths-only run from two source files. A copy of a row with worker counts
+    gives way to that row; otherwise the first in file order stays."""
+    complete = {measurement_key(r) for r in runs if r.complete}
+    seen: set[tuple[Any, ...]] = set()
+    kept, dropped = [], []
+    for r in runs:
+        key = measurement_key(r)
+        if not r.complete and (key in complete or key in seen):
+            dropped.append(r)
+            continue
+        seen.add(key)
+        kept.append(r)
+    return kept, dropped
