@@ -25,18 +25,7 @@ from meshsat.solver.memory.weights import WeightModel
 
 #: Where the computed count misses the published figure, and why (strict xfail: the test
 #: fails loudly if a change makes it match, so the note cannot go stale).
-#: Qwen3.5 (issue 27 added the family for its weight shapes): the memory model counts a
-#: GatedDeltaNet layer as a full-attention layer and has no Qwen3.5 vision tower, so it
-#: undercounts every size; measured figures in each reason.
-_QWEN35 = "GatedDeltaNet layers counted as full attention, vision tower not modelled: "
 KNOWN_MISSES = {
-    ("Qwen/Qwen3.5-397B-A17B", "total"): _QWEN35 + "393.74B against 397B",
-    ("Qwen/Qwen3.5-397B-A17B", "active"): _QWEN35 + "14.74B against 17B",
-    ("Qwen/Qwen3.5-122B-A10B", "total"): _QWEN35 + "120.55B against 122B",
-    ("Qwen/Qwen3.5-122B-A10B", "active"): _QWEN35 + "8.21B against 10B",
-    ("Qwen/Qwen3.5-35B-A3B", "total"): _QWEN35 + "34.13B against 35B",
-    ("Qwen/Qwen3.5-27B", "total"): _QWEN35 + "24.35B against 27B",
-    ("Qwen/Qwen3.5-27B", "active"): _QWEN35 + "24.35B against 27B (dense)",
     ("zai-org/GLM-4.5-Air", "total"): (
         "counted as GLM-4.5's 355B is (MTP in, embedding and head out) the config sums to"
         " 107.99B (+1.9 %); no one counting reproduces both: all-in without MTP 106.85B"
