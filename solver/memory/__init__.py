@@ -302,13 +302,18 @@ class MemoryModel:
                 rest = (self.pre_load_gib * f - w) * POOL_GIB
                 k, kv_bytes = split_rest(rest, per_request, self.state_ratio)
                 slots = k if slots is None else min(slots, k)
+                if not cell and k > 0:
+                    # No full-attention layer on this stage: it holds no KV and bounds
+                    # nothing (SGLang's `has_kv_on_another_pp_stage`).
+                    weights = max(weights, w)
+                    continue
                 t = int(kv_bytes // cell) // self.page_size * self.page_size if k > 0 else 0
             else:
                 t = pool_tokens(self.pre_load_gib, w, f, cell, page_size=self.page_size)
             tokens = t if tokens is None else min(tokens, t)
             weights = max(weights, w)
             cell_max = max(cell_max, cell)
-        assert tokens is not None
+        tokens = tokens or 0
         total = tokens * p.dcp
         pools = p.attn_dp * p.replicas
         requests = requests_that_fit(total, self.context_length, pools)

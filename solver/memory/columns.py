@@ -219,7 +219,9 @@ def _generated(
             weights.append(f"    w{k} = " + " + ".join(terms) + "\n")
             if hybrid:
                 weights.append(f"    k{k}, r{k} = split(budget - w{k}, per, ratio)\n")
-                tokens.append(f"(r{k} // cells[{k}] if k{k} > 0 else 0)")
+                # A stage with no full-attention layer holds no KV and bounds nothing
+                # (SGLang's `has_kv_on_another_pp_stage`).
+                tokens.append(f"((r{k} // cells[{k}] if cells[{k}] else inf) if k{k} > 0 else 0)")
                 slots.append(f"k{k}")
             else:
                 tokens.append(f"(budget - w{k}) // cells[{k}]")
@@ -237,6 +239,7 @@ def _generated(
         namespace: dict[str, Any] = {
             "__builtins__": {"max": max, "min": min},
             "split": split_rest,
+            "inf": float("inf"),
             "ratio": mm.state_ratio,
         }
         exec(compile(source, f"<meshsat:memory-stages-{pp}>", "exec"), namespace)
@@ -327,7 +330,7 @@ def _generated(
                 worst, fewest, slots = unrolled(
                     x, y, z, g, yg, zg, emb, head, vis, pre * raised * GIB, cells, per
                 )
-        tokens = int(fewest) if fewest > 0 else 0
+        tokens = int(fewest) if 0 < fewest < float("inf") else 0
         if page > 1:
             tokens = tokens // page * page
         if len(known) >= _CACHE_LIMIT:
