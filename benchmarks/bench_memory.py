@@ -204,6 +204,8 @@ def speed(repeat: int) -> None:
         (512, "deepseek-ai/DeepSeek-V3", "H200"),
         (4096, "deepseek-ai/DeepSeek-V3", "H200"),
         (4096, "Qwen/Qwen3-235B-A22B", "H100"),
+        # a GatedDeltaNet hybrid: the state pool's split on each miss
+        (4096, "Qwen/Qwen3.5-397B-A17B", "H200"),
     ):
         spec = ModelSpec.from_hf_config(catalogue_config(model))
         mm = MemoryModel(model, g, context_length=8192)
