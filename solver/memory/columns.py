@@ -14,6 +14,10 @@ keyed by values (the generated functions, with their per-row cache, by their own
 inlines the row positions and shared values it reads) and kept on the `MemoryModel`, so a
 second enumeration starts warm. Enumerate streams through `column_rows`, the same code as one
 generator loop.
+A GatedDeltaNet hybrid (Qwen3.5, Qwen3-Next) adds per stage shape its GatedDeltaNet layers'
+difference from full attention (`g`, and the allocator's rounding differences `yg`, `zg`) and
+splits each stage's rest with the per-request state pool before the KV cell divides it
+(`state.split_rest`); its requests are also capped by the state slots.
 `tests/test_memory.py` checks the columns against `MemoryModel.of`.
 """
 

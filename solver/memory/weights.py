@@ -263,7 +263,7 @@ class WeightModel:
         u, h = q.unquantized, f.hidden_size
         out: list[int] = []
         ids = f.linear_layer_ids
-        layer = ids[0] if linear else next(i for i in range(f.num_layers) if i not in ids)
+        layer = ids[0] if linear else next((i for i in range(f.num_layers) if i not in ids), 0)
         for m in layer_modules(f, "", layer, moe):
             if m.component == "linear_attention":
                 out += _weight_and_scales(m.params / attn_tp, q.linear_attention_bytes)
