@@ -101,3 +101,14 @@ def test_a_larger_ratio_trades_kv_tokens_for_state_slots() -> None:
 def test_a_model_without_gdn_layers_has_no_state_pool() -> None:
     m = MemoryModel("Qwen/Qwen3-235B-A22B", "H200").of(Parallel(tp=8, attn_tp=8, moe_tp=8))
     assert (m.state_bytes_per_request, m.state_slots, m.state_pool_gib) == (0, 0, 0.0)
+
+
+def test_the_memory_line_names_the_state_pool_only_for_hybrids() -> None:
+    from meshsat.solver.cli.memory_options import memory_line
+
+    p = Parallel(tp=8, attn_tp=8, moe_tp=8)
+    hybrid = MemoryModel(QWEN35, "H200").of(p)
+    line = memory_line(hybrid)
+    assert f"state pool {hybrid.state_pool_gib:.2f} GiB = {hybrid.state_slots} request" in line
+    assert "22.9 MiB" in line  # 24,007,680 B
+    assert "state pool" not in memory_line(MemoryModel("Qwen/Qwen3-235B-A22B", "H200").of(p))
