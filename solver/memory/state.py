@@ -22,6 +22,10 @@ GatedDeltaNet layers any stage has. The scheduler then caps `max_running_request
 `K // slots_per_request` (`resolve_max_num_reqs`): 3 slots a request plus 2 for the
 `extra_buffer` radix-cache strategy, which `auto` picks for these architectures with the
 overlap scheduler on (the default), so 5. SGLang 0.4.6.post5 has no model class for them.
+
+Not modelled: speculative decoding's intermediate states, an explicit `--max-mamba-cache-size`
+or `--max-running-requests` with the radix cache off (both size the pool from the request
+count), and 0.5.23's CP-TP group sharing (the state then splits over TP, not attention TP).
 """
 
 from __future__ import annotations
