@@ -34,6 +34,7 @@ from meshsat.solver.memory import GIB, MemoryModel, Parallel, load_facts
 from meshsat.solver.memory.gpus import Gpu, gpu
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.models import catalogue_config
+from meshsat.solver.memory.state import split_rest, state_bytes_per_request
 from meshsat.solver.memory.weights import WeightModel
 
 LOGS = Path(__file__).with_name("memory_logs.json")
@@ -74,6 +75,8 @@ def validation() -> list[dict[str, Any]]:
         cell = kv_bytes_per_token(facts, p, 0, rec.get("kv_cache_dtype"))
         if "kv_gb" in logged and "tokens" in logged:
             row["cell_err"] = cell / (logged["kv_gb"] * GB_LOG / logged["tokens"]) - 1
+        if "state_slots" in logged:
+            _score_state(row, logged, facts, p, cell)
         pre = rec.get("pre_load_gib")
         known_pool = g is not None or pre is not None
         has_fraction = "mem_fraction_static" in rec or rec.get("default_fraction")
@@ -99,6 +102,21 @@ def validation() -> list[dict[str, Any]]:
     return rows
 
 
+def _score_state(
+    row: dict[str, Any], logged: dict[str, Any], facts: Any, p: Parallel, cell: float
+) -> None:
+    """A GatedDeltaNet hybrid's state pool: the bytes of one slot against the logged pool
+    over its `K + 1` slots, and the split of what the two pools took (state + KV) into
+    slots and tokens against the logged K and #tokens (`state.split_rest`)."""
+    slots = logged["state_slots"]
+    per = state_bytes_per_request(facts, p.attn_tp, p.pp)
+    row["state_err"] = per / (logged["state_gb"] * GB_LOG / (slots + 1)) - 1
+    rest = (logged["state_gb"] + logged["kv_gb"]) * GB_LOG
+    k, kv_bytes = split_rest(rest, per)
+    row["slots"] = (k, slots)
+    row["split_tokens_err"] = int(kv_bytes // cell) / logged["tokens"] - 1
+
+
 def _pct(x: float | None) -> str:
     return "" if x is None else f"{100 * x:+.2f} %"
 
@@ -108,12 +126,23 @@ def print_validation(rows: list[dict[str, Any]]) -> None:
         ("built against (the first 15 logs)", False, None),
         ("held out (issue 24, first set)", True, None),
         ("held out (second set, added 2026-12-05)", True, "2026-12-05"),
+        ("held out (GatedDeltaNet hybrids, added 2026-12-05)", True, "2026-12-05-hybrid"),
     )
     for title, held, added in groups:
         print(f"\n{title}:\n")
         _table([r for r in rows if r["held_out"] == held and r["added"] == added])
     print("\nall held out:\n")
     _summary([r for r in rows if r["held_out"]])
+    hybrid = [r for r in rows if "state_err" in r]
+    if hybrid:
+        print("\nGatedDeltaNet hybrids, state pool (held out, added 2026-12-05):\n")
+        print("| id | KV cell err | state bytes/slot err | slots (model, log) | split tokens err |")
+        print("|---|---:|---:|---|---:|")
+        for r in hybrid:
+            print(
+                f"| {r['id']} | {_pct(r.get('cell_err'))} | {_pct(r['state_err'])} | "
+                f"{r['slots'][0]}, {r['slots'][1]} | {_pct(r['split_tokens_err'])} |"
+            )
 
 
 def _table(rows: list[dict[str, Any]]) -> None:
@@ -175,6 +204,8 @@ def speed(repeat: int) -> None:
         (512, "deepseek-ai/DeepSeek-V3", "H200"),
         (4096, "deepseek-ai/DeepSeek-V3", "H200"),
         (4096, "Qwen/Qwen3-235B-A22B", "H100"),
+        # a GatedDeltaNet hybrid: the state pool's split on each miss
+        (4096, "Qwen/Qwen3.5-397B-A17B", "H200"),
     ):
         spec = ModelSpec.from_hf_config(catalogue_config(model))
         mm = MemoryModel(model, g, context_length=8192)

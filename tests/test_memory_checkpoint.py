@@ -232,9 +232,10 @@ def test_the_named_modules_hold_every_linear_parameter(repo: str) -> None:
     total: dict[str, int] = {}
     for m in model_modules(f, kind):
         total[m.component] = total.get(m.component, 0) + m.params
-    L, M = f.num_layers, f.num_moe_layers
-    assert total.get("attention", 0) == L * f.attn_sharded_params()
-    assert total.get("attention_whole", 0) == L * f.attn_replicated_params()
+    L, M, G = f.num_layers, f.num_moe_layers, f.num_linear_layers
+    assert total.get("attention", 0) == (L - G) * f.attn_sharded_params()
+    assert total.get("attention_whole", 0) == (L - G) * f.attn_replicated_params()
+    assert total.get("linear_attention", 0) == G * f.linear_attn_sharded_params()
     assert total.get("dense_mlp", 0) == (L - M) * f.dense_mlp_params()
     assert total.get("experts", 0) == M * f.num_experts * f.expert_params()
     assert total.get("shared", 0) == M * f.shared_expert_params()

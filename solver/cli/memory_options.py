@@ -203,10 +203,21 @@ def _raised(mem: Memory) -> str:
     )
 
 
+def _state(mem: Memory) -> str:
+    """A GatedDeltaNet hybrid's per-request state pool (SGLang's `max_mamba_cache_size`)."""
+    if not mem.state_bytes_per_request:
+        return ""
+    return (
+        f", state pool {mem.state_pool_gib:.2f} GiB = {mem.state_slots} request slots of "
+        f"{mem.state_bytes_per_request / 2**20:.1f} MiB (max_mamba_cache_size)"
+    )
+
+
 def memory_line(mem: Memory) -> str:
     return (
         f"memory per rank on {mem.gpu} ({mem.gpu_memory_gib:.0f} GiB): weights "
-        f"{mem.weights_gib:.2f} GiB, KV pool {mem.kv_pool_gib:.2f} GiB = {mem.kv_tokens} tokens "
+        f"{mem.weights_gib:.2f} GiB, KV pool {mem.kv_pool_gib:.2f} GiB = {mem.kv_tokens} tokens"
+        f"{_state(mem)} "
         f"(mem_fraction_static {mem.mem_fraction_static}{_raised(mem)}); max_total_num_tokens "
         f"{mem.max_total_num_tokens}; requests of {mem.context_length} tokens that fit: "
         f"{mem.max_requests}"

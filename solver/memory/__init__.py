@@ -34,7 +34,14 @@ from meshsat.solver.memory.kv import (
 )
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.models import CATALOGUE, model_config
+from meshsat.solver.memory.pool import GIB as POOL_GIB
 from meshsat.solver.memory.pool import pool_tokens, requests_that_fit
+from meshsat.solver.memory.state import (
+    DEFAULT_STATE_RATIO,
+    SLOTS_PER_REQUEST,
+    split_rest,
+    state_bytes_per_request,
+)
 from meshsat.solver.memory.weights import WeightModel
 
 #: GiB the CUDA context, NCCL and allocator hold before weights load (SGLang logs show
@@ -80,6 +87,12 @@ class Memory:
     pools: int
     context_length: int
     max_requests: int
+    #: GatedDeltaNet hybrids (`state.py`): bytes one request's state slot costs a rank,
+    #: the slots in one rank's state pool (SGLang's `max_mamba_cache_size`, per
+    #: attention-DP rank) and the pool's GiB (the padding slot included); 0 otherwise.
+    state_bytes_per_request: int = 0
+    state_slots: int = 0
+    state_pool_gib: float = 0.0
     #: The release's default fraction for this layout, when none was given and it left no
     #: KV pool so `mem_fraction_static` was raised to what one request needs (the value a
     #: launch must pass as `--mem-fraction-static`); None otherwise.
@@ -87,7 +100,7 @@ class Memory:
 
     @property
     def fits(self) -> bool:
-        return self.kv_tokens > 0
+        return self.kv_tokens > 0 and (self.state_slots > 0 or not self.state_bytes_per_request)
 
     @property
     def fits_one_request(self) -> bool:
@@ -136,6 +149,7 @@ class MemoryModel:
         pack: str = "0.5.23",
         swa_full_tokens_ratio: float | None = None,
         raise_default_fraction: bool = False,
+        mamba_full_memory_ratio: float = DEFAULT_STATE_RATIO,
     ) -> None:
         self.facts = load_facts(model)
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
@@ -156,6 +170,8 @@ class MemoryModel:
         self.pack = pack
         #: The hybrid SWA pool's ratio where `pack` builds one for this model, else None.
         self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
+        #: `--mamba-full-memory-ratio`: the state pool's share against the KV pool's.
+        self.state_ratio = mamba_full_memory_ratio
         self.pre_load_gib = self.gpu.memory_gib - context_gib
         self.weights = WeightModel(self.facts, self.gpu, pack)
         self.model_gib = self.weights.model_bytes() / GIB
@@ -276,16 +292,34 @@ class MemoryModel:
         tokens = None
         weights = 0.0
         cell_max = 0.0
+        per_request = state_bytes_per_request(self.facts, p.attn_tp, p.pp)
+        slots = None
         for s in range(p.pp):
             w = self.weights.stage(p, s).total / GIB
             cell = kv_bytes_per_token(self.facts, p, s, self.kv_cache_dtype, self.swa_ratio)
-            t = pool_tokens(self.pre_load_gib, w, f, cell, page_size=self.page_size)
+            if per_request:
+                # The state pool first, from the same rest (`state.split_rest`).
+                rest = (self.pre_load_gib * f - w) * POOL_GIB
+                k, kv_bytes = split_rest(rest, per_request, self.state_ratio)
+                slots = k if slots is None else min(slots, k)
+                if not cell and k > 0:
+                    # No full-attention layer on this stage: it holds no KV and bounds
+                    # nothing (SGLang's `has_kv_on_another_pp_stage`).
+                    weights = max(weights, w)
+                    continue
+                t = int(kv_bytes // cell) // self.page_size * self.page_size if k > 0 else 0
+            else:
+                t = pool_tokens(self.pre_load_gib, w, f, cell, page_size=self.page_size)
             tokens = t if tokens is None else min(tokens, t)
             weights = max(weights, w)
             cell_max = max(cell_max, cell)
-        assert tokens is not None
+        tokens = tokens or 0
         total = tokens * p.dcp
         pools = p.attn_dp * p.replicas
+        requests = requests_that_fit(total, self.context_length, pools)
+        slots = max(slots or 0, 0)
+        if per_request:
+            requests = min(requests, pools * (slots // SLOTS_PER_REQUEST))
         return Memory(
             gpu=self.gpu.name,
             gpu_memory_gib=self.gpu.memory_gib,
@@ -300,7 +334,10 @@ class MemoryModel:
             max_total_num_tokens=total,
             pools=pools,
             context_length=self.context_length,
-            max_requests=requests_that_fit(total, self.context_length, pools),
+            max_requests=requests,
+            state_bytes_per_request=per_request,
+            state_slots=slots,
+            state_pool_gib=(slots + 1) * per_request / GIB if slots else 0.0,
         )
 
 

@@ -14,6 +14,10 @@ keyed by values (the generated functions, with their per-row cache, by their own
 inlines the row positions and shared values it reads) and kept on the `MemoryModel`, so a
 second enumeration starts warm. Enumerate streams through `column_rows`, the same code as one
 generator loop.
+A GatedDeltaNet hybrid (Qwen3.5, Qwen3-Next) adds per stage shape its GatedDeltaNet layers'
+difference from full attention (`g`, and the allocator's rounding differences `yg`, `zg`) and
+splits each stage's rest with the per-request state pool before the KV cell divides it
+(`state.split_rest`); its requests are also capped by the state slots.
 `tests/test_memory.py` checks the columns against `MemoryModel.of`.
 """
 
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from meshsat.solver.memory.fraction import raised_fraction
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.layout import Parallel
+from meshsat.solver.memory.state import SLOTS_PER_REQUEST, split_rest, state_bytes_per_request
 from meshsat.solver.memory.weights import rope_cache_bytes, stage_layers
 
 if TYPE_CHECKING:
@@ -143,16 +148,20 @@ def _generated(
     key = f"{short}," if short else "()"
     body = (
         "try:\n"
-        f"    w, t, fits, pools, per_dp = cache[{key}]\n"
+        f"    w, t, fits, pools, per_dp, cap = cache[{key}]\n"
         "except KeyError:\n"
         "    if len(cache) >= limit:\n"
         "        cache.clear()\n"
-        f"    w, t, fits, pools, per_dp = miss(({full},))\n"
+        f"    w, t, fits, pools, per_dp, cap = miss(({full},))\n"
         + rounding
-        + f"    cache[{key}] = w, t, fits, pools, per_dp\n"
+        + f"    cache[{key}] = w, t, fits, pools, per_dp, cap\n"
         f"if per_dp:\n    pools *= {read_of('dp_size')}\n"
     )
-    figures = f"(w, t, pools * (t * {read_of('dcp_size')} // ctx), fits)"
+    per_pool = f"t * {read_of('dcp_size')} // ctx"
+    # A GatedDeltaNet hybrid's requests are also capped by its state slots (`cap`).
+    if mm.facts.linear_layer_ids:
+        per_pool = f"min({per_pool}, cap)"
+    figures = f"(w, t, pools * ({per_pool}), fits)"
     source = (
         "def read(r):\n"
         + textwrap.indent(body, "    ")
@@ -179,45 +188,66 @@ def _generated(
     attn_a, attn_b, dense_d = wm.attn_sharded, wm.attn_whole, wm.dense
     expert_e, shared_s, router_r = wm.expert_per_rank, wm.shared, wm.router
 
-    stage_cache: dict[int, tuple[Callable[..., tuple[float, float]], tuple[int, ...]]] = (
+    stage_cache: dict[int, tuple[Callable[..., tuple[float, float, int]], tuple[int, ...]]] = (
         mm.column_cache.setdefault("stages", {})
     )
     swa_ids = f.swa_layer_ids if mm.swa_ratio is not None else ()
+    hybrid = bool(f.linear_layer_ids)
 
-    def stages(pp: int) -> tuple[Callable[..., tuple[float, float]], tuple[int, ...]]:
-        """(worst stage's weights, fewest tokens) for `pp` stages, generated with each
-        distinct stage shape unrolled: (layers, MoE layers, sliding layers, first, last) are
-        constants, terms with a zero factor are left out (adding 0.0 changes no float);
-        with the index of one stage of each shape, whose KV cell the caller passes."""
+    def stages(pp: int) -> tuple[Callable[..., tuple[float, float, int]], tuple[int, ...]]:
+        """(worst stage's weights, fewest tokens, fewest state slots) for `pp` stages,
+        generated with each distinct stage shape unrolled: (layers, MoE layers, sliding
+        layers, GatedDeltaNet layers and MoE ones, first, last) are constants, terms with a
+        zero factor are left out (adding 0.0 changes no float); with the index of one stage
+        of each shape, whose KV cell the caller passes. A hybrid's stage splits its rest
+        with the state pool first (`state.split_rest`)."""
         hit = stage_cache.get(pp)
         if hit is not None:
             return hit
-        kinds: dict[tuple[int, int, int, bool, bool], int] = {}
+        kinds: dict[tuple[int, int, int, int, int, bool, bool], int] = {}
         for i, (lo, hi) in enumerate(stage_layers(f.num_layers, pp)):
-            moe = wm._moe_prefix[hi] - wm._moe_prefix[lo]
+            moe, lin, lin_moe = wm.counts(lo, hi)
             swa = sum(1 for j in swa_ids if lo <= j < hi)
-            kinds.setdefault((hi - lo, moe, swa, i == 0, i == pp - 1), i)
-        weights, tokens = [], []
-        for k, (n, moe, _swa, first, last) in enumerate(kinds):
+            kinds.setdefault((hi - lo, moe, swa, lin, lin_moe, i == 0, i == pp - 1), i)
+        weights, tokens, slots = [], [], []
+        for k, (n, moe, _swa, lin, lin_moe, first, last) in enumerate(kinds):
             terms = [f"{n} * x"]
             terms += [f"{n - moe} * y"] if n - moe else []
             terms += [f"{moe} * z"] if moe else []
+            terms += [f"{lin} * g"] if lin else []
+            terms += [f"{lin - lin_moe} * yg"] if lin - lin_moe else []
+            terms += [f"{lin_moe} * zg"] if lin_moe else []
             terms += ["emb"] if first else []
             terms += ["head"] if last else []
             terms += ["vis"]  # the vision tower and the load overhead are on every stage
             weights.append(f"    w{k} = " + " + ".join(terms) + "\n")
-            tokens.append(f"(budget - w{k}) // cells[{k}]")
+            if hybrid:
+                weights.append(f"    k{k}, r{k} = split(budget - w{k}, per, ratio)\n")
+                # A stage with no full-attention layer holds no KV and bounds nothing
+                # (SGLang's `has_kv_on_another_pp_stage`).
+                tokens.append(f"((r{k} // cells[{k}] if cells[{k}] else inf) if k{k} > 0 else 0)")
+                slots.append(f"k{k}")
+            else:
+                tokens.append(f"(budget - w{k}) // cells[{k}]")
         ws = [f"w{k}" for k in range(len(kinds))]
         worst = ws[0] if len(ws) == 1 else f"max({', '.join(ws)})"
         fewest = tokens[0] if len(tokens) == 1 else f"min({', '.join(tokens)})"
-        source = (
-            "def stages(x, y, z, emb, head, vis, budget, cells):\n"
-            + "".join(weights)
-            + f"    return {worst}, {fewest}\n"
+        few_slots = (
+            "0" if not slots else slots[0] if len(slots) == 1 else f"min({', '.join(slots)})"
         )
-        namespace: dict[str, Any] = {"__builtins__": {"max": max, "min": min}}
+        source = (
+            "def stages(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per):\n"
+            + "".join(weights)
+            + f"    return {worst}, {fewest}, {few_slots}\n"
+        )
+        namespace: dict[str, Any] = {
+            "__builtins__": {"max": max, "min": min},
+            "split": split_rest,
+            "inf": float("inf"),
+            "ratio": mm.state_ratio,
+        }
         exec(compile(source, f"<meshsat:memory-stages-{pp}>", "exec"), namespace)
-        fn: Callable[..., tuple[float, float]] = namespace["stages"]
+        fn: Callable[..., tuple[float, float, int]] = namespace["stages"]
         stage_cache[pp] = fn, tuple(kinds.values())
         return stage_cache[pp]
 
@@ -246,16 +276,22 @@ def _generated(
         if head_anyway or pp > 1:
             head_rows = _ceil(vocab, attn_tp) if lmh else _ceil(vocab, tp)
             head += head_rows * row_bytes + wm.vocab_rounding(head_rows)
+        dense_round = wm.layer_rounding(False, attn_tp, dtp, 1, 0)
         return (
             unrolled,
             attn_a / attn_tp + attn_b + wm.mla_copies(attn_tp),
-            dense_d / dtp + wm.layer_rounding(False, attn_tp, dtp, 1, 0),
+            dense_d / dtp + dense_round,
             emb_rows * row_bytes + wm.vocab_rounding(emb_rows),
             head,
             wm.vision_attn / attn_tp + wm.vision_mlp / tp + wm.vision_whole + rope_cache_bytes(f),
             pre * fr * GIB,
             cells,
             dtp,
+            wm.linear_delta(attn_tp) if hybrid else 0.0,
+            wm.layer_rounding(False, attn_tp, dtp, 1, 0, linear=True) - dense_round
+            if hybrid
+            else 0.0,
+            state_bytes_per_request(f, attn_tp, pp),
         )
 
     fraction_cache: dict[tuple[Any, ...], float] = mm.column_cache.setdefault("fraction", {})
@@ -263,14 +299,15 @@ def _generated(
     # Keyed by values, not row positions: shared by every reader of this model, so a second
     # enumeration (another N, another filter) starts warm.
     engine_cache: dict[tuple[Any, ...], tuple[Any, ...]] = mm.column_cache.setdefault("engine", {})
-    known: dict[tuple[Any, ...], tuple[float, int, bool, int, bool]] = mm.column_cache.setdefault(
-        "figures", {}
+    known: dict[tuple[Any, ...], tuple[float, int, bool, int, bool, int]] = (
+        mm.column_cache.setdefault("figures", {})
     )
-    cache: dict[tuple[Any, ...], tuple[float, int, bool, int, bool]] = {}
+    cache: dict[tuple[Any, ...], tuple[float, int, bool, int, bool, int]] = {}
 
-    def miss(key: tuple[Any, ...]) -> tuple[float, int, bool, int, bool]:
+    def miss(key: tuple[Any, ...]) -> tuple[float, int, bool, int, bool, int]:
         """The per-rank figures of one key: (weights GiB, tokens, fits, attention-DP
-        pools, whether engine replicas multiply them)."""
+        pools, whether engine replicas multiply them, requests a pool's state slots hold
+        (-1 without a state pool))."""
         hit = known.get(key)
         if hit is not None:
             return hit
@@ -278,25 +315,33 @@ def _generated(
         en = engine_cache.get(ek)
         if en is None:
             en = engine_cache[ek] = engine(ek)
-        unrolled, x, y, emb, head, vis, budget, cells, dtp = en
+        unrolled, x, y, emb, head, vis, budget, cells, dtp, g, yg, per = en
         here = -(-experts // key[10])
         z = here * expert_e(key[11]) + router_r + shared_s / dtp
+        zg = 0.0
         if experts:
-            z += wm.layer_rounding(True, key[6], dtp, key[11], here)
-        worst, fewest = unrolled(x, y, z, emb, head, vis, budget, cells)
+            moe_round = wm.layer_rounding(True, key[6], dtp, key[11], here)
+            z += moe_round
+            if hybrid:
+                zg = wm.layer_rounding(True, key[6], dtp, key[11], here, linear=True) - moe_round
+        worst, fewest, slots = unrolled(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per)
         if fewest <= 0 and fixed_fraction is None and mm.raise_default_fraction:
             # As `MemoryModel._compute`: a default fraction that leaves no pool is raised.
             raised = raised_fraction(
                 mm.gpu.memory_mib, pre, ctx, worst / GIB, max(cells), tp=ek[0], pp=ek[1]
             )
             if raised is not None:
-                worst, fewest = unrolled(x, y, z, emb, head, vis, pre * raised * GIB, cells)
-        tokens = int(fewest) if fewest > 0 else 0
+                worst, fewest, slots = unrolled(
+                    x, y, z, g, yg, zg, emb, head, vis, pre * raised * GIB, cells, per
+                )
+        tokens = int(fewest) if 0 < fewest < float("inf") else 0
         if page > 1:
             tokens = tokens // page * page
         if len(known) >= _CACHE_LIMIT:
             known.clear()
-        hit = known[key] = (worst / GIB, tokens, tokens > 0, key[7], not key[2])
+        # A hybrid's requests are capped by its state slots (`state.SLOTS_PER_REQUEST`).
+        cap = max(slots, 0) // SLOTS_PER_REQUEST if hybrid else -1
+        hit = known[key] = (worst / GIB, tokens, tokens > 0, key[7], not key[2], cap)
         return hit
 
     namespace: dict[str, Any] = {"cache": cache, "miss": miss, "ctx": ctx, "limit": _CACHE_LIMIT}

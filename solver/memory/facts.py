@@ -51,6 +51,9 @@ class VisionTower:
     projector: int = 0  # vision_output_dim × the text hidden size
     #: The encoder MLPs and patch embedding are whole on every rank (MoonViT).
     mlp_replicated: bool = False
+    #: A patch merger's linears split over TP (Qwen3.5's `Qwen3VLMoeVisionPatchMerger`:
+    #: column- then row-parallel, with biases); 0 for the other towers.
+    merger: int = 0
 
     def attn_sharded_params(self) -> int:
         d = self.hidden
@@ -60,7 +63,7 @@ class VisionTower:
         d, i = self.hidden, self.intermediate
         encoder = self.layers * (2 * d * i + i)  # fc1 (with bias), fc2
         adapter = i * self.adapter_in + self.adapter_in * self.adapter_out
-        return encoder + adapter + self.patch_inputs * d
+        return encoder + adapter + self.patch_inputs * d + self.merger
 
     def mlp_sharded_params(self) -> int:
         return 0 if self.mlp_replicated else self._mlp_params()
@@ -116,6 +119,19 @@ class ModelFacts:
     swa_num_kv_heads: int = 0
     swa_head_dim: int = 0
     swa_v_head_dim: int = 0
+    #: GatedDeltaNet (linear-attention) layers of a Qwen3-Next / Qwen3.5 hybrid (`layer_types`'
+    #: `linear_attention`, or every layer but each `full_attention_interval`-th): they hold
+    #: no KV, but a per-request state (`state.py`), and their own projections.
+    linear_layer_ids: tuple[int, ...] = ()
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel: int = 0
+    #: Bytes of one SSM (temporal) state element: `mamba_ssm_dtype`, float32 by default.
+    linear_state_bytes: int = 4
+    #: Qwen3-Next's gated full attention: `qkv_proj` outputs a gate as wide as q.
+    attn_output_gate: bool = False
     qkv_bias: bool = False
     o_bias: bool = False
     qk_norm: str = ""  # "", "head" (per head dim) or "full" (whole projection)
@@ -147,6 +163,18 @@ class ModelFacts:
         return self.num_layers - self.num_moe_layers
 
     @property
+    def num_linear_layers(self) -> int:
+        return len(self.linear_layer_ids)
+
+    @property
+    def linear_conv_dim(self) -> int:
+        """Channels of the GatedDeltaNet causal conv: q, k and v (`conv_dim`)."""
+        return (
+            2 * self.linear_num_key_heads * self.linear_key_head_dim
+            + self.linear_num_value_heads * self.linear_value_head_dim
+        )
+
+    @property
     def padded_vocab(self) -> int:
         return -(-self.vocab_size // VOCAB_PAD) * VOCAB_PAD
 
@@ -162,7 +190,7 @@ class ModelFacts:
             kv_b = self.kv_lora_rank * self.num_heads * (self.qk_nope_head_dim + self.v_head_dim)
             o = self.num_heads * self.v_head_dim * h
             return q + kv_b + o
-        q = h * self.num_heads * self.head_dim
+        q = h * self.num_heads * self.head_dim * (2 if self.attn_output_gate else 1)
         kv = h * self.num_kv_heads * (self.head_dim + self.v_head_dim)
         o = self.num_heads * self.v_head_dim * h
         bias = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim if self.qkv_bias else 0
@@ -198,6 +226,30 @@ class ModelFacts:
         if self.index_head_dim:
             n += 2 * self.index_head_dim
         return n
+
+    def linear_attn_sharded_params(self) -> int:
+        """One GatedDeltaNet layer's linears, split over attention TP (`Qwen3GatedDeltaNet`):
+        `in_proj_qkvz` (h -> q, k, v, z), `in_proj_ba` (h -> b, a per value head) and
+        `out_proj` (`modules.gdn_modules`)."""
+        if not self.linear_layer_ids:
+            return 0
+        h = self.hidden_size
+        key = self.linear_num_key_heads * self.linear_key_head_dim
+        value = self.linear_num_value_heads * self.linear_value_head_dim
+        return h * (2 * key + 2 * value) + h * 2 * self.linear_num_value_heads + value * h
+
+    def linear_conv_params(self) -> int:
+        """A GatedDeltaNet layer's unquantized tensors split over attention TP: `conv1d`
+        (`conv_dim × kernel`, built without a quantization config), `dt_bias` and `A_log`
+        (one per value head; `A_log` is float32, counted at the model's width)."""
+        if not self.linear_layer_ids:
+            return 0
+        return self.linear_conv_dim * self.linear_conv_kernel + 2 * self.linear_num_value_heads
+
+    def linear_norm_params(self) -> int:
+        """A GatedDeltaNet layer's replicated norms: the two decoder norms and the gated
+        RMSNorm over one value head (`RMSNormGated(head_v_dim)`)."""
+        return 2 * self.hidden_size + self.linear_value_head_dim
 
     def dense_mlp_params(self) -> int:
         return 3 * self.hidden_size * self.intermediate_size
@@ -252,8 +304,13 @@ class ModelFacts:
         return self._params(self.experts_per_token)
 
     def _params(self, experts: int) -> int:
-        L = self.num_layers
+        L = self.num_layers - self.num_linear_layers
         attn = L * (self.attn_sharded_params() + self.attn_replicated_params() + self.norm_params())
+        attn += self.num_linear_layers * (
+            self.linear_attn_sharded_params()
+            + self.linear_conv_params()
+            + self.linear_norm_params()
+        )
         dense = self.num_dense_layers * self.dense_mlp_params()
         moe = self.num_moe_layers * (
             experts * self.expert_params() + self.shared_expert_params() + self.router_params()
@@ -313,6 +370,8 @@ def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
     model_type = str(hf.get("model_type", ""))
     if isinstance(v, Mapping) and model_type == "kimi_k25":
         return _moonvit(v, text_hidden)
+    if isinstance(v, Mapping) and model_type in ("qwen3_5", "qwen3_5_moe"):
+        return _qwen35_vision(v, text_hidden)
     if isinstance(v, Mapping) and model_type == "gemma3":
         tower = _encoder(v)
         return replace(tower, projector=tower.hidden * text_hidden)
@@ -327,6 +386,46 @@ def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
         projector=_require(v, ("vision_output_dim",), "vision_config.vision_output_dim")
         * text_hidden,
     )
+
+
+def _qwen35_vision(v: Mapping[str, Any], text_hidden: int) -> VisionTower:
+    """Qwen3.5's vision tower (SGLang's `Qwen3VLMoeVisionModel`, `models/qwen3_vl.py`): a
+    Conv3d patch embedding (`in_channels × temporal_patch_size × patch_size²` inputs, with
+    bias), a learned `num_position_embeddings × d` table, `depth` ViT blocks, and a patch
+    merger over `spatial_merge_size²` patches (LayerNorm, then `4d -> 4d -> out_hidden_size`
+    linears with biases, split over TP). No deepstack mergers: every published Qwen3.5
+    config lists no `deepstack_visual_indexes`."""
+    keys = ("hidden_size", "depth", "intermediate_size", "patch_size")
+    d, layers, inter, patch = (_require(v, (k,), f"vision_config.{k}") for k in keys)
+    merge = (_int(v, ("spatial_merge_size",)) or 2) ** 2 * d
+    out = _int(v, ("out_hidden_size",)) or text_hidden
+    inputs = (_int(v, ("in_channels",)) or 3) * (_int(v, ("temporal_patch_size",)) or 2)
+    return VisionTower(
+        hidden=d,
+        layers=layers,
+        intermediate=inter,
+        patch_inputs=inputs * patch * patch,
+        positions=_int(v, ("num_position_embeddings",)) or 2304,
+        merger=merge * merge + merge + merge * out + out,
+    )
+
+
+def _linear_layers(c: Mapping[str, Any], layers: int) -> tuple[int, ...]:
+    """The GatedDeltaNet layers: `layer_types`' `linear_attention` entries (Qwen3.5), or,
+    for a config with `linear_*` widths and a `full_attention_interval` (Qwen3-Next), every
+    layer but each interval-th, as SGLang's `Qwen3NextConfig.layers_block_type` lists them."""
+    if not _int(c, ("linear_num_value_heads",)):
+        return ()
+    types = c.get("layer_types")
+    if isinstance(types, list):
+        return tuple(i for i, t in enumerate(types[:layers]) if t == "linear_attention")
+    interval = _int(c, ("full_attention_interval",)) or 0
+    if not interval:
+        return ()
+    return tuple(i for i in range(layers) if (i + 1) % interval)
+
+
+_SSM_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def _moonvit(v: Mapping[str, Any], text_hidden: int) -> VisionTower:
@@ -492,7 +591,10 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
     if arch == "Llama4ForConditionalGeneration":
         swa_ids = tuple(i for i in range(layers) if (i + 1) % 4 != 0)
     model_type = str(c.get("model_type", ""))
+    linear_ids = _linear_layers(c, layers)
     qk_norm = ""
+    if linear_ids:
+        qk_norm = "head"  # Qwen3-Next's full attention: q_norm and k_norm per head
     if model_type in ("qwen3", "qwen3_moe", "glm4_moe") and c.get("use_qk_norm", True):
         qk_norm = "head" if model_type != "glm4_moe" or c.get("use_qk_norm") else ""
     if model_type in ("minimax_m2", "minimax") and c.get("use_qk_norm", True):
@@ -533,6 +635,14 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
         swa_head_dim=_int(c, ("swa_head_dim",)) or 0,
         swa_v_head_dim=_int(c, ("swa_v_head_dim",)) or _int(c, ("swa_head_dim",)) or 0,
         sliding_window=_int(c, ("sliding_window",)) or 0,
+        linear_layer_ids=linear_ids,
+        linear_num_key_heads=_int(c, ("linear_num_key_heads",)) or 0,
+        linear_num_value_heads=_int(c, ("linear_num_value_heads",)) or 0,
+        linear_key_head_dim=_int(c, ("linear_key_head_dim",)) or 0,
+        linear_value_head_dim=_int(c, ("linear_value_head_dim",)) or 0,
+        linear_conv_kernel=_int(c, ("linear_conv_kernel_dim",)) or 0,
+        linear_state_bytes=_SSM_BYTES.get(str(c.get("mamba_ssm_dtype", "float32")), 4),
+        attn_output_gate=bool(linear_ids) and bool(c.get("attn_output_gate", True)),
         qkv_bias=qkv_bias,
         o_bias=model_type == "gpt_oss",
         qk_norm=qk_norm,

@@ -8,6 +8,8 @@ Why these shapes (SGLang's KV pools):
 - DSA (DeepSeek V3.2): an FP8 latent stores one float32 scale per 128 values and keeps
   the rope part in bf16; plus the indexer's FP8 key with one float32 scale per 128 values;
 - pipeline stages hold the KV of their own layers only;
+- GatedDeltaNet hybrids (Qwen3-Next, Qwen3.5): only the full-attention layers hold KV; the
+  linear-attention layers keep a per-request state in a pool of its own (`state.py`);
 - decode context parallelism (`dcp_size`) stores each token on one of the `dcp` ranks, so
   a rank's pool covers `dcp` times as many tokens; prefill CP (`attn_cp_size`) keeps the
   whole KV on every rank;
@@ -122,8 +124,9 @@ def kv_bytes_per_token(
     `swa_ratio` (`hybrid_swa_ratio`), the hybrid pool's."""
     start, end = stage_layers(f.num_layers, p.pp)[stage]
     full = layer_kv_bytes(f, p.attn_tp, kv_cache_dtype)
+    linear = sum(1 for i in f.linear_layer_ids if start <= i < end)
     if swa_ratio is None:
-        return (end - start) * full
+        return (end - start - linear) * full
     swa = sum(1 for i in f.swa_layer_ids if start <= i < end)
     sliding = layer_kv_bytes(f, p.attn_tp, kv_cache_dtype, swa=True)
     return (end - start - swa) * full + swa_ratio * swa * sliding

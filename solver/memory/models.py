@@ -806,6 +806,42 @@ _BUNDLED_PUBLISHED: dict[str, Published] = {
 for _repo, _cfg in BUNDLED.items():
     _CATALOGUE[_repo] = (_cfg, _BUNDLED_PUBLISHED[_repo])
 
+#: Qwen3-Next-80B-A3B (Instruct and Thinking share the config): the GatedDeltaNet hybrid
+#: Qwen3.5 grew from, a text-only `Qwen3NextForCausalLM` with no `layer_types` (SGLang's
+#: `Qwen3NextConfig.layers_block_type` derives them from `full_attention_interval`).
+_QWEN3_NEXT: dict[str, Any] = {
+    "architectures": ["Qwen3NextForCausalLM"],
+    "model_type": "qwen3_next",
+    "hidden_size": 2048,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "intermediate_size": 5120,
+    "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512,
+    "num_experts": 512,
+    "num_experts_per_tok": 10,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "full_attention_interval": 4,
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+    "linear_value_head_dim": 128,
+    "vocab_size": 151936,
+    "max_position_embeddings": 262144,
+    "partial_rotary_factor": 0.25,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+for _repo in ("Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen3-Next-80B-A3B-Thinking"):
+    _CATALOGUE[_repo] = (
+        _QWEN3_NEXT,
+        Published(80, 3, _hf(_repo, "model card: 80B in total and 3B activated")),
+    )
+
 
 _YARN_4K = {"type": "yarn", "original_max_position_embeddings": 4096}
 

@@ -27,10 +27,23 @@ if TYPE_CHECKING:
     from meshsat.solver.memory.facts import ModelFacts
 
 #: The components `weights.py` charges separately, in `Quant`'s field names.
-COMPONENTS: tuple[str, ...] = ("attention", "attention_whole", "dense_mlp", "shared", "experts")
+COMPONENTS: tuple[str, ...] = (
+    "attention",
+    "attention_whole",
+    "linear_attention",
+    "dense_mlp",
+    "shared",
+    "experts",
+)
 
+#: Where the decoder layers sit when not at `model.layers`: Qwen3.5 is built as Qwen3-VL
+#: is (`models/qwen3_vl.py`: the text model at `model.language_model`).
+_ROOTS = {"qwen3_5": "model.language_model.layers", "qwen3_5_moe": "model.language_model.layers"}
 _BLOCK = {m: "block_sparse_moe" for m in ("mixtral", "minimax_m2", "minimax")}
-_SHARED = {"qwen2_moe": "shared_expert", "llama4_text": "shared_expert", "llama4": "shared_expert"}
+_SHARED = {
+    m: "shared_expert"
+    for m in ("qwen2_moe", "qwen3_next", "qwen3_5_moe_text", "llama4_text", "llama4")
+}
 
 
 @dataclass(frozen=True)
@@ -68,11 +81,15 @@ def model_modules(f: ModelFacts, model_type: str) -> list[LinearModule]:
 def layer_modules(f: ModelFacts, model_type: str, layer: int, moe: bool) -> list[LinearModule]:
     """The linear modules of decoder layer `layer` (an MoE layer when `moe`)."""
     h = f.hidden_size
-    root = "language_model.model.layers" if model_type.startswith("llama4") else "model.layers"
+    root = _ROOTS.get(model_type.split("_text")[0], "model.layers")
+    if model_type.startswith("llama4"):
+        root = "language_model.model.layers"
     attn = f"{root}.{layer}.self_attn"
     out: list[LinearModule] = []
     o_params = f.num_heads * f.v_head_dim * h
-    if f.is_mla:
+    if layer in f.linear_layer_ids:
+        out += gdn_modules(f, f"{root}.{layer}.linear_attn")
+    elif f.is_mla:
         qk = f.qk_nope_head_dim + f.qk_rope_head_dim
         if f.q_lora_rank:
             out.append(_linear("attention_whole", f"{attn}.q_a_proj", h * f.q_lora_rank))
@@ -87,7 +104,8 @@ def layer_modules(f: ModelFacts, model_type: str, layer: int, moe: bool) -> list
     else:
         qkv = f.attn_sharded_params() - o_params
         out.append(_linear("attention", f"{attn}.qkv_proj", qkv, "q_proj", "k_proj", "v_proj"))
-    out.append(_linear("attention", f"{attn}.o_proj", o_params))
+    if layer not in f.linear_layer_ids:
+        out.append(_linear("attention", f"{attn}.o_proj", o_params))
     if f.index_head_dim:
         d, heads, idx = f.index_head_dim, f.index_n_heads, f"{attn}.indexer"
         out.append(_linear("attention_whole", f"{idx}.wq_b", (f.q_lora_rank or h) * heads * d))
@@ -107,6 +125,28 @@ def layer_modules(f: ModelFacts, model_type: str, layer: int, moe: bool) -> list
         out.append(_linear("shared", f"{shared}.gate_up_proj", 2 * h * i, "gate_proj", "up_proj"))
         out.append(_linear("shared", f"{shared}.down_proj", h * i))
     return out
+
+
+def gdn_modules(f: ModelFacts, prefix: str) -> list[LinearModule]:
+    """A GatedDeltaNet layer's linears as SGLang builds them (`Qwen3GatedDeltaNet`): the
+    merged `in_proj_qkvz` (Qwen3.5 checkpoints store `in_proj_qkv` and `in_proj_z`) and
+    `in_proj_ba`, and `out_proj`. `conv1d` is built with no quantization config, so it is
+    priced with the norms (`ModelFacts.linear_conv_params`)."""
+    h = f.hidden_size
+    key = f.linear_num_key_heads * f.linear_key_head_dim
+    value = f.linear_num_value_heads * f.linear_value_head_dim
+    qkvz = h * (2 * key + 2 * value)
+    return [
+        _linear("linear_attention", f"{prefix}.in_proj_qkvz", qkvz, "in_proj_qkv", "in_proj_z"),
+        _linear(
+            "linear_attention",
+            f"{prefix}.in_proj_ba",
+            h * 2 * f.linear_num_value_heads,
+            "in_proj_b",
+            "in_proj_a",
+        ),
+        _linear("linear_attention", f"{prefix}.out_proj", value * h),
+    ]
 
 
 def moe_layer_flags(f: ModelFacts) -> list[int]:

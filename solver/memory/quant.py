@@ -61,6 +61,8 @@ class Quant:
     attention_whole: float | None = None
     #: Shared experts; None: as `dense_mlp`.
     shared: float | None = None
+    #: GatedDeltaNet linears (`modules.gdn_modules`); None: as `attention`.
+    linear_attention: float | None = None
     #: The routed experts are WNA16 (compressed-tensors integer weights, 16-bit
     #: activations): the MoE method allocates per-expert `g_idx` buffers (`weights.py`).
     wna16_experts: bool = False
@@ -73,6 +75,10 @@ class Quant:
     @property
     def attention_whole_bytes(self) -> float:
         return self.attention if self.attention_whole is None else self.attention_whole
+
+    @property
+    def linear_attention_bytes(self) -> float:
+        return self.attention if self.linear_attention is None else self.linear_attention
 
     @property
     def shared_bytes(self) -> float:
@@ -104,6 +110,8 @@ def quant_from_config(hf: Mapping[str, Any], facts: ModelFacts | None = None) ->
         per["attention_whole"] = per["attention"]
     if not den["shared"]:
         per["shared"] = per["dense_mlp"]
+    if not den["linear_attention"]:
+        per["linear_attention"] = per["attention"]
     wna16 = any(scheme.wna16(m) for m in modules if m.is_experts)
     kv_b = next((scheme.price(m) for m in modules if m.name.endswith(".kv_b_proj")), None)
     return Quant(

@@ -164,24 +164,52 @@ class WeightModel:
         self.attn_whole = facts.attn_replicated_params() * q.attention_whole_bytes + (
             facts.norm_params() * q.unquantized
         )
+        #: A GatedDeltaNet layer's attention: its linears and conv over attention TP, its
+        #: gated norm whole (`ModelFacts.linear_attn_sharded_params`).
+        self.linear_sharded = (
+            facts.linear_attn_sharded_params() * q.linear_attention_bytes
+            + facts.linear_conv_params() * q.unquantized
+        )
+        self.linear_whole = facts.linear_norm_params() * q.unquantized
         self.dense = facts.dense_mlp_params() * q.dense_mlp
         self.expert = facts.expert_params() * q.experts
         self.shared = facts.shared_expert_params() * q.shared_bytes
         self.router = facts.router_params() * q.unquantized
         self.row = facts.hidden_size * q.unquantized  # one vocabulary row
         moe_first = moe_layer_flags(facts)
-        # Prefix counts of MoE layers, so a stage's count is one subtraction.
+        linear = set(facts.linear_layer_ids)
+        # Prefix counts of MoE, GatedDeltaNet and MoE GatedDeltaNet layers, so a stage's
+        # count is one subtraction.
         self._moe_prefix = [0]
-        for is_moe in moe_first:
+        self._linear_prefix = [0]
+        self._linear_moe_prefix = [0]
+        for i, is_moe in enumerate(moe_first):
             self._moe_prefix.append(self._moe_prefix[-1] + is_moe)
+            self._linear_prefix.append(self._linear_prefix[-1] + (i in linear))
+            self._linear_moe_prefix.append(self._linear_moe_prefix[-1] + (is_moe and i in linear))
+
+    def counts(self, start: int, end: int) -> tuple[int, int, int]:
+        """(MoE, GatedDeltaNet, MoE GatedDeltaNet) layers in [start, end)."""
+        return (
+            self._moe_prefix[end] - self._moe_prefix[start],
+            self._linear_prefix[end] - self._linear_prefix[start],
+            self._linear_moe_prefix[end] - self._linear_moe_prefix[start],
+        )
+
+    def linear_delta(self, attn_tp: int) -> float:
+        """What a GatedDeltaNet layer's attention costs a rank beyond a full-attention
+        layer's (negative when it is smaller)."""
+        full = self.attn_sharded / attn_tp + self.attn_whole + self.mla_copies(attn_tp)
+        return self.linear_sharded / attn_tp + self.linear_whole - full
 
     def model_bytes(self) -> float:
         """The whole model once: every component unsharded, unpadded."""
         f = self.facts
-        L, M = f.num_layers, f.num_moe_layers
+        L, M, G = f.num_layers, f.num_moe_layers, f.num_linear_layers
         head_rows = 0 if f.tie_word_embeddings else f.vocab_size
         return (
-            L * (self.attn_sharded + self.attn_whole)
+            (L - G) * (self.attn_sharded + self.attn_whole)
+            + G * (self.linear_sharded + self.linear_whole)
             + (L - M) * self.dense
             + M * (f.num_experts * self.expert + self.shared + self.router)
             + (f.vocab_size + head_rows) * self.row
@@ -218,16 +246,37 @@ class WeightModel:
         return hit
 
     def layer_tensors(
-        self, moe: bool, attn_tp: int, dense_tp: int, moe_tp: int, experts_here: int
+        self,
+        moe: bool,
+        attn_tp: int,
+        dense_tp: int,
+        moe_tp: int,
+        experts_here: int,
+        linear: bool = False,
     ) -> list[int]:
         """Bytes of each tensor one decoder layer allocates on a rank, in build order:
         its linears (fused as SGLang fuses them), the two norms (and per-head q/k norms),
-        and for an MoE layer the router, the experts' `w13`/`w2` and the shared expert."""
+        and for an MoE layer the router, the experts' `w13`/`w2` and the shared expert.
+        With `linear`, a GatedDeltaNet layer's (its conv, `dt_bias`, `A_log` and gated norm
+        after its linears)."""
         f, q = self.facts, self.facts.quant
         u, h = q.unquantized, f.hidden_size
         out: list[int] = []
-        for m in layer_modules(f, "", 0, moe):
-            if m.component == "attention":
+        ids = f.linear_layer_ids
+        layer = ids[0] if linear else next((i for i in range(f.num_layers) if i not in ids), 0)
+        for m in layer_modules(f, "", layer, moe):
+            if m.component == "linear_attention":
+                out += _weight_and_scales(m.params / attn_tp, q.linear_attention_bytes)
+                if m.name.endswith("out_proj"):
+                    heads = f.linear_num_value_heads // attn_tp
+                    conv = f.linear_conv_dim // attn_tp * f.linear_conv_kernel
+                    out += [
+                        int(conv * u),
+                        int(heads * u),
+                        int(heads * 4),
+                        int(f.linear_value_head_dim * u),
+                    ]
+            elif m.component == "attention":
                 out += _weight_and_scales(m.params / attn_tp, q.attention)
             elif m.component == "attention_whole":
                 out += _weight_and_scales(m.params, q.attention_whole_bytes)
@@ -241,19 +290,25 @@ class WeightModel:
                 for part in (2 / 3, 1 / 3):  # w13, then w2
                     out += _weight_and_scales(params * part, q.experts)
         out += [int(h * u), int(h * u)]
-        if f.qk_norm == "head":
+        if f.qk_norm == "head" and not linear:
             out += [int(f.head_dim * u)] * 2
         return out
 
     def layer_rounding(
-        self, moe: bool, attn_tp: int, dense_tp: int, moe_tp: int, experts_here: int
+        self,
+        moe: bool,
+        attn_tp: int,
+        dense_tp: int,
+        moe_tp: int,
+        experts_here: int,
+        linear: bool = False,
     ) -> float:
         """One layer's share of the allocator's rounding (`allocator.py`), in the steady
-        state of a run of identical layers."""
-        key = (int(moe), attn_tp, dense_tp, moe_tp, experts_here)
+        state of a run of identical layers (GatedDeltaNet ones with `linear`)."""
+        key = (int(moe), attn_tp, dense_tp, moe_tp, experts_here, int(linear))
         hit = self._rounding_cache.get(key)
         if hit is None:
-            tensors = self.layer_tensors(moe, attn_tp, dense_tp, moe_tp, experts_here)
+            tensors = self.layer_tensors(moe, attn_tp, dense_tp, moe_tp, experts_here, linear)
             hit = run_rounding(tuple(tensors), STEADY_LAYERS) / STEADY_LAYERS
             self._rounding_cache[key] = hit
         return hit
@@ -268,7 +323,7 @@ class WeightModel:
         f = self.facts
         start, end = stage_layers(f.num_layers, p.pp)[stage]
         n = end - start
-        moe = self._moe_prefix[end] - self._moe_prefix[start]
+        moe, lin, lin_moe = self.counts(start, end)
         experts_here = _ceil(f.num_experts, p.ep)
         first, last = stage == 0, stage == p.pp - 1
         vocab = f.padded_vocab
@@ -285,20 +340,30 @@ class WeightModel:
                 head = rows * self.row
                 rounding += self.vocab_rounding(rows)
             head += self.row  # final norm
-        if n - moe:  # a dense layer's tensors do not depend on the expert widths
-            rounding += (n - moe) * self.layer_rounding(False, p.attn_tp, p.dense_tp, 1, 0)
-        if moe:
-            widths = (p.attn_tp, p.dense_tp, p.moe_tp, experts_here)
-            rounding += moe * self.layer_rounding(True, *widths)
+        # Layers by kind: (dense, MoE) × (full attention, GatedDeltaNet).
+        dense_full, dense_lin = n - moe - (lin - lin_moe), lin - lin_moe
+        for count, is_moe, linear in (
+            (dense_full, False, False),
+            (dense_lin, False, True),
+            (moe - lin_moe, True, False),
+            (lin_moe, True, True),
+        ):
+            if count:  # a dense layer's tensors do not depend on the expert widths
+                widths = (p.moe_tp, experts_here) if is_moe else (1, 0)
+                rounding += count * self.layer_rounding(
+                    is_moe, p.attn_tp, p.dense_tp, *widths, linear=linear
+                )
+        full = n - lin
         return StageWeights(
-            attention=n * (self.attn_sharded / p.attn_tp + self.attn_whole),
+            attention=full * (self.attn_sharded / p.attn_tp + self.attn_whole)
+            + lin * (self.linear_sharded / p.attn_tp + self.linear_whole),
             dense_mlp=(n - moe) * self.dense / p.dense_tp,
             experts=moe * (experts_here * self.expert_per_rank(p.moe_tp) + self.router),
             shared=moe * self.shared / p.dense_tp,
             embedding=emb,
             lm_head=head,
             vision=self.vision_attn / p.attn_tp + self.vision_mlp / p.tp + self.vision_whole,
-            overhead=rounding + rope_cache_bytes(f) + n * self.mla_copies(p.attn_tp),
+            overhead=rounding + rope_cache_bytes(f) + full * self.mla_copies(p.attn_tp),
         )
 
     def per_rank(self, p: Parallel) -> float:
