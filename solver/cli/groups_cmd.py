@@ -9,9 +9,10 @@ from rich.table import Table
 
 from meshsat.solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
-from meshsat.solver.cli.output import out
+from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt
+from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import GROUP_KINDS, PlannedLayout, RankMap, Widths, plan_layout
 from meshsat.solver.inputs.layout_input import LayoutSources
@@ -96,6 +97,16 @@ def print_grids(m: RankMap) -> None:
             out.print(table)
 
 
+def print_planned(planned: PlannedLayout) -> None:
+    """The grids of a planned layout, or its widths alone above `MAX_LISTED_RANKS` ranks."""
+    w = planned.widths
+    if w.world > MAX_LISTED_RANKS:
+        out.print(_summary_line(w))
+        out.print(f"[dim]{w.world} ranks: above {MAX_LISTED_RANKS}, groups are not listed[/dim]")
+    else:
+        print_grids(planned.rank_map)
+
+
 def print_rank(m: RankMap, rank: int) -> None:
     r = m.ranks[rank]
     out.print(
@@ -134,8 +145,18 @@ def groups_cmd(
       meshsat groups --set tp_size=16 --set ep_size=16 --set nnodes=2 --rank 9
       meshsat groups --example qwen3-moe-dp-attention --json
     """
-    layout = read_layout(sources, sglang_version)
     chosen_fmt = chosen(fmt, as_json)
+    import meshsat.solver.cli.deployment_cmd as deployment_cmd
+
+    deployment, sources = deployment_cmd.deployment_input(sources, sglang_version)
+    if deployment is not None:
+        if rank is not None:
+            raise InputError(
+                "--rank names a rank of one server, and a PD deployment has several: give "
+                "that server's command"
+            )
+        raise typer.Exit(_deployment_groups(deployment, sglang_version, chosen_fmt))
+    layout = read_layout(sources, sglang_version, command="groups")
     try:
         planned = plan_layout(
             layout.config, layout.model, explain=None, sglang_version=sglang_version
@@ -153,10 +174,7 @@ def groups_cmd(
                 f"the layout has {w.world} ranks; --rank works up to {MAX_LISTED_RANKS} ranks"
             )
         if chosen_fmt is OutputFormat.table:
-            out.print(_summary_line(w))
-            out.print(
-                f"[dim]{w.world} ranks: above {MAX_LISTED_RANKS}, groups are not listed[/dim]"
-            )
+            print_planned(planned)
         else:
             emit(chosen_fmt, groups_document(planned), [])
         return
@@ -167,7 +185,7 @@ def groups_cmd(
         if rank is not None:
             print_rank(m, rank)
         else:
-            print_grids(m)
+            print_planned(planned)
         return
     data = groups_document(planned)
     rows = data["ranks"]
@@ -178,3 +196,21 @@ def groups_cmd(
         }
         rows = [data["rank"]]
     emit(chosen_fmt, data, rows)
+
+
+def _deployment_groups(
+    deployment: Deployment, sglang_version: str | None, fmt: OutputFormat
+) -> int:
+    """`groups` on a PD deployment: each server's groups; exit 1 when a server's layout is
+    invalid (its report is shown in its place)."""
+    from meshsat.solver.cli import groups_deployment as gd
+
+    for text in gd.server_notes(deployment):
+        note(text)
+    servers = gd.plan_servers(deployment, sglang_version)
+    if fmt is OutputFormat.table:
+        gd.print_deployment_groups(servers, len(deployment.routers))
+    else:
+        data = gd.deployment_groups_document(deployment, servers, sglang_version)
+        emit(fmt, data, gd.deployment_rows(data))
+    return 0 if all(s.planned is not None for s in servers) else 1
