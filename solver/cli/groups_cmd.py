@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
+import meshsat.solver.cli.groups_deployment as gd
 from meshsat.solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
+from meshsat.solver.cli.groups_view import MAX_LISTED_RANKS, groups_document, print_planned
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.errors import InputError
-from meshsat.solver.groups import GROUP_KINDS, PlannedLayout, RankMap, Widths, plan_layout
+from meshsat.solver.groups import GROUP_KINDS, RankMap, plan_layout
 from meshsat.solver.inputs.layout_input import LayoutSources
 from meshsat.solver.validation.report import InvalidLayoutError
 
@@ -27,84 +29,6 @@ RankOpt = Annotated[
         show_default=False,
     ),
 ]
-#: What each grid cell shows, as (label, group kind).
-CELL = (("A", "attn_tp"), ("C", "attn_cp"), ("E", "ep"))
-
-
-def _index(m: RankMap) -> dict[str, dict[int, int]]:
-    """Group number of every rank, per kind (groups numbered in rank order)."""
-    return {kind: {r: i for i, g in enumerate(m.groups[kind]) for r in g} for kind in GROUP_KINDS}
-
-
-#: Above this many ranks the map is summarised (widths only): listing a million ranks
-#: takes minutes and gigabytes and is read by nobody.
-MAX_LISTED_RANKS = 4096
-
-
-def _summary_line(w: Widths) -> str:
-    return (
-        f"{w.world} GPU(s) on {-(-w.world // w.gpus_per_node)} node(s) of {w.gpus_per_node}: "
-        f"{w.replicas} replica(s) × pp {w.pp} × tp {w.tp}; attention dp {w.attn_dp} · cp "
-        f"{w.attn_cp} · tp {w.attn_tp}; MoE dp {w.moe_dp} · ep {w.ep} · tp {w.moe_tp}"
-        + (f"; dcp {w.dcp}" if w.dcp > 1 else "")
-    )
-
-
-def _widths_dict(w: Widths) -> dict[str, int]:
-    names = ("tp", "pp", "replicas", "attn_dp", "attn_cp", "attn_tp", "ep", "moe_dp", "moe_tp")
-    return {n: getattr(w, n) for n in (*names, "dcp")}
-
-
-def groups_document(planned: PlannedLayout) -> dict[str, Any]:
-    """`meshsat groups --format json`'s document (and the web API's `/api/groups`): the rank
-    map, or only the widths above `MAX_LISTED_RANKS` ranks."""
-    w = planned.widths
-    if w.world > MAX_LISTED_RANKS:
-        return {
-            "world": w.world,
-            "gpus_per_node": w.gpus_per_node,
-            "widths": _widths_dict(w),
-            "ranks_listed": False,
-        }
-    return planned.rank_map.to_dict()
-
-
-def print_grids(m: RankMap) -> None:
-    w = m.widths
-    idx = _index(m)
-    out.print(_summary_line(w))
-    out.print(
-        "[dim]cell: global rank, then A = attention-TP group, C = attention-CP group, "
-        "E = expert-parallel group (numbered in rank order)[/dim]"
-    )
-    for replica in range(w.replicas):
-        for stage in range(w.pp):
-            ranks = [r for r in m.ranks if r.replica == replica and r.pp == stage]
-            title = f"pipeline stage {stage}" + (f", replica {replica}" if w.replicas > 1 else "")
-            cols = min(w.gpus_per_node, len(ranks))
-            table = Table(title=title, title_justify="left", show_lines=True)
-            table.add_column("node", no_wrap=True)
-            for c in range(cols):
-                table.add_column(f"gpu {c}" if cols == w.gpus_per_node else "", no_wrap=True)
-            rows: dict[int, list[str]] = {}
-            for r in ranks:
-                cell = f"[bold]{r.rank}[/bold]\n" + " ".join(
-                    f"{label}{idx[kind][r.rank]}" for label, kind in CELL
-                )
-                rows.setdefault(r.node, [""] * cols)[r.local_gpu % cols] = cell
-            for node, cells in rows.items():
-                table.add_row(str(node), *cells)
-            out.print(table)
-
-
-def print_planned(planned: PlannedLayout) -> None:
-    """The grids of a planned layout, or its widths alone above `MAX_LISTED_RANKS` ranks."""
-    w = planned.widths
-    if w.world > MAX_LISTED_RANKS:
-        out.print(_summary_line(w))
-        out.print(f"[dim]{w.world} ranks: above {MAX_LISTED_RANKS}, groups are not listed[/dim]")
-    else:
-        print_grids(planned.rank_map)
 
 
 def print_rank(m: RankMap, rank: int) -> None:
@@ -203,8 +127,6 @@ def _deployment_groups(
 ) -> int:
     """`groups` on a PD deployment: each server's groups; exit 1 when a server's layout is
     invalid (its report is shown in its place)."""
-    from meshsat.solver.cli import groups_deployment as gd
-
     for text in gd.server_notes(deployment):
         note(text)
     servers = gd.plan_servers(deployment, sglang_version)

@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from meshsat.solver.cli.groups_cmd import groups_document, print_planned
+from meshsat.solver.cli.groups_view import groups_document, print_planned
 from meshsat.solver.cli.layout_options import missing_flags_text
 from meshsat.solver.cli.output import out
 from meshsat.solver.cli.report_view import print_report

@@ -392,13 +392,13 @@ def rewrite_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wor
 
 
 def groups_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
-    from meshsat.solver.cli.groups_cmd import groups_document
+    from meshsat.solver.cli.groups_view import groups_document
     from meshsat.solver.groups import plan_layout
     from meshsat.solver.validation.report import InvalidLayoutError
 
     deployment = _deployment(params)
     if deployment is not None:  # a PD script: one entry per server (docs/disaggregation.md)
-        from meshsat.solver.cli import groups_deployment as gd
+        import meshsat.solver.cli.groups_deployment as gd
 
         version = params.get("sglang_version")
         servers = gd.plan_servers(deployment, version)
