@@ -62,12 +62,17 @@ def groups_cmd(
     (dp, cp, tp) and MoE as (moe_dp, ep, moe_tp), the last coordinate fastest.
     An invalid layout exits 1 with the validator's messages.
 
+    A PD deployment (a script with a router, or prefill and decode servers) shows each
+    server's groups under its name and role, as for that server's command alone (--json:
+    one entry per server under "roles"); --rank then needs one server's command.
+
     Examples:
 
     \b
       meshsat groups --set tp_size=8 --set attn_cp_size=2
       meshsat groups --set tp_size=16 --set ep_size=16 --set nnodes=2 --rank 9
       meshsat groups --example qwen3-moe-dp-attention --json
+      meshsat groups --sglang-file pd.sh   # a PD deployment: every server's groups
     """
     chosen_fmt = chosen(fmt, as_json)
     import meshsat.solver.cli.deployment_cmd as deployment_cmd
