@@ -141,7 +141,7 @@ def read_layout(
     sglang_version: str | None = None,
     *,
     launch_notes: bool = True,
-    command: str = "this command",
+    command: str,
 ) -> LayoutInput:
     """`load_layout` for a command, with repository ids looked up in the embedded model
     catalogue and the command's flags judged by `sglang_version`'s flag table; its notes go
