@@ -77,15 +77,12 @@ def groups_cmd(
     chosen_fmt = chosen(fmt, as_json)
     import meshsat.solver.cli.deployment_cmd as deployment_cmd
 
-    deployment, sources = deployment_cmd.deployment_input(sources, sglang_version)
-    if deployment is not None:
-        if rank is not None:
-            raise InputError(
-                "--rank names a rank of one server, and a PD deployment has several: give "
-                "that server's command"
-            )
-        raise typer.Exit(_deployment_groups(deployment, sglang_version, chosen_fmt))
-    layout = read_layout(sources, sglang_version, command="groups")
+    if rank is None:  # a rank is one server's: with --rank, a deployment is refused
+        deployment, sources = deployment_cmd.deployment_input(sources, sglang_version)
+        if deployment is not None:
+            raise typer.Exit(_deployment_groups(deployment, sglang_version, chosen_fmt))
+    command = "groups" if rank is None else "groups --rank"
+    layout = read_layout(sources, sglang_version, command=command)
     try:
         planned = plan_layout(
             layout.config, layout.model, explain=None, sglang_version=sglang_version
