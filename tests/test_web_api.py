@@ -81,6 +81,8 @@ def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
         ("fix", {"sglang": REJECTED, "gpus": 8}, ["fix", "--sglang", REJECTED, "--gpus", "8"]),
         ("groups", {"sglang": TWO_NODES}, ["groups", "--sglang", TWO_NODES]),
         ("groups", {"sglang": REJECTED}, ["groups", "--sglang", REJECTED]),
+        ("groups", {"sglang": PD}, ["groups", "--sglang", PD]),
+        ("fix", {"sglang": PD}, ["fix", "--sglang", PD]),
         (
             "diff",
             {"old": "0.5.19", "new": "0.5.23", "set": ["tp_size=8", "dp_size=2"]},
@@ -154,6 +156,28 @@ def test_bad_input_is_the_cli_error_line(
     assert run.code == 2 and status == 400 and headers["X-Meshsat-Exit"] == "2"
     assert doc["error"] == run.err.strip() and "\n" not in doc["error"]
     assert doc["field"] == field
+
+
+def test_a_deployment_is_refused_where_one_server_is_read(server: MeshsatServer) -> None:
+    body = {"sglang": PD, "old": "0.5.19", "new": "0.5.23"}
+    status, headers, doc = call(server, "POST", "/api/diff", body)
+    assert status == 400 and headers["X-Meshsat-Exit"] == "2" and doc["field"] == "sglang"
+    assert doc["error"] == (
+        "meshsat: error: the pasted command holds a PD deployment (2 servers, 1 router): diff "
+        "takes one server; check the deployment with validate or fix, or give one server's "
+        "command"
+    )
+
+
+def test_a_deployment_is_rewritten_as_the_cli_rewrites_it(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = PD.replace("--tp 4", "--tp 4 --dp 3 --enable-dp-attention")
+    status, headers, doc = call(server, "POST", "/api/rewrite", {"sglang": broken})
+    run = run_cli(capsys, "validate", "--sglang", broken, "--rewrite")
+    assert status == 200 and int(headers["X-Meshsat-Exit"]) == run.code
+    assert doc["script"] is not None and doc["script"] != broken
+    assert doc["script"] == run.out
 
 
 def test_plan_emits_the_clis_leaderworkerset(

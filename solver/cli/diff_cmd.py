@@ -61,7 +61,7 @@ def diff_cmd(
     """
     a, b = get_pack(old), get_pack(new)
     given = sources.given
-    data = diff_document(a, b, read_layout(sources, new) if given else None)
+    data = diff_document(a, b, read_layout(sources, new, command="diff") if given else None)
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is not OutputFormat.table:
         rows = [

@@ -238,7 +238,7 @@ def enumerate_cmd(
             f"--up-to sums every GPU count 1..N; it is limited to N <= {MAX_UP_TO} GPUs"
         )
     with time_limit(timeout, "enumerate"):
-        layout = read_layout(sources, sglang_version)
+        layout = read_layout(sources, sglang_version, command="enumerate")
         if layout.model is not None:
             quant_note(layout.model.quant_not_checked)
         names = [*DEFAULT_VARY, *(vary or [])]

@@ -137,7 +137,7 @@ def fix_cmd(
                 timeout_s=timeout,
             )
         )
-    layout = read_layout(sources, sglang_version)
+    layout = read_layout(sources, sglang_version, command="fix")
     report = fix(
         layout.config,
         layout.model,

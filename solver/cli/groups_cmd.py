@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
+import meshsat.solver.cli.groups_deployment as gd
 from meshsat.solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
+from meshsat.solver.cli.groups_view import MAX_LISTED_RANKS, groups_document, print_planned
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
-from meshsat.solver.cli.output import out
+from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt
+from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.errors import InputError
-from meshsat.solver.groups import GROUP_KINDS, PlannedLayout, RankMap, Widths, plan_layout
+from meshsat.solver.groups import GROUP_KINDS, RankMap, plan_layout
 from meshsat.solver.inputs.layout_input import LayoutSources
 from meshsat.solver.validation.report import InvalidLayoutError
 
@@ -26,74 +29,6 @@ RankOpt = Annotated[
         show_default=False,
     ),
 ]
-#: What each grid cell shows, as (label, group kind).
-CELL = (("A", "attn_tp"), ("C", "attn_cp"), ("E", "ep"))
-
-
-def _index(m: RankMap) -> dict[str, dict[int, int]]:
-    """Group number of every rank, per kind (groups numbered in rank order)."""
-    return {kind: {r: i for i, g in enumerate(m.groups[kind]) for r in g} for kind in GROUP_KINDS}
-
-
-#: Above this many ranks the map is summarised (widths only): listing a million ranks
-#: takes minutes and gigabytes and is read by nobody.
-MAX_LISTED_RANKS = 4096
-
-
-def _summary_line(w: Widths) -> str:
-    return (
-        f"{w.world} GPU(s) on {-(-w.world // w.gpus_per_node)} node(s) of {w.gpus_per_node}: "
-        f"{w.replicas} replica(s) × pp {w.pp} × tp {w.tp}; attention dp {w.attn_dp} · cp "
-        f"{w.attn_cp} · tp {w.attn_tp}; MoE dp {w.moe_dp} · ep {w.ep} · tp {w.moe_tp}"
-        + (f"; dcp {w.dcp}" if w.dcp > 1 else "")
-    )
-
-
-def _widths_dict(w: Widths) -> dict[str, int]:
-    names = ("tp", "pp", "replicas", "attn_dp", "attn_cp", "attn_tp", "ep", "moe_dp", "moe_tp")
-    return {n: getattr(w, n) for n in (*names, "dcp")}
-
-
-def groups_document(planned: PlannedLayout) -> dict[str, Any]:
-    """`meshsat groups --format json`'s document (and the web API's `/api/groups`): the rank
-    map, or only the widths above `MAX_LISTED_RANKS` ranks."""
-    w = planned.widths
-    if w.world > MAX_LISTED_RANKS:
-        return {
-            "world": w.world,
-            "gpus_per_node": w.gpus_per_node,
-            "widths": _widths_dict(w),
-            "ranks_listed": False,
-        }
-    return planned.rank_map.to_dict()
-
-
-def print_grids(m: RankMap) -> None:
-    w = m.widths
-    idx = _index(m)
-    out.print(_summary_line(w))
-    out.print(
-        "[dim]cell: global rank, then A = attention-TP group, C = attention-CP group, "
-        "E = expert-parallel group (numbered in rank order)[/dim]"
-    )
-    for replica in range(w.replicas):
-        for stage in range(w.pp):
-            ranks = [r for r in m.ranks if r.replica == replica and r.pp == stage]
-            title = f"pipeline stage {stage}" + (f", replica {replica}" if w.replicas > 1 else "")
-            cols = min(w.gpus_per_node, len(ranks))
-            table = Table(title=title, title_justify="left", show_lines=True)
-            table.add_column("node", no_wrap=True)
-            for c in range(cols):
-                table.add_column(f"gpu {c}" if cols == w.gpus_per_node else "", no_wrap=True)
-            rows: dict[int, list[str]] = {}
-            for r in ranks:
-                cell = f"[bold]{r.rank}[/bold]\n" + " ".join(
-                    f"{label}{idx[kind][r.rank]}" for label, kind in CELL
-                )
-                rows.setdefault(r.node, [""] * cols)[r.local_gpu % cols] = cell
-            for node, cells in rows.items():
-                table.add_row(str(node), *cells)
-            out.print(table)
 
 
 def print_rank(m: RankMap, rank: int) -> None:
@@ -127,15 +62,27 @@ def groups_cmd(
     (dp, cp, tp) and MoE as (moe_dp, ep, moe_tp), the last coordinate fastest.
     An invalid layout exits 1 with the validator's messages.
 
+    A PD deployment (a script with a router, or prefill and decode servers) shows each
+    server's groups under its name and role, as for that server's command alone (--json:
+    one entry per server under "roles"); --rank then needs one server's command.
+
     Examples:
 
     \b
       meshsat groups --set tp_size=8 --set attn_cp_size=2
       meshsat groups --set tp_size=16 --set ep_size=16 --set nnodes=2 --rank 9
       meshsat groups --example qwen3-moe-dp-attention --json
+      meshsat groups --sglang-file pd.sh   # a PD deployment: every server's groups
     """
-    layout = read_layout(sources, sglang_version)
     chosen_fmt = chosen(fmt, as_json)
+    import meshsat.solver.cli.deployment_cmd as deployment_cmd
+
+    if rank is None:  # a rank is one server's: with --rank, a deployment is refused
+        deployment, sources = deployment_cmd.deployment_input(sources, sglang_version)
+        if deployment is not None:
+            raise typer.Exit(_deployment_groups(deployment, sglang_version, chosen_fmt))
+    command = "groups" if rank is None else "groups --rank"
+    layout = read_layout(sources, sglang_version, command=command)
     try:
         planned = plan_layout(
             layout.config, layout.model, explain=None, sglang_version=sglang_version
@@ -153,10 +100,7 @@ def groups_cmd(
                 f"the layout has {w.world} ranks; --rank works up to {MAX_LISTED_RANKS} ranks"
             )
         if chosen_fmt is OutputFormat.table:
-            out.print(_summary_line(w))
-            out.print(
-                f"[dim]{w.world} ranks: above {MAX_LISTED_RANKS}, groups are not listed[/dim]"
-            )
+            print_planned(planned)
         else:
             emit(chosen_fmt, groups_document(planned), [])
         return
@@ -167,7 +111,7 @@ def groups_cmd(
         if rank is not None:
             print_rank(m, rank)
         else:
-            print_grids(m)
+            print_planned(planned)
         return
     data = groups_document(planned)
     rows = data["ranks"]
@@ -178,3 +122,19 @@ def groups_cmd(
         }
         rows = [data["rank"]]
     emit(chosen_fmt, data, rows)
+
+
+def _deployment_groups(
+    deployment: Deployment, sglang_version: str | None, fmt: OutputFormat
+) -> int:
+    """`groups` on a PD deployment: each server's groups; exit 1 when a server's layout is
+    invalid (its report is shown in its place)."""
+    for text in gd.server_notes(deployment):
+        note(text)
+    servers = gd.plan_servers(deployment, sglang_version)
+    if fmt is OutputFormat.table:
+        gd.print_deployment_groups(servers, len(deployment.routers))
+    else:
+        data = gd.deployment_groups_document(deployment, servers, sglang_version)
+        emit(fmt, data, gd.deployment_rows(data))
+    return 0 if all(s.planned is not None for s in servers) else 1

@@ -5,12 +5,19 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
-from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
+from meshsat.solver.inputs.layout_input import (
+    MAX_SCRIPT_BYTES,
+    LayoutInput,
+    LayoutSources,
+    load_layout,
+    script_text,
+)
 from meshsat.solver.lang.limits import listed
 
 ConfigOpt = Annotated[
@@ -51,7 +58,8 @@ SglangFileOpt = Annotated[
         "--sglang-file",
         metavar="SCRIPT",
         help="A launch script; several launches in it are the nodes of one job, which must "
-        "agree on the layout.",
+        "agree on the layout. A script with a router or with prefill and decode servers is a "
+        "PD deployment: validate, fix and groups answer per server; the others refuse it.",
         show_default=False,
     ),
 ]
@@ -129,18 +137,23 @@ def layout_inputs(*names: str) -> Callable[[Callable[..., R]], Callable[..., R]]
 
 
 def read_layout(
-    sources: LayoutSources, sglang_version: str | None = None, *, launch_notes: bool = True
+    sources: LayoutSources,
+    sglang_version: str | None = None,
+    *,
+    launch_notes: bool = True,
+    command: str,
 ) -> LayoutInput:
     """`load_layout` for a command, with repository ids looked up in the embedded model
     catalogue and the command's flags judged by `sglang_version`'s flag table; its notes go
     to stderr. `launch_notes=False`: the caller reports the job disagreements and refused
-    flags itself (validate makes them violations)."""
+    flags itself (validate makes them violations). A PD deployment is refused, naming
+    `command` (`one_server`): a command that reads it has not asked for one."""
     from meshsat.solver.cli.output import note
     from meshsat.solver.memory.models import model_config
     from meshsat.solver.packs import get_pack
 
     release = get_pack(sglang_version).version
-    layout = load_layout(sources, catalogue=model_config, release=release)
+    layout = load_layout(one_server(sources, command), catalogue=model_config, release=release)
     for text in layout.notes:
         note(text)
     if launch_notes:
@@ -159,3 +172,24 @@ def missing_flags_text(layout: LayoutInput) -> str:
     if layout.missing_in:
         return f"{n} flag(s) SGLang {layout.missing_in}'s parser would refuse: {shown}"
     return f"{n} flag(s) no SGLang release has (its parser would refuse them): {shown}"
+
+
+def one_server(sources: LayoutSources, command: str) -> LayoutSources:
+    """The sources, when their launch text is one job; an `InputError` when it is a PD
+    deployment (`refuse_deployment`). Standard input, read here once, is handed on as
+    text."""
+    from meshsat.solver.deployment.reader import refuse_deployment
+
+    if (sources.sglang is None) == (sources.sglang_file is None):
+        return sources  # no launch text, or both (load_layout refuses that)
+    where = "the --sglang command"
+    if sources.sglang_file is not None:
+        where = str(sources.sglang_file)
+    elif sources.sglang == "-":
+        where = "standard input"
+    text = script_text(sources)
+    if sources.sglang == "-":
+        sources = replace(sources, sglang=text)
+    if len(text) <= MAX_SCRIPT_BYTES:  # a larger one: load_layout refuses it in its words
+        refuse_deployment(text, where, command)
+    return sources

@@ -120,7 +120,7 @@ def validate_cmd(
                 memory=memory,
             )
         )
-    layout = read_layout(sources, sglang_version, launch_notes=False)
+    layout = read_layout(sources, sglang_version, launch_notes=False, command="validate")
     if rewrite:
         raise typer.Exit(print_rewritten(layout, sglang_version))
     report = validate(layout.config, layout.model, sglang_version=sglang_version)

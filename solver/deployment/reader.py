@@ -192,6 +192,51 @@ def is_deployment(commands: tuple[LaunchCommand, ...]) -> bool:
     return any(c.router for c in commands) or len(roles) > 1
 
 
+@dataclass(frozen=True)
+class Shape:
+    """How many servers and routers a deployment's script holds, read without reading any
+    server's layout: what a command that takes one server says when it refuses one."""
+
+    servers: int
+    routers: int
+
+    def text(self) -> str:
+        def counted(n: int, noun: str) -> str:
+            return f"{n} {noun}" + ("" if n == 1 else "s")
+
+        return f"{counted(self.servers, 'server')}, {counted(self.routers, 'router')}"
+
+
+def deployment_shape(text: str) -> Shape | None:
+    """The shape of the deployment `text` launches, or None when it is one job (or not a
+    script the launch reader takes: the single-job reader then says what is wrong)."""
+    if not _may_be_deployment(text):
+        return None
+    try:
+        commands = read_launch_commands(text, routers=True)
+    except InputError:
+        return None
+    if not is_deployment(commands):
+        return None
+    launches = tuple(c for c in commands if not c.router)
+    try:
+        servers = len(group_servers(launches))
+    except InputError:  # a non-integer --nnodes: count the launches
+        servers = len(launches)
+    return Shape(servers, sum(c.router for c in commands))
+
+
+def refuse_deployment(text: str, where: str, command: str) -> None:
+    """An `InputError` when `text` is a PD deployment and `command` reads one server: taking
+    the script's first server would answer for a server the user did not ask about."""
+    shape = deployment_shape(text)
+    if shape is not None:
+        raise InputError(
+            f"{where} holds a PD deployment ({shape.text()}): {command} takes one server; "
+            "check the deployment with validate or fix, or give one server's command"
+        )
+
+
 def read_deployment(
     text: str,
     load: LoadServer,

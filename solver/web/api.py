@@ -163,9 +163,11 @@ def parse(
     return dict(ctx.params)
 
 
-def _layout(params: Mapping[str, Any]) -> Any:
-    """The layout a request gives (a pasted command, `set` fields, an embedded example)."""
-    from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
+def _layout(params: Mapping[str, Any], command: str) -> Any:
+    """The layout a request gives (a pasted command, `set` fields, an embedded example);
+    a pasted PD deployment is refused, naming `command`, which reads one server."""
+    from meshsat.solver.deployment.reader import refuse_deployment
+    from meshsat.solver.inputs.layout_input import MAX_SCRIPT_BYTES, LayoutSources, load_layout
     from meshsat.solver.memory.models import catalogue_config
     from meshsat.solver.packs import get_pack
 
@@ -176,6 +178,12 @@ def _layout(params: Mapping[str, Any]) -> Any:
     )
     if not sources.given:
         raise FieldError("give a launch command (sglang), fields (set) or an example", "sglang")
+    text = sources.sglang
+    if text is not None and len(text) <= MAX_SCRIPT_BYTES:
+        try:
+            refuse_deployment(text, "the pasted command", command)
+        except InputError as exc:
+            raise FieldError(str(exc), "sglang") from None
     release = get_pack(params.get("sglang_version")).version
     return load_layout(sources, catalogue=catalogue_config, release=release, local_files=False)
 
@@ -191,6 +199,11 @@ def _deployment(params: Mapping[str, Any]) -> Any:
         return None
     release = get_pack(params.get("sglang_version")).version
     return pasted_deployment(text, tuple(params.get("sets") or ()), release)
+
+
+def _server_notes(deployment: Any) -> tuple[str, ...]:
+    """Each server's reading notes, prefixed with the server."""
+    return tuple(f"{s.name}: {n}" for s in deployment.servers for n in s.layout.notes)
 
 
 def _model(layout: Any, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -294,9 +307,8 @@ def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wo
         from meshsat.solver.cli.deployment_cmd import judged
 
         verdict = judged(deployment, version, strict=bool(params.get("strict")))
-        notes = tuple(f"{s.name}: {n}" for s in deployment.servers for n in s.layout.notes)
-        return Answer(verdict.to_dict(), 0 if verdict.valid else 1, notes)
-    layout = _layout(params)
+        return Answer(verdict.to_dict(), 0 if verdict.valid else 1, _server_notes(deployment))
+    layout = _layout(params, "validate")
     report = validate(layout.config, layout.model, sglang_version=version)
     report = with_launch_checks(report, layout, strict=bool(params.get("strict")))
     report, mem = with_memory(
@@ -316,8 +328,31 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
     from meshsat.solver.cli.memory_options import memory_model, report_pack
     from meshsat.solver.repair.fix import fix
 
-    layout = _layout(params)
     version = params.get("sglang_version")
+    deployment = _deployment(params)
+    if deployment is not None:  # a PD script: fixed server by server, as `meshsat fix` does
+        from meshsat.solver.deployment.fix import fix_deployment
+
+        if (
+            params.get("gpus") is not None
+            or params["top"] != 1
+            or params.get("gpu")
+            or params.get("gpu_memory")
+        ):
+            raise FieldError(
+                "a PD deployment is fixed server by server: gpus, top and gpu apply to one "
+                "server (fix its command alone)",
+                "sglang",
+            )
+        result = fix_deployment(
+            deployment,
+            sglang_version=version,
+            pins=tuple(params.get("pin") or ()),
+            objective=params["objective"],
+            timeout_s=min(params["timeout"], MAX_FIX_TIMEOUT_S),
+        )
+        return Answer(result.to_dict(), 0 if result.ok else 1, _server_notes(deployment))
+    layout = _layout(params, "fix")
     memory = memory_model(
         _model(layout, params),
         params.get("gpu"),
@@ -343,17 +378,34 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
 def rewrite_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
     from meshsat.solver.cli.validate_cmd import rewritten
 
-    layout = _layout(params)
+    deployment = _deployment(params)
+    if deployment is not None:  # each server rewritten under the pair rules (validate --rewrite)
+        from meshsat.solver.cli.deployment_cmd import rewritten_deployment
+        from meshsat.solver.packs import get_pack
+
+        script, said = rewritten_deployment(deployment, get_pack(params.get("sglang_version")))
+        document = {"script": script, "notes": said}
+        return Answer(document, 0 if script is not None else 1, _server_notes(deployment))
+    layout = _layout(params, "rewrite")
     text, notes = rewritten(layout, params.get("sglang_version"))
     return Answer({"script": text, "notes": notes}, 0 if text is not None else 1, layout.notes)
 
 
 def groups_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
-    from meshsat.solver.cli.groups_cmd import groups_document
+    from meshsat.solver.cli.groups_view import groups_document
     from meshsat.solver.groups import plan_layout
     from meshsat.solver.validation.report import InvalidLayoutError
 
-    layout = _layout(params)
+    deployment = _deployment(params)
+    if deployment is not None:  # a PD script: one entry per server (docs/disaggregation.md)
+        import meshsat.solver.cli.groups_deployment as gd
+
+        version = params.get("sglang_version")
+        servers = gd.plan_servers(deployment, version)
+        document = gd.deployment_groups_document(deployment, servers, version)
+        code = 0 if document["deployment"]["valid"] else 1
+        return Answer(document, code, tuple(gd.server_notes(deployment)))
+    layout = _layout(params, "groups")
     try:
         planned = plan_layout(
             layout.config, layout.model, explain=None, sglang_version=params.get("sglang_version")
@@ -374,7 +426,7 @@ def diff_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         sglang=params.get("sglang"),
         example=params.get("example"),
     ).given
-    layout = _layout({**params, "sglang_version": params["new"]}) if given else None
+    layout = _layout({**params, "sglang_version": params["new"]}, "diff") if given else None
     return Answer(diff_document(a, b, layout), 0, () if layout is None else layout.notes)
 
 
