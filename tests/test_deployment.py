@@ -45,6 +45,7 @@ RECIPES: dict[str, tuple[str, dict[str, int], int]] = {
     "sglang-docs-0.4.6-mini-lb.sh": ("0.4.6.post5", {"prefill": 1, "decode": 1}, 2),
     "sglang-issue-6017-96xh100.sh": ("0.5.23", {"prefill": 1, "decode": 1}, 96),
     "sglang-pr-4880-qwen2.5-mini-lb.sh": ("0.4.6.post5", {"prefill": 1, "decode": 1}, 4),
+    "ome-kimi-k2-128xh200.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 128),
 }
 
 
