@@ -24,11 +24,13 @@ from meshsat.solver.deployment.reader import read_deployment
 from meshsat.solver.deployment.rules import checked_ids
 from meshsat.solver.deployment.validate import (
     DeploymentReport,
+    judge,
     load_server,
     read,
     validate_deployment,
 )
 from meshsat.solver.inputs.launch import read_launch_commands
+from meshsat.solver.inputs.layout_input import LayoutSources
 from meshsat.solver.inputs.rewrite import set_flags
 from meshsat.solver.packs import get_pack, known_versions
 from tests.cli_helpers import run_cli
@@ -46,6 +48,12 @@ RECIPES: dict[str, tuple[str, dict[str, int], int]] = {
     "sglang-issue-6017-96xh100.sh": ("0.5.23", {"prefill": 1, "decode": 1}, 96),
     "sglang-pr-4880-qwen2.5-mini-lb.sh": ("0.4.6.post5", {"prefill": 1, "decode": 1}, 4),
     "ome-kimi-k2-128xh200.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 128),
+    "sglang-docs-ascend-qwen3-235b.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 48),
+}
+#: The machine a recipe names beyond its flags (`--set`): an Atlas 800I A3 node holds 16 NPUs,
+#: not the 8 GPUs meshsat assumes, which its multi-node decode servers (TP 32 on 2 nodes) need.
+HARDWARE: dict[str, tuple[str, ...]] = {
+    "sglang-docs-ascend-qwen3-235b.sh": ("gpus_per_node=16",),
 }
 
 
@@ -65,13 +73,15 @@ def test_every_fixture_is_listed() -> None:
 @pytest.mark.parametrize("name", sorted(RECIPES))
 def test_public_recipe_is_accepted(name: str) -> None:
     release, roles, gpus = RECIPES[name]
-    report = verdict(recipe(name), release)
+    text = recipe(name)
+    deployment = read(text, load_server(None, release), LayoutSources(sets=HARDWARE.get(name, ())))
+    report = judge(deployment, get_pack(release))
     assert report.valid, (report.broken, [f.message for f in report.findings])
     assert report.to_dict()["deployment"]["servers"] == {"aggregated": 0, **roles}
     assert sum(r.gpus for r in report.roles) == gpus
+    if name in HARDWARE:  # without the machine's size only the node check refuses it
+        assert verdict(text, release).broken == ("TOPO-NODE-GPUS",)
     # --rewrite keeps an accepted script byte for byte
-    text = recipe(name)
-    deployment = read(text, load_server(None, release))
     assert rewritten_deployment(deployment, get_pack(release))[0] == text
 
 
@@ -255,6 +265,22 @@ def test_router_that_swaps_the_roles_is_rejected() -> None:
     assert [(r.moves, r.add_pd) for r in fixed.routers] == [
         ((("http://127.0.0.1:30001", "decode"), ("http://127.0.0.1:30000", "prefill")), True)
     ]
+
+
+def test_a_placeholder_host_in_a_router_url_is_one_word() -> None:
+    """SGLang's Ascend docs write `--prefill http://<P_IP>:8000 8995`: the placeholder is an
+    unknown host of that URL, not a shell redirection that cut the URL to `http://` (which
+    made the router name a server no script holds: ROUTER-UNKNOWN-URL)."""
+    text = (
+        "python -m sglang.launch_server --model-path m --disaggregation-mode prefill\n"
+        "python -m sglang_router.launch_router --pd-disaggregation "
+        "--prefill http://<P_IP>:8000 8995 --decode http://<D_IP>:8001\n"
+    )
+    (router,) = [c for c in read_launch_commands(text, routers=True) if c.router]
+    words = [(w.text, w.expansion) for w in router.words]
+    assert ("http://$P_IP_:8000", "<P_IP>") in words and ("8995", None) in words
+    report = verdict(recipe("sglang-docs-ascend-qwen3-235b.sh"), "0.5.18")
+    assert "ROUTER-UNKNOWN-URL" not in {f.rule for f in report.findings}
 
 
 def test_prefill_alone_is_not_a_deployment() -> None:
