@@ -49,11 +49,13 @@ RECIPES: dict[str, tuple[str, dict[str, int], int]] = {
     "sglang-pr-4880-qwen2.5-mini-lb.sh": ("0.4.6.post5", {"prefill": 1, "decode": 1}, 4),
     "ome-kimi-k2-128xh200.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 128),
     "sglang-docs-ascend-qwen3-235b.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 48),
+    "sglang-docs-ascend-qwen3-coder-480b.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 48),
 }
 #: The machine a recipe names beyond its flags (`--set`): an Atlas 800I A3 node holds 16 NPUs,
 #: not the 8 GPUs meshsat assumes, which its multi-node decode servers (TP 32 on 2 nodes) need.
 HARDWARE: dict[str, tuple[str, ...]] = {
     "sglang-docs-ascend-qwen3-235b.sh": ("gpus_per_node=16",),
+    "sglang-docs-ascend-qwen3-coder-480b.sh": ("gpus_per_node=16",),
 }
 
 
@@ -281,6 +283,14 @@ def test_a_placeholder_host_in_a_router_url_is_one_word() -> None:
     assert ("http://$P_IP_:8000", "<P_IP>") in words and ("8995", None) in words
     report = verdict(recipe("sglang-docs-ascend-qwen3-235b.sh"), "0.5.18")
     assert "ROUTER-UNKNOWN-URL" not in {f.rule for f in report.findings}
+
+
+def test_a_router_url_names_its_host_in_any_case() -> None:
+    """`urlsplit` lowers a URL's host: `http://PIP:8000` names the server `--host PIP`.
+    The page's decode URL `http://DIP:8001` names no host of its script (DIP1, DIP2)."""
+    report = verdict(recipe("sglang-docs-ascend-qwen3-coder-480b.sh"), "0.5.18")
+    unknown = [f.message for f in report.findings if f.rule == "ROUTER-UNKNOWN-URL"]
+    assert len(unknown) == 1 and "http://DIP:8001" in unknown[0]
 
 
 def test_prefill_alone_is_not_a_deployment() -> None:
