@@ -50,6 +50,7 @@ RECIPES: dict[str, tuple[str, dict[str, int], int]] = {
     "ome-kimi-k2-128xh200.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 128),
     "sglang-docs-ascend-qwen3-235b.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 48),
     "sglang-docs-ascend-qwen3-coder-480b.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 48),
+    "ome-deepseek-rdma-pd.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 32),
 }
 #: The machine a recipe names beyond its flags (`--set`): an Atlas 800I A3 node holds 16 NPUs,
 #: not the 8 GPUs meshsat assumes, which its multi-node decode servers (TP 32 on 2 nodes) need.
