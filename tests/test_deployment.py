@@ -51,6 +51,7 @@ RECIPES: dict[str, tuple[str, dict[str, int], int]] = {
     "sglang-docs-ascend-qwen3-235b.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 48),
     "sglang-docs-ascend-qwen3-coder-480b.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 48),
     "ome-deepseek-rdma-pd.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 32),
+    "srt-slurm-qwen3-32b-6p2d.sh": ("0.5.18", {"prefill": 6, "decode": 2}, 16),
 }
 #: The machine a recipe names beyond its flags (`--set`): an Atlas 800I A3 node holds 16 NPUs,
 #: not the 8 GPUs meshsat assumes, which its multi-node decode servers (TP 32 on 2 nodes) need.
