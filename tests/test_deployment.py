@@ -20,15 +20,18 @@ from hypothesis import strategies as st
 from meshsat.solver.catalogue.pd_pairs import DEPLOYMENT_RULES, PAIR_RULES, rule_ids
 from meshsat.solver.cli.deployment_cmd import rewritten_deployment
 from meshsat.solver.deployment.fix import fix_deployment
+from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.deployment.reader import read_deployment
 from meshsat.solver.deployment.rules import checked_ids
 from meshsat.solver.deployment.validate import (
     DeploymentReport,
+    judge,
     load_server,
     read,
     validate_deployment,
 )
 from meshsat.solver.inputs.launch import read_launch_commands
+from meshsat.solver.inputs.layout_input import LayoutSources
 from meshsat.solver.inputs.rewrite import set_flags
 from meshsat.solver.packs import get_pack, known_versions
 from tests.cli_helpers import run_cli
@@ -45,6 +48,25 @@ RECIPES: dict[str, tuple[str, dict[str, int], int]] = {
     "sglang-docs-0.4.6-mini-lb.sh": ("0.4.6.post5", {"prefill": 1, "decode": 1}, 2),
     "sglang-issue-6017-96xh100.sh": ("0.5.23", {"prefill": 1, "decode": 1}, 96),
     "sglang-pr-4880-qwen2.5-mini-lb.sh": ("0.4.6.post5", {"prefill": 1, "decode": 1}, 4),
+    "ome-kimi-k2-128xh200.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 128),
+    "sglang-docs-ascend-qwen3-235b.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 48),
+    "sglang-docs-ascend-qwen3-coder-480b.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 48),
+    "ome-deepseek-rdma-pd.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 32),
+    "srt-slurm-qwen3-32b-6p2d.sh": ("0.5.18", {"prefill": 6, "decode": 2}, 16),
+    "sglang-docs-ascend-deepseek-r1-2xa3.sh": ("0.5.18", {"prefill": 1, "decode": 1}, 32),
+}
+#: Public recipes that no pack accepts, each with the release it is judged by and the only
+#: rules that refuse it (docs/disaggregation.md says why): a flag spelled for a release no
+#: pack holds.
+REFUSED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "sglang-docs-ascend-deepseek-r1-4xa3.sh": ("0.5.18", ("FLAG-CHOICE-LOAD-BALANCE-METHOD",)),
+}
+#: The machine a recipe names beyond its flags (`--set`): an Atlas 800I A3 node holds 16 NPUs,
+#: not the 8 GPUs meshsat assumes, which its multi-node decode servers (TP 32 on 2 nodes) need.
+HARDWARE: dict[str, tuple[str, ...]] = {
+    "sglang-docs-ascend-qwen3-235b.sh": ("gpus_per_node=16",),
+    "sglang-docs-ascend-qwen3-coder-480b.sh": ("gpus_per_node=16",),
+    "sglang-docs-ascend-deepseek-r1-4xa3.sh": ("gpus_per_node=16",),
 }
 
 
@@ -57,20 +79,34 @@ def verdict(text: str, release: str) -> DeploymentReport:
     return validate_deployment(text, sglang_version=release)
 
 
+def judged(name: str, release: str) -> tuple[Deployment, DeploymentReport]:
+    """A fixture read with the machine it names (HARDWARE) and judged by `release`."""
+    sets = LayoutSources(sets=HARDWARE.get(name, ()))
+    deployment = read(recipe(name), load_server(None, release), sets)
+    return deployment, judge(deployment, get_pack(release))
+
+
 def test_every_fixture_is_listed() -> None:
-    assert sorted(p.name for p in FIXTURES.glob("*.sh")) == sorted(RECIPES)
+    assert sorted(p.name for p in FIXTURES.glob("*.sh")) == sorted([*RECIPES, *REFUSED])
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_public_recipe_refused_only_by_its_reason(name: str) -> None:
+    release, rules = REFUSED[name]
+    assert judged(name, release)[1].broken == rules
 
 
 @pytest.mark.parametrize("name", sorted(RECIPES))
 def test_public_recipe_is_accepted(name: str) -> None:
     release, roles, gpus = RECIPES[name]
-    report = verdict(recipe(name), release)
+    text = recipe(name)
+    deployment, report = judged(name, release)
     assert report.valid, (report.broken, [f.message for f in report.findings])
     assert report.to_dict()["deployment"]["servers"] == {"aggregated": 0, **roles}
     assert sum(r.gpus for r in report.roles) == gpus
+    if name in HARDWARE:  # without the machine's size only the node check refuses it
+        assert verdict(text, release).broken == ("TOPO-NODE-GPUS",)
     # --rewrite keeps an accepted script byte for byte
-    text = recipe(name)
-    deployment = read(text, load_server(None, release))
     assert rewritten_deployment(deployment, get_pack(release))[0] == text
 
 
@@ -254,6 +290,32 @@ def test_router_that_swaps_the_roles_is_rejected() -> None:
     assert [(r.moves, r.add_pd) for r in fixed.routers] == [
         ((("http://127.0.0.1:30001", "decode"), ("http://127.0.0.1:30000", "prefill")), True)
     ]
+
+
+def test_a_placeholder_host_in_a_router_url_is_one_word() -> None:
+    """SGLang's Ascend docs write `--prefill http://<P_IP>:8000 8995`: the placeholder is an
+    unknown host of that URL, not a shell redirection that cut the URL to `http://` (which
+    made the router name a server no script holds: ROUTER-UNKNOWN-URL)."""
+    text = (
+        "python -m sglang.launch_server --model-path m --disaggregation-mode prefill "
+        "--dist-init-addr <MASTER_IP>:5000 --nnodes 2 --node-rank 0\n"
+        "python -m sglang_router.launch_router --pd-disaggregation "
+        "--prefill http://<P_IP>:8000 8995 --decode http://<D_IP>:8001\n"
+    )
+    server, router = read_launch_commands(text, routers=True)
+    words = [(w.text, w.expansion) for w in router.words]
+    assert ("http://$P_IP_:8000", "<P_IP>") in words and ("8995", None) in words
+    assert ("$MASTER_IP_:5000", "<MASTER_IP>") in [(w.text, w.expansion) for w in server.words]
+    report = verdict(recipe("sglang-docs-ascend-qwen3-235b.sh"), "0.5.18")
+    assert "ROUTER-UNKNOWN-URL" not in {f.rule for f in report.findings}
+
+
+def test_a_router_url_names_its_host_in_any_case() -> None:
+    """`urlsplit` lowers a URL's host: `http://PIP:8000` names the server `--host PIP`.
+    The page's decode URL `http://DIP:8001` names no host of its script (DIP1, DIP2)."""
+    report = verdict(recipe("sglang-docs-ascend-qwen3-coder-480b.sh"), "0.5.18")
+    unknown = [f.message for f in report.findings if f.rule == "ROUTER-UNKNOWN-URL"]
+    assert len(unknown) == 1 and "http://DIP:8001" in unknown[0]
 
 
 def test_prefill_alone_is_not_a_deployment() -> None:

@@ -340,10 +340,11 @@ def _targets(values: list[str]) -> list[Target]:
 
 def reaches(target: Endpoint, server: Endpoint) -> bool:
     """Whether a router's URL may name the server: the same port, and hosts that are the
-    same, both loopback, or one unknown or a wildcard."""
+    same (host names are case-blind, and `urlsplit` lowers a URL's), both loopback, or one
+    unknown or a wildcard."""
     if target.port is None or server.port is None or target.port != server.port:
         return target.port is None or server.port is None
     a, b = target.host, server.host
     if a is None or b is None or a in _WILDCARD_HOSTS or b in _WILDCARD_HOSTS:
         return True
-    return a == b or (a in _LOOPBACK and b in _LOOPBACK)
+    return a.lower() == b.lower() or (a in _LOOPBACK and b in _LOOPBACK)

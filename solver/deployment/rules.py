@@ -217,44 +217,50 @@ def _router_ports(deployment: Deployment) -> Iterator[Finding]:
 
 def _bootstrap_ports(deployment: Deployment) -> Iterator[Finding]:
     """The port each prefill is reached at: the router's (after the URL, or mini_lb's
-    list), else each decode server's own --disaggregation-bootstrap-port."""
+    list), else each decode server's own --disaggregation-bootstrap-port. A URL whose host
+    is unknown here may name several prefill servers (one port on hosts not written): it
+    is wrong only when none of them listens on the port it is reached at, as ROUTER-ROLE
+    is wrong only when none of them plays the role."""
     for router in deployment.routers:
         ports = router.bootstrap_ports or ()
         for i, target in enumerate(router.prefill):
             given = target.bootstrap_port
             if given is None and ports:
                 given = ports[0] if len(ports) == 1 else ports[i] if i < len(ports) else None
-            for server in _routed(router, target, deployment):
-                listens = server.facts.bootstrap_port
-                if server.role != "prefill" or listens is None:
-                    continue
-                if given is not None:
-                    if given != listens:
-                        who = f"the router on line {router.line}"
+            named = [
+                s
+                for s in _routed(router, target, deployment)
+                if s.role == "prefill" and s.facts.bootstrap_port is not None
+            ]
+            if given is not None:
+                if all(s.facts.bootstrap_port != given for s in named):
+                    for server in named:
                         yield _finding(
                             "PD-BOOTSTRAP-PORT",
                             (server.name,),
-                            who=who,
+                            who=f"the router on line {router.line}",
                             line=server.line,
                             port=given,
-                            listens=listens,
+                            listens=server.facts.bootstrap_port,
                         )
+                continue
+            for decode in deployment.of_role("decode"):
+                port = decode.facts.bootstrap_port
+                if port is None or any(s.facts.bootstrap_port == port for s in named):
                     continue
-                for decode in deployment.of_role("decode"):
-                    port = decode.facts.bootstrap_port
-                    if port is not None and port != listens:
-                        who = (
-                            f"the decode server on line {decode.line} (the router on line "
-                            f"{router.line} gives no bootstrap port)"
-                        )
-                        yield _finding(
-                            "PD-BOOTSTRAP-PORT",
-                            (server.name, decode.name),
-                            who=who,
-                            line=server.line,
-                            port=port,
-                            listens=listens,
-                        )
+                who = (
+                    f"the decode server on line {decode.line} (the router on line "
+                    f"{router.line} gives no bootstrap port)"
+                )
+                for server in named:
+                    yield _finding(
+                        "PD-BOOTSTRAP-PORT",
+                        (server.name, decode.name),
+                        who=who,
+                        line=server.line,
+                        port=port,
+                        listens=server.facts.bootstrap_port,
+                    )
 
 
 #: Each deployment rule's check (one function may find two rules: ROUTER-ROLE's also finds

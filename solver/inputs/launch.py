@@ -88,6 +88,10 @@ _PROMPT = re.compile(
 )
 #: A documentation placeholder standing for a value: `<MODEL_PATH>`, `<your-model>`.
 _PLACEHOLDER = re.compile(r"(?<=[\s=])<([A-Za-z][\w.\-]*)>(?=\s|$)")
+#: A placeholder for the host of a URL or address (`http://<P_IP>:8000`, `<MASTER_IP>:5000`, as
+#: SGLang's Ascend docs write a router's targets and a rendezvous): unread, bash takes its `<`
+#: and `>` for redirections and the URL for `http://`.
+_HOST_PLACEHOLDER = re.compile(r"(?:(?<=://)|(?<=[\s=]))<([A-Za-z][\w.\-]*)>(?=[:/\s]|$)")
 #: A lone `-` ending a line whose next line goes on with flags: a `\` mistyped or lost.
 _BROKEN_CONTINUATION = re.compile(r"(?<=[ \t])-[ \t]*(?=\r?\n[ \t]*--)")
 
@@ -260,6 +264,8 @@ def pasted_as_shell(text: str) -> tuple[str, list[str]]:
         notes.append(f"a lone '-' ending a line is read as a line continuation ({dashes}x)")
     # `<NAME>` -> `$NAME ` (same width): a value unknown here, as a shell variable is.
     source = _PLACEHOLDER.sub(lambda m: "$" + re.sub(r"[.\-]", "_", m.group(1)) + " ", source)
+    # Inside a word a blank would split it: `<NAME>` -> `$NAME_`, as wide.
+    source = _HOST_PLACEHOLDER.sub(lambda m: "$" + re.sub(r"[.\-]", "_", m.group(1)) + "_", source)
     source = _TRAILING_BACKSLASH.sub(_blank, source)
     return source, notes
 

@@ -492,10 +492,12 @@ class Config(BaseModel):
         "total_tokens",
         "follow_bootstrap_room",
         "shortest_queue",
+        "decode_round_robin",
     ] = _f(
         "auto",
         "DP load balancing (auto: round_robin, follow_bootstrap_room on a PD prefill server; "
-        "shortest_queue only in 0.4).",
+        "shortest_queue only in 0.4; decode_round_robin only in 0.5 releases before "
+        "follow_bootstrap_room replaced it, which no pack holds).",
         flags=("--load-balance-method",),
         group="elastic",
     )
