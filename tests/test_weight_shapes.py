@@ -37,9 +37,11 @@ SHAPE_RULES = frozenset(
     }
 )
 R1 = "deepseek-ai/DeepSeek-R1"
-#: Not embedded (its FP8 config text was not found): a fixture (docs/weight-shapes.md).
+#: The catalogue's Qwen3-Next FP8 config written out, under the path the recorded model-class
+#: oracle (tests/fixtures/weight_shapes/models/) names it by.
 _CONFIGS = Path(__file__).parent / "fixtures" / "weight_shapes" / "configs"
 QWEN3_NEXT = str(_CONFIGS / "Qwen3-Next-80B-A3B-Instruct-FP8.json")
+QWEN3_NEXT_ID = "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8"
 #: Catalogued from their published configs (solver/memory/bundled_models.py).
 GLM5 = "zai-org/GLM-5-FP8"
 STEP35 = "stepfun-ai/Step-3.5-Flash-FP8"
@@ -176,6 +178,48 @@ def test_a_quantized_in_proj_ba_cannot_load() -> None:
     ba = [v for v in report.violations if v.rule == "QUANT-BLOCK-LINEAR-ATTN-BA"]
     assert ba and "output_partition_size = 4 is not divisible" in ba[0].message
     assert shape_violations({"tp_size": 1}, quantized, "0.5.19") == {"QUANT-BLOCK-LINEAR-ATTN-BA"}
+
+
+def test_the_qwen3_next_fixture_is_the_catalogue_entry() -> None:
+    """The oracle's records were taken on the fixture; validate reads the catalogue. One
+    config, so a fix to either cannot leave the other behind."""
+    assert json.loads(Path(QWEN3_NEXT).read_text()) == json.loads(
+        json.dumps(dict(model_config(QWEN3_NEXT_ID)))
+    )
+
+
+def test_qwen3_next_fp8_keeps_what_its_config_names_in_bf16() -> None:
+    """Qwen3-Next-80B-A3B-Instruct-FP8's published `modules_to_not_convert`: every
+    linear-attention layer's fused `in_proj_ba` (and no full-attention layer's), every
+    layer's router and shared-expert gate, and the MTP `fc`; block 128 for the rest."""
+    qc = model_config(QWEN3_NEXT_ID)["quantization_config"]
+    kept = qc["modules_to_not_convert"]
+    ba = {int(m.split(".")[2]) for m in kept if m.endswith("in_proj_ba")}
+    assert ba == {i for i in range(48) if i % 4 != 3}
+    assert all(f"model.layers.{i}.mlp.shared_expert_gate" in kept for i in range(48))
+    assert "mtp.fc" in kept and "model.embed_tokens" not in kept
+    facts = read_checkpoint_quant(model_config(QWEN3_NEXT_ID))
+    assert (facts.block_n, facts.block_k, facts.linear_attn_ba) == (128, 128, False)
+    assert facts.linear_attention and facts.experts and facts.shared_experts
+
+
+@pytest.mark.parametrize(
+    "model", ["zai-org/GLM-4.5-FP8", "zai-org/GLM-4.6-FP8", "zai-org/GLM-4.5-Air-FP8"]
+)
+def test_glm4_moe_fp8_is_per_channel_so_no_width_is_refused_for_its_blocks(model: str) -> None:
+    """GLM-4.5-FP8's published config: compressed-tensors, channel-wise FP8 weights, no
+    block. Every TP / EP width the heads allow leaves its shards loadable."""
+    facts = read_checkpoint_quant(model_config(model))
+    assert (facts.method, facts.block_n, facts.group_k, facts.not_checked) == (
+        "compressed-tensors",
+        None,
+        None,
+        None,
+    )
+    for tp in (1, 2, 4, 8, 16, 32):
+        layout = {"tp_size": tp, "nnodes": max(1, tp // 8)}
+        assert shape_violations(layout, model, "0.5.23") == set()
+        assert shape_violations({**layout, "ep_size": tp}, model, "0.5.23") == set()
 
 
 def test_a_bf16_checkpoint_has_no_block_to_align() -> None:

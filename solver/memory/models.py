@@ -809,6 +809,12 @@ for _repo, _cfg in BUNDLED.items():
 #: Qwen3-Next-80B-A3B (Instruct and Thinking share the config): the GatedDeltaNet hybrid
 #: Qwen3.5 grew from, a text-only `Qwen3NextForCausalLM` with no `layer_types` (SGLang's
 #: `Qwen3NextConfig.layers_block_type` derives them from `full_attention_interval`).
+#: Every field below, 48 layers and the 151936-token vocabulary included, equals the
+#: Thinking release's config.json as aiconfigurator bundles it (ai-dynamo/aiconfigurator@
+#: 1b7cfb10a6fa06880ad7911db5ddb949882ff76a src/aiconfigurator/model_configs/
+#: Qwen--Qwen3-Next-80B-A3B-Thinking_config.json) and the Instruct release's as transformers
+#: 5.7.0 loads it (gogongxt/python@cbff706dc959707a9944e38e8164783122dfa32a
+#: scripts/models/qwen3_next_80b_a3b_instruct.md).
 _QWEN3_NEXT: dict[str, Any] = {
     "architectures": ["Qwen3NextForCausalLM"],
     "model_type": "qwen3_next",

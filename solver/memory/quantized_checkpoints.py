@@ -21,33 +21,68 @@ _FP8_BLOCK = {
     "quant_method": "fp8",
     "weight_block_size": [128, 128],
 }
-#: llm-compressor's FP8-dynamic scheme: per-channel weight scales, no block.
-_FP8_CHANNEL = {
-    "quant_method": "compressed-tensors",
-    "format": "float-quantized",
-    "config_groups": {
-        "group_0": {
-            "targets": ["Linear"],
-            "weights": {
-                "num_bits": 8,
-                "type": "float",
-                "strategy": "channel",
-                "dynamic": False,
-                "symmetric": True,
-            },
-            # Dynamic per-token scales: compressed-tensors refuses a static token scheme
-            # (SGLang 0.5.23 reading this config, fidelity/weight_shapes/models.py).
-            "input_activations": {
-                "num_bits": 8,
-                "type": "float",
-                "strategy": "token",
-                "dynamic": True,
-                "symmetric": True,
-            },
-        }
-    },
-    "ignore": ["lm_head", "re:.*mlp.gate$"],
-}
+
+
+def _glm4_moe_fp8(layers: int, first_dense: int) -> dict[str, Any]:
+    """zai-org's GLM-4.5 FP8 release: compressed-tensors' FP8-dynamic scheme, per channel.
+
+    Read from the checkpoint's own config (zai-org/GLM-4.5-FP8 as loaded by transformers
+    5.7.0, dumped in gogongxt/python@cbff706dc959707a9944e38e8164783122dfa32a
+    scripts/models/glm_4.5_fp8.md): `quant_method: compressed-tensors`, `format:
+    float-quantized`, one group targeting `Linear` with `strategy: channel` FP8 weights
+    (`dynamic: false`, `block_structure: null`; the same dump lists every `weight_scale` as
+    `[rows, 1]`) and dynamic per-token FP8 activations. So no block: no TP width is refused
+    for its shards. Its `ignore` spells out, per layer, the norms, the attention biases, the
+    routers (`mlp.gate`, layers `first_k_dense_replace` to the MTP layer) and the MTP layer's
+    `eh_proj` and `embed_tokens`, plus `model.embed_tokens` and `lm_head`; the linear
+    entries are kept here (norms and biases are not linears). The MTP layer's
+    `shared_head.head` is quantized there (an FP8 weight with a per-row scale).
+    """
+    mtp = layers  # the nextn layer's index: `num_hidden_layers`
+    return {
+        "quant_method": "compressed-tensors",
+        "format": "float-quantized",
+        "quantization_status": "compressed",
+        "config_groups": {
+            "group_0": {
+                "targets": ["Linear"],
+                "weights": {
+                    "num_bits": 8,
+                    "type": "float",
+                    "strategy": "channel",
+                    "dynamic": False,
+                    "symmetric": True,
+                    "group_size": None,
+                    "block_structure": None,
+                    "observer": "minmax",
+                },
+                "input_activations": {
+                    "num_bits": 8,
+                    "type": "float",
+                    "strategy": "token",
+                    "dynamic": True,
+                    "symmetric": True,
+                },
+            }
+        },
+        "ignore": [
+            "lm_head",
+            "model.embed_tokens",
+            *(f"model.layers.{i}.mlp.gate" for i in range(first_dense, mtp + 1)),
+            f"model.layers.{mtp}.eh_proj",
+            f"model.layers.{mtp}.embed_tokens",
+        ],
+    }
+
+
+#: GLM-4.5 (92 layers, 3 dense) as read. GLM-4.6-FP8 shares its architecture and
+#: GLM-4.5-Air-FP8 (46 layers, 1 dense) the family's recipe; neither repository's own
+#: config text was found (searched the code, docs, pages and issues corpora by repository
+#: name and by `ignore` entries only they would hold), so both assume GLM-4.5-FP8's scheme.
+_GLM45_FP8 = _glm4_moe_fp8(92, 3)
+_GLM46_FP8 = _glm4_moe_fp8(92, 3)
+_GLM45_AIR_FP8 = _glm4_moe_fp8(46, 1)
+
 _NVFP4 = {
     "quant_method": "modelopt",
     "quant_algo": "NVFP4",
@@ -79,6 +114,38 @@ _QWEN35_FP8 = {
         "linear_attn.in_proj_a",
         "linear_attn.in_proj_b",
         "model.visual",
+    ],
+}
+#: Qwen3-Next-80B-A3B-Instruct-FP8's `quantization_config`, read from the checkpoint's own
+#: config, as transformers 5.7.0 loads it (dumped in gogongxt/python@
+#: d881ab7320b88d41b6239eaaab141d3a4e56dd5b scripts/qwen3_next_80b_a3b_instruct_fp8.md;
+#: huggingface.co itself cannot be reached from here): fine-grained FP8, block 128 x 128, dynamic
+#: activations, e4m3. Its `modules_to_not_convert` spells out, per layer, the norms, the
+#: GatedDeltaNet's `A_log`, `conv1d`, `dt_bias`, `norm` and fused `in_proj_ba` (the 36
+#: linear-attention layers only), every layer's router `mlp.gate` and `mlp.shared_expert_gate`,
+#: the full-attention layers' `q_norm` / `k_norm`, and the MTP module's `fc`, router, shared
+#: expert gate and norms, plus `lm_head`; the embedding is not listed. The linear entries are
+#: kept here. Everything else is FP8: `in_proj_qkvz`, `out_proj`, the attention projections,
+#: the experts and the shared expert (512 wide). The Thinking-FP8 repository's text was not
+#: found; its model card describes the same quantization, so it is assumed equal.
+_QWEN3_NEXT_LAYERS = 48
+_QWEN3_NEXT_FP8 = {
+    **_FP8_BLOCK,
+    "modules_to_not_convert": [
+        "lm_head",
+        *(
+            f"model.layers.{i}.linear_attn.in_proj_ba"
+            for i in range(_QWEN3_NEXT_LAYERS)
+            if i % 4 != 3  # `full_attention_interval` 4: layers 3, 7, ... are full attention
+        ),
+        *(
+            f"model.layers.{i}.mlp.{m}"
+            for i in range(_QWEN3_NEXT_LAYERS)
+            for m in ("gate", "shared_expert_gate")
+        ),
+        "mtp.fc",
+        "mtp.layers.0.mlp.gate",
+        "mtp.layers.0.mlp.shared_expert_gate",
     ],
 }
 #: zai-org/GLM-5-FP8 (aiconfigurator-core 0.12.0 model_configs/zai-org--GLM-5-FP8_config.json):
@@ -148,9 +215,9 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "Qwen/Qwen3-30B-A3B-FP8": ("Qwen/Qwen3-30B-A3B", {"quantization_config": _FP8_BLOCK}),
     "Qwen/Qwen3-32B-FP8": ("Qwen/Qwen3-32B", {"quantization_config": _FP8_BLOCK}),
     "Qwen/Qwen3-8B-FP8": ("Qwen/Qwen3-8B", {"quantization_config": _FP8_BLOCK}),
-    "zai-org/GLM-4.5-FP8": ("zai-org/GLM-4.5", {"quantization_config": _FP8_CHANNEL}),
-    "zai-org/GLM-4.6-FP8": ("zai-org/GLM-4.6", {"quantization_config": _FP8_CHANNEL}),
-    "zai-org/GLM-4.5-Air-FP8": ("zai-org/GLM-4.5-Air", {"quantization_config": _FP8_CHANNEL}),
+    "zai-org/GLM-4.5-FP8": ("zai-org/GLM-4.5", {"quantization_config": _GLM45_FP8}),
+    "zai-org/GLM-4.6-FP8": ("zai-org/GLM-4.6", {"quantization_config": _GLM46_FP8}),
+    "zai-org/GLM-4.5-Air-FP8": ("zai-org/GLM-4.5-Air", {"quantization_config": _GLM45_AIR_FP8}),
     "nvidia/Llama-3.1-405B-Instruct-FP4": (
         "meta-llama/Llama-3.1-405B-Instruct",
         {"quantization_config": _NVFP4},
@@ -158,6 +225,14 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "nvidia/Llama-3.1-8B-Instruct-FP4": (
         "meta-llama/Llama-3.1-8B-Instruct",
         {"quantization_config": _NVFP4},
+    ),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8": (
+        "Qwen/Qwen3-Next-80B-A3B-Instruct",
+        {"quantization_config": _QWEN3_NEXT_FP8},
+    ),
+    "Qwen/Qwen3-Next-80B-A3B-Thinking-FP8": (
+        "Qwen/Qwen3-Next-80B-A3B-Thinking",
+        {"quantization_config": _QWEN3_NEXT_FP8},
     ),
     "Qwen/Qwen3.5-397B-A17B-FP8": ("Qwen/Qwen3.5-397B-A17B", {"quantization_config": _QWEN35_FP8}),
     "Qwen/Qwen3.5-35B-A3B-FP8": ("Qwen/Qwen3.5-35B-A3B", {"quantization_config": _QWEN35_FP8}),
