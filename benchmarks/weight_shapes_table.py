@@ -28,7 +28,7 @@ from meshsat.solver.memory.models import model_config
 from meshsat.solver.packs import PACKS, get_pack
 
 ROOT = Path(__file__).parent.parent
-#: Not catalogued (docs/weight-shapes.md): the fixture, named as the oracle records name it.
+#: The catalogue's Qwen3-Next FP8 entry written out, named as the oracle records name it.
 QWEN3_NEXT = "tests/fixtures/weight_shapes/configs/Qwen3-Next-80B-A3B-Instruct-FP8.json"
 
 SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
@@ -41,7 +41,7 @@ MODELS: tuple[tuple[str, str, bool], ...] = (
     ("Qwen/Qwen3-32B-FP8", "Qwen/Qwen3-32B-FP8", False),
     ("Qwen/Qwen3-235B-A22B-FP8", "Qwen/Qwen3-235B-A22B-FP8", False),
     ("Qwen/Qwen3-30B-A3B-FP8", "Qwen/Qwen3-30B-A3B-FP8", False),
-    ("Qwen3-Next-80B-A3B-Instruct-FP8 (fixture)", QWEN3_NEXT, False),
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", QWEN3_NEXT, False),
     ("Qwen/Qwen3.5-397B-A17B (BF16)", "Qwen/Qwen3.5-397B-A17B", False),
     ("Qwen/Qwen3.5-397B-A17B-FP8", "Qwen/Qwen3.5-397B-A17B-FP8", False),
     ("Qwen/Qwen3.5-35B-A3B-FP8", "Qwen/Qwen3.5-35B-A3B-FP8", False),

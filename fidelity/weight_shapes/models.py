@@ -72,7 +72,8 @@ CHECKPOINTS: dict[str, str | None] = {
     "Qwen/Qwen3.5-397B-A17B": "Qwen--Qwen3.5-397B-A17B",
     "zai-org/GLM-4.5-FP8": None,
     "zai-org/GLM-4.6-FP8": None,
-    # Not catalogued (its FP8 config text was not found; docs/weight-shapes.md): the fixture.
+    # The catalogue's Qwen3-Next FP8 entry written out (tests/test_weight_shapes.py keeps
+    # the two equal); the recorded fixtures name it by this path.
     "tests/fixtures/weight_shapes/configs/Qwen3-Next-80B-A3B-Instruct-FP8.json": None,
     "zai-org/GLM-5-FP8": "zai-org--GLM-5-FP8",
     "stepfun-ai/Step-3.5-Flash-FP8": None,
