@@ -335,10 +335,12 @@ function copyButton(text, label) {
 // ---- plan --disagg: prefill and decode pools against the best aggregated layout -------
 const DISAGG_COLUMNS = [["rank", (r) => r.rank], ["prefill layout", (r) => r.prefill_layout],
   ["decode layout", (r) => r.decode_layout], ["x:y", (r) => `${r.prefill_workers}:${r.decode_workers}`],
-  ["GPUs", (r) => r.gpus], ["TTFT ms", (r) => r.ttft_ms], ["TPOT ms", (r) => r.tpot_ms],
-  ["tok/s/GPU", (r) => r.tokens_per_s_gpu], ["tok/s/user", (r) => r.tokens_per_s_user],
+  ["GPUs", (r) => r.gpus], ["TTFT ms", (r) => fixed(r.ttft_ms, 1)], ["TPOT ms", (r) => fixed(r.tpot_ms, 2)],
+  ["tok/s/GPU", (r) => fixed(r.tokens_per_s_gpu, 1)], ["tok/s/user", (r) => fixed(r.tokens_per_s_user, 1)],
   ["SLA", (r) => r.meets_sla], ["source", (r) => r.source]];
 let disaggRows = [];
+// The CLI's table's decimals (an estimate that could not be made is null in the JSON).
+const fixed = (x, digits) => (typeof x === "number" ? x.toFixed(digits) : "");
 
 function drawDisagg(doc) {
   $("#disagg-out").hidden = false;
