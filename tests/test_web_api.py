@@ -321,8 +321,8 @@ def test_a_job_reports_progress_and_is_cancelled_over_http(server: MeshsatServer
     assert view["state"] == "failed" and view["error"] == "test was cancelled" and view["exit"] == 2
 
 
-def test_a_plan_job_runs_to_its_document(server: MeshsatServer) -> None:
-    body = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 16, "top": 3, "rank": "kv"}
+def finished_plan_job(server: MeshsatServer, body: dict[str, Any]) -> Any:
+    """A plan job's last view, polled to its end; it must end with /api/plan's document."""
     status, _, view = call(server, "POST", "/api/jobs/plan", body)
     assert status == 202
     while view["state"] == "running":
@@ -330,6 +330,12 @@ def test_a_plan_job_runs_to_its_document(server: MeshsatServer) -> None:
         _, _, view = call(server, "GET", f"/api/jobs/{view['id']}")
     assert view["state"] == "done" and view["exit"] == 0
     assert view["document"] == call(server, "POST", "/api/plan", body)[2]
+    return view
+
+
+def test_a_plan_job_runs_to_its_document(server: MeshsatServer) -> None:
+    body = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 16, "top": 3, "rank": "kv"}
+    view = finished_plan_job(server, body)
     assert view["progress"]["examined"] >= view["progress"]["fit"] >= 3
 
 
@@ -369,13 +375,7 @@ def test_a_disagg_plan_job_reports_progress_and_stops_when_cancelled(
 
     body = {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4, "top": 2, "disagg": True,
             "engine": "roofline"}  # fmt: skip
-    status, _, view = call(server, "POST", "/api/jobs/plan", body)
-    assert status == 202
-    while view["state"] == "running":
-        time.sleep(0.05)
-        _, _, view = call(server, "GET", f"/api/jobs/{view['id']}")
-    assert view["state"] == "done" and view["exit"] == 0
-    assert view["document"] == call(server, "POST", "/api/plan", body)[2]
+    view = finished_plan_job(server, body)
     assert view["progress"]["estimated"] == view["progress"]["of"] > 0
     assert view["notes"][-1] == view["document"]["verdict_note"]
     work = Work("plan", 60.0)
