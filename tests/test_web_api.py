@@ -109,6 +109,13 @@ def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
             ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4", "--top", "3",
              "--disagg", "--engine", "roofline", "--isl", "4096"],
         ),
+        (  # one GPU: no deployment, exit 1, the verdict says so
+            "plan",
+            {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 1, "disagg": True,
+             "engine": "roofline"},
+            ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "1", "--disagg",
+             "--engine", "roofline"],
+        ),
     ],
 )  # fmt: skip
 def test_each_endpoint_answers_with_the_cli_document(
@@ -365,7 +372,7 @@ def test_plan_stops_between_layouts_when_cancelled_or_late() -> None:
 
 
 def test_a_disagg_plan_job_reports_progress_and_stops_when_cancelled(
-    server: MeshsatServer,
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`plan --disagg` as the page runs it: a job whose progress counts estimated layouts,
     ending in the document /api/plan answers; and cancelled, it stops at the next layout."""
@@ -377,6 +384,10 @@ def test_a_disagg_plan_job_reports_progress_and_stops_when_cancelled(
             "engine": "roofline"}  # fmt: skip
     view = finished_plan_job(server, body)
     assert view["progress"]["estimated"] == view["progress"]["of"] > 0
+    # The notes of the CLI's table, word for word.
+    run = run_cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4",
+                  "--top", "2", "--disagg", "--engine", "roofline")  # fmt: skip
+    assert view["notes"] == [line.removeprefix("note: ") for line in run.err.splitlines()]
     assert view["notes"][-1] == view["document"]["verdict_note"]
     work = Work("plan", 60.0)
 

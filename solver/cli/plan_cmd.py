@@ -308,8 +308,7 @@ def plan_cmd(
             )  # fmt: skip
         plan_disagg.emit(rows_d, search, agg, fmt.value, workload, g.name, gpus)
         if not rows_d:
-            note(f"no disaggregated deployment of {model} on {gpus} x {g.name}: none fits, or "
-                 "the GPU has no speeds to estimate with")  # fmt: skip
+            note(plan_disagg.none_note(model, gpus, g.name))
             raise typer.Exit(1)
         return
     # ---- performance ranking (estimates: meshsat.solver.cli.plan_perf) -----------------

@@ -318,11 +318,23 @@ def emit(
             markup=False,
             soft_wrap=True,
         )
-    note(
+    note(search_note(search))
+    note(verdict(rows, agg, gpus).text)
+
+
+def none_note(model: str, gpus: int, gpu_name: str) -> str:
+    return (
+        f"no disaggregated deployment of {model} on {gpus} x {gpu_name}: none fits, or the "
+        "GPU has no speeds to estimate with"
+    )
+
+
+def search_note(search: DisaggSearch) -> str:
+    """What the search looked at (the table's note; the web page's notes)."""
+    return (
         f"{search.prefill_layouts} prefill and {search.decode_layouts} decode role layouts "
         f"estimated once each; {search.prefill_kept} and {search.decode_kept} not dominated; "
         f"{search.deployments} (pair, x, y) deployments searched"
         + (f"; {search.pairs_refused} pairs refused by the pair rules" if search.pairs_refused
            else "")
     )  # fmt: skip
-    note(verdict(rows, agg, gpus).text)

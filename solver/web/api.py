@@ -293,7 +293,13 @@ def disagg_answer(
     the options it cannot honour) and document; progress counts role layouts, then the
     aggregated baseline's layout shapes."""
     from meshsat.solver.cli.plan_cmd import disagg_plan
-    from meshsat.solver.cli.plan_disagg import disagg_document, ranking_note, verdict
+    from meshsat.solver.cli.plan_disagg import (
+        disagg_document,
+        none_note,
+        ranking_note,
+        search_note,
+        verdict,
+    )
 
     gpus = params["gpus"]
     rows, search, agg, workload = disagg_plan(
@@ -303,8 +309,10 @@ def disagg_answer(
         model_path=model_path, progress=lambda done, total: work.step(estimated=done, of=total),
     )  # fmt: skip
     document = disagg_document(rows, search, agg, workload, g.name, gpus)
-    notes = (ranking_note(workload), verdict(rows, agg, gpus).text)
-    return Answer(document, 0 if rows else 1, notes)
+    notes = [ranking_note(workload), search_note(search), verdict(rows, agg, gpus).text]
+    if not rows:
+        notes.append(none_note(params["model"], gpus, g.name))
+    return Answer(document, 0 if rows else 1, tuple(notes))
 
 
 def lws_document(
