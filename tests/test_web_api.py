@@ -102,6 +102,20 @@ def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
             ["plan", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--gpus", "8",
              "--top", "3", "--tpot", "50"],
         ),
+        (
+            "plan",
+            {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4, "top": 3, "disagg": True,
+             "engine": "roofline", "isl": 4096},
+            ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4", "--top", "3",
+             "--disagg", "--engine", "roofline", "--isl", "4096"],
+        ),
+        (  # one GPU: no deployment, exit 1, the verdict says so
+            "plan",
+            {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 1, "disagg": True,
+             "engine": "roofline"},
+            ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "1", "--disagg",
+             "--engine", "roofline"],
+        ),
     ],
 )  # fmt: skip
 def test_each_endpoint_answers_with_the_cli_document(
@@ -139,6 +153,11 @@ def test_a_pasted_config_plans_like_the_catalogue_entry(server: MeshsatServer) -
         ({"gpus": "abc"}, ["--gpus", "abc"], "gpus"),
         ({"gpus": 8, "gpu": "H999"}, ["--gpus", "8", "--gpu", "H999"], "gpu"),
         ({"gpus": 8, "where": ["tp <"]}, ["--gpus", "8", "--where", "tp <"], "where"),
+        (
+            {"gpus": 8, "disagg": True, "rank": "kv"},
+            ["--gpus", "8", "--disagg", "--rank", "kv"],
+            "rank",
+        ),
     ],
 )
 def test_bad_input_is_the_cli_error_line(
@@ -309,8 +328,8 @@ def test_a_job_reports_progress_and_is_cancelled_over_http(server: MeshsatServer
     assert view["state"] == "failed" and view["error"] == "test was cancelled" and view["exit"] == 2
 
 
-def test_a_plan_job_runs_to_its_document(server: MeshsatServer) -> None:
-    body = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 16, "top": 3, "rank": "kv"}
+def finished_plan_job(server: MeshsatServer, body: dict[str, Any]) -> Any:
+    """A plan job's last view, polled to its end; it must end with /api/plan's document."""
     status, _, view = call(server, "POST", "/api/jobs/plan", body)
     assert status == 202
     while view["state"] == "running":
@@ -318,6 +337,12 @@ def test_a_plan_job_runs_to_its_document(server: MeshsatServer) -> None:
         _, _, view = call(server, "GET", f"/api/jobs/{view['id']}")
     assert view["state"] == "done" and view["exit"] == 0
     assert view["document"] == call(server, "POST", "/api/plan", body)[2]
+    return view
+
+
+def test_a_plan_job_runs_to_its_document(server: MeshsatServer) -> None:
+    body = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 16, "top": 3, "rank": "kv"}
+    view = finished_plan_job(server, body)
     assert view["progress"]["examined"] >= view["progress"]["fit"] >= 3
 
 
@@ -344,6 +369,38 @@ def test_plan_stops_between_layouts_when_cancelled_or_late() -> None:
             progress=lambda seen, fit: late.step(examined=seen, fit=fit),
         )
     assert late.progress["examined"] == 1
+
+
+def test_a_disagg_plan_job_reports_progress_and_stops_when_cancelled(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan --disagg` as the page runs it: a job whose progress counts estimated layouts,
+    ending in the document /api/plan answers; and cancelled, it stops at the next layout."""
+    from meshsat.solver.cli.plan_disagg import disagg_rows
+    from meshsat.solver.memory.gpus import gpu
+    from meshsat.solver.perf.workload import cli_workload
+
+    body = {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4, "top": 2, "disagg": True,
+            "engine": "roofline"}  # fmt: skip
+    view = finished_plan_job(server, body)
+    assert view["progress"]["estimated"] == view["progress"]["of"] > 0
+    # The notes of the CLI's table, word for word.
+    run = run_cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4",
+                  "--top", "2", "--disagg", "--engine", "roofline")  # fmt: skip
+    assert view["notes"] == [line.removeprefix("note: ") for line in run.err.splitlines()]
+    assert view["notes"][-1] == view["document"]["verdict_note"]
+    work = Work("plan", 60.0)
+
+    def cancel_at_three(done: int, total: int) -> None:
+        if done == 3:
+            work.cancel.set()
+        work.step(estimated=done, of=total)
+
+    with pytest.raises(Cancelled):
+        disagg_rows("Qwen/Qwen3-8B", gpu("H100"), 4, cli_workload(1024, 1024, None, None),
+                    engine="roofline", gpus_per_node=None, top=2,
+                    progress=cancel_at_three)  # fmt: skip
+    assert work.progress["estimated"] == 3
 
 
 def test_past_the_worker_bound_a_request_is_refused_at_once() -> None:

@@ -49,7 +49,7 @@ from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 SHOTS = os.environ.get("MESHSAT_SCREENSHOTS")
 
@@ -318,3 +318,42 @@ def test_rows_with_throughput_estimates_draw_the_pareto_chart(page: tuple[WebDri
     assert shown == front == {1, 3, 4, 7}
     heads = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "#plan-table th")]
     assert heads == ["rank", "tp", "tokens_per_s_user", "tokens_per_s_gpu", "source"]
+
+
+def test_plan_with_disaggregation_shows_the_verdict_and_every_roles_command(
+    page: tuple[WebDriver, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    driver, url = page
+    open_view(driver, url, "plan")
+    fill(driver, "plan", "model", "Qwen/Qwen3-8B")
+    fill(driver, "plan", "gpus", "4")
+    Select(driver.find_element(By.CSS_SELECTOR, '#plan-form [name="gpu"]')).select_by_value("H100")
+    option = driver.find_element(By.ID, "plan-disagg")
+    if not option.is_selected():
+        option.click()
+    # plan --disagg ranks by estimate only: the ranking choice is put away.
+    assert not driver.find_element(By.CSS_SELECTOR, '#plan-form [name="rank"]').is_displayed()
+    driver.find_element(By.ID, "plan-run").click()
+    rows = wait(driver, "#disagg-table tbody tr")
+    doc = cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4",
+              "--disagg", "--top", "20")  # fmt: skip
+    best = doc["deployments"][0]
+    assert len(rows) == len(doc["deployments"]) > 0
+    assert not driver.find_element(By.ID, "plan-out").is_displayed()
+    assert driver.find_element(By.ID, "disagg-verdict").text == f"verdict: {doc['verdict_note']}"
+    cells = [td.text for td in rows[0].find_elements(By.TAG_NAME, "td")]
+    assert cells[:4] == ["1", best["prefill_layout"], best["decode_layout"],
+                         f"{best['prefill_workers']}:{best['decode_workers']}"]  # fmt: skip
+    assert cells[-1] == best["source"]
+    # The first deployment is selected: every role's command, each with its copy button.
+    assert driver.find_element(By.ID, "disagg-router").text == best["router_command"]
+    assert driver.find_element(By.ID, "disagg-prefill").text == best["prefill_command"]
+    assert driver.find_element(By.ID, "disagg-decode").text == best["decode_command"]
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#disagg-detail button")) == 3
+    if len(rows) > 1:  # another row shows its own commands
+        rows[1].click()
+        second = doc["deployments"][1]
+        assert driver.find_element(By.ID, "disagg-decode").text == second["decode_command"]
+        rows[0].click()
+    shot(driver, "disagg")
+    option.click()  # as the other tests expect the form

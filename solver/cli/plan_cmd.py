@@ -45,6 +45,8 @@ from meshsat.solver.cli.perf_options import (
     TpotOpt,
     TtftOpt,
 )
+from meshsat.solver.cli.plan_disagg import DisaggRow
+from meshsat.solver.cli.plan_perf import PerfRow
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.enumeration.node_locality import spanning_gpus
 from meshsat.solver.errors import InputError
@@ -56,6 +58,8 @@ from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
 from meshsat.solver.memory.models import model_config
+from meshsat.solver.perf import Workload
+from meshsat.solver.perf.disagg import DisaggSearch
 from meshsat.solver.perf.workload import cli_workload
 
 RANKING = (
@@ -296,11 +300,16 @@ def plan_cmd(
     """
     g = plan_gpu(gpu_name, gpu_memory)
     if disagg:
-        _plan_disagg(
-            model, g, gpus, top, gpus_per_node, fmt, timeout, rank, isl, osl, ttft, tpot, no_sla,
-            engine, plot, where, sglang_version, emit, sizing_options(g, mem_fraction_static,
-            free_memory),
-        )  # fmt: skip
+        with time_limit(timeout, "plan"):
+            rows_d, search, agg, workload = disagg_plan(
+                model, g, gpus, top, gpus_per_node, rank, isl, osl, ttft, tpot, no_sla, engine,
+                plot, where, sglang_version, emit,
+                sizing_options(g, mem_fraction_static, free_memory),
+            )  # fmt: skip
+        plan_disagg.emit(rows_d, search, agg, fmt.value, workload, g.name, gpus)
+        if not rows_d:
+            note(plan_disagg.none_note(model, gpus, g.name))
+            raise typer.Exit(1)
         return
     # ---- performance ranking (estimates: meshsat.solver.cli.plan_perf) -----------------
     if rank is Rank.perf:
@@ -366,14 +375,12 @@ def plan_cmd(
         raise typer.Exit(1)
 
 
-def _plan_disagg(
-    model: str,
+def disagg_plan(
+    model: str | Mapping[str, Any],
     g: Gpu,
     gpus: int,
     top: int,
     gpus_per_node: int | None,
-    fmt: Format,
-    timeout: float | None,
     rank: Rank,
     isl: int,
     osl: int,
@@ -386,26 +393,26 @@ def _plan_disagg(
     sglang_version: str | None,
     emit: object,
     memory: Mapping[str, Any],
-) -> None:
-    """`plan --disagg` (meshsat.solver.cli.plan_disagg): options it cannot honour are
-    refused before any work."""
+    *,
+    model_path: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[DisaggRow], DisaggSearch, PerfRow | None, Workload]:
+    """`plan --disagg`'s deployments, search counts, aggregated baseline and workload, for
+    the CLI and `meshsat serve`'s /api/plan alike (meshsat.solver.cli.plan_disagg): options
+    it cannot honour are refused before any work."""
     for given, flag in ((rank is Rank.kv, "--rank kv"), (plot is not None, "--plot"),
                         (emit is not None, "--emit")):  # fmt: skip
         if given:
-            raise InputError(f"--disagg ranks by estimate and prints every role's command; "
-                             f"drop {flag}")  # fmt: skip
+            raise InputError(f"drop {flag}: --disagg ranks by estimate and prints every "
+                             "role's command")  # fmt: skip
     check_plan_args(gpus, top, gpus_per_node)
     workload = cli_workload(isl, osl, ttft, tpot, no_sla=no_sla)
-    with time_limit(timeout, "plan"):
-        rows, search, agg = plan_disagg.disagg_rows(
-            model, g, gpus, workload, engine=engine.value, gpus_per_node=gpus_per_node,
-            top=top, memory=memory, where=where or (), sglang_version=sglang_version,
-        )  # fmt: skip
-    plan_disagg.emit(rows, search, agg, fmt.value, workload, g.name, gpus)
-    if not rows:
-        note(f"no disaggregated deployment of {model} on {gpus} x {g.name}: none fits, or the "
-             "GPU has no speeds to estimate with")  # fmt: skip
-        raise typer.Exit(1)
+    rows, search, agg = plan_disagg.disagg_rows(
+        model, g, gpus, workload, engine=engine.value, gpus_per_node=gpus_per_node, top=top,
+        memory=memory, where=where or (), sglang_version=sglang_version, model_path=model_path,
+        progress=progress,
+    )  # fmt: skip
+    return rows, search, agg, workload
 
 
 def _print_pick(

@@ -167,7 +167,9 @@ def disagg_rows(
     model_path: str | None = None,
 ) -> tuple[list[DisaggRow], DisaggSearch, PerfRow | None]:
     """The `top` best disaggregated deployments on at most `gpus` GPUs, the search's
-    counts, and the best aggregated layout on exactly `gpus` GPUs (plan's first row)."""
+    counts, and the best aggregated layout on exactly `gpus` GPUs (plan's first row);
+    `progress(done, total)` after each role layout, then each aggregated layout shape (it
+    may raise to stop: the web page's Cancel)."""
     pm, model_path = perf_model(
         model, g, w, engine=engine, gpus_per_node=gpus_per_node, sglang_version=sglang_version,
         memory=memory, model_path=model_path,
@@ -188,6 +190,7 @@ def disagg_rows(
     agg, _ranked, _n = perf_rows(
         model, g, gpus, w, engine=engine, gpus_per_node=gpus_per_node, top=1,
         sglang_version=sglang_version, memory=memory, where=where, model_path=model_path,
+        progress=progress,
     )  # fmt: skip
     return rows, search, agg[0] if agg else None
 
@@ -315,11 +318,23 @@ def emit(
             markup=False,
             soft_wrap=True,
         )
-    note(
+    note(search_note(search))
+    note(verdict(rows, agg, gpus).text)
+
+
+def none_note(model: str, gpus: int, gpu_name: str) -> str:
+    return (
+        f"no disaggregated deployment of {model} on {gpus} x {gpu_name}: none fits, or the "
+        "GPU has no speeds to estimate with"
+    )
+
+
+def search_note(search: DisaggSearch) -> str:
+    """What the search looked at (the table's note; the web page's notes)."""
+    return (
         f"{search.prefill_layouts} prefill and {search.decode_layouts} decode role layouts "
         f"estimated once each; {search.prefill_kept} and {search.decode_kept} not dominated; "
         f"{search.deployments} (pair, x, y) deployments searched"
         + (f"; {search.pairs_refused} pairs refused by the pair rules" if search.pairs_refused
            else "")
     )  # fmt: skip
-    note(verdict(rows, agg, gpus).text)

@@ -252,6 +252,8 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         model_path = params["model"]
     gpus, top, per_node = params["gpus"], params["top"], params["gpus_per_node"]
     memory = sizing_options(g, params["mem_fraction_static"], params["free_memory"])
+    if params["disagg"]:
+        return disagg_answer(params, work, model, g, memory, model_path)
     where = params.get("where") or ()
     version = params.get("sglang_version")
     if params["rank"] is Rank.perf:
@@ -277,6 +279,40 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         return Answer(lws_document(document, params, g, model_path), 0, ())
     notes = () if found else (f"no legal layout fits {gpus} x {g.name}",)
     return Answer(document, 0 if found else 1, (ranking, *notes))
+
+
+def disagg_answer(
+    params: Mapping[str, Any],
+    work: Work,
+    model: Mapping[str, Any],
+    g: Any,
+    memory: Mapping[str, Any],
+    model_path: str | None,
+) -> Answer:
+    """`meshsat plan --disagg`'s answer: the CLI's own search (`disagg_plan`, which refuses
+    the options it cannot honour) and document; progress counts role layouts, then the
+    aggregated baseline's layout shapes."""
+    from meshsat.solver.cli.plan_cmd import disagg_plan
+    from meshsat.solver.cli.plan_disagg import (
+        disagg_document,
+        none_note,
+        ranking_note,
+        search_note,
+        verdict,
+    )
+
+    gpus = params["gpus"]
+    rows, search, agg, workload = disagg_plan(
+        model, g, gpus, params["top"], params["gpus_per_node"], params["rank"], params["isl"],
+        params["osl"], params["ttft"], params["tpot"], params["no_sla"], params["engine"],
+        None, params.get("where"), params.get("sglang_version"), params.get("emit"), memory,
+        model_path=model_path, progress=lambda done, total: work.step(estimated=done, of=total),
+    )  # fmt: skip
+    document = disagg_document(rows, search, agg, workload, g.name, gpus)
+    notes = [ranking_note(workload), search_note(search), verdict(rows, agg, gpus).text]
+    if not rows:
+        notes.append(none_note(params["model"], gpus, g.name))
+    return Answer(document, 0 if rows else 1, tuple(notes))
 
 
 def lws_document(

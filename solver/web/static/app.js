@@ -116,6 +116,11 @@ async function boot() {
   const older = meta.versions.filter((v) => v !== meta.newest);
   $('#compare-form [name="old"]').value = older[older.length - 1] || meta.newest;
   for (const el of $$("[data-option]")) el.hidden = !meta.plan_options.includes(el.dataset.option);
+  // plan --disagg ranks by estimate only (it refuses --rank kv): the choice is put away.
+  const rankLabel = $('[data-option="rank"]');
+  $("#plan-disagg").addEventListener("change", (e) => {
+    rankLabel.hidden = e.target.checked || !meta.plan_options.includes("rank");
+  });
   for (const k of meta.group_kinds) $("#groups-kind").append(h("option", { value: k }, k));
   $("#groups-kind").value = "attn_tp";
   $("#groups-kind").addEventListener("change", () => lastGroups && drawGroups(lastGroups));
@@ -152,21 +157,30 @@ async function runPlan() {
     while (job.state === "running") {
       const p = job.progress;
       const n = (x) => x.toLocaleString("en-US");
+      const what = body.disagg ? "layouts (prefill and decode roles, then the aggregated baseline)" : "layout shapes";
       $("#plan-progress").textContent = p.examined !== undefined
         ? `examined ${n(p.examined)} layouts, ${n(p.fit)} fit (${job.elapsed_s} s)`
         : p.estimated !== undefined
-          ? `estimated ${n(p.estimated)} of ${n(p.of)} layout shapes (${job.elapsed_s} s)`
+          ? `estimated ${n(p.estimated)} of ${n(p.of)} ${what} (${job.elapsed_s} s)`
           : `working (${job.elapsed_s} s)`;
       await new Promise((r) => setTimeout(r, 150));
       ({ doc: job } = await call("GET", `/api/jobs/${job.id}`));
     }
     if (job.state === "failed") throw new ApiError(job.error, job.field);
-    $("#plan-progress").textContent = `${job.document.layouts.length} layouts in ${job.elapsed_s} s`;
     planRequest = body;
-    drawPlan(job.document);
+    if (body.disagg) {
+      $("#plan-progress").textContent = `${job.document.deployments.length} deployments in ${job.elapsed_s} s`;
+      $("#plan-out").hidden = true;
+      drawDisagg(job.document);
+    } else {
+      $("#plan-progress").textContent = `${job.document.layouts.length} layouts in ${job.elapsed_s} s`;
+      $("#disagg-out").hidden = true;
+      drawPlan(job.document);
+    }
   } catch (e) {
     $("#plan-progress").textContent = "";
     $("#plan-out").hidden = true;  // the old answer is not this input's
+    $("#disagg-out").hidden = true;
     showError(form, e);
   } finally {
     planJob = null;
@@ -296,10 +310,7 @@ function select(rank) {
   const panel = $("#plan-selected");
   panel.hidden = false;
   const facts = Object.entries(r).filter(([k]) => k !== "command");
-  const copy = h("button", { type: "button", onclick: async () => {
-    try { await navigator.clipboard.writeText(r.command); copy.textContent = "Copied"; }
-    catch (e) { copy.textContent = "Select the text to copy"; }
-  } }, "Copy command");
+  const copy = copyButton(r.command, "Copy command");
   panel.replaceChildren(h("div", { class: "panel", id: "plan-detail" },
     h("h3", {}, `Selected layout ${layoutName(r)}`),
     h("dl", { class: "kv" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, fmt(v))])),
@@ -311,6 +322,53 @@ function select(rank) {
     h("div", { id: "plan-memory" }),
   ));
   showMemory(r);
+}
+
+function copyButton(text, label) {
+  const b = h("button", { type: "button", onclick: async () => {
+    try { await navigator.clipboard.writeText(text); b.textContent = "Copied"; }
+    catch (e) { b.textContent = "Select the text to copy"; }
+  } }, label);
+  return b;
+}
+
+// ---- plan --disagg: prefill and decode pools against the best aggregated layout -------
+const DISAGG_COLUMNS = [["rank", (r) => r.rank], ["prefill layout", (r) => r.prefill_layout],
+  ["decode layout", (r) => r.decode_layout], ["x:y", (r) => `${r.prefill_workers}:${r.decode_workers}`],
+  ["GPUs", (r) => r.gpus], ["TTFT ms", (r) => fixed(r.ttft_ms, 1)], ["TPOT ms", (r) => fixed(r.tpot_ms, 2)],
+  ["tok/s/GPU", (r) => fixed(r.tokens_per_s_gpu, 1)], ["tok/s/user", (r) => fixed(r.tokens_per_s_user, 1)],
+  ["SLA", (r) => r.meets_sla], ["source", (r) => r.source]];
+let disaggRows = [];
+// The CLI's table's decimals (an estimate that could not be made is null in the JSON).
+const fixed = (x, digits) => (typeof x === "number" ? x.toFixed(digits) : "");
+
+function drawDisagg(doc) {
+  $("#disagg-out").hidden = false;
+  disaggRows = doc.deployments;
+  $("#disagg-verdict").replaceChildren(h("b", {}, "verdict: "),
+    h("span", { class: doc.verdict === "disaggregated" ? "ok" : doc.verdict === "none" ? "bad" : "" }, doc.verdict_note));
+  $("#disagg-ranking").textContent = doc.ranking;
+  const text = new Set(["prefill layout", "decode layout", "source"]);
+  $("#disagg-table").replaceChildren(
+    h("thead", {}, h("tr", {}, DISAGG_COLUMNS.map(([k]) => h("th", { class: text.has(k) ? "text" : "" }, k)))),
+    h("tbody", {}, disaggRows.map((r) => h("tr", { "data-rank": r.rank, onclick: () => selectDisagg(r.rank) },
+      DISAGG_COLUMNS.map(([k, f]) => h("td", { class: text.has(k) ? "text" : "" }, fmt(f(r))))))));
+  $("#disagg-selected").replaceChildren(disaggRows.length ? "" : h("p", { class: "muted" }, "no disaggregated deployment fits"));
+  if (disaggRows.length) selectDisagg(disaggRows[0].rank);
+}
+
+function selectDisagg(rank) {
+  const r = disaggRows.find((x) => x.rank === rank);
+  if (!r) return;
+  for (const tr of $$("#disagg-table tbody tr")) tr.classList.toggle("selected", Number(tr.dataset.rank) === rank);
+  const role = (id, title, command) => [h("h3", {}, title),
+    h("code", { class: "cmd", id }, command), " ", copyButton(command, "Copy")];
+  $("#disagg-selected").replaceChildren(h("div", { class: "panel", id: "disagg-detail" },
+    h("p", { class: "muted" }, `deployment ${r.rank}: ${r.concurrency} requests in flight; KV transfer ${r.transfer_ms} ms of TTFT; ` +
+      `prefill pool ${r.prefill_requests_per_s} req/s, decode pool ${r.decode_requests_per_s} req/s`),
+    role("disagg-prefill", `prefill × ${r.prefill_workers} (${r.prefill_gpus_per_worker} GPUs each)`, r.prefill_command),
+    role("disagg-decode", `decode × ${r.decode_workers} (${r.decode_gpus_per_worker} GPUs each)`, r.decode_command),
+    role("disagg-router", "router", r.router_command)));
 }
 
 // The selected layout as a Kubernetes LeaderWorkerSet: `plan --emit lws --pick RANK` on the
