@@ -19,6 +19,7 @@ import math
 import os
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -217,7 +218,14 @@ def worker(args: argparse.Namespace) -> int:
     rank = dist.get_rank()
     dtype = getattr(torch, args.dtype)
     try:
-        handle = instantiate(load_config(args), model=MODEL)
+        # Every rank validates the layout and would warn alike (e.g. no SGLang installed, so
+        # the newest pack's rules): rank 0 says it once, as a note line, not N tracebacks.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            handle = instantiate(load_config(args), model=MODEL)
+        if rank == 0:
+            for text in dict.fromkeys(str(w.message) for w in caught):
+                print(f"note: {text}", file=sys.stderr)
         error, used_cp = run_layer(handle, _batch(args), args.seed, dtype)
     except (MeshsatError, CPError) as exc:
         if rank == 0:
