@@ -387,9 +387,16 @@ def test_a_relaxed_tier_says_what_no_layout_keeps() -> None:
     assert best.changes == (Change("dwdp_size", 1, 8),) and best.objective.features == 1
     (relaxed,) = report.relaxed
     assert relaxed.tier == "features" and relaxed.pins == ("dp_size",)
-    assert relaxed.features == ("dwdp",) and [r.id for r in relaxed.rules] == ["DPATTN-TP-DIV"]
+    # The core is one rule, and a minimal core is not unique: DPATTN-TP-DIV (resolution) and
+    # TOPO-ATTN-TP (launch) each forbid dp 3 with DP attention on 8 GPUs alone, and which one
+    # Z3's core holds depends on its state (it changed once across a full run). Either must
+    # be a rule `validate` reports for the pinned layout with DWDP kept off.
+    assert relaxed.features == ("dwdp",) and len(relaxed.rules) == 1
+    (rule,) = (r.id for r in relaxed.rules)
+    reported = {v.rule for v in solver.validate(cfg).violations}
+    assert reported == {"DPATTN-TP-DIV", "TOPO-ATTN-TP"} and rule in reported
     assert relaxed.text == (
-        "no layout on 8 GPUs with dp_size 3 keeps DWDP off (DPATTN-TP-DIV); the feature set changes"
+        f"no layout on 8 GPUs with dp_size 3 keeps DWDP off ({rule}); the feature set changes"
     )
     # Without the pin every tier holds, and nothing is relaxed.
     free = fix(cfg)
