@@ -81,7 +81,7 @@ def legality(runs: Sequence[MeasuredDisaggRun]) -> Counter[str]:
     pack, `--disaggregation-mode` set), by the first rule."""
     out: Counter[str] = Counter()
     for r in runs:
-        cfg = checkpoint_config(r.as_aggregated())
+        cfg = checkpoint_config(r)
         spec = ModelSpec.from_hf_config(cfg) if cfg else None
         for role, mode in ((r.prefill, "prefill"), (r.decode, "decode")):
             rep = solver.validate(role.config(mode), spec, sglang_version=nearest_pack(r.sglang))
@@ -120,7 +120,7 @@ def estimate_rows(runs: Sequence[MeasuredDisaggRun]) -> tuple[list[Row], Counter
     skipped: Counter[str] = Counter()
     models: dict[tuple[Any, ...], PerfModel] = {}
     for r in runs:
-        cfg = checkpoint_config(r.as_aggregated())
+        cfg = checkpoint_config(r)
         if cfg is None:
             skipped["no config for the model"] += 1
             continue

@@ -305,7 +305,7 @@ def test_measured_disaggregated_slice() -> None:
     runs = [r for r in load_disagg_runs() if r.complete and r.system == "gb300"
             and r.quant == "nvfp4" and r.isl == 8192]  # fmt: skip
     assert len(runs) == 5
-    cfg = checkpoint_config(runs[0].as_aggregated())
+    cfg = checkpoint_config(runs[0])
     assert cfg is not None
     pm = PerfModel(cfg, "GB300", Workload(8192, 1024), sglang_version="0.5.9",
                    model_id=runs[0].model, quant="nvfp4")  # fmt: skip

@@ -66,7 +66,10 @@ _CONFIGS: Mapping[tuple[str, str], str] = {
 
 
 @dataclass(frozen=True)
-class MeasuredRun:
+class MeasuredRow:
+    """What every measured row has, aggregated or disaggregated: the checkpoint (model and
+    quantization, what `checkpoint_config` reads), the GPU, the build and the workload."""
+
     id: str
     model: str
     gpu: str
@@ -76,6 +79,10 @@ class MeasuredRun:
     isl: int
     osl: int
     concurrency: int
+
+
+@dataclass(frozen=True)
+class MeasuredRun(MeasuredRow):
     #: SGLang's flags for the layout.
     tp_size: int
     pp_size: int
@@ -190,7 +197,7 @@ def _measured_day(source: str) -> str:
     return m.group(1) if m else ""
 
 
-def checkpoint_config(run: MeasuredRun) -> dict[str, Any] | None:
+def checkpoint_config(run: MeasuredRow) -> dict[str, Any] | None:
     """The config.json of the measured checkpoint (AIC's bundled copy), its quantization
     set to the run's; None when the engine bundles no config for the model."""
     root = _package_dir()
@@ -274,18 +281,9 @@ class MeasuredRole:
 
 
 @dataclass(frozen=True)
-class MeasuredDisaggRun:
+class MeasuredDisaggRun(MeasuredRow):
     """One measured disaggregated SGLang run: a prefill pool, a decode pool, a concurrency."""
 
-    id: str
-    model: str
-    gpu: str
-    system: str
-    sglang: str
-    quant: str
-    isl: int
-    osl: int
-    concurrency: int
     prefill: MeasuredRole
     decode: MeasuredRole
     ttft_ms: float
@@ -318,13 +316,6 @@ class MeasuredDisaggRun:
     def group_key(self) -> tuple[str, str, str, int, int]:
         """Configurations compared with one another: one model, GPU, quantization, ISL/OSL."""
         return (self.model, self.system, self.quant, self.isl, self.osl)
-
-    def as_aggregated(self) -> MeasuredRun:
-        """The row's fields `checkpoint_config` reads (model and quantization)."""
-        p = self.prefill
-        return MeasuredRun(self.id, self.model, self.gpu, self.system, self.sglang, self.quant,
-                           self.isl, self.osl, self.concurrency, p.tp_size, p.pp_size, p.dp_size,
-                           p.ep_size, self.ttft_ms, self.tpot_ms, False)  # fmt: skip
 
 
 def _role(r: Mapping[str, str], side: str) -> MeasuredRole:
