@@ -18,7 +18,7 @@ from typing import Any
 
 from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, Side
 from meshsat.solver.deployment.model import Deployment, Router, Server, Target
-from meshsat.solver.deployment.reader import reaches
+from meshsat.solver.deployment.reader import FACT_FLAGS, reaches
 from meshsat.solver.deployment.rules import side_of
 from meshsat.solver.deployment.validate import (
     DeploymentReport,
@@ -31,15 +31,6 @@ from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.fix import fix
 from meshsat.solver.repair.results import Change, FixReport
-
-#: Facts a decode follows its prefill on: the pair rule's name -> the flag SGLang reads.
-FACT_FLAGS: dict[str, str] = {
-    "model": "--model-path",
-    "backend": "--disaggregation-transfer-backend",
-    "page_size": "--page-size",
-    "kv_cache_dtype": "--kv-cache-dtype",
-    "bootstrap_port": "--disaggregation-bootstrap-port",
-}
 
 
 @dataclass(frozen=True)

@@ -100,37 +100,37 @@ def role_of(command: LaunchCommand) -> Role:
     return "decode" if mode == "decode" else "aggregated"
 
 
+#: The flag SGLang reads for each fact the pair rules compare (`Facts`' field -> flag); the
+#: decode's fix sets the same flags (`fix.py`).
+FACT_FLAGS: dict[str, str] = {
+    "model": "--model-path",
+    "backend": "--disaggregation-transfer-backend",
+    "page_size": "--page-size",
+    "kv_cache_dtype": "--kv-cache-dtype",
+    "bootstrap_port": "--disaggregation-bootstrap-port",
+}
+#: Where a server listens (`endpoint_of`), which the router rules read.
+ENDPOINT_FLAGS = ("--host", "--port")
+#: The flags `facts_of` and `endpoint_of` read: a deployment's rules check them, so a server
+#: of a deployment does not list them among the flags meshsat does not check.
+DEPLOYMENT_FLAGS = frozenset((*FACT_FLAGS.values(), *ENDPOINT_FLAGS))
+
+
 def facts_of(command: LaunchCommand) -> Facts:
     """The flags the pair rules read, with SGLang's defaults for what is absent (page size:
     "default", which SGLang resolves per attention backend)."""
-    model = _flag(command, "--model-path", "--model")
-    backend = _text(_flag(command, "--disaggregation-transfer-backend"), DEFAULT_BACKEND)
+    model = _flag(command, FACT_FLAGS["model"], "--model")
+    backend = _text(_flag(command, FACT_FLAGS["backend"]), DEFAULT_BACKEND)
     if backend == "mooncake_tcp":  # 0.5.x: mooncake with its TCP transport forced
         backend = "mooncake"
-    page = _flag(command, "--page-size")
+    page = _flag(command, FACT_FLAGS["page_size"])
     return Facts(
         model=None if model is None else model.text,
         backend=backend,
-        bootstrap_port=_int(
-            _flag(command, "--disaggregation-bootstrap-port"), DEFAULT_BOOTSTRAP_PORT
-        ),
+        bootstrap_port=_int(_flag(command, FACT_FLAGS["bootstrap_port"]), DEFAULT_BOOTSTRAP_PORT),
         page_size=_text(page, "default"),
-        kv_cache_dtype=_text(_flag(command, "--kv-cache-dtype"), DEFAULT_KV_CACHE_DTYPE),
+        kv_cache_dtype=_text(_flag(command, FACT_FLAGS["kv_cache_dtype"]), DEFAULT_KV_CACHE_DTYPE),
     )
-
-
-#: The flags `facts_of` and `endpoint_of` read: a deployment's rules check them, so a server
-#: of a deployment does not list them among the flags meshsat does not check.
-DEPLOYMENT_FLAGS = frozenset(
-    {
-        "--disaggregation-transfer-backend",
-        "--disaggregation-bootstrap-port",
-        "--page-size",
-        "--kv-cache-dtype",
-        "--host",
-        "--port",
-    }
-)
 
 
 def _server_job(nodes: tuple[LaunchCommand, ...], search: tuple[Path, ...]) -> ParsedCommandLine:
@@ -142,8 +142,9 @@ def _server_job(nodes: tuple[LaunchCommand, ...], search: tuple[Path, ...]) -> P
 
 
 def endpoint_of(command: LaunchCommand) -> Endpoint:
-    host = _text(_flag(command, "--host"), "127.0.0.1")
-    return Endpoint(host, _int(_flag(command, "--port"), DEFAULT_PORT))
+    host_flag, port_flag = ENDPOINT_FLAGS
+    host = _text(_flag(command, host_flag), "127.0.0.1")
+    return Endpoint(host, _int(_flag(command, port_flag), DEFAULT_PORT))
 
 
 def _family(command: LaunchCommand) -> tuple[Role, str | None, int | None]:
