@@ -85,3 +85,22 @@ def test_every_measured_run_without_a_version_gets_a_bound() -> None:
     unrecorded = [r for r in load_runs() if r.sglang == "unknown"]
     assert len(unrecorded) == 122
     assert all(r.build.startswith("<=0.5.") for r in unrecorded)
+
+
+def test_each_aggregated_measurement_counts_once() -> None:
+    """A copy under another id and model name (TTFT differing in the last binary digit, as
+    the sample's do) is dropped, the first in file order stays; another concurrency or
+    TPOT is another measurement. On the sample: keys unique, every row's key kept."""
+    from meshsat.solver.perf.measured import distinct_runs, measurement_key
+
+    a = replace(RUN, id="a", ttft_ms=3882.7718854580326)
+    copy = replace(a, id="a-copy", model="deepseek-ai/DeepSeek-V3", ttft_ms=3882.771885458033)
+    other = replace(a, id="b", concurrency=16)
+    slower = replace(a, id="c", tpot_ms=2.0)
+    assert [r.id for r in distinct_runs([a, copy, other, slower, copy])] == ["a", "b", "c"]
+    runs = load_runs()
+    if runs:
+        kept = distinct_runs(runs)
+        keys = [measurement_key(r) for r in kept]
+        assert len(keys) == len(set(keys)) < len(runs)
+        assert {measurement_key(r) for r in runs} == set(keys)

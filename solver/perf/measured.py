@@ -359,14 +359,29 @@ def load_disagg_runs(path: Path | None = None) -> list[MeasuredDisaggRun]:
     return runs
 
 
-def measurement_key(run: MeasuredDisaggRun) -> tuple[Any, ...]:
+def measurement_key(run: MeasuredRun | MeasuredDisaggRun) -> tuple[Any, ...]:
     """What identifies one measurement: the GPU, quantization, ISL/OSL, concurrency and the
     measured TTFT and TPOT to 12 significant digits (copies differ at most in the last
-    binary digit of the 17 the CSV prints; the model is left out: the db-dump rows name
-    DeepSeek-V3 what the same runs' widths-only copies name DeepSeek-R1, one
-    architecture)."""
+    binary digit of the 17 the CSV prints; the model is left out: the sample names
+    DeepSeek-V3 what copies of the same runs name DeepSeek-R1, one architecture, in the
+    aggregated rows as in the disaggregated ones)."""
     return (run.system, run.quant, run.isl, run.osl, run.concurrency,
             f"{run.ttft_ms:.12g}", f"{run.tpot_ms:.12g}")  # fmt: skip
+
+
+def distinct_runs(runs: Sequence[MeasuredRun]) -> list[MeasuredRun]:
+    """Each aggregated measurement once, the first in file order: 308 of the sample's 953
+    aggregated SGLang rows repeat another (one campaign under several source files,
+    DeepSeek-R1 rows again as DeepSeek-V3), which weighs a campaign by how often it was
+    copied, not by what it measured."""
+    seen: set[tuple[Any, ...]] = set()
+    kept = []
+    for r in runs:
+        key = measurement_key(r)
+        if key not in seen:
+            seen.add(key)
+            kept.append(r)
+    return kept
 
 
 def distinct_disagg_runs(
