@@ -417,6 +417,13 @@ TTFT quoted in issue 20 came from AIConfigurator's own CLI path, so the two diff
 *Roofline only*: meshsat's roofline in place of the engine, as if the database were absent.
 Throughput for ranking: `concurrency * osl / (TTFT + (osl - 1) * TPOT) / GPUs`, measured and
 estimated alike; a layout measured several times counts once, at its mean.
+
+The rows meshsat judges illegal (below) are DeepSeek-R1 FP8 on GB200 recorded as
+`tp_size 72` with attention DP 1 and `moe_tp 72`, 128 to 8,192 requests, measured 16/17
+November 2025: 128 attention heads do not split over 72 ranks (MODEL-HEADS; SGLang's
+DeepSeek attention asserts the same, and AIConfigurator's engine refuses the layout, see
+"Not estimable"), so the recorded widths cannot be what ran (72 is the NVL72 rack's GPU
+count); they are counted, not treated as a rule bug.
 """
 
 BEFORE = """\
