@@ -272,6 +272,14 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 ONLINE_FP8 = ("fp8", "w8a8_fp8")
 
 
+def online_quantized(hf: Mapping[str, Any]) -> bool:
+    """Whether `hf` is a 16-bit checkpoint that `with_quantization_flag` marked as quantized
+    while it loads (per-tensor FP8 scales, not a checkpoint's blocks: the estimator's kernels
+    differ, the memory price does not)."""
+    qc = hf.get("quantization_config")
+    return isinstance(qc, Mapping) and qc.get("online") is True
+
+
 def with_quantization_flag(hf: Mapping[str, Any], quantization: str | None) -> Mapping[str, Any]:
     """The config the weights are priced from when `--quantization` is given.
 
