@@ -201,8 +201,7 @@ def disagg_rows(
                          progress=progress or terminal_progress("role layouts"))  # fmt: skip
     clear_progress()
     rows = [
-        disagg_row(i, p, model_path, sglang_version, given)
-        for i, p in enumerate(search.plans, 1)
+        disagg_row(i, p, model_path, sglang_version, given) for i, p in enumerate(search.plans, 1)
     ]
     agg, _ranked, _n = perf_rows(
         model, g, gpus, w, engine=engine, gpus_per_node=gpus_per_node, top=1,
