@@ -319,8 +319,9 @@ def with_quantization_flag(hf: Mapping[str, Any], quantization: str | None) -> M
     A checkpoint with its own `quantization_config` keeps it: SGLang loads what the
     checkpoint stores, and `ModelConfig._verify_quantization` refuses a flag it cannot
     reconcile with it (`loads_with_flag`): that is an `InputError` here too, so every
-    command that prices memory refuses it alike. A 16-bit checkpoint with `--quantization fp8` is quantized online, so its
-    linears are priced as per-tensor FP8. Other online methods are not modelled.
+    command that prices memory refuses it alike. A 16-bit checkpoint with `--quantization
+    fp8` is quantized online, so its linears are priced as per-tensor FP8. Other online
+    methods are not modelled.
     """
     if not quantization:
         return hf
