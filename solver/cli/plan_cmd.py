@@ -174,7 +174,10 @@ def plan_layouts(
     spec = ModelSpec.from_hf_config(config)
     quant_note(spec.quant_not_checked)
     mm = MemoryModel(
-        with_quantization_flag(config, quantization), g, context_length=context_length, **memory
+        with_quantization_flag(config, given.get("quantization")),
+        g,
+        context_length=context_length,
+        **memory,
     )
     per_node = gpus_per_node or min(g.fabric, gpus) or 1
     fitting = _fitting(spec, mm, gpus, where, sglang_version, progress, given)

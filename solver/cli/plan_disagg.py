@@ -186,7 +186,7 @@ def disagg_rows(
     given = quantization_given(quantization)
     pm, model_path = perf_model(
         model, g, w, engine=engine, gpus_per_node=gpus_per_node, sglang_version=sglang_version,
-        memory=memory, model_path=model_path, quantization=quantization,
+        memory=memory, model_path=model_path, quantization=given.get("quantization"),
     )  # fmt: skip
     spec = checkpoint_spec(model)
 
