@@ -404,6 +404,7 @@ def _perf_columns(
         sglang_version=e.query.pack.version,
         engine=engine.value,
         gpus_per_node=gpus_per_node,
+        quantization=getattr(e.base, "quantization", None),
     )
     return PerfColumns(e, columns, pm, filters)
 

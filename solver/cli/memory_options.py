@@ -66,6 +66,29 @@ FreeMemoryOpt = Annotated[
         show_default=False,
     ),
 ]
+QuantizationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--quantization",
+        metavar="METHOD",
+        help="SGLang's --quantization, as `--set quantization=METHOD` takes it elsewhere: "
+        "fp8 (or w8a8_fp8) on a 16-bit checkpoint quantizes it online (weights priced as "
+        "FP8, the estimate's kernels FP8), and the commands carry it; a quantized checkpoint "
+        "keeps its own scheme.",
+        show_default=False,
+    ),
+]
+
+
+def checked_quantization(text: str | None) -> str | None:
+    """`--quantization`'s value checked as the `quantization` field is everywhere else
+    (`--set`, launch commands), with the same one-line error."""
+    if text is None:
+        return None
+    from meshsat.solver.inputs.convert import coerce
+
+    value = coerce("quantization", text)
+    return None if value is None else str(value)
 
 
 def report_pack(sglang_version: str | None) -> str:

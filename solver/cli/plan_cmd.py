@@ -28,6 +28,7 @@ from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.memory_options import (
     FreeMemoryOpt,
     MemFractionOpt,
+    QuantizationOpt,
     checkpoint_line,
     sizing_options,
 )
@@ -46,7 +47,7 @@ from meshsat.solver.cli.perf_options import (
     TtftOpt,
 )
 from meshsat.solver.cli.plan_disagg import DisaggRow
-from meshsat.solver.cli.plan_perf import PerfRow
+from meshsat.solver.cli.plan_perf import PerfRow, quantization_given
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.enumeration.node_locality import spanning_gpus
 from meshsat.solver.errors import InputError
@@ -58,6 +59,7 @@ from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
 from meshsat.solver.memory.models import model_config
+from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
 from meshsat.solver.perf import Workload
 from meshsat.solver.perf.disagg import DisaggSearch
 from meshsat.solver.perf.workload import cli_workload
@@ -119,13 +121,16 @@ def _fitting(
     where: Iterable[str] = (),
     sglang_version: str | None = None,
     progress: Progress | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> list[tuple[int, solver.Layout]]:
     """(total KV tokens, layout) of every legal layout that loads, from the memory model's
     streaming columns (`MemoryModel.row_reader`): a few multiplications a layout where a
     whole `Memory` costs tens of µs (51,580 layouts at 2^20 GPUs)."""
     fitting = []
     read = None
-    layouts = solver.enumerate(gpus, model=spec, where=where, sglang_version=sglang_version)
+    layouts = solver.enumerate(
+        gpus, base=given, model=spec, where=where, sglang_version=sglang_version
+    )
     for seen, lay in enumerate(layouts, 1):
         if read is None:
             shape = lay.shape
@@ -153,6 +158,7 @@ def plan_layouts(
     sglang_version: str | None = None,
     progress: Progress | None = None,
     model_path: str | None = None,
+    quantization: str | None = None,
     **memory: Any,
 ) -> list[PlanRow]:
     """The `top` best legal layouts on `gpus` GPUs that load, ranked as `RANKING` says.
@@ -160,14 +166,21 @@ def plan_layouts(
     `model`: a config.json path, an embedded repo id or a config already read (the web app
     takes pasted configs and never reads a path); `where`: `enumerate`'s filters; `memory`:
     further `MemoryModel` options, e.g. mem_fraction_static, context_gib; `model_path`: the
-    `--model-path` the commands name (default: from `model`)."""
+    `--model-path` the commands name (default: from `model`); `quantization`: SGLang's
+    `--quantization`, set on every layout and priced as `validate` prices it."""
     check_plan_args(gpus, top, gpus_per_node)
     config = model if isinstance(model, Mapping) else model_config(model)
+    given = quantization_given(quantization)
     spec = ModelSpec.from_hf_config(config)
     quant_note(spec.quant_not_checked)
-    mm = MemoryModel(config, g, context_length=context_length, **memory)
+    mm = MemoryModel(
+        with_quantization_flag(config, given.get("quantization")),
+        g,
+        context_length=context_length,
+        **memory,
+    )
     per_node = gpus_per_node or min(g.fabric, gpus) or 1
-    fitting = _fitting(spec, mm, gpus, where, sglang_version, progress)
+    fitting = _fitting(spec, mm, gpus, where, sglang_version, progress, given)
     fitting.sort(key=lambda t: -t[0])
     if not fitting:
         return []
@@ -197,7 +210,9 @@ def plan_layouts(
                 node_crossing_gpus=cross,
                 # What the user launches: the enumerated values; what SGLang resolves from
                 # them (Layout.config) is its business, not flags to type.
-                command=launch_command(Config.model_validate(lay.values), model_path=model_path),
+                command=launch_command(
+                    Config.model_validate({**given, **lay.values}), model_path=model_path
+                ),
             )
         )
     return rows
@@ -280,6 +295,7 @@ def plan_cmd(
     image: ImageOpt = "lmsysorg/sglang:latest",
     name: NameOpt = "sglang",
     disagg: DisaggOpt = False,
+    quantization: QuantizationOpt = None,
 ) -> None:
     """Legal layouts that fit MODEL on N GPUs, fastest first, with SGLang commands.
 
@@ -297,6 +313,7 @@ def plan_cmd(
       meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --tpot 50
       meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 16 --emit lws > lws.yaml
       meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu GB200 --gpus 32 --disagg --isl 8192
+      meshsat plan --model Qwen/Qwen3-32B --gpu H100 --gpus 2 --quantization fp8
     """
     g = plan_gpu(gpu_name, gpu_memory)
     if disagg:
@@ -304,7 +321,7 @@ def plan_cmd(
             rows_d, search, agg, workload = disagg_plan(
                 model, g, gpus, top, gpus_per_node, rank, isl, osl, ttft, tpot, no_sla, engine,
                 plot, where, sglang_version, emit,
-                sizing_options(g, mem_fraction_static, free_memory),
+                sizing_options(g, mem_fraction_static, free_memory), quantization=quantization,
             )  # fmt: skip
         plan_disagg.emit(rows_d, search, agg, fmt.value, workload, g.name, gpus)
         if not rows_d:
@@ -321,7 +338,7 @@ def plan_cmd(
             rows_p, ranked, shapes = plan_perf.perf_rows(
                 model, g, gpus, workload, engine=engine.value, gpus_per_node=gpus_per_node,
                 top=top, memory=sizing_options(g, mem_fraction_static, free_memory),
-                where=where or (), sglang_version=sglang_version,
+                where=where or (), sglang_version=sglang_version, quantization=quantization,
             )  # fmt: skip
         if emit is not None and rows_p:
             _print_pick(
@@ -343,7 +360,7 @@ def plan_cmd(
     with time_limit(timeout, "plan"):
         rows = plan_layouts(
             model, g, gpus, context_length=context_length, gpus_per_node=gpus_per_node, top=top,
-            where=where or (), sglang_version=sglang_version,
+            where=where or (), sglang_version=sglang_version, quantization=quantization,
             **sizing_options(g, mem_fraction_static, free_memory),
         )  # fmt: skip
     if emit is not None and rows:
@@ -396,6 +413,7 @@ def disagg_plan(
     *,
     model_path: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    quantization: str | None = None,
 ) -> tuple[list[DisaggRow], DisaggSearch, PerfRow | None, Workload]:
     """`plan --disagg`'s deployments, search counts, aggregated baseline and workload, for
     the CLI and `meshsat serve`'s /api/plan alike (meshsat.solver.cli.plan_disagg): options
@@ -410,7 +428,7 @@ def disagg_plan(
     rows, search, agg = plan_disagg.disagg_rows(
         model, g, gpus, workload, engine=engine.value, gpus_per_node=gpus_per_node, top=top,
         memory=memory, where=where or (), sglang_version=sglang_version, model_path=model_path,
-        progress=progress,
+        progress=progress, quantization=quantization,
     )  # fmt: skip
     return rows, search, agg, workload
 

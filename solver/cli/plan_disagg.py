@@ -19,10 +19,12 @@ from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.cli.plan_perf import (
     PerfRow,
+    checkpoint_spec,
     clear_progress,
     layout_columns,
     perf_model,
     perf_rows,
+    quantization_given,
     terminal_progress,
 )
 from meshsat.solver.deployment.rules import pair_errors
@@ -105,11 +107,16 @@ def layout_label(config: Mapping[str, Any], derived: Mapping[str, Any]) -> str:
     return " ".join(words)
 
 
-def role_command(role: RoleLayout, model_path: str | None, release: str | None) -> str:
-    """The server command of one role: its enumerated values plus `--disaggregation-mode`,
-    rendered by the one renderer in `release`'s spelling (flags at its default are not
-    written)."""
-    config = Config.model_validate(dict(role.values))
+def role_command(
+    role: RoleLayout,
+    model_path: str | None,
+    release: str | None,
+    given: Mapping[str, Any] | None = None,
+) -> str:
+    """The server command of one role: what plan set on every layout (`given`), its
+    enumerated values plus `--disaggregation-mode`, rendered by the one renderer in
+    `release`'s spelling (flags at its default are not written)."""
+    config = Config.model_validate({**(given or {}), **role.values})
     return launch_command(config, release, model_path=model_path)
 
 
@@ -118,7 +125,11 @@ def router_urls(role: str, workers: int) -> list[str]:
 
 
 def disagg_row(
-    rank: int, p: DisaggPlan, model_path: str | None, release: str | None = None
+    rank: int,
+    p: DisaggPlan,
+    model_path: str | None,
+    release: str | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> DisaggRow:
     pre, dec = p.prefill, p.decode
     pc, dc = layout_columns(pre.config, pre.derived), layout_columns(dec.config, dec.derived)
@@ -143,8 +154,8 @@ def disagg_row(
         source=p.source,
         **{f"prefill_{k}": pc[k] for k in ("tp", "pp", "dp", "dp_attention", "ep")},
         **{f"decode_{k}": dc[k] for k in ("tp", "pp", "dp", "dp_attention", "ep")},
-        prefill_command=role_command(pre, model_path, release),
-        decode_command=role_command(dec, model_path, release),
+        prefill_command=role_command(pre, model_path, release, given),
+        decode_command=role_command(dec, model_path, release, given),
         router_command=pd_router_command(
             router_urls("prefill", p.prefill_workers), router_urls("decode", p.decode_workers)
         ),
@@ -165,32 +176,37 @@ def disagg_rows(
     where: Iterable[str] = (),
     progress: Callable[[int, int], None] | None = None,
     model_path: str | None = None,
+    quantization: str | None = None,
 ) -> tuple[list[DisaggRow], DisaggSearch, PerfRow | None]:
     """The `top` best disaggregated deployments on at most `gpus` GPUs, the search's
     counts, and the best aggregated layout on exactly `gpus` GPUs (plan's first row);
     `progress(done, total)` after each role layout, then each aggregated layout shape (it
-    may raise to stop: the web page's Cancel)."""
+    may raise to stop: the web page's Cancel; `quantization`: SGLang's `--quantization`, on
+    every role's layouts, in the estimate and in the commands)."""
+    given = quantization_given(quantization)
     pm, model_path = perf_model(
         model, g, w, engine=engine, gpus_per_node=gpus_per_node, sglang_version=sglang_version,
-        memory=memory, model_path=model_path,
+        memory=memory, model_path=model_path, quantization=given.get("quantization"),
     )  # fmt: skip
-    spec = ModelSpec.from_hf_config(pm.config)
+    spec = checkpoint_spec(model)
 
     def role(mode: str) -> Iterable[Any]:
         return solver.enumerate(
-            gpus, base={"disaggregation_mode": mode}, model=spec, where=where, up_to=True,
-            sglang_version=sglang_version,
+            gpus, base={**given, "disaggregation_mode": mode}, model=spec, where=where,
+            up_to=True, sglang_version=sglang_version,
         )  # fmt: skip
 
     search = plan_disagg(pm, gpus, role("prefill"), role("decode"), top=top,
                          pair_check=deployment_rules(spec, sglang_version),
                          progress=progress or terminal_progress("role layouts"))  # fmt: skip
     clear_progress()
-    rows = [disagg_row(i, p, model_path, sglang_version) for i, p in enumerate(search.plans, 1)]
+    rows = [
+        disagg_row(i, p, model_path, sglang_version, given) for i, p in enumerate(search.plans, 1)
+    ]
     agg, _ranked, _n = perf_rows(
         model, g, gpus, w, engine=engine, gpus_per_node=gpus_per_node, top=1,
         sglang_version=sglang_version, memory=memory, where=where, model_path=model_path,
-        progress=progress,
+        progress=progress, quantization=quantization,
     )  # fmt: skip
     return rows, search, agg[0] if agg else None
 

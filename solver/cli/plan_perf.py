@@ -18,12 +18,14 @@ from typing import Any
 
 from meshsat import solver
 from meshsat.solver.cli.formats import write_csv
+from meshsat.solver.cli.memory_options import checked_quantization
 from meshsat.solver.cli.output import emit_json, err, note, out
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import launch_command, model_path_of
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.gpus import Gpu
+from meshsat.solver.memory.models import model_config
 from meshsat.solver.perf import PerfModel, Workload
 from meshsat.solver.perf.ranking import Ranked, rank_layouts
 from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
@@ -77,6 +79,14 @@ def layout_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dic
     }
 
 
+def quantization_given(quantization: str | None) -> dict[str, Any]:
+    """The fields `plan` sets on every layout it enumerates, so the rules that read them
+    judge it and its command carries them: `--quantization`, checked as `--set` checks the
+    field (one readable line on a bad value)."""
+    q = checked_quantization(quantization)
+    return {} if q is None else {"quantization": q}
+
+
 def ranking_note(w: Workload) -> str:
     return (
         "ranked by output tokens/s per GPU at the best concurrency meeting the SLA "
@@ -97,6 +107,7 @@ def perf_model(
     sglang_version: str | None,
     memory: Mapping[str, Any] | None,
     model_path: str | None,
+    quantization: str | None = None,
 ) -> tuple[PerfModel, str | None]:
     """The estimator `plan`'s options ask for, and the `--model-path` its commands name
     (default: from `model`; none for a config already read without one)."""
@@ -109,10 +120,17 @@ def perf_model(
         sglang_version=sglang_version or "0.5.23",
         memory_options=memory,
         model_id=model_path if isinstance(model, Mapping) else None,
+        quantization=quantization,
     )
     if model_path is None and not isinstance(model, Mapping):
         model_path = model_path_of(model)
     return pm, model_path
+
+
+def checkpoint_spec(model: str | Mapping[str, Any]) -> ModelSpec:
+    """The rules' model facts from the checkpoint's own config, as `validate` reads them
+    (`--quantization` is a layout field beside it, not a change to the checkpoint)."""
+    return ModelSpec.from_hf_config(model if isinstance(model, Mapping) else model_config(model))
 
 
 def terminal_progress(what: str) -> Callable[[int, int], None]:
@@ -145,18 +163,23 @@ def perf_rows(
     where: Iterable[str] = (),
     progress: Callable[[int, int], None] | None = None,
     model_path: str | None = None,
+    quantization: str | None = None,
 ) -> tuple[list[PerfRow], list[Ranked], int]:
     """The `top` best rows, every ranked layout (for the plot) and how many were estimated
     (`model`: a path, a repo id or a config already read; `memory`: further `MemoryModel`
     options, e.g. mem_fraction_static, context_gib; `where`: `enumerate`'s filters;
     `progress(done, total)` after each layout shape estimated, which may raise to stop;
-    `model_path`: the `--model-path` the commands name, default from `model`)."""
+    `model_path`: the `--model-path` the commands name, default from `model`;
+    `quantization`: SGLang's `--quantization`, on every layout and in the estimate)."""
+    given = quantization_given(quantization)
     pm, model_path = perf_model(
         model, g, w, engine=engine, gpus_per_node=gpus_per_node, sglang_version=sglang_version,
-        memory=memory, model_path=model_path,
+        memory=memory, model_path=model_path, quantization=given.get("quantization"),
     )  # fmt: skip
-    spec = ModelSpec.from_hf_config(pm.config)
-    layouts = solver.enumerate(gpus, model=spec, where=where, sglang_version=sglang_version)
+    spec = checkpoint_spec(model)
+    layouts = solver.enumerate(
+        gpus, base=given, model=spec, where=where, sglang_version=sglang_version
+    )
     ranked = rank_layouts(layouts, pm, progress=progress or terminal_progress("layout shapes"))
     clear_progress()
     rows = []
@@ -180,7 +203,9 @@ def perf_rows(
                 source=e.source,
                 same_widths=r.same_widths,
                 # What the user launches: the enumerated values, not what SGLang resolves.
-                command=launch_command(Config.model_validate(r.values), model_path=model_path),
+                command=launch_command(
+                    Config.model_validate({**given, **r.values}), model_path=model_path
+                ),
             )
         )
     return rows, ranked, len(ranked)

@@ -272,15 +272,69 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 ONLINE_FP8 = ("fp8", "w8a8_fp8")
 
 
+#: `--quantization` values SGLang's `ModelConfig._verify_quantization` (0.5.18-0.5.23) accepts
+#: on a checkpoint whose `quant_method` differs: its `compatible_quantization_methods`, the
+#: methods whose `override_quantization_method` may claim such a checkpoint (awq_marlin on
+#: AWQ, gptq_marlin on GPTQ, moe_wna16 on either: chosen by GPU capability there, so never
+#: refused here), and its `REQUANTIZATION_METHODS`. `None`: any checkpoint (humming claims
+#: every one but gpt-oss's MXFP4; quark_mxfp4 requantizes).
+FLAG_ACCEPTS: Mapping[str, tuple[str, ...] | None] = {
+    "modelopt_fp8": ("modelopt",),
+    "modelopt_fp4": ("modelopt", "fp8"),
+    "modelopt_mixed": ("modelopt",),
+    "nvfp4_online": ("fp8", "modelopt_fp8"),
+    "petit_nvfp4": ("modelopt",),
+    "w8a8_int8": ("compressed-tensors", "compressed_tensors"),
+    "w8a8_fp8": ("compressed-tensors", "compressed_tensors"),
+    "auto-round-int8": ("compressed-tensors", "compressed_tensors"),
+    "awq_marlin": ("awq",),
+    "gptq_marlin": ("gptq",),
+    "marlin": ("awq", "gptq"),
+    "moe_wna16": ("awq", "gptq"),
+    "humming": None,
+    "quark_mxfp4": None,
+}
+
+
+def loads_with_flag(method: str, quantization: str) -> bool:
+    """Whether SGLang loads a checkpoint of `quant_method` `method` under `--quantization`
+    (`FLAG_ACCEPTS`); a refusal is certain, an acceptance may still depend on the GPU."""
+    if quantization == method:
+        return True
+    accepts = FLAG_ACCEPTS.get(quantization, ())
+    return accepts is None or method in accepts
+
+
+def online_quantized(hf: Mapping[str, Any]) -> bool:
+    """Whether `hf` is a 16-bit checkpoint that `with_quantization_flag` marked as quantized
+    while it loads (per-tensor FP8 scales, not a checkpoint's blocks: the estimator's kernels
+    differ, the memory price does not)."""
+    qc = hf.get("quantization_config")
+    return isinstance(qc, Mapping) and qc.get("online") is True
+
+
 def with_quantization_flag(hf: Mapping[str, Any], quantization: str | None) -> Mapping[str, Any]:
     """The config the weights are priced from when `--quantization` is given.
 
     A checkpoint with its own `quantization_config` keeps it: SGLang loads what the
-    checkpoint stores (`ModelConfig._verify_quantization` only accepts a flag compatible
-    with it). A 16-bit checkpoint with `--quantization fp8` is quantized online, so its
-    linears are priced as per-tensor FP8. Other online methods are not modelled.
+    checkpoint stores, and `ModelConfig._verify_quantization` refuses a flag it cannot
+    reconcile with it (`loads_with_flag`): that is an `InputError` here too, so every
+    command that prices memory refuses it alike. A 16-bit checkpoint with `--quantization
+    fp8` is quantized online, so its linears are priced as per-tensor FP8. Other online
+    methods are not modelled.
     """
-    if not quantization or hf.get("quantization_config"):
+    if not quantization:
+        return hf
+    own = hf.get("quantization_config")
+    if own:
+        method = str(own.get("quant_method", "") if isinstance(own, Mapping) else "").lower()
+        if method and not loads_with_flag(method, quantization):
+            accepted = [method, *(q for q, ms in FLAG_ACCEPTS.items() if ms and method in ms)]
+            raise InputError(
+                f"--quantization {quantization} conflicts with the checkpoint's quant_method "
+                f"{method}: SGLang refuses to load it (ModelConfig._verify_quantization); drop "
+                f"the flag or give one it accepts there: {', '.join(accepted)}"
+            )
         return hf
     if quantization in ONLINE_FP8:
         return {**hf, "quantization_config": {"quant_method": "fp8", "online": True}}

@@ -44,7 +44,15 @@ QUANT_MODES: Mapping[str, tuple[str, str]] = {
     "fp8": ("fp8_block", "fp8_block"),
     "nvfp4": ("nvfp4", "nvfp4"),
     "mxfp4": ("bfloat16", "w4a16_mxfp4"),
+    # A 16-bit checkpoint served with `--quantization fp8` (`ONLINE_FP8_QUANT`): per-tensor
+    # weight scales, AIConfigurator's per-tensor `fp8` GEMM. Its SGLang MoE tables hold no
+    # per-tensor FP8 kernel (fp8_block, bf16, int4 and FP4 only, every system), so the
+    # experts are read from `fp8_block`: the same FP8 weight bytes and tensor-core rate.
+    "fp8_online": ("fp8", "fp8_block"),
 }
+#: The `QUANT_MODES` name of online FP8 (the checkpoint's own name, `fp8`, stays the memory
+#: model's: it prices the bytes, which a block checkpoint and an online one share).
+ONLINE_FP8_QUANT = "fp8_online"
 
 #: `--kv-cache-dtype` -> the engine's KV-cache and attention (FMHA) modes. `auto` keeps
 #: the activation dtype (bf16), which is what SGLang does for FP8/FP4 checkpoints too.

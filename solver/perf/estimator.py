@@ -26,6 +26,7 @@ from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.gpus import Gpu, gpu
 from meshsat.solver.memory.models import model_config
+from meshsat.solver.memory.quantized_checkpoints import online_quantized, with_quantization_flag
 from meshsat.solver.perf.aic import (
     AicSteps,
     EngineUnavailable,
@@ -33,7 +34,12 @@ from meshsat.solver.perf.aic import (
     installed,
     model_location,
 )
-from meshsat.solver.perf.engine_args import EngineArgs, Unsupported, engine_args
+from meshsat.solver.perf.engine_args import (
+    ONLINE_FP8_QUANT,
+    EngineArgs,
+    Unsupported,
+    engine_args,
+)
 from meshsat.solver.perf.ep_comm import WithEpComm
 from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import (
@@ -95,6 +101,7 @@ class PerfModel:
         gpus_per_node: int | None = None,
         kv_cache_dtype: str | None = None,
         quant: str | None = None,
+        quantization: str | None = None,
         model_id: str | None = None,
         calibration: Calibration | None = None,
         memory_options: Mapping[str, Any] | None = None,
@@ -107,6 +114,11 @@ class PerfModel:
         else:
             self.config = model_config(str(model))
             self.model_id = model_id or str(model)
+        # `--quantization` as validate prices it: a 16-bit checkpoint with fp8 is quantized
+        # online (weights and KV from that), a quantized checkpoint keeps its own scheme.
+        self.config = with_quantization_flag(self.config, quantization)
+        if quant is None and online_quantized(self.config):
+            quant = ONLINE_FP8_QUANT
         self.facts: ModelFacts = facts_from_config(self.config)
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
         self.workload = workload or Workload()
