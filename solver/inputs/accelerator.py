@@ -4,7 +4,7 @@ one node gives SGLang, and the node size assumed when it says neither.
 `gpus_per_node` is a tool-only fact (SGLang never reads it): meshsat needs it for
 TOPO-NODE-GPUS and the rank groups. A CUDA launch keeps the Config default of 8 (an HGX
 node); an Ascend launch states its node in two ways meshsat reads, and otherwise gets the
-largest Ascend node with a note (docs/disaggregation.md, "Node size").
+largest Ascend node with a note (docs/rules.md §1).
 """
 
 from __future__ import annotations
