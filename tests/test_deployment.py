@@ -61,13 +61,14 @@ RECIPES: dict[str, tuple[str, dict[str, int], int]] = {
 REFUSED: dict[str, tuple[str, tuple[str, ...]]] = {
     "sglang-docs-ascend-deepseek-r1-4xa3.sh": ("0.5.18", ("FLAG-CHOICE-LOAD-BALANCE-METHOD",)),
 }
-#: The machine a recipe names beyond its flags (`--set`): an Atlas 800I A3 node holds 16 NPUs,
-#: not the 8 GPUs meshsat assumes, which its multi-node decode servers (TP 32 on 2 nodes) need.
-HARDWARE: dict[str, tuple[str, ...]] = {
-    "sglang-docs-ascend-qwen3-235b.sh": ("gpus_per_node=16",),
-    "sglang-docs-ascend-qwen3-coder-480b.sh": ("gpus_per_node=16",),
-    "sglang-docs-ascend-deepseek-r1-4xa3.sh": ("gpus_per_node=16",),
-}
+#: Recipes whose decode server is TP 32 on 2 Atlas 800I A3 nodes of 16 NPUs each: judged
+#: from `--device npu` alone (an Ascend node of 16 assumed), as written; they needed
+#: `--set gpus_per_node=16` when meshsat took every node for 8 GPUs.
+A3_TWO_NODE_DECODE = (
+    "sglang-docs-ascend-qwen3-235b.sh",
+    "sglang-docs-ascend-qwen3-coder-480b.sh",
+    "sglang-docs-ascend-deepseek-r1-4xa3.sh",
+)
 
 
 @cache
@@ -79,10 +80,11 @@ def verdict(text: str, release: str) -> DeploymentReport:
     return validate_deployment(text, sglang_version=release)
 
 
-def judged(name: str, release: str) -> tuple[Deployment, DeploymentReport]:
-    """A fixture read with the machine it names (HARDWARE) and judged by `release`."""
-    sets = LayoutSources(sets=HARDWARE.get(name, ()))
-    deployment = read(recipe(name), load_server(None, release), sets)
+def judged(
+    name: str, release: str, sets: tuple[str, ...] = ()
+) -> tuple[Deployment, DeploymentReport]:
+    """A fixture read (with `--set` items, if any) and judged by `release`."""
+    deployment = read(recipe(name), load_server(None, release), LayoutSources(sets=sets))
     return deployment, judge(deployment, get_pack(release))
 
 
@@ -104,10 +106,22 @@ def test_public_recipe_is_accepted(name: str) -> None:
     assert report.valid, (report.broken, [f.message for f in report.findings])
     assert report.to_dict()["deployment"]["servers"] == {"aggregated": 0, **roles}
     assert sum(r.gpus for r in report.roles) == gpus
-    if name in HARDWARE:  # without the machine's size only the node check refuses it
-        assert verdict(text, release).broken == ("TOPO-NODE-GPUS",)
     # --rewrite keeps an accepted script byte for byte
     assert rewritten_deployment(deployment, get_pack(release))[0] == text
+
+
+@pytest.mark.parametrize("name", A3_TWO_NODE_DECODE)
+def test_an_a3_recipe_is_judged_on_16_npus_a_node_unless_told_otherwise(name: str) -> None:
+    """`--set gpus_per_node=8` (an Atlas A2 node) still wins over the assumed A3 node, and
+    then the 32 decode ranks on 2 nodes of 8 are TOPO-NODE-GPUS, the one rule added."""
+    release = (RECIPES.get(name) or REFUSED[name])[0]
+    deployment, report = judged(name, release)
+    assert {s.layout.config.gpus_per_node for s in deployment.servers} == {16}
+    assert any(
+        "gpus_per_node = 16 assumed" in n for s in deployment.servers for n in s.layout.notes
+    )
+    on_a2 = judged(name, release, ("gpus_per_node=8",))[1]
+    assert set(on_a2.broken) - set(report.broken) == {"TOPO-NODE-GPUS"}
 
 
 def test_pd_script_is_a_deployment_not_one_job(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from meshsat.solver import InputError, ModelSpec
+from meshsat.solver import InputError, ModelSpec, validate
 from meshsat.solver.inputs import config_from_values, load_config_file, parse_sglang_command
+from meshsat.solver.inputs.accelerator import visible_devices
+from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
 
 
 @pytest.mark.parametrize(
@@ -186,3 +188,52 @@ def test_hf_config_key_spellings(tmp_path: Path) -> None:
     assert ModelSpec.from_hf_config(v32).is_deepseek_dsa
     (tmp_path / "config.json").write_text(json.dumps(deepseek))
     assert ModelSpec.from_file(tmp_path).num_experts == 256  # a model folder works too
+
+
+#: Device lists CANN's reference gives for ASCEND_RT_VISIBLE_DEVICES, with the count of
+#: devices the process then has (the IDs before the first one it cannot read), and a shell
+#: expansion nobody expanded.
+@pytest.mark.parametrize(
+    ("listed", "devices"), [("1", 1), ("1,2,3", 3), ("1, 2,3", 1), ("1,2,-1,3", 2), ("$NPUS", 0)]
+)
+def test_ascend_visible_devices_count_as_cann_reads_them(listed: str, devices: int) -> None:
+    assert visible_devices(listed) == devices
+
+
+_N2 = "python -m sglang.launch_server --model-path m --tp 32 --nnodes 2 --node-rank 0"
+_A3 = ",".join(str(i) for i in range(16))
+_A2 = ",".join(str(i) for i in range(8))
+
+
+@pytest.mark.parametrize(
+    ("text", "sets", "per_node", "refused"),
+    [
+        (_N2, (), 8, True),  # CUDA: the default node of 8, as before
+        (f"CUDA_VISIBLE_DEVICES={_A3} {_N2}", (), 8, True),  # CUDA's list is not read
+        (f"{_N2} --device npu", (), 16, False),  # Ascend, node not stated: an A3 node
+        (f"ASCEND_RT_VISIBLE_DEVICES={_A2} {_N2} --device npu", (), 8, True),  # its list
+        (f"{_N2} --device npu", ("gpus_per_node=8",), 8, True),  # --set wins over both
+        (f"ASCEND_RT_VISIBLE_DEVICES={_A3} {_N2} --device npu", ("gpus_per_node=8",), 8, True),
+    ],
+)
+def test_node_size_of_a_launch(
+    text: str, sets: tuple[str, ...], per_node: int, refused: bool
+) -> None:
+    """32 ranks on 2 nodes fit nodes of 16 (Atlas A3), not of 8 (HGX, Atlas A2)."""
+    layout = load_layout(LayoutSources(sglang=text, sets=sets))
+    assert layout.config.gpus_per_node == per_node
+    assert (
+        "TOPO-NODE-GPUS" in {v.rule for v in validate(layout.config, explain=False).violations}
+    ) == refused
+
+
+def test_device_npu_is_the_platform_and_nodes_may_differ_in_devices() -> None:
+    node = "python -m sglang.launch_server --device npu --tp 16 --nnodes 2 --dist-init-addr a:1"
+    parsed = parse_sglang_command(
+        f"ASCEND_RT_VISIBLE_DEVICES={_A3} {node} --node-rank 0\n"
+        f"ASCEND_RT_VISIBLE_DEVICES={_A2} {node} --node-rank 1"
+    )
+    assert parsed.job == [] and "--device" not in parsed.ignored
+    assert parsed.values == {"platform": "npu", "tp_size": 16, "nnodes": 2, "gpus_per_node": 8}
+    cuda = parse_sglang_command("python -m sglang.launch_server --device cuda --tp 2")
+    assert cuda.values == {"tp_size": 2} and "--device" in cuda.ignored

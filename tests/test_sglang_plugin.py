@@ -130,6 +130,19 @@ def test_the_config_file_layout_is_judged() -> None:
     assert "[CP-TP-DIV]" in "\n".join(case["meshsat"])
 
 
+@pytest.mark.parametrize(
+    ("environ", "stopped"),
+    [({}, False), ({"ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}, True)],
+)
+def test_an_npu_launch_is_judged_on_its_node(environ: dict[str, str], stopped: bool) -> None:
+    """32 NPUs on 2 nodes: an Atlas A3 node (16) holds its half, as the docs' Qwen3 decode
+    servers run; a process that sees 8 NPUs (an A2 node) cannot. The guard stopped both
+    when it took every node for 8 GPUs."""
+    argv = ["--model-path", "m", "--device", "npu", "--tp", "32", "--nnodes", "2"]
+    verdict = judge_argv(argv, environ=environ, sglang_version="0.5.23", with_fix=False)
+    assert ("TOPO-NODE-GPUS" in {v.rule for v in verdict.report.violations}) == stopped
+
+
 # --- the hook, in-process ------------------------------------------------------------------
 
 

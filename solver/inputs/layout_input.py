@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.accelerator import assume_node_size
 from meshsat.solver.inputs.command import model_path_of
 from meshsat.solver.inputs.convert import as_model, coerce, config_from_values
 from meshsat.solver.inputs.files import load_config_file
@@ -148,6 +149,9 @@ def load_layout(
             raise InputError(f"--set expects FIELD=VALUE, got {item!r}")
         key = name.strip().replace("-", "_")
         values[key] = coerce(key, value)
+    assumed = assume_node_size(values)
+    if assumed is not None:
+        notes.append(assumed)
     spec = _model_spec(sources.model, catalogue) if sources.model is not None else None
     source = None if sources.model is None else str(sources.model)
     if spec is None and model_facts is not None:

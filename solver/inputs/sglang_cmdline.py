@@ -23,6 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.accelerator import (
+    DEVICE_PLATFORMS,
+    VISIBLE_DEVICES_ENV,
+    node_devices_from_env,
+)
 from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
 from meshsat.solver.inputs.convert import coerce
 from meshsat.solver.inputs.launch import LaunchCommand, Word, read_launch_commands
@@ -42,7 +47,8 @@ DEPRECATED: dict[str, tuple[str, Any]] = {
     "--enable-deepep-moe": ("moe_a2a_backend", "deepep"),
     "--enable-ep-moe": ("ep_size", "tp_size"),  # ep_size = tp_size, read after every flag
 }
-_NODE_FLAGS = ("node_rank",)
+#: Facts of one node, not of the job's layout: the nodes of one job may differ in them.
+_NODE_FLAGS = ("node_rank", "gpus_per_node")
 
 
 @dataclass(frozen=True)
@@ -236,6 +242,11 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
         if var in ENV_FACTS:
             fact = ENV_FACTS[var]
             out.values[fact] = True if fact.endswith("metric") else coerce(fact, text)
+        elif var == VISIBLE_DEVICES_ENV:
+            devices, said = node_devices_from_env(text)
+            if devices is not None:
+                out.values["gpus_per_node"] = devices
+            out.notes.append(said)
         else:
             out.ignored.append(var)
     words = command.words
@@ -303,7 +314,6 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
                 i += 1
                 arity -= arity == 1
         elif flag in known_sglang_flags():
-            out.ignored.append(flag)
             arity = 0 if eq else known_sglang_flags()[flag]  # 0 none, 1 one, 2 any number
             value = inline if eq else None
             if not eq and arity == 1 and i < len(words) and not _is_flag(words[i].text):
@@ -319,6 +329,10 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
                 out.notes.append(f"{word.text}: value unknown here (a shell expansion)")
             if value is not None:
                 out.given.append((flag, value))
+            if flag == "--device" and value in DEVICE_PLATFORMS:
+                out.values["platform"] = DEVICE_PLATFORMS[value]
+            else:
+                out.ignored.append(flag)
             while arity and i < len(words) and not _is_flag(words[i].text):
                 i += 1
                 arity -= arity == 1
@@ -386,6 +400,9 @@ def parse_job(
     if len(parsed) > 1:
         first.job = _check_job(commands, parsed)
         first.values.pop("node_rank", None)
+        sizes = [p.values["gpus_per_node"] for p in parsed if "gpus_per_node" in p.values]
+        if sizes:  # every node must hold its ranks: the smallest node decides
+            first.values["gpus_per_node"] = min(sizes)
     for p in parsed[1:]:
         first.flags += p.flags
         first.given += p.given

@@ -23,6 +23,7 @@ from typing import Any
 
 from meshsat.sglang_plugin import LAUNCH_SERVER, MODE_VARIABLE, Mode
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.accelerator import VISIBLE_DEVICES_ENV, assume_node_size
 from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.inputs.launch import LaunchCommand, Word
 from meshsat.solver.inputs.layout_input import (
@@ -142,15 +143,15 @@ def judge_argv(
     if parsed.model_path is not None:
         spec, source, _ = _model_from_path(parsed.model_path, _catalogue)
     script = shlex.join([*launcher, *argv])
-    layout = LayoutInput(
-        config_from_values(parsed.values), spec, model_source=source, script=script
-    )
+    values = dict(parsed.values)
+    assume_node_size(values)  # as load_layout does: an npu launch's node, when none is listed
+    layout = LayoutInput(config_from_values(values), spec, model_source=source, script=script)
     return _judged(layout, pack, started, script, with_fix)
 
 
 def _layout_env(environ: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
     env = os.environ if environ is None else environ
-    return tuple((var, env[var]) for var in ENV_FACTS if var in env)
+    return tuple((var, env[var]) for var in (*ENV_FACTS, VISIBLE_DEVICES_ENV) if var in env)
 
 
 def _catalogue(repo_id: str) -> Mapping[str, Any]:

@@ -151,13 +151,18 @@ class Config(BaseModel):
     node_rank: int = _f(0, "This node's rank.", flags=("--node-rank",), ge=0, group="topology")
     gpus_per_node: int = _f(
         8,
-        "GPUs per node, for rank groups and --intra-node checks.",
+        "GPUs per node, for rank groups, --intra-node and TOPO-NODE-GPUS. A launch "
+        "gives it with ASCEND_RT_VISIBLE_DEVICES; with --device npu and no such list it is "
+        "16 (an Atlas A3 node; solver/inputs/accelerator.py).",
         size=True,
         group="topology",
         tool_only=True,
     )
     platform: Literal["cuda", "hip", "npu", "cpu"] = _f(
-        "cuda", "Accelerator platform SGLang runs on.", group="topology", tool_only=True
+        "cuda",
+        "Accelerator platform SGLang runs on; a launch's --device npu sets npu.",
+        group="topology",
+        tool_only=True,
     )
     gpu_sm: int | None = _f(
         None,
