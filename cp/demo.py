@@ -3,6 +3,7 @@
     torchrun --nproc-per-node 4 -m meshsat.cp.demo --set tp_size=4 --set attn_cp_size=2 \\
         --set enable_prefill_cp=true --set cp_strategy=zigzag
     python -m meshsat.cp.demo --spawn 4 --set tp_size=4 ...      # the same without torchrun
+    python -m meshsat.cp.demo --spawn 4 --sglang-version 0.5.19 ...  # that release's rules
 
 Every rank builds the same random layer (8 query heads, 4 KV heads) and batch (requests
 with cached prefixes). Heads are split over the attention-TP group (output projection
@@ -37,6 +38,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.examples import path_of
 from meshsat.solver.inputs.convert import coerce, config_from_values
 from meshsat.solver.inputs.files import load_config_file
+from meshsat.solver.packs import get_pack, known_versions
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM = 64, 8, 4, 16
 #: The layer's shape as model facts, so validation rejects layouts that cannot split it.
@@ -160,6 +162,17 @@ def _cumsum(lens: tuple[int, ...]) -> Tensor:
     return torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
 
 
+def _version(text: str) -> str:
+    """`--sglang-version`'s value, refused at parse time (exit 2, before any process
+    starts) with the CLI's line when no pack has it."""
+    if text != "installed":
+        try:
+            get_pack(text)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="python -m meshsat.cp.demo",
@@ -173,6 +186,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--prefixes", default="0,17,9", help="cached prefix length per request")
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--sglang-version",
+        "-V",
+        type=_version,
+        metavar="VERSION",
+        help=f"SGLang release whose rules validate the layout before CP runs: "
+        f"{', '.join(known_versions())}, or 'installed'. Default: the installed SGLang's "
+        "(the newest pack, said in a note, when none is installed).",
+    )
     ap.add_argument(
         "--spawn",
         type=int,
@@ -217,15 +239,21 @@ def worker(args: argparse.Namespace) -> int:
     """One rank: instantiate the layout, run the layer, report; returns the exit status."""
     rank = dist.get_rank()
     dtype = getattr(torch, args.dtype)
+    caught: list[warnings.WarningMessage] = []
     try:
         # Every rank validates the layout and would warn alike (e.g. no SGLang installed, so
-        # the newest pack's rules): rank 0 says it once, as a note line, not N tracebacks.
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            handle = instantiate(load_config(args), model=MODEL)
-        if rank == 0:
-            for text in dict.fromkeys(str(w.message) for w in caught):
-                print(f"note: {text}", file=sys.stderr)
+        # the newest pack's rules): rank 0 says it once, as a note line, not N tracebacks;
+        # a rejected layout too, since the note names the rules that rejected it.
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                handle = instantiate(
+                    load_config(args), model=MODEL, sglang_version=args.sglang_version
+                )
+        finally:
+            if rank == 0:
+                for text in dict.fromkeys(str(w.message) for w in caught):
+                    print(f"note: {text}", file=sys.stderr)
         error, used_cp = run_layer(handle, _batch(args), args.seed, dtype)
     except (MeshsatError, CPError) as exc:
         if rank == 0:

@@ -21,6 +21,7 @@ from meshsat.cp.kinds import CPConfigError
 from meshsat.cp.registry import bind_cp_strategy
 from meshsat.solver import Config, ModelSpec
 from meshsat.solver.groups import GROUP_KINDS, RankInfo, RankMap, plan_layout
+from meshsat.solver.packs import Pack
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ def instantiate(
     *,
     model: ModelSpec | Mapping[str, Any] | None = None,
     strategy: str | None = None,
+    sglang_version: str | Pack | None = None,
 ) -> LayoutHandle:
     """Validate the layout, create every process group it needs and bind the CP strategy.
 
@@ -60,9 +62,11 @@ def instantiate(
     `solver.InvalidLayoutError` (the validator's messages) before any group is created, and
     so does a world size other than the layout's GPU count. `strategy` overrides the layout's
     `cp_strategy` with any of this package's names, "ring" included (not an SGLang value, so
-    the layout itself cannot name it).
+    the layout itself cannot name it). `sglang_version` picks the release whose rules
+    validate the layout ("0.5.23", "installed"); by default the installed SGLang's, as the
+    process about to run it has that SGLang (the newest pack, said once, when none is).
     """
-    planned = plan_layout(config, model)
+    planned = plan_layout(config, model, sglang_version=sglang_version)
     resolved, rank_map = planned.report.resolved, planned.rank_map
     if not (dist.is_available() and dist.is_initialized()):
         raise CPConfigError(

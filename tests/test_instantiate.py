@@ -147,3 +147,63 @@ def test_demo_end_to_end_without_torchrun(capfd: pytest.CaptureFixture[str]) -> 
     assert "Warning" not in err and err.count("note:") <= 1, err
     assert main(["--spawn", "2", "--set", "tp_size=2", "--set", "attn_cp_size=3"]) == 1
     assert main(["--spawn", "2", "--set", "tp_size=4"]) == 2
+
+
+#: Valid under SGLang 0.5.19's rules; 0.5.23 added DCP-NO-PREFILL-CP, which rejects it.
+DCP_WITH_PREFILL_CP = {"tp_size": 2, "attn_cp_size": 2, **CP_ON, "cp_strategy": "zigzag",
+                       "dcp_size": 2}  # fmt: skip
+
+
+def test_the_chosen_pack_validates_the_layout() -> None:
+    with pytest.raises(InvalidLayoutError, match="DCP-NO-PREFILL-CP"):
+        instantiate(DCP_WITH_PREFILL_CP, sglang_version="0.5.23")
+    # 0.5.19's rules pass it: instantiate gets as far as wanting the process group.
+    with pytest.raises(CPConfigError, match="init_process_group"):
+        instantiate(DCP_WITH_PREFILL_CP, sglang_version="0.5.19")
+
+
+def test_the_no_sglang_note_names_an_option_the_demo_has(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`make demo` prints this note from the demo's ranks; each option it suggests must be
+    one `python -m meshsat.cp.demo` parses, and the keyword it names one `instantiate`
+    takes."""
+    import inspect
+    import re
+    import warnings
+    from importlib import metadata
+
+    from meshsat.cp.demo import _parse
+    from meshsat.solver.packs import registry
+
+    def not_installed(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(registry.metadata, "version", not_installed)
+    registry.installed_pack.cache_clear()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            registry.installed_pack()
+    finally:
+        registry.installed_pack.cache_clear()
+    (note,) = [str(w.message) for w in caught]
+    flags = re.findall(r"--[a-z][a-z-]*", note)
+    keywords = re.findall(r"([a-z_]+)=", note)
+    assert flags == ["--sglang-version"] and keywords == ["sglang_version"], note
+    for flag in flags:
+        args = _parse([flag, "0.5.19", "--set", "tp_size=2"])
+        assert getattr(args, flag[2:].replace("-", "_")) == "0.5.19"
+    assert all(k in inspect.signature(instantiate).parameters for k in keywords)
+
+
+def test_the_demo_runs_under_the_release_it_is_given(capfd: pytest.CaptureFixture[str]) -> None:
+    from meshsat.cp.demo import main
+
+    sets = [a for k, v in DCP_WITH_PREFILL_CP.items() for a in ("--set", f"{k}={v}")]
+    assert main(["--spawn", "2", *sets, "--sglang-version", "0.5.19"]) == 0
+    assert "OK" in capfd.readouterr().out
+    with pytest.raises(SystemExit) as bad:
+        main(["--sglang-version", "9.9", *sets])
+    assert bad.value.code == 2
+    assert "unknown SGLang version '9.9'" in capfd.readouterr().err

@@ -102,6 +102,13 @@ def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
             ["plan", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--gpus", "8",
              "--top", "3", "--tpot", "50"],
         ),
+        (  # the estimator menu: each row names the source the CLI names
+            "plan",
+            {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4, "top": 3,
+             "engine": "roofline"},
+            ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4", "--top", "3",
+             "--engine", "roofline"],
+        ),
         (
             "plan",
             {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4, "top": 3, "disagg": True,
@@ -158,8 +165,11 @@ def test_a_pasted_config_plans_like_the_catalogue_entry(server: MeshsatServer) -
             ["--gpus", "8", "--disagg", "--rank", "kv"],
             "rank",
         ),
+        ({"gpus": 8, "engine": "aiconfigurator"}, ["--gpus", "8", "--engine", "aiconfigurator"],
+         "engine"),
+        ({"gpus": 8, "engine": "AUTO"}, ["--gpus", "8", "--engine", "AUTO"], "engine"),
     ],
-)
+)  # fmt: skip
 def test_bad_input_is_the_cli_error_line(
     server: MeshsatServer,
     capsys: pytest.CaptureFixture[str],
@@ -175,6 +185,58 @@ def test_bad_input_is_the_cli_error_line(
     assert run.code == 2 and status == 400 and headers["X-Meshsat-Exit"] == "2"
     assert doc["error"] == run.err.strip() and "\n" not in doc["error"]
     assert doc["field"] == field
+
+
+def test_the_page_offers_the_clis_engine_choices(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Plan view's estimator menu: `/api/meta` gives `plan --engine`'s choices, default
+    and help; the static page has the control inside the plan form, under the request key
+    the API reads; a bad value sent as a job is refused before it starts, as the CLI does."""
+    import typing
+    from html.parser import HTMLParser
+    from importlib import resources
+
+    from meshsat.solver.cli.perf_options import EngineOpt
+    from meshsat.solver.web.api import options_of, prepare
+
+    _, _, meta = call(server, "GET", "/api/meta")
+    engine = meta["plan_engine"]
+    assert engine["choices"] == ["auto", "aic", "roofline"]
+    assert engine["help"] == typing.get_args(EngineOpt)[1].help  # the declaration's words
+    base = {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4}
+    # The default is what the CLI uses when --engine is not given; every choice parses.
+    assert prepare("plan", base)[1]["engine"].value == engine["default"] == "auto"
+    for choice in engine["choices"]:
+        assert prepare("plan", {**base, "engine": choice})[1]["engine"].value == choice
+    # The page: a select named `engine` inside the plan form (its [name] fields are the
+    # request), shown when `plan` has the option, with a slot for its error line.
+    page = resources.files("meshsat.solver.web").joinpath("static", "index.html").read_text()
+
+    class Controls(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.form: str | None = None
+            self.found: list[tuple[str | None, str, dict[str, str | None]]] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            if tag == "form":
+                self.form = a.get("id")
+            if tag == "select" or "data-option" in a or "data-for" in a:
+                self.found.append((self.form, tag, a))
+
+    parser = Controls()
+    parser.feed(page)
+    in_plan = [(tag, a) for form, tag, a in parser.found if form == "plan-form"]
+    assert ("select", {"name": "engine"}) in in_plan and "engine" in options_of("plan")
+    assert ("label", {"data-option": "engine", "id": "plan-engine", "hidden": None}) in in_plan
+    assert ("div", {"class": "err", "data-for": "engine", "hidden": None}) in in_plan
+    status, headers, doc = call(server, "POST", "/api/jobs/plan", {**base, "engine": "fast"})
+    run = run_cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4",
+                  "--engine", "fast")  # fmt: skip
+    assert (status, run.code, headers["X-Meshsat-Exit"]) == (400, 2, "2")
+    assert doc == {"error": run.err.strip(), "field": "engine", "exit": 2}
 
 
 def test_a_deployment_is_refused_where_one_server_is_read(server: MeshsatServer) -> None:

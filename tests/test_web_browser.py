@@ -134,7 +134,12 @@ def test_plan_shows_the_ranked_table_and_the_chart(
                    "--gpus", "16")["layouts"]  # fmt: skip
     assert len(rows) == len(expected) == 20
     heads = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "#plan-table th")]
-    assert heads == [k for k in expected[0] if k != "command"]
+    # The document's keys, the estimate's source moved up beside the rank.
+    keys = [k for k in expected[0] if k != "command"]
+    if "source" in keys:
+        keys.remove("source")
+        keys.insert(1, "source")
+    assert heads == keys
     first = [td.text for td in rows[0].find_elements(By.TAG_NAME, "td")]
     assert first[heads.index("total_kv_tokens")] == f"{expected[0]['total_kv_tokens']:,}"
     points = driver.find_elements(By.CSS_SELECTOR, "#plan-chart circle")
@@ -166,6 +171,52 @@ def test_plan_shows_the_ranked_table_and_the_chart(
     isl = driver.find_element(By.CSS_SELECTOR, '#plan-form [name="isl"]')
     assert isl.is_displayed() == ("--isl" in run_cli(capsys, "plan", "--help").out)
     shot(driver, "plan")
+
+
+def test_plan_estimates_come_from_the_chosen_engine(
+    page: tuple[WebDriver, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The estimator menu is `plan --engine`: its three choices, `auto` first chosen, the
+    CLI's help as its hint; the choice reaches the request (each row's source is the one the
+    CLI names for that engine), and `--rank kv`, which estimates nothing, puts it away."""
+    driver, url = page
+    open_view(driver, url, "plan")
+    menu = Select(driver.find_element(By.CSS_SELECTOR, '#plan-form [name="engine"]'))
+    help_text = run_cli(capsys, "plan", "--help").out
+    assert [o.get_attribute("value") for o in menu.options] == ["auto", "aic", "roofline"]
+    assert menu.first_selected_option.get_attribute("value") == "auto"
+    hint = menu.first_selected_option.find_element(By.XPATH, "..").get_attribute("title") or ""
+    # The hint is the CLI's --help text (there wrapped, even inside words: compare it
+    # without the white space).
+    assert hint.startswith("auto: AIConfigurator")
+    assert "".join(hint.split()) in "".join(help_text.replace("│", "").split())
+    fill(driver, "plan", "model", "Qwen/Qwen3-8B")
+    fill(driver, "plan", "gpus", "4")
+    fill(driver, "plan", "top", "3")
+    Select(driver.find_element(By.CSS_SELECTOR, '#plan-form [name="gpu"]')).select_by_value("H100")
+    menu.select_by_value("roofline")
+    driver.find_element(By.ID, "plan-run").click()
+    # The table shows the previous answer until this one is in: wait for this one's line.
+    progress = driver.find_element(By.ID, "plan-progress")
+    WebDriverWait(driver, 60, poll_frequency=0.05).until(
+        lambda d: progress.text.startswith("3 layouts in")
+    )
+    rows = wait(driver, "#plan-table tbody tr", 3)
+    doc = cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4",
+              "--top", "3", "--engine", "roofline")  # fmt: skip
+    heads = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "#plan-table th")]
+    sources = [r.find_elements(By.TAG_NAME, "td")[heads.index("source")].text for r in rows]
+    assert sources == [r["source"] for r in doc["layouts"]] == ["roofline"] * 3
+    rank = Select(driver.find_element(By.CSS_SELECTOR, '#plan-form [name="rank"]'))
+    rank.select_by_value("kv")
+    assert not driver.find_element(By.ID, "plan-engine").is_displayed()
+    rank.select_by_value("perf")
+    assert driver.find_element(By.ID, "plan-engine").is_displayed()
+    # The form as the other tests expect it (the page keeps its fields between views).
+    menu.select_by_value("auto")
+    for name, value in (("model", "deepseek-ai/DeepSeek-V3"), ("gpus", "16"), ("top", "20")):
+        fill(driver, "plan", name, value)
+    Select(driver.find_element(By.CSS_SELECTOR, '#plan-form [name="gpu"]')).select_by_value("H200")
 
 
 def test_a_pasted_rejected_command_shows_its_violations_and_a_fix(
@@ -317,7 +368,7 @@ def test_rows_with_throughput_estimates_draw_the_pareto_chart(page: tuple[WebDri
     }
     assert shown == front == {1, 3, 4, 7}
     heads = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "#plan-table th")]
-    assert heads == ["rank", "tp", "tokens_per_s_user", "tokens_per_s_gpu", "source"]
+    assert heads == ["rank", "source", "tp", "tokens_per_s_user", "tokens_per_s_gpu"]
 
 
 def test_plan_with_disaggregation_shows_the_verdict_and_every_roles_command(

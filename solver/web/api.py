@@ -119,6 +119,14 @@ def options_of(command: str) -> list[str]:
     return sorted(_options(command)[0])
 
 
+def option_hint(command: str, key: str) -> dict[str, Any]:
+    """An option's default and `--help` text, read from the command itself: the page's
+    control for it then starts at the CLI's default and hints in the CLI's words."""
+    param = _options(command)[0][key]
+    default = param.default
+    return {"default": getattr(default, "value", default), "help": param.help}
+
+
 def parse(
     command: str, body: Mapping[str, Any], extra: frozenset[str] = frozenset()
 ) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from meshsat.solver.errors import MeshsatError
 from meshsat.solver.lang.limits import MAX_FILE_BYTES
-from meshsat.solver.web.api import ENDPOINTS, field_of, options_of, prepare
+from meshsat.solver.web.api import ENDPOINTS, field_of, option_hint, options_of, prepare
 from meshsat.solver.web.work import Answer, Busy, Jobs, Work
 
 #: The page's files, by URL path (nothing else on disk is ever served).
@@ -44,6 +44,7 @@ def _static(name: str) -> bytes:
 
 def meta() -> dict[str, Any]:
     """What the page's menus offer: models, GPUs, releases, examples, group kinds."""
+    from meshsat.solver.cli.perf_options import EngineChoice
     from meshsat.solver.examples import names
     from meshsat.solver.groups import GROUP_KINDS
     from meshsat.solver.memory.gpus import GPUS
@@ -62,6 +63,11 @@ def meta() -> dict[str, Any]:
         "endpoints": list(ENDPOINTS),
         # The page shows the ISL/OSL/TTFT/TPOT inputs only when `plan` has those options.
         "plan_options": options_of("plan"),
+        # The estimator menu (`plan --engine`): its choices, the CLI's default and help.
+        "plan_engine": {
+            "choices": [e.value for e in EngineChoice],
+            **option_hint("plan", "engine"),
+        },
         "limits": {"request_bytes": MAX_FILE_BYTES},
     }
 

@@ -115,12 +115,24 @@ async function boot() {
   }
   const older = meta.versions.filter((v) => v !== meta.newest);
   $('#compare-form [name="old"]').value = older[older.length - 1] || meta.newest;
+  // plan --engine: the CLI's choices and default, its --help text as the hint.
+  const engine = $('#plan-form [name="engine"]');
+  for (const c of meta.plan_engine.choices) engine.append(h("option", { value: c }, c));
+  engine.value = meta.plan_engine.default;
+  engine.title = meta.plan_engine.help;
+  $("#plan-engine").title = meta.plan_engine.help;
   for (const el of $$("[data-option]")) el.hidden = !meta.plan_options.includes(el.dataset.option);
-  // plan --disagg ranks by estimate only (it refuses --rank kv): the choice is put away.
-  const rankLabel = $('[data-option="rank"]');
-  $("#plan-disagg").addEventListener("change", (e) => {
-    rankLabel.hidden = e.target.checked || !meta.plan_options.includes("rank");
-  });
+  // plan --disagg ranks by estimate only (it refuses --rank kv): the ranking is put away;
+  // --rank kv estimates nothing: the estimator is. A hidden field is not sent.
+  const offered = (option) => meta.plan_options.includes(option);
+  const disagg = $("#plan-disagg"), rank = $('#plan-form [name="rank"]');
+  const planOptions = () => {
+    $('[data-option="rank"]').hidden = disagg.checked || !offered("rank");
+    $("#plan-engine").hidden = (!disagg.checked && rank.value === "kv") || !offered("engine");
+  };
+  disagg.addEventListener("change", planOptions);
+  rank.addEventListener("change", planOptions);
+  planOptions();
   for (const k of meta.group_kinds) $("#groups-kind").append(h("option", { value: k }, k));
   $("#groups-kind").value = "attn_tp";
   $("#groups-kind").addEventListener("change", () => lastGroups && drawGroups(lastGroups));
@@ -286,7 +298,7 @@ function drawChart(rows, axes) {
     svg.append(s("circle", {
       class: `pt${onFront.has(p.r.rank) ? " onfront" : ""}`, cx: sx(p.x), cy: sy(p.y), r: 5,
       "data-rank": p.r.rank, onclick: () => select(p.r.rank),
-    }, s("title", {}, `${layoutName(p.r)}\n${axes.x} ${fmt(p.x)}, ${axes.y} ${fmt(p.y)}`)));
+    }, s("title", {}, `${layoutName(p.r)}\n${axes.x} ${fmt(p.x)}, ${axes.y} ${fmt(p.y)}${p.r.source ? `\nsource: ${p.r.source}` : ""}`)));
   }
 }
 
@@ -296,6 +308,12 @@ function drawTable(rows) {
   if (!rows.length) return;
   const cols = [];
   for (const r of rows) for (const k of Object.keys(r)) if (k !== "command" && !cols.includes(k)) cols.push(k);
+  // Each row's estimate source beside its rank, as the CLI prints it with each row: which
+  // rows are AIConfigurator's and which the roofline's shows without scrolling.
+  if (cols.includes("source")) {
+    cols.splice(cols.indexOf("source"), 1);
+    cols.splice(cols.indexOf("rank") + 1, 0, "source");
+  }
   const textCol = (k) => rows.some((r) => typeof r[k] === "string");
   table.append(h("thead", {}, h("tr", {}, cols.map((k) => h("th", { class: textCol(k) ? "text" : "" }, k)))));
   table.append(h("tbody", {}, rows.map((r) => h("tr", { "data-rank": r.rank, onclick: () => select(r.rank) },
