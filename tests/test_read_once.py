@@ -126,6 +126,15 @@ def test_standard_input_answers_as_the_file(
         assert counts["reads"] == 1, (flag, counts)
 
 
+def test_a_deployment_on_standard_input_is_refused_by_a_one_server_command(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for flag in ("--sglang-file", "--sglang"):
+        run = _piped(capsys, monkeypatch, RECIPE.read_text(), "groups", "--rank", "0", flag, "-")
+        assert (run.code, run.out) == (2, ""), run.err
+        assert run.err.startswith("meshsat: error: standard input holds a PD deployment (2 ")
+
+
 def test_a_pipe_is_read_once(tmp_path: Path) -> None:
     """A FIFO gives its text once: a second open would wait for a writer that never comes
     (the timeout turns that into a failure). A fresh process, as a shell's `<(cat x)`."""

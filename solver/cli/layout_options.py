@@ -189,11 +189,12 @@ def one_server(sources: LayoutSources, command: str) -> tuple[LayoutSources, One
 
     if (sources.sglang is None) == (sources.sglang_file is None):
         return sources, OneJob()  # no launch text, or both (load_layout refuses that)
-    where = "the --sglang command"
-    if sources.sglang_file is not None:
-        where = str(sources.sglang_file)
-    elif sources.sglang == "-":
+    if "-" in (sources.sglang, str(sources.sglang_file)):
         where = "standard input"
+    elif sources.sglang_file is not None:
+        where = str(sources.sglang_file)
+    else:
+        where = "the --sglang command"
     sources = with_script(sources)
     text = sources.script or ""
     if len(text) > MAX_SCRIPT_BYTES:  # load_layout refuses it in its own words
