@@ -60,7 +60,8 @@ SglangFileOpt = Annotated[
     typer.Option(
         "--sglang-file",
         metavar="SCRIPT",
-        help="A launch script; several launches in it are the nodes of one job, which must "
+        help="A launch script ('-' reads standard input; a pipe such as <(cat x.sh) works too: "
+        "it is read once); several launches in it are the nodes of one job, which must "
         "agree on the layout. A script with a router or with prefill and decode servers is a "
         "PD deployment: validate, fix and groups answer per server; the others refuse it.",
         show_default=False,
