@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from timing import interleaved_medians, median_seconds
 from torch import Tensor
 
 from meshsat.cp import (
@@ -49,31 +50,16 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def median_seconds(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        sync(device)
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def synced(fn: Callable[[], object], device: torch.device) -> Callable[[], object]:
+    """`fn`, then a wait for the work it queued on the device: a timer then counts the
+    kernels, not only their launch (a no-op on the CPU)."""
 
+    def run() -> object:
+        out = fn()
+        sync(device)
+        return out
 
-def interleaved_medians(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median CPU seconds of this thread for each host-only function (torch at one thread),
-    timed in turn within every repeat: CPU time does not count the slices other processes of
-    this shared machine take, which wall time on 2 cores at load 10 is dominated by."""
-    for fn in fns.values():
-        fn()  # warm-up
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t0 = time.thread_time()
-            fn()
-            times[name].append(time.thread_time() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    return run
 
 
 def request_mix(seed: int = 0, n: int = 16) -> CPBatch:
@@ -191,7 +177,9 @@ def bench_throughput(device: torch.device, repeats: int, tokens: int, hidden: in
     print("|---|---:|---:|---:|---:|---:|---:|")
     for cp in (2, 4, 8):
         pieces = list(torch.chunk(x, cp))
-        t_cat = median_seconds(lambda pieces=pieces: torch.cat(pieces), device, repeats)
+        t_cat = median_seconds(
+            synced(lambda pieces=pieces: torch.cat(pieces), device), repeats, warmup=1
+        )
         for cls in STRATEGIES:
             comms = [ReplayComm(r, cp) for r in range(cp)]
             ranks = [cls(cp, comm=c) for c in comms]
@@ -210,8 +198,8 @@ def bench_throughput(device: torch.device, repeats: int, tokens: int, hidden: in
                 return s.gather_hidden_states(mine, b)
 
             assert torch.equal(gather_one(), x)
-            t_shard = median_seconds(shard_all, device, repeats)
-            t_gather = median_seconds(gather_one, device, repeats)
+            t_shard = median_seconds(synced(shard_all, device), repeats, warmup=1)
+            t_gather = median_seconds(synced(gather_one, device), repeats, warmup=1)
             print(
                 f"| {cls.name} | {cp} | {gb / t_shard:.2f} | {gb / t_gather:.2f} | "
                 f"{gb / t_cat:.2f} | {t_cat / t_shard:.2f} | {t_cat / t_gather:.2f} |"
@@ -498,6 +486,11 @@ def bench_plans(repeats: int, tokens: int = 32768, cp: int = 8) -> None:
                 "il": plan("interleave"),
             },
             repeats,
+            warmup=1,
+            # CPU time of this thread (torch at one thread): it does not count the slices
+            # other processes of this shared machine take, which wall time on 2 cores at
+            # load 10 is dominated by.
+            clock=time.thread_time,
         )
         ref, iref, rr, zz, ring, il = (m[k] for k in ("ref", "iref", "rr", "zz", "ring", "il"))
         print(

@@ -25,9 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from timing import aligned, median_seconds
 
 from meshsat import solver
 from meshsat.solver.cli.layout_writers import Writer
@@ -45,15 +46,6 @@ COLD = (
     "import time; t = time.perf_counter(); import solver; n = solver.count({n}); "
     "print(n, time.perf_counter() - t)"
 )
-
-
-def median_time(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def _consume(layouts: Any) -> int:
@@ -154,10 +146,10 @@ def main() -> None:
     jsonl_rates = []
     for n in ns:
         total = solver.count(n)
-        warm = median_time(lambda n=n: solver.count(n), repeat)
+        warm = median_seconds(lambda n=n: solver.count(n), repeat)
         cold = cold_count(n, repeat)
-        listed = median_time(lambda n=n: _consume(solver.enumerate(n)), max(1, repeat // 2 + 1))
-        jsonl = median_time(lambda n=n: jsonl_to_file(n, out_file), max(1, repeat // 2 + 1))
+        listed = median_seconds(lambda n=n: _consume(solver.enumerate(n)), max(1, repeat // 2 + 1))
+        jsonl = median_seconds(lambda n=n: jsonl_to_file(n, out_file), max(1, repeat // 2 + 1))
         out_file.unlink()
         base = naive(n, args.naive_limit)
         if base is None:
@@ -214,9 +206,7 @@ def main() -> None:
     )
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     print()
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for r in [header, ["-" * w for w in widths], *rows]:
-        print("  ".join(cell.rjust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    print(aligned([header, *rows], right=True, rule=True))
     print()
     for line in extra:
         print(line)

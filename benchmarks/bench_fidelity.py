@@ -19,8 +19,7 @@ Also the replay speed (median of 3 runs).
 
 from __future__ import annotations
 
-import statistics
-import time
+from timing import timed
 
 from fidelity.compare import load, pack_for, recorded_versions, replay
 from fidelity.targets import reached, unreached
@@ -43,11 +42,8 @@ def main() -> None:
         f"{'rules':>9}{'replay ms':>11}"
     )
     for v in recorded_versions():
-        times = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            t, _ = replay(v)
-            times.append(time.perf_counter() - t0)
+        runs = timed(lambda v=v: replay(v), 3)
+        t, _ = runs.result
         ids = _ids(v)
         hit = reached(v, load(v)[1]) & ids
         out_of_reach = sum(why != "not reached" for why in unreached(v, hit).values())
@@ -57,7 +53,7 @@ def main() -> None:
             f"{pct(t.verdict_agree, t.n):>10}{pct(t.resolved_agree, t.both_accept):>10}"
             f"{pct(t.first_agree, t.both_reject):>10}{pct(t.launch_agree, t.both_accept):>10}"
             f"{t.model_load_only:>10}{len(t.classes):>9}{rules:>9}"
-            f"{1000 * statistics.median(times):>11.0f}"
+            f"{1000 * runs.median:>11.0f}"
         )
 
 

@@ -20,19 +20,20 @@ Usage: python benchmarks/bench_fix.py [--count 200] [--runs 3] [--gpus 8,64,512,
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import math
 import os
 import platform
 import random
 import statistics
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import z3
+from timing import percentile, seconds, timed
 
 from meshsat.solver.backends.pyeval import compiled
 from meshsat.solver.backends.z3exp import Universe
@@ -163,22 +164,6 @@ def brute_nearest(valid: Valid, cfg: Config, objective: str) -> tuple[int, ...]:
     return tuple(int(cost[t][i]) for t in order)
 
 
-# --- timing -------------------------------------------------------------------------------------
-def timed(runs: int, fn: Any, *args: Any, **kwargs: Any) -> tuple[float, Any]:
-    """Median seconds of `runs` calls, and the last result."""
-    times, result = [], None
-    for _ in range(runs):
-        start = time.perf_counter()
-        result = fn(*args, **kwargs)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=200)
@@ -211,24 +196,23 @@ def main() -> None:
         enumerations.append(line)
         for objective, gpus in (("changes", n), ("distance", n), ("changes", None)):
             problem.cache_clear()
-            start = time.perf_counter()
-            fix(layouts[0], gpus=gpus, objective=objective, sglang_version=PACK)
-            cold = (time.perf_counter() - start) * 1000
+            fix_with = functools.partial(fix, gpus=gpus, objective=objective, sglang_version=PACK)
+            cold = 1000 * seconds(functools.partial(fix_with, layouts[0]))
             fix_times, argmin_times, proven, not_worse = [], [], 0, 0
             tier_times: dict[str, list[float]] = {t: [] for t in (*TIERS, "ties")}
             for cfg in layouts:
-                t, report = timed(
-                    args.runs, fix, cfg, gpus=gpus, objective=objective, sglang_version=PACK
-                )
-                fix_times.append(t * 1000)
-                best = report.best
+                runs = timed(functools.partial(fix_with, cfg), args.runs)
+                fix_times.append(runs.median * 1000)
+                best = runs.result.best
                 proven += best.optimal
                 for tier, ms in best.tier_ms.items():
                     tier_times[tier].append(ms)
                 if valid is not None and gpus is not None:
-                    b, key = timed(args.runs, brute_nearest, valid, cfg, objective)
-                    argmin_times.append(b * 1000)
-                    not_worse += best.objective.key(objective) <= key
+                    nearest = timed(
+                        functools.partial(brute_nearest, valid, cfg, objective), args.runs
+                    )
+                    argmin_times.append(nearest.median * 1000)
+                    not_worse += best.objective.key(objective) <= nearest.result
             p50 = statistics.median(fix_times)
             brute = "skipped (see below) | - | - | -"
             if gpus is None:
@@ -242,7 +226,7 @@ def main() -> None:
             )
             print(
                 f"| {n} | {objective}{'' if gpus else ', no --gpus'} | {p50:.1f} | "
-                f"{pct(fix_times, 0.95):.1f} | {cold:.0f} | "
+                f"{percentile(fix_times, 0.95):.1f} | {cold:.0f} | "
                 f"{proven}/{len(layouts)} | {brute} | {tiers} |",
                 flush=True,
             )
@@ -273,17 +257,18 @@ def brute_force_list(n: int, limit: float) -> tuple[Valid | None, float, str]:
     estimate = count_candidates(n)
     sample = list(itertools.islice(candidates(n), 2000))
     checker, base = compiled(PACK), environment(Config(), None)
-    start = time.perf_counter()
-    for row in sample:
-        env = {**base, **row}
-        checker.violations(checker.resolve(env)[0], env)
-    per = (time.perf_counter() - start) / max(1, len(sample))
+
+    def check_sample() -> None:
+        for row in sample:
+            env = {**base, **row}
+            checker.violations(checker.resolve(env)[0], env)
+
+    per = seconds(check_sample) / max(1, len(sample))
     if estimate * per > limit:
         return None, 0.0, f"| {n} | {estimate:,} | - | skipped: about {estimate * per:,.0f} s |"
-    start = time.perf_counter()
-    valid = enumerate_valid(n)
-    seconds = time.perf_counter() - start
-    return valid, seconds * 1000, f"| {n} | {estimate:,} | {valid.rows:,} | {seconds:.1f} s |"
+    built = timed(lambda: enumerate_valid(n), 1)
+    valid, took = built.result, built.median
+    return valid, took * 1000, f"| {n} | {estimate:,} | {valid.rows:,} | {took:.1f} s |"
 
 
 if __name__ == "__main__":

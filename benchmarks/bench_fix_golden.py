@@ -9,8 +9,7 @@ answered and its time (median of 3 runs, in one process).
 
 from __future__ import annotations
 
-import statistics
-import time
+from timing import timed
 
 from meshsat.solver.repair.fix import fix
 from meshsat.solver.repair.objective import same_value
@@ -23,18 +22,15 @@ def main() -> None:
     print(f"{'case':<38}{'ok':>4}{'ms':>8}  first fix")
     for case in CASES:
         model = MODELS[case.model] if case.model else None
-        times = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            report = fix(case.layout, model)
-            times.append(time.perf_counter() - t0)
+        runs = timed(lambda case=case, model=model: fix(case.layout, model), 3)
+        report = runs.result
         got = {c.field: c.new for c in report.best.changes} if report.fixes else {}
         ok = any(
             got.keys() == want.keys() and all(same_value(got[k], want[k]) for k in want)
             for want in case.accepted
         )
         passed += ok
-        ms = 1000 * statistics.median(times)
+        ms = 1000 * runs.median
         print(f"{case.name:<38}{'yes' if ok else 'NO':>4}{ms:>8.0f}  {got}")
     print(f"{passed}/{len(CASES)} first fixes are an operator's")
 

@@ -11,11 +11,12 @@ Run: .venv/bin/python benchmarks/bench_import.py [--runs 11]
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
+
+from timing import interleaved_medians
 
 EVERY_NAME = "import meshsat.solver as s; [getattr(s, n) for n in s.__all__]"
 CASES = [
@@ -24,10 +25,8 @@ CASES = [
 ]
 
 
-def _wall(cmd: list[str]) -> float:
-    t = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True)
-    return time.perf_counter() - t
+def _run(cmd: list[str]) -> Callable[[], object]:
+    return lambda: subprocess.run(cmd, check=True, capture_output=True)
 
 
 def main() -> None:
@@ -38,15 +37,18 @@ def main() -> None:
     exe = str(Path(py).with_name("meshsat"))
     rows = []
     for label, code in CASES:
-        lazy, eager = [], []
-        for _ in range(args.runs):  # interleaved, so that load drifts hit both alike
-            lazy.append(_wall([py, "-c", code]))
-            eager.append(_wall([py, "-c", f"{code}; {EVERY_NAME}"]))
-        rows.append((label, statistics.median(lazy), statistics.median(eager)))
-    cli, bare = [], []
-    for _ in range(args.runs):
-        cli.append(_wall([exe, "validate", "--set", "tp_size=8", "--set", "attn_cp_size=2"]))
-        bare.append(_wall([py, "-c", "pass"]))
+        m = interleaved_medians(
+            {"lazy": _run([py, "-c", code]), "eager": _run([py, "-c", f"{code}; {EVERY_NAME}"])},
+            args.runs,
+        )
+        rows.append((label, m["lazy"], m["eager"]))
+    m = interleaved_medians(
+        {
+            "cli": _run([exe, "validate", "--set", "tp_size=8", "--set", "attn_cp_size=2"]),
+            "bare": _run([py, "-c", "pass"]),
+        },
+        args.runs,
+    )
     print(f"bench_import (fresh processes, median of {args.runs}; wall time incl. interpreter)")
     print(f"{'what':<36} {'lazy':>9} {'all names':>10} {'saved':>9}")
     for label, lazy_s, eager_s in rows:
@@ -54,7 +56,7 @@ def main() -> None:
             f"{label:<36} {lazy_s * 1e3:>6.0f} ms {eager_s * 1e3:>7.0f} ms"
             f" {(eager_s - lazy_s) * 1e3:>6.0f} ms"
         )
-    c, b = statistics.median(cli), statistics.median(bare)
+    c, b = m["cli"], m["bare"]
     print(f"`meshsat validate` whole process {c * 1e3:.0f} ms; `python -c pass` {b * 1e3:.0f} ms")
 
 

@@ -10,9 +10,9 @@ Run: .venv/bin/python benchmarks/bench_inputs.py
 from __future__ import annotations
 
 import shlex
-import statistics
-import time
 from collections.abc import Callable
+
+from timing import median_seconds
 
 from meshsat.solver.inputs import parse_sglang_command
 
@@ -41,15 +41,8 @@ sleep 1
 SCRIPT = NODE.format(rank=0) + NODE.format(rank=1)
 
 
-def median_us(fn: Callable[[], object], n: int = 300) -> float:
-    for _ in range(20):
-        fn()
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e6
+def median_us(fn: Callable[[], object]) -> float:
+    return 1e6 * median_seconds(fn, 300, warmup=20)
 
 
 def main() -> None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-import statistics
-import time
 from collections.abc import Callable
+
+from timing import median_seconds
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs import parse_sglang_command
@@ -23,13 +23,11 @@ from tests.launch_corpus import CORPUS, SHAPES
 
 
 def _median_us(fn: Callable[[str], object], text: str) -> float:
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
+    def read() -> None:
         with contextlib.suppress(InputError, ValueError):
             fn(text)
-        times.append(time.perf_counter() - t0)
-    return 1e6 * statistics.median(times)
+
+    return 1e6 * median_seconds(read, 5)
 
 
 def main() -> None:

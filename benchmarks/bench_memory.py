@@ -23,10 +23,10 @@ import functools
 import json
 import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from timing import median_seconds
 
 from meshsat import solver
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -174,15 +174,6 @@ def _summary(rows: list[dict[str, Any]]) -> None:
         )
 
 
-def median_time(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def plain(n: int, spec: ModelSpec) -> None:
     for lay in solver.enumerate(n, model=spec):
         _ = lay.row
@@ -211,8 +202,8 @@ def speed(repeat: int) -> None:
         mm = MemoryModel(model, g, context_length=8192)
         count = sum(1 for _ in solver.enumerate(n, model=spec))
 
-        tp = median_time(functools.partial(plain, n, spec), repeat)
-        tm = median_time(functools.partial(with_memory, n, spec, mm), repeat)
+        tp = median_seconds(functools.partial(plain, n, spec), repeat)
+        tm = median_seconds(functools.partial(with_memory, n, spec, mm), repeat)
         extra = (tm - tp) / count * 1e6
         print(
             f"| {n} | {model} | {g} | {count} | {count / tp:,.0f} | {count / tm:,.0f} | "
@@ -250,7 +241,7 @@ def stream_to_file(repeat: int) -> None:
         plain_s = 0.0
         for label, model in (("plain", None), ("with memory columns (H200)", mm)):
             lines = _stream(path, 4096, spec, model)
-            seconds = median_time(functools.partial(_stream, path, 4096, spec, model), repeat)
+            seconds = median_seconds(functools.partial(_stream, path, 4096, spec, model), repeat)
             plain_s = plain_s or seconds
             print(
                 f"| {label} | {lines:,} | {seconds:.3f} | {lines / seconds:,.0f} | "
@@ -262,7 +253,7 @@ def stream_to_file(repeat: int) -> None:
             fresh = MemoryModel("deepseek-ai/DeepSeek-V3", "H200", context_length=8192)
             return _stream(path, 4096, spec, fresh)
 
-        seconds = median_time(cold, repeat)
+        seconds = median_seconds(cold, repeat)
         print(
             f"| with memory columns (H200), cold model | {lines:,} | {seconds:.3f} | "
             f"{lines / seconds:,.0f} | {seconds / plain_s:.2f} |"

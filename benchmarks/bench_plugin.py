@@ -31,9 +31,9 @@ ARGV = [
     "--device", "cpu",
 ]  # fmt: skip
 
-#: Run by the plugin venv's interpreter: standard library and SGLang only.
+#: Run by the plugin venv's interpreter: standard library, SGLang and benchmarks/timing.py.
 CHILD = r"""
-import json, statistics, sys, time
+import json, sys, time
 argv = json.loads(sys.argv[1])
 warm = int(sys.argv[2])
 import sglang.srt.server_args as sa
@@ -47,12 +47,10 @@ t2 = time.perf_counter()
 out = {"load_plugins_ms": (t1 - t0) * 1e3, "prepare_ms": (t2 - t1) * 1e3}
 if warm:
     from meshsat import sglang_plugin
+    sys.path.insert(0, "benchmarks")  # the child runs at the repository's root
+    from timing import median_seconds
     def median(fn):
-        fn()
-        ts = []
-        for _ in range(warm):
-            t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
-        return statistics.median(ts) * 1e3
+        return median_seconds(fn, warm, warmup=1) * 1e3
     import io, contextlib
     with contextlib.redirect_stderr(io.StringIO()):
         out["hook_ms"] = median(lambda: sglang_plugin.before_prepare_server_args(argv))

@@ -11,24 +11,14 @@ Run: .venv/bin/python benchmarks/bench_threads.py
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+
+from timing import median_seconds, seconds
 
 from meshsat import solver
 from meshsat.solver.backends.z3lock import Z3_LOCK
 
 BAD = {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True, "attn_cp_size": 3}
-
-
-def _median(fn: Callable[[], object], runs: int = 5) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _job(i: int) -> object:
@@ -54,23 +44,19 @@ def main() -> None:
             with Z3_LOCK:
                 pass
 
-    lock_ns = (_median(locked) - _median(bare)) / n * 1e9
-    t0 = time.perf_counter()
-    solver.fix(BAD, gpus=8)
-    cold_fix = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    solver.validate(BAD)
-    cold_explain = time.perf_counter() - t0
-    warm_fix = _median(lambda: solver.fix(BAD, gpus=8))
-    warm_explain = _median(lambda: solver.validate(BAD))
+    lock_ns = (median_seconds(locked, 5) - median_seconds(bare, 5)) / n * 1e9
+    cold_fix = seconds(lambda: solver.fix(BAD, gpus=8))
+    cold_explain = seconds(lambda: solver.validate(BAD))
+    warm_fix = median_seconds(lambda: solver.fix(BAD, gpus=8), 5)
+    warm_explain = median_seconds(lambda: solver.validate(BAD), 5)
     batch = range(64)
-    seq = _median(lambda: [_job(i) for i in batch], 3)
+    seq = median_seconds(lambda: [_job(i) for i in batch], 3)
 
     def threaded() -> None:
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(_job, batch))
 
-    par = _median(threaded, 3)
+    par = median_seconds(threaded, 3)
     print("| measure | value |")
     print("|---|---|")
     print(f"| Z3 lock acquire+release, uncontended | {lock_ns:.0f} ns |")

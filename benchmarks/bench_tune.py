@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 import warnings
 from typing import Any
 
 import optuna
+from timing import seconds
 
 from meshsat.solver.memory import MemoryModel, Parallel, gpu
 from meshsat.solver.memory.models import model_config
@@ -53,15 +53,17 @@ def coverage(space: LayoutSpace, style: Style, draws: int) -> tuple[int, float, 
     mm, spec = MemoryModel(config, gpu("H200")), ModelSpec.from_hf_config(config)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     seen: dict[str, dict[str, Any]] = {}
-    started = time.perf_counter()
-    for _ in range(draws):
-        trial = study.ask()
-        c = suggest_layout(trial, space, style)
-        seen.setdefault(c.key, dict(c.values))
-        study.tell(trial, 0.0)
-    seconds = time.perf_counter() - started
+
+    def draw_all() -> None:
+        for _ in range(draws):
+            trial = study.ask()
+            c = suggest_layout(trial, space, style)
+            seen.setdefault(c.key, dict(c.values))
+            study.tell(trial, 0.0)
+
+    took = seconds(draw_all)
     illegal = sum(not legal(space, v, mm, spec) for v in seen.values())  # each distinct once
-    return illegal, len(seen) / len(space), seconds
+    return illegal, len(seen) / len(space), took
 
 
 def tpe_run(
@@ -101,10 +103,10 @@ def main() -> None:
     print(f"{'N':>3} {'view':<12} {'layouts':>7} {'illegal':>7} {'reached':>8} {'draws/s':>8}")
     for n, space in spaces.items():
         for style in Style:
-            illegal, reached, seconds = coverage(space, style, args.draws)
+            illegal, reached, took = coverage(space, style, args.draws)
             print(
                 f"{n:>3} {style.value:<12} {len(space):>7} {illegal:>7} {100 * reached:7.2f}% "
-                f"{args.draws / seconds:8.0f}"
+                f"{args.draws / took:8.0f}"
             )
     from meshsat.solver.perf import PerfModel, Workload
 

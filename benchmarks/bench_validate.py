@@ -18,10 +18,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from timing import aligned, percentile, seconds, timed
 
 from meshsat.solver import Config, ModelSpec, validate
 from meshsat.solver.validation.validate import environment
@@ -54,20 +55,8 @@ MODEL = ModelSpec(
 
 
 def timings(fn: Callable[[], Any], n: int) -> list[float]:
-    """Seconds per call, n calls timed one by one after a warm-up."""
-    for _ in range(min(n, 50)):
-        fn()
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
+    """Seconds per call, n calls timed one by one after min(n, 50) warm-up calls."""
+    return timed(fn, n, warmup=min(n, 50)).seconds
 
 
 def invalid_corpus(n: int, seed: int = 7) -> list[Config]:
@@ -156,7 +145,7 @@ def main() -> None:
         (
             "validate, valid full layout (warm)",
             f"p50 {statistics.median(fast) * us:.1f} µs",
-            f"p99 {pct(fast, 0.99) * us:.1f} µs",
+            f"p99 {percentile(fast, 0.99) * us:.1f} µs",
             "goal p50 ≤ 50 µs",
         )
     )
@@ -232,7 +221,7 @@ def main() -> None:
                 )
             )
         if args.packs_only:
-            print_rows(rows)
+            print(aligned(rows))
             return
 
     # 2. explanations
@@ -247,7 +236,7 @@ def main() -> None:
         (
             f"explain an invalid layout ({len(corpus)} configs, z3 imported)",
             f"p50 {statistics.median(explain) * 1e3:.2f} ms",
-            f"p95 {pct(explain, 0.95) * 1e3:.2f} ms",
+            f"p95 {percentile(explain, 0.95) * 1e3:.2f} ms",
             "goal p50 ≤ 10 ms",
         )
     )
@@ -255,7 +244,7 @@ def main() -> None:
         (
             f"  baseline: plain assumption core ({len(base_n)} configs)",
             f"p50 {statistics.median(plain) * 1e3:.2f} ms",
-            f"p95 {pct(plain, 0.95) * 1e3:.2f} ms",
+            f"p95 {percentile(plain, 0.95) * 1e3:.2f} ms",
             f"×{statistics.median(plain) / statistics.median(explain):.1f} slower",
         )
     )
@@ -287,19 +276,11 @@ def main() -> None:
     )
 
     print(f"bench_validate ({'quick' if args.quick else 'full'}; {n} warm validations)")
-    print_rows(rows)
-
-
-def print_rows(rows: list[tuple[str, str, str, str]]) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    print(aligned(rows))
 
 
 def _wall(cmd: list[str]) -> float:
-    t = time.perf_counter()
-    subprocess.run(cmd, check=False, capture_output=True)
-    return time.perf_counter() - t
+    return seconds(lambda: subprocess.run(cmd, check=False, capture_output=True))
 
 
 if __name__ == "__main__":

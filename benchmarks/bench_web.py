@@ -18,15 +18,16 @@ Run: .venv/bin/python benchmarks/bench_web.py [RUNS]
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import re
 import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
+
+from timing import median_seconds, seconds, timed
 
 REJECTED = "python -m sglang.launch_server --tp 8 --dp 3 --enable-dp-attention"
 PLAN = {"model": "deepseek-ai/DeepSeek-V3", "gpu": "H200", "gpus": 64}
@@ -50,36 +51,34 @@ def post(port: int, endpoint: str, body: dict[str, Any]) -> Any:
 
 
 def cli_s(args: list[str]) -> float:
-    t = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "meshsat", *args, "--format", "json"],
-        capture_output=True,
-        check=False,
+    return seconds(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "meshsat", *args, "--format", "json"],
+            capture_output=True,
+            check=False,
+        )
     )
-    return time.perf_counter() - t
 
 
 def fresh_server() -> tuple[subprocess.Popen[str], int, float]:
     """A new `meshsat serve --port 0`; its port and the seconds until it listened."""
-    t = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "meshsat", "serve", "--port", "0"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
+
+    def start() -> tuple[subprocess.Popen[str], str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "meshsat", "serve", "--port", "0"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stderr is not None
+        return proc, proc.stderr.readline()  # the line naming its address: it listens
+
+    started = timed(start, 1)
+    proc, line = started.result
     m = re.search(r":(\d+)/", line)
     if m is None:
         proc.kill()
         raise SystemExit(f"bench_web: the server did not start: {line!r}")
-    return proc, int(m.group(1)), time.perf_counter() - t
-
-
-def timed(fn: Callable[[], object]) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
+    return proc, int(m.group(1)), started.median
 
 
 def measure(
@@ -94,10 +93,10 @@ def measure(
     for _ in range(runs):
         proc, port, started = fresh_server()
         try:
-            first = timed(lambda port=port: ask(port))  # type: ignore[misc]
+            first = seconds(functools.partial(ask, port))
             cold.append(first)
             start_to_answer.append(started + first)
-            warm.append(statistics.median(timed(lambda port=port: ask(port)) for _ in range(3)))  # type: ignore[misc]
+            warm.append(median_seconds(functools.partial(ask, port), 3))
         finally:
             proc.terminate()
             proc.wait()

@@ -14,12 +14,13 @@ Also times the verdicts (median of 9 interleaved runs, against validate without 
 
 from __future__ import annotations
 
+import functools
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from timing import interleaved_medians
 
 from meshsat.solver import validate
 from meshsat.solver.catalogue.weight_shapes import RULES, RULES_0_4, RULES_0_5_23
@@ -147,19 +148,20 @@ def main() -> None:
             print(f"| {label} | {pack.version} | {cells} |")
     specs = [ModelSpec.from_hf_config(config(m, bf16)) for _, m, bf16 in MODELS]
     n = len(specs) * len(TPS)
-    runs, base = [], []
-    for _ in range(9):  # interleaved, so that load on the machine hits both alike
-        t = time.perf_counter()
-        for _spec in specs:
-            for tp in TPS:
-                validate(layout(tp), explain=False)
-        base.append((time.perf_counter() - t) / n)
-        t = time.perf_counter()
+
+    def validate_all(with_model: bool) -> None:
         for spec in specs:
             for tp in TPS:
-                validate(layout(tp), spec, explain=False)
-        runs.append((time.perf_counter() - t) / n)
-    med, bmed = statistics.median(runs), statistics.median(base)
+                validate(layout(tp), spec if with_model else None, explain=False)
+
+    m = interleaved_medians(
+        {
+            "base": functools.partial(validate_all, False),
+            "ours": functools.partial(validate_all, True),
+        },
+        9,
+    )
+    med, bmed = m["ours"] / n, m["base"] / n
     print()
     print("| validate | median µs per layout (9 runs) | ratio |")
     print("|---|---|---|")

@@ -19,7 +19,7 @@ from meshsat.solver.cli.output import note, out, rewritten_out
 from meshsat.solver.cli.report_view import print_report, violation_rows
 from meshsat.solver.deployment.fix import DeploymentFix, fix_deployment
 from meshsat.solver.deployment.model import Deployment
-from meshsat.solver.deployment.reader import read_deployment
+from meshsat.solver.deployment.reader import OneJob, read_deployment, read_script
 from meshsat.solver.deployment.validate import DeploymentReport, judge, server_report
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.launch import read_launch_commands
@@ -28,7 +28,8 @@ from meshsat.solver.inputs.layout_input import (
     LayoutInput,
     LayoutSources,
     load_layout,
-    script_text,
+    script_folders,
+    with_script,
 )
 from meshsat.solver.inputs.rewrite import applied, rewrite_script, set_flags
 from meshsat.solver.packs import Pack, get_pack
@@ -37,22 +38,20 @@ from meshsat.solver.validation.report import Report
 
 def deployment_input(
     sources: LayoutSources, sglang_version: str | None
-) -> tuple[Deployment | None, LayoutSources]:
-    """The deployment the sources' launch text holds, or None (then the sources to read as
-    one job: standard input, once read here, is handed on as text)."""
-    if sources.sglang is None and sources.sglang_file is None:
-        return None, sources
+) -> tuple[Deployment | OneJob, LayoutSources]:
+    """The deployment the sources' launch text holds, or the one job it is, with the
+    sources to read it from: the launch text is read once here (`with_script`) and parsed
+    at most once, so `read_layout(sources, job=...)` reads neither again (standard input
+    and pipes give their text only once)."""
     if sources.sglang is not None and sources.sglang_file is not None:
         raise InputError("give --sglang or --sglang-file, not both")
-    text = script_text(sources)
-    if sources.sglang == "-":
-        sources = replace(sources, sglang=text)
-    if len(text) > MAX_SCRIPT_BYTES:
-        return None, sources  # the single-job reader refuses it with its own message
+    sources = with_script(sources)
+    text = sources.script
+    if text is None or len(text) > MAX_SCRIPT_BYTES:
+        return OneJob(), sources  # a larger text: the single-job reader refuses it in its words
     release = get_pack(sglang_version).version
-    rest = replace(sources, sglang=None, sglang_file=None)
-    search = () if sources.sglang_file is None else (sources.sglang_file.parent,)
-    found = read_deployment(text, _loader(release), rest, search=search)
+    rest = replace(sources, sglang=None, sglang_file=None, script=None)
+    found = read_script(text, _loader(release), rest, search=script_folders(sources))
     return found, sources
 
 

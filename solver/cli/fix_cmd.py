@@ -119,9 +119,10 @@ def fix_cmd(
       meshsat fix --sglang-file pd.sh --json   # a PD deployment: every server, under the pair rules
     """
     import meshsat.solver.cli.deployment_cmd as deployment_cmd
+    from meshsat.solver.deployment.model import Deployment
 
     deployment, sources = deployment_cmd.deployment_input(sources, sglang_version)
-    if deployment is not None:
+    if isinstance(deployment, Deployment):
         if gpus is not None or emit_as is not None or top != 1 or gpu or gpu_memory:
             raise InputError(
                 "a PD deployment is fixed server by server: --gpus, --top, --emit and "
@@ -137,7 +138,7 @@ def fix_cmd(
                 timeout_s=timeout,
             )
         )
-    layout = read_layout(sources, sglang_version, command="fix")
+    layout = read_layout(sources, sglang_version, command="fix", job=deployment)
     report = fix(
         layout.config,
         layout.model,

@@ -77,12 +77,14 @@ def groups_cmd(
     chosen_fmt = chosen(fmt, as_json)
     import meshsat.solver.cli.deployment_cmd as deployment_cmd
 
-    if rank is None:  # a rank is one server's: with --rank, a deployment is refused
-        deployment, sources = deployment_cmd.deployment_input(sources, sglang_version)
-        if deployment is not None:
-            raise typer.Exit(_deployment_groups(deployment, sglang_version, chosen_fmt))
+    job = None  # with --rank (a rank is one server's), read_layout refuses a deployment
+    if rank is None:
+        found, sources = deployment_cmd.deployment_input(sources, sglang_version)
+        if isinstance(found, Deployment):
+            raise typer.Exit(_deployment_groups(found, sglang_version, chosen_fmt))
+        job = found
     command = "groups" if rank is None else "groups --rank"
-    layout = read_layout(sources, sglang_version, command=command)
+    layout = read_layout(sources, sglang_version, command=command, job=job)
     try:
         planned = plan_layout(
             layout.config, layout.model, explain=None, sglang_version=sglang_version

@@ -5,9 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
@@ -16,9 +15,13 @@ from meshsat.solver.inputs.layout_input import (
     LayoutInput,
     LayoutSources,
     load_layout,
-    script_text,
+    script_folders,
+    with_script,
 )
 from meshsat.solver.lang.limits import listed
+
+if TYPE_CHECKING:
+    from meshsat.solver.deployment.reader import OneJob
 
 ConfigOpt = Annotated[
     Path | None,
@@ -57,7 +60,8 @@ SglangFileOpt = Annotated[
     typer.Option(
         "--sglang-file",
         metavar="SCRIPT",
-        help="A launch script; several launches in it are the nodes of one job, which must "
+        help="A launch script ('-' reads standard input; a pipe such as <(cat x.sh) works too: "
+        "it is read once); several launches in it are the nodes of one job, which must "
         "agree on the layout. A script with a router or with prefill and decode servers is a "
         "PD deployment: validate, fix and groups answer per server; the others refuse it.",
         show_default=False,
@@ -142,18 +146,23 @@ def read_layout(
     *,
     launch_notes: bool = True,
     command: str,
+    job: OneJob | None = None,
 ) -> LayoutInput:
     """`load_layout` for a command, with repository ids looked up in the embedded model
     catalogue and the command's flags judged by `sglang_version`'s flag table; its notes go
     to stderr. `launch_notes=False`: the caller reports the job disagreements and refused
     flags itself (validate makes them violations). A PD deployment is refused, naming
-    `command` (`one_server`): a command that reads it has not asked for one."""
+    `command` (`one_server`): a command that reads it has not asked for one. `job`: the
+    sources were found to be one job already (`deployment_input`), its layout parsed there
+    when the test parsed the text; nothing is read or parsed twice."""
     from meshsat.solver.cli.output import note
     from meshsat.solver.memory.models import model_config
     from meshsat.solver.packs import get_pack
 
     release = get_pack(sglang_version).version
-    layout = load_layout(one_server(sources, command), catalogue=model_config, release=release)
+    if job is None:
+        sources, job = one_server(sources, command)
+    layout = load_layout(sources, catalogue=model_config, release=release, launch=job.launch)
     for text in layout.notes:
         note(text)
     if launch_notes:
@@ -174,22 +183,21 @@ def missing_flags_text(layout: LayoutInput) -> str:
     return f"{n} flag(s) no SGLang release has (its parser would refuse them): {shown}"
 
 
-def one_server(sources: LayoutSources, command: str) -> LayoutSources:
-    """The sources, when their launch text is one job; an `InputError` when it is a PD
-    deployment (`refuse_deployment`). Standard input, read here once, is handed on as
-    text."""
-    from meshsat.solver.deployment.reader import refuse_deployment
+def one_server(sources: LayoutSources, command: str) -> tuple[LayoutSources, OneJob]:
+    """The sources, with their launch text read once (`with_script`), and the one job it
+    is; an `InputError` when it is a PD deployment (`refuse_deployment`)."""
+    from meshsat.solver.deployment.reader import OneJob, refuse_deployment
 
     if (sources.sglang is None) == (sources.sglang_file is None):
-        return sources  # no launch text, or both (load_layout refuses that)
-    where = "the --sglang command"
-    if sources.sglang_file is not None:
-        where = str(sources.sglang_file)
-    elif sources.sglang == "-":
+        return sources, OneJob()  # no launch text, or both (load_layout refuses that)
+    if "-" in (sources.sglang, str(sources.sglang_file)):
         where = "standard input"
-    text = script_text(sources)
-    if sources.sglang == "-":
-        sources = replace(sources, sglang=text)
-    if len(text) <= MAX_SCRIPT_BYTES:  # a larger one: load_layout refuses it in its words
-        refuse_deployment(text, where, command)
-    return sources
+    elif sources.sglang_file is not None:
+        where = str(sources.sglang_file)
+    else:
+        where = "the --sglang command"
+    sources = with_script(sources)
+    text = sources.script or ""
+    if len(text) > MAX_SCRIPT_BYTES:  # load_layout refuses it in its own words
+        return sources, OneJob()
+    return sources, refuse_deployment(text, where, command, script_folders(sources))

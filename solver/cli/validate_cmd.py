@@ -94,9 +94,10 @@ def validate_cmd(
       meshsat validate --sglang-file pd.sh --sglang-version 0.5.23 --json
     """
     import meshsat.solver.cli.deployment_cmd as deployment_cmd
+    from meshsat.solver.deployment.model import Deployment
 
     deployment, sources = deployment_cmd.deployment_input(sources, sglang_version)
-    if deployment is not None:
+    if isinstance(deployment, Deployment):
         if rewrite:
             raise typer.Exit(deployment_cmd.print_rewritten_deployment(deployment, sglang_version))
         fmt_chosen = chosen(fmt, as_json)
@@ -120,7 +121,9 @@ def validate_cmd(
                 memory=memory,
             )
         )
-    layout = read_layout(sources, sglang_version, launch_notes=False, command="validate")
+    layout = read_layout(
+        sources, sglang_version, launch_notes=False, command="validate", job=deployment
+    )
     if rewrite:
         raise typer.Exit(print_rewritten(layout, sglang_version))
     report = validate(layout.config, layout.model, sglang_version=sglang_version)

@@ -35,6 +35,7 @@ from meshsat.solver.deployment.model import (
     Target,
 )
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.k8s import looks_like_manifest
 from meshsat.solver.inputs.launch import ROUTER_MODULES, LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
 from meshsat.solver.inputs.sglang_cmdline import ParsedCommandLine, parse_job
@@ -193,6 +194,37 @@ def is_deployment(commands: tuple[LaunchCommand, ...]) -> bool:
     return any(c.router for c in commands) or len(roles) > 1
 
 
+def _launches(text: str) -> tuple[LaunchCommand, ...] | None:
+    """Every launch of a text that may be a deployment, routers included; None when it
+    names no PD flag or router, or when the shell refuses it (the single-job reader then
+    says what is wrong, in its own words)."""
+    if not _may_be_deployment(text):
+        return None
+    try:
+        return read_launch_commands(text, routers=True)
+    except InputError:
+        return None
+
+
+@dataclass(frozen=True)
+class OneJob:
+    """A launch text found to be one job, not a deployment, with the job's layout when the
+    test had to parse the text (`parse_job` of its launches): `load_layout(launch=...)`
+    takes it instead of parsing the text again. None when the text was not parsed here (no
+    PD flag or router in it, a shell error) or is a Kubernetes manifest, whose single-job
+    reading judges one container, not every launch the manifest lists."""
+
+    launch: ParsedCommandLine | None = None
+
+
+def _one_job(
+    commands: tuple[LaunchCommand, ...] | None, text: str, search: tuple[Path, ...]
+) -> OneJob:
+    if commands is None or looks_like_manifest(text):
+        return OneJob()
+    return OneJob(parse_job(commands, search))
+
+
 @dataclass(frozen=True)
 class Shape:
     """How many servers and routers a deployment's script holds, read without reading any
@@ -208,17 +240,7 @@ class Shape:
         return f"{counted(self.servers, 'server')}, {counted(self.routers, 'router')}"
 
 
-def deployment_shape(text: str) -> Shape | None:
-    """The shape of the deployment `text` launches, or None when it is one job (or not a
-    script the launch reader takes: the single-job reader then says what is wrong)."""
-    if not _may_be_deployment(text):
-        return None
-    try:
-        commands = read_launch_commands(text, routers=True)
-    except InputError:
-        return None
-    if not is_deployment(commands):
-        return None
+def _shape(commands: tuple[LaunchCommand, ...]) -> Shape:
     launches = tuple(c for c in commands if not c.router)
     try:
         servers = len(group_servers(launches))
@@ -227,15 +249,34 @@ def deployment_shape(text: str) -> Shape | None:
     return Shape(servers, sum(c.router for c in commands))
 
 
-def refuse_deployment(text: str, where: str, command: str) -> None:
-    """An `InputError` when `text` is a PD deployment and `command` reads one server: taking
-    the script's first server would answer for a server the user did not ask about."""
-    shape = deployment_shape(text)
-    if shape is not None:
+def refuse_deployment(text: str, where: str, command: str, search: tuple[Path, ...] = ()) -> OneJob:
+    """The one job `text` is, for `command`, which reads one server; an `InputError` when
+    `text` is a PD deployment: taking the script's first server would answer for a server
+    the user did not ask about. `search`: where a `--config FILE` may be."""
+    commands = _launches(text)
+    if commands is not None and is_deployment(commands):
         raise InputError(
-            f"{where} holds a PD deployment ({shape.text()}): {command} takes one server; "
-            "check the deployment with validate or fix, or give one server's command"
+            f"{where} holds a PD deployment ({_shape(commands).text()}): {command} takes one "
+            "server; check the deployment with validate or fix, or give one server's command"
         )
+    return _one_job(commands, text, search)
+
+
+def read_script(
+    text: str,
+    load: LoadServer,
+    sources: LayoutSources | None = None,
+    *,
+    search: tuple[Path, ...] = (),
+) -> Deployment | OneJob:
+    """The deployment `text` launches, or the one job it is: the text is parsed once here,
+    and a job's layout handed on (`OneJob`) for the single-server path. `load(sources,
+    launch=parsed)` reads one server's layout (model facts, release); `search`: where a
+    `--config FILE` may be."""
+    commands = _launches(text)
+    if commands is None or not is_deployment(commands):
+        return _one_job(commands, text, search)
+    return _deployment(commands, text, load, sources or LayoutSources(), search)
 
 
 def read_deployment(
@@ -249,29 +290,32 @@ def read_deployment(
     """The deployment `text` launches, or None when it is one job (the single-server path;
     with `always`, a deployment of that one server). `load(sources, launch=parsed)` reads
     one server's layout (model facts, release); `search`: where a `--config FILE` may be."""
-    sources = sources or LayoutSources()
-    if not always and not _may_be_deployment(text):
-        return None  # one job: read once, by the single-job reader, not twice
-    try:
-        commands = read_launch_commands(text, routers=True)
-    except InputError:
-        if always:
-            raise
-        return None  # the single-job reader says what is wrong, in its own words
-    if not always and not is_deployment(commands):
-        return None
-    if not is_deployment(commands):  # one job: its launches are its nodes, as before
-        launches = tuple(commands)
-        layout = load(sources, launch=parse_job(launches, search))
-        server = Server(
-            role_of(launches[0]),
-            launches,
-            tuple(range(len(launches))),
-            layout,
-            endpoint_of(launches[0]),
-            facts_of(launches[0]),
-        )
-        return Deployment((server,), (), text)
+    if not always:
+        found = read_script(text, load, sources, search=search)
+        return found if isinstance(found, Deployment) else None
+    commands = read_launch_commands(text, routers=True)
+    if is_deployment(commands):
+        return _deployment(commands, text, load, sources or LayoutSources(), search)
+    launches = tuple(commands)  # one job: its launches are its nodes, as before
+    layout = load(sources or LayoutSources(), launch=parse_job(launches, search))
+    server = Server(
+        role_of(launches[0]),
+        launches,
+        tuple(range(len(launches))),
+        layout,
+        endpoint_of(launches[0]),
+        facts_of(launches[0]),
+    )
+    return Deployment((server,), (), text)
+
+
+def _deployment(
+    commands: tuple[LaunchCommand, ...],
+    text: str,
+    load: LoadServer,
+    sources: LayoutSources,
+    search: tuple[Path, ...],
+) -> Deployment:
     launches = tuple(c for c in commands if not c.router)
     servers: list[Server] = []
     for role, indices in group_servers(launches):

@@ -9,9 +9,10 @@ merge order and the refusals are the same everywhere.
 
 from __future__ import annotations
 
+import stat
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,9 @@ class LayoutSources:
     sglang_file: Path | None = None
     model: Path | None = None
     example: str | None = None
+    #: The launch text of `sglang` / `sglang_file` once read (`with_script`): standard input
+    #: or a pipe gives it only once, so every later reader takes it from here.
+    script: str | None = None
 
     @property
     def given(self) -> bool:
@@ -126,8 +130,7 @@ def load_layout(
         text, judged = manifest_launch(text)
         notes.append(judged)
     if text is not None or launch is not None:
-        # A script's `--config FILE` may be relative to the script's own folder.
-        search = () if sources.sglang_file is None else (sources.sglang_file.parent,)
+        search = script_folders(sources)
         parsed = launch if launch is not None else parse_sglang_command(text or "", search)
         values.update(parsed.values)
         notes.extend(parsed.notes)
@@ -178,12 +181,34 @@ def load_layout(
 
 
 def script_text(sources: LayoutSources) -> str:
-    """The launch text the sources give: the script file's, `--sglang`'s, or standard input
-    for `--sglang -` (read here, once)."""
+    """The launch text the sources give: as read already (`script`), else the script file's,
+    `--sglang`'s, or standard input for `--sglang -` / `--sglang-file -`."""
+    if sources.script is not None:
+        return sources.script
     text = _script(sources.sglang_file) if sources.sglang_file is not None else sources.sglang
     if text == "-":
-        text = sys.stdin.read(MAX_SCRIPT_BYTES + 1)
+        text = _stdin()
     return text or ""
+
+
+def with_script(sources: LayoutSources) -> LayoutSources:
+    """The sources with their launch text read, once: a command that looks at the text
+    before `load_layout` (is it a PD deployment?) hands this on, so the file is not opened
+    again and standard input or a pipe, which give their text only once, still work."""
+    if sources.script is not None or (sources.sglang is None) == (sources.sglang_file is None):
+        return sources  # read already, no launch text, or both (load_layout refuses that)
+    return replace(sources, script=script_text(sources))
+
+
+def script_folders(sources: LayoutSources) -> tuple[Path, ...]:
+    """Where a script's `--config FILE` may be when not found as written: the script's own
+    folder (none for standard input or a pasted command)."""
+    path = sources.sglang_file
+    return () if path is None or str(path) == "-" else (path.parent,)
+
+
+def _stdin() -> str:
+    return sys.stdin.read(MAX_SCRIPT_BYTES + 1)
 
 
 def _refuse_local(sources: LayoutSources) -> None:
@@ -271,16 +296,27 @@ def _model_spec(model: Path, catalogue: Catalogue | None) -> ModelSpec:
 
 
 def _script(path: Path) -> str:
-    """A launch script's text: a regular file, bounded in size, UTF-8."""
+    """A launch script's text, UTF-8, bounded in size: a regular file, a pipe (`<(...)`,
+    /dev/stdin) or standard input (`-`), each read once. A pipe is read up to the bound:
+    what is past it is refused, not waited for."""
+    if str(path) == "-":
+        return _stdin()
     try:
-        if not path.is_file():
-            raise InputError(f"--sglang-file {path}: not a regular file")
-        if path.stat().st_size > MAX_SCRIPT_BYTES:
+        st = path.stat()
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            raise InputError(f"--sglang-file {path}: not a regular file or a pipe")
+        size = st.st_size
+        if size <= MAX_SCRIPT_BYTES:
+            with path.open("rb") as f:
+                data = f.read(MAX_SCRIPT_BYTES + 1)
+            size = len(data)
+        if size > MAX_SCRIPT_BYTES:
+            shown = f"{size}" if stat.S_ISREG(st.st_mode) else f"over {MAX_SCRIPT_BYTES}"
             raise InputError(
-                f"--sglang-file {path}: {path.stat().st_size} bytes; a launch script is at most "
+                f"--sglang-file {path}: {shown} bytes; a launch script is at most "
                 f"{MAX_SCRIPT_BYTES}"
             )
-        return path.read_bytes().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"--sglang-file {path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:

@@ -187,13 +187,17 @@ def _layout(params: Mapping[str, Any], command: str) -> Any:
     if not sources.given:
         raise FieldError("give a launch command (sglang), fields (set) or an example", "sglang")
     text = sources.sglang
+    job = None  # the one job the text is, parsed once by the deployment test when it had to
     if text is not None and len(text) <= MAX_SCRIPT_BYTES:
         try:
-            refuse_deployment(text, "the pasted command", command)
+            job = refuse_deployment(text, "the pasted command", command)
         except InputError as exc:
             raise FieldError(str(exc), "sglang") from None
     release = get_pack(params.get("sglang_version")).version
-    return load_layout(sources, catalogue=catalogue_config, release=release, local_files=False)
+    launch = None if job is None else job.launch
+    return load_layout(
+        sources, catalogue=catalogue_config, release=release, local_files=False, launch=launch
+    )
 
 
 def _deployment(params: Mapping[str, Any]) -> Any:
