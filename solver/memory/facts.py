@@ -25,6 +25,7 @@ from typing import Any
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.model_spec import _EXPERTS, _HEADS, _KV_HEADS, _LAYERS
 from meshsat.solver.memory.quant import BF16, Quant, quant_from_config
+from meshsat.solver.memory.multimodal import config_is_multimodal
 
 #: Vocabulary rows are padded to a multiple of this (SGLang's `VocabParallelEmbedding`).
 VOCAB_PAD = 64
@@ -142,6 +143,8 @@ class ModelFacts:
     #: Multi-token-prediction (nextn) layers the checkpoint has (`num_nextn_predict_layers`).
     num_nextn_layers: int = 0
     vision: VisionTower = field(default=VisionTower())
+    #: SGLang's default `ModelConfig.is_multimodal` for the config (`multimodal.py`).
+    multimodal: bool = False
     #: Elements of the rotary cos/sin caches (`RotaryEmbedding.cos_sin_cache`, kept in
     #: float32 on CUDA and ROCm and whole on every rank): positions × rotary dim per distinct
     #: rope; 0 when the config gives no `max_position_embeddings`.
@@ -651,5 +654,6 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
         attention_sinks=model_type == "gpt_oss",
         num_nextn_layers=_int(c, ("num_nextn_predict_layers",)) or 0,
         vision=_vision(hf, hidden),
+        multimodal=config_is_multimodal(hf),
     )
     return replace(facts, quant=quant_from_config(c, facts))

@@ -1,0 +1,71 @@
+"""What SGLang keeps back from the KV pool for a multimodal model, per release pack.
+
+Why its own reserve: from 0.5.18, `_profile_available_bytes` (mem_cache/
+kv_cache_configurator.py) subtracts `mm_runtime_reservation_gb` from the bytes left after
+the weights and the `mem_fraction_static` slack, per rank and before a hybrid's state pool
+is split off (`state.split_rest`): the multimodal embedding cache and feature-transport
+pools are allocated only after the KV pool is sized. It is `SGLANG_VLM_CACHE_SIZE_MB`
+(100 MiB by default), plus `SGLANG_MM_FEATURE_CACHE_MB` (1 GiB) with `--mm-feature-transport`
+`cuda_ipc` or `cuda_vmm`, and nothing for a model that is not multimodal. 0.4.6.post5 (and
+`legacy`) reserve nothing. The amount is the same in 0.5.18, 0.5.19 and 0.5.23.
+
+"Multimodal" is the release's `ModelConfig.is_multimodal` (configs/model_config.py): a
+config that wraps its language model in a sub-config (`text_config`, `llm_config`,
+`language_config`, `thinker_config`), unless the release turns multimodality off for the
+architecture by default (Gemma 3, Llama 4, Step3-VL and Inkling as
+`...ForConditionalGeneration`, and MiMo-V2 checkpoints without both a vision and an audio
+config) or the model is served as a language model only: the config's
+`language_model_only`, and from 0.5.23 `--language-model-only` too (0.5.18 and 0.5.19 read
+only the config there). Flat configs that SGLang names multimodal by architecture alone
+(Qwen2-VL style) are not recognised. `tests/test_memory_reserves.py` replays the release's
+own `ModelConfig` and `mm_runtime_reservation_gb` on the catalogue
+(`fidelity/memory_reserves.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: `SGLANG_VLM_CACHE_SIZE_MB`'s default: the embedding cache's reserve.
+EMBEDDING_CACHE_MIB = 100
+#: `SGLANG_MM_FEATURE_CACHE_MB`'s default, added for the CUDA feature transports.
+FEATURE_CACHE_MIB = 1024
+CUDA_TRANSPORTS = ("cuda_ipc", "cuda_vmm")
+#: Packs that reserve nothing.
+NO_RESERVE = ("0.4.6.post5", "legacy")
+#: Sub-configs whose presence makes SGLang's text config differ from the model's.
+WRAPPERS = ("text_config", "llm_config", "language_config", "thinker_config")
+#: Architectures SGLang serves as text only unless `--enable-multimodal` is given.
+TEXT_BY_DEFAULT = (
+    "Gemma3ForConditionalGeneration",
+    "Llama4ForConditionalGeneration",
+    "Step3VLForConditionalGeneration",
+    "InklingForConditionalGeneration",
+)
+#: MiMo-V2's multimodal architectures, text only without both towers' configs.
+MIMO_V2 = ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM")
+
+
+def config_is_multimodal(hf: Mapping[str, Any]) -> bool:
+    """Whether SGLang's default `ModelConfig.is_multimodal` holds for a `config.json` (the
+    `--language-model-only` flag aside: `is_multimodal`)."""
+    archs = hf.get("architectures") or []
+    arch = archs[0] if archs else ""
+    if arch in TEXT_BY_DEFAULT or hf.get("language_model_only"):
+        return False
+    if arch in MIMO_V2 and not ("vision_config" in hf and "audio_config" in hf):
+        return False
+    return any(isinstance(hf.get(k), Mapping) for k in WRAPPERS)
+
+
+def is_multimodal(config_multimodal: bool, pack: str, language_model_only: bool = False) -> bool:
+    """`ModelConfig.is_multimodal` as `pack` resolves it for a launch."""
+    return config_multimodal and not (language_model_only and pack not in ("0.5.18", "0.5.19"))
+
+
+def runtime_reserve_mib(pack: str, multimodal: bool, transport: str | None = None) -> float:
+    """MiB `pack` takes off each rank's KV budget for a (multimodal) model."""
+    if not multimodal or pack in NO_RESERVE:
+        return 0.0
+    return EMBEDDING_CACHE_MIB + (FEATURE_CACHE_MIB if transport in CUDA_TRANSPORTS else 0)

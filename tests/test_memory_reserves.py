@@ -1,0 +1,135 @@
+"""What SGLang keeps back beside the KV pool, replayed from the releases' own code.
+
+`tests/fixtures/memory_reserves/<version>.json` is recorded by `fidelity/memory_reserves.py`
+inside each release venv: `ModelConfig(...).is_multimodal` on the catalogue's configs,
+`mm_runtime_reservation_gb`, and `KVCacheConfigurator._handle_max_mamba_cache` over a grid of
+rests, slot sizes and flags (`--max-mamba-cache-size`, speculative draft tokens,
+`--max-running-requests`, attention DP). meshsat's `multimodal.py` and `state.split_rest`
+must give the same answers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meshsat.solver.memory import MemoryModel, Parallel, load_facts
+from meshsat.solver.memory.kv import kv_bytes_per_token
+from meshsat.solver.memory.multimodal import is_multimodal, runtime_reserve_mib
+from meshsat.solver.memory.state import (
+    StateFlags,
+    split_rest,
+    state_bytes_per_request,
+    state_flags,
+)
+from meshsat.solver.validation.validate import validate
+
+FIXTURES = Path(__file__).parent / "fixtures" / "memory_reserves"
+RELEASES = ("0.5.18", "0.5.19", "0.5.23")
+QWEN35 = "Qwen/Qwen3.5-397B-A17B"
+
+
+@cache
+def recorded(version: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / f"{version}.json").read_text())
+    assert data["version"] == version
+    return data
+
+
+@cache
+def config_multimodal(model: str) -> bool:
+    return load_facts(model).multimodal
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_multimodal_models_are_the_releases(version: str) -> None:
+    checked = multimodal = 0
+    for rec in recorded(version)["multimodal"]:
+        if "error" in rec:  # a quantization this release's ModelConfig refuses on CPU
+            continue
+        ours = is_multimodal(config_multimodal(rec["model"]), version, rec["language_model_only"])
+        assert ours == rec["is_multimodal"], rec
+        for transport, gb in rec["reserve_gb"].items():
+            t = None if transport == "None" else transport
+            assert runtime_reserve_mib(version, ours, t) == gb * 1024, (rec["model"], t)
+        checked += 1
+        multimodal += ours
+    # Not vacuous: most of the catalogue loads, and Qwen3.5's four sizes (and their
+    # quantized checkpoints) are multimodal; Llama 4 and Gemma 3 are text by default.
+    assert checked > 140 and multimodal >= 8
+
+
+def test_language_model_only_turns_multimodality_off_from_0523() -> None:
+    rows = {
+        (v, r["language_model_only"]): r["is_multimodal"]
+        for v in RELEASES
+        for r in recorded(v)["multimodal"]
+        if r["model"] == QWEN35
+    }
+    assert rows == {
+        ("0.5.18", False): True,
+        ("0.5.18", True): True,
+        ("0.5.19", False): True,
+        ("0.5.19", True): True,
+        ("0.5.23", False): True,
+        ("0.5.23", True): False,
+    }
+
+
+def test_0_4_reserves_nothing() -> None:
+    assert "absent" in recorded("0.4.6.post5")
+    assert runtime_reserve_mib("0.4.6.post5", True, "cuda_ipc") == 0.0
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_state_split_is_the_releases(version: str) -> None:
+    refused = 0
+    cases = recorded(version)["state_split"]
+    for rec in cases:
+        flags = StateFlags(
+            ratio=rec["ratio"],
+            max_mamba_cache_size=rec["max_mamba_cache_size"],
+            draft_tokens=rec["draft_tokens"],
+            max_running_requests=rec["max_running_requests"],
+            at_least_one_request=version == "0.5.23",
+        )
+        slots, kv_bytes = split_rest(rec["rest_gb"] * (1 << 30), rec["per_req"], flags, rec["attn_dp"])
+        assert slots == rec["slots"], rec
+        if "error" in rec:  # SGLang refuses: no state slot left
+            assert slots <= 0
+            refused += 1
+            continue
+        assert math.isclose(kv_bytes, rec["kv_gb"] * (1 << 30), rel_tol=1e-9, abs_tol=64), rec
+    assert len(cases) == 960 and 0 < refused < len(cases) // 4
+
+
+def test_state_flags_are_read_from_the_resolved_layout() -> None:
+    r = validate(
+        {"tp_size": 8, "speculative_algorithm": "EAGLE", "max_mamba_cache_size": 256}
+    )
+    flags = state_flags(r.resolved, "0.5.23")
+    assert (flags.draft_tokens, flags.max_mamba_cache_size) == (4, 256)
+    assert flags.max_running_requests is None  # SGLang's 48, in split_rest
+    assert state_flags(validate({"tp_size": 8}).resolved, "0.5.19") == StateFlags(
+        at_least_one_request=False
+    )
+
+
+def test_explicit_state_pool_on_qwen35_tp8() -> None:
+    """`--max-mamba-cache-size 256` on 8 H200s: 256 slots (+1 padding), the rest KV."""
+    p = Parallel(tp=8, attn_tp=8, moe_tp=8)
+    auto = MemoryModel(QWEN35, "H200").of(p)
+    mm = MemoryModel(QWEN35, "H200", state=StateFlags(max_mamba_cache_size=256))
+    m = mm.of(p)
+    per = state_bytes_per_request(mm.facts, 8)
+    cell = kv_bytes_per_token(mm.facts, p, 0)
+    rest = (m.pre_load_gib * m.mem_fraction_static - m.weights_gib - 100 / 1024) * (1 << 30)
+    assert m.state_slots == 256
+    assert m.kv_tokens == int((rest - 257 * per) // cell)
+    assert m.kv_tokens > auto.kv_tokens and m.state_slots < auto.state_slots
+    assert m.max_requests == min(m.kv_tokens // m.context_length, 256 // 5)
