@@ -61,7 +61,7 @@ def multimodal(k: Any) -> list[dict[str, Any]]:
 
     from meshsat.solver.memory.models import CATALOGUE, model_config
 
-    out = []
+    out: list[dict[str, Any]] = []
     for name in sorted(CATALOGUE):
         with tempfile.TemporaryDirectory() as d:
             Path(d, "config.json").write_text(json.dumps(_plain(model_config(name))))
@@ -157,7 +157,7 @@ def _split(k: Any, case: dict[str, Any]) -> dict[str, Any]:
 
 
 def state_split(k: Any) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     grid = itertools.product(RESTS_GB, PER_REQ, RATIOS, EXPLICIT, DRAFT, RUNNING, ATTN_DP)
     for rest, per, ratio, explicit, draft, running, dp in grid:
         if draft is not None and running is None:

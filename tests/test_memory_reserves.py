@@ -98,7 +98,9 @@ def test_state_split_is_the_releases(version: str) -> None:
             max_running_requests=rec["max_running_requests"],
             at_least_one_request=version == "0.5.23",
         )
-        slots, kv_bytes = split_rest(rec["rest_gb"] * (1 << 30), rec["per_req"], flags, rec["attn_dp"])
+        slots, kv_bytes = split_rest(
+            rec["rest_gb"] * (1 << 30), rec["per_req"], flags, rec["attn_dp"]
+        )
         assert slots == rec["slots"], rec
         if "error" in rec:  # SGLang refuses: no state slot left
             assert slots <= 0
@@ -109,9 +111,7 @@ def test_state_split_is_the_releases(version: str) -> None:
 
 
 def test_state_flags_are_read_from_the_resolved_layout() -> None:
-    r = validate(
-        {"tp_size": 8, "speculative_algorithm": "EAGLE", "max_mamba_cache_size": 256}
-    )
+    r = validate({"tp_size": 8, "speculative_algorithm": "EAGLE", "max_mamba_cache_size": 256})
     flags = state_flags(r.resolved, "0.5.23")
     assert (flags.draft_tokens, flags.max_mamba_cache_size) == (4, 256)
     assert flags.max_running_requests is None  # SGLang's 48, in split_rest

@@ -326,12 +326,14 @@ class MemoryModel:
                 rest = (self.pre_load_gib * f - w - self.multimodal_reserve_gib) * POOL_GIB
                 k, kv_bytes = split_rest(rest, per_request, self.state, p.attn_dp)
                 slots = k if slots is None else min(slots, k)
-                if not cell and k > 0:
+                # A given `--max-mamba-cache-size` can leave the KV pool nothing.
+                room = k > 0 and kv_bytes > 0
+                if not cell and room:
                     # No full-attention layer on this stage: it holds no KV and bounds
                     # nothing (SGLang's `has_kv_on_another_pp_stage`).
                     weights = max(weights, w)
                     continue
-                t = int(kv_bytes // cell) // self.page_size * self.page_size if k > 0 else 0
+                t = int(kv_bytes // cell) // self.page_size * self.page_size if room else 0
             else:
                 t = pool_tokens(
                     self.pre_load_gib,

@@ -226,7 +226,10 @@ def _generated(
                 weights.append(f"    k{k}, r{k} = split(budget - w{k}, per, flags, dp)\n")
                 # A stage with no full-attention layer holds no KV and bounds nothing
                 # (SGLang's `has_kv_on_another_pp_stage`).
-                tokens.append(f"((r{k} // cells[{k}] if cells[{k}] else inf) if k{k} > 0 else 0)")
+                # A given `--max-mamba-cache-size` can leave the KV pool nothing.
+                tokens.append(
+                    f"((r{k} // cells[{k}] if cells[{k}] else inf) if k{k} > 0 and r{k} > 0 else 0)"
+                )
                 slots.append(f"k{k}")
             else:
                 tokens.append(f"(budget - w{k}) // cells[{k}]")
@@ -326,9 +329,7 @@ def _generated(
             if hybrid:
                 zg = wm.layer_rounding(True, key[6], dtp, key[11], here, linear=True) - moe_round
         dp = ek[7]
-        worst, fewest, slots = unrolled(
-            x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp
-        )
+        worst, fewest, slots = unrolled(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp)
         if fewest <= 0 and fixed_fraction is None and mm.raise_default_fraction:
             # As `MemoryModel._compute`: a default fraction that leaves no pool is raised.
             raised = raised_fraction(

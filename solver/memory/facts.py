@@ -24,8 +24,8 @@ from typing import Any
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.model_spec import _EXPERTS, _HEADS, _KV_HEADS, _LAYERS
-from meshsat.solver.memory.quant import BF16, Quant, quant_from_config
 from meshsat.solver.memory.multimodal import config_is_multimodal
+from meshsat.solver.memory.quant import BF16, Quant, quant_from_config
 
 #: Vocabulary rows are padded to a multiple of this (SGLang's `VocabParallelEmbedding`).
 VOCAB_PAD = 64

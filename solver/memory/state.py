@@ -132,7 +132,13 @@ def split_rest(
 #: `--speculative-num-draft-tokens` the release picks for these architectures when none is
 #: given: the EAGLE family's automatic (3 steps, top-k 1, 4 tokens;
 #: `_auto_choose_speculative_params`; NEXTN is read as EAGLE), NGRAM's 12 (`_handle_ngram`).
-DEFAULT_DRAFT_TOKENS: dict[str, int] = {"EAGLE": 4, "EAGLE3": 4, "NEXTN": 4, "STANDALONE": 4, "NGRAM": 12}
+DEFAULT_DRAFT_TOKENS: dict[str, int] = {
+    "EAGLE": 4,
+    "EAGLE3": 4,
+    "NEXTN": 4,
+    "STANDALONE": 4,
+    "NGRAM": 12,
+}
 
 
 def state_flags(
