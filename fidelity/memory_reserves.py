@@ -10,7 +10,8 @@ Two records, each the release's own code on CPU:
 - `multimodal`: for every catalogue model, `ModelConfig(...).is_multimodal` (with and
   without `--language-model-only`) and `mm_runtime_reservation_gb` (mem_cache/
   kv_cache_configurator.py: the GB `_profile_available_bytes` takes off the KV budget after
-  the `mem_fraction_static` slack) for the default and the CUDA feature transports.
+  the `mem_fraction_static` slack) for the default and the CUDA feature transports, and
+  `vlm_factor`: what `adjust_mem_fraction_for_vlm` makes of a default fraction of 1.
 - `state_split`: `KVCacheConfigurator._handle_max_mamba_cache` called on a stand-in
   configurator (the release's unbound method; only its `self` and the runtime-context
   accessors are stand-ins) over a grid of the rest it is handed, the bytes one state slot
@@ -67,7 +68,8 @@ def multimodal(k: Any) -> list[dict[str, Any]]:
             Path(d, "config.json").write_text(json.dumps(_plain(model_config(name))))
             for lm_only in (False, True):
                 try:
-                    mm = bool(ModelConfig(d, language_model_only=lm_only).is_multimodal)
+                    config = ModelConfig(d, language_model_only=lm_only)
+                    mm = bool(config.is_multimodal)
                 except Exception as e:  # a config this release cannot load
                     out.append({"model": name, "language_model_only": lm_only, "error": str(e)})
                     continue
@@ -81,9 +83,35 @@ def multimodal(k: Any) -> list[dict[str, Any]]:
                         "language_model_only": lm_only,
                         "is_multimodal": mm,
                         "reserve_gb": reserve,
+                        "vlm_factor": vlm_factor(config),
                     }
                 )
     return out
+
+
+def vlm_factor(model_config: Any) -> float:
+    """What the release's `adjust_mem_fraction_for_vlm` makes of a default fraction of 1
+    (it multiplies; post-capture KV sizing, off by default, aside)."""
+    try:
+        h = importlib.import_module("sglang.srt.arg_groups.memory_hook")
+    except ImportError:  # 0.5.18: a ServerArgs method
+        from sglang.srt.server_args import ServerArgs
+
+        me = types.SimpleNamespace(mem_fraction_static=1.0)
+        ServerArgs.adjust_mem_fraction_for_vlm(me, model_config)
+        return float(me.mem_fraction_static)
+    if "post_capture_kv_sizing" in h.adjust_mem_fraction_for_vlm.__code__.co_varnames:
+        return float(h.adjust_mem_fraction_for_vlm(1.0, model_config, False, None))
+    # 0.5.19: reads the resolving view and declares its result.
+    args = types.SimpleNamespace(mem_fraction_static=1.0)
+    saved = h.resolving_view, h.declare_resolution
+    h.resolving_view = lambda sa: sa
+    h.declare_resolution = lambda sa, _step, **kw: sa.__dict__.update(kw)
+    try:
+        h.adjust_mem_fraction_for_vlm(args, model_config)
+    finally:
+        h.resolving_view, h.declare_resolution = saved
+    return float(args.mem_fraction_static)
 
 
 def _split(k: Any, case: dict[str, Any]) -> dict[str, Any]:

@@ -89,8 +89,10 @@ def test_qwen35_on_eight_h200_pool_worked_by_hand() -> None:
     assert m.state_slots == slots
     assert m.kv_tokens == int((rest - (slots + 1) * per) // 15360)
     assert m.max_requests == min(m.kv_tokens // 32768, slots // SLOTS_PER_REQUEST)
-    # The state pool takes 0.9/1.9 of the rest; the KV cell is a quarter of the old one.
-    assert math.isclose(m.state_pool_gib, rest * 0.9 / 1.9 / (1 << 30), rel_tol=1e-3)
+    # The state pool takes 0.9/1.9 of the rest, to the slot below; the KV cell is a quarter
+    # of the old one.
+    budget = rest * 0.9 / 1.9
+    assert budget - per < m.state_pool_gib * (1 << 30) <= budget
 
 
 def test_a_larger_ratio_trades_kv_tokens_for_state_slots() -> None:

@@ -20,7 +20,11 @@ import pytest
 
 from meshsat.solver.memory import MemoryModel, Parallel, load_facts
 from meshsat.solver.memory.kv import kv_bytes_per_token
-from meshsat.solver.memory.multimodal import is_multimodal, runtime_reserve_mib
+from meshsat.solver.memory.multimodal import (
+    default_fraction_factor,
+    is_multimodal,
+    runtime_reserve_mib,
+)
 from meshsat.solver.memory.state import (
     StateFlags,
     split_rest,
@@ -42,8 +46,9 @@ def recorded(version: str) -> dict[str, Any]:
 
 
 @cache
-def config_multimodal(model: str) -> bool:
-    return load_facts(model).multimodal
+def config_facts(model: str) -> tuple[bool, float]:
+    f = load_facts(model)
+    return f.multimodal, f.vision_fraction_factor
 
 
 @pytest.mark.parametrize("version", RELEASES)
@@ -52,7 +57,10 @@ def test_multimodal_models_are_the_releases(version: str) -> None:
     for rec in recorded(version)["multimodal"]:
         if "error" in rec:  # a quantization this release's ModelConfig refuses on CPU
             continue
-        ours = is_multimodal(config_multimodal(rec["model"]), version, rec["language_model_only"])
+        wrapped, factor = config_facts(rec["model"])
+        ours = is_multimodal(wrapped, version, rec["language_model_only"])
+        # `adjust_mem_fraction_for_vlm` on the release's own config object.
+        assert math.isclose(factor, rec["vlm_factor"], rel_tol=1e-12), rec["model"]
         assert ours == rec["is_multimodal"], rec
         for transport, gb in rec["reserve_gb"].items():
             t = None if transport == "None" else transport
@@ -79,6 +87,40 @@ def test_language_model_only_turns_multimodality_off_from_0523() -> None:
         ("0.5.23", False): True,
         ("0.5.23", True): False,
     }
+
+
+@pytest.mark.parametrize(
+    ("pack", "flags", "applied"),
+    [
+        # `_handle_gpu_memory_settings` (0.5.18 server_args.py; 0.5.19 and 0.5.23
+        # arg_groups/memory_hook.py): is_multimodal, not --language-only, not
+        # --language-model-only, not a PD decode engine.
+        ("0.5.23", {}, True),
+        ("0.5.18", {}, True),
+        ("0.5.19", {"language_model_only": True}, False),
+        ("0.5.23", {"language_only": True}, False),
+        ("0.5.23", {"disaggregation_mode": "decode"}, False),
+        ("0.5.23", {"disaggregation_mode": "prefill"}, True),
+        ("0.4.6.post5", {}, False),
+    ],
+)
+def test_the_vision_factor_applies_as_the_release_reads_its_flags(
+    pack: str, flags: dict[str, Any], applied: bool
+) -> None:
+    factor = 0.924765625  # Qwen3.5's (recorded above)
+    assert default_fraction_factor(factor, True, pack, **flags) == (factor if applied else 1.0)
+    assert default_fraction_factor(factor, False, pack, **flags) == 1.0
+
+
+def test_the_default_fraction_carries_the_vision_factor_and_a_given_one_does_not() -> None:
+    p = Parallel(tp=8, attn_tp=8, moe_tp=8)
+    plain = MemoryModel(QWEN35, "H200", language_model_only=True)
+    vlm = MemoryModel(QWEN35, "H200")
+    assert vlm.fraction_factor == load_facts(QWEN35).vision_fraction_factor
+    assert math.isclose(vlm.fraction_factor, 0.924765625, rel_tol=1e-12)
+    assert vlm.of(p).mem_fraction_static == plain.of(p).mem_fraction_static * vlm.fraction_factor
+    given = MemoryModel(QWEN35, "H200", mem_fraction_static=0.85)
+    assert given.of(p).mem_fraction_static == 0.85
 
 
 def test_0_4_reserves_nothing() -> None:
@@ -125,6 +167,7 @@ def test_explicit_state_pool_on_qwen35_tp8() -> None:
     p = Parallel(tp=8, attn_tp=8, moe_tp=8)
     auto = MemoryModel(QWEN35, "H200").of(p)
     mm = MemoryModel(QWEN35, "H200", state=StateFlags(max_mamba_cache_size=256))
+    assert math.isclose(mm.fraction_factor, 0.924765625, rel_tol=1e-12)
     m = mm.of(p)
     per = state_bytes_per_request(mm.facts, 8)
     cell = kv_bytes_per_token(mm.facts, p, 0)

@@ -34,7 +34,11 @@ from meshsat.solver.memory.kv import (
 )
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.models import CATALOGUE, model_config
-from meshsat.solver.memory.multimodal import is_multimodal, runtime_reserve_mib
+from meshsat.solver.memory.multimodal import (
+    default_fraction_factor,
+    is_multimodal,
+    runtime_reserve_mib,
+)
 from meshsat.solver.memory.pool import GIB as POOL_GIB
 from meshsat.solver.memory.pool import pool_tokens, requests_that_fit
 from meshsat.solver.memory.state import (
@@ -131,11 +135,14 @@ def load_facts(model: str | Path | Mapping[str, Any] | ModelFacts) -> ModelFacts
 def flag_options(resolved: Mapping[str, Any], pack: str) -> dict[str, Any]:
     """`MemoryModel` keyword arguments from the launch flags of a resolved layout (a
     `Report`'s `.resolved`, or any mapping of config fields) that size the pools beside the
-    widths: `--language-model-only` (`multimodal.py`) and a hybrid's state-pool flags
+    widths: `--language-model-only`, `--language-only` and `--disaggregation-mode`
+    (`multimodal.py`) and a hybrid's state-pool flags
     (`state.state_flags`)."""
     return {
         "state": state_flags(resolved, pack),
         "language_model_only": bool(resolved.get("language_model_only")),
+        "language_only": bool(resolved.get("language_only")),
+        "disaggregation_mode": str(resolved.get("disaggregation_mode") or "null"),
     }
 
 
@@ -169,6 +176,8 @@ class MemoryModel:
         mamba_full_memory_ratio: float = DEFAULT_STATE_RATIO,
         state: StateFlags | None = None,
         language_model_only: bool = False,
+        language_only: bool = False,
+        disaggregation_mode: str = "null",
     ) -> None:
         self.facts = load_facts(model)
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
@@ -196,6 +205,15 @@ class MemoryModel:
         #: from each rank's pool for it (`multimodal.py`).
         self.multimodal = is_multimodal(self.facts.multimodal, pack, language_model_only)
         self.multimodal_reserve_gib = runtime_reserve_mib(pack, self.multimodal) / 1024
+        #: What the release multiplies its default fraction by for this model and launch.
+        self.fraction_factor = default_fraction_factor(
+            self.facts.vision_fraction_factor,
+            self.multimodal,
+            pack,
+            language_only=language_only,
+            language_model_only=language_model_only,
+            disaggregation_mode=disaggregation_mode,
+        )
         self.pre_load_gib = self.gpu.memory_gib - context_gib
         self.weights = WeightModel(self.facts, self.gpu, pack)
         self.model_gib = self.weights.model_bytes() / GIB
@@ -266,7 +284,7 @@ class MemoryModel:
     ) -> float:
         """The release's default `mem_fraction_static` for these widths on this GPU."""
         f = self.facts
-        return default_mem_fraction_static(
+        return self.fraction_factor * default_mem_fraction_static(
             self.gpu.memory_mib,
             tp=tp,
             pp=pp,

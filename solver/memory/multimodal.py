@@ -69,3 +69,37 @@ def runtime_reserve_mib(pack: str, multimodal: bool, transport: str | None = Non
     if not multimodal or pack in NO_RESERVE:
         return 0.0
     return EMBEDDING_CACHE_MIB + (FEATURE_CACHE_MIB if transport in CUDA_TRANSPORTS else 0)
+
+
+def vision_fraction_factor(hf: Mapping[str, Any]) -> float:
+    """What `adjust_mem_fraction_for_vlm` multiplies a default `mem_fraction_static` by for a
+    config with a top-level `vision_config` (1 without one): 0.95 × a ViT-size term,
+    `1 - 0.1·(L·H² / (24·1024²) - 1)` clamped to [0.8, 1.05], where L and H are the
+    tower's `num_hidden_layers` and `hidden_size` (24 and 1024 when the config has no such
+    key: Qwen3.5's tower names its depth `depth`, so it counts as 24 layers)."""
+    v = hf.get("vision_config")
+    if not isinstance(v, Mapping):
+        return 1.0
+    layers, hidden = v.get("num_hidden_layers", 24), v.get("hidden_size", 1024)
+    ratio = layers * hidden**2 / (24 * 1024**2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+
+
+def default_fraction_factor(
+    vision_factor: float,
+    multimodal: bool,
+    pack: str,
+    *,
+    language_only: bool = False,
+    language_model_only: bool = False,
+    disaggregation_mode: str = "null",
+) -> float:
+    """The factor `pack` applies to its default `mem_fraction_static` (only when the user
+    gives none): the vision factor for a model it serves as multimodal, except with
+    `--language-only`, `--language-model-only` (which in 0.5.18 and 0.5.19 leaves the model
+    multimodal but skips this) or as a PD decode engine; 1 otherwise, and in 0.4.6.post5."""
+    if not multimodal or pack in NO_RESERVE:
+        return 1.0
+    if language_only or language_model_only or disaggregation_mode == "decode":
+        return 1.0
+    return vision_factor
