@@ -136,8 +136,7 @@ def flag_options(resolved: Mapping[str, Any], pack: str) -> dict[str, Any]:
     """`MemoryModel` keyword arguments from the launch flags of a resolved layout (a
     `Report`'s `.resolved`, or any mapping of config fields) that size the pools beside the
     widths: `--language-model-only`, `--language-only` and `--disaggregation-mode`
-    (`multimodal.py`) and a hybrid's state-pool flags
-    (`state.state_flags`)."""
+    (`multimodal.py`) and a hybrid's state-pool flags (`state.state_flags`)."""
     return {
         "state": state_flags(resolved, pack),
         "language_model_only": bool(resolved.get("language_model_only")),
@@ -151,7 +150,8 @@ def fit_violation(m: Memory) -> str | None:
     if m.fits:
         return None
     return (
-        f"does not fit: weights {m.weights_gib:.2f} GiB + reserve {m.reserve_gib:.2f} GiB "
+        f"does not fit: weights {m.weights_gib:.2f} GiB + reserve "
+        f"{m.reserve_gib + m.multimodal_reserve_gib:.2f} GiB "
         f"> {m.pre_load_gib:.2f} GiB free on a {m.gpu} before loading "
         f"(mem_fraction_static {m.mem_fraction_static})"
     )
@@ -282,7 +282,8 @@ class MemoryModel:
         dcp: int = 1,
         attn_cp: int = 1,
     ) -> float:
-        """The release's default `mem_fraction_static` for these widths on this GPU."""
+        """The release's default `mem_fraction_static` for these widths on this GPU, times
+        its vision factor for a multimodal model (`multimodal.default_fraction_factor`)."""
         f = self.facts
         return self.fraction_factor * default_mem_fraction_static(
             self.gpu.memory_mib,
