@@ -93,7 +93,7 @@ def vlm_factor(model_config: Any) -> float:
     """What the release's `adjust_mem_fraction_for_vlm` makes of a default fraction of 1
     (it multiplies; post-capture KV sizing, off by default, aside)."""
     try:
-        h = importlib.import_module("sglang.srt.arg_groups.memory_hook")
+        h: Any = importlib.import_module("sglang.srt.arg_groups.memory_hook")
     except ImportError:  # 0.5.18: a ServerArgs method
         from sglang.srt.server_args import ServerArgs
 

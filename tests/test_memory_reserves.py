@@ -4,8 +4,10 @@
 inside each release venv: `ModelConfig(...).is_multimodal` on the catalogue's configs,
 `mm_runtime_reservation_gb`, and `KVCacheConfigurator._handle_max_mamba_cache` over a grid of
 rests, slot sizes and flags (`--max-mamba-cache-size`, speculative draft tokens,
-`--max-running-requests`, attention DP). meshsat's `multimodal.py` and `state.split_rest`
-must give the same answers.
+`--max-running-requests`, attention DP). `fractions-0.5.23.json` (`fidelity/memory_fractions.py`)
+is 0.5.23's whole default `mem_fraction_static` for multimodal and text models. meshsat's
+`multimodal.py`, `state.split_rest` and `MemoryModel.default_fraction` must give the same
+answers.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 
 from meshsat.solver.memory import MemoryModel, Parallel, load_facts
+from meshsat.solver.memory.fraction import default_mem_fraction_static
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.multimodal import (
     default_fraction_factor,
@@ -176,3 +179,32 @@ def test_explicit_state_pool_on_qwen35_tp8() -> None:
     assert m.kv_tokens == int((rest - 257 * per) // cell)
     assert m.kv_tokens > auto.kv_tokens and m.state_slots < auto.state_slots
     assert m.max_requests == min(m.kv_tokens // m.context_length, 256 // 5)
+
+
+def test_the_releases_whole_default_carries_the_vision_factor() -> None:
+    """0.5.23's whole argument resolution on an SM90 CUDA platform, the GPU's memory given
+    (`fidelity/memory_fractions.py`), for multimodal and text models on five GPUs at tp 1 to
+    8: its default fraction is meshsat's, vision factor included (Qwen3.5 × 0.9248 unless
+    `--language-only`; Llama 4 and Gemma 3 are served as text, so no factor). The recorder's
+    platform has no FlashInfer and resolves the prefill CUDA graph off for every model (a
+    text model's default there is meshsat's without the prefill-graph reserve), so that
+    reserve is left out on both sides here."""
+    data = json.loads((FIXTURES / "fractions-0.5.23.json").read_text())
+    models: dict[tuple[str, str, bool], MemoryModel] = {}
+    checked = factored = 0
+    for rec in data["records"]:
+        if "error" in rec:  # --language-only on a model without encoder disaggregation
+            assert rec["args"].get("language_only") and "encoder disaggregation" in rec["error"]
+            continue
+        key = (rec["model"], rec["gpu"], bool(rec["args"].get("language_only")))
+        mm = models.get(key)
+        if mm is None:
+            mm = models[key] = MemoryModel(key[0], key[1], pack="0.5.23", language_only=key[2])
+        tp = rec["args"]["tp_size"]
+        ours = mm.fraction_factor * default_mem_fraction_static(
+            mm.gpu.memory_mib, tp=tp, mla=mm.facts.is_mla, pack="0.5.23"
+        )
+        assert ours == rec["mem_fraction_static"], (key, tp, ours)
+        checked += 1
+        factored += mm.fraction_factor != 1.0
+    assert checked == 160 and factored == 40  # Qwen3.5's two sizes on 5 GPUs at 4 widths

@@ -82,7 +82,7 @@ def vision_fraction_factor(hf: Mapping[str, Any]) -> float:
         return 1.0
     layers, hidden = v.get("num_hidden_layers", 24), v.get("hidden_size", 1024)
     ratio = layers * hidden**2 / (24 * 1024**2)
-    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+    return float(0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0))))
 
 
 def default_fraction_factor(
