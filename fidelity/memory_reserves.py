@@ -6,7 +6,8 @@ from the repository root, with meshsat importable (for the catalogue configs):
 
     PYTHONPATH=. ~/.cache/meshsat-fidelity/0.5.23/bin/python fidelity/memory_reserves.py 0.5.23
 
-Two records, each the release's own code on CPU:
+Two records, each the release's own code on CPU (and `multimodal_model_archs`, the
+architectures it counts as multimodal by name):
 - `multimodal`: for every catalogue model, `ModelConfig(...).is_multimodal` (with and
   without `--language-model-only`) and `mm_runtime_reservation_gb` (mem_cache/
   kv_cache_configurator.py: the GB `_profile_available_bytes` takes off the KV budget after
@@ -218,6 +219,8 @@ def main(version: str) -> None:
         record["absent"] = "no mm_runtime_reservation_gb / _handle_max_mamba_cache"
     else:
         record["multimodal"] = multimodal(k)
+        mc = importlib.import_module("sglang.srt.configs.model_config")
+        record["multimodal_model_archs"] = sorted(mc.multimodal_model_archs)
         record["state_split"] = state_split(k)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{version}.json"

@@ -28,6 +28,7 @@ from meshsat.solver.memory.multimodal import (
     is_multimodal,
     runtime_reserve_mib,
 )
+from meshsat.solver.memory.multimodal_archs import MULTIMODAL_ARCHITECTURES
 from meshsat.solver.memory.state import (
     StateFlags,
     split_rest,
@@ -48,10 +49,7 @@ def recorded(version: str) -> dict[str, Any]:
     return data
 
 
-@cache
-def config_facts(model: str) -> tuple[bool, float]:
-    f = load_facts(model)
-    return f.multimodal, f.vision_fraction_factor
+config_facts = cache(load_facts)
 
 
 @pytest.mark.parametrize("version", RELEASES)
@@ -60,10 +58,10 @@ def test_multimodal_models_are_the_releases(version: str) -> None:
     for rec in recorded(version)["multimodal"]:
         if "error" in rec:  # a quantization this release's ModelConfig refuses on CPU
             continue
-        wrapped, factor = config_facts(rec["model"])
-        ours = is_multimodal(wrapped, version, rec["language_model_only"])
+        facts = config_facts(rec["model"])
+        ours = is_multimodal(facts, version, rec["language_model_only"])
         # `adjust_mem_fraction_for_vlm` on the release's own config object.
-        assert math.isclose(factor, rec["vlm_factor"], rel_tol=1e-12), rec["model"]
+        assert math.isclose(facts.vision_fraction_factor, rec["vlm_factor"], rel_tol=1e-12)
         assert ours == rec["is_multimodal"], rec
         for transport, gb in rec["reserve_gb"].items():
             t = None if transport == "None" else transport
@@ -73,6 +71,11 @@ def test_multimodal_models_are_the_releases(version: str) -> None:
     # Not vacuous: most of the catalogue loads, and Qwen3.5's four sizes (and their
     # quantized checkpoints) are multimodal; Llama 4 and Gemma 3 are text by default.
     assert checked > 140 and multimodal >= 8
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_the_multimodal_architectures_are_the_releases(version: str) -> None:
+    assert MULTIMODAL_ARCHITECTURES[version] == set(recorded(version)["multimodal_model_archs"])
 
 
 def test_language_model_only_turns_multimodality_off_from_0523() -> None:

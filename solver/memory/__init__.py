@@ -203,7 +203,7 @@ class MemoryModel:
         self.state = state or state_flags({}, pack, mamba_full_memory_ratio)
         #: Whether the release serves the model as multimodal, and the GiB it keeps back
         #: from each rank's pool for it (`multimodal.py`).
-        self.multimodal = is_multimodal(self.facts.multimodal, pack, language_model_only)
+        self.multimodal = is_multimodal(self.facts, pack, language_model_only)
         self.multimodal_reserve_gib = runtime_reserve_mib(pack, self.multimodal) / 1024
         #: What the release multiplies its default fraction by for this model and launch.
         self.fraction_factor = default_fraction_factor(

@@ -9,23 +9,28 @@ pools are allocated only after the KV pool is sized. It is `SGLANG_VLM_CACHE_SIZ
 `cuda_ipc` or `cuda_vmm`, and nothing for a model that is not multimodal. 0.4.6.post5 (and
 `legacy`) reserve nothing. The amount is the same in 0.5.18, 0.5.19 and 0.5.23.
 
-"Multimodal" is the release's `ModelConfig.is_multimodal` (configs/model_config.py): a
-config that wraps its language model in a sub-config (`text_config`, `llm_config`,
-`language_config`, `thinker_config`), unless the release turns multimodality off for the
-architecture by default (Gemma 3, Llama 4, Step3-VL and Inkling as
-`...ForConditionalGeneration`, and MiMo-V2 checkpoints without both a vision and an audio
-config) or the model is served as a language model only: the config's
-`language_model_only`, and from 0.5.23 `--language-model-only` too (0.5.18 and 0.5.19 read
-only the config there). Flat configs that SGLang names multimodal by architecture alone
-(Qwen2-VL style) are not recognised. `tests/test_memory_reserves.py` replays the release's
-own `ModelConfig` and `mm_runtime_reservation_gb` on the catalogue
-(`fidelity/memory_reserves.py`).
+"Multimodal" is the release's `ModelConfig.is_multimodal` (configs/model_config.py): an
+architecture the release lists as multimodal (`multimodal_archs.py`) or a config that wraps
+its language model in a sub-config (`text_config`, `llm_config`, `language_config`,
+`thinker_config`), unless the release serves the architecture as text by default (Gemma 3,
+Llama 4, Step3-VL and Inkling as `...ForConditionalGeneration`, and MiMo-V2 checkpoints
+without both a vision and an audio config; `--enable-multimodal` is not read) or the model
+is served as a language model only: the config's `language_model_only`, and from 0.5.23
+`--language-model-only` too (0.5.18 and 0.5.19 read only the config there). Not read:
+the Transformers back-end's sub-config rule and 0.5.23's DeepSeek-V4.1 vision layers.
+`tests/test_memory_reserves.py` replays the release's own `ModelConfig` and
+`mm_runtime_reservation_gb` on the catalogue (`fidelity/memory_reserves.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from meshsat.solver.memory.multimodal_archs import MULTIMODAL_ARCHITECTURES
+
+if TYPE_CHECKING:
+    from meshsat.solver.memory.facts import ModelFacts
 
 #: `SGLANG_VLM_CACHE_SIZE_MB`'s default: the embedding cache's reserve.
 EMBEDDING_CACHE_MIB = 100
@@ -43,25 +48,36 @@ TEXT_BY_DEFAULT = (
     "Step3VLForConditionalGeneration",
     "InklingForConditionalGeneration",
 )
-#: MiMo-V2's multimodal architectures, text only without both towers' configs.
-MIMO_V2 = ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM")
+#: MiMo-V2's multimodal architecture (`MIMO_V2_MULTIMODAL_ARCHS`), text only without both
+#: towers' configs.
+MIMO_V2 = ("MiMoV2ForCausalLM",)
+#: Packs whose `--language-model-only` leaves `is_multimodal` as the config says.
+CONFIG_ONLY_LMO = ("0.5.18", "0.5.19")
 
 
-def config_is_multimodal(hf: Mapping[str, Any]) -> bool:
-    """Whether SGLang's default `ModelConfig.is_multimodal` holds for a `config.json` (the
-    `--language-model-only` flag aside: `is_multimodal`)."""
-    archs = hf.get("architectures") or []
-    arch = archs[0] if archs else ""
-    if arch in TEXT_BY_DEFAULT or hf.get("language_model_only"):
-        return False
-    if arch in MIMO_V2 and not ("vision_config" in hf and "audio_config" in hf):
-        return False
+def wraps_language_model(hf: Mapping[str, Any]) -> bool:
+    """The config keeps its language model in a sub-config (SGLang's text config is then
+    not the model's config)."""
     return any(isinstance(hf.get(k), Mapping) for k in WRAPPERS)
 
 
-def is_multimodal(config_multimodal: bool, pack: str, language_model_only: bool = False) -> bool:
-    """`ModelConfig.is_multimodal` as `pack` resolves it for a launch."""
-    return config_multimodal and not (language_model_only and pack not in ("0.5.18", "0.5.19"))
+def text_by_default(hf: Mapping[str, Any]) -> bool:
+    """The release serves this config as text unless told otherwise (`enable_multimodal`
+    left unset), or the config says it is a language model only."""
+    archs = hf.get("architectures") or []
+    arch = archs[0] if archs else ""
+    if arch in TEXT_BY_DEFAULT or hf.get("language_model_only"):
+        return True
+    return arch in MIMO_V2 and not ("vision_config" in hf and "audio_config" in hf)
+
+
+def is_multimodal(f: ModelFacts, pack: str, language_model_only: bool = False) -> bool:
+    """`ModelConfig.is_multimodal` as `pack` resolves it for a launch (0.4.6.post5 and
+    `legacy`, which reserve nothing for it, are read with 0.5.18's list)."""
+    if f.multimodal_text_by_default or (language_model_only and pack not in CONFIG_ONLY_LMO):
+        return False
+    archs = MULTIMODAL_ARCHITECTURES.get(pack, MULTIMODAL_ARCHITECTURES["0.5.18"])
+    return f.multimodal_wrapper or f.architecture in archs
 
 
 def runtime_reserve_mib(pack: str, multimodal: bool, transport: str | None = None) -> float:
