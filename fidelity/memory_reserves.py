@@ -7,7 +7,8 @@ from the repository root, with meshsat importable (for the catalogue configs):
     PYTHONPATH=. ~/.cache/meshsat-fidelity/0.5.23/bin/python fidelity/memory_reserves.py 0.5.23
 
 Two records, each the release's own code on CPU (and `multimodal_model_archs`, the
-architectures it counts as multimodal by name):
+architectures it counts as multimodal by name, and the multimodal ones whose breakable /
+piecewise prefill CUDA graphs it keeps):
 - `multimodal`: for every catalogue model, `ModelConfig(...).is_multimodal` (with and
   without `--language-model-only`) and `mm_runtime_reservation_gb` (mem_cache/
   kv_cache_configurator.py: the GB `_profile_available_bytes` takes off the KV budget after
@@ -221,6 +222,9 @@ def main(version: str) -> None:
         record["multimodal"] = multimodal(k)
         mc = importlib.import_module("sglang.srt.configs.model_config")
         record["multimodal_model_archs"] = sorted(mc.multimodal_model_archs)
+        for name in ("breakable", "piecewise"):
+            archs = getattr(mc, f"multimodal_{name}_cuda_graph_supported_model_archs")
+            record[f"multimodal_{name}_graph_archs"] = sorted(archs)
         record["state_split"] = state_split(k)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{version}.json"

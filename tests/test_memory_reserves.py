@@ -21,14 +21,18 @@ from typing import Any
 import pytest
 
 from meshsat.solver.memory import MemoryModel, Parallel, load_facts
-from meshsat.solver.memory.fraction import default_mem_fraction_static
+from meshsat.solver.memory.fraction import default_mem_fraction_static, prefill_graph_default
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.multimodal import (
     default_fraction_factor,
     is_multimodal,
     runtime_reserve_mib,
 )
-from meshsat.solver.memory.multimodal_archs import MULTIMODAL_ARCHITECTURES
+from meshsat.solver.memory.multimodal_archs import (
+    BREAKABLE_GRAPH_ARCHITECTURES,
+    MULTIMODAL_ARCHITECTURES,
+    PIECEWISE_GRAPH_ARCHITECTURES,
+)
 from meshsat.solver.memory.state import (
     StateFlags,
     split_rest,
@@ -75,7 +79,38 @@ def test_multimodal_models_are_the_releases(version: str) -> None:
 
 @pytest.mark.parametrize("version", RELEASES)
 def test_the_multimodal_architectures_are_the_releases(version: str) -> None:
-    assert MULTIMODAL_ARCHITECTURES[version] == set(recorded(version)["multimodal_model_archs"])
+    data = recorded(version)
+    assert MULTIMODAL_ARCHITECTURES[version] == set(data["multimodal_model_archs"])
+    assert BREAKABLE_GRAPH_ARCHITECTURES[version] == set(data["multimodal_breakable_graph_archs"])
+    assert PIECEWISE_GRAPH_ARCHITECTURES[version] == set(data["multimodal_piecewise_graph_archs"])
+
+
+@pytest.mark.parametrize(
+    ("pack", "vendor", "architecture", "multimodal", "graphs"),
+    [
+        # A multimodal model captures no prefill graph unless the release lists it
+        # (`_disable_breakable_cudagraph_if_incompatible` / `_apply_cuda_graph_compatibility`).
+        ("0.5.23", "nvidia", "Qwen3_5MoeForConditionalGeneration", True, True),
+        ("0.5.23", "nvidia", "Qwen2VLForConditionalGeneration", True, False),
+        # Llama 4 and Gemma 3 are served as text by default: their graphs stay.
+        ("0.5.23", "nvidia", "Llama4ForConditionalGeneration", False, True),
+        # 0.5.18 moves a piecewise-only multimodal model to tc_piecewise on CUDA.
+        ("0.5.18", "nvidia", "Cohere2VisionForConditionalGeneration", True, True),
+        ("0.5.19", "nvidia", "MiniMaxM3SparseForCausalLM", True, True),
+        ("0.5.23", "nvidia", "MiniMaxM3SparseForCausalLM", True, True),
+        # Elsewhere 0.5.18/0.5.19 default to tc_piecewise: only its list keeps graphs.
+        ("0.5.19", "amd", "Qwen3_5MoeForConditionalGeneration", True, False),
+        ("0.5.19", "amd", "KimiK25ForConditionalGeneration", True, True),
+        ("0.5.23", "amd", "KimiK25ForConditionalGeneration", True, False),
+    ],
+)
+def test_prefill_graphs_of_multimodal_models(
+    pack: str, vendor: str, architecture: str, multimodal: bool, graphs: bool
+) -> None:
+    assert (
+        prefill_graph_default(pack, vendor, multimodal=multimodal, architecture=architecture)
+        == graphs
+    )
 
 
 def test_language_model_only_turns_multimodality_off_from_0523() -> None:

@@ -299,7 +299,7 @@ class MemoryModel:
                 pp=pp,
                 dcp=dcp,
                 attn_cp=attn_cp,
-                multimodal=f.vision.params() > 0,
+                multimodal=self.multimodal,
                 architecture=f.architecture,
             ),
             pack=self.pack,

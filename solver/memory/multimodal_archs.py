@@ -107,3 +107,74 @@ MULTIMODAL_ARCHITECTURES: dict[str, frozenset[str]] = {
     "0.5.19": _0519,
     "0.5.23": _0523,
 }
+
+#: Multimodal architectures whose prefill CUDA graph the release keeps (otherwise a
+#: multimodal model captures none, and the default fraction reserves none for it):
+#: `multimodal_breakable_cuda_graph_supported_model_archs` (the CUDA default, breakable)
+#: and `multimodal_piecewise_cuda_graph_supported_model_archs` (`tc_piecewise`, 0.5.18 and
+#: 0.5.19's default elsewhere; on CUDA they move a piecewise-only one to it).
+BREAKABLE_GRAPH_ARCHITECTURES: dict[str, frozenset[str]] = {
+    "0.5.18": frozenset(
+        (
+            "InternS2MobiusForConditionalGeneration",
+            "Qwen3_5ForConditionalGeneration",
+            "Qwen3_5MoeForConditionalGeneration",
+            "MuseGlimmerForConditionalGeneration",
+            "KimiK3ForConditionalGeneration",
+            "KimiK25ForConditionalGeneration",
+        )
+    ),
+    "0.5.19": frozenset(
+        (
+            "Cohere2VisionForConditionalGeneration",
+            "InternS2MobiusForConditionalGeneration",
+            "PaddleOCRVLForConditionalGeneration",
+            "Qwen3_5ForConditionalGeneration",
+            "Qwen3_5MoeForConditionalGeneration",
+            "MuseGlimmerForConditionalGeneration",
+            "KimiK3ForConditionalGeneration",
+            "KimiK25ForConditionalGeneration",
+        )
+    ),
+    "0.5.23": frozenset(
+        (
+            "MiniMaxM3SparseForConditionalGeneration",
+            "Cohere2VisionForConditionalGeneration",
+            "Glm5NextForConditionalGeneration",
+            "InternS2MobiusForConditionalGeneration",
+            "PaddleOCRVLForConditionalGeneration",
+            "Qwen3_5ForConditionalGeneration",
+            "Qwen3_5MoeForConditionalGeneration",
+            "Qwen4ExpForConditionalGeneration",
+            "MuseGlimmerForConditionalGeneration",
+            "MuseSparkForConditionalGeneration",
+            "KimiK3ForConditionalGeneration",
+            "KimiK25ForConditionalGeneration",
+            "MiniMaxM3SparseForCausalLM",
+        )
+    ),
+}
+PIECEWISE_GRAPH_ARCHITECTURES: dict[str, frozenset[str]] = {
+    "0.5.18": frozenset(
+        (
+            "Cohere2VisionForConditionalGeneration",
+            "KimiK25ForConditionalGeneration",
+            "MiniMaxM3SparseForCausalLM",
+            "MiniMaxM3SparseForConditionalGeneration",
+        )
+    ),
+    "0.5.19": frozenset(
+        (
+            "KimiK25ForConditionalGeneration",
+            "MiniMaxM3SparseForCausalLM",
+            "MiniMaxM3SparseForConditionalGeneration",
+        )
+    ),
+    "0.5.23": frozenset(
+        (
+            "KimiK25ForConditionalGeneration",
+            "MiniMaxM3SparseForCausalLM",
+            "MiniMaxM3SparseForConditionalGeneration",
+        )
+    ),
+}
