@@ -12,8 +12,10 @@ Each record is the release's whole argument resolution (`runner.Resolver`, an SM
 platform) of `--tp-size N` (and `--language-only` where the release accepts it) for one
 catalogue model, with the GPU's memory answered by replacing `get_device_memory_capacity`
 in the module that sizes the fraction; the record is the resolved `mem_fraction_static`
-(or the error). This is where the multimodal vision factor (`adjust_mem_fraction_for_vlm`)
-and the prefill-graph reserve of each model meet the release's whole default.
+(or the error): the multimodal vision factor (`adjust_mem_fraction_for_vlm`) inside the
+release's whole default. The prefill backend's default asks `torch.cuda.is_available()`
+itself, which this platform does not answer on CPU, so prefill CUDA graphs resolve off here
+for every model and their reserve is not in these records.
 """
 
 from __future__ import annotations

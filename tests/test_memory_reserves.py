@@ -223,9 +223,10 @@ def test_the_releases_whole_default_carries_the_vision_factor() -> None:
     """0.5.23's whole argument resolution on an SM90 CUDA platform, the GPU's memory given
     (`fidelity/memory_fractions.py`), for multimodal and text models on five GPUs at tp 1 to
     8: its default fraction is meshsat's, vision factor included (Qwen3.5 × 0.9248 unless
-    `--language-only`; Llama 4 and Gemma 3 are served as text, so no factor). The recorder's
-    platform has no FlashInfer and resolves the prefill CUDA graph off for every model (a
-    text model's default there is meshsat's without the prefill-graph reserve), so that
+    `--language-only`; Llama 4 and Gemma 3 are served as text, so no factor). The prefill
+    backend's default asks `torch.cuda.is_available()` itself, which the recorder's CUDA
+    platform does not answer on CPU, so it resolves prefill CUDA graphs off for every model
+    (a text model's default there is meshsat's without the prefill-graph reserve): that
     reserve is left out on both sides here."""
     data = json.loads((FIXTURES / "fractions-0.5.23.json").read_text())
     models: dict[tuple[str, str, bool], MemoryModel] = {}
