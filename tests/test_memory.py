@@ -19,6 +19,7 @@ from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.models import CATALOGUE, PUBLISHED, Published
 from meshsat.solver.memory.quant import quant_from_config
 from meshsat.solver.memory.quantized_checkpoints import VARIANTS
+from meshsat.solver.memory.state import StateFlags
 from meshsat.solver.memory.weights import WeightModel
 
 # ---- parameter counts against published figures --------------------------------------
@@ -306,24 +307,35 @@ def test_pool_uses_the_fraction_and_rounds_to_pages() -> None:
 
 
 @pytest.mark.parametrize(
-    ("model", "gpu_name", "gpus"),
+    ("model", "gpu_name", "gpus", "state"),
     [
-        ("deepseek-ai/DeepSeek-V3", "H200", 32),
-        ("Qwen/Qwen3-235B-A22B", "H100", 16),
+        ("deepseek-ai/DeepSeek-V3", "H200", 32, None),
+        ("Qwen/Qwen3-235B-A22B", "H100", 16, None),
         # hybrid SWA pool per stage shape, and a vision tower on every stage
-        ("openai/gpt-oss-120b", "B200", 8),
-        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "H100", 8),
+        ("openai/gpt-oss-120b", "B200", 8, None),
+        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "H100", 8, None),
         # GatedDeltaNet hybrid: state pool first, KV on full-attention layers only (at
-        # pp 16, some stages have none and bound nothing)
-        ("Qwen/Qwen3.5-397B-A17B", "H200", 16),
+        # pp 16, some stages have none and bound nothing); multimodal (100 MiB reserve)
+        ("Qwen/Qwen3.5-397B-A17B", "H200", 16, None),
+        # ... with speculative decoding's intermediate states and a given pool size (split
+        # over attention-DP ranks)
+        (
+            "Qwen/Qwen3.5-397B-A17B",
+            "H200",
+            16,
+            StateFlags(max_mamba_cache_size=256, draft_tokens=4),
+        ),
+        ("Qwen/Qwen3-Next-80B-A3B-Instruct", "H100", 8, StateFlags(draft_tokens=4)),
     ],
 )
-def test_streaming_columns_agree_with_the_full_value(model: str, gpu_name: str, gpus: int) -> None:
+def test_streaming_columns_agree_with_the_full_value(
+    model: str, gpu_name: str, gpus: int, state: StateFlags | None
+) -> None:
     """The factored fast path (enumerate's columns) against `MemoryModel.of` per layout."""
     from meshsat.solver.lang.model_spec import ModelSpec
     from meshsat.solver.memory.models import catalogue_config
 
-    mm = MemoryModel(model, gpu_name, context_length=8192)
+    mm = MemoryModel(model, gpu_name, context_length=8192, state=state)
     spec = ModelSpec.from_hf_config(catalogue_config(model))
     read = None
     seen = 0

@@ -364,6 +364,7 @@ def _memory_columns(
     mm = memory_model(
         sources.model, gpu_name, gpu_memory, context_length, e.query.pack.version,
         mem_fraction_static, free_memory, quantization=getattr(e.base, "quantization", None),
+        flags=e.base.model_dump(),
     )  # fmt: skip
     if mm is None:
         if filters:

@@ -156,6 +156,7 @@ def fix_cmd(
             mem_fraction_static=mem_fraction_static,
             free_memory=free_memory,
             quantization=getattr(layout.config, "quantization", None),
+            flags=layout.config.model_dump(),
         ),
     )
     if layout.model_path is not None:

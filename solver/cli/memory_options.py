@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from meshsat.solver.errors import InputError
-from meshsat.solver.memory import Memory, MemoryModel, Parallel, fit_violation
+from meshsat.solver.memory import Memory, MemoryModel, Parallel, fit_violation, flag_options
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu, parse_memory
 from meshsat.solver.validation.report import Report, Violation
 
@@ -126,9 +126,11 @@ def memory_model(
     mem_fraction_static: float | None = None,
     free_memory: str | None = None,
     quantization: str | None = None,
+    flags: Mapping[str, Any] | None = None,
 ) -> MemoryModel | None:
     """The model (a config path, repo id, or a config already read) on the GPU the options
-    name, or None when no GPU is given."""
+    name, or None when no GPU is given; `flags`: the layout's fields, whose launch flags
+    that size the pools (`meshsat.solver.memory.flag_options`) are read."""
     if gpu_name is None and gpu_memory is None:
         if mem_fraction_static is not None or free_memory is not None:
             raise InputError("--mem-fraction-static and --free-memory need --gpu (or --gpu-memory)")
@@ -146,6 +148,8 @@ def memory_model(
     options = sizing_options(g, mem_fraction_static, free_memory)
     if pack is not None:
         options["pack"] = pack
+    if flags is not None:
+        options.update(flag_options(flags, options.get("pack", "0.5.23")))
     return MemoryModel(config, g, context_length=context_length, **options)
 
 
@@ -170,6 +174,7 @@ def with_memory(
         mem_fraction_static,
         free_memory,
         quantization=str(quantization) if quantization else None,
+        flags=report.resolved,
     )
     if mm is None:
         return report, None
@@ -236,11 +241,18 @@ def _state(mem: Memory) -> str:
     )
 
 
+def _multimodal(mem: Memory) -> str:
+    """The release's multimodal reserve (`meshsat.solver.memory.multimodal`)."""
+    if not mem.multimodal_reserve_gib:
+        return ""
+    return f", multimodal reserve {mem.multimodal_reserve_gib * 1024:.0f} MiB"
+
+
 def memory_line(mem: Memory) -> str:
     return (
         f"memory per rank on {mem.gpu} ({mem.gpu_memory_gib:.0f} GiB): weights "
         f"{mem.weights_gib:.2f} GiB, KV pool {mem.kv_pool_gib:.2f} GiB = {mem.kv_tokens} tokens"
-        f"{_state(mem)} "
+        f"{_state(mem)}{_multimodal(mem)} "
         f"(mem_fraction_static {mem.mem_fraction_static}{_raised(mem)}); max_total_num_tokens "
         f"{mem.max_total_num_tokens}; requests of {mem.context_length} tokens that fit: "
         f"{mem.max_requests}"

@@ -444,6 +444,30 @@ class Config(BaseModel):
     speculative_algorithm: str | None = _f(
         None, "Speculative decoding algorithm.", flags=("--speculative-algorithm",), group="dwdp"
     )
+    speculative_num_draft_tokens: int | None = _f(
+        None,
+        "Draft tokens verified per step (None: the release's default for the algorithm); "
+        "read by the memory model, which sizes a hybrid's speculative state slots with it.",
+        flags=("--speculative-num-draft-tokens",),
+        group="dwdp",
+        ge=1,
+    )
+    max_running_requests: int | None = _f(
+        None,
+        "Most requests running at once (None: the release's own; 48 with speculative "
+        "decoding); read by the memory model for a hybrid's speculative state slots.",
+        flags=("--max-running-requests",),
+        group="dwdp",
+        ge=1,
+    )
+    max_mamba_cache_size: int | None = _f(
+        None,
+        "State slots of a linear-attention hybrid's pool, over all attention-DP ranks "
+        "(None: sized from --mamba-full-memory-ratio); read by the memory model.",
+        flags=("--max-mamba-cache-size",),
+        group="dwdp",
+        ge=1,
+    )
     enable_two_batch_overlap: bool = _f(
         False, "Two-batch overlap.", flags=("--enable-two-batch-overlap",), group="dwdp"
     )

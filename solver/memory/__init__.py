@@ -34,13 +34,20 @@ from meshsat.solver.memory.kv import (
 )
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.models import CATALOGUE, model_config
+from meshsat.solver.memory.multimodal import (
+    default_fraction_factor,
+    is_multimodal,
+    runtime_reserve_mib,
+)
 from meshsat.solver.memory.pool import GIB as POOL_GIB
 from meshsat.solver.memory.pool import pool_tokens, requests_that_fit
 from meshsat.solver.memory.state import (
     DEFAULT_STATE_RATIO,
     SLOTS_PER_REQUEST,
+    StateFlags,
     split_rest,
     state_bytes_per_request,
+    state_flags,
 )
 from meshsat.solver.memory.weights import WeightModel
 
@@ -57,6 +64,7 @@ __all__ = [
     "Parallel",
     "custom_gpu",
     "fit_violation",
+    "flag_options",
     "gpu",
     "load_facts",
     "memory_of",
@@ -93,6 +101,8 @@ class Memory:
     state_bytes_per_request: int = 0
     state_slots: int = 0
     state_pool_gib: float = 0.0
+    #: What the release keeps back from the pool for a multimodal model (`multimodal.py`).
+    multimodal_reserve_gib: float = 0.0
     #: The release's default fraction for this layout, when none was given and it left no
     #: KV pool so `mem_fraction_static` was raised to what one request needs (the value a
     #: launch must pass as `--mem-fraction-static`); None otherwise.
@@ -122,12 +132,26 @@ def load_facts(model: str | Path | Mapping[str, Any] | ModelFacts) -> ModelFacts
     return facts_from_config(model_config(str(model)))
 
 
+def flag_options(resolved: Mapping[str, Any], pack: str) -> dict[str, Any]:
+    """`MemoryModel` keyword arguments from the launch flags of a resolved layout (a
+    `Report`'s `.resolved`, or any mapping of config fields) that size the pools beside the
+    widths: `--language-model-only`, `--language-only` and `--disaggregation-mode`
+    (`multimodal.py`) and a hybrid's state-pool flags (`state.state_flags`)."""
+    return {
+        "state": state_flags(resolved, pack),
+        "language_model_only": bool(resolved.get("language_model_only")),
+        "language_only": bool(resolved.get("language_only")),
+        "disaggregation_mode": str(resolved.get("disaggregation_mode") or "null"),
+    }
+
+
 def fit_violation(m: Memory) -> str | None:
     """'does not fit' with the arithmetic, or None when the pool has room."""
     if m.fits:
         return None
     return (
-        f"does not fit: weights {m.weights_gib:.2f} GiB + reserve {m.reserve_gib:.2f} GiB "
+        f"does not fit: weights {m.weights_gib:.2f} GiB + reserve "
+        f"{m.reserve_gib + m.multimodal_reserve_gib:.2f} GiB "
         f"> {m.pre_load_gib:.2f} GiB free on a {m.gpu} before loading "
         f"(mem_fraction_static {m.mem_fraction_static})"
     )
@@ -150,6 +174,10 @@ class MemoryModel:
         swa_full_tokens_ratio: float | None = None,
         raise_default_fraction: bool = False,
         mamba_full_memory_ratio: float = DEFAULT_STATE_RATIO,
+        state: StateFlags | None = None,
+        language_model_only: bool = False,
+        language_only: bool = False,
+        disaggregation_mode: str = "null",
     ) -> None:
         self.facts = load_facts(model)
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
@@ -170,8 +198,22 @@ class MemoryModel:
         self.pack = pack
         #: The hybrid SWA pool's ratio where `pack` builds one for this model, else None.
         self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
-        #: `--mamba-full-memory-ratio`: the state pool's share against the KV pool's.
-        self.state_ratio = mamba_full_memory_ratio
+        #: The flags that size a hybrid's state pool (`state.split_rest`); without `state`,
+        #: the release's defaults with `--mamba-full-memory-ratio`.
+        self.state = state or state_flags({}, pack, mamba_full_memory_ratio)
+        #: Whether the release serves the model as multimodal, and the GiB it keeps back
+        #: from each rank's pool for it (`multimodal.py`).
+        self.multimodal = is_multimodal(self.facts, pack, language_model_only)
+        self.multimodal_reserve_gib = runtime_reserve_mib(pack, self.multimodal) / 1024
+        #: What the release multiplies its default fraction by for this model and launch.
+        self.fraction_factor = default_fraction_factor(
+            self.facts.vision_fraction_factor,
+            self.multimodal,
+            pack,
+            language_only=language_only,
+            language_model_only=language_model_only,
+            disaggregation_mode=disaggregation_mode,
+        )
         self.pre_load_gib = self.gpu.memory_gib - context_gib
         self.weights = WeightModel(self.facts, self.gpu, pack)
         self.model_gib = self.weights.model_bytes() / GIB
@@ -240,9 +282,10 @@ class MemoryModel:
         dcp: int = 1,
         attn_cp: int = 1,
     ) -> float:
-        """The release's default `mem_fraction_static` for these widths on this GPU."""
+        """The release's default `mem_fraction_static` for these widths on this GPU, times
+        its vision factor for a multimodal model (`multimodal.default_fraction_factor`)."""
         f = self.facts
-        return default_mem_fraction_static(
+        return self.fraction_factor * default_mem_fraction_static(
             self.gpu.memory_mib,
             tp=tp,
             pp=pp,
@@ -256,7 +299,7 @@ class MemoryModel:
                 pp=pp,
                 dcp=dcp,
                 attn_cp=attn_cp,
-                multimodal=f.vision.params() > 0,
+                multimodal=self.multimodal,
                 architecture=f.architecture,
             ),
             pack=self.pack,
@@ -279,7 +322,7 @@ class MemoryModel:
             self.gpu.memory_mib,
             self.pre_load_gib,
             self.context_length,
-            m.weights_gib,
+            m.weights_gib + self.multimodal_reserve_gib,
             m.kv_bytes_per_token,
             tp=p.tp,
             pp=p.pp,
@@ -299,17 +342,26 @@ class MemoryModel:
             cell = kv_bytes_per_token(self.facts, p, s, self.kv_cache_dtype, self.swa_ratio)
             if per_request:
                 # The state pool first, from the same rest (`state.split_rest`).
-                rest = (self.pre_load_gib * f - w) * POOL_GIB
-                k, kv_bytes = split_rest(rest, per_request, self.state_ratio)
+                rest = (self.pre_load_gib * f - w - self.multimodal_reserve_gib) * POOL_GIB
+                k, kv_bytes = split_rest(rest, per_request, self.state, p.attn_dp)
                 slots = k if slots is None else min(slots, k)
-                if not cell and k > 0:
+                # A given `--max-mamba-cache-size` can leave the KV pool nothing.
+                room = k > 0 and kv_bytes > 0
+                if not cell and room:
                     # No full-attention layer on this stage: it holds no KV and bounds
                     # nothing (SGLang's `has_kv_on_another_pp_stage`).
                     weights = max(weights, w)
                     continue
-                t = int(kv_bytes // cell) // self.page_size * self.page_size if k > 0 else 0
+                t = int(kv_bytes // cell) // self.page_size * self.page_size if room else 0
             else:
-                t = pool_tokens(self.pre_load_gib, w, f, cell, page_size=self.page_size)
+                t = pool_tokens(
+                    self.pre_load_gib,
+                    w,
+                    f,
+                    cell,
+                    page_size=self.page_size,
+                    reserve_gib=self.multimodal_reserve_gib,
+                )
             tokens = t if tokens is None else min(tokens, t)
             weights = max(weights, w)
             cell_max = max(cell_max, cell)
@@ -338,6 +390,7 @@ class MemoryModel:
             state_bytes_per_request=per_request,
             state_slots=slots,
             state_pool_gib=(slots + 1) * per_request / GIB if slots else 0.0,
+            multimodal_reserve_gib=self.multimodal_reserve_gib,
         )
 
 

@@ -183,6 +183,7 @@ def _generated(
     wm = mm.weights
     kv_dtype, page, ctx = mm.kv_cache_dtype, mm.page_size, mm.context_length
     pre, fixed_fraction = mm.pre_load_gib, mm.fraction
+    reserve = mm.multimodal_reserve_gib
     vocab, row_bytes, tied = f.padded_vocab, wm.row, f.tie_word_embeddings
     experts = f.num_experts
     attn_a, attn_b, dense_d = wm.attn_sharded, wm.attn_whole, wm.dense
@@ -222,10 +223,13 @@ def _generated(
             terms += ["vis"]  # the vision tower and the load overhead are on every stage
             weights.append(f"    w{k} = " + " + ".join(terms) + "\n")
             if hybrid:
-                weights.append(f"    k{k}, r{k} = split(budget - w{k}, per, ratio)\n")
+                weights.append(f"    k{k}, r{k} = split(budget - w{k}, per, flags, dp)\n")
                 # A stage with no full-attention layer holds no KV and bounds nothing
                 # (SGLang's `has_kv_on_another_pp_stage`).
-                tokens.append(f"((r{k} // cells[{k}] if cells[{k}] else inf) if k{k} > 0 else 0)")
+                # A given `--max-mamba-cache-size` can leave the KV pool nothing.
+                tokens.append(
+                    f"((r{k} // cells[{k}] if cells[{k}] else inf) if k{k} > 0 and r{k} > 0 else 0)"
+                )
                 slots.append(f"k{k}")
             else:
                 tokens.append(f"(budget - w{k}) // cells[{k}]")
@@ -236,7 +240,7 @@ def _generated(
             "0" if not slots else slots[0] if len(slots) == 1 else f"min({', '.join(slots)})"
         )
         source = (
-            "def stages(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per):\n"
+            "def stages(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp):\n"
             + "".join(weights)
             + f"    return {worst}, {fewest}, {few_slots}\n"
         )
@@ -244,7 +248,7 @@ def _generated(
             "__builtins__": {"max": max, "min": min},
             "split": split_rest,
             "inf": float("inf"),
-            "ratio": mm.state_ratio,
+            "flags": mm.state,
         }
         exec(compile(source, f"<meshsat:memory-stages-{pp}>", "exec"), namespace)
         fn: Callable[..., tuple[float, float, int]] = namespace["stages"]
@@ -284,7 +288,7 @@ def _generated(
             emb_rows * row_bytes + wm.vocab_rounding(emb_rows),
             head,
             wm.vision_attn / attn_tp + wm.vision_mlp / tp + wm.vision_whole + rope_cache_bytes(f),
-            pre * fr * GIB,
+            (pre * fr - reserve) * GIB,
             cells,
             dtp,
             wm.linear_delta(attn_tp) if hybrid else 0.0,
@@ -324,15 +328,17 @@ def _generated(
             z += moe_round
             if hybrid:
                 zg = wm.layer_rounding(True, key[6], dtp, key[11], here, linear=True) - moe_round
-        worst, fewest, slots = unrolled(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per)
+        dp = ek[7]
+        worst, fewest, slots = unrolled(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp)
         if fewest <= 0 and fixed_fraction is None and mm.raise_default_fraction:
             # As `MemoryModel._compute`: a default fraction that leaves no pool is raised.
             raised = raised_fraction(
-                mm.gpu.memory_mib, pre, ctx, worst / GIB, max(cells), tp=ek[0], pp=ek[1]
+                mm.gpu.memory_mib, pre, ctx, worst / GIB + reserve, max(cells), tp=ek[0], pp=ek[1]
             )
             if raised is not None:
+                budget = (pre * raised - reserve) * GIB
                 worst, fewest, slots = unrolled(
-                    x, y, z, g, yg, zg, emb, head, vis, pre * raised * GIB, cells, per
+                    x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp
                 )
         tokens = int(fewest) if 0 < fewest < float("inf") else 0
         if page > 1:

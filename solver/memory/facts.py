@@ -24,6 +24,11 @@ from typing import Any
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.model_spec import _EXPERTS, _HEADS, _KV_HEADS, _LAYERS
+from meshsat.solver.memory.multimodal import (
+    text_by_default,
+    vision_fraction_factor,
+    wraps_language_model,
+)
 from meshsat.solver.memory.quant import BF16, Quant, quant_from_config
 
 #: Vocabulary rows are padded to a multiple of this (SGLang's `VocabParallelEmbedding`).
@@ -142,6 +147,13 @@ class ModelFacts:
     #: Multi-token-prediction (nextn) layers the checkpoint has (`num_nextn_predict_layers`).
     num_nextn_layers: int = 0
     vision: VisionTower = field(default=VisionTower())
+    #: What decides SGLang's `ModelConfig.is_multimodal` beside the architecture: the
+    #: language model sits in a sub-config, the release serves the config as text by
+    #: default; and what it multiplies its default `mem_fraction_static` by for a
+    #: multimodal model (`multimodal.py`).
+    multimodal_wrapper: bool = False
+    multimodal_text_by_default: bool = False
+    vision_fraction_factor: float = 1.0
     #: Elements of the rotary cos/sin caches (`RotaryEmbedding.cos_sin_cache`, kept in
     #: float32 on CUDA and ROCm and whole on every rank): positions × rotary dim per distinct
     #: rope; 0 when the config gives no `max_position_embeddings`.
@@ -651,5 +663,8 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
         attention_sinks=model_type == "gpt_oss",
         num_nextn_layers=_int(c, ("num_nextn_predict_layers",)) or 0,
         vision=_vision(hf, hidden),
+        multimodal_wrapper=wraps_language_model(hf),
+        multimodal_text_by_default=text_by_default(hf),
+        vision_fraction_factor=vision_fraction_factor(hf),
     )
     return replace(facts, quant=quant_from_config(c, facts))

@@ -13,7 +13,9 @@ plus 2 GiB for DeepEP all-to-all buffers. From 0.5.18 the prefill CUDA graph is 
 default (`default_prefill_backend`: breakable on CUDA; 0.5.18/0.5.19 `tc_piecewise`
 elsewhere, 0.5.23 none on ROCm), so its reserve is in the default unless the release turns
 it off for the layout (`apply_cuda_graph_compatibility`: pipeline parallelism, decode CP,
-attention CP, a multimodal model, DeepSeek-V4). 0.5.18 and 0.5.19 run the same arithmetic
+attention CP, a model it serves as multimodal unless it lists the architecture as keeping
+its prefill graphs (`multimodal_archs.py`: Qwen3.5 and Kimi-K2.5 do), DeepSeek-V4). 0.5.18
+and 0.5.19 run the same arithmetic
 (`ServerArgs._handle_gpu_memory_settings` / `arg_groups/memory_hook.py`) with one band of
 their own: from 20 to 35 GiB they pick chunked prefill 2048 and decode graphs up to 24
 (80 at tp ≥ 4), where 0.5.23 picks 4096 and 48 (160). 0.4.6.post5 (and `legacy`) uses the
@@ -28,6 +30,10 @@ import math
 from dataclasses import dataclass
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.memory.multimodal_archs import (
+    BREAKABLE_GRAPH_ARCHITECTURES,
+    PIECEWISE_GRAPH_ARCHITECTURES,
+)
 
 PACKS: tuple[str, ...] = ("0.4.6.post5", "0.5.18", "0.5.19", "0.5.23", "legacy")
 #: Releases whose fraction follows the old table.
@@ -161,11 +167,25 @@ def prefill_graph_default(
     architecture: str = "",
 ) -> bool:
     """Whether `pack` captures prefill CUDA graphs by default for this layout (and so
-    reserves memory for them in its default fraction)."""
+    reserves memory for them in its default fraction); `multimodal`: the release serves
+    the model as multimodal (`multimodal.is_multimodal`)."""
     if pack in _TABLE:
         return False
     if pack == "0.5.23" and vendor != "nvidia":
         return False
-    if pp > 1 or dcp > 1 or attn_cp > 1 or multimodal:
+    if pp > 1 or dcp > 1 or attn_cp > 1:
+        return False
+    if multimodal and architecture not in _graph_multimodal(pack, vendor):
         return False
     return architecture != "DeepseekV4ForCausalLM"
+
+
+def _graph_multimodal(pack: str, vendor: str) -> frozenset[str]:
+    """Multimodal architectures that keep their default prefill graphs: breakable on CUDA
+    (0.5.18 and 0.5.19 move a piecewise-only one to `tc_piecewise` there), `tc_piecewise`
+    elsewhere."""
+    breakable = BREAKABLE_GRAPH_ARCHITECTURES.get(pack, frozenset())
+    piecewise = PIECEWISE_GRAPH_ARCHITECTURES.get(pack, frozenset())
+    if vendor != "nvidia":
+        return piecewise
+    return breakable if pack == "0.5.23" else breakable | piecewise

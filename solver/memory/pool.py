@@ -20,10 +20,11 @@ def pool_tokens(
     cell_bytes: float,
     *,
     page_size: int = 1,
-    load_overhead_gib: float = 0.0,
+    reserve_gib: float = 0.0,
 ) -> int:
-    """Tokens in one rank's KV pool (0 when the weights leave nothing)."""
-    avail = pre_load_gib - weights_gib - load_overhead_gib
+    """Tokens in one rank's KV pool (0 when the weights leave nothing); `reserve_gib` is
+    what the release keeps back beside the fraction (`multimodal.runtime_reserve_mib`)."""
+    avail = pre_load_gib - weights_gib - reserve_gib
     rest = avail - pre_load_gib * (1 - fraction)
     if rest <= 0 or cell_bytes <= 0:
         return 0
