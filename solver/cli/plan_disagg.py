@@ -25,7 +25,8 @@ from meshsat.solver.cli.plan_perf import (
     perf_rows,
     terminal_progress,
 )
-from meshsat.solver.deployment.rules import pair_errors
+from meshsat.solver.catalogue.pd_pairs import Side
+from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors
 from meshsat.solver.inputs.command import launch_command, pd_router_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -198,13 +199,45 @@ def disagg_rows(
 def deployment_rules(spec: ModelSpec, sglang_version: str | None) -> PairCheck:
     """The pair rules of the release between a planned prefill and decode layout (the
     deployment subsystem's table, the same `validate` applies to a PD script)."""
-    release = get_pack(sglang_version).version
+    return PlannedPairRules(spec, get_pack(sglang_version).version)
 
-    def check(p: RoleLayout, d: RoleLayout) -> PairVerdict:
-        errors = pair_errors(p.config, p.derived, d.config, d.derived, spec, release)
-        return PairVerdict(not errors, errors)
 
-    return check
+class PlannedPairRules:
+    """`pair_errors` of planned role layouts, each layout's side built once and each pair
+    of distinct sides judged once.
+
+    Why: the search asks the rules of every prefill x decode pair that fits (98,576 for
+    DeepSeek-V3 on 64 GPUs), but the rules read only the few widths of a `Side`, which
+    some 10^2 distinct sides share; judging each pair afresh was two thirds of `plan
+    --disagg`'s time (benchmarks/bench_perf.py). One instance serves one search: it keeps
+    the layouts it has seen alive (their `id` is the memo's key). Concurrent calls may
+    judge a pair twice, never differently."""
+
+    def __init__(self, spec: ModelSpec, release: str) -> None:
+        self.spec = spec
+        self.release = release
+        #: (id of the layout, its role in the pair) -> (the layout, its side, interned).
+        self._of: dict[tuple[int, str], tuple[RoleLayout, Side]] = {}
+        self._interned: dict[Side, Side] = {}
+        #: (id of the prefill side, id of the decode side) -> verdict; both interned.
+        self._verdicts: dict[tuple[int, int], PairVerdict] = {}
+
+    def _side(self, layout: RoleLayout, role: str) -> Side:
+        key = (id(layout), role)
+        hit = self._of.get(key)
+        if hit is None:
+            side = layout_side(role, PLANNED, layout.config, layout.derived, self.spec)
+            hit = self._of[key] = (layout, self._interned.setdefault(side, side))
+        return hit[1]
+
+    def __call__(self, p: RoleLayout, d: RoleLayout) -> PairVerdict:
+        ps, ds = self._side(p, "prefill"), self._side(d, "decode")
+        key = (id(ps), id(ds))
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            errors = side_errors(ps, ds, self.release)
+            verdict = self._verdicts[key] = PairVerdict(not errors, errors)
+        return verdict
 
 
 def verdict(rows: Sequence[DisaggRow], agg: PerfRow | None, gpus: int) -> Verdict:

@@ -118,6 +118,12 @@ def pair_errors(
     are launched as meshsat writes them: the same model and `facts`."""
     p = layout_side("prefill", facts, prefill, prefill_derived, model)
     d = layout_side("decode", facts, decode, decode_derived, model)
+    return side_errors(p, d, release)
+
+
+def side_errors(p: Side, d: Side, release: str) -> tuple[str, ...]:
+    """`pair_errors` of two sides already built (a planner that pairs each layout with
+    many asks each side once)."""
     return tuple(
         f"{rule.id}: {rule.text(p, d)}"
         for rule, severity, holds in pair_verdicts(p, d, release)

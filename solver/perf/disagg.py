@@ -219,10 +219,20 @@ class DisaggSearch:
 
 class RoleCosts:
     """What each role asks of a layout's step latencies (the engine's, or the roofline's):
-    `plan_disagg` asks each distinct role layout once."""
+    `plan_disagg` asks each distinct role layout once, and the two roles of one width
+    share one step source (`pm.steps` builds a roofline's weight sizes or looks up an
+    engine: half of the role costs when each role built its own)."""
 
     def __init__(self, pm: PerfModel) -> None:
         self.pm = pm
+        self._steps: dict[tuple[Parallel, bool], tuple[Any, bool]] = {}
+
+    def _source(self, p: Parallel, dwdp: bool) -> tuple[Any, bool]:
+        key = (p, dwdp)
+        hit = self._steps.get(key)
+        if hit is None:
+            hit = self._steps[key] = self.pm.steps(p, dwdp=dwdp)
+        return hit
 
     def _cal(self, is_aic: bool) -> Calibration:
         return self.pm.calibration or (AIC_CALIBRATION if is_aic else ROOFLINE_CALIBRATION)
@@ -231,7 +241,7 @@ class RoleCosts:
         """`ask(steps)` of the layout's source; the roofline, labelled, when the engine
         fails partway (as `PerfModel` does); None when nothing can estimate it."""
         pm = self.pm
-        steps, is_aic = pm.steps(role.parallel, dwdp=_dwdp(role.config))
+        steps, is_aic = self._source(role.parallel, _dwdp(role.config))
         if steps.label == "unavailable":
             return None
         try:
