@@ -332,7 +332,11 @@ def link_gbps(pm: PerfModel, gpus: int) -> float:
 def role_layouts(layouts: Iterable[Any], pm: PerfModel, mode: str) -> list[RoleLayout]:
     """The distinct (by the widths the estimate reads) layouts that load, for one role:
     anything with `.config`, `.derived` and optionally `.values` (`solver.enumerate`'s)."""
-    shapes: dict[tuple[Parallel, bool], list[Any]] = {}
+    #: widths -> (the first layout's config, derived and values; how many share them).
+    #: Only the first is copied: the enumeration's configs are lazy mappings of some
+    #: hundred fields, and most layouts repeat another's widths.
+    shapes: dict[tuple[Parallel, bool], tuple[Mapping[str, Any], ...]] = {}
+    count: dict[tuple[Parallel, bool], int] = {}
     dense = not pm.facts.is_moe
     for lay in layouts:
         cfg, der = lay.config, lay.derived
@@ -341,13 +345,17 @@ def role_layouts(layouts: Iterable[Any], pm: PerfModel, mode: str) -> list[RoleL
             p = replace(p, ep=1, moe_tp=p.tp, moe_dp=1)
         if not pm.memory.of(p).fits:
             continue
+        key = (p, _dwdp(cfg))
+        if key in count:
+            count[key] += 1
+            continue
+        count[key] = 1
         values = {**dict(getattr(lay, "values", cfg)), "disaggregation_mode": mode}
-        shapes.setdefault((p, _dwdp(cfg)), []).append((dict(cfg), dict(der), values))
-    out = []
-    for (p, _dw), members in shapes.items():
-        cfg, der, values = members[0]
-        out.append(RoleLayout(mode, values, cfg, der, p, pm.memory.of(p), "", len(members) - 1))
-    return out
+        shapes[key] = (dict(cfg), dict(der), values)
+    return [
+        RoleLayout(mode, values, cfg, der, p, pm.memory.of(p), "", count[(p, dw)] - 1)
+        for (p, dw), (cfg, der, values) in shapes.items()
+    ]
 
 
 def measured_role(pm: PerfModel, mode: str, p: Parallel, values: Mapping[str, Any]) -> RoleLayout:
@@ -387,13 +395,18 @@ def _undominated(
 ) -> list[_T]:
     """Drop each item a kept one dominates. In `order` (a linear extension of dominance)
     an item's dominators come first, and one dominated by a dropped item is dominated by
-    that item's dominator too, so comparing with the kept items alone is exact."""
+    that item's dominator too, so comparing with the kept items alone is exact. Only
+    items with the same first term (`order(...)[0]`) can dominate one another (both
+    `dominates` require it), so each is compared with the kept items of its own."""
     keys = sorted(((order(it), i) for i, it in enumerate(items)), key=lambda t: t[0][:4])
-    kept: list[tuple[tuple[Any, ...], int]] = []
+    kept: dict[Any, list[tuple[Any, ...]]] = {}
+    out: list[int] = []
     for k, i in keys:
-        if not any(dominates(kk, k) for kk, _j in kept):
-            kept.append((k, i))
-    return [items[i] for _k, i in sorted(kept, key=lambda t: t[1])]
+        group = kept.setdefault(k[0], [])
+        if not any(dominates(kk, k) for kk in group):
+            group.append(k)
+            out.append(i)
+    return [items[i] for i in sorted(out)]
 
 
 def _rates(
