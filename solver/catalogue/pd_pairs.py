@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 Severity = Literal["error", "warning"]

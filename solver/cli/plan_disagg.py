@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from meshsat import solver
+from meshsat.solver.catalogue.pd_pairs import Side
 from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.cli.plan_perf import (
@@ -25,7 +26,6 @@ from meshsat.solver.cli.plan_perf import (
     perf_rows,
     terminal_progress,
 )
-from meshsat.solver.catalogue.pd_pairs import Side
 from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors
 from meshsat.solver.inputs.command import launch_command, pd_router_command
 from meshsat.solver.lang.config import Config

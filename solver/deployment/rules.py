@@ -126,7 +126,9 @@ def side_errors(p: Side, d: Side, release: str) -> tuple[str, ...]:
     """`pair_errors` of two sides already built (a planner that pairs each layout with
     many asks each side once)."""
     return tuple(
-        f"{rule.id}: {rule.text(p, d)}" for rule in _error_rules(release) if rule.check(p, d) is False
+        f"{rule.id}: {rule.text(p, d)}"
+        for rule in _error_rules(release)
+        if rule.check(p, d) is False
     )
 
 
