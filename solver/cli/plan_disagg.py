@@ -216,27 +216,27 @@ class PlannedPairRules:
     def __init__(self, spec: ModelSpec, release: str) -> None:
         self.spec = spec
         self.release = release
-        #: (id of the layout, its role in the pair) -> (the layout, its side, interned).
-        self._of: dict[tuple[int, str], tuple[RoleLayout, Side]] = {}
+        #: Per role: id of the layout -> (the layout, its side, interned).
+        self._of: dict[str, dict[int, tuple[RoleLayout, Side]]] = {"prefill": {}, "decode": {}}
         self._interned: dict[Side, Side] = {}
-        #: (id of the prefill side, id of the decode side) -> verdict; both interned.
-        self._verdicts: dict[tuple[int, int], PairVerdict] = {}
+        #: id of the prefill side -> id of the decode side -> verdict; both interned.
+        self._verdicts: dict[int, dict[int, PairVerdict]] = {}
 
     def _side(self, layout: RoleLayout, role: str) -> Side:
-        key = (id(layout), role)
-        hit = self._of.get(key)
+        seen = self._of[role]
+        hit = seen.get(id(layout))
         if hit is None:
             side = layout_side(role, PLANNED, layout.config, layout.derived, self.spec)
-            hit = self._of[key] = (layout, self._interned.setdefault(side, side))
+            hit = seen[id(layout)] = (layout, self._interned.setdefault(side, side))
         return hit[1]
 
     def __call__(self, p: RoleLayout, d: RoleLayout) -> PairVerdict:
         ps, ds = self._side(p, "prefill"), self._side(d, "decode")
-        key = (id(ps), id(ds))
-        verdict = self._verdicts.get(key)
+        row = self._verdicts.setdefault(id(ps), {})
+        verdict = row.get(id(ds))
         if verdict is None:
             errors = side_errors(ps, ds, self.release)
-            verdict = self._verdicts[key] = PairVerdict(not errors, errors)
+            verdict = row[id(ds)] = PairVerdict(not errors, errors)
         return verdict
 
 

@@ -456,18 +456,31 @@ def _best_batch(
 
 
 def _bound(
-    pc: PrefillCost, dc: DecodeCost, isl: int, osl: int, sla: Callable[[float, float], bool]
+    base: float,
+    terms: Sequence[tuple[int, float, float]],
+    ranks: int,
+    osl: int,
+    sla: Callable[[float, float], bool],
 ) -> float:
     """An upper bound of tokens/s per GPU times `y / (x·a + y·b)` over every deployment of
-    this pair meeting `sla`: each decode batch whose TPOT can meet it, at the least TTFT
-    (no queue; a prefill-bound pool only lowers the rate). 0 when none can."""
-    c = pc.calibration
-    base = c.overhead_ms + pc.one_ms + pc.transfer_ms
+    a pair meeting `sla`: each decode batch whose TPOT can meet it, at the least TTFT
+    (no queue; a prefill-bound pool only lowers the rate). 0 when none can. `base`: the
+    prefill's least TTFT (overhead + one prompt + transfer); `terms`: the decode's
+    (batch, TPOT, (osl - 1) · TPOT) per batch (`_decode_terms`); `ranks`: its ranks."""
     best = 0.0
-    for bd, tpot in dc.tpot:
+    for bd, tpot, decode_ms in terms:
         if sla(base, tpot):
-            best = max(best, bd / (base + (osl - 1) * tpot))
-    return dc.role.ranks * osl * 1e3 * best
+            best = max(best, bd / (base + decode_ms))
+    return ranks * osl * 1e3 * best
+
+
+def _least_ttft(pc: PrefillCost) -> float:
+    c = pc.calibration
+    return c.overhead_ms + pc.one_ms + pc.transfer_ms
+
+
+def _decode_terms(dc: DecodeCost, osl: int) -> list[tuple[int, float, float]]:
+    return [(bd, tpot, (osl - 1) * tpot) for bd, tpot in dc.tpot]
 
 
 def deployment(
@@ -618,15 +631,18 @@ def plan_disagg(
     #: last of them is not searched (only with `top`: without it every pair is listed).
     leaders: list[tuple[Any, ...]] = []
     refused = runs = 0
+    # What the bound reads of each layout, once per layout rather than once per pair (the
+    # pairs are 10^5: DeepSeek-V3 on 64 GPUs).
+    decodes = [(dc, dc.role.gpus, dc.role.ranks, _decode_terms(dc, w.osl)) for dc in dcs]
     for pc in pcs:
-        for dc in dcs:
-            a, b = pc.role.gpus, dc.role.gpus
+        a, base = pc.role.gpus, _least_ttft(pc)
+        for dc, b, d_ranks, terms in decodes:
             if a + b > gpus:
                 continue
             if not pair_check(pc.role, dc.role).ok:
                 refused += 1
                 continue
-            per_gpu = _bound(pc, dc, w.isl, w.osl, w.met_by)  # x tokens/s/GPU bound
+            per_gpu = _bound(base, terms, d_ranks, w.osl, w.met_by)  # x tokens/s/GPU bound
             engine = pc.is_aic and dc.is_aic
             reach = (False, not engine, -per_gpu / b)  # the best key the pair could have
             if top is not None and len(leaders) >= top and leaders[top - 1] < reach:
