@@ -397,13 +397,20 @@ def _undominated(
     an item's dominators come first, and one dominated by a dropped item is dominated by
     that item's dominator too, so comparing with the kept items alone is exact. Only
     items with the same first term (`order(...)[0]`) can dominate one another (both
-    `dominates` require it), so each is compared with the kept items of its own."""
+    `dominates` require it), so each is compared with the kept items of its own, the
+    last one found dominating first (neighbours in `order` tend to share a dominator;
+    the order of the comparisons changes no answer)."""
     keys = sorted(((order(it), i) for i, it in enumerate(items)), key=lambda t: t[0][:4])
     kept: dict[Any, list[tuple[Any, ...]]] = {}
     out: list[int] = []
     for k, i in keys:
         group = kept.setdefault(k[0], [])
-        if not any(dominates(kk, k) for kk in group):
+        for j, kk in enumerate(group):
+            if dominates(kk, k):
+                if j:
+                    group.insert(0, group.pop(j))
+                break
+        else:
             group.append(k)
             out.append(i)
     return [items[i] for i in sorted(out)]
