@@ -207,11 +207,12 @@ class PlannedPairRules:
     of distinct sides judged once.
 
     Why: the search asks the rules of every prefill x decode pair that fits (98,576 for
-    DeepSeek-V3 on 64 GPUs), but the rules read only the few widths of a `Side`, which
-    some 10^2 distinct sides share; judging each pair afresh was two thirds of `plan
-    --disagg`'s time (benchmarks/bench_perf.py). One instance serves one search: it keeps
-    the layouts it has seen alive (their `id` is the memo's key). Concurrent calls may
-    judge a pair twice, never differently."""
+    DeepSeek-V3 on 64 H200), and `pair_errors` built both sides and every rule's severity
+    afresh for each: half of `plan --disagg`'s time (benchmarks/bench_perf.py, (d)). The
+    rules read only a `Side`, so each layout's is built once and each pair of distinct
+    sides judged once (70,238 of those 98,576 pairs). One instance serves one search: it
+    keeps the layouts it has seen alive (their `id` is the memo's key). Concurrent calls
+    may judge a pair twice, never differently."""
 
     def __init__(self, spec: ModelSpec, release: str) -> None:
         self.spec = spec
@@ -232,7 +233,9 @@ class PlannedPairRules:
 
     def __call__(self, p: RoleLayout, d: RoleLayout) -> PairVerdict:
         ps, ds = self._side(p, "prefill"), self._side(d, "decode")
-        row = self._verdicts.setdefault(id(ps), {})
+        row = self._verdicts.get(id(ps))
+        if row is None:
+            row = self._verdicts.setdefault(id(ps), {})
         verdict = row.get(id(ds))
         if verdict is None:
             errors = side_errors(ps, ds, self.release)
