@@ -36,6 +36,9 @@ from meshsat.solver.perf.disagg import (
     PrefillCost,
     RoleCosts,
     RoleLayout,
+    _decode_dominates,
+    _prefill_dominates,
+    _undominated,
     at_concurrency,
     deployment,
     every_pair,
@@ -540,3 +543,36 @@ def test_engine_answers_are_each_engines_own() -> None:
             assert step == steps._h.decode_step_latency(8, 1024, 1024)
         got.append((one, step))
     assert got[0] != got[1]
+
+
+def _undominated_plain(
+    items: list[Any], dominates: Callable[[tuple[Any, ...], tuple[Any, ...]], bool]
+) -> list[Any]:
+    """The reference of `_undominated`: each item in the same order against every kept one."""
+    keys = sorted(((it, i) for i, it in enumerate(items)), key=lambda t: t[0][:4])
+    kept: list[tuple[Any, int]] = []
+    for k, i in keys:
+        if not any(dominates(kk, k) for kk, _j in kept):
+            kept.append((k, i))
+    return [items[i] for _k, i in sorted(kept, key=lambda t: t[1])]
+
+
+small = st.integers(min_value=0, max_value=3)
+prefill_keys = st.tuples(st.sampled_from([(False, 1), (False, 2), (True, 1)]), small, small,
+                         small, small, small)  # fmt: skip
+decode_keys = st.builds(
+    lambda ranks, gpus, roof, tpots: (ranks, gpus, roof, tpots[0], dict(enumerate(tpots, 1))),
+    small, small, st.booleans(), st.lists(small, min_size=1, max_size=3),
+)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(pre=st.lists(prefill_keys, max_size=40), dec=st.lists(decode_keys, max_size=40))
+def test_dominance_by_group_keeps_what_the_plain_scan_keeps(
+    pre: list[tuple[Any, ...]], dec: list[tuple[Any, ...]]
+) -> None:
+    """`_undominated` (each item against its own group, the last dominator first) keeps
+    the very items, in the same order, as comparing each with every kept item."""
+    for items, dominates in ((pre, _prefill_dominates), (dec, _decode_dominates)):
+        got = _undominated(items, lambda k: k, dominates)
+        assert got == _undominated_plain(items, dominates)
