@@ -9,6 +9,7 @@ import io
 import itertools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
 from typing import Any
@@ -18,12 +19,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsat import solver
+from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, severity_in
 from meshsat.solver.cli.plan_disagg import deployment_rules, disagg_rows, role_command
+from meshsat.solver.deployment.rules import PLANNED, layout_side
 from meshsat.solver.inputs.command import pd_router_command
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import Parallel
 from meshsat.solver.memory.gpus import gpu
+from meshsat.solver.memory.models import model_config
 from meshsat.solver.perf import PerfModel, Workload
+from meshsat.solver.perf.aic import AicSteps
 from meshsat.solver.perf.disagg import (
     DecodeCost,
     DisaggPlan,
@@ -31,6 +36,9 @@ from meshsat.solver.perf.disagg import (
     PrefillCost,
     RoleCosts,
     RoleLayout,
+    _decode_dominates,
+    _prefill_dominates,
+    _undominated,
     at_concurrency,
     deployment,
     every_pair,
@@ -411,3 +419,160 @@ def test_each_measurement_counts_once() -> None:
         assert len(keys) == len(set(keys)) and len(kept) + len(dropped) == len(runs)
         assert {measurement_key(r) for r in dropped} <= set(keys)
         assert all(not r.complete for r in dropped)
+
+
+# ---- the search's shortcuts against the plain computation they replace -------------------
+
+
+def _rules_afresh(spec: ModelSpec, release: str) -> Callable[[RoleLayout, RoleLayout], PairVerdict]:
+    """The reference of `deployment_rules`: each pair's sides built anew and every pair rule
+    read from the table, its severity by the uncached range test."""
+
+    def check(p: RoleLayout, d: RoleLayout) -> PairVerdict:
+        ps = layout_side("prefill", PLANNED, p.config, p.derived, spec)
+        ds = layout_side("decode", PLANNED, d.config, d.derived, spec)
+        errors = tuple(
+            f"{r.id}: {r.text(ps, ds)}"
+            for r in PAIR_RULES
+            if severity_in.__wrapped__(r.releases, release) == "error" and r.check(ps, ds) is False
+        )
+        return PairVerdict(not errors, errors)
+
+    return check
+
+
+@cache
+def _deepseek_roles(n: int) -> tuple[list[RoleLayout], list[RoleLayout]]:
+    pm = PerfModel("deepseek-ai/DeepSeek-V3", "H200", engine="roofline")
+    spec = ModelSpec.from_hf_config(pm.config)
+
+    def roles(mode: str) -> list[RoleLayout]:
+        lays = solver.enumerate(n, base={"disaggregation_mode": mode}, model=spec, up_to=True)
+        return role_layouts(lays, pm, mode)
+
+    return roles("prefill"), roles("decode")
+
+
+def _one_per_side(roles: list[RoleLayout], twice: int = 4) -> list[RoleLayout]:
+    """One layout of each pair-rule side, and a second one of the first `twice` sides
+    that have one (distinct layouts sharing a side, which the memo holds once)."""
+    first: dict[tuple[Any, ...], RoleLayout] = {}
+    second: list[RoleLayout] = []
+    for r in roles:
+        c = r.config
+        key = tuple(c.get(k) for k in ("tp_size", "dp_size", "enable_dp_attention", "pp_size",
+                                       "attn_cp_size", "dcp_size"))  # fmt: skip
+        if key not in first:
+            first[key] = r
+        elif len(second) < twice and all(s.config is not first[key].config for s in second):
+            second.append(r)
+    return [*first.values(), *second]
+
+
+@pytest.mark.parametrize("release", ["0.4.6.post5", "0.5.23"])
+def test_planned_pair_rules_judge_each_pair_as_the_rules_read_afresh(release: str) -> None:
+    """`PlannedPairRules` (one side per layout, one verdict per pair of sides, severities
+    cached) against every rule read anew, on the role layouts of DeepSeek-V3 (MLA) on 8
+    GPUs and Qwen3-8B (not MLA) on 4, one of each side (a few sides twice), every pair
+    asked twice (the second from the memo); the two releases are the two rule sets
+    (`<=0.4.6.post5` and `>=0.5.18`)."""
+    qwen = _pm(Workload())
+    cases = [
+        (ModelSpec.from_hf_config(model_config("deepseek-ai/DeepSeek-V3")),
+         *_deepseek_roles(8)),
+        (ModelSpec.from_hf_config(qwen.config), _roles(qwen, "prefill"), _roles(qwen, "decode")),
+    ]  # fmt: skip
+    refused = asked = 0
+    for spec, pre, dec in cases:
+        fast, slow = deployment_rules(spec, release), _rules_afresh(spec, release)
+        pairs = list(itertools.product(_one_per_side(pre), _one_per_side(dec)))
+        for p, d in pairs + pairs:
+            want = slow(p, d)
+            assert fast(p, d) == want, (p.config, d.config)
+            refused += not want.ok
+            asked += 1
+    assert 0 < refused < asked
+
+
+@pytest.mark.parametrize("release", ["0.4.6.post5", "0.5.23"])
+def test_search_with_the_memoised_rules_is_the_search_with_the_rules_read_afresh(
+    release: str,
+) -> None:
+    """The whole search (every plan, every count) is the same whichever way the rules are
+    judged."""
+    pm = _pm(Workload(2048, 256, 2000, 30))
+    spec = ModelSpec.from_hf_config(pm.config)
+
+    def search(check: Callable[[RoleLayout, RoleLayout], PairVerdict]) -> Any:
+        return plan_disagg(pm, N, _layouts("prefill"), _layouts("decode"), pair_check=check)
+
+    fast = search(deployment_rules(spec, release))
+    assert fast == search(_rules_afresh(spec, release))
+    assert fast.plans and fast.pairs_refused > 0
+
+
+def test_roles_sharing_a_width_share_its_step_source_and_nothing_else() -> None:
+    """One `RoleCosts` for both roles (each width's step source built once) gives the
+    costs a fresh `RoleCosts` per layout gives."""
+    pm = _pm(Workload(2048, 256, 2000, 30))
+    gbps = link_gbps(pm, N)
+    shared = RoleCosts(pm)
+    for pre, dec in zip(_roles(pm, "prefill"), _roles(pm, "decode"), strict=True):
+        assert pre.parallel == dec.parallel
+        assert shared.prefill(pre, gbps) == RoleCosts(pm).prefill(pre, gbps)
+        assert shared.decode(dec) == RoleCosts(pm).decode(dec)
+
+
+def test_engine_answers_are_each_engines_own() -> None:
+    """The memo of engine answers (`aic._ANSWERS`) returns what the compiled engine itself
+    answers, per engine: two DeepSeek-V3 layouts the engine prices differently."""
+    pytest.importorskip("aiconfigurator_core")
+    pm = PerfModel("deepseek-ai/DeepSeek-V3", "H200")
+    pre, _dec = _deepseek_roles(8)
+    got = []
+    for tp in (8, 4):
+        role = next(r for r in pre if r.parallel.tp == tp and r.parallel.pp == 8 // tp
+                    and r.parallel.attn_dp == 1 and r.parallel.ep == 1
+                    and not r.config.get("attn_cp_size", 1) > 1)  # fmt: skip
+        steps, is_aic = pm.steps(role.parallel)
+        assert is_aic and isinstance(steps, AicSteps)
+        for _ in range(2):  # the second from the memo
+            one = steps.prefill_ms(1, 1024)
+            assert one == steps._h.predict_prefill_latency(1, 1024, 0)
+            step = steps.decode_ms(8, 1024, 1024)
+            assert step == steps._h.decode_step_latency(8, 1024, 1024)
+        got.append((one, step))
+    assert got[0] != got[1]
+
+
+def _undominated_plain(
+    items: list[Any], dominates: Callable[[tuple[Any, ...], tuple[Any, ...]], bool]
+) -> list[Any]:
+    """The reference of `_undominated`: each item in the same order against every kept one."""
+    keys = sorted(((it, i) for i, it in enumerate(items)), key=lambda t: t[0][:4])
+    kept: list[tuple[Any, int]] = []
+    for k, i in keys:
+        if not any(dominates(kk, k) for kk, _j in kept):
+            kept.append((k, i))
+    return [items[i] for _k, i in sorted(kept, key=lambda t: t[1])]
+
+
+small = st.integers(min_value=0, max_value=3)
+prefill_keys = st.tuples(st.sampled_from([(False, 1), (False, 2), (True, 1)]), small, small,
+                         small, small, small)  # fmt: skip
+decode_keys = st.builds(
+    lambda ranks, gpus, roof, tpots: (ranks, gpus, roof, tpots[0], dict(enumerate(tpots, 1))),
+    small, small, st.booleans(), st.lists(small, min_size=1, max_size=3),
+)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(pre=st.lists(prefill_keys, max_size=40), dec=st.lists(decode_keys, max_size=40))
+def test_dominance_by_group_keeps_what_the_plain_scan_keeps(
+    pre: list[tuple[Any, ...]], dec: list[tuple[Any, ...]]
+) -> None:
+    """`_undominated` (each item against its own group, the last dominator first) keeps
+    the very items, in the same order, as comparing each with every kept item."""
+    for items, dominates in ((pre, _prefill_dominates), (dec, _decode_dominates)):
+        got = _undominated(items, lambda k: k, dominates)
+        assert got == _undominated_plain(items, dominates)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 Severity = Literal["error", "warning"]
@@ -61,8 +62,11 @@ def _in_range(release: str, spec: str) -> bool:
     return release == spec
 
 
+@lru_cache(maxsize=1024)
 def severity_in(releases: Releases, release: str) -> Severity | None:
-    """A rule's severity in `release`: the first range that holds it; None: no such rule."""
+    """A rule's severity in `release`: the first range that holds it; None: no such rule.
+    Cached: `plan --disagg` asks it for every rule of every layout pair (10^5 pairs), and
+    the answer depends only on the two arguments (a handful of tables and releases)."""
     return next((severity for spec, severity in releases if _in_range(release, spec)), None)
 
 

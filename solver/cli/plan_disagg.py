@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from meshsat import solver
+from meshsat.solver.catalogue.pd_pairs import Side
 from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.cli.plan_perf import (
@@ -27,7 +28,7 @@ from meshsat.solver.cli.plan_perf import (
     quantization_given,
     terminal_progress,
 )
-from meshsat.solver.deployment.rules import pair_errors
+from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors
 from meshsat.solver.inputs.command import launch_command, pd_router_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -214,13 +215,48 @@ def disagg_rows(
 def deployment_rules(spec: ModelSpec, sglang_version: str | None) -> PairCheck:
     """The pair rules of the release between a planned prefill and decode layout (the
     deployment subsystem's table, the same `validate` applies to a PD script)."""
-    release = get_pack(sglang_version).version
+    return PlannedPairRules(spec, get_pack(sglang_version).version)
 
-    def check(p: RoleLayout, d: RoleLayout) -> PairVerdict:
-        errors = pair_errors(p.config, p.derived, d.config, d.derived, spec, release)
-        return PairVerdict(not errors, errors)
 
-    return check
+class PlannedPairRules:
+    """`pair_errors` of planned role layouts, each layout's side built once and each pair
+    of distinct sides judged once.
+
+    Why: the search asks the rules of every prefill x decode pair that fits (98,576 for
+    DeepSeek-V3 on 64 H200), and `pair_errors` built both sides and every rule's severity
+    afresh for each: half of `plan --disagg`'s time (benchmarks/bench_perf.py, (d)). The
+    rules read only a `Side`, so each layout's is built once and each pair of distinct
+    sides judged once (70,238 of those 98,576 pairs). One instance serves one search: it
+    keeps the layouts it has seen alive (their `id` is the memo's key). Concurrent calls
+    may judge a pair twice, never differently."""
+
+    def __init__(self, spec: ModelSpec, release: str) -> None:
+        self.spec = spec
+        self.release = release
+        #: Per role: id of the layout -> (the layout, its side, interned).
+        self._of: dict[str, dict[int, tuple[RoleLayout, Side]]] = {"prefill": {}, "decode": {}}
+        self._interned: dict[Side, Side] = {}
+        #: id of the prefill side -> id of the decode side -> verdict; both interned.
+        self._verdicts: dict[int, dict[int, PairVerdict]] = {}
+
+    def _side(self, layout: RoleLayout, role: str) -> Side:
+        seen = self._of[role]
+        hit = seen.get(id(layout))
+        if hit is None:
+            side = layout_side(role, PLANNED, layout.config, layout.derived, self.spec)
+            hit = seen[id(layout)] = (layout, self._interned.setdefault(side, side))
+        return hit[1]
+
+    def __call__(self, p: RoleLayout, d: RoleLayout) -> PairVerdict:
+        ps, ds = self._side(p, "prefill"), self._side(d, "decode")
+        row = self._verdicts.get(id(ps))
+        if row is None:
+            row = self._verdicts.setdefault(id(ps), {})
+        verdict = row.get(id(ds))
+        if verdict is None:
+            errors = side_errors(ps, ds, self.release)
+            verdict = row[id(ds)] = PairVerdict(not errors, errors)
+        return verdict
 
 
 def verdict(rows: Sequence[DisaggRow], agg: PerfRow | None, gpus: int) -> Verdict:

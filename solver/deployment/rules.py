@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from meshsat.solver.catalogue.pd_pairs import (
@@ -118,11 +119,24 @@ def pair_errors(
     are launched as meshsat writes them: the same model and `facts`."""
     p = layout_side("prefill", facts, prefill, prefill_derived, model)
     d = layout_side("decode", facts, decode, decode_derived, model)
+    return side_errors(p, d, release)
+
+
+def side_errors(p: Side, d: Side, release: str) -> tuple[str, ...]:
+    """`pair_errors` of two sides already built (a planner that pairs each layout with
+    many asks each side once)."""
     return tuple(
         f"{rule.id}: {rule.text(p, d)}"
-        for rule, severity, holds in pair_verdicts(p, d, release)
-        if severity == "error" and holds is False
+        for rule in _error_rules(release)
+        if rule.check(p, d) is False
     )
+
+
+@lru_cache(maxsize=64)
+def _error_rules(release: str) -> tuple[PairRule, ...]:
+    """The pair rules that are errors in `release` (`pair_verdicts`' filter, once per
+    release: a planner asks them of 10^5 pairs)."""
+    return tuple(rule for rule in PAIR_RULES if rule.severity(release) == "error")
 
 
 def check(

@@ -219,10 +219,20 @@ class DisaggSearch:
 
 class RoleCosts:
     """What each role asks of a layout's step latencies (the engine's, or the roofline's):
-    `plan_disagg` asks each distinct role layout once."""
+    `plan_disagg` asks each distinct role layout once, and the two roles of one width
+    share one step source (`pm.steps` builds a roofline's weight sizes or looks up an
+    engine: half of the role costs when each role built its own)."""
 
     def __init__(self, pm: PerfModel) -> None:
         self.pm = pm
+        self._steps: dict[tuple[Parallel, bool], tuple[Any, bool]] = {}
+
+    def _source(self, p: Parallel, dwdp: bool) -> tuple[Any, bool]:
+        key = (p, dwdp)
+        hit = self._steps.get(key)
+        if hit is None:
+            hit = self._steps[key] = self.pm.steps(p, dwdp=dwdp)
+        return hit
 
     def _cal(self, is_aic: bool) -> Calibration:
         return self.pm.calibration or (AIC_CALIBRATION if is_aic else ROOFLINE_CALIBRATION)
@@ -231,7 +241,7 @@ class RoleCosts:
         """`ask(steps)` of the layout's source; the roofline, labelled, when the engine
         fails partway (as `PerfModel` does); None when nothing can estimate it."""
         pm = self.pm
-        steps, is_aic = pm.steps(role.parallel, dwdp=_dwdp(role.config))
+        steps, is_aic = self._source(role.parallel, _dwdp(role.config))
         if steps.label == "unavailable":
             return None
         try:
@@ -322,7 +332,11 @@ def link_gbps(pm: PerfModel, gpus: int) -> float:
 def role_layouts(layouts: Iterable[Any], pm: PerfModel, mode: str) -> list[RoleLayout]:
     """The distinct (by the widths the estimate reads) layouts that load, for one role:
     anything with `.config`, `.derived` and optionally `.values` (`solver.enumerate`'s)."""
-    shapes: dict[tuple[Parallel, bool], list[Any]] = {}
+    #: widths -> (the first layout's config, derived and values; how many share them).
+    #: Only the first is copied: the enumeration's configs are lazy mappings of some
+    #: hundred fields, and most layouts repeat another's widths.
+    shapes: dict[tuple[Parallel, bool], tuple[Mapping[str, Any], ...]] = {}
+    count: dict[tuple[Parallel, bool], int] = {}
     dense = not pm.facts.is_moe
     for lay in layouts:
         cfg, der = lay.config, lay.derived
@@ -331,13 +345,17 @@ def role_layouts(layouts: Iterable[Any], pm: PerfModel, mode: str) -> list[RoleL
             p = replace(p, ep=1, moe_tp=p.tp, moe_dp=1)
         if not pm.memory.of(p).fits:
             continue
+        key = (p, _dwdp(cfg))
+        if key in count:
+            count[key] += 1
+            continue
+        count[key] = 1
         values = {**dict(getattr(lay, "values", cfg)), "disaggregation_mode": mode}
-        shapes.setdefault((p, _dwdp(cfg)), []).append((dict(cfg), dict(der), values))
-    out = []
-    for (p, _dw), members in shapes.items():
-        cfg, der, values = members[0]
-        out.append(RoleLayout(mode, values, cfg, der, p, pm.memory.of(p), "", len(members) - 1))
-    return out
+        shapes[key] = (dict(cfg), dict(der), values)
+    return [
+        RoleLayout(mode, values, cfg, der, p, pm.memory.of(p), "", count[(p, dw)] - 1)
+        for (p, dw), (cfg, der, values) in shapes.items()
+    ]
 
 
 def measured_role(pm: PerfModel, mode: str, p: Parallel, values: Mapping[str, Any]) -> RoleLayout:
@@ -377,13 +395,25 @@ def _undominated(
 ) -> list[_T]:
     """Drop each item a kept one dominates. In `order` (a linear extension of dominance)
     an item's dominators come first, and one dominated by a dropped item is dominated by
-    that item's dominator too, so comparing with the kept items alone is exact."""
+    that item's dominator too, so comparing with the kept items alone is exact. Only
+    items with the same first term (`order(...)[0]`) can dominate one another (both
+    `dominates` require it), so each is compared with the kept items of its own, the
+    last one found dominating first (neighbours in `order` tend to share a dominator;
+    the order of the comparisons changes no answer)."""
     keys = sorted(((order(it), i) for i, it in enumerate(items)), key=lambda t: t[0][:4])
-    kept: list[tuple[tuple[Any, ...], int]] = []
+    kept: dict[Any, list[tuple[Any, ...]]] = {}
+    out: list[int] = []
     for k, i in keys:
-        if not any(dominates(kk, k) for kk, _j in kept):
-            kept.append((k, i))
-    return [items[i] for _k, i in sorted(kept, key=lambda t: t[1])]
+        group = kept.setdefault(k[0], [])
+        for j, kk in enumerate(group):
+            if dominates(kk, k):
+                if j:
+                    group.insert(0, group.pop(j))
+                break
+        else:
+            group.append(k)
+            out.append(i)
+    return [items[i] for i in sorted(out)]
 
 
 def _rates(
@@ -433,18 +463,31 @@ def _best_batch(
 
 
 def _bound(
-    pc: PrefillCost, dc: DecodeCost, isl: int, osl: int, sla: Callable[[float, float], bool]
+    base: float,
+    terms: Sequence[tuple[int, float, float]],
+    ranks: int,
+    osl: int,
+    sla: Callable[[float, float], bool],
 ) -> float:
     """An upper bound of tokens/s per GPU times `y / (x·a + y·b)` over every deployment of
-    this pair meeting `sla`: each decode batch whose TPOT can meet it, at the least TTFT
-    (no queue; a prefill-bound pool only lowers the rate). 0 when none can."""
-    c = pc.calibration
-    base = c.overhead_ms + pc.one_ms + pc.transfer_ms
+    a pair meeting `sla`: each decode batch whose TPOT can meet it, at the least TTFT
+    (no queue; a prefill-bound pool only lowers the rate). 0 when none can. `base`: the
+    prefill's least TTFT (overhead + one prompt + transfer); `terms`: the decode's
+    (batch, TPOT, (osl - 1) · TPOT) per batch (`_decode_terms`); `ranks`: its ranks."""
     best = 0.0
-    for bd, tpot in dc.tpot:
+    for bd, tpot, decode_ms in terms:
         if sla(base, tpot):
-            best = max(best, bd / (base + (osl - 1) * tpot))
-    return dc.role.ranks * osl * 1e3 * best
+            best = max(best, bd / (base + decode_ms))
+    return ranks * osl * 1e3 * best
+
+
+def _least_ttft(pc: PrefillCost) -> float:
+    c = pc.calibration
+    return c.overhead_ms + pc.one_ms + pc.transfer_ms
+
+
+def _decode_terms(dc: DecodeCost, osl: int) -> list[tuple[int, float, float]]:
+    return [(bd, tpot, (osl - 1) * tpot) for bd, tpot in dc.tpot]
 
 
 def deployment(
@@ -595,15 +638,18 @@ def plan_disagg(
     #: last of them is not searched (only with `top`: without it every pair is listed).
     leaders: list[tuple[Any, ...]] = []
     refused = runs = 0
+    # What the bound reads of each layout, once per layout rather than once per pair (the
+    # pairs are 10^5: DeepSeek-V3 on 64 GPUs).
+    decodes = [(dc, dc.role.gpus, dc.role.ranks, _decode_terms(dc, w.osl)) for dc in dcs]
     for pc in pcs:
-        for dc in dcs:
-            a, b = pc.role.gpus, dc.role.gpus
+        a, base = pc.role.gpus, _least_ttft(pc)
+        for dc, b, d_ranks, terms in decodes:
             if a + b > gpus:
                 continue
             if not pair_check(pc.role, dc.role).ok:
                 refused += 1
                 continue
-            per_gpu = _bound(pc, dc, w.isl, w.osl, w.met_by)  # x tokens/s/GPU bound
+            per_gpu = _bound(base, terms, d_ranks, w.osl, w.met_by)  # x tokens/s/GPU bound
             engine = pc.is_aic and dc.is_aic
             reach = (False, not engine, -per_gpu / b)  # the best key the pair could have
             if top is not None and len(leaders) >= top and leaders[top - 1] < reach:

@@ -27,6 +27,7 @@ from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.gpus import Gpu, gpu
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.memory.quantized_checkpoints import online_quantized, with_quantization_flag
+from meshsat.solver.memory.weights import WeightModel
 from meshsat.solver.perf.aic import (
     AicSteps,
     EngineUnavailable,
@@ -141,6 +142,9 @@ class PerfModel:
         )
         self._lock = threading.Lock()
         self._cache: dict[tuple[Parallel, bool, int | None], Estimate] = {}
+        #: The roofline's weight sizes (the memory model's table at the newest pack, as
+        #: `RooflineSteps.of` builds it), built once for every layout.
+        self._weights = WeightModel(self.facts, self.gpu)
 
     # ---- sources ------------------------------------------------------------------------
     def engine_args(self, p: Parallel, *, dwdp: bool = False) -> EngineArgs | Unsupported:
@@ -186,7 +190,9 @@ class PerfModel:
         return roof, False
 
     def _roofline(self, p: Parallel) -> RooflineSteps:
-        return RooflineSteps.of(self.facts, p, self.gpu, self.gpus_per_node, self.kv_cache_dtype)
+        return RooflineSteps.of(
+            self.facts, p, self.gpu, self.gpus_per_node, self.kv_cache_dtype, self._weights
+        )
 
     # ---- estimates ----------------------------------------------------------------------
     def of(self, resolved: Mapping[str, Any], derived: Mapping[str, Any]) -> Estimate:

@@ -72,8 +72,11 @@ class RooflineSteps:
         gpu: Gpu,
         gpus_per_node: int,
         kv_cache_dtype: str | None = None,
+        weights: WeightModel | None = None,
     ) -> RooflineSteps:
-        w = WeightModel(facts, gpu).per_rank(p)
+        """`weights`: the model's `WeightModel(facts, gpu)` when the caller keeps one (it
+        holds per-model constants and caches: a plan asks thousands of layouts)."""
+        w = (weights or WeightModel(facts, gpu)).per_rank(p)
         return cls(facts, p, gpu, gpus_per_node, w, kv_cache_dtype)
 
     # ---- speeds -------------------------------------------------------------------------
