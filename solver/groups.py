@@ -57,6 +57,8 @@ class Widths:
     gpu_id_step: int = 1
     #: The SGLang release whose launcher places the ranks (None: the newest).
     release: str | None = None
+    #: An elastic-EP scale joiner (`--elastic-ep-join-mode scale`) starts all its TP ranks.
+    scale_joiner: bool = False
 
     @property
     def world(self) -> int:
@@ -66,7 +68,7 @@ class Widths:
     def job(self) -> Job:
         return Job(
             self.tp, self.pp, self.replicas, self.nnodes, self.base_gpu_id, self.gpu_id_step,
-            self.release,
+            self.release, self.scale_joiner,
         )  # fmt: skip
 
     @property
@@ -121,6 +123,7 @@ class Widths:
             base_gpu_id=values.get("base_gpu_id", 0),
             gpu_id_step=values.get("gpu_id_step", 1),
             release=release,
+            scale_joiner=values["ep_join_mode"] == "scale",
         )
 
 

@@ -24,7 +24,7 @@ puts every rank on the one node it was started on.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from meshsat.solver.errors import InputError
 
@@ -90,6 +90,9 @@ class Job:
     gpu_id_step: int = 1
     #: The release whose launcher places the ranks (None: the newest).
     release: str | None = None
+    #: An elastic-EP scale joiner (--elastic-ep-join-mode scale): SGLang's controller then
+    #: starts every TP rank of the node's stages (`launch_tensor_parallel_group`, 0.5.18 on).
+    scale_joiner: bool = False
 
     @property
     def world(self) -> int:
@@ -103,6 +106,8 @@ def launches(job: Job) -> tuple[Launch, ...]:
     out = []
     for node in range(job.nnodes):
         s = node_share(job.nnodes, job.pp, job.tp, node)
+        if job.scale_joiner:
+            s = replace(s, tp_ranks=range(job.tp), tp_per_node=job.tp)
         for replica in range(job.replicas):
             for pp_rank in s.pp_ranks:
                 for tp_rank in s.tp_ranks:
