@@ -68,10 +68,12 @@ def groups_document(planned: PlannedLayout) -> dict[str, Any]:
             "gpus_per_node": w.gpus_per_node,
             "nnodes": w.nnodes,
             "placement": placement_kind(w),
+            "summary": _summary_line(w),
             "widths": _widths_dict(w),
             "ranks_listed": False,
         }
-    return planned.rank_map.to_dict()
+    # The header line travels too, so the web page shows the CLI's words, not a copy.
+    return {**planned.rank_map.to_dict(), "summary": _summary_line(w)}
 
 
 def _gpu_columns(w: Widths, ranks: list[RankInfo]) -> tuple[dict[int, int], list[str]]:
