@@ -29,6 +29,12 @@ from dataclasses import dataclass, replace
 from meshsat.solver.errors import InputError
 
 
+#: When SGLang's arithmetic starts every rank once (the hint of a refusal).
+EVEN_SPLIT = (
+    "SGLang splits evenly when nnodes divides pp_size, or is pp_size·k with k dividing tp_size"
+)
+
+
 class PlacementError(InputError):
     """SGLang's launcher would start a rank twice, never, outside the engine, or two ranks
     on one GPU: the launch hangs or fails at process-group creation."""
@@ -149,8 +155,7 @@ def seats(job: Job, gpus_per_node: int) -> tuple[Seat, ...]:
             raise PlacementError(
                 f"--nnodes {job.nnodes}: SGLang's node {x.node} would start pp rank "
                 f"{x.pp_rank} tp rank {x.tp_rank}, outside pp_size {job.pp} x tp_size {job.tp} "
-                "(use an nnodes that divides pp_size, or a multiple of it that divides "
-                "tp_size·pp_size)"
+                f"({EVEN_SPLIT})"
             )
         rank = global_rank(job, x.replica, x.pp_rank, x.tp_rank)
         seat = Seat(x.node, x.gpu)
@@ -170,9 +175,7 @@ def seats(job: Job, gpus_per_node: int) -> tuple[Seat, ...]:
     missing = [r for r in range(job.world) if r not in placed]
     if missing:
         raise PlacementError(
-            f"--nnodes {job.nnodes}: no node starts rank(s) {_listed(missing)} "
-            "(use an nnodes that divides pp_size, or a multiple of it that divides "
-            "tp_size·pp_size)"
+            f"--nnodes {job.nnodes}: no node starts rank(s) {_listed(missing)} ({EVEN_SPLIT})"
         )
     return tuple(placed[r] for r in range(job.world))
 
