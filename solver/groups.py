@@ -11,7 +11,7 @@ offset by `tp_size * pp_size` GPUs. Creating process groups is a thin layer on t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any
@@ -21,7 +21,7 @@ from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack
-from meshsat.solver.placement import Job, seats
+from meshsat.solver.placement import Job, LaunchFacts, seats
 from meshsat.solver.validation.report import Report
 from meshsat.solver.validation.validate import check
 
@@ -49,16 +49,9 @@ class Widths:
     moe_tp: int
     dcp: int
     gpus_per_node: int
-    #: Launch facts SGLang places ranks by (`meshsat.solver.placement`); nnodes 1 is the
-    #: planning view, nodes of `gpus_per_node` in rank order.
-    nnodes: int = 1
-    node_rank: int = 0
-    base_gpu_id: int = 0
-    gpu_id_step: int = 1
-    #: The SGLang release whose launcher places the ranks (None: the newest).
-    release: str | None = None
-    #: An elastic-EP scale joiner (`--elastic-ep-join-mode scale`) starts all its TP ranks.
-    scale_joiner: bool = False
+    #: What SGLang places ranks by (`meshsat.solver.placement`); nnodes 1 is the planning
+    #: view, nodes of `gpus_per_node` in rank order.
+    launch: LaunchFacts = field(default_factory=LaunchFacts)
 
     @property
     def world(self) -> int:
@@ -66,10 +59,11 @@ class Widths:
 
     @property
     def job(self) -> Job:
-        return Job(
-            self.tp, self.pp, self.replicas, self.nnodes, self.base_gpu_id, self.gpu_id_step,
-            self.release, self.scale_joiner,
-        )  # fmt: skip
+        return Job(self.tp, self.pp, self.replicas, self.launch)
+
+    @property
+    def nnodes(self) -> int:
+        return self.launch.nnodes
 
     @property
     def nodes(self) -> int:
@@ -118,12 +112,13 @@ class Widths:
             moe_tp=derived["moe_tp"],
             dcp=values["dcp_size"],
             gpus_per_node=values["gpus_per_node"],
-            nnodes=values["nnodes"],
-            node_rank=values["node_rank"],
-            base_gpu_id=values.get("base_gpu_id", 0),
-            gpu_id_step=values.get("gpu_id_step", 1),
-            release=release,
-            scale_joiner=values["ep_join_mode"] == "scale",
+            launch=LaunchFacts(
+                nnodes=values["nnodes"],
+                base_gpu_id=values.get("base_gpu_id", 0),
+                gpu_id_step=values.get("gpu_id_step", 1),
+                release=release,
+                scale_joiner=values["ep_join_mode"] == "scale",
+            ),
         )
 
 

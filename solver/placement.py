@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 
 from meshsat.solver.errors import InputError
 
-
 #: When SGLang's arithmetic starts every rank once (the hint of a refusal).
 EVEN_SPLIT = (
     "SGLang splits evenly when nnodes divides pp_size, or is pp_size·k with k dividing tp_size"
@@ -85,12 +84,9 @@ class Launch:
 
 
 @dataclass(frozen=True)
-class Job:
-    """The launch facts placement reads (SGLang's flag names)."""
+class LaunchFacts:
+    """What SGLang places ranks by besides the widths (its flag names)."""
 
-    tp: int
-    pp: int
-    replicas: int = 1
     nnodes: int = 1
     base_gpu_id: int = 0
     gpu_id_step: int = 1
@@ -100,6 +96,16 @@ class Job:
     #: starts every TP rank of the node's stages (`launch_tensor_parallel_group`, 0.5.18 on).
     scale_joiner: bool = False
 
+
+@dataclass(frozen=True)
+class Job:
+    """One job's widths and launch facts: all that placement reads."""
+
+    tp: int
+    pp: int
+    replicas: int = 1
+    facts: LaunchFacts = LaunchFacts()
+
     @property
     def world(self) -> int:
         return self.replicas * self.tp * self.pp
@@ -108,20 +114,21 @@ class Job:
 def launches(job: Job) -> tuple[Launch, ...]:
     """Every scheduler every node starts, in SGLang's loop order, without any check: a
     malformed split shows here as a missing, repeated or out-of-engine (pp, tp) pair."""
-    stride = replica_gpu_stride(job.tp, job.pp, job.gpu_id_step, job.release)
+    f = job.facts
+    stride = replica_gpu_stride(job.tp, job.pp, f.gpu_id_step, f.release)
     out = []
-    for node in range(job.nnodes):
-        s = node_share(job.nnodes, job.pp, job.tp, node)
-        if job.scale_joiner:
+    for node in range(f.nnodes):
+        s = node_share(f.nnodes, job.pp, job.tp, node)
+        if f.scale_joiner:
             s = replace(s, tp_ranks=range(job.tp), tp_per_node=job.tp)
         for replica in range(job.replicas):
             for pp_rank in s.pp_ranks:
                 for tp_rank in s.tp_ranks:
                     gpu = (
-                        job.base_gpu_id
+                        f.base_gpu_id
                         + replica * stride
                         + (pp_rank % s.pp_per_node) * s.tp_per_node
-                        + (tp_rank % s.tp_per_node) * job.gpu_id_step
+                        + (tp_rank % s.tp_per_node) * f.gpu_id_step
                     )
                     out.append(Launch(node, replica, pp_rank, tp_rank, gpu))
     return tuple(out)
@@ -146,14 +153,15 @@ def seats(job: Job, gpus_per_node: int) -> tuple[Seat, ...]:
     nnodes 1: the planning view (`gpus_per_node` ranks per node in rank order). Otherwise
     SGLang's placement, or `PlacementError` when it does not start every rank exactly once
     on a GPU of its own."""
-    if job.nnodes == 1:
+    nnodes = job.facts.nnodes
+    if nnodes == 1:
         return tuple(Seat(r // gpus_per_node, r % gpus_per_node) for r in range(job.world))
     placed: dict[int, Seat] = {}
     taken: dict[Seat, int] = {}
     for x in launches(job):
         if not (0 <= x.pp_rank < job.pp and 0 <= x.tp_rank < job.tp):
             raise PlacementError(
-                f"--nnodes {job.nnodes}: SGLang's node {x.node} would start pp rank "
+                f"--nnodes {nnodes}: SGLang's node {x.node} would start pp rank "
                 f"{x.pp_rank} tp rank {x.tp_rank}, outside pp_size {job.pp} x tp_size {job.tp} "
                 f"({EVEN_SPLIT})"
             )
@@ -161,13 +169,13 @@ def seats(job: Job, gpus_per_node: int) -> tuple[Seat, ...]:
         seat = Seat(x.node, x.gpu)
         if rank in placed:
             raise PlacementError(
-                f"--nnodes {job.nnodes}: SGLang would start rank {rank} on node "
+                f"--nnodes {nnodes}: SGLang would start rank {rank} on node "
                 f"{placed[rank].node} and again on node {x.node}"
             )
         if seat in taken:
             raise PlacementError(
-                f"--nnodes {job.nnodes}: SGLang would start ranks {taken[seat]} and {rank} "
-                f"both on GPU {x.gpu} of node {x.node} (gpu_id_step {job.gpu_id_step} with "
+                f"--nnodes {nnodes}: SGLang would start ranks {taken[seat]} and {rank} "
+                f"both on GPU {x.gpu} of node {x.node} (gpu_id_step {job.facts.gpu_id_step} with "
                 "several pipeline stages per node)"
             )
         placed[rank] = seat
@@ -175,7 +183,7 @@ def seats(job: Job, gpus_per_node: int) -> tuple[Seat, ...]:
     missing = [r for r in range(job.world) if r not in placed]
     if missing:
         raise PlacementError(
-            f"--nnodes {job.nnodes}: no node starts rank(s) {_listed(missing)} ({EVEN_SPLIT})"
+            f"--nnodes {nnodes}: no node starts rank(s) {_listed(missing)} ({EVEN_SPLIT})"
         )
     return tuple(placed[r] for r in range(job.world))
 

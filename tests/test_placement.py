@@ -19,7 +19,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsat.solver.groups import Widths, plan, plan_layout
-from meshsat.solver.placement import Job, PlacementError, global_rank, launches, seats
+from meshsat.solver.placement import (
+    Job,
+    LaunchFacts,
+    PlacementError,
+    global_rank,
+    launches,
+    seats,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "placement"
 RELEASES = ("0.4.6.post5", "0.5.18", "0.5.19", "0.5.23")
@@ -33,10 +40,10 @@ def recorded(release: str) -> dict[str, Any]:
 
 
 def job_of(point: dict[str, Any], release: str) -> Job:
-    return Job(
-        point["tp"], point["pp"], point["replicas"], point["nnodes"], point["base_gpu_id"],
-        point["gpu_id_step"], release, point["scale_joiner"],
-    )  # fmt: skip
+    facts = LaunchFacts(
+        point["nnodes"], point["base_gpu_id"], point["gpu_id_step"], release, point["scale_joiner"]
+    )
+    return Job(point["tp"], point["pp"], point["replicas"], facts)
 
 
 def rows(job: Job) -> list[list[int]]:
@@ -71,7 +78,7 @@ def test_seats_follow_sglang_or_refuse_what_sglang_would_break(release: str) -> 
     placed = refused = 0
     for point in recorded(release)["points"]:
         job = job_of(point, release)
-        if job.nnodes == 1:
+        if job.facts.nnodes == 1:
             continue
         if not _well_formed(job, point["launches"]):
             with pytest.raises(PlacementError):
@@ -134,15 +141,13 @@ def test_replica_stride_differs_between_04_and_05() -> None:
 
 @st.composite
 def jobs(draw: st.DrawFn) -> Job:
-    return Job(
-        tp=draw(st.integers(1, 24)),
-        pp=draw(st.integers(1, 8)),
-        replicas=draw(st.integers(1, 3)),
+    facts = LaunchFacts(
         nnodes=draw(st.integers(2, 16)),
         base_gpu_id=draw(st.integers(0, 4)),
         gpu_id_step=draw(st.integers(1, 3)),
         release=draw(st.sampled_from(RELEASES)),
     )
+    return Job(draw(st.integers(1, 24)), draw(st.integers(1, 8)), draw(st.integers(1, 3)), facts)
 
 
 def _splits_evenly(job: Job) -> bool:
@@ -150,13 +155,14 @@ def _splits_evenly(job: Job) -> bool:
     whole number of nodes per stage that divides tp (pp | nnodes, nnodes/pp | tp); each
     node's GPU ids then stay apart when the step is 1 or a node holds one stage, and the
     replicas' when their stride covers a node's stages (always from 0.5 on)."""
-    per_node_pp = job.pp // job.nnodes
-    if job.nnodes <= job.pp:
-        split = job.pp % job.nnodes == 0
+    f = job.facts
+    per_node_pp = job.pp // f.nnodes
+    if f.nnodes <= job.pp:
+        split = job.pp % f.nnodes == 0
     else:
-        split = job.nnodes % job.pp == 0 and job.tp % (job.nnodes // job.pp) == 0
-    apart = job.gpu_id_step == 1 or per_node_pp <= 1
-    replicas_apart = job.replicas == 1 or per_node_pp <= 1 or job.release != "0.4.6.post5"
+        split = f.nnodes % job.pp == 0 and job.tp % (f.nnodes // job.pp) == 0
+    apart = f.gpu_id_step == 1 or per_node_pp <= 1
+    replicas_apart = job.replicas == 1 or per_node_pp <= 1 or f.release != "0.4.6.post5"
     return split and apart and replicas_apart
 
 
@@ -176,9 +182,10 @@ def test_sglang_placement_properties(job: Job) -> None:
     per_node: dict[int, list[int]] = {}
     for seat in where:
         per_node.setdefault(seat.node, []).append(seat.gpu)
-    assert sorted(per_node) == list(range(job.nnodes))
-    assert all(len(g) == job.world // job.nnodes for g in per_node.values())
+    nnodes = job.facts.nnodes
+    assert sorted(per_node) == list(range(nnodes))
+    assert all(len(g) == job.world // nnodes for g in per_node.values())
     assert all(len(set(g)) == len(g) for g in per_node.values())
     if _splits_evenly(job):
-        block = job.tp * job.pp // job.nnodes
+        block = job.tp * job.pp // nnodes
         assert all(s.node == (r % (job.tp * job.pp)) // block for r, s in enumerate(where))
