@@ -5,8 +5,9 @@ only the (pp_rank, tp_rank) schedulers that rank owns, each on
 `base_gpu_id + (pp_rank % pp_per_node)·tp_per_node + (tp_rank % tp_per_node)·gpu_id_step`
 (docs/placement.md). The split is SGLang's, read from each release:
 
-- 0.5.18 to 0.5.23: `_calculate_rank_ranges(nnodes, pp_size, tp_size, node_rank)` in
-  `sglang/srt/entrypoints/engine.py`, and the `gpu_id` expression of
+- 0.5.18 to 0.5.23: `_calculate_rank_ranges` in `sglang/srt/entrypoints/engine.py`
+  (0.5.23 takes only the node rank and reads the sizes from `get_parallel()`), and the
+  `gpu_id` expression of
   `Engine._launch_scheduler_processes` / `DataParallelController.launch_tensor_parallel_group`;
 - 0.4.6.post5: the same arithmetic written inline in `engine._launch_subprocesses` and in
   `DataParallelController.launch_tensor_parallel_group`.
