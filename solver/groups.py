@@ -11,7 +11,7 @@ offset by `tp_size * pp_size` GPUs. Creating process groups is a thin layer on t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any
@@ -21,6 +21,7 @@ from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack
+from meshsat.solver.placement import Job, LaunchFacts, seats
 from meshsat.solver.validation.report import Report
 from meshsat.solver.validation.validate import check
 
@@ -48,10 +49,27 @@ class Widths:
     moe_tp: int
     dcp: int
     gpus_per_node: int
+    #: What SGLang places ranks by (`meshsat.solver.placement`); nnodes 1 is the planning
+    #: view, nodes of `gpus_per_node` in rank order.
+    launch: LaunchFacts = field(default_factory=LaunchFacts)
 
     @property
     def world(self) -> int:
         return self.replicas * self.tp * self.pp
+
+    @property
+    def job(self) -> Job:
+        return Job(self.tp, self.pp, self.replicas, self.launch)
+
+    @property
+    def nnodes(self) -> int:
+        return self.launch.nnodes
+
+    @property
+    def nodes(self) -> int:
+        """Nodes the layout occupies: --nnodes, or in the planning view the nodes of
+        `gpus_per_node` its ranks fill."""
+        return self.nnodes if self.nnodes > 1 else -(-self.world // self.gpus_per_node)
 
     def check(self) -> None:
         """Reject widths that do not tile a stage; `plan_layout()` validates before this."""
@@ -76,9 +94,10 @@ class Widths:
             raise ValueError(f"ep·moe_dp = {self.ep}·{self.moe_dp} does not divide tp {self.tp}")
 
     @classmethod
-    def of(cls, resolved: Mapping[str, Any]) -> Widths:
+    def of(cls, resolved: Mapping[str, Any], release: str | None = None) -> Widths:
         """Widths of a resolved configuration (a report's `resolved`, or any mapping of
-        config fields: fields it lacks take their defaults)."""
+        config fields: fields it lacks take their defaults; `base_gpu_id` and `gpu_id_step`,
+        SGLang flags meshsat does not validate, are read when the mapping has them)."""
         values = {**_DEFAULTS, **resolved}
         derived = compiled().derived(values)
         return cls(
@@ -93,6 +112,13 @@ class Widths:
             moe_tp=derived["moe_tp"],
             dcp=values["dcp_size"],
             gpus_per_node=values["gpus_per_node"],
+            launch=LaunchFacts(
+                nnodes=values["nnodes"],
+                base_gpu_id=values.get("base_gpu_id", 0),
+                gpu_id_step=values.get("gpu_id_step", 1),
+                release=release,
+                scale_joiner=values["ep_join_mode"] == "scale",
+            ),
         )
 
 
@@ -146,6 +172,8 @@ class RankMap:
         return {
             "world": w.world,
             "gpus_per_node": w.gpus_per_node,
+            "nnodes": w.nnodes,
+            "placement": placement_kind(w),
             "widths": {
                 "tp": w.tp,
                 "pp": w.pp,
@@ -166,10 +194,17 @@ class RankMap:
         }
 
 
+def placement_kind(w: Widths) -> str:
+    """How `node` and `local_gpu` were found: `sglang`, as SGLang's launcher fills the
+    --nnodes nodes, or `planning` (nnodes 1: nodes of gpus_per_node in rank order)."""
+    return "sglang" if w.nnodes > 1 else "planning"
+
+
 def plan(w: Widths) -> RankMap:
     """The rank plan for these widths (a pure function; no validation of rules)."""
     w.check()
     a_tp, m_tp = w.attn_tp, w.moe_tp
+    where = seats(w.job, w.gpus_per_node)
     ranks = []
     for rank in range(w.world):
         replica, in_engine = divmod(rank, w.tp * w.pp)
@@ -187,8 +222,8 @@ def plan(w: Widths) -> RankMap:
                 ep=(local // m_tp) % w.ep,
                 moe_tp=local % m_tp,
                 dcp=local % w.dcp,
-                node=rank // w.gpus_per_node,
-                local_gpu=rank % w.gpus_per_node,
+                node=where[rank].node,
+                local_gpu=where[rank].gpu,
                 local=local,
             )
         )
@@ -252,7 +287,7 @@ def plan_layout(
     `explain` asks for it, as in `validate`), before any rank is planned.
     """
     report = check(config, model, explain=explain, sglang_version=sglang_version)
-    widths = Widths.of(report.resolved)
+    widths = Widths.of(report.resolved, release=report.sglang_version or None)
     widths.check()
     return PlannedLayout(report, widths)
 

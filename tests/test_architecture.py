@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOORS: dict[str, int] = {
     "meshsat.solver.errors": 0,
     "meshsat.solver.lang": 1,
+    "meshsat.solver.placement": 1,  # SGLang's launcher: which node and GPU runs each rank
     "meshsat.solver.catalogue": 2,
     "meshsat.solver.packs": 3,  # a pack is the catalogue plus one release's differences
     "meshsat.solver.packs.compare": 6,  # renders the rules it compares

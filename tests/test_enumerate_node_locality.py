@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from meshsat.solver.backends.interp import evaluate
 from meshsat.solver.enumeration.node_locality import spanning_gpus, within_nodes
 from meshsat.solver.groups import GROUP_KINDS, RankMap, Widths, plan
+from meshsat.solver.placement import LaunchFacts, PlacementError
 from tests.enum_cases import oracle
 
 CONDITIONS = {kind: within_nodes(kind) for kind in GROUP_KINDS}
@@ -34,16 +35,42 @@ def test_condition_equals_rank_plan(n: int, gpus_per_node: int) -> None:
         if widths in seen:
             continue
         seen.add(widths)
-        rank_map = plan(widths)
-        env = {**found.env, "gpus_per_node": gpus_per_node}
-        for kind, condition in CONDITIONS.items():
-            expected = rank_map.within_nodes(kind)
-            crossings += not expected
-            assert evaluate(condition, env) is expected, (kind, widths)
-            assert spanning_gpus(widths, kind) == _spanning(rank_map, kind), (kind, widths)
+        crossings += _agree(widths, plan(widths), {**found.env, "gpus_per_node": gpus_per_node})
     assert seen
     if gpus_per_node < n:
         assert crossings, "some group must cross a node for the test to mean something"
+
+
+@pytest.mark.parametrize("n", [8, 16, 24])
+@pytest.mark.parametrize("nnodes", [2, 4])
+def test_condition_equals_sglang_placement_under_nnodes(n: int, nnodes: int) -> None:
+    """With --nnodes the nodes are SGLang's (tp·pp/nnodes ranks each), not gpus_per_node:
+    the closed forms agree with the rank plan built from `meshsat.solver.placement`."""
+    seen: set[Widths] = set()
+    crossings = 0
+    for found in oracle(n):
+        widths = Widths.of(found.resolved)
+        widths = dataclasses.replace(widths, launch=LaunchFacts(nnodes=nnodes))
+        if widths in seen or (widths.tp * widths.pp) % nnodes:
+            continue
+        seen.add(widths)
+        try:
+            rank_map = plan(widths)
+        except PlacementError:
+            continue  # SGLang would not start every rank once: no nodes to compare
+        crossings += _agree(widths, rank_map, {**found.env, "nnodes": nnodes})
+    assert crossings, "some group must cross one of SGLang's nodes for the test to mean something"
+
+
+def _agree(widths: Widths, rank_map: RankMap, env: dict[str, object]) -> int:
+    """Assert the closed forms equal the rank plan for every kind; the kinds that cross."""
+    crossings = 0
+    for kind, condition in CONDITIONS.items():
+        expected = rank_map.within_nodes(kind)
+        crossings += not expected
+        assert evaluate(condition, env) is expected, (kind, widths)
+        assert spanning_gpus(widths, kind) == _spanning(rank_map, kind), (kind, widths)
+    return crossings
 
 
 def _spanning(rank_map: RankMap, kind: str) -> int:

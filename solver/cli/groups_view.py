@@ -8,7 +8,14 @@ from typing import Any
 from rich.table import Table
 
 from meshsat.solver.cli.output import out
-from meshsat.solver.groups import GROUP_KINDS, PlannedLayout, RankMap, Widths
+from meshsat.solver.groups import (
+    GROUP_KINDS,
+    PlannedLayout,
+    RankInfo,
+    RankMap,
+    Widths,
+    placement_kind,
+)
 
 #: What each grid cell shows, as (label, group kind).
 CELL = (("A", "attn_tp"), ("C", "attn_cp"), ("E", "ep"))
@@ -24,9 +31,22 @@ def _index(m: RankMap) -> dict[str, dict[int, int]]:
 MAX_LISTED_RANKS = 4096
 
 
+def _where(w: Widths) -> str:
+    """The header's node clause: which placement the grids show."""
+    if placement_kind(w) == "planning":
+        return (
+            f"{w.world} GPU(s) on {w.nodes} node(s) of {w.gpus_per_node} "
+            "(planning view: nnodes 1, nodes cut every gpus_per_node ranks)"
+        )
+    return (
+        f"{w.world} GPU(s) on --nnodes {w.nnodes}, {w.world // w.nnodes} rank(s) per node "
+        "as SGLang's launcher places them"
+    )
+
+
 def _summary_line(w: Widths) -> str:
     return (
-        f"{w.world} GPU(s) on {-(-w.world // w.gpus_per_node)} node(s) of {w.gpus_per_node}: "
+        f"{_where(w)}: "
         f"{w.replicas} replica(s) × pp {w.pp} × tp {w.tp}; attention dp {w.attn_dp} · cp "
         f"{w.attn_cp} · tp {w.attn_tp}; MoE dp {w.moe_dp} · ep {w.ep} · tp {w.moe_tp}"
         + (f"; dcp {w.dcp}" if w.dcp > 1 else "")
@@ -46,10 +66,27 @@ def groups_document(planned: PlannedLayout) -> dict[str, Any]:
         return {
             "world": w.world,
             "gpus_per_node": w.gpus_per_node,
+            "nnodes": w.nnodes,
+            "placement": placement_kind(w),
+            "summary": _summary_line(w),
             "widths": _widths_dict(w),
             "ranks_listed": False,
         }
-    return planned.rank_map.to_dict()
+    # The header line travels too, so the web page shows the CLI's words, not a copy.
+    return {**planned.rank_map.to_dict(), "summary": _summary_line(w)}
+
+
+def _gpu_columns(w: Widths, ranks: list[RankInfo]) -> tuple[dict[int, int], list[str]]:
+    """Column of each local GPU id in one stage's grid, and the column labels. Planning
+    view: GPUs 0..gpus_per_node-1 (unlabelled when the stage is smaller than a node);
+    SGLang's placement: one column per GPU id the stage's ranks get (base_gpu_id and
+    gpu_id_step included)."""
+    if placement_kind(w) == "planning":
+        cols = min(w.gpus_per_node, len(ranks))
+        labels = [f"gpu {c}" if cols == w.gpus_per_node else "" for c in range(cols)]
+        return {r.local_gpu: r.local_gpu % cols for r in ranks}, labels
+    ids = sorted({r.local_gpu for r in ranks})
+    return {g: i for i, g in enumerate(ids)}, [f"gpu {g}" for g in ids]
 
 
 def print_grids(m: RankMap) -> None:
@@ -64,17 +101,17 @@ def print_grids(m: RankMap) -> None:
         for stage in range(w.pp):
             ranks = [r for r in m.ranks if r.replica == replica and r.pp == stage]
             title = f"pipeline stage {stage}" + (f", replica {replica}" if w.replicas > 1 else "")
-            cols = min(w.gpus_per_node, len(ranks))
             table = Table(title=title, title_justify="left", show_lines=True)
             table.add_column("node", no_wrap=True)
-            for c in range(cols):
-                table.add_column(f"gpu {c}" if cols == w.gpus_per_node else "", no_wrap=True)
+            column, labels = _gpu_columns(w, ranks)
+            for label in labels:
+                table.add_column(label, no_wrap=True)
             rows: dict[int, list[str]] = {}
             for r in ranks:
                 cell = f"[bold]{r.rank}[/bold]\n" + " ".join(
                     f"{label}{idx[kind][r.rank]}" for label, kind in CELL
                 )
-                rows.setdefault(r.node, [""] * cols)[r.local_gpu % cols] = cell
+                rows.setdefault(r.node, [""] * len(labels))[column[r.local_gpu]] = cell
             for node, cells in rows.items():
                 table.add_row(str(node), *cells)
             out.print(table)

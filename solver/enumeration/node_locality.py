@@ -7,7 +7,8 @@ form. Under SGLang's rank layout every group kind is an arithmetic progression
 blocks of `size·stride` consecutive ranks. When size ≥ 2 the groups of a block
 overlap in span, so they all sit in one node exactly when the whole block does; and
 aligned blocks covering ranks `0 .. W-1` never straddle a node boundary exactly when
-`W ≤ gpus_per_node` or the block length divides `gpus_per_node`.
+`W ≤ gpus_per_node` or the block length divides `gpus_per_node` (nnodes 1, the planning
+view), or divides `tp·pp/nnodes`, the ranks SGLang's launcher gives each of --nnodes nodes.
 
 Being a tree, the condition reaches every back-end like a rule; tests check it equals
 `plan(...).within_nodes(kind)` on every layout of the brute-force space.
@@ -53,11 +54,17 @@ def _progressions() -> dict[str, tuple[Expr, Expr | int]]:
 
 
 def _tiles_nodes(size: Expr, stride: Expr | int) -> Expr:
-    return (size == 1) | (gpus_used <= F.gpus_per_node) | divides(size * stride, F.gpus_per_node)
+    # With --nnodes N SGLang's node n runs the engine ranks [n·P, (n+1)·P), P = tp·pp/N
+    # (`meshsat.solver.placement`, wherever it starts every rank once): a block of
+    # size·stride ranks stays inside one exactly when it divides P, i.e. block·N | tp·pp.
+    sglang = divides(size * stride * F.nnodes, F.tp_size * F.pp_size)
+    planning = (gpus_used <= F.gpus_per_node) | divides(size * stride, F.gpus_per_node)
+    return (size == 1) | ite(F.nnodes > 1, sglang, planning)
 
 
 def within_nodes(kind: str) -> Expr:
-    """Condition: every `kind` group lies inside one node of `gpus_per_node` GPUs."""
+    """Condition: every `kind` group lies inside one node: one of SGLang's --nnodes nodes,
+    or with nnodes 1 one of `gpus_per_node` GPUs (the planning view)."""
     prog = _progressions()
     if kind not in prog:
         raise InputError(
@@ -118,7 +125,10 @@ def spanning_gpus(widths: Widths, kind: str) -> int:
     count is the difference of two sums of floors over all `o`. dcp groups are progressions
     only when dcp_size divides tp_size, which every valid layout has (DCP-IN-ATTN-TP)."""
     size, stride = _numeric_progression(widths, kind)
-    per_node, world = widths.gpus_per_node, widths.world
+    world = widths.world
+    # --nnodes N: every replica's tp·pp ranks fill the N nodes in blocks of tp·pp/N, so
+    # global ranks cut every tp·pp/N fall on the same boundaries (see `_tiles_nodes`).
+    per_node = widths.tp * widths.pp // widths.nnodes if widths.nnodes > 1 else widths.gpus_per_node
     span = (size - 1) * stride
     if size == 1:
         return 0

@@ -568,9 +568,7 @@ function colour(i, n) {
 }
 
 function drawGroups(doc) {
-  const w = doc.widths;
-  const nodes = Math.ceil(doc.world / doc.gpus_per_node);
-  $("#groups-summary").textContent = `${doc.world} GPU(s) on ${nodes} node(s) of ${doc.gpus_per_node}: ${w.replicas} replica(s) × pp ${w.pp} × tp ${w.tp}; attention dp ${w.attn_dp} · cp ${w.attn_cp} · tp ${w.attn_tp}; MoE dp ${w.moe_dp} · ep ${w.ep} · tp ${w.moe_tp}`;
+  $("#groups-summary").textContent = doc.summary;
   if (!doc.ranks) {
     $("#groups-grid").replaceChildren(h("p", { class: "muted" }, "too many ranks to draw; the widths are above"));
     $("#groups-kinds").replaceChildren();
