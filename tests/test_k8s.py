@@ -42,28 +42,39 @@ def _plan(gpus: int) -> tuple[PlanRow, ...]:
     return tuple(plan_layouts(MODEL, gpu("H200"), gpus, top=20))
 
 
-def _round_trip(command: str, gpus: int) -> None:
-    manifest = lws_for(command, gpus, 8, model_path=MODEL)
+def _round_trip(
+    command: str, gpus: int, model: str = MODEL, per_node: int = 8, *, clean: bool = True
+) -> None:
+    """The manifest holds the printed layout on exactly `gpus` GPUs, as one engine over
+    `size` pods or as `replicas` servers of one DP replica each; read back (the second
+    path: the manifest reader, not the emitter's own view) SGLang's rules accept it when
+    `clean` (what `plan` proposes), else judge it as the printed command launched so."""
+    manifest = lws_for(command, gpus, per_node, model_path=model)
     doc = yaml.safe_load(manifest)
     lws = doc["spec"]["leaderWorkerTemplate"]
-    nodes = gpus // 8
-    assert doc["kind"] == "LeaderWorkerSet" and lws["size"] == nodes
+    replicas, size = doc["spec"]["replicas"], lws["size"]
+    assert doc["kind"] == "LeaderWorkerSet"
     for role in ("leaderTemplate", "workerTemplate"):
         (container,) = lws[role]["spec"]["containers"]
-        assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
-        assert "$(LWS_WORKER_INDEX)" in container["command"]
+        pod_gpus = container["resources"]["limits"]["nvidia.com/gpu"]
+        assert pod_gpus <= per_node and replicas * size * pod_gpus == gpus
+        assert ("$(LWS_WORKER_INDEX)" in container["command"]) == (size > 1)
     back = _read(manifest)
     printed = _read(
         command.replace(
-            " -m sglang.launch_server", f" -m sglang.launch_server --model-path {MODEL}"
+            " -m sglang.launch_server", f" -m sglang.launch_server --model-path {model}"
         )
     )
-    assert back.config == printed.config.model_copy(update={"nnodes": nodes})
+    launched = {"nnodes": size} | ({"dp_size": 1} if replicas > 1 else {})
+    assert back.config == printed.config.model_copy(update=launched)
     assert back.model == printed.model
     assert any("judged container 'sglang-leader'" in n for n in back.notes)
     same = validate(back.config, back.model, explain=False)
-    plain = validate(printed.config.model_copy(update={"nnodes": nodes}), printed.model)
-    assert same.valid == plain.valid
+    assert same.valid if clean else same.valid == validate(back.config, printed.model).valid
+    if replicas > 1:  # split only where one engine over the nodes would be refused
+        assert replicas == printed.config.dp_size
+        whole = printed.config.model_copy(update={"nnodes": gpus // per_node})
+        assert not validate(whole, printed.model, explain=False).valid
 
 
 @pytest.mark.parametrize("gpus", [16, 32])
@@ -95,7 +106,7 @@ def test_every_layout_plan_ranks_by_performance_round_trips(gpus: int) -> None:
 def test_any_fitting_layout_round_trips(data: st.DataObject, gpus: int) -> None:
     space = _space(gpus)
     i = data.draw(st.integers(0, len(space.candidates) - 1))
-    _round_trip(space.candidates[i].command, gpus)
+    _round_trip(space.candidates[i].command, gpus, clean=False)
 
 
 @cache
@@ -110,17 +121,23 @@ def test_plan_and_fix_emit_through_the_cli(
                 "--pick", "3", "--name", "ds", "--image", "img:1")  # fmt: skip
     assert r.code == 0
     doc = yaml.safe_load(r.out)
-    assert doc["metadata"]["name"] == "ds" and doc["spec"]["leaderWorkerTemplate"]["size"] == 2
+    groups = doc["spec"]["replicas"] * doc["spec"]["leaderWorkerTemplate"]["size"]
+    assert doc["metadata"]["name"] == "ds" and groups == 2
     path = tmp_path / "lws.yaml"
     path.write_text(r.out, encoding="utf-8")
     v = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
     assert "judged container 'sglang-leader' of LeaderWorkerSet/ds (leader)" in v.err
+    assert v.code == 0
     bad = tmp_path / "bad.yaml"
     bad.write_text(lws_manifest(["python", "-m", "sglang.launch_server", "--tp", "16",
                                  "--attn-cp-size", "3"], nodes=2, gpus_per_node=8))  # fmt: skip
     f = run_cli(capsys, "fix", "--sglang-file", str(bad), "--gpus", "16", "--emit", "lws")
     assert f.code == 0
     fixed = _read(f.out)
+    (leader,) = yaml.safe_load(f.out)["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"][
+        "containers"
+    ]
+    assert leader["command"].count("--nnodes") == 1  # the LWS's, not the fixed command's too
     assert fixed.config.nnodes == 2 and validate(fixed.config).valid
     assert fixed.config.tp_size * fixed.config.pp_size == 16
 

@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from enum import Enum
 from typing import Annotated
 
 import typer
 
-from meshsat.solver.errors import InputError
+from meshsat.solver.cli.node_launch import NODE_FIELDS, node_launch
 from meshsat.solver.inputs.k8s import launch_words, lws_manifest
+from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
+from meshsat.solver.lang.config import Config
+from meshsat.solver.validation.validate import validate
 
 
 class Emit(str, Enum):
@@ -24,7 +28,9 @@ EmitOpt = Annotated[
         help="lws: print the chosen layout as a Kubernetes LeaderWorkerSet (leader and worker "
         "templates with the SGLang command, size = nodes, GPUs per pod; the leader's address "
         "and the worker index become --dist-init-addr, --nnodes, --node-rank) instead of the "
-        "report. Read it back with `meshsat validate --sglang-file`.",
+        "report. Plain DP replicas (no DP attention) that span nodes become one group per "
+        "replica (replicas = dp_size, --dp-size dropped): SGLang refuses plain DP across "
+        "nodes; put a router in front. Read it back with `meshsat validate --sglang-file`.",
         show_default=False,
     ),
 ]
@@ -61,13 +67,50 @@ def lws_for(
     image: str = "lmsysorg/sglang:latest",
 ) -> str:
     """The LeaderWorkerSet for one rendered launch command (`plan`'s or `fix`'s) on
-    `gpus` GPUs in nodes of `gpus_per_node`."""
-    per_node = min(gpus_per_node, gpus)
-    if gpus % per_node:
-        raise InputError(f"{gpus} GPUs do not fill whole nodes of {per_node}; give --gpus-per-node")
+    `gpus` GPUs in nodes of `gpus_per_node`, launched as `node_launch` decides: plain DP
+    replicas that span nodes become `replicas:` groups of one server each."""
     words, env = launch_words(command_line)
+    form = node_launch(gpus, gpus_per_node, *_dp_of(words))
+    drop = ["--dist-init-addr", *(f for field in NODE_FIELDS for f in _flags(field))]
+    if form.split:
+        drop += _flags("dp_size")
+    words = _without(words, drop)
     if model_path is not None and "--model-path" not in words and "--model" not in words:
         words[3:3] = ["--model-path", model_path]  # after `python -m sglang.launch_server`
     return lws_manifest(
-        words, nodes=gpus // per_node, gpus_per_node=per_node, env=env, name=name, image=image
+        words,
+        nodes=form.nodes,
+        gpus_per_node=form.gpus_per_pod,
+        replicas=form.replicas,
+        env=env,
+        name=name,
+        image=image,
     )
+
+
+def _dp_of(words: list[str]) -> tuple[int, bool]:
+    """SGLang's resolved dp_size and DP-attention flag of a launch (`--attn-dp-size` reads
+    as DP attention), as `validate` resolves them."""
+    values = parse_sglang_command(shlex.join(words)).values
+    resolved = validate(Config.model_validate(values), explain=False).resolved
+    return int(resolved["dp_size"]), bool(resolved["enable_dp_attention"])
+
+
+def _flags(field: str) -> list[str]:
+    extra = Config.model_fields[field].json_schema_extra
+    assert isinstance(extra, dict)
+    return [str(f) for f in extra["flags"]]  # type: ignore[union-attr]
+
+
+def _without(words: list[str], flags: list[str]) -> list[str]:
+    """`words` less each of `flags` with its value (`--flag V` or `--flag=V`)."""
+    out: list[str] = []
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+        elif w in flags:
+            skip = True
+        elif w.partition("=")[0] not in flags:
+            out.append(w)
+    return out

@@ -32,6 +32,7 @@ from meshsat.solver.cli.memory_options import (
     checkpoint_line,
     sizing_options,
 )
+from meshsat.solver.cli.node_launch import launchable, node_size
 from meshsat.solver.cli.output import emit_json, note, out, quant_note
 from meshsat.solver.cli.perf_options import (
     DisaggOpt,
@@ -118,19 +119,22 @@ def _fitting(
     spec: ModelSpec,
     mm: MemoryModel,
     gpus: int,
+    per_node: int,
     where: Iterable[str] = (),
     sglang_version: str | None = None,
     progress: Progress | None = None,
     given: Mapping[str, Any] | None = None,
 ) -> list[tuple[int, solver.Layout]]:
-    """(total KV tokens, layout) of every legal layout that loads, from the memory model's
-    streaming columns (`MemoryModel.row_reader`): a few multiplications a layout where a
-    whole `Memory` costs tens of µs (51,580 layouts at 2^20 GPUs)."""
+    """(total KV tokens, layout) of every legal layout that loads as launched on nodes of
+    `per_node` (`launchable`), from the memory model's streaming columns
+    (`MemoryModel.row_reader`): a few multiplications a layout where a whole `Memory`
+    costs tens of µs (51,580 layouts at 2^20 GPUs)."""
     fitting = []
     read = None
-    layouts = solver.enumerate(
-        gpus, base=given, model=spec, where=where, sglang_version=sglang_version
-    )
+    layouts = launchable(
+        solver.enumerate(gpus, base=given, model=spec, where=where, sglang_version=sglang_version),
+        gpus, per_node, model=spec, given=given or {}, sglang_version=sglang_version,
+    )  # fmt: skip
     for seen, lay in enumerate(layouts, 1):
         if read is None:
             shape = lay.shape
@@ -179,8 +183,8 @@ def plan_layouts(
         context_length=context_length,
         **memory,
     )
-    per_node = gpus_per_node or min(g.fabric, gpus) or 1
-    fitting = _fitting(spec, mm, gpus, where, sglang_version, progress, given)
+    per_node = node_size(g, gpus, gpus_per_node)
+    fitting = _fitting(spec, mm, gpus, per_node, where, sglang_version, progress, given)
     fitting.sort(key=lambda t: -t[0])
     if not fitting:
         return []
@@ -461,5 +465,5 @@ def picked_lws(
     what `meshsat serve`'s download is (the API's `emit: "lws"`)."""
     if pick > len(commands):
         raise InputError(f"--pick {pick}: only {len(commands)} layout(s) ranked (raise --top)")
-    per_node = gpus_per_node or min(g.fabric, gpus) or 1
+    per_node = node_size(g, gpus, gpus_per_node)
     return lws_for(commands[pick - 1], gpus, per_node, model_path=model, name=name, image=image)

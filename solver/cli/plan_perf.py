@@ -19,6 +19,7 @@ from typing import Any
 from meshsat import solver
 from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.memory_options import checked_quantization
+from meshsat.solver.cli.node_launch import launchable, node_size
 from meshsat.solver.cli.output import emit_json, err, note, out
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import launch_command, model_path_of
@@ -177,9 +178,11 @@ def perf_rows(
         memory=memory, model_path=model_path, quantization=given.get("quantization"),
     )  # fmt: skip
     spec = checkpoint_spec(model)
-    layouts = solver.enumerate(
-        gpus, base=given, model=spec, where=where, sglang_version=sglang_version
-    )
+    layouts = launchable(  # as launched: `--emit lws` writes what SGLang accepts
+        solver.enumerate(gpus, base=given, model=spec, where=where, sglang_version=sglang_version),
+        gpus, node_size(g, gpus, gpus_per_node), model=spec, given=given,
+        sglang_version=sglang_version,
+    )  # fmt: skip
     ranked = rank_layouts(layouts, pm, progress=progress or terminal_progress("layout shapes"))
     clear_progress()
     rows = []

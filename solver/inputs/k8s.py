@@ -15,7 +15,7 @@ Pods, Deployments, StatefulSets) when asking why a launch fails, so:
   a container runs is read by `meshsat.solver.inputs.container`, as for bare command lists.
 - `lws_manifest(...)` writes the LWS for a launch command (the words of `meshsat plan` or
   `fix`): leader and worker templates with the same command, `size` = nodes, one GPU
-  resource request per pod.
+  resource request per pod, `replicas` = independent servers (meshsat.solver.cli.node_launch).
 
 Reading a manifest back gives the layout it was written from (tests/test_k8s.py).
 """
@@ -180,6 +180,7 @@ def lws_manifest(
     *,
     nodes: int,
     gpus_per_node: int,
+    replicas: int = 1,
     env: Sequence[tuple[str, str]] = (),
     name: str = "sglang",
     image: str = "lmsysorg/sglang:latest",
@@ -188,11 +189,12 @@ def lws_manifest(
     """A LeaderWorkerSet running `command` (the SGLang launch words, without node flags)
     on `nodes` pods of `gpus_per_node` GPUs each; with more than one node, the command
     gets `--dist-init-addr $(LWS_LEADER_ADDRESS):20000 --nnodes $(LWS_GROUP_SIZE)
-    --node-rank $(LWS_WORKER_INDEX)`."""
+    --node-rank $(LWS_WORKER_INDEX)`; `replicas` groups run the same server independently
+    (plain DP replicas, each its own server behind a router)."""
     import yaml
 
-    if nodes < 1 or gpus_per_node < 1:
-        raise InputError("a LeaderWorkerSet needs at least one node of at least one GPU")
+    if nodes < 1 or gpus_per_node < 1 or replicas < 1:
+        raise InputError("a LeaderWorkerSet needs at least one group of one node of one GPU")
     words = list(command)
     if nodes > 1:
         words += [
@@ -225,7 +227,7 @@ def lws_manifest(
         "kind": "LeaderWorkerSet",
         "metadata": {"name": name},
         "spec": {
-            "replicas": 1,
+            "replicas": replicas,
             "leaderWorkerTemplate": {
                 "size": nodes,
                 "restartPolicy": "RecreateGroupOnPodRestart",

@@ -1,0 +1,121 @@
+"""How a layout that `plan` ranks is launched on nodes, and which layouts survive that launch.
+
+Why: `plan` enumerates layouts as one engine on `--gpus` GPUs, but more GPUs than one node
+holds are launched as `--nnodes` pods (`--emit lws`), and SGLang judges the launch, not
+the layout. Most rules do not care; some do: plain data parallelism (dp_size > 1 without
+DP attention) is refused across nodes (TOPO-MULTINODE-DP: SGLang's data-parallel
+controller starts every replica on the local node), and the node-locality rules read
+--nnodes. So the launch form is decided here, once, and `plan` (both rankings) keeps only
+the layouts whose launch validates, with the same pack; `--emit lws` writes that launch.
+
+The launch form (docs/k8s.md):
+
+- the layout fits one node: one pod, as printed (single-node behaviour is unchanged);
+- plain DP replicas that together span nodes: one server per replica (`--dp-size`
+  dropped), each an LWS group (`replicas:` = dp_size) of as few pods as hold it: this is
+  how SGLang runs plain DP across nodes (independent servers behind a router, e.g.
+  sglang-router with Kubernetes service discovery);
+- anything else (dp 1, or DP attention): one engine over `nnodes` pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory.gpus import Gpu
+from meshsat.solver.validation.validate import validate
+
+#: Fields the LeaderWorkerSet fills in per pod (`meshsat.solver.inputs.k8s.lws_manifest`,
+#: with --dist-init-addr).
+NODE_FIELDS = ("nnodes", "node_rank")
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """`replicas` independent SGLang servers, each on `nodes` pods of `gpus_per_pod` GPUs."""
+
+    replicas: int
+    nodes: int
+    gpus_per_pod: int
+
+    @property
+    def split(self) -> bool:
+        """Each DP replica is its own server (its command runs with dp_size 1)."""
+        return self.replicas > 1
+
+
+def node_size(g: Gpu, gpus: int, gpus_per_node: int | None) -> int:
+    """GPUs per node: `--gpus-per-node`, else the GPU's scale-up fabric (at most `gpus`)."""
+    return gpus_per_node or min(g.fabric, gpus) or 1
+
+
+def node_launch(gpus: int, gpus_per_node: int, dp_size: int, dp_attention: bool) -> NodeLaunch:
+    """The launch of a layout of `gpus` GPUs with SGLang's resolved dp_size and DP-attention
+    flag on nodes of `gpus_per_node`: each server on the fewest pods of equal GPU count
+    (whole nodes when it fills them)."""
+    per_node = min(gpus_per_node, gpus)
+    if gpus <= per_node:
+        return NodeLaunch(1, 1, gpus)
+    replicas = dp_size if dp_size > 1 and not dp_attention else 1
+    world = gpus // replicas
+    nodes = -(-world // per_node)
+    while world % nodes:  # equal pods: SGLang gives every node tp·pp/nnodes ranks
+        nodes += 1
+    return NodeLaunch(replicas, nodes, world // nodes)
+
+
+def launched_values(values: Mapping[str, Any], form: NodeLaunch) -> dict[str, Any]:
+    """One server's fields as it will be launched: its own dp_size and --nnodes."""
+    out = {k: v for k, v in values.items() if k not in NODE_FIELDS}
+    if form.split:
+        out["dp_size"] = 1
+    if form.nodes > 1:
+        out["nnodes"] = form.nodes
+    return out
+
+
+class _Layout(Protocol):
+    @property
+    def values(self) -> Mapping[str, Any]: ...
+    @property
+    def config(self) -> Mapping[str, Any]: ...
+    @property
+    def derived(self) -> Mapping[str, Any]: ...
+
+
+L = TypeVar("L", bound=_Layout)
+
+
+def launchable(
+    layouts: Iterable[L],
+    gpus: int | None,
+    gpus_per_node: int,
+    *,
+    model: ModelSpec,
+    given: Mapping[str, Any],
+    sglang_version: str | None,
+) -> Iterator[L]:
+    """The layouts whose launch (`node_launch`) SGLang accepts, judged by the same rules
+    (`validate`, no Z3) as `meshsat validate` judges the emitted manifest. Layouts within
+    one node pass through untouched. `gpus`: what every layout fills, or None for each
+    layout's own `gpus_used` (`plan --disagg`'s roles, enumerated up to a count)."""
+    verdicts: dict[tuple[Any, ...], bool] = {}
+    for lay in layouts:
+        n = gpus if gpus is not None else int(lay.derived["gpus_used"])
+        if n <= gpus_per_node:
+            yield lay
+            continue
+        c = lay.config
+        form = node_launch(n, gpus_per_node, int(c["dp_size"]), bool(c["enable_dp_attention"]))
+        values = launched_values({**given, **lay.values}, form)
+        key = (n, *sorted(values.items(), key=lambda kv: kv[0]))
+        if key not in verdicts:
+            config = Config.model_validate({**values, "gpus_per_node": form.gpus_per_pod})
+            report = validate(config, model, explain=False, sglang_version=sglang_version)
+            verdicts[key] = report.valid
+        if verdicts[key]:
+            yield lay
