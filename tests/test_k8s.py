@@ -7,6 +7,7 @@ layout is known.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,75 @@ def test_every_layout_plan_ranks_by_performance_round_trips(gpus: int) -> None:
     assert len(rows) == 20
     for row in rows:
         _round_trip(row.command, gpus)
+
+
+#: Models on H100 GPU counts that span nodes of 8, each ranking's top 20 as `--emit lws`
+#: writes them. Qwen3-30B-A3B on 16: 7 of the KV ranking's 20 and 15 of the estimate's
+#: (its first among them) are plain DP replicas, which one engine over --nnodes 2 made
+#: SGLang refuse (TOPO-MULTINODE-DP) before each replica became its own server.
+SPANNING = [
+    ("Qwen/Qwen3-30B-A3B", 16, "kv"),
+    ("Qwen/Qwen3-30B-A3B", 16, "perf"),
+    ("Qwen/Qwen3-32B", 24, "kv"),
+    ("deepseek-ai/DeepSeek-V3", 32, "kv"),
+]
+
+
+@pytest.mark.parametrize(("model", "gpus", "rank"), SPANNING)
+def test_every_manifest_plan_emits_across_nodes_validates_clean(
+    model: str, gpus: int, rank: str
+) -> None:
+    from meshsat.solver.cli.plan_perf import perf_rows
+    from meshsat.solver.perf import Workload
+
+    if rank == "kv":
+        commands = [r.command for r in plan_layouts(model, gpu("H100"), gpus, top=20)]
+    else:
+        rows, _, _ = perf_rows(
+            model, gpu("H100"), gpus, Workload(1024, 1024, None, None), engine="auto",
+            gpus_per_node=None, top=20,
+        )  # fmt: skip
+        commands = [r.command for r in rows]
+    assert len(commands) == 20
+    for command in commands:
+        _round_trip(command, gpus, model)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    values: dict[str, Any]
+    config: dict[str, Any]
+    derived: dict[str, Any]
+
+
+def test_plan_drops_a_layout_whose_launch_across_nodes_is_refused() -> None:
+    """DeepEP v2's direct mode is NVLink-only: fine on one node of 16, refused over two
+    of 8. `launchable` keeps a layout exactly when its manifest reads back clean."""
+    from meshsat.solver.cli.node_launch import launchable
+    from meshsat.solver.lang.model_spec import ModelSpec
+
+    spec = ModelSpec.from_hf_config(model_config(MODEL))
+    layouts = [
+        _Layout(
+            {"tp_size": 16, "ep_size": 16, "moe_a2a_backend": "deepep_v2",
+             "deepep_v2_mode": mode, "chunked_prefill_size": 2048},
+            {"dp_size": 1, "enable_dp_attention": False},
+            {"gpus_used": 16},
+        )  # fmt: skip
+        for mode in ("direct", "hybrid")
+    ]
+    for per_node, kept in ((16, ["direct", "hybrid"]), (8, ["hybrid"])):
+        got = launchable(layouts, 16, per_node, model=spec, given={}, sglang_version=None)
+        assert [lay.values["deepep_v2_mode"] for lay in got] == kept
+        for lay in layouts:
+            words = ["python", "-m", "sglang.launch_server", *_flags(lay.values)]
+            back = _read(lws_for(" ".join(words), 16, per_node, model_path=MODEL))
+            clean = validate(back.config, back.model, explain=False).valid
+            assert clean == (lay.values["deepep_v2_mode"] in kept)
+
+
+def _flags(values: dict[str, Any]) -> list[str]:
+    return [w for k, v in values.items() for w in (f"--{k.replace('_', '-')}", str(v))]
 
 
 @settings(max_examples=30, deadline=None)
