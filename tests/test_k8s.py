@@ -148,13 +148,13 @@ def test_plan_drops_a_layout_whose_launch_across_nodes_is_refused() -> None:
     from meshsat.solver.lang.model_spec import ModelSpec
 
     spec = ModelSpec.from_hf_config(model_config(MODEL))
+    fields = {"tp_size": 16, "ep_size": 16, "moe_a2a_backend": "deepep_v2"}
     layouts = [
         _Layout(
-            {"tp_size": 16, "ep_size": 16, "moe_a2a_backend": "deepep_v2",
-             "deepep_v2_mode": mode, "chunked_prefill_size": 2048},
+            {**fields, "deepep_v2_mode": mode, "chunked_prefill_size": 2048},
             {"dp_size": 1, "enable_dp_attention": False},
             {"gpus_used": 16},
-        )  # fmt: skip
+        )
         for mode in ("direct", "hybrid")
     ]
     for per_node, kept in ((16, ["direct", "hybrid"]), (8, ["hybrid"])):
