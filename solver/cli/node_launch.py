@@ -21,7 +21,7 @@ The launch form (docs/k8s.md):
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from meshsat.solver.lang.config import Config
@@ -90,6 +90,37 @@ class _Layout(Protocol):
 L = TypeVar("L", bound=_Layout)
 
 
+@dataclass
+class LaunchCheck:
+    """Whether a layout's launch (`node_launch`) is one SGLang accepts, judged by the same
+    rules (`validate`, no Z3) as `meshsat validate` judges the emitted manifest; layouts
+    within one node pass untouched. `gpus`: what every layout fills, or None for each
+    layout's own `gpus_used` (`plan --disagg`'s roles, enumerated up to a count). About
+    40 µs a layout that spans nodes, so `plan --rank kv` asks only for its top rows."""
+
+    gpus: int | None
+    gpus_per_node: int
+    model: ModelSpec
+    given: Mapping[str, Any]
+    sglang_version: str | None
+    _verdicts: dict[tuple[Any, ...], bool] = field(default_factory=dict)
+
+    def __call__(self, lay: _Layout) -> bool:
+        n = self.gpus if self.gpus is not None else int(lay.derived["gpus_used"])
+        if n <= self.gpus_per_node:
+            return True
+        c = lay.config
+        form = node_launch(n, self.gpus_per_node, int(c["dp_size"]), bool(c["enable_dp_attention"]))
+        values = launched_values({**self.given, **lay.values}, form)
+        key = (n, *sorted(values.items(), key=lambda kv: kv[0]))
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            config = Config.model_validate({**values, "gpus_per_node": form.gpus_per_pod})
+            report = validate(config, self.model, explain=False, sglang_version=self.sglang_version)
+            verdict = self._verdicts[key] = report.valid
+        return verdict
+
+
 def launchable(
     layouts: Iterable[L],
     gpus: int | None,
@@ -99,23 +130,6 @@ def launchable(
     given: Mapping[str, Any],
     sglang_version: str | None,
 ) -> Iterator[L]:
-    """The layouts whose launch (`node_launch`) SGLang accepts, judged by the same rules
-    (`validate`, no Z3) as `meshsat validate` judges the emitted manifest. Layouts within
-    one node pass through untouched. `gpus`: what every layout fills, or None for each
-    layout's own `gpus_used` (`plan --disagg`'s roles, enumerated up to a count)."""
-    verdicts: dict[tuple[Any, ...], bool] = {}
-    for lay in layouts:
-        n = gpus if gpus is not None else int(lay.derived["gpus_used"])
-        if n <= gpus_per_node:
-            yield lay
-            continue
-        c = lay.config
-        form = node_launch(n, gpus_per_node, int(c["dp_size"]), bool(c["enable_dp_attention"]))
-        values = launched_values({**given, **lay.values}, form)
-        key = (n, *sorted(values.items(), key=lambda kv: kv[0]))
-        if key not in verdicts:
-            config = Config.model_validate({**values, "gpus_per_node": form.gpus_per_pod})
-            report = validate(config, model, explain=False, sglang_version=sglang_version)
-            verdicts[key] = report.valid
-        if verdicts[key]:
-            yield lay
+    """The layouts whose launch SGLang accepts (`LaunchCheck`)."""
+    check = LaunchCheck(gpus, gpus_per_node, model, given, sglang_version)
+    return (lay for lay in layouts if check(lay))

@@ -32,7 +32,7 @@ from meshsat.solver.cli.memory_options import (
     checkpoint_line,
     sizing_options,
 )
-from meshsat.solver.cli.node_launch import launchable, node_size
+from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, note, out, quant_note
 from meshsat.solver.cli.perf_options import (
     DisaggOpt,
@@ -119,22 +119,19 @@ def _fitting(
     spec: ModelSpec,
     mm: MemoryModel,
     gpus: int,
-    per_node: int,
     where: Iterable[str] = (),
     sglang_version: str | None = None,
     progress: Progress | None = None,
     given: Mapping[str, Any] | None = None,
 ) -> list[tuple[int, solver.Layout]]:
-    """(total KV tokens, layout) of every legal layout that loads as launched on nodes of
-    `per_node` (`launchable`), from the memory model's streaming columns
-    (`MemoryModel.row_reader`): a few multiplications a layout where a whole `Memory`
-    costs tens of µs (51,580 layouts at 2^20 GPUs)."""
+    """(total KV tokens, layout) of every legal layout that loads, from the memory model's
+    streaming columns (`MemoryModel.row_reader`): a few multiplications a layout where a
+    whole `Memory` costs tens of µs (51,580 layouts at 2^20 GPUs)."""
     fitting = []
     read = None
-    layouts = launchable(
-        solver.enumerate(gpus, base=given, model=spec, where=where, sglang_version=sglang_version),
-        gpus, per_node, model=spec, given=given or {}, sglang_version=sglang_version,
-    )  # fmt: skip
+    layouts = solver.enumerate(
+        gpus, base=given, model=spec, where=where, sglang_version=sglang_version
+    )
     for seen, lay in enumerate(layouts, 1):
         if read is None:
             shape = lay.shape
@@ -148,6 +145,21 @@ def _fitting(
         if progress is not None:
             progress(seen, len(fitting))
     return fitting
+
+
+def _launchable_head(
+    ranked: list[tuple[int, solver.Layout]], top: int, check: LaunchCheck
+) -> list[tuple[int, solver.Layout]]:
+    """The layouts of `ranked` (by capacity, best first) whose launch on nodes SGLang
+    accepts (`LaunchCheck`), down to the `top`-th one's capacity (its ties stay: crossing
+    orders them): checking all of 51,580 layouts would cost seconds, the head milliseconds."""
+    head: list[tuple[int, solver.Layout]] = []
+    for cap, lay in ranked:
+        if len(head) >= top and cap < head[top - 1][0]:
+            break
+        if check(lay):
+            head.append((cap, lay))
+    return head
 
 
 def plan_layouts(
@@ -184,8 +196,11 @@ def plan_layouts(
         **memory,
     )
     per_node = node_size(g, gpus, gpus_per_node)
-    fitting = _fitting(spec, mm, gpus, per_node, where, sglang_version, progress, given)
+    fitting = _fitting(spec, mm, gpus, where, sglang_version, progress, given)
     fitting.sort(key=lambda t: -t[0])
+    fitting = _launchable_head(
+        fitting, top, LaunchCheck(gpus, per_node, spec, given, sglang_version)
+    )
     if not fitting:
         return []
     # Crossing is the second key: compute it only where capacity ties could reach the top.
