@@ -96,7 +96,8 @@ class LaunchCheck:
     rules (`validate`, no Z3) as `meshsat validate` judges the emitted manifest; layouts
     within one node pass untouched. `gpus`: what every layout fills, or None for each
     layout's own `gpus_used` (`plan --disagg`'s roles, enumerated up to a count). About
-    40 µs a layout that spans nodes, so `plan --rank kv` asks only for its top rows."""
+    40 µs a layout that spans nodes, so `plan` asks only for its top rows (`--rank kv`) or
+    one member of each estimated shape (`rank_layouts`' `keep`)."""
 
     gpus: int | None
     gpus_per_node: int
@@ -106,17 +107,25 @@ class LaunchCheck:
     _verdicts: dict[tuple[Any, ...], bool] = field(default_factory=dict)
 
     def __call__(self, lay: _Layout) -> bool:
-        n = self.gpus if self.gpus is not None else int(lay.derived["gpus_used"])
+        return self.ok(lay.values, lay.config, lay.derived)
+
+    def ok(
+        self, values: Mapping[str, Any], config: Mapping[str, Any], derived: Mapping[str, Any]
+    ) -> bool:
+        """The same verdict from a layout's parts (`rank_layouts`' `keep`)."""
+        n = self.gpus if self.gpus is not None else int(derived["gpus_used"])
         if n <= self.gpus_per_node:
             return True
-        c = lay.config
-        form = node_launch(n, self.gpus_per_node, int(c["dp_size"]), bool(c["enable_dp_attention"]))
-        values = launched_values({**self.given, **lay.values}, form)
+        dp, dpa = int(config["dp_size"]), bool(config["enable_dp_attention"])
+        form = node_launch(n, self.gpus_per_node, dp, dpa)
+        values = launched_values({**self.given, **values}, form)
         key = (n, *sorted(values.items(), key=lambda kv: kv[0]))
         verdict = self._verdicts.get(key)
         if verdict is None:
-            config = Config.model_validate({**values, "gpus_per_node": form.gpus_per_pod})
-            report = validate(config, self.model, explain=False, sglang_version=self.sglang_version)
+            launched = Config.model_validate({**values, "gpus_per_node": form.gpus_per_pod})
+            report = validate(
+                launched, self.model, explain=False, sglang_version=self.sglang_version
+            )
             verdict = self._verdicts[key] = report.valid
         return verdict
 

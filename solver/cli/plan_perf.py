@@ -19,7 +19,7 @@ from typing import Any
 from meshsat import solver
 from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.memory_options import checked_quantization
-from meshsat.solver.cli.node_launch import launchable, node_size
+from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, err, note, out
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import launch_command, model_path_of
@@ -178,12 +178,14 @@ def perf_rows(
         memory=memory, model_path=model_path, quantization=given.get("quantization"),
     )  # fmt: skip
     spec = checkpoint_spec(model)
-    layouts = launchable(  # as launched: `--emit lws` writes what SGLang accepts
-        solver.enumerate(gpus, base=given, model=spec, where=where, sglang_version=sglang_version),
-        gpus, node_size(g, gpus, gpus_per_node), model=spec, given=given,
-        sglang_version=sglang_version,
-    )  # fmt: skip
-    ranked = rank_layouts(layouts, pm, progress=progress or terminal_progress("layout shapes"))
+    layouts = solver.enumerate(
+        gpus, base=given, model=spec, where=where, sglang_version=sglang_version
+    )
+    # As launched: `--emit lws` writes what SGLang accepts (meshsat.solver.cli.node_launch).
+    launches = LaunchCheck(gpus, node_size(g, gpus, gpus_per_node), spec, given, sglang_version)
+    ranked = rank_layouts(
+        layouts, pm, progress=progress or terminal_progress("layout shapes"), keep=launches.ok
+    )
     clear_progress()
     rows = []
     for i, r in enumerate(ranked[:top], 1):

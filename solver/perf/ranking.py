@@ -21,6 +21,9 @@ from typing import Any
 from meshsat.solver.memory import Memory, Parallel
 from meshsat.solver.perf.estimator import Estimate, PerfModel
 
+#: `rank_layouts`' further test of a layout: (values, config, derived) -> keep it.
+Keep = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], bool]
+
 
 @dataclass(frozen=True)
 class Ranked:
@@ -49,9 +52,13 @@ def rank_layouts(
     *,
     top: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    keep: Keep | None = None,
 ) -> list[Ranked]:
     """Estimate and rank `layouts` (anything with `.config` and `.derived`, e.g.
-    `solver.enumerate(...)`'s); the `top` best, or all."""
+    `solver.enumerate(...)`'s); the `top` best, or all. `keep(values, config, derived)`:
+    a further test, asked of a shape's members in order only until one passes (that one
+    stands for the shape; none: the shape is dropped), so it costs about one call a shape
+    (`plan`'s launch check across nodes)."""
     shapes: dict[tuple[Parallel, bool], list[Any]] = {}
     dense = not pm.facts.is_moe
     for lay in layouts:
@@ -66,8 +73,16 @@ def rank_layouts(
         shapes.setdefault((p, dwdp), []).append((dict(cfg), dict(der), dict(values)))
     out = []
     for i, ((p, dwdp), members) in enumerate(shapes.items()):
+        chosen = members[0]
+        if keep is not None:
+            found = next((m for m in members if keep(m[2], m[0], m[1])), None)
+            if found is None:
+                if progress is not None:
+                    progress(i + 1, len(shapes))
+                continue
+            chosen = found
         est = pm.estimate(p, dwdp=dwdp)
-        cfg, der, values = members[0]
+        cfg, der, values = chosen
         out.append(Ranked(cfg, der, values, p, pm.memory.of(p), est, len(members) - 1))
         if progress is not None:
             progress(i + 1, len(shapes))
