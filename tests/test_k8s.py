@@ -387,3 +387,27 @@ def test_both_manifest_readers_read_a_pod_alike() -> None:
         by_list = parse_sglang_command(text).values
         assert by_pod == by_list and (by_pod["tp_size"], by_pod["dp_size"]) == (4, 2), shape
         assert "pp_size" not in by_pod
+
+
+def test_rank_layouts_keep_ranks_as_the_kept_layouts_alone() -> None:
+    """`keep` asks one member a shape where it can; the ranking is the one of the kept
+    layouts alone (the reference: filter first, then rank)."""
+    from meshsat import solver
+    from meshsat.solver.lang.model_spec import ModelSpec
+    from meshsat.solver.perf import PerfModel, Workload
+    from meshsat.solver.perf.ranking import rank_layouts
+
+    model = "Qwen/Qwen3-30B-A3B"
+    spec = ModelSpec.from_hf_config(model_config(model))
+    layouts = list(solver.enumerate(16, model=spec))
+    pm = PerfModel(model, gpu("H100"), Workload(1024, 1024, None, None), engine="roofline")
+
+    def keep(values: Any, config: Any, derived: Any) -> bool:
+        # Within a shape (prefill CP is not estimated) and whole shapes (tp 2).
+        return bool(values["enable_prefill_cp"] and config["tp_size"] != 2)
+
+    kept = [lay for lay in layouts if keep(lay.values, lay.config, lay.derived)]
+    got = rank_layouts(layouts, pm, keep=keep)
+    want = rank_layouts(kept, pm)
+    assert [(r.values, r.estimate) for r in got] == [(r.values, r.estimate) for r in want]
+    assert len(want) < len(rank_layouts(layouts, pm))
