@@ -389,12 +389,13 @@ def test_both_manifest_readers_read_a_pod_alike() -> None:
         assert "pp_size" not in by_pod
 
 
-def test_rank_layouts_keep_ranks_as_the_kept_layouts_alone() -> None:
+def test_keep_ranks_as_the_kept_layouts_alone() -> None:
     """`keep` asks one member a shape where it can; the ranking is the one of the kept
     layouts alone (the reference: filter first, then rank)."""
     from meshsat import solver
     from meshsat.solver.lang.model_spec import ModelSpec
     from meshsat.solver.perf import PerfModel, Workload
+    from meshsat.solver.perf.disagg import role_layouts
     from meshsat.solver.perf.ranking import rank_layouts
 
     model = "Qwen/Qwen3-30B-A3B"
@@ -411,3 +412,8 @@ def test_rank_layouts_keep_ranks_as_the_kept_layouts_alone() -> None:
     want = rank_layouts(kept, pm)
     assert [(r.values, r.estimate) for r in got] == [(r.values, r.estimate) for r in want]
     assert len(want) < len(rank_layouts(layouts, pm))
+    # `plan --disagg`'s roles: the same contract (`role_layouts`).
+    roles = role_layouts(layouts, pm, "prefill", keep)
+    assert [(r.values, r.parallel) for r in roles] == [
+        (r.values, r.parallel) for r in role_layouts(kept, pm, "prefill")
+    ]

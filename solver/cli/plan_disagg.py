@@ -17,7 +17,7 @@ from typing import Any
 from meshsat import solver
 from meshsat.solver.catalogue.pd_pairs import Side
 from meshsat.solver.cli.formats import write_csv
-from meshsat.solver.cli.node_launch import launchable, node_size
+from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.cli.plan_perf import (
     PerfRow,
@@ -193,16 +193,15 @@ def disagg_rows(
     spec = checkpoint_spec(model)
 
     def role(mode: str) -> Iterable[Any]:
-        base = {**given, "disaggregation_mode": mode}
-        layouts = solver.enumerate(
-            gpus, base=base, model=spec, where=where, up_to=True, sglang_version=sglang_version
-        )
-        # Each role server as launched on nodes (`launchable`), as `plan` judges its layouts.
-        return launchable(layouts, None, node_size(g, gpus, gpus_per_node), model=spec,
-                          given=base, sglang_version=sglang_version)  # fmt: skip
+        return solver.enumerate(
+            gpus, base={**given, "disaggregation_mode": mode}, model=spec, where=where,
+            up_to=True, sglang_version=sglang_version,
+        )  # fmt: skip
 
+    # Each role server as launched on nodes, on its own GPU count (values carry its mode).
+    launches = LaunchCheck(None, node_size(g, gpus, gpus_per_node), spec, given, sglang_version)
     search = plan_disagg(pm, gpus, role("prefill"), role("decode"), top=top,
-                         pair_check=deployment_rules(spec, sglang_version),
+                         pair_check=deployment_rules(spec, sglang_version), keep=launches.ok,
                          progress=progress or terminal_progress("role layouts"))  # fmt: skip
     clear_progress()
     rows = [

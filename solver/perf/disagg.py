@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 from meshsat.solver.memory import Memory, Parallel
 from meshsat.solver.perf.aic import EngineUnavailable
 from meshsat.solver.perf.estimator import BATCHES, PerfModel
+from meshsat.solver.perf.ranking import Keep
 from meshsat.solver.perf.schedule import (
     AIC_CALIBRATION,
     ISL_REF,
@@ -329,9 +330,13 @@ def link_gbps(pm: PerfModel, gpus: int) -> float:
     return g.scale_out_gbps
 
 
-def role_layouts(layouts: Iterable[Any], pm: PerfModel, mode: str) -> list[RoleLayout]:
+def role_layouts(
+    layouts: Iterable[Any], pm: PerfModel, mode: str, keep: Keep | None = None
+) -> list[RoleLayout]:
     """The distinct (by the widths the estimate reads) layouts that load, for one role:
-    anything with `.config`, `.derived` and optionally `.values` (`solver.enumerate`'s)."""
+    anything with `.config`, `.derived` and optionally `.values` (`solver.enumerate`'s).
+    `keep(values, config, derived)`: a further test (`rank_layouts`'), asked only until a
+    shape has a layout that passes it."""
     #: widths -> (the first layout's config, derived and values; how many share them).
     #: Only the first is copied: the enumeration's configs are lazy mappings of some
     #: hundred fields, and most layouts repeat another's widths.
@@ -349,8 +354,10 @@ def role_layouts(layouts: Iterable[Any], pm: PerfModel, mode: str) -> list[RoleL
         if key in count:
             count[key] += 1
             continue
-        count[key] = 1
         values = {**dict(getattr(lay, "values", cfg)), "disaggregation_mode": mode}
+        if keep is not None and not keep(values, cfg, der):
+            continue
+        count[key] = 1
         shapes[key] = (dict(cfg), dict(der), values)
     return [
         RoleLayout(mode, values, cfg, der, p, pm.memory.of(p), "", count[(p, dw)] - 1)
@@ -595,6 +602,7 @@ def plan_disagg(
     top: int | None = None,
     prune: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    keep: Keep | None = None,
 ) -> DisaggSearch:
     """The disaggregated deployments on at most `gpus` GPUs, best first (`sort_key`).
 
@@ -603,12 +611,13 @@ def plan_disagg(
     anything with `.config`, `.derived` and `.values`); `pair_check`: the deployment rules
     between a prefill and a decode layout (`every_pair` for none); `prune=False` keeps
     dominated role layouts (the brute force the tests compare with); `progress(done,
-    total)` after each role layout estimated, which may raise to stop. Thread-safe: `pm`
-    is."""
+    total)` after each role layout estimated, which may raise to stop; `keep`: a further
+    test of a role layout (`role_layouts`; `plan`'s launch check across nodes).
+    Thread-safe: `pm` is."""
     w = pm.workload
     costs = RoleCosts(pm)
-    pre = role_layouts(prefill_layouts, pm, "prefill")
-    dec = role_layouts(decode_layouts, pm, "decode")
+    pre = role_layouts(prefill_layouts, pm, "prefill", keep)
+    dec = role_layouts(decode_layouts, pm, "decode", keep)
     total = len(pre) + len(dec)
     done = 0
     gbps = link_gbps(pm, gpus)
