@@ -70,6 +70,8 @@ def _round_trip(
     assert back.config == printed.config.model_copy(update=launched)
     assert back.model == printed.model
     assert any("judged container 'sglang-leader'" in n for n in back.notes)
+    groups = f"one of {replicas} replica groups"
+    assert any(groups in n for n in back.notes) == (replicas > 1)
     same = validate(back.config, back.model, explain=False)
     assert same.valid if clean else same.valid == validate(back.config, printed.model).valid
     if replicas > 1:  # split only where one engine over the nodes would be refused

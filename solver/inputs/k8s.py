@@ -116,10 +116,16 @@ def _containers(docs: list[Mapping[str, Any]]) -> Iterator[Container]:
             worker = _get(lws, "workerTemplate", "spec")
             leader = _get(lws, "leaderTemplate", "spec") or worker
             group = (("LWS_GROUP_SIZE", size),)
+            # `replicas` groups run the same server apart (plain DP replicas across
+            # nodes, meshsat.solver.cli.node_launch): the one judged is one replica.
+            replicas = _get(doc, "spec", "replicas")
+            each = f", one of {replicas} replica groups" if str(replicas or 1) != "1" else ""
             yield from _pod(
-                f"LeaderWorkerSet/{name} (leader)", leader, (*group, ("LWS_WORKER_INDEX", "0"))
+                f"LeaderWorkerSet/{name} (leader){each}",
+                leader,
+                (*group, ("LWS_WORKER_INDEX", "0")),
             )
-            yield from _pod(f"LeaderWorkerSet/{name} (worker)", worker, group)
+            yield from _pod(f"LeaderWorkerSet/{name} (worker){each}", worker, group)
         else:
             yield from _pod(f"{kind}/{name}", _get(doc, "spec", "template", "spec"), ())
 
