@@ -3,9 +3,9 @@
 Why: `plan` enumerates layouts as one engine on `--gpus` GPUs, but more GPUs than one node
 holds are launched as `--nnodes` pods (`--emit lws`), and SGLang judges the launch, not
 the layout. Most rules do not care; some do: plain data parallelism (dp_size > 1 without
-DP attention) is refused across nodes (TOPO-MULTINODE-DP: SGLang's data-parallel
-controller starts every replica on the local node), and the node-locality rules read
---nnodes. So the launch form is decided here, once, and `plan` (both rankings) keeps only
+DP attention) is refused across nodes (TOPO-MULTINODE-DP, SGLang's check_server_args),
+and other rules read --nnodes (DeepEP v2's NVLink-only direct mode, the per-node rank
+count). So the launch form is decided here, once, and `plan` (both rankings) keeps only
 the layouts whose launch validates, with the same pack; `--emit lws` writes that launch.
 
 The launch form (docs/k8s.md):
