@@ -279,7 +279,7 @@ def test_the_page_offers_the_quantization_field(
     import typing
 
     from meshsat.solver.cli.memory_options import QuantizationOpt, checked_quantization
-    from meshsat.solver.inputs.convert import SPECS
+    from meshsat.solver.lang.fields import SPECS
     from meshsat.solver.web.api import options_of, prepare
 
     _, _, meta = call(server, "GET", "/api/meta")

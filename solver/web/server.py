@@ -47,7 +47,7 @@ def meta() -> dict[str, Any]:
     from meshsat.solver.cli.perf_options import EngineChoice
     from meshsat.solver.examples import names
     from meshsat.solver.groups import GROUP_KINDS
-    from meshsat.solver.inputs.convert import SPECS
+    from meshsat.solver.lang.fields import SPECS
     from meshsat.solver.memory.gpus import GPUS
     from meshsat.solver.memory.models import CATALOGUE
     from meshsat.solver.packs import NEWEST, known_versions
