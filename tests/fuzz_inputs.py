@@ -282,6 +282,23 @@ PERF_OPTIONS = (
 )
 
 
+#: `plan --quantization`: online FP8 (priced), values the field takes that a checkpoint or
+#: the memory model refuses, and values it does not take at all.
+QUANTIZATIONS = (
+    "fp8",
+    "w8a8_fp8",
+    "awq",
+    "modelopt_fp4",
+    "compressed-tensors",
+    "none",
+    "FP8",
+    "fp9",
+    "",
+    "[/x]",
+    "fp8\x1b[2J",
+)
+
+
 @st.composite
 def plan_argvs(draw: st.DrawFn) -> list[str]:
     """`meshsat plan` command lines, small GPU counts (the work at scale has its own test)."""
@@ -305,6 +322,8 @@ def plan_argvs(draw: st.DrawFn) -> list[str]:
             argv += [option, draw(st.sampled_from(values))]
     if draw(st.integers(0, 5)) == 0:
         argv += ["--rank", draw(st.sampled_from(("perf", "kv", "x")))]
+    if draw(st.integers(0, 3)) == 0:
+        argv += ["--quantization", draw(st.sampled_from(QUANTIZATIONS))]
     return argv
 
 

@@ -162,3 +162,99 @@ def test_measured_runs_record_the_mapped_widths() -> None:
             assert (a.moe_tp_size, a.moe_ep_size) == want_moe
         checked += 1
     assert checked > 50
+
+
+# --- quantization: the checkpoint's FP8 scaling picks the engine's GEMM/MoE modes ----------
+def _ct(strategy: str, bits: int = 8, kind: str = "float") -> dict[str, object]:
+    """A compressed-tensors config with one group of `strategy` weights."""
+    weights = {"num_bits": bits, "type": kind, "strategy": strategy,
+               "block_structure": [128, 128] if strategy == "block" else None}  # fmt: skip
+    return {"quant_method": "compressed-tensors",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}}}  # fmt: skip
+
+
+_PER_TENSOR_MOE = "fp8_block MoE for per-tensor FP8"
+_PER_CHANNEL = ("per-tensor fp8 GEMM for per-channel FP8", "fp8_block MoE for per-channel FP8")
+
+# (model, quantization_config replacing the checkpoint's (None: its own), --quantization)
+#   -> (GEMM mode, MoE mode, substitutes named in the source) or the engine's refusal.
+QUANT_TABLE = [
+    # block FP8: fp8_block, no substitute (the mapping before per-tensor checkpoints)
+    (("deepseek-ai/DeepSeek-V3", None, None), ("fp8_block", "fp8_block", ())),
+    (("Qwen/Qwen3-32B-FP8", None, None), ("fp8_block", "fp8_block", ())),
+    (("Qwen/Qwen3-30B-A3B-FP8", None, None), ("fp8_block", "fp8_block", ())),
+    (("Qwen/Qwen3-30B-A3B", _ct("block"), None), ("fp8_block", "fp8_block", ())),
+    # per-tensor FP8: the per-tensor GEMM; a MoE's experts from fp8_block, said
+    (("nvidia/Llama-3.1-70B-Instruct-FP8", None, None), ("fp8", "fp8_block", ())),
+    (("Qwen/Qwen3-30B-A3B", {"quant_method": "fp8"}, None),
+     ("fp8", "fp8_block", (_PER_TENSOR_MOE,))),
+    (("Qwen/Qwen3-30B-A3B", {"quant_method": "modelopt", "quant_algo": "FP8"}, None),
+     ("fp8", "fp8_block", (_PER_TENSOR_MOE,))),
+    (("Qwen/Qwen3-30B-A3B", _ct("tensor"), None), ("fp8", "fp8_block", (_PER_TENSOR_MOE,))),
+    (("Qwen/Qwen3-30B-A3B", None, "fp8"), ("fp8", "fp8_block", (_PER_TENSOR_MOE,))),
+    (("Qwen/Qwen3-8B", None, "fp8"), ("fp8", "fp8_block", ())),
+    # per-channel FP8: the per-tensor GEMM stands in, said (dense: the GEMM only)
+    (("zai-org/GLM-4.5-FP8", None, None), ("fp8", "fp8_block", _PER_CHANNEL)),
+    (("Qwen/Qwen3-8B", _ct("channel"), None), ("fp8", "fp8_block", _PER_CHANNEL[:1])),
+    # not FP8: as before
+    (("Qwen/Qwen3-8B", None, None), ("bfloat16", "bfloat16", ())),
+    (("Qwen/Qwen3-8B", _ct("channel", kind="int"), None), "quantization 'compressed-tensors'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("given", "want"), QUANT_TABLE)
+def test_checkpoint_fp8_scaling_maps_to_the_engines_modes(
+    given: tuple[str, dict[str, object] | None, str | None],
+    want: tuple[str, str, tuple[str, ...]] | str,
+) -> None:
+    from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
+    from meshsat.solver.perf.engine_args import checkpoint_quant
+
+    model, qc, flag = given
+    config = dict(catalogue_config(model))
+    if qc is not None:
+        config["quantization_config"] = qc
+    config = dict(with_quantization_flag(config, flag))
+    facts = load_facts(config)
+    p = Parallel(tp=2, attn_tp=2, ep=2, moe_tp=1) if facts.is_moe else Parallel(tp=2, attn_tp=2)
+    a = engine_args(p, facts, gpu("H200"), model_path=model, pack_version="0.5.23",
+                    database_versions=DBS, quant=checkpoint_quant(config))  # fmt: skip
+    if isinstance(want, str):
+        assert a == Unsupported(want)
+        return
+    assert isinstance(a, EngineArgs)
+    assert (a.gemm_quant_mode, a.moe_quant_mode, a.substitutes) == want
+    said = f" (substitute: {'; '.join(want[2])})" if want[2] else ""
+    assert a.label == f"aic h200_sxm sglang-0.5.14{said}"
+
+
+def test_the_fp8_modes_are_where_the_engines_sglang_data_is() -> None:
+    """The oracle is the engine's own kernel tables: every system and database version that
+    has block-FP8 GEMM data has the per-tensor `fp8` GEMM too (so a per-tensor checkpoint
+    never loses the engine), and no SGLang MoE table has a per-tensor `fp8` kernel (so the
+    experts' substitute is still needed: when one appears, map to it)."""
+    pytest.importorskip("aiconfigurator_core")
+    import pyarrow.parquet as pq
+
+    from meshsat.solver.perf.aic import _package_dir, database_versions
+    from meshsat.solver.perf.engine_args import QUANT_MODES, SUBSTITUTES
+
+    root = _package_dir()
+    assert root is not None
+    data = root / "systems" / "data"
+    checked = 0
+    for system, versions in database_versions().items():
+        for v in versions:
+            gemm = set(pq.read_table(data / system / "gemm" / "sglang" / v / "gemm_perf.parquet",
+                                     columns=["gemm_dtype"]).column(0).to_pylist())  # fmt: skip
+            if "fp8_block" in gemm:
+                assert "fp8" in gemm, (system, v, gemm)
+                checked += 1
+    moe_tables = list(data.glob("*/moe/sglang/*/moe_perf.parquet"))
+    moe = {
+        m for t in moe_tables for m in pq.read_table(t, columns=["moe_dtype"]).column(0).to_pylist()
+    }
+    assert moe_tables and checked >= 5
+    assert "fp8" not in moe and "fp8_block" in moe
+    for name, (_, moe_for) in SUBSTITUTES.items():
+        assert QUANT_MODES[name][1] == "fp8_block" and moe_for is not None, name

@@ -116,6 +116,20 @@ def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
             ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4", "--top", "3",
              "--disagg", "--engine", "roofline", "--isl", "4096"],
         ),
+        (  # SGLang's --quantization: every command carries it, the estimate's kernels are FP8
+            "plan",
+            {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4, "top": 3,
+             "quantization": "fp8"},
+            ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4", "--top", "3",
+             "--quantization", "fp8"],
+        ),
+        (
+            "plan",
+            {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4, "top": 2, "disagg": True,
+             "engine": "roofline", "quantization": "fp8"},
+            ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4", "--top", "2",
+             "--disagg", "--engine", "roofline", "--quantization", "fp8"],
+        ),
         (  # one GPU: no deployment, exit 1, the verdict says so
             "plan",
             {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 1, "disagg": True,
@@ -168,6 +182,15 @@ def test_a_pasted_config_plans_like_the_catalogue_entry(server: MeshsatServer) -
         ({"gpus": 8, "engine": "aiconfigurator"}, ["--gpus", "8", "--engine", "aiconfigurator"],
          "engine"),
         ({"gpus": 8, "engine": "AUTO"}, ["--gpus", "8", "--engine", "AUTO"], "engine"),
+        ({"gpus": 8, "quantization": "fp9"}, ["--gpus", "8", "--quantization", "fp9"],
+         "quantization"),
+        ({"gpus": 8, "quantization": "fp9", "disagg": True},
+         ["--gpus", "8", "--quantization", "fp9", "--disagg"], "quantization"),
+        ({"gpus": 8, "quantization": "FP8", "rank": "kv"},
+         ["--gpus", "8", "--quantization", "FP8", "--rank", "kv"], "quantization"),
+        # a valid value the checkpoint refuses: found in the search, the line names the flag
+        ({"gpus": 8, "quantization": "awq"}, ["--gpus", "8", "--quantization", "awq"],
+         "quantization"),
     ],
 )  # fmt: skip
 def test_bad_input_is_the_cli_error_line(
@@ -187,30 +210,12 @@ def test_bad_input_is_the_cli_error_line(
     assert doc["field"] == field
 
 
-def test_the_page_offers_the_clis_engine_choices(
-    server: MeshsatServer, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The Plan view's estimator menu: `/api/meta` gives `plan --engine`'s choices, default
-    and help; the static page has the control inside the plan form, under the request key
-    the API reads; a bad value sent as a job is refused before it starts, as the CLI does."""
-    import typing
+def plan_controls() -> list[tuple[str, dict[str, str | None]]]:
+    """The static page's controls inside the plan form (a select, a `data-option` label, an
+    error slot), as (tag, attributes): the form's [name] fields are the request's keys."""
     from html.parser import HTMLParser
     from importlib import resources
 
-    from meshsat.solver.cli.perf_options import EngineOpt
-    from meshsat.solver.web.api import options_of, prepare
-
-    _, _, meta = call(server, "GET", "/api/meta")
-    engine = meta["plan_engine"]
-    assert engine["choices"] == ["auto", "aic", "roofline"]
-    assert engine["help"] == typing.get_args(EngineOpt)[1].help  # the declaration's words
-    base = {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4}
-    # The default is what the CLI uses when --engine is not given; every choice parses.
-    assert prepare("plan", base)[1]["engine"].value == engine["default"] == "auto"
-    for choice in engine["choices"]:
-        assert prepare("plan", {**base, "engine": choice})[1]["engine"].value == choice
-    # The page: a select named `engine` inside the plan form (its [name] fields are the
-    # request), shown when `plan` has the option, with a slot for its error line.
     page = resources.files("meshsat.solver.web").joinpath("static", "index.html").read_text()
 
     class Controls(HTMLParser):
@@ -228,7 +233,32 @@ def test_the_page_offers_the_clis_engine_choices(
 
     parser = Controls()
     parser.feed(page)
-    in_plan = [(tag, a) for form, tag, a in parser.found if form == "plan-form"]
+    return [(tag, a) for form, tag, a in parser.found if form == "plan-form"]
+
+
+def test_the_page_offers_the_clis_engine_choices(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Plan view's estimator menu: `/api/meta` gives `plan --engine`'s choices, default
+    and help; the static page has the control inside the plan form, under the request key
+    the API reads; a bad value sent as a job is refused before it starts, as the CLI does."""
+    import typing
+
+    from meshsat.solver.cli.perf_options import EngineOpt
+    from meshsat.solver.web.api import options_of, prepare
+
+    _, _, meta = call(server, "GET", "/api/meta")
+    engine = meta["plan_engine"]
+    assert engine["choices"] == ["auto", "aic", "roofline"]
+    assert engine["help"] == typing.get_args(EngineOpt)[1].help  # the declaration's words
+    base = {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4}
+    # The default is what the CLI uses when --engine is not given; every choice parses.
+    assert prepare("plan", base)[1]["engine"].value == engine["default"] == "auto"
+    for choice in engine["choices"]:
+        assert prepare("plan", {**base, "engine": choice})[1]["engine"].value == choice
+    # The page: a select named `engine` inside the plan form (its [name] fields are the
+    # request), shown when `plan` has the option, with a slot for its error line.
+    in_plan = plan_controls()
     assert ("select", {"name": "engine"}) in in_plan and "engine" in options_of("plan")
     assert ("label", {"data-option": "engine", "id": "plan-engine", "hidden": None}) in in_plan
     assert ("div", {"class": "err", "data-for": "engine", "hidden": None}) in in_plan
@@ -237,6 +267,42 @@ def test_the_page_offers_the_clis_engine_choices(
                   "--engine", "fast")  # fmt: skip
     assert (status, run.code, headers["X-Meshsat-Exit"]) == (400, 2, "2")
     assert doc == {"error": run.err.strip(), "field": "engine", "exit": 2}
+
+
+def test_the_page_offers_the_quantization_field(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Plan view's quantization menu: `/api/meta` gives the values the `quantization`
+    field takes (the `--set` field's declaration), `plan --quantization`'s default (none:
+    the checkpoint's own) and help; the page has the select under the request key; every
+    offered value parses and is what the plan's commands then carry."""
+    import typing
+
+    from meshsat.solver.cli.memory_options import QuantizationOpt, checked_quantization
+    from meshsat.solver.lang.fields import SPECS
+    from meshsat.solver.web.api import options_of, prepare
+
+    _, _, meta = call(server, "GET", "/api/meta")
+    quant = meta["plan_quantization"]
+    assert set(quant["choices"]) == set(SPECS["quantization"].choices or ()) - {None}
+    assert "fp8" in quant["choices"] and quant["default"] is None
+    assert quant["help"] == typing.get_args(QuantizationOpt)[1].help
+    base = {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4}
+    assert prepare("plan", base)[1]["quantization"] is None
+    for choice in quant["choices"]:
+        given = prepare("plan", {**base, "quantization": choice})[1]["quantization"]
+        assert checked_quantization(given) == choice
+    in_plan = plan_controls()
+    assert ("select", {"name": "quantization"}) in in_plan and "quantization" in options_of("plan")
+    label = {"data-option": "quantization", "id": "plan-quantization", "hidden": None}
+    assert ("label", label) in in_plan
+    assert ("div", {"class": "err", "data-for": "quantization", "hidden": None}) in in_plan
+    # A job with a bad value is refused before it starts, with the CLI's line and the field.
+    status, headers, doc = call(server, "POST", "/api/jobs/plan", {**base, "quantization": "int3"})
+    run = run_cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4",
+                  "--quantization", "int3")  # fmt: skip
+    assert (status, run.code, headers["X-Meshsat-Exit"]) == (400, 2, "2")
+    assert doc == {"error": run.err.strip(), "field": "quantization", "exit": 2}
 
 
 def test_a_deployment_is_refused_where_one_server_is_read(server: MeshsatServer) -> None:

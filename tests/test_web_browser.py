@@ -173,6 +173,28 @@ def test_plan_shows_the_ranked_table_and_the_chart(
     shot(driver, "plan")
 
 
+def plan_qwen3_8b_on_4_h100(driver: WebDriver) -> list[WebElement]:
+    """Plan Qwen3-8B on 4 H100 (top 3) with the form's other fields as they are; the rows."""
+    fill(driver, "plan", "model", "Qwen/Qwen3-8B")
+    fill(driver, "plan", "gpus", "4")
+    fill(driver, "plan", "top", "3")
+    Select(driver.find_element(By.CSS_SELECTOR, '#plan-form [name="gpu"]')).select_by_value("H100")
+    driver.find_element(By.ID, "plan-run").click()
+    # The table shows the previous answer until this one is in: wait for this one's line.
+    progress = driver.find_element(By.ID, "plan-progress")
+    WebDriverWait(driver, 60, poll_frequency=0.05).until(
+        lambda d: progress.text.startswith("3 layouts in")
+    )
+    return wait(driver, "#plan-table tbody tr", 3)
+
+
+def restore_plan_form(driver: WebDriver) -> None:
+    """The form as the other tests expect it (the page keeps its fields between views)."""
+    for name, value in (("model", "deepseek-ai/DeepSeek-V3"), ("gpus", "16"), ("top", "20")):
+        fill(driver, "plan", name, value)
+    Select(driver.find_element(By.CSS_SELECTOR, '#plan-form [name="gpu"]')).select_by_value("H200")
+
+
 def test_plan_estimates_come_from_the_chosen_engine(
     page: tuple[WebDriver, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -190,18 +212,8 @@ def test_plan_estimates_come_from_the_chosen_engine(
     # without the white space).
     assert hint.startswith("auto: AIConfigurator")
     assert "".join(hint.split()) in "".join(help_text.replace("│", "").split())
-    fill(driver, "plan", "model", "Qwen/Qwen3-8B")
-    fill(driver, "plan", "gpus", "4")
-    fill(driver, "plan", "top", "3")
-    Select(driver.find_element(By.CSS_SELECTOR, '#plan-form [name="gpu"]')).select_by_value("H100")
     menu.select_by_value("roofline")
-    driver.find_element(By.ID, "plan-run").click()
-    # The table shows the previous answer until this one is in: wait for this one's line.
-    progress = driver.find_element(By.ID, "plan-progress")
-    WebDriverWait(driver, 60, poll_frequency=0.05).until(
-        lambda d: progress.text.startswith("3 layouts in")
-    )
-    rows = wait(driver, "#plan-table tbody tr", 3)
+    rows = plan_qwen3_8b_on_4_h100(driver)
     doc = cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4",
               "--top", "3", "--engine", "roofline")  # fmt: skip
     heads = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "#plan-table th")]
@@ -212,11 +224,37 @@ def test_plan_estimates_come_from_the_chosen_engine(
     assert not driver.find_element(By.ID, "plan-engine").is_displayed()
     rank.select_by_value("perf")
     assert driver.find_element(By.ID, "plan-engine").is_displayed()
-    # The form as the other tests expect it (the page keeps its fields between views).
     menu.select_by_value("auto")
-    for name, value in (("model", "deepseek-ai/DeepSeek-V3"), ("gpus", "16"), ("top", "20")):
-        fill(driver, "plan", name, value)
-    Select(driver.find_element(By.CSS_SELECTOR, '#plan-form [name="gpu"]')).select_by_value("H200")
+    restore_plan_form(driver)
+
+
+def test_plan_quantization_reaches_the_request(
+    page: tuple[WebDriver, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The quantization menu is `plan --quantization`: first the checkpoint's own scheme
+    (nothing sent), then the field's values; a choice reaches the request (the weights and
+    each command are the CLI's for that flag)."""
+    driver, url = page
+    open_view(driver, url, "plan")
+    menu = Select(driver.find_element(By.CSS_SELECTOR, '#plan-form [name="quantization"]'))
+    values = [o.get_attribute("value") for o in menu.options]
+    assert values[0] == "" and menu.first_selected_option.get_attribute("value") == ""
+    assert "fp8" in values and "w8a8_fp8" in values
+    assert driver.find_element(By.ID, "plan-quantization").is_displayed()
+    menu.select_by_value("fp8")
+    rows = plan_qwen3_8b_on_4_h100(driver)
+    doc = cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4",
+              "--top", "3", "--quantization", "fp8")  # fmt: skip
+    heads = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "#plan-table th")]
+    weights = [r.find_elements(By.TAG_NAME, "td")[heads.index("weights_gib")].text for r in rows]
+    assert weights == [f"{r['weights_gib']:.2f}" for r in doc["layouts"]]
+    first = driver.find_element(By.CSS_SELECTOR, '#plan-chart circle[data-rank="1"]')
+    driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('click'))", first)
+    wait(driver, "#plan-table tr.selected")
+    command = driver.find_element(By.ID, "plan-command").text
+    assert command == doc["layouts"][0]["command"] and command.endswith("--quantization fp8")
+    menu.select_by_value("")
+    restore_plan_form(driver)
 
 
 def test_a_pasted_rejected_command_shows_its_violations_and_a_fix(

@@ -19,10 +19,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.layout import Parallel
+from meshsat.solver.memory.quantized_checkpoints import online_quantized
 
 #: meshsat GPU name -> AIConfigurator system with SGLang kernel data.
 SYSTEMS: Mapping[str, str] = {
@@ -36,23 +38,41 @@ SYSTEMS: Mapping[str, str] = {
     "L40S": "l40s",
 }
 
-#: meshsat's quantization name (`memory.quant`) -> (GEMM mode, MoE mode) of the engine.
+#: meshsat's quantization name (`memory.quant`, or `checkpoint_quant`'s finer one) ->
+#: (GEMM mode, MoE mode) of the engine.
 QUANT_MODES: Mapping[str, tuple[str, str]] = {
     "bfloat16": ("bfloat16", "bfloat16"),
     "bf16": ("bfloat16", "bfloat16"),
     "float16": ("bfloat16", "bfloat16"),
+    # Block-scaled FP8 (DeepSeek, Qwen3-FP8: `weight_block_size`; compressed-tensors'
+    # `block` strategy): AIConfigurator's `fp8_block`.
     "fp8": ("fp8_block", "fp8_block"),
     "nvfp4": ("nvfp4", "nvfp4"),
     "mxfp4": ("bfloat16", "w4a16_mxfp4"),
-    # A 16-bit checkpoint served with `--quantization fp8` (`ONLINE_FP8_QUANT`): per-tensor
-    # weight scales, AIConfigurator's per-tensor `fp8` GEMM. Its SGLang MoE tables hold no
-    # per-tensor FP8 kernel (fp8_block, bf16, int4 and FP4 only, every system), so the
-    # experts are read from `fp8_block`: the same FP8 weight bytes and tensor-core rate.
+    # Per-tensor FP8 weight scales: a 16-bit checkpoint served with `--quantization fp8`
+    # (`ONLINE_FP8_QUANT`), a ModelOpt FP8 checkpoint, an `fp8` one without blocks, or
+    # compressed-tensors' `tensor` strategy: AIConfigurator's per-tensor `fp8` GEMM. Its
+    # SGLang MoE tables hold no per-tensor FP8 kernel (fp8_block, bf16, int4 and FP4 only,
+    # every system), so the experts are read from `fp8_block`: the same FP8 weight bytes
+    # and tensor-core rate (`SUBSTITUTES` says so in the estimate's source).
     "fp8_online": ("fp8", "fp8_block"),
+    "fp8_tensor": ("fp8", "fp8_block"),
+    # Per-channel FP8 weight scales (compressed-tensors' `channel` strategy, GLM-4.5-FP8;
+    # fbgemm_fp8): no per-channel table, so the per-tensor `fp8` GEMM, whose kernels read
+    # the same FP8 operands (a scale per row is applied in the epilogue).
+    "fp8_channel": ("fp8", "fp8_block"),
 }
 #: The `QUANT_MODES` name of online FP8 (the checkpoint's own name, `fp8`, stays the memory
 #: model's: it prices the bytes, which a block checkpoint and an online one share).
 ONLINE_FP8_QUANT = "fp8_online"
+#: `QUANT_MODES` names whose modes stand in for a scheme the engine has no SGLang data for:
+#: name -> (what the GEMM substitutes, what the MoE substitutes; None: the scheme's own).
+#: The estimate's source names each (`EngineArgs.label`), the MoE one on MoE models only.
+SUBSTITUTES: Mapping[str, tuple[str | None, str | None]] = {
+    "fp8_online": (None, "fp8_block MoE for per-tensor FP8"),
+    "fp8_tensor": (None, "fp8_block MoE for per-tensor FP8"),
+    "fp8_channel": ("per-tensor fp8 GEMM for per-channel FP8", "fp8_block MoE for per-channel FP8"),
+}
 
 #: `--kv-cache-dtype` -> the engine's KV-cache and attention (FMHA) modes. `auto` keeps
 #: the activation dtype (bf16), which is what SGLang does for FP8/FP4 checkpoints too.
@@ -89,6 +109,8 @@ class EngineArgs:
     moe_quant_mode: str
     kvcache_quant_mode: str
     fmha_quant_mode: str
+    #: The modes that stand in for the checkpoint's scheme (`SUBSTITUTES`), for the label.
+    substitutes: tuple[str, ...] = ()
 
     def kwargs(self) -> dict[str, object]:
         """`compile_engine(model_path, system, "sglang", **kwargs)`."""
@@ -108,7 +130,8 @@ class EngineArgs:
     @property
     def label(self) -> str:
         """What every estimate from this engine says about its source."""
-        return f"aic {self.system} sglang-{self.backend_version}"
+        said = f" (substitute: {'; '.join(self.substitutes)})" if self.substitutes else ""
+        return f"aic {self.system} sglang-{self.backend_version}{said}"
 
 
 @dataclass(frozen=True)
@@ -177,6 +200,10 @@ def engine_args(
         moe_tp, moe_ep = attn_width, 1
     if moe_tp * moe_ep != attn_width:
         return Unsupported(f"MoE widths {moe_tp}x{moe_ep} do not cover the {attn_width} ranks")
+    gemm_for, moe_for = SUBSTITUTES.get(qname, (None, None))
+    substitutes = tuple(
+        note for note in (gemm_for, moe_for if facts.is_moe else None) if note is not None
+    )
     return EngineArgs(
         model_path=MODEL_ALIASES.get(model_path, model_path),
         system=system,
@@ -190,4 +217,50 @@ def engine_args(
         moe_quant_mode=modes[1],
         kvcache_quant_mode=kv[0],
         fmha_quant_mode=kv[1],
+        substitutes=substitutes,
     )
+
+
+def _quantization_config(hf: Mapping[str, Any]) -> Mapping[str, Any]:
+    qc = hf.get("quantization_config")
+    text = hf.get("text_config")
+    if qc is None and isinstance(text, Mapping):
+        qc = text.get("quantization_config")
+    return qc if isinstance(qc, Mapping) else {}
+
+
+def _compressed_tensors_fp8(qc: Mapping[str, Any]) -> str | None:
+    """The FP8 scaling of a compressed-tensors checkpoint's weights (its groups agree in the
+    catalogue's checkpoints; the first FP8 group decides), None when they are not FP8."""
+    groups = qc.get("config_groups")
+    for group in groups.values() if isinstance(groups, Mapping) else ():
+        w = group.get("weights") if isinstance(group, Mapping) else None
+        if not isinstance(w, Mapping) or w.get("type") != "float" or w.get("num_bits") != 8:
+            continue
+        return {"block": "fp8", "tensor": "fp8_tensor", "channel": "fp8_channel"}.get(
+            str(w.get("strategy", "tensor"))
+        )
+    return None
+
+
+def checkpoint_quant(hf: Mapping[str, Any]) -> str | None:
+    """The `QUANT_MODES` name of a config's FP8 scaling where the memory model's name does
+    not tell it (its `fp8` prices the bytes, which blocks, per-tensor and per-channel
+    scales share to within the scales), else None: the memory model's name maps as is.
+
+    Block (`weight_block_size`, compressed-tensors `block`) -> `fp8`; per-tensor (ModelOpt
+    FP8, an `fp8` checkpoint without blocks, compressed-tensors `tensor`, `--quantization
+    fp8` on a 16-bit checkpoint) -> `fp8_tensor` / `fp8_online`; per-channel
+    (compressed-tensors `channel`, fbgemm_fp8) -> `fp8_channel`."""
+    if online_quantized(hf):  # `with_quantization_flag` on a 16-bit checkpoint
+        return ONLINE_FP8_QUANT
+    qc = _quantization_config(hf)
+    method = str(qc.get("quant_method", "")).lower()
+    algo = str(qc.get("quant_algo", "")).upper()
+    if method == "compressed-tensors":
+        return _compressed_tensors_fp8(qc)
+    if method == "fbgemm_fp8" or (method == "modelopt" and algo == "FP8_PER_CHANNEL_PER_TOKEN"):
+        return "fp8_channel"
+    if method in ("fp8", "modelopt_fp8") or (method == "modelopt" and algo == "FP8"):
+        return "fp8" if qc.get("weight_block_size") else "fp8_tensor"
+    return None

@@ -26,7 +26,7 @@ from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.gpus import Gpu, gpu
 from meshsat.solver.memory.models import model_config
-from meshsat.solver.memory.quantized_checkpoints import online_quantized, with_quantization_flag
+from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
 from meshsat.solver.memory.weights import WeightModel
 from meshsat.solver.perf.aic import (
     AicSteps,
@@ -36,9 +36,9 @@ from meshsat.solver.perf.aic import (
     model_location,
 )
 from meshsat.solver.perf.engine_args import (
-    ONLINE_FP8_QUANT,
     EngineArgs,
     Unsupported,
+    checkpoint_quant,
     engine_args,
 )
 from meshsat.solver.perf.ep_comm import WithEpComm
@@ -118,8 +118,8 @@ class PerfModel:
         # `--quantization` as validate prices it: a 16-bit checkpoint with fp8 is quantized
         # online (weights and KV from that), a quantized checkpoint keeps its own scheme.
         self.config = with_quantization_flag(self.config, quantization)
-        if quant is None and online_quantized(self.config):
-            quant = ONLINE_FP8_QUANT
+        if quant is None:  # the checkpoint's FP8 scaling picks the engine's kernels
+            quant = checkpoint_quant(self.config)
         self.facts: ModelFacts = facts_from_config(self.config)
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
         self.workload = workload or Workload()

@@ -264,8 +264,9 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         model_path = params["model"]
     gpus, top, per_node = params["gpus"], params["top"], params["gpus_per_node"]
     memory = sizing_options(g, params["mem_fraction_static"], params["free_memory"])
+    quantization = params.get("quantization")
     if params["disagg"]:
-        return disagg_answer(params, work, model, g, memory, model_path)
+        return disagg_answer(params, work, model, g, memory, model_path, quantization)
     where = params.get("where") or ()
     version = params.get("sglang_version")
     if params["rank"] is Rank.perf:
@@ -276,6 +277,7 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         rows_p, _ranked, shapes = perf_rows(
             model, g, gpus, workload, engine=params["engine"].value, gpus_per_node=per_node,
             top=top, memory=memory, where=where, sglang_version=version, model_path=model_path,
+            quantization=quantization,
             progress=lambda done, total: work.step(estimated=done, of=total),
         )  # fmt: skip
         document = perf_document(rows_p, workload, g.name, shapes)
@@ -284,6 +286,7 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         rows = plan_layouts(
             model, g, gpus, context_length=params["context_length"], gpus_per_node=per_node,
             top=top, where=where, sglang_version=version, model_path=model_path,
+            quantization=quantization,
             progress=lambda seen, fit: work.step(examined=seen, fit=fit), **memory,
         )  # fmt: skip
         document, ranking, found = plan_document(rows, g), RANKING, bool(rows)
@@ -300,6 +303,7 @@ def disagg_answer(
     g: Any,
     memory: Mapping[str, Any],
     model_path: str | None,
+    quantization: str | None = None,
 ) -> Answer:
     """`meshsat plan --disagg`'s answer: the CLI's own search (`disagg_plan`, which refuses
     the options it cannot honour) and document; progress counts role layouts, then the
@@ -319,6 +323,7 @@ def disagg_answer(
         params["osl"], params["ttft"], params["tpot"], params["no_sla"], params["engine"],
         None, params.get("where"), params.get("sglang_version"), params.get("emit"), memory,
         model_path=model_path, progress=lambda done, total: work.step(estimated=done, of=total),
+        quantization=quantization,
     )  # fmt: skip
     document = disagg_document(rows, search, agg, workload, g.name, gpus)
     notes = [ranking_note(workload), search_note(search), verdict(rows, agg, gpus).text]
@@ -499,7 +504,22 @@ def prepare(name: str, body: Any) -> tuple[Endpoint, dict[str, Any]]:
     body = dict(body)
     if name == "plan" and body.get("model_config") is not None and not body.get("model"):
         body["model"] = "(pasted config.json)"
-    return endpoint, parse(endpoint.command, body, endpoint.extra)
+    params = parse(endpoint.command, body, endpoint.extra)
+    if name == "plan":
+        params["quantization"] = _quantization(params.get("quantization"))
+    return endpoint, params
+
+
+def _quantization(text: str | None) -> str | None:
+    """`plan --quantization` checked as the CLI checks it, but before a job starts: its
+    option is a plain string that the CLI checks once the search begins, with a line
+    (`quantization must be one of ...`) that names no flag for the page to place."""
+    from meshsat.solver.cli.memory_options import checked_quantization
+
+    try:
+        return checked_quantization(text)
+    except InputError as exc:
+        raise FieldError(str(exc), "quantization") from None
 
 
 _FLAG = re.compile(r"--([a-z][a-z-]*)")

@@ -47,6 +47,7 @@ def meta() -> dict[str, Any]:
     from meshsat.solver.cli.perf_options import EngineChoice
     from meshsat.solver.examples import names
     from meshsat.solver.groups import GROUP_KINDS
+    from meshsat.solver.lang.fields import SPECS
     from meshsat.solver.memory.gpus import GPUS
     from meshsat.solver.memory.models import CATALOGUE
     from meshsat.solver.packs import NEWEST, known_versions
@@ -67,6 +68,12 @@ def meta() -> dict[str, Any]:
         "plan_engine": {
             "choices": [e.value for e in EngineChoice],
             **option_hint("plan", "engine"),
+        },
+        # `plan --quantization`: the values the `quantization` field takes (as `--set` and
+        # the CLI check them), the CLI's default (none: the checkpoint's own) and help.
+        "plan_quantization": {
+            "choices": [c for c in SPECS["quantization"].choices or () if c is not None],
+            **option_hint("plan", "quantization"),
         },
         "limits": {"request_bytes": MAX_FILE_BYTES},
     }

@@ -121,6 +121,12 @@ async function boot() {
   engine.value = meta.plan_engine.default;
   engine.title = meta.plan_engine.help;
   $("#plan-engine").title = meta.plan_engine.help;
+  // plan --quantization: the field's values; the empty choice (not sent) is the CLI's
+  // default, the checkpoint's own scheme.
+  const quant = $('#plan-form [name="quantization"]');
+  for (const c of meta.plan_quantization.choices) quant.append(h("option", { value: c }, c));
+  quant.value = meta.plan_quantization.default ?? "";
+  $("#plan-quantization").title = meta.plan_quantization.help;
   for (const el of $$("[data-option]")) el.hidden = !meta.plan_options.includes(el.dataset.option);
   // plan --disagg ranks by estimate only (it refuses --rank kv): the ranking is put away;
   // --rank kv estimates nothing: the estimator is. A hidden field is not sent.
