@@ -207,9 +207,10 @@ def test_measured_slice_meets_its_bounds() -> None:
         et.append(abs(e.ttft_ms / r.ttft_ms - 1))
         ep.append(abs(e.tpot_ms / r.tpot_ms - 1))
     assert statistics.median(ep) <= 0.15
-    # 57 % with the shipped calibration (65 % left out, benchmarks/RESULTS-perf.md; 102 %
-    # before the cohort queue scaled with the prompt length)
-    assert statistics.median(et) <= 0.65
+    # 95 % with the shipped calibration, fitted to least mean |log error| over all models
+    # (65 % left out, benchmarks/RESULTS-perf.md; 57 % with the median-error fit this cell
+    # favoured, 102 % before the cohort queue scaled with the prompt length)
+    assert statistics.median(et) <= 0.96
 
 
 def test_enumerate_perf_columns_filter_and_sort(capsys: pytest.CaptureFixture[str]) -> None:
