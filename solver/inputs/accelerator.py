@@ -1,5 +1,6 @@
-"""What a launch says about its accelerators: the platform its `--device` names, the devices
-one node gives SGLang, and the node size assumed when it says neither.
+"""What a launch says about its accelerators: the platform its `--device` names (or, without
+`--device`, the Ascend-only values and variables it holds), the devices one node gives
+SGLang, and the node size assumed when it says neither.
 
 `gpus_per_node` is a tool-only fact (SGLang never reads it): meshsat needs it for
 TOPO-NODE-GPUS and the rank groups. A CUDA launch keeps the Config default of 8 (an HGX
@@ -10,8 +11,10 @@ largest Ascend node with a note (docs/rules.md §1).
 from __future__ import annotations
 
 import re
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping, Sequence
 from typing import Any
+
+from meshsat.solver.lang.limits import listed
 
 #: SGLang's `--device` values meshsat checks as their own platform (`Config.platform`).
 #: Only `npu` (Ascend) is read: `cuda` is also ROCm's device, and `xpu`, `hpu`, `cpu` are
@@ -42,6 +45,45 @@ DEFAULT_NODE_DEVICES: dict[str, tuple[int, str]] = {
         f"gpus_per_node=8, or list the node's NPUs in {VISIBLE_DEVICES_ENV}",
     )
 }
+
+#: Option values only an Ascend NPU serves: every value of a recorded release's choices list
+#: (`sglang_flags.json`: 0.5.18, 0.5.19, 0.5.23; 0.4.6.post5 has none) that runs Ascend
+#: kernels (`ascend`, `ascend_attn`, `ascend_fuseep`, `ascend_tp`, `kernel_ascend`, the
+#: `npu_memcache` store). SGLang itself picks the NPU when `torch_npu` is installed
+#: (`is_npu()`: `torch.npu` exists), which a command does not show; these values are what
+#: it does show. tests/test_accelerator.py checks this table against the recorded choices.
+ASCEND_ONLY_VALUES: dict[str, frozenset[str]] = {
+    "--attention-backend": frozenset({"ascend"}),
+    "--prefill-attention-backend": frozenset({"ascend"}),
+    "--decode-attention-backend": frozenset({"ascend"}),
+    "--disaggregation-transfer-backend": frozenset({"ascend"}),
+    "--sampling-backend": frozenset({"ascend"}),
+    "--lora-backend": frozenset({"ascend"}),
+    "--mm-attention-backend": frozenset({"ascend_attn"}),
+    "--moe-a2a-backend": frozenset({"ascend_fuseep", "ascend_tp"}),
+    "--speculative-moe-a2a-backend": frozenset({"ascend_fuseep", "ascend_tp"}),
+    "--hicache-io-backend": frozenset({"kernel_ascend"}),
+    "--hicache-storage-backend": frozenset({"npu_memcache"}),
+}
+
+#: Environment variables only the Ascend stack reads: CANN's `ASCEND_*` (its device list,
+#: toolkit paths, SGLang's `ASCEND_MF_STORE_URL`), torch_npu's allocator setting, and the
+#: HCCL (CANN's collective library) settings SGLang's Ascend docs and code set. Not every
+#: `HCCL_*`: Intel Gaudi's collective library is also HCCL (`HCCL_COMM_ID`,
+#: `HCCL_SOCKET_IFNAME`), and a Gaudi launch is not an Ascend one.
+ASCEND_ENV_PREFIX = "ASCEND_"
+ASCEND_ENV: frozenset[str] = frozenset(
+    {
+        "PYTORCH_NPU_ALLOC_CONF",
+        "HCCL_BUFFSIZE",
+        "HCCL_OP_EXPANSION_MODE",
+        "HCCL_EXEC_TIMEOUT",
+        "HCCL_HOST_SOCKET_PORT_RANGE",
+        "HCCL_NPU_SOCKET_PORT_RANGE",
+        "HCCL_INTRA_ROCE_ENABLE",
+        "HCCL_INTRA_PCIE_ENABLE",
+    }
+)
 
 _DEVICE_ID = re.compile(r"[0-9]+")
 
@@ -75,3 +117,29 @@ def assume_node_size(values: MutableMapping[str, Any]) -> str | None:
     size, why = DEFAULT_NODE_DEVICES[platform]
     values["gpus_per_node"] = size
     return f"platform {platform}: gpus_per_node = {size} assumed ({why})"
+
+
+def is_ascend_env(var: str) -> bool:
+    """Whether only the Ascend stack reads this environment variable (`ASCEND_ENV`)."""
+    return var.startswith(ASCEND_ENV_PREFIX) or var in ASCEND_ENV
+
+
+def ascend_signs(given: Iterable[tuple[str, str]], env: Iterable[str]) -> list[str]:
+    """What in one launch names Ascend and nothing else: its Ascend-only option values
+    (`given`: (flag, value) as written) and environment variables, as they are written."""
+    said = [f"{flag} {value}" for flag, value in given if value in ASCEND_ONLY_VALUES.get(flag, ())]
+    return said + [var for var in env if is_ascend_env(var)]
+
+
+def infer_platform(values: MutableMapping[str, Any], signs: Sequence[str]) -> str | None:
+    """Give `values` platform npu when no source set a platform and the launch holds an
+    Ascend-only value or variable (`ascend_signs`, read only from launches with no
+    `--device`); the note naming what it was inferred from, or None when nothing was."""
+    if "platform" in values or not signs:
+        return None
+    values["platform"] = "npu"
+    shown = listed(list(dict.fromkeys(signs)), ", ")
+    return (
+        f"platform npu inferred from {shown} (Ascend-only; the command names no --device); "
+        "give --set platform=cuda to judge it otherwise"
+    )

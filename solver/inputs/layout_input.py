@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from meshsat.solver.errors import InputError
-from meshsat.solver.inputs.accelerator import assume_node_size
+from meshsat.solver.inputs.accelerator import assume_node_size, infer_platform
 from meshsat.solver.inputs.command import model_path_of
 from meshsat.solver.inputs.convert import as_model, coerce, config_from_values
 from meshsat.solver.inputs.files import load_config_file
@@ -111,6 +111,7 @@ def load_layout(
     model_facts: Any = None
     notes: list[str] = []
     job: tuple[JobIssue, ...] = ()
+    signs: list[str] = []
     missing: list[tuple[str, str | None]] = []
     missing_in: str | None = None
     model_path: str | None = None
@@ -139,7 +140,7 @@ def load_layout(
                 f"{len(set(parsed.ignored))} flag(s) not checked by meshsat (not layout "
                 "flags; SGLang still reads them): " + listed(list(dict.fromkeys(parsed.ignored)))
             )
-        job, model_path = tuple(parsed.job), parsed.model_path
+        job, model_path, signs = tuple(parsed.job), parsed.model_path, parsed.ascend_signs
         if release is not None and release_flags(release) is not None:
             missing = missing_from_release(parsed.flags, release)
             missing += refused_values(parsed.given, release)
@@ -152,9 +153,9 @@ def load_layout(
             raise InputError(f"--set expects FIELD=VALUE, got {item!r}")
         key = name.strip().replace("-", "_")
         values[key] = coerce(key, value)
-    assumed = assume_node_size(values)
-    if assumed is not None:
-        notes.append(assumed)
+    for said in (infer_platform(values, signs), assume_node_size(values)):
+        if said is not None:
+            notes.append(said)
     spec = _model_spec(sources.model, catalogue) if sources.model is not None else None
     source = None if sources.model is None else str(sources.model)
     if spec is None and model_facts is not None:

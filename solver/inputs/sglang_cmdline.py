@@ -26,6 +26,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.accelerator import (
     DEVICE_PLATFORMS,
     VISIBLE_DEVICES_ENV,
+    ascend_signs,
     node_devices_from_env,
 )
 from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
@@ -85,6 +86,9 @@ class ParsedCommandLine:
     dist_init_addr: str | None = None
     #: SGLang's own `--config FILE` as written (its YAML holds more flags).
     config_file: str | None = None
+    #: Ascend-only values and variables of launches that name no `--device`, as written:
+    #: what `accelerator.infer_platform` reads the platform from.
+    ascend_signs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -342,6 +346,8 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
                 i += 1
     if ep_follows_tp and "tp_size" in out.values:
         out.values.setdefault("ep_size", out.values["tp_size"])
+    if "--device" not in out.flags:  # a named device, whatever it is, is not overruled
+        out.ascend_signs = ascend_signs(out.given, [var for var, _ in command.env])
     return out
 
 
@@ -408,6 +414,7 @@ def parse_job(
         first.given += p.given
         first.ignored += p.ignored
         first.unknown_flags += p.unknown_flags
+        first.ascend_signs += p.ascend_signs
     first.ignored = list(dict.fromkeys(first.ignored))
     first.unknown_flags = list(dict.fromkeys(first.unknown_flags))
     if first.unknown_values:
@@ -527,6 +534,9 @@ def _with_config_file(
         },
         dist_init_addr=parsed.dist_init_addr or from_file.dist_init_addr,
         config_file=name,
+        ascend_signs=[]
+        if "--device" in from_file.flags or "--device" in parsed.flags
+        else [*from_file.ascend_signs, *parsed.ascend_signs],
         notes=[
             *parsed.notes,
             f"--config {name}: read {len(from_file.flags)} flag(s) from it; the "

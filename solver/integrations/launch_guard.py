@@ -23,7 +23,12 @@ from typing import Any
 
 from meshsat.sglang_plugin import LAUNCH_SERVER, MODE_VARIABLE, Mode
 from meshsat.solver.errors import InputError
-from meshsat.solver.inputs.accelerator import VISIBLE_DEVICES_ENV, assume_node_size
+from meshsat.solver.inputs.accelerator import (
+    VISIBLE_DEVICES_ENV,
+    assume_node_size,
+    infer_platform,
+    is_ascend_env,
+)
 from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.inputs.launch import LaunchCommand, Word
 from meshsat.solver.inputs.layout_input import (
@@ -144,6 +149,7 @@ def judge_argv(
         spec, source, _ = _model_from_path(parsed.model_path, _catalogue)
     script = shlex.join([*launcher, *argv])
     values = dict(parsed.values)
+    infer_platform(values, parsed.ascend_signs)  # as load_layout does: without --device
     assume_node_size(values)  # as load_layout does: an npu launch's node, when none is listed
     layout = LayoutInput(config_from_values(values), spec, model_source=source, script=script)
     return _judged(layout, pack, started, script, with_fix)
@@ -151,7 +157,10 @@ def judge_argv(
 
 def _layout_env(environ: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
     env = os.environ if environ is None else environ
-    return tuple((var, env[var]) for var in (*ENV_FACTS, VISIBLE_DEVICES_ENV) if var in env)
+    read = (
+        var for var in env if var in ENV_FACTS or var == VISIBLE_DEVICES_ENV or is_ascend_env(var)
+    )
+    return tuple((var, env[var]) for var in read)
 
 
 def _catalogue(repo_id: str) -> Mapping[str, Any]:
