@@ -153,9 +153,9 @@ def load_layout(
             raise InputError(f"--set expects FIELD=VALUE, got {item!r}")
         key = name.strip().replace("-", "_")
         values[key] = coerce(key, value)
-    for said in (infer_platform(values, signs), assume_node_size(values)):
-        if said is not None:
-            notes.append(said)
+    for inferred in (infer_platform(values, signs), assume_node_size(values)):
+        if inferred is not None:
+            notes.append(inferred)
     spec = _model_spec(sources.model, catalogue) if sources.model is not None else None
     source = None if sources.model is None else str(sources.model)
     if spec is None and model_facts is not None:
