@@ -24,7 +24,7 @@ from meshsat.solver.deployment.reader import read_deployment
 from meshsat.solver.deployment.validate import judge, load_server, server_report
 from meshsat.solver.memory.gpus import gpu
 from meshsat.solver.packs.registry import get_pack
-from meshsat.solver.perf import Workload
+from meshsat.solver.perf.workload import cli_workload
 from tests.cli_helpers import run_cli
 
 RELEASE = "0.5.23"
@@ -32,13 +32,15 @@ RELEASE = "0.5.23"
 #: workers, and roles that span two nodes.
 CASES = [("Qwen/Qwen3-32B", 16), ("deepseek-ai/DeepSeek-V3", 32)]
 
+#: `plan`'s own default workload and SLA (the rows `--emit` picks from).
+WORKLOAD = cli_workload(1024, 1024, None, None, no_sla=False)
 ROUTING = frozenset(r.id for r in DEPLOYMENT_RULES)
 
 
 @cache
 def _rows(model: str, gpus: int) -> tuple[DisaggRow, ...]:
     rows, _search, _agg = disagg_rows(
-        model, gpu("H100"), gpus, Workload(), engine="roofline", gpus_per_node=None, top=3,
+        model, gpu("H100"), gpus, WORKLOAD, engine="roofline", gpus_per_node=None, top=3,
         sglang_version=RELEASE, progress=lambda done, total: None,
     )  # fmt: skip
     return tuple(rows)

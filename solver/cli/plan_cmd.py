@@ -344,7 +344,9 @@ def plan_cmd(
                 sizing_options(g, mem_fraction_static, free_memory), quantization=quantization,
             )  # fmt: skip
         if emit is not None and rows_d:
-            sys.stdout.write(picked_disagg(rows_d, pick, g, gpus, gpus_per_node, model, name, image))
+            sys.stdout.write(
+                picked_disagg(rows_d, pick, g, gpus, gpus_per_node, model, name, image)
+            )
             return
         plan_disagg.emit(rows_d, search, agg, fmt.value, workload, g.name, gpus)
         if not rows_d:

@@ -281,9 +281,7 @@ def router_manifest(
         "metadata": {"name": name},
         "spec": {"selector": dict(labels), "ports": [{"name": "http", "port": port}]},
     }
-    text: str = yaml.safe_dump_all(
-        [deployment, service], sort_keys=False, default_flow_style=False
-    )
+    text: str = yaml.safe_dump_all([deployment, service], sort_keys=False, default_flow_style=False)
     return text
 
 

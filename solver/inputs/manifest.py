@@ -57,7 +57,7 @@ def manifest_commands(text: str) -> list[ListedCommand] | None:
             pos = text.find(item, cursor)
             pos = cursor if pos < 0 else pos
             cursor = max(cursor, pos + len(item))
-            words.append((_REF.sub(lambda m: injected.get(m.group(1), m.group()), item), pos))
+            words.append((_filled(item, injected), pos))
         line = text.count("\n", 0, words[0][1]) + 1 if words else 1
         found.append(ListedCommand(line, tuple(words), listed.env))
     return found or None
@@ -83,6 +83,11 @@ def _injected_containers(docs: list[Any]) -> Iterator[tuple[dict[str, Any], dict
         yield from ((c, {**group, "LWS_WORKER_INDEX": "0"}) for c in _containers(leader))
         if str(lws.get("size", 1)) != "1":  # a group of one pod runs its leader only
             yield from ((c, group) for c in _containers(lws.get("workerTemplate")))
+
+
+def _filled(item: str, injected: dict[str, str]) -> str:
+    """A listed word with each `$(VAR)` the platform injects filled, as the kubelet does."""
+    return _REF.sub(lambda m: injected.get(m.group(1), m.group()), item)
 
 
 def _is_lws(doc: Any) -> bool:
