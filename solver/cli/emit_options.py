@@ -31,7 +31,9 @@ EmitOpt = Annotated[
         "and the worker index become --dist-init-addr, --nnodes, --node-rank) instead of the "
         "report. Plain DP replicas (no DP attention) that span nodes become one group per "
         "replica (replicas = dp_size, --dp-size dropped): SGLang refuses plain DP across "
-        "nodes; put a router in front. Read it back with `meshsat validate --sglang-file`.",
+        "nodes; put a router in front. With `plan --disagg`: a LeaderWorkerSet per role and "
+        "the router's Deployment + Service, its URLs the leader pods' DNS names. Read it "
+        "back with `meshsat validate --sglang-file`.",
         show_default=False,
     ),
 ]
