@@ -58,7 +58,7 @@ def test_every_ranked_deployment_reads_back_clean_with_the_rows_widths(
     assert rows
     pack = get_pack(RELEASE)
     for pick, row in enumerate(rows, 1):
-        text = picked_disagg(list(rows), pick, gpu("H100"), gpus, None, model, "pd", "img")
+        text = picked_disagg(list(rows), pick, 8, model=model, name="pd", image="img")
         docs = _docs(text)
         kinds = [(d["kind"], d["metadata"]["name"]) for d in docs]  # type: ignore[index]
         assert kinds == [

@@ -344,9 +344,9 @@ def plan_cmd(
                 sizing_options(g, mem_fraction_static, free_memory), quantization=quantization,
             )  # fmt: skip
         if emit is not None and rows_d:
-            sys.stdout.write(
-                picked_disagg(rows_d, pick, g, gpus, gpus_per_node, model, name, image)
-            )
+            per_node = node_size(g, gpus, gpus_per_node)
+            manifest = picked_disagg(rows_d, pick, per_node, model=model, name=name, image=image)
+            sys.stdout.write(manifest)
             return
         plan_disagg.emit(rows_d, search, agg, fmt.value, workload, g.name, gpus)
         if not rows_d:
@@ -473,20 +473,13 @@ def _print_pick(
 
 
 def picked_disagg(
-    rows: list[DisaggRow],
-    pick: int,
-    g: Gpu,
-    gpus: int,
-    gpus_per_node: int | None,
-    model: str | None,
-    name: str,
-    image: str,
+    rows: list[DisaggRow], pick: int, per_node: int, *, model: str | None, name: str, image: str
 ) -> str:
-    """`plan --disagg --emit lws`: the `pick`-th ranked deployment as a LeaderWorkerSet per
-    role and the router's Deployment and Service (meshsat.solver.cli.disagg_emit)."""
+    """`plan --disagg --emit lws`: the `pick`-th ranked deployment on nodes of `per_node`
+    GPUs as a LeaderWorkerSet per role and the router's Deployment and Service
+    (meshsat.solver.cli.disagg_emit)."""
     if pick > len(rows):
         raise InputError(f"--pick {pick}: only {len(rows)} deployment(s) ranked (raise --top)")
-    per_node = node_size(g, gpus, gpus_per_node)
     return disagg_manifest(rows[pick - 1], per_node, model_path=model, name=name, image=image)
 
 
