@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated
 
 import typer
 
-from meshsat.solver.cli.node_launch import NODE_FIELDS, node_launch
+from meshsat.solver.cli.node_launch import NODE_FIELDS, NodeLaunch, node_launch
 from meshsat.solver.inputs.k8s import launch_words, lws_manifest
 from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 from meshsat.solver.lang.config import Config
@@ -30,7 +31,9 @@ EmitOpt = Annotated[
         "and the worker index become --dist-init-addr, --nnodes, --node-rank) instead of the "
         "report. Plain DP replicas (no DP attention) that span nodes become one group per "
         "replica (replicas = dp_size, --dp-size dropped): SGLang refuses plain DP across "
-        "nodes; put a router in front. Read it back with `meshsat validate --sglang-file`.",
+        "nodes; put a router in front. With `plan --disagg`: a LeaderWorkerSet per role and "
+        "the router's Deployment + Service, its URLs the leader pods' DNS names. Read it "
+        "back with `meshsat validate --sglang-file`.",
         show_default=False,
     ),
 ]
@@ -57,6 +60,33 @@ def print_lws(
     )
 
 
+@dataclass(frozen=True)
+class ServerLaunch:
+    """One rendered launch command as the pods of a LeaderWorkerSet run it: the words
+    without node flags, the environment, and `node_launch`'s form."""
+
+    words: list[str]
+    env: list[tuple[str, str]]
+    form: NodeLaunch
+
+
+def server_launch(
+    command_line: str, gpus: int, gpus_per_node: int, *, model_path: str | None
+) -> ServerLaunch:
+    """How `command_line` on `gpus` GPUs in nodes of `gpus_per_node` is launched, as
+    `node_launch` decides: plain DP replicas that span nodes lose `--dp-size` (each is
+    its own server)."""
+    words, env = launch_words(command_line)
+    form = node_launch(gpus, gpus_per_node, *_dp_of(words))
+    drop = ["--dist-init-addr", *(f for field in NODE_FIELDS for f in _flags(field))]
+    if form.split:
+        drop += _flags("dp_size")
+    words = _without(words, drop)
+    if model_path is not None and "--model-path" not in words and "--model" not in words:
+        words[3:3] = ["--model-path", model_path]  # after `python -m sglang.launch_server`
+    return ServerLaunch(words, env, form)
+
+
 def lws_for(
     command_line: str,
     gpus: int,
@@ -69,20 +99,13 @@ def lws_for(
     """The LeaderWorkerSet for one rendered launch command (`plan`'s or `fix`'s) on
     `gpus` GPUs in nodes of `gpus_per_node`, launched as `node_launch` decides: plain DP
     replicas that span nodes become `replicas:` groups of one server each."""
-    words, env = launch_words(command_line)
-    form = node_launch(gpus, gpus_per_node, *_dp_of(words))
-    drop = ["--dist-init-addr", *(f for field in NODE_FIELDS for f in _flags(field))]
-    if form.split:
-        drop += _flags("dp_size")
-    words = _without(words, drop)
-    if model_path is not None and "--model-path" not in words and "--model" not in words:
-        words[3:3] = ["--model-path", model_path]  # after `python -m sglang.launch_server`
+    launch = server_launch(command_line, gpus, gpus_per_node, model_path=model_path)
     return lws_manifest(
-        words,
-        nodes=form.nodes,
-        gpus_per_node=form.gpus_per_pod,
-        replicas=form.replicas,
-        env=env,
+        launch.words,
+        nodes=launch.form.nodes,
+        gpus_per_node=launch.form.gpus_per_pod,
+        replicas=launch.form.replicas,
+        env=launch.env,
         name=name,
         image=image,
     )

@@ -22,6 +22,7 @@ import meshsat.solver.cli.plan_disagg as plan_disagg
 import meshsat.solver.cli.plan_perf as plan_perf
 from meshsat import solver
 from meshsat.solver.cli.deadline import time_limit
+from meshsat.solver.cli.disagg_emit import disagg_manifest
 from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, lws_for
 from meshsat.solver.cli.enumerate_cmd import WhereOpt
 from meshsat.solver.cli.formats import write_csv
@@ -339,9 +340,14 @@ def plan_cmd(
         with time_limit(timeout, "plan"):
             rows_d, search, agg, workload = disagg_plan(
                 model, g, gpus, top, gpus_per_node, rank, isl, osl, ttft, tpot, no_sla, engine,
-                plot, where, sglang_version, emit,
+                plot, where, sglang_version, None,
                 sizing_options(g, mem_fraction_static, free_memory), quantization=quantization,
             )  # fmt: skip
+        if emit is not None and rows_d:
+            per_node = node_size(g, gpus, gpus_per_node)
+            manifest = picked_disagg(rows_d, pick, per_node, model=model, name=name, image=image)
+            sys.stdout.write(manifest)
+            return
         plan_disagg.emit(rows_d, search, agg, fmt.value, workload, g.name, gpus)
         if not rows_d:
             note(plan_disagg.none_note(model, gpus, g.name))
@@ -464,6 +470,17 @@ def _print_pick(
 ) -> None:
     """`--emit lws`: the `pick`-th ranked layout as a LeaderWorkerSet on stdout."""
     sys.stdout.write(picked_lws(commands, pick, g, gpus, gpus_per_node, model, name, image))
+
+
+def picked_disagg(
+    rows: list[DisaggRow], pick: int, per_node: int, *, model: str | None, name: str, image: str
+) -> str:
+    """`plan --disagg --emit lws`: the `pick`-th ranked deployment on nodes of `per_node`
+    GPUs as a LeaderWorkerSet per role and the router's Deployment and Service
+    (meshsat.solver.cli.disagg_emit)."""
+    if pick > len(rows):
+        raise InputError(f"--pick {pick}: only {len(rows)} deployment(s) ranked (raise --top)")
+    return disagg_manifest(rows[pick - 1], per_node, model_path=model, name=name, image=image)
 
 
 def picked_lws(

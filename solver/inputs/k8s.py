@@ -246,6 +246,45 @@ def lws_manifest(
     return text
 
 
+def router_manifest(
+    command: Sequence[str],
+    *,
+    name: str,
+    port: int,
+    image: str = "lmsysorg/sglang:latest",
+) -> str:
+    """A Deployment of one pod running `command` (a router's launch words, listening on
+    `port`) and a Service of the same name in front of it: the router holds no GPU and no
+    state a restart loses, so it needs neither a LeaderWorkerSet nor a StatefulSet."""
+    import yaml
+
+    labels = {"app": name}
+    container = {
+        "name": name,
+        "image": image,
+        "command": list(command),
+        "ports": [{"containerPort": port, "name": "http"}],
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": dict(labels)},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": {"containers": [container]}},
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"selector": dict(labels), "ports": [{"name": "http", "port": port}]},
+    }
+    text: str = yaml.safe_dump_all([deployment, service], sort_keys=False, default_flow_style=False)
+    return text
+
+
 def launch_words(command_line: str) -> tuple[list[str], list[tuple[str, str]]]:
     """A rendered launch command (`VAR=1 python -m sglang.launch_server --tp 8  # ...`) as
     its words and its leading environment assignments."""

@@ -47,7 +47,7 @@ def manifest_commands(text: str) -> list[ListedCommand] | None:
         raise InputError("the manifest is nested too deeply to read") from None
     found: list[ListedCommand] = []
     cursor = 0
-    for container in _containers(docs):
+    for container, injected in _injected_containers(docs):
         listed = container_command(container)
         if listed.script is not None:
             found.append(ListedCommand(1, (), listed.env, listed.script))
@@ -57,10 +57,45 @@ def manifest_commands(text: str) -> list[ListedCommand] | None:
             pos = text.find(item, cursor)
             pos = cursor if pos < 0 else pos
             cursor = max(cursor, pos + len(item))
-            words.append((item, pos))
+            words.append((_filled(item, injected), pos))
         line = text.count("\n", 0, words[0][1]) + 1 if words else 1
         found.append(ListedCommand(line, tuple(words), listed.env))
     return found or None
+
+
+_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _injected_containers(docs: list[Any]) -> Iterator[tuple[dict[str, Any], dict[str, str]]]:
+    """Every container with the `$(VAR)` values its platform injects and the manifest
+    states: a LeaderWorkerSet's group size, and its leader's worker index 0 (the worker
+    template's index and every leader address stay expansions: one template stands for
+    each worker of each group). The leader and worker of one group then read as the
+    nodes of one server (meshsat.solver.deployment.reader), as `manifest_launch` judges
+    the leader alone."""
+    for doc in docs:
+        lws = doc.get("spec", {}).get("leaderWorkerTemplate") if _is_lws(doc) else None
+        if not isinstance(lws, dict):
+            yield from ((c, {}) for c in _containers(doc))
+            continue
+        group = {"LWS_GROUP_SIZE": str(lws.get("size", 1))}
+        leader = lws.get("leaderTemplate") or lws.get("workerTemplate")
+        yield from ((c, {**group, "LWS_WORKER_INDEX": "0"}) for c in _containers(leader))
+        if str(lws.get("size", 1)) != "1":  # a group of one pod runs its leader only
+            yield from ((c, group) for c in _containers(lws.get("workerTemplate")))
+
+
+def _filled(item: str, injected: dict[str, str]) -> str:
+    """A listed word with each `$(VAR)` the platform injects filled, as the kubelet does."""
+    return _REF.sub(lambda m: injected.get(m.group(1), m.group()), item)
+
+
+def _is_lws(doc: Any) -> bool:
+    return (
+        isinstance(doc, dict)
+        and doc.get("kind") == "LeaderWorkerSet"
+        and isinstance(doc.get("spec"), dict)
+    )
 
 
 def _containers(node: Any) -> Iterator[dict[str, Any]]:

@@ -1,0 +1,69 @@
+"""`meshsat plan --disagg --emit lws`: one disaggregated deployment as Kubernetes objects.
+
+Why its own module: the aggregated `--emit lws` writes one server (emit_options.py); a PD
+deployment is two roles and a router, and the router must name every server of each role
+by an address known before anything runs. A LeaderWorkerSet gives that: its leader pods
+are `<lws>-<group>` and it creates a headless Service `<lws>` (the default
+`subdomainPolicy: Shared`), so group g's leader is `<lws>-<g>.<lws>` in the namespace
+(docs/k8s.md). So the router gets static URLs and needs no service discovery, and
+`meshsat validate` can check them like a script's (tests/test_disagg_emit.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from meshsat.solver.cli.emit_options import server_launch
+from meshsat.solver.cli.plan_disagg import SERVER_PORT, DisaggRow
+from meshsat.solver.inputs.command import pd_router_command
+from meshsat.solver.inputs.k8s import lws_manifest, router_manifest
+
+#: Every emitted server and the router listen on all addresses: SGLang's default host
+#: (127.0.0.1) is unreachable from another pod.
+_ANY_HOST = "0.0.0.0"
+
+
+def _listening(words: list[str]) -> list[str]:
+    if any(w == "--host" or w.startswith("--host=") for w in words):
+        return words
+    return [*words, "--host", _ANY_HOST]
+
+
+def disagg_manifest(
+    row: DisaggRow,
+    gpus_per_node: int,
+    *,
+    model_path: str | None,
+    name: str,
+    image: str,
+) -> str:
+    """One multi-document YAML: a LeaderWorkerSet per role (`<name>-prefill`,
+    `<name>-decode`; `replicas` = the row's workers, times the split replicas when a
+    role's plain DP spans nodes, as `node_launch` decides), and a Deployment + Service
+    `<name>-router` running the row's router with one URL per leader pod."""
+    docs: list[str] = []
+    urls: dict[str, list[str]] = {}
+    roles = (
+        ("prefill", row.prefill_command, row.prefill_gpus_per_worker, row.prefill_workers),
+        ("decode", row.decode_command, row.decode_gpus_per_worker, row.decode_workers),
+    )
+    for role, command, gpus, workers in roles:
+        launch = server_launch(command, gpus, gpus_per_node, model_path=model_path)
+        lws = f"{name}-{role}"
+        groups = workers * launch.form.replicas
+        docs.append(
+            lws_manifest(
+                _listening(launch.words),
+                nodes=launch.form.nodes,
+                gpus_per_node=launch.form.gpus_per_pod,
+                replicas=groups,
+                env=launch.env,
+                name=lws,
+                image=image,
+            )
+        )
+        urls[role] = [f"http://{lws}-{g}.{lws}:{SERVER_PORT}" for g in range(groups)]
+    router = shlex.split(pd_router_command(urls["prefill"], urls["decode"]))
+    router += ["--host", _ANY_HOST, "--port", str(SERVER_PORT)]
+    docs.append(router_manifest(router, name=f"{name}-router", port=SERVER_PORT, image=image))
+    return "---\n".join(docs)
