@@ -60,6 +60,8 @@ def _round_trip(
         pod_gpus = container["resources"]["limits"]["nvidia.com/gpu"]
         assert pod_gpus <= per_node and replicas * size * pod_gpus == gpus
         assert ("$(LWS_WORKER_INDEX)" in container["command"]) == (size > 1)
+        # reachable from a Service or a router: SGLang's default host is 127.0.0.1
+        assert "--host 0.0.0.0" in " ".join(map(str, container["command"]))
     back = _read(manifest)
     printed = _read(
         command.replace(

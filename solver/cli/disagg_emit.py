@@ -13,20 +13,10 @@ from __future__ import annotations
 
 import shlex
 
-from meshsat.solver.cli.emit_options import server_launch
+from meshsat.solver.cli.emit_options import ANY_HOST, server_launch
 from meshsat.solver.cli.plan_disagg import SERVER_PORT, DisaggRow
 from meshsat.solver.inputs.command import pd_router_command
 from meshsat.solver.inputs.k8s import lws_manifest, router_manifest
-
-#: Every emitted server and the router listen on all addresses: SGLang's default host
-#: (127.0.0.1) is unreachable from another pod.
-_ANY_HOST = "0.0.0.0"
-
-
-def _listening(words: list[str]) -> list[str]:
-    if any(w == "--host" or w.startswith("--host=") for w in words):
-        return words
-    return [*words, "--host", _ANY_HOST]
 
 
 def disagg_manifest(
@@ -53,7 +43,7 @@ def disagg_manifest(
         groups = workers * launch.form.replicas
         docs.append(
             lws_manifest(
-                _listening(launch.words),
+                launch.words,
                 nodes=launch.form.nodes,
                 gpus_per_node=launch.form.gpus_per_pod,
                 replicas=groups,
@@ -64,6 +54,6 @@ def disagg_manifest(
         )
         urls[role] = [f"http://{lws}-{g}.{lws}:{SERVER_PORT}" for g in range(groups)]
     router = shlex.split(pd_router_command(urls["prefill"], urls["decode"]))
-    router += ["--host", _ANY_HOST, "--port", str(SERVER_PORT)]
+    router += ["--host", ANY_HOST, "--port", str(SERVER_PORT)]
     docs.append(router_manifest(router, name=f"{name}-router", port=SERVER_PORT, image=image))
     return "---\n".join(docs)

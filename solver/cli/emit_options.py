@@ -70,12 +70,17 @@ class ServerLaunch:
     form: NodeLaunch
 
 
+#: Every emitted server and router listens on all addresses: SGLang's default host
+#: (127.0.0.1) cannot be reached from another pod (a Service, a router).
+ANY_HOST = "0.0.0.0"
+
+
 def server_launch(
     command_line: str, gpus: int, gpus_per_node: int, *, model_path: str | None
 ) -> ServerLaunch:
     """How `command_line` on `gpus` GPUs in nodes of `gpus_per_node` is launched, as
     `node_launch` decides: plain DP replicas that span nodes lose `--dp-size` (each is
-    its own server)."""
+    its own server); a command without `--host` listens on `ANY_HOST`."""
     words, env = launch_words(command_line)
     form = node_launch(gpus, gpus_per_node, *_dp_of(words))
     drop = ["--dist-init-addr", *(f for field in NODE_FIELDS for f in _flags(field))]
@@ -84,6 +89,8 @@ def server_launch(
     words = _without(words, drop)
     if model_path is not None and "--model-path" not in words and "--model" not in words:
         words[3:3] = ["--model-path", model_path]  # after `python -m sglang.launch_server`
+    if not any(w == "--host" or w.startswith("--host=") for w in words):
+        words += ["--host", ANY_HOST]
     return ServerLaunch(words, env, form)
 
 
