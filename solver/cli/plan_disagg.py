@@ -21,12 +21,10 @@ from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.cli.plan_perf import (
     PerfRow,
-    checkpoint_spec,
     clear_progress,
     layout_columns,
-    perf_model,
-    perf_rows,
-    quantization_given,
+    plan_setup,
+    ranked_rows,
     terminal_progress,
 )
 from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors
@@ -185,12 +183,11 @@ def disagg_rows(
     `progress(done, total)` after each role layout, then each aggregated layout shape (it
     may raise to stop: the web page's Cancel; `quantization`: SGLang's `--quantization`, on
     every role's layouts, in the estimate and in the commands)."""
-    given = quantization_given(quantization)
-    pm, model_path = perf_model(
+    setup = plan_setup(
         model, g, w, engine=engine, gpus_per_node=gpus_per_node, sglang_version=sglang_version,
-        memory=memory, model_path=model_path, quantization=given.get("quantization"),
+        memory=memory, model_path=model_path, quantization=quantization,
     )  # fmt: skip
-    spec = checkpoint_spec(model)
+    given, spec = setup.given, setup.spec
 
     def role(mode: str) -> Iterable[Any]:
         return solver.enumerate(
@@ -200,17 +197,18 @@ def disagg_rows(
 
     # Each role server as launched on nodes, on its own GPU count (values carry its mode).
     launches = LaunchCheck(None, node_size(g, gpus, gpus_per_node), spec, given, sglang_version)
-    search = plan_disagg(pm, gpus, role("prefill"), role("decode"), top=top,
+    search = plan_disagg(setup.pm, gpus, role("prefill"), role("decode"), top=top,
                          pair_check=deployment_rules(spec, sglang_version), keep=launches.ok,
                          progress=progress or terminal_progress("role layouts"))  # fmt: skip
     clear_progress()
     rows = [
-        disagg_row(i, p, model_path, sglang_version, given) for i, p in enumerate(search.plans, 1)
+        disagg_row(i, p, setup.model_path, sglang_version, given)
+        for i, p in enumerate(search.plans, 1)
     ]
-    agg, _ranked, _n = perf_rows(
-        model, g, gpus, w, engine=engine, gpus_per_node=gpus_per_node, top=1,
-        sglang_version=sglang_version, memory=memory, where=where, model_path=model_path,
-        progress=progress, quantization=quantization,
+    # The aggregated comparison from the same estimator (one memory model, one setup).
+    agg, _ranked, _n = ranked_rows(
+        setup, g, gpus, 1, gpus_per_node=gpus_per_node, where=where,
+        sglang_version=sglang_version, progress=progress,
     )  # fmt: skip
     return rows, search, agg[0] if agg else None
 

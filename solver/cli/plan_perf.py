@@ -98,7 +98,20 @@ def ranking_note(w: Workload) -> str:
     )
 
 
-def perf_model(
+@dataclass(frozen=True)
+class PlanSetup:
+    """What every `plan` ranking reads before it enumerates, built once per request: the
+    fields set on every layout (`--quantization`), the estimator, the `--model-path` the
+    commands name, and the rules' model facts. `plan --disagg` ranks its roles and its
+    aggregated comparison from the same one."""
+
+    given: Mapping[str, Any]
+    pm: PerfModel
+    model_path: str | None
+    spec: ModelSpec
+
+
+def plan_setup(
     model: str | Mapping[str, Any],
     g: Gpu,
     w: Workload,
@@ -109,9 +122,10 @@ def perf_model(
     memory: Mapping[str, Any] | None,
     model_path: str | None,
     quantization: str | None = None,
-) -> tuple[PerfModel, str | None]:
-    """The estimator `plan`'s options ask for, and the `--model-path` its commands name
-    (default: from `model`; none for a config already read without one)."""
+) -> PlanSetup:
+    """`plan`'s options read once: the estimator they ask for, and the `--model-path` its
+    commands name (default: from `model`; none for a config already read without one)."""
+    given = quantization_given(quantization)
     pm = PerfModel(
         model,
         g,
@@ -121,11 +135,11 @@ def perf_model(
         sglang_version=sglang_version or "0.5.23",
         memory_options=memory,
         model_id=model_path if isinstance(model, Mapping) else None,
-        quantization=quantization,
+        quantization=given.get("quantization"),
     )
     if model_path is None and not isinstance(model, Mapping):
         model_path = model_path_of(model)
-    return pm, model_path
+    return PlanSetup(given, pm, model_path, checkpoint_spec(model))
 
 
 def checkpoint_spec(model: str | Mapping[str, Any]) -> ModelSpec:
@@ -172,20 +186,38 @@ def perf_rows(
     `progress(done, total)` after each layout shape estimated, which may raise to stop;
     `model_path`: the `--model-path` the commands name, default from `model`;
     `quantization`: SGLang's `--quantization`, on every layout and in the estimate)."""
-    given = quantization_given(quantization)
-    pm, model_path = perf_model(
+    setup = plan_setup(
         model, g, w, engine=engine, gpus_per_node=gpus_per_node, sglang_version=sglang_version,
-        memory=memory, model_path=model_path, quantization=given.get("quantization"),
+        memory=memory, model_path=model_path, quantization=quantization,
     )  # fmt: skip
-    spec = checkpoint_spec(model)
+    return ranked_rows(setup, g, gpus, top, gpus_per_node=gpus_per_node, where=where,
+                       sglang_version=sglang_version, progress=progress)  # fmt: skip
+
+
+def ranked_rows(
+    setup: PlanSetup,
+    g: Gpu,
+    gpus: int,
+    top: int,
+    *,
+    gpus_per_node: int | None,
+    where: Iterable[str],
+    sglang_version: str | None,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[list[PerfRow], list[Ranked], int]:
+    """`perf_rows` from a setup already built (`plan --disagg`'s comparison reuses its own)."""
+    given, model_path = setup.given, setup.model_path
     layouts = solver.enumerate(
-        gpus, base=given, model=spec, where=where, sglang_version=sglang_version
+        gpus, base=dict(given), model=setup.spec, where=where, sglang_version=sglang_version
     )
     # As launched: `--emit lws` writes what SGLang accepts (meshsat.solver.cli.node_launch).
-    launches = LaunchCheck(gpus, node_size(g, gpus, gpus_per_node), spec, given, sglang_version)
-    ranked = rank_layouts(
-        layouts, pm, progress=progress or terminal_progress("layout shapes"), keep=launches.ok
+    launches = LaunchCheck(
+        gpus, node_size(g, gpus, gpus_per_node), setup.spec, given, sglang_version
     )
+    ranked = rank_layouts(
+        layouts, setup.pm, progress=progress or terminal_progress("layout shapes"),
+        keep=launches.ok,
+    )  # fmt: skip
     clear_progress()
     rows = []
     for i, r in enumerate(ranked[:top], 1):
