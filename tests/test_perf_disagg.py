@@ -545,6 +545,23 @@ def test_engine_answers_are_each_engines_own() -> None:
     assert got[0] != got[1]
 
 
+def test_engine_answers_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo empties at its bound (a long-running server asks of ever new workloads),
+    and answers after that are still the engine's own."""
+    pytest.importorskip("aiconfigurator_core")
+    from meshsat.solver.perf import aic
+
+    monkeypatch.setattr(aic, "_MAX_ANSWERS", 3)
+    monkeypatch.setattr(aic, "_ANSWERS", {})
+    pm = PerfModel("deepseek-ai/DeepSeek-V3", "H200")
+    steps, is_aic = pm.steps(Parallel(tp=8, attn_tp=8, ep=1, moe_tp=8))
+    assert is_aic and isinstance(steps, AicSteps)
+    for isl in (512, 1024, 2048, 4096, 8192):
+        assert steps.prefill_ms(1, isl) == steps._h.predict_prefill_latency(1, isl, 0)
+        assert len(aic._ANSWERS) <= 3
+    assert len(aic._ANSWERS) == 2  # emptied at the fourth, then two more
+
+
 def _undominated_plain(
     items: list[Any], dominates: Callable[[tuple[Any, ...], tuple[Any, ...]], bool]
 ) -> list[Any]:
