@@ -21,7 +21,6 @@ row is estimated with constants fitted on aggregated rows of other models (other
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 import time
@@ -31,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perf_accuracy import collect, family, fit, nearest_pack
+from perf_accuracy import collect, family, fit, nearest_pack, pct
 
 from meshsat import solver
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -176,11 +175,6 @@ def held_out(
             fitted[k] = {True: fit(train, "aic"), False: fit(train, "roofline")}
         out[id(row)] = predict(row, fitted[k])
     return out
-
-
-def pct(xs: Sequence[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))] if s else math.nan
 
 
 def measured_tput(r: MeasuredDisaggRun) -> float:
