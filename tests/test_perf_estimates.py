@@ -251,3 +251,43 @@ def test_perf_model_is_safe_to_share_between_threads() -> None:
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(shared.estimate, shapes * 8))
     assert got == alone * 8
+
+
+@settings(max_examples=15, deadline=None)
+@given(tpot=st.floats(min_value=12.0, max_value=80.0), layout=st.sampled_from([TP8_EP8, DP8]))
+def test_the_sla_search_lands_within_its_grid_of_the_brute_force_limit(
+    tpot: float, layout: Parallel
+) -> None:
+    """Brute force over every per-rank batch: the search's concurrency is at least 2/3 of
+    the largest that meets the SLA (its batches are at most 1.5x apart; on powers of two
+    it could be half)."""
+    pm = PerfModel("deepseek-ai/DeepSeek-V3", "H200", Workload(1024, 512, None, tpot),
+                   engine="roofline")  # fmt: skip
+    found = pm.estimate(layout)
+    ranks = layout.attn_dp * layout.replicas
+    limit = 0
+    for b in range(1, found.kv_concurrency // ranks + 1):
+        if not pm.estimate(layout, concurrency=b * ranks).meets_sla:
+            break
+        limit = b
+    if limit == 0:
+        assert not found.meets_sla
+        return
+    assert found.meets_sla and found.concurrency % ranks == 0
+    assert limit * ranks <= 1.5 * found.concurrency
+    assert found.concurrency <= limit * ranks
+
+
+def test_plan_rows_differ_in_what_they_show() -> None:
+    """Layouts that resolve to the same widths are one row: DeepSeek-R1 with prefill CP on one
+    attention rank is SGLang's `moe_dense_tp_size 1` on `tp_size 1`, the plain layout's
+    widths (it was listed twice, the second time with inert CP flags)."""
+    res = subprocess.run(
+        [sys.executable, "-m", "meshsat", "plan", "-m", "deepseek-ai/DeepSeek-R1", "--gpu",
+         "MI300X", "-n", "8", "--top", "200", "-f", "json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    rows = json.loads(res.stdout)["layouts"]
+    skip = ("rank", "command", "same_widths")
+    shown = [tuple(v for k, v in r.items() if k not in skip) for r in rows]
+    assert len(rows) > 20 and len(set(shown)) == len(shown)

@@ -67,6 +67,7 @@ class Parallel:
         """From a `Report`'s `.resolved` and `.derived` (or an enumerated layout's)."""
         dp_attn = bool(resolved.get("enable_dp_attention"))
         tp = int(resolved["tp_size"])
+        dense_tp = resolved.get("moe_dense_tp_size")
         return cls(
             tp=tp,
             pp=int(resolved.get("pp_size") or 1),
@@ -77,7 +78,8 @@ class Parallel:
             moe_tp=int(derived["moe_tp"]),
             moe_dp=int(resolved.get("moe_dp_size") or 1),
             dcp=int(resolved.get("dcp_size") or 1),
-            moe_dense_tp=resolved.get("moe_dense_tp_size"),
+            # Dense MLPs over all of `tp` either way: one shape, not two (`dense_tp`).
+            moe_dense_tp=None if dense_tp == tp else dense_tp,
             dp_attention=dp_attn,
             dp_lm_head=bool(resolved.get("enable_dp_lm_head")),
             replicas=int(derived["replicas"]),

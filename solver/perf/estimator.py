@@ -57,8 +57,13 @@ from meshsat.solver.perf.workload import Workload
 Engine = Literal["auto", "aic", "roofline"]
 ENGINES: tuple[str, ...] = ("auto", "aic", "roofline")
 
-#: Per-rank batches the SLA search tries (and the KV limit itself when smaller than the top).
-BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+#: Per-rank batches the SLA search tries (and the KV limit itself when smaller than the top),
+#: at most 1.5x apart: on powers of two a layout whose limit falls just short of the next
+#: one was credited with the batch below, up to half its concurrency, and two layouts on
+#: either side of a power of two were ranked by the grid, not by their speed.
+BATCHES: tuple[int, ...] = (
+    1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
