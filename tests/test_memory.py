@@ -153,6 +153,20 @@ def test_unknown_gpu_and_model_list_the_known_ones() -> None:
         load_facts("nobody/no-such-model")
 
 
+@pytest.mark.parametrize(
+    ("typed", "name"),
+    [("h200_sxm", "H200"), ("A100-80GB-SXM4", "A100-80"), ("a100_40", "A100-40"),
+     ("h100 nvl", "H100-NVL"), ("B200-SXM", "B200"), ("GB200", "GB200")],
+)  # fmt: skip
+def test_gpu_names_as_other_tools_write_them(typed: str, name: str) -> None:
+    assert gpu(typed).name == name
+
+
+def test_a_gpu_name_without_its_memory_size_names_the_sizes() -> None:
+    with pytest.raises(InputError, match="'A100' comes in A100-40 and A100-80: name one"):
+        gpu("A100")
+
+
 def test_quantization_bytes_per_weight() -> None:
     fp8 = quant_from_config(
         {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}

@@ -107,11 +107,18 @@ def parse_memory(text: str) -> float:
 
 
 def gpu(name: str) -> Gpu:
-    """The catalogue entry for `name` (case and `-`/`_` insensitive); lists the known ones."""
-    key = name.replace("_", "-").upper()
+    """The catalogue entry for `name` (case and `-`/`_` insensitive; the SXM form is the
+    catalogue's, so AIConfigurator's `h200_sxm` and `A100-80GB-SXM4` are read too); lists
+    the known ones, and the memory sizes when the name leaves them open (`A100`)."""
+    parts = [p for p in re.split(r"[-_\s]+", name.strip().upper()) if p]
+    parts = [p.removesuffix("GB") if p[:-2].isdigit() else p for p in parts]
+    key = "".join(p for p in parts if not re.fullmatch(r"SXM\d?", p))
     for g in GPUS.values():
-        if g.name.upper() == key or g.name.upper().replace("-", "") == key.replace("-", ""):
+        if g.name.upper().replace("-", "") == key:
             return g
+    sizes = [g.name for g in GPUS.values() if g.name.upper().startswith(f"{key}-") and key]
+    if sizes:
+        raise InputError(f"GPU {name!r} comes in {' and '.join(sizes)}: name one")
     raise InputError(f"unknown GPU {name!r}; known: {', '.join(GPUS)} (or give --gpu-memory)")
 
 
