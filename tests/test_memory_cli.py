@@ -79,3 +79,20 @@ def test_enumerate_prices_online_fp8_as_validate_does(capsys: pytest.CaptureFixt
     assert row["weights_gib"] == pytest.approx(
         json.loads(valid.out)["memory"]["weights_gib"], abs=0.01
     )
+
+
+@pytest.mark.parametrize("command", ["validate", "fix"])
+def test_the_commands_model_path_sizes_memory_or_says_why_not(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A pasted command's `--model-path` is the model --gpu sizes (fix used to ignore it and
+    ask for --model); one meshsat cannot read is named, with the embedded ids it is close to."""
+    known = run_cli(capsys, command, "--gpu", "H200", "--json", "--sglang",
+                    f"python -m sglang.launch_server --model-path {V3} --tp 8")  # fmt: skip
+    assert known.code == 0, known.err
+    unknown = run_cli(capsys, command, "--gpu", "H200", "--sglang",
+                      "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3-0324"
+                      " --tp 8")  # fmt: skip
+    assert unknown.code == 2 and unknown.err.count("\n") == 1
+    assert "--model-path deepseek-ai/DeepSeek-V3-0324 is not a local folder" in unknown.err
+    assert "deepseek-ai/DeepSeek-V3" in unknown.err.split("close:")[1]

@@ -149,7 +149,7 @@ def fix_cmd(
         timeout_s=timeout,
         sglang_version=sglang_version,
         memory=memory_model(
-            sources.model,
+            sources.model or layout.model_source,
             gpu,
             gpu_memory,
             pack=report_pack(sglang_version),
@@ -157,6 +157,7 @@ def fix_cmd(
             free_memory=free_memory,
             quantization=getattr(layout.config, "quantization", None),
             flags=layout.config.model_dump(),
+            named=layout.model_path,
         ),
     )
     if layout.model_path is not None:

@@ -117,6 +117,26 @@ def sizing_options(
     return options
 
 
+def unknown_model_message(named: str | None) -> str:
+    """Why --gpu has no model to size: none given, or the command's `--model-path` is not a
+    local folder, not in the Hugging Face cache and not embedded (with the embedded ids its
+    name is closest to: a revision such as DeepSeek-V3-0324 usually shares its base's
+    config, but meshsat does not assume it)."""
+    if named is None:
+        return "--gpu needs --model: the weights and KV come from the model's config"
+    import difflib
+
+    from meshsat.solver.memory.models import CATALOGUE
+
+    close = difflib.get_close_matches(named, list(CATALOGUE), n=2, cutoff=0.8)
+    hint = f" (embedded and close: {', '.join(close)})" if close else ""
+    return (
+        f"--gpu needs the model's config: the command's --model-path {named} is not a local "
+        "folder, not in the local Hugging Face cache and not embedded; give --model "
+        f"CONFIG.json or an embedded repo id{hint}"
+    )
+
+
 def memory_model(
     model: Path | str | Mapping[str, Any] | None,
     gpu_name: str | None,
@@ -127,10 +147,12 @@ def memory_model(
     free_memory: str | None = None,
     quantization: str | None = None,
     flags: Mapping[str, Any] | None = None,
+    named: str | None = None,
 ) -> MemoryModel | None:
     """The model (a config path, repo id, or a config already read) on the GPU the options
     name, or None when no GPU is given; `flags`: the layout's fields, whose launch flags
-    that size the pools (`meshsat.solver.memory.flag_options`) are read."""
+    that size the pools (`meshsat.solver.memory.flag_options`) are read; `named`: the
+    launch command's `--model-path` when it gave no model, for the error to say why."""
     if gpu_name is None and gpu_memory is None:
         if mem_fraction_static is not None or free_memory is not None:
             raise InputError("--mem-fraction-static and --free-memory need --gpu (or --gpu-memory)")
@@ -138,7 +160,7 @@ def memory_model(
     if gpu_name is not None and gpu_memory is not None:
         raise InputError("give --gpu or --gpu-memory, not both")
     if model is None:
-        raise InputError("--gpu needs --model: the weights and KV come from the model's config")
+        raise InputError(unknown_model_message(named))
     from meshsat.solver.memory.models import model_config
     from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
 
@@ -162,6 +184,7 @@ def with_memory(
     pack: str | None = None,
     mem_fraction_static: float | None = None,
     free_memory: str | None = None,
+    named: str | None = None,
 ) -> tuple[Report, Memory | None]:
     """The report with the memory verdict folded in, and the figures (None without a GPU)."""
     quantization = report.resolved.get("quantization")
@@ -175,6 +198,7 @@ def with_memory(
         free_memory,
         quantization=str(quantization) if quantization else None,
         flags=report.resolved,
+        named=named,
     )
     if mm is None:
         return report, None

@@ -108,7 +108,7 @@ def validate_cmd(
             pack = report_pack(sglang_version)
             return with_memory(
                 report, model, gpu, gpu_memory, context_length, pack, mem_fraction_static,
-                free_memory,
+                free_memory, named=layout.model_path,
             )[0]  # fmt: skip
 
         raise typer.Exit(
@@ -131,7 +131,7 @@ def validate_cmd(
     model = sources.model or (Path(layout.model_source) if layout.model_source else None)
     report, mem = with_memory(
         report, model, gpu, gpu_memory, context_length, report_pack(sglang_version),
-        mem_fraction_static, free_memory,
+        mem_fraction_static, free_memory, named=layout.model_path,
     )  # fmt: skip
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:

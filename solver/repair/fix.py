@@ -129,7 +129,7 @@ def fix(
         universe = Universe.dividing(gpus)
     else:
         given = [getattr(cfg, n) for n in user if SPECS[n].size and not SPECS[n].tool_only]
-        universe = Universe.dividing(math.lcm(before, *given))
+        universe = Universe.dividing(math.lcm(before, *given, _fewest_gpus(memory, before)))
     base = FixReport(
         cfg,
         spec,
@@ -163,6 +163,15 @@ def fix(
     prob = fp.problem(fp.Key(universe, gpus, fixed, pack))
     keep_gpus = before if gpus is None else None
     search = Search(prob, env, user, keep_gpus, Deadline(deadline_s - time.monotonic()))
+    if memory is not None:
+        # Widths whose lightest layout cannot hold the weights are excluded before the
+        # search: one at a time, each proposed, found heavy and blocked, they ran out the
+        # timeout (Qwen3-235B at `--tp 6` on H100: no fix in 60 s).
+        tp, pp = SPECS["tp_size"].ref, SPECS["pp_size"].ref
+        attn_tp = next(w for w in DERIVED if w.name == "attn_tp")
+        for t, s, a in _too_heavy_widths(memory, universe.bound):
+            these = And(Cmp("==", tp, lift(t)), Cmp("==", pp, lift(s)), Cmp("==", attn_tp, lift(a)))
+            search.blocked.append(prob.enc.formula(Not(these)))
 
     def _fitting(search: Search, objective: str, pins: list[str], top: int) -> Outcome:
         """The search, again each time a fix does not load: its memory shape (every value the
@@ -191,7 +200,14 @@ def fix(
             if not memory.facts.is_moe:  # without experts the MoE widths move no byte
                 live -= set(_MOE_FIELDS)
             widths = _MEMORY_WIDTHS if memory.facts.is_moe else _DENSE_WIDTHS
-            search.blocked.extend(prob.enc.formula(_other_shape(r, live, widths)) for r in heavy)
+            for r in heavy:
+                # Weights that leave no pool whatever else changes: one block for every
+                # layout sharing them (dp, CP, DCP and the rest of the shape do not move a
+                # weight byte), not one per shape.
+                heavy_weights = _weights_alone_too_heavy(memory, r)
+                fields = _WEIGHT_FIELDS if heavy_weights else _MEMORY_FIELDS
+                read = _WEIGHT_WIDTHS if heavy_weights else widths
+                search.blocked.append(prob.enc.formula(_other_shape(r, live, fields, read)))
 
     with prob.lock:
         outcome = _fitting(search, objective, [n for n in pinned if n in fp.changeable(pack)], top)
@@ -327,6 +343,16 @@ _MEMORY_FIELDS = (
     "moe_dense_tp_size", "enable_dp_attention", "enable_dp_lm_head",
 )  # fmt: skip
 _MEMORY_WIDTHS = ("attn_tp", "attn_dp", "moe_tp", "replicas")
+#: What the weights read (`meshsat.solver.memory.weights`: tp, pp, EP, the dense TP, DP
+#: attention and the DP LM head, and the attention and MoE widths derived from them).
+_WEIGHT_FIELDS = (
+    "tp_size", "pp_size", "ep_size", "moe_dense_tp_size", "enable_dp_attention",
+    "enable_dp_lm_head",
+)  # fmt: skip
+_WEIGHT_WIDTHS = ("attn_tp", "moe_tp")
+#: The highest default `mem_fraction_static` of the old table (0.4.6.post5); 0.5.x defaults
+#: stay under `max_raised_fraction`, which reserves less than they do.
+_TABLE_TOP = 0.88
 #: What only a model with experts reads (`meshsat.solver.memory.weights`: the expert term).
 _MOE_FIELDS = ("ep_size", "moe_dp_size")
 _DENSE_WIDTHS = ("attn_tp", "attn_dp", "replicas")
@@ -344,18 +370,97 @@ def _fixed_values(cfg: Config, values: Mapping[str, Any]) -> dict[str, Any]:
     return {n: (values[n] if n in values else getattr(cfg, n)) for n in CONFIG_SPECS if n in keep}
 
 
+def _fewest_gpus(memory: MemoryModel | None, before: int) -> int:
+    """A GPU count the sizes searched must include when the input's cannot hold the model:
+    the least power of two above it at which plain TP loads. Without it a model too big
+    for the input's GPUs was searched only on the divisors of that count, none of which
+    loads (Qwen3-235B at `--tp 6` on H100: tp 2 x pp 6 after 60 s, where tp 8 loads)."""
+    from meshsat.solver.memory import Parallel
+
+    def loads(n: int) -> bool:
+        return memory is not None and memory.of(Parallel(tp=n, attn_tp=n, moe_tp=n)).fits
+
+    if memory is None or loads(before):
+        return 1
+    n = 1 << before.bit_length()
+    while n < MAX_GPUS and not loads(n):
+        n *= 2
+    return n if loads(n) else 1
+
+
+def _lightest(memory: MemoryModel, tp: int, pp: int, attn_tp: int) -> float:
+    """The least weights a rank of any layout of these widths holds (GiB, the heaviest
+    stage): dense layers and the LM head over all of `tp`, the experts over EP or over MoE
+    TP, with or without DP attention, whichever is lightest. `tests/test_fix_memory.py` checks it
+    is a lower bound on every enumerated layout of several models."""
+    from meshsat.solver.memory import Parallel
+
+    experts = [(1, tp), (tp, 1)] if memory.facts.is_moe else [(1, tp)]
+    return min(
+        memory.of(
+            Parallel(
+                tp=tp,
+                pp=pp,
+                attn_tp=attn_tp,
+                attn_dp=tp // attn_tp,
+                ep=ep,
+                moe_tp=moe_tp,
+                dp_attention=dpa,
+            )
+        ).weights_gib
+        for ep, moe_tp in experts
+        for dpa in (False, True)
+    )
+
+
+def _ceiling_gib(memory: MemoryModel, tp: int, pp: int) -> float:
+    """The most a rank's weights may take and leave a KV pool, at the given
+    `mem_fraction_static` or else the highest a default or a raise reaches."""
+    from meshsat.solver.memory.fraction import max_raised_fraction
+
+    f = memory.fraction
+    if f is None:
+        f = max(max_raised_fraction(memory.gpu.memory_mib, tp=tp, pp=pp) + 1e-3, _TABLE_TOP)
+    return memory.pre_load_gib * f - memory.multimodal_reserve_gib
+
+
+def _too_heavy_widths(memory: MemoryModel, bound: int) -> list[tuple[int, int, int]]:
+    """(tp, pp, attn_tp) among the sizes searched whose lightest layout leaves no KV pool."""
+    sizes = [d for d in range(1, bound + 1) if bound % d == 0]
+    return [
+        (t, s, a)
+        for t in sizes
+        for s in sizes
+        if t * s <= bound
+        for a in sizes
+        if t % a == 0 and _lightest(memory, t, s, a) >= _ceiling_gib(memory, t, s)
+    ]
+
+
 def _loads(memory: MemoryModel, report: Any) -> bool:
     from meshsat.solver.memory import Parallel
 
     return bool(memory.of(Parallel.from_resolved(report.resolved, report.derived)).fits)
 
 
-def _other_shape(report: Any, live: set[str], widths_read: tuple[str, ...]) -> Expr:
-    """A layout whose memory shape differs from this report's. Only fields fix can change
-    take part: the others keep the input's value in every candidate, and the search leaves
-    their variables free, so a condition on them would exclude nothing."""
+def _weights_alone_too_heavy(memory: MemoryModel, report: Any) -> bool:
+    """Whether this layout's weights leave no KV pool at any `mem_fraction_static` SGLang
+    could run it with (`_ceiling_gib`)."""
+    from meshsat.solver.memory import Parallel
+
+    p = Parallel.from_resolved(report.resolved, report.derived)
+    return bool(memory.of(p).weights_gib >= _ceiling_gib(memory, p.tp, p.pp))
+
+
+def _other_shape(
+    report: Any, live: set[str], fields: tuple[str, ...], widths_read: tuple[str, ...]
+) -> Expr:
+    """A layout that differs from this report's in `fields` or `widths_read` (its memory
+    shape, or what its weights read). Only fields fix can change take part: the others
+    keep the input's value in every candidate, and the search leaves their variables
+    free, so a condition on them would exclude nothing."""
     same: list[Expr] = []
-    for name in (n for n in _MEMORY_FIELDS if n in live):
+    for name in (n for n in fields if n in live):
         value, ref = report.resolved[name], SPECS[name].ref
         same.append(Not(IsSet(ref)) if value is None else Cmp("==", ref, lift(value)))
     widths = {w.name: w for w in DERIVED}
