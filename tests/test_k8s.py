@@ -387,7 +387,7 @@ def test_both_manifest_readers_read_a_pod_alike() -> None:
     ]
     for shape in shapes:
         text = f"apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: s\n    {shape}\n"
-        by_pod = parse_sglang_command(manifest_launch(text)[0]).values
+        by_pod = parse_sglang_command(manifest_launch(text).text).values
         by_list = parse_sglang_command(text).values
         assert by_pod == by_list and (by_pod["tp_size"], by_pod["dp_size"]) == (4, 2), shape
         assert "pp_size" not in by_pod
