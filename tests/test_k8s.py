@@ -76,6 +76,9 @@ def _round_trip(
     assert any(groups in n for n in back.notes) == (replicas > 1)
     same = validate(back.config, back.model, explain=False)
     assert same.valid if clean else same.valid == validate(back.config, printed.model).valid
+    # What `validate` says the manifest runs in all: every replica group, each one server.
+    assert back.manifest is not None and back.manifest.replicas == replicas
+    assert replicas * same.derived["gpus_used"] == gpus
     if replicas > 1:  # split only where one engine over the nodes would be refused
         assert replicas == printed.config.dp_size
         whole = printed.config.model_copy(update={"nnodes": gpus // per_node})

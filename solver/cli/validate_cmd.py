@@ -151,13 +151,19 @@ def validate_cmd(
     raise typer.Exit(0 if report.valid else 1)
 
 
+def manifest_copies(report: Report, manifest: ManifestLaunch) -> dict[str, Any]:
+    """The object that runs the server judged, its replicas, and their GPUs in all (the
+    report is one copy's)."""
+    gpus = manifest.replicas * int(report.derived.get("gpus_used", 0))
+    return {"object": manifest.owner, "replicas": manifest.replicas, "gpus": gpus}
+
+
 def replicas_line(report: Report, manifest: ManifestLaunch) -> str:
-    """What the manifest runs beyond the one server judged: `LeaderWorkerSet/sglang runs
-    8 replicas of this server: 16 GPU(s) in all`."""
-    gpus = manifest.replicas * int(report.derived["gpus_used"])
+    """`LeaderWorkerSet/sglang runs 8 replicas of this server: 16 GPU(s) in all`."""
+    copies = manifest_copies(report, manifest)
     return (
-        f"{manifest.owner} runs {manifest.replicas} replicas of this server: {gpus} GPU(s) "
-        "in all"
+        f"{copies['object']} runs {copies['replicas']} replicas of this server: "
+        f"{copies['gpus']} GPU(s) in all"
     )
 
 
@@ -173,11 +179,7 @@ def validate_document(
     runs the server with its replicas and their GPUs (the report is one copy's)."""
     data = report.to_dict()
     if manifest is not None:
-        data["manifest"] = {
-            "object": manifest.owner,
-            "replicas": manifest.replicas,
-            "gpus": manifest.replicas * int(report.derived["gpus_used"]),
-        }
+        data["manifest"] = manifest_copies(report, manifest)
     if mem is not None:
         data["memory"] = mem.to_dict()
         size = checkpoint_bytes(str(model)) if model is not None else None

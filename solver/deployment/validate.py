@@ -98,7 +98,6 @@ class DeploymentReport:
         return json.dumps(self.to_dict(), indent=indent)
 
 
-
 def load_server(
     model: ModelSpec | None, release: str
 ) -> Any:  # the reader's LoadServer: (sources, launch=...) -> LayoutInput
