@@ -176,6 +176,31 @@ def test_any_replicas_per_role_count_as_that_many_servers(
     assert report.gpus == sum(n * tp for _, n, tp in expected.values())
 
 
+def test_one_server_objects_give_their_replicas(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A Deployment or StatefulSet of one server (no PD role), and an LWS of 2-pod groups:
+    `validate --json` names the object, its replicas (absent: 1) and all copies' GPUs."""
+    container = {"name": "s", "command": [*LAUNCH, "--tp", "2"]}
+    pod = yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "one"},
+         "spec": {"containers": [container]}}
+    )  # fmt: skip
+    cases = [
+        (_server("Deployment", "a", "null", 4, 1, 3), "Deployment/a", 3, 4),
+        (_server("StatefulSet", "b", "null", 2, 1, None), "StatefulSet/b", 1, 2),
+        (_server("LeaderWorkerSet", "c", "null", 8, 2, 5), "LeaderWorkerSet/c", 5, 8),
+        (pod, "Pod/one", 1, 2),
+    ]
+    for text, owner, replicas, tp in cases:
+        path = tmp_path / "one.yaml"
+        path.write_text(text)
+        run = _validate(capsys, path, "--json")
+        assert run.code == 0, run.err
+        doc = json.loads(run.out)
+        assert doc["manifest"] == {"object": owner, "replicas": replicas, "gpus": replicas * tp}
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "2.5", '"3"', "true"])
 def test_replicas_that_run_no_server_exit_2_with_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, value: str
