@@ -38,7 +38,7 @@ BROKEN_DECODE = (
     "--disaggregation-mode decode --tp 8 --dp 3 --enable-dp-attention --port 30001\n"
 )
 #: What the deployment's JSON adds to a server's own `groups` document.
-HEAD = {"server", "role", "lines", "nodes", "gpus", "valid"}
+HEAD = {"server", "role", "lines", "nodes", "replicas", "gpus", "valid"}
 
 
 def _alone(capsys: pytest.CaptureFixture[str], command: str, *extra: str) -> Run:

@@ -77,10 +77,15 @@ def test_every_ranked_deployment_reads_back_clean_with_the_rows_widths(
         assert not wrong, wrong
         assert len(found.routers) == 1
         router = found.routers[0]
+        # Every replica group is a server of its role: the plan's own GPU count.
+        planned = {r: getattr(row, f"{r}_workers") * getattr(row, f"{r}_gpus_per_worker")
+                   for r in ("prefill", "decode")}  # fmt: skip
+        assert report.gpus == sum(planned.values()), (pick, report.to_dict()["deployment"])
         for role, lws in (("prefill", docs[0]), ("decode", docs[1])):
             (server,) = found.of_role(role)  # type: ignore[arg-type]
             spec = lws["spec"]  # type: ignore[index]
             groups, size = spec["replicas"], spec["leaderWorkerTemplate"]["size"]
+            assert server.replicas == groups == report.servers[role]  # type: ignore[index]
             pod_gpus = spec["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0][
                 "resources"
             ]["limits"]["nvidia.com/gpu"]

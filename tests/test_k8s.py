@@ -76,6 +76,9 @@ def _round_trip(
     assert any(groups in n for n in back.notes) == (replicas > 1)
     same = validate(back.config, back.model, explain=False)
     assert same.valid if clean else same.valid == validate(back.config, printed.model).valid
+    # What `validate` says the manifest runs in all: every replica group, each one server.
+    assert back.manifest is not None and back.manifest.replicas == replicas
+    assert replicas * same.derived["gpus_used"] == gpus
     if replicas > 1:  # split only where one engine over the nodes would be refused
         assert replicas == printed.config.dp_size
         whole = printed.config.model_copy(update={"nnodes": gpus // per_node})
@@ -387,7 +390,7 @@ def test_both_manifest_readers_read_a_pod_alike() -> None:
     ]
     for shape in shapes:
         text = f"apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: s\n    {shape}\n"
-        by_pod = parse_sglang_command(manifest_launch(text)[0]).values
+        by_pod = parse_sglang_command(manifest_launch(text).text).values
         by_list = parse_sglang_command(text).values
         assert by_pod == by_list and (by_pod["tp_size"], by_pod["dp_size"]) == (4, 2), shape
         assert "pp_size" not in by_pod

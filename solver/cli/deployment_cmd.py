@@ -13,6 +13,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from meshsat.solver.cli.deployment_view import deployment_head, server_heading
 from meshsat.solver.cli.formats import OutputFormat, emit
 from meshsat.solver.cli.launch_checks import with_launch_checks
 from meshsat.solver.cli.output import note, out, rewritten_out
@@ -132,15 +133,12 @@ def _rows(verdict: DeploymentReport) -> list[dict[str, Any]]:
 
 def print_deployment(verdict: DeploymentReport, *, verbose: bool = False) -> None:
     for role in verdict.roles:
-        lines = ", ".join(str(n) for n in role.lines)
         out.print(
-            f"[bold]{escape(role.server)}[/bold] ({role.role}, line(s) {lines}, "
-            f"{role.gpus} GPU(s))",
+            server_heading(role.server, role.role, role.lines, role.gpus, role.replicas),
             highlight=False,
         )
         print_report(role.report, verbose=verbose)
-    gpus = sum(r.gpus for r in verdict.roles)
-    head = f"deployment: {len(verdict.roles)} server(s), {verdict.routers} router(s), {gpus} GPU(s)"
+    head = deployment_head(verdict.servers, verdict.routers, verdict.gpus)
     if not verdict.findings:
         out.print(f"[green]✓[/green] {head}: the servers agree (SGLang {verdict.sglang_version})")
     else:

@@ -10,13 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rich.markup import escape
-
+from meshsat.solver.cli.deployment_view import deployment_head, server_heading
 from meshsat.solver.cli.groups_view import groups_document, print_planned
 from meshsat.solver.cli.layout_options import missing_flags_text
 from meshsat.solver.cli.output import out
 from meshsat.solver.cli.report_view import print_report
-from meshsat.solver.deployment.model import ROLES, Deployment, Server
+from meshsat.solver.deployment.model import Deployment, Server, per_role
 from meshsat.solver.groups import PlannedLayout, plan_layout
 from meshsat.solver.packs import get_pack
 from meshsat.solver.validation.report import InvalidLayoutError, Report
@@ -44,6 +43,7 @@ class ServerGroups:
             "role": self.server.role,
             "lines": lines,
             "nodes": len(lines),
+            "replicas": self.server.replicas,
             "gpus": self.gpus,
             "valid": self.planned is not None,
         }
@@ -91,9 +91,9 @@ def deployment_groups_document(
         "deployment": {
             "valid": all(s.planned is not None for s in servers),
             "sglang_version": get_pack(sglang_version).version,
-            "servers": {r: sum(s.server.role == r for s in servers) for r in ROLES},
+            "servers": per_role((s.server.role, s.server.replicas) for s in servers),
             "routers": len(deployment.routers),
-            "gpus": sum(s.gpus for s in servers),
+            "gpus": _gpus(servers),
         },
         "roles": roles,
     }
@@ -113,13 +113,19 @@ def deployment_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _gpus(servers: list[ServerGroups]) -> int:
+    """Every server's GPUs, every replica counted."""
+    return sum(s.server.replicas * s.gpus for s in servers)
+
+
 def print_deployment_groups(servers: list[ServerGroups], routers: int) -> None:
-    """Each server under a heading naming it and its role, then its grids."""
+    """Each server under a heading naming it and its role, then its grids (one copy's:
+    every replica of a server has the same)."""
     for s in servers:
-        lines = ", ".join(str(c.line) for c in s.server.commands)
+        lines = [c.line for c in s.server.commands]
+        kind = f"{s.server.role} server"
         out.print(
-            f"[bold]{escape(s.server.name)}[/bold] ({s.server.role} server, line(s) {lines}, "
-            f"{s.gpus} GPU(s))",
+            server_heading(s.server.name, kind, lines, s.gpus, s.server.replicas),
             highlight=False,
         )
         if s.invalid is not None:
@@ -127,5 +133,5 @@ def print_deployment_groups(servers: list[ServerGroups], routers: int) -> None:
         else:
             assert s.planned is not None
             print_planned(s.planned)
-    gpus = sum(s.gpus for s in servers)
-    out.print(f"deployment: {len(servers)} server(s), {routers} router(s), {gpus} GPU(s)")
+    counted = per_role((s.server.role, s.server.replicas) for s in servers)
+    out.print(deployment_head(counted, routers, _gpus(servers)), highlight=False)

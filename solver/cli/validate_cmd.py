@@ -25,6 +25,7 @@ from meshsat.solver.cli.output import out
 from meshsat.solver.cli.report_view import print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.k8s import ManifestLaunch
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
 from meshsat.solver.memory import Memory
 from meshsat.solver.memory.models import checkpoint_bytes
@@ -134,25 +135,51 @@ def validate_cmd(
         mem_fraction_static, free_memory, named=layout.model_path,
     )  # fmt: skip
     chosen_fmt = chosen(fmt, as_json)
+    copies = layout.manifest
     if chosen_fmt is OutputFormat.table:
         print_report(report, verbose=verbose)
+        if copies is not None and copies.replicas > 1:
+            out.print(replicas_line(report, copies), markup=False, highlight=False)
         if mem is not None:
             out.print(memory_line(mem), markup=False, highlight=False)
             disk = checkpoint_line(model, mem)
             if disk is not None:
                 out.print(disk, markup=False, highlight=False)
     else:
-        emit(chosen_fmt, validate_document(report, mem, model), violation_rows(report))
+        document = validate_document(report, mem, model, copies)
+        emit(chosen_fmt, document, violation_rows(report))
     raise typer.Exit(0 if report.valid else 1)
 
 
+def manifest_copies(report: Report, manifest: ManifestLaunch) -> dict[str, Any]:
+    """The object that runs the server judged, its replicas, and their GPUs in all (the
+    report is one copy's)."""
+    gpus = manifest.replicas * int(report.derived.get("gpus_used", 0))
+    return {"object": manifest.owner, "replicas": manifest.replicas, "gpus": gpus}
+
+
+def replicas_line(report: Report, manifest: ManifestLaunch) -> str:
+    """`LeaderWorkerSet/sglang runs 8 replicas of this server: 16 GPU(s) in all`."""
+    copies = manifest_copies(report, manifest)
+    return (
+        f"{copies['object']} runs {copies['replicas']} replicas of this server: "
+        f"{copies['gpus']} GPU(s) in all"
+    )
+
+
 def validate_document(
-    report: Report, mem: Memory | None = None, model: Path | None = None
+    report: Report,
+    mem: Memory | None = None,
+    model: Path | None = None,
+    manifest: ManifestLaunch | None = None,
 ) -> dict[str, Any]:
     """`meshsat validate --format json`'s document (and the web API's `/api/validate`):
-    the report, with the memory figures when a GPU was given and the checkpoint's size when
-    a local config has its index beside it."""
+    the report, with the memory figures when a GPU was given, the checkpoint's size when
+    a local config has its index beside it, and from a Kubernetes manifest the object that
+    runs the server with its replicas and their GPUs (the report is one copy's)."""
     data = report.to_dict()
+    if manifest is not None:
+        data["manifest"] = manifest_copies(report, manifest)
     if mem is not None:
         data["memory"] = mem.to_dict()
         size = checkpoint_bytes(str(model)) if model is not None else None

@@ -9,6 +9,7 @@ is what the router's command says about the servers it sends work to.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -56,6 +57,10 @@ class Server:
     layout: LayoutInput
     endpoint: Endpoint
     facts: Facts
+    #: Copies of this server its manifest object runs apart (a LeaderWorkerSet's
+    #: `spec.replicas`; 1 in a script): each its own job of these nodes, never a node of
+    #: another, so a deployment's servers and GPUs count every copy (`per_role`).
+    replicas: int = 1
 
     @property
     def line(self) -> int:
@@ -65,6 +70,15 @@ class Server:
     def name(self) -> str:
         """`prefill@3`: the role and the first line, how reports name a server."""
         return f"{self.role}@{self.line}"
+
+
+def per_role(servers: Iterable[tuple[Role, int]]) -> dict[Role, int]:
+    """Servers of each role, from each entry's role and replicas: what a deployment's
+    document counts (an LWS of `replicas: 3` is three prefill servers, not one)."""
+    counts = dict.fromkeys(ROLES, 0)
+    for role, replicas in servers:
+        counts[role] += replicas
+    return counts
 
 
 @dataclass(frozen=True)

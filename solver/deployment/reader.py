@@ -8,6 +8,9 @@ How launches are grouped into servers (docs/disaggregation.md):
   (a shell expansion compares as its text, so `${PREFILL_MASTER}:5000` groups the prefill
   nodes of a template) and the same N are the nodes of one server; a `--node-rank` seen
   again starts the next server of that family. A launch with one node is a server.
+- A manifest object's `spec.replicas` (a LeaderWorkerSet's groups) makes its server that
+  many servers of the role (`Server.replicas`), each its own job of `size` nodes: one
+  entry, counted that many times.
 - A script is a deployment only when it holds a router or servers of more than one role;
   any other script is one job, read as before (`parse_sglang_command`, the JOB-* rules).
 """
@@ -35,7 +38,7 @@ from meshsat.solver.deployment.model import (
     Target,
 )
 from meshsat.solver.errors import InputError
-from meshsat.solver.inputs.k8s import looks_like_manifest
+from meshsat.solver.inputs.k8s import ReplicasError, looks_like_manifest
 from meshsat.solver.inputs.launch import ROUTER_MODULES, LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
 from meshsat.solver.inputs.sglang_cmdline import ParsedCommandLine, parse_job
@@ -202,6 +205,8 @@ def _launches(text: str) -> tuple[LaunchCommand, ...] | None:
         return None
     try:
         return read_launch_commands(text, routers=True)
+    except ReplicasError:
+        raise  # a server scaled to nothing: no reading of the text checks it
     except InputError:
         return None
 
@@ -243,9 +248,9 @@ class Shape:
 def _shape(commands: tuple[LaunchCommand, ...]) -> Shape:
     launches = tuple(c for c in commands if not c.router)
     try:
-        servers = len(group_servers(launches))
+        servers = sum(launches[nodes[0]].replicas for _, nodes in group_servers(launches))
     except InputError:  # a non-integer --nnodes: count the launches
-        servers = len(launches)
+        servers = sum(c.replicas for c in launches)
     return Shape(servers, sum(c.router for c in commands))
 
 
@@ -305,6 +310,7 @@ def read_deployment(
         layout,
         endpoint_of(launches[0]),
         facts_of(launches[0]),
+        launches[0].replicas,
     )
     return Deployment((server,), (), text)
 
@@ -321,9 +327,13 @@ def _deployment(
     for role, indices in group_servers(launches):
         nodes = tuple(launches[i] for i in indices)
         layout = load(sources, launch=_server_job(nodes, search))
+        head = nodes[0]
         servers.append(
-            Server(role, nodes, tuple(indices), layout, endpoint_of(nodes[0]), facts_of(nodes[0]))
-        )
+            Server(
+                role, nodes, tuple(indices), layout, endpoint_of(head), facts_of(head),
+                head.replicas,
+            )
+        )  # fmt: skip
     routers = tuple(router_of(c) for c in commands if c.router)
     return Deployment(tuple(servers), routers, text)
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from meshsat.solver.deployment.model import Deployment, Role, Server
+from meshsat.solver.deployment.model import Deployment, Role, Server, per_role
 from meshsat.solver.deployment.reader import read_deployment
 from meshsat.solver.deployment.rules import Finding, check
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
@@ -20,15 +20,18 @@ from meshsat.solver.validation.validate import validate
 
 @dataclass(frozen=True)
 class RoleReport:
-    """One server's verdict: its own rules and its nodes' agreement."""
+    """One server's verdict: its own rules and its nodes' agreement; `replicas` copies of
+    it run (each the same verdict, so one entry stands for them all)."""
 
     server: str
     role: Role
     lines: tuple[int, ...]
     report: Report
+    replicas: int = 1
 
     @property
     def gpus(self) -> int:
+        """One copy's GPUs, as its layout says; the deployment's count every copy."""
         return int(self.report.derived.get("gpus_used", 0))
 
     def to_dict(self) -> dict[str, Any]:
@@ -37,6 +40,7 @@ class RoleReport:
             "role": self.role,
             "lines": list(self.lines),
             "nodes": len(self.lines),
+            "replicas": self.replicas,
             "gpus": self.gpus,
             **self.report.to_dict(),
         }
@@ -61,6 +65,16 @@ class DeploymentReport:
         return tuple(f for f in self.findings if f.severity == "error")
 
     @property
+    def servers(self) -> dict[Role, int]:
+        """Servers of each role, every replica counted."""
+        return per_role((r.role, r.replicas) for r in self.roles)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of every server, every replica counted."""
+        return sum(r.replicas * r.gpus for r in self.roles)
+
+    @property
     def broken(self) -> tuple[str, ...]:
         """Every rule id broken as an error, the servers' own and the deployment's."""
         own = [v.rule for r in self.roles for v in r.report.violations]
@@ -71,9 +85,9 @@ class DeploymentReport:
             "deployment": {
                 "valid": self.valid,
                 "sglang_version": self.sglang_version,
-                "servers": {r: sum(x.role == r for x in self.roles) for r in _ROLES},
+                "servers": self.servers,
                 "routers": self.routers,
-                "gpus": sum(r.gpus for r in self.roles),
+                "gpus": self.gpus,
                 "findings": [f.to_dict() for f in self.findings],
                 "undecided": list(self.undecided),
             },
@@ -82,9 +96,6 @@ class DeploymentReport:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
-
-
-_ROLES: tuple[Role, ...] = ("prefill", "decode", "aggregated")
 
 
 def load_server(
@@ -140,7 +151,7 @@ def judge(
             made[server.name] = server_report(server, pack)
     findings, undecided = check(deployment, made, pack.version)
     roles = tuple(
-        RoleReport(s.name, s.role, tuple(c.line for c in s.commands), made[s.name])
+        RoleReport(s.name, s.role, tuple(c.line for c in s.commands), made[s.name], s.replicas)
         for s in deployment.servers
     )
     valid = all(r.report.valid for r in roles) and not any(f.severity == "error" for f in findings)

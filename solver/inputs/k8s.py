@@ -11,8 +11,9 @@ Pods, Deployments, StatefulSets) when asking why a launch fails, so:
   (`- |` blocks), with the container's literal `env:` in front and Kubernetes' `$(VAR)`
   references replaced as the kubelet would (the container's env, and for an LWS the group
   size and the leader's index 0); a reference it cannot know stays a shell expansion, so
-  that field is left unset rather than guessed. It says which container it judged. What
-  a container runs is read by `meshsat.solver.inputs.container`, as for bare command lists.
+  that field is left unset rather than guessed. It says which container it judged and how
+  many copies of that server its object runs (`replica_count`). What a container runs is
+  read by `meshsat.solver.inputs.container`, as for bare command lists.
 - `lws_manifest(...)` writes the LWS for a launch command (the words of `meshsat plan` or
   `fix`): leader and worker templates with the same command, `size` = nodes, one GPU
   resource request per pod, `replicas` = independent servers (meshsat.solver.cli.node_launch).
@@ -33,6 +34,9 @@ from meshsat.solver.inputs.container import ContainerCommand, container_command
 
 #: Kinds whose pods are read, and where their pod templates are.
 POD_KINDS = ("Pod", "Deployment", "StatefulSet", "LeaderWorkerSet", "Job", "ReplicaSet")
+#: Kinds whose `spec.replicas` runs that many copies of the pod template (a
+#: LeaderWorkerSet's: copies of the whole group); a Pod or Job runs its template once here.
+REPLICATED_KINDS = frozenset({"Deployment", "StatefulSet", "LeaderWorkerSet", "ReplicaSet"})
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _SHELL_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _LAUNCHER = re.compile(r"(-m\s+sglang(_router)?\.launch_server|\bsglang\s+serve)\b")
@@ -49,6 +53,8 @@ class Container:
     runs: ContainerCommand
     #: Values the platform injects for this container's `$(VAR)` references.
     injected: tuple[tuple[str, str], ...] = ()
+    #: Its object's `spec.replicas` as written (`replica_count` reads it).
+    replicas: object = None
 
     def launches_sglang(self) -> bool:
         return bool(_LAUNCHER.search(" ".join(self.runs.words)))
@@ -61,20 +67,60 @@ def looks_like_manifest(text: str) -> bool:
     )
 
 
-def manifest_launch(text: str) -> tuple[str, str]:
-    """The SGLang launch of a manifest as shell text, and a note naming the container
-    judged. An `InputError` when no container launches SGLang."""
+class ReplicasError(InputError):
+    """A server's object whose `spec.replicas` runs no server, or is no number: said as it
+    is, never read around (the deployment reader reads a text it cannot read as one job)."""
+
+
+def replica_count(value: object, where: str) -> int:
+    """How many copies of its pod template (a LeaderWorkerSet: of its group) an object runs,
+    from its `spec.replicas` as written: absent means 1, Kubernetes' default. Each copy is
+    its own server, never a node of another. 0 (scaled to zero), a negative number or
+    anything but a whole number is an `InputError`: there is no server to check, or the
+    API server would refuse the object."""
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ReplicasError(f"{where}: spec.replicas must be a whole number, got {value!r}")
+    if value < 1:
+        raise ReplicasError(
+            f"{where}: spec.replicas is {value}: it runs no server to check (give 1 or more)"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class ManifestLaunch:
+    """The launch a manifest's judged container runs: as shell text for the launch reader,
+    the note naming that container, and how many copies of it its object runs."""
+
+    text: str
+    note: str
+    replicas: int
+    #: The object that runs it (`LeaderWorkerSet/ds`), for what is said about its replicas.
+    owner: str
+
+
+def manifest_launch(text: str) -> ManifestLaunch:
+    """The SGLang launch of a manifest and what it says about it. An `InputError` when no
+    container launches SGLang, or the object that runs it has a `spec.replicas` that runs
+    no server."""
     containers = list(_containers(_documents(text)))
     launching = [c for c in containers if c.launches_sglang()]
     if not launching:
         kinds = ", ".join(sorted({c.where for c in containers})) or "no pod template"
         raise InputError(f"no container of the manifest launches SGLang (read: {kinds})")
-    chosen = launching[0]  # the leader comes before its workers
+    counts = [replica_count(c.replicas, c.where.partition(" ")[0]) for c in launching]
+    chosen, replicas = launching[0], counts[0]  # the leader comes before its workers
+    owner = chosen.where.partition(" ")[0]
     note = f"judged container {chosen.name!r} of {chosen.where}"
+    if replicas > 1:
+        copies = "replica groups" if owner.startswith("LeaderWorkerSet/") else "replicas"
+        note += f", one of {replicas} {copies}"
     if len(launching) > 1:
         others = ", ".join(f"{c.name!r} of {c.where}" for c in launching[1:])
         note += f" (also launching SGLang: {others})"
-    return _shell_text(chosen), note
+    return ManifestLaunch(_shell_text(chosen), note, replicas, owner)
 
 
 def _documents(text: str) -> list[Mapping[str, Any]]:
@@ -103,39 +149,45 @@ def _get(obj: Any, *path: str) -> Any:
     return obj
 
 
+def written_replicas(doc: Mapping[str, Any]) -> object:
+    """An object's `spec.replicas` as written, for `replica_count`; None for a kind that
+    has none (a Pod, a Job)."""
+    return _get(doc, "spec", "replicas") if doc.get("kind") in REPLICATED_KINDS else None
+
+
 def _containers(docs: list[Mapping[str, Any]]) -> Iterator[Container]:
     for doc in docs:
         kind, name = doc.get("kind"), _get(doc, "metadata", "name") or "?"
         if kind not in POD_KINDS:
             continue
+        # `replicas` copies run the same server apart (for an LWS, plain DP replicas
+        # across nodes, meshsat.solver.cli.node_launch): the one judged is one copy.
+        replicas = written_replicas(doc)
         if kind == "Pod":
-            yield from _pod(f"Pod/{name}", doc.get("spec"), ())
+            yield from _pod(f"Pod/{name}", doc.get("spec"), (), replicas)
         elif kind == "LeaderWorkerSet":
             lws = _get(doc, "spec", "leaderWorkerTemplate") or {}
             size = str(lws.get("size", 1))
             worker = _get(lws, "workerTemplate", "spec")
             leader = _get(lws, "leaderTemplate", "spec") or worker
             group = (("LWS_GROUP_SIZE", size),)
-            # `replicas` groups run the same server apart (plain DP replicas across
-            # nodes, meshsat.solver.cli.node_launch): the one judged is one replica.
-            replicas = _get(doc, "spec", "replicas")
-            each = f", one of {replicas} replica groups" if str(replicas or 1) != "1" else ""
-            yield from _pod(
-                f"LeaderWorkerSet/{name} (leader){each}",
-                leader,
-                (*group, ("LWS_WORKER_INDEX", "0")),
-            )
-            yield from _pod(f"LeaderWorkerSet/{name} (worker){each}", worker, group)
+            leader_env = (*group, ("LWS_WORKER_INDEX", "0"))
+            yield from _pod(f"LeaderWorkerSet/{name} (leader)", leader, leader_env, replicas)
+            yield from _pod(f"LeaderWorkerSet/{name} (worker)", worker, group, replicas)
         else:
-            yield from _pod(f"{kind}/{name}", _get(doc, "spec", "template", "spec"), ())
+            template = _get(doc, "spec", "template", "spec")
+            yield from _pod(f"{kind}/{name}", template, (), replicas)
 
 
-def _pod(where: str, spec: Any, injected: tuple[tuple[str, str], ...]) -> Iterator[Container]:
+def _pod(
+    where: str, spec: Any, injected: tuple[tuple[str, str], ...], replicas: object
+) -> Iterator[Container]:
     if not isinstance(spec, Mapping):
         return
     for c in spec.get("containers") or []:
         if isinstance(c, Mapping):
-            yield Container(where, str(c.get("name", "?")), container_command(c), injected)
+            name = str(c.get("name", "?"))
+            yield Container(where, name, container_command(c), injected, replicas)
 
 
 def _shell_text(c: Container) -> str:

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
+from meshsat.solver.inputs.k8s import replica_count
 from meshsat.solver.inputs.manifest import ListedCommand, expansion, manifest_commands
 
 #: `python -m MODULE` launchers that take SGLang's server flags (the benchmarks that start
@@ -126,6 +127,10 @@ class LaunchCommand:
     #: How the text was read beyond plain shell (a prompt removed, a placeholder read as
     #: unknown), as notes for the user.
     notes: tuple[str, ...] = ()
+    #: Copies of this launch its manifest object runs apart (`spec.replicas` of a
+    #: LeaderWorkerSet, Deployment, StatefulSet or ReplicaSet; 1 in a script): each copy is
+    #: its own server, never a node of another (`meshsat.solver.deployment.reader`).
+    replicas: int = 1
 
     @property
     def router(self) -> bool:
@@ -224,9 +229,12 @@ def _from_manifest(listed: list[ListedCommand], routers: bool) -> tuple[LaunchCo
             except InputError:
                 continue
             found += [
-                LaunchCommand(c.line, c.program, (*command.env, *c.env), c.words, "yaml", c.notes)
+                LaunchCommand(
+                    c.line, c.program, (*command.env, *c.env), c.words, "yaml", c.notes,
+                    _copies(command, c.program),
+                )
                 for c in inner
-            ]
+            ]  # fmt: skip
             continue
         texts = [w for w, _ in command.words]
         start = _launcher(texts, routers)
@@ -236,10 +244,19 @@ def _from_manifest(listed: list[ListedCommand], routers: bool) -> tuple[LaunchCo
         words = tuple(Word(w, pos, expansion(w), pos + len(w)) for w, pos in command.words[end:])
         env = [*command.env, *(a for w in texts[: end - 1] if (a := _split_assignment(w)))]
         note = ("read from the manifest's command/args list",)
-        found.append(LaunchCommand(command.line, program, tuple(env), words, "yaml", note))
+        copies = _copies(command, program)
+        found.append(LaunchCommand(command.line, program, tuple(env), words, "yaml", note, copies))
     if not any(not c.router for c in found):
         raise InputError("the manifest's command lists launch no SGLang server")
     return tuple(found)
+
+
+def _copies(command: ListedCommand, program: str) -> int:
+    """How many copies of a server launch its object runs; a router's object is not read
+    (a deployment counts its routers by their launches)."""
+    if program.removeprefix("python -m ") in ROUTER_MODULES:
+        return 1
+    return replica_count(command.replicas, command.owner)
 
 
 def normalised(text: str) -> str:

@@ -21,7 +21,7 @@ from meshsat.solver.inputs.accelerator import assume_node_size, infer_platform
 from meshsat.solver.inputs.command import model_path_of
 from meshsat.solver.inputs.convert import as_model, coerce, config_from_values
 from meshsat.solver.inputs.files import load_config_file
-from meshsat.solver.inputs.k8s import looks_like_manifest, manifest_launch
+from meshsat.solver.inputs.k8s import ManifestLaunch, looks_like_manifest, manifest_launch
 from meshsat.solver.inputs.sglang_cmdline import (
     JobIssue,
     ParsedCommandLine,
@@ -87,6 +87,9 @@ class LayoutInput:
     #: The model as SGLang's `--model-path` takes it (`--model`, else the command's own), for
     #: the commands meshsat prints (`meshsat.solver.inputs.command`).
     model_path: str | None = None
+    #: From a Kubernetes manifest: the object that runs the launch (`LeaderWorkerSet/ds`)
+    #: and how many copies of this server it runs (`spec.replicas`); None from anything else.
+    manifest: ManifestLaunch | None = None
 
 
 def load_layout(
@@ -127,9 +130,11 @@ def load_layout(
         raise InputError("give --sglang or --sglang-file, not both")
     given = sources.sglang_file is not None or sources.sglang is not None
     text = script_text(sources) if given else None
+    manifest: ManifestLaunch | None = None
     if text is not None and looks_like_manifest(text):  # Kubernetes YAML: its SGLang container
-        text, judged = manifest_launch(text)
-        notes.append(judged)
+        manifest = manifest_launch(text)
+        text = manifest.text
+        notes.append(manifest.note)
     if text is not None or launch is not None:
         search = script_folders(sources)
         parsed = launch if launch is not None else parse_sglang_command(text or "", search)
@@ -178,6 +183,7 @@ def load_layout(
         source,
         text,
         model_path_of(sources.model) if sources.model is not None else model_path,
+        manifest,
     )
 
 

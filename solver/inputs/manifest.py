@@ -16,6 +16,7 @@ from typing import Any
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.container import container_command, has_command
+from meshsat.solver.inputs.k8s import written_replicas
 
 #: Text that looks like a manifest: a `command:` or `args:` key at the start of a line.
 _MANIFEST_KEY = re.compile(r"^[ \t-]*(command|args)[ \t]*:", re.MULTILINE)
@@ -30,6 +31,10 @@ class ListedCommand:
     words: tuple[tuple[str, int], ...]
     env: tuple[tuple[str, str], ...]
     script: str | None = None
+    #: Its object's `spec.replicas` as written, and the object (`LeaderWorkerSet/ds`):
+    #: `replica_count` reads them once the container is known to launch a server.
+    replicas: object = None
+    owner: str = ""
 
 
 def manifest_commands(text: str) -> list[ListedCommand] | None:
@@ -47,10 +52,10 @@ def manifest_commands(text: str) -> list[ListedCommand] | None:
         raise InputError("the manifest is nested too deeply to read") from None
     found: list[ListedCommand] = []
     cursor = 0
-    for container, injected in _injected_containers(docs):
+    for container, injected, (replicas, owner) in _injected_containers(docs):
         listed = container_command(container)
         if listed.script is not None:
-            found.append(ListedCommand(1, (), listed.env, listed.script))
+            found.append(ListedCommand(1, (), listed.env, listed.script, replicas, owner))
             continue
         words = []
         for item in listed.words:
@@ -59,30 +64,45 @@ def manifest_commands(text: str) -> list[ListedCommand] | None:
             cursor = max(cursor, pos + len(item))
             words.append((_filled(item, injected), pos))
         line = text.count("\n", 0, words[0][1]) + 1 if words else 1
-        found.append(ListedCommand(line, tuple(words), listed.env))
+        found.append(ListedCommand(line, tuple(words), listed.env, None, replicas, owner))
     return found or None
 
 
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
-def _injected_containers(docs: list[Any]) -> Iterator[tuple[dict[str, Any], dict[str, str]]]:
+#: A container, the `$(VAR)` values injected into it, and its object's replicas and name.
+_Injected = tuple[dict[str, Any], dict[str, str], tuple[object, str]]
+
+
+def _injected_containers(docs: list[Any]) -> Iterator[_Injected]:
     """Every container with the `$(VAR)` values its platform injects and the manifest
     states: a LeaderWorkerSet's group size, and its leader's worker index 0 (the worker
     template's index and every leader address stay expansions: one template stands for
     each worker of each group). The leader and worker of one group then read as the
     nodes of one server (meshsat.solver.deployment.reader), as `manifest_launch` judges
-    the leader alone."""
+    the leader alone; the object's `replicas` are copies of that server."""
     for doc in docs:
+        copies = _copies(doc)
         lws = doc.get("spec", {}).get("leaderWorkerTemplate") if _is_lws(doc) else None
         if not isinstance(lws, dict):
-            yield from ((c, {}) for c in _containers(doc))
+            yield from ((c, {}, copies) for c in _containers(doc))
             continue
         group = {"LWS_GROUP_SIZE": str(lws.get("size", 1))}
         leader = lws.get("leaderTemplate") or lws.get("workerTemplate")
-        yield from ((c, {**group, "LWS_WORKER_INDEX": "0"}) for c in _containers(leader))
+        yield from ((c, {**group, "LWS_WORKER_INDEX": "0"}, copies) for c in _containers(leader))
         if str(lws.get("size", 1)) != "1":  # a group of one pod runs its leader only
-            yield from ((c, group) for c in _containers(lws.get("workerTemplate")))
+            yield from ((c, group, copies) for c in _containers(lws.get("workerTemplate")))
+
+
+def _copies(doc: Any) -> tuple[object, str]:
+    """A Kubernetes object's `spec.replicas` as written and its name (`Deployment/r`); no
+    replicas for anything else (a compose file, a bare list)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("spec"), dict):
+        return None, ""
+    meta = doc.get("metadata")
+    name = meta.get("name", "?") if isinstance(meta, dict) else "?"
+    return written_replicas(doc), f"{doc.get('kind')}/{name}"
 
 
 def _filled(item: str, injected: dict[str, str]) -> str:

@@ -374,7 +374,8 @@ def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wo
         params.get("mem_fraction_static"),
         params.get("free_memory"),
     )
-    return Answer(validate_document(report, mem), 0 if report.valid else 1, layout.notes)
+    document = validate_document(report, mem, manifest=layout.manifest)
+    return Answer(document, 0 if report.valid else 1, layout.notes)
 
 
 def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
