@@ -332,6 +332,24 @@ def test_a_router_url_names_its_host_in_any_case() -> None:
     assert len(unknown) == 1 and "http://DIP:8001" in unknown[0]
 
 
+def test_a_regular_routers_worker_urls_are_checked() -> None:
+    """`launch_router --worker-urls URL...` (no --pd-disaggregation) sends whole requests:
+    to aggregated servers it is clean, to a prefill server it is ROUTER-ROLE, to a port no
+    server listens on ROUTER-UNKNOWN-URL."""
+    text = (
+        "python -m sglang.launch_server --model-path m --tp 2 --port 30000\n"
+        "python -m sglang.launch_server --model-path m --tp 2 --port 30001\n"
+        "python -m sglang_router.launch_router --worker-urls http://127.0.0.1:30000 "
+        "http://127.0.0.1:30001\n"
+    )
+    report = verdict(text, "0.5.23")
+    assert report.valid and report.findings == () and report.routers == 1
+    wrong = text.replace("--tp 2 --port 30001", "--tp 2 --port 30001 --disaggregation-mode prefill")
+    assert "ROUTER-ROLE" in {f.rule for f in verdict(wrong, "0.5.23").errors}
+    elsewhere = verdict(text.replace("0.1:30001\n", "0.1:30002\n"), "0.5.23")
+    assert [f.rule for f in elsewhere.findings] == ["ROUTER-UNKNOWN-URL"]
+
+
 def test_prefill_alone_is_not_a_deployment() -> None:
     text = recipe("sglang-docs-llama-mooncake.sh").replace("--disaggregation-mode decode", "")
     report = verdict(text, "0.5.23")

@@ -7,6 +7,7 @@ layout is known.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -19,6 +20,8 @@ from hypothesis import strategies as st
 
 from meshsat.solver.cli.emit_options import lws_for
 from meshsat.solver.cli.plan_cmd import PlanRow, plan_layouts
+from meshsat.solver.deployment.reader import read_deployment
+from meshsat.solver.deployment.validate import load_server
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.container import ContainerCommand, container_command
 from meshsat.solver.inputs.k8s import lws_manifest, manifest_launch
@@ -43,6 +46,25 @@ def _plan(gpus: int) -> tuple[PlanRow, ...]:
     return tuple(plan_layouts(MODEL, gpu("H200"), gpus, top=20))
 
 
+def _leaders(name: str, groups: int) -> list[str]:
+    """Each group's leader as LWS names it (pod `<lws>-<g>` under headless Service `<lws>`),
+    at SGLang's default port."""
+    return [f"http://{name}-{g}.{name}:30000" for g in range(groups)]
+
+
+def _worker_urls(docs: list[Any]) -> list[str] | None:
+    """The router's `--worker-urls` in a Deployment + Service pair, None without one."""
+    if not docs:
+        return None
+    deployment, service = docs
+    assert (deployment["kind"], service["kind"]) == ("Deployment", "Service")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    words = [str(w) for w in container["command"]]
+    assert words[:3] == ["python", "-m", "sglang_router.launch_router"]
+    assert "--pd-disaggregation" not in words
+    return words[words.index("--worker-urls") + 1 : words.index("--host")]
+
+
 def _round_trip(
     command: str, gpus: int, model: str = MODEL, per_node: int = 8, *, clean: bool = True
 ) -> None:
@@ -51,10 +73,12 @@ def _round_trip(
     path: the manifest reader, not the emitter's own view) SGLang's rules accept it when
     `clean` (what `plan` proposes), else judge it as the printed command launched so."""
     manifest = lws_for(command, gpus, per_node, model_path=model)
-    doc = yaml.safe_load(manifest)
+    doc, *router = yaml.safe_load_all(manifest)
     lws = doc["spec"]["leaderWorkerTemplate"]
     replicas, size = doc["spec"]["replicas"], lws["size"]
     assert doc["kind"] == "LeaderWorkerSet"
+    # one endpoint for clients: a router in front of split replicas, none for one group
+    assert _worker_urls(router) == (_leaders("sglang", replicas) if replicas > 1 else None)
     for role in ("leaderTemplate", "workerTemplate"):
         (container,) = lws[role]["spec"]["containers"]
         pod_gpus = container["resources"]["limits"]["nvidia.com/gpu"]
@@ -194,17 +218,40 @@ def _space(gpus: int):  # type: ignore[no-untyped-def]
 def test_plan_and_fix_emit_through_the_cli(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    """Split replicas come with a router that `validate` reads back clean, naming exactly
+    each replica group's leader (the deployment reader, not the test's YAML reading); one
+    engine over two pods comes alone and reads back as one job."""
+    path = tmp_path / "lws.yaml"
     r = run_cli(capsys, "plan", "-m", MODEL, "--gpu", "H200", "--gpus", "16", "--emit", "lws",
                 "--pick", "3", "--name", "ds", "--image", "img:1")  # fmt: skip
     assert r.code == 0
-    doc = yaml.safe_load(r.out)
-    groups = doc["spec"]["replicas"] * doc["spec"]["leaderWorkerTemplate"]["size"]
-    assert doc["metadata"]["name"] == "ds" and groups == 2
-    path = tmp_path / "lws.yaml"
+    docs = list(yaml.safe_load_all(r.out))
+    spec = docs[0]["spec"]
+    assert (spec["replicas"], spec["leaderWorkerTemplate"]["size"]) == (2, 1)
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("LeaderWorkerSet", "ds"), ("Deployment", "ds-router"), ("Service", "ds-router")
+    ]  # fmt: skip
     path.write_text(r.out, encoding="utf-8")
     v = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
-    assert "judged container 'sglang-leader' of LeaderWorkerSet/ds (leader)" in v.err
-    assert v.code == 0
+    report = json.loads(v.out)["deployment"]
+    assert v.code == 0 and report["valid"] and report["routers"] == 1
+    assert report["findings"] == [] and report["servers"]["aggregated"] == 1
+    found = read_deployment(r.out, load_server(None, "0.5.23"))
+    assert found is not None
+    (router,) = found.routers
+    assert not router.pd and [t.url for t in router.workers] == _leaders("ds", 2)
+    path.write_text(r.out.replace("ds-1.ds:30000", "ds-1.ds:30001"), encoding="utf-8")
+    v = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+    (finding,) = json.loads(v.out)["deployment"]["findings"]
+    assert finding["rule"] == "ROUTER-UNKNOWN-URL" and "ds-1.ds:30001" in finding["message"]
+    r = run_cli(capsys, "plan", "-m", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--gpus", "16",
+                "--rank", "kv", "--emit", "lws", "--name", "q")  # fmt: skip
+    (doc,) = yaml.safe_load_all(r.out)
+    assert (doc["spec"]["replicas"], doc["spec"]["leaderWorkerTemplate"]["size"]) == (1, 2)
+    path.write_text(r.out, encoding="utf-8")
+    v = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+    assert "judged container 'sglang-leader' of LeaderWorkerSet/q (leader)" in v.err
+    assert v.code == 0 and json.loads(v.out)["valid"]
     bad = tmp_path / "bad.yaml"
     bad.write_text(lws_manifest(["python", "-m", "sglang.launch_server", "--tp", "16",
                                  "--attn-cp-size", "3"], nodes=2, gpus_per_node=8))  # fmt: skip

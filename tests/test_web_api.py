@@ -348,6 +348,29 @@ def test_plan_emits_the_clis_leaderworkerset(
     assert doc["error"] == run.err.strip() and doc["field"] == "pick"
 
 
+def test_a_disagg_plan_emits_the_clis_manifest(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The page's download of a deployment: `disagg` with `emit: "lws"` answers with the
+    very text `plan --disagg --emit lws` prints (a LeaderWorkerSet per role, the router's
+    Deployment + Service), and a pick past the ranking is the CLI's error line."""
+    plan = ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4", "--top", "2",
+            "--disagg", "--engine", "roofline"]  # fmt: skip
+    base = {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4, "top": 2, "disagg": True,
+            "engine": "roofline"}  # fmt: skip
+    body = {**base, "emit": "lws", "pick": 2, "name": "pd", "image": "sglang:test"}
+    status, headers, doc = call(server, "POST", "/api/plan", body)
+    run = run_cli(capsys, *plan, "--emit", "lws", "--pick", "2", "--name", "pd", "--image",
+                  "sglang:test")  # fmt: skip
+    assert status == 200 and run.code == 0 and headers["X-Meshsat-Exit"] == "0"
+    assert doc == {"rank": 2, "manifest": run.out}
+    assert run.out.count("kind: LeaderWorkerSet") == 2 and "name: pd-router" in run.out
+    status, _, doc = call(server, "POST", "/api/plan", {**body, "pick": 3})
+    run = run_cli(capsys, *plan, "--emit", "lws", "--pick", "3")
+    assert run.code == 2 and status == 400
+    assert doc["error"] == run.err.strip() and doc["field"] == "pick"
+
+
 def test_a_warning_while_answering_is_a_note_of_that_answer(
     server: MeshsatServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

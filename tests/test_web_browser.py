@@ -410,9 +410,12 @@ def test_rows_with_throughput_estimates_draw_the_pareto_chart(page: tuple[WebDri
 
 
 def test_plan_with_disaggregation_shows_the_verdict_and_every_roles_command(
-    page: tuple[WebDriver, str], capsys: pytest.CaptureFixture[str]
+    page: tuple[WebDriver, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     driver, url = page
+    driver.execute_cdp_cmd(
+        "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)}
+    )
     open_view(driver, url, "plan")
     fill(driver, "plan", "model", "Qwen/Qwen3-8B")
     fill(driver, "plan", "gpus", "4")
@@ -438,7 +441,15 @@ def test_plan_with_disaggregation_shows_the_verdict_and_every_roles_command(
     assert driver.find_element(By.ID, "disagg-router").text == best["router_command"]
     assert driver.find_element(By.ID, "disagg-prefill").text == best["prefill_command"]
     assert driver.find_element(By.ID, "disagg-decode").text == best["decode_command"]
-    assert len(driver.find_elements(By.CSS_SELECTOR, "#disagg-detail button")) == 3
+    buttons = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#disagg-detail button")]
+    assert buttons == ["Copy", "Copy", "Copy", "Download LeaderWorkerSets"]
+    # Its manifests download as a file: what `plan --disagg --emit lws --pick 1` prints.
+    driver.find_element(By.ID, "disagg-lws").click()
+    saved = tmp_path / "sglang-pd-rank1.yaml"
+    WebDriverWait(driver, 60, poll_frequency=0.05).until(lambda d: saved.is_file())
+    lws = run_cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4",
+                  "--disagg", "--emit", "lws", "--pick", "1")  # fmt: skip
+    assert lws.code == 0 and saved.read_text() == lws.out
     if len(rows) > 1:  # another row shows its own commands
         rows[1].click()
         second = doc["deployments"][1]

@@ -383,7 +383,8 @@ DEPLOYMENT_RULES: tuple[DeploymentRule, ...] = (
         "launched on line {server}",
         "meshsat: the router's view of the servers",
         ((_ALL, "error"),),
-        "list prefill servers after --prefill and decode servers after --decode",
+        "list prefill servers after --prefill, decode servers after --decode and "
+        "aggregated servers after --worker-urls",
     ),
     DeploymentRule(
         "ROUTER-BOOTSTRAP-PORTS",

@@ -11,12 +11,10 @@ are `<lws>-<group>` and it creates a headless Service `<lws>` (the default
 
 from __future__ import annotations
 
-import shlex
-
-from meshsat.solver.cli.emit_options import ANY_HOST, server_launch
+from meshsat.solver.cli.emit_options import router_for, server_launch
 from meshsat.solver.cli.plan_disagg import SERVER_PORT, DisaggRow
 from meshsat.solver.inputs.command import pd_router_command
-from meshsat.solver.inputs.k8s import lws_manifest, router_manifest
+from meshsat.solver.inputs.k8s import leader_urls, lws_manifest
 
 
 def disagg_manifest(
@@ -52,8 +50,7 @@ def disagg_manifest(
                 image=image,
             )
         )
-        urls[role] = [f"http://{lws}-{g}.{lws}:{SERVER_PORT}" for g in range(groups)]
-    router = shlex.split(pd_router_command(urls["prefill"], urls["decode"]))
-    router += ["--host", ANY_HOST, "--port", str(SERVER_PORT)]
-    docs.append(router_manifest(router, name=f"{name}-router", port=SERVER_PORT, image=image))
+        urls[role] = leader_urls(lws, groups, SERVER_PORT)
+    router = pd_router_command(urls["prefill"], urls["decode"])
+    docs.append(router_for(router, name=name, image=image))
     return "---\n".join(docs)

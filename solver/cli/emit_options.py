@@ -11,8 +11,10 @@ from typing import Annotated
 
 import typer
 
+from meshsat.solver.catalogue.pd_pairs import DEFAULT_PORT
 from meshsat.solver.cli.node_launch import NODE_FIELDS, NodeLaunch, node_launch
-from meshsat.solver.inputs.k8s import launch_words, lws_manifest
+from meshsat.solver.inputs.command import worker_router_command
+from meshsat.solver.inputs.k8s import launch_words, leader_urls, lws_manifest, router_manifest
 from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.validation.validate import validate
@@ -30,8 +32,9 @@ EmitOpt = Annotated[
         "templates with the SGLang command, size = nodes, GPUs per pod; the leader's address "
         "and the worker index become --dist-init-addr, --nnodes, --node-rank) instead of the "
         "report. Plain DP replicas (no DP attention) that span nodes become one group per "
-        "replica (replicas = dp_size, --dp-size dropped): SGLang refuses plain DP across "
-        "nodes; put a router in front. With `plan --disagg`: a LeaderWorkerSet per role and "
+        "replica (replicas = dp_size, --dp-size dropped; SGLang refuses plain DP across "
+        "nodes) and a router Deployment + Service in front, its --worker-urls the leader "
+        "pods' DNS names. With `plan --disagg`: a LeaderWorkerSet per role and "
         "the router's Deployment + Service, its URLs the leader pods' DNS names. Read it "
         "back with `meshsat validate --sglang-file`.",
         show_default=False,
@@ -105,17 +108,42 @@ def lws_for(
 ) -> str:
     """The LeaderWorkerSet for one rendered launch command (`plan`'s or `fix`'s) on
     `gpus` GPUs in nodes of `gpus_per_node`, launched as `node_launch` decides: plain DP
-    replicas that span nodes become `replicas:` groups of one server each."""
+    replicas that span nodes become `replicas:` groups of one server each, with a router
+    (`<name>-router`, regular mode) naming each group's leader, so clients have one
+    endpoint; one group needs none."""
     launch = server_launch(command_line, gpus, gpus_per_node, model_path=model_path)
-    return lws_manifest(
+    groups = launch.form.replicas
+    text = lws_manifest(
         launch.words,
         nodes=launch.form.nodes,
         gpus_per_node=launch.form.gpus_per_pod,
-        replicas=launch.form.replicas,
+        replicas=groups,
         env=launch.env,
         name=name,
         image=image,
     )
+    if groups == 1:
+        return text
+    urls = leader_urls(name, groups, _port_of(launch.words))
+    return text + "---\n" + router_for(worker_router_command(urls), name=name, image=image)
+
+
+def router_for(command_line: str, *, name: str, image: str) -> str:
+    """The Deployment + Service `<name>-router` running a router's launch command,
+    listening on `ANY_HOST` at SGLang's default port (what its Service forwards)."""
+    words = [*shlex.split(command_line), "--host", ANY_HOST, "--port", str(DEFAULT_PORT)]
+    return router_manifest(words, name=f"{name}-router", port=DEFAULT_PORT, image=image)
+
+
+def _port_of(words: list[str]) -> int:
+    """The port a server's launch words listen on: its last `--port`, else SGLang's
+    default."""
+    port = DEFAULT_PORT
+    for i, w in enumerate(words):
+        flag, eq, value = w.partition("=")
+        if flag == "--port" and (eq or i + 1 < len(words)):
+            port = int(value if eq else words[i + 1])
+    return port
 
 
 def _dp_of(words: list[str]) -> tuple[int, bool]:

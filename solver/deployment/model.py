@@ -102,6 +102,8 @@ class Router:
     decode: tuple[Target, ...]
     #: mini_lb's `--prefill-bootstrap-ports`, as given (None: the flag is absent).
     bootstrap_ports: tuple[int, ...] | None = None
+    #: The regular mode's `--worker-urls`: aggregated servers it sends whole requests to.
+    workers: tuple[Target, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -351,11 +351,13 @@ def _endpoint(url: str) -> Endpoint:
 
 
 def router_of(command: LaunchCommand) -> Router:
-    """What a router's launch names: `launch_router --prefill URL [PORT] --decode URL`;
-    `mini_lb`/`launch_lb --prefill URL... --decode URL... --prefill-bootstrap-ports P...`."""
+    """What a router's launch names: `launch_router --prefill URL [PORT] --decode URL`,
+    or in its regular mode `--worker-urls URL...`; `mini_lb`/`launch_lb --prefill URL...
+    --decode URL... --prefill-bootstrap-ports P...`."""
     module = command.program.removeprefix("python -m ")
     prefill: list[Target] = []
     decode: list[Target] = []
+    workers: list[Target] = []
     ports: list[int] | None = None
     words = command.words
     i = 0
@@ -370,10 +372,14 @@ def router_of(command: LaunchCommand) -> Router:
             prefill += _targets(values)
         elif flag == "--decode":
             decode += _targets(values)
+        elif flag == "--worker-urls":
+            workers += [Target(v, _endpoint(v)) for v in values]
         elif flag == "--prefill-bootstrap-ports":
             ports = [int(v) for v in values if v.isdigit()]
     pd = module != "sglang_router.launch_router" or _has(command, "--pd-disaggregation")
-    return Router(command.line, module, pd, tuple(prefill), tuple(decode), _opt(ports))
+    return Router(
+        command.line, module, pd, tuple(prefill), tuple(decode), _opt(ports), tuple(workers)
+    )
 
 
 def _opt(ports: list[int] | None) -> tuple[int, ...] | None:

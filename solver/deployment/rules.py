@@ -198,7 +198,8 @@ def _routed(router: Router, target: Target, deployment: Deployment) -> list[Serv
 
 def _router_roles(deployment: Deployment) -> Iterator[Finding]:
     for router in deployment.routers:
-        for kind, targets in (("prefill", router.prefill), ("decode", router.decode)):
+        sent = (("prefill", router.prefill), ("decode", router.decode))
+        for kind, targets in (*sent, ("aggregated", router.workers)):
             for target in targets:
                 found = _routed(router, target, deployment)
                 if not found:

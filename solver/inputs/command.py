@@ -111,15 +111,22 @@ def model_path_of(model: str | Path) -> str:
     return str(model)
 
 
-#: The router in front of a prefill/decode deployment (the `sglang-router` package).
-PD_ROUTER = "python -m sglang_router.launch_router"
+#: The router in front of a prefill/decode deployment or of plain DP replicas (the
+#: `sglang-router` package).
+ROUTER = "python -m sglang_router.launch_router"
 
 
 def pd_router_command(prefill_urls: list[str], decode_urls: list[str]) -> str:
     """The router of a disaggregated deployment, as SGLang's PD docs write it: one
     `--prefill URL` per prefill server and one `--decode URL` per decode server (bootstrap
     ports and the router's own options at their defaults, so not written)."""
-    words = [PD_ROUTER, "--pd-disaggregation"]
+    words = [ROUTER, "--pd-disaggregation"]
     words += [f"--prefill {shlex.quote(u)}" for u in prefill_urls]
     words += [f"--decode {shlex.quote(u)}" for u in decode_urls]
     return " ".join(words)
+
+
+def worker_router_command(worker_urls: list[str]) -> str:
+    """The router in front of independent servers of one model (plain DP replicas): the
+    router's regular mode, `--worker-urls URL...` (one flag, any number of URLs)."""
+    return " ".join([ROUTER, "--worker-urls", *map(shlex.quote, worker_urls)])

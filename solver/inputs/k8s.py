@@ -298,6 +298,13 @@ def lws_manifest(
     return text
 
 
+def leader_urls(lws: str, groups: int, port: int) -> list[str]:
+    """The HTTP URL of each group's leader pod of LeaderWorkerSet `lws`: LWS names group
+    g's leader `<lws>-<g>` and creates the headless Service `<lws>` (its default
+    `subdomainPolicy: Shared`), so it answers at `<lws>-<g>.<lws>` in the namespace."""
+    return [f"http://{lws}-{g}.{lws}:{port}" for g in range(groups)]
+
+
 def router_manifest(
     command: Sequence[str],
     *,

@@ -321,10 +321,12 @@ def disagg_answer(
     rows, search, agg, workload = disagg_plan(
         model, g, gpus, params["top"], params["gpus_per_node"], params["rank"], params["isl"],
         params["osl"], params["ttft"], params["tpot"], params["no_sla"], params["engine"],
-        None, params.get("where"), params.get("sglang_version"), params.get("emit"), memory,
+        None, params.get("where"), params.get("sglang_version"), None, memory,
         model_path=model_path, progress=lambda done, total: work.step(estimated=done, of=total),
         quantization=quantization,
     )  # fmt: skip
+    if params.get("emit") is not None and rows:
+        return Answer(disagg_lws_document(rows, params, g, model_path), 0, ())
     document = disagg_document(rows, search, agg, workload, g.name, gpus)
     notes = [ranking_note(workload), search_note(search), verdict(rows, agg, gpus).text]
     if not rows:
@@ -346,6 +348,23 @@ def lws_document(
         params["name"], params["image"],
     )  # fmt: skip
     return {"rank": pick, "command": commands[pick - 1], "manifest": manifest}
+
+
+def disagg_lws_document(
+    rows: list[Any], params: Mapping[str, Any], g: Any, model_path: str | None
+) -> dict[str, Any]:
+    """`plan --disagg --emit lws`: the `pick`-th ranked deployment as the CLI prints it (a
+    LeaderWorkerSet per role, the router's Deployment + Service), as `{"rank", "manifest"}`
+    (the page's download)."""
+    from meshsat.solver.cli.node_launch import node_size
+    from meshsat.solver.cli.plan_cmd import picked_disagg
+
+    pick = params["pick"]
+    per_node = node_size(g, params["gpus"], params["gpus_per_node"])
+    manifest = picked_disagg(
+        rows, pick, per_node, model=model_path, name=params["name"], image=params["image"]
+    )
+    return {"rank": pick, "manifest": manifest}
 
 
 def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:

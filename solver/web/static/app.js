@@ -341,7 +341,7 @@ function select(rank) {
     h("code", { class: "cmd", id: "plan-command" }, r.command), " ", copy, " ",
     h("button", { type: "button", onclick: () => openIn("groups", r.command) }, "Show its groups"), " ",
     h("button", { type: "button", onclick: () => openIn("check", r.command) }, "Check it"), " ",
-    h("button", { type: "button", id: "plan-lws", onclick: () => downloadLws(r) }, "Download LeaderWorkerSet"),
+    h("button", { type: "button", id: "plan-lws", onclick: () => downloadLws(r.rank, "plan", "sglang") }, "Download LeaderWorkerSet"),
     h("span", { id: "plan-lws-status", class: "muted" }),
     h("div", { id: "plan-memory" }),
   ));
@@ -392,21 +392,25 @@ function selectDisagg(rank) {
       `prefill pool ${r.prefill_requests_per_s} req/s, decode pool ${r.decode_requests_per_s} req/s`),
     role("disagg-prefill", `prefill × ${r.prefill_workers} (${r.prefill_gpus_per_worker} GPUs each)`, r.prefill_command),
     role("disagg-decode", `decode × ${r.decode_workers} (${r.decode_gpus_per_worker} GPUs each)`, r.decode_command),
-    role("disagg-router", "router", r.router_command)));
+    role("disagg-router", "router", r.router_command),
+    h("p", {}, h("button", { type: "button", id: "disagg-lws", onclick: () => downloadLws(r.rank, "disagg", "sglang-pd") },
+      "Download LeaderWorkerSets"), h("span", { id: "disagg-lws-status", class: "muted" }))));
 }
 
-// The selected layout as a Kubernetes LeaderWorkerSet: `plan --emit lws --pick RANK` on the
-// request that ranked it, the very YAML the CLI prints, saved as a file.
-async function downloadLws(r) {
-  const status = $("#plan-lws-status");
+// The selected layout (view "plan") or deployment (view "disagg", the request has `disagg`)
+// for Kubernetes: `plan [--disagg] --emit lws --pick RANK` on the request that ranked it,
+// the very YAML the CLI prints, saved as `<file>-rank<RANK>.yaml`.
+async function downloadLws(rank, view, file) {
+  const status = $(`#${view}-lws-status`);
   status.textContent = " writing...";
   try {
-    const { doc } = await call("POST", "/api/plan", { ...planRequest, emit: "lws", pick: r.rank });
-    const link = h("a", { id: "plan-lws-file", download: `sglang-rank${doc.rank}.yaml`, hidden: "",
+    const { doc } = await call("POST", "/api/plan", { ...planRequest, emit: "lws", pick: rank });
+    const name = `${file}-rank${doc.rank}.yaml`;
+    const link = h("a", { id: `${view}-lws-file`, download: name, hidden: "",
       href: URL.createObjectURL(new Blob([doc.manifest], { type: "application/yaml" })) });
     status.replaceChildren(" ", link);
     link.click();
-    status.replaceChildren(` saved sglang-rank${doc.rank}.yaml`, link);
+    status.replaceChildren(` saved ${name}`, link);
   } catch (e) {
     status.textContent = ` ${e.message}`;
   }
