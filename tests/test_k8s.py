@@ -235,7 +235,8 @@ def test_plan_and_fix_emit_through_the_cli(
     v = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
     report = json.loads(v.out)["deployment"]
     assert v.code == 0 and report["valid"] and report["routers"] == 1
-    assert report["findings"] == [] and report["servers"]["aggregated"] == 1
+    assert report["findings"] == [] and report["servers"]["aggregated"] == spec["replicas"]
+    assert report["gpus"] == 16
     found = read_deployment(r.out, load_server(None, "0.5.23"))
     assert found is not None
     (router,) = found.routers

@@ -97,22 +97,23 @@ def test_aggregated_manifest_reads_back_with_the_plans_gpus(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """`plan --emit lws`'s first row for Qwen3-30B-A3B on 16 H100 is plain DP 8 split into
-    8 LWS groups of one server of 2 GPUs: `validate` judges one and counts all 8."""
+    8 LWS groups of one server of 2 GPUs behind a router: `validate` reads a deployment of
+    8 servers and 16 GPUs."""
     args = ["plan", "--model", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--gpus", "16"]
     plan = run_cli(capsys, *args, "--emit", "lws")
     assert plan.code == 0, plan.err
-    replicas = yaml.safe_load(plan.out)["spec"]["replicas"]
+    lws = next(yaml.safe_load_all(plan.out))
+    replicas = lws["spec"]["replicas"]
     assert replicas > 1  # the case this test is for
     path = tmp_path / "lws.yaml"
     path.write_text(plan.out)
     run = _validate(capsys, path, "--json")
     assert run.code == 0, run.err
-    doc = json.loads(run.out)
-    assert doc["manifest"] == {"object": "LeaderWorkerSet/sglang", "replicas": replicas,
-                               "gpus": 16}  # fmt: skip
-    assert doc["derived"]["gpus_used"] * replicas == 16
+    doc = json.loads(run.out)["deployment"]
+    assert doc["servers"]["aggregated"] == replicas and doc["gpus"] == 16
+    assert doc["routers"] == 1
     text = _validate(capsys, path)
-    assert f"LeaderWorkerSet/sglang runs {replicas} replicas of this server: 16 GPU(s)" in text.out
+    assert f"{replicas} server(s), 1 router(s), 16 GPU(s)" in text.out
 
 
 # --- hand-built manifests ----------------------------------------------------------------
