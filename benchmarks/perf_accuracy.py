@@ -128,8 +128,7 @@ class RecordedModes(PerfModel):
 
 
 def perf_model(
-    run: MeasuredRow, config: dict[str, Any], workload: Workload, quant_modes: str,
-    **kwargs: Any,
+    run: MeasuredRow, config: dict[str, Any], workload: Workload, quant_modes: str, **kwargs: Any
 ) -> PerfModel:
     """The estimator of one measured row's checkpoint on its GPU at `quant_modes`."""
     if quant_modes not in QUANT_SOURCES:

@@ -129,10 +129,9 @@ def estimate_rows(
                nearest_pack(r.sglang))  # fmt: skip
         pm = models.get(key)
         if pm is None:
-            pm = models[key] = perf_model(
-                r, cfg, Workload(r.isl, r.osl), quant_modes, sglang_version=key[-1],
-                calibration=ZERO,
-            )
+            w = Workload(r.isl, r.osl)
+            pm = models[key] = perf_model(r, cfg, w, quant_modes, sglang_version=key[-1],
+                                          calibration=ZERO)  # fmt: skip
         moe = pm.facts.is_moe
         pp, dp = r.prefill.parallel(moe), r.decode.parallel(moe)
         costs = RoleCosts(pm)
