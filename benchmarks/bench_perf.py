@@ -176,7 +176,7 @@ def disagg_against_baseline(repeat: int, ref: str) -> None:
 
 @dataclass(frozen=True)
 class Warm:
-    """(b)'s medians: estimates per second, memo emptied / memo hits / roofline baseline."""
+    """(b)'s medians, estimates per CPU second: memo emptied / memo hits / roofline."""
 
     shapes: int
     by_engine: int
