@@ -58,7 +58,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_plan.py
 	$(PY) benchmarks/bench_threads.py
 	$(PY) benchmarks/bench_fidelity.py
-	$(PY) benchmarks/bench_perf.py
+	$(PY) benchmarks/bench_perf.py --write benchmarks/RESULTS-perf-speed.md
 	$(PY) benchmarks/perf_accuracy.py --write benchmarks/RESULTS-perf.md
 	$(PY) benchmarks/perf_disagg_accuracy.py --write-section benchmarks/RESULTS-perf.md
 	$(PY) benchmarks/bench_web.py

@@ -1,13 +1,19 @@
 """The speed of performance estimates.
 
-(a) Cold: `meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 64` with estimates
-(the default `--rank perf`), one fresh process per run, median of --repeat runs; the
-baseline in the same run is the same plan ranked by KV capacity (`--rank kv`, no estimate).
-Goal: under 10 s on a 2-core machine.
+(a) Cold: `python -m meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu H200 --gpus 64`
+with estimates (the default `--rank perf`), one fresh process per run from this checkout,
+median of --repeat runs; the baseline in the same run is the same plan ranked by KV capacity
+(`--rank kv`, no estimate). Goal: under 10 s on a 2-core machine.
 
 (b) Warm: estimates per second once the engine's databases and compiled engines are
 loaded: a fresh `PerfModel` (empty layout cache) estimates every fitting layout shape of
-DeepSeek-V3 on 64 H200 (the SLA search included), median of --repeat runs.
+DeepSeek-V3 on 64 H200 (the SLA search included), median of --repeat runs, two ways: with
+the process-wide memo of engine answers emptied before each run (`aic.clear_answers`: every
+engine call is made, what a new workload costs in a warm server), and, labelled apart, with
+the memo full (the same workload again: every engine call is a memo hit). Baseline in the
+same runs: the roofline (`engine="roofline"`, no engine call) on the same shapes. The three
+are timed in turn within each repeat, in CPU seconds of this process (`time.process_time`:
+the slices other jobs of a shared machine take are not counted).
 
 (c) `plan --disagg` cold (the P:D search and the aggregated comparison it prints), on 64
 H200 and on 64 GB200 at ISL 8,192, median of --repeat runs; baseline in the same run: the
@@ -23,6 +29,7 @@ each, baseline and current alternating; and whether the two print the same JSON
 the wall clock is mostly the load, the CPU seconds are the comparable figure.
 
 Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_perf.py [--repeat 3] [--disagg-only]
+     [--warm-only] [--no-disagg-baseline] [--write benchmarks/RESULTS-perf-speed.md]
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from timing import median_seconds, seconds
@@ -47,21 +55,21 @@ from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import Parallel
 from meshsat.solver.memory.models import catalogue_config
 from meshsat.solver.perf import PerfModel, Workload
+from meshsat.solver.perf.aic import clear_answers
 from meshsat.solver.perf.workload import DEFAULT_TTFT_MS
 
 MODEL = "deepseek-ai/DeepSeek-V3"
-EXE = str(Path(sys.executable).with_name("meshsat"))
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def cold(rank: str) -> None:
+    """One `plan` in a fresh process, as `python -m meshsat` from this checkout (the console
+    script would run whichever copy the interpreter installed)."""
     subprocess.run(
-        [EXE, "plan", "--model", MODEL, "--gpu", "H200", "--gpus", "64", "--rank", rank,
-         "--tpot", "50", "-f", "json"],
-        check=True, capture_output=True,
+        [sys.executable, "-m", "meshsat", "plan", "--model", MODEL, "--gpu", "H200", "--gpus",
+         "64", "--rank", rank, "--tpot", "50", "-f", "json"],
+        check=True, capture_output=True, cwd=ROOT,
     )  # fmt: skip
-
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def cold_module(gpu: str, isl: int, disagg: bool) -> None:
@@ -166,17 +174,21 @@ def disagg_against_baseline(repeat: int, ref: str) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--disagg-only", action="store_true", help="Only (d).")
-    ap.add_argument("--baseline-ref", default=BASELINE_REF, help="(d)'s baseline commit.")
-    a = ap.parse_args()
-    if a.disagg_only:
-        disagg_against_baseline(a.repeat, a.baseline_ref)
-        return
-    mp = median_seconds(lambda: cold("perf"), a.repeat)
-    mk = median_seconds(lambda: cold("kv"), a.repeat)
+@dataclass(frozen=True)
+class Warm:
+    """(b)'s medians, estimates per CPU second: memo emptied / memo hits / roofline."""
+
+    shapes: int
+    by_engine: int
+    engine_calls: int
+    emptied: float
+    hits: float
+    roofline: float
+
+
+def warm(repeat: int) -> Warm:
+    """(b): every fitting layout shape of DeepSeek-V3 on 64 H200, a fresh `PerfModel` (its
+    layout cache empty) per timed run, built outside the timer."""
     spec = ModelSpec.from_hf_config(catalogue_config(MODEL))
     w = Workload(1024, 1024, ttft_ms=DEFAULT_TTFT_MS, tpot_ms=50)  # what the plan runs use
     warm_pm = PerfModel(MODEL, "H200", w)
@@ -191,26 +203,115 @@ def main() -> None:
         for p in shapes:
             pm.estimate(p)
 
-    # a fresh model per run (its caches cold), built outside the timer
-    rates = [
-        len(shapes) / seconds(functools.partial(estimate_all, PerfModel(MODEL, "H200", w)))
-        for _ in range(a.repeat)
-    ]
+    times: dict[str, list[float]] = {"emptied": [], "hits": [], "roofline": []}
+    for _ in range(repeat):
+        fresh = {
+            "emptied": PerfModel(MODEL, "H200", w),
+            "hits": PerfModel(MODEL, "H200", w),  # after "emptied": its answers are all kept
+            "roofline": PerfModel(MODEL, "H200", w, engine="roofline"),
+        }
+        clear_answers()  # outside the timer: the engine answers every call of "emptied"
+        for name, pm in fresh.items():  # CPU seconds: other jobs on a shared machine
+            times[name].append(seconds(functools.partial(estimate_all, pm), time.process_time))
+    calls = clear_answers()  # what the last "emptied" run asked the engine
+    rate = {k: len(shapes) / statistics.median(v) for k, v in times.items()}
     aic = sum(warm_pm.estimate(p).source.startswith("aic") for p in shapes)
-    print(f"DeepSeek-V3 on 64 x H200, ISL 1024, OSL 1024, TTFT <= {DEFAULT_TTFT_MS:g} ms (the "
-          f"default), TPOT <= 50 ms; median of {a.repeat}")  # fmt: skip
-    print("| measure | value | baseline (same run) | ratio | goal |")
-    print("|---|---|---|---|---|")
-    print(f"| plan, cold process (s) | {mp:.2f} | {mk:.2f} (--rank kv) | {mp / mk:.1f}x "
-          f"| < 10 s: {'met' if mp < 10 else 'MISSED'} |")  # fmt: skip
-    print(f"| estimates/s warm ({len(shapes)} layout shapes, {aic} by the engine) "
-          f"| {statistics.median(rates):,.0f} | | | |")  # fmt: skip
-    for gpu, isl in DISAGG_CASES:
-        dis = median_seconds(functools.partial(cold_module, gpu, isl, True), a.repeat)
-        agg = median_seconds(functools.partial(cold_module, gpu, isl, False), a.repeat)
-        print(f"| plan --disagg, cold process, 64 x {gpu}, ISL {isl} (s) | {dis:.2f} "
-              f"| {agg:.2f} (plan) | {dis / agg:.1f}x | |")  # fmt: skip
-    disagg_against_baseline(a.repeat, a.baseline_ref)
+    return Warm(len(shapes), aic, calls, rate["emptied"], rate["hits"], rate["roofline"])
+
+
+def warm_rows(b: Warm) -> list[str]:
+    base = f"{b.roofline:,.0f} (roofline)"
+    return [
+        f"| estimates per CPU s warm, engine memo emptied before each run ({b.shapes} layout "
+        f"shapes, {b.by_engine} by the engine, {b.engine_calls:,} engine calls) | {b.emptied:,.0f} "
+        f"| {base} | {b.emptied / b.roofline:.2f}x | |",
+        f"| estimates per CPU s warm, every engine call a memo hit (the same workload again) "
+        f"| {b.hits:,.0f} | {base} | {b.hits / b.roofline:.2f}x | |",
+    ]
+
+
+HEAD = [
+    "| measure | value | baseline (same run) | ratio | goal |",
+    "|---|---|---|---|---|",
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--disagg-only", action="store_true", help="Only (d).")
+    ap.add_argument("--warm-only", action="store_true", help="Only (b).")
+    ap.add_argument("--write", type=Path, help="also write (a)-(c)'s table to this markdown file")
+    ap.add_argument("--baseline-ref", default=BASELINE_REF, help="(d)'s baseline commit.")
+    ap.add_argument("--no-disagg-baseline", action="store_true", help="Skip (d).")
+    a = ap.parse_args()
+    if a.disagg_only:
+        disagg_against_baseline(a.repeat, a.baseline_ref)
+        return
+    title = (
+        f"DeepSeek-V3 on 64 x H200, ISL 1024, OSL 1024, TTFT <= {DEFAULT_TTFT_MS:g} ms (the "
+        f"default), TPOT <= 50 ms; median of {a.repeat}; load average {os.getloadavg()[0]:.1f} "
+        "at the start"
+    )
+    print(title, flush=True)
+    rows = list(HEAD)
+    if not a.warm_only:
+        mp = median_seconds(lambda: cold("perf"), a.repeat)
+        mk = median_seconds(lambda: cold("kv"), a.repeat)
+        rows.append(
+            f"| plan, cold process (s) | {mp:.2f} | {mk:.2f} (--rank kv) | {mp / mk:.1f}x "
+            f"| < 10 s: {'met' if mp < 10 else 'MISSED'} |"
+        )
+    rows += warm_rows(warm(a.repeat))
+    if not a.warm_only:
+        for gpu, isl in DISAGG_CASES:
+            dis = median_seconds(functools.partial(cold_module, gpu, isl, True), a.repeat)
+            agg = median_seconds(functools.partial(cold_module, gpu, isl, False), a.repeat)
+            rows.append(
+                f"| plan --disagg, cold process, 64 x {gpu}, ISL {isl} (s) | {dis:.2f} "
+                f"| {agg:.2f} (plan) | {dis / agg:.1f}x | |"
+            )
+    tail = f"load average at the end {os.getloadavg()[0]:.1f}"
+    print("\n".join([*rows, tail]), flush=True)
+    if a.write:
+        write(a.write, [title, "", *rows, "", tail])
+    if not (a.warm_only or a.no_disagg_baseline):
+        disagg_against_baseline(a.repeat, a.baseline_ref)
+
+
+#: How (a)-(c) are taken, for the written file.
+HOW = (
+    "(a) `plan --rank perf` in a fresh process, against `--rank kv` (no estimate). (b) A fresh "
+    "`PerfModel` estimates every fitting layout shape once the engine's databases and "
+    "compiled engines are loaded; *memo emptied*: `aic.clear_answers()` before each run, so "
+    "the engine answers every call (a new workload in a warm server); *memo hits*: the same "
+    "run again with the answers kept (the same workload asked twice); baseline: the roofline "
+    '(`engine="roofline"`) on the same shapes, timed in turn with them in CPU seconds of the '
+    "process. Before, (b) timed memo hits only and called them estimates/s warm. (c) "
+    "`plan --disagg` in a fresh process against the same `plan` without it."
+)
+
+
+def write(path: Path, lines: list[str]) -> None:
+    """The table as markdown, with how it was taken (the file is this script's output)."""
+    text = "\n".join(
+        [
+            "# Performance-estimate speed",
+            "",
+            "Written by `PYTHONPATH=. .venv/bin/python benchmarks/bench_perf.py "
+            f"{' '.join(sys.argv[1:])}` on {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} "
+            "UTC; `plan --disagg` against its baseline commit: "
+            "`benchmarks/RESULTS-plan-disagg.md`.",
+            "",
+            HOW,
+            "",
+            *lines,
+            "",
+        ]
+    )
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ scored only leave-one-model-out and leave-one-GPU-out. Also counts the rows whos
 meshsat judges illegal on the nearest pack, and why.
 
     python benchmarks/perf_accuracy.py [--write benchmarks/RESULTS-perf.md] [--limit N]
+        [--quant-modes recorded]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,10 @@ from meshsat.solver.memory import Parallel
 from meshsat.solver.packs.registry import known_versions
 from meshsat.solver.perf import PerfModel, Workload
 from meshsat.solver.perf.aic import AicSteps, EngineUnavailable
-from meshsat.solver.perf.engine_args import EngineArgs
+from meshsat.solver.perf.engine_args import EngineArgs, Unsupported
 from meshsat.solver.perf.ep_comm import WithEpComm
 from meshsat.solver.perf.measured import (
+    MeasuredRow,
     MeasuredRun,
     checkpoint_config,
     distinct_runs,
@@ -100,6 +102,43 @@ def _key(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v)[:4])
 
 
+#: `--quant-modes`: the engine's GEMM and MoE modes from the checkpoint (what `plan` runs:
+#: `engine_args.checkpoint_quant` and `QUANT_MODES`), or as each row records them.
+QUANT_SOURCES = ("checkpoint", "recorded")
+
+
+class RecordedModes(PerfModel):
+    """A `PerfModel` whose engine runs the GEMM and MoE modes a measured row records
+    (`gemm_quant_mode`, `moe_quant_mode`) in place of the checkpoint's mapping.
+
+    Why: the sample labels the GEMMs of block-FP8 checkpoints (DeepSeek-R1/V3, GLM-5-FP8,
+    Qwen3.5-397B FP8) per-tensor `fp8` beside `fp8_block` experts; this scores the
+    estimate at those labels, to compare with what the checkpoint serves (docs/perf.md)."""
+
+    def __init__(self, *args: Any, modes: tuple[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.modes = modes
+
+    def engine_args(self, p: Parallel, *, dwdp: bool = False) -> EngineArgs | Unsupported:
+        args = super().engine_args(p, dwdp=dwdp)
+        if isinstance(args, Unsupported):
+            return args
+        gemm, moe = self.modes
+        return replace(args, gemm_quant_mode=gemm, moe_quant_mode=moe, substitutes=())
+
+
+def perf_model(
+    run: MeasuredRow, config: dict[str, Any], workload: Workload, quant_modes: str, **kwargs: Any
+) -> PerfModel:
+    """The estimator of one measured row's checkpoint on its GPU at `quant_modes`."""
+    if quant_modes not in QUANT_SOURCES:
+        raise ValueError(f"quant_modes must be one of {QUANT_SOURCES}, got {quant_modes!r}")
+    kw: dict[str, Any] = {"model_id": run.model, "quant": run.quant, **kwargs}
+    if quant_modes == "recorded":
+        return RecordedModes(config, run.gpu, workload, modes=(run.gemm_mode, run.moe_mode), **kw)
+    return PerfModel(config, run.gpu, workload, **kw)
+
+
 def legality(runs: Sequence[MeasuredRun]) -> tuple[int, Counter[str]]:
     illegal: Counter[str] = Counter()
     for r in runs:
@@ -137,21 +176,22 @@ def aic_own(args: EngineArgs, r: MeasuredRun) -> tuple[float, float] | None:
         return None
 
 
-def collect(runs: Sequence[MeasuredRun], with_aic_own: bool) -> tuple[list[Row], Counter[str]]:
+def collect(
+    runs: Sequence[MeasuredRun], with_aic_own: bool, quant_modes: str = "checkpoint"
+) -> tuple[list[Row], Counter[str]]:
     rows, skipped = [], Counter[str]()
-    models: dict[tuple[str, str, str], PerfModel] = {}
+    models: dict[tuple[str, ...], PerfModel] = {}
     for r in runs:
         cfg = checkpoint_config(r)
         if cfg is None:
             skipped["no config for the model"] += 1
             continue
-        key = (r.model, r.quant, r.gpu)
+        key = (r.model, r.quant, r.gpu, r.gemm_mode, r.moe_mode)
         pm = models.get(key)
         if pm is None:
-            pm = models[key] = PerfModel(
-                cfg, r.gpu, Workload(1024, 1024), sglang_version=nearest_pack(r.build),
-                model_id=r.model, quant=r.quant,
-            )  # fmt: skip
+            pm = models[key] = perf_model(
+                r, cfg, Workload(1024, 1024), quant_modes, sglang_version=nearest_pack(r.build)
+            )
         moe_tp = r.tp_size // r.ep_size if pm.facts.is_moe else 1
         p = Parallel(tp=r.tp_size, pp=r.pp_size, attn_tp=r.tp_size, attn_dp=1, ep=r.ep_size,
                      moe_tp=moe_tp)  # fmt: skip
@@ -544,13 +584,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--write", type=Path, help="write the markdown report here")
     ap.add_argument("--limit", type=int, help="only the first N rows (a quick slice)")
     ap.add_argument("--no-aic-own", action="store_true", help="skip AIC's own run_agg baseline")
+    ap.add_argument(
+        "--quant-modes", choices=QUANT_SOURCES, default="checkpoint",
+        help="the engine's GEMM/MoE quantization modes: mapped from the checkpoint as `plan` "
+        "does (default), or as each row records them (`gemm_quant_mode`, `moe_quant_mode`)",
+    )  # fmt: skip
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     runs = load_runs()
     if a.limit:
         runs = runs[: a.limit]
     n_illegal, why = legality(runs)
-    rows, skipped = collect(runs, not a.no_aic_own)
+    rows, skipped = collect(runs, not a.no_aic_own, a.quant_modes)
     by_model = lambda r: family(r.run.model)  # noqa: E731
     by_gpu = lambda r: r.run.gpu  # noqa: E731
     full_aic = fit(rows, "aic")
@@ -569,6 +614,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "meshsat roofline only, leave-one-GPU-out": held_out(rows, "roofline", by_gpu),
     }
     out = [
+        *(
+            ["Engine quantization modes: as each row records them (--quant-modes recorded).", ""]
+            if a.quant_modes == "recorded"
+            else []
+        ),
         f"Measured runs: {len(runs)} aggregated SGLang rows of aiconfigurator-core 0.12.0's "
         f"silicon_sample.csv; {sum(r.normalised for r in runs)} layouts normalised "
         "(tpN_epN stored as N*N); estimable by the engine: "

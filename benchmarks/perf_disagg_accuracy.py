@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perf_accuracy import collect, family, fit, nearest_pack, pct
+from perf_accuracy import QUANT_SOURCES, collect, family, fit, nearest_pack, pct, perf_model
 
 from meshsat import solver
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -113,7 +113,9 @@ def aic_rule(pm: PerfModel, run: MeasuredDisaggRun, pp: Parallel, dp: Parallel) 
     return ttft, tpot, rate * run.osl / run.gpus
 
 
-def estimate_rows(runs: Sequence[MeasuredDisaggRun]) -> tuple[list[Row], Counter[str]]:
+def estimate_rows(
+    runs: Sequence[MeasuredDisaggRun], quant_modes: str = "checkpoint"
+) -> tuple[list[Row], Counter[str]]:
     """Each run's step latencies, once (the calibration is applied afterwards)."""
     rows: list[Row] = []
     skipped: Counter[str] = Counter()
@@ -123,13 +125,13 @@ def estimate_rows(runs: Sequence[MeasuredDisaggRun]) -> tuple[list[Row], Counter
         if cfg is None:
             skipped["no config for the model"] += 1
             continue
-        key = (r.model, r.quant, r.gpu, r.isl, r.osl, nearest_pack(r.sglang))
+        key = (r.model, r.quant, r.gemm_mode, r.moe_mode, r.gpu, r.isl, r.osl,
+               nearest_pack(r.sglang))  # fmt: skip
         pm = models.get(key)
         if pm is None:
-            pm = models[key] = PerfModel(
-                cfg, r.gpu, Workload(r.isl, r.osl), sglang_version=key[-1], model_id=r.model,
-                quant=r.quant, calibration=ZERO,
-            )  # fmt: skip
+            w = Workload(r.isl, r.osl)
+            pm = models[key] = perf_model(r, cfg, w, quant_modes, sglang_version=key[-1],
+                                          calibration=ZERO)  # fmt: skip
         moe = pm.facts.is_moe
         pp, dp = r.prefill.parallel(moe), r.decode.parallel(moe)
         costs = RoleCosts(pm)
@@ -371,12 +373,16 @@ def write_section(path: Path, lines: Sequence[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write-section", type=Path, help="write the section into this markdown")
+    ap.add_argument(
+        "--quant-modes", choices=QUANT_SOURCES, default="checkpoint",
+        help="the engine's GEMM/MoE modes: from the checkpoint (default) or as each row records",
+    )  # fmt: skip
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     runs, dropped = distinct_disagg_runs(load_disagg_runs())
     illegal = legality(runs)
-    rows, skipped = estimate_rows(runs)
-    agg, _ = collect(load_runs(), False)
+    rows, skipped = estimate_rows(runs, a.quant_modes)
+    agg, _ = collect(load_runs(), False, a.quant_modes)
     preds = {
         "leave-one-model-out": held_out(
             rows, agg, lambda r: family(r.run.model), lambda a: family(a.run.model)

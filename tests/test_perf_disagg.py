@@ -547,7 +547,7 @@ def test_engine_answers_are_each_engines_own() -> None:
 
 def test_engine_answers_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """The memo empties at its bound (a long-running server asks of ever new workloads),
-    and answers after that are still the engine's own."""
+    and answers after that, or after `clear_answers` empties it, are still the engine's own."""
     pytest.importorskip("aiconfigurator_core")
     from meshsat.solver.perf import aic
 
@@ -560,6 +560,8 @@ def test_engine_answers_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         assert steps.prefill_ms(1, isl) == steps._h.predict_prefill_latency(1, isl, 0)
         assert len(aic._ANSWERS) <= 3
     assert len(aic._ANSWERS) == 2  # emptied at the fourth, then two more
+    assert aic.clear_answers() == 2 and not aic._ANSWERS  # what bench_perf empties
+    assert steps.prefill_ms(1, 512) == steps._h.predict_prefill_latency(1, 512, 0)
 
 
 def _undominated_plain(

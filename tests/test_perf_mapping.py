@@ -258,3 +258,41 @@ def test_the_fp8_modes_are_where_the_engines_sglang_data_is() -> None:
     assert "fp8" not in moe and "fp8_block" in moe
     for name, (_, moe_for) in SUBSTITUTES.items():
         assert QUANT_MODES[name][1] == "fp8_block" and moe_for is not None, name
+
+
+def test_measured_fp8_checkpoints_map_as_the_engine_reads_them() -> None:
+    """The sample labels the GEMMs of block-FP8 checkpoints (DeepSeek-R1/V3, GLM-5-FP8,
+    Qwen3.5 FP8) per-tensor `fp8` beside `fp8_block` experts; SGLang runs a checkpoint with
+    `weight_block_size` through its block GEMM. Oracle: AIConfigurator's own reading of each
+    measured checkpoint's config (`_infer_quantization_fields`) gives the GEMM mode meshsat
+    maps to; `perf_accuracy --quant-modes recorded` runs the row's labels instead."""
+    pytest.importorskip("aiconfigurator_core")
+    from aiconfigurator_core.sdk.utils import _infer_quantization_fields
+
+    from benchmarks.perf_accuracy import perf_model
+    from meshsat.solver.perf.engine_args import QUANT_MODES, checkpoint_quant
+    from meshsat.solver.perf.measured import checkpoint_config, load_runs
+    from meshsat.solver.perf.workload import Workload
+
+    seen: dict[tuple[str, str, str, str], Any] = {}
+    for run in load_runs():
+        key = (run.model, run.quant, run.gemm_mode, run.moe_mode)
+        if run.quant == "fp8" and run.gpu == "H200" and key not in seen:
+            seen[key] = run
+    relabelled = 0
+    for run in seen.values():
+        cfg = checkpoint_config(run)
+        assert cfg is not None
+        ours = QUANT_MODES[checkpoint_quant(cfg) or run.quant]
+        assert ours[0] == _infer_quantization_fields(dict(cfg))["quant_algo"], run.model
+        p = Parallel(tp=8, attn_tp=8, ep=8, moe_tp=1)
+        got = {}
+        for modes in ("checkpoint", "recorded"):
+            pm = perf_model(run, cfg, Workload(), modes, sglang_version="0.5.9")
+            a = pm.engine_args(p if pm.facts.is_moe else Parallel(tp=8, attn_tp=8))
+            assert isinstance(a, EngineArgs), a
+            got[modes] = (a.gemm_quant_mode, a.moe_quant_mode if pm.facts.is_moe else None)
+        assert got["checkpoint"] == (ours[0], ours[1] if pm.facts.is_moe else None)
+        assert got["recorded"][0] == run.gemm_mode
+        relabelled += got["recorded"] != got["checkpoint"]
+    assert len(seen) >= 4 and relabelled >= 3, seen

@@ -31,12 +31,24 @@ _ENGINES: dict[EngineArgs, Any] = {}
 _FAILED: dict[EngineArgs, str] = {}
 #: Each compiled engine's answers, per (engine, method, arguments): many layouts share one
 #: engine (the engine does not read every width meshsat tells apart: 878 layout shapes of
-#: DeepSeek-V3 on 64 GPUs compile 539 engines), and a prefill prediction costs about a
-#: millisecond; the engine is a pure function of its arguments. Emptied when it reaches
+#: DeepSeek-V3 on 64 GPUs compile 539 engines); the engine is a pure function of its
+#: arguments. Its answers are cheap once its database is loaded (DeepSeek-V3 on H200: 5-8 µs
+#: median a call, the first call to a database about a second), so the memo saves about 5 %
+#: of a warm estimate (`benchmarks/bench_perf.py` measures both). Emptied when it reaches
 #: `_MAX_ANSWERS` (a long-running `meshsat serve` asks of ever new workloads; one plan of
 #: DeepSeek-V3 on 64 H200 with `--disagg` keeps 6,974 answers).
 _ANSWERS: dict[tuple[EngineArgs, str, tuple[int, ...]], float] = {}
 _MAX_ANSWERS = 200_000
+
+
+def clear_answers() -> int:
+    """Empty the memo of engine answers and return how many it held. Why: a benchmark of
+    warm estimates must pay for the engine's answers, not read back those of its warm-up
+    (`benchmarks/bench_perf.py` measures both); the compiled engines and databases stay."""
+    with _LOCK:
+        held = len(_ANSWERS)
+        _ANSWERS.clear()
+    return held
 
 
 class EngineUnavailable(Exception):

@@ -20,7 +20,7 @@ import csv
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,11 @@ class MeasuredRow:
     isl: int
     osl: int
     concurrency: int
+    #: The engine's GEMM and MoE modes the row records (`gemm_quant_mode`,
+    #: `moe_quant_mode`; 16-bit rows leave them blank: `bfloat16`). AIConfigurator labels
+    #: block-FP8 checkpoints' GEMMs `fp8` there; `quant` is the checkpoint's name.
+    gemm_mode: str = field(default="bfloat16", kw_only=True)
+    moe_mode: str = field(default="bfloat16", kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,8 @@ def _common(r: Mapping[str, str]) -> dict[str, Any]:
         "system": r["system"],
         "sglang": r["backend_version"] or "unknown",
         "quant": _QUANT.get(r["gemm_quant_mode"], r["gemm_quant_mode"]),
+        "gemm_mode": r["gemm_quant_mode"] or "bfloat16",
+        "moe_mode": r["moe_quant_mode"] or "bfloat16",
         "isl": int(r["isl"]),
         "osl": int(r["osl"]),
         "ttft_ms": float(r["silicon_ttft_ms"]),
