@@ -1,7 +1,8 @@
 """--base-gpu-id and --gpu-id-step: read as config fields, placed by `groups`, and checked by
 TOPO-GPU-ID-RANGE (a node's last GPU id must exist) and SGLang's own asserts.
 
-Oracles: the launches of the real releases recorded in `tests/fixtures/placement/` (the GPU
+Oracles: what the real releases say at launch (`tests/fixtures/gpu_ids/`, by
+`fidelity/gpu_ids.py`), the launches they make, recorded in `tests/fixtures/placement/` (the GPU
 id every scheduler gets, `fidelity/placement.py`), and brute force over
 `meshsat.solver.placement.launches` (which `tests/test_placement.py` replays against those
 records) for the space between the recorded points.
@@ -10,6 +11,8 @@ records) for the space between the recorded points.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,23 +20,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsat.solver import fix, validate
-from meshsat.solver.enumeration.layouts import enumerate_layouts
 from meshsat.solver.backends.pyeval import compiled
+from meshsat.solver.enumeration.layouts import enumerate_layouts
+from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.packs import get_pack
-from meshsat.solver.placement import Job, LaunchFacts, launches
+from meshsat.solver.placement import Job, LaunchFacts
 from meshsat.solver.validation.validate import environment
 from tests.cli_helpers import run_cli
 from tests.test_placement import RELEASES, _well_formed, job_of, recorded, rows
 
 RANGE = "TOPO-GPU-ID-RANGE"
+ASSERTS = frozenset({"TOPO-BASE-GPU-ID", "TOPO-GPU-ID-STEP"})
+GPU_IDS = Path(__file__).parent / "fixtures" / "gpu_ids"
 NODE_SIZES = (2, 4, 6, 8, 12, 16)
 
 
 def _config(job: Job, gpus_per_node: int) -> Config:
     f = job.facts
+    joiner = {"ep_join_mode": "scale"} if f.scale_joiner else {}
     return Config.model_validate(
         {
+            **joiner,
             "tp_size": job.tp,
             "pp_size": job.pp,
             "dp_size": job.replicas,
@@ -54,6 +62,17 @@ def _range_fails(job: Job, gpus_per_node: int, release: str) -> bool:
     return any(pack.rules[i].id == RANGE for i in checker.violations(resolved, env))
 
 
+def _starts_cleanly(job: Job, launched: list[list[int]]) -> bool:
+    """SGLang starts each rank once on a GPU of its own; for a scale joiner (whose nodes
+    each start every TP rank of their stages), the same split without the joiner does,
+    and no node gives one GPU twice."""
+    if not job.facts.scale_joiner:
+        return _well_formed(job, launched)
+    plain = replace(job, facts=replace(job.facts, scale_joiner=False))
+    gpus = [(x[0], x[4]) for x in launched]
+    return _well_formed(plain, rows(plain)) and len(set(gpus)) == len(gpus)
+
+
 def _past_the_node(launched: list[list[int]], gpus_per_node: int) -> bool:
     return max(x[4] for x in launched) >= gpus_per_node
 
@@ -66,7 +85,7 @@ def test_range_rule_equals_the_recorded_sglang_gpu_ids(release: str) -> None:
     checked = fired = 0
     for point in recorded(release)["points"]:
         job = job_of(point, release)
-        if point["scale_joiner"] or not _well_formed(job, point["launches"]):
+        if not _starts_cleanly(job, point["launches"]):
             continue
         placed = (job.facts.base_gpu_id, job.facts.gpu_id_step) != (0, 1)
         for g in NODE_SIZES:
@@ -79,11 +98,14 @@ def test_range_rule_equals_the_recorded_sglang_gpu_ids(release: str) -> None:
 
 @st.composite
 def single_jobs(draw: st.DrawFn) -> Job:
+    release = draw(st.sampled_from(RELEASES))
     facts = LaunchFacts(
         nnodes=draw(st.sampled_from((1, 1, 2, 4))),
         base_gpu_id=draw(st.integers(0, 9)),
         gpu_id_step=draw(st.integers(1, 3)),
-        release=draw(st.sampled_from(RELEASES)),
+        release=release,
+        # Elastic EP's scale joiner exists from 0.5 on.
+        scale_joiner=release != "0.4.6.post5" and draw(st.booleans()),
     )
     replicas = draw(st.integers(1, 3)) if facts.nnodes == 1 else 1
     return Job(draw(st.sampled_from((1, 2, 3, 4, 8))), draw(st.integers(1, 4)), replicas, facts)
@@ -95,26 +117,42 @@ def test_range_rule_equals_brute_force(job: Job, gpus_per_node: int) -> None:
     """Between the recorded points: the rule against the largest GPU id of every launch
     SGLang's placement makes, for each release's replica stride."""
     launched = rows(job)
-    if not _well_formed(job, launched):
+    if not _starts_cleanly(job, launched):
         return
     placed = (job.facts.base_gpu_id, job.facts.gpu_id_step) != (0, 1)
     expected = placed and _past_the_node(launched, gpus_per_node)
     assert _range_fails(job, gpus_per_node, job.facts.release or RELEASES[-1]) == expected
 
 
-def test_sglang_asserts_in_every_release() -> None:
-    """check_server_args' two asserts (every release: `base_gpu_id >= 0`, `gpu_id_step >= 1`)
-    with SGLang's words; the input is read, not refused, as SGLang's parser reads it."""
-    for release in RELEASES:
-        report = validate(
-            {"base_gpu_id": -1, "gpu_id_step": 0}, explain=False, sglang_version=release
-        )
-        said = {v.rule: v.message for v in report.violations}
-        assert said == {
-            "TOPO-BASE-GPU-ID": "base_gpu_id must be non-negative",
-            "TOPO-GPU-ID-STEP": "gpu_id_step must be positive",
-        }, release
-        assert validate({"base_gpu_id": 0, "gpu_id_step": 1}, sglang_version=release).valid
+def _asserts(release: str) -> list[dict[str, Any]]:
+    path = GPU_IDS / f"{release}.json"
+    data: dict[str, Any] = json.loads(path.read_text())
+    assert data["sglang"] == release
+    return list(data["records"])
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_sglang_asserts_equal_the_recorded_release(release: str) -> None:
+    """Each recorded command (`fidelity/gpu_ids.py`: the release's parser, resolution and
+    check_server_args): where SGLang raises, meshsat's first violation is that assert,
+    in SGLang's words; where SGLang lets the command through, no assert of meshsat fires
+    either (ids past the node are TOPO-GPU-ID-RANGE's, a CUDA start-up failure that a
+    CPU run never reaches)."""
+    records = _asserts(release)
+    assert {r["id"] for r in records if r["launch_error"]} >= {"negative-base", "zero-step"}
+    for r in records:
+        assert r["accepted"] and not r["harness_error"], r
+        text = "python -m sglang.launch_server --model-path m " + " ".join(r["argv"])
+        values = parse_sglang_command(text).values
+        report = validate(values, explain=False, sglang_version=release)
+        said = [(v.rule, v.message) for v in report.violations]
+        if r["launch_error"] is not None:
+            assert said[0][1] == r["launch_error"], (r, said)
+            assert said[0][0] in ASSERTS and report.violations[0].source == "check_server_args"
+        else:
+            assert not {rule for rule, _ in said} & ASSERTS, (r, said)
+            past = r["id"].startswith("past-the-node")
+            assert [rule for rule, _ in said] == ([RANGE] if past else []), (r, said)
 
 
 def test_defaults_keep_the_planning_view_and_node_rule() -> None:
@@ -137,9 +175,7 @@ def test_launch_command_is_read_and_groups_show_sglang_gpu_ids(
         == (2, 1, 1, 1, 3, 2)
         and not p["scale_joiner"]
     )
-    command = (
-        "python -m sglang.launch_server --model-path m --tp 2 --base-gpu-id 3 --gpu-id-step 2"
-    )
+    command = "python -m sglang.launch_server --model-path m --tp 2 --base-gpu-id 3 --gpu-id-step 2"
     run = run_cli(capsys, "groups", "--sglang", command, "--sglang-version", "0.5.23", "--json")
     assert run.code == 0, run.err
     doc: dict[str, Any] = json.loads(run.out)

@@ -23,10 +23,14 @@ POSITIVE_SIZES = (
 )
 
 _ENGINE = F.tp_size * F.pp_size
-#: Schedulers one node starts: tp·pp / nnodes (whole wherever TOPO-NNODES holds; the guard
-#: keeps the quotient exact for the exponent encoding, which would otherwise demand it).
+#: tp·pp / nnodes, whole wherever TOPO-NNODES holds; the guard keeps the quotient exact for
+#: the exponent encoding, which would otherwise demand it of every layout.
+_SHARE = ite(divides(F.nnodes, _ENGINE), _ENGINE // F.nnodes, _ENGINE)
+#: Schedulers one node starts. An elastic-EP scale joiner's node starts every TP rank of
+#: its stages (`launch_tensor_parallel_group`, solver/placement.py), so at least tp_size.
 ranks_per_node = named(
-    "ranks_per_node", ite(divides(F.nnodes, _ENGINE), _ENGINE // F.nnodes, _ENGINE)
+    "ranks_per_node",
+    ite((F.ep_join_mode == "scale") & (F.tp_size >= _SHARE), F.tp_size, _SHARE),
 )
 #: TP ranks per node: SGLang's tp_size // max(nnodes // pp_size, 1), which on every split
 #: that starts each rank once (solver/placement.py, EVEN_SPLIT) is min(tp_size, ranks_per_node).
@@ -58,9 +62,9 @@ def gpu_id_range(replica_stride: Expr) -> Rule:
         (F.base_gpu_id != 0) | (F.gpu_id_step != 1),
         gpu_id_last(replica_stride) < F.gpus_per_node,
         "the last rank on a node runs on GPU {gpu_id_last} (base_gpu_id {base_gpu_id}, "
-        "gpu_id_step {gpu_id_step}, {replicas} replica(s) of {ranks_per_node} ranks per node), past the node's "
-        "{gpus_per_node} GPUs: the scheduler fails at start-up in torch.cuda.set_device "
-        "(CUDA error: invalid device ordinal)",
+        "gpu_id_step {gpu_id_step}, {replicas} replica(s) of {ranks_per_node} ranks per "
+        "node), past the node's {gpus_per_node} GPUs: the scheduler fails at start-up in "
+        "torch.cuda.set_device (CUDA error: invalid device ordinal)",
         SRC,
         hint="lower --base-gpu-id, else use --gpu-id-step 1 (or give the node size with "
         "--set gpus_per_node=N)",

@@ -711,7 +711,10 @@ V0_4_6_POST5 = apply(
             ),
         ),
         # 0.4's data-parallel controller starts replica d at GPU d·tp_size·gpu_id_step.
-        replace_rules=(*weight_shapes.RULES_0_4, topology.gpu_id_range(topology.REPLICA_STRIDE_0_4)),
+        replace_rules=(
+            *weight_shapes.RULES_0_4,
+            topology.gpu_id_range(topology.REPLICA_STRIDE_0_4),
+        ),
         remove_rules=tuple(
             r.id
             for r in SEED.rules
