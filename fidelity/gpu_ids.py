@@ -15,7 +15,7 @@ import argparse
 import json
 from typing import Any
 
-from fidelity.record import CACHE, ROOT, resolve
+from fidelity.record import ROOT, cached_versions, resolve
 
 FIXTURES = ROOT / "tests" / "fixtures" / "gpu_ids"
 
@@ -49,9 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("versions", nargs="*")
     args = parser.parse_args(argv)
-    versions = args.versions or sorted(p.name for p in CACHE.iterdir() if (p / "bin").exists())
     FIXTURES.mkdir(parents=True, exist_ok=True)
-    for version in versions:
+    for version in cached_versions(args.versions):
         path = FIXTURES / f"{version}.json"
         path.write_text(json.dumps(record(version), indent=1) + "\n")
         print(f"{version}: {len(COMMANDS)} commands -> {path.name}")
