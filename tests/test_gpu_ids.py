@@ -238,3 +238,18 @@ def test_fix_and_enumerate_never_invent_gpu_ids() -> None:
     assert {(r.config["base_gpu_id"], r.config["gpu_id_step"]) for r in plain} == {(0, 1)}
     assert offset and all(r.config["base_gpu_id"] == 4 for r in offset)
     assert not list(enumerate_layouts(8, base={"base_gpu_id": 4}, sglang_version="0.5.23"))
+
+
+def test_groups_refuses_two_stages_on_one_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    """With a step above 1 and several stages on the one node, SGLang's own arithmetic gives
+    two schedulers one GPU (stage offsets are tp apart, not tp·step): the ids fit the node,
+    so the layout validates, but `groups` refuses it, naming the GPU, as for --nnodes."""
+    job = Job(2, 2, 1, LaunchFacts(gpu_id_step=2))
+    gpus = [x[4] for x in rows(job)]
+    assert len(set(gpus)) < len(gpus)  # SGLang's placement, brute force: GPU 2 twice
+    assert validate({"tp_size": 2, "pp_size": 2, "gpu_id_step": 2}, explain=False).valid
+    run = run_cli(
+        capsys, "groups", "--set", "tp_size=2", "--set", "pp_size=2", "--set", "gpu_id_step=2"
+    )
+    assert run.code == 2
+    assert run.err.startswith("meshsat: error:") and "both on GPU 2 of node 0" in run.err
