@@ -189,15 +189,23 @@ def test_launch_command_is_read_and_groups_show_sglang_gpu_ids(
     assert "gpu 3" in text.out and "gpu 5" in text.out
 
 
-def test_validate_refuses_ids_past_the_node(capsys: pytest.CaptureFixture[str]) -> None:
-    run = run_cli(
-        capsys,
-        "validate",
-        "--sglang",
-        "python -m sglang.launch_server --model-path m --tp 8 --base-gpu-id 4",
-        "--json",
-    )
-    assert run.code == 1
+@pytest.mark.parametrize("source", ["command", "config", "set"])
+def test_validate_refuses_ids_past_the_node(
+    source: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The fields arrive from a pasted command, a layout file and --set alike."""
+    layout = tmp_path / "layout.yaml"
+    layout.write_text("tp_size: 8\nbase_gpu_id: 4\n")
+    given = {
+        "command": [
+            "--sglang",
+            "python -m sglang.launch_server --model-path m --tp 8 --base-gpu-id 4",
+        ],
+        "config": ["-c", str(layout)],
+        "set": ["--set", "tp_size=8", "--set", "base_gpu_id=4"],
+    }[source]
+    run = run_cli(capsys, "validate", *given, "--json")
+    assert run.code == 1, run.err
     doc = json.loads(run.out)
     assert [v["rule"] for v in doc["violations"]] == [RANGE]
     assert "GPU 11" in doc["violations"][0]["message"]
