@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fidelity.record import CACHE, ROOT
+from fidelity.record import CACHE, ROOT, cached_versions
 
 FIXTURES = ROOT / "tests" / "fixtures" / "placement"
 
@@ -243,9 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("versions", nargs="*")
     args = parser.parse_args(argv)
-    versions = args.versions or sorted(p.name for p in CACHE.iterdir() if (p / "bin").exists())
     FIXTURES.mkdir(parents=True, exist_ok=True)
-    for version in versions:
+    for version in cached_versions(args.versions):
         data = record(version)
         path = FIXTURES / f"{version}.json.gz"
         with gzip.open(path, "wt", encoding="utf-8") as fh:

@@ -35,6 +35,11 @@ CACHE = Path(os.environ.get("MESHSAT_FIDELITY_CACHE", Path.home() / ".cache" / "
 RUNNER_ENV = {**os.environ, "PYTHONHASHSEED": "0"}
 
 
+def cached_versions(asked: list[str]) -> list[str]:
+    """The releases a recorder was asked for, else every release with a venv in the cache."""
+    return asked or sorted(p.name for p in CACHE.iterdir() if (p / "bin").exists())
+
+
 def venv_python(version: str) -> Path:
     py = CACHE / version / "bin" / "python"
     if not py.exists():

@@ -215,6 +215,16 @@ UNREACHABLE = {
     "FLAG-CHOICE-MOE-A2A-BACKEND@0.4.6.post5": "0.4.6.post5 has no --moe-a2a-backend: a user "
     "writes the backend as --enable-deepep-moe or --enable-ep-moe, which hold no other value",
     "CP-HIP-DSV4": "needs a HIP device: the recorder runs on CPU",
+    # --base-gpu-id / --gpu-id-step became fields after the corpus was recorded; until it is
+    # recorded again, fidelity/gpu_ids.py records these commands through the same runner.
+    **dict.fromkeys(
+        ("TOPO-BASE-GPU-ID", "TOPO-GPU-ID-STEP"),
+        "check_server_args' assert on --base-gpu-id / --gpu-id-step: recorded by "
+        "fidelity/gpu_ids.py in tests/fixtures/gpu_ids/ (the corpus predates the fields)",
+    ),
+    "TOPO-GPU-ID-RANGE": "a CUDA start-up failure (torch.cuda.set_device: invalid device "
+    "ordinal) that no check of SGLang raises and no CPU run reaches: the GPU ids are "
+    "recorded from the launchers in tests/fixtures/placement/",
     "CP-MIMO-ZIGZAG": "needs a MiMo-V2-Flash config the recorder can load offline",
     "CP-MIMO-TEXT": "needs a MiMo-V2-Flash config the recorder can load offline",
     # Weight shapes (solver/catalogue/weight_shapes.py): the resolution recorder's model

@@ -96,8 +96,7 @@ class Widths:
     @classmethod
     def of(cls, resolved: Mapping[str, Any], release: str | None = None) -> Widths:
         """Widths of a resolved configuration (a report's `resolved`, or any mapping of
-        config fields: fields it lacks take their defaults; `base_gpu_id` and `gpu_id_step`,
-        SGLang flags meshsat does not validate, are read when the mapping has them)."""
+        config fields: fields it lacks take their defaults)."""
         values = {**_DEFAULTS, **resolved}
         derived = compiled().derived(values)
         return cls(
@@ -114,8 +113,8 @@ class Widths:
             gpus_per_node=values["gpus_per_node"],
             launch=LaunchFacts(
                 nnodes=values["nnodes"],
-                base_gpu_id=values.get("base_gpu_id", 0),
-                gpu_id_step=values.get("gpu_id_step", 1),
+                base_gpu_id=values["base_gpu_id"],
+                gpu_id_step=values["gpu_id_step"],
                 release=release,
                 scale_joiner=values["ep_join_mode"] == "scale",
             ),
@@ -196,8 +195,9 @@ class RankMap:
 
 def placement_kind(w: Widths) -> str:
     """How `node` and `local_gpu` were found: `sglang`, as SGLang's launcher fills the
-    --nnodes nodes, or `planning` (nnodes 1: nodes of gpus_per_node in rank order)."""
-    return "sglang" if w.nnodes > 1 else "planning"
+    --nnodes nodes (or, on one node, the GPU ids --base-gpu-id and --gpu-id-step choose),
+    or `planning` (nnodes 1, default GPU ids: nodes of gpus_per_node in rank order)."""
+    return "sglang" if w.launch.placed else "planning"
 
 
 def plan(w: Widths) -> RankMap:

@@ -17,9 +17,11 @@ replica `d` at GPU `d·tp_size·pp_size·gpu_id_step` (0.5.x, `launch_dp_schedul
 `d·tp_size·gpu_id_step` in 0.4.6.post5, which ignores pp. `fidelity/placement.py` evaluates
 those lines of every installed release and `tests/test_placement.py` replays its record.
 
-A single-node job (nnodes 1) is shown as a *planning view* instead: ranks cut into nodes of
-`gpus_per_node` in rank order, the machine the layout would need, since SGLang itself then
-puts every rank on the one node it was started on.
+A single-node job (nnodes 1) with the default `--base-gpu-id 0 --gpu-id-step 1` is shown as
+a *planning view* instead: ranks cut into nodes of `gpus_per_node` in rank order, the machine
+the layout would need, since SGLang itself then puts every rank on the one node it was
+started on. A single-node job that gives either flag is placed as SGLang places it: those
+flags say which GPUs of that one node it takes.
 """
 
 from __future__ import annotations
@@ -97,6 +99,12 @@ class LaunchFacts:
     #: starts every TP rank of the node's stages (`launch_tensor_parallel_group`, 0.5.18 on).
     scale_joiner: bool = False
 
+    @property
+    def placed(self) -> bool:
+        """Whether ranks sit where SGLang's launcher puts them rather than in the planning
+        view: several nodes, or GPU ids the user chose on the one node."""
+        return self.nnodes > 1 or self.base_gpu_id != 0 or self.gpu_id_step != 1
+
 
 @dataclass(frozen=True)
 class Job:
@@ -151,11 +159,11 @@ def global_rank(job: Job, replica: int, pp_rank: int, tp_rank: int) -> int:
 def seats(job: Job, gpus_per_node: int) -> tuple[Seat, ...]:
     """Node and local GPU of every global rank (index = rank).
 
-    nnodes 1: the planning view (`gpus_per_node` ranks per node in rank order). Otherwise
-    SGLang's placement, or `PlacementError` when it does not start every rank exactly once
-    on a GPU of its own."""
+    Not `placed` (nnodes 1, default GPU ids): the planning view (`gpus_per_node` ranks per
+    node in rank order). Otherwise SGLang's placement, or `PlacementError` when it does not
+    start every rank exactly once on a GPU of its own."""
     nnodes = job.facts.nnodes
-    if nnodes == 1:
+    if not job.facts.placed:
         return tuple(Seat(r // gpus_per_node, r % gpus_per_node) for r in range(job.world))
     placed: dict[int, Seat] = {}
     taken: dict[Seat, int] = {}

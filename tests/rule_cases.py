@@ -341,6 +341,9 @@ CASES: tuple[Case, ...] = (
         {"tp_size": 2, "dp_size": 2, "nnodes": 2},
         {"enable_dp_attention": True},
     ),
+    case("TOPO-BASE-GPU-ID", {"base_gpu_id": -1}, {"base_gpu_id": 0}),
+    case("TOPO-GPU-ID-STEP", {"gpu_id_step": 0}, {"gpu_id_step": 1}),
+    case("TOPO-GPU-ID-RANGE", {"tp_size": 8, "base_gpu_id": 4}, {"base_gpu_id": 0}),
     case("TOPO-MOE-DENSE-TP", {"tp_size": 4, "moe_dense_tp_size": 2}, {"moe_dense_tp_size": 4}),
     case(
         "TOPO-ATTN-TP",

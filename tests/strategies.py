@@ -42,6 +42,9 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
 }
 SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "node_rank": (0, 0, 1, 2),
+    # SGLang's own bounds (>= 0, >= 1) and ids that run past a node of 8 or 4 GPUs.
+    "base_gpu_id": (0, 0, 1, 2, 4, 6, -1),
+    "gpu_id_step": (1, 1, 2, 3, 0),
     "ep_join_rank_offset": (0, 0, 0, 2, 4, 8, -1),
     "elastic_ep_scale_timeout": (600, 600, 0),
     "tokenizer_worker_num": (1, 1, 2),

@@ -143,7 +143,8 @@ def test_flags_the_deployment_rules_read_are_not_listed_as_unchecked(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """A server of a deployment lists only the flags nothing checks: the transfer backend,
-    page size and port are read by the pair and router rules."""
+    page size and port are read by the pair and router rules, --base-gpu-id by
+    TOPO-GPU-ID-RANGE."""
     script = tmp_path / "pd.sh"
     model = "meta-llama/Llama-3.1-8B-Instruct"
     shared = "--page-size 16 --disaggregation-transfer-backend nixl"
@@ -151,7 +152,7 @@ def test_flags_the_deployment_rules_read_are_not_listed_as_unchecked(
         f"python -m sglang.launch_server --model-path {model} --disaggregation-mode prefill "
         f"--port 30000 {shared}\n"
         f"python -m sglang.launch_server --model-path {model} --disaggregation-mode decode "
-        f"--port 30001 --base-gpu-id 1 {shared}\n"
+        f"--port 30001 --base-gpu-id 1 --random-seed 7 {shared}\n"
         "python -m sglang_router.launch_router --pd-disaggregation "
         "--prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n"
     )
@@ -160,7 +161,7 @@ def test_flags_the_deployment_rules_read_are_not_listed_as_unchecked(
     unchecked = [line for line in run.err.splitlines() if "not checked by meshsat" in line]
     assert unchecked == [
         "note: decode@2: 1 flag(s) not checked by meshsat (not layout flags; SGLang still "
-        "reads them): --base-gpu-id"
+        "reads them): --random-seed"
     ]
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from meshsat.solver.lang.derived import attn_tp_whole
-from meshsat.solver.lang.expr import TRUE, And, divides, is_set
+from meshsat.solver.lang.derived import attn_tp_whole, replicas
+from meshsat.solver.lang.expr import TRUE, And, Expr, Named, divides, is_set, ite, named
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
@@ -21,6 +21,55 @@ POSITIVE_SIZES = (
     "nnodes",
     "gpus_per_node",
 )
+
+_ENGINE = F.tp_size * F.pp_size
+#: tp·pp / nnodes, whole wherever TOPO-NNODES holds; the guard keeps the quotient exact for
+#: the exponent encoding, which would otherwise demand it of every layout.
+_SHARE = ite(divides(F.nnodes, _ENGINE), _ENGINE // F.nnodes, _ENGINE)
+#: Schedulers one node starts. An elastic-EP scale joiner's node starts every TP rank of
+#: its stages (`launch_tensor_parallel_group`, solver/placement.py), so at least tp_size.
+ranks_per_node = named(
+    "ranks_per_node",
+    ite((F.ep_join_mode == "scale") & (F.tp_size >= _SHARE), F.tp_size, _SHARE),
+)
+#: TP ranks per node: SGLang's tp_size // max(nnodes // pp_size, 1), which on every split
+#: that starts each rank once (solver/placement.py, EVEN_SPLIT) is min(tp_size, ranks_per_node).
+tp_per_node = ite(ranks_per_node <= F.tp_size, ranks_per_node, F.tp_size)
+#: Replica d's first GPU without DP attention is d·stride (`launch_dp_schedulers`).
+REPLICA_STRIDE_0_5 = F.tp_size * F.pp_size * F.gpu_id_step
+REPLICA_STRIDE_0_4 = F.tp_size * F.gpu_id_step
+
+
+def gpu_id_last(replica_stride: Expr) -> Named:
+    """The highest GPU id a node's schedulers get: SGLang's
+    `base_gpu_id + (pp_rank % pp_per_node)·tp_per_node + (tp_rank % tp_per_node)·gpu_id_step`
+    (solver/placement.py) at the last replica, stage and TP rank of the node."""
+    return named(
+        "gpu_id_last",
+        F.base_gpu_id
+        + (replicas - 1) * replica_stride
+        + (ranks_per_node - tp_per_node)
+        + (tp_per_node - 1) * F.gpu_id_step,
+    )
+
+
+def gpu_id_range(replica_stride: Expr) -> Rule:
+    """TOPO-GPU-ID-RANGE for a release's replica stride. SGLang checks no range: the
+    scheduler's `set_device(gpu_id)` raises at start-up. With the default base and step
+    TOPO-NODE-GPUS says the same for several nodes, and one node is the planning view."""
+    return Rule(
+        "TOPO-GPU-ID-RANGE",
+        (F.base_gpu_id != 0) | (F.gpu_id_step != 1),
+        gpu_id_last(replica_stride) < F.gpus_per_node,
+        "the last rank on a node runs on GPU {gpu_id_last} (base_gpu_id {base_gpu_id}, "
+        "gpu_id_step {gpu_id_step}, {replicas} replica(s) of {ranks_per_node} ranks per "
+        "node), past the node's {gpus_per_node} GPUs: the scheduler fails at start-up in "
+        "torch.cuda.set_device (CUDA error: invalid device ordinal)",
+        SRC,
+        hint="lower --base-gpu-id, else use --gpu-id-step 1 (or give the node size with "
+        "--set gpus_per_node=N)",
+    )
+
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -49,6 +98,7 @@ RULES: tuple[Rule, ...] = (
         SRC,
         hint="raise --nnodes (or give the node size with --set gpus_per_node=N)",
     ),
+    gpu_id_range(REPLICA_STRIDE_0_5),
     Rule(
         "TOPO-MULTINODE-DP",
         (F.dp_size > 1) & (F.nnodes > 1),
@@ -57,6 +107,8 @@ RULES: tuple[Rule, ...] = (
         CHECK,
         hint="add --enable-dp-attention, or launch the replicas separately",
     ),
+    Rule("TOPO-BASE-GPU-ID", TRUE, F.base_gpu_id >= 0, "base_gpu_id must be non-negative", CHECK),
+    Rule("TOPO-GPU-ID-STEP", TRUE, F.gpu_id_step >= 1, "gpu_id_step must be positive", CHECK),
     Rule(
         "TOPO-MOE-DENSE-TP",
         is_set(F.moe_dense_tp_size),

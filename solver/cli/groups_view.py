@@ -38,8 +38,14 @@ def _where(w: Widths) -> str:
             f"{w.world} GPU(s) on {w.nodes} node(s) of {w.gpus_per_node} "
             "(planning view: nnodes 1, nodes cut every gpus_per_node ranks)"
         )
+    f = w.launch
+    ids = (
+        ""
+        if (f.base_gpu_id, f.gpu_id_step) == (0, 1)
+        else f", GPU ids from --base-gpu-id {f.base_gpu_id} --gpu-id-step {f.gpu_id_step}"
+    )
     return (
-        f"{w.world} GPU(s) on --nnodes {w.nnodes}, {w.world // w.nnodes} rank(s) per node "
+        f"{w.world} GPU(s) on --nnodes {w.nnodes}, {w.world // w.nnodes} rank(s) per node{ids} "
         "as SGLang's launcher places them"
     )
 

@@ -158,6 +158,23 @@ class Config(BaseModel):
         group="topology",
         tool_only=True,
     )
+    # No `ge`: SGLang accepts any integer here and rejects a negative base or a step below 1
+    # in check_server_args (TOPO-BASE-GPU-ID, TOPO-GPU-ID-STEP), which meshsat reports with
+    # SGLang's words instead of refusing the input. The step is declared first: fix breaks
+    # ties field by field in declaration order, so it keeps the step and lowers the base.
+    gpu_id_step: int = _f(
+        1,
+        "Distance between the GPU ids of consecutive TP ranks on a node (2: GPUs 0,2,4,...).",
+        flags=("--gpu-id-step",),
+        group="topology",
+    )
+    base_gpu_id: int = _f(
+        0,
+        "First GPU id (CUDA ordinal) this server's ranks use on each node; the scheduler of "
+        "a node's k-th rank runs on base_gpu_id + k·gpu_id_step (docs/placement.md).",
+        flags=("--base-gpu-id",),
+        group="topology",
+    )
     platform: Literal["cuda", "hip", "npu", "cpu"] = _f(
         "cuda",
         "Accelerator platform SGLang runs on; a launch's --device npu sets npu.",

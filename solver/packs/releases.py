@@ -18,6 +18,7 @@ from meshsat.solver.catalogue import (
     attention_backend,
     decode_cp,
     moe_kernel,
+    topology,
     weight_shapes,
 )
 from meshsat.solver.catalogue.disaggregation import (
@@ -608,6 +609,9 @@ _V0_4_KEPT = frozenset(
         "TOPO-POSITIVE",
         "TOPO-ATTN-TP",
         "TOPO-MOE-TP",
+        "TOPO-BASE-GPU-ID",
+        "TOPO-GPU-ID-STEP",
+        "TOPO-GPU-ID-RANGE",
         "MODEL-HEADS",
         "MODEL-KV-HEADS",
         "MODEL-EXPERTS",
@@ -706,7 +710,11 @@ V0_4_6_POST5 = apply(
                 hint="set --deepep-mode normal or low_latency",
             ),
         ),
-        replace_rules=weight_shapes.RULES_0_4,
+        # 0.4's data-parallel controller starts replica d at GPU d·tp_size·gpu_id_step.
+        replace_rules=(
+            *weight_shapes.RULES_0_4,
+            topology.gpu_id_range(topology.REPLICA_STRIDE_0_4),
+        ),
         remove_rules=tuple(
             r.id
             for r in SEED.rules
