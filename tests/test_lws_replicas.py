@@ -240,3 +240,42 @@ def test_a_router_deployments_replicas_are_not_servers(tmp_path: Path) -> None:
     report = judge(found, get_pack(RELEASE))
     assert report.servers == {"prefill": 3, "decode": 1, "aggregated": 0}
     assert report.gpus == 16 and report.routers == 1
+
+
+def test_a_kind_list_reads_as_its_items(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`kubectl get -o yaml` wraps several objects in one `kind: List`: read as its items,
+    a PD deployment (LWS groups with replicas, a router) and a single server's manifest
+    give what the same objects as separate documents give, and that is what the test
+    wrote (3 prefill groups and 1 decode of TP 4; a Deployment of 3 copies of TP 4)."""
+    pd = [
+        _server("LeaderWorkerSet", "p", "prefill", 4, 2, 3),
+        _server("LeaderWorkerSet", "d", "decode", 4, 1, None),
+        _ROUTER,
+    ]
+    single = [_server("Deployment", "a", "null", 4, 1, 3)]
+    for docs, key, expected in (
+        (pd, "deployment", {"prefill": 3, "decode": 1, "aggregated": 0}),
+        (single, "manifest", {"object": "Deployment/a", "replicas": 3, "gpus": 12}),
+    ):
+        read = []
+        for i, text in enumerate(
+            (
+                "---\n".join(docs),
+                yaml.safe_dump(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "List",
+                        "items": list(yaml.safe_load_all("---\n".join(docs))),
+                    },
+                    sort_keys=False,
+                ),
+            )
+        ):
+            path = tmp_path / f"{key}-{i}.yaml"
+            path.write_text(text)
+            run = _validate(capsys, path, "--json")
+            assert run.code == 0, run.err
+            read.append(json.loads(run.out)[key])
+        assert read[0] == read[1]
+        got = read[1]["servers"] if key == "deployment" else read[1]
+        assert got == expected

@@ -132,11 +132,19 @@ def _documents(text: str) -> list[Mapping[str, Any]]:
     except Exception as exc:  # yaml.YAMLError and its subclasses
         first = " ".join(str(exc).strip().splitlines()[:3])[:200]
         raise InputError(f"the manifest is not valid YAML: {first}") from None
-    out: list[Mapping[str, Any]] = []
+    return [d for d in list_items(docs) if isinstance(d, Mapping)]
+
+
+def list_items(docs: list[Any]) -> list[Any]:
+    """The documents with each `kind: List` (what `kubectl get -o yaml` prints for several
+    objects) replaced by its `items`, in order: every reader of manifests sees the objects,
+    never the wrapper."""
+    out: list[Any] = []
     for d in docs:
         if isinstance(d, Mapping) and d.get("kind") == "List":
-            out += [i for i in d.get("items") or [] if isinstance(i, Mapping)]
-        elif isinstance(d, Mapping):
+            items = d.get("items")
+            out += items if isinstance(items, list) else []
+        else:
             out.append(d)
     return out
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.container import container_command, has_command
-from meshsat.solver.inputs.k8s import written_replicas
+from meshsat.solver.inputs.k8s import list_items, written_replicas
 
 #: Text that looks like a manifest: a `command:` or `args:` key at the start of a line.
 _MANIFEST_KEY = re.compile(r"^[ \t-]*(command|args)[ \t]*:", re.MULTILINE)
@@ -45,7 +45,7 @@ def manifest_commands(text: str) -> list[ListedCommand] | None:
     import yaml
 
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = list_items([d for d in yaml.safe_load_all(text) if d is not None])
     except yaml.YAMLError:
         return None  # shell text with a `command:` word in it
     except RecursionError:
