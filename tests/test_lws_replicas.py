@@ -279,3 +279,35 @@ def test_a_kind_list_reads_as_its_items(capsys: pytest.CaptureFixture[str], tmp_
         assert read[0] == read[1]
         got = read[1]["servers"] if key == "deployment" else read[1]
         assert got == expected
+
+
+@settings(max_examples=20, deadline=None)
+@given(replicas=st.integers(1, 4), named=st.sets(st.integers(0, 5), max_size=5))
+def test_a_router_names_each_group_leader_of_a_scaled_lws(replicas: int, named: set[int]) -> None:
+    """A prefill LeaderWorkerSet of `replicas` groups and a router listing the leaders of
+    the groups `named` (`<lws>-<g>.<lws>`, as `leader_urls` writes them; g past the
+    replicas included): ROUTER-REPLICA-URLS exactly when the groups named are not the
+    groups the object runs, naming the missing and the absent ones; silent when the router
+    names no leader (a Service URL: what it reaches is not known)."""
+    urls = [f"http://p-{g}.p:30000" for g in sorted(named)] or ["http://p:30000"]
+    router = router_manifest(
+        ["python", "-m", "sglang_router.launch_router", "--pd-disaggregation",
+         "--prefill", *urls, "--decode", "http://d-0.d:30000"], name="r", port=30000,
+    )  # fmt: skip
+    prefill = _server("LeaderWorkerSet", "p", "prefill", 4, 1, replicas)
+    decode = _server("LeaderWorkerSet", "d", "decode", 4, 1, None)
+    found = read_deployment("---\n".join([prefill, decode, router]), load_server(None, RELEASE))
+    assert isinstance(found, Deployment)
+    report = judge(found, get_pack(RELEASE))
+    flagged = [f for f in report.findings if f.rule == "ROUTER-REPLICA-URLS"]
+    if not named or named == set(range(replicas)):
+        assert flagged == []
+        return
+    (finding,) = flagged
+    assert finding.severity == "warning" and finding.servers == (found.servers[0].name,)
+    missing = sorted(set(range(replicas)) - named)
+    extra = sorted(named - set(range(replicas)))
+    assert ("get no work" in finding.message) == bool(missing)
+    assert ("do not exist" in finding.message) == bool(extra)
+    for groups in (missing, extra):
+        assert not groups or ", ".join(map(str, groups)) in finding.message
