@@ -311,3 +311,61 @@ def test_a_router_names_each_group_leader_of_a_scaled_lws(replicas: int, named: 
     assert ("do not exist" in finding.message) == bool(extra)
     for groups in (missing, extra):
         assert not groups or ", ".join(map(str, groups)) in finding.message
+
+
+def _compose(services: dict[str, tuple[list[str], dict[str, object]]]) -> str:
+    """A Docker Compose file: each service its command and the keys given (`deploy`,
+    `scale`)."""
+    doc = {
+        "services": {n: {"image": "i", "command": w, **keys} for n, (w, keys) in services.items()}
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+@settings(max_examples=10, deadline=None)
+@given(prefill=st.integers(1, 4), decode=st.none() | st.integers(1, 4), scale=st.booleans())
+def test_compose_replicas_count_as_servers(prefill: int, decode: int | None, scale: bool) -> None:
+    """A compose service's `deploy.replicas` (else `scale`; absent: 1) are copies of its
+    server, as an object's `spec.replicas`: the PD deployment counts each role's copies
+    and Σ copies × the TP the test wrote; alone, a service is one job whose copies
+    `validate --json` gives."""
+
+    def server(role: str, tp: int, port: int) -> list[str]:
+        return [*LAUNCH, "--tp", str(tp), "--disaggregation-mode", role, "--port", str(port)]
+
+    decode_keys: dict[str, object] = {}
+    if decode is not None:
+        decode_keys = {"scale": decode} if scale else {"deploy": {"replicas": decode}}
+    text = _compose({
+        "prefill": (server("prefill", 4, 30000), {"deploy": {"replicas": prefill}}),
+        "decode": (server("decode", 2, 30001), decode_keys),
+        "router": (["python", "-m", "sglang_router.launch_router", "--pd-disaggregation",
+                    "--prefill", "http://prefill:30000", "--decode", "http://decode:30001"], {}),
+    })  # fmt: skip
+    found = read_deployment(text, load_server(None, RELEASE))
+    assert isinstance(found, Deployment)
+    report = judge(found, get_pack(RELEASE))
+    decodes = decode or 1
+    assert report.servers == {"prefill": prefill, "decode": decodes, "aggregated": 0}
+    assert report.gpus == prefill * 4 + decodes * 2
+
+
+def test_a_compose_service_alone_gives_its_replicas(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One service read as one job: `validate --json` names the service, its copies and
+    their GPUs; 0 copies exit 2 naming `deploy.replicas`."""
+    path = tmp_path / "compose.yaml"
+    path.write_text(_compose({"s": ([*LAUNCH, "--tp", "2"], {"deploy": {"replicas": 3}})}))
+    run = _validate(capsys, path, "--json")
+    assert run.code == 0, run.err
+    assert json.loads(run.out)["manifest"] == {
+        "object": "compose service s", "replicas": 3, "gpus": 6
+    }  # fmt: skip
+    path.write_text(_compose({"s": ([*LAUNCH, "--tp", "2"], {"deploy": {"replicas": 0}})}))
+    run = _validate(capsys, path)
+    assert run.code == 2 and run.out == ""
+    assert run.err.strip() == (
+        "meshsat: error: compose service s: deploy.replicas is 0: it runs no server to check "
+        "(give 1 or more)"
+    )

@@ -72,19 +72,20 @@ class ReplicasError(InputError):
     is, never read around (the deployment reader reads a text it cannot read as one job)."""
 
 
-def replica_count(value: object, where: str) -> int:
+def replica_count(value: object, where: str, field: str = "spec.replicas") -> int:
     """How many copies of its pod template (a LeaderWorkerSet: of its group) an object runs,
     from its `spec.replicas` as written: absent means 1, Kubernetes' default. Each copy is
     its own server, never a node of another. 0 (scaled to zero), a negative number or
     anything but a whole number is an `InputError`: there is no server to check, or the
-    API server would refuse the object."""
+    API server would refuse the object. `field`: where it is written (a compose service's
+    `deploy.replicas`)."""
     if value is None:
         return 1
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ReplicasError(f"{where}: spec.replicas must be a whole number, got {value!r}")
+        raise ReplicasError(f"{where}: {field} must be a whole number, got {value!r}")
     if value < 1:
         raise ReplicasError(
-            f"{where}: spec.replicas is {value}: it runs no server to check (give 1 or more)"
+            f"{where}: {field} is {value}: it runs no server to check (give 1 or more)"
         )
     return value
 

@@ -263,7 +263,7 @@ def _copies(command: ListedCommand, program: str) -> int:
     (a deployment counts its routers by their launches)."""
     if program.removeprefix("python -m ") in ROUTER_MODULES:
         return 1
-    return replica_count(command.replicas, command.owner)
+    return replica_count(command.replicas, command.owner, command.replicas_field)
 
 
 def normalised(text: str) -> str:

@@ -151,6 +151,8 @@ def load_layout(
             )
         job, model_path, signs = tuple(parsed.job), parsed.model_path, parsed.ascend_signs
         nodes = tuple(parsed.nodes)
+        if manifest is None and parsed.owner:  # a compose service: its deploy.replicas
+            manifest = ManifestLaunch(text or "", "", parsed.replicas, parsed.owner)
         if release is not None and release_flags(release) is not None:
             missing = missing_from_release(parsed.flags, release)
             missing += refused_values(parsed.given, release)
