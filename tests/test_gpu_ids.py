@@ -311,3 +311,26 @@ def test_nodes_of_one_job_may_differ_in_gpu_ids(
     )
     first = any(not v["detail"].startswith("line ") for v in doc["violations"])
     assert (([0] if first else []) + named) == past
+
+
+def test_a_deployment_server_checks_each_nodes_gpu_ids_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A prefill server of two nodes (bases 0 and 6, TP 8: 4 ranks a node) in a PD script:
+    one TOPO-GPU-ID-RANGE, for its second node (brute force: its GPUs reach 9 on a node of
+    8), under the prefill server, and no JOB-ONE-LAYOUT."""
+    job = Job(8, 1, 1, LaunchFacts(2, 6, 1, RELEASES[-1]))
+    assert max(x[4] for x in rows(job) if x[0] == 1) == 9
+    launch = "python -m sglang.launch_server --model-path m --tp 8"
+    node = "--nnodes 2 --dist-init-addr 10.0.0.1:5000 --disaggregation-mode prefill --port 30000"
+    script = (
+        f"{launch} {node} --node-rank 0 &\n"
+        f"{launch} {node} --node-rank 1 --base-gpu-id 6 &\n"
+        f"{launch} --disaggregation-mode decode --port 30001 &\n"
+        "python -m sglang_router.launch_router --pd-disaggregation --prefill "
+        "http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n"
+    )
+    run = run_cli(capsys, "validate", "--sglang", script, "--set", "gpus_per_node=8", "--json")
+    roles = {r["server"]: r["violations"] for r in json.loads(run.out)["roles"]}
+    assert [(v["rule"], v["detail"]) for v in roles["prefill@1"]] == [(RANGE, "line 2")]
+    assert roles["decode@3"] == []
