@@ -128,5 +128,5 @@ class Deployment:
 
     @property
     def kind(self) -> str:
-        """ "a PD deployment", or of aggregated servers: what messages call it."""
+        """What messages call this deployment (`kind_text`)."""
         return kind_text((s.role for s in self.servers), len(self.routers))

@@ -89,7 +89,8 @@ class LayoutInput:
     #: the commands meshsat prints (`meshsat.solver.inputs.command`).
     model_path: str | None = None
     #: From a Kubernetes manifest: the object that runs the launch (`LeaderWorkerSet/ds`)
-    #: and how many copies of this server it runs (`spec.replicas`); None from anything else.
+    #: and how many copies of this server it runs (`spec.replicas`); from a compose file,
+    #: the service and its `deploy.replicas`; None from anything else.
     manifest: ManifestLaunch | None = None
     #: From a multi-node launch: the nodes whose own GPU ids differ from the first node's.
     nodes: tuple[NodePlacement, ...] = ()
