@@ -435,6 +435,26 @@ def test_fix_refuses_single_server_options(capsys: pytest.CaptureFixture[str]) -
     assert run.err.startswith("meshsat: error: a PD deployment is fixed server by server")
 
 
+def test_refusals_name_a_deployment_of_aggregated_servers_as_such(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Split replicas behind a regular router (what `plan --emit lws` launches) are no PD
+    deployment: `fix` with one server's options and `diff` say what the script holds."""
+    script = (
+        "python -m sglang.launch_server --model-path m --tp 2 --port 30000 &\n"
+        "python -m sglang.launch_server --model-path m --tp 2 --port 30001 &\n"
+        "python -m sglang_router.launch_router --worker-urls http://127.0.0.1:30000 "
+        "http://127.0.0.1:30001\n"
+    )
+    kind = "a deployment of aggregated servers behind a router"
+    fixed = run_cli(capsys, "fix", "--sglang", script, "--gpus", "8")
+    assert fixed.code == 2
+    assert fixed.err.startswith(f"meshsat: error: {kind} is fixed server by server"), fixed.err
+    diff = run_cli(capsys, "diff", "0.5.19", "0.5.23", "--sglang", script)
+    assert diff.code == 2
+    assert diff.err.startswith(f"meshsat: error: the --sglang command holds {kind} (2 servers")
+
+
 # --- the rule table -------------------------------------------------------------------
 
 

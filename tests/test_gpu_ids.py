@@ -261,3 +261,76 @@ def test_groups_refuses_two_stages_on_one_gpu(capsys: pytest.CaptureFixture[str]
     )
     assert run.code == 2
     assert run.err.startswith("meshsat: error:") and "both on GPU 2 of node 0" in run.err
+
+
+@pytest.mark.parametrize(
+    ("tp", "bases", "steps", "gpus_per_node"),
+    [
+        (8, (0, 4), (1, 1), 8),  # two jobs' halves side by side on 8-GPU nodes: starts
+        (8, (4, 6), (1, 1), 8),  # the second node runs ranks on GPUs 6..9
+        (16, (0, 2), (1, 1), 8),
+        (8, (0, 0, 4, 6), (1, 2, 1, 2), 8),  # the last node: GPUs 6 and 8
+        (8, (6, 0), (1, 1), 8),  # only the first node is past its GPUs
+    ],
+)
+def test_nodes_of_one_job_may_differ_in_gpu_ids(
+    tp: int,
+    bases: tuple[int, ...],
+    steps: tuple[int, ...],
+    gpus_per_node: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each node's SGLang reads its own --base-gpu-id and --gpu-id-step (the scheduler's
+    `gpu_id` in `launch_tensor_parallel_group`), so nodes that differ in them are one job
+    (no JOB-ONE-LAYOUT) and each node's own ids are checked: TOPO-GPU-ID-RANGE names the
+    nodes whose brute-force GPU ids (SGLang's placement with that node's values) pass the
+    node's GPUs, by their line."""
+    nnodes = len(bases)
+    script = "".join(
+        f"python -m sglang.launch_server --model-path m --tp {tp} --nnodes {nnodes} "
+        f"--node-rank {i} --dist-init-addr 10.0.0.1:5000 --base-gpu-id {b} "
+        f"--gpu-id-step {s} &\n"
+        for i, (b, s) in enumerate(zip(bases, steps, strict=True))
+    )
+    past = []
+    for i, (b, s) in enumerate(zip(bases, steps, strict=True)):
+        job = Job(tp, 1, 1, LaunchFacts(nnodes, b, s, RELEASES[-1]))
+        if max(x[4] for x in rows(job) if x[0] == i) >= gpus_per_node:
+            past.append(i)
+    run = run_cli(
+        capsys, "validate", "--sglang", script, "--set", f"gpus_per_node={gpus_per_node}", "--json"
+    )
+    doc = json.loads(run.out)
+    assert run.code == (1 if past else 0), run.err
+    assert {v["rule"] for v in doc["violations"]} <= {RANGE}
+    # The first node's is the layout's own violation; every other node's names its line.
+    named = sorted(
+        int(v["detail"].removeprefix("line ")) - 1
+        for v in doc["violations"]
+        if v["detail"].startswith("line ")
+    )
+    first = any(not v["detail"].startswith("line ") for v in doc["violations"])
+    assert (([0] if first else []) + named) == past
+
+
+def test_a_deployment_server_checks_each_nodes_gpu_ids_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A prefill server of two nodes (bases 0 and 6, TP 8: 4 ranks a node) in a PD script:
+    one TOPO-GPU-ID-RANGE, for its second node (brute force: its GPUs reach 9 on a node of
+    8), under the prefill server, and no JOB-ONE-LAYOUT."""
+    job = Job(8, 1, 1, LaunchFacts(2, 6, 1, RELEASES[-1]))
+    assert max(x[4] for x in rows(job) if x[0] == 1) == 9
+    launch = "python -m sglang.launch_server --model-path m --tp 8"
+    node = "--nnodes 2 --dist-init-addr 10.0.0.1:5000 --disaggregation-mode prefill --port 30000"
+    script = (
+        f"{launch} {node} --node-rank 0 &\n"
+        f"{launch} {node} --node-rank 1 --base-gpu-id 6 &\n"
+        f"{launch} --disaggregation-mode decode --port 30001 &\n"
+        "python -m sglang_router.launch_router --pd-disaggregation --prefill "
+        "http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n"
+    )
+    run = run_cli(capsys, "validate", "--sglang", script, "--set", "gpus_per_node=8", "--json")
+    roles = {r["server"]: r["violations"] for r in json.loads(run.out)["roles"]}
+    assert [(v["rule"], v["detail"]) for v in roles["prefill@1"]] == [(RANGE, "line 2")]
+    assert roles["decode@3"] == []

@@ -240,3 +240,132 @@ def test_a_router_deployments_replicas_are_not_servers(tmp_path: Path) -> None:
     report = judge(found, get_pack(RELEASE))
     assert report.servers == {"prefill": 3, "decode": 1, "aggregated": 0}
     assert report.gpus == 16 and report.routers == 1
+
+
+def test_a_kind_list_reads_as_its_items(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`kubectl get -o yaml` wraps several objects in one `kind: List`: read as its items,
+    a PD deployment (LWS groups with replicas, a router) and a single server's manifest
+    give what the same objects as separate documents give, and that is what the test
+    wrote (3 prefill groups and 1 decode of TP 4; a Deployment of 3 copies of TP 4)."""
+    pd = [
+        _server("LeaderWorkerSet", "p", "prefill", 4, 2, 3),
+        _server("LeaderWorkerSet", "d", "decode", 4, 1, None),
+        _ROUTER,
+    ]
+    single = [_server("Deployment", "a", "null", 4, 1, 3)]
+    for docs, key, expected in (
+        (pd, "deployment", {"prefill": 3, "decode": 1, "aggregated": 0}),
+        (single, "manifest", {"object": "Deployment/a", "replicas": 3, "gpus": 12}),
+    ):
+        read = []
+        for i, text in enumerate(
+            (
+                "---\n".join(docs),
+                yaml.safe_dump(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "List",
+                        "items": list(yaml.safe_load_all("---\n".join(docs))),
+                    },
+                    sort_keys=False,
+                ),
+            )
+        ):
+            path = tmp_path / f"{key}-{i}.yaml"
+            path.write_text(text)
+            run = _validate(capsys, path, "--json")
+            assert run.code == 0, run.err
+            read.append(json.loads(run.out)[key])
+        assert read[0] == read[1]
+        got = read[1]["servers"] if key == "deployment" else read[1]
+        assert got == expected
+
+
+@settings(max_examples=20, deadline=None)
+@given(replicas=st.integers(1, 4), named=st.sets(st.integers(0, 5), max_size=5))
+def test_a_router_names_each_group_leader_of_a_scaled_lws(replicas: int, named: set[int]) -> None:
+    """A prefill LeaderWorkerSet of `replicas` groups and a router listing the leaders of
+    the groups `named` (`<lws>-<g>.<lws>`, as `leader_urls` writes them; g past the
+    replicas included): ROUTER-REPLICA-URLS exactly when the groups named are not the
+    groups the object runs, naming the missing and the absent ones; silent when the router
+    names no leader (a Service URL: what it reaches is not known)."""
+    urls = [f"http://p-{g}.p:30000" for g in sorted(named)] or ["http://p:30000"]
+    router = router_manifest(
+        ["python", "-m", "sglang_router.launch_router", "--pd-disaggregation",
+         "--prefill", *urls, "--decode", "http://d-0.d:30000"], name="r", port=30000,
+    )  # fmt: skip
+    prefill = _server("LeaderWorkerSet", "p", "prefill", 4, 1, replicas)
+    decode = _server("LeaderWorkerSet", "d", "decode", 4, 1, None)
+    found = read_deployment("---\n".join([prefill, decode, router]), load_server(None, RELEASE))
+    assert isinstance(found, Deployment)
+    report = judge(found, get_pack(RELEASE))
+    flagged = [f for f in report.findings if f.rule == "ROUTER-REPLICA-URLS"]
+    if not named or named == set(range(replicas)):
+        assert flagged == []
+        return
+    (finding,) = flagged
+    assert finding.severity == "warning" and finding.servers == (found.servers[0].name,)
+    missing = sorted(set(range(replicas)) - named)
+    extra = sorted(named - set(range(replicas)))
+    assert ("get no work" in finding.message) == bool(missing)
+    assert ("do not exist" in finding.message) == bool(extra)
+    for groups in (missing, extra):
+        assert not groups or ", ".join(map(str, groups)) in finding.message
+
+
+def _compose(services: dict[str, tuple[list[str], dict[str, object]]]) -> str:
+    """A Docker Compose file: each service its command and the keys given (`deploy`,
+    `scale`)."""
+    doc = {
+        "services": {n: {"image": "i", "command": w, **keys} for n, (w, keys) in services.items()}
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+@settings(max_examples=10, deadline=None)
+@given(prefill=st.integers(1, 4), decode=st.none() | st.integers(1, 4), scale=st.booleans())
+def test_compose_replicas_count_as_servers(prefill: int, decode: int | None, scale: bool) -> None:
+    """A compose service's `deploy.replicas` (else `scale`; absent: 1) are copies of its
+    server, as an object's `spec.replicas`: the PD deployment counts each role's copies
+    and Σ copies × the TP the test wrote; alone, a service is one job whose copies
+    `validate --json` gives."""
+
+    def server(role: str, tp: int, port: int) -> list[str]:
+        return [*LAUNCH, "--tp", str(tp), "--disaggregation-mode", role, "--port", str(port)]
+
+    decode_keys: dict[str, object] = {}
+    if decode is not None:
+        decode_keys = {"scale": decode} if scale else {"deploy": {"replicas": decode}}
+    text = _compose({
+        "prefill": (server("prefill", 4, 30000), {"deploy": {"replicas": prefill}}),
+        "decode": (server("decode", 2, 30001), decode_keys),
+        "router": (["python", "-m", "sglang_router.launch_router", "--pd-disaggregation",
+                    "--prefill", "http://prefill:30000", "--decode", "http://decode:30001"], {}),
+    })  # fmt: skip
+    found = read_deployment(text, load_server(None, RELEASE))
+    assert isinstance(found, Deployment)
+    report = judge(found, get_pack(RELEASE))
+    decodes = decode or 1
+    assert report.servers == {"prefill": prefill, "decode": decodes, "aggregated": 0}
+    assert report.gpus == prefill * 4 + decodes * 2
+
+
+def test_a_compose_service_alone_gives_its_replicas(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One service read as one job: `validate --json` names the service, its copies and
+    their GPUs; 0 copies exit 2 naming `deploy.replicas`."""
+    path = tmp_path / "compose.yaml"
+    path.write_text(_compose({"s": ([*LAUNCH, "--tp", "2"], {"deploy": {"replicas": 3}})}))
+    run = _validate(capsys, path, "--json")
+    assert run.code == 0, run.err
+    assert json.loads(run.out)["manifest"] == {
+        "object": "compose service s", "replicas": 3, "gpus": 6
+    }  # fmt: skip
+    path.write_text(_compose({"s": ([*LAUNCH, "--tp", "2"], {"deploy": {"replicas": 0}})}))
+    run = _validate(capsys, path)
+    assert run.code == 2 and run.out == ""
+    assert run.err.strip() == (
+        "meshsat: error: compose service s: deploy.replicas is 0: it runs no server to check "
+        "(give 1 or more)"
+    )

@@ -457,3 +457,44 @@ def test_plan_with_disaggregation_shows_the_verdict_and_every_roles_command(
         rows[0].click()
     shot(driver, "disagg")
     option.click()  # as the other tests expect the form
+
+
+def _paste(driver: WebDriver, text: str) -> str:
+    """Check `text` (a YAML manifest: set whole, as a paste does) and the verdict shown."""
+    field = driver.find_element(By.CSS_SELECTOR, '#check-form [name="sglang"]')
+    driver.execute_script("arguments[0].value = arguments[1]", field, text)
+    driver.execute_script("document.getElementById('check-verdict').textContent = ''")
+    driver.find_element(By.ID, "check-run").click()
+    WebDriverWait(driver, 60, poll_frequency=0.05).until(
+        lambda d: d.find_element(By.ID, "check-verdict").text
+    )
+    return driver.find_element(By.ID, "check-verdict").text
+
+
+def test_a_manifest_with_replicas_shows_every_copys_gpus(
+    page: tuple[WebDriver, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The verdict counts what the CLI's JSON counts: a lone Deployment of 3 copies of TP 2
+    (`manifest.gpus`), and a PD manifest whose prefill LWS runs 3 groups
+    (`deployment.gpus`), not one copy's GPUs."""
+    from tests.test_lws_replicas import _ROUTER, _server
+
+    driver, url = page
+    open_view(driver, url, "check")
+    single = _server("Deployment", "a", "null", 2, 1, 3)
+    copies = cli(capsys, "validate", "--sglang", single)["manifest"]
+    assert copies["gpus"] == 6
+    shown = _paste(driver, single)
+    assert shown.startswith("✓ valid") and f": {copies['gpus']} GPU(s):" in shown, shown
+    pd = "---\n".join(
+        [
+            _server("LeaderWorkerSet", "p", "prefill", 4, 1, 3),
+            _server("LeaderWorkerSet", "d", "decode", 4, 1, None),
+            _ROUTER,
+        ]
+    )
+    deployment = cli(capsys, "validate", "--sglang", pd)["deployment"]
+    assert deployment["gpus"] == 16
+    shown = _paste(driver, pd)
+    assert shown.startswith("✓ valid deployment") or shown.startswith("✗ invalid deployment")
+    assert shown.endswith(f"4 server(s), 1 router(s), {deployment['gpus']} GPU(s)"), shown

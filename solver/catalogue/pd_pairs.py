@@ -394,6 +394,17 @@ DEPLOYMENT_RULES: tuple[DeploymentRule, ...] = (
         "give one --prefill-bootstrap-ports value, or one per --prefill URL",
     ),
     DeploymentRule(
+        "ROUTER-REPLICA-URLS",
+        "the router on line {line} names the leaders of group(s) {named} of {owner}, which "
+        "runs {replicas} group(s) (spec.replicas): {why}",
+        "LeaderWorkerSet: group g's leader answers at <lws>-<g>.<lws> (the headless Service "
+        "of the LWS's name); sglang_router sends work only to the URLs it is given",
+        ((_ALL, "warning"),),
+        "give the router one URL per group, <lws>-<g>.<lws> for g in 0..replicas-1, or set "
+        "the object's spec.replicas to the groups the router names (a hand-scaled "
+        "LeaderWorkerSet needs its router edited too)",
+    ),
+    DeploymentRule(
         "ROUTER-UNKNOWN-URL",
         "the router on line {line} names {url}, which no server in this script listens on",
         "meshsat: the router's view of the servers",

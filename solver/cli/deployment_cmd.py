@@ -115,7 +115,8 @@ def judged(
     reports: dict[str, Report] = {}
     for server in deployment.servers:
         report = server_report(server, pack)
-        layout = replace(server.layout, job=())  # server_report made the job's violations
+        # server_report made the job's violations and each node's own GPU-id checks
+        layout = replace(server.layout, job=(), nodes=())
         report = with_launch_checks(report, layout, strict=strict)
         reports[server.name] = report if memory is None else memory(report, server.layout)
     return judge(deployment, pack, reports)

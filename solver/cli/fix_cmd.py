@@ -125,7 +125,7 @@ def fix_cmd(
     if isinstance(deployment, Deployment):
         if gpus is not None or emit_as is not None or top != 1 or gpu or gpu_memory:
             raise InputError(
-                "a PD deployment is fixed server by server: --gpus, --top, --emit and "
+                f"{deployment.kind} is fixed server by server: --gpus, --top, --emit and "
                 "--gpu/--gpu-memory apply to one server (fix its command alone)"
             )
         raise typer.Exit(

@@ -9,12 +9,12 @@ from dataclasses import replace
 
 from meshsat.solver.cli.layout_options import missing_flags_text
 from meshsat.solver.inputs.layout_input import LayoutInput
-from meshsat.solver.validation.job_checks import job_violations
+from meshsat.solver.validation.job_checks import job_violations, node_violations
 from meshsat.solver.validation.report import Report, Violation
 
 
 def with_launch_checks(report: Report, layout: LayoutInput, *, strict: bool) -> Report:
-    errors = job_violations(layout.job)
+    errors = job_violations(layout.job) + node_violations(report, layout.nodes)
     warnings: list[Violation] = []
     if layout.missing_flags:
         flag = Violation(

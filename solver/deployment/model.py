@@ -72,6 +72,14 @@ class Server:
         return f"{self.role}@{self.line}"
 
 
+def kind_text(roles: Iterable[Role], routers: int) -> str:
+    """How messages name a deployment: PD only where a server is a prefill or a decode;
+    otherwise aggregated servers (`plan --emit lws`'s split replicas) behind their router."""
+    if set(roles) & {"prefill", "decode"}:
+        return "a PD deployment"
+    return "a deployment of aggregated servers" + (" behind a router" if routers else "")
+
+
 def per_role(servers: Iterable[tuple[Role, int]]) -> dict[Role, int]:
     """Servers of each role, from each entry's role and replicas: what a deployment's
     document counts (an LWS of `replicas: 3` is three prefill servers, not one)."""
@@ -117,3 +125,8 @@ class Deployment:
 
     def of_role(self, role: Role) -> tuple[Server, ...]:
         return tuple(s for s in self.servers if s.role == role)
+
+    @property
+    def kind(self) -> str:
+        """What messages call this deployment (`kind_text`)."""
+        return kind_text((s.role for s in self.servers), len(self.routers))

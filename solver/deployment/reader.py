@@ -36,6 +36,7 @@ from meshsat.solver.deployment.model import (
     Router,
     Server,
     Target,
+    kind_text,
 )
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.k8s import ReplicasError, looks_like_manifest
@@ -256,12 +257,13 @@ def _shape(commands: tuple[LaunchCommand, ...]) -> Shape:
 
 def refuse_deployment(text: str, where: str, command: str, search: tuple[Path, ...] = ()) -> OneJob:
     """The one job `text` is, for `command`, which reads one server; an `InputError` when
-    `text` is a PD deployment: taking the script's first server would answer for a server
+    `text` is a deployment: taking the script's first server would answer for a server
     the user did not ask about. `search`: where a `--config FILE` may be."""
     commands = _launches(text)
     if commands is not None and is_deployment(commands):
+        kind = kind_text((role_of(c) for c in commands if not c.router), _shape(commands).routers)
         raise InputError(
-            f"{where} holds a PD deployment ({_shape(commands).text()}): {command} takes one "
+            f"{where} holds {kind} ({_shape(commands).text()}): {command} takes one "
             "server; check the deployment with validate or fix, or give one server's command"
         )
     return _one_job(commands, text, search)

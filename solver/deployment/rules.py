@@ -5,6 +5,7 @@ all and says which pair rules could not be decided (facts unknown here)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -217,6 +218,53 @@ def _router_roles(deployment: Deployment) -> Iterator[Finding]:
                     )
 
 
+def _router_replicas(deployment: Deployment) -> Iterator[Finding]:
+    """Each LeaderWorkerSet server against each router that names any of its leaders by
+    name (`<lws>-<g>.<lws>`, any namespace suffix): the groups named must be those its
+    replicas run. Silent where no URL names a leader (a Service, an IP, another object's
+    pods): what those reach is not known here."""
+    for router in deployment.routers:
+        targets = (*router.prefill, *router.decode, *router.workers)
+        for server in deployment.servers:
+            kind, _, name = server.commands[0].owner.partition("/")
+            if kind != "LeaderWorkerSet":
+                continue
+            leader = re.compile(rf"{re.escape(name)}-(\d+)\.{re.escape(name)}(\..*)?")
+            named = sorted(
+                {
+                    int(m.group(1))
+                    for t in targets
+                    if t.endpoint.host and (m := leader.fullmatch(t.endpoint.host))
+                }
+            )
+            groups = set(range(server.replicas))
+            if not named or set(named) == groups:
+                continue
+            missing = sorted(groups - set(named))
+            extra = [g for g in named if g not in groups]
+            why = "; ".join(
+                part
+                for part in (
+                    missing and f"group(s) {_listed(missing)} get no work",
+                    extra and f"group(s) {_listed(extra)} do not exist",
+                )
+                if part
+            )
+            yield _finding(
+                "ROUTER-REPLICA-URLS",
+                (server.name,),
+                line=router.line,
+                named=_listed(named),
+                replicas=server.replicas,
+                owner=server.commands[0].owner,
+                why=why,
+            )
+
+
+def _listed(groups: list[int]) -> str:
+    return ", ".join(map(str, groups))
+
+
 def _router_mode(deployment: Deployment) -> Iterator[Finding]:
     for router in deployment.routers:
         if not router.pd and (router.prefill or router.decode):
@@ -287,6 +335,7 @@ _DEPLOYMENT_CHECKS: dict[str, Callable[[Deployment], Iterator[Finding]]] = {
     "ROUTER-ROLE": _router_roles,
     "ROUTER-BOOTSTRAP-PORTS": _router_ports,
     "ROUTER-UNKNOWN-URL": _router_roles,
+    "ROUTER-REPLICA-URLS": _router_replicas,
 }
 
 

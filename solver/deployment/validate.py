@@ -13,7 +13,7 @@ from meshsat.solver.deployment.rules import Finding, check
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack, get_pack
-from meshsat.solver.validation.job_checks import job_violations
+from meshsat.solver.validation.job_checks import job_violations, node_violations
 from meshsat.solver.validation.report import Report
 from meshsat.solver.validation.validate import validate
 
@@ -161,9 +161,10 @@ def judge(
 
 
 def server_report(server: Server, pack: Pack) -> Report:
-    """One server's report: its release rules, and its nodes' disagreements as errors."""
+    """One server's report: its release rules, and its nodes' disagreements and own GPU ids
+    as errors."""
     report = validate(server.layout.config, server.layout.model, sglang_version=pack)
-    job = job_violations(server.layout.job)
+    job = job_violations(server.layout.job) + node_violations(report, server.layout.nodes)
     if not job:
         return report
     return replace(report, valid=False, violations=(*report.violations, *job))

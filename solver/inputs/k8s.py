@@ -72,19 +72,20 @@ class ReplicasError(InputError):
     is, never read around (the deployment reader reads a text it cannot read as one job)."""
 
 
-def replica_count(value: object, where: str) -> int:
+def replica_count(value: object, where: str, field: str = "spec.replicas") -> int:
     """How many copies of its pod template (a LeaderWorkerSet: of its group) an object runs,
     from its `spec.replicas` as written: absent means 1, Kubernetes' default. Each copy is
     its own server, never a node of another. 0 (scaled to zero), a negative number or
     anything but a whole number is an `InputError`: there is no server to check, or the
-    API server would refuse the object."""
+    API server would refuse the object. `field`: where it is written (a compose service's
+    `deploy.replicas`)."""
     if value is None:
         return 1
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ReplicasError(f"{where}: spec.replicas must be a whole number, got {value!r}")
+        raise ReplicasError(f"{where}: {field} must be a whole number, got {value!r}")
     if value < 1:
         raise ReplicasError(
-            f"{where}: spec.replicas is {value}: it runs no server to check (give 1 or more)"
+            f"{where}: {field} is {value}: it runs no server to check (give 1 or more)"
         )
     return value
 
@@ -132,11 +133,19 @@ def _documents(text: str) -> list[Mapping[str, Any]]:
     except Exception as exc:  # yaml.YAMLError and its subclasses
         first = " ".join(str(exc).strip().splitlines()[:3])[:200]
         raise InputError(f"the manifest is not valid YAML: {first}") from None
-    out: list[Mapping[str, Any]] = []
+    return [d for d in list_items(docs) if isinstance(d, Mapping)]
+
+
+def list_items(docs: list[Any]) -> list[Any]:
+    """The documents with each `kind: List` (what `kubectl get -o yaml` prints for several
+    objects) replaced by its `items`, in order: every reader of manifests sees the objects,
+    never the wrapper."""
+    out: list[Any] = []
     for d in docs:
         if isinstance(d, Mapping) and d.get("kind") == "List":
-            out += [i for i in d.get("items") or [] if isinstance(i, Mapping)]
-        elif isinstance(d, Mapping):
+            items = d.get("items")
+            out += items if isinstance(items, list) else []
+        else:
             out.append(d)
     return out
 

@@ -131,6 +131,9 @@ class LaunchCommand:
     #: LeaderWorkerSet, Deployment, StatefulSet or ReplicaSet; 1 in a script): each copy is
     #: its own server, never a node of another (`meshsat.solver.deployment.reader`).
     replicas: int = 1
+    #: The manifest object that runs it (`LeaderWorkerSet/pd-prefill`; "" in a script): its
+    #: copies' names, which a router's URLs may name (ROUTER-REPLICA-URLS).
+    owner: str = ""
 
     @property
     def router(self) -> bool:
@@ -231,7 +234,7 @@ def _from_manifest(listed: list[ListedCommand], routers: bool) -> tuple[LaunchCo
             found += [
                 LaunchCommand(
                     c.line, c.program, (*command.env, *c.env), c.words, "yaml", c.notes,
-                    _copies(command, c.program),
+                    _copies(command, c.program), command.owner,
                 )
                 for c in inner
             ]  # fmt: skip
@@ -245,7 +248,11 @@ def _from_manifest(listed: list[ListedCommand], routers: bool) -> tuple[LaunchCo
         env = [*command.env, *(a for w in texts[: end - 1] if (a := _split_assignment(w)))]
         note = ("read from the manifest's command/args list",)
         copies = _copies(command, program)
-        found.append(LaunchCommand(command.line, program, tuple(env), words, "yaml", note, copies))
+        found.append(
+            LaunchCommand(
+                command.line, program, tuple(env), words, "yaml", note, copies, command.owner
+            )
+        )
     if not any(not c.router for c in found):
         raise InputError("the manifest's command lists launch no SGLang server")
     return tuple(found)
@@ -256,7 +263,7 @@ def _copies(command: ListedCommand, program: str) -> int:
     (a deployment counts its routers by their launches)."""
     if program.removeprefix("python -m ") in ROUTER_MODULES:
         return 1
-    return replica_count(command.replicas, command.owner)
+    return replica_count(command.replicas, command.owner, command.replicas_field)
 
 
 def normalised(text: str) -> str:

@@ -24,6 +24,7 @@ from meshsat.solver.inputs.files import load_config_file
 from meshsat.solver.inputs.k8s import ManifestLaunch, looks_like_manifest, manifest_launch
 from meshsat.solver.inputs.sglang_cmdline import (
     JobIssue,
+    NodePlacement,
     ParsedCommandLine,
     missing_from_release,
     parse_sglang_command,
@@ -88,8 +89,11 @@ class LayoutInput:
     #: the commands meshsat prints (`meshsat.solver.inputs.command`).
     model_path: str | None = None
     #: From a Kubernetes manifest: the object that runs the launch (`LeaderWorkerSet/ds`)
-    #: and how many copies of this server it runs (`spec.replicas`); None from anything else.
+    #: and how many copies of this server it runs (`spec.replicas`); from a compose file,
+    #: the service and its `deploy.replicas`; None from anything else.
     manifest: ManifestLaunch | None = None
+    #: From a multi-node launch: the nodes whose own GPU ids differ from the first node's.
+    nodes: tuple[NodePlacement, ...] = ()
 
 
 def load_layout(
@@ -114,6 +118,7 @@ def load_layout(
     model_facts: Any = None
     notes: list[str] = []
     job: tuple[JobIssue, ...] = ()
+    nodes: tuple[NodePlacement, ...] = ()
     signs: list[str] = []
     missing: list[tuple[str, str | None]] = []
     missing_in: str | None = None
@@ -146,6 +151,9 @@ def load_layout(
                 "flags; SGLang still reads them): " + listed(list(dict.fromkeys(parsed.ignored)))
             )
         job, model_path, signs = tuple(parsed.job), parsed.model_path, parsed.ascend_signs
+        nodes = tuple(parsed.nodes)
+        if manifest is None and parsed.owner:  # a compose service: its deploy.replicas
+            manifest = ManifestLaunch(text or "", "", parsed.replicas, parsed.owner)
         if release is not None and release_flags(release) is not None:
             missing = missing_from_release(parsed.flags, release)
             missing += refused_values(parsed.given, release)
@@ -184,6 +192,7 @@ def load_layout(
         text,
         model_path_of(sources.model) if sources.model is not None else model_path,
         manifest,
+        nodes,
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.container import container_command, has_command
-from meshsat.solver.inputs.k8s import written_replicas
+from meshsat.solver.inputs.k8s import list_items, written_replicas
 
 #: Text that looks like a manifest: a `command:` or `args:` key at the start of a line.
 _MANIFEST_KEY = re.compile(r"^[ \t-]*(command|args)[ \t]*:", re.MULTILINE)
@@ -35,6 +35,8 @@ class ListedCommand:
     #: `replica_count` reads them once the container is known to launch a server.
     replicas: object = None
     owner: str = ""
+    #: Where `replicas` is written, for what is said about it.
+    replicas_field: str = "spec.replicas"
 
 
 def manifest_commands(text: str) -> list[ListedCommand] | None:
@@ -45,17 +47,18 @@ def manifest_commands(text: str) -> list[ListedCommand] | None:
     import yaml
 
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = list_items([d for d in yaml.safe_load_all(text) if d is not None])
     except yaml.YAMLError:
         return None  # shell text with a `command:` word in it
     except RecursionError:
         raise InputError("the manifest is nested too deeply to read") from None
     found: list[ListedCommand] = []
     cursor = 0
-    for container, injected, (replicas, owner) in _injected_containers(docs):
+    for container, injected, (replicas, owner, field) in _injected_containers(docs):
         listed = container_command(container)
+        copies = (replicas, owner, field)
         if listed.script is not None:
-            found.append(ListedCommand(1, (), listed.env, listed.script, replicas, owner))
+            found.append(ListedCommand(1, (), listed.env, listed.script, *copies))
             continue
         words = []
         for item in listed.words:
@@ -64,15 +67,17 @@ def manifest_commands(text: str) -> list[ListedCommand] | None:
             cursor = max(cursor, pos + len(item))
             words.append((_filled(item, injected), pos))
         line = text.count("\n", 0, words[0][1]) + 1 if words else 1
-        found.append(ListedCommand(line, tuple(words), listed.env, None, replicas, owner))
+        found.append(ListedCommand(line, tuple(words), listed.env, None, *copies))
     return found or None
 
 
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
-#: A container, the `$(VAR)` values injected into it, and its object's replicas and name.
-_Injected = tuple[dict[str, Any], dict[str, str], tuple[object, str]]
+#: A container's object: its replicas as written, its name and where the replicas are written.
+_Copies = tuple[object, str, str]
+#: A container, the `$(VAR)` values injected into it, and its object.
+_Injected = tuple[dict[str, Any], dict[str, str], _Copies]
 
 
 def _injected_containers(docs: list[Any]) -> Iterator[_Injected]:
@@ -81,8 +86,15 @@ def _injected_containers(docs: list[Any]) -> Iterator[_Injected]:
     template's index and every leader address stay expansions: one template stands for
     each worker of each group). The leader and worker of one group then read as the
     nodes of one server (meshsat.solver.deployment.reader), as `manifest_launch` judges
-    the leader alone; the object's `replicas` are copies of that server."""
+    the leader alone; the object's `replicas` are copies of that server, as a compose
+    service's `deploy.replicas` (else its `scale`) are of its container."""
     for doc in docs:
+        services = _compose_services(doc)
+        if services is not None:
+            for name, service in services.items():
+                copies = (_compose_replicas(service), f"compose service {name}", "deploy.replicas")
+                yield from ((c, {}, copies) for c in _containers(service))
+            continue
         copies = _copies(doc)
         lws = doc.get("spec", {}).get("leaderWorkerTemplate") if _is_lws(doc) else None
         if not isinstance(lws, dict):
@@ -95,14 +107,32 @@ def _injected_containers(docs: list[Any]) -> Iterator[_Injected]:
             yield from ((c, group, copies) for c in _containers(lws.get("workerTemplate")))
 
 
-def _copies(doc: Any) -> tuple[object, str]:
+def _copies(doc: Any) -> _Copies:
     """A Kubernetes object's `spec.replicas` as written and its name (`Deployment/r`); no
-    replicas for anything else (a compose file, a bare list)."""
+    replicas for anything else (a bare list)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("spec"), dict):
-        return None, ""
+        return None, "", "spec.replicas"
     meta = doc.get("metadata")
     name = meta.get("name", "?") if isinstance(meta, dict) else "?"
-    return written_replicas(doc), f"{doc.get('kind')}/{name}"
+    return written_replicas(doc), f"{doc.get('kind')}/{name}", "spec.replicas"
+
+
+def _compose_services(doc: Any) -> dict[str, Any] | None:
+    """A Docker Compose file's services (name -> service), or None for anything else (a
+    Kubernetes object has a `kind`)."""
+    if not isinstance(doc, dict) or "kind" in doc or not isinstance(doc.get("services"), dict):
+        return None
+    return {str(k): v for k, v in doc["services"].items() if isinstance(v, dict)}
+
+
+def _compose_replicas(service: dict[str, Any]) -> object:
+    """How many containers Compose runs of a service, as written: `deploy.replicas`, else
+    the older `scale` (Compose requires the two to agree where both are given), else None
+    (one, Compose's default)."""
+    deploy = service.get("deploy")
+    if isinstance(deploy, dict) and "replicas" in deploy:
+        return deploy["replicas"]
+    return service.get("scale")
 
 
 def _filled(item: str, injected: dict[str, str]) -> str:

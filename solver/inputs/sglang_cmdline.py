@@ -48,8 +48,15 @@ DEPRECATED: dict[str, tuple[str, Any]] = {
     "--enable-deepep-moe": ("moe_a2a_backend", "deepep"),
     "--enable-ep-moe": ("ep_size", "tp_size"),  # ep_size = tp_size, read after every flag
 }
-#: Facts of one node, not of the job's layout: the nodes of one job may differ in them.
-_NODE_FLAGS = ("node_rank", "gpus_per_node")
+#: Where a node's own schedulers sit: each node's process reads its own (SGLang's
+#: `gpu_id = base_gpu_id + … + (tp_rank % tp_per_node)·gpu_id_step` in
+#: `launch_tensor_parallel_group`, 0.4.6.post5 to 0.5.23; no other code reads them across
+#: nodes), so the nodes of one job may differ in them. Each node's are checked on its own
+#: (`NodePlacement`).
+NODE_PLACEMENT = ("base_gpu_id", "gpu_id_step")
+#: Facts of one node, not of the job's layout: the nodes of one job may differ in them
+#: (`gpus_per_node` is meshsat's, of the machine; the job is sized by its smallest node).
+_NODE_FLAGS = ("node_rank", "gpus_per_node", *NODE_PLACEMENT)
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,17 @@ class JobIssue:
     line: int
 
 
+@dataclass(frozen=True)
+class NodePlacement:
+    """A node of a multi-node job whose GPU ids differ from the first node's
+    (`NODE_PLACEMENT`): the layout read is the first node's, so this node's ids are
+    checked with its own values (`validation.job_checks.node_violations`); `values` holds
+    those the node gives (a field it does not give is SGLang's default)."""
+
+    line: int
+    values: tuple[tuple[str, int], ...]
+
+
 @dataclass
 class ParsedCommandLine:
     values: dict[str, Any] = field(default_factory=dict)
@@ -71,6 +89,8 @@ class ParsedCommandLine:
     model_path: str | None = None
     #: Disagreements between the nodes of a multi-node job.
     job: list[JobIssue] = field(default_factory=list)
+    #: The nodes after the first whose own GPU ids differ from the first node's.
+    nodes: list[NodePlacement] = field(default_factory=list)
     #: Where in the text each field is set: field -> (start, end) of its flag and value.
     spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     #: SGLang flags that do not concern the layout.
@@ -90,6 +110,10 @@ class ParsedCommandLine:
     #: what `accelerator.infer_platform` reads the platform from.
     ascend_signs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The first launch's `LaunchCommand.replicas` and `.owner`: the copies a manifest's
+    #: object (a compose service's `deploy.replicas`) runs of this job.
+    replicas: int = 1
+    owner: str = ""
 
 
 @cache
@@ -403,8 +427,10 @@ def parse_job(
     (`meshsat.solver.deployment`) for each server of a deployment."""
     parsed = [_with_config_file(c, parse_launch(c), search) for c in commands]
     first = parsed[0]
+    first.replicas, first.owner = commands[0].replicas, commands[0].owner
     if len(parsed) > 1:
         first.job = _check_job(commands, parsed)
+        first.nodes = _node_placements(commands, parsed)
         first.values.pop("node_rank", None)
         sizes = [p.values["gpus_per_node"] for p in parsed if "gpus_per_node" in p.values]
         if sizes:  # every node must hold its ranks: the smallest node decides
@@ -473,6 +499,25 @@ def _check_job(
             )
         )
     return _bounded(issues)
+
+
+def _node_placements(
+    commands: tuple[LaunchCommand, ...], parsed: list[ParsedCommandLine]
+) -> list[NodePlacement]:
+    """One `NodePlacement` per distinct placement that differs from the first node's (the
+    first node of each): thousands of nodes of a few bases are a few checks."""
+
+    def placement(p: ParsedCommandLine) -> tuple[tuple[str, int], ...]:
+        return tuple((k, p.values[k]) for k in NODE_PLACEMENT if k in p.values)
+
+    seen = {placement(parsed[0])}
+    out = []
+    for c, p in zip(commands[1:], parsed[1:], strict=True):
+        own = placement(p)
+        if own not in seen:
+            seen.add(own)
+            out.append(NodePlacement(c.line, own))
+    return out
 
 
 def _bounded(issues: list[JobIssue]) -> list[JobIssue]:

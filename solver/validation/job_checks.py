@@ -1,11 +1,19 @@
 """The disagreements between the nodes of one job (`JobIssue`s from the launch reader) as
 report violations: errors, since the job would hang or shard wrongly though each node's
-SGLang starts. Used by `validate` on a launch script and by each server of a deployment."""
+SGLang starts. Used by `validate` on a launch script and by each server of a deployment.
+
+Also each node's own GPU ids (`NodePlacement`): SGLang lets the nodes of one job differ in
+`--base-gpu-id` and `--gpu-id-step` (each node's schedulers read their own), so the rules
+on them are checked for every node, not only the first whose layout is read."""
 
 from __future__ import annotations
 
-from meshsat.solver.inputs.sglang_cmdline import JobIssue
-from meshsat.solver.validation.report import Violation
+from dataclasses import replace
+
+from meshsat.solver.inputs.sglang_cmdline import NODE_PLACEMENT, JobIssue, NodePlacement
+from meshsat.solver.lang.config import Config
+from meshsat.solver.validation.report import Report, Violation
+from meshsat.solver.validation.validate import validate
 
 _HINTS = {
     "JOB-ONE-LAYOUT": "give every node the same layout flags",
@@ -26,3 +34,28 @@ def job_violations(issues: tuple[JobIssue, ...] | list[JobIssue]) -> list[Violat
         )
         for issue in issues
     ]
+
+
+def node_violations(
+    report: Report, nodes: tuple[NodePlacement, ...] | list[NodePlacement]
+) -> list[Violation]:
+    """The violations of rules on a node's GPU ids (those naming a `NODE_PLACEMENT`
+    field) for each node that gives its own, the job's layout otherwise: `report` is the
+    first node's."""
+    out: list[Violation] = []
+    for node in nodes:
+        own = {k: Config.model_fields[k].default for k in NODE_PLACEMENT} | dict(node.values)
+        config = report.config.model_copy(update=own)
+        checked = validate(
+            config, report.model, explain=False, sglang_version=report.sglang_version
+        )
+        out += [
+            replace(
+                v,
+                message=f"the node launched on line {node.line}: {v.message}",
+                detail=f"line {node.line}",
+            )
+            for v in checked.violations
+            if set(v.fields) & set(NODE_PLACEMENT)
+        ]
+    return out

@@ -403,7 +403,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
 
     version = params.get("sglang_version")
     deployment = _deployment(params)
-    if deployment is not None:  # a PD script: fixed server by server, as `meshsat fix` does
+    if deployment is not None:  # a deployment: fixed server by server, as `meshsat fix` does
         from meshsat.solver.deployment.fix import fix_deployment
 
         if (
@@ -413,7 +413,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
             or params.get("gpu_memory")
         ):
             raise FieldError(
-                "a PD deployment is fixed server by server: gpus, top and gpu apply to one "
+                f"{deployment.kind} is fixed server by server: gpus, top and gpu apply to one "
                 "server (fix its command alone)",
                 "sglang",
             )

@@ -491,9 +491,14 @@ async function runCheck() {
     const { doc, notes } = await call("POST", "/api/validate", body);
     const out = $("#check-out");
     out.hidden = false;
+    if (doc.deployment) {
+      showDeployment(doc, notes);
+      $("#check-progress").textContent = "";
+      return;
+    }
     const hot = new Set(doc.conflict || []);
     $("#check-verdict").replaceChildren(doc.valid
-      ? h("span", { class: "ok" }, `✓ valid on SGLang ${doc.sglang_version}: ${doc.derived.gpus_used} GPU(s)`)
+      ? h("span", { class: "ok" }, `✓ valid on SGLang ${doc.sglang_version}: ${gpusText(doc)}`)
       : h("span", { class: "bad" }, `✗ invalid on SGLang ${doc.sglang_version}: ${doc.violations.length} rule(s) violated`));
     $("#check-violations").replaceChildren(doc.violations.length ? violationTable(doc.violations, hot) : "");
     $("#check-conflict").replaceChildren(doc.conflict && doc.conflict.length
@@ -526,6 +531,37 @@ async function runCheck() {
   } finally {
     $("#check-run").disabled = false;
   }
+}
+
+// GPUs of what was pasted: a manifest object's every replica (`manifest.gpus`, as the
+// CLI's `... runs 8 replicas of this server: 16 GPU(s) in all`), else the one server's.
+function gpusText(doc) {
+  const m = doc.manifest;
+  if (!m || m.replicas <= 1) return `${doc.derived.gpus_used} GPU(s)`;
+  return `${m.gpus} GPU(s): ${m.object} runs ${m.replicas} replicas of ${doc.derived.gpus_used} GPU(s)`;
+}
+
+// A pasted deployment (servers in roles and routers): the CLI's counts, every copy of a
+// role's replicas included, each server's own violations under its name, and the
+// deployment rules' findings.
+function showDeployment(doc, notes) {
+  const d = doc.deployment;
+  const servers = Object.values(d.servers).reduce((a, b) => a + b, 0);
+  const size = `${servers} server(s), ${d.routers} router(s), ${d.gpus} GPU(s)`;
+  $("#check-verdict").replaceChildren(d.valid
+    ? h("span", { class: "ok" }, `✓ valid deployment on SGLang ${d.sglang_version}: ${size}`)
+    : h("span", { class: "bad" }, `✗ invalid deployment on SGLang ${d.sglang_version}: ${size}`));
+  const own = (key) => doc.roles.flatMap((r) => r[key].map((v) => ({ ...v, rule: `${r.server}: ${v.rule}` })));
+  const found = (severity) => d.findings.filter((f) => f.severity === severity)
+    .map((f) => ({ rule: f.rule, message: f.message, detail: f.servers.join(", "), hint: f.hint, fields: [] }));
+  const errors = [...own("violations"), ...found("error")], warnings = [...own("warnings"), ...found("warning")];
+  $("#check-violations").replaceChildren(errors.length ? violationTable(errors, new Set()) : "");
+  $("#check-conflict").replaceChildren();
+  put($("#check-warnings"), warnings.length ? [h("h3", {}, "warnings"), violationTable(warnings, new Set())] : "");
+  put($("#check-notes"), notes.length ? h("ul", { class: "muted" }, notes.map((n) => h("li", {}, n))) : "");
+  $("#check-derived").textContent = doc.roles
+    .map((r) => `${r.server}${r.replicas > 1 ? ` ×${r.replicas}` : ""}: ${r.gpus} GPU(s) each`).join(" · ");
+  $("#check-fix").replaceChildren();
 }
 
 async function showFix(body) {
