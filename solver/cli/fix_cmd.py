@@ -161,10 +161,7 @@ def fix_cmd(
             named=layout.model_path,
         ),
     )
-    if layout.script is not None:
-        report = _in_user_words(report, layout, sglang_version)
-    elif layout.model_path is not None:
-        report = _with_model_path(report, layout.model_path, sglang_version)
+    report = with_commands(report, layout, sglang_version)
     if emit_as is not None and report.fixes:
         best = report.best
         per_node = best.config.gpus_per_node  # SGLang's node size (a tool-only fact)
@@ -187,6 +184,18 @@ def fix_cmd(
     raise typer.Exit(0 if report.fixes else 1)
 
 
+def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:
+    """The fixes' commands as the user will paste them: their own command, edited, when
+    they gave one (`fixed_command`: every flag and environment variable the fix does not
+    change stays as typed); else rendered with the model they named. `fix` and the web
+    API's `/api/fix` answer alike."""
+    if layout.script is not None:
+        return _in_user_words(report, layout, version)
+    if layout.model_path is not None:
+        return _with_model_path(report, layout.model_path, version)
+    return report
+
+
 def _with_model_path(report: FixReport, model_path: str, version: str | None) -> FixReport:
     """The fixes' commands with the model the user named: SGLang needs `--model-path`, and
     the API's `fix` knows only the model's facts, not where its weights are."""
@@ -198,8 +207,6 @@ def _with_model_path(report: FixReport, model_path: str, version: str | None) ->
 
 
 def _in_user_words(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:
-    """The fixes' commands as the user's own command, edited (`fixed_command`): every flag
-    and environment variable the fix does not change stays as typed."""
     fixes = tuple(
         replace(f, command_line=_user_command(layout, f.config, version)) for f in report.fixes
     )

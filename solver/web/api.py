@@ -398,6 +398,7 @@ def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wo
 
 
 def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
+    from meshsat.solver.cli.fix_cmd import with_commands
     from meshsat.solver.cli.memory_options import memory_model, report_pack
     from meshsat.solver.repair.fix import fix
 
@@ -445,6 +446,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         sglang_version=version,
         memory=memory,
     )
+    report = with_commands(report, layout, version)
     return Answer(report.to_dict(), 0 if report.fixes else 1, layout.notes)
 
 
