@@ -93,9 +93,9 @@ def test_sglang_parses_the_kept_flags_as_before(row: dict[str, Any]) -> None:
         assert seen[change.field] == change.new, change
 
 
-_VALUE = st.text(
-    st.sampled_from("abcXYZ019 _-.:/,='\"{}"), min_size=1, max_size=8
-).filter(lambda v: not v.startswith("-"))
+_VALUE = st.text(st.sampled_from("abcXYZ019 _-.:/,='\"{}"), min_size=1, max_size=8).filter(
+    lambda v: not v.startswith("-")
+)
 
 
 @st.composite
@@ -129,7 +129,8 @@ def test_every_flag_the_fix_does_not_touch_survives(case: tuple[str, str]) -> No
     result = best(command)
     assert layout_of(command) == layout_of(f"{LAUNCHER} {base}")
     line = printed(command, result)
-    assert layout_of(line) == {n: v for n, v in spelled(result.config, True).items() if n in WRITTEN}
+    wanted = spelled(result.config, True)
+    assert layout_of(line) == {n: v for n, v in wanted.items() if n in WRITTEN}
     (before,), (after,) = read_launch_commands(command), read_launch_commands(line)
     assert after.env == before.env
     assert untouched(after) == untouched(before)
@@ -168,4 +169,3 @@ def test_emitted_lws_listens_where_the_command_says(capsys: pytest.CaptureFixtur
     assert words[:3] == ["python", "-m", "sglang.launch_server"]  # no nohup, no redirection
     assert words[words.index("--served-model-name") + 1] == "my model"
     assert ">" not in words
-
