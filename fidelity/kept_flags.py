@@ -114,7 +114,8 @@ def fixed(command: str, version: str) -> tuple[str, dict[str, Any]]:
     pack = get_pack(version)
     best = fix(layout.config, layout.model, sglang_version=pack).best
     spelling = "attn_dp_size" not in pack.absent_fields
-    line = fixed_command(command, best.config, attn_dp_spelling=spelling)
+    assert layout.launch is not None
+    line = fixed_command(command, layout.launch, best.config, attn_dp_spelling=spelling)
     return line, best.config.model_dump()
 
 

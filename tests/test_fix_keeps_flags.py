@@ -61,7 +61,8 @@ def layout_of(command: str) -> dict[str, Any]:
 
 def printed(command: str, result: FixResult) -> str:
     spelling = "attn_dp_size" not in get_pack(VERSION).absent_fields
-    return fixed_command(command, result.config, attn_dp_spelling=spelling)
+    (launch,) = read_launch_commands(command)
+    return fixed_command(command, launch, result.config, attn_dp_spelling=spelling)
 
 
 def untouched(command: LaunchCommand) -> list[str]:

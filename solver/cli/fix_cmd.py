@@ -167,7 +167,7 @@ def fix_cmd(
         per_node = best.config.gpus_per_node  # SGLang's node size (a tool-only fact)
         model = str(sources.model) if sources.model is not None else layout.model_source
         command = best.command_line
-        if layout.script is not None:  # what the pod runs: no wrapper, no redirection
+        if layout.launch is not None:  # what the pod runs: no wrapper, no redirection
             command = _user_command(layout, best.config, sglang_version, bare=True)
         print_lws(command, best.gpus_used, per_node, model_path=model, name=name, image=image)
         raise typer.Exit(0)
@@ -189,7 +189,7 @@ def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -
     they gave one (`fixed_command`: every flag and environment variable the fix does not
     change stays as typed); else rendered with the model they named. `fix` and the web
     API's `/api/fix` answer alike."""
-    if layout.script is not None:
+    if layout.script is not None and layout.launch is not None:
         return _in_user_words(report, layout, version)
     if layout.model_path is not None:
         return _with_model_path(report, layout.model_path, version)
@@ -218,10 +218,15 @@ def _user_command(
 ) -> str:
     from meshsat.solver.inputs.rewrite import fixed_command
 
-    assert layout.script is not None
+    assert layout.script is not None and layout.launch is not None
     spelling = "attn_dp_size" not in get_pack(version).absent_fields
     return fixed_command(
-        layout.script, config, attn_dp_spelling=spelling, model_path=layout.model_path, bare=bare
+        layout.script,
+        layout.launch,
+        config,
+        attn_dp_spelling=spelling,
+        model_path=layout.model_path,
+        bare=bare,
     )
 
 

@@ -135,6 +135,8 @@ class LaunchCommand:
     #: run ...`, the launcher, the flags, its redirections), for the fixed command `fix`
     #: prints in the user's own words; (-1, -1) for a manifest's list.
     span: tuple[int, int] = (-1, -1)
+    #: The variables an `export` before the launch set (also in `env`): outside `span`.
+    exported: tuple[tuple[str, str], ...] = ()
 
     @property
     def router(self) -> bool:
@@ -179,6 +181,7 @@ def read_launch_commands(text: str, *, routers: bool = False) -> tuple[LaunchCom
                 words=tuple(_word(w, source, text) for w in words[program_end:]),
                 notes=tuple(notes),
                 span=(command.pos[0], max(command.pos[1], words[-1].pos[1])),
+                exported=tuple(exported),
             )
         )
     if not any(not c.router for c in found):

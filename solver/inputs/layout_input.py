@@ -22,6 +22,7 @@ from meshsat.solver.inputs.command import model_path_of
 from meshsat.solver.inputs.convert import as_model, coerce, config_from_values
 from meshsat.solver.inputs.files import load_config_file
 from meshsat.solver.inputs.k8s import ManifestLaunch, looks_like_manifest, manifest_launch
+from meshsat.solver.inputs.launch import LaunchCommand
 from meshsat.solver.inputs.sglang_cmdline import (
     JobIssue,
     ParsedCommandLine,
@@ -90,6 +91,8 @@ class LayoutInput:
     #: From a Kubernetes manifest: the object that runs the launch (`LeaderWorkerSet/ds`)
     #: and how many copies of this server it runs (`spec.replicas`); None from anything else.
     manifest: ManifestLaunch | None = None
+    #: The launch read from `script` (a job's first node), which `fix` prints edited.
+    launch: LaunchCommand | None = None
 
 
 def load_layout(
@@ -118,6 +121,7 @@ def load_layout(
     missing: list[tuple[str, str | None]] = []
     missing_in: str | None = None
     model_path: str | None = None
+    first: LaunchCommand | None = None
     if sources.example is not None:
         from meshsat.solver.examples import path_of
 
@@ -146,6 +150,7 @@ def load_layout(
                 "flags; SGLang still reads them): " + listed(list(dict.fromkeys(parsed.ignored)))
             )
         job, model_path, signs = tuple(parsed.job), parsed.model_path, parsed.ascend_signs
+        first = parsed.launch
         if release is not None and release_flags(release) is not None:
             missing = missing_from_release(parsed.flags, release)
             missing += refused_values(parsed.given, release)
@@ -184,6 +189,7 @@ def load_layout(
         text,
         model_path_of(sources.model) if sources.model is not None else model_path,
         manifest,
+        first,
     )
 
 

@@ -121,45 +121,46 @@ def _as_typed(name: str, flags: str, typed: str) -> str:
 
 def fixed_command(
     text: str,
+    command: LaunchCommand,
     new: Config,
     *,
     attn_dp_spelling: bool,
     model_path: str | None = None,
     bare: bool = False,
 ) -> str:
-    """The first launch of `text` carrying `new`'s layout, on one line, in the user's own
-    words: `fix` prints it for the user to paste back, so every word the fix does not change
-    stays as typed and where it was (`--port`, `--trust-remote-code`, `NCCL_*=` prefixes,
-    `nohup`, `docker run ...`, redirections), edited as `validate --rewrite` edits a script
-    (`layout_edits`). Variables the script `export`s before the launch lead the line; a
-    changed environment fact is set there; tool-only facts follow in a comment, as
+    """`command` (a launch read from `text`) carrying `new`'s layout, on one line, in the
+    user's own words: `fix` prints it for the user to paste back, so every word the fix does
+    not change stays as typed and where it was (`--port`, `--trust-remote-code`, `NCCL_*=`
+    prefixes, `nohup`, `docker run ...`, redirections), edited as `validate --rewrite` edits
+    a script (`layout_edits`). Variables the script `export`s before the launch lead the
+    line; a changed environment fact is set there; tool-only facts follow in a comment, as
     `launch_command` writes them; `model_path` is added when the command names no model.
     `bare`: only the environment, the launcher and its flags (what a pod runs: no wrapper,
-    no redirection), for `--emit lws`."""
-    command = next(c for c in read_launch_commands(text) if not c.router)
+    no redirection), for `--emit lws`. Nothing is parsed again but the edited line for
+    `bare`: a pasted megabyte is read once."""
+    exported = command.exported
     if command.form != "shell":  # a manifest's list: its words, as a shell would take them
-        segment = " ".join([command.program, *(shlex.quote(w.text) for w in command.words)])
-    else:
-        segment = text[command.span[0] : command.span[1]]
-    own = read_launch_commands(segment)[0]
+        exported = command.env
+        text = " ".join([command.program, *(shlex.quote(w.text) for w in command.words)])
+        command = read_launch_commands(text)[0]
     target = spelled(new, attn_dp_spelling)
-    layout = layout_edits(segment, own, target, attn_dp_spelling)
+    layout = layout_edits(text, command, target, attn_dp_spelling)
     edits = list(layout.edits)
+    start, stop = command.span
     if model_path is not None and layout.model_path is None:
-        end = own.words[-1].end if own.words else own.span[1]
+        end = command.words[-1].end if command.words else stop
         edits.append((end, end, f" --model-path {shlex.quote(model_path)}"))
     changed = {var for _, var in layout.env}
-    before = own.words[0].pos if own.words else len(segment)
-    for m in _assignments(changed).finditer(segment, 0, before):
-        edits.append((m.start(), m.end(), ""))
-    exported = command.env[: len(command.env) - len(own.env)]  # set before the launch
-    env = [f"{k}={shlex.quote(v)}" for k, v in exported if k not in changed]
-    env += [f"{var}={_env_value(target[n])}" for n, var in layout.env if target[n] is not None]
-    line = _CONTINUATION.sub(" ", applied(segment, edits))
+    before = command.words[0].pos if command.words else stop
+    edits += [(m.start(), m.end(), "") for m in _assignments(changed).finditer(text, start, before)]
+    line = applied(text[start:stop], [(a - start, b - start, r) for a, b, r in edits])
+    line = _CONTINUATION.sub(" ", line)
     if bare:
         read = read_launch_commands(line)[0]
-        own_env = [f"{k}={shlex.quote(v)}" for k, v in dict(read.env).items()]
-        line = " ".join([*own_env, read.program, *(shlex.quote(w.text) for w in read.words)])
+        own = [f"{k}={shlex.quote(v)}" for k, v in dict(read.env).items()]
+        line = " ".join([*own, read.program, *(shlex.quote(w.text) for w in read.words)])
+    env = [f"{k}={shlex.quote(v)}" for k, v in exported if k not in changed]
+    env += [f"{var}={_env_value(target[n])}" for n, var in layout.env if target[n] is not None]
     line = " ".join([*env, line])
     if layout.facts:
         line += "  # not SGLang flags: "

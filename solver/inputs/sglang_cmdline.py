@@ -90,6 +90,8 @@ class ParsedCommandLine:
     #: what `accelerator.infer_platform` reads the platform from.
     ascend_signs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The (first node's) launch read, for the command `fix` prints in the user's words.
+    launch: LaunchCommand | None = None
 
 
 @cache
@@ -403,6 +405,7 @@ def parse_job(
     (`meshsat.solver.deployment`) for each server of a deployment."""
     parsed = [_with_config_file(c, parse_launch(c), search) for c in commands]
     first = parsed[0]
+    first.launch = commands[0]
     if len(parsed) > 1:
         first.job = _check_job(commands, parsed)
         first.values.pop("node_rank", None)
