@@ -17,6 +17,7 @@ import gzip
 import json
 import shlex
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -170,3 +171,38 @@ def test_emitted_lws_listens_where_the_command_says(capsys: pytest.CaptureFixtur
     assert words[:3] == ["python", "-m", "sglang.launch_server"]  # no nohup, no redirection
     assert words[words.index("--served-model-name") + 1] == "my model"
     assert ">" not in words
+
+
+PD_SCRIPT = (
+    "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+    "--disaggregation-mode prefill --port 30000 --page-size 16 "
+    "--disaggregation-transfer-backend nixl --tp 2\n"
+    "NCCL_DEBUG=INFO python -m sglang.launch_server --model-path "
+    "meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode decode --port=30001 "
+    "--random-seed 7 --disaggregation-transfer-backend nixl --tp 4 --dp 3 "
+    "--enable-dp-attention --base-gpu-id 2\n"
+    "python -m sglang_router.launch_router --pd-disaggregation "
+    "--prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n"
+)
+
+
+def test_each_server_of_a_deployment_keeps_its_own_flags(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "pd.sh"
+    path.write_text(PD_SCRIPT)
+    run = run_cli(capsys, "fix", "--sglang-file", str(path), "--json")
+    assert run.code == 0, run.err
+    roles = json.loads(run.out)["roles"]
+    launches = read_launch_commands(PD_SCRIPT)
+    assert [r["fixes"][0]["changes"] for r in roles][1] == [
+        {"field": "dp_size", "old": 3, "new": 4}
+    ]
+    for role, before in zip(roles, launches, strict=True):
+        (after,) = read_launch_commands(role["fixes"][0]["command_line"])
+        assert after.env == before.env
+        assert untouched(after) == untouched(before)
+        config = Config.model_validate(role["fixes"][0]["config"])
+        assert layout_of(role["fixes"][0]["command_line"]) == {
+            n: v for n, v in spelled(config, True).items() if n in WRITTEN
+        }
