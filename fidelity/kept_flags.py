@@ -19,13 +19,12 @@ import gzip
 import json
 import random
 import shlex
-import subprocess
 import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from fidelity.record import FIXTURES, HERE, RUNNER_ENV, venv_python
+from fidelity.record import FIXTURES, _flags, resolve
 from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
 from meshsat.solver.inputs.rewrite import fixed_command
 from meshsat.solver.inputs.sglang_cmdline import (
@@ -58,7 +57,7 @@ def extra_flags(version: str) -> tuple[tuple[str, int], ...]:
     0.5.23's `--attention-data-parallel-size` sets `attn_dp_size`, an alias meshsat's reader
     does not know."""
     table = release_flags(version) or {}
-    recorded = json.loads((HERE / "flags" / f"{version}.json").read_text("utf-8"))
+    recorded = _flags(version)
     layout = {
         flag
         for option in recorded["flags"]
@@ -148,16 +147,7 @@ def record(version: str) -> Path:
         item["fixed"], _ = fixed(item["command"], version)
         runs.append({"id": 2 * i, "argv": argv(item["command"])})
         runs.append({"id": 2 * i + 1, "argv": argv(item["fixed"])})
-    proc = subprocess.run(
-        [str(venv_python(version)), str(HERE / "runner.py"), "parse"],
-        input="".join(json.dumps(x) + "\n" for x in runs),
-        capture_output=True,
-        text=True,
-        check=True,
-        env=RUNNER_ENV,
-    )
-    parsed = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    assert len(parsed) == len(runs), proc.stderr[-2000:]
+    parsed = resolve(version, runs, command="parse")
     path = fixture_path(version)
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt") as fh:

@@ -7,8 +7,9 @@ Oracles, none of them the editor itself:
   (tests/fixtures/kept_flags/0.5.23.jsonl.gz): every option but the fixed fields must parse
   to the same value, and the fixed fields to the fix's values;
 - meshsat's own launch reader, on random padding drawn from the release's recorded flag
-  table (a hypothesis property): the printed command reads back as the fixed layout, and
-  its words outside the layout flags are the input's, in order, with the same values.
+  table (a hypothesis property): the printed command (and `validate --rewrite`'s script,
+  the same editor) reads back as the fixed layout, and its words outside the layout flags
+  are the input's, in order, with the same values.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from fidelity.compare import sglang_resolved
 from fidelity.kept_flags import BROKEN, LAUNCHER, extra_flags, fixture_path
 from meshsat.solver.inputs.launch import LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
-from meshsat.solver.inputs.rewrite import fixed_command
+from meshsat.solver.inputs.rewrite import fixed_command, rewrite_script
 from meshsat.solver.inputs.sglang_cmdline import parse_launch
 from meshsat.solver.inputs.spelling import spelled
 from meshsat.solver.lang.config import Config
@@ -133,9 +134,13 @@ def test_every_flag_the_fix_does_not_touch_survives(case: tuple[str, str]) -> No
     line = printed(command, result)
     wanted = spelled(result.config, True)
     assert layout_of(line) == {n: v for n, v in wanted.items() if n in WRITTEN}
-    (before,), (after,) = read_launch_commands(command), read_launch_commands(line)
-    assert after.env == before.env
-    assert untouched(after) == untouched(before)
+    script, _ = rewrite_script(command, result.config, attn_dp_spelling=True)  # one editor
+    (before,) = read_launch_commands(command)
+    for text in (line, script):
+        (after,) = read_launch_commands(text)
+        assert after.env == before.env
+        assert untouched(after) == untouched(before)
+    assert layout_of(script) == layout_of(line)
 
 
 PASTED = (
