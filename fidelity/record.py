@@ -68,10 +68,13 @@ def _flags(version: str) -> dict[str, Any]:
     return table
 
 
-def resolve(version: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The release's own verdict on each item, from `runner.py resolve` in its venv."""
+def resolve(
+    version: str, items: list[dict[str, Any]], command: str = "resolve"
+) -> list[dict[str, Any]]:
+    """The release's own verdict on each item, from `runner.py resolve` in its venv (with
+    `command="parse"`, only the namespace its `launch_server` parser makes of `argv`)."""
     proc = subprocess.run(
-        [str(venv_python(version)), str(HERE / "runner.py"), "resolve"],
+        [str(venv_python(version)), str(HERE / "runner.py"), command],
         input="".join(json.dumps(x) + "\n" for x in items),
         capture_output=True,
         text=True,

@@ -490,13 +490,23 @@ def main() -> int:
     if cmd == "flags":
         print(json.dumps(dump_flags()))
         return 0
-    if cmd != "resolve":
-        print("usage: runner.py flags | resolve", file=sys.stderr)
+    if cmd not in ("resolve", "parse"):
+        print("usage: runner.py flags | resolve | parse", file=sys.stderr)
         return 2
     r = Resolver()
     for line in sys.stdin:
         if line.strip():
-            sys.stdout.write(json.dumps(r.resolve(json.loads(line))) + "\n")
+            item = json.loads(line)
+            if cmd == "parse":  # the namespace launch_server's parser makes of typed words
+                parsed = r._parse_argv(item["argv"], "MODEL")
+                done = {"id": item.get("id")}
+                if isinstance(parsed, str):
+                    done["error"] = parsed
+                else:
+                    done["args"] = {k: _plain(v) for k, v in parsed.items()}
+            else:
+                done = r.resolve(item)
+            sys.stdout.write(json.dumps(done) + "\n")
             sys.stdout.flush()
     return 0
 

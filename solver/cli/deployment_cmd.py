@@ -18,7 +18,7 @@ from meshsat.solver.cli.formats import OutputFormat, emit
 from meshsat.solver.cli.launch_checks import with_launch_checks
 from meshsat.solver.cli.output import note, out, rewritten_out
 from meshsat.solver.cli.report_view import print_report, violation_rows
-from meshsat.solver.deployment.fix import DeploymentFix, fix_deployment
+from meshsat.solver.deployment.fix import DeploymentFix, ServerFix, fix_deployment
 from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.deployment.reader import OneJob, read_deployment, read_script
 from meshsat.solver.deployment.validate import DeploymentReport, judge, server_report
@@ -177,8 +177,9 @@ def fix_deployment_cmd(
         objective=objective,
         timeout_s=timeout_s,
     )
+    result = in_user_words(result, deployment, get_pack(sglang_version))
     if fmt is OutputFormat.table:
-        _print_fix(result, get_pack(sglang_version))
+        _print_fix(result)
     else:
         rows: list[dict[str, Any]] = [
             {"server": s.server, "field": c.field, "old": c.old, "new": c.new}
@@ -199,10 +200,41 @@ def fix_deployment_cmd(
     return 0 if result.ok else 1
 
 
-def _print_fix(result: DeploymentFix, pack: Pack) -> None:
-    from meshsat.solver.repair.fix import command_line
+def in_user_words(result: DeploymentFix, deployment: Deployment, pack: Pack) -> DeploymentFix:
+    """Each server's fixes as its own launch (its first node's) with the layout edited
+    (`fixed_command`, what `fix` prints for one server) and the flags it takes from its
+    prefill set (`set_flags`, as `--rewrite` sets them): every other word stays as typed.
+    A manifest's list is not shell text; its servers keep the rendered command."""
+    from meshsat.solver.inputs.rewrite import fixed_command
 
-    paths = {s.name: s.layout.model_path for s in result.fixed.servers} if result.fixed else {}
+    spelling = "attn_dp_size" not in pack.absent_fields
+    servers = {s.name: s for s in deployment.servers}
+    fixed: list[ServerFix] = []
+    for found in result.servers:
+        server = servers.get(found.server)
+        if server is None or server.commands[0].form != "shell":
+            fixed.append(found)
+            continue
+        text, launch = deployment.text, server.commands[0]
+        if found.flags:
+            index = server.indices[0]
+            text = set_flags(text, {index: list(found.flags)})
+            launch = read_launch_commands(text)[index]
+        path = server.layout.model_path
+        fixes = tuple(
+            replace(
+                f,
+                command_line=fixed_command(
+                    text, launch, f.config, attn_dp_spelling=spelling, model_path=path
+                ),
+            )
+            for f in found.report.fixes
+        )
+        fixed.append(replace(found, report=replace(found.report, fixes=fixes)))
+    return replace(result, servers=tuple(fixed))
+
+
+def _print_fix(result: DeploymentFix) -> None:
     for s in result.servers:
         if not s.ok:
             out.print(
@@ -216,7 +248,7 @@ def _print_fix(result: DeploymentFix, pack: Pack) -> None:
             f"[bold]{escape(s.server)}[/bold]: {escape(said)}"
             + (f"; {escape(flags)}" if flags else "")
         )
-        command = command_line(s.report.best.config, pack, paths.get(s.server))
+        command = s.report.best.command_line
         out.print(f"  [bold]command:[/bold] {escape(command)}", soft_wrap=True)
     if result.after is not None:
         print_deployment(result.after)

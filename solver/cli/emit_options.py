@@ -113,6 +113,7 @@ def lws_for(
     endpoint; one group needs none."""
     launch = server_launch(command_line, gpus, gpus_per_node, model_path=model_path)
     groups = launch.form.replicas
+    port = port_of(launch.words)
     text = lws_manifest(
         launch.words,
         nodes=launch.form.nodes,
@@ -121,10 +122,11 @@ def lws_for(
         env=launch.env,
         name=name,
         image=image,
+        port=port,
     )
     if groups == 1:
         return text
-    urls = leader_urls(name, groups, _port_of(launch.words))
+    urls = leader_urls(name, groups, port)
     return text + "---\n" + router_for(worker_router_command(urls), name=name, image=image)
 
 
@@ -135,7 +137,7 @@ def router_for(command_line: str, *, name: str, image: str) -> str:
     return router_manifest(words, name=f"{name}-router", port=DEFAULT_PORT, image=image)
 
 
-def _port_of(words: list[str]) -> int:
+def port_of(words: list[str]) -> int:
     """The port a server's launch words listen on: its last `--port`, else SGLang's
     default."""
     port = DEFAULT_PORT

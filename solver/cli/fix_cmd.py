@@ -24,7 +24,8 @@ from meshsat.solver.cli.memory_options import (
 from meshsat.solver.cli.output import out
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
-from meshsat.solver.inputs.layout_input import LayoutSources
+from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
+from meshsat.solver.lang.config import Config
 from meshsat.solver.packs import get_pack
 from meshsat.solver.repair.fix import command_line, fix
 from meshsat.solver.repair.results import FixReport, FixResult
@@ -160,15 +161,15 @@ def fix_cmd(
             named=layout.model_path,
         ),
     )
-    if layout.model_path is not None:
-        report = _with_model_path(report, layout.model_path, sglang_version)
+    report = with_commands(report, layout, sglang_version)
     if emit_as is not None and report.fixes:
         best = report.best
         per_node = best.config.gpus_per_node  # SGLang's node size (a tool-only fact)
         model = str(sources.model) if sources.model is not None else layout.model_source
-        print_lws(
-            best.command_line, best.gpus_used, per_node, model_path=model, name=name, image=image
-        )
+        command = best.command_line
+        if layout.launch is not None:  # what the pod runs: no wrapper, no redirection
+            command = _user_command(layout, best.config, sglang_version, bare=True)
+        print_lws(command, best.gpus_used, per_node, model_path=model, name=name, image=image)
         raise typer.Exit(0)
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:
@@ -183,6 +184,18 @@ def fix_cmd(
     raise typer.Exit(0 if report.fixes else 1)
 
 
+def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:
+    """The fixes' commands as the user will paste them: their own command, edited, when
+    they gave one (`fixed_command`: every flag and environment variable the fix does not
+    change stays as typed); else rendered with the model they named. `fix` and the web
+    API's `/api/fix` answer alike."""
+    if layout.script is not None and layout.launch is not None:
+        return _in_user_words(report, layout, version)
+    if layout.model_path is not None:
+        return _with_model_path(report, layout.model_path, version)
+    return report
+
+
 def _with_model_path(report: FixReport, model_path: str, version: str | None) -> FixReport:
     """The fixes' commands with the model the user named: SGLang needs `--model-path`, and
     the API's `fix` knows only the model's facts, not where its weights are."""
@@ -191,6 +204,30 @@ def _with_model_path(report: FixReport, model_path: str, version: str | None) ->
         for f in report.fixes
     )
     return replace(report, fixes=fixes)
+
+
+def _in_user_words(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:
+    fixes = tuple(
+        replace(f, command_line=_user_command(layout, f.config, version)) for f in report.fixes
+    )
+    return replace(report, fixes=fixes)
+
+
+def _user_command(
+    layout: LayoutInput, config: Config, version: str | None, *, bare: bool = False
+) -> str:
+    from meshsat.solver.inputs.rewrite import fixed_command
+
+    assert layout.script is not None and layout.launch is not None
+    spelling = "attn_dp_size" not in get_pack(version).absent_fields
+    return fixed_command(
+        layout.script,
+        layout.launch,
+        config,
+        attn_dp_spelling=spelling,
+        model_path=layout.model_path,
+        bare=bare,
+    )
 
 
 def print_fix(report: FixReport, *, verbose: bool = False) -> None:

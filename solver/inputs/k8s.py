@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from meshsat.solver.catalogue.pd_pairs import DEFAULT_PORT
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.container import ContainerCommand, container_command
 
@@ -252,12 +253,14 @@ def lws_manifest(
     name: str = "sglang",
     image: str = "lmsysorg/sglang:latest",
     gpu_resource: str = "nvidia.com/gpu",
+    port: int = DEFAULT_PORT,
 ) -> str:
     """A LeaderWorkerSet running `command` (the SGLang launch words, without node flags)
     on `nodes` pods of `gpus_per_node` GPUs each; with more than one node, the command
     gets `--dist-init-addr $(LWS_LEADER_ADDRESS):20000 --nnodes $(LWS_GROUP_SIZE)
     --node-rank $(LWS_WORKER_INDEX)`; `replicas` groups run the same server independently
-    (plain DP replicas, each its own server behind a router)."""
+    (plain DP replicas, each its own server behind a router). The leader's `containerPort`
+    is `port`, the one the command's `--port` says the server listens on."""
     import yaml
 
     if nodes < 1 or gpus_per_node < 1 or replicas < 1:
@@ -283,7 +286,7 @@ def lws_manifest(
         if env:
             container["env"] = [{"name": k, "value": v} for k, v in env]
         if role == "leader":
-            container["ports"] = [{"containerPort": 30000, "name": "http"}]
+            container["ports"] = [{"containerPort": port, "name": "http"}]
         return {
             "metadata": {"labels": {"role": role}},
             "spec": {"containers": [container]},

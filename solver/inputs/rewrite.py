@@ -10,18 +10,26 @@ reader (`meshsat.solver.inputs.launch`), which keeps them in the user's coordina
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
 
+from meshsat.solver.backends.render import fmt_value
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import DP_GROUP, flag_words
 from meshsat.solver.inputs.convert import config_from_values
-from meshsat.solver.inputs.launch import read_launch_commands
+from meshsat.solver.inputs.launch import LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
 from meshsat.solver.inputs.spelling import spelled
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
 
 _NOT_REWRITTEN = frozenset({"node_rank", *ENV_FACTS.values()})
+_ENV_VARS = {field: var for var, field in ENV_FACTS.items()}
+#: A continuation and the blanks around it: one blank on the line `fix` prints.
+_CONTINUATION = re.compile(r"[ \t]*\\\r?\n[ \t]*")
 
 
 def rewrite_script(
@@ -41,33 +49,139 @@ def rewrite_script(
                 f"line {command.line}: the command is a manifest's list of words; --rewrite "
                 "edits shell text only (apply the fix printed above to the list by hand)"
             )
-        parsed = parse_launch(command)
-        values = {k: v for k, v in parsed.values.items() if k not in _NOT_REWRITTEN}
-        old = spelled(config_from_values(values), attn_dp_spelling)
-        changed = [
-            n
-            for n in CONFIG_SPECS
-            if old[n] != target[n] and n not in _NOT_REWRITTEN and _writable(n)
-        ]
-        for name in (n for n in CONFIG_SPECS if n in ENV_FACTS.values() and old[n] != target[n]):
-            env = next(var for var, field in ENV_FACTS.items() if field == name)
-            notes.append(f"line {command.line}: set {env} for {name} = {target[name]} by hand")
-        groups: list[tuple[str, ...]] = []
-        if attn_dp_spelling and any(n in DP_GROUP for n in changed):
-            groups.append(DP_GROUP)
-        groups += [(n,) for n in changed if not (attn_dp_spelling and n in DP_GROUP)]
-        end = command.words[-1].end
-        for fields in groups:
-            flags = " ".join(f for f in (flag_words(n, target[n]) for n in fields) if f)
-            spans = sorted(s for n in fields for s in parsed.spans.get(n, []))
-            if not spans:
-                if flags:
-                    edits.append((end, end, " " + flags))
-                continue
-            first, *rest = spans
-            edits.append((*_with_blank_before(text, first, flags), flags))
-            edits += [(*_with_blank_before(text, s, ""), "") for s in rest]
+        layout = layout_edits(text, command, target, attn_dp_spelling)
+        edits += layout.edits
+        for name, var in layout.env:
+            notes.append(f"line {command.line}: set {var} for {name} = {target[name]} by hand")
     return applied(text, edits), notes
+
+
+@dataclass(frozen=True)
+class LayoutEdits:
+    """What carrying a layout takes in one launch: the edits to its text, and the changed
+    fields no flag sets (environment variables as (field, variable); tool-only facts)."""
+
+    edits: list[tuple[int, int, str]]
+    env: list[tuple[str, str]]
+    facts: list[str]
+    #: The command's own `--model-path` (None: it names no model).
+    model_path: str | None = None
+
+
+def layout_edits(
+    text: str, command: LaunchCommand, target: dict[str, Any], attn_dp_spelling: bool
+) -> LayoutEdits:
+    """The edits that give `command` (read from `text`) the `target` values (`spelled`): a
+    flag that sets a changed field is replaced where it stands, in the user's spelling of it
+    (`--tp=6` becomes `--tp=8`), a repeat of it is removed, a field the command does not set
+    gets its flag after the command's last word."""
+    parsed = parse_launch(command)
+    values = {k: v for k, v in parsed.values.items() if k not in _NOT_REWRITTEN}
+    old = spelled(config_from_values(values), attn_dp_spelling)
+    changed = [n for n in CONFIG_SPECS if old[n] != target[n] and n not in _NOT_REWRITTEN]
+    env = [
+        (n, var)
+        for n, var in _ENV_VARS.items()
+        if parsed.values.get(n, CONFIG_SPECS[n].default) != target[n]
+    ]
+    facts = [n for n in changed if not _writable(n)]
+    changed = [n for n in changed if _writable(n)]
+    groups: list[tuple[str, ...]] = []
+    if attn_dp_spelling and any(n in DP_GROUP for n in changed):
+        groups.append(DP_GROUP)
+    groups += [(n,) for n in changed if not (attn_dp_spelling and n in DP_GROUP)]
+    end = command.words[-1].end if command.words else command.span[1]
+    edits: list[tuple[int, int, str]] = []
+    typed = {w.pos: w.text for w in command.words}
+    for fields in groups:
+        flags = " ".join(f for f in (flag_words(n, target[n]) for n in fields) if f)
+        spans = sorted(s for n in fields for s in parsed.spans.get(n, []))
+        if not spans:
+            if flags:
+                edits.append((end, end, " " + flags))
+            continue
+        first, *rest = spans
+        if len(fields) == 1:
+            flags = _as_typed(fields[0], flags, typed[first[0]])
+        edits.append((*_with_blank_before(text, first, flags), flags))
+        edits += [(*_with_blank_before(text, s, ""), "") for s in rest]
+    return LayoutEdits(edits, env, facts, parsed.model_path)
+
+
+def _as_typed(name: str, flags: str, typed: str) -> str:
+    """`flags` (`--tp-size 8`) in the spelling of the flag the user typed for `name`
+    (`--tp=6` gives `--tp=8`): an alias or `=` form of a flag that takes a value."""
+    spec = CONFIG_SPECS[name]
+    flag, eq, _ = typed.partition("=")
+    written, blank, value = flags.partition(" ")
+    if not blank or written != spec.flags[0] or flag not in spec.flags:
+        return flags
+    return f"{flag}{eq or ' '}{value}"
+
+
+def fixed_command(
+    text: str,
+    command: LaunchCommand,
+    new: Config,
+    *,
+    attn_dp_spelling: bool,
+    model_path: str | None = None,
+    bare: bool = False,
+) -> str:
+    """`command` (a launch read from `text`) carrying `new`'s layout, on one line, in the
+    user's own words: `fix` prints it for the user to paste back, so every word the fix does
+    not change stays as typed and where it was (`--port`, `--trust-remote-code`, `NCCL_*=`
+    prefixes, `nohup`, `docker run ...`, redirections), edited as `validate --rewrite` edits
+    a script (`layout_edits`). Variables the script `export`s before the launch lead the
+    line; a changed environment fact is set there; tool-only facts follow in a comment, as
+    `launch_command` writes them; `model_path` is added when the command names no model.
+    `bare`: only the environment, the launcher and its flags (what a pod runs: no wrapper,
+    no redirection), for `--emit lws`. Nothing is parsed again but the edited line for
+    `bare`: a pasted megabyte is read once."""
+    exported = command.exported
+    if command.form != "shell":  # a manifest's list: its words, as a shell would take them
+        exported = command.env
+        text = " ".join([command.program, *(shlex.quote(w.text) for w in command.words)])
+        command = read_launch_commands(text)[0]
+    target = spelled(new, attn_dp_spelling)
+    layout = layout_edits(text, command, target, attn_dp_spelling)
+    edits = list(layout.edits)
+    start, stop = command.span
+    if model_path is not None and layout.model_path is None:
+        end = command.words[-1].end if command.words else stop
+        edits.append((end, end, f" --model-path {shlex.quote(model_path)}"))
+    changed = {var for _, var in layout.env}
+    before = command.words[0].pos if command.words else stop
+    edits += [(m.start(), m.end(), "") for m in _assignments(changed).finditer(text, start, before)]
+    line = applied(text[start:stop], [(a - start, b - start, r) for a, b, r in edits])
+    line = _CONTINUATION.sub(" ", line)
+    if bare:
+        read = read_launch_commands(line)[0]
+        own = [f"{k}={shlex.quote(v)}" for k, v in dict(read.env).items()]
+        line = " ".join([*own, read.program, *(shlex.quote(w.text) for w in read.words)])
+    env = [f"{k}={shlex.quote(v)}" for k, v in exported if k not in changed]
+    env += [f"{var}={_env_value(target[n])}" for n, var in layout.env if target[n] is not None]
+    line = " ".join([*env, line])
+    if layout.facts:
+        line += "  # not SGLang flags: "
+        line += " ".join(f"{n}={fmt_value(target[n])}" for n in layout.facts)
+    return line
+
+
+def _assignments(variables: Collection[str]) -> re.Pattern[str]:
+    """A `VAR=value` word (or docker's `-e VAR=value`) of one of `variables`, with its
+    trailing blanks; a pattern that matches nothing for none."""
+    if not variables:
+        return re.compile(r"(?!)")
+    names = "|".join(map(re.escape, sorted(variables)))
+    return re.compile(rf"(?:(?:-e|--env)[ =])?(?:{names})=\S*[ \t]*")
+
+
+def _env_value(value: Any) -> str:
+    """An environment fact as SGLang reads its variable: 1/0 for a switch."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return shlex.quote(str(value))
 
 
 def set_flags(text: str, flags: dict[int, list[tuple[str, str]]]) -> str:

@@ -398,13 +398,16 @@ def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wo
 
 
 def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
+    from meshsat.solver.cli.fix_cmd import with_commands
     from meshsat.solver.cli.memory_options import memory_model, report_pack
     from meshsat.solver.repair.fix import fix
 
     version = params.get("sglang_version")
     deployment = _deployment(params)
     if deployment is not None:  # a deployment: fixed server by server, as `meshsat fix` does
+        from meshsat.solver.cli.deployment_cmd import in_user_words
         from meshsat.solver.deployment.fix import fix_deployment
+        from meshsat.solver.packs import get_pack
 
         if (
             params.get("gpus") is not None
@@ -424,6 +427,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
             objective=params["objective"],
             timeout_s=min(params["timeout"], MAX_FIX_TIMEOUT_S),
         )
+        result = in_user_words(result, deployment, get_pack(version))
         return Answer(result.to_dict(), 0 if result.ok else 1, _server_notes(deployment))
     layout = _layout(params, "fix")
     memory = memory_model(
@@ -445,6 +449,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         sglang_version=version,
         memory=memory,
     )
+    report = with_commands(report, layout, version)
     return Answer(report.to_dict(), 0 if report.fixes else 1, layout.notes)
 
 

@@ -1,0 +1,213 @@
+"""`fix` on a pasted command prints the user's own command, edited: every word the fix did
+not change stays as typed.
+
+Oracles, none of them the editor itself:
+- the real SGLang 0.5.23's parser: `python -m fidelity.kept_flags` handed a padded broken
+  command and the command `fix` printed for it to that release's `launch_server` parser
+  (tests/fixtures/kept_flags/0.5.23.jsonl.gz): every option but the fixed fields must parse
+  to the same value, and the fixed fields to the fix's values;
+- meshsat's own launch reader, on random padding drawn from the release's recorded flag
+  table (a hypothesis property): the printed command (and `validate --rewrite`'s script,
+  the same editor) reads back as the fixed layout, and its words outside the layout flags
+  are the input's, in order, with the same values.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shlex
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fidelity.compare import sglang_resolved
+from fidelity.kept_flags import BROKEN, LAUNCHER, extra_flags, fixture_path
+from meshsat.solver.inputs.launch import LaunchCommand, read_launch_commands
+from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
+from meshsat.solver.inputs.rewrite import fixed_command, rewrite_script
+from meshsat.solver.inputs.sglang_cmdline import parse_launch
+from meshsat.solver.inputs.spelling import spelled
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.packs import get_pack
+from meshsat.solver.repair.fix import fix
+from meshsat.solver.repair.results import FixResult
+from tests.cli_helpers import run_cli
+
+VERSION = "0.5.23"
+#: Fields a flag sets, as the launch command writes them (not tool-only facts).
+WRITTEN = [n for n, s in CONFIG_SPECS.items() if s.flags and not s.tool_only and n != "node_rank"]
+
+
+def best(command: str) -> FixResult:
+    """The fix of a command's layout (padding may say where it runs: Ascend-only flags)."""
+    config = load_layout(LayoutSources(sglang=command), release=VERSION).config
+    return _fixed(json.dumps(config.model_dump(exclude_unset=True), sort_keys=True))
+
+
+@cache
+def _fixed(values: str) -> FixResult:
+    return fix(Config.model_validate(json.loads(values)), sglang_version=VERSION).best
+
+
+def layout_of(command: str) -> dict[str, Any]:
+    config = load_layout(LayoutSources(sglang=command), release=VERSION).config
+    return {n: v for n, v in spelled(config, True).items() if n in WRITTEN}
+
+
+def printed(command: str, result: FixResult) -> str:
+    spelling = "attn_dp_size" not in get_pack(VERSION).absent_fields
+    (launch,) = read_launch_commands(command)
+    return fixed_command(command, launch, result.config, attn_dp_spelling=spelling)
+
+
+def untouched(command: LaunchCommand) -> list[str]:
+    """The words of a launch outside every layout flag (and its value), as the shell
+    passes them on."""
+    spans = [s for found in parse_launch(command).spans.values() for s in found]
+    return [w.text for w in command.words if not any(a <= w.pos < b for a, b in spans)]
+
+
+def rows() -> list[dict[str, Any]]:
+    with gzip.open(fixture_path(VERSION), "rt") as fh:
+        return [json.loads(line) for line in fh if line.strip()][1:]
+
+
+@pytest.mark.parametrize("row", rows(), ids=lambda r: r["command"][32:60])
+def test_sglang_parses_the_kept_flags_as_before(row: dict[str, Any]) -> None:
+    result = best(row["command"])
+    assert layout_of(row["command"]) == layout_of(f"{LAUNCHER} {row['base']}")
+    assert printed(row["command"], result) == row["fixed"]  # what the release parsed
+    assert row["fixed_error"] == row["input_error"]
+    if row["input_error"] is not None:
+        return
+    before, after = row["input_args"], row["fixed_args"]
+    moved = {k for k in before if before[k] != after[k]}
+    layout = {c.field for c in result.changes} | {"attn_dp_size", "dp_size"}
+    assert moved and moved <= layout | {"enable_dp_attention"}
+    seen = sglang_resolved(after)
+    for change in result.changes:
+        assert seen[change.field] == change.new, change
+
+
+_VALUE = st.text(st.sampled_from("abcXYZ019 _-.:/,='\"{}"), min_size=1, max_size=8).filter(
+    lambda v: not v.startswith("-")
+)
+
+
+@st.composite
+def padded(draw: st.DrawFn) -> tuple[str, str]:
+    """A broken layout with random release flags (and values needing quotes), `--flag=value`
+    forms and environment prefixes mixed in."""
+    base = draw(st.sampled_from(BROKEN))
+    groups = shlex.split(base)
+    layout: list[str] = []
+    for word in groups:
+        if word.startswith("--") or not layout:
+            layout.append(word)
+        else:
+            layout[-1] += " " + word
+    extras: list[str] = []
+    for flag, arity in draw(st.lists(st.sampled_from(extra_flags(VERSION)), max_size=6)):
+        values = [shlex.quote(draw(_VALUE)) for _ in range(min(arity, 1 + draw(st.booleans())))]
+        if arity == 1 and draw(st.booleans()):
+            extras.append(f"{flag}={values[0]}")
+        else:
+            extras.append(" ".join([flag, *values]))
+    words = draw(st.permutations([*layout, *extras]))
+    env = [f"NCCL_{i}={shlex.quote(draw(_VALUE))}" for i in range(draw(st.integers(0, 2)))]
+    return base, " ".join([*env, LAUNCHER, "--model-path", "M", *words])
+
+
+@settings(max_examples=40, deadline=None)
+@given(padded())
+def test_every_flag_the_fix_does_not_touch_survives(case: tuple[str, str]) -> None:
+    base, command = case
+    result = best(command)
+    assert layout_of(command) == layout_of(f"{LAUNCHER} {base}")
+    line = printed(command, result)
+    wanted = spelled(result.config, True)
+    assert layout_of(line) == {n: v for n, v in wanted.items() if n in WRITTEN}
+    script, _ = rewrite_script(command, result.config, attn_dp_spelling=True)  # one editor
+    (before,) = read_launch_commands(command)
+    for text in (line, script):
+        (after,) = read_launch_commands(text)
+        assert after.env == before.env
+        assert untouched(after) == untouched(before)
+    assert layout_of(script) == layout_of(line)
+
+
+PASTED = (
+    "NCCL_DEBUG=INFO python -m sglang.launch_server --model-path M --tp 6 --port 30010 "
+    "--host 0.0.0.0 --trust-remote-code --served-model-name 'my model' --dp=4 "
+    "--max-running-requests 64 --enable-dp-attention"
+)
+
+
+def test_fix_prints_the_pasted_command_with_only_the_layout_changed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = run_cli(capsys, "fix", "--sglang", PASTED, "--json")
+    assert run.code == 0, run.err
+    fixes = json.loads(run.out)["fixes"]
+    changed = {c["field"]: c["new"] for c in fixes[0]["changes"]}
+    assert changed == {"dp_size": 3}  # the fix this layout needs, then the command:
+    assert fixes[0]["command_line"] == (
+        "NCCL_DEBUG=INFO python -m sglang.launch_server --model-path M --tp 6 --port 30010 "
+        "--host 0.0.0.0 --trust-remote-code --served-model-name 'my model' --attn-dp-size 3 "
+        "--max-running-requests 64"
+    )
+
+
+def test_emitted_lws_listens_where_the_command_says(capsys: pytest.CaptureFixture[str]) -> None:
+    run = run_cli(capsys, "fix", "--sglang", f"nohup {PASTED} > log 2>&1 &", "--emit", "lws")
+    assert run.code == 0, run.err
+    (lws,) = yaml.safe_load_all(run.out)
+    leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+    assert leader["ports"] == [{"containerPort": 30010, "name": "http"}]
+    assert leader["env"] == [{"name": "NCCL_DEBUG", "value": "INFO"}]
+    words = leader["command"]
+    assert words[:3] == ["python", "-m", "sglang.launch_server"]  # no nohup, no redirection
+    assert words[words.index("--served-model-name") + 1] == "my model"
+    assert ">" not in words
+
+
+PD_SCRIPT = (
+    "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+    "--disaggregation-mode prefill --port 30000 --page-size 16 "
+    "--disaggregation-transfer-backend nixl --tp 2\n"
+    "NCCL_DEBUG=INFO python -m sglang.launch_server --model-path "
+    "meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode decode --port=30001 "
+    "--random-seed 7 --disaggregation-transfer-backend nixl --tp 4 --dp 3 "
+    "--enable-dp-attention --base-gpu-id 2\n"
+    "python -m sglang_router.launch_router --pd-disaggregation "
+    "--prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n"
+)
+
+
+def test_each_server_of_a_deployment_keeps_its_own_flags(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "pd.sh"
+    path.write_text(PD_SCRIPT)
+    run = run_cli(capsys, "fix", "--sglang-file", str(path), "--json")
+    assert run.code == 0, run.err
+    roles = json.loads(run.out)["roles"]
+    launches = read_launch_commands(PD_SCRIPT)
+    assert [r["fixes"][0]["changes"] for r in roles][1] == [
+        {"field": "dp_size", "old": 3, "new": 4}
+    ]
+    for role, before in zip(roles, launches, strict=True):
+        (after,) = read_launch_commands(role["fixes"][0]["command_line"])
+        assert after.env == before.env
+        assert untouched(after) == untouched(before)
+        config = Config.model_validate(role["fixes"][0]["config"])
+        assert layout_of(role["fixes"][0]["command_line"]) == {
+            n: v for n, v in spelled(config, True).items() if n in WRITTEN
+        }
