@@ -131,18 +131,15 @@ class LaunchCommand:
     #: LeaderWorkerSet, Deployment, StatefulSet or ReplicaSet; 1 in a script): each copy is
     #: its own server, never a node of another (`meshsat.solver.deployment.reader`).
     replicas: int = 1
-<<<<<<< HEAD
     #: The manifest object that runs it (`LeaderWorkerSet/pd-prefill`; "" in a script): its
     #: copies' names, which a router's URLs may name (ROUTER-REPLICA-URLS).
     owner: str = ""
-=======
     #: Where the whole simple command stands in the text (its environment prefix, `docker
     #: run ...`, the launcher, the flags, its redirections), for the fixed command `fix`
     #: prints in the user's own words; (-1, -1) for a manifest's list.
     span: tuple[int, int] = (-1, -1)
     #: The variables an `export` before the launch set (also in `env`): outside `span`.
     exported: tuple[tuple[str, str], ...] = ()
->>>>>>> keep-flags
 
     @property
     def router(self) -> bool:

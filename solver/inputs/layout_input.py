@@ -93,13 +93,10 @@ class LayoutInput:
     #: and how many copies of this server it runs (`spec.replicas`); from a compose file,
     #: the service and its `deploy.replicas`; None from anything else.
     manifest: ManifestLaunch | None = None
-<<<<<<< HEAD
     #: From a multi-node launch: the nodes whose own GPU ids differ from the first node's.
     nodes: tuple[NodePlacement, ...] = ()
-=======
     #: The launch read from `script` (a job's first node), which `fix` prints edited.
     launch: LaunchCommand | None = None
->>>>>>> keep-flags
 
 
 def load_layout(
@@ -158,13 +155,10 @@ def load_layout(
                 "flags; SGLang still reads them): " + listed(list(dict.fromkeys(parsed.ignored)))
             )
         job, model_path, signs = tuple(parsed.job), parsed.model_path, parsed.ascend_signs
-<<<<<<< HEAD
         nodes = tuple(parsed.nodes)
         if manifest is None and parsed.owner:  # a compose service: its deploy.replicas
             manifest = ManifestLaunch(text or "", "", parsed.replicas, parsed.owner)
-=======
         first = parsed.launch
->>>>>>> keep-flags
         if release is not None and release_flags(release) is not None:
             missing = missing_from_release(parsed.flags, release)
             missing += refused_values(parsed.given, release)
@@ -203,11 +197,8 @@ def load_layout(
         text,
         model_path_of(sources.model) if sources.model is not None else model_path,
         manifest,
-<<<<<<< HEAD
         nodes,
-=======
         first,
->>>>>>> keep-flags
     )
 
 

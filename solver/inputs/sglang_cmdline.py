@@ -110,15 +110,12 @@ class ParsedCommandLine:
     #: what `accelerator.infer_platform` reads the platform from.
     ascend_signs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-<<<<<<< HEAD
     #: The first launch's `LaunchCommand.replicas` and `.owner`: the copies a manifest's
     #: object (a compose service's `deploy.replicas`) runs of this job.
     replicas: int = 1
     owner: str = ""
-=======
     #: The (first node's) launch read, for the command `fix` prints in the user's words.
     launch: LaunchCommand | None = None
->>>>>>> keep-flags
 
 
 @cache
@@ -432,11 +429,8 @@ def parse_job(
     (`meshsat.solver.deployment`) for each server of a deployment."""
     parsed = [_with_config_file(c, parse_launch(c), search) for c in commands]
     first = parsed[0]
-<<<<<<< HEAD
     first.replicas, first.owner = commands[0].replicas, commands[0].owner
-=======
     first.launch = commands[0]
->>>>>>> keep-flags
     if len(parsed) > 1:
         first.job = _check_job(commands, parsed)
         first.nodes = _node_placements(commands, parsed)
