@@ -36,6 +36,8 @@ from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
         ("--moe-data-parallel-size", "moe_dp_size"),
         ("--nnodes", "nnodes"),
         ("--dwdp-size", "dwdp_size"),
+        ("--attn-dp-size", "attn_dp_size"),
+        ("--attention-data-parallel-size", "attn_dp_size"),
     ],
 )
 def test_size_flag_aliases(flag: str, field: str) -> None:

@@ -203,7 +203,7 @@ class Config(BaseModel):
         "DP-attention width (SGLang >= 0.5.23, where --dp-size then counts replicas). Read "
         "as enable_dp_attention with dp_size = attn_dp_size; releases without the flag "
         "reject it.",
-        flags=("--attn-dp-size",),
+        flags=("--attn-dp-size", "--attention-data-parallel-size"),
         size=True,
         group="attention",
     )
