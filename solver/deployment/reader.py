@@ -76,6 +76,12 @@ def _flag(command: LaunchCommand, *names: str) -> _Flag | None:
     return found
 
 
+def flag_text(command: LaunchCommand, name: str) -> str | None:
+    """A flag's last value as written (a shell expansion as its text); None when absent."""
+    found = _flag(command, name)
+    return None if found is None else found.text
+
+
 def _has(command: LaunchCommand, name: str) -> bool:
     return any(w.text == name or w.text.startswith(name + "=") for w in command.words)
 
