@@ -168,4 +168,3 @@ def ranges(ids: Iterable[int]) -> str:
         else:
             runs.append([i])
     return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
-
