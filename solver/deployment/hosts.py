@@ -28,11 +28,10 @@ from typing import Any
 from meshsat.solver.deployment.model import Server
 from meshsat.solver.deployment.reader import flag_text
 from meshsat.solver.groups import Widths
-from meshsat.solver.inputs.accelerator import VISIBLE_DEVICES_ENV
+from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV, VISIBLE_DEVICES_ENV
 from meshsat.solver.placement import launches
 
 #: The variable that lists a process's devices, per platform (CUDA's for every other).
-CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
 VISIBLE_ENV: dict[str, str] = {"npu": VISIBLE_DEVICES_ENV}
 
 #: Programs that run the command they are given on another machine.
@@ -58,7 +57,7 @@ class Devices:
         if self.visible is not None:
             name, ids = self.visible
             return f"{name}={','.join(map(str, ids))}"
-        name = VISIBLE_ENV.get(self.server.layout.config.platform, CUDA_VISIBLE)
+        name = VISIBLE_ENV.get(self.server.layout.config.platform, CUDA_VISIBLE_DEVICES_ENV)
         return f"GPUs {ranges(self.local)}, no {name}"
 
 
@@ -88,7 +87,7 @@ def devices(server: Server, resolved: Mapping[str, Any], release: str) -> Device
         return None
     local = tuple(x.gpu for x in launches(widths.job))
     command = server.commands[0]
-    name = VISIBLE_ENV.get(server.layout.config.platform, CUDA_VISIBLE)
+    name = VISIBLE_ENV.get(server.layout.config.platform, CUDA_VISIBLE_DEVICES_ENV)
     given = [value for var, value in command.env if var == name]
     if not given:
         return Devices(server, local, None, frozenset(local))

@@ -39,6 +39,7 @@ from meshsat.solver.deployment.model import (
     kind_text,
 )
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV
 from meshsat.solver.inputs.k8s import ReplicasError, looks_like_manifest
 from meshsat.solver.inputs.launch import ROUTER_MODULES, LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
@@ -122,9 +123,10 @@ FACT_FLAGS: dict[str, str] = {
 }
 #: Where a server listens (`endpoint_of`), which the router rules read.
 ENDPOINT_FLAGS = ("--host", "--port")
-#: The flags `facts_of` and `endpoint_of` read: a deployment's rules check them, so a server
-#: of a deployment does not list them among the flags meshsat does not check.
-DEPLOYMENT_FLAGS = frozenset((*FACT_FLAGS.values(), *ENDPOINT_FLAGS))
+#: The flags `facts_of` and `endpoint_of` read, and the GPU list HOST-GPU-OVERLAP reads: a
+#: deployment's rules check them, so a server of a deployment does not list them among the
+#: flags meshsat does not check.
+DEPLOYMENT_FLAGS = frozenset((*FACT_FLAGS.values(), *ENDPOINT_FLAGS, CUDA_VISIBLE_DEVICES_ENV))
 
 
 def facts_of(command: LaunchCommand) -> Facts:
