@@ -339,7 +339,7 @@ def test_a_regular_routers_worker_urls_are_checked() -> None:
     server listens on ROUTER-UNKNOWN-URL."""
     text = (
         "python -m sglang.launch_server --model-path m --tp 2 --port 30000\n"
-        "python -m sglang.launch_server --model-path m --tp 2 --port 30001\n"
+        "python -m sglang.launch_server --model-path m --tp 2 --port 30001 --base-gpu-id 2\n"
         "python -m sglang_router.launch_router --worker-urls http://127.0.0.1:30000 "
         "http://127.0.0.1:30001\n"
     )
@@ -378,7 +378,8 @@ def test_fix_finds_an_attention_tp_the_rules_accept() -> None:
         "python -m sglang.launch_server --disaggregation-mode prefill --tp 2 "
         "--disaggregation-transfer-backend nixl --port 30000\n"
         "python -m sglang.launch_server --disaggregation-mode decode --tp 4 --dp 2 "
-        "--enable-dp-attention --disaggregation-transfer-backend nixl --port 30001\n"
+        "--enable-dp-attention --disaggregation-transfer-backend nixl --port 30001 "
+        "--base-gpu-id 2\n"
     )
     assert "PD-NIXL-RANK-GROUPS" in {f.rule for f in verdict(text, "0.4.6.post5").errors}
     result = fix_deployment(text, sglang_version="0.4.6.post5")

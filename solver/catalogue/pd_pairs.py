@@ -405,6 +405,27 @@ DEPLOYMENT_RULES: tuple[DeploymentRule, ...] = (
         "LeaderWorkerSet needs its router edited too)",
     ),
     DeploymentRule(
+        "HOST-GPU-OVERLAP",
+        "the {a} server on line {line_a} ({how_a}) and the {b} server on line {line_b} "
+        "({how_b}) run on one machine and both take its GPU(s) {shared}: the second to "
+        "start fails at memory profiling or runs out of GPU memory",
+        "sglang/srt/managers/scheduler.py: each rank takes torch.cuda.set_device(gpu_id) "
+        "with the share --mem-fraction-static asks; nothing checks GPUs across servers",
+        ((_ALL, "error"),),
+        "give each server its own GPUs: CUDA_VISIBLE_DEVICES=... per server "
+        "(ASCEND_RT_VISIBLE_DEVICES on Ascend), or --base-gpu-id past the other's last GPU; "
+        "servers on separate machines: give each its own --host, or start it with ssh/srun",
+    ),
+    DeploymentRule(
+        "HOST-GPU-COUNT",
+        "the {count} servers on one machine ({names}) need {need} GPUs together, but the "
+        "machine has {gpus_per_node} (gpus_per_node)",
+        "meshsat: the servers of one script on one machine",
+        ((_ALL, "warning"),),
+        "use fewer or smaller servers on the machine, or start some on another machine "
+        "(ssh/srun, or their own --host); give the machine's size with --set gpus_per_node=N",
+    ),
+    DeploymentRule(
         "ROUTER-UNKNOWN-URL",
         "the router on line {line} names {url}, which no server in this script listens on",
         "meshsat: the router's view of the servers",

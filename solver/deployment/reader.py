@@ -39,6 +39,7 @@ from meshsat.solver.deployment.model import (
     kind_text,
 )
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV
 from meshsat.solver.inputs.k8s import ReplicasError, looks_like_manifest
 from meshsat.solver.inputs.launch import ROUTER_MODULES, LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
@@ -74,6 +75,12 @@ def _flag(command: LaunchCommand, *names: str) -> _Flag | None:
         elif i + 1 < len(words) and not words[i + 1].text.startswith("--"):
             found = _Flag(words[i + 1].text, words[i + 1].expansion is not None)
     return found
+
+
+def flag_text(command: LaunchCommand, name: str) -> str | None:
+    """A flag's last value as written (a shell expansion as its text); None when absent."""
+    found = _flag(command, name)
+    return None if found is None else found.text
 
 
 def _has(command: LaunchCommand, name: str) -> bool:
@@ -116,9 +123,10 @@ FACT_FLAGS: dict[str, str] = {
 }
 #: Where a server listens (`endpoint_of`), which the router rules read.
 ENDPOINT_FLAGS = ("--host", "--port")
-#: The flags `facts_of` and `endpoint_of` read: a deployment's rules check them, so a server
-#: of a deployment does not list them among the flags meshsat does not check.
-DEPLOYMENT_FLAGS = frozenset((*FACT_FLAGS.values(), *ENDPOINT_FLAGS))
+#: The flags `facts_of` and `endpoint_of` read, and the GPU list HOST-GPU-OVERLAP reads: a
+#: deployment's rules check them, so a server of a deployment does not list them among the
+#: flags meshsat does not check.
+DEPLOYMENT_FLAGS = frozenset((*FACT_FLAGS.values(), *ENDPOINT_FLAGS, CUDA_VISIBLE_DEVICES_ENV))
 
 
 def facts_of(command: LaunchCommand) -> Facts:

@@ -21,6 +21,7 @@ from meshsat.solver.catalogue.pd_pairs import (
     Side,
     deployment_rule,
 )
+from meshsat.solver.deployment import hosts
 from meshsat.solver.deployment.model import Deployment, Facts, Router, Server, Target
 from meshsat.solver.deployment.reader import reaches
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -167,6 +168,9 @@ def check(
                     )
     for function in dict.fromkeys(_DEPLOYMENT_CHECKS.values()):
         findings += [_in_release(f, release) for f in function(deployment) if _applies(f, release)]
+    for resolved_check in dict.fromkeys(_RESOLVED_CHECKS.values()):
+        found = resolved_check(deployment, reports, release)
+        findings += [_in_release(f, release) for f in found if _applies(f, release)]
     return findings, undecided
 
 
@@ -339,6 +343,60 @@ _DEPLOYMENT_CHECKS: dict[str, Callable[[Deployment], Iterator[Finding]]] = {
 }
 
 
+def _host_gpus(
+    deployment: Deployment, reports: Mapping[str, Report], release: str
+) -> Iterator[Finding]:
+    """HOST-GPU-OVERLAP for every two servers on one machine that share a GPU, and
+    HOST-GPU-COUNT when the script is one machine's and its servers need more GPUs than
+    a node size the sources give (`meshsat.solver.deployment.hosts`)."""
+    placed = [
+        found
+        for s in deployment.servers
+        if hosts.may_share(s, deployment.text)
+        and (found := hosts.devices(s, reports[s.name].resolved, release)) is not None
+    ]
+    for a, b, shared in hosts.overlaps(placed):
+        yield _finding(
+            "HOST-GPU-OVERLAP",
+            (a.server.name, b.server.name),
+            a=a.server.role,
+            line_a=a.server.line,
+            how_a=a.text(),
+            b=b.server.role,
+            line_b=b.server.line,
+            how_b=b.text(),
+            shared=hosts.ranges(shared),
+        )
+    together = hosts.machine(placed)
+    sizes = [
+        d.server.layout.config.gpus_per_node
+        for d in together or ()
+        if "gpus_per_node" in d.server.layout.config.user_set() and d.visible is None
+    ]
+    if together is None or not sizes:
+        return
+    need = sum(len(set(d.local)) for d in together)
+    if need > max(sizes):
+        yield _finding(
+            "HOST-GPU-COUNT",
+            tuple(d.server.name for d in together),
+            count=len(together),
+            names=", ".join(d.server.name for d in together),
+            need=need,
+            gpus_per_node=max(sizes),
+        )
+
+
+#: The deployment rules that read the servers' resolved layouts (their reports) and the
+#: release (whose launcher places ranks).
+_RESOLVED_CHECKS: dict[
+    str, Callable[[Deployment, Mapping[str, Report], str], Iterator[Finding]]
+] = {
+    "HOST-GPU-OVERLAP": _host_gpus,
+    "HOST-GPU-COUNT": _host_gpus,
+}
+
+
 def checked_ids() -> frozenset[str]:
     """The deployment rules that have a check (a test holds it to `DEPLOYMENT_RULES`)."""
-    return frozenset(_DEPLOYMENT_CHECKS)
+    return frozenset((*_DEPLOYMENT_CHECKS, *_RESOLVED_CHECKS))

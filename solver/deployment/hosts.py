@@ -1,0 +1,169 @@
+"""Which servers of a deployment run on one machine, and which physical GPUs each takes.
+
+Why: SGLang places one server's ranks (solver/placement.py) but never looks across
+servers; two servers started on one machine over the same GPUs both start, and the second
+fails at memory profiling or runs out of memory. A script says where a server runs only
+indirectly, so meshsat decides it (docs/placement.md, "Servers on one machine"):
+
+- A server may share a machine only when it is one node of a shell script: one launch,
+  `--nnodes 1`, not run by a manifest object (each pod has its own GPUs) and not started
+  through a remote runner (`ssh host ...`, `srun ...`).
+- Two such servers are on different machines when their `--host`, or the host of their
+  `--dist-init-addr`, is written differently (neither a loopback or wildcard address),
+  or when they listen on the same port (one machine cannot bind it twice).
+  Any other two are on one machine.
+
+A server's physical GPUs are its local GPU ids (SGLang's placement of its ranks with its
+`--base-gpu-id`/`--gpu-id-step`) read through its visible-devices list when it has one:
+`CUDA_VISIBLE_DEVICES`, or `ASCEND_RT_VISIBLE_DEVICES` on Ascend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+from meshsat.solver.deployment.model import Server
+from meshsat.solver.deployment.reader import flag_text
+from meshsat.solver.groups import Widths
+from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV, VISIBLE_DEVICES_ENV
+from meshsat.solver.placement import launches
+
+#: The variable that lists a process's devices, per platform (CUDA's for every other).
+VISIBLE_ENV: dict[str, str] = {"npu": VISIBLE_DEVICES_ENV}
+
+#: Programs that run the command they are given on another machine.
+REMOTE_RUNNERS = frozenset({"ssh", "srun", "mpirun", "mpiexec", "pdsh", "kubectl", "salloc"})
+_ANY_HOST = frozenset({"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0", "::", "[::]"})
+
+
+@dataclass(frozen=True)
+class Devices:
+    """One server's GPUs on its machine."""
+
+    server: Server
+    #: The local GPU ids its ranks take, in SGLang's launch order.
+    local: tuple[int, ...]
+    #: The variable and list that map them to the machine's GPUs (None: no list given).
+    visible: tuple[str, tuple[int, ...]] | None
+    #: The machine's GPU ids: `local` read through `visible`; ids past the list's end are
+    #: left out (the server fails on its own there: invalid device ordinal).
+    physical: frozenset[int]
+
+    def text(self) -> str:
+        """How a message says where the GPUs come from."""
+        if self.visible is not None:
+            name, ids = self.visible
+            return f"{name}={','.join(map(str, ids))}"
+        name = VISIBLE_ENV.get(self.server.layout.config.platform, CUDA_VISIBLE_DEVICES_ENV)
+        return f"GPUs {ranges(self.local)}, no {name}"
+
+
+def visible_ids(text: str) -> tuple[int, ...] | None:
+    """The device ids a visible-devices value lists, up to the first one the runtime cannot
+    read (CUDA and CANN both stop there); None when the value is a shell expansion or names
+    devices otherwise (`GPU-<uuid>`, `MIG-...`): not known here."""
+    if "$" in text or "`" in text:
+        return None
+    ids: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            break
+        ids.append(int(part))
+    if not ids and text.strip():
+        return None
+    return tuple(ids)
+
+
+def devices(server: Server, resolved: Mapping[str, Any], release: str) -> Devices | None:
+    """The server's GPUs on its machine; None when they are not known here (a visible list
+    that is a shell expansion, a layout SGLang would refuse before placing ranks)."""
+    try:
+        widths = Widths.of(resolved, release)
+    except ValueError:
+        return None
+    local = tuple(x.gpu for x in launches(widths.job))
+    command = server.commands[0]
+    name = VISIBLE_ENV.get(server.layout.config.platform, CUDA_VISIBLE_DEVICES_ENV)
+    given = [value for var, value in command.env if var == name]
+    if not given:
+        return Devices(server, local, None, frozenset(local))
+    ids = visible_ids(given[-1])
+    if ids is None:
+        return None
+    physical = frozenset(ids[i] for i in local if 0 <= i < len(ids))
+    return Devices(server, local, (name, ids), physical)
+
+
+def may_share(server: Server, text: str) -> bool:
+    """Whether the server may share a machine with another of the script's servers: one
+    shell launch of one node, not started through a remote runner."""
+    command = server.commands[0]
+    if len(server.commands) > 1 or server.replicas > 1 or command.form != "shell":
+        return False
+    if server.layout.config.nnodes > 1 or command.owner:
+        return False
+    end = command.words[0].pos if command.words else command.span[1]
+    before = text[max(command.span[0], 0) : end].split()
+    return not any(word.rsplit("/", 1)[-1] in REMOTE_RUNNERS for word in before)
+
+
+def _hosts(server: Server) -> dict[str, str]:
+    """The machine a server names for itself, as written, per flag: `--host` and the host
+    part of `--dist-init-addr`; loopback and wildcard addresses name none."""
+    command = server.commands[0]
+    named: dict[str, str] = {}
+    for name in ("--host", "--dist-init-addr"):
+        value = flag_text(command, name)
+        if value is None:
+            continue
+        host = value.rsplit(":", 1)[0] if name == "--dist-init-addr" else value
+        if host not in _ANY_HOST:
+            named[name] = host
+    return named
+
+
+def one_machine(a: Server, b: Server) -> bool:
+    """Whether two servers that `may_share` run on the same machine (module docstring).
+    Either flag written differently tells machines apart: SGLang's Ascend recipe gives both
+    servers `--host ${local_ip}` (each machine's own address) but each its own
+    `--dist-init-addr`."""
+    ha, hb = _hosts(a), _hosts(b)
+    if any(flag in hb and ha[flag] != hb[flag] for flag in ha):
+        return False
+    pa, pb = a.endpoint.port, b.endpoint.port
+    return pa is None or pb is None or pa != pb
+
+
+def overlaps(placed: list[Devices]) -> list[tuple[Devices, Devices, frozenset[int]]]:
+    """Every pair of servers on one machine that share GPUs, with the shared ids."""
+    return [
+        (a, b, a.physical & b.physical)
+        for a, b in combinations(placed, 2)
+        if one_machine(a.server, b.server) and a.physical & b.physical
+    ]
+
+
+def machine(placed: list[Devices]) -> list[Devices] | None:
+    """The servers as one machine's, when there are two or more and every two of them are
+    on one machine (the single-machine demo); None otherwise (several machines, or a
+    grouping this reading cannot settle)."""
+    if len(placed) < 2:
+        return None
+    if all(one_machine(a.server, b.server) for a, b in combinations(placed, 2)):
+        return placed
+    return None
+
+
+def ranges(ids: Iterable[int]) -> str:
+    """`0-3, 6`: ids as sorted runs."""
+    runs: list[list[int]] = []
+    for i in sorted(set(ids)):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
