@@ -42,7 +42,7 @@ def shared(report: DeploymentReport) -> list[set[int]]:
     """The GPU ids each HOST-GPU-OVERLAP finding names (`0-3, 6` read back as runs)."""
     out = []
     for f in report.findings:
-        if f.rule != "HOST-GPU-OVERLAP":
+        if f.rule not in ("HOST-GPU-OVERLAP", "HOST-GPU-UNPLACED"):
             continue
         match = re.search(r"take its GPU\(s\) ([\d, -]+):", f.message)
         assert match is not None, f.message
@@ -133,8 +133,25 @@ def seeded(prefill: str = "", decode: str = "", prefix: str = "", port: int = 30
     ],
 )
 def test_servers_on_separate_machines_are_not_compared(text: str) -> None:
-    assert "HOST-GPU-OVERLAP" in {f.rule for f in verdict(seeded(), "0.5.23").errors}
-    assert "HOST-GPU-OVERLAP" not in {f.rule for f in verdict(text, "0.5.23").findings}
+    assert "HOST-GPU-OVERLAP" in {
+        f.rule for f in verdict(seeded("--base-gpu-id 0"), "0.5.23").errors
+    }
+    assert not {f.rule for f in verdict(text, "0.5.23").findings} & {
+        "HOST-GPU-OVERLAP",
+        "HOST-GPU-UNPLACED",
+    }
+
+
+def test_servers_that_choose_no_gpus_overlap_as_a_warning() -> None:
+    """Neither server sets CUDA_VISIBLE_DEVICES, --base-gpu-id or --gpu-id-step: on one
+    machine both take GPUs 0-3, but two machines the script does not tell apart look the
+    same, so the finding warns; once either server chooses its GPUs it is an error."""
+    plain = verdict(seeded(), "0.5.23")
+    (finding,) = [f for f in plain.findings if f.rule.startswith("HOST-GPU")]
+    assert (finding.rule, finding.severity) == ("HOST-GPU-UNPLACED", "warning")
+    assert plain.valid and "GPU(s) 0-3" in finding.message
+    chosen = verdict(seeded(decode="--gpu-id-step 1"), "0.5.23")
+    assert not chosen.valid and [f.rule for f in chosen.errors] == ["HOST-GPU-OVERLAP"]
 
 
 def pod(role: str, port: int) -> str:

@@ -417,6 +417,18 @@ DEPLOYMENT_RULES: tuple[DeploymentRule, ...] = (
         "servers on separate machines: give each its own --host, or start it with ssh/srun",
     ),
     DeploymentRule(
+        "HOST-GPU-UNPLACED",
+        "the {a} server on line {line_a} ({how_a}) and the {b} server on line {line_b} "
+        "({how_b}) choose no GPUs, so on one machine both take its GPU(s) {shared}: the "
+        "second to start fails at memory profiling or runs out of GPU memory",
+        "sglang/srt/managers/scheduler.py: each rank takes torch.cuda.set_device(gpu_id) "
+        "from --base-gpu-id 0; nothing checks GPUs across servers",
+        ((_ALL, "warning"),),
+        "on one machine, give each server its own GPUs (CUDA_VISIBLE_DEVICES=... per server, "
+        "or --base-gpu-id past the other's last GPU); on separate machines, say so: each its "
+        "own --host, or start it with ssh/srun",
+    ),
+    DeploymentRule(
         "HOST-GPU-COUNT",
         "the {count} servers on one machine ({names}) need {need} GPUs together, but the "
         "machine has {gpus_per_node} (gpus_per_node)",

@@ -51,6 +51,9 @@ class Devices:
     #: The machine's GPU ids: `local` read through `visible`; ids past the list's end are
     #: left out (the server fails on its own there: invalid device ordinal).
     physical: frozenset[int]
+    #: Whether the script chose them (a visible-devices list, `--base-gpu-id` or
+    #: `--gpu-id-step`): a script that places servers by hand means one machine.
+    chosen: bool = False
 
     def text(self) -> str:
         """How a message says where the GPUs come from."""
@@ -89,13 +92,14 @@ def devices(server: Server, resolved: Mapping[str, Any], release: str) -> Device
     command = server.commands[0]
     name = VISIBLE_ENV.get(server.layout.config.platform, CUDA_VISIBLE_DEVICES_ENV)
     given = [value for var, value in command.env if var == name]
+    placed = bool({"base_gpu_id", "gpu_id_step"} & server.layout.config.user_set())
     if not given:
-        return Devices(server, local, None, frozenset(local))
+        return Devices(server, local, None, frozenset(local), placed)
     ids = visible_ids(given[-1])
     if ids is None:
         return None
     physical = frozenset(ids[i] for i in local if 0 <= i < len(ids))
-    return Devices(server, local, (name, ids), physical)
+    return Devices(server, local, (name, ids), physical, True)
 
 
 def may_share(server: Server, text: str) -> bool:

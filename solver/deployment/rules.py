@@ -346,7 +346,8 @@ _DEPLOYMENT_CHECKS: dict[str, Callable[[Deployment], Iterator[Finding]]] = {
 def _host_gpus(
     deployment: Deployment, reports: Mapping[str, Report], release: str
 ) -> Iterator[Finding]:
-    """HOST-GPU-OVERLAP for every two servers on one machine that share a GPU, and
+    """HOST-GPU-OVERLAP (HOST-GPU-UNPLACED when neither chose its GPUs) for every two
+    servers on one machine that share a GPU, and
     HOST-GPU-COUNT when the script is one machine's and its servers need more GPUs than
     a node size the sources give (`meshsat.solver.deployment.hosts`)."""
     placed = [
@@ -356,8 +357,11 @@ def _host_gpus(
         and (found := hosts.devices(s, reports[s.name].resolved, release)) is not None
     ]
     for a, b, shared in hosts.overlaps(placed):
+        # Neither server chose its GPUs: they may well be on two machines the script does
+        # not tell apart, so a warning; one that did places servers on one machine.
+        rule = "HOST-GPU-OVERLAP" if a.chosen or b.chosen else "HOST-GPU-UNPLACED"
         yield _finding(
-            "HOST-GPU-OVERLAP",
+            rule,
             (a.server.name, b.server.name),
             a=a.server.role,
             line_a=a.server.line,
@@ -393,6 +397,7 @@ _RESOLVED_CHECKS: dict[
     str, Callable[[Deployment, Mapping[str, Report], str], Iterator[Finding]]
 ] = {
     "HOST-GPU-OVERLAP": _host_gpus,
+    "HOST-GPU-UNPLACED": _host_gpus,
     "HOST-GPU-COUNT": _host_gpus,
 }
 
