@@ -11,11 +11,10 @@ with its words, and that it lets GPU ids past the node through (those fail later
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any
 
-from fidelity.record import ROOT, cached_versions, resolve
+from fidelity.record import ROOT, asked_versions, resolve
 
 FIXTURES = ROOT / "tests" / "fixtures" / "gpu_ids"
 
@@ -46,11 +45,8 @@ def record(version: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("versions", nargs="*")
-    args = parser.parse_args(argv)
     FIXTURES.mkdir(parents=True, exist_ok=True)
-    for version in cached_versions(args.versions):
+    for version in asked_versions(__doc__ or "", argv):
         path = FIXTURES / f"{version}.json"
         path.write_text(json.dumps(record(version), indent=1) + "\n")
         print(f"{version}: {len(COMMANDS)} commands -> {path.name}")

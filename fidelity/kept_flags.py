@@ -14,7 +14,6 @@ two namespaces in tests/fixtures/kept_flags/<version>.jsonl.gz, which
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import random
@@ -24,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from fidelity.record import FIXTURES, _flags, resolve
+from fidelity.record import FIXTURES, _flags, asked_versions, resolve
 from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
 from meshsat.solver.inputs.rewrite import fixed_command
 from meshsat.solver.inputs.sglang_cmdline import (
@@ -161,9 +160,7 @@ def record(version: str) -> Path:
 
 
 def main(argv_: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("versions", nargs="+")
-    for v in ap.parse_args(argv_).versions:
+    for v in asked_versions(__doc__ or "", argv_, cached=False):
         print(record(v))
     return 0
 

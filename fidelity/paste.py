@@ -16,7 +16,6 @@ model's local config (offline), the same facts meshsat reads back.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import shlex
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fidelity.compare import model
-from fidelity.record import FIXTURES, resolve
+from fidelity.record import FIXTURES, asked_versions, resolve
 from meshsat import solver
 from meshsat.solver.inputs.command import launch_command
 from meshsat.solver.lang.config import Config
@@ -87,9 +86,7 @@ def record(version: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("versions", nargs="+")
-    for v in ap.parse_args(argv).versions:
+    for v in asked_versions(__doc__ or "", argv, cached=False):
         print(record(v))
     return 0
 

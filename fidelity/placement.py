@@ -19,7 +19,6 @@ guessed. The answers go to `tests/fixtures/placement/<version>.json.gz`;
 
 from __future__ import annotations
 
-import argparse
 import ast
 import copy
 import gzip
@@ -31,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fidelity.record import CACHE, ROOT, cached_versions
+from fidelity.record import CACHE, ROOT, asked_versions
 
 FIXTURES = ROOT / "tests" / "fixtures" / "placement"
 
@@ -240,11 +239,8 @@ def record(version: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("versions", nargs="*")
-    args = parser.parse_args(argv)
     FIXTURES.mkdir(parents=True, exist_ok=True)
-    for version in cached_versions(args.versions):
+    for version in asked_versions(__doc__ or "", argv):
         data = record(version)
         path = FIXTURES / f"{version}.json.gz"
         with gzip.open(path, "wt", encoding="utf-8") as fh:

@@ -40,6 +40,16 @@ def cached_versions(asked: list[str]) -> list[str]:
     return asked or sorted(p.name for p in CACHE.iterdir() if (p / "bin").exists())
 
 
+def asked_versions(doc: str, argv: list[str] | None, *, cached: bool = True) -> list[str]:
+    """The releases a recorder's command line names: the `versions` arguments, or with
+    `cached` and none given every release with a venv in the cache (`cached_versions`).
+    One parser for every recorder, so their command lines read alike."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("versions", nargs="*" if cached else "+")
+    asked = list(parser.parse_args(argv).versions)
+    return cached_versions(asked) if cached else asked
+
+
 def venv_python(version: str) -> Path:
     py = CACHE / version / "bin" / "python"
     if not py.exists():
