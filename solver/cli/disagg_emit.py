@@ -11,10 +11,10 @@ are `<lws>-<group>` and it creates a headless Service `<lws>` (the default
 
 from __future__ import annotations
 
-from meshsat.solver.cli.emit_options import port_of, router_for, server_launch
+from meshsat.solver.cli.emit_options import router_for, server_launch
 from meshsat.solver.cli.plan_disagg import DisaggRow
 from meshsat.solver.inputs.command import pd_router_command
-from meshsat.solver.inputs.k8s import leader_urls, lws_manifest
+from meshsat.solver.inputs.k8s import leader_urls
 
 
 def disagg_manifest(
@@ -39,20 +39,8 @@ def disagg_manifest(
         launch = server_launch(command, gpus, gpus_per_node, model_path=model_path)
         lws = f"{name}-{role}"
         groups = workers * launch.form.replicas
-        port = port_of(launch.words)
-        docs.append(
-            lws_manifest(
-                launch.words,
-                nodes=launch.form.nodes,
-                gpus_per_node=launch.form.gpus_per_pod,
-                replicas=groups,
-                env=launch.env,
-                name=lws,
-                image=image,
-                port=port,
-            )
-        )
-        urls[role] = leader_urls(lws, groups, port)
+        docs.append(launch.manifest(groups=groups, name=lws, image=image))
+        urls[role] = leader_urls(lws, groups, launch.port)
     router = pd_router_command(urls["prefill"], urls["decode"])
     docs.append(router_for(router, name=name, image=image))
     return "---\n".join(docs)

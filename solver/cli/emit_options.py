@@ -72,6 +72,24 @@ class ServerLaunch:
     env: list[tuple[str, str]]
     form: NodeLaunch
 
+    @property
+    def port(self) -> int:
+        return port_of(self.words)
+
+    def manifest(self, *, groups: int, name: str, image: str) -> str:
+        """The LeaderWorkerSet `name` running `groups` groups of this server's pods (what
+        `plan --emit lws` and `plan --disagg --emit lws` write per server)."""
+        return lws_manifest(
+            self.words,
+            nodes=self.form.nodes,
+            gpus_per_node=self.form.gpus_per_pod,
+            replicas=groups,
+            env=self.env,
+            name=name,
+            image=image,
+            port=self.port,
+        )
+
 
 #: Every emitted server and router listens on all addresses: SGLang's default host
 #: (127.0.0.1) cannot be reached from another pod (a Service, a router).
@@ -113,20 +131,10 @@ def lws_for(
     endpoint; one group needs none."""
     launch = server_launch(command_line, gpus, gpus_per_node, model_path=model_path)
     groups = launch.form.replicas
-    port = port_of(launch.words)
-    text = lws_manifest(
-        launch.words,
-        nodes=launch.form.nodes,
-        gpus_per_node=launch.form.gpus_per_pod,
-        replicas=groups,
-        env=launch.env,
-        name=name,
-        image=image,
-        port=port,
-    )
+    text = launch.manifest(groups=groups, name=name, image=image)
     if groups == 1:
         return text
-    urls = leader_urls(name, groups, port)
+    urls = leader_urls(name, groups, launch.port)
     return text + "---\n" + router_for(worker_router_command(urls), name=name, image=image)
 
 

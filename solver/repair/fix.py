@@ -66,6 +66,7 @@ from meshsat.solver.repair.results import (
 from meshsat.solver.validation.validate import environment, validate
 
 if TYPE_CHECKING:
+    from meshsat.solver.backends.z3exp import Universe
     from meshsat.solver.memory import MemoryModel
     from meshsat.solver.repair.search import Outcome, Relaxed, Search
 
@@ -169,7 +170,7 @@ def fix(
         # timeout (Qwen3-235B at `--tp 6` on H100: no fix in 60 s).
         tp, pp = SPECS["tp_size"].ref, SPECS["pp_size"].ref
         attn_tp = next(w for w in DERIVED if w.name == "attn_tp")
-        for t, s, a in _too_heavy_widths(memory, universe.bound):
+        for t, s, a in _too_heavy_widths(memory, universe):
             these = And(Cmp("==", tp, lift(t)), Cmp("==", pp, lift(s)), Cmp("==", attn_tp, lift(a)))
             search.blocked.append(prob.enc.formula(Not(these)))
 
@@ -424,9 +425,9 @@ def _ceiling_gib(memory: MemoryModel, tp: int, pp: int) -> float:
     return memory.pre_load_gib * f - memory.multimodal_reserve_gib
 
 
-def _too_heavy_widths(memory: MemoryModel, bound: int) -> list[tuple[int, int, int]]:
+def _too_heavy_widths(memory: MemoryModel, universe: Universe) -> list[tuple[int, int, int]]:
     """(tp, pp, attn_tp) among the sizes searched whose lightest layout leaves no KV pool."""
-    sizes = [d for d in range(1, bound + 1) if bound % d == 0]
+    sizes, bound = universe.divisors(), universe.bound
     return [
         (t, s, a)
         for t in sizes
