@@ -13,7 +13,7 @@ from meshsat.solver.cli.groups_view import MAX_LISTED_RANKS, groups_document, pr
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import print_report, violation_rows
-from meshsat.solver.cli.version_option import SglangVersionOpt
+from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
 from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import GROUP_KINDS, RankMap, plan_layout
@@ -86,8 +86,10 @@ def groups_cmd(
     command = "groups" if rank is None else "groups --rank"
     layout = read_layout(sources, sglang_version, command=command, job=job)
     try:
+        # The option's default is the newest pack, as for every other command (`check`
+        # alone defaults to the installed release, for servers at start-up).
         planned = plan_layout(
-            layout.config, layout.model, explain=None, sglang_version=sglang_version
+            layout.config, layout.model, explain=None, sglang_version=chosen_pack(sglang_version)
         )
     except InvalidLayoutError as invalid:
         if chosen_fmt is OutputFormat.table:
