@@ -24,3 +24,16 @@ def test_groups_defaults_to_the_newest_pack_as_its_help_says(
     run = run_cli(capsys, "groups", *_DIFFERS)
     assert run.code == 0, run.out
     assert run_cli(capsys, "groups", *_DIFFERS, "--sglang-version", "0.5.19").code == 1
+
+
+def test_enumerate_limit_zero_is_bad_input_not_no_layout(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--limit 0` listed nothing and answered exit 1 with "no layout satisfies the rules",
+    which is false (8 GPUs have hundreds); it is a limit that asks for nothing: exit 2."""
+    for extra in ((), ("--count",)):
+        run = run_cli(capsys, "enumerate", "--gpus", "8", "--limit", "0", *extra)
+        assert run.code == 2, run
+        assert "no layout satisfies" not in run.err
+        assert run.err.startswith("meshsat: error:") and "--limit" in run.err
+    assert run_cli(capsys, "enumerate", "--gpus", "8", "--limit", "1", "--count").out == "1\n"

@@ -131,7 +131,7 @@ SortOpt = Annotated[
 ]
 LimitOpt = Annotated[
     int | None,
-    typer.Option("--limit", min=0, metavar="K", help="Stop after K layouts.", show_default=False),
+    typer.Option("--limit", min=1, metavar="K", help="Stop after K layouts.", show_default=False),
 ]
 TimeoutOpt = Annotated[
     float | None,
