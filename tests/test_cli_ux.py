@@ -37,3 +37,31 @@ def test_enumerate_limit_zero_is_bad_input_not_no_layout(
         assert "no layout satisfies" not in run.err
         assert run.err.startswith("meshsat: error:") and "--limit" in run.err
     assert run_cli(capsys, "enumerate", "--gpus", "8", "--limit", "1", "--count").out == "1\n"
+
+
+def test_diff_shows_what_changed_in_every_changed_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    """A rule whose condition reads the same in both releases but names a width that a
+    release redefines (`shared_tp` lost 0.5.19's Step3p5 exception) was printed as
+    "now error at launch (was error at launch)": a change that showed none. Every changed
+    rule must show a difference: its condition, kind, message or a redefined name."""
+    import itertools
+    import json
+
+    from meshsat.solver.packs import known_versions
+
+    seen_definitions = False
+    for a, b in itertools.permutations(known_versions(), 2):
+        text = run_cli(capsys, "diff", a, b).out
+        assert not any(
+            f"now {kind} (was {kind})" in text
+            for kind in ("error", "warning", "error at launch", "advice")
+        )
+        doc = json.loads(run_cli(capsys, "diff", a, b, "--json").out)
+        for r in doc["rules"]["changed"]:
+            was, now = r["from"], r["to"]
+            same = all(was[k] == now[k] for k in ("condition", "kind", "message"))
+            assert not same or r["definitions"], (a, b, r["id"])
+            for d in r["definitions"]:
+                assert d["from"] != d["to"] and f"{d['name']} now: " in text
+                seen_definitions = True
+    assert seen_definitions  # 0.5.19 -> 0.5.23 redefines shared_tp

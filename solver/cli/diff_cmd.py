@@ -84,13 +84,22 @@ def diff_cmd(
             out.print(line, markup=False, highlight=False)
     for r in rules["changed"]:
         was, now = r["from"], r["to"]
-        if (was["condition"], was["message"]) == (now["condition"], now["message"]):
+        if was["condition"] != now["condition"]:
+            line = f"  rule changed: {r['id']}: {was['condition']} [{was['kind']}]"
+            out.print(line, markup=False, highlight=False)
+            out.print(f"      now: {now['condition']} [{now['kind']}]", markup=False, highlight=False)
+        elif was["kind"] != now["kind"]:
             line = f"  rule changed: {r['id']}: now {now['kind']} (was {was['kind']})"
             out.print(line, markup=False, highlight=False)
-            continue
-        line = f"  rule changed: {r['id']}: {was['condition']} [{was['kind']}]"
-        out.print(line, markup=False, highlight=False)
-        out.print(f"      now: {now['condition']} [{now['kind']}]", markup=False, highlight=False)
+        elif was["message"] != now["message"]:
+            line = f"  rule changed: {r['id']}: SGLang's message was: {was['message']}"
+            out.print(line, markup=False, highlight=False)
+            out.print(f"      now: {now['message']}", markup=False, highlight=False)
+        else:
+            out.print(f"  rule changed: {r['id']}", markup=False, highlight=False)
+        for d in r["definitions"]:  # a name in the condition that now means something else
+            line = f"      {d['name']} was: {d['from']}\n      {d['name']} now: {d['to']}"
+            out.print(line, markup=False, highlight=False)
     for key, items in data["resolution_steps"].items():
         for step in items:
             out.print(f"  resolution step {key}: {step}", markup=False, highlight=False)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshsat.solver.backends.render import condition, text
+from meshsat.solver.lang import expr as ex
 from meshsat.solver.lang.rule import Resolution, Rule
 from meshsat.solver.packs.pack import ABSENT_PREFIX, Pack
 
@@ -34,7 +35,12 @@ class PackChanges:
                 "added": [_rule(new[i], self.new) for i in self.rules_added],
                 "removed": [_rule(old[i], self.old) for i in self.rules_removed],
                 "changed": [
-                    {"id": i, "from": _rule(old[i], self.old), "to": _rule(new[i], self.new)}
+                    {
+                        "id": i,
+                        "from": _rule(old[i], self.old),
+                        "to": _rule(new[i], self.new),
+                        "definitions": _definitions_changed(old[i], new[i]),
+                    }
                     for i in self.rules_changed
                 ],
             },
@@ -55,6 +61,28 @@ def _rule(rule: Rule, pack: Pack) -> dict[str, Any]:
         "message": rule.message,
         "source": rule.source,
     }
+
+
+def _named(rule: Rule) -> dict[str, ex.Expr]:
+    """The derived widths a rule names (`shared_tp`, `moe_tp`, ...), each with its body: a
+    condition is rendered with their names, so a release that redefines one changes the
+    rule without changing its text."""
+    found: dict[str, ex.Expr] = {}
+    stack: list[ex.Expr] = [rule.when, rule.holds]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ex.Named):
+            found.setdefault(e.name, e.body)
+        stack.extend(e.children())
+    return found
+
+
+def _definitions_changed(old: Rule, new: Rule) -> list[dict[str, str]]:
+    """The names both rules use whose definitions read differently, with each release's
+    body (a body that reads the same changed through a name inside it, listed itself)."""
+    was, now = _named(old), _named(new)
+    bodies = ((name, text(was[name]), text(body)) for name, body in now.items() if name in was)
+    return [{"name": n, "from": a, "to": b} for n, a, b in sorted(bodies) if a != b]
 
 
 def _rule_key(rule: Rule, pack: Pack) -> tuple[object, ...]:

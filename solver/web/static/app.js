@@ -673,7 +673,7 @@ async function runCompare() {
       if (!rules.length) continue;
       parts.push(h("h3", {}, `rules ${kind} (${rules.length})`), h("table", {}, h("tbody", {}, rules.map((r) => h("tr", {},
         h("td", { class: "text" }, h("b", {}, r.id)),
-        h("td", { class: "text" }, kind === "changed" ? `${r.from.condition} [${r.from.kind}] → ${r.to.condition} [${r.to.kind}]` : `${r.condition || ""} [${r.kind}]`),
+        h("td", { class: "text" }, kind === "changed" ? `${r.from.condition} [${r.from.kind}] → ${r.to.condition} [${r.to.kind}]${r.definitions.map((d) => `; ${d.name}: ${d.from} → ${d.to}`).join("")}` : `${r.condition || ""} [${r.kind}]`),
         h("td", { class: "text" }, kind === "changed" ? r.to.message : r.message))))));
     }
     for (const [kind, steps] of Object.entries(doc.resolution_steps)) {
