@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.cli_helpers import run_cli
@@ -65,3 +67,52 @@ def test_diff_shows_what_changed_in_every_changed_rule(capsys: pytest.CaptureFix
                 assert d["from"] != d["to"] and f"{d['name']} now: " in text
                 seen_definitions = True
     assert seen_definitions  # 0.5.19 -> 0.5.23 redefines shared_tp
+
+
+_NODE = "python3 -m sglang.launch_server --model-path m --nnodes 2 --tp {tp} "
+_NODE += "--dist-init-addr {addr}:5000 --node-rank {rank}{extra}\n"
+
+
+def _script(tmp_path: Path, *nodes: dict[str, object]) -> str:
+    path = tmp_path / "job.sh"
+    path.write_text("".join(_NODE.format(**{"extra": ""} | n) for n in nodes))
+    return str(path)
+
+
+def test_fix_does_not_call_a_script_valid_that_validate_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two nodes that disagree (tp, --dist-init-addr): validate exits 1 (JOB-*), and fix
+    said "already valid ... nothing to change" with exit 0 (JSON valid_input true), since
+    it fixes the first node's layout only. It must say what it leaves wrong and exit 1."""
+    import json
+
+    script = _script(
+        tmp_path,
+        {"tp": 16, "addr": "10.0.0.1", "rank": 0},
+        {"tp": 8, "addr": "10.0.0.2", "rank": 1},
+    )
+    assert run_cli(capsys, "validate", "--sglang-file", script).code == 1
+    run = run_cli(capsys, "fix", "--sglang-file", script)
+    assert run.code == 1, run.out
+    assert "already valid" not in run.out
+    assert "not fixed: JOB-ONE-LAYOUT" in run.out and "not fixed: JOB-DIST-INIT" in run.out
+    doc = json.loads(run_cli(capsys, "fix", "--sglang-file", script, "--json").out)
+    assert doc["valid_input"] is False
+    assert [u["rule"] for u in doc["unfixed"]] == ["JOB-ONE-LAYOUT", "JOB-DIST-INIT"]
+    # a layout fix is still printed; the script stays refused for its ranks
+    script = _script(
+        tmp_path,
+        {"tp": 8, "addr": "10.0.0.1", "rank": 0, "extra": " --ep 3"},
+        {"tp": 8, "addr": "10.0.0.1", "rank": 2, "extra": " --ep 3"},
+    )
+    run = run_cli(capsys, "fix", "--sglang-file", script)
+    assert run.code == 1 and "✓ fixed" in run.out and "not fixed: JOB-NODE-RANKS" in run.out
+    # nodes that agree: unchanged behaviour
+    script = _script(
+        tmp_path,
+        {"tp": 16, "addr": "10.0.0.1", "rank": 0},
+        {"tp": 16, "addr": "10.0.0.1", "rank": 1},
+    )
+    run = run_cli(capsys, "fix", "--sglang-file", script)
+    assert run.code == 0 and "already valid" in run.out and "not fixed" not in run.out

@@ -29,6 +29,9 @@ from meshsat.solver.lang.config import Config
 from meshsat.solver.packs import get_pack
 from meshsat.solver.repair.fix import command_line, fix
 from meshsat.solver.repair.results import FixReport, FixResult
+from meshsat.solver.validation.job_checks import job_violations, node_violations
+from meshsat.solver.validation.report import Violation
+from meshsat.solver.validation.validate import validate
 
 PinOpt = Annotated[
     list[str] | None,
@@ -171,17 +174,33 @@ def fix_cmd(
             command = _user_command(layout, best.config, sglang_version, bare=True)
         print_lws(command, best.gpus_used, per_node, model_path=model, name=name, image=image)
         raise typer.Exit(0)
+    unfixed = unfixed_nodes(layout, report, sglang_version)
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:
-        print_fix(report, verbose=verbose)
+        print_fix(report, verbose=verbose, unfixed=unfixed)
     else:
         rows = [
             {"fix": i, "field": c.field, "old": c.old, "new": c.new}
             for i, f in enumerate(report.fixes, 1)
             for c in f.changes
         ]
-        emit(chosen_fmt, report.to_dict(), rows)
-    raise typer.Exit(0 if report.fixes else 1)
+        data = report.to_dict()
+        data["unfixed"] = [v.to_dict() for v in unfixed]
+        data["valid_input"] = report.valid_input and not unfixed
+        emit(chosen_fmt, data, rows)
+    raise typer.Exit(0 if report.fixes and not unfixed else 1)
+
+
+def unfixed_nodes(layout: LayoutInput, report: FixReport, version: str | None) -> list[Violation]:
+    """What `validate` refuses in a multi-node script that the fix of its layout leaves
+    wrong: nodes that disagree (JOB-*) and a node's own GPU ids, checked on the fixed
+    layout. The fix answers for the first node's layout, so without these a script that
+    `validate` refuses read "already valid" (exit 0)."""
+    if not layout.job and not layout.nodes:
+        return []
+    config = report.best.config if report.fixes else layout.config
+    checked = validate(config, layout.model, explain=False, sglang_version=get_pack(version))
+    return job_violations(layout.job) + node_violations(checked, layout.nodes)
 
 
 def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:
@@ -230,10 +249,29 @@ def _user_command(
     )
 
 
-def print_fix(report: FixReport, *, verbose: bool = False) -> None:
+def print_fix(
+    report: FixReport, *, verbose: bool = False, unfixed: list[Violation] | None = None
+) -> None:
+    _print_fix(report, verbose=verbose, script_wrong=bool(unfixed))
+    for v in unfixed or ():
+        out.print(f"[red]✗ not fixed:[/red] {escape(v.rule)}: {escape(v.message)}")
+        if v.hint:
+            out.print(f"  [dim]hint:[/dim] {escape(v.hint)}")
+    if any(v.rule == "JOB-ONE-LAYOUT" for v in unfixed or ()):
+        out.print(
+            "[dim]hint:[/dim] `meshsat validate --sglang-file SCRIPT --rewrite` writes the "
+            "fixed layout into every node"
+        )
+
+
+def _print_fix(report: FixReport, *, verbose: bool, script_wrong: bool) -> None:
     if report.valid_input:
         best = report.best
-        out.print(f"[green]✓ already valid[/green] on {best.gpus_used} GPU(s): nothing to change")
+        if script_wrong:
+            head = "[yellow]the layout is valid[/yellow] on {} GPU(s), but not the script:"
+        else:
+            head = "[green]✓ already valid[/green] on {} GPU(s): nothing to change"
+        out.print(head.format(best.gpus_used))
         _print_notes(best, verbose)
         out.print(f"[bold]command:[/bold] {escape(best.command_line)}", soft_wrap=True)
         return
