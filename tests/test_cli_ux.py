@@ -116,3 +116,21 @@ def test_fix_does_not_call_a_script_valid_that_validate_refuses(
     )
     run = run_cli(capsys, "fix", "--sglang-file", script)
     assert run.code == 0 and "already valid" in run.out and "not fixed" not in run.out
+
+
+def test_rewrite_does_not_say_unchanged_when_it_changed_the_script(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`validate --rewrite` on nodes that disagree rewrote the second node to the first's
+    layout but noted "the layout is already valid; the script is unchanged"; and it left
+    the second node's --dist-init-addr wrong without a word."""
+    script = _script(
+        tmp_path,
+        {"tp": 16, "addr": "10.0.0.1", "rank": 0},
+        {"tp": 8, "addr": "10.0.0.2", "rank": 1},
+    )
+    run = run_cli(capsys, "validate", "--sglang-file", script, "--rewrite")
+    assert run.code == 0 and run.out != Path(script).read_text()
+    assert "--tp 16 --dist-init-addr 10.0.0.2:5000 --node-rank 1" in run.out
+    assert "script is unchanged" not in run.err
+    assert "edit by hand: JOB-DIST-INIT" in run.err

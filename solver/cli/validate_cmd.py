@@ -217,6 +217,14 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
     )
     said = [f"{change.field}: {change.old} -> {change.new}" for change in best.changes]
     said += notes
-    if not best.changes:
+    if not best.changes and text == layout.script:
         said.append("the layout is already valid; the script is unchanged")
+    elif not best.changes:
+        said.append("the first node's layout is valid; the other nodes now carry it")
+    # Only layout flags are edited: the nodes' addresses and ranks stay as they were.
+    said += [
+        f"not rewritten, edit by hand: {issue.rule}: {issue.message}"
+        for issue in layout.job
+        if issue.rule != "JOB-ONE-LAYOUT"
+    ]
     return text, said
