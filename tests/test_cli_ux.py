@@ -134,3 +134,13 @@ def test_rewrite_does_not_say_unchanged_when_it_changed_the_script(
     assert "--tp 16 --dist-init-addr 10.0.0.2:5000 --node-rank 1" in run.out
     assert "script is unchanged" not in run.err
     assert "edit by hand: JOB-DIST-INIT" in run.err
+
+
+def test_fix_gpus_does_not_call_a_changed_count_kept(capsys: pytest.CaptureFixture[str]) -> None:
+    """`fix --set tp_size=8 --gpus 3` printed "tiers: GPU count kept" above "GPU count
+    changes: 8 → 3" (the search keeps --gpus, not the input's count)."""
+    run = run_cli(capsys, "fix", "--set", "tp_size=8", "--gpus", "3")
+    assert run.code == 0 and "GPU count changes: 8 → 3" in run.out
+    assert "GPU count kept" not in run.out and "GPU count 8 → 3 as --gpus asks" in run.out
+    run = run_cli(capsys, "fix", "--set", "tp_size=8", "--set", "ep_size=3", "--gpus", "8")
+    assert run.code == 0 and "GPU count kept" in run.out

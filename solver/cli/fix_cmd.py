@@ -322,7 +322,7 @@ def _print_result(report: FixReport, result: FixResult, first: bool, verbose: bo
         f"[green]✓ fixed[/green] with {n} change{'s' if n != 1 else ''}, {proof}; "
         f"repairs {', '.join(result.repairs) or '-'}"
     )
-    out.print(f"[dim]tiers:[/dim] {escape(_tiers(result))}")
+    out.print(f"[dim]tiers:[/dim] {escape(_tiers(result, report))}")
     table = Table(show_header=True, expand=False)
     table.add_column("field", style="bold", no_wrap=True)
     table.add_column("old")
@@ -341,11 +341,17 @@ def _print_result(report: FixReport, result: FixResult, first: bool, verbose: bo
     out.print(f"[bold]command:[/bold] {escape(result.command_line)}", soft_wrap=True)
 
 
-def _tiers(result: FixResult) -> str:
-    """Each tier as kept, or what it costs: "GPU count kept, features kept, 1 of yours"."""
+def _tiers(result: FixResult, report: FixReport) -> str:
+    """Each tier as kept, or what it costs: "GPU count kept, features kept, 1 of yours".
+    Under --gpus the count is the one asked for, not the input's (the search keeps it as a
+    hard constraint): "kept" would contradict the "GPU count changes" line below."""
     obj = result.objective
+    if report.gpus is not None and report.gpus != report.gpus_before:
+        count = f"GPU count {report.gpus_before} → {report.gpus} as --gpus asks"
+    else:
+        count = "GPU count " + ("changes" if obj.gpus else "kept")
     words = [
-        "GPU count " + ("changes" if obj.gpus else "kept"),
+        count,
         f"{obj.features} feature(s) toggled" if obj.features else "features kept",
         f"{obj.user_fields} field(s) you set changed, {obj.other_fields} other(s)",
         f"size change {obj.distance:g} bit(s)",
