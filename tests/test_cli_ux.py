@@ -144,3 +144,22 @@ def test_fix_gpus_does_not_call_a_changed_count_kept(capsys: pytest.CaptureFixtu
     assert "GPU count kept" not in run.out and "GPU count 8 → 3 as --gpus asks" in run.out
     run = run_cli(capsys, "fix", "--set", "tp_size=8", "--set", "ep_size=3", "--gpus", "8")
     assert run.code == 0 and "GPU count kept" in run.out
+
+
+def test_a_quoted_launch_is_named_not_called_absent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ssh node "python3 -m sglang.launch_server ..."` (and `bash -c "..."`) was refused
+    with "no `python -m sglang.launch_server` ... in it", which the user can see is false:
+    the error says the launch is one quoted word and where."""
+    launch = "python3 -m sglang.launch_server --model-path m --tp 8"
+    script = tmp_path / "nodes.sh"
+    script.write_text(f'#!/bin/bash\n# two nodes\nssh node0 "{launch}" &\nssh node1 "{launch}"\n')
+    for args in (("--sglang-file", str(script)), ("--sglang", f"bash -c '{launch}'")):
+        run = run_cli(capsys, "validate", *args)
+        assert run.code == 2 and run.out == ""
+        assert run.err.startswith("meshsat: error: the SGLang launch on line ")
+        assert "quoted word" in run.err and run.err.count("\n") == 1
+    assert "line 3 " in run_cli(capsys, "fix", "--sglang-file", str(script)).err
+    run = run_cli(capsys, "validate", "--sglang", "echo 'python3 -m sglang' ready")
+    assert "not an SGLang launch command" in run.err

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -188,11 +189,35 @@ def read_launch_commands(text: str, *, routers: bool = False) -> tuple[LaunchCom
             )
         )
     if not any(not c.router for c in found):
+        quoted = _quoted_launch(_commands(nodes), newlines)
+        if quoted is not None:
+            raise InputError(
+                f"the SGLang launch on line {quoted} is one quoted word (`ssh host "
+                '"python -m sglang.launch_server ..."`, `bash -c "..."`), which meshsat '
+                "does not read: give the command inside the quotes"
+            )
         raise InputError(
             "not an SGLang launch command: no `python -m sglang.launch_server`, "
             "`python -m sglang_router.launch_server` or `sglang serve` in it"
         )
     return tuple(found)
+
+
+def _quoted_launch(commands: list[Any], newlines: list[int]) -> int | None:
+    """The line of the first command that holds a server's launch inside one word (a
+    remote runner's or a shell's quoted command), or None: said so rather than "no
+    launch in it", which the user can see is false."""
+    for command in commands:
+        for part in command.parts:
+            if part.kind != "word" or " " not in part.word:
+                continue
+            try:
+                inner = shlex.split(part.word)
+            except ValueError:
+                inner = part.word.split()
+            if _launcher(inner) is not None:
+                return bisect.bisect_right(newlines, command.pos[0]) + 1
+    return None
 
 
 class _Node(NamedTuple):
