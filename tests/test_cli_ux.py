@@ -163,3 +163,21 @@ def test_a_quoted_launch_is_named_not_called_absent(
     assert "line 3 " in run_cli(capsys, "fix", "--sglang-file", str(script)).err
     run = run_cli(capsys, "validate", "--sglang", "echo 'python3 -m sglang' ready")
     assert "not an SGLang launch command" in run.err
+
+
+def test_readme_count_example_is_what_count_answers() -> None:
+    """README's `solver.count(4096)  # 86385` was 0.5.19's figure; the default is now the
+    newest pack, which answers otherwise. The README's figures are read, not copied."""
+    import re
+
+    from meshsat import solver
+    from meshsat.solver.packs import get_pack
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    m = re.search(
+        r"solver\.count\(4096\)  # (\d+) on SGLang ([\d.]+) \((\d+) on ([\d.]+)\)", readme
+    )
+    assert m is not None
+    assert m[2] == get_pack(None).version  # the default where SGLang is not installed
+    assert solver.count(4096, sglang_version=m[2]) == int(m[1])
+    assert solver.count(4096, sglang_version=m[4]) == int(m[3])
