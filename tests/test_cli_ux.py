@@ -181,3 +181,18 @@ def test_readme_count_example_is_what_count_answers() -> None:
     assert m[2] == get_pack(None).version  # the default where SGLang is not installed
     assert solver.count(4096, sglang_version=m[2]) == int(m[1])
     assert solver.count(4096, sglang_version=m[4]) == int(m[3])
+
+
+def test_enumerate_json_help_says_the_shape_it_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """`enumerate --help` said --json prints "one JSON object"; it prints an array of
+    layouts (and with --count a number)."""
+    import json
+
+    listed = json.loads(run_cli(capsys, "enumerate", "--gpus", "8", "--limit", "3", "--json").out)
+    assert isinstance(listed, list) and len(listed) == 3
+    assert all(isinstance(row, dict) for row in listed)
+    counted = run_cli(capsys, "enumerate", "--gpus", "8", "--limit", "3", "--count", "--json")
+    assert json.loads(counted.out) == 3
+    text = " ".join(run_cli(capsys, "enumerate", "--help").out.split())
+    assert "one JSON object" not in text
+    assert "one JSON array of objects on stdout (with --count, the number)" in text

@@ -14,7 +14,7 @@ import typer
 from meshsat.solver.cli.deadline import time_limit
 from meshsat.solver.cli.enumerate_perf import PERF_COLUMNS, PerfColumns, split_perf_filters
 from meshsat.solver.cli.formats import OutputFormat, chosen
-from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
+from meshsat.solver.cli.layout_options import layout_inputs, read_layout
 from meshsat.solver.cli.layout_writers import Writer, column_width
 from meshsat.solver.cli.memory_options import (
     ContextLengthOpt,
@@ -61,6 +61,14 @@ class Format(str, Enum):
 
 _DEFAULT = ", ".join(varied_fields(dims_of(DEFAULT_VARY)))
 
+#: Not the shared `JsonOpt` ("one JSON object"): the listing is an array of layouts.
+ListJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the layouts as one JSON array of objects on stdout (with --count, the number).",
+    ),
+]
 GpusOpt = Annotated[
     int,
     typer.Option(
@@ -179,7 +187,7 @@ def enumerate_cmd(
     sort: SortOpt = None,
     limit: LimitOpt = None,
     fmt: FormatOpt = None,
-    as_json: JsonOpt = False,
+    as_json: ListJsonOpt = False,
     timeout: TimeoutOpt = None,
     sglang_version: SglangVersionOpt = None,
     gpu: GpuOpt = None,
