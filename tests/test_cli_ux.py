@@ -196,3 +196,15 @@ def test_enumerate_json_help_says_the_shape_it_prints(capsys: pytest.CaptureFixt
     text = " ".join(run_cli(capsys, "enumerate", "--help").out.split())
     assert "one JSON object" not in text
     assert "one JSON array of objects on stdout (with --count, the number)" in text
+
+
+def test_rewrite_with_set_says_the_set_values_went_in(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--sglang "... --tp 8" --set tp_size=4 --rewrite` prints `--tp 4` and noted "the
+    script is unchanged" (then, one commit later, "the other nodes now carry it")."""
+    command = "python -m sglang.launch_server --tp 8"
+    run = run_cli(capsys, "validate", "--sglang", command, "--set", "tp_size=4", "--rewrite")
+    assert run.code == 0 and run.out == "python -m sglang.launch_server --tp 4\n"
+    assert "unchanged" not in run.err and "other nodes" not in run.err
+    assert "the script now carries the values given with --set" in run.err
+    run = run_cli(capsys, "validate", "--sglang", command, "--rewrite")
+    assert run.out == command + "\n" and "the script is unchanged" in run.err

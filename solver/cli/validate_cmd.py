@@ -219,8 +219,10 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
     said += notes
     if not best.changes and text == layout.script:
         said.append("the layout is already valid; the script is unchanged")
-    elif not best.changes:
+    elif not best.changes and (layout.nodes or layout.job):
         said.append("the first node's layout is valid; the other nodes now carry it")
+    elif not best.changes:
+        said.append("the layout is valid; the script now carries the values given with --set")
     # Only layout flags are edited: the nodes' addresses and ranks stay as they were.
     said += [
         f"not rewritten, edit by hand: {issue.rule}: {issue.message}"
