@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -184,11 +184,22 @@ def fix_cmd(
             for i, f in enumerate(report.fixes, 1)
             for c in f.changes
         ]
-        data = report.to_dict()
-        data["unfixed"] = [v.to_dict() for v in unfixed]
-        data["valid_input"] = report.valid_input and not unfixed
-        emit(chosen_fmt, data, rows)
-    raise typer.Exit(0 if report.fixes and not unfixed else 1)
+        emit(chosen_fmt, fix_document(report, unfixed), rows)
+    raise typer.Exit(fix_status(report, unfixed))
+
+
+def fix_document(report: FixReport, unfixed: list[Violation]) -> dict[str, Any]:
+    """`meshsat fix --format json`'s document (and the web API's `/api/fix`): the report,
+    with what the fix leaves wrong in a multi-node script (`unfixed_nodes`)."""
+    data = report.to_dict()
+    data["unfixed"] = [v.to_dict() for v in unfixed]
+    data["valid_input"] = report.valid_input and not unfixed
+    return data
+
+
+def fix_status(report: FixReport, unfixed: list[Violation]) -> int:
+    """0 fixed (or already valid), 1 no fix, or a script the fix leaves wrong."""
+    return 0 if report.fixes and not unfixed else 1
 
 
 def unfixed_nodes(layout: LayoutInput, report: FixReport, version: str | None) -> list[Violation]:

@@ -398,7 +398,7 @@ def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wo
 
 
 def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
-    from meshsat.solver.cli.fix_cmd import with_commands
+    from meshsat.solver.cli.fix_cmd import fix_document, fix_status, unfixed_nodes, with_commands
     from meshsat.solver.cli.memory_options import memory_model, report_pack
     from meshsat.solver.repair.fix import fix
 
@@ -450,7 +450,8 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         memory=memory,
     )
     report = with_commands(report, layout, version)
-    return Answer(report.to_dict(), 0 if report.fixes else 1, layout.notes)
+    unfixed = unfixed_nodes(layout, report, version)
+    return Answer(fix_document(report, unfixed), fix_status(report, unfixed), layout.notes)
 
 
 def rewrite_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
