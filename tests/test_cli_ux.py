@@ -208,3 +208,28 @@ def test_rewrite_with_set_says_the_set_values_went_in(capsys: pytest.CaptureFixt
     assert "the script now carries the values given with --set" in run.err
     run = run_cli(capsys, "validate", "--sglang", command, "--rewrite")
     assert run.out == command + "\n" and "the script is unchanged" in run.err
+
+
+def test_rewrite_json_is_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`validate --rewrite --json` printed the bare script: not JSON. It prints the web
+    API's `/api/rewrite` document, for one job and for a PD deployment."""
+    import json
+
+    command = "python -m sglang.launch_server --tp 8 --dp 3 --enable-dp-attention"
+    plain = run_cli(capsys, "validate", "--sglang", command, "--rewrite")
+    run = run_cli(capsys, "validate", "--sglang", command, "--rewrite", "--json")
+    assert run.code == plain.code == 0
+    assert json.loads(run.out) == {"script": plain.out.rstrip("\n"), "notes": ["dp_size: 3 -> 4"]}
+    pd = tmp_path / "pd.sh"
+    pd.write_text(
+        "python3 -m sglang.launch_server --model-path m --disaggregation-mode prefill --tp 8 "
+        "--port 30000 --host 10.0.0.1 &\n"
+        "python3 -m sglang.launch_server --model-path m --disaggregation-mode decode --tp 8 "
+        "--port 30001 --host 10.0.0.2 &\n"
+        "python3 -m sglang_router.launch_router --pd-disaggregation "
+        "--prefill http://10.0.0.1:30000 --decode http://10.0.0.2:30001\n"
+    )
+    plain = run_cli(capsys, "validate", "--sglang-file", str(pd), "--rewrite")
+    line = run_cli(capsys, "validate", "--sglang-file", str(pd), "--rewrite", "--format", "jsonl")
+    assert line.code == plain.code == 0 and line.out.count("\n") == 1
+    assert json.loads(line.out)["script"].rstrip("\n") == plain.out.rstrip("\n")

@@ -16,7 +16,7 @@ from rich.table import Table
 from meshsat.solver.cli.deployment_view import deployment_head, server_heading
 from meshsat.solver.cli.formats import OutputFormat, emit
 from meshsat.solver.cli.launch_checks import with_launch_checks
-from meshsat.solver.cli.output import note, out, rewritten_out
+from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import print_report, violation_rows
 from meshsat.solver.deployment.fix import DeploymentFix, ServerFix, fix_deployment
 from meshsat.solver.deployment.model import Deployment
@@ -252,12 +252,6 @@ def _print_fix(result: DeploymentFix) -> None:
         out.print(f"  [bold]command:[/bold] {escape(command)}", soft_wrap=True)
     if result.after is not None:
         print_deployment(result.after)
-
-
-def print_rewritten_deployment(deployment: Deployment, sglang_version: str | None) -> int:
-    """`validate --rewrite` on a deployment: every server's launches carry its fixed layout
-    and the flags it takes from its prefill; the exit status."""
-    return rewritten_out(*rewritten_deployment(deployment, get_pack(sglang_version)))
 
 
 def _rewritten_routers(text: str, result: DeploymentFix) -> tuple[str, list[str]]:

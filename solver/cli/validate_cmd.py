@@ -23,7 +23,7 @@ from meshsat.solver.cli.memory_options import (
 )
 from meshsat.solver.cli.output import out
 from meshsat.solver.cli.report_view import print_report, violation_rows
-from meshsat.solver.cli.version_option import SglangVersionOpt
+from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.k8s import ManifestLaunch
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
@@ -100,7 +100,8 @@ def validate_cmd(
     deployment, sources = deployment_cmd.deployment_input(sources, sglang_version)
     if isinstance(deployment, Deployment):
         if rewrite:
-            raise typer.Exit(deployment_cmd.print_rewritten_deployment(deployment, sglang_version))
+            answer = deployment_cmd.rewritten_deployment(deployment, chosen_pack(sglang_version))
+            raise typer.Exit(rewrite_out(*answer, chosen(fmt, as_json)))
         fmt_chosen = chosen(fmt, as_json)
 
         def memory(report: Report, layout: LayoutInput) -> Report:
@@ -126,7 +127,7 @@ def validate_cmd(
         sources, sglang_version, launch_notes=False, command="validate", job=deployment
     )
     if rewrite:
-        raise typer.Exit(print_rewritten(layout, sglang_version))
+        raise typer.Exit(rewrite_out(*rewritten(layout, sglang_version), chosen(fmt, as_json)))
     report = validate(layout.config, layout.model, sglang_version=sglang_version)
     report = with_launch_checks(report, layout, strict=strict)
     model = sources.model or (Path(layout.model_source) if layout.model_source else None)
@@ -188,11 +189,16 @@ def validate_document(
     return data
 
 
-def print_rewritten(layout: LayoutInput, sglang_version: str | None) -> int:
-    """The launch text with the fixed layout on stdout (notes on stderr); the exit status."""
+def rewrite_out(text: str | None, notes: list[str], fmt: OutputFormat) -> int:
+    """`--rewrite`'s answer and exit status: the script on stdout and the notes on stderr;
+    with --json (or --format) the web API's `/api/rewrite` document instead, `script` null
+    when no fix exists (the script alone is not JSON, and was printed regardless)."""
     from meshsat.solver.cli.output import rewritten_out
 
-    return rewritten_out(*rewritten(layout, sglang_version))
+    if fmt is OutputFormat.table:
+        return rewritten_out(text, notes)
+    emit(fmt, {"script": text, "notes": notes}, [{"script": text, "notes": "\n".join(notes)}])
+    return 0 if text is not None else 1
 
 
 def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | None, list[str]]:
