@@ -87,7 +87,8 @@ def diff_cmd(
         if was["condition"] != now["condition"]:
             line = f"  rule changed: {r['id']}: {was['condition']} [{was['kind']}]"
             out.print(line, markup=False, highlight=False)
-            out.print(f"      now: {now['condition']} [{now['kind']}]", markup=False, highlight=False)
+            line = f"      now: {now['condition']} [{now['kind']}]"
+            out.print(line, markup=False, highlight=False)
         elif was["kind"] != now["kind"]:
             line = f"  rule changed: {r['id']}: now {now['kind']} (was {was['kind']})"
             out.print(line, markup=False, highlight=False)
