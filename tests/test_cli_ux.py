@@ -233,3 +233,27 @@ def test_rewrite_json_is_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     line = run_cli(capsys, "validate", "--sglang-file", str(pd), "--rewrite", "--format", "jsonl")
     assert line.code == plain.code == 0 and line.out.count("\n") == 1
     assert json.loads(line.out)["script"].rstrip("\n") == plain.out.rstrip("\n")
+
+
+def test_a_value_glued_to_a_flag_that_takes_none_is_refused_as_sglang_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SGLang 0.5.23's own parser (argparse) exits on `--enable-dp-attention=true` and
+    `--trust-remote-code=1` ("ignored explicit argument 'true'", checked in the release's
+    fidelity virtualenv); meshsat read them as meant and called the launch valid without a
+    word. They are CMD-UNKNOWN-FLAG now (an error with --strict); `--tp=4` is not."""
+    import json
+
+    command = "python -m sglang.launch_server --tp=4 --dp-size=2 --enable-dp-attention=true"
+    command += " --trust-remote-code=1"
+    run = run_cli(capsys, "validate", "--sglang", command, "--json")
+    doc = json.loads(run.out)
+    assert run.code == 0 and doc["resolved"]["enable_dp_attention"] is True
+    (flag,) = [w for w in doc["warnings"] if w["rule"] == "CMD-UNKNOWN-FLAG"]
+    assert flag["message"].startswith("2 flag(s) SGLang 0.5.23's parser would refuse: ")
+    assert "--enable-dp-attention=true (takes no value)" in flag["message"]
+    assert "--trust-remote-code=1 (takes no value)" in flag["message"]
+    assert "--tp=4" not in flag["message"]
+    assert run_cli(capsys, "validate", "--sglang", command, "--strict").code == 1
+    plain = "python -m sglang.launch_server --tp=4 --dp-size=2 --enable-dp-attention"
+    assert "CMD-UNKNOWN-FLAG" not in run_cli(capsys, "validate", "--sglang", plain).out

@@ -29,6 +29,7 @@ from meshsat.solver.inputs.sglang_cmdline import (
     ParsedCommandLine,
     missing_from_release,
     parse_sglang_command,
+    refused_inline,
     refused_values,
     release_flags,
 )
@@ -162,6 +163,7 @@ def load_layout(
         if release is not None and release_flags(release) is not None:
             missing = missing_from_release(parsed.flags, release)
             missing += refused_values(parsed.given, release)
+            missing += refused_inline(parsed.inline, release)
             missing_in = release
         else:
             missing = [(f, None) for f in parsed.unknown_flags]

@@ -100,6 +100,9 @@ class ParsedCommandLine:
     #: (flag, value) as written, for every flag given one literal value: checked against
     #: the chosen release's choices.
     given: list[tuple[str, str]] = field(default_factory=list)
+    #: (flag, value) for every `--flag=value` word: argparse refuses a value glued to a
+    #: flag that takes none (`--enable-dp-attention=true`: "ignored explicit argument").
+    inline: list[tuple[str, str]] = field(default_factory=list)
     #: Fields whose value is a shell expansion: field -> the expansion as written.
     unknown_values: dict[str, str] = field(default_factory=dict)
     #: `--dist-init-addr` as written, for checking a multi-node job.
@@ -246,6 +249,20 @@ def refused_values(given: list[tuple[str, str]], version: str) -> list[tuple[str
     return out
 
 
+def refused_inline(inline: list[tuple[str, str]], version: str) -> list[tuple[str, str | None]]:
+    """The `--flag=value` words `version`'s parser refuses because the flag takes no value
+    (argparse: "ignored explicit argument"), though meshsat reads the value as meant."""
+    options = _options(version)
+    if options is None:
+        return []
+    out: list[tuple[str, str | None]] = []
+    for flag, value in dict.fromkeys(inline):
+        option = options.expanded(flag)
+        if option is not None and options.table[option] == 0:
+            out.append((f"{flag}={value}", "takes no value"))
+    return out
+
+
 def _same_integer(value: str, accepted: tuple[str, ...]) -> bool:
     """argparse converts before it checks: `--log-requests-level 01` is the choice 1."""
     try:
@@ -302,6 +319,8 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
             )
         flag, eq, inline = word.text.partition("=")
         out.flags.append(flag)
+        if eq:
+            out.inline.append((flag, inline))
         i += 1
         negated = flag.startswith("--no-") and flag not in FLAGS and "--" + flag[5:] in FLAGS
         name = FLAGS.get("--" + flag[5:] if negated else flag)
@@ -441,6 +460,7 @@ def parse_job(
     for p in parsed[1:]:
         first.flags += p.flags
         first.given += p.given
+        first.inline += p.inline
         first.ignored += p.ignored
         first.unknown_flags += p.unknown_flags
         first.ascend_signs += p.ascend_signs
@@ -575,6 +595,7 @@ def _with_config_file(
         ignored=[*from_file.ignored, *(f for f in parsed.ignored if f not in from_file.ignored)],
         unknown_flags=[*from_file.unknown_flags, *parsed.unknown_flags],
         given=[*from_file.given, *parsed.given],
+        inline=parsed.inline,
         unknown_values={
             k: v
             for k, v in {**from_file.unknown_values, **parsed.unknown_values}.items()
