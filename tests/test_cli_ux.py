@@ -257,3 +257,21 @@ def test_a_value_glued_to_a_flag_that_takes_none_is_refused_as_sglang_does(
     assert run_cli(capsys, "validate", "--sglang", command, "--strict").code == 1
     plain = "python -m sglang.launch_server --tp=4 --dp-size=2 --enable-dp-attention"
     assert "CMD-UNKNOWN-FLAG" not in run_cli(capsys, "validate", "--sglang", plain).out
+
+
+def test_stdin_that_is_not_utf8_is_said_as_for_a_file() -> None:
+    """Bytes that are not UTF-8 on standard input reached the reader as lone surrogates:
+    `meshsat: error: unexpected word '\\udc80\\udc81' ...`. A file says "not UTF-8 text
+    (byte N)"; standard input now says the same."""
+    import io
+
+    from meshsat.solver.cli import main
+
+    raw = b"python -m sglang.launch_server --tp 8 \x80\x81"
+    for flag in ("--sglang", "--sglang-file"):
+        stdin = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="surrogateescape")
+        out, err = io.StringIO(), io.StringIO()
+        with pytest.raises(SystemExit) as exit_:
+            main(["validate", flag, "-"], stdin=stdin, stdout=out, stderr=err)
+        assert exit_.value.code == 2 and out.getvalue() == ""
+        assert err.getvalue() == "meshsat: error: standard input: not UTF-8 text (byte 38)\n"

@@ -9,6 +9,7 @@ merge order and the refusals are the same everywhere.
 
 from __future__ import annotations
 
+import re
 import stat
 import sys
 from collections.abc import Callable, Mapping
@@ -232,7 +233,14 @@ def script_folders(sources: LayoutSources) -> tuple[Path, ...]:
 
 
 def _stdin() -> str:
-    return sys.stdin.read(MAX_SCRIPT_BYTES + 1)
+    """Standard input's text; bytes that are not UTF-8 (which Python's stdin turns into
+    lone surrogates) are refused as a file's are, by byte offset, not as a strange word."""
+    text = sys.stdin.read(MAX_SCRIPT_BYTES + 1)
+    bad = re.search("[\ud800-\udfff]", text)
+    if bad is not None:
+        offset = len(text[: bad.start()].encode("utf-8"))
+        raise InputError(f"standard input: not UTF-8 text (byte {offset})")
+    return text
 
 
 def _refuse_local(sources: LayoutSources) -> None:
