@@ -345,6 +345,43 @@ def test_groups_of_a_two_node_layout_render(
     shot(driver, "groups")
 
 
+#: A PD script: a prefill and a decode server on their own hosts, and a router.
+PD_SCRIPT = (
+    "python3 -m sglang.launch_server --model-path m --disaggregation-mode prefill --tp 4 "
+    "--host 10.0.0.1 --port 30000 &\n"
+    "python3 -m sglang.launch_server --model-path m --disaggregation-mode decode --tp 2 "
+    "--host 10.0.0.2 --port 30001 &\n"
+    "python3 -m sglang_router.launch_router --pd-disaggregation "
+    "--prefill http://10.0.0.1:30000 --decode http://10.0.0.2:30001"
+)
+
+
+def test_groups_of_a_pd_script_name_every_server(
+    page: tuple[WebDriver, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The API answers a PD script with one entry per server (`roles`); the page read it
+    as one layout and showed "undefined" and "too many ranks to draw" (a server with an
+    invalid layout: a script error). Each server is named with its summary, its grid drawn."""
+    driver, url = page
+    open_view(driver, url, "groups")
+    for script in (PD_SCRIPT, PD_SCRIPT.replace("--tp 2", "--tp 3")):
+        doc = cli(capsys, "groups", "--sglang", script)
+        fill(driver, "groups", "sglang", script)
+        driver.find_element(By.ID, "groups-run").click()
+        wait(driver, "#groups-summary .server", 2)
+        summary = driver.find_element(By.ID, "groups-summary").text
+        assert "undefined" not in summary
+        for role in doc["roles"]:
+            line = role.get("summary") or "invalid layout: " + ", ".join(
+                v["rule"] for v in role["report"]["violations"]
+            )
+            assert f"{role['server']} ({role['role']}): {line}" in summary
+        drawn = [r for r in doc["roles"] if "ranks" in r]
+        cells = driver.find_elements(By.CSS_SELECTOR, "#groups-grid .gpu")
+        assert len(cells) == sum(len(r["ranks"]) for r in drawn)
+        driver.execute_script("document.querySelector('#groups-summary').innerHTML = ''")
+
+
 def test_compare_releases_shows_the_diff(
     page: tuple[WebDriver, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

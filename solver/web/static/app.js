@@ -594,6 +594,11 @@ async function runGroups() {
   try {
     const { doc, exit } = await call("POST", "/api/groups", request(form));
     $("#groups-out").hidden = false;
+    if (doc.roles) {  // a PD script: one entry per server, as `groups --json` gives it
+      lastGroups = doc;
+      drawGroups(doc);
+      return;
+    }
     if (exit !== 0) {
       lastGroups = null;
       $("#groups-summary").replaceChildren(h("span", { class: "bad" }, "✗ invalid layout: "), doc.violations.map((v) => v.rule).join(", "));
@@ -613,7 +618,25 @@ function colour(i, n) {
   return `hsl(${hue} 70% ${i % 2 ? 78 : 86}%)`;
 }
 
+// A PD script's servers: each named with its summary (or why its layout is invalid), then
+// each drawable server's grid under its name; the group kinds table is the first one's.
+function drawDeployment(doc) {
+  const kind = $("#groups-kind").value;
+  $("#groups-summary").replaceChildren(...doc.roles.map((r) => h("p", { class: "server" },
+    h("b", {}, `${r.server} (${r.role}): `),
+    r.report ? h("span", { class: "bad" }, `invalid layout: ${r.report.violations.map((v) => v.rule).join(", ")}`) : r.summary)));
+  const drawn = doc.roles.filter((r) => r.ranks);
+  $("#groups-grid").replaceChildren(
+    h("p", { class: "muted" }, `cell: global rank, GPU in its node, and its ${kind} group (one colour per group); each server as for its command alone`),
+    ...drawn.flatMap((r) => [h("h3", {}, `${r.server} (${r.role})`), gridOf(r, kind)]));
+  if (drawn.length) kindsTable(drawn[0], kind, doc); else $("#groups-kinds").replaceChildren();
+}
+
 function drawGroups(doc) {
+  if (doc.roles) {
+    drawDeployment(doc);
+    return;
+  }
   $("#groups-summary").textContent = doc.summary;
   if (!doc.ranks) {
     $("#groups-grid").replaceChildren(h("p", { class: "muted" }, "too many ranks to draw; the widths are above"));
@@ -621,6 +644,12 @@ function drawGroups(doc) {
     return;
   }
   const kind = $("#groups-kind").value;
+  $("#groups-grid").replaceChildren(h("p", { class: "muted" }, `cell: global rank, GPU in its node, and its ${kind} group (one colour per group)`), gridOf(doc, kind));
+  kindsTable(doc, kind, doc);
+}
+
+// One layout's ranks by node, each cell coloured by its `kind` group.
+function gridOf(doc, kind) {
   const groups = doc.groups[kind] || [];
   const groupOf = new Map();
   groups.forEach((g, i) => g.forEach((r) => groupOf.set(r, i)));
@@ -641,14 +670,19 @@ function drawGroups(doc) {
     }
     grid.append(row);
   }
-  $("#groups-grid").replaceChildren(h("p", { class: "muted" }, `cell: global rank, GPU in its node, and its ${kind} group (one colour per group)`), grid);
+  return grid;
+}
+
+// The group kinds of one layout: how many, their size, where their traffic goes; a row
+// click recolours by that kind (`shown`: what was drawn, the layout or the deployment).
+function kindsTable(doc, kind, shown) {
   const node = new Map(doc.ranks.map((r) => [r.rank, r.node]));
   $("#groups-kinds").replaceChildren(
     h("thead", {}, h("tr", {}, ["group kind", "groups", "size", "traffic"].map((c) => h("th", { class: "text" }, c)))),
     h("tbody", {}, Object.entries(doc.groups).map(([k, gs]) => {
       const spans = gs.filter((g) => new Set(g.map((r) => node.get(r))).size > 1).length;
       const where = gs[0] && gs[0].length === 1 ? "no traffic (size 1)" : spans ? `network: ${spans} of ${gs.length} group(s) span nodes` : "NVLink: every group inside one node";
-      return h("tr", { class: k === kind ? "selected" : "", onclick: () => { $("#groups-kind").value = k; drawGroups(doc); } },
+      return h("tr", { class: k === kind ? "selected" : "", onclick: () => { $("#groups-kind").value = k; drawGroups(shown); } },
         h("td", { class: "text" }, k), h("td", {}, gs.length), h("td", {}, gs[0] ? gs[0].length : 0), h("td", { class: "text" }, where));
     })));
 }
