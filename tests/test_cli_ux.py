@@ -275,3 +275,66 @@ def test_stdin_that_is_not_utf8_is_said_as_for_a_file() -> None:
             main(["validate", flag, "-"], stdin=stdin, stdout=out, stderr=err)
         assert exit_.value.code == 2 and out.getvalue() == ""
         assert err.getvalue() == "meshsat: error: standard input: not UTF-8 text (byte 38)\n"
+
+
+_PD_MANIFEST = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: prefill}
+spec:
+  template:
+    spec:
+      containers:
+      - name: prefill
+        command: ["python3", "-m", "sglang.launch_server", "--model-path", "m",
+                  "--disaggregation-mode", "prefill", "--tp", "8", "--port", "30000"]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: decode}
+spec:
+  template:
+    spec:
+      containers:
+      - name: decode
+        command:
+        - sh
+        - -c
+        - |
+          echo starting
+          python3 -m sglang.launch_server --model-path m --disaggregation-mode decode \\
+            --tp 8 --port 30001
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: router}
+spec:
+  template:
+    spec:
+      containers:
+      - name: router
+        command: ["python3", "-m", "sglang_router.launch_router", "--pd-disaggregation",
+                  "--prefill", "http://prefill:30000", "--decode", "http://decode:30001"]
+"""
+
+
+def test_manifest_lines_name_where_each_launch_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `sh -c` script's launch was on "line 1" (its line in the script), and the next
+    container's words were looked for from the manifest's top, so the router was placed
+    on the decode's script line. Each is named by its own line in the manifest."""
+    import json
+
+    path = tmp_path / "pd.yaml"
+    path.write_text(_PD_MANIFEST)
+    lines = _PD_MANIFEST.splitlines()
+    decode = 1 + next(i for i, x in enumerate(lines) if "--disaggregation-mode decode" in x)
+    router = 1 + next(i for i, x in enumerate(lines) if "sglang_router" in x)
+    doc = json.loads(run_cli(capsys, "validate", "--sglang-file", str(path), "--json").out)
+    assert [(r["server"], r["lines"]) for r in doc["roles"]] == [
+        ("prefill@9", [9]),
+        (f"decode@{decode}", [decode]),
+    ]
+    said = " ".join(f["message"] for f in doc["deployment"]["findings"])
+    assert f"the router on line {router} " in said and "line 1 " not in said

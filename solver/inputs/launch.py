@@ -266,8 +266,8 @@ def _from_manifest(listed: list[ListedCommand], routers: bool) -> tuple[LaunchCo
                 continue
             found += [
                 LaunchCommand(
-                    c.line, c.program, (*command.env, *c.env), c.words, "yaml", c.notes,
-                    _copies(command, c.program), command.owner,
+                    command.line + c.line - 1, c.program, (*command.env, *c.env), c.words,
+                    "yaml", c.notes, _copies(command, c.program), command.owner,
                 )
                 for c in inner
             ]  # fmt: skip

@@ -58,7 +58,8 @@ def manifest_commands(text: str) -> list[ListedCommand] | None:
         listed = container_command(container)
         copies = (replicas, owner, field)
         if listed.script is not None:
-            found.append(ListedCommand(1, (), listed.env, listed.script, *copies))
+            line, cursor = _script_place(text, listed.script, cursor)
+            found.append(ListedCommand(line, (), listed.env, listed.script, *copies))
             continue
         words = []
         for item in listed.words:
@@ -69,6 +70,25 @@ def manifest_commands(text: str) -> list[ListedCommand] | None:
         line = text.count("\n", 0, words[0][1]) + 1 if words else 1
         found.append(ListedCommand(line, tuple(words), listed.env, None, *copies))
     return found or None
+
+
+def _script_place(text: str, script: str, cursor: int) -> tuple[int, int]:
+    """The line of the manifest where a `sh -c` script's first line is (its line 1: a
+    launch on the script's line k is on this line + k - 1), and the cursor past the script's
+    last line, so that later containers' words are not found inside it. The script is
+    found by its first and last lines as written (a block scalar is indented, a flow one
+    may be escaped: then the line is the container's best guess, the cursor unmoved)."""
+    lines = script.splitlines()
+    filled = [i for i, x in enumerate(lines) if x.strip()]
+    if not filled:
+        return text.count("\n", 0, cursor) + 1, cursor
+    first, last = lines[filled[0]].strip(), lines[filled[-1]].strip()
+    start = text.find(first, cursor)
+    if start < 0:
+        return text.count("\n", 0, cursor) + 1, cursor
+    end = text.find(last, start)
+    end = start + len(first) if end < 0 else end + len(last)
+    return text.count("\n", 0, start) + 1 - filled[0], end
 
 
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
