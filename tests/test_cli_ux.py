@@ -338,3 +338,29 @@ def test_manifest_lines_name_where_each_launch_is(
     ]
     said = " ".join(f["message"] for f in doc["deployment"]["findings"])
     assert f"the router on line {router} " in said and "line 1 " not in said
+
+
+def test_fix_of_a_pd_manifest_keeps_each_servers_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fix --sglang-file pd.yaml` printed each manifest server's command without its
+    `--model-path` (SGLang requires one), unlike `fix` on one server's manifest."""
+    import json
+
+    path = tmp_path / "pd.yaml"
+    path.write_text(_PD_MANIFEST.replace('"--tp", "8"', '"--tp", "3"'))
+    run = run_cli(capsys, "fix", "--sglang-file", str(path), "--json")
+    commands: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            commands.extend(v for k, v in node.items() if k == "command_line")
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(json.loads(run.out))
+    assert len(commands) >= 2 and all("--model-path m " in c for c in commands), commands
+    assert any("--disaggregation-mode prefill" in c for c in commands)

@@ -204,16 +204,26 @@ def in_user_words(result: DeploymentFix, deployment: Deployment, pack: Pack) -> 
     """Each server's fixes as its own launch (its first node's) with the layout edited
     (`fixed_command`, what `fix` prints for one server) and the flags it takes from its
     prefill set (`set_flags`, as `--rewrite` sets them): every other word stays as typed.
-    A manifest's list is not shell text; its servers keep the rendered command."""
+    A manifest's list is not shell text; its servers keep the rendered command, with the
+    model they name (SGLang needs `--model-path`), as `fix` renders one server's."""
     from meshsat.solver.inputs.rewrite import fixed_command
+    from meshsat.solver.repair.fix import command_line
 
     spelling = "attn_dp_size" not in pack.absent_fields
     servers = {s.name: s for s in deployment.servers}
     fixed: list[ServerFix] = []
     for found in result.servers:
         server = servers.get(found.server)
-        if server is None or server.commands[0].form != "shell":
+        if server is None:
             fixed.append(found)
+            continue
+        if server.commands[0].form != "shell":
+            path = server.layout.model_path
+            rendered = tuple(
+                replace(f, command_line=command_line(f.config, pack, path))
+                for f in found.report.fixes
+            )
+            fixed.append(replace(found, report=replace(found.report, fixes=rendered)))
             continue
         text, launch = deployment.text, server.commands[0]
         if found.flags:
