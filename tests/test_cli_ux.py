@@ -364,3 +364,30 @@ def test_fix_of_a_pd_manifest_keeps_each_servers_model(
     walk(json.loads(run.out))
     assert len(commands) >= 2 and all("--model-path m " in c for c in commands), commands
     assert any("--disaggregation-mode prefill" in c for c in commands)
+
+
+def test_fields_lists_only_flags_the_release_parses(capsys: pytest.CaptureFixture[str]) -> None:
+    """`fields -V 0.5.23` listed `--disable-piecewise-cuda-graph`, which 0.5.23's parser
+    refuses (it left after 0.5.19), and `fields -V 0.4.6.post5` `--moe-a2a-backend`, which
+    that release does not have (it sets the backend with --enable-deepep-moe). Every flag
+    listed must be in the release's recorded flag table, or abbreviate one of it alone."""
+    import json
+
+    from meshsat.solver.inputs.sglang_cmdline import release_flags
+    from meshsat.solver.packs import known_versions
+
+    for version in known_versions():
+        table = release_flags(version)
+        assert table is not None
+        doc = json.loads(run_cli(capsys, "fields", "-V", version, "--json").out)
+        for row in doc["fields"]:
+            for flag in row["flags"]:
+                fits = [option for option in table if option.startswith(flag)]
+                assert flag in table or len(fits) == 1, (version, row["field"], flag)
+        flags = {row["field"]: row["flags"] for row in doc["fields"]}
+        if version == "0.5.23":
+            assert flags["disable_prefill_cuda_graph"] == ["--disable-prefill-cuda-graph"]
+        if version == "0.4.6.post5":
+            assert flags["moe_a2a_backend"] == ["--enable-deepep-moe"]
+    table_view = run_cli(capsys, "fields", "-V", "0.4.6.post5").out
+    assert "(no flag in" in table_view  # the table wraps the cell

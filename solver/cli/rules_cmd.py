@@ -14,6 +14,7 @@ from meshsat.solver.cli.layout_options import JsonOpt
 from meshsat.solver.cli.output import out
 from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
 from meshsat.solver.inputs.convert import accepted
+from meshsat.solver.inputs.sglang_cmdline import DEPRECATED, missing_from_release
 from meshsat.solver.lang.fields import SPECS
 
 
@@ -125,14 +126,26 @@ def fields_cmd(
 ) -> None:
     """List every field: type and accepted values, default, SGLang flags, meaning; fields
     the chosen SGLang release has no flag for say so."""
-    absent = set(chosen_pack(sglang_version).absent_fields)
+    pack = chosen_pack(sglang_version)
+    absent = set(pack.absent_fields)
+    # A field's spellings span releases (`--disable-piecewise-cuda-graph` left in 0.5.23):
+    # only those the chosen release's parser takes are listed, with the deprecated ones
+    # that set it there (0.4.6.post5 has no --moe-a2a-backend: --enable-deepep-moe).
+    spelled = [f for s in SPECS.values() for f in s.flags] + list(DEPRECATED)
+    refused = {f for f, _ in missing_from_release(spelled, pack.version)}
+    old_spellings = {
+        name: [f for f, (target, _) in DEPRECATED.items() if target == name and f not in refused]
+        for name in SPECS
+    }
     rows: list[dict[str, Any]] = [
         {
             "field": s.name,
             "type": s.describe_type(),
             "accepts": accepted(s, full=True),
             "default": s.default,
-            "flags": [] if s.name in absent else list(s.flags),
+            "flags": []
+            if s.name in absent
+            else [f for f in s.flags if f not in refused] + old_spellings[s.name],
             "in_release": s.name not in absent,
             "group": s.group,
             "tool_only": s.tool_only,
@@ -155,6 +168,8 @@ def fields_cmd(
             else "(not in this release)"
             if not r["in_release"]
             else "(tool only)"
+            if r["tool_only"]
+            else "(no flag in this release)"
         )
         cells = (r["field"], r["accepts"], fmt_value(r["default"]), flags, r["help"])
         table.add_row(*(escape(c) for c in cells))
