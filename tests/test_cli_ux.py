@@ -391,3 +391,22 @@ def test_fields_lists_only_flags_the_release_parses(capsys: pytest.CaptureFixtur
             assert flags["moe_a2a_backend"] == ["--enable-deepep-moe"]
     table_view = run_cli(capsys, "fields", "-V", "0.4.6.post5").out
     assert "(no flag in" in table_view  # the table wraps the cell
+
+
+def test_fix_command_uses_flags_the_release_has(capsys: pytest.CaptureFixture[str]) -> None:
+    """`fix -V 0.4.6.post5` printed `--moe-a2a-backend deepep`, which that release's parser
+    refuses (it spells the backend `--enable-deepep-moe`): the printed command, read back
+    on the same release, must name no flag it would refuse."""
+    import json
+
+    args = ("--set", "tp_size=8", "--set", "moe_a2a_backend=deepep", "--set", "ep_size=4")
+    doc = json.loads(run_cli(capsys, "fix", *args, "-V", "0.4.6.post5", "--json").out)
+    command = doc["fixes"][0]["command_line"]
+    assert "--enable-deepep-moe" in command and "--moe-a2a-backend" not in command
+    back = json.loads(
+        run_cli(capsys, "validate", "--sglang", command, "-V", "0.4.6.post5", "--json").out
+    )
+    assert back["valid"] and not [w for w in back["warnings"] if w["rule"] == "CMD-UNKNOWN-FLAG"]
+    assert back["resolved"]["moe_a2a_backend"] == "deepep"
+    newest = json.loads(run_cli(capsys, "fix", *args, "--json").out)["fixes"][0]["command_line"]
+    assert "--moe-a2a-backend deepep" in newest

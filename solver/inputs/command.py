@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from meshsat.solver.backends.render import fmt_value
-from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, release_defaults, release_flags
+from meshsat.solver.inputs.sglang_cmdline import (
+    DEPRECATED,
+    ENV_FACTS,
+    release_defaults,
+    release_flags,
+)
 from meshsat.solver.inputs.spelling import spelled
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
@@ -48,13 +53,28 @@ def flag_words(name: str, value: Any, release: str | None = None) -> str:
         return ""
     if spec.tool_only or not spec.flags:
         return ""
+    known = release_flags(release) if release is not None else None
+    flag = _spelling(spec.flags, known)
+    if flag is None:  # the release has none of the field's flags: an old spelling, or none
+        old = [
+            f for f, meant in DEPRECATED.items() if meant == (name, value) and f in (known or ())
+        ]
+        return old[0] if old else ""
     if value is True:
-        return spec.flags[0]
+        return flag
     if value is False:
-        negated = "--no-" + spec.flags[0][2:]
-        known = release_flags(release) if release is not None else None
+        negated = "--no-" + flag[2:]
         return negated if known is not None and negated in known else ""
-    return f"{spec.flags[0]} {shlex.quote(str(value))}"
+    return f"{flag} {shlex.quote(str(value))}"
+
+
+def _spelling(flags: tuple[str, ...], known: dict[str, int] | None) -> str | None:
+    """The field's first flag the release's parser has (a field's spellings span releases:
+    0.4.6.post5 has no `--moe-a2a-backend`, 0.5.23 no `--disable-piecewise-cuda-graph`);
+    the first flag when the release was not recorded; None when it has none of them."""
+    if known is None:
+        return flags[0]
+    return next((f for f in flags if f in known), None)
 
 
 def needs_flag(name: str, value: Any, typed: bool, release: str) -> bool:
