@@ -410,3 +410,35 @@ def test_fix_command_uses_flags_the_release_has(capsys: pytest.CaptureFixture[st
     assert back["resolved"]["moe_a2a_backend"] == "deepep"
     newest = json.loads(run_cli(capsys, "fix", *args, "--json").out)["fixes"][0]["command_line"]
     assert "--moe-a2a-backend deepep" in newest
+
+
+def test_csv_has_its_header_when_there_is_no_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A valid layout's `--format csv` (no violation), a fix with nothing to change, a
+    diff of a release with itself, a valid PD deployment: each printed one empty line, which
+    a CSV reader takes for a file without columns (pandas: EmptyDataError). The header is
+    written, as it is when there are rows."""
+    import csv
+    import io
+
+    pd = tmp_path / "pd.yaml"
+    pd.write_text(_PD_MANIFEST)
+    cases = {
+        ("validate", "--set", "tp_size=8"): ["severity", "rule", "message", "detail"],
+        ("fix", "--set", "tp_size=8"): ["fix", "field", "old", "new"],
+        ("diff", "0.5.23", "0.5.23"): ["what", "change", "id"],
+        ("validate", "--sglang-file", str(pd)): ["server", "severity", "rule", "message", "detail"],
+        ("fix", "--sglang-file", str(pd)): ["server", "field", "old", "new"],
+        ("launch", "--dry-run", "--format", "csv", "--", "sglang", "serve", "--tp", "2"): ["rule"],
+    }
+    for args, header in cases.items():
+        extra = () if "launch" in args else ("--format", "csv")
+        run = run_cli(capsys, *args, *extra)
+        assert run.code == 0, (args, run.err)
+        rows = list(csv.reader(io.StringIO(run.out)))
+        assert rows and rows[0] == header, (args, run.out)
+    with_rows = run_cli(
+        capsys, "fix", "--set", "tp_size=8", "--set", "ep_size=3", "--format", "csv"
+    )
+    assert with_rows.out.splitlines() == ["fix,field,old,new", "1,ep_size,3,4"]

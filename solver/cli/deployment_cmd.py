@@ -17,7 +17,12 @@ from meshsat.solver.cli.deployment_view import deployment_head, server_heading
 from meshsat.solver.cli.formats import OutputFormat, emit
 from meshsat.solver.cli.launch_checks import with_launch_checks
 from meshsat.solver.cli.output import note, out
-from meshsat.solver.cli.report_view import print_report, violation_rows
+from meshsat.solver.cli.report_view import (
+    CHANGE_COLUMNS,
+    VIOLATION_COLUMNS,
+    print_report,
+    violation_rows,
+)
 from meshsat.solver.deployment.fix import DeploymentFix, ServerFix, fix_deployment
 from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.deployment.reader import OneJob, read_deployment, read_script
@@ -98,7 +103,7 @@ def validate_deployment_cmd(
     if fmt is OutputFormat.table:
         print_deployment(verdict, verbose=verbose)
     else:
-        emit(fmt, verdict.to_dict(), _rows(verdict))
+        emit(fmt, verdict.to_dict(), _rows(verdict), columns=("server", *VIOLATION_COLUMNS))
     return 0 if verdict.valid else 1
 
 
@@ -196,7 +201,7 @@ def fix_deployment_cmd(
             for r in result.routers
             for url, kind in r.moves
         ]
-        emit(fmt, result.to_dict(), rows)
+        emit(fmt, result.to_dict(), rows, columns=("server", *CHANGE_COLUMNS))
     return 0 if result.ok else 1
 
 

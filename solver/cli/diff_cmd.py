@@ -74,7 +74,7 @@ def diff_cmd(
             for kind, steps in data["resolution_steps"].items()
             for step in steps
         ]
-        emit(chosen_fmt, data, rows)
+        emit(chosen_fmt, data, rows, columns=("what", "change", "id"))
         return
     out.print(f"SGLang {a.version} → {b.version}", markup=False, highlight=False)
     rules = data["rules"]

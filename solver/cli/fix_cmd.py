@@ -22,6 +22,7 @@ from meshsat.solver.cli.memory_options import (
     report_pack,
 )
 from meshsat.solver.cli.output import out
+from meshsat.solver.cli.report_view import CHANGE_COLUMNS
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
@@ -184,7 +185,7 @@ def fix_cmd(
             for i, f in enumerate(report.fixes, 1)
             for c in f.changes
         ]
-        emit(chosen_fmt, fix_document(report, unfixed), rows)
+        emit(chosen_fmt, fix_document(report, unfixed), rows, columns=("fix", *CHANGE_COLUMNS))
     raise typer.Exit(fix_status(report, unfixed))
 
 

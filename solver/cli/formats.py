@@ -89,9 +89,12 @@ def emit(
     rows: Sequence[Mapping[str, Any]],
     *,
     listing: bool = False,
+    columns: Sequence[str] | None = None,
 ) -> None:
     """Write `document` (json), `rows` (csv; jsonl for a listing) or the document on one
-    line (jsonl for a single answer). `table` is each command's own view."""
+    line (jsonl for a single answer). `table` is each command's own view. `columns`: the
+    CSV header, written when there is no row too (a reader of a valid layout's CSV gets
+    the header, not an empty file it cannot parse)."""
     if fmt is OutputFormat.json:
         sys.stdout.write(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n")
     elif fmt is OutputFormat.jsonl:
@@ -99,6 +102,6 @@ def emit(
         for value in values:
             sys.stdout.write(json.dumps(value, allow_nan=False, default=str) + "\n")
     elif fmt is OutputFormat.csv:
-        write_csv(rows)
+        write_csv(rows, columns)
     else:  # pragma: no cover - callers print their own table
         raise ValueError("the table format is each command's own view")

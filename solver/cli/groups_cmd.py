@@ -12,7 +12,7 @@ from meshsat.solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
 from meshsat.solver.cli.groups_view import MAX_LISTED_RANKS, groups_document, print_planned
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.output import note, out
-from meshsat.solver.cli.report_view import print_report, violation_rows
+from meshsat.solver.cli.report_view import VIOLATION_COLUMNS, print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
 from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.errors import InputError
@@ -95,7 +95,8 @@ def groups_cmd(
         if chosen_fmt is OutputFormat.table:
             print_report(invalid.report)
         else:
-            emit(chosen_fmt, invalid.report.to_dict(), violation_rows(invalid.report))
+            rows = violation_rows(invalid.report)
+            emit(chosen_fmt, invalid.report.to_dict(), rows, columns=VIOLATION_COLUMNS)
         raise typer.Exit(1) from None
     w = planned.widths
     if w.world > MAX_LISTED_RANKS:

@@ -99,7 +99,8 @@ def launch_cmd(
                 "fixed_command": verdict.fixed_command,
                 "changes": list(verdict.changes),
             }
-            emit(report_format, data, [{"rule": v.rule} for v in verdict.report.violations])
+            rows = [{"rule": v.rule} for v in verdict.report.violations]
+            emit(report_format, data, rows, columns=("rule",))
             raise typer.Exit(0 if verdict.valid or mode is Mode.warn else 1)
         if verdict.valid:
             sys.stderr.write(verdict.summary() + "\n")

@@ -46,6 +46,12 @@ def derived_line(report: Report) -> str:
     return " · ".join(parts)
 
 
+#: The columns of `violation_rows`.
+VIOLATION_COLUMNS = ("severity", "rule", "message", "detail")
+#: The CSV columns of a fix's change (after the fix's number, or its server's name).
+CHANGE_COLUMNS = ("field", "old", "new")
+
+
 def violation_rows(report: Report) -> list[dict[str, Any]]:
     """The rows of `--format csv`: every violated rule, errors then warnings."""
     return [

@@ -22,7 +22,7 @@ from meshsat.solver.cli.memory_options import (
     with_memory,
 )
 from meshsat.solver.cli.output import out
-from meshsat.solver.cli.report_view import print_report, violation_rows
+from meshsat.solver.cli.report_view import VIOLATION_COLUMNS, print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.k8s import ManifestLaunch
@@ -148,7 +148,7 @@ def validate_cmd(
                 out.print(disk, markup=False, highlight=False)
     else:
         document = validate_document(report, mem, model, copies)
-        emit(chosen_fmt, document, violation_rows(report))
+        emit(chosen_fmt, document, violation_rows(report), columns=VIOLATION_COLUMNS)
     raise typer.Exit(0 if report.valid else 1)
 
 
@@ -197,7 +197,8 @@ def rewrite_out(text: str | None, notes: list[str], fmt: OutputFormat) -> int:
 
     if fmt is OutputFormat.table:
         return rewritten_out(text, notes)
-    emit(fmt, {"script": text, "notes": notes}, [{"script": text, "notes": "\n".join(notes)}])
+    row = {"script": text, "notes": "\n".join(notes)}
+    emit(fmt, {"script": text, "notes": notes}, [row], columns=tuple(row))
     return 0 if text is not None else 1
 
 
