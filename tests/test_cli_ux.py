@@ -442,3 +442,30 @@ def test_csv_has_its_header_when_there_is_no_row(
         capsys, "fix", "--set", "tp_size=8", "--set", "ep_size=3", "--format", "csv"
     )
     assert with_rows.out.splitlines() == ["fix,field,old,new", "1,ep_size,3,4"]
+
+
+def test_launch_json_runs_nothing_even_with_the_check_off(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`launch --help`: "--json (or --format) prints the verdict on stdout instead and runs
+    nothing". With --mode off (or MESHSAT_SGLANG=off in the environment) it printed nothing
+    and ran the command. It must print the verdict and never exec."""
+    import json
+    import os
+
+    ran: list[list[str]] = []
+
+    def execvp(program: str, argv: list[str]) -> None:
+        ran.append(argv)
+        raise SystemExit(99)
+
+    monkeypatch.setattr(os, "execvp", execvp)
+    command = ("--", "python3", "-m", "sglang.launch_server", "--tp", "8", "--dp", "3")
+    command += ("--enable-dp-attention",)
+    run = run_cli(capsys, "launch", "--mode", "off", "--json", *command)
+    assert not ran and run.code == 0
+    assert json.loads(run.out)["first"] == "DPATTN-TP-DIV"
+    monkeypatch.setenv("MESHSAT_SGLANG", "off")
+    run = run_cli(capsys, "launch", "--format", "jsonl", *command)
+    assert not ran and json.loads(run.out)["valid"] is False
+    assert run_cli(capsys, "launch", "--mode", "enforce", "--json", *command).code == 1

@@ -90,7 +90,9 @@ def launch_cmd(
         if problem is not None:
             raise InputError(problem.replace("; using enforce", ""))
     report_format = chosen(fmt, as_json)
-    if mode is not Mode.off:
+    # --json asks for the verdict and runs nothing, whatever the mode (MESHSAT_SGLANG=off
+    # in the environment must not turn a report into a launch).
+    if mode is not Mode.off or report_format is not OutputFormat.table:
         verdict = judge_words(command, sglang_version=sglang_version)
         if report_format is not OutputFormat.table:
             data = {
@@ -101,7 +103,7 @@ def launch_cmd(
             }
             rows = [{"rule": v.rule} for v in verdict.report.violations]
             emit(report_format, data, rows, columns=("rule",))
-            raise typer.Exit(0 if verdict.valid or mode is Mode.warn else 1)
+            raise typer.Exit(0 if verdict.valid or mode is not Mode.enforce else 1)
         if verdict.valid:
             sys.stderr.write(verdict.summary() + "\n")
         else:
