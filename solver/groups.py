@@ -17,8 +17,10 @@ from types import MappingProxyType
 from typing import Any
 
 from meshsat.solver.backends.pyeval import compiled
+from meshsat.solver.errors import InputError
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.lang.limits import MAX_GPUS
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack
 from meshsat.solver.placement import Job, LaunchFacts, seats
@@ -289,6 +291,9 @@ def plan_layout(
     report = check(config, model, explain=explain, sglang_version=sglang_version)
     widths = Widths.of(report.resolved, release=report.sglang_version or None)
     widths.check()
+    if widths.world > MAX_GPUS:  # each size is bounded, their product is not: a rank map
+        # of 2^40 ranks would never finish (`limits.MAX_GPUS`)
+        raise InputError(f"the layout uses {widths.world} GPUs; above the limit of {MAX_GPUS} GPUs")
     return PlannedLayout(report, widths)
 
 

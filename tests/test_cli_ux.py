@@ -469,3 +469,27 @@ def test_launch_json_runs_nothing_even_with_the_check_off(
     run = run_cli(capsys, "launch", "--format", "jsonl", *command)
     assert not ran and json.loads(run.out)["valid"] is False
     assert run_cli(capsys, "launch", "--mode", "enforce", "--json", *command).code == 1
+
+
+def test_a_layout_over_the_gpu_bound_is_refused_by_fix_and_groups(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each size is bounded by 2^20 GPUs, but dp·tp is not: `fix` answered on
+    1,099,511,627,776 GPUs and `groups` summarised them, while the README's bounds say the
+    GPU count of fix and groups is refused above 2^20 (and `groups()`'s rank map of 2^40
+    ranks never finishes). Both are one line, exit 2."""
+    from meshsat.solver.errors import InputError
+    from meshsat.solver.groups import plan_layout
+
+    huge = ("--set", "tp_size=1048576", "--set", "dp_size=1048576")
+    for args in (("fix", *huge, "--set", "ep_size=3"), ("groups", *huge)):
+        run = run_cli(capsys, *args)
+        assert run.code == 2 and run.out == "", (args, run.out[:200])
+        assert run.err == (
+            "meshsat: error: the layout uses 1099511627776 GPUs; "
+            + ("fix works up to the limit" if args[0] == "fix" else "above the limit")
+            + " of 1048576 GPUs\n"
+        )
+    with pytest.raises(InputError):
+        plan_layout({"tp_size": 1 << 20, "dp_size": 1 << 20}, sglang_version="0.5.23")
+    assert run_cli(capsys, "groups", "--set", "tp_size=1024", "--set", "dp_size=1024").code == 0

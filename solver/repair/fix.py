@@ -119,6 +119,10 @@ def fix(
     pack = get_pack(sglang_version)
     report = validate(cfg, spec, explain=False, sglang_version=pack)
     before = int(report.derived["gpus_used"])
+    if before > MAX_GPUS:  # each size is bounded, their product is not (limits.MAX_GPUS)
+        raise InputError(
+            f"the layout uses {shown(before)} GPUs; fix works up to the limit of {MAX_GPUS} GPUs"
+        )
     # meshsat's advice is no error, but fix never proposes a layout that breaks it, so an
     # input that does is repaired too (Pack.constraints).
     advised = tuple(w.rule for w in report.warnings if w.rule in pack.advice)
