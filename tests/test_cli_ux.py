@@ -493,3 +493,38 @@ def test_a_layout_over_the_gpu_bound_is_refused_by_fix_and_groups(
     with pytest.raises(InputError):
         plan_layout({"tp_size": 1 << 20, "dp_size": 1 << 20}, sglang_version="0.5.23")
     assert run_cli(capsys, "groups", "--set", "tp_size=1024", "--set", "dp_size=1024").code == 0
+
+
+def test_a_decodes_own_fix_is_not_lost_under_the_pair_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A decode at `--tp 3` for a model of 32 heads is fixed on its own (tp 3 -> 1, plain DP
+    3), then follows its prefill's page size. The second step replaced the first in the
+    report: "decode@2: no layout change" (JSON: no change, valid_input true) above a command
+    whose --tp 3 was gone. The changes are told against the user's layout."""
+    import json
+
+    script = tmp_path / "pd.sh"
+    script.write_text(
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode "
+        "prefill --tp 4 --host 10.0.0.1 --port 30000 --page-size 16 &\n"
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode "
+        "decode --tp 3 --host 10.0.0.2 --port 30001 --page-size 32 &\n"
+        "python3 -m sglang_router.launch_router --pd-disaggregation "
+        "--prefill http://10.0.0.1:30000 --decode http://10.0.0.2:30001\n"
+    )
+    run = run_cli(capsys, "fix", "--sglang-file", str(script))
+    assert run.code == 0
+    assert "decode@2: tp_size: 3 -> 1, dp_size: 1 -> 3; --page-size 16" in run.out
+    doc = json.loads(run_cli(capsys, "fix", "--sglang-file", str(script), "--json").out)
+    decode = doc["roles"][1]
+    assert decode["valid_input"] is False and decode["violations"] == [
+        "MODEL-HEADS",
+        "MODEL-KV-HEADS",
+    ]
+    changes = decode["fixes"][0]["changes"]
+    assert changes == [
+        {"field": "tp_size", "old": 3, "new": 1},
+        {"field": "dp_size", "old": 1, "new": 3},
+    ]
+    assert decode["flags"] == [{"flag": "--page-size", "value": "16"}]

@@ -130,7 +130,7 @@ def fix_deployment(
             repaired, fix_of = _follow(fixed[server.name], p_side, pack, pins, objective, timeout_s)
             fixed[server.name] = repaired
             if fix_of is not None:
-                fixes[server.name] = fix_of
+                fixes[server.name] = _after(fixes[server.name], fix_of)
     servers = tuple(fixed[s.name] for s in deployment.servers)
     routed = [_fix_router(r, deployment) for r in deployment.routers]
     after_deployment = replace(
@@ -226,6 +226,30 @@ def _follow(
     if found.fixes:
         decode = _with_config(decode, found.best.config)
     return decode, result
+
+
+def _after(first: ServerFix, then: ServerFix) -> ServerFix:
+    """A decode's repair under the pair rules (`then`, found on the layout its own fix
+    made) told against the user's layout: its changes composed with those of the server's
+    own fix (`first`), and the input's verdict `first`'s. Replaced, the server's own fix
+    (`--tp 3` -> plain DP 3 for a model of 32 heads) was printed as "no layout change"."""
+    if not first.report.fixes or not then.report.fixes:
+        return then
+    composed = {c.field: c for c in first.report.best.changes}
+    for c in (*then.forced, *then.report.best.changes):
+        before = composed.get(c.field)
+        composed[c.field] = Change(c.field, c.old if before is None else before.old, c.new)
+    kept = [c for c in composed.values() if c.old != c.new]
+    pinned = {c.field for c in then.forced}
+    best = replace(then.report.best, changes=tuple(c for c in kept if c.field not in pinned))
+    report = replace(
+        then.report,
+        fixes=(best, *then.report.fixes[1:]),
+        valid_input=first.report.valid_input and then.report.valid_input,
+        violations=first.report.violations or then.report.violations,
+        gpus_before=first.report.gpus_before,
+    )
+    return replace(then, report=report, forced=tuple(c for c in kept if c.field in pinned))
 
 
 def _forced(decode: Server, d: Side, p: Side, release: str) -> tuple[Change, ...]:
