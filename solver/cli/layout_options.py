@@ -166,8 +166,13 @@ def read_layout(
     for text in layout.notes:
         note(text)
     if launch_notes:
+        from meshsat.solver.deployment.visible import visible_violations
+
         for issue in layout.job:
             note(f"{issue.rule}: {issue.message}")
+        launches = [layout.launch] if layout.launch is not None else []
+        for v in visible_violations(launches, layout.config.model_dump(), release):
+            note(f"{v.rule}: {v.message}")
         if layout.missing_flags:
             note(missing_flags_text(layout))
     return layout

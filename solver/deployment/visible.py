@@ -1,0 +1,83 @@
+"""A launch whose visible-devices list is shorter than the GPU ids its ranks take.
+
+Why: SGLang numbers a node's GPUs from `--base-gpu-id` with `--gpu-id-step`
+(`meshsat.solver.placement`) and each scheduler calls `torch.cuda.set_device(gpu_id)`
+(`torch.npu.set_device` on Ascend). Inside the process the GPUs are the ones
+`CUDA_VISIBLE_DEVICES` (`ASCEND_RT_VISIBLE_DEVICES`) lists, renumbered from 0, so a rank
+whose id is past the list's end has no device: `CUDA_VISIBLE_DEVICES=0,1` with `--tp 4`
+starts two schedulers and the other two fail with "invalid device ordinal". Each server's
+own rules cannot see this (the list is the launch's environment, not a flag), and the
+deployment's machine rules (`hosts`) only read the ids that exist, so it is its own check,
+on every launch of a single-server script and of every server of a deployment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from meshsat.solver.deployment.hosts import VISIBLE_ENV, ranges, visible_ids
+from meshsat.solver.deployment.reader import flag_text
+from meshsat.solver.groups import Widths
+from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV
+from meshsat.solver.inputs.launch import LaunchCommand
+from meshsat.solver.placement import launches
+from meshsat.solver.validation.report import Violation
+
+RULE = "JOB-VISIBLE-DEVICES"
+_FAILS = {
+    "npu": "torch.npu.set_device fails: no such device",
+    "cuda": "CUDA error: invalid device ordinal",
+}
+
+
+def _node(command: LaunchCommand) -> int:
+    """The node a launch is (its `--node-rank`; 0 when it gives none or a shell value)."""
+    text = flag_text(command, "--node-rank")
+    return int(text) if text is not None and text.isdigit() else 0
+
+
+def visible_violations(
+    commands: Iterable[LaunchCommand], resolved: Mapping[str, Any], release: str | None
+) -> list[Violation]:
+    """One error per launch (a node of the job `resolved` describes) whose visible-devices
+    list does not reach every local GPU id its ranks take. Nothing when the list is a
+    shell expansion or names devices by UUID (not known here), or when the layout is one
+    SGLang refuses before it places ranks."""
+    try:
+        widths = Widths.of(resolved, release)
+    except ValueError:
+        return []
+    platform = str(resolved.get("platform") or "cuda")
+    name = VISIBLE_ENV.get(platform, CUDA_VISIBLE_DEVICES_ENV)
+    placed = launches(widths.job)
+    out: list[Violation] = []
+    for command in commands:
+        given = [value for var, value in command.env if var == name]
+        if not given:
+            continue
+        ids = visible_ids(given[-1])
+        if ids is None:
+            continue
+        node = _node(command)
+        local = sorted({x.gpu for x in placed if x.node == node})
+        beyond = [g for g in local if g >= len(ids)]
+        if not beyond:
+            continue
+        seen = f"{len(ids)} device(s)" if ids else "no device"
+        out.append(
+            Violation(
+                RULE,
+                f"the node launched on line {command.line} sees {seen} ({name}="
+                f"{','.join(map(str, ids))}) but its ranks take local GPU(s) {ranges(local)}: "
+                f"the rank(s) on GPU {ranges(beyond)} fail at start-up "
+                f"({_FAILS.get(platform, _FAILS['cuda'])})",
+                ("tp_size", "pp_size", "nnodes", "base_gpu_id", "gpu_id_step"),
+                f"line {command.line}",
+                f"list at least {max(local) + 1} devices in {name}, or give the node fewer "
+                "ranks (tp_size x pp_size / nnodes) or a lower --base-gpu-id/--gpu-id-step",
+                "sglang/srt/managers/scheduler.py: each rank calls set_device(gpu_id); the "
+                f"runtime numbers the devices {name} lists from 0",
+            )
+        )
+    return out
