@@ -108,3 +108,32 @@ def test_each_server_of_a_deployment_is_checked() -> None:
     assert not report.valid
     by_role = {r.role: [v.rule for v in r.report.violations] for r in report.roles}
     assert by_role == {"prefill": [RULE], "decode": []}
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.sampled_from((2, 4, 8)),
+    st.integers(0, 3),
+    st.sampled_from((1, 2)),
+    st.integers(1, 7),
+)
+def test_fix_fits_the_layout_to_the_listed_gpus(tp: int, base: int, step: int, k: int) -> None:
+    """Without --gpus, fix fits a launch whose list is too short to the GPUs listed; its
+    command passes validate (the independent check) with the list kept as typed."""
+    from hypothesis import assume
+
+    visible = ",".join(map(str, range(k)))
+    placement = f" --base-gpu-id {base} --gpu-id-step {step}" if (base, step) != (0, 1) else ""
+    command = f"CUDA_VISIBLE_DEVICES={visible} {L} --tp {tp}{placement}"
+    assume(base + (tp - 1) * step >= k)  # the list is too short
+    runner = CliRunner()
+    fixed = runner.invoke(app, ["fix", "--json", "--sglang", command])
+    if fixed.exit_code == 1:  # no layout fits: only when no GPU id can
+        return
+    assert fixed.exit_code == 0, fixed.output
+    import json
+
+    line = json.loads(fixed.stdout)["fixes"][0]["command_line"]
+    assert line.startswith(f"CUDA_VISIBLE_DEVICES={visible} ")
+    check = runner.invoke(app, ["validate", "--json", "--sglang", line])
+    assert check.exit_code == 0, (command, line, check.output)

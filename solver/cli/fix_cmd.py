@@ -140,8 +140,9 @@ def fix_cmd(
             )
         )
     layout = read_layout(sources, sglang_version, command="fix", job=deployment)
+    config, gpus = _fit_visible(layout, gpus, sglang_version)
     report = fix(
-        layout.config,
+        config,
         layout.model,
         pins=pin or (),
         gpus=gpus,
@@ -182,6 +183,36 @@ def fix_cmd(
         ]
         emit(chosen_fmt, report.to_dict(), rows)
     raise typer.Exit(0 if report.fixes else 1)
+
+
+def _fit_visible(
+    layout: LayoutInput, gpus: int | None, version: str | None
+) -> tuple[Config, int | None]:
+    """The layout and GPU count to fix: a launch whose visible-devices list is shorter than
+    its ranks' GPU ids (JOB-VISIBLE-DEVICES) is fitted, without --gpus, to the GPUs the
+    list gives each node: the list is where the operator placed the server, the widths
+    are what does not fit it. Its length is the node's size (a fact, not a flag to
+    print), which TOPO-GPU-ID-RANGE holds a `--base-gpu-id`/`--gpu-id-step` to."""
+    from meshsat.solver.cli.output import note
+    from meshsat.solver.deployment.visible import short_lists
+
+    if gpus is not None or layout.launch is None:
+        return layout.config, gpus
+    release = get_pack(version).version
+    short = short_lists([layout.launch], layout.config.model_dump(), release)
+    if not short or not short[0].ids:
+        return layout.config, gpus
+    listed = len(short[0].ids)
+    config = layout.config.model_copy(update={"gpus_per_node": listed})
+    config.model_fields_set.discard("gpus_per_node")  # read from the list, not given
+    note(
+        f"fitting the layout to the {listed} GPU(s) {short[0].name} lists on each of its "
+        f"{config.nnodes} node(s) (JOB-VISIBLE-DEVICES); pass --gpus N for another count"
+    )
+    # As many GPUs a node as the list holds, or the ranks it had if fewer: any placement of
+    # that many within the list is then one the rules accept (TOPO-GPU-ID-RANGE holds a
+    # base id or step to the list; without either, the ranks take GPUs 0..).
+    return config, min(len(short[0].local), listed) * config.nnodes
 
 
 def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:

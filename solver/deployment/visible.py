@@ -14,6 +14,7 @@ on every launch of a single-server script and of every server of a deployment.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from meshsat.solver.deployment.hosts import VISIBLE_ENV, ranges, visible_ids
@@ -37,11 +38,42 @@ def _node(command: LaunchCommand) -> int:
     return int(text) if text is not None and text.isdigit() else 0
 
 
-def visible_violations(
+@dataclass(frozen=True)
+class ShortList:
+    """A launch whose visible-devices list misses GPU ids its node's ranks take."""
+
+    command: LaunchCommand
+    #: The variable and the ids it lists.
+    name: str
+    ids: tuple[int, ...]
+    #: The local GPU ids the node's ranks take, and those past the list's end.
+    local: tuple[int, ...]
+    beyond: tuple[int, ...]
+    platform: str
+
+    def violation(self) -> Violation:
+        line, name = self.command.line, self.name
+        seen = f"{len(self.ids)} device(s)" if self.ids else "no device"
+        return Violation(
+            RULE,
+            f"the node launched on line {line} sees {seen} ({name}="
+            f"{','.join(map(str, self.ids))}) but its ranks take local GPU(s) "
+            f"{ranges(self.local)}: the rank(s) on GPU {ranges(self.beyond)} fail at start-up "
+            f"({_FAILS.get(self.platform, _FAILS['cuda'])})",
+            ("tp_size", "pp_size", "nnodes", "base_gpu_id", "gpu_id_step"),
+            f"line {line}",
+            f"list at least {max(self.local) + 1} devices in {name}, or give the node fewer "
+            "ranks (tp_size x pp_size / nnodes) or a lower --base-gpu-id/--gpu-id-step",
+            "sglang/srt/managers/scheduler.py: each rank calls set_device(gpu_id); the "
+            f"runtime numbers the devices {name} lists from 0",
+        )
+
+
+def short_lists(
     commands: Iterable[LaunchCommand], resolved: Mapping[str, Any], release: str | None
-) -> list[Violation]:
-    """One error per launch (a node of the job `resolved` describes) whose visible-devices
-    list does not reach every local GPU id its ranks take. Nothing when the list is a
+) -> list[ShortList]:
+    """The launches (nodes of the job `resolved` describes) whose visible-devices list
+    does not reach every local GPU id their ranks take. None listed when the list is a
     shell expansion or names devices by UUID (not known here), or when the layout is one
     SGLang refuses before it places ranks."""
     try:
@@ -51,33 +83,22 @@ def visible_violations(
     platform = str(resolved.get("platform") or "cuda")
     name = VISIBLE_ENV.get(platform, CUDA_VISIBLE_DEVICES_ENV)
     placed = launches(widths.job)
-    out: list[Violation] = []
+    out: list[ShortList] = []
     for command in commands:
         given = [value for var, value in command.env if var == name]
-        if not given:
-            continue
-        ids = visible_ids(given[-1])
+        ids = visible_ids(given[-1]) if given else None
         if ids is None:
             continue
         node = _node(command)
-        local = sorted({x.gpu for x in placed if x.node == node})
-        beyond = [g for g in local if g >= len(ids)]
-        if not beyond:
-            continue
-        seen = f"{len(ids)} device(s)" if ids else "no device"
-        out.append(
-            Violation(
-                RULE,
-                f"the node launched on line {command.line} sees {seen} ({name}="
-                f"{','.join(map(str, ids))}) but its ranks take local GPU(s) {ranges(local)}: "
-                f"the rank(s) on GPU {ranges(beyond)} fail at start-up "
-                f"({_FAILS.get(platform, _FAILS['cuda'])})",
-                ("tp_size", "pp_size", "nnodes", "base_gpu_id", "gpu_id_step"),
-                f"line {command.line}",
-                f"list at least {max(local) + 1} devices in {name}, or give the node fewer "
-                "ranks (tp_size x pp_size / nnodes) or a lower --base-gpu-id/--gpu-id-step",
-                "sglang/srt/managers/scheduler.py: each rank calls set_device(gpu_id); the "
-                f"runtime numbers the devices {name} lists from 0",
-            )
-        )
+        local = tuple(sorted({x.gpu for x in placed if x.node == node}))
+        beyond = tuple(g for g in local if g >= len(ids))
+        if beyond:
+            out.append(ShortList(command, name, ids, local, beyond, platform))
     return out
+
+
+def visible_violations(
+    commands: Iterable[LaunchCommand], resolved: Mapping[str, Any], release: str | None
+) -> list[Violation]:
+    """One error per launch `short_lists` finds."""
+    return [s.violation() for s in short_lists(commands, resolved, release)]
