@@ -137,3 +137,16 @@ def test_fix_fits_the_layout_to_the_listed_gpus(tp: int, base: int, step: int, k
     assert line.startswith(f"CUDA_VISIBLE_DEVICES={visible} ")
     check = runner.invoke(app, ["validate", "--json", "--sglang", line])
     assert check.exit_code == 0, (command, line, check.output)
+
+
+def test_deployment_fix_fits_each_server_to_its_list() -> None:
+    from meshsat.solver.deployment.fix import fix_deployment
+
+    text = (
+        f"CUDA_VISIBLE_DEVICES=0,1 {L} --disaggregation-mode prefill --tp 4 --port 30000 &\n"
+        f"CUDA_VISIBLE_DEVICES=4,5,6,7 {L} --disaggregation-mode decode --tp 4 --port 30001 &\n"
+    )
+    result = fix_deployment(text, sglang_version="0.5.23")
+    assert result.ok and result.fixed is not None
+    tps = {s.role: s.layout.config.tp_size for s in result.fixed.servers}
+    assert tps == {"prefill": 2, "decode": 4}

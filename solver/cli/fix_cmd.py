@@ -190,32 +190,23 @@ def fix_cmd(
 def fit_visible(
     layout: LayoutInput, gpus: int | None, version: str | None
 ) -> tuple[Config, int | None, str | None]:
-    """The layout and GPU count to fix: a launch whose visible-devices list is shorter than
-    its ranks' GPU ids (JOB-VISIBLE-DEVICES) is fitted, without --gpus, to the GPUs the
-    list gives each node: the list is where the operator placed the server, the widths
-    are what does not fit it. Its length is the node's size (a fact, not a flag to
-    print), which TOPO-GPU-ID-RANGE holds a `--base-gpu-id`/`--gpu-id-step` to. The third
-    item says so (None when nothing was fitted). `meshsat fix` and the web API's
-    `/api/fix` fit alike."""
-    from meshsat.solver.deployment.visible import short_lists
+    """The layout and GPU count to fix: without --gpus, a launch whose visible-devices list
+    is shorter than its ranks' GPU ids (JOB-VISIBLE-DEVICES) is fitted to the list
+    (`visible.fit_to_list`); the third item says so (None when nothing was fitted).
+    `meshsat fix` and the web API's `/api/fix` fit alike."""
+    from meshsat.solver.deployment.visible import fit_to_list
 
     if gpus is not None or layout.launch is None:
         return layout.config, gpus, None
-    release = get_pack(version).version
-    short = short_lists([layout.launch], layout.config.model_dump(), release)
-    if not short or not short[0].ids:
+    found = fit_to_list(layout.config, [layout.launch], get_pack(version).version)
+    if found is None:
         return layout.config, gpus, None
-    listed = len(short[0].ids)
-    config = layout.config.model_copy(update={"gpus_per_node": listed})
-    config.model_fields_set.discard("gpus_per_node")  # read from the list, not given
+    config, fitted_gpus, short = found
     said = (
-        f"fitting the layout to the {listed} GPU(s) {short[0].name} lists on each of its "
-        f"{config.nnodes} node(s) (JOB-VISIBLE-DEVICES); pass --gpus N for another count"
+        f"fitting the layout to the {len(short.ids)} GPU(s) {short.name} lists on each of "
+        f"its {config.nnodes} node(s) (JOB-VISIBLE-DEVICES); pass --gpus N for another count"
     )
-    # As many GPUs a node as the list holds, or the ranks it had if fewer: any placement of
-    # that many within the list is then one the rules accept (TOPO-GPU-ID-RANGE holds a
-    # base id or step to the list; without either, the ranks take GPUs 0..).
-    return config, min(len(short[0].local), listed) * config.nnodes, said
+    return config, fitted_gpus, said
 
 
 def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:

@@ -27,6 +27,7 @@ from meshsat.solver.deployment.validate import (
     read,
     server_report,
 )
+from meshsat.solver.deployment.visible import fit_to_list
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.fix import fix
@@ -168,10 +169,14 @@ def _fix(
     server: Server, pack: Pack, pins: tuple[str, ...], objective: str, timeout_s: float
 ) -> FixReport:
     layout = server.layout
+    # A launch listing too few devices is fitted to its list, as `meshsat fix` does.
+    found = fit_to_list(layout.config, server.commands, pack.version)
+    config, gpus = (layout.config, None) if found is None else found[:2]
     return fix(
-        layout.config,
+        config,
         layout.model,
         pins=pins,
+        gpus=gpus,
         objective=objective,
         timeout_s=timeout_s,
         sglang_version=pack,

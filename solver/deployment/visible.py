@@ -22,6 +22,7 @@ from meshsat.solver.deployment.reader import flag_text
 from meshsat.solver.groups import Widths
 from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV
 from meshsat.solver.inputs.launch import LaunchCommand
+from meshsat.solver.lang.config import Config
 from meshsat.solver.placement import launches
 from meshsat.solver.validation.report import Violation
 
@@ -102,3 +103,22 @@ def visible_violations(
 ) -> list[Violation]:
     """One error per launch `short_lists` finds."""
     return [s.violation() for s in short_lists(commands, resolved, release)]
+
+
+def fit_to_list(
+    config: Config, commands: Iterable[LaunchCommand], release: str | None
+) -> tuple[Config, int, ShortList] | None:
+    """The layout and GPU count `fix` searches for a job whose launch lists too few devices
+    (None when every list holds its ranks, or the list is empty: nothing to fit to). The
+    list is where the operator placed the server, the widths are what does not fit it:
+    the list's length becomes the node's size (a fact, not a flag to print), which
+    TOPO-GPU-ID-RANGE holds a `--base-gpu-id`/`--gpu-id-step` to, and each node gets as
+    many GPUs as the list holds or the ranks it had, whichever is fewer, so that any
+    placement of that many the rules accept lies within the list."""
+    short = short_lists(commands, config.model_dump(), release)
+    if not short or not short[0].ids:
+        return None
+    listed = len(short[0].ids)
+    fitted = config.model_copy(update={"gpus_per_node": listed})
+    fitted.model_fields_set.discard("gpus_per_node")  # read from the list, not given
+    return fitted, min(len(short[0].local), listed) * fitted.nnodes, short[0]
