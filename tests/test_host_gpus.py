@@ -188,3 +188,28 @@ def test_servers_needing_more_gpus_than_the_machine_warn() -> None:
     (finding,) = judged(("gpus_per_node=6",)).findings
     assert (finding.rule, finding.severity) == ("HOST-GPU-COUNT", "warning")
     assert "need 8 GPUs together, but the machine has 6" in finding.message
+
+
+def test_one_node_launches_are_servers_of_their_own() -> None:
+    """Replicas started by hand on one machine (no router, no PD role): each launch of one
+    node is a server SGLang starts by itself, so the script is a deployment whose GPUs are
+    compared. It used to be read as one job of the first launch: valid, whatever GPUs the
+    others took."""
+    replicas = "".join(
+        f"CUDA_VISIBLE_DEVICES={gpus} {L} --tp 2 --port {port} &\n"
+        for gpus, port in (("0,1", 30000), ("2,3", 30001), ("2,3", 30002))
+    )
+    report = verdict(replicas, "0.5.23")
+    assert report.servers["aggregated"] == 3
+    assert not report.valid and [f.rule for f in report.errors] == ["HOST-GPU-OVERLAP"]
+    assert "GPU(s) 2, 3" in report.errors[0].message
+    apart = verdict(replicas.replace("2,3 ", "4,5 ", 1), "0.5.23")
+    assert apart.valid and apart.findings == ()
+
+
+def test_launches_of_several_nodes_stay_one_job() -> None:
+    """Two `--node-rank 0` of a two-node job are a numbering mistake, not two servers."""
+    node = f"{L} --tp 16 --nnodes 2 --dist-init-addr 10.0.0.1:5000 --node-rank 0\n"
+    from meshsat.solver.deployment.reader import read_deployment
+
+    assert read_deployment(node + node, load_server(None, "0.5.23"), LayoutSources()) is None

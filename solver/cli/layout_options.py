@@ -61,9 +61,10 @@ SglangFileOpt = Annotated[
         "--sglang-file",
         metavar="SCRIPT",
         help="A launch script ('-' reads standard input; a pipe such as <(cat x.sh) works too: "
-        "it is read once); several launches in it are the nodes of one job, which must "
-        "agree on the layout. A script with a router or with prefill and decode servers is a "
-        "PD deployment: validate, fix and groups answer per server; the others refuse it.",
+        "it is read once); launches of several nodes in it are the nodes of one job, which "
+        "must agree on the layout. A script with a router, prefill and decode servers, or "
+        "several one-node launches is a deployment: validate, fix and groups answer per "
+        "server; the others refuse it.",
         show_default=False,
     ),
 ]
