@@ -23,7 +23,7 @@ from meshsat.solver.groups import Widths
 from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV
 from meshsat.solver.inputs.launch import LaunchCommand
 from meshsat.solver.lang.config import Config
-from meshsat.solver.placement import launches
+from meshsat.solver.placement import node_gpus
 from meshsat.solver.validation.report import Violation
 
 RULE = "JOB-VISIBLE-DEVICES"
@@ -77,21 +77,23 @@ def short_lists(
     does not reach every local GPU id their ranks take. None listed when the list is a
     shell expansion or names devices by UUID (not known here), or when the layout is one
     SGLang refuses before it places ranks."""
+    platform = str(resolved.get("platform") or "cuda")
+    name = VISIBLE_ENV.get(platform, CUDA_VISIBLE_DEVICES_ENV)
+    listed = []
+    for command in commands:
+        given = [value for var, value in command.env if var == name]
+        ids = visible_ids(given[-1]) if given else None
+        if ids is not None:
+            listed.append((command, ids))
+    if not listed:  # most launches: no placement is computed (a million ranks cost seconds)
+        return []
     try:
         widths = Widths.of(resolved, release)
     except ValueError:
         return []
-    platform = str(resolved.get("platform") or "cuda")
-    name = VISIBLE_ENV.get(platform, CUDA_VISIBLE_DEVICES_ENV)
-    placed = launches(widths.job)
     out: list[ShortList] = []
-    for command in commands:
-        given = [value for var, value in command.env if var == name]
-        ids = visible_ids(given[-1]) if given else None
-        if ids is None:
-            continue
-        node = _node(command)
-        local = tuple(sorted({x.gpu for x in placed if x.node == node}))
+    for command, ids in listed:
+        local = tuple(sorted(node_gpus(widths.job, _node(command))))
         beyond = tuple(g for g in local if g >= len(ids))
         if beyond:
             out.append(ShortList(command, name, ids, local, beyond, platform))
