@@ -21,7 +21,7 @@ from meshsat.solver.cli.memory_options import (
     memory_model,
     report_pack,
 )
-from meshsat.solver.cli.output import out
+from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
@@ -140,8 +140,11 @@ def fix_cmd(
             )
         )
     layout = read_layout(sources, sglang_version, command="fix", job=deployment)
+    config, gpus, fitted = fit_visible(layout, gpus, sglang_version)
+    if fitted is not None:
+        note(fitted)
     report = fix(
-        layout.config,
+        config,
         layout.model,
         pins=pin or (),
         gpus=gpus,
@@ -182,6 +185,28 @@ def fix_cmd(
         ]
         emit(chosen_fmt, report.to_dict(), rows)
     raise typer.Exit(0 if report.fixes else 1)
+
+
+def fit_visible(
+    layout: LayoutInput, gpus: int | None, version: str | None
+) -> tuple[Config, int | None, str | None]:
+    """The layout and GPU count to fix: without --gpus, a launch whose visible-devices list
+    is shorter than its ranks' GPU ids (JOB-VISIBLE-DEVICES) is fitted to the list
+    (`visible.fit_to_list`); the third item says so (None when nothing was fitted).
+    `meshsat fix` and the web API's `/api/fix` fit alike."""
+    from meshsat.solver.deployment.visible import fit_to_list
+
+    if gpus is not None or layout.launch is None:
+        return layout.config, gpus, None
+    found = fit_to_list(layout.config, [layout.launch], get_pack(version).version)
+    if found is None:
+        return layout.config, gpus, None
+    config, fitted_gpus, short = found
+    said = (
+        f"fitting the layout to the {len(short.ids)} GPU(s) {short.name} lists on each of "
+        f"its {config.nnodes} node(s) (JOB-VISIBLE-DEVICES); pass --gpus N for another count"
+    )
+    return config, fitted_gpus, said
 
 
 def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:

@@ -398,7 +398,7 @@ def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wo
 
 
 def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
-    from meshsat.solver.cli.fix_cmd import with_commands
+    from meshsat.solver.cli.fix_cmd import fit_visible, with_commands
     from meshsat.solver.cli.memory_options import memory_model, report_pack
     from meshsat.solver.repair.fix import fix
 
@@ -438,11 +438,12 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         mem_fraction_static=params.get("mem_fraction_static"),
         free_memory=params.get("free_memory"),
     )
+    config, gpus, fitted = fit_visible(layout, params.get("gpus"), version)
     report = fix(
-        layout.config,
+        config,
         layout.model,
         pins=params.get("pin") or (),
-        gpus=params.get("gpus"),
+        gpus=gpus,
         objective=params["objective"],
         top=params["top"],
         timeout_s=min(params["timeout"], MAX_FIX_TIMEOUT_S),
@@ -450,7 +451,8 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         memory=memory,
     )
     report = with_commands(report, layout, version)
-    return Answer(report.to_dict(), 0 if report.fixes else 1, layout.notes)
+    notes = layout.notes if fitted is None else (*layout.notes, fitted)
+    return Answer(report.to_dict(), 0 if report.fixes else 1, notes)
 
 
 def rewrite_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
