@@ -101,3 +101,52 @@ def test_a_model_too_big_for_its_gpus_is_fixed_on_more_within_the_default_timeou
     assert best.optimal and not report.timed_out
     assert best.gpus_used == 8 and best.config.tp_size == 8
     assert mm.of(Parallel(tp=8, attn_tp=8, moe_tp=8)).fits
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu_name", "gpus", "pack", "raise_default"),
+    [("deepseek-ai/DeepSeek-V3", "L4", 64, "0.5.23", True),
+     ("Qwen/Qwen3-235B-A22B", "H100", 16, "0.5.19", True),
+     ("meta-llama/Llama-3.1-70B-Instruct", "A100-40", 8, "0.4.6.post5", False),
+     ("Qwen/Qwen3-30B-A3B", "L4", 8, "0.4.6.post5", True)],
+)  # fmt: skip
+def test_the_weight_ceiling_bounds_every_layout_that_loads(
+    model: str, gpu_name: str, gpus: int, pack: str, raise_default: bool
+) -> None:
+    """fix excludes widths whose lightest weights pass `_ceiling_gib` before it searches:
+    sound only if every layout that loads, at the release's default fraction or the raise
+    the memory model applies, holds no more (brute force over every enumerated layout)."""
+    from meshsat import solver
+    from meshsat.solver.lang.model_spec import ModelSpec
+    from meshsat.solver.memory.models import catalogue_config
+    from meshsat.solver.repair.fix import _ceiling_gib
+
+    mm = MemoryModel(model, gpu_name, pack=pack, raise_default_fraction=raise_default)
+    spec = ModelSpec.from_hf_config(catalogue_config(model))
+    loaded = 0
+    for lay in solver.enumerate(gpus, model=spec, up_to=True, sglang_version=pack):
+        p = Parallel.from_resolved(lay.config, lay.derived)
+        m = mm.of(p)
+        if m.fits:
+            assert m.weights_gib < _ceiling_gib(mm, p.tp, p.pp), p
+            loaded += 1
+    assert loaded > 0 or model == "deepseek-ai/DeepSeek-V3"
+
+
+def test_a_model_no_gpu_count_loads_is_a_memory_conflict_before_the_timeout() -> None:
+    """DeepSeek-V3 on L4 (22 GiB): no layout of up to 64 GPUs loads (brute force), so fix
+    says so, as a MEM-FIT conflict, well inside its default timeout. It used to propose
+    tp 8 x pp 8 and the like one by one, each found too heavy, until the time ran out
+    ("no fix found within the timeout")."""
+    from meshsat import solver
+    from meshsat.solver.lang.model_spec import ModelSpec
+    from meshsat.solver.memory.models import catalogue_config
+
+    model = "deepseek-ai/DeepSeek-V3"
+    mm = MemoryModel(model, "L4", raise_default_fraction=True)
+    spec = ModelSpec.from_hf_config(catalogue_config(model))
+    every = list(solver.enumerate(64, model=spec, up_to=True))
+    assert every and not any(mm.of(Parallel.from_resolved(x.config, x.derived)).fits for x in every)
+    report = fix({"tp_size": 8}, spec, memory=mm)
+    assert not report.timed_out and not report.fixes
+    assert report.conflict is not None and [r.id for r in report.conflict.rules] == ["MEM-FIT"]

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from meshsat.solver.deployment.fix import DeploymentFix, fix_deployment
 from meshsat.solver.deployment.validate import DeploymentReport, judge, load_server, read
 from meshsat.solver.inputs.layout_input import LayoutSources
 from meshsat.solver.packs import get_pack
@@ -84,7 +85,7 @@ def test_overlap_is_the_intersection_of_sglangs_recorded_placements(
             f"--pp {point['pp']} --dp {point['replicas']} --base-gpu-id {point['base_gpu_id']} "
             f"--gpu-id-step {point['gpu_id_step']}"
         )
-        local = {row[4] for row in point["launches"]}  # type: ignore[attr-defined]
+        local = {row[4] for row in point["launches"]}
         physical.append(
             local if visible is None else {visible[g] for g in local if g < len(visible)}
         )
@@ -188,3 +189,64 @@ def test_servers_needing_more_gpus_than_the_machine_warn() -> None:
     (finding,) = judged(("gpus_per_node=6",)).findings
     assert (finding.rule, finding.severity) == ("HOST-GPU-COUNT", "warning")
     assert "need 8 GPUs together, but the machine has 6" in finding.message
+
+
+def test_one_node_launches_are_servers_of_their_own() -> None:
+    """Replicas started by hand on one machine (no router, no PD role): each launch of one
+    node is a server SGLang starts by itself, so the script is a deployment whose GPUs are
+    compared. It used to be read as one job of the first launch: valid, whatever GPUs the
+    others took."""
+    replicas = "".join(
+        f"CUDA_VISIBLE_DEVICES={gpus} {L} --tp 2 --port {port} &\n"
+        for gpus, port in (("0,1", 30000), ("2,3", 30001), ("2,3", 30002))
+    )
+    report = verdict(replicas, "0.5.23")
+    assert report.servers["aggregated"] == 3
+    assert not report.valid and [f.rule for f in report.errors] == ["HOST-GPU-OVERLAP"]
+    assert "GPU(s) 2, 3" in report.errors[0].message
+    apart = verdict(replicas.replace("2,3 ", "4,5 ", 1), "0.5.23")
+    assert apart.valid and apart.findings == ()
+
+
+def test_launches_of_several_nodes_stay_one_job() -> None:
+    """Two `--node-rank 0` of a two-node job are a numbering mistake, not two servers."""
+    node = f"{L} --tp 16 --nnodes 2 --dist-init-addr 10.0.0.1:5000 --node-rank 0\n"
+    from meshsat.solver.deployment.reader import read_deployment
+
+    assert read_deployment(node + node, load_server(None, "0.5.23"), LayoutSources()) is None
+
+
+def _fixed(text: str) -> tuple[DeploymentFix, dict[str, int]]:
+    result = fix_deployment(text, sglang_version="0.5.23")
+    assert result.fixed is not None
+    return result, {s.name: s.layout.config.base_gpu_id for s in result.fixed.servers}
+
+
+def test_fix_moves_an_overlapping_server_to_free_gpus() -> None:
+    """The second server chose its GPUs (--gpu-id-step 1) and overlaps the first on GPUs
+    0-3: fix moves it to --base-gpu-id 4, and the fixed deployment is valid."""
+    text = f"{L} --tp 4 --port 30000 &\n{L} --tp 4 --port 30001 --gpu-id-step 1 &\n"
+    result, bases = _fixed(text)
+    assert bases == {"aggregated@1": 0, "aggregated@2": 4}
+    assert result.ok
+    (moved,) = [s for s in result.servers if s.server == "aggregated@2"]
+    assert moved.report.best.changes[-1] == ("base_gpu_id", 0, 4)
+    assert "HOST-GPU-OVERLAP" in moved.report.best.repairs
+
+
+def test_fix_moves_within_a_visible_list_and_leaves_a_full_one() -> None:
+    wide = "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"
+    result, bases = _fixed(f"{wide} {L} --tp 4 --port 30000 &\n{wide} {L} --tp 4 --port 30001 &\n")
+    assert bases == {"aggregated@1": 0, "aggregated@2": 4} and result.ok
+    copied = "".join(
+        f"CUDA_VISIBLE_DEVICES={gpus} {L} --tp 2 --port {port} &\n"
+        for gpus, port in (("0,1", 30000), ("2,3", 30001), ("2,3", 30002))
+    )
+    result, bases = _fixed(copied)  # no base id frees a list of two taken GPUs: left as is
+    assert set(bases.values()) == {0} and not result.ok
+
+
+def test_fix_leaves_servers_that_choose_no_gpus() -> None:
+    """HOST-GPU-UNPLACED only warns (two machines look the same): nothing moves."""
+    _, bases = _fixed(f"{L} --tp 4 --port 30000 &\n{L} --tp 4 --port 30001 &\n")
+    assert set(bases.values()) == {0}

@@ -30,6 +30,8 @@ from tests.cli_helpers import run_cli
 
 REJECTED = "python -m sglang.launch_server --tp 8 --dp 3 --enable-dp-attention"
 TWO_NODES = "python -m sglang.launch_server --tp 16 --dp 4 --enable-dp-attention --ep 16 --nnodes 2"
+#: A visible-devices list shorter than the ranks' GPU ids (JOB-VISIBLE-DEVICES), which fix fits.
+SHORT_LIST = "CUDA_VISIBLE_DEVICES=0,1 python -m sglang.launch_server --tp 4"
 #: A PD deployment (docs/disaggregation.md): one JSON entry per server, the pair rules.
 PD = (
     "python -m sglang.launch_server --disaggregation-mode prefill --tp 2 --port 30000\n"
@@ -83,6 +85,8 @@ def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
         ("groups", {"sglang": REJECTED}, ["groups", "--sglang", REJECTED]),
         ("groups", {"sglang": PD}, ["groups", "--sglang", PD]),
         ("fix", {"sglang": PD}, ["fix", "--sglang", PD]),
+        ("validate", {"sglang": SHORT_LIST}, ["validate", "--sglang", SHORT_LIST]),
+        ("fix", {"sglang": SHORT_LIST}, ["fix", "--sglang", SHORT_LIST]),
         (
             "diff",
             {"old": "0.5.19", "new": "0.5.23", "set": ["tp_size=8", "dp_size=2"]},

@@ -21,7 +21,7 @@ from meshsat.solver.cli.memory_options import (
     memory_model,
     report_pack,
 )
-from meshsat.solver.cli.output import out
+from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import CHANGE_COLUMNS
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
@@ -144,8 +144,11 @@ def fix_cmd(
             )
         )
     layout = read_layout(sources, sglang_version, command="fix", job=deployment)
+    config, gpus, fitted = fit_visible(layout, gpus, sglang_version)
+    if fitted is not None:
+        note(fitted)
     report = fix(
-        layout.config,
+        config,
         layout.model,
         pins=pin or (),
         gpus=gpus,
@@ -204,15 +207,43 @@ def fix_status(report: FixReport, unfixed: list[Violation]) -> int:
 
 
 def unfixed_nodes(layout: LayoutInput, report: FixReport, version: str | None) -> list[Violation]:
-    """What `validate` refuses in a multi-node script that the fix of its layout leaves
-    wrong: nodes that disagree (JOB-*) and a node's own GPU ids, checked on the fixed
-    layout. The fix answers for the first node's layout, so without these a script that
-    `validate` refuses read "already valid" (exit 0)."""
-    if not layout.job and not layout.nodes:
+    """What `validate` refuses in a launch that the fix of its layout leaves wrong: nodes
+    that disagree (JOB-*), a node's own GPU ids, and a visible-devices list too short for
+    the fixed layout's ranks (JOB-VISIBLE-DEVICES, as with --gpus past the list), checked on
+    the fixed layout. The fix answers for the first node's layout, so without these a
+    script that `validate` refuses read "already valid" (exit 0)."""
+    from meshsat.solver.deployment.visible import visible_violations
+
+    if not layout.job and not layout.nodes and layout.launch is None:
         return []
     config = report.best.config if report.fixes else layout.config
     checked = validate(config, layout.model, explain=False, sglang_version=get_pack(version))
-    return job_violations(layout.job) + node_violations(checked, layout.nodes)
+    found = job_violations(layout.job) + node_violations(checked, layout.nodes)
+    if layout.launch is not None:
+        found += visible_violations([layout.launch], checked.resolved, checked.sglang_version)
+    return found
+
+
+def fit_visible(
+    layout: LayoutInput, gpus: int | None, version: str | None
+) -> tuple[Config, int | None, str | None]:
+    """The layout and GPU count to fix: without --gpus, a launch whose visible-devices list
+    is shorter than its ranks' GPU ids (JOB-VISIBLE-DEVICES) is fitted to the list
+    (`visible.fit_to_list`); the third item says so (None when nothing was fitted).
+    `meshsat fix` and the web API's `/api/fix` fit alike."""
+    from meshsat.solver.deployment.visible import fit_to_list
+
+    if gpus is not None or layout.launch is None:
+        return layout.config, gpus, None
+    found = fit_to_list(layout.config, [layout.launch], get_pack(version).version)
+    if found is None:
+        return layout.config, gpus, None
+    config, fitted_gpus, short = found
+    said = (
+        f"fitting the layout to the {len(short.ids)} GPU(s) {short.name} lists on each of "
+        f"its {config.nnodes} node(s) (JOB-VISIBLE-DEVICES); pass --gpus N for another count"
+    )
+    return config, fitted_gpus, said
 
 
 def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from meshsat.solver.cli.layout_options import missing_flags_text
+from meshsat.solver.deployment.visible import visible_violations
 from meshsat.solver.inputs.layout_input import LayoutInput
 from meshsat.solver.validation.job_checks import job_violations, node_violations
 from meshsat.solver.validation.report import Report, Violation
@@ -15,6 +16,8 @@ from meshsat.solver.validation.report import Report, Violation
 
 def with_launch_checks(report: Report, layout: LayoutInput, *, strict: bool) -> Report:
     errors = job_violations(layout.job) + node_violations(report, layout.nodes)
+    if layout.launch is not None:
+        errors += visible_violations([layout.launch], report.resolved, report.sglang_version)
     warnings: list[Violation] = []
     if layout.missing_flags:
         flag = Violation(

@@ -61,9 +61,10 @@ SglangFileOpt = Annotated[
         "--sglang-file",
         metavar="SCRIPT",
         help="A launch script ('-' reads standard input; a pipe such as <(cat x.sh) works too: "
-        "it is read once); several launches in it are the nodes of one job, which must "
-        "agree on the layout. A script with a router or with prefill and decode servers is a "
-        "PD deployment: validate, fix and groups answer per server; the others refuse it.",
+        "it is read once); launches of several nodes in it are the nodes of one job, which "
+        "must agree on the layout. A script with a router, prefill and decode servers, or "
+        "several one-node launches is a deployment: validate, fix and groups answer per "
+        "server; the others refuse it.",
         show_default=False,
     ),
 ]
@@ -166,8 +167,13 @@ def read_layout(
     for text in layout.notes:
         note(text)
     if launch_notes:
+        from meshsat.solver.deployment.visible import visible_violations
+
         for issue in layout.job:
             note(f"{issue.rule}: {issue.message}")
+        launches = [layout.launch] if layout.launch is not None else []
+        for v in visible_violations(launches, layout.config.model_dump(), release):
+            note(f"{v.rule}: {v.message}")
         if layout.missing_flags:
             note(missing_flags_text(layout))
     return layout

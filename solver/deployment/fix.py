@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, Side
+from meshsat.solver.deployment.apart import moved_apart
 from meshsat.solver.deployment.model import Deployment, Router, Server, Target
 from meshsat.solver.deployment.reader import FACT_FLAGS, reaches
 from meshsat.solver.deployment.rules import side_of
@@ -27,6 +28,7 @@ from meshsat.solver.deployment.validate import (
     read,
     server_report,
 )
+from meshsat.solver.deployment.visible import fit_to_list
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.fix import fix
@@ -132,6 +134,10 @@ def fix_deployment(
             if fix_of is not None:
                 fixes[server.name] = _after(fixes[server.name], fix_of)
     servers = tuple(fixed[s.name] for s in deployment.servers)
+    was = {s.name: s.layout.config.base_gpu_id for s in deployment.servers}
+    for name, base in moved_apart(servers, deployment.text, pack).items():
+        fixed[name], fixes[name] = _moved(fixed[name], fixes[name], base, was[name])
+    servers = tuple(fixed[s.name] for s in deployment.servers)
     routed = [_fix_router(r, deployment) for r in deployment.routers]
     after_deployment = replace(
         deployment, servers=servers, routers=tuple(router for router, _ in routed)
@@ -168,10 +174,14 @@ def _fix(
     server: Server, pack: Pack, pins: tuple[str, ...], objective: str, timeout_s: float
 ) -> FixReport:
     layout = server.layout
+    # A launch listing too few devices is fitted to its list, as `meshsat fix` does.
+    found = fit_to_list(layout.config, server.commands, pack.version)
+    config, gpus = (layout.config, None) if found is None else found[:2]
     return fix(
-        layout.config,
+        config,
         layout.model,
         pins=pins,
+        gpus=gpus,
         objective=objective,
         timeout_s=timeout_s,
         sglang_version=pack,
@@ -180,6 +190,22 @@ def _fix(
 
 def _with_config(server: Server, config: Any) -> Server:
     return replace(server, layout=replace(server.layout, config=config))
+
+
+def _moved(server: Server, found: ServerFix, base: int, was: int) -> tuple[Server, ServerFix]:
+    """The server at `--base-gpu-id base` (`apart.moved_apart`), its fix saying so: one
+    change from the input's base id `was`, and HOST-GPU-OVERLAP among what it repairs."""
+    config = server.layout.config.model_copy(update={"base_gpu_id": base})
+    best = found.report.best
+    changes = (
+        *(c for c in best.changes if c.field != "base_gpu_id"),
+        Change("base_gpu_id", was, base),
+    )
+    best = replace(
+        best, config=config, changes=changes, repairs=(*best.repairs, "HOST-GPU-OVERLAP")
+    )
+    report = replace(found.report, fixes=(best, *found.report.fixes[1:]), valid_input=False)
+    return _with_config(server, config), replace(found, report=report)
 
 
 def _follow(

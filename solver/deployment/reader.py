@@ -11,8 +11,9 @@ How launches are grouped into servers (docs/disaggregation.md):
 - A manifest object's `spec.replicas` (a LeaderWorkerSet's groups) makes its server that
   many servers of the role (`Server.replicas`), each its own job of `size` nodes: one
   entry, counted that many times.
-- A script is a deployment only when it holds a router or servers of more than one role;
-  any other script is one job, read as before (`parse_sglang_command`, the JOB-* rules).
+- A script is a deployment when it holds a router, servers of more than one role, or
+  several launches of one node each (servers of their own); any other script is one job,
+  read as before (`parse_sglang_command`, the JOB-* rules).
 """
 
 from __future__ import annotations
@@ -41,7 +42,12 @@ from meshsat.solver.deployment.model import (
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV
 from meshsat.solver.inputs.k8s import ReplicasError, looks_like_manifest
-from meshsat.solver.inputs.launch import ROUTER_MODULES, LaunchCommand, read_launch_commands
+from meshsat.solver.inputs.launch import (
+    LAUNCH_MODULES,
+    ROUTER_MODULES,
+    LaunchCommand,
+    read_launch_commands,
+)
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
 from meshsat.solver.inputs.sglang_cmdline import ParsedCommandLine, parse_job
 
@@ -195,15 +201,29 @@ def group_servers(
 
 
 def _may_be_deployment(text: str) -> bool:
-    """Whether the text can hold a router or a PD role at all: a cheap test before the
-    shell is read (a pasted megabyte of one job is read once, as before)."""
-    return "disaggregation-mode" in text or any(m in text for m in ROUTER_MODULES)
+    """Whether the text can hold a router, a PD role or several launches at all: a cheap
+    test before the shell is read (a pasted megabyte of one job is read once, as before;
+    a text of several launches is read once too, its launches handed to the one-job
+    reader when they are the nodes of one job)."""
+    if "disaggregation-mode" in text or any(m in text for m in ROUTER_MODULES):
+        return True
+    return sum(text.count(m) for m in LAUNCH_MODULES) + text.count("sglang serve") > 1
 
 
 def is_deployment(commands: tuple[LaunchCommand, ...]) -> bool:
-    """A router, or servers of more than one role: what makes a script a deployment."""
-    roles = {role_of(c) for c in commands if not c.router}
-    return any(c.router for c in commands) or len(roles) > 1
+    """A router, servers of more than one role, or several launches of one node each (no
+    launch of `--nnodes 1` is a node of another's job: SGLang starts each as a server of
+    its own): what makes a script a deployment. Launches of several nodes stay one job,
+    whose disagreements the JOB-* rules report (two `--node-rank 0` are a numbering
+    mistake, not two servers), and so does a text whose `--nnodes` is not a number."""
+    launches = tuple(c for c in commands if not c.router)
+    roles = {role_of(c) for c in launches}
+    if any(c.router for c in commands) or len(roles) > 1:
+        return True
+    try:
+        return len(launches) > 1 and all(_family(c)[2] == 1 for c in launches)
+    except InputError:
+        return False
 
 
 def _launches(text: str) -> tuple[LaunchCommand, ...] | None:

@@ -10,6 +10,7 @@ from typing import Any
 from meshsat.solver.deployment.model import Deployment, Role, Server, per_role
 from meshsat.solver.deployment.reader import read_deployment
 from meshsat.solver.deployment.rules import Finding, check
+from meshsat.solver.deployment.visible import visible_violations
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack, get_pack
@@ -165,6 +166,7 @@ def server_report(server: Server, pack: Pack) -> Report:
     as errors."""
     report = validate(server.layout.config, server.layout.model, sglang_version=pack)
     job = job_violations(server.layout.job) + node_violations(report, server.layout.nodes)
+    job += visible_violations(server.commands, report.resolved, pack.version)
     if not job:
         return report
     return replace(report, valid=False, violations=(*report.violations, *job))

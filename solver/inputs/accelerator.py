@@ -26,11 +26,13 @@ DEVICE_PLATFORMS: dict[str, str] = {"npu": "npu"}
 #: process then has exactly those devices, numbered from 0 (CANN environment variable
 #: reference, ASCEND_RT_VISIBLE_DEVICES:
 #: https://www.hiascend.com/document/detail/en/canncommercial/850/maintenref/envvar/envref_07_0028.html).
-#: `CUDA_VISIBLE_DEVICES` is not read: it would change the verdict of CUDA launches that
-#: set it per worker (srt-slurm's `CUDA_VISIBLE_DEVICES=0,1` for TP 2 on an 8-GPU node).
+#: `CUDA_VISIBLE_DEVICES` is not read as the node's size: it would change the verdict of
+#: CUDA launches that set it per worker (srt-slurm's `CUDA_VISIBLE_DEVICES=0,1` for TP 2 on
+#: an 8-GPU node).
 VISIBLE_DEVICES_ENV = "ASCEND_RT_VISIBLE_DEVICES"
-#: CUDA's list of the GPUs a process sees, read only between the servers of one machine
-#: (HOST-GPU-OVERLAP, `meshsat.solver.deployment.hosts`).
+#: CUDA's list of the GPUs a process sees, read only against the GPU ids a launch's ranks
+#: take (JOB-VISIBLE-DEVICES, `meshsat.solver.deployment.visible`) and between the servers
+#: of one machine (HOST-GPU-OVERLAP, `meshsat.solver.deployment.hosts`).
 CUDA_VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
 
 #: Devices per node assumed for a platform when no source states it. Ascend: an Atlas

@@ -18,7 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from meshsat.solver.errors import InputError
-from meshsat.solver.inputs.accelerator import assume_node_size, infer_platform
+from meshsat.solver.inputs.accelerator import (
+    CUDA_VISIBLE_DEVICES_ENV,
+    assume_node_size,
+    infer_platform,
+)
 from meshsat.solver.inputs.command import model_path_of
 from meshsat.solver.inputs.convert import as_model, coerce, config_from_values
 from meshsat.solver.inputs.files import load_config_file
@@ -151,10 +155,12 @@ def load_layout(
         parsed = launch if launch is not None else parse_sglang_command(text or "", search)
         values.update(parsed.values)
         notes.extend(parsed.notes)
-        if parsed.ignored:
+        # The visible-devices list is checked against the ranks' GPU ids (JOB-VISIBLE-DEVICES).
+        ignored = [flag for flag in parsed.ignored if flag != CUDA_VISIBLE_DEVICES_ENV]
+        if ignored:
             notes.append(
-                f"{len(set(parsed.ignored))} flag(s) not checked by meshsat (not layout "
-                "flags; SGLang still reads them): " + listed(list(dict.fromkeys(parsed.ignored)))
+                f"{len(set(ignored))} flag(s) not checked by meshsat (not layout "
+                "flags; SGLang still reads them): " + listed(list(dict.fromkeys(ignored)))
             )
         job, model_path, signs = tuple(parsed.job), parsed.model_path, parsed.ascend_signs
         nodes = tuple(parsed.nodes)

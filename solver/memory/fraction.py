@@ -128,6 +128,18 @@ def max_raised_fraction(gpu_mib: float, *, tp: int, pp: int = 1) -> float:
     return (gpu_mib - reserved) / gpu_mib
 
 
+def highest_fraction(gpu_mib: float, *, tp: int, pp: int = 1, pack: str = "0.5.23") -> float:
+    """The highest `mem_fraction_static` a layout of these widths runs at when the user
+    gives none: the release's default or the raise (`max_raised_fraction`), whichever is
+    higher. 0.5.x defaults reserve at least what the raise does, so the raise bounds
+    them; 0.4.6.post5's table does not. An upper bound: weights above it at this
+    fraction load under no default (fix excludes such widths before its search)."""
+    f = max_raised_fraction(gpu_mib, tp=tp, pp=pp)
+    if pack in _TABLE:
+        f = max(f, _table_fraction(gpu_mib, tp * pp))
+    return f
+
+
 def raised_fraction(
     gpu_mib: float,
     pre_load_gib: float,

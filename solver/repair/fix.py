@@ -174,7 +174,7 @@ def fix(
         # timeout (Qwen3-235B at `--tp 6` on H100: no fix in 60 s).
         tp, pp = SPECS["tp_size"].ref, SPECS["pp_size"].ref
         attn_tp = next(w for w in DERIVED if w.name == "attn_tp")
-        for t, s, a in _too_heavy_widths(memory, universe):
+        for t, s, a in _too_heavy_widths(memory, universe, gpus):
             these = And(Cmp("==", tp, lift(t)), Cmp("==", pp, lift(s)), Cmp("==", attn_tp, lift(a)))
             search.blocked.append(prob.enc.formula(Not(these)))
 
@@ -355,9 +355,6 @@ _WEIGHT_FIELDS = (
     "enable_dp_lm_head",
 )  # fmt: skip
 _WEIGHT_WIDTHS = ("attn_tp", "moe_tp")
-#: The highest default `mem_fraction_static` of the old table (0.4.6.post5); 0.5.x defaults
-#: stay under `max_raised_fraction`, which reserves less than they do.
-_TABLE_TOP = 0.88
 #: What only a model with experts reads (`meshsat.solver.memory.weights`: the expert term).
 _MOE_FIELDS = ("ep_size", "moe_dp_size")
 _DENSE_WIDTHS = ("attn_tp", "attn_dp", "replicas")
@@ -421,22 +418,26 @@ def _lightest(memory: MemoryModel, tp: int, pp: int, attn_tp: int) -> float:
 def _ceiling_gib(memory: MemoryModel, tp: int, pp: int) -> float:
     """The most a rank's weights may take and leave a KV pool, at the given
     `mem_fraction_static` or else the highest a default or a raise reaches."""
-    from meshsat.solver.memory.fraction import max_raised_fraction
+    from meshsat.solver.memory.fraction import highest_fraction
 
     f = memory.fraction
     if f is None:
-        f = max(max_raised_fraction(memory.gpu.memory_mib, tp=tp, pp=pp) + 1e-3, _TABLE_TOP)
+        f = highest_fraction(memory.gpu.memory_mib, tp=tp, pp=pp, pack=memory.pack) + 1e-3
     return memory.pre_load_gib * f - memory.multimodal_reserve_gib
 
 
-def _too_heavy_widths(memory: MemoryModel, universe: Universe) -> list[tuple[int, int, int]]:
-    """(tp, pp, attn_tp) among the sizes searched whose lightest layout leaves no KV pool."""
-    sizes, bound = universe.divisors(), universe.bound
+def _too_heavy_widths(
+    memory: MemoryModel, universe: Universe, gpus: int | None
+) -> list[tuple[int, int, int]]:
+    """(tp, pp, attn_tp) among the sizes searched whose lightest layout leaves no KV pool.
+    Without a GPU count the search multiplies sizes past the universe's bound (tp 8 x pp 8
+    from the divisors of 8), so every pair of sizes is a candidate."""
+    sizes = universe.divisors()
     return [
         (t, s, a)
         for t in sizes
         for s in sizes
-        if t * s <= bound
+        if gpus is None or t * s <= gpus
         for a in sizes
         if t % a == 0 and _lightest(memory, t, s, a) >= _ceiling_gib(memory, t, s)
     ]

@@ -398,7 +398,13 @@ def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wo
 
 
 def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
-    from meshsat.solver.cli.fix_cmd import fix_document, fix_status, unfixed_nodes, with_commands
+    from meshsat.solver.cli.fix_cmd import (
+        fit_visible,
+        fix_document,
+        fix_status,
+        unfixed_nodes,
+        with_commands,
+    )
     from meshsat.solver.cli.memory_options import memory_model, report_pack
     from meshsat.solver.repair.fix import fix
 
@@ -438,11 +444,12 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         mem_fraction_static=params.get("mem_fraction_static"),
         free_memory=params.get("free_memory"),
     )
+    config, gpus, fitted = fit_visible(layout, params.get("gpus"), version)
     report = fix(
-        layout.config,
+        config,
         layout.model,
         pins=params.get("pin") or (),
-        gpus=params.get("gpus"),
+        gpus=gpus,
         objective=params["objective"],
         top=params["top"],
         timeout_s=min(params["timeout"], MAX_FIX_TIMEOUT_S),
@@ -451,7 +458,8 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
     )
     report = with_commands(report, layout, version)
     unfixed = unfixed_nodes(layout, report, version)
-    return Answer(fix_document(report, unfixed), fix_status(report, unfixed), layout.notes)
+    notes = layout.notes if fitted is None else (*layout.notes, fitted)
+    return Answer(fix_document(report, unfixed), fix_status(report, unfixed), notes)
 
 
 def rewrite_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
