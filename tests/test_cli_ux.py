@@ -528,3 +528,17 @@ def test_a_decodes_own_fix_is_not_lost_under_the_pair_rules(
         {"field": "dp_size", "old": 1, "new": 3},
     ]
     assert decode["flags"] == [{"flag": "--page-size", "value": "16"}]
+
+
+def test_fix_with_gpus_past_the_visible_list_is_not_called_fixed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`CUDA_VISIBLE_DEVICES=0,1 ... --tp 4`: fix fits the layout to the list (tp 2, exit 0);
+    with `--gpus 4` the fix keeps 4 ranks on a 2-device list, which validate refuses
+    (JOB-VISIBLE-DEVICES): it is listed as not fixed, exit 1, as the other launch checks."""
+    command = "CUDA_VISIBLE_DEVICES=0,1 python -m sglang.launch_server --tp 4"
+    fitted = run_cli(capsys, "fix", "--sglang", command)
+    assert fitted.code == 0 and "--tp 2" in fitted.out and "not fixed" not in fitted.out
+    forced = run_cli(capsys, "fix", "--sglang", command, "--gpus", "4")
+    assert forced.code == 1 and "✗ not fixed: JOB-VISIBLE-DEVICES" in forced.out
+    assert run_cli(capsys, "validate", "--sglang", command.replace("4", "2")).code == 0
