@@ -1,0 +1,35 @@
+"""`meshsat plan` / `enumerate --perf` at the edges a new user reaches first: limits nobody
+writes on purpose, names mistyped, commands pasted back. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from meshsat.solver.errors import InputError
+from meshsat.solver.perf import Workload
+from tests.cli_helpers import run_cli
+
+SMALL = ("plan", "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--gpus", "1", "--top", "1")
+
+
+@pytest.mark.parametrize("flag", ["--ttft", "--tpot"])
+def test_an_infinite_latency_limit_is_no_limit_in_standard_json(
+    capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    """`--ttft inf` passed the parser's `min=0` and crashed the JSON writer with a traceback
+    (JSON has no infinity): it is no limit, as 0 is, and the document says null."""
+    inf = run_cli(capsys, *SMALL, flag, "inf", "--format", "json")
+    zero = run_cli(capsys, *SMALL, flag, "0", "--format", "json")
+    assert inf.code == 0, inf.err
+    assert json.loads(inf.out) == json.loads(zero.out)
+    assert json.loads(inf.out)["workload"][flag[2:] + "_ms"] is None
+
+
+def test_the_api_refuses_a_non_finite_limit() -> None:
+    """`Workload`'s no limit is None; infinity there would reach the JSON writer too."""
+    for bad in (math.inf, math.nan, 0.0, -1.0):
+        with pytest.raises(InputError, match="finite number of milliseconds"):
+            Workload(ttft_ms=bad)
