@@ -33,3 +33,29 @@ def test_the_api_refuses_a_non_finite_limit() -> None:
     for bad in (math.inf, math.nan, 0.0, -1.0):
         with pytest.raises(InputError, match="finite number of milliseconds"):
             Workload(ttft_ms=bad)
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("Qwen3-32B", "Qwen/Qwen3-32B"),  # the organisation left out
+        ("gpt-oss-120b", "openai/gpt-oss-120b"),
+        ("Kimi-K2", "moonshotai/Kimi-K2-Instruct"),  # a name cut short
+        ("deepseek-ai/DeepSeek-V4", "deepseek-ai/DeepSeek-V3"),
+    ],
+)
+def test_a_mistyped_model_is_one_line_naming_the_close_ids(
+    capsys: pytest.CaptureFixture[str], typed: str, meant: str
+) -> None:
+    """The error named the same three DeepSeek ids whatever was typed."""
+    res = run_cli(capsys, "plan", "--model", typed, "--gpu", "H200", "--gpus", "8")
+    assert res.code == 2 and res.out == ""
+    line = res.err.strip()
+    assert line.startswith(f"meshsat: error: unknown model {typed!r}") and "\n" not in line
+    assert f"did you mean {meant}" in line
+
+
+def test_a_mistyped_gpu_names_the_close_one(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H2000", "--gpus", "8")
+    assert res.code == 2 and "did you mean H200" in res.err
+    assert len(res.err.strip().splitlines()) == 1
