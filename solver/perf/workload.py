@@ -60,7 +60,8 @@ def cli_workload(
     isl: int, osl: int, ttft_ms: float | None, tpot_ms: float | None, *, no_sla: bool = False
 ) -> Workload:
     """The workload a command line asks for: a limit left out takes the default SLA, a limit
-    of 0 (or infinity) is no limit, and `no_sla` lifts both (it contradicts an explicit positive limit)."""
+    of 0 (or infinity) is no limit, and `no_sla` lifts both (it contradicts an explicit
+    positive limit)."""
     if no_sla:
         given = [n for n, v in (("--ttft", ttft_ms), ("--tpot", tpot_ms)) if v and math.isfinite(v)]
         if given:
