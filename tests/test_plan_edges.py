@@ -59,3 +59,51 @@ def test_a_mistyped_gpu_names_the_close_one(capsys: pytest.CaptureFixture[str]) 
     res = run_cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H2000", "--gpus", "8")
     assert res.code == 2 and "did you mean H200" in res.err
     assert len(res.err.strip().splitlines()) == 1
+
+
+def _fraction_of(command: str) -> str | None:
+    words = command.split()
+    return (
+        words[words.index("--mem-fraction-static") + 1]
+        if "--mem-fraction-static" in words
+        else None
+    )
+
+
+def test_a_row_on_a_raised_fraction_prints_the_fraction_its_command_needs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The estimate raises a default fraction that leaves no KV pool (as measured runs
+    launched with an explicit one); the printed command left the flag out, so the command
+    plan recommended was one SGLang refuses to start and `validate --gpu` reported MEM-FIT.
+    `validate` is the oracle: without the fraction the command does not fit, with it, it
+    does."""
+    res = run_cli(capsys, "plan", "--model", "stepfun-ai/Step-3.5-Flash", "--gpu", "H200",
+                  "--gpus", "3", "--format", "json")  # fmt: skip
+    assert res.code == 0, res.err
+    (row,) = json.loads(res.out)["layouts"]
+    fraction = _fraction_of(row["command"])
+    assert fraction is not None, row["command"]
+    bare = row["command"].replace(f" --mem-fraction-static {fraction}", "")
+    check = ("validate", "--sglang", bare, "--gpu", "H200", "--json")
+    assert run_cli(capsys, *check).code == 1
+    as_planned = run_cli(capsys, *check, "--mem-fraction-static", fraction)
+    assert as_planned.code == 0, as_planned.out
+    memory = json.loads(as_planned.out)["memory"]
+    assert memory["weights_gib"] == pytest.approx(row["weights_gib"], abs=0.01)
+    assert memory["max_total_num_tokens"] * memory["pools"] == row["total_kv_tokens"]
+
+
+@pytest.mark.parametrize("extra", [("--rank", "kv"), ("--disagg",)])
+def test_a_given_fraction_is_in_every_printed_command(
+    capsys: pytest.CaptureFixture[str], extra: tuple[str, ...]
+) -> None:
+    """`--mem-fraction-static 0.7` sized every row, but the commands ran SGLang's default."""
+    res = run_cli(capsys, *SMALL[:-2], "--gpus", "2", "--mem-fraction-static", "0.7",
+                  "--format", "json", *extra)  # fmt: skip
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    commands = [r["command"] for r in doc.get("layouts", [])] + [
+        d[k] for d in doc.get("deployments", []) for k in ("prefill_command", "decode_command")
+    ]
+    assert commands and all(_fraction_of(c) == "0.7" for c in commands), commands

@@ -231,7 +231,9 @@ def plan_layouts(
                 # What the user launches: the enumerated values; what SGLang resolves from
                 # them (Layout.config) is its business, not flags to type.
                 command=launch_command(
-                    Config.model_validate({**given, **lay.values}), model_path=model_path
+                    Config.model_validate({**given, **lay.values}),
+                    model_path=model_path,
+                    extra=plan_perf.fraction_flags(m, mm.fraction),
                 ),
             )
         )

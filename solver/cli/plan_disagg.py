@@ -22,6 +22,7 @@ from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.cli.plan_perf import (
     PerfRow,
     clear_progress,
+    fraction_flags,
     layout_columns,
     plan_setup,
     ranked_rows,
@@ -112,12 +113,15 @@ def role_command(
     model_path: str | None,
     release: str | None,
     given: Mapping[str, Any] | None = None,
+    fraction: float | None = None,
 ) -> str:
     """The server command of one role: what plan set on every layout (`given`), its
     enumerated values plus `--disaggregation-mode`, rendered by the one renderer in
-    `release`'s spelling (flags at its default are not written)."""
+    `release`'s spelling (flags at its default are not written), with the
+    `--mem-fraction-static` its memory relies on (`fraction`: the one the user gave)."""
     config = Config.model_validate({**(given or {}), **role.values})
-    return launch_command(config, release, model_path=model_path)
+    extra = fraction_flags(role.memory, fraction)
+    return launch_command(config, release, model_path=model_path, extra=extra)
 
 
 def router_urls(role: str, workers: int) -> list[str]:
@@ -130,6 +134,7 @@ def disagg_row(
     model_path: str | None,
     release: str | None = None,
     given: Mapping[str, Any] | None = None,
+    fraction: float | None = None,
 ) -> DisaggRow:
     pre, dec = p.prefill, p.decode
     pc, dc = layout_columns(pre.config, pre.derived), layout_columns(dec.config, dec.derived)
@@ -154,8 +159,8 @@ def disagg_row(
         source=p.source,
         **{f"prefill_{k}": pc[k] for k in ("tp", "pp", "dp", "dp_attention", "ep")},
         **{f"decode_{k}": dc[k] for k in ("tp", "pp", "dp", "dp_attention", "ep")},
-        prefill_command=role_command(pre, model_path, release, given),
-        decode_command=role_command(dec, model_path, release, given),
+        prefill_command=role_command(pre, model_path, release, given, fraction),
+        decode_command=role_command(dec, model_path, release, given, fraction),
         router_command=pd_router_command(
             router_urls("prefill", p.prefill_workers), router_urls("decode", p.decode_workers)
         ),
@@ -202,7 +207,7 @@ def disagg_rows(
                          progress=progress or terminal_progress("role layouts"))  # fmt: skip
     clear_progress()
     rows = [
-        disagg_row(i, p, setup.model_path, sglang_version, given)
+        disagg_row(i, p, setup.model_path, sglang_version, given, setup.pm.memory.fraction)
         for i, p in enumerate(search.plans, 1)
     ]
     # The aggregated comparison from the same estimator (one memory model, one setup).

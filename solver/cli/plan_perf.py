@@ -25,6 +25,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import launch_command, model_path_of
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory import Memory
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.perf import PerfModel, Workload
@@ -78,6 +79,17 @@ def layout_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dic
         "attn_tp": derived["attn_tp"],
         "moe_tp": derived["moe_tp"],
     }
+
+
+def fraction_flags(m: Memory, given: float | None) -> tuple[str, ...]:
+    """`--mem-fraction-static F` where the row's memory is not the release's default: the
+    user gave `F`, or the default leaves no KV pool and the estimate raised it
+    (`MemoryModel(raise_default_fraction=True)`), which the command must then say, or
+    SGLang refuses to start ("Raise --mem-fraction-static") and `validate --gpu` reports
+    MEM-FIT for the command plan printed."""
+    if given is None and m.raised_from_fraction is None:
+        return ()
+    return (f"--mem-fraction-static {m.mem_fraction_static:g}",)
 
 
 def quantization_given(quantization: str | None) -> dict[str, Any]:
@@ -241,7 +253,9 @@ def ranked_rows(
                 same_widths=r.same_widths,
                 # What the user launches: the enumerated values, not what SGLang resolves.
                 command=launch_command(
-                    Config.model_validate({**given, **r.values}), model_path=model_path
+                    Config.model_validate({**given, **r.values}),
+                    model_path=model_path,
+                    extra=fraction_flags(m, setup.pm.memory.fraction),
                 ),
             )
         )
