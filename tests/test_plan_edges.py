@@ -107,3 +107,22 @@ def test_a_given_fraction_is_in_every_printed_command(
         d[k] for d in doc.get("deployments", []) for k in ("prefill_command", "decode_command")
     ]
     assert commands and all(_fraction_of(c) == "0.7" for c in commands), commands
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["moe_dense_tp_size + 1 > 0", "moe_dense_tp_size + 1 == 2", "moe_dense_tp_size * 2 in (2, 4)"],
+)
+def test_arithmetic_on_an_unset_optional_field_filters_instead_of_crashing(where: str) -> None:
+    """Arithmetic on an optional field was left unguarded (only a bare field in an ordering
+    was), so the generated loops raised `TypeError: NoneType + int` out of `enumerate`.
+    Unset, the filter is false; set, it reads the value: the same layouts as the plain
+    equality, which the loops already answered."""
+    from meshsat import solver
+
+    unset = list(solver.enumerate(4, where=[where]))
+    assert unset == []
+    base = {"moe_dense_tp_size": 1}
+    with_value = [lay.values for lay in solver.enumerate(4, base=base, where=[where])]
+    plain = [lay.values for lay in solver.enumerate(4, base=base, where=["moe_dense_tp_size == 1"])]
+    assert with_value == plain and plain
