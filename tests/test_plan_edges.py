@@ -126,3 +126,48 @@ def test_arithmetic_on_an_unset_optional_field_filters_instead_of_crashing(where
     with_value = [lay.values for lay in solver.enumerate(4, base=base, where=[where])]
     plain = [lay.values for lay in solver.enumerate(4, base=base, where=["moe_dense_tp_size == 1"])]
     assert with_value == plain and plain
+
+
+def _strict_json(text: str) -> object:
+    def refuse(constant: str) -> object:
+        raise AssertionError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_enumerate_perf_sizes_the_estimate_as_its_memory_columns_and_plan_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`enumerate --perf --mem-fraction-static 0.3` sized kv_tokens at 0.3 but estimated at
+    the release's default: concurrency 177 against room for 29 where `plan` (the oracle:
+    the same question) said 29."""
+    ask = ("--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "1", "--no-sla",
+           "--mem-fraction-static", "0.3", "--format", "json")  # fmt: skip
+    (planned,) = json.loads(run_cli(capsys, "plan", *ask).out)["layouts"]
+    listed = json.loads(run_cli(capsys, "enumerate", *ask, "--perf", "--command").out)
+    same = [r for r in listed if r["command"] == planned["command"]]
+    assert len(same) == 1, [r["command"] for r in listed]
+    for key in ("concurrency", "ttft_ms", "tpot_ms", "tokens_per_s_gpu", "tokens_per_s_user"):
+        assert same[0][key] == planned[key], key
+    assert same[0]["concurrency"] <= planned["kv_concurrency"]
+
+
+def test_enumerate_perf_writes_no_estimate_as_null_sorted_last(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A layout that does not fit has no latency: it was written `NaN` (not JSON) and
+    sorted first by `--sort ttft_ms`. Its command, where the estimate raised the fraction,
+    now carries it, as plan's does (the oracle: plan's row for the same layout)."""
+    ask = ("--model", "stepfun-ai/Step-3.5-Flash", "--gpu", "H200", "--gpus", "3")
+    rows = _strict_json(run_cli(capsys, "enumerate", *ask, "--perf", "--command",
+                                "--format", "json").out)  # fmt: skip
+    assert isinstance(rows, list)
+    missing = [r for r in rows if r["perf_source"] == "does not fit"]
+    assert missing and all(r["ttft_ms"] is None and r["tpot_ms"] is None for r in missing)
+    for order in ("ttft_ms", "-ttft_ms"):
+        res = run_cli(capsys, "enumerate", *ask, "--perf", "--sort", order, "--limit", "1",
+                      "--format", "json")  # fmt: skip
+        (first,) = _strict_json(res.out)  # type: ignore[misc]
+        assert first["ttft_ms"] is not None, order
+    (planned,) = json.loads(run_cli(capsys, "plan", *ask, "--format", "json").out)["layouts"]
+    assert planned["command"] in {r["command"] for r in rows}

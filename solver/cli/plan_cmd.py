@@ -31,6 +31,7 @@ from meshsat.solver.cli.memory_options import (
     MemFractionOpt,
     QuantizationOpt,
     checkpoint_line,
+    fraction_flags,
     sizing_options,
 )
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
@@ -233,7 +234,7 @@ def plan_layouts(
                 command=launch_command(
                     Config.model_validate({**given, **lay.values}),
                     model_path=model_path,
-                    extra=plan_perf.fraction_flags(m, mm.fraction),
+                    extra=fraction_flags(m, mm.fraction),
                 ),
             )
         )

@@ -17,12 +17,12 @@ from typing import Any
 from meshsat import solver
 from meshsat.solver.catalogue.pd_pairs import Side
 from meshsat.solver.cli.formats import write_csv
+from meshsat.solver.cli.memory_options import fraction_flags
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.cli.plan_perf import (
     PerfRow,
     clear_progress,
-    fraction_flags,
     layout_columns,
     plan_setup,
     ranked_rows,

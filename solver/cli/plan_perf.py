@@ -18,14 +18,13 @@ from typing import Any
 
 from meshsat import solver
 from meshsat.solver.cli.formats import write_csv
-from meshsat.solver.cli.memory_options import checked_quantization
+from meshsat.solver.cli.memory_options import checked_quantization, fraction_flags
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, err, note, out
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import launch_command, model_path_of
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
-from meshsat.solver.memory import Memory
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.perf import PerfModel, Workload
@@ -79,17 +78,6 @@ def layout_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dic
         "attn_tp": derived["attn_tp"],
         "moe_tp": derived["moe_tp"],
     }
-
-
-def fraction_flags(m: Memory, given: float | None) -> tuple[str, ...]:
-    """`--mem-fraction-static F` where the row's memory is not the release's default: the
-    user gave `F`, or the default leaves no KV pool and the estimate raised it
-    (`MemoryModel(raise_default_fraction=True)`), which the command must then say, or
-    SGLang refuses to start ("Raise --mem-fraction-static") and `validate --gpu` reports
-    MEM-FIT for the command plan printed."""
-    if given is None and m.raised_from_fraction is None:
-        return ()
-    return (f"--mem-fraction-static {m.mem_fraction_static:g}",)
 
 
 def quantization_given(quantization: str | None) -> dict[str, Any]:
