@@ -3,13 +3,18 @@ writes on purpose, names mistyped, commands pasted back. Each test failed before
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.perf import Workload
+from meshsat.solver.web import make_server
 from tests.cli_helpers import run_cli
 
 SMALL = ("plan", "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--gpus", "1", "--top", "1")
@@ -171,3 +176,43 @@ def test_enumerate_perf_writes_no_estimate_as_null_sorted_last(
         assert first["ttft_ms"] is not None, order
     (planned,) = json.loads(run_cli(capsys, "plan", *ask, "--format", "json").out)["layouts"]
     assert planned["command"] in {r["command"] for r in rows}
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[Callable[[dict[str, Any]], tuple[int, Any]]]:
+    """POST /api/plan on a server of this process (127.0.0.1, a free port)."""
+    srv = make_server("127.0.0.1", 0, workers=2)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+
+    def post(body: dict[str, Any]) -> tuple[int, Any]:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=60)
+        conn.request("POST", "/api/plan", json.dumps(body), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        status, payload = r.status, json.loads(r.read())
+        conn.close()
+        return status, payload
+
+    yield post
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.mark.parametrize("timeout", [-1, "nan"])
+def test_web_plan_refuses_the_timeout_the_cli_refuses(
+    capsys: pytest.CaptureFixture[str],
+    web: Callable[[dict[str, Any]], tuple[int, Any]],
+    timeout: object,
+) -> None:
+    """/api/plan lists `timeout` among its fields but ignored it: a bad one was answered
+    200 where the CLI (the oracle) exits 2 with one line."""
+    cli = run_cli(capsys, *SMALL, "--timeout", str(timeout))
+    status, doc = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "timeout": timeout})
+    assert cli.code == 2 and status == 400
+    assert doc == {"error": cli.err.strip(), "field": "timeout", "exit": 2}
+
+
+def test_web_plan_stops_at_the_timeout_asked(
+    web: Callable[[dict[str, Any]], tuple[int, Any]],
+) -> None:
+    status, doc = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "timeout": 1e-9})
+    assert status == 400 and "did not finish within 1e-09 s" in doc["error"]

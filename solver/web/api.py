@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from meshsat.solver.errors import InputError
+from meshsat.solver.errors import InputError, MeshsatError
 from meshsat.solver.lang.limits import check_shape, shown
 from meshsat.solver.web.work import Answer, Work
 
@@ -232,6 +232,7 @@ def _model(layout: Any, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
     """`meshsat plan`'s answer, ranked as `--rank` says (the estimates by default)."""
+    from meshsat.solver.cli.deadline import checked_timeout
     from meshsat.solver.cli.memory_options import sizing_options
     from meshsat.solver.cli.perf_options import Rank
     from meshsat.solver.cli.plan_cmd import (
@@ -250,6 +251,12 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
     except InputError as exc:
         field = "gpu" if params["gpu_memory"] is None else "gpu_memory"
         raise FieldError(str(exc), field) from None
+    try:  # `timeout` as the CLI reads it, within the server's own deadline
+        timeout = checked_timeout(params["timeout"])
+    except MeshsatError as exc:
+        raise FieldError(str(exc), "timeout") from None
+    if timeout is not None:
+        work.deadline_s = min(work.deadline_s, timeout)
     pasted = body.get("model_config")
     model_path: str | None = None
     if pasted is not None:
