@@ -8,10 +8,12 @@ import json
 import math
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from meshsat.solver.cli import plan_perf
 from meshsat.solver.errors import InputError
 from meshsat.solver.perf import Workload
 from meshsat.solver.web import make_server
@@ -216,3 +218,21 @@ def test_web_plan_stops_at_the_timeout_asked(
 ) -> None:
     status, doc = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "timeout": 1e-9})
     assert status == 400 and "did not finish within 1e-09 s" in doc["error"]
+
+
+def test_a_plot_the_directory_refuses_is_exit_2_with_nothing_printed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the directory's existence was checked first, so a directory that refuses the
+    file (read-only, /proc; root passes the permission bits) printed the whole table or
+    JSON document and then exited 2: a half answer behind an error status."""
+
+    def refused(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(plan_perf.tempfile, "mkstemp", refused)
+    target = tmp_path / "pareto.png"
+    res = run_cli(capsys, *SMALL, "--plot", str(target), "--format", "json")
+    assert res.code == 2 and res.out == ""
+    assert res.err == f"meshsat: error: cannot write {target}: Permission denied\n"
+    assert list(tmp_path.iterdir()) == []

@@ -373,10 +373,11 @@ def plan_cmd(
                 [r.command for r in rows_p], pick, g, gpus, gpus_per_node, model, name, image
             )
             return
-        plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
-        if plot is not None:
+        if plot is not None:  # before the table: a plot that cannot be written is exit 2 alone
             title = f"{model} on {gpus} x {g.name}: {workload.describe()}"
             plan_perf.plot(plot, ranked, rows_p, title)
+        plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
+        if plot is not None:
             note(f"plot written to {plot}")
         if not rows_p:
             note(f"no legal layout of {model} fits {gpus} x {g.name}")

@@ -324,6 +324,14 @@ def plot_target(path: Path) -> Path:
         raise InputError(f"cannot write {path}: no directory {path.parent}")
     if os.path.lexists(path) and not path.is_file():
         raise InputError(f"cannot write {path}: it exists and is not a regular file")
+    # Where the PNG is written first: a directory that refuses it (read-only, /proc) is
+    # refused here, before the table is printed (permission bits alone do not tell root).
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=".png", dir=path.parent)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(probe)
     return path
 
 
