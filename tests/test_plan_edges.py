@@ -3,7 +3,9 @@ writes on purpose, names mistyped, commands pasted back. Each test failed before
 
 from __future__ import annotations
 
+import csv
 import http.client
+import io
 import json
 import math
 import threading
@@ -236,3 +238,18 @@ def test_a_plot_the_directory_refuses_is_exit_2_with_nothing_printed(
     assert res.code == 2 and res.out == ""
     assert res.err == f"meshsat: error: cannot write {target}: Permission denied\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_csv_writes_booleans_as_enumerate_csv_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """One CSV dialect for every command (formats.py): `plan --format csv` wrote Python's
+    `True`/`False` where `enumerate --format csv` (row_format.csv_text, the oracle) writes
+    `true`/`false`, so one reader could not parse both."""
+    ask = ("--model", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--gpus", "2", "--format", "csv")
+    planned = list(csv.DictReader(io.StringIO(run_cli(capsys, "plan", *ask).out)))
+    listed = list(csv.DictReader(io.StringIO(
+        run_cli(capsys, "enumerate", *ask, "--perf").out)))  # fmt: skip
+    assert {r["meets_sla"] for r in listed} <= {"true", "false"}
+    assert {r["dp_attention"] for r in planned} | {r["meets_sla"] for r in planned} <= {
+        "true", "false"}  # fmt: skip
+    disagg = list(csv.DictReader(io.StringIO(run_cli(capsys, "plan", *ask, "--disagg").out)))
+    assert {r["meets_sla"] for r in disagg} <= {"true", "false"}
