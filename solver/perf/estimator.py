@@ -90,7 +90,11 @@ class Estimate:
 
 
 class _Unavailable:
-    label = "unavailable"
+    """No source: `--engine aic` where the engine cannot (the label says why, as the
+    roofline's `roofline (aic: <why>)` does under `auto`), or a GPU without speeds."""
+
+    def __init__(self, why: str = "") -> None:
+        self.label = f"unavailable (aic: {why})" if why else "unavailable"
 
 
 class PerfModel:
@@ -186,7 +190,7 @@ class PerfModel:
                         return WithEpComm(aic, self._roofline(p)), True
                     return aic, True
             if self.engine == "aic":
-                return _Unavailable(), False
+                return _Unavailable(why), False
         if not self.gpu.has_speeds:
             return _Unavailable(), False
         roof = self._roofline(p)
@@ -262,7 +266,7 @@ class PerfModel:
                 best = self._at(steps, p, 1, ranks, kv_tokens, cal)
         except EngineUnavailable as exc:
             if self.engine == "aic":
-                return self._empty("unavailable", p, kv_conc)
+                return self._empty(_Unavailable(str(exc)).label, p, kv_conc)
             roof = self._roofline(p)
             # The engine failed partway: the whole estimate comes from the roofline.
             roof = replace(roof, label=f"roofline (aic: {exc})")
