@@ -253,3 +253,19 @@ def test_plan_csv_writes_booleans_as_enumerate_csv_does(capsys: pytest.CaptureFi
         "true", "false"}  # fmt: skip
     disagg = list(csv.DictReader(io.StringIO(run_cli(capsys, "plan", *ask, "--disagg").out)))
     assert {r["meets_sla"] for r in disagg} <= {"true", "false"}
+
+
+@pytest.mark.parametrize("rank", ["perf", "kv"])
+def test_plan_on_an_older_release_prints_commands_that_release_accepts(
+    capsys: pytest.CaptureFixture[str], rank: str
+) -> None:
+    """`plan --sglang-version 0.5.19` spelled DP attention as 0.5.23's `--attn-dp-size`,
+    which 0.5.19 has no flag for: `validate` on the same release (the oracle) refused
+    every such command (FLAG-ABSENT-ATTN-DP-SIZE)."""
+    res = run_cli(capsys, *SMALL[:-2], "--gpus", "2", "--top", "50", "--rank", rank,
+                  "--sglang-version", "0.5.19", "--format", "json")  # fmt: skip
+    rows = json.loads(res.out)["layouts"]
+    assert any(r["dp_attention"] for r in rows)
+    for r in rows:
+        check = run_cli(capsys, "validate", "--sglang", r["command"], "--sglang-version", "0.5.19")
+        assert check.code == 0, (r["command"], check.out)

@@ -233,6 +233,7 @@ def plan_layouts(
                 # them (Layout.config) is its business, not flags to type.
                 command=launch_command(
                     Config.model_validate({**given, **lay.values}),
+                    sglang_version,  # the release's spelling: 0.5.19 has no --attn-dp-size
                     model_path=model_path,
                     extra=fraction_flags(m, mm.fraction),
                 ),

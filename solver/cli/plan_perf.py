@@ -242,6 +242,7 @@ def ranked_rows(
                 # What the user launches: the enumerated values, not what SGLang resolves.
                 command=launch_command(
                     Config.model_validate({**given, **r.values}),
+                    sglang_version,  # the release's spelling: 0.5.19 has no --attn-dp-size
                     model_path=model_path,
                     extra=fraction_flags(m, setup.pm.memory.fraction),
                 ),
