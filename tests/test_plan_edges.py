@@ -269,3 +269,20 @@ def test_plan_on_an_older_release_prints_commands_that_release_accepts(
     for r in rows:
         check = run_cli(capsys, "validate", "--sglang", r["command"], "--sglang-version", "0.5.19")
         assert check.code == 0, (r["command"], check.out)
+
+
+@pytest.mark.parametrize("version", ["0.4.6.post5", "0.5.19"])
+@pytest.mark.parametrize("rank", ["perf", "kv"])
+def test_plan_sizes_memory_as_validate_does_on_the_chosen_release(
+    capsys: pytest.CaptureFixture[str], version: str, rank: str
+) -> None:
+    """plan sized every pool with 0.5.23's defaults whatever --sglang-version said (the
+    perf ranking mapped the 0.5 line to 0.5.23, the KV ranking ignored it), so on a
+    20-35 GiB GPU (0.5.19's own band) or on 0.4.6.post5's table its KV tokens were not
+    those `validate --gpu` (the oracle) reports for the command it printed."""
+    ask = ("--model", "Qwen/Qwen3-0.6B", "--gpu", "L4", "--sglang-version", version)
+    res = run_cli(capsys, "plan", *ask, "--gpus", "1", "--rank", rank, "--format", "json")
+    row = json.loads(res.out)["layouts"][0]
+    check = run_cli(capsys, "validate", "--sglang", row["command"], *ask, "--json")
+    memory = json.loads(check.out)["memory"]
+    assert memory["max_total_num_tokens"] * memory["pools"] == row["total_kv_tokens"]

@@ -423,7 +423,6 @@ def _perf_columns(
     from meshsat.solver.memory import flag_options
     from meshsat.solver.memory.gpus import gpu as gpu_type
     from meshsat.solver.perf import PerfModel
-    from meshsat.solver.perf.estimator import memory_pack
     from meshsat.solver.perf.workload import cli_workload
 
     isl, osl, ttft, tpot, no_sla = workload
@@ -436,8 +435,9 @@ def _perf_columns(
         gpus_per_node=gpus_per_node,
         quantization=getattr(e.base, "quantization", None),
         memory_options={
+            "pack": e.query.pack.version,  # the memory columns' sizing
             **sizing_options(gpu_type(gpu_name), mem_fraction_static, free_memory),
-            **flag_options(e.base.model_dump(), memory_pack(e.query.pack.version)),
+            **flag_options(e.base.model_dump(), e.query.pack.version),
         },
     )
     return PerfColumns(e, columns, pm, filters)

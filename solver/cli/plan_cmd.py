@@ -32,6 +32,7 @@ from meshsat.solver.cli.memory_options import (
     QuantizationOpt,
     checkpoint_line,
     fraction_flags,
+    report_pack,
     sizing_options,
 )
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
@@ -195,7 +196,8 @@ def plan_layouts(
         with_quantization_flag(config, given.get("quantization")),
         g,
         context_length=context_length,
-        **memory,
+        # The release's own memory defaults, as `validate --gpu` sizes its pool.
+        **{"pack": report_pack(sglang_version), **memory},
     )
     per_node = node_size(g, gpus, gpus_per_node)
     fitting = _fitting(spec, mm, gpus, where, sglang_version, progress, given)

@@ -18,7 +18,7 @@ from typing import Any
 
 from meshsat import solver
 from meshsat.solver.cli.formats import write_csv
-from meshsat.solver.cli.memory_options import checked_quantization, fraction_flags
+from meshsat.solver.cli.memory_options import checked_quantization, fraction_flags, report_pack
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, err, note, out
 from meshsat.solver.errors import InputError
@@ -133,7 +133,9 @@ def plan_setup(
         engine=engine,  # type: ignore[arg-type]
         gpus_per_node=gpus_per_node,
         sglang_version=sglang_version or "0.5.23",
-        memory_options=memory,
+        # The release's own memory defaults, as `validate --gpu` sizes its pool (0.5.19 has
+        # its own band for 20-35 GiB GPUs, 0.4.6.post5 the old table).
+        memory_options={"pack": report_pack(sglang_version), **(memory or {})},
         model_id=model_path if isinstance(model, Mapping) else None,
         quantization=given.get("quantization"),
     )

@@ -144,10 +144,14 @@ class PerfModel:
             self.gpu,
             context_length=w.isl + w.osl,
             kv_cache_dtype=kv_cache_dtype,
-            pack=memory_pack(sglang_version),
             # Measured runs that load only above the default fraction were launched with
-            # an explicit --mem-fraction-static (DeepSeek-R1 FP8, tp 4, B200).
-            **{"raise_default_fraction": True, **dict(memory_options or {})},
+            # an explicit --mem-fraction-static (DeepSeek-R1 FP8, tp 4, B200). A `pack` in
+            # `memory_options` (a pack's own sizing, as `validate --gpu` reads it) wins.
+            **{
+                "pack": memory_pack(sglang_version),
+                "raise_default_fraction": True,
+                **dict(memory_options or {}),
+            },
         )
         self._lock = threading.Lock()
         self._cache: dict[tuple[Parallel, bool, int | None], Estimate] = {}
