@@ -286,3 +286,26 @@ def test_plan_sizes_memory_as_validate_does_on_the_chosen_release(
     check = run_cli(capsys, "validate", "--sglang", row["command"], *ask, "--json")
     memory = json.loads(check.out)["memory"]
     assert memory["max_total_num_tokens"] * memory["pools"] == row["total_kv_tokens"]
+
+
+def test_plan_disagg_json_carries_every_width_of_each_role_as_plan_rows_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """plan's rows carry attn_tp, moe_tp, attn_cp and dcp; plan --disagg's role columns
+    stopped at ep, so a decode server of `tp2 dcp2` read as `tp2` to a tool (only the label
+    text said otherwise). Each role's columns must be its command's widths, as validate
+    (the oracle) resolves the command."""
+    from meshsat import solver
+    from meshsat.solver.inputs import parse_sglang_command
+
+    res = run_cli(capsys, *SMALL[:-2], "--gpus", "4", "--disagg", "--top", "40",
+                  "--format", "json")  # fmt: skip
+    rows = json.loads(res.out)["deployments"]
+    assert any(r["prefill_dcp"] > 1 or r["decode_dcp"] > 1 for r in rows)
+    for r in rows:
+        for role in ("prefill", "decode"):
+            report = solver.validate(parse_sglang_command(r[f"{role}_command"]).values)
+            c, d = report.resolved, report.derived
+            got = {k: r[f"{role}_{k}"] for k in ("tp", "attn_tp", "moe_tp", "attn_cp", "dcp")}
+            assert got == {"tp": c["tp_size"], "attn_tp": d["attn_tp"], "moe_tp": d["moe_tp"],
+                           "attn_cp": c["attn_cp_size"], "dcp": c["dcp_size"]}  # fmt: skip

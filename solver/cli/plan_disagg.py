@@ -27,6 +27,7 @@ from meshsat.solver.cli.plan_perf import (
     plan_setup,
     ranked_rows,
     terminal_progress,
+    width_columns,
 )
 from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors
 from meshsat.solver.inputs.command import launch_command, pd_router_command
@@ -76,11 +77,19 @@ class DisaggRow:
     prefill_dp: int
     prefill_dp_attention: bool
     prefill_ep: int
+    prefill_attn_tp: int
+    prefill_moe_tp: int
+    prefill_attn_cp: int
+    prefill_dcp: int
     decode_tp: int
     decode_pp: int
     decode_dp: int
     decode_dp_attention: bool
     decode_ep: int
+    decode_attn_tp: int
+    decode_moe_tp: int
+    decode_attn_cp: int
+    decode_dcp: int
     prefill_command: str
     decode_command: str
     router_command: str
@@ -137,7 +146,7 @@ def disagg_row(
     fraction: float | None = None,
 ) -> DisaggRow:
     pre, dec = p.prefill, p.decode
-    pc, dc = layout_columns(pre.config, pre.derived), layout_columns(dec.config, dec.derived)
+    pc, dc = width_columns(pre.config, pre.derived), width_columns(dec.config, dec.derived)
     return DisaggRow(
         rank=rank,
         prefill_layout=layout_label(pre.config, pre.derived),
@@ -157,8 +166,9 @@ def disagg_row(
         decode_requests_per_s=round(p.decode_requests_per_s, 2),
         meets_sla=p.meets_sla,
         source=p.source,
-        **{f"prefill_{k}": pc[k] for k in ("tp", "pp", "dp", "dp_attention", "ep")},
-        **{f"decode_{k}": dc[k] for k in ("tp", "pp", "dp", "dp_attention", "ep")},
+        # Each role's widths as plan's rows carry them (`width_columns`).
+        **{f"prefill_{k}": v for k, v in pc.items()},
+        **{f"decode_{k}": v for k, v in dc.items()},
         prefill_command=role_command(pre, model_path, release, given, fraction),
         decode_command=role_command(dec, model_path, release, given, fraction),
         router_command=pd_router_command(

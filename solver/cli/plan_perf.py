@@ -80,6 +80,16 @@ def layout_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dic
     }
 
 
+def width_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dict[str, Any]:
+    """Every width a `PerfRow` carries: the layout's own columns and its attention and
+    decode CP (`plan --disagg` writes the same per role, `prefill_dcp`, ...)."""
+    return {
+        **layout_columns(config, derived),
+        "attn_cp": int(config.get("attn_cp_size") or 1),
+        "dcp": int(config.get("dcp_size") or 1),
+    }
+
+
 def quantization_given(quantization: str | None) -> dict[str, Any]:
     """The fields `plan` sets on every layout it enumerates, so the rules that read them
     judge it and its command carries them: `--quantization`, checked as `--set` checks the
@@ -227,9 +237,7 @@ def ranked_rows(
         rows.append(
             PerfRow(
                 rank=i,
-                **layout_columns(c, d),
-                attn_cp=int(c.get("attn_cp_size") or 1),
-                dcp=int(c.get("dcp_size") or 1),
+                **width_columns(c, d),
                 concurrency=e.concurrency,
                 ttft_ms=_num(e.ttft_ms, 1),
                 tpot_ms=_num(e.tpot_ms, 2),
