@@ -309,3 +309,15 @@ def test_plan_disagg_json_carries_every_width_of_each_role_as_plan_rows_do(
             got = {k: r[f"{role}_{k}"] for k in ("tp", "attn_tp", "moe_tp", "attn_cp", "dcp")}
             assert got == {"tp": c["tp_size"], "attn_tp": d["attn_tp"], "moe_tp": d["moe_tp"],
                            "attn_cp": c["attn_cp_size"], "dcp": c["dcp_size"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("concurrency", [0, -5, 2.5])
+def test_the_estimate_refuses_a_concurrency_no_client_can_send(concurrency: object) -> None:
+    """`PerfModel.estimate(p, concurrency=0)` answered for one request in flight."""
+    from meshsat.solver.memory import Parallel
+    from meshsat.solver.perf import PerfModel
+
+    pm = PerfModel("Qwen/Qwen3-0.6B", "H100", Workload(), engine="roofline")
+    assert pm.estimate(Parallel(), concurrency=3).concurrency == 3
+    with pytest.raises(InputError, match="concurrency must be a whole number >= 1"):
+        pm.estimate(Parallel(), concurrency=concurrency)  # type: ignore[arg-type]

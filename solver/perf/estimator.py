@@ -217,7 +217,12 @@ class PerfModel:
     def estimate(
         self, p: Parallel, *, dwdp: bool = False, concurrency: int | None = None
     ) -> Estimate:
-        """`p` at `concurrency` (whole deployment), or at the SLA search's choice."""
+        """`p` at `concurrency` (whole deployment, spread over its attention-DP ranks in
+        whole requests: the estimate's own `concurrency` says what ran), or at the SLA
+        search's choice."""
+        if concurrency is not None and not (isinstance(concurrency, int) and concurrency >= 1):
+            # 0 or -5 was estimated as 1 request, with nothing to say the question was wrong.
+            raise InputError(f"concurrency must be a whole number >= 1, got {concurrency!r}")
         key = (p, dwdp, concurrency)
         with self._lock:
             hit = self._cache.get(key)
