@@ -183,18 +183,18 @@ def test_enumerate_perf_writes_no_estimate_as_null_sorted_last(
 
 
 @pytest.fixture(scope="module")
-def web() -> Iterator[Callable[[dict[str, Any]], tuple[int, Any]]]:
+def web() -> Iterator[Callable[[dict[str, Any]], tuple[int, Any, str | None]]]:
     """POST /api/plan on a server of this process (127.0.0.1, a free port)."""
     srv = make_server("127.0.0.1", 0, workers=2)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
 
-    def post(body: dict[str, Any]) -> tuple[int, Any]:
+    def post(body: dict[str, Any]) -> tuple[int, Any, str | None]:
         conn = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=60)
         conn.request("POST", "/api/plan", json.dumps(body), {"Content-Type": "application/json"})
         r = conn.getresponse()
-        status, payload = r.status, json.loads(r.read())
+        status, exit_status, payload = r.status, r.getheader("X-Meshsat-Exit"), json.loads(r.read())
         conn.close()
-        return status, payload
+        return status, payload, exit_status
 
     yield post
     srv.shutdown()
@@ -204,21 +204,21 @@ def web() -> Iterator[Callable[[dict[str, Any]], tuple[int, Any]]]:
 @pytest.mark.parametrize("timeout", [-1, "nan"])
 def test_web_plan_refuses_the_timeout_the_cli_refuses(
     capsys: pytest.CaptureFixture[str],
-    web: Callable[[dict[str, Any]], tuple[int, Any]],
+    web: Callable[[dict[str, Any]], tuple[int, Any, str | None]],
     timeout: object,
 ) -> None:
     """/api/plan lists `timeout` among its fields but ignored it: a bad one was answered
     200 where the CLI (the oracle) exits 2 with one line."""
     cli = run_cli(capsys, *SMALL, "--timeout", str(timeout))
-    status, doc = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "timeout": timeout})
+    status, doc, _ = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "timeout": timeout})
     assert cli.code == 2 and status == 400
     assert doc == {"error": cli.err.strip(), "field": "timeout", "exit": 2}
 
 
 def test_web_plan_stops_at_the_timeout_asked(
-    web: Callable[[dict[str, Any]], tuple[int, Any]],
+    web: Callable[[dict[str, Any]], tuple[int, Any, str | None]],
 ) -> None:
-    status, doc = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "timeout": 1e-9})
+    status, doc, _ = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "timeout": 1e-9})
     assert status == 400 and "did not finish within 1e-09 s" in doc["error"]
 
 
@@ -321,3 +321,21 @@ def test_the_estimate_refuses_a_concurrency_no_client_can_send(concurrency: obje
     assert pm.estimate(Parallel(), concurrency=3).concurrency == 3
     with pytest.raises(InputError, match="concurrency must be a whole number >= 1"):
         pm.estimate(Parallel(), concurrency=concurrency)  # type: ignore[arg-type]
+
+
+def test_plan_exits_1_when_no_layout_holds_one_request_as_plan_disagg_does(
+    capsys: pytest.CaptureFixture[str], web: Callable[[dict[str, Any]], tuple[int, Any, str | None]]
+) -> None:
+    """At ISL 100,000,000 every layout's row was `does not fit` with zeros, and plan exited
+    0 (and /api/plan said exit 0) where plan --disagg (the oracle: the same question)
+    exits 1."""
+    ask = (*SMALL[:-2], "--gpus", "2", "--isl", "100000000")
+    disagg = run_cli(capsys, *ask, "--disagg")
+    res = run_cli(capsys, *ask, "--format", "json")
+    assert disagg.code == 1 and res.code == 1
+    assert {r["source"] for r in json.loads(res.out)["layouts"]} == {"does not fit"}
+    assert "holds one request of ISL + OSL = 100,001,024 tokens" in res.err
+    status, doc, exit_status = web(
+        {"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 2, "isl": 100000000}
+    )
+    assert status == 200 and exit_status == "1" and doc == json.loads(res.out)

@@ -382,8 +382,9 @@ def plan_cmd(
         plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
         if plot is not None:
             note(f"plot written to {plot}")
-        if not rows_p:
-            note(f"no legal layout of {model} fits {gpus} x {g.name}")
+        none = plan_perf.nothing_fits(rows_p, workload, model, gpus, g.name)
+        if none:
+            note(none)
             raise typer.Exit(1)
         return
     if plot is not None:

@@ -261,6 +261,21 @@ def ranked_rows(
     return rows, ranked, len(ranked)
 
 
+def nothing_fits(rows: Sequence[PerfRow], w: Workload, model: object, gpus: int, gpu: str) -> str:
+    """Why `plan` (CLI and /api/plan) exits 1: no layout loads, or none whose weights load
+    holds one request of ISL + OSL tokens in its KV cache (every row `does not fit`: the
+    worst sort last, so the first row tells), as `plan --disagg` exits 1 for the same
+    question; "" when the first row has an estimate."""
+    if not rows:
+        return f"no legal layout of {model} fits {gpus} x {gpu}"
+    if rows[0].source == "does not fit":
+        return (
+            f"no layout of {model} on {gpus} x {gpu} holds one request of ISL + OSL = "
+            f"{w.isl + w.osl:,} tokens in its KV cache"
+        )
+    return ""
+
+
 def _num(x: float, digits: int) -> float:
     return round(x, digits) if math.isfinite(x) else math.nan
 

@@ -242,7 +242,7 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         plan_gpu,
         plan_layouts,
     )
-    from meshsat.solver.cli.plan_perf import perf_document, perf_rows, ranking_note
+    from meshsat.solver.cli.plan_perf import nothing_fits, perf_document, perf_rows, ranking_note
     from meshsat.solver.memory.models import catalogue_config
     from meshsat.solver.perf.workload import cli_workload
 
@@ -276,6 +276,7 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         return disagg_answer(params, work, model, g, memory, model_path, quantization)
     where = params.get("where") or ()
     version = params.get("sglang_version")
+    none = ""
     if params["rank"] is Rank.perf:
         check_plan_args(gpus, top, per_node)
         workload = cli_workload(
@@ -288,7 +289,8 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
             progress=lambda done, total: work.step(estimated=done, of=total),
         )  # fmt: skip
         document = perf_document(rows_p, workload, g.name, shapes)
-        ranking, found = ranking_note(workload), bool(rows_p)
+        none = nothing_fits(rows_p, workload, model_path or "the model", gpus, g.name)
+        ranking, found = ranking_note(workload), not none
     else:
         rows = plan_layouts(
             model, g, gpus, context_length=params["context_length"], gpus_per_node=per_node,
@@ -299,7 +301,7 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         document, ranking, found = plan_document(rows, g), RANKING, bool(rows)
     if params.get("emit") is not None and found:
         return Answer(lws_document(document, params, g, model_path), 0, ())
-    notes = () if found else (f"no legal layout fits {gpus} x {g.name}",)
+    notes = () if found else (none or f"no legal layout fits {gpus} x {g.name}",)
     return Answer(document, 0 if found else 1, (ranking, *notes))
 
 
