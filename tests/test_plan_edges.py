@@ -339,3 +339,16 @@ def test_plan_exits_1_when_no_layout_holds_one_request_as_plan_disagg_does(
         {"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 2, "isl": 100000000}
     )
     assert status == 200 and exit_status == "1" and doc == json.loads(res.out)
+
+
+def test_disagg_on_one_gpu_says_it_needs_two(
+    capsys: pytest.CaptureFixture[str], web: Callable[[dict[str, Any]], tuple[int, Any, str | None]]
+) -> None:
+    """One GPU holds no prefill and decode pair; plan --disagg blamed memory or speeds
+    ("none fits, or the GPU has no speeds to estimate with") and exited 1."""
+    res = run_cli(capsys, *SMALL, "--disagg")
+    assert res.code == 2 and res.out == ""
+    assert res.err == "meshsat: error: --disagg needs at least 2 GPUs (a prefill and a decode " \
+        "server), got --gpus 1\n"  # fmt: skip
+    status, doc, _ = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "disagg": True})
+    assert status == 400 and doc["error"] == res.err.strip()

@@ -457,6 +457,10 @@ def disagg_plan(
             raise InputError(f"drop {flag}: --disagg ranks by estimate and prints every "
                              "role's command")  # fmt: skip
     check_plan_args(gpus, top, gpus_per_node)
+    if gpus < 2:  # not "none fits, or the GPU has no speeds": no split exists at all
+        raise InputError(
+            f"--disagg needs at least 2 GPUs (a prefill and a decode server), got --gpus {gpus}"
+        )
     workload = cli_workload(isl, osl, ttft, tpot, no_sla=no_sla)
     rows, search, agg = plan_disagg.disagg_rows(
         model, g, gpus, workload, engine=engine.value, gpus_per_node=gpus_per_node, top=top,
