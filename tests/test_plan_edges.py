@@ -352,3 +352,19 @@ def test_disagg_on_one_gpu_says_it_needs_two(
         "server), got --gpus 1\n"  # fmt: skip
     status, doc, _ = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "disagg": True})
     assert status == 400 and doc["error"] == res.err.strip()
+
+
+@pytest.mark.parametrize(
+    "ask",
+    [("--where", "ttft_ms < 100"), ("--sort", "ttft_ms"), ("--where", "meets_sla")],
+)
+def test_a_perf_column_without_perf_names_the_missing_option(
+    capsys: pytest.CaptureFixture[str], ask: tuple[str, str]
+) -> None:
+    """With --model and --gpu but no --perf, `--sort ttft_ms` and `--where "ttft_ms < 100"`
+    said "unknown name 'ttft_ms'; did you mean fits?": the column exists, the option that
+    adds it was missing."""
+    res = run_cli(capsys, "enumerate", "--gpus", "2", "--model", "Qwen/Qwen3-0.6B", "--gpu",
+                  "H100", *ask)  # fmt: skip
+    assert res.code == 2 and res.out == "" and len(res.err.splitlines()) == 1
+    assert "needs --perf" in res.err or "needs the estimate: give --perf" in res.err, res.err

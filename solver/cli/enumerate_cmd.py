@@ -13,7 +13,12 @@ from typing import Annotated, Any
 import typer
 
 from meshsat.solver.cli.deadline import time_limit
-from meshsat.solver.cli.enumerate_perf import PERF_COLUMNS, PerfColumns, split_perf_filters
+from meshsat.solver.cli.enumerate_perf import (
+    PERF_COLUMNS,
+    PERF_NAMES,
+    PerfColumns,
+    split_perf_filters,
+)
 from meshsat.solver.cli.formats import OutputFormat, chosen
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.layout_writers import Writer, column_width
@@ -252,7 +257,12 @@ def enumerate_cmd(
                 f"{name} = {getattr(layout.config, name)} in the base is varied; add --where "
                 f'"{name} == {getattr(layout.config, name)!r}" to keep it'
             )
-        rest, perf_filters = split_perf_filters(where or ()) if perf else (tuple(where or ()), ())
+        rest, perf_filters = split_perf_filters(where or ())
+        if perf_filters and not perf:  # not "unknown name 'ttft_ms'; did you mean fits?"
+            raise InputError(
+                f"a --where that reads {', '.join(PERF_NAMES)} needs --perf (with --model "
+                "and --gpu)"
+            )
         plain, memory_filters = split_filters(rest)
         e = EnumerationQuery.of(
             layout.config,
@@ -269,7 +279,7 @@ def enumerate_cmd(
         )  # fmt: skip
         if mem is None and sort is not None and sort.lstrip("-") in MEMORY_COLUMNS:
             raise InputError(f"--sort {sort} needs the memory columns: give --gpu and --model")
-        if mem is None and sort is not None and sort.lstrip("-") in PERF_COLUMNS:
+        if not perf and sort is not None and sort.lstrip("-") in PERF_COLUMNS:
             raise InputError(f"--sort {sort} needs the estimate: give --perf, --gpu and --model")
         columns = e.columns if mem is None else mem.columns
         rows: Iterator[tuple[Any, ...]] = e.rows(gpus, up_to)
