@@ -368,3 +368,14 @@ def test_a_perf_column_without_perf_names_the_missing_option(
                   "H100", *ask)  # fmt: skip
     assert res.code == 2 and res.out == "" and len(res.err.splitlines()) == 1
     assert "needs --perf" in res.err or "needs the estimate: give --perf" in res.err, res.err
+
+
+def test_a_gpu_without_speeds_says_why_nothing_is_estimated(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`plan --gpu-memory 80GiB` ranks by estimate by default, and every row read
+    `source: unavailable` with zeros and nothing to say what to change."""
+    res = run_cli(capsys, "plan", "--model", "Qwen/Qwen3-0.6B", "--gpu-memory", "80GiB",
+                  "--gpus", "1", "--format", "json")  # fmt: skip
+    (row,) = json.loads(res.out)["layouts"]
+    assert row["source"] == "unavailable (custom-80GiB has no speeds: name its type, --gpu)"

@@ -90,11 +90,12 @@ class Estimate:
 
 
 class _Unavailable:
-    """No source: `--engine aic` where the engine cannot (the label says why, as the
-    roofline's `roofline (aic: <why>)` does under `auto`), or a GPU without speeds."""
+    """No source, and the label says why: `--engine aic` where the engine cannot (`aic:
+    <why>`, as the roofline's `roofline (aic: <why>)` does under `auto`), or a GPU without
+    speeds (`--gpu-memory`)."""
 
-    def __init__(self, why: str = "") -> None:
-        self.label = f"unavailable (aic: {why})" if why else "unavailable"
+    def __init__(self, why: str) -> None:
+        self.label = f"unavailable ({why})"
 
 
 class PerfModel:
@@ -194,9 +195,9 @@ class PerfModel:
                         return WithEpComm(aic, self._roofline(p)), True
                     return aic, True
             if self.engine == "aic":
-                return _Unavailable(why), False
+                return _Unavailable(f"aic: {why}"), False
         if not self.gpu.has_speeds:
-            return _Unavailable(), False
+            return _Unavailable(f"{self.gpu.name} has no speeds: name its type, --gpu"), False
         roof = self._roofline(p)
         if why:
             roof = replace(roof, label=f"roofline (aic: {why})")
@@ -275,7 +276,7 @@ class PerfModel:
                 best = self._at(steps, p, 1, ranks, kv_tokens, cal)
         except EngineUnavailable as exc:
             if self.engine == "aic":
-                return self._empty(_Unavailable(str(exc)).label, p, kv_conc)
+                return self._empty(_Unavailable(f"aic: {exc}").label, p, kv_conc)
             roof = self._roofline(p)
             # The engine failed partway: the whole estimate comes from the roofline.
             roof = replace(roof, label=f"roofline (aic: {exc})")
