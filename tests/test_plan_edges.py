@@ -379,3 +379,16 @@ def test_a_gpu_without_speeds_says_why_nothing_is_estimated(
                   "--gpus", "1", "--format", "json")  # fmt: skip
     (row,) = json.loads(res.out)["layouts"]
     assert row["source"] == "unavailable (custom-80GiB has no speeds: name its type, --gpu)"
+
+
+@pytest.mark.parametrize("extra", [("--format", "json"), ("--plot", "pareto.png")])
+def test_emit_refuses_the_report_options_it_would_drop(
+    capsys: pytest.CaptureFixture[str], extra: tuple[str, str], tmp_path: Path
+) -> None:
+    """`--emit lws --format json` printed YAML with exit 0, and `--emit lws --plot F` wrote
+    no plot: options asked for and dropped without a word."""
+    flag, value = extra
+    value = str(tmp_path / value) if flag == "--plot" else value
+    res = run_cli(capsys, *SMALL, "--emit", "lws", flag, value)
+    assert res.code == 2 and res.out == "" and list(tmp_path.iterdir()) == []
+    assert res.err.startswith(f"meshsat: error: drop {extra[0]}") and res.err.count("\n") == 1

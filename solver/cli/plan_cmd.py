@@ -342,6 +342,12 @@ def plan_cmd(
       meshsat plan --model Qwen/Qwen3-32B --gpu H100 --gpus 2 --quantization fp8
     """
     g = plan_gpu(gpu_name, gpu_memory)
+    if emit is not None:  # the manifest replaces the report: say so rather than drop them
+        for given, flag in ((fmt is not Format.table, f"--format {fmt.value}"),
+                            (plot is not None, "--plot")):  # fmt: skip
+            if given:
+                raise InputError(f"drop {flag}: --emit lws prints the manifests (YAML) "
+                                 "instead of the report")  # fmt: skip
     if disagg:
         with time_limit(timeout, "plan"):
             rows_d, search, agg, workload = disagg_plan(
