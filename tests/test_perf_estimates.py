@@ -97,7 +97,8 @@ def test_fallback_labels_say_where_each_estimate_comes_from() -> None:
         == "roofline"
     )
     strict = PerfModel("deepseek-ai/DeepSeek-V3", "MI300X", w, engine="aic").estimate(TP8_EP8)
-    assert strict.source == "unavailable" and strict.tokens_per_s_gpu == 0
+    assert strict.source == "unavailable (aic: no SGLang kernel data for MI300X)"
+    assert strict.tokens_per_s_gpu == 0
     assert not strict.meets_sla and math.isnan(strict.ttft_ms)
     small = PerfModel("deepseek-ai/DeepSeek-V3", "A100-80", w).estimate(TP8_EP8)
     assert small.source == "does not fit" and small.kv_concurrency == 0

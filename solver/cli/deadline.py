@@ -23,14 +23,23 @@ class TimedOut(MeshsatError):
     """The command ran past its --timeout (exit 2, one line)."""
 
 
+def checked_timeout(seconds: float | None) -> float | None:
+    """`--timeout S` as every command reads it (capped at `MAX_TIMEOUT_S`), or None; one
+    line for a value that is not a positive number (the web app reads it too)."""
+    if seconds is None:
+        return None
+    if not (isinstance(seconds, int | float) and seconds > 0 and not math.isnan(seconds)):
+        raise MeshsatError(f"--timeout must be a positive number of seconds, got {seconds}")
+    return min(float(seconds), MAX_TIMEOUT_S)
+
+
 @contextmanager
 def time_limit(seconds: float | None, what: str) -> Iterator[None]:
     if seconds is None or threading.current_thread() is not threading.main_thread():
         yield
         return
-    if not (isinstance(seconds, int | float) and seconds > 0 and not math.isnan(seconds)):
-        raise MeshsatError(f"--timeout must be a positive number of seconds, got {seconds}")
-    limit = min(float(seconds), MAX_TIMEOUT_S)
+    limit = checked_timeout(seconds)
+    assert limit is not None
 
     def expire(signum: int, frame: FrameType | None) -> None:
         raise TimedOut(f"{what} did not finish within --timeout {seconds:g} s")

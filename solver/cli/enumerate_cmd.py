@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
@@ -12,7 +13,12 @@ from typing import Annotated, Any
 import typer
 
 from meshsat.solver.cli.deadline import time_limit
-from meshsat.solver.cli.enumerate_perf import PERF_COLUMNS, PerfColumns, split_perf_filters
+from meshsat.solver.cli.enumerate_perf import (
+    PERF_COLUMNS,
+    PERF_NAMES,
+    PerfColumns,
+    split_perf_filters,
+)
 from meshsat.solver.cli.formats import OutputFormat, chosen
 from meshsat.solver.cli.layout_options import layout_inputs, read_layout
 from meshsat.solver.cli.layout_writers import Writer, column_width
@@ -22,7 +28,9 @@ from meshsat.solver.cli.memory_options import (
     GpuMemoryOpt,
     GpuOpt,
     MemFractionOpt,
+    fraction_flags,
     memory_model,
+    sizing_options,
 )
 from meshsat.solver.cli.output import err, note, quant_note
 from meshsat.solver.cli.perf_options import (
@@ -36,7 +44,7 @@ from meshsat.solver.cli.perf_options import (
     TtftOpt,
 )
 from meshsat.solver.cli.version_option import SglangVersionOpt
-from meshsat.solver.enumeration.layouts import EnumerationQuery, Enumerator
+from meshsat.solver.enumeration.layouts import EnumerationQuery, Enumerator, Layout
 from meshsat.solver.enumeration.memory_columns import MEMORY_COLUMNS, MemoryColumns, split_filters
 from meshsat.solver.enumeration.space import (
     ALIASES,
@@ -257,7 +265,12 @@ def enumerate_cmd(
                 f"{name} = {getattr(layout.config, name)} in the base is varied; add --where "
                 f'"{name} == {getattr(layout.config, name)!r}" to keep it'
             )
-        rest, perf_filters = split_perf_filters(where or ()) if perf else (tuple(where or ()), ())
+        rest, perf_filters = split_perf_filters(where or ())
+        if perf_filters and not perf:  # not "unknown name 'ttft_ms'; did you mean fits?"
+            raise InputError(
+                f"a --where that reads {', '.join(PERF_NAMES)} needs --perf (with --model "
+                "and --gpu)"
+            )
         plain, memory_filters = split_filters(rest)
         e = EnumerationQuery.of(
             layout.config,
@@ -274,14 +287,15 @@ def enumerate_cmd(
         )  # fmt: skip
         if mem is None and sort is not None and sort.lstrip("-") in MEMORY_COLUMNS:
             raise InputError(f"--sort {sort} needs the memory columns: give --gpu and --model")
-        if mem is None and sort is not None and sort.lstrip("-") in PERF_COLUMNS:
+        if not perf and sort is not None and sort.lstrip("-") in PERF_COLUMNS:
             raise InputError(f"--sort {sort} needs the estimate: give --perf, --gpu and --model")
         columns = e.columns if mem is None else mem.columns
         rows: Iterator[tuple[Any, ...]] = e.rows(gpus, up_to)
         if mem is not None:
             rows = mem.rows(rows)
         est = _perf_columns(e, columns, sources, gpu, perf, (isl, osl, ttft, tpot, no_sla), engine,
-                            gpus_per_node, perf_filters)  # fmt: skip
+                            gpus_per_node, perf_filters, mem_fraction_static,
+                            free_memory)  # fmt: skip
         if est is not None:
             columns = est.columns
             rows = est.rows(rows)
@@ -301,7 +315,7 @@ def enumerate_cmd(
             shown = (*shown, *PERF_COLUMNS)
         if command:
             columns, shown = (*columns, "command"), (*shown, "command")
-            rows = _with_commands(e, rows, layout.model_path)
+            rows = _with_commands(e, rows, layout.model_path, _sizing(est, mem_fraction_static))
         picks = [columns.index(n) for n in shown]
         if sort is not None:
             rows = iter(_sorted(columns, rows, sort, limit))
@@ -340,12 +354,29 @@ def _count(e: Enumerator, gpus: int, up_to: bool) -> int:
     return total
 
 
+def _sizing(est: PerfColumns | None, given: float | None) -> Callable[[Layout], tuple[str, ...]]:
+    """The flags a row's command needs beside its layout for the memory its columns read:
+    `--mem-fraction-static` given, or raised by the estimate (`fraction_flags`)."""
+    if est is not None:
+        from meshsat.solver.memory import Parallel
+
+        mm = est.pm.memory
+        return lambda lay: fraction_flags(
+            mm.of(Parallel.from_resolved(lay.config, lay.derived)), mm.fraction
+        )
+    words = () if given is None else (f"--mem-fraction-static {given:g}",)
+    return lambda lay: words
+
+
 def _with_commands(
-    e: Enumerator, rows: Iterable[tuple[Any, ...]], model_path: str | None
+    e: Enumerator,
+    rows: Iterable[tuple[Any, ...]],
+    model_path: str | None,
+    sizing: Callable[[Layout], tuple[str, ...]],
 ) -> Iterator[tuple[Any, ...]]:
     """Each row with the SGLang command that launches it, in the release's spelling (a
-    pydantic config per row: tens of µs, so only on request)."""
-    from meshsat.solver.enumeration.layouts import Layout
+    pydantic config per row: tens of µs, so only on request), with the `sizing` flags its
+    memory needs."""
     from meshsat.solver.inputs.command import launch_command
     from meshsat.solver.lang.config import Config
 
@@ -354,8 +385,9 @@ def _with_commands(
     # SGLang resolves (Layout.config) are its business, not flags to pass.
     given = {n: getattr(e.base, n) for n in e.base.user_set()}
     for row in rows:
-        config = Config.model_validate({**given, **Layout(row, e.shape).values})
-        yield (*row, launch_command(config, pack, model_path=model_path))
+        lay = Layout(row, e.shape)
+        config = Config.model_validate({**given, **lay.values})
+        yield (*row, launch_command(config, pack, model_path=model_path, extra=sizing(lay)))
 
 
 def _memory_columns(
@@ -394,14 +426,20 @@ def _perf_columns(
     engine: EngineChoice,
     gpus_per_node: int | None,
     filters: tuple[Expr, ...],
+    mem_fraction_static: float | None = None,
+    free_memory: str | None = None,
 ) -> PerfColumns | None:
-    """The estimate stage with --perf (after the memory stage, which it needs)."""
+    """The estimate stage with --perf (after the memory stage, which it needs), sized as
+    the memory columns are (--mem-fraction-static, --free-memory, the pool flags of the
+    base layout): the estimate's KV limit is the kv_tokens column's."""
     if not perf:
         return None
     if sources.model is None or gpu_name is None:
         raise InputError(
             "--perf needs --model and --gpu (a GPU type: the estimate reads its speeds)"
         )
+    from meshsat.solver.memory import flag_options
+    from meshsat.solver.memory.gpus import gpu as gpu_type
     from meshsat.solver.perf import PerfModel
     from meshsat.solver.perf.workload import cli_workload
 
@@ -414,6 +452,11 @@ def _perf_columns(
         engine=engine.value,
         gpus_per_node=gpus_per_node,
         quantization=getattr(e.base, "quantization", None),
+        memory_options={
+            "pack": e.query.pack.version,  # the memory columns' sizing
+            **sizing_options(gpu_type(gpu_name), mem_fraction_static, free_memory),
+            **flag_options(e.base.model_dump(), e.query.pack.version),
+        },
     )
     return PerfColumns(e, columns, pm, filters)
 
@@ -432,8 +475,11 @@ def _sorted(
     i = columns.index(name)
 
     def key(row: tuple[Any, ...]) -> tuple[bool, Any]:
+        # A missing value (None, or an estimate's NaN) sorts last either way: `--sort
+        # ttft_ms --limit 3` listed three layouts that do not fit (NaN compares false).
         value = row[i]
-        return (value is None, value if value is not None else 0)
+        missing = value is None or (isinstance(value, float) and math.isnan(value))
+        return (missing != descending, 0 if missing else value)
 
     if limit is not None:
         pick: Callable[..., list[tuple[Any, ...]]] = (

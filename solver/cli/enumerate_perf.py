@@ -8,6 +8,7 @@ kept, once per layout shape (`PerfModel` caches by widths).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -32,8 +33,8 @@ PERF_COLUMNS: tuple[str, ...] = (
 PERF_NAMES: Mapping[str, Field] = MappingProxyType(
     {
         "concurrency": Field("concurrency", "int"),
-        "ttft_ms": Field("ttft_ms", "float"),
-        "tpot_ms": Field("tpot_ms", "float"),
+        "ttft_ms": Field("ttft_ms", "float", optional=True),
+        "tpot_ms": Field("tpot_ms", "float", optional=True),
         "tokens_per_s_gpu": Field("tokens_per_s_gpu", "float"),
         "tokens_per_s_user": Field("tokens_per_s_user", "float"),
         "meets_sla": Field("meets_sla", "bool"),
@@ -72,8 +73,8 @@ class PerfColumns:
             ext = (
                 *full,
                 e.concurrency,
-                round(e.ttft_ms, 1),
-                round(e.tpot_ms, 2),
+                _finite(e.ttft_ms, 1),
+                _finite(e.tpot_ms, 2),
                 round(e.tokens_per_s_gpu, 1),
                 round(e.tokens_per_s_user, 1),
                 e.meets_sla,
@@ -84,3 +85,11 @@ class PerfColumns:
             ):
                 continue
             yield ext
+
+
+def _finite(x: float, digits: int) -> float | None:
+    """A latency rounded, or None where there is none (a layout that does not fit): the
+    JSON writer printed its NaN as `NaN`, which is not JSON, and `--sort` ordered it
+    anywhere. None is `null` in JSON, empty in CSV, sorts last and fails every ordering in
+    --where (`ttft_ms` is optional to the filters, as `plan --format json` writes null)."""
+    return round(x, digits) if math.isfinite(x) else None

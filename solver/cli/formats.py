@@ -61,7 +61,10 @@ def chosen(fmt: OutputFormat | None, as_json: bool) -> OutputFormat:
 
 
 def _text(value: Any) -> Any:
-    """One CSV cell; text is `printable` (a CSV is read in terminals too)."""
+    """One CSV cell; text is `printable` (a CSV is read in terminals too); booleans as the
+    listings write them (`row_format.csv_text`: `true`/`false`, not Python's `True`)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, list | tuple):
         return printable(" ".join(str(v) for v in value))
     if isinstance(value, Mapping):

@@ -117,6 +117,17 @@ def sizing_options(
     return options
 
 
+def fraction_flags(m: Memory, given: float | None) -> tuple[str, ...]:
+    """`--mem-fraction-static F` where the row's memory is not the release's default: the
+    user gave `F`, or the default leaves no KV pool and the estimate raised it
+    (`MemoryModel(raise_default_fraction=True)`), which the command must then say, or
+    SGLang refuses to start ("Raise --mem-fraction-static") and `validate --gpu` reports
+    MEM-FIT for the command plan printed."""
+    if given is None and m.raised_from_fraction is None:
+        return ()
+    return (f"--mem-fraction-static {m.mem_fraction_static:g}",)
+
+
 def unknown_model_message(named: str | None) -> str:
     """Why --gpu has no model to size: none given, or the command's `--model-path` is not a
     local folder, not in the Hugging Face cache and not embedded (with the embedded ids its

@@ -31,6 +31,8 @@ from meshsat.solver.cli.memory_options import (
     MemFractionOpt,
     QuantizationOpt,
     checkpoint_line,
+    fraction_flags,
+    report_pack,
     sizing_options,
 )
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
@@ -194,7 +196,8 @@ def plan_layouts(
         with_quantization_flag(config, given.get("quantization")),
         g,
         context_length=context_length,
-        **memory,
+        # The release's own memory defaults, as `validate --gpu` sizes its pool.
+        **{"pack": report_pack(sglang_version), **memory},
     )
     per_node = node_size(g, gpus, gpus_per_node)
     fitting = _fitting(spec, mm, gpus, where, sglang_version, progress, given)
@@ -231,7 +234,10 @@ def plan_layouts(
                 # What the user launches: the enumerated values; what SGLang resolves from
                 # them (Layout.config) is its business, not flags to type.
                 command=launch_command(
-                    Config.model_validate({**given, **lay.values}), model_path=model_path
+                    Config.model_validate({**given, **lay.values}),
+                    sglang_version,  # the release's spelling: 0.5.19 has no --attn-dp-size
+                    model_path=model_path,
+                    extra=fraction_flags(m, mm.fraction),
                 ),
             )
         )
@@ -336,6 +342,12 @@ def plan_cmd(
       meshsat plan --model Qwen/Qwen3-32B --gpu H100 --gpus 2 --quantization fp8
     """
     g = plan_gpu(gpu_name, gpu_memory)
+    if emit is not None:  # the manifest replaces the report: say so rather than drop them
+        for given, flag in ((fmt is not Format.table, f"--format {fmt.value}"),
+                            (plot is not None, "--plot")):  # fmt: skip
+            if given:
+                raise InputError(f"drop {flag}: --emit lws prints the manifests (YAML) "
+                                 "instead of the report")  # fmt: skip
     if disagg:
         with time_limit(timeout, "plan"):
             rows_d, search, agg, workload = disagg_plan(
@@ -370,13 +382,15 @@ def plan_cmd(
                 [r.command for r in rows_p], pick, g, gpus, gpus_per_node, model, name, image
             )
             return
-        plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
-        if plot is not None:
+        if plot is not None:  # before the table: a plot that cannot be written is exit 2 alone
             title = f"{model} on {gpus} x {g.name}: {workload.describe()}"
             plan_perf.plot(plot, ranked, rows_p, title)
+        plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
+        if plot is not None:
             note(f"plot written to {plot}")
-        if not rows_p:
-            note(f"no legal layout of {model} fits {gpus} x {g.name}")
+        none = plan_perf.nothing_fits(rows_p, workload, model, gpus, g.name)
+        if none:
+            note(none)
             raise typer.Exit(1)
         return
     if plot is not None:
@@ -449,6 +463,10 @@ def disagg_plan(
             raise InputError(f"drop {flag}: --disagg ranks by estimate and prints every "
                              "role's command")  # fmt: skip
     check_plan_args(gpus, top, gpus_per_node)
+    if gpus < 2:  # not "none fits, or the GPU has no speeds": no split exists at all
+        raise InputError(
+            f"--disagg needs at least 2 GPUs (a prefill and a decode server), got --gpus {gpus}"
+        )
     workload = cli_workload(isl, osl, ttft, tpot, no_sla=no_sla)
     rows, search, agg = plan_disagg.disagg_rows(
         model, g, gpus, workload, engine=engine.value, gpus_per_node=gpus_per_node, top=top,

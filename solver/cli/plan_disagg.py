@@ -17,6 +17,7 @@ from typing import Any
 from meshsat import solver
 from meshsat.solver.catalogue.pd_pairs import Side
 from meshsat.solver.cli.formats import write_csv
+from meshsat.solver.cli.memory_options import fraction_flags
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.cli.plan_perf import (
@@ -26,6 +27,7 @@ from meshsat.solver.cli.plan_perf import (
     plan_setup,
     ranked_rows,
     terminal_progress,
+    width_columns,
 )
 from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors
 from meshsat.solver.inputs.command import launch_command, pd_router_command
@@ -75,11 +77,19 @@ class DisaggRow:
     prefill_dp: int
     prefill_dp_attention: bool
     prefill_ep: int
+    prefill_attn_tp: int
+    prefill_moe_tp: int
+    prefill_attn_cp: int
+    prefill_dcp: int
     decode_tp: int
     decode_pp: int
     decode_dp: int
     decode_dp_attention: bool
     decode_ep: int
+    decode_attn_tp: int
+    decode_moe_tp: int
+    decode_attn_cp: int
+    decode_dcp: int
     prefill_command: str
     decode_command: str
     router_command: str
@@ -112,12 +122,15 @@ def role_command(
     model_path: str | None,
     release: str | None,
     given: Mapping[str, Any] | None = None,
+    fraction: float | None = None,
 ) -> str:
     """The server command of one role: what plan set on every layout (`given`), its
     enumerated values plus `--disaggregation-mode`, rendered by the one renderer in
-    `release`'s spelling (flags at its default are not written)."""
+    `release`'s spelling (flags at its default are not written), with the
+    `--mem-fraction-static` its memory relies on (`fraction`: the one the user gave)."""
     config = Config.model_validate({**(given or {}), **role.values})
-    return launch_command(config, release, model_path=model_path)
+    extra = fraction_flags(role.memory, fraction)
+    return launch_command(config, release, model_path=model_path, extra=extra)
 
 
 def router_urls(role: str, workers: int) -> list[str]:
@@ -130,9 +143,10 @@ def disagg_row(
     model_path: str | None,
     release: str | None = None,
     given: Mapping[str, Any] | None = None,
+    fraction: float | None = None,
 ) -> DisaggRow:
     pre, dec = p.prefill, p.decode
-    pc, dc = layout_columns(pre.config, pre.derived), layout_columns(dec.config, dec.derived)
+    pc, dc = width_columns(pre.config, pre.derived), width_columns(dec.config, dec.derived)
     return DisaggRow(
         rank=rank,
         prefill_layout=layout_label(pre.config, pre.derived),
@@ -152,10 +166,11 @@ def disagg_row(
         decode_requests_per_s=round(p.decode_requests_per_s, 2),
         meets_sla=p.meets_sla,
         source=p.source,
-        **{f"prefill_{k}": pc[k] for k in ("tp", "pp", "dp", "dp_attention", "ep")},
-        **{f"decode_{k}": dc[k] for k in ("tp", "pp", "dp", "dp_attention", "ep")},
-        prefill_command=role_command(pre, model_path, release, given),
-        decode_command=role_command(dec, model_path, release, given),
+        # Each role's widths as plan's rows carry them (`width_columns`).
+        **{f"prefill_{k}": v for k, v in pc.items()},
+        **{f"decode_{k}": v for k, v in dc.items()},
+        prefill_command=role_command(pre, model_path, release, given, fraction),
+        decode_command=role_command(dec, model_path, release, given, fraction),
         router_command=pd_router_command(
             router_urls("prefill", p.prefill_workers), router_urls("decode", p.decode_workers)
         ),
@@ -202,7 +217,7 @@ def disagg_rows(
                          progress=progress or terminal_progress("role layouts"))  # fmt: skip
     clear_progress()
     rows = [
-        disagg_row(i, p, setup.model_path, sglang_version, given)
+        disagg_row(i, p, setup.model_path, sglang_version, given, setup.pm.memory.fraction)
         for i, p in enumerate(search.plans, 1)
     ]
     # The aggregated comparison from the same estimator (one memory model, one setup).

@@ -18,7 +18,7 @@ from typing import Any
 
 from meshsat import solver
 from meshsat.solver.cli.formats import write_csv
-from meshsat.solver.cli.memory_options import checked_quantization
+from meshsat.solver.cli.memory_options import checked_quantization, fraction_flags, report_pack
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, err, note, out
 from meshsat.solver.errors import InputError
@@ -80,6 +80,16 @@ def layout_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dic
     }
 
 
+def width_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dict[str, Any]:
+    """Every width a `PerfRow` carries: the layout's own columns and its attention and
+    decode CP (`plan --disagg` writes the same per role, `prefill_dcp`, ...)."""
+    return {
+        **layout_columns(config, derived),
+        "attn_cp": int(config.get("attn_cp_size") or 1),
+        "dcp": int(config.get("dcp_size") or 1),
+    }
+
+
 def quantization_given(quantization: str | None) -> dict[str, Any]:
     """The fields `plan` sets on every layout it enumerates, so the rules that read them
     judge it and its command carries them: `--quantization`, checked as `--set` checks the
@@ -133,7 +143,9 @@ def plan_setup(
         engine=engine,  # type: ignore[arg-type]
         gpus_per_node=gpus_per_node,
         sglang_version=sglang_version or "0.5.23",
-        memory_options=memory,
+        # The release's own memory defaults, as `validate --gpu` sizes its pool (0.5.19 has
+        # its own band for 20-35 GiB GPUs, 0.4.6.post5 the old table).
+        memory_options={"pack": report_pack(sglang_version), **(memory or {})},
         model_id=model_path if isinstance(model, Mapping) else None,
         quantization=given.get("quantization"),
     )
@@ -225,9 +237,7 @@ def ranked_rows(
         rows.append(
             PerfRow(
                 rank=i,
-                **layout_columns(c, d),
-                attn_cp=int(c.get("attn_cp_size") or 1),
-                dcp=int(c.get("dcp_size") or 1),
+                **width_columns(c, d),
                 concurrency=e.concurrency,
                 ttft_ms=_num(e.ttft_ms, 1),
                 tpot_ms=_num(e.tpot_ms, 2),
@@ -241,11 +251,29 @@ def ranked_rows(
                 same_widths=r.same_widths,
                 # What the user launches: the enumerated values, not what SGLang resolves.
                 command=launch_command(
-                    Config.model_validate({**given, **r.values}), model_path=model_path
+                    Config.model_validate({**given, **r.values}),
+                    sglang_version,  # the release's spelling: 0.5.19 has no --attn-dp-size
+                    model_path=model_path,
+                    extra=fraction_flags(m, setup.pm.memory.fraction),
                 ),
             )
         )
     return rows, ranked, len(ranked)
+
+
+def nothing_fits(rows: Sequence[PerfRow], w: Workload, model: object, gpus: int, gpu: str) -> str:
+    """Why `plan` (CLI and /api/plan) exits 1: no layout loads, or none whose weights load
+    holds one request of ISL + OSL tokens in its KV cache (every row `does not fit`: the
+    worst sort last, so the first row tells), as `plan --disagg` exits 1 for the same
+    question; "" when the first row has an estimate."""
+    if not rows:
+        return f"no legal layout of {model} fits {gpus} x {gpu}"
+    if rows[0].source == "does not fit":
+        return (
+            f"no layout of {model} on {gpus} x {gpu} holds one request of ISL + OSL = "
+            f"{w.isl + w.osl:,} tokens in its KV cache"
+        )
+    return ""
 
 
 def _num(x: float, digits: int) -> float:
@@ -322,6 +350,14 @@ def plot_target(path: Path) -> Path:
         raise InputError(f"cannot write {path}: no directory {path.parent}")
     if os.path.lexists(path) and not path.is_file():
         raise InputError(f"cannot write {path}: it exists and is not a regular file")
+    # Where the PNG is written first: a directory that refuses it (read-only, /proc) is
+    # refused here, before the table is printed (permission bits alone do not tell root).
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=".png", dir=path.parent)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(probe)
     return path
 
 

@@ -33,6 +33,7 @@ from meshsat.solver.lang.expr import (
     Field,
     In,
     IsSet,
+    Named,
     Not,
     Or,
     Value,
@@ -289,10 +290,13 @@ class _Builder:
             cmp = Cmp(op, a, b)  # type: ignore[arg-type]
         except ExprTypeError as exc:
             raise _Bad(_col(b_node), str(exc)) from None
-        if op in ("==", "!="):
-            return cmp
-        guards = [IsSet(x) for x in (a, b) if isinstance(x, Field) and x.optional]
-        return And(*guards, cmp) if guards else cmp
+        # An unset optional field makes an ordering false, and arithmetic on it too (it
+        # has no number to add): `moe_dense_tp_size + 1 > 0` raised a TypeError in the
+        # generated loops. Equality with the field itself is fine (None == 2 is false).
+        sides = (
+            (a, b) if op not in ("==", "!=") else [x for x in (a, b) if not isinstance(x, Field)]
+        )
+        return _guarded(cmp, *sides)
 
     def _literal_like(self, e: Expr, node: ast.expr, other: Expr) -> Expr:
         """Re-lift a literal against the other side, so `cp_strategy == 'zigzg'` fails
@@ -314,9 +318,10 @@ class _Builder:
                 raise _Bad(_col(item), "`in` takes literals only")
             values.append(lit.value)
         try:
-            return In(x, tuple(values))
+            member = In(x, tuple(values))
         except ExprTypeError as exc:
             raise _Bad(_col(container), str(exc)) from None
+        return member if isinstance(x, Field) else _guarded(member, x)
 
     def _need_bool(self, e: Expr, node: ast.AST) -> None:
         if e.kind != "bool":
@@ -339,3 +344,20 @@ def _describe(node: ast.AST) -> str:
         ast.UnaryOp: "this unary operator",
     }
     return kinds.get(type(node), f"{type(node).__name__} syntax")
+
+
+def _guarded(e: Expr, *sides: Expr) -> Expr:
+    """`e` where every optional field the `sides` read holds a value: derived widths are
+    not entered (they guard their own optional reads, and a guard here would change what
+    they mean)."""
+    seen: dict[tuple[str, bool], Field] = {}
+    stack = list(sides)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Named):
+            continue
+        if isinstance(node, Field) and node.optional:
+            seen.setdefault((node.name, node.raw), node)
+        stack.extend(node.children())
+    guards = [IsSet(f) for f in seen.values()]
+    return And(*guards, e) if guards else e

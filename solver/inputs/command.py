@@ -14,6 +14,7 @@ and checks it against the releases' recorded flag defaults and resolutions.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,12 +90,18 @@ def needs_flag(name: str, value: Any, typed: bool, release: str) -> bool:
 
 
 def launch_command(
-    config: Config, pack: str | Pack | None = None, *, model_path: str | None = None
+    config: Config,
+    pack: str | Pack | None = None,
+    *,
+    model_path: str | None = None,
+    extra: Sequence[str] = (),
 ) -> str:
     """The command that launches `config` (the user's input, not a resolved layout) on
     `pack`'s release: environment variables lead, flags for every field `needs_flag` follow
-    `--model-path`; tool-only facts SGLang has no flag for go in a trailing comment (the
-    launch reader skips it). From 0.5.23 on, DP attention is spelled `--attn-dp-size N`."""
+    `--model-path`, then `extra` (flags that are not layout fields, e.g. the
+    `--mem-fraction-static` a plan's memory relies on); tool-only facts SGLang has no flag
+    for go in a trailing comment (the launch reader skips it). From 0.5.23 on, DP attention
+    is spelled `--attn-dp-size N`."""
     release = get_pack(pack)
     spelling = "attn_dp_size" not in release.absent_fields
     values = spelled(config, attn_dp_spelling=spelling)
@@ -116,7 +123,7 @@ def launch_command(
             flags.append(words)
         else:
             facts.append(f"{name}={fmt_value(value)}")
-    line = " ".join([*env, LAUNCHER, *flags])
+    line = " ".join([*env, LAUNCHER, *flags, *extra])
     if facts:
         line += "  # not SGLang flags: " + " ".join(facts)
     return line

@@ -119,7 +119,12 @@ def gpu(name: str) -> Gpu:
     sizes = [g.name for g in GPUS.values() if g.name.upper().startswith(f"{key}-") and key]
     if sizes:
         raise InputError(f"GPU {name!r} comes in {' and '.join(sizes)}: name one")
-    raise InputError(f"unknown GPU {name!r}; known: {', '.join(GPUS)} (or give --gpu-memory)")
+    import difflib
+
+    names = {g.upper().replace("-", ""): g for g in GPUS}
+    close = difflib.get_close_matches(key, list(names), n=2)
+    hint = f"did you mean {' or '.join(names[c] for c in close)}? " if close else ""
+    raise InputError(f"unknown GPU {name!r}; {hint}known: {', '.join(GPUS)} (or give --gpu-memory)")
 
 
 def custom_gpu(memory: str, fabric: int = 8) -> Gpu:

@@ -963,11 +963,39 @@ def catalogue_config(repo_id: str) -> Mapping[str, Any]:
     for key, cfg in CATALOGUE.items():
         if key.lower() == repo_id.lower():
             return cfg
-    known = list(CATALOGUE)
-    raise InputError(
-        f"unknown model {repo_id!r}: not a config.json path and not one of the {len(known)} "
-        f"embedded models (e.g. {', '.join(known[:3])}; solver.memory.CATALOGUE has them all)"
+    close = close_models(repo_id)
+    hint = (
+        f"did you mean {' or '.join(close)}?" if close else f"e.g. {', '.join(list(CATALOGUE)[:3])}"
     )
+    raise InputError(
+        f"unknown model {repo_id!r}: not a config.json path and not one of the "
+        f"{len(CATALOGUE)} embedded models ({hint}; solver.memory.CATALOGUE has them all)"
+    )
+
+
+def close_models(name: str, n: int = 3) -> list[str]:
+    """Embedded ids a mistyped `name` may mean, closest first: what people type is the
+    repo id without its organisation (`Qwen3-32B`), in another case, or a name cut short
+    (`gpt-oss-120`, `Kimi-K2` for Kimi-K2-Instruct), so the model's own name is compared as
+    well as the whole id, and a name the typed one begins counts as close."""
+    import difflib
+
+    want = name.strip().lower()
+    if not want:
+        return []
+    tail = want.rsplit("/", 1)[-1]
+    scored = []
+    for key in CATALOGUE:
+        full, own = key.lower(), key.lower().rsplit("/", 1)[-1]
+        ratio = max(
+            difflib.SequenceMatcher(None, want, full).ratio(),
+            difflib.SequenceMatcher(None, tail, own).ratio(),
+        )
+        if len(tail) >= 4 and own.startswith(tail):
+            ratio = max(ratio, 0.75)
+        if ratio >= 0.75:
+            scored.append((-ratio, key))
+    return [key for _, key in sorted(scored)[:n]]
 
 
 def catalogue_facts(repo_id: str) -> ModelFacts:

@@ -243,7 +243,7 @@ class RoleCosts:
         fails partway (as `PerfModel` does); None when nothing can estimate it."""
         pm = self.pm
         steps, is_aic = self._source(role.parallel, _dwdp(role.config))
-        if steps.label == "unavailable":
+        if steps.label.startswith("unavailable"):
             return None
         try:
             return ask(steps), steps.label, is_aic

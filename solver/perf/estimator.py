@@ -90,7 +90,12 @@ class Estimate:
 
 
 class _Unavailable:
-    label = "unavailable"
+    """No source, and the label says why: `--engine aic` where the engine cannot (`aic:
+    <why>`, as the roofline's `roofline (aic: <why>)` does under `auto`), or a GPU without
+    speeds (`--gpu-memory`)."""
+
+    def __init__(self, why: str) -> None:
+        self.label = f"unavailable ({why})"
 
 
 class PerfModel:
@@ -140,10 +145,14 @@ class PerfModel:
             self.gpu,
             context_length=w.isl + w.osl,
             kv_cache_dtype=kv_cache_dtype,
-            pack=memory_pack(sglang_version),
             # Measured runs that load only above the default fraction were launched with
-            # an explicit --mem-fraction-static (DeepSeek-R1 FP8, tp 4, B200).
-            **{"raise_default_fraction": True, **dict(memory_options or {})},
+            # an explicit --mem-fraction-static (DeepSeek-R1 FP8, tp 4, B200). A `pack` in
+            # `memory_options` (a pack's own sizing, as `validate --gpu` reads it) wins.
+            **{
+                "pack": memory_pack(sglang_version),
+                "raise_default_fraction": True,
+                **dict(memory_options or {}),
+            },
         )
         self._lock = threading.Lock()
         self._cache: dict[tuple[Parallel, bool, int | None], Estimate] = {}
@@ -186,9 +195,9 @@ class PerfModel:
                         return WithEpComm(aic, self._roofline(p)), True
                     return aic, True
             if self.engine == "aic":
-                return _Unavailable(), False
+                return _Unavailable(f"aic: {why}"), False
         if not self.gpu.has_speeds:
-            return _Unavailable(), False
+            return _Unavailable(f"{self.gpu.name} has no speeds: name its type, --gpu"), False
         roof = self._roofline(p)
         if why:
             roof = replace(roof, label=f"roofline (aic: {why})")
@@ -209,7 +218,12 @@ class PerfModel:
     def estimate(
         self, p: Parallel, *, dwdp: bool = False, concurrency: int | None = None
     ) -> Estimate:
-        """`p` at `concurrency` (whole deployment), or at the SLA search's choice."""
+        """`p` at `concurrency` (whole deployment, spread over its attention-DP ranks in
+        whole requests: the estimate's own `concurrency` says what ran), or at the SLA
+        search's choice."""
+        if concurrency is not None and not (isinstance(concurrency, int) and concurrency >= 1):
+            # 0 or -5 was estimated as 1 request, with nothing to say the question was wrong.
+            raise InputError(f"concurrency must be a whole number >= 1, got {concurrency!r}")
         key = (p, dwdp, concurrency)
         with self._lock:
             hit = self._cache.get(key)
@@ -262,7 +276,7 @@ class PerfModel:
                 best = self._at(steps, p, 1, ranks, kv_tokens, cal)
         except EngineUnavailable as exc:
             if self.engine == "aic":
-                return self._empty("unavailable", p, kv_conc)
+                return self._empty(_Unavailable(f"aic: {exc}").label, p, kv_conc)
             roof = self._roofline(p)
             # The engine failed partway: the whole estimate comes from the roofline.
             roof = replace(roof, label=f"roofline (aic: {exc})")

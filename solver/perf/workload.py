@@ -6,6 +6,7 @@ numbers, and a frozen record keys the estimator's cache.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from meshsat.solver.errors import InputError
@@ -34,8 +35,11 @@ class Workload:
         if self.isl < 1 or self.osl < 1:
             raise InputError(f"--isl and --osl must be >= 1, got {self.isl} and {self.osl}")
         for name, v in (("--ttft", self.ttft_ms), ("--tpot", self.tpot_ms)):
-            if v is not None and not v > 0:
-                raise InputError(f"{name} must be a positive number of milliseconds, got {v}")
+            # Finite too: an infinite limit is no limit (None), and JSON has no infinity.
+            if v is not None and not (v > 0 and math.isfinite(v)):
+                raise InputError(
+                    f"{name} must be a positive, finite number of milliseconds, got {v}"
+                )
 
     def met_by(self, ttft_ms: float, tpot_ms: float) -> bool:
         return (self.ttft_ms is None or ttft_ms <= self.ttft_ms) and (
@@ -56,9 +60,10 @@ def cli_workload(
     isl: int, osl: int, ttft_ms: float | None, tpot_ms: float | None, *, no_sla: bool = False
 ) -> Workload:
     """The workload a command line asks for: a limit left out takes the default SLA, a limit
-    of 0 is no limit, and `no_sla` lifts both (it contradicts an explicit positive limit)."""
+    of 0 (or infinity) is no limit, and `no_sla` lifts both (it contradicts an explicit
+    positive limit)."""
     if no_sla:
-        given = [n for n, v in (("--ttft", ttft_ms), ("--tpot", tpot_ms)) if v]
+        given = [n for n, v in (("--ttft", ttft_ms), ("--tpot", tpot_ms)) if v and math.isfinite(v)]
         if given:
             raise InputError(f"--no-sla lifts every latency limit; drop {' and '.join(given)}")
         return Workload(isl, osl)
@@ -66,6 +71,7 @@ def cli_workload(
     def limit(v: float | None, default: float) -> float | None:
         if v is None:
             return default
-        return None if v == 0 else v
+        # `--ttft inf` means what 0 means (the parser's `min=0` has refused NaN already).
+        return None if v == 0 or math.isinf(v) else v
 
     return Workload(isl, osl, limit(ttft_ms, DEFAULT_TTFT_MS), limit(tpot_ms, DEFAULT_TPOT_MS))

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from meshsat.solver.errors import InputError
+from meshsat.solver.errors import InputError, MeshsatError
 from meshsat.solver.lang.limits import check_shape, shown
 from meshsat.solver.web.work import Answer, Work
 
@@ -232,6 +232,7 @@ def _model(layout: Any, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
     """`meshsat plan`'s answer, ranked as `--rank` says (the estimates by default)."""
+    from meshsat.solver.cli.deadline import checked_timeout
     from meshsat.solver.cli.memory_options import sizing_options
     from meshsat.solver.cli.perf_options import Rank
     from meshsat.solver.cli.plan_cmd import (
@@ -241,7 +242,7 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         plan_gpu,
         plan_layouts,
     )
-    from meshsat.solver.cli.plan_perf import perf_document, perf_rows, ranking_note
+    from meshsat.solver.cli.plan_perf import nothing_fits, perf_document, perf_rows, ranking_note
     from meshsat.solver.memory.models import catalogue_config
     from meshsat.solver.perf.workload import cli_workload
 
@@ -250,6 +251,12 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
     except InputError as exc:
         field = "gpu" if params["gpu_memory"] is None else "gpu_memory"
         raise FieldError(str(exc), field) from None
+    try:  # `timeout` as the CLI reads it, within the server's own deadline
+        timeout = checked_timeout(params["timeout"])
+    except MeshsatError as exc:
+        raise FieldError(str(exc), "timeout") from None
+    if timeout is not None:
+        work.deadline_s = min(work.deadline_s, timeout)
     pasted = body.get("model_config")
     model_path: str | None = None
     if pasted is not None:
@@ -269,6 +276,7 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         return disagg_answer(params, work, model, g, memory, model_path, quantization)
     where = params.get("where") or ()
     version = params.get("sglang_version")
+    none = ""
     if params["rank"] is Rank.perf:
         check_plan_args(gpus, top, per_node)
         workload = cli_workload(
@@ -281,7 +289,8 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
             progress=lambda done, total: work.step(estimated=done, of=total),
         )  # fmt: skip
         document = perf_document(rows_p, workload, g.name, shapes)
-        ranking, found = ranking_note(workload), bool(rows_p)
+        none = nothing_fits(rows_p, workload, model_path or "the model", gpus, g.name)
+        ranking, found = ranking_note(workload), not none
     else:
         rows = plan_layouts(
             model, g, gpus, context_length=params["context_length"], gpus_per_node=per_node,
@@ -292,7 +301,7 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         document, ranking, found = plan_document(rows, g), RANKING, bool(rows)
     if params.get("emit") is not None and found:
         return Answer(lws_document(document, params, g, model_path), 0, ())
-    notes = () if found else (f"no legal layout fits {gpus} x {g.name}",)
+    notes = () if found else (none or f"no legal layout fits {gpus} x {g.name}",)
     return Answer(document, 0 if found else 1, (ranking, *notes))
 
 

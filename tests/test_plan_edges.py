@@ -1,0 +1,394 @@
+"""`meshsat plan` / `enumerate --perf` at the edges a new user reaches first: limits nobody
+writes on purpose, names mistyped, commands pasted back. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import csv
+import http.client
+import io
+import json
+import math
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meshsat.solver.cli import plan_perf
+from meshsat.solver.errors import InputError
+from meshsat.solver.perf import Workload
+from meshsat.solver.web import make_server
+from tests.cli_helpers import run_cli
+
+SMALL = ("plan", "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--gpus", "1", "--top", "1")
+
+
+@pytest.mark.parametrize("flag", ["--ttft", "--tpot"])
+def test_an_infinite_latency_limit_is_no_limit_in_standard_json(
+    capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    """`--ttft inf` passed the parser's `min=0` and crashed the JSON writer with a traceback
+    (JSON has no infinity): it is no limit, as 0 is, and the document says null."""
+    inf = run_cli(capsys, *SMALL, flag, "inf", "--format", "json")
+    zero = run_cli(capsys, *SMALL, flag, "0", "--format", "json")
+    assert inf.code == 0, inf.err
+    assert json.loads(inf.out) == json.loads(zero.out)
+    assert json.loads(inf.out)["workload"][flag[2:] + "_ms"] is None
+
+
+def test_the_api_refuses_a_non_finite_limit() -> None:
+    """`Workload`'s no limit is None; infinity there would reach the JSON writer too."""
+    for bad in (math.inf, math.nan, 0.0, -1.0):
+        with pytest.raises(InputError, match="finite number of milliseconds"):
+            Workload(ttft_ms=bad)
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("Qwen3-32B", "Qwen/Qwen3-32B"),  # the organisation left out
+        ("gpt-oss-120b", "openai/gpt-oss-120b"),
+        ("Kimi-K2", "moonshotai/Kimi-K2-Instruct"),  # a name cut short
+        ("deepseek-ai/DeepSeek-V4", "deepseek-ai/DeepSeek-V3"),
+    ],
+)
+def test_a_mistyped_model_is_one_line_naming_the_close_ids(
+    capsys: pytest.CaptureFixture[str], typed: str, meant: str
+) -> None:
+    """The error named the same three DeepSeek ids whatever was typed."""
+    res = run_cli(capsys, "plan", "--model", typed, "--gpu", "H200", "--gpus", "8")
+    assert res.code == 2 and res.out == ""
+    line = res.err.strip()
+    assert line.startswith(f"meshsat: error: unknown model {typed!r}") and "\n" not in line
+    assert f"did you mean {meant}" in line
+
+
+def test_a_mistyped_gpu_names_the_close_one(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H2000", "--gpus", "8")
+    assert res.code == 2 and "did you mean H200" in res.err
+    assert len(res.err.strip().splitlines()) == 1
+
+
+def _fraction_of(command: str) -> str | None:
+    words = command.split()
+    return (
+        words[words.index("--mem-fraction-static") + 1]
+        if "--mem-fraction-static" in words
+        else None
+    )
+
+
+def test_a_row_on_a_raised_fraction_prints_the_fraction_its_command_needs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The estimate raises a default fraction that leaves no KV pool (as measured runs
+    launched with an explicit one); the printed command left the flag out, so the command
+    plan recommended was one SGLang refuses to start and `validate --gpu` reported MEM-FIT.
+    `validate` is the oracle: without the fraction the command does not fit, with it, it
+    does."""
+    res = run_cli(capsys, "plan", "--model", "stepfun-ai/Step-3.5-Flash", "--gpu", "H200",
+                  "--gpus", "3", "--format", "json")  # fmt: skip
+    assert res.code == 0, res.err
+    (row,) = json.loads(res.out)["layouts"]
+    fraction = _fraction_of(row["command"])
+    assert fraction is not None, row["command"]
+    bare = row["command"].replace(f" --mem-fraction-static {fraction}", "")
+    check = ("validate", "--sglang", bare, "--gpu", "H200", "--json")
+    assert run_cli(capsys, *check).code == 1
+    as_planned = run_cli(capsys, *check, "--mem-fraction-static", fraction)
+    assert as_planned.code == 0, as_planned.out
+    memory = json.loads(as_planned.out)["memory"]
+    assert memory["weights_gib"] == pytest.approx(row["weights_gib"], abs=0.01)
+    assert memory["max_total_num_tokens"] * memory["pools"] == row["total_kv_tokens"]
+
+
+@pytest.mark.parametrize("extra", [("--rank", "kv"), ("--disagg",)])
+def test_a_given_fraction_is_in_every_printed_command(
+    capsys: pytest.CaptureFixture[str], extra: tuple[str, ...]
+) -> None:
+    """`--mem-fraction-static 0.7` sized every row, but the commands ran SGLang's default."""
+    res = run_cli(capsys, *SMALL[:-2], "--gpus", "2", "--mem-fraction-static", "0.7",
+                  "--format", "json", *extra)  # fmt: skip
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    commands = [r["command"] for r in doc.get("layouts", [])] + [
+        d[k] for d in doc.get("deployments", []) for k in ("prefill_command", "decode_command")
+    ]
+    assert commands and all(_fraction_of(c) == "0.7" for c in commands), commands
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["moe_dense_tp_size + 1 > 0", "moe_dense_tp_size + 1 == 2", "moe_dense_tp_size * 2 in (2, 4)"],
+)
+def test_arithmetic_on_an_unset_optional_field_filters_instead_of_crashing(where: str) -> None:
+    """Arithmetic on an optional field was left unguarded (only a bare field in an ordering
+    was), so the generated loops raised `TypeError: NoneType + int` out of `enumerate`.
+    Unset, the filter is false; set, it reads the value: the same layouts as the plain
+    equality, which the loops already answered."""
+    from meshsat import solver
+
+    unset = list(solver.enumerate(4, where=[where]))
+    assert unset == []
+    base = {"moe_dense_tp_size": 1}
+    with_value = [lay.values for lay in solver.enumerate(4, base=base, where=[where])]
+    plain = [lay.values for lay in solver.enumerate(4, base=base, where=["moe_dense_tp_size == 1"])]
+    assert with_value == plain and plain
+
+
+def _strict_json(text: str) -> object:
+    def refuse(constant: str) -> object:
+        raise AssertionError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_enumerate_perf_sizes_the_estimate_as_its_memory_columns_and_plan_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`enumerate --perf --mem-fraction-static 0.3` sized kv_tokens at 0.3 but estimated at
+    the release's default: concurrency 177 against room for 29 where `plan` (the oracle:
+    the same question) said 29."""
+    ask = ("--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "1", "--no-sla",
+           "--mem-fraction-static", "0.3", "--format", "json")  # fmt: skip
+    (planned,) = json.loads(run_cli(capsys, "plan", *ask).out)["layouts"]
+    listed = json.loads(run_cli(capsys, "enumerate", *ask, "--perf", "--command").out)
+    same = [r for r in listed if r["command"] == planned["command"]]
+    assert len(same) == 1, [r["command"] for r in listed]
+    for key in ("concurrency", "ttft_ms", "tpot_ms", "tokens_per_s_gpu", "tokens_per_s_user"):
+        assert same[0][key] == planned[key], key
+    assert same[0]["concurrency"] <= planned["kv_concurrency"]
+
+
+def test_enumerate_perf_writes_no_estimate_as_null_sorted_last(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A layout that does not fit has no latency: it was written `NaN` (not JSON) and
+    sorted first by `--sort ttft_ms`. Its command, where the estimate raised the fraction,
+    now carries it, as plan's does (the oracle: plan's row for the same layout)."""
+    ask = ("--model", "stepfun-ai/Step-3.5-Flash", "--gpu", "H200", "--gpus", "3")
+    rows = _strict_json(run_cli(capsys, "enumerate", *ask, "--perf", "--command",
+                                "--format", "json").out)  # fmt: skip
+    assert isinstance(rows, list)
+    missing = [r for r in rows if r["perf_source"] == "does not fit"]
+    assert missing and all(r["ttft_ms"] is None and r["tpot_ms"] is None for r in missing)
+    for order in ("ttft_ms", "-ttft_ms"):
+        res = run_cli(capsys, "enumerate", *ask, "--perf", "--sort", order, "--limit", "1",
+                      "--format", "json")  # fmt: skip
+        (first,) = _strict_json(res.out)  # type: ignore[misc]
+        assert first["ttft_ms"] is not None, order
+    (planned,) = json.loads(run_cli(capsys, "plan", *ask, "--format", "json").out)["layouts"]
+    assert planned["command"] in {r["command"] for r in rows}
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[Callable[[dict[str, Any]], tuple[int, Any, str | None]]]:
+    """POST /api/plan on a server of this process (127.0.0.1, a free port)."""
+    srv = make_server("127.0.0.1", 0, workers=2)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+
+    def post(body: dict[str, Any]) -> tuple[int, Any, str | None]:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=60)
+        conn.request("POST", "/api/plan", json.dumps(body), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        status, exit_status, payload = r.status, r.getheader("X-Meshsat-Exit"), json.loads(r.read())
+        conn.close()
+        return status, payload, exit_status
+
+    yield post
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.mark.parametrize("timeout", [-1, "nan"])
+def test_web_plan_refuses_the_timeout_the_cli_refuses(
+    capsys: pytest.CaptureFixture[str],
+    web: Callable[[dict[str, Any]], tuple[int, Any, str | None]],
+    timeout: object,
+) -> None:
+    """/api/plan lists `timeout` among its fields but ignored it: a bad one was answered
+    200 where the CLI (the oracle) exits 2 with one line."""
+    cli = run_cli(capsys, *SMALL, "--timeout", str(timeout))
+    status, doc, _ = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "timeout": timeout})
+    assert cli.code == 2 and status == 400
+    assert doc == {"error": cli.err.strip(), "field": "timeout", "exit": 2}
+
+
+def test_web_plan_stops_at_the_timeout_asked(
+    web: Callable[[dict[str, Any]], tuple[int, Any, str | None]],
+) -> None:
+    status, doc, _ = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "timeout": 1e-9})
+    assert status == 400 and "did not finish within 1e-09 s" in doc["error"]
+
+
+def test_a_plot_the_directory_refuses_is_exit_2_with_nothing_printed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the directory's existence was checked first, so a directory that refuses the
+    file (read-only, /proc; root passes the permission bits) printed the whole table or
+    JSON document and then exited 2: a half answer behind an error status."""
+
+    def refused(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(plan_perf.tempfile, "mkstemp", refused)
+    target = tmp_path / "pareto.png"
+    res = run_cli(capsys, *SMALL, "--plot", str(target), "--format", "json")
+    assert res.code == 2 and res.out == ""
+    assert res.err == f"meshsat: error: cannot write {target}: Permission denied\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_csv_writes_booleans_as_enumerate_csv_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """One CSV dialect for every command (formats.py): `plan --format csv` wrote Python's
+    `True`/`False` where `enumerate --format csv` (row_format.csv_text, the oracle) writes
+    `true`/`false`, so one reader could not parse both."""
+    ask = ("--model", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--gpus", "2", "--format", "csv")
+    planned = list(csv.DictReader(io.StringIO(run_cli(capsys, "plan", *ask).out)))
+    listed = list(csv.DictReader(io.StringIO(
+        run_cli(capsys, "enumerate", *ask, "--perf").out)))  # fmt: skip
+    assert {r["meets_sla"] for r in listed} <= {"true", "false"}
+    assert {r["dp_attention"] for r in planned} | {r["meets_sla"] for r in planned} <= {
+        "true", "false"}  # fmt: skip
+    disagg = list(csv.DictReader(io.StringIO(run_cli(capsys, "plan", *ask, "--disagg").out)))
+    assert {r["meets_sla"] for r in disagg} <= {"true", "false"}
+
+
+@pytest.mark.parametrize("rank", ["perf", "kv"])
+def test_plan_on_an_older_release_prints_commands_that_release_accepts(
+    capsys: pytest.CaptureFixture[str], rank: str
+) -> None:
+    """`plan --sglang-version 0.5.19` spelled DP attention as 0.5.23's `--attn-dp-size`,
+    which 0.5.19 has no flag for: `validate` on the same release (the oracle) refused
+    every such command (FLAG-ABSENT-ATTN-DP-SIZE)."""
+    res = run_cli(capsys, *SMALL[:-2], "--gpus", "2", "--top", "50", "--rank", rank,
+                  "--sglang-version", "0.5.19", "--format", "json")  # fmt: skip
+    rows = json.loads(res.out)["layouts"]
+    assert any(r["dp_attention"] for r in rows)
+    for r in rows:
+        check = run_cli(capsys, "validate", "--sglang", r["command"], "--sglang-version", "0.5.19")
+        assert check.code == 0, (r["command"], check.out)
+
+
+@pytest.mark.parametrize("version", ["0.4.6.post5", "0.5.19"])
+@pytest.mark.parametrize("rank", ["perf", "kv"])
+def test_plan_sizes_memory_as_validate_does_on_the_chosen_release(
+    capsys: pytest.CaptureFixture[str], version: str, rank: str
+) -> None:
+    """plan sized every pool with 0.5.23's defaults whatever --sglang-version said (the
+    perf ranking mapped the 0.5 line to 0.5.23, the KV ranking ignored it), so on a
+    20-35 GiB GPU (0.5.19's own band) or on 0.4.6.post5's table its KV tokens were not
+    those `validate --gpu` (the oracle) reports for the command it printed."""
+    ask = ("--model", "Qwen/Qwen3-0.6B", "--gpu", "L4", "--sglang-version", version)
+    res = run_cli(capsys, "plan", *ask, "--gpus", "1", "--rank", rank, "--format", "json")
+    row = json.loads(res.out)["layouts"][0]
+    check = run_cli(capsys, "validate", "--sglang", row["command"], *ask, "--json")
+    memory = json.loads(check.out)["memory"]
+    assert memory["max_total_num_tokens"] * memory["pools"] == row["total_kv_tokens"]
+
+
+def test_plan_disagg_json_carries_every_width_of_each_role_as_plan_rows_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """plan's rows carry attn_tp, moe_tp, attn_cp and dcp; plan --disagg's role columns
+    stopped at ep, so a decode server of `tp2 dcp2` read as `tp2` to a tool (only the label
+    text said otherwise). Each role's columns must be its command's widths, as validate
+    (the oracle) resolves the command."""
+    from meshsat import solver
+    from meshsat.solver.inputs import parse_sglang_command
+
+    res = run_cli(capsys, *SMALL[:-2], "--gpus", "4", "--disagg", "--top", "40",
+                  "--format", "json")  # fmt: skip
+    rows = json.loads(res.out)["deployments"]
+    assert any(r["prefill_dcp"] > 1 or r["decode_dcp"] > 1 for r in rows)
+    for r in rows:
+        for role in ("prefill", "decode"):
+            report = solver.validate(parse_sglang_command(r[f"{role}_command"]).values)
+            c, d = report.resolved, report.derived
+            got = {k: r[f"{role}_{k}"] for k in ("tp", "attn_tp", "moe_tp", "attn_cp", "dcp")}
+            assert got == {"tp": c["tp_size"], "attn_tp": d["attn_tp"], "moe_tp": d["moe_tp"],
+                           "attn_cp": c["attn_cp_size"], "dcp": c["dcp_size"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("concurrency", [0, -5, 2.5])
+def test_the_estimate_refuses_a_concurrency_no_client_can_send(concurrency: object) -> None:
+    """`PerfModel.estimate(p, concurrency=0)` answered for one request in flight."""
+    from meshsat.solver.memory import Parallel
+    from meshsat.solver.perf import PerfModel
+
+    pm = PerfModel("Qwen/Qwen3-0.6B", "H100", Workload(), engine="roofline")
+    assert pm.estimate(Parallel(), concurrency=3).concurrency == 3
+    with pytest.raises(InputError, match="concurrency must be a whole number >= 1"):
+        pm.estimate(Parallel(), concurrency=concurrency)  # type: ignore[arg-type]
+
+
+def test_plan_exits_1_when_no_layout_holds_one_request_as_plan_disagg_does(
+    capsys: pytest.CaptureFixture[str], web: Callable[[dict[str, Any]], tuple[int, Any, str | None]]
+) -> None:
+    """At ISL 100,000,000 every layout's row was `does not fit` with zeros, and plan exited
+    0 (and /api/plan said exit 0) where plan --disagg (the oracle: the same question)
+    exits 1."""
+    ask = (*SMALL[:-2], "--gpus", "2", "--isl", "100000000")
+    disagg = run_cli(capsys, *ask, "--disagg")
+    res = run_cli(capsys, *ask, "--format", "json")
+    assert disagg.code == 1 and res.code == 1
+    assert {r["source"] for r in json.loads(res.out)["layouts"]} == {"does not fit"}
+    assert "holds one request of ISL + OSL = 100,001,024 tokens" in res.err
+    status, doc, exit_status = web(
+        {"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 2, "isl": 100000000}
+    )
+    assert status == 200 and exit_status == "1" and doc == json.loads(res.out)
+
+
+def test_disagg_on_one_gpu_says_it_needs_two(
+    capsys: pytest.CaptureFixture[str], web: Callable[[dict[str, Any]], tuple[int, Any, str | None]]
+) -> None:
+    """One GPU holds no prefill and decode pair; plan --disagg blamed memory or speeds
+    ("none fits, or the GPU has no speeds to estimate with") and exited 1."""
+    res = run_cli(capsys, *SMALL, "--disagg")
+    assert res.code == 2 and res.out == ""
+    assert res.err == "meshsat: error: --disagg needs at least 2 GPUs (a prefill and a decode " \
+        "server), got --gpus 1\n"  # fmt: skip
+    status, doc, _ = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "disagg": True})
+    assert status == 400 and doc["error"] == res.err.strip()
+
+
+@pytest.mark.parametrize(
+    "ask",
+    [("--where", "ttft_ms < 100"), ("--sort", "ttft_ms"), ("--where", "meets_sla")],
+)
+def test_a_perf_column_without_perf_names_the_missing_option(
+    capsys: pytest.CaptureFixture[str], ask: tuple[str, str]
+) -> None:
+    """With --model and --gpu but no --perf, `--sort ttft_ms` and `--where "ttft_ms < 100"`
+    said "unknown name 'ttft_ms'; did you mean fits?": the column exists, the option that
+    adds it was missing."""
+    res = run_cli(capsys, "enumerate", "--gpus", "2", "--model", "Qwen/Qwen3-0.6B", "--gpu",
+                  "H100", *ask)  # fmt: skip
+    assert res.code == 2 and res.out == "" and len(res.err.splitlines()) == 1
+    assert "needs --perf" in res.err or "needs the estimate: give --perf" in res.err, res.err
+
+
+def test_a_gpu_without_speeds_says_why_nothing_is_estimated(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`plan --gpu-memory 80GiB` ranks by estimate by default, and every row read
+    `source: unavailable` with zeros and nothing to say what to change."""
+    res = run_cli(capsys, "plan", "--model", "Qwen/Qwen3-0.6B", "--gpu-memory", "80GiB",
+                  "--gpus", "1", "--format", "json")  # fmt: skip
+    (row,) = json.loads(res.out)["layouts"]
+    assert row["source"] == "unavailable (custom-80GiB has no speeds: name its type, --gpu)"
+
+
+@pytest.mark.parametrize("extra", [("--format", "json"), ("--plot", "pareto.png")])
+def test_emit_refuses_the_report_options_it_would_drop(
+    capsys: pytest.CaptureFixture[str], extra: tuple[str, str], tmp_path: Path
+) -> None:
+    """`--emit lws --format json` printed YAML with exit 0, and `--emit lws --plot F` wrote
+    no plot: options asked for and dropped without a word."""
+    flag, value = extra
+    value = str(tmp_path / value) if flag == "--plot" else value
+    res = run_cli(capsys, *SMALL, "--emit", "lws", flag, value)
+    assert res.code == 2 and res.out == "" and list(tmp_path.iterdir()) == []
+    assert res.err.startswith(f"meshsat: error: drop {extra[0]}") and res.err.count("\n") == 1
