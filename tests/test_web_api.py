@@ -134,13 +134,6 @@ def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
             ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4", "--top", "2",
              "--disagg", "--engine", "roofline", "--quantization", "fp8"],
         ),
-        (  # one GPU: no deployment, exit 1, the verdict says so
-            "plan",
-            {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 1, "disagg": True,
-             "engine": "roofline"},
-            ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "1", "--disagg",
-             "--engine", "roofline"],
-        ),
     ],
 )  # fmt: skip
 def test_each_endpoint_answers_with_the_cli_document(
