@@ -107,6 +107,20 @@ def validate_deployment_cmd(
     return 0 if verdict.valid else 1
 
 
+def server_sizing_notes(
+    deployment: Deployment, mem_fraction_static: float | None, context_length: int | None
+) -> list[str]:
+    """`sizing_notes` of each server's own command, prefixed with the server: each is sized
+    with its own memory flags under meshsat's options."""
+    from meshsat.solver.cli.memory_options import sizing_notes
+
+    return [
+        f"{server.name}: {text}"
+        for server in deployment.servers
+        for text in sizing_notes(server.layout.memory_flags, mem_fraction_static, context_length)
+    ]
+
+
 def judged(
     deployment: Deployment,
     sglang_version: str | None,
