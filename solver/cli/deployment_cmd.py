@@ -6,7 +6,7 @@ comes here: those commands behave as before."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -93,12 +93,16 @@ def validate_deployment_cmd(
     strict: bool,
     verbose: bool,
     memory: Callable[[Report, LayoutInput], Report] | None = None,
+    notes: Sequence[str] = (),
 ) -> int:
     """`meshsat validate` on a deployment; the exit status. `memory` folds each server's
-    memory verdict into its report (MEM-FIT, with `--gpu`)."""
+    memory verdict into its report (MEM-FIT, with `--gpu`); `notes` follow the servers'
+    reading notes (how each server's memory is sized: `server_sizing_notes`)."""
     for server in deployment.servers:
         for text in server.layout.notes:
             note(f"{server.name}: {text}")
+    for text in notes:
+        note(text)
     verdict = judged(deployment, sglang_version, strict=strict, memory=memory)
     if fmt is OutputFormat.table:
         print_deployment(verdict, verbose=verbose)

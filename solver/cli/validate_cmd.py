@@ -114,12 +114,8 @@ def validate_cmd(
                 free_memory, named=layout.model_path, launch=layout.memory_flags,
             )[0]  # fmt: skip
 
-        if gpu is not None or gpu_memory is not None:
-            sized = deployment_cmd.server_sizing_notes(
-                deployment, mem_fraction_static, context_length
-            )
-            for text in sized:
-                note(text)
+        sized = gpu is not None or gpu_memory is not None
+        notes = deployment_cmd.server_sizing_notes(deployment, mem_fraction_static, context_length)
         raise typer.Exit(
             deployment_cmd.validate_deployment_cmd(
                 deployment,
@@ -128,6 +124,7 @@ def validate_cmd(
                 strict=strict,
                 verbose=verbose,
                 memory=memory,
+                notes=notes if sized else (),
             )
         )
     layout = read_layout(
