@@ -4,7 +4,9 @@ the memory question asked beside a layout.
 Declared once for the commands that show memory. With a GPU and a model, the report gains
 a "does not fit" violation (`MEM-FIT`, with the arithmetic) when the weights and SGLang's
 reserve exceed the GPU, and a warning (`MEM-ONE-REQUEST`) when the KV pool cannot hold one
-request of the context length; the numbers are `meshsat.solver.memory.memory_of`'s.
+request of the context length; the numbers are `meshsat.solver.memory.memory_of`'s. A
+launch command's own memory flags (`--mem-fraction-static`, `--context-length`, ...:
+`meshsat.solver.inputs.memory_flags`) size it too, under these options where given.
 """
 
 from __future__ import annotations
@@ -182,13 +184,13 @@ def launch_sizing(
     fraction = sizing.get("mem_fraction_static")
     if fraction is not None and not 0 < fraction < 1:
         raise InputError(f"the command's --mem-fraction-static must be in (0, 1), got {fraction}")
-    for keyword, given in (
-        ("mem_fraction_static", mem_fraction_static),
-        ("context_length", context_length),
-    ):
-        if given is not None:
-            sizing[keyword] = given
-    return sizing
+    return {**sizing, **_given(mem_fraction_static, context_length)}
+
+
+def _given(mem_fraction_static: float | None, context_length: int | None) -> dict[str, Any]:
+    """meshsat's own options that a launch command also spells, where given."""
+    given = {"mem_fraction_static": mem_fraction_static, "context_length": context_length}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def sizing_notes(
@@ -202,12 +204,9 @@ def sizing_notes(
 
     launch = launch or {}
     notes = []
-    for keyword, given in (
-        ("mem_fraction_static", mem_fraction_static),
-        ("context_length", context_length),
-    ):
+    for keyword, given in _given(mem_fraction_static, context_length).items():
         said = launch.get(keyword)
-        if given is not None and said is not None and given != said:
+        if said is not None and given != said:
             flag = FLAG_OF[keyword]
             notes.append(f"{flag} {given} sizes memory; the command's {flag} {said} does not")
     dtype = launch.get("kv_cache_dtype")

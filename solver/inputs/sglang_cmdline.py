@@ -4,7 +4,8 @@ The shell is read by `meshsat.solver.inputs.launch`; this module gives the flags
 layout flags become fields; deprecated spellings that change the layout are read with what
 they meant (`--enable-ep-moe` is `ep_size = tp_size`, `--enable-deepep-moe` is the DeepEP
 all-to-all backend; `--cuda-graph-backend-decode disabled` is read as its field, which
-resolves to disabled decode CUDA graphs). Other
+resolves to disabled decode CUDA graphs). The flags that size memory without being layout
+fields (`memory_flags.MEMORY_FLAGS`) are kept apart for the memory verdict. Other
 flags are sorted into "known to SGLang, not about the layout" and "no SGLang release has it"
 (from the releases' own flag tables, `sglang_flags.json`, exported by `fidelity/`).
 """
