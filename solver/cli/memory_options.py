@@ -67,8 +67,21 @@ MemFractionOpt = Annotated[
     typer.Option(
         "--mem-fraction-static",
         metavar="F",
-        help="SGLang's --mem-fraction-static (0 < F < 1) [default: a launch command's "
-        "--mem-fraction-static, else the release's own, from the GPU and the layout].",
+        help="SGLang's --mem-fraction-static (0 < F < 1) [default: the release's own, from "
+        "the GPU and the layout].",
+        show_default=False,
+    ),
+]
+#: `--mem-fraction-static` of a command that reads a launch command, whose own flag it
+#: defaults to (and overrides, with a note, when given).
+LaunchMemFractionOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--mem-fraction-static",
+        metavar="F",
+        help="SGLang's --mem-fraction-static (0 < F < 1), over the launch command's own "
+        "[default: the launch command's --mem-fraction-static, else the release's own, from "
+        "the GPU and the layout].",
         show_default=False,
     ),
 ]

@@ -15,7 +15,7 @@ from meshsat.solver.cli.memory_options import (
     GpuMemoryOpt,
     GpuOpt,
     LaunchContextLengthOpt,
-    MemFractionOpt,
+    LaunchMemFractionOpt,
     checkpoint_line,
     memory_line,
     report_pack,
@@ -64,7 +64,7 @@ def validate_cmd(
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     context_length: LaunchContextLengthOpt = None,
-    mem_fraction_static: MemFractionOpt = None,
+    mem_fraction_static: LaunchMemFractionOpt = None,
     free_memory: FreeMemoryOpt = None,
     strict: StrictOpt = False,
     rewrite: RewriteOpt = False,
@@ -74,7 +74,9 @@ def validate_cmd(
     Lists every violated rule (not just the first, in the order SGLang's handlers run) with
     SGLang's wording and the arithmetic behind it, the user-set fields that jointly
     conflict, what SGLang would silently change, and the derived widths and GPU count. With
-    --gpu and --model, memory per rank too, and "does not fit" as a violation.
+    --gpu and --model, memory per rank too, and "does not fit" as a violation, sized with
+    the launch command's own --mem-fraction-static, --context-length, --kv-cache-dtype and
+    --page-size (this command's --mem-fraction-static and --context-length, given, win).
 
     From a launch script, also the nodes of a multi-node job that disagree (JOB-*) and
     flags the chosen release does not have (CMD-UNKNOWN-FLAG; an error with --strict).
