@@ -217,3 +217,19 @@ def test_fix_and_the_web_api_read_the_commands_fraction(
     assert web.exit == 0 and web.document["memory"]["mem_fraction_static"] == 0.895
     web_fix = _web("fix", {"sglang": command, "gpu": "H200"})
     assert web_fix.exit == 0 and web_fix.document == doc
+
+
+def test_a_manifest_plan_emitted_is_sized_with_its_commands_fraction(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`plan --emit lws` of a row on a raised fraction, read back as a manifest."""
+    plan = ("plan", "--model", "stepfun-ai/Step-3.5-Flash", "--gpu", "H200", "--gpus", "3")
+    emitted = run_cli(capsys, *plan, "--emit", "lws")
+    assert emitted.code == 0 and "--mem-fraction-static" in emitted.out, emitted.err
+    path = tmp_path / "lws.yaml"
+    path.write_text(emitted.out)
+    res = run_cli(capsys, "validate", "--sglang-file", str(path), "--gpu", "H200", "--json")
+    assert res.code == 0, res.out
+    (row,) = json.loads(run_cli(capsys, *plan, "--format", "json").out)["layouts"]
+    memory = json.loads(res.out)["memory"]
+    assert memory["max_total_num_tokens"] * memory["pools"] == row["total_kv_tokens"]
