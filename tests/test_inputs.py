@@ -64,12 +64,8 @@ def test_full_launch_command() -> None:
         "dcp_replicate_q_proj": False,
     }
     assert parsed.model_path == "deepseek-ai/DeepSeek-V3"
-    assert parsed.ignored == [
-        "CUDA_VISIBLE_DEVICES",
-        "--trust-remote-code",
-        "--cuda-graph-bs",
-        "--mem-fraction-static",
-    ]
+    assert parsed.ignored == ["CUDA_VISIBLE_DEVICES", "--trust-remote-code", "--cuda-graph-bs"]
+    assert parsed.memory == {"mem_fraction_static": 0.8}  # read for the memory verdict
 
 
 def test_balancedness_env_variable_is_a_fact() -> None:

@@ -6,7 +6,7 @@ comes here: those commands behave as before."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -93,18 +93,36 @@ def validate_deployment_cmd(
     strict: bool,
     verbose: bool,
     memory: Callable[[Report, LayoutInput], Report] | None = None,
+    notes: Sequence[str] = (),
 ) -> int:
     """`meshsat validate` on a deployment; the exit status. `memory` folds each server's
-    memory verdict into its report (MEM-FIT, with `--gpu`)."""
+    memory verdict into its report (MEM-FIT, with `--gpu`); `notes` follow the servers'
+    reading notes (how each server's memory is sized: `server_sizing_notes`)."""
     for server in deployment.servers:
         for text in server.layout.notes:
             note(f"{server.name}: {text}")
+    for text in notes:
+        note(text)
     verdict = judged(deployment, sglang_version, strict=strict, memory=memory)
     if fmt is OutputFormat.table:
         print_deployment(verdict, verbose=verbose)
     else:
         emit(fmt, verdict.to_dict(), _rows(verdict), columns=("server", *VIOLATION_COLUMNS))
     return 0 if verdict.valid else 1
+
+
+def server_sizing_notes(
+    deployment: Deployment, mem_fraction_static: float | None, context_length: int | None
+) -> list[str]:
+    """`sizing_notes` of each server's own command, prefixed with the server: each is sized
+    with its own memory flags under meshsat's options."""
+    from meshsat.solver.cli.memory_options import sizing_notes
+
+    return [
+        f"{server.name}: {text}"
+        for server in deployment.servers
+        for text in sizing_notes(server.layout.memory_flags, mem_fraction_static, context_length)
+    ]
 
 
 def judged(

@@ -17,9 +17,10 @@ from meshsat.solver.cli.memory_options import (
     FreeMemoryOpt,
     GpuMemoryOpt,
     GpuOpt,
-    MemFractionOpt,
-    memory_model,
+    LaunchMemFractionOpt,
+    layout_memory,
     report_pack,
+    sizing_notes,
 )
 from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import CHANGE_COLUMNS
@@ -93,7 +94,7 @@ def fix_cmd(
     sglang_version: SglangVersionOpt = None,
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
-    mem_fraction_static: MemFractionOpt = None,
+    mem_fraction_static: LaunchMemFractionOpt = None,
     free_memory: FreeMemoryOpt = None,
     emit_as: EmitOpt = None,
     image: ImageOpt = "lmsysorg/sglang:latest",
@@ -147,6 +148,13 @@ def fix_cmd(
     config, gpus, fitted = fit_visible(layout, gpus, sglang_version)
     if fitted is not None:
         note(fitted)
+    memory = layout_memory(
+        layout, sources.model or layout.model_source, gpu, gpu_memory,
+        report_pack(sglang_version), mem_fraction_static, free_memory,
+    )  # fmt: skip
+    if memory is not None:
+        for text in sizing_notes(layout.memory_flags, mem_fraction_static):
+            note(text)
     report = fix(
         config,
         layout.model,
@@ -156,17 +164,7 @@ def fix_cmd(
         top=top,
         timeout_s=timeout,
         sglang_version=sglang_version,
-        memory=memory_model(
-            sources.model or layout.model_source,
-            gpu,
-            gpu_memory,
-            pack=report_pack(sglang_version),
-            mem_fraction_static=mem_fraction_static,
-            free_memory=free_memory,
-            quantization=getattr(layout.config, "quantization", None),
-            flags=layout.config.model_dump(),
-            named=layout.model_path,
-        ),
+        memory=memory,
     )
     report = with_commands(report, layout, sglang_version)
     if emit_as is not None and report.fixes:

@@ -4,7 +4,9 @@ the memory question asked beside a layout.
 Declared once for the commands that show memory. With a GPU and a model, the report gains
 a "does not fit" violation (`MEM-FIT`, with the arithmetic) when the weights and SGLang's
 reserve exceed the GPU, and a warning (`MEM-ONE-REQUEST`) when the KV pool cannot hold one
-request of the context length; the numbers are `meshsat.solver.memory.memory_of`'s.
+request of the context length; the numbers are `meshsat.solver.memory.memory_of`'s. A
+launch command's own memory flags (`--mem-fraction-static`, `--context-length`, ...:
+`meshsat.solver.inputs.memory_flags`) size it too, under these options where given.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from typing import Annotated, Any
 import typer
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.layout_input import LayoutInput
 from meshsat.solver.memory import Memory, MemoryModel, Parallel, fit_violation, flag_options
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu, parse_memory
+from meshsat.solver.memory.state import DEFAULT_STATE_RATIO
 from meshsat.solver.validation.report import Report, Violation
 
 GpuOpt = Annotated[
@@ -44,6 +48,18 @@ ContextLengthOpt = Annotated[
     int,
     typer.Option("--context-length", min=1, help="Tokens per request, for the requests that fit."),
 ]
+#: `--context-length` of a command that reads a launch command, whose own flag it defaults to.
+LaunchContextLengthOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--context-length",
+        min=1,
+        metavar="TOKENS",
+        help="Tokens per request, for the requests that fit [default: the launch command's "
+        "--context-length, else 4096].",
+        show_default=False,
+    ),
+]
 
 
 MemFractionOpt = Annotated[
@@ -52,6 +68,19 @@ MemFractionOpt = Annotated[
         "--mem-fraction-static",
         metavar="F",
         help="SGLang's --mem-fraction-static (0 < F < 1) [default: the release's own, from "
+        "the GPU and the layout].",
+        show_default=False,
+    ),
+]
+#: `--mem-fraction-static` of a command that reads a launch command, whose own flag it
+#: defaults to (and overrides, with a note, when given).
+LaunchMemFractionOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--mem-fraction-static",
+        metavar="F",
+        help="SGLang's --mem-fraction-static (0 < F < 1), over the launch command's own "
+        "[default: the launch command's --mem-fraction-static, else the release's own, from "
         "the GPU and the layout].",
         show_default=False,
     ),
@@ -148,22 +177,80 @@ def unknown_model_message(named: str | None) -> str:
     )
 
 
+def _priced(keyword: str, value: Any) -> bool:
+    """Whether the memory model prices a launch's value: a `--kv-cache-dtype` it has no
+    bytes for (nvfp4, mxfp8, ...) is left to the release's default (`sizing_notes` says so)
+    rather than refusing a command SGLang accepts."""
+    from meshsat.solver.memory.quant import DTYPE_BYTES
+
+    return keyword != "kv_cache_dtype" or value == "auto" or value in DTYPE_BYTES
+
+
+def launch_sizing(
+    launch: Mapping[str, Any] | None,
+    mem_fraction_static: float | None = None,
+    context_length: int | None = None,
+) -> dict[str, Any]:
+    """The memory model's keywords from a launch command's memory flags
+    (`LayoutInput.memory_flags`), with meshsat's own options, given explicitly, over them."""
+    sizing = {k: v for k, v in (launch or {}).items() if _priced(k, v)}
+    fraction = sizing.get("mem_fraction_static")
+    if fraction is not None and not 0 < fraction < 1:
+        raise InputError(f"the command's --mem-fraction-static must be in (0, 1), got {fraction}")
+    return {**sizing, **_given(mem_fraction_static, context_length)}
+
+
+def _given(mem_fraction_static: float | None, context_length: int | None) -> dict[str, Any]:
+    """meshsat's own options that a launch command also spells, where given."""
+    given = {"mem_fraction_static": mem_fraction_static, "context_length": context_length}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def sizing_notes(
+    launch: Mapping[str, Any] | None,
+    mem_fraction_static: float | None = None,
+    context_length: int | None = None,
+) -> list[str]:
+    """What the memory verdict takes from a launch command other than as written: meshsat's
+    own option over the command's differing flag, and a KV dtype the model cannot price."""
+    from meshsat.solver.inputs.memory_flags import FLAG_OF
+
+    launch = launch or {}
+    notes = []
+    for keyword, given in _given(mem_fraction_static, context_length).items():
+        said = launch.get(keyword)
+        if said is not None and given != said:
+            flag = FLAG_OF[keyword]
+            notes.append(f"{flag} {given} sizes memory; the command's {flag} {said} does not")
+    dtype = launch.get("kv_cache_dtype")
+    if dtype is not None and not _priced("kv_cache_dtype", dtype):
+        notes.append(
+            f"--kv-cache-dtype {dtype}: the memory model has no size for it; the KV pool is "
+            "sized in the release's default KV dtype"
+        )
+    return notes
+
+
 def memory_model(
     model: Path | str | Mapping[str, Any] | None,
     gpu_name: str | None,
     gpu_memory: str | None,
-    context_length: int = 4096,
+    context_length: int | None = None,
     pack: str | None = None,
     mem_fraction_static: float | None = None,
     free_memory: str | None = None,
     quantization: str | None = None,
     flags: Mapping[str, Any] | None = None,
     named: str | None = None,
+    launch: Mapping[str, Any] | None = None,
 ) -> MemoryModel | None:
     """The model (a config path, repo id, or a config already read) on the GPU the options
     name, or None when no GPU is given; `flags`: the layout's fields, whose launch flags
     that size the pools (`meshsat.solver.memory.flag_options`) are read; `named`: the
-    launch command's `--model-path` when it gave no model, for the error to say why."""
+    launch command's `--model-path` when it gave no model, for the error to say why;
+    `launch`: the command's memory flags that are not layout fields
+    (`LayoutInput.memory_flags`), under meshsat's own options (`launch_sizing`).
+    `context_length` None: the command's, else 4096."""
     if gpu_name is None and gpu_memory is None:
         if mem_fraction_static is not None or free_memory is not None:
             raise InputError("--mem-fraction-static and --free-memory need --gpu (or --gpu-memory)")
@@ -178,12 +265,40 @@ def memory_model(
     g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
     config = model if isinstance(model, Mapping) else model_config(str(model))
     config = with_quantization_flag(config, quantization)
-    options = sizing_options(g, mem_fraction_static, free_memory)
+    sizing = launch_sizing(launch, mem_fraction_static, context_length)
+    options = sizing_options(g, sizing.pop("mem_fraction_static", None), free_memory)
+    length = sizing.pop("context_length", 4096)
     if pack is not None:
         options["pack"] = pack
     if flags is not None:
-        options.update(flag_options(flags, options.get("pack", "0.5.23")))
-    return MemoryModel(config, g, context_length=context_length, **options)
+        ratio = sizing.pop("mamba_full_memory_ratio", DEFAULT_STATE_RATIO)
+        options.update(flag_options(flags, options.get("pack", "0.5.23"), ratio))
+    return MemoryModel(config, g, context_length=length, **options, **sizing)
+
+
+def layout_memory(
+    layout: LayoutInput,
+    model: Path | str | Mapping[str, Any] | None,
+    gpu_name: str | None,
+    gpu_memory: str | None,
+    pack: str | None = None,
+    mem_fraction_static: float | None = None,
+    free_memory: str | None = None,
+) -> MemoryModel | None:
+    """`memory_model` for a layout read from the user's sources, as `fix` (CLI and web)
+    sizes it: its quantization, its pool flags and its command's memory flags."""
+    return memory_model(
+        model,
+        gpu_name,
+        gpu_memory,
+        pack=pack,
+        mem_fraction_static=mem_fraction_static,
+        free_memory=free_memory,
+        quantization=getattr(layout.config, "quantization", None),
+        flags=layout.config.model_dump(),
+        named=layout.model_path,
+        launch=layout.memory_flags,
+    )
 
 
 def with_memory(
@@ -191,13 +306,15 @@ def with_memory(
     model: Path | Mapping[str, Any] | None,
     gpu_name: str | None,
     gpu_memory: str | None,
-    context_length: int,
+    context_length: int | None,
     pack: str | None = None,
     mem_fraction_static: float | None = None,
     free_memory: str | None = None,
     named: str | None = None,
+    launch: Mapping[str, Any] | None = None,
 ) -> tuple[Report, Memory | None]:
-    """The report with the memory verdict folded in, and the figures (None without a GPU)."""
+    """The report with the memory verdict folded in, and the figures (None without a GPU);
+    `launch`: the command's memory flags (`memory_model`)."""
     quantization = report.resolved.get("quantization")
     mm = memory_model(
         model,
@@ -210,6 +327,7 @@ def with_memory(
         quantization=str(quantization) if quantization else None,
         flags=report.resolved,
         named=named,
+        launch=launch,
     )
     if mm is None:
         return report, None
@@ -229,7 +347,7 @@ def with_memory(
         w = Violation(
             "MEM-ONE-REQUEST",
             f"the KV pool holds {mem.max_total_num_tokens} tokens per attention-DP rank, less "
-            f"than one request of {context_length}",
+            f"than one request of {mem.context_length}",
             ("tp_size", "dp_size"),
             "",
             "fewer attention-DP groups, more GPUs, or a shorter --context-length",

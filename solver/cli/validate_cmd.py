@@ -11,17 +11,18 @@ from meshsat.solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chos
 from meshsat.solver.cli.launch_checks import with_launch_checks
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.memory_options import (
-    ContextLengthOpt,
     FreeMemoryOpt,
     GpuMemoryOpt,
     GpuOpt,
-    MemFractionOpt,
+    LaunchContextLengthOpt,
+    LaunchMemFractionOpt,
     checkpoint_line,
     memory_line,
     report_pack,
+    sizing_notes,
     with_memory,
 )
-from meshsat.solver.cli.output import out
+from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import VIOLATION_COLUMNS, print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
 from meshsat.solver.errors import InputError
@@ -62,8 +63,8 @@ def validate_cmd(
     sglang_version: SglangVersionOpt = None,
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
-    context_length: ContextLengthOpt = 4096,
-    mem_fraction_static: MemFractionOpt = None,
+    context_length: LaunchContextLengthOpt = None,
+    mem_fraction_static: LaunchMemFractionOpt = None,
     free_memory: FreeMemoryOpt = None,
     strict: StrictOpt = False,
     rewrite: RewriteOpt = False,
@@ -73,7 +74,9 @@ def validate_cmd(
     Lists every violated rule (not just the first, in the order SGLang's handlers run) with
     SGLang's wording and the arithmetic behind it, the user-set fields that jointly
     conflict, what SGLang would silently change, and the derived widths and GPU count. With
-    --gpu and --model, memory per rank too, and "does not fit" as a violation.
+    --gpu and --model, memory per rank too, and "does not fit" as a violation, sized with
+    the launch command's own --mem-fraction-static, --context-length, --kv-cache-dtype and
+    --page-size (this command's --mem-fraction-static and --context-length, given, win).
 
     From a launch script, also the nodes of a multi-node job that disagree (JOB-*) and
     flags the chosen release does not have (CMD-UNKNOWN-FLAG; an error with --strict).
@@ -110,9 +113,11 @@ def validate_cmd(
             pack = report_pack(sglang_version)
             return with_memory(
                 report, model, gpu, gpu_memory, context_length, pack, mem_fraction_static,
-                free_memory, named=layout.model_path,
+                free_memory, named=layout.model_path, launch=layout.memory_flags,
             )[0]  # fmt: skip
 
+        sized = gpu is not None or gpu_memory is not None
+        notes = deployment_cmd.server_sizing_notes(deployment, mem_fraction_static, context_length)
         raise typer.Exit(
             deployment_cmd.validate_deployment_cmd(
                 deployment,
@@ -121,6 +126,7 @@ def validate_cmd(
                 strict=strict,
                 verbose=verbose,
                 memory=memory,
+                notes=notes if sized else (),
             )
         )
     layout = read_layout(
@@ -133,8 +139,11 @@ def validate_cmd(
     model = sources.model or (Path(layout.model_source) if layout.model_source else None)
     report, mem = with_memory(
         report, model, gpu, gpu_memory, context_length, report_pack(sglang_version),
-        mem_fraction_static, free_memory, named=layout.model_path,
+        mem_fraction_static, free_memory, named=layout.model_path, launch=layout.memory_flags,
     )  # fmt: skip
+    if mem is not None:
+        for text in sizing_notes(layout.memory_flags, mem_fraction_static, context_length):
+            note(text)
     chosen_fmt = chosen(fmt, as_json)
     copies = layout.manifest
     if chosen_fmt is OutputFormat.table:

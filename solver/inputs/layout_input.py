@@ -103,6 +103,9 @@ class LayoutInput:
     nodes: tuple[NodePlacement, ...] = ()
     #: The launch read from `script` (a job's first node), which `fix` prints edited.
     launch: LaunchCommand | None = None
+    #: The launch's flags that size the memory pools without being layout fields, as the
+    #: memory model's keywords (`memory_flags.MEMORY_FLAGS`): what `--gpu` sizes with.
+    memory_flags: Mapping[str, Any] = field(default_factory=dict)
 
 
 def load_layout(
@@ -133,6 +136,7 @@ def load_layout(
     missing_in: str | None = None
     model_path: str | None = None
     first: LaunchCommand | None = None
+    sizing: dict[str, Any] = {}
     if sources.example is not None:
         from meshsat.solver.examples import path_of
 
@@ -167,6 +171,7 @@ def load_layout(
         if manifest is None and parsed.owner:  # a compose service: its deploy.replicas
             manifest = ManifestLaunch(text or "", "", parsed.replicas, parsed.owner)
         first = parsed.launch
+        sizing = parsed.memory
         if release is not None and release_flags(release) is not None:
             missing = missing_from_release(parsed.flags, release)
             missing += refused_values(parsed.given, release)
@@ -208,6 +213,7 @@ def load_layout(
         manifest,
         nodes,
         first,
+        sizing,
     )
 
 

@@ -4,7 +4,8 @@ The shell is read by `meshsat.solver.inputs.launch`; this module gives the flags
 layout flags become fields; deprecated spellings that change the layout are read with what
 they meant (`--enable-ep-moe` is `ep_size = tp_size`, `--enable-deepep-moe` is the DeepEP
 all-to-all backend; `--cuda-graph-backend-decode disabled` is read as its field, which
-resolves to disabled decode CUDA graphs). Other
+resolves to disabled decode CUDA graphs). The flags that size memory without being layout
+fields (`memory_flags.MEMORY_FLAGS`) are kept apart for the memory verdict. Other
 flags are sorted into "known to SGLang, not about the layout" and "no SGLang release has it"
 (from the releases' own flag tables, `sglang_flags.json`, exported by `fidelity/`).
 """
@@ -32,6 +33,7 @@ from meshsat.solver.inputs.accelerator import (
 from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
 from meshsat.solver.inputs.convert import coerce
 from meshsat.solver.inputs.launch import LaunchCommand, Word, read_launch_commands
+from meshsat.solver.inputs.memory_flags import MEMORY_FLAGS, memory_value
 from meshsat.solver.lang.fields import CONFIG_SPECS
 from meshsat.solver.lang.limits import MAX_ITEMS_SHOWN, listed
 
@@ -95,6 +97,9 @@ class ParsedCommandLine:
     spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     #: SGLang flags that do not concern the layout.
     ignored: list[str] = field(default_factory=list)
+    #: The flags that size the memory pools without being layout fields, as the memory
+    #: model's keywords (`memory_flags.MEMORY_FLAGS`): `{"mem_fraction_static": 0.9}`.
+    memory: dict[str, Any] = field(default_factory=dict)
     #: Flags no SGLang release has (SGLang's own parser would refuse them).
     unknown_flags: list[str] = field(default_factory=list)
     #: (flag, value) as written, for every flag given one literal value: checked against
@@ -380,6 +385,10 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
                 out.given.append((flag, value))
             if flag == "--device" and value in DEVICE_PLATFORMS:
                 out.values["platform"] = DEVICE_PLATFORMS[value]
+            elif flag in MEMORY_FLAGS:  # read for the memory verdict (`--gpu`)
+                if value is not None:
+                    keyword, number = memory_value(flag, value)
+                    out.memory[keyword] = number
             else:
                 out.ignored.append(flag)
             while arity and i < len(words) and not _is_flag(words[i].text):
@@ -593,6 +602,7 @@ def _with_config_file(
         model_path=parsed.model_path or from_file.model_path,
         spans=parsed.spans,
         ignored=[*from_file.ignored, *(f for f in parsed.ignored if f not in from_file.ignored)],
+        memory={**from_file.memory, **parsed.memory},
         unknown_flags=[*from_file.unknown_flags, *parsed.unknown_flags],
         given=[*from_file.given, *parsed.given],
         inline=parsed.inline,

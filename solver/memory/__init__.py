@@ -132,13 +132,16 @@ def load_facts(model: str | Path | Mapping[str, Any] | ModelFacts) -> ModelFacts
     return facts_from_config(model_config(str(model)))
 
 
-def flag_options(resolved: Mapping[str, Any], pack: str) -> dict[str, Any]:
+def flag_options(
+    resolved: Mapping[str, Any], pack: str, mamba_full_memory_ratio: float = DEFAULT_STATE_RATIO
+) -> dict[str, Any]:
     """`MemoryModel` keyword arguments from the launch flags of a resolved layout (a
     `Report`'s `.resolved`, or any mapping of config fields) that size the pools beside the
     widths: `--language-model-only`, `--language-only` and `--disaggregation-mode`
-    (`multimodal.py`) and a hybrid's state-pool flags (`state.state_flags`)."""
+    (`multimodal.py`) and a hybrid's state-pool flags (`state.state_flags`, with the
+    launch's `--mamba-full-memory-ratio`, which is not a layout field)."""
     return {
-        "state": state_flags(resolved, pack),
+        "state": state_flags(resolved, pack, mamba_full_memory_ratio),
         "language_model_only": bool(resolved.get("language_model_only")),
         "language_only": bool(resolved.get("language_only")),
         "disaggregation_mode": str(resolved.get("disaggregation_mode") or "null"),

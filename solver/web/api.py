@@ -378,32 +378,40 @@ def disagg_lws_document(
 
 def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
     from meshsat.solver.cli.launch_checks import with_launch_checks
-    from meshsat.solver.cli.memory_options import report_pack, with_memory
+    from meshsat.solver.cli.memory_options import report_pack, sizing_notes, with_memory
     from meshsat.solver.cli.validate_cmd import validate_document
     from meshsat.solver.validation.validate import validate
 
     version = params.get("sglang_version")
+    fraction, length = params.get("mem_fraction_static"), params.get("context_length")
+
+    def memory(report: Any, layout: Any) -> Any:
+        """The layout's memory verdict, as `meshsat validate --gpu` makes it."""
+        return with_memory(
+            report, _model(layout, params), params.get("gpu"), params.get("gpu_memory"),
+            length, report_pack(version), fraction, params.get("free_memory"),
+            launch=layout.memory_flags,
+        )  # fmt: skip
+
+    sized = params.get("gpu") is not None or params.get("gpu_memory") is not None
     deployment = _deployment(params)
     if deployment is not None:  # a PD script: one entry per server (docs/disaggregation.md)
-        from meshsat.solver.cli.deployment_cmd import judged
+        from meshsat.solver.cli.deployment_cmd import judged, server_sizing_notes
 
-        verdict = judged(deployment, version, strict=bool(params.get("strict")))
-        return Answer(verdict.to_dict(), 0 if verdict.valid else 1, _server_notes(deployment))
+        strict = bool(params.get("strict"))
+        verdict = judged(
+            deployment, version, strict=strict, memory=lambda r, lay: memory(r, lay)[0]
+        )
+        said = server_sizing_notes(deployment, fraction, length) if sized else []
+        notes = (*_server_notes(deployment), *said)
+        return Answer(verdict.to_dict(), 0 if verdict.valid else 1, notes)
     layout = _layout(params, "validate")
     report = validate(layout.config, layout.model, sglang_version=version)
     report = with_launch_checks(report, layout, strict=bool(params.get("strict")))
-    report, mem = with_memory(
-        report,
-        _model(layout, params),
-        params.get("gpu"),
-        params.get("gpu_memory"),
-        params["context_length"],
-        report_pack(version),
-        params.get("mem_fraction_static"),
-        params.get("free_memory"),
-    )
+    report, mem = memory(report, layout)
     document = validate_document(report, mem, manifest=layout.manifest)
-    return Answer(document, 0 if report.valid else 1, layout.notes)
+    said = sizing_notes(layout.memory_flags, fraction, length) if sized else []
+    return Answer(document, 0 if report.valid else 1, (*layout.notes, *said))
 
 
 def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
@@ -414,7 +422,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         unfixed_nodes,
         with_commands,
     )
-    from meshsat.solver.cli.memory_options import memory_model, report_pack
+    from meshsat.solver.cli.memory_options import layout_memory, report_pack, sizing_notes
     from meshsat.solver.repair.fix import fix
 
     version = params.get("sglang_version")
@@ -445,14 +453,12 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         result = in_user_words(result, deployment, get_pack(version))
         return Answer(result.to_dict(), 0 if result.ok else 1, _server_notes(deployment))
     layout = _layout(params, "fix")
-    memory = memory_model(
-        _model(layout, params),
-        params.get("gpu"),
-        params.get("gpu_memory"),
-        pack=report_pack(version),
-        mem_fraction_static=params.get("mem_fraction_static"),
-        free_memory=params.get("free_memory"),
-    )
+    fraction = params.get("mem_fraction_static")
+    memory = layout_memory(
+        layout, _model(layout, params), params.get("gpu"), params.get("gpu_memory"),
+        report_pack(version), fraction, params.get("free_memory"),
+    )  # fmt: skip
+    said = sizing_notes(layout.memory_flags, fraction) if memory is not None else []
     config, gpus, fitted = fit_visible(layout, params.get("gpus"), version)
     report = fix(
         config,
@@ -467,7 +473,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
     )
     report = with_commands(report, layout, version)
     unfixed = unfixed_nodes(layout, report, version)
-    notes = layout.notes if fitted is None else (*layout.notes, fitted)
+    notes = (*layout.notes, *said) if fitted is None else (*layout.notes, *said, fitted)
     return Answer(fix_document(report, unfixed), fix_status(report, unfixed), notes)
 
 

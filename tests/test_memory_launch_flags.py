@@ -1,0 +1,235 @@
+"""Memory flags written inside a pasted launch command size the memory verdict.
+
+`--mem-fraction-static` and the other flags of `meshsat.solver.inputs.memory_flags` are not
+layout fields; `validate --gpu` (and fix, deployments, the web API) read them from the
+command, or a command `meshsat plan` printed with a raised fraction read MEM-FIT when
+pasted back. meshsat's own option, given, wins (with a note). The oracles: plan's own rows
+(the layout fits, with these KV tokens) and the memory model's API called with the flag's
+value (`memory_of`). Each test failed before the command's flags were read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meshsat.solver import validate
+from meshsat.solver.inputs.convert import config_from_values
+from meshsat.solver.inputs.memory_flags import MEMORY_FLAGS
+from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
+from meshsat.solver.memory import memory_of
+from meshsat.solver.memory.models import catalogue_config
+from meshsat.solver.web.api import prepare
+from meshsat.solver.web.work import Answer, Work
+from tests.cli_helpers import Run, run_cli
+
+SERVE = "python -m sglang.launch_server"
+KIMI = "moonshotai/Kimi-K2-Instruct"
+#: A layout plan prints for Kimi-K2 on 8 H200 with the fraction raised to 0.895: at the
+#: default (0.833) the weights and reserve exceed the GPU; at 0.85 they still do.
+KIMI_LAYOUT = f"{SERVE} --model-path {KIMI} --tp-size 4 --pp-size 2 --attn-dp-size 4"
+
+
+def _validate(capsys: pytest.CaptureFixture[str], command: str, *options: str) -> Run:
+    return run_cli(capsys, "validate", "--sglang", command, *options, "--format", "json")
+
+
+def _rules(doc: dict[str, Any]) -> list[str]:
+    return [v["rule"] for v in doc["violations"]]
+
+
+def _web(endpoint: str, body: dict[str, Any]) -> Answer:
+    found, params = prepare(endpoint, body)
+    return found.answer(body, params, Work(endpoint, 60.0))
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "gpus"),
+    [(KIMI, "H200", "8"), ("stepfun-ai/Step-3.5-Flash", "H200", "3")],
+)
+def test_every_command_plan_prints_passes_validate_with_its_kv_tokens(
+    capsys: pytest.CaptureFixture[str], model: str, gpu: str, gpus: str
+) -> None:
+    """The round trip: each printed command, pasted into `validate --gpu`, loads (no
+    MEM-FIT) with the KV tokens its row reported."""
+    res = run_cli(capsys, "plan", "--model", model, "--gpu", gpu, "--gpus", gpus,
+                  "--top", "1000", "--format", "json")  # fmt: skip
+    assert res.code == 0, res.err
+    rows = json.loads(res.out)["layouts"]
+    raised = [row for row in rows if "--mem-fraction-static" in row["command"]]
+    assert raised, "no row raised the fraction: the round trip checks nothing"
+    for row in raised:
+        checked = _validate(capsys, row["command"], "--gpu", gpu)
+        doc = json.loads(checked.out)
+        assert checked.code == 0, (row["command"], doc["violations"])
+        memory = doc["memory"]
+        assert memory["max_total_num_tokens"] * memory["pools"] == row["total_kv_tokens"]
+        assert "--mem-fraction-static" not in checked.err  # read, not "not checked"
+
+
+def test_meshsats_own_fraction_wins_over_the_commands_with_a_note(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    raised = _validate(capsys, f"{KIMI_LAYOUT} --mem-fraction-static 0.895", "--gpu", "H200")
+    assert raised.code == 0, raised.out
+    assert json.loads(raised.out)["memory"]["mem_fraction_static"] == 0.895
+    given = ("--gpu", "H200", "--mem-fraction-static", "0.85")
+    lowered = _validate(capsys, f"{KIMI_LAYOUT} --mem-fraction-static 0.895", *given)
+    doc = json.loads(lowered.out)
+    assert lowered.code == 1 and _rules(doc) == ["MEM-FIT"]
+    assert doc["memory"]["mem_fraction_static"] == 0.85
+    assert (
+        "--mem-fraction-static 0.85 sizes memory; the command's --mem-fraction-static 0.895 "
+        "does not" in lowered.err
+    )
+    given = ("--gpu", "H200", "--mem-fraction-static", "0.895")
+    lifted = _validate(capsys, f"{KIMI_LAYOUT} --mem-fraction-static 0.85", *given)
+    assert lifted.code == 0, lifted.out
+    same = _validate(capsys, f"{KIMI_LAYOUT} --mem-fraction-static 0.895", *given)
+    assert same.code == 0 and "sizes memory" not in same.err  # no note when they agree
+
+
+def test_meshsats_own_context_length_wins_over_the_commands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    command = f"{SERVE} --model-path Qwen/Qwen3-8B --context-length 32768"
+    theirs = _validate(capsys, command, "--gpu", "H100")
+    assert json.loads(theirs.out)["memory"]["context_length"] == 32768
+    ours = _validate(capsys, command, "--gpu", "H100", "--context-length", "1024")
+    assert json.loads(ours.out)["memory"]["context_length"] == 1024
+    assert "the command's --context-length 32768 does not" in ours.err
+
+
+#: One value per memory flag, on a model where it moves the figures.
+FLAG_CASES = {
+    "--mem-fraction-static": ("0.7", "Qwen/Qwen3-8B", 1),
+    "--context-length": ("32768", "Qwen/Qwen3-8B", 1),
+    "--kv-cache-dtype": ("fp8_e4m3", "Qwen/Qwen3-8B", 1),
+    "--page-size": ("64", "Qwen/Qwen3-8B", 1),
+    "--swa-full-tokens-ratio": ("0.5", "openai/gpt-oss-20b", 1),
+    "--mamba-full-memory-ratio": ("0.5", "Qwen/Qwen3-Next-80B-A3B-Instruct", 4),
+}
+
+
+def test_every_memory_flag_has_a_case() -> None:
+    assert set(FLAG_CASES) == set(MEMORY_FLAGS)
+
+
+@pytest.mark.parametrize("flag", sorted(FLAG_CASES))
+def test_each_memory_flag_of_a_command_sizes_memory_as_the_model_api_does(
+    capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    text, model, tp = FLAG_CASES[flag]
+    command = f"{SERVE} --model-path {model} --tp {tp}"
+    checked = _validate(capsys, f"{command} {flag} {text}", "--gpu", "H100")
+    assert checked.code == 0, checked.out
+    assert flag not in checked.err  # not among the flags "not checked by meshsat"
+    keyword, kind = MEMORY_FLAGS[flag]
+    report = validate(config_from_values({"tp_size": tp}))
+    config = catalogue_config(model)
+    expected = memory_of(report, config, "H100", pack="0.5.23", **{keyword: kind(text)})
+    plain = memory_of(report, config, "H100", pack="0.5.23")
+    assert json.loads(checked.out)["memory"] == expected.to_dict() != plain.to_dict()
+
+
+def test_a_kv_dtype_the_model_cannot_price_is_said_and_left_to_the_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """nvfp4 is an SGLang choice the memory model has no bytes for: the command is still
+    judged (not refused), sized at the default dtype, and a note says so."""
+    command = f"{SERVE} --model-path Qwen/Qwen3-8B"
+    odd = _validate(capsys, f"{command} --kv-cache-dtype nvfp4", "--gpu", "H100")
+    plain = _validate(capsys, command, "--gpu", "H100")
+    assert odd.code == 0 and json.loads(odd.out)["memory"] == json.loads(plain.out)["memory"]
+    assert "--kv-cache-dtype nvfp4: the memory model has no size for it" in odd.err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ("--page-size big", "--page-size expects an integer, got 'big'"),
+        (
+            "--mem-fraction-static 1.5",
+            "the command's --mem-fraction-static must be in (0, 1), got 1.5",
+        ),
+    ],
+)
+def test_a_bad_memory_value_is_one_line(
+    capsys: pytest.CaptureFixture[str], flags: str, message: str
+) -> None:
+    res = _validate(capsys, f"{SERVE} --model-path Qwen/Qwen3-8B {flags}", "--gpu", "H100")
+    assert res.code == 2 and res.out == ""
+    assert res.err.strip() == f"meshsat: error: {message}"
+
+
+def test_a_config_files_memory_flags_are_read_under_the_commands(tmp_path: Path) -> None:
+    """SGLang's `--config FILE`: its keys are flags before the command's own."""
+    (tmp_path / "serve.yaml").write_text("mem-fraction-static: 0.9\npage-size: 16\n")
+    parsed = parse_sglang_command(
+        f"{SERVE} --config serve.yaml --page-size 64 --tp 2", search=(tmp_path,)
+    )
+    assert parsed.memory == {"mem_fraction_static": 0.9, "page_size": 64}
+
+
+#: A PD deployment whose servers carry different fractions: the prefill's loads, the
+#: decode's does not.
+PD = (
+    f"{KIMI_LAYOUT} --disaggregation-mode prefill --port 30000 --mem-fraction-static 0.895\n"
+    f"{KIMI_LAYOUT} --disaggregation-mode decode --port 30001 --mem-fraction-static 0.85\n"
+    "python -m sglang_router.launch_router --pd-disaggregation "
+    "--prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n"
+)
+
+
+def _server_rules(doc: dict[str, Any]) -> dict[str, list[tuple[str, str]]]:
+    return {r["role"]: [(v["rule"], v["message"]) for v in r["violations"]] for r in doc["roles"]}
+
+
+def test_each_server_of_a_deployment_is_sized_with_its_own_fraction(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    res = _validate(capsys, PD, "--gpu", "H200")
+    assert res.code == 1
+    found = _server_rules(json.loads(res.out))
+    assert found["prefill"] == []
+    ((rule, message),) = found["decode"]
+    assert rule == "MEM-FIT" and message.endswith("(mem_fraction_static 0.85)")
+    web = _web("validate", {"sglang": PD, "gpu": "H200"})
+    assert (web.exit, web.document) == (1, json.loads(res.out))
+    both = _validate(capsys, PD, "--gpu", "H200", "--mem-fraction-static", "0.9")
+    assert both.code == 0, both.out
+    assert "decode@2: --mem-fraction-static 0.9 sizes memory; the command's" in both.err
+
+
+def test_fix_and_the_web_api_read_the_commands_fraction(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """fix kept a layout that loads at the command's fraction only after changing it."""
+    command = f"{KIMI_LAYOUT} --mem-fraction-static 0.895"
+    fixed = run_cli(capsys, "fix", "--sglang", command, "--gpu", "H200", "--format", "json")
+    assert fixed.code == 0, fixed.out
+    doc = json.loads(fixed.out)
+    assert doc["valid_input"] and doc["fixes"][0]["changes"] == []
+    web = _web("validate", {"sglang": command, "gpu": "H200"})
+    assert web.exit == 0 and web.document["memory"]["mem_fraction_static"] == 0.895
+    web_fix = _web("fix", {"sglang": command, "gpu": "H200"})
+    assert web_fix.exit == 0 and web_fix.document == doc
+
+
+def test_a_manifest_plan_emitted_is_sized_with_its_commands_fraction(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`plan --emit lws` of a row on a raised fraction, read back as a manifest."""
+    plan = ("plan", "--model", "stepfun-ai/Step-3.5-Flash", "--gpu", "H200", "--gpus", "3")
+    emitted = run_cli(capsys, *plan, "--emit", "lws")
+    assert emitted.code == 0 and "--mem-fraction-static" in emitted.out, emitted.err
+    path = tmp_path / "lws.yaml"
+    path.write_text(emitted.out)
+    res = run_cli(capsys, "validate", "--sglang-file", str(path), "--gpu", "H200", "--json")
+    assert res.code == 0, res.out
+    (row,) = json.loads(run_cli(capsys, *plan, "--format", "json").out)["layouts"]
+    memory = json.loads(res.out)["memory"]
+    assert memory["max_total_num_tokens"] * memory["pools"] == row["total_kv_tokens"]
