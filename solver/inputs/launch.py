@@ -296,7 +296,7 @@ def _from_manifest(listed: list[ListedCommand], routers: bool) -> tuple[LaunchCo
                 copies,
                 command.owner,
                 group_size=command.group_size,
-            )  # fmt: skip
+            )
         )
     if not any(not c.router for c in found):
         raise InputError("the manifest's command lists launch no SGLang server")
