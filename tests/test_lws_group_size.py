@@ -92,3 +92,18 @@ def test_fix_emit_lws_writes_a_consistent_group(
     ]
     assert command[command.index("--nnodes") + 1] == "$(LWS_GROUP_SIZE)"
     assert _validate(capsys, tmp_path, run.out).code == 0
+
+
+@pytest.mark.parametrize(("size", "nnodes"), [(2, 4), (4, 2)])
+def test_fix_sets_nnodes_to_the_group_size(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, size: int, nnodes: int
+) -> None:
+    """`fix` on the manifest prints the leader's command with --nnodes the group's size
+    (exit 0); before, the layout read valid and the script's hang went unsaid."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(_manifest(size, str(nnodes)))
+    run = run_cli(capsys, "fix", "--sglang-file", str(path), "--gpu", "H100")
+    assert run.code == 0, run.out + run.err
+    assert f"--nnodes {nnodes} → {size} (JOB-GROUP-SIZE)" in run.out
+    (command,) = [line for line in run.out.splitlines() if line.startswith("command:")]
+    assert f"--nnodes {size} " in command and f"--nnodes {nnodes} " not in command

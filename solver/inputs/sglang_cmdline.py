@@ -481,6 +481,10 @@ def parse_job(
     return first
 
 
+#: The rule holding a LeaderWorkerSet's `--nnodes` to its pods per group (`group_size_issue`).
+GROUP_SIZE_RULE = "JOB-GROUP-SIZE"
+
+
 def group_size_issue(
     owner: str, size: int, parsed: ParsedCommandLine, line: int
 ) -> JobIssue | None:
@@ -505,7 +509,7 @@ def group_size_issue(
             "at or past the world size), so they fail and hold their GPUs; under "
             "RecreateGroupOnPodRestart each failure restarts the whole group"
         )
-    return JobIssue("JOB-GROUP-SIZE", f"{group} but its launch says --nnodes {nnodes}: {why}", line)
+    return JobIssue(GROUP_SIZE_RULE, f"{group} but its launch says --nnodes {nnodes}: {why}", line)
 
 
 def _check_job(

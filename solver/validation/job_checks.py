@@ -21,7 +21,8 @@ _HINTS = {
     "JOB-NODE-RANKS": "number the nodes --node-rank 0 .. nnodes-1, once each",
     "JOB-GROUP-SIZE": "write --nnodes $(LWS_GROUP_SIZE) in the leader's and the worker's "
     "command (LWS fills in the group's size), or set spec.leaderWorkerTemplate.size to the "
-    "--nnodes the layout needs; `fix --emit lws` writes a LeaderWorkerSet of both",
+    "--nnodes the layout needs (`fix` on a one-server manifest prints its command with "
+    "--nnodes set to the size; `fix --emit lws` writes a consistent LeaderWorkerSet)",
 }
 #: Where each rule's facts come from, where more than the nodes' own flags: a
 #: LeaderWorkerSet's group is `size` pods (the leader and size-1 workers, each told its
