@@ -107,3 +107,30 @@ def test_fix_sets_nnodes_to_the_group_size(
     assert f"--nnodes {nnodes} → {size} (JOB-GROUP-SIZE)" in run.out
     (command,) = [line for line in run.out.splitlines() if line.startswith("command:")]
     assert f"--nnodes {size} " in command and f"--nnodes {nnodes} " not in command
+
+
+#: Two nodes of one job that both say --node-rank 0 (JOB-NODE-RANKS): its layout is valid,
+#: the job is not.
+SAME_RANK = 2 * (
+    "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 4 --nnodes 2 "
+    "--node-rank 0 --dist-init-addr 10.0.0.1:5000 &\n"
+)
+
+
+@pytest.mark.parametrize("script", ["same-rank", "lws"])
+def test_groups_exits_as_validate_on_a_launch_that_would_not_start(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, script: str
+) -> None:
+    """`groups` shows the first node's groups and exits 1 where `validate` does, the
+    reasons under "violations" (JSON); a consistent group exits 0 with none."""
+    path = tmp_path / "job.txt"
+    path.write_text(SAME_RANK if script == "same-rank" else _manifest(2, "4"))
+    validated = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+    grouped = run_cli(capsys, "groups", "--sglang-file", str(path), "--json")
+    assert validated.code == grouped.code == 1, grouped.err
+    wrong = {v["rule"] for v in json.loads(grouped.out)["violations"]}
+    assert wrong == {v["rule"] for v in json.loads(validated.out)["violations"]}
+    assert json.loads(grouped.out)["ranks"]  # the groups are still shown
+    path.write_text(_manifest(2, "$(LWS_GROUP_SIZE)"))
+    fine = run_cli(capsys, "groups", "--sglang-file", str(path), "--json")
+    assert fine.code == 0 and "violations" not in json.loads(fine.out)

@@ -114,7 +114,7 @@ def _injected_containers(docs: list[Any]) -> Iterator[_Injected]:
         services = _compose_services(doc)
         if services is not None:
             for name, service in services.items():
-                copies = (
+                copies: _Copies = (
                     _compose_replicas(service),
                     f"compose service {name}",
                     "deploy.replicas",
