@@ -27,6 +27,7 @@ from meshsat.solver.cli.report_view import CHANGE_COLUMNS
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
+from meshsat.solver.inputs.sglang_cmdline import GROUP_SIZE_RULE
 from meshsat.solver.lang.config import Config
 from meshsat.solver.packs import get_pack
 from meshsat.solver.repair.fix import command_line, fix
@@ -179,7 +180,14 @@ def fix_cmd(
     unfixed = unfixed_nodes(layout, report, sglang_version)
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:
-        print_fix(report, verbose=verbose, unfixed=unfixed)
+        nodes = (layout.config.nnodes, config.nnodes)
+        refitted = f"--nnodes {nodes[0]} → {nodes[1]} ({GROUP_SIZE_RULE})"
+        print_fix(
+            report,
+            verbose=verbose,
+            unfixed=unfixed,
+            refitted=refitted if len(set(nodes)) > 1 else None,
+        )
     else:
         rows = [
             {"fix": i, "field": c.field, "old": c.old, "new": c.new}
@@ -216,7 +224,10 @@ def unfixed_nodes(layout: LayoutInput, report: FixReport, version: str | None) -
         return []
     config = report.best.config if report.fixes else layout.config
     checked = validate(config, layout.model, explain=False, sglang_version=get_pack(version))
-    found = job_violations(layout.job) + node_violations(checked, layout.nodes)
+    pods = layout.manifest.group_size if layout.manifest is not None else None
+    # JOB-GROUP-SIZE holds the command's --nnodes, which the fix has set to the group size.
+    issues = [i for i in layout.job if i.rule != GROUP_SIZE_RULE or config.nnodes != pods]
+    found = job_violations(issues) + node_violations(checked, layout.nodes)
     if layout.launch is not None:
         found += visible_violations([layout.launch], checked.resolved, checked.sglang_version)
     return found
@@ -231,17 +242,35 @@ def fit_visible(
     `meshsat fix` and the web API's `/api/fix` fit alike."""
     from meshsat.solver.deployment.visible import fit_to_list
 
+    config, said = _fit_group_size(layout)
     if gpus is not None or layout.launch is None:
-        return layout.config, gpus, None
-    found = fit_to_list(layout.config, [layout.launch], get_pack(version).version)
+        return config, gpus, said
+    found = fit_to_list(config, [layout.launch], get_pack(version).version)
     if found is None:
-        return layout.config, gpus, None
+        return config, gpus, said
     config, fitted_gpus, short = found
-    said = (
+    fitted = (
         f"fitting the layout to the {len(short.ids)} GPU(s) {short.name} lists on each of "
         f"its {config.nnodes} node(s) (JOB-VISIBLE-DEVICES); pass --gpus N for another count"
     )
-    return config, fitted_gpus, said
+    return config, fitted_gpus, fitted if said is None else f"{said}; {fitted}"
+
+
+def _fit_group_size(layout: LayoutInput) -> tuple[Config, str | None]:
+    """The layout with `nnodes` set to its LeaderWorkerSet's pods per group where the
+    launch's literal --nnodes differs (JOB-GROUP-SIZE): the manifest's size says how many
+    pods start, so the command is fitted to it (the fixed command then says --nnodes N);
+    and the note saying so. The GPU count stays the layout's: on fewer nodes each pod runs
+    more ranks, which the fix checks against the node size like any layout."""
+    manifest = layout.manifest
+    pods = manifest.group_size if manifest is not None else None
+    if manifest is None or pods is None or all(i.rule != GROUP_SIZE_RULE for i in layout.job):
+        return layout.config, None
+    said = (
+        f"setting --nnodes to {pods}, the pods per group of {manifest.owner} "
+        f"({GROUP_SIZE_RULE}); or set its spec.leaderWorkerTemplate.size to {layout.config.nnodes}"
+    )
+    return layout.config.model_copy(update={"nnodes": pods}), said
 
 
 def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:
@@ -291,9 +320,16 @@ def _user_command(
 
 
 def print_fix(
-    report: FixReport, *, verbose: bool = False, unfixed: list[Violation] | None = None
+    report: FixReport,
+    *,
+    verbose: bool = False,
+    unfixed: list[Violation] | None = None,
+    refitted: str | None = None,
 ) -> None:
-    _print_fix(report, verbose=verbose, script_wrong=bool(unfixed))
+    """`refitted`: what the launch had changed before the layout was fixed (a
+    LeaderWorkerSet's --nnodes set to its group size), so a layout valid as it stands is
+    not said to need nothing."""
+    _print_fix(report, verbose=verbose, script_wrong=bool(unfixed), refitted=refitted)
     for v in unfixed or ():
         out.print(f"[red]✗ not fixed:[/red] {escape(v.rule)}: {escape(v.message)}")
         if v.hint:
@@ -305,11 +341,15 @@ def print_fix(
         )
 
 
-def _print_fix(report: FixReport, *, verbose: bool, script_wrong: bool) -> None:
+def _print_fix(
+    report: FixReport, *, verbose: bool, script_wrong: bool, refitted: str | None = None
+) -> None:
     if report.valid_input:
         best = report.best
         if script_wrong:
             head = "[yellow]the layout is valid[/yellow] on {} GPU(s), but not the script:"
+        elif refitted is not None:
+            head = f"[green]✓ fixed the launch[/green] ({escape(refitted)}): valid on {{}} GPU(s)"
         else:
             head = "[green]✓ already valid[/green] on {} GPU(s): nothing to change"
         out.print(head.format(best.gpus_used))

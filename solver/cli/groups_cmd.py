@@ -9,16 +9,22 @@ from rich.table import Table
 
 import meshsat.solver.cli.groups_deployment as gd
 from meshsat.solver.cli.formats import FormatOpt, OutputFormat, chosen, emit
-from meshsat.solver.cli.groups_view import MAX_LISTED_RANKS, groups_document, print_planned
+from meshsat.solver.cli.groups_view import (
+    MAX_LISTED_RANKS,
+    groups_document,
+    print_planned,
+    with_violations,
+)
+from meshsat.solver.cli.launch_checks import launch_violations
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import VIOLATION_COLUMNS, print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
 from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.errors import InputError
-from meshsat.solver.groups import GROUP_KINDS, RankMap, plan_layout
+from meshsat.solver.groups import GROUP_KINDS, PlannedLayout, RankMap, plan_layout
 from meshsat.solver.inputs.layout_input import LayoutSources
-from meshsat.solver.validation.report import InvalidLayoutError
+from meshsat.solver.validation.report import InvalidLayoutError, Violation
 
 RankOpt = Annotated[
     int | None,
@@ -60,7 +66,12 @@ def groups_cmd(
 
     Follows SGLang's rank layout: inside a stage, attention splits ranks as
     (dp, cp, tp) and MoE as (moe_dp, ep, moe_tp), the last coordinate fastest.
-    An invalid layout exits 1 with the validator's messages.
+    An invalid layout exits 1 with the validator's messages. A launch script that
+    `validate` refuses for its launch alone (nodes of one job that disagree, a
+    LeaderWorkerSet whose --nnodes is not its group size, a visible-devices list too short:
+    the JOB-* rules) also exits 1, after the groups of its first node's layout, each reason
+    noted on stderr (--json: under "violations"): the groups are what SGLang would build,
+    the job still would not start.
 
     A PD deployment (a script with a router, or prefill and decode servers) shows each
     server's groups under its name and role, as for that server's command alone (--json:
@@ -98,6 +109,22 @@ def groups_cmd(
             rows = violation_rows(invalid.report)
             emit(chosen_fmt, invalid.report.to_dict(), rows, columns=VIOLATION_COLUMNS)
         raise typer.Exit(1) from None
+    wrong = launch_violations(planned.report, layout)
+    _groups(planned, rank, chosen_fmt, wrong)
+    if wrong:
+        if chosen_fmt is OutputFormat.table:
+            rules = ", ".join(dict.fromkeys(v.rule for v in wrong))
+            out.print(
+                f"[red]✗ the launch would not start:[/red] {rules} (`meshsat validate` says why)"
+            )
+        raise typer.Exit(1)
+
+
+def _groups(
+    planned: PlannedLayout, rank: int | None, chosen_fmt: OutputFormat, wrong: list[Violation]
+) -> None:
+    """The groups of a valid layout (of one rank with `rank`), as the format asks; the
+    document carries `wrong`, what the launch breaks beyond the layout."""
     w = planned.widths
     if w.world > MAX_LISTED_RANKS:
         if rank is not None:
@@ -107,7 +134,7 @@ def groups_cmd(
         if chosen_fmt is OutputFormat.table:
             print_planned(planned)
         else:
-            emit(chosen_fmt, groups_document(planned), [])
+            emit(chosen_fmt, with_violations(groups_document(planned), wrong), [])
         return
     m = planned.rank_map
     if rank is not None and not 0 <= rank < m.widths.world:
@@ -126,14 +153,15 @@ def groups_cmd(
             "groups": {k: list(m.group_of(k, rank)) for k in GROUP_KINDS},
         }
         rows = [data["rank"]]
-    emit(chosen_fmt, data, rows)
+    emit(chosen_fmt, with_violations(data, wrong), rows)
 
 
 def _deployment_groups(
     deployment: Deployment, sglang_version: str | None, fmt: OutputFormat
 ) -> int:
     """`groups` on a PD deployment: each server's groups; exit 1 when a server's layout is
-    invalid (its report is shown in its place)."""
+    invalid (its report is shown in its place) or its nodes disagree (JOB-*, noted), as
+    `validate` exits."""
     for text in gd.server_notes(deployment):
         note(text)
     servers = gd.plan_servers(deployment, sglang_version)
@@ -142,4 +170,4 @@ def _deployment_groups(
     else:
         data = gd.deployment_groups_document(deployment, servers, sglang_version)
         emit(fmt, data, gd.deployment_rows(data))
-    return 0 if all(s.planned is not None for s in servers) else 1
+    return gd.groups_status(servers)

@@ -135,3 +135,11 @@ def print_deployment_groups(servers: list[ServerGroups], routers: int) -> None:
             print_planned(s.planned)
     counted = per_role((s.server.role, s.server.replicas) for s in servers)
     out.print(deployment_head(counted, routers, _gpus(servers)), highlight=False)
+
+
+def groups_status(servers: list[ServerGroups]) -> int:
+    """`groups`' exit status on a deployment (the CLI's and the web API's): 1 when a
+    server's layout is invalid or its nodes disagree (JOB-*, noted by `server_notes`), as
+    `validate` exits; else 0."""
+    jobs_hold = not any(s.server.layout.job for s in servers)
+    return 0 if jobs_hold and all(s.planned is not None for s in servers) else 1

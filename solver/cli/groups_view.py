@@ -16,6 +16,7 @@ from meshsat.solver.groups import (
     Widths,
     placement_kind,
 )
+from meshsat.solver.validation.report import Violation
 
 #: What each grid cell shows, as (label, group kind).
 CELL = (("A", "attn_tp"), ("C", "attn_cp"), ("E", "ep"))
@@ -131,3 +132,9 @@ def print_planned(planned: PlannedLayout) -> None:
         out.print(f"[dim]{w.world} ranks: above {MAX_LISTED_RANKS}, groups are not listed[/dim]")
     else:
         print_grids(planned.rank_map)
+
+
+def with_violations(data: dict[str, Any], wrong: list[Violation]) -> dict[str, Any]:
+    """A groups document with what the launch breaks beyond its layout (`validate`'s
+    entries, `launch_violations`), when any."""
+    return data | {"violations": [v.to_dict() for v in wrong]} if wrong else data

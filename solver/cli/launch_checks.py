@@ -38,3 +38,11 @@ def with_launch_checks(report: Report, layout: LayoutInput, *, strict: bool) -> 
         violations=(*report.violations, *errors),
         warnings=(*report.warnings, *warnings),
     )
+
+
+def launch_violations(report: Report, layout: LayoutInput) -> list[Violation]:
+    """What `validate` refuses in the launch beyond a valid layout's `report` (its nodes,
+    its LeaderWorkerSet, its visible devices): `groups` shows a layout's groups, and exits
+    1 with these as `validate` does (the CLI and the web API alike)."""
+    checked = with_launch_checks(report, layout, strict=False).violations
+    return [v for v in checked if v not in report.violations]

@@ -56,6 +56,8 @@ class Container:
     injected: tuple[tuple[str, str], ...] = ()
     #: Its object's `spec.replicas` as written (`replica_count` reads it).
     replicas: object = None
+    #: Pods per group of a LeaderWorkerSet (`group_size`); None for any other object.
+    group_size: int | None = None
 
     def launches_sglang(self) -> bool:
         return bool(_LAUNCHER.search(" ".join(self.runs.words)))
@@ -101,6 +103,9 @@ class ManifestLaunch:
     replicas: int
     #: The object that runs it (`LeaderWorkerSet/ds`), for what is said about its replicas.
     owner: str
+    #: Pods per group of a LeaderWorkerSet (JOB-GROUP-SIZE holds `--nnodes` to it); None
+    #: for any other object.
+    group_size: int | None = None
 
 
 def manifest_launch(text: str) -> ManifestLaunch:
@@ -122,7 +127,7 @@ def manifest_launch(text: str) -> ManifestLaunch:
     if len(launching) > 1:
         others = ", ".join(f"{c.name!r} of {c.where}" for c in launching[1:])
         note += f" (also launching SGLang: {others})"
-    return ManifestLaunch(_shell_text(chosen), note, replicas, owner)
+    return ManifestLaunch(_shell_text(chosen), note, replicas, owner, chosen.group_size)
 
 
 def _documents(text: str) -> list[Mapping[str, Any]]:
@@ -165,6 +170,18 @@ def written_replicas(doc: Mapping[str, Any]) -> object:
     return _get(doc, "spec", "replicas") if doc.get("kind") in REPLICATED_KINDS else None
 
 
+def group_size(template: Any) -> int | None:
+    """The pods of one group of a LeaderWorkerSet from its `spec.leaderWorkerTemplate`:
+    `size` as written (absent: 1, LWS's default); None when it is no whole number (a
+    template placeholder), which no rule then reads."""
+    size = template.get("size", 1) if isinstance(template, Mapping) else None
+    if isinstance(size, bool):
+        return None
+    if isinstance(size, int):
+        return size
+    return int(size) if isinstance(size, str) and size.strip().isdigit() else None
+
+
 def _containers(docs: list[Mapping[str, Any]]) -> Iterator[Container]:
     for doc in docs:
         kind, name = doc.get("kind"), _get(doc, "metadata", "name") or "?"
@@ -182,22 +199,28 @@ def _containers(docs: list[Mapping[str, Any]]) -> Iterator[Container]:
             leader = _get(lws, "leaderTemplate", "spec") or worker
             group = (("LWS_GROUP_SIZE", size),)
             leader_env = (*group, ("LWS_WORKER_INDEX", "0"))
-            yield from _pod(f"LeaderWorkerSet/{name} (leader)", leader, leader_env, replicas)
-            yield from _pod(f"LeaderWorkerSet/{name} (worker)", worker, group, replicas)
+            pods = group_size(lws)
+            where = f"LeaderWorkerSet/{name}"
+            yield from _pod(f"{where} (leader)", leader, leader_env, replicas, pods)
+            yield from _pod(f"{where} (worker)", worker, group, replicas, pods)
         else:
             template = _get(doc, "spec", "template", "spec")
             yield from _pod(f"{kind}/{name}", template, (), replicas)
 
 
 def _pod(
-    where: str, spec: Any, injected: tuple[tuple[str, str], ...], replicas: object
+    where: str,
+    spec: Any,
+    injected: tuple[tuple[str, str], ...],
+    replicas: object,
+    pods: int | None = None,
 ) -> Iterator[Container]:
     if not isinstance(spec, Mapping):
         return
     for c in spec.get("containers") or []:
         if isinstance(c, Mapping):
             name = str(c.get("name", "?"))
-            yield Container(where, name, container_command(c), injected, replicas)
+            yield Container(where, name, container_command(c), injected, replicas, pods)
 
 
 def _shell_text(c: Container) -> str:

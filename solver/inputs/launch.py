@@ -141,6 +141,9 @@ class LaunchCommand:
     span: tuple[int, int] = (-1, -1)
     #: The variables an `export` before the launch set (also in `env`): outside `span`.
     exported: tuple[tuple[str, str], ...] = ()
+    #: Pods per group of the LeaderWorkerSet that runs it (`spec.leaderWorkerTemplate.size`,
+    #: which JOB-GROUP-SIZE holds `--nnodes` to); None outside one.
+    group_size: int | None = None
 
     @property
     def router(self) -> bool:
@@ -268,6 +271,7 @@ def _from_manifest(listed: list[ListedCommand], routers: bool) -> tuple[LaunchCo
                 LaunchCommand(
                     command.line + c.line - 1, c.program, (*command.env, *c.env), c.words,
                     "yaml", c.notes, _copies(command, c.program), command.owner,
+                    group_size=command.group_size,
                 )
                 for c in inner
             ]  # fmt: skip
@@ -283,7 +287,15 @@ def _from_manifest(listed: list[ListedCommand], routers: bool) -> tuple[LaunchCo
         copies = _copies(command, program)
         found.append(
             LaunchCommand(
-                command.line, program, tuple(env), words, "yaml", note, copies, command.owner
+                command.line,
+                program,
+                tuple(env),
+                words,
+                "yaml",
+                note,
+                copies,
+                command.owner,
+                group_size=command.group_size,
             )
         )
     if not any(not c.router for c in found):

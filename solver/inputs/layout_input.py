@@ -32,6 +32,7 @@ from meshsat.solver.inputs.sglang_cmdline import (
     JobIssue,
     NodePlacement,
     ParsedCommandLine,
+    group_size_issue,
     missing_from_release,
     parse_sglang_command,
     refused_inline,
@@ -150,8 +151,10 @@ def load_layout(
     given = sources.sglang_file is not None or sources.sglang is not None
     text = script_text(sources) if given else None
     manifest: ManifestLaunch | None = None
+    yaml_line = 1
     if text is not None and looks_like_manifest(text):  # Kubernetes YAML: its SGLang container
         manifest = manifest_launch(text)
+        yaml_line = text.count("\n", 0, max(0, text.find("--nnodes"))) + 1
         text = manifest.text
         notes.append(manifest.note)
     if text is not None or launch is not None:
@@ -167,6 +170,9 @@ def load_layout(
                 "flags; SGLang still reads them): " + listed(list(dict.fromkeys(ignored)))
             )
         job, model_path, signs = tuple(parsed.job), parsed.model_path, parsed.ascend_signs
+        if manifest is not None and manifest.group_size is not None:
+            pods = group_size_issue(manifest.owner, manifest.group_size, parsed, yaml_line)
+            job += (pods,) if pods is not None else ()
         nodes = tuple(parsed.nodes)
         if manifest is None and parsed.owner:  # a compose service: its deploy.replicas
             manifest = ManifestLaunch(text or "", "", parsed.replicas, parsed.owner)

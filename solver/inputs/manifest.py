@@ -16,7 +16,7 @@ from typing import Any
 
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.container import container_command, has_command
-from meshsat.solver.inputs.k8s import list_items, written_replicas
+from meshsat.solver.inputs.k8s import group_size, list_items, written_replicas
 
 #: Text that looks like a manifest: a `command:` or `args:` key at the start of a line.
 _MANIFEST_KEY = re.compile(r"^[ \t-]*(command|args)[ \t]*:", re.MULTILINE)
@@ -37,6 +37,8 @@ class ListedCommand:
     owner: str = ""
     #: Where `replicas` is written, for what is said about it.
     replicas_field: str = "spec.replicas"
+    #: Pods per group of a LeaderWorkerSet (`k8s.group_size`); None for any other object.
+    group_size: int | None = None
 
 
 def manifest_commands(text: str) -> list[ListedCommand] | None:
@@ -54,9 +56,8 @@ def manifest_commands(text: str) -> list[ListedCommand] | None:
         raise InputError("the manifest is nested too deeply to read") from None
     found: list[ListedCommand] = []
     cursor = 0
-    for container, injected, (replicas, owner, field) in _injected_containers(docs):
+    for container, injected, copies in _injected_containers(docs):
         listed = container_command(container)
-        copies = (replicas, owner, field)
         if listed.script is not None:
             line, cursor = _script_place(text, listed.script, cursor)
             found.append(ListedCommand(line, (), listed.env, listed.script, *copies))
@@ -94,8 +95,9 @@ def _script_place(text: str, script: str, cursor: int) -> tuple[int, int]:
 _REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
-#: A container's object: its replicas as written, its name and where the replicas are written.
-_Copies = tuple[object, str, str]
+#: A container's object: its replicas as written, its name, where the replicas are written
+#: and its pods per group (a LeaderWorkerSet's; None for others).
+_Copies = tuple[object, str, str, int | None]
 #: A container, the `$(VAR)` values injected into it, and its object.
 _Injected = tuple[dict[str, Any], dict[str, str], _Copies]
 
@@ -112,7 +114,12 @@ def _injected_containers(docs: list[Any]) -> Iterator[_Injected]:
         services = _compose_services(doc)
         if services is not None:
             for name, service in services.items():
-                copies = (_compose_replicas(service), f"compose service {name}", "deploy.replicas")
+                copies: _Copies = (
+                    _compose_replicas(service),
+                    f"compose service {name}",
+                    "deploy.replicas",
+                    None,
+                )
                 yield from ((c, {}, copies) for c in _containers(service))
             continue
         copies = _copies(doc)
@@ -120,6 +127,7 @@ def _injected_containers(docs: list[Any]) -> Iterator[_Injected]:
         if not isinstance(lws, dict):
             yield from ((c, {}, copies) for c in _containers(doc))
             continue
+        copies = (*copies[:3], group_size(lws))
         group = {"LWS_GROUP_SIZE": str(lws.get("size", 1))}
         leader = lws.get("leaderTemplate") or lws.get("workerTemplate")
         yield from ((c, {**group, "LWS_WORKER_INDEX": "0"}, copies) for c in _containers(leader))
@@ -131,10 +139,10 @@ def _copies(doc: Any) -> _Copies:
     """A Kubernetes object's `spec.replicas` as written and its name (`Deployment/r`); no
     replicas for anything else (a bare list)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("spec"), dict):
-        return None, "", "spec.replicas"
+        return None, "", "spec.replicas", None
     meta = doc.get("metadata")
     name = meta.get("name", "?") if isinstance(meta, dict) else "?"
-    return written_replicas(doc), f"{doc.get('kind')}/{name}", "spec.replicas"
+    return written_replicas(doc), f"{doc.get('kind')}/{name}", "spec.replicas", None
 
 
 def _compose_services(doc: Any) -> dict[str, Any] | None:

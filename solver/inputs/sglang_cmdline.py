@@ -466,6 +466,13 @@ def parse_job(
         sizes = [p.values["gpus_per_node"] for p in parsed if "gpus_per_node" in p.values]
         if sizes:  # every node must hold its ranks: the smallest node decides
             first.values["gpus_per_node"] = min(sizes)
+    head = commands[0]
+    pods = (
+        None
+        if head.group_size is None
+        else group_size_issue(head.owner, head.group_size, first, head.line)
+    )
+    first.job += [pods] if pods is not None else []
     for p in parsed[1:]:
         first.flags += p.flags
         first.given += p.given
@@ -481,6 +488,37 @@ def parse_job(
             + ", ".join(f"{name} = {text}" for name, text in first.unknown_values.items())
         )
     return first
+
+
+#: The rule holding a LeaderWorkerSet's `--nnodes` to its pods per group (`group_size_issue`).
+GROUP_SIZE_RULE = "JOB-GROUP-SIZE"
+
+
+def group_size_issue(
+    owner: str, size: int, parsed: ParsedCommandLine, line: int
+) -> JobIssue | None:
+    """JOB-GROUP-SIZE: a LeaderWorkerSet starts `size` pods per group, every one of them a
+    node of the group's job, so the launch's literal `--nnodes` must be `size`. None when it
+    is (or is a shell expansion, `$(LWS_GROUP_SIZE)` being the usual one: it follows the
+    size), or when the launch gives no `--nnodes` (a one-node launch in a group of one pod,
+    or pods that each run a server of their own: not this rule)."""
+    nnodes = parsed.values.get("nnodes")
+    if not isinstance(nnodes, int) or nnodes == size:
+        return None
+    group = f"{owner} starts {size} pod(s) per group (spec.leaderWorkerTemplate.size)"
+    if nnodes > size:
+        why = (
+            f"SGLang waits at the --dist-init-addr rendezvous for {nnodes} nodes and only "
+            f"{size} ever start: the job hangs at start-up"
+        )
+    else:
+        why = (
+            f"the pods of LWS_WORKER_INDEX {nnodes}..{size - 1} launch with a --node-rank "
+            f"past {nnodes - 1}, whose ranks lie outside the job's world (torch refuses a rank "
+            "at or past the world size), so they fail and hold their GPUs; under "
+            "RecreateGroupOnPodRestart each failure restarts the whole group"
+        )
+    return JobIssue(GROUP_SIZE_RULE, f"{group} but its launch says --nnodes {nnodes}: {why}", line)
 
 
 def _check_job(

@@ -19,6 +19,20 @@ _HINTS = {
     "JOB-ONE-LAYOUT": "give every node the same layout flags",
     "JOB-DIST-INIT": "give every node the first node's --dist-init-addr",
     "JOB-NODE-RANKS": "number the nodes --node-rank 0 .. nnodes-1, once each",
+    "JOB-GROUP-SIZE": "write --nnodes $(LWS_GROUP_SIZE) in the leader's and the worker's "
+    "command (LWS fills in the group's size), or set spec.leaderWorkerTemplate.size to the "
+    "--nnodes the layout needs (`fix` on a one-server manifest prints its command with "
+    "--nnodes set to the size; `fix --emit lws` writes a consistent LeaderWorkerSet)",
+}
+#: Where each rule's facts come from, where more than the nodes' own flags: a
+#: LeaderWorkerSet's group is `size` pods (the leader and size-1 workers, each told its
+#: place by LWS_WORKER_INDEX), and SGLang's rendezvous at --dist-init-addr waits for every
+#: rank of --nnodes nodes (sglang/srt/entrypoints/engine.py: _calculate_rank_ranges gives
+#: node r the ranks of r, unchecked against --nnodes).
+_SOURCES = {
+    "JOB-GROUP-SIZE": "LeaderWorkerSet: spec.leaderWorkerTemplate.size pods per group; "
+    "sglang/srt/entrypoints/engine.py: _calculate_rank_ranges (node ranks are not checked "
+    "against --nnodes)",
 }
 
 
@@ -30,7 +44,7 @@ def job_violations(issues: tuple[JobIssue, ...] | list[JobIssue]) -> list[Violat
             ("nnodes", "node_rank"),
             f"line {issue.line}",
             _HINTS[issue.rule],
-            "meshsat: the nodes of one job",
+            _SOURCES.get(issue.rule, "meshsat: the nodes of one job"),
         )
         for issue in issues
     ]

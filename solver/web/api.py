@@ -494,7 +494,8 @@ def rewrite_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wor
 
 
 def groups_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
-    from meshsat.solver.cli.groups_view import groups_document
+    from meshsat.solver.cli.groups_view import groups_document, with_violations
+    from meshsat.solver.cli.launch_checks import launch_violations
     from meshsat.solver.groups import plan_layout
     from meshsat.solver.validation.report import InvalidLayoutError
 
@@ -505,8 +506,7 @@ def groups_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work
         version = params.get("sglang_version")
         servers = gd.plan_servers(deployment, version)
         document = gd.deployment_groups_document(deployment, servers, version)
-        code = 0 if document["deployment"]["valid"] else 1
-        return Answer(document, code, tuple(gd.server_notes(deployment)))
+        return Answer(document, gd.groups_status(servers), tuple(gd.server_notes(deployment)))
     layout = _layout(params, "groups")
     try:
         planned = plan_layout(
@@ -514,7 +514,8 @@ def groups_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work
         )
     except InvalidLayoutError as invalid:
         return Answer(invalid.report.to_dict(), 1, layout.notes)
-    return Answer(groups_document(planned), 0, layout.notes)
+    wrong = launch_violations(planned.report, layout)
+    return Answer(with_violations(groups_document(planned), wrong), int(bool(wrong)), layout.notes)
 
 
 def diff_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
