@@ -134,3 +134,49 @@ def test_groups_exits_as_validate_on_a_launch_that_would_not_start(
     path.write_text(_manifest(2, "$(LWS_GROUP_SIZE)"))
     fine = run_cli(capsys, "groups", "--sglang-file", str(path), "--json")
     assert fine.code == 0 and "violations" not in json.loads(fine.out)
+
+
+def _statefulset(replicas: int, nnodes: int) -> str:
+    """The shape of SGLang's docker/k8s-sglang-distributed-sts.yaml: one StatefulSet whose
+    pods rank themselves by their ordinal (`--node-rank $POD_INDEX`)."""
+    launch = (
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp 16 "
+        f"--dist-init-addr sglang-master-pod:5000 --nnodes {nnodes} --node-rank $POD_INDEX"
+    )
+    return yaml.safe_dump(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "distributed-sglang"},
+            "spec": {
+                "replicas": replicas,
+                "template": {"spec": {"containers": [
+                    {"name": "sglang", "command": ["/bin/bash", "-c"], "args": [launch]}
+                ]}},
+            },
+        },
+        sort_keys=False,
+    )  # fmt: skip
+
+
+def test_a_statefulset_of_multi_node_pods_is_one_server(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """SGLang's StatefulSet recipe: 2 pods, `--nnodes 2`, one server of 16 GPUs. It was read
+    as 2 servers of 16 GPUs (32 in all)."""
+    run = _validate(capsys, tmp_path, _statefulset(2, 2))
+    doc = json.loads(run.out)
+    assert run.code == 0 and doc["manifest"]["replicas"] == 1 and doc["manifest"]["gpus"] == 16
+    wrong = _validate(capsys, tmp_path, _statefulset(3, 2))
+    rules = [v["rule"] for v in json.loads(wrong.out)["violations"]]
+    assert wrong.code == 1 and rules == ["JOB-GROUP-SIZE"]
+    assert "starts 3 pod(s), the nodes of one job (spec.replicas)" in wrong.out
+
+
+def test_a_statefulset_of_one_node_pods_runs_a_server_each(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = _statefulset(3, 1).replace(" --nnodes 1 --node-rank $POD_INDEX", "")
+    run = _validate(capsys, tmp_path, text)
+    doc = json.loads(run.out)
+    assert run.code == 0 and doc["manifest"]["replicas"] == 3

@@ -109,6 +109,15 @@ class LayoutInput:
     memory_flags: Mapping[str, Any] = field(default_factory=dict)
 
 
+def _multi_node_pods(manifest: ManifestLaunch, parsed: ParsedCommandLine) -> bool:
+    """Whether a StatefulSet's pods are the nodes of one job rather than servers of their
+    own: its launch gives a literal `--nnodes` above 1 (SGLang's
+    `docker/k8s-sglang-distributed-sts.yaml`: `replicas: 2`, `--nnodes 2 --node-rank
+    $POD_INDEX`, the pod ordinal). A Deployment's pods have no ordinal to rank by."""
+    nnodes = parsed.values.get("nnodes")
+    return manifest.owner.startswith("StatefulSet/") and isinstance(nnodes, int) and nnodes > 1
+
+
 def load_layout(
     sources: LayoutSources,
     catalogue: Catalogue | None = None,
@@ -173,6 +182,12 @@ def load_layout(
         if manifest is not None and manifest.group_size is not None:
             pods = group_size_issue(manifest.owner, manifest.group_size, parsed, yaml_line)
             job += (pods,) if pods is not None else ()
+        elif manifest is not None and _multi_node_pods(manifest, parsed):
+            # SGLang's StatefulSet recipe: the replicas are the nodes of one job, each told
+            # its --node-rank by its pod ordinal, so the object runs one server.
+            pods = group_size_issue(manifest.owner, manifest.replicas, parsed, yaml_line, lws=False)
+            job += (pods,) if pods is not None else ()
+            manifest = replace(manifest, replicas=1)
         nodes = tuple(parsed.nodes)
         if manifest is None and parsed.owner:  # a compose service: its deploy.replicas
             manifest = ManifestLaunch(text or "", "", parsed.replicas, parsed.owner)

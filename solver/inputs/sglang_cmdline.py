@@ -495,17 +495,23 @@ GROUP_SIZE_RULE = "JOB-GROUP-SIZE"
 
 
 def group_size_issue(
-    owner: str, size: int, parsed: ParsedCommandLine, line: int
+    owner: str, size: int, parsed: ParsedCommandLine, line: int, *, lws: bool = True
 ) -> JobIssue | None:
     """JOB-GROUP-SIZE: a LeaderWorkerSet starts `size` pods per group, every one of them a
     node of the group's job, so the launch's literal `--nnodes` must be `size`. None when it
     is (or is a shell expansion, `$(LWS_GROUP_SIZE)` being the usual one: it follows the
     size), or when the launch gives no `--nnodes` (a one-node launch in a group of one pod,
-    or pods that each run a server of their own: not this rule)."""
+    or pods that each run a server of their own: not this rule). `lws=False`: a
+    StatefulSet whose `replicas` pods are the nodes of one job, ranked by pod ordinal."""
     nnodes = parsed.values.get("nnodes")
     if not isinstance(nnodes, int) or nnodes == size:
         return None
-    group = f"{owner} starts {size} pod(s) per group (spec.leaderWorkerTemplate.size)"
+    group = (
+        f"{owner} starts {size} pod(s) per group (spec.leaderWorkerTemplate.size)"
+        if lws
+        else f"{owner} starts {size} pod(s), the nodes of one job (spec.replicas)"
+    )
+    index = "LWS_WORKER_INDEX" if lws else "pod ordinal"
     if nnodes > size:
         why = (
             f"SGLang waits at the --dist-init-addr rendezvous for {nnodes} nodes and only "
@@ -513,10 +519,14 @@ def group_size_issue(
         )
     else:
         why = (
-            f"the pods of LWS_WORKER_INDEX {nnodes}..{size - 1} launch with a --node-rank "
+            f"the pods of {index} {nnodes}..{size - 1} launch with a --node-rank "
             f"past {nnodes - 1}, whose ranks lie outside the job's world (torch refuses a rank "
-            "at or past the world size), so they fail and hold their GPUs; under "
-            "RecreateGroupOnPodRestart each failure restarts the whole group"
+            "at or past the world size), so they fail and hold their GPUs"
+            + (
+                "; under RecreateGroupOnPodRestart each failure restarts the whole group"
+                if lws
+                else ""
+            )
         )
     return JobIssue(GROUP_SIZE_RULE, f"{group} but its launch says --nnodes {nnodes}: {why}", line)
 

@@ -20,9 +20,10 @@ _HINTS = {
     "JOB-DIST-INIT": "give every node the first node's --dist-init-addr",
     "JOB-NODE-RANKS": "number the nodes --node-rank 0 .. nnodes-1, once each",
     "JOB-GROUP-SIZE": "write --nnodes $(LWS_GROUP_SIZE) in the leader's and the worker's "
-    "command (LWS fills in the group's size), or set spec.leaderWorkerTemplate.size to the "
-    "--nnodes the layout needs (`fix` on a one-server manifest prints its command with "
-    "--nnodes set to the size; `fix --emit lws` writes a consistent LeaderWorkerSet)",
+    "command (LWS fills in the group's size), or set spec.leaderWorkerTemplate.size (a "
+    "StatefulSet's spec.replicas) to the --nnodes the layout needs (`fix` on a one-server "
+    "manifest prints its command with --nnodes set to the size; `fix --emit lws` writes a "
+    "consistent LeaderWorkerSet)",
 }
 #: Where each rule's facts come from, where more than the nodes' own flags: a
 #: LeaderWorkerSet's group is `size` pods (the leader and size-1 workers, each told its
@@ -30,7 +31,8 @@ _HINTS = {
 #: rank of --nnodes nodes (sglang/srt/entrypoints/engine.py: _calculate_rank_ranges gives
 #: node r the ranks of r, unchecked against --nnodes).
 _SOURCES = {
-    "JOB-GROUP-SIZE": "LeaderWorkerSet: spec.leaderWorkerTemplate.size pods per group; "
+    "JOB-GROUP-SIZE": "LeaderWorkerSet: spec.leaderWorkerTemplate.size pods per group "
+    "(a StatefulSet of multi-node pods: spec.replicas, ranked by pod ordinal); "
     "sglang/srt/entrypoints/engine.py: _calculate_rank_ranges (node ranks are not checked "
     "against --nnodes)",
 }
