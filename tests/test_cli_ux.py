@@ -542,3 +542,15 @@ def test_fix_with_gpus_past_the_visible_list_is_not_called_fixed(
     forced = run_cli(capsys, "fix", "--sglang", command, "--gpus", "4")
     assert forced.code == 1 and "✗ not fixed: JOB-VISIBLE-DEVICES" in forced.out
     assert run_cli(capsys, "validate", "--sglang", command.replace("4", "2")).code == 0
+
+
+def test_windows_line_endings_are_named_in_the_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A script saved with CR LF: bash reads `\\` CR LF as an escaped CR, not a
+    continuation, so the CR is a word; the one error line says why and what to run."""
+    script = tmp_path / "launch.sh"
+    script.write_bytes(b"python -m sglang.launch_server --model-path m \\\r\n  --tp 4\r\n")
+    run = run_cli(capsys, "validate", "--sglang-file", str(script))
+    assert run.code == 2 and run.err.count("\n") == 1
+    assert "Windows line endings (CR LF)" in run.err and "dos2unix" in run.err

@@ -318,9 +318,15 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
                 out.notes.append(f"{what} in the command line is not read")
                 i += 1
                 continue
+            crlf = (
+                ": the text has Windows line endings (CR LF), and bash reads each CR as part "
+                "of a word, so SGLang would get it as an argument; convert the file (dos2unix)"
+                if "\r" in word.text
+                else ""
+            )
             raise InputError(
                 f"unexpected word {word.text!r} in the SGLang command line (line "
-                f"{command.line}, character {word.pos + 1})"
+                f"{command.line}, character {word.pos + 1}){crlf}"
             )
         flag, eq, inline = word.text.partition("=")
         out.flags.append(flag)
