@@ -554,3 +554,22 @@ def test_windows_line_endings_are_named_in_the_error(
     run = run_cli(capsys, "validate", "--sglang-file", str(script))
     assert run.code == 2 and run.err.count("\n") == 1
     assert "Windows line endings (CR LF)" in run.err and "dos2unix" in run.err
+
+
+def test_environment_variables_are_not_called_flags(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    script = tmp_path / "launch.sh"
+    script.write_text(
+        "export HF_TOKEN=abc\n"
+        "NCCL_DEBUG=INFO python -m sglang.launch_server --model-path m --tp 2 --port 3000\n"
+    )
+    run = run_cli(capsys, "validate", "--sglang-file", str(script))
+    assert run.code == 0
+    notes = [line for line in run.err.splitlines() if "not checked" in line or "not read" in line]
+    assert notes == [
+        "note: 1 flag(s) not checked by meshsat (not layout flags; SGLang still reads them): "
+        "--port",
+        "note: 2 environment variable(s) not read by meshsat (none sets a layout field): "
+        "HF_TOKEN NCCL_DEBUG",
+    ]

@@ -172,11 +172,19 @@ def load_layout(
         values.update(parsed.values)
         notes.extend(parsed.notes)
         # The visible-devices list is checked against the ranks' GPU ids (JOB-VISIBLE-DEVICES).
-        ignored = [flag for flag in parsed.ignored if flag != CUDA_VISIBLE_DEVICES_ENV]
-        if ignored:
+        ignored = list(dict.fromkeys(f for f in parsed.ignored if f != CUDA_VISIBLE_DEVICES_ENV))
+        flags = [f for f in ignored if f.startswith("-")]
+        if flags:
             notes.append(
-                f"{len(set(ignored))} flag(s) not checked by meshsat (not layout "
-                "flags; SGLang still reads them): " + listed(list(dict.fromkeys(ignored)))
+                f"{len(flags)} flag(s) not checked by meshsat (not layout "
+                "flags; SGLang still reads them): " + listed(flags)
+            )
+        # Environment assignments are not flags: most are the shell's or NCCL's, not SGLang's.
+        variables = [f for f in ignored if not f.startswith("-")]
+        if variables:
+            notes.append(
+                f"{len(variables)} environment variable(s) not read by meshsat (none sets a "
+                "layout field): " + listed(variables)
             )
         job, model_path, signs = tuple(parsed.job), parsed.model_path, parsed.ascend_signs
         if manifest is not None and manifest.group_size is not None:
