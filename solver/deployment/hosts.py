@@ -29,6 +29,7 @@ from meshsat.solver.deployment.model import Server
 from meshsat.solver.deployment.reader import flag_text
 from meshsat.solver.groups import Widths
 from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV, VISIBLE_DEVICES_ENV
+from meshsat.solver.inputs.launch import LaunchCommand
 from meshsat.solver.placement import launches
 
 #: The variable that lists a process's devices, per platform (CUDA's for every other).
@@ -81,6 +82,14 @@ def visible_ids(text: str) -> tuple[int, ...] | None:
     return tuple(ids)
 
 
+def visible_list(command: LaunchCommand, platform: str) -> tuple[str, str | None]:
+    """The variable that lists a launch's devices on its platform, and the value the launch
+    gives it last (None: it gives none)."""
+    name = VISIBLE_ENV.get(platform, CUDA_VISIBLE_DEVICES_ENV)
+    given = [value for var, value in command.env if var == name]
+    return name, given[-1] if given else None
+
+
 def devices(server: Server, resolved: Mapping[str, Any], release: str) -> Devices | None:
     """The server's GPUs on its machine; None when they are not known here (a visible list
     that is a shell expansion, a layout SGLang would refuse before placing ranks)."""
@@ -89,13 +98,11 @@ def devices(server: Server, resolved: Mapping[str, Any], release: str) -> Device
     except ValueError:
         return None
     local = tuple(x.gpu for x in launches(widths.job))
-    command = server.commands[0]
-    name = VISIBLE_ENV.get(server.layout.config.platform, CUDA_VISIBLE_DEVICES_ENV)
-    given = [value for var, value in command.env if var == name]
+    name, given = visible_list(server.commands[0], server.layout.config.platform)
     placed = bool({"base_gpu_id", "gpu_id_step"} & server.layout.config.user_set())
-    if not given:
+    if given is None:
         return Devices(server, local, None, frozenset(local), placed)
-    ids = visible_ids(given[-1])
+    ids = visible_ids(given)
     if ids is None:
         return None
     physical = frozenset(ids[i] for i in local if 0 <= i < len(ids))

@@ -17,10 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from meshsat.solver.deployment.hosts import VISIBLE_ENV, ranges, visible_ids
+from meshsat.solver.deployment.hosts import ranges, visible_ids, visible_list
 from meshsat.solver.deployment.reader import flag_text
 from meshsat.solver.groups import Widths
-from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV
 from meshsat.solver.inputs.launch import LaunchCommand
 from meshsat.solver.lang.config import Config
 from meshsat.solver.placement import node_gpus
@@ -47,10 +46,14 @@ class ShortList:
     #: The variable and the ids it lists.
     name: str
     ids: tuple[int, ...]
-    #: The local GPU ids the node's ranks take, and those past the list's end.
+    #: The local GPU ids the node's ranks take.
     local: tuple[int, ...]
-    beyond: tuple[int, ...]
     platform: str
+
+    @property
+    def beyond(self) -> tuple[int, ...]:
+        """The local ids past the list's end."""
+        return tuple(g for g in self.local if g >= len(self.ids))
 
     def violation(self) -> Violation:
         line, name = self.command.line, self.name
@@ -78,13 +81,12 @@ def short_lists(
     shell expansion or names devices by UUID (not known here), or when the layout is one
     SGLang refuses before it places ranks."""
     platform = str(resolved.get("platform") or "cuda")
-    name = VISIBLE_ENV.get(platform, CUDA_VISIBLE_DEVICES_ENV)
     listed = []
     for command in commands:
-        given = [value for var, value in command.env if var == name]
-        ids = visible_ids(given[-1]) if given else None
+        name, given = visible_list(command, platform)
+        ids = visible_ids(given) if given is not None else None
         if ids is not None:
-            listed.append((command, ids))
+            listed.append((command, name, ids))
     if not listed:  # most launches: no placement is computed (a million ranks cost seconds)
         return []
     try:
@@ -92,11 +94,12 @@ def short_lists(
     except ValueError:
         return []
     out: list[ShortList] = []
-    for command, ids in listed:
-        local = tuple(sorted(node_gpus(widths.job, _node(command))))
-        beyond = tuple(g for g in local if g >= len(ids))
-        if beyond:
-            out.append(ShortList(command, name, ids, local, beyond, platform))
+    for command, name, ids in listed:
+        short = ShortList(
+            command, name, ids, tuple(sorted(node_gpus(widths.job, _node(command)))), platform
+        )
+        if short.beyond:
+            out.append(short)
     return out
 
 
