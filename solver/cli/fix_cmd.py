@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 import typer
@@ -27,7 +28,7 @@ from meshsat.solver.cli.report_view import CHANGE_COLUMNS
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
-from meshsat.solver.inputs.sglang_cmdline import GROUP_SIZE_RULE
+from meshsat.solver.inputs.sglang_cmdline import GROUP_SIZE_RULE, size_field, standing
 from meshsat.solver.lang.config import Config
 from meshsat.solver.packs import get_pack
 from meshsat.solver.repair.fix import command_line, fix
@@ -146,9 +147,9 @@ def fix_cmd(
             )
         )
     layout = read_layout(sources, sglang_version, command="fix", job=deployment)
-    config, gpus, fitted = fit_visible(layout, gpus, sglang_version)
-    if fitted is not None:
-        note(fitted)
+    start = fix_input(layout, gpus, pin or (), sglang_version)
+    if start.said is not None:
+        note(start.said)
     memory = layout_memory(
         layout, sources.model or layout.model_source, gpu, gpu_memory,
         report_pack(sglang_version), mem_fraction_static, free_memory,
@@ -157,10 +158,10 @@ def fix_cmd(
         for text in sizing_notes(layout.memory_flags, mem_fraction_static):
             note(text)
     report = fix(
-        config,
+        start.config,
         layout.model,
-        pins=pin or (),
-        gpus=gpus,
+        pins=start.pins,
+        gpus=start.gpus,
         objective=objective,
         top=top,
         timeout_s=timeout,
@@ -180,7 +181,7 @@ def fix_cmd(
     unfixed = unfixed_nodes(layout, report, sglang_version)
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:
-        nodes = (layout.config.nnodes, config.nnodes)
+        nodes = (layout.config.nnodes, start.config.nnodes)
         refitted = f"--nnodes {nodes[0]} → {nodes[1]} ({GROUP_SIZE_RULE})"
         print_fix(
             report,
@@ -226,51 +227,60 @@ def unfixed_nodes(layout: LayoutInput, report: FixReport, version: str | None) -
     checked = validate(config, layout.model, explain=False, sglang_version=get_pack(version))
     pods = layout.manifest.group_size if layout.manifest is not None else None
     # JOB-GROUP-SIZE holds the command's --nnodes, which the fix has set to the group size.
-    issues = [i for i in layout.job if i.rule != GROUP_SIZE_RULE or config.nnodes != pods]
+    issues = standing(layout.job, config.nnodes, pods)
     found = job_violations(issues) + node_violations(checked, layout.nodes)
     if layout.launch is not None:
         found += visible_violations([layout.launch], checked.resolved, checked.sglang_version)
     return found
 
 
-def fit_visible(
-    layout: LayoutInput, gpus: int | None, version: str | None
-) -> tuple[Config, int | None, str | None]:
-    """The layout and GPU count to fix: without --gpus, a launch whose visible-devices list
+@dataclass(frozen=True)
+class FixInput:
+    """What `fix` searches from for a launch: the layout, the GPU count (None: the search's
+    own), the fields held (the user's pins, and what the launch's environment fixes), and
+    a note on what was fitted (None: nothing)."""
+
+    config: Config
+    gpus: int | None
+    pins: tuple[str, ...]
+    said: str | None = None
+
+
+def fix_input(
+    layout: LayoutInput, gpus: int | None, pins: Sequence[str], version: str | None
+) -> FixInput:
+    """The layout, GPU count and pins to fix a launch with. A manifest object that starts
+    other than the launch's `--nnodes` pods (JOB-GROUP-SIZE) moves the layout onto its pods
+    (`pods.fit_to_pods`, `nnodes` held). Without --gpus, a launch whose visible-devices list
     is shorter than its ranks' GPU ids (JOB-VISIBLE-DEVICES) is fitted to the list
-    (`visible.fit_to_list`); the third item says so (None when nothing was fitted).
-    `meshsat fix` and the web API's `/api/fix` fit alike."""
+    (`visible.fit_to_list`). `meshsat fix` and the web API's `/api/fix` fit alike."""
+    from meshsat.solver.deployment.pods import fit_to_pods
     from meshsat.solver.deployment.visible import fit_to_list
 
-    config, said = _fit_group_size(layout)
-    if gpus is not None or layout.launch is None:
-        return config, gpus, said
-    found = fit_to_list(config, [layout.launch], get_pack(version).version)
-    if found is None:
-        return config, gpus, said
-    config, fitted_gpus, short = found
-    fitted = (
-        f"fitting the layout to the {len(short.ids)} GPU(s) {short.name} lists on each of "
-        f"its {config.nnodes} node(s) (JOB-VISIBLE-DEVICES); pass --gpus N for another count"
-    )
-    return config, fitted_gpus, fitted if said is None else f"{said}; {fitted}"
-
-
-def _fit_group_size(layout: LayoutInput) -> tuple[Config, str | None]:
-    """The layout with `nnodes` set to its LeaderWorkerSet's pods per group where the
-    launch's literal --nnodes differs (JOB-GROUP-SIZE): the manifest's size says how many
-    pods start, so the command is fitted to it (the fixed command then says --nnodes N);
-    and the note saying so. The GPU count stays the layout's: on fewer nodes each pod runs
-    more ranks, which the fix checks against the node size like any layout."""
+    pack = get_pack(version)
+    config, pinned, notes = layout.config, tuple(pins), []
     manifest = layout.manifest
     pods = manifest.group_size if manifest is not None else None
-    if manifest is None or pods is None or all(i.rule != GROUP_SIZE_RULE for i in layout.job):
-        return layout.config, None
-    said = (
-        f"setting --nnodes to {pods}, the pods per group of {manifest.owner} "
-        f"({GROUP_SIZE_RULE}); or set its spec.leaderWorkerTemplate.size to {layout.config.nnodes}"
-    )
-    return layout.config.model_copy(update={"nnodes": pods}), said
+    moved = fit_to_pods(config, layout.job, pods, layout.model, pack)
+    if moved is not None and manifest is not None:
+        config, pinned = moved.config, (*pinned, "nnodes")
+        gpus = gpus if gpus is not None else moved.gpus
+        notes.append(
+            f"setting --nnodes to {pods}, the pods {manifest.owner} starts for the job "
+            f"({GROUP_SIZE_RULE}); or set its {size_field(manifest.owner)} to "
+            f"{layout.config.nnodes}"
+        )
+    found = None
+    if gpus is None and layout.launch is not None:
+        found = fit_to_list(config, [layout.launch], pack.version)
+    if found is not None:
+        config, gpus, short = found
+        notes.append(
+            f"fitting the layout to the {len(short.ids)} GPU(s) {short.name} lists on each "
+            f"of its {config.nnodes} node(s) (JOB-VISIBLE-DEVICES); pass --gpus N for another "
+            "count"
+        )
+    return FixInput(config, gpus, pinned, "; ".join(notes) or None)
 
 
 def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:

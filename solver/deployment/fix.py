@@ -19,6 +19,7 @@ from typing import Any
 from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, Side
 from meshsat.solver.deployment.apart import moved_apart
 from meshsat.solver.deployment.model import Deployment, Router, Server, Target
+from meshsat.solver.deployment.pods import PodFit, fit_to_pods
 from meshsat.solver.deployment.reader import FACT_FLAGS, reaches
 from meshsat.solver.deployment.rules import side_of
 from meshsat.solver.deployment.validate import (
@@ -29,6 +30,7 @@ from meshsat.solver.deployment.validate import (
     server_report,
 )
 from meshsat.solver.deployment.visible import fit_to_list
+from meshsat.solver.inputs.sglang_cmdline import GROUP_SIZE_RULE
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.fix import fix
@@ -119,7 +121,7 @@ def fix_deployment(
     fixes: dict[str, ServerFix] = {}
     fixed: dict[str, Server] = {}
     for server in deployment.servers:
-        found = _fix(server, pack, pins, objective, timeout_s)
+        found = _fix(server, pack, _pins(server, pins), objective, timeout_s)
         fixes[server.name] = ServerFix(server.name, found)
         if not found.fixes:
             return DeploymentFix(tuple(fixes.values()), None, None)
@@ -174,10 +176,15 @@ def _fix(
     server: Server, pack: Pack, pins: tuple[str, ...], objective: str, timeout_s: float
 ) -> FixReport:
     layout = server.layout
-    # A launch listing too few devices is fitted to its list, as `meshsat fix` does.
-    found = fit_to_list(layout.config, server.commands, pack.version)
-    config, gpus = (layout.config, None) if found is None else found[:2]
-    return fix(
+    config, gpus = layout.config, None
+    # The pods a manifest object starts and a launch's visible devices are fitted to, as
+    # `meshsat fix` does for one server (`fix_cmd.fix_input`).
+    moved = _on_pods(server, pack)
+    if moved is not None:
+        config, gpus = moved.config, moved.gpus
+    found = fit_to_list(config, server.commands, pack.version) if gpus is None else None
+    config, gpus = (config, gpus) if found is None else found[:2]
+    report = fix(
         config,
         layout.model,
         pins=pins,
@@ -186,6 +193,35 @@ def _fix(
         timeout_s=timeout_s,
         sglang_version=pack,
     )
+    if config.nnodes == layout.config.nnodes:
+        return report
+    nodes = Change("nnodes", layout.config.nnodes, config.nnodes)
+    return _with_change(report, nodes, GROUP_SIZE_RULE, valid_input=False)
+
+
+def _on_pods(server: Server, pack: Pack) -> PodFit | None:
+    layout = server.layout
+    return fit_to_pods(layout.config, layout.job, server.commands[0].group_size, layout.model, pack)
+
+
+def _pins(server: Server, pins: tuple[str, ...]) -> tuple[str, ...]:
+    """The user's pins, and `nnodes` where the server's manifest object fixes its nodes."""
+    pods = server.commands[0].group_size
+    return (*pins, "nnodes") if pods is not None and pods != server.layout.config.nnodes else pins
+
+
+def _with_change(report: FixReport, change: Change, repair: str, **update: Any) -> FixReport:
+    """The report with each fix also making `change` (one the search did not see: made to
+    its input, or after it) and repairing `repair`; `update`: other fields of the report."""
+    fixes = tuple(
+        replace(
+            f,
+            changes=(*(c for c in f.changes if c.field != change.field), change),
+            repairs=(*f.repairs, repair),
+        )
+        for f in report.fixes
+    )
+    return replace(report, fixes=fixes, **update)
 
 
 def _with_config(server: Server, config: Any) -> Server:

@@ -19,7 +19,7 @@ How launches are grouped into servers (docs/disaggregation.md):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -41,7 +41,7 @@ from meshsat.solver.deployment.model import (
 )
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV
-from meshsat.solver.inputs.k8s import ReplicasError, looks_like_manifest
+from meshsat.solver.inputs.k8s import ReplicasError, looks_like_manifest, pods_are_nodes
 from meshsat.solver.inputs.launch import (
     LAUNCH_MODULES,
     ROUTER_MODULES,
@@ -233,11 +233,28 @@ def _launches(text: str) -> tuple[LaunchCommand, ...] | None:
     if not _may_be_deployment(text):
         return None
     try:
-        return read_launch_commands(text, routers=True)
+        return _read(text)
     except ReplicasError:
         raise  # a server scaled to nothing: no reading of the text checks it
     except InputError:
         return None
+
+
+def _read(text: str) -> tuple[LaunchCommand, ...]:
+    return tuple(_pods_as_nodes(c) for c in read_launch_commands(text, routers=True))
+
+
+def _pods_as_nodes(command: LaunchCommand) -> LaunchCommand:
+    """A StatefulSet whose pods are the nodes of one server (`k8s.pods_are_nodes`) runs one
+    server, not `spec.replicas` of them: its replicas become the job's group of pods, which
+    JOB-GROUP-SIZE holds `--nnodes` to, as a LeaderWorkerSet's group size."""
+    try:
+        nnodes = _int(_flag(command, "--nnodes"), 1)
+    except InputError:
+        return command
+    if command.router or not pods_are_nodes(command.owner, nnodes):
+        return command
+    return replace(command, replicas=1, group_size=command.replicas)
 
 
 @dataclass(frozen=True)
@@ -328,7 +345,7 @@ def read_deployment(
     if not always:
         found = read_script(text, load, sources, search=search)
         return found if isinstance(found, Deployment) else None
-    commands = read_launch_commands(text, routers=True)
+    commands = _read(text)
     if is_deployment(commands):
         return _deployment(commands, text, load, sources or LayoutSources(), search)
     launches = tuple(commands)  # one job: its launches are its nodes, as before

@@ -12,6 +12,7 @@ from meshsat.solver.deployment.reader import read_deployment
 from meshsat.solver.deployment.rules import Finding, check
 from meshsat.solver.deployment.visible import visible_violations
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources, load_layout
+from meshsat.solver.inputs.sglang_cmdline import standing
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.validation.job_checks import job_violations, node_violations
@@ -164,8 +165,10 @@ def judge(
 def server_report(server: Server, pack: Pack) -> Report:
     """One server's report: its release rules, and its nodes' disagreements and own GPU ids
     as errors."""
-    report = validate(server.layout.config, server.layout.model, sglang_version=pack)
-    job = job_violations(server.layout.job) + node_violations(report, server.layout.nodes)
+    config = server.layout.config
+    report = validate(config, server.layout.model, sglang_version=pack)
+    issues = standing(server.layout.job, config.nnodes, server.commands[0].group_size)
+    job = job_violations(issues) + node_violations(report, server.layout.nodes)
     job += visible_violations(server.commands, report.resolved, pack.version)
     if not job:
         return report

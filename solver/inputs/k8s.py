@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from meshsat.solver.catalogue.pd_pairs import DEFAULT_PORT
@@ -99,13 +99,43 @@ class ManifestLaunch:
     the note naming that container, and how many copies of it its object runs."""
 
     text: str
-    note: str
+    #: Which container was judged (`'sglang' of LeaderWorkerSet/ds`); "" for a compose
+    #: service, which needs no note.
+    container: str
     replicas: int
     #: The object that runs it (`LeaderWorkerSet/ds`), for what is said about its replicas.
     owner: str
-    #: Pods per group of a LeaderWorkerSet (JOB-GROUP-SIZE holds `--nnodes` to it); None
-    #: for any other object.
+    #: Pods per group of a LeaderWorkerSet, or the pods of a StatefulSet whose pods are
+    #: one job's nodes (`pods_are_nodes`): JOB-GROUP-SIZE holds `--nnodes` to it. None for
+    #: any other object.
     group_size: int | None = None
+    #: The other containers that launch SGLang, as the note names them ("" for none).
+    also: str = ""
+
+    @property
+    def note(self) -> str:
+        """What the reading of the manifest says: the container judged, and its copies."""
+        note = f"judged container {self.container}"
+        if self.replicas > 1:
+            lws = self.owner.startswith("LeaderWorkerSet/")
+            note += f", one of {self.replicas} {'replica groups' if lws else 'replicas'}"
+        elif self.group_size is not None and not self.owner.startswith("LeaderWorkerSet/"):
+            note += f", whose {self.group_size} pods are the nodes of one server"
+        return note + (f" (also launching SGLang: {self.also})" if self.also else "")
+
+    def as_nodes(self) -> ManifestLaunch:
+        """A StatefulSet whose pods are one server's nodes (`pods_are_nodes`): one server,
+        whose pods JOB-GROUP-SIZE holds `--nnodes` to."""
+        return replace(self, replicas=1, group_size=self.replicas)
+
+
+def pods_are_nodes(owner: str, nnodes: object) -> bool:
+    """Whether a StatefulSet's pods are the nodes of one job rather than servers of their
+    own: its launch gives a literal `--nnodes` above 1 (SGLang's
+    `docker/k8s-sglang-distributed-sts.yaml`: `replicas: 2`, `--nnodes 2 --node-rank
+    $POD_INDEX`, the pod ordinal), so the object runs one server of `spec.replicas` nodes.
+    A Deployment's pods have no ordinal to rank by."""
+    return owner.startswith("StatefulSet/") and isinstance(nnodes, int) and nnodes > 1
 
 
 def manifest_launch(text: str) -> ManifestLaunch:
@@ -120,14 +150,11 @@ def manifest_launch(text: str) -> ManifestLaunch:
     counts = [replica_count(c.replicas, c.where.partition(" ")[0]) for c in launching]
     chosen, replicas = launching[0], counts[0]  # the leader comes before its workers
     owner = chosen.where.partition(" ")[0]
-    note = f"judged container {chosen.name!r} of {chosen.where}"
-    if replicas > 1:
-        copies = "replica groups" if owner.startswith("LeaderWorkerSet/") else "replicas"
-        note += f", one of {replicas} {copies}"
-    if len(launching) > 1:
-        others = ", ".join(f"{c.name!r} of {c.where}" for c in launching[1:])
-        note += f" (also launching SGLang: {others})"
-    return ManifestLaunch(_shell_text(chosen), note, replicas, owner, chosen.group_size)
+    others = ", ".join(f"{c.name!r} of {c.where}" for c in launching[1:])
+    container = f"{chosen.name!r} of {chosen.where}"
+    return ManifestLaunch(
+        _shell_text(chosen), container, replicas, owner, chosen.group_size, others
+    )
 
 
 def _documents(text: str) -> list[Mapping[str, Any]]:

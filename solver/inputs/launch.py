@@ -141,8 +141,9 @@ class LaunchCommand:
     span: tuple[int, int] = (-1, -1)
     #: The variables an `export` before the launch set (also in `env`): outside `span`.
     exported: tuple[tuple[str, str], ...] = ()
-    #: Pods per group of the LeaderWorkerSet that runs it (`spec.leaderWorkerTemplate.size`,
-    #: which JOB-GROUP-SIZE holds `--nnodes` to); None outside one.
+    #: Pods per group of the LeaderWorkerSet that runs it (`spec.leaderWorkerTemplate.size`),
+    #: or of a StatefulSet whose pods are one server's nodes (the deployment reader sets
+    #: it): what JOB-GROUP-SIZE holds `--nnodes` to; None otherwise.
     group_size: int | None = None
 
     @property

@@ -26,7 +26,12 @@ from meshsat.solver.inputs.accelerator import (
 from meshsat.solver.inputs.command import model_path_of
 from meshsat.solver.inputs.convert import as_model, coerce, config_from_values
 from meshsat.solver.inputs.files import load_config_file
-from meshsat.solver.inputs.k8s import ManifestLaunch, looks_like_manifest, manifest_launch
+from meshsat.solver.inputs.k8s import (
+    ManifestLaunch,
+    looks_like_manifest,
+    manifest_launch,
+    pods_are_nodes,
+)
 from meshsat.solver.inputs.launch import LaunchCommand
 from meshsat.solver.inputs.sglang_cmdline import (
     JobIssue,
@@ -109,15 +114,6 @@ class LayoutInput:
     memory_flags: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _multi_node_pods(manifest: ManifestLaunch, parsed: ParsedCommandLine) -> bool:
-    """Whether a StatefulSet's pods are the nodes of one job rather than servers of their
-    own: its launch gives a literal `--nnodes` above 1 (SGLang's
-    `docker/k8s-sglang-distributed-sts.yaml`: `replicas: 2`, `--nnodes 2 --node-rank
-    $POD_INDEX`, the pod ordinal). A Deployment's pods have no ordinal to rank by."""
-    nnodes = parsed.values.get("nnodes")
-    return manifest.owner.startswith("StatefulSet/") and isinstance(nnodes, int) and nnodes > 1
-
-
 def load_layout(
     sources: LayoutSources,
     catalogue: Catalogue | None = None,
@@ -165,7 +161,8 @@ def load_layout(
         manifest = manifest_launch(text)
         yaml_line = text.count("\n", 0, max(0, text.find("--nnodes"))) + 1
         text = manifest.text
-        notes.append(manifest.note)
+    # The manifest's note goes first, once the launch has said whether its pods are nodes.
+    note_at = len(notes) if manifest is not None else None
     if text is not None or launch is not None:
         search = script_folders(sources)
         parsed = launch if launch is not None else parse_sglang_command(text or "", search)
@@ -187,15 +184,15 @@ def load_layout(
                 "layout field): " + listed(variables)
             )
         job, model_path, signs = tuple(parsed.job), parsed.model_path, parsed.ascend_signs
+        if manifest is not None and pods_are_nodes(manifest.owner, parsed.values.get("nnodes")):
+            # SGLang's StatefulSet recipe: the replicas are the nodes of one job, each told
+            # its --node-rank by its pod ordinal, so the object runs one server.
+            manifest = manifest.as_nodes()
         if manifest is not None and manifest.group_size is not None:
             pods = group_size_issue(manifest.owner, manifest.group_size, parsed, yaml_line)
             job += (pods,) if pods is not None else ()
-        elif manifest is not None and _multi_node_pods(manifest, parsed):
-            # SGLang's StatefulSet recipe: the replicas are the nodes of one job, each told
-            # its --node-rank by its pod ordinal, so the object runs one server.
-            pods = group_size_issue(manifest.owner, manifest.replicas, parsed, yaml_line, lws=False)
-            job += (pods,) if pods is not None else ()
-            manifest = replace(manifest, replicas=1)
+        if manifest is not None and note_at is not None:
+            notes.insert(note_at, manifest.note)
         nodes = tuple(parsed.nodes)
         if manifest is None and parsed.owner:  # a compose service: its deploy.replicas
             manifest = ManifestLaunch(text or "", "", parsed.replicas, parsed.owner)

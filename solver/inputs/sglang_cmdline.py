@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
@@ -501,22 +501,21 @@ GROUP_SIZE_RULE = "JOB-GROUP-SIZE"
 
 
 def group_size_issue(
-    owner: str, size: int, parsed: ParsedCommandLine, line: int, *, lws: bool = True
+    owner: str, size: int, parsed: ParsedCommandLine, line: int
 ) -> JobIssue | None:
     """JOB-GROUP-SIZE: a LeaderWorkerSet starts `size` pods per group, every one of them a
     node of the group's job, so the launch's literal `--nnodes` must be `size`. None when it
     is (or is a shell expansion, `$(LWS_GROUP_SIZE)` being the usual one: it follows the
     size), or when the launch gives no `--nnodes` (a one-node launch in a group of one pod,
-    or pods that each run a server of their own: not this rule). `lws=False`: a
-    StatefulSet whose `replicas` pods are the nodes of one job, ranked by pod ordinal."""
+    or pods that each run a server of their own: not this rule). Any other `owner` is a
+    StatefulSet whose `spec.replicas` pods are the nodes of one job, ranked by pod ordinal
+    (`k8s.pods_are_nodes`)."""
     nnodes = parsed.values.get("nnodes")
     if not isinstance(nnodes, int) or nnodes == size:
         return None
-    group = (
-        f"{owner} starts {size} pod(s) per group (spec.leaderWorkerTemplate.size)"
-        if lws
-        else f"{owner} starts {size} pod(s), the nodes of one job (spec.replicas)"
-    )
+    lws = owner.startswith("LeaderWorkerSet/")
+    what = " per group" if lws else ", the nodes of one job"
+    group = f"{owner} starts {size} pod(s){what} ({size_field(owner)})"
     index = "LWS_WORKER_INDEX" if lws else "pod ordinal"
     if nnodes > size:
         why = (
@@ -525,7 +524,7 @@ def group_size_issue(
         )
     else:
         why = (
-            f"the pods of {index} {nnodes}..{size - 1} launch with a --node-rank "
+            f"the pods of {index} {_span(nnodes, size - 1)} launch with a --node-rank "
             f"past {nnodes - 1}, whose ranks lie outside the job's world (torch refuses a rank "
             "at or past the world size), so they fail and hold their GPUs"
             + (
@@ -535,6 +534,24 @@ def group_size_issue(
             )
         )
     return JobIssue(GROUP_SIZE_RULE, f"{group} but its launch says --nnodes {nnodes}: {why}", line)
+
+
+def size_field(owner: str) -> str:
+    """Where `owner`'s pods per job are written: a LeaderWorkerSet's group size, else a
+    StatefulSet's replicas (`k8s.pods_are_nodes`)."""
+    lws = owner.startswith("LeaderWorkerSet/")
+    return "spec.leaderWorkerTemplate.size" if lws else "spec.replicas"
+
+
+def standing(job: Sequence[JobIssue], nnodes: int, pods: int | None) -> list[JobIssue]:
+    """A job's issues once its layout runs on `nnodes` nodes: JOB-GROUP-SIZE, found on the
+    launch's own `--nnodes`, is gone once the layout's nodes are the `pods` its object
+    starts per group (what `fix` sets)."""
+    return [i for i in job if i.rule != GROUP_SIZE_RULE or nnodes != pods]
+
+
+def _span(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}..{last}"
 
 
 def _check_job(

@@ -105,6 +105,15 @@ def _features() -> tuple[Feature, ...]:
             is_set(F.elastic_ep_backend.as_raw),
             is_set(F.elastic_ep_backend.as_raw),
         ),
+        # Joining a running elastic-EP job is what a node is started for, not a width: a
+        # fix that made a server a joiner (its nodes then escape TOPO-NNODES) would fit a
+        # layout onto nodes it does not divide.
+        Feature(
+            "ep_join",
+            "an elastic-EP join",
+            is_set(F.ep_join_mode.as_raw),
+            is_set(F.ep_join_mode.as_raw),
+        ),
         Feature("pp", "pipeline parallelism", F.pp_size.as_raw != 1, F.pp_size.as_raw != 1),
         # A multi-node launch stays one: the nodes are the machines the user has.
         Feature("multi_node", "a multi-node launch", F.nnodes.as_raw != 1, F.nnodes.as_raw != 1),

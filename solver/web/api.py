@@ -416,8 +416,8 @@ def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wo
 
 def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
     from meshsat.solver.cli.fix_cmd import (
-        fit_visible,
         fix_document,
+        fix_input,
         fix_status,
         unfixed_nodes,
         with_commands,
@@ -459,12 +459,12 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         report_pack(version), fraction, params.get("free_memory"),
     )  # fmt: skip
     said = sizing_notes(layout.memory_flags, fraction) if memory is not None else []
-    config, gpus, fitted = fit_visible(layout, params.get("gpus"), version)
+    start = fix_input(layout, params.get("gpus"), params.get("pin") or (), version)
     report = fix(
-        config,
+        start.config,
         layout.model,
-        pins=params.get("pin") or (),
-        gpus=gpus,
+        pins=start.pins,
+        gpus=start.gpus,
         objective=params["objective"],
         top=params["top"],
         timeout_s=min(params["timeout"], MAX_FIX_TIMEOUT_S),
@@ -473,7 +473,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
     )
     report = with_commands(report, layout, version)
     unfixed = unfixed_nodes(layout, report, version)
-    notes = (*layout.notes, *said) if fitted is None else (*layout.notes, *said, fitted)
+    notes = (*layout.notes, *said, *((start.said,) if start.said is not None else ()))
     return Answer(fix_document(report, unfixed), fix_status(report, unfixed), notes)
 
 
