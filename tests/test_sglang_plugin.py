@@ -28,7 +28,7 @@ import pytest
 
 from meshsat import sglang_plugin
 from meshsat.sglang_plugin import LAUNCH_SERVER, SERVE, Mode, mode_from_env
-from meshsat.solver.integrations.launch_guard import judge_argv
+from meshsat.solver.integrations.launch_guard import judge_argv, judge_words
 from tests.cli_helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,6 +141,36 @@ def test_an_npu_launch_is_judged_on_its_node(environ: dict[str, str], stopped: b
     argv = ["--model-path", "m", "--device", "npu", "--tp", "32", "--nnodes", "2"]
     verdict = judge_argv(argv, environ=environ, sglang_version="0.5.23", with_fix=False)
     assert ("TOPO-NODE-GPUS" in {v.rule for v in verdict.report.violations}) == stopped
+
+
+@pytest.mark.parametrize("entry", ["argv", "words"])
+def test_a_visible_devices_list_short_of_the_ranks_stops_the_launch(
+    capsys: pytest.CaptureFixture[str], entry: str
+) -> None:
+    """A process that sees 2 GPUs cannot start tp 4 (rank 2 asks for a GPU it does not see):
+    `validate` on the same command and environment says JOB-VISIBLE-DEVICES, and so must
+    the guard, whose fixed command (fitted to the list) `validate` then accepts."""
+    argv = ["--model-path", "Qwen/Qwen3-8B", "--tp", "4"]
+    environ = {"CUDA_VISIBLE_DEVICES": "0,1"}
+    words = [*LAUNCH_SERVER, *argv]
+    verdict = (
+        judge_argv(argv, environ=environ, sglang_version="0.5.23")
+        if entry == "argv"
+        else judge_words(words, environ=environ, sglang_version="0.5.23")
+    )
+    line = "CUDA_VISIBLE_DEVICES=0,1 " + " ".join(words)
+    cli = run_cli(capsys, "validate", "--sglang", line, "--sglang-version", "0.5.23", "--json")
+    wrong = {v["rule"] for v in json.loads(cli.out)["violations"]}
+    assert not verdict.valid and cli.code == 1
+    assert {v.rule for v in verdict.report.violations} == wrong == {"JOB-VISIBLE-DEVICES"}
+    assert verdict.fixed_command is not None and "--tp 2" in verdict.fixed_command
+    fixed = run_cli(
+        capsys, "validate", "--sglang", "CUDA_VISIBLE_DEVICES=0,1 " + verdict.fixed_command,
+        "--sglang-version", "0.5.23",
+    )  # fmt: skip
+    assert fixed.code == 0, fixed.out + fixed.err
+    fine = judge_argv(argv, environ={"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, sglang_version="0.5.23")
+    assert fine.valid
 
 
 # --- the hook, in-process ------------------------------------------------------------------

@@ -7,6 +7,12 @@ the launch's own words are read (the same reader as `validate --sglang`), judged
 of the installed release, and for an invalid layout the nearest fix (`meshsat fix`) is
 written back into the user's command (`validate --rewrite`), every other word kept.
 
+A visible-devices list in the process's environment (`CUDA_VISIBLE_DEVICES`,
+`ASCEND_RT_VISIBLE_DEVICES`) shorter than the local GPU ids its ranks take stops it too
+(JOB-VISIBLE-DEVICES, as `validate` says on the same command): the rank past the list
+fails in `set_device`, after the others have loaded their weights; the fix is fitted to
+the list, as `meshsat fix` fits it.
+
 Only the rules SGLang itself enforces stop a launch (errors of the pack). meshsat's advice
 and flags the release's parser would refuse are left to SGLang (its parser says those), and
 the model's memory is not judged (that needs the GPU, which is not touched here).
@@ -18,12 +24,13 @@ import os
 import shlex
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from meshsat.sglang_plugin import LAUNCH_SERVER, MODE_VARIABLE, Mode
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.accelerator import (
+    CUDA_VISIBLE_DEVICES_ENV,
     VISIBLE_DEVICES_ENV,
     assume_node_size,
     infer_platform,
@@ -143,7 +150,8 @@ def judge_argv(
         quoted = shlex.quote(word)
         words.append(Word(word, pos, None, pos + len(quoted)))
         pos += len(quoted) + 1
-    parsed = parse_launch(LaunchCommand(1, " ".join(launcher), env, tuple(words)))
+    launch = LaunchCommand(1, " ".join(launcher), env, tuple(words))
+    parsed = parse_launch(launch)
     spec, source = None, None
     if parsed.model_path is not None:
         spec, source, _ = _model_from_path(parsed.model_path, _catalogue)
@@ -151,16 +159,26 @@ def judge_argv(
     values = dict(parsed.values)
     infer_platform(values, parsed.ascend_signs)  # as load_layout does: without --device
     assume_node_size(values)  # as load_layout does: an npu launch's node, when none is listed
-    layout = LayoutInput(config_from_values(values), spec, model_source=source, script=script)
+    layout = LayoutInput(
+        config_from_values(values), spec, model_source=source, script=script, launch=launch
+    )
     return _judged(layout, pack, started, script, with_fix)
+
+
+#: Each platform's visible-devices list: the node size, and JOB-VISIBLE-DEVICES.
+_LISTS = frozenset((VISIBLE_DEVICES_ENV, CUDA_VISIBLE_DEVICES_ENV))
 
 
 def _layout_env(environ: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
     env = os.environ if environ is None else environ
-    read = (
-        var for var in env if var in ENV_FACTS or var == VISIBLE_DEVICES_ENV or is_ascend_env(var)
-    )
+    read = (var for var in env if var in ENV_FACTS or var in _LISTS or is_ascend_env(var))
     return tuple((var, env[var]) for var in read)
+
+
+def _lists_devices(launch: LaunchCommand) -> bool:
+    """Whether the launch's environment lists its devices: only then is the placement
+    module loaded (about 20 ms of imports on a cold start)."""
+    return any(var in _LISTS for var, _ in launch.env)
 
 
 def _catalogue(repo_id: str) -> Mapping[str, Any]:
@@ -173,6 +191,13 @@ def _judged(
     layout: LayoutInput, pack: Pack, started: float, command: str, with_fix: bool
 ) -> Verdict:
     report = validate(layout.config, layout.model, explain=False, sglang_version=pack)
+    launch = layout.launch
+    if launch is not None and _lists_devices(launch):  # JOB-VISIBLE-DEVICES
+        from meshsat.solver.deployment.visible import visible_violations
+
+        short = visible_violations([launch], report.resolved, pack.version)
+        if short:
+            report = replace(report, valid=False, violations=(*report.violations, *short))
     judge_ms = (time.perf_counter() - started) * 1e3
     fixed, changes = (None, ()) if report.valid or not with_fix else _fixed(layout, pack)
     return Verdict(report.valid, pack.version, command, report, fixed, changes, judge_ms)
@@ -182,11 +207,17 @@ def _fixed(layout: LayoutInput, pack: Pack) -> tuple[str | None, tuple[str, ...]
     """The user's command with the nearest valid layout written in, keeping the GPU count
     when any layout can (fix's first tier)."""
     from meshsat.solver.backends.render import fmt_value
+    from meshsat.solver.deployment.visible import fit_to_list
     from meshsat.solver.inputs.rewrite import rewrite_script
     from meshsat.solver.repair.fix import fix
 
+    # A visible-devices list too short for the ranks is where the operator put the server:
+    # the layout is fitted to it, as `meshsat fix` does.
+    launch = layout.launch
+    listed = fit_to_list(layout.config, [launch], pack.version) if launch is not None else None
+    config, gpus = (layout.config, None) if listed is None else listed[:2]
     try:
-        report = fix(layout.config, layout.model, sglang_version=pack, timeout_s=10.0)
+        report = fix(config, layout.model, gpus=gpus, sglang_version=pack, timeout_s=10.0)
     except InputError:
         return None, ()
     if not report.fixes or layout.script is None:
