@@ -197,6 +197,12 @@ def launch_sizing(
     fraction = sizing.get("mem_fraction_static")
     if fraction is not None and not 0 < fraction < 1:
         raise InputError(f"the command's --mem-fraction-static must be in (0, 1), got {fraction}")
+    cap = sizing.get("max_total_tokens")
+    if cap is not None and cap < 1:
+        raise InputError(
+            f"the command's --max-total-tokens must be >= 1, got {cap} (SGLang pools at most "
+            "that many tokens and stops: 'Not enough memory')"
+        )
     return {**sizing, **_given(mem_fraction_static, context_length)}
 
 
