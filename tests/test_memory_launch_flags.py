@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from meshsat.solver import validate
-from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.inputs.memory_flags import MEMORY_FLAGS, memory_value
 from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 from meshsat.solver.memory import memory_of

@@ -40,6 +40,7 @@ def human_readable_int(text: str) -> int:
         return int(number) * _IEC[suffix]
     return int(Decimal(number) * _SI[suffix])
 
+
 #: flag -> (the memory model's keyword, the value's type), as SGLang's parser types it.
 MEMORY_FLAGS: Mapping[str, tuple[str, Callable[[str], Any]]] = {
     "--mem-fraction-static": ("mem_fraction_static", float),
