@@ -114,6 +114,7 @@ FLAG_CASES = {
     "--mamba-full-memory-ratio": ("0.5", "Qwen/Qwen3-Next-80B-A3B-Instruct", 4),
     "--max-total-tokens": ("100k", "Qwen/Qwen3-8B", 1),
     "--cpu-offload-gb": ("4", "Qwen/Qwen3-8B", 1),
+    "--dtype": ("float32", "Qwen/Qwen3-8B", 1),
 }
 
 
@@ -398,3 +399,38 @@ def test_the_estimate_admits_from_the_capped_pool() -> None:
     assert plain.estimate(Parallel()).kv_concurrency > 100
     slow, fast = (m.estimate(Parallel(), concurrency=64) for m in (capped, plain))
     assert slow.ttft_ms > 2 * fast.ttft_ms
+
+
+def test_dtype_serves_unquantized_weights_and_an_auto_kv_cache_in_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SGLang's `_get_and_verify_dtype`: float32 (or `float`) upcasts a bf16 checkpoint, so
+    every weight and the `auto` KV cache take 4 bytes: Qwen3-8B's cell is 36 layers · 8 KV
+    heads · (128 + 128) · 4 bytes; half, float16 and bfloat16 are the checkpoint's 2."""
+    plain = _memory(capsys, QWEN3_8B, "--gpu", "H100")
+    for name in ("half", "float16", "bfloat16", "auto"):
+        assert _memory(capsys, f"{QWEN3_8B} --dtype {name}", "--gpu", "H100") == plain
+    for name in ("float32", "float"):
+        wide = _memory(capsys, f"{QWEN3_8B} --dtype {name}", "--gpu", "H100")
+        assert wide["model_weights_gib"] == 2 * plain["model_weights_gib"]
+        assert wide["kv_bytes_per_token"] == 36 * 8 * 256 * 4 == 2 * plain["kv_bytes_per_token"]
+    fp8_kv = _memory(
+        capsys, f"{QWEN3_8B} --dtype float32 --kv-cache-dtype fp8_e4m3", "--gpu", "H100"
+    )
+    assert fp8_kv["kv_bytes_per_token"] == 36 * 8 * 256 * 1  # an explicit KV dtype stays
+    fits = _validate(capsys, QWEN3_8B, "--gpu-memory", "32GiB")
+    wide_32 = _validate(capsys, f"{QWEN3_8B} --dtype float32", "--gpu-memory", "32GiB")
+    assert fits.code == 0 and wide_32.code == 1
+    assert _rules(json.loads(wide_32.out)) == ["MEM-FIT"]
+
+
+def test_auto_serves_a_float32_checkpoint_in_16_bits_and_float32_does_not() -> None:
+    """`auto` downcasts a float32 config to float16 (bfloat16 for Gemma); an explicit
+    float32 keeps it."""
+    from meshsat.solver.memory import MemoryModel, Parallel
+
+    config = {**catalogue_config("Qwen/Qwen3-8B"), "torch_dtype": "float32"}
+    auto = MemoryModel(config, "H100").of(Parallel())
+    wide = MemoryModel(config, "H100", dtype="float32").of(Parallel())
+    assert auto.kv_bytes_per_token == 36 * 8 * 256 * 2
+    assert wide.kv_bytes_per_token == 36 * 8 * 256 * 4

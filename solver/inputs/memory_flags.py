@@ -2,14 +2,16 @@
 
 `--mem-fraction-static`, `--context-length`, `--kv-cache-dtype`, `--page-size`,
 `--swa-full-tokens-ratio`, `--mamba-full-memory-ratio`, `--max-total-tokens` (a cap on
-each rank's KV pool) and `--cpu-offload-gb` (decoder-layer weights kept in host memory)
-change no rule, so they are not `Config` fields; but the memory verdict (`MEM-FIT`, the KV
-tokens) of a pasted launch must be the one SGLang would reach with them, or a command
-`meshsat plan` printed with a raised `--mem-fraction-static` reads "does not fit" when
-pasted back. A launch command's values are kept here under the memory model's keyword
-names (`meshsat.solver.memory.MemoryModel`), and the CLI sizes memory with them
+each rank's KV pool), `--cpu-offload-gb` (decoder-layer weights kept in host memory) and
+`--dtype` (what unquantized weights, and an `auto` KV cache, are served in) change no rule,
+so they are not `Config` fields; but the memory verdict (`MEM-FIT`, the KV tokens) of a
+pasted launch must be the one SGLang would reach with them, or a command `meshsat plan`
+printed with a raised `--mem-fraction-static` reads "does not fit" when pasted back. A
+launch command's values are kept here under the memory model's keyword names
+(`meshsat.solver.memory.MemoryModel`), and the CLI sizes memory with them
 (`meshsat.solver.cli.memory_options`); meshsat's own option, given explicitly, wins. Flags
-the memory model has no option for (`--dtype`, ...) stay "not checked by meshsat".
+the memory model has no option for (`--offload-group-size`, ...) stay "not checked by
+meshsat".
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ MEMORY_FLAGS: Mapping[str, tuple[str, Callable[[str], Any]]] = {
     "--mamba-full-memory-ratio": ("mamba_full_memory_ratio", float),
     "--max-total-tokens": ("max_total_tokens", human_readable_int),
     "--cpu-offload-gb": ("cpu_offload_gb", int),
+    "--dtype": ("dtype", str),
 }
 #: How an error names what each parser takes.
 _WHAT: Mapping[Callable[[str], Any], str] = {

@@ -123,13 +123,19 @@ class Memory:
         return d
 
 
-def load_facts(model: str | Path | Mapping[str, Any] | ModelFacts) -> ModelFacts:
-    """Facts from a config mapping, a config.json path / model directory, or a repo id."""
+def load_facts(
+    model: str | Path | Mapping[str, Any] | ModelFacts, dtype: str | None = None
+) -> ModelFacts:
+    """Facts from a config mapping, a config.json path / model directory, or a repo id,
+    served in SGLang's `--dtype` (None or `auto`: the release's choice from the config)."""
     if isinstance(model, ModelFacts):
+        if dtype not in (None, "auto"):
+            # The served dtype prices every module from the config: facts are already priced.
+            raise InputError(f"--dtype {dtype} needs the model's config, not its facts")
         return model
     if isinstance(model, Mapping):
-        return facts_from_config(model)
-    return facts_from_config(model_config(str(model)))
+        return facts_from_config(model, dtype)
+    return facts_from_config(model_config(str(model)), dtype)
 
 
 def flag_options(
@@ -183,8 +189,11 @@ class MemoryModel:
         disaggregation_mode: str = "null",
         max_total_tokens: int | None = None,
         cpu_offload_gb: int = 0,
+        dtype: str | None = None,
     ) -> None:
-        self.facts = load_facts(model)
+        #: `dtype`: SGLang's `--dtype` (`quant.served_bytes`): unquantized weights, and the
+        #: KV cache at `kv_cache_dtype` auto, in it.
+        self.facts = load_facts(model, dtype)
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
         if context_length < 1:
             raise InputError(f"context length must be >= 1, got {context_length}")
