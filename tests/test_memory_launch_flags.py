@@ -434,3 +434,24 @@ def test_auto_serves_a_float32_checkpoint_in_16_bits_and_float32_does_not() -> N
     wide = MemoryModel(config, "H100", dtype="float32").of(Parallel())
     assert auto.kv_bytes_per_token == 36 * 8 * 256 * 2
     assert wide.kv_bytes_per_token == 36 * 8 * 256 * 4
+
+
+def test_from_0_5_23_the_offloader_keeps_mlas_kv_b_proj_on_the_gpu() -> None:
+    """0.5.23's `_get_resident_parameter_ids` keeps `kv_b_proj` (w_kc/w_vc are derived from
+    it on its device); 0.5.19's offloader moves it. With a limit above the whole stage the
+    difference is every layer's kv_b_proj shard: DeepSeek-V3 in bf16 at tp 8, 61 layers of
+    512 · 128 heads · (128 + 128) · 2 bytes / 8."""
+    from meshsat.solver.memory import Parallel
+    from meshsat.solver.memory.facts import facts_from_config
+    from meshsat.solver.memory.gpus import gpu
+    from meshsat.solver.memory.weights import WeightModel
+
+    config = dict(catalogue_config("deepseek-ai/DeepSeek-V3"))
+    config.pop("quantization_config", None)
+    facts = facts_from_config(config)
+    p = Parallel(tp=8, attn_tp=8, moe_tp=8)
+    moved = {
+        pack: WeightModel(facts, gpu("H200"), pack).offloaded(p, 0, 1e15)
+        for pack in ("0.5.19", "0.5.23")
+    }
+    assert moved["0.5.19"] - moved["0.5.23"] == 61 * 512 * 128 * 256 * 2 // 8

@@ -80,6 +80,9 @@ def rope_cache_bytes(facts: ModelFacts) -> float:
     return facts.rope_cache_elements * 4.0
 
 
+#: Packs whose CPU offloader keeps MLA's `kv_b_proj` on the device (`WeightModel.offloaded`).
+_KV_B_RESIDENT_PACKS = ("0.5.23",)
+
 #: Packs whose compressed-tensors WNA16 MoE picks the Triton method on SM100 by default.
 _SM100_TRITON_PACKS = ("0.5.19", "0.5.23")
 
@@ -379,9 +382,10 @@ class WeightModel:
         `OffloaderV1` (0.4.6.post5 to 0.5.23, one per rank's process, so per rank) walks the
         stage's decoder layers in order (`make_layers`; embeddings, LM head and vision tower
         stay) and moves whole parameters to the host while what it moved is under the
-        limit, so the last one may overshoot it, by up to an MoE layer's fused `w13`. MLA's
-        `kv_b_proj` stays on the device (`w_kc`/`w_vc` are derived from it there). The
-        allocator's rounding of the moved tensors is not taken back (`overhead` keeps it)."""
+        limit, so the last one may overshoot it, by up to an MoE layer's fused `w13`. From
+        0.5.23 MLA's `kv_b_proj` stays on the device (`_get_resident_parameter_ids`:
+        `w_kc`/`w_vc` are derived from it there). The allocator's rounding of the moved
+        tensors is not taken back (`overhead` keeps it)."""
         f = self.facts
         start, end = stage_layers(f.num_layers, p.pp)[stage]
         here = _ceil(f.num_experts, p.ep)
@@ -390,6 +394,7 @@ class WeightModel:
         if hit is not None:
             return hit
         linear = set(f.linear_layer_ids)
+        resident = self.pack in _KV_B_RESIDENT_PACKS
         moved = 0.0
         for i in range(start, end):
             if moved >= limit:
@@ -397,7 +402,7 @@ class WeightModel:
             moe = bool(self._moe_layers[i])
             widths = (p.moe_tp, here) if moe else (1, 0)
             for size in self.layer_tensors(
-                moe, p.attn_tp, p.dense_tp, *widths, linear=i in linear, resident_kv_b=True
+                moe, p.attn_tp, p.dense_tp, *widths, linear=i in linear, resident_kv_b=resident
             ):
                 if moved >= limit:
                     break
