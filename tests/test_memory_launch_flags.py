@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from meshsat.solver import validate
+from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.convert import config_from_values
-from meshsat.solver.inputs.memory_flags import MEMORY_FLAGS
+from meshsat.solver.inputs.memory_flags import MEMORY_FLAGS, memory_value
 from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 from meshsat.solver.memory import memory_of
 from meshsat.solver.memory.models import catalogue_config
@@ -111,6 +112,9 @@ FLAG_CASES = {
     "--page-size": ("64", "Qwen/Qwen3-8B", 1),
     "--swa-full-tokens-ratio": ("0.5", "openai/gpt-oss-20b", 1),
     "--mamba-full-memory-ratio": ("0.5", "Qwen/Qwen3-Next-80B-A3B-Instruct", 4),
+    "--max-total-tokens": ("100k", "Qwen/Qwen3-8B", 1),
+    "--cpu-offload-gb": ("4", "Qwen/Qwen3-8B", 1),
+    "--dtype": ("float32", "Qwen/Qwen3-8B", 1),
 }
 
 
@@ -151,6 +155,16 @@ def test_a_kv_dtype_the_model_cannot_price_is_said_and_left_to_the_default(
     ("flags", "message"),
     [
         ("--page-size big", "--page-size expects an integer, got 'big'"),
+        ("--cpu-offload-gb 1.5", "--cpu-offload-gb expects an integer, got '1.5'"),
+        (
+            "--max-total-tokens 1.5Ki",
+            "--max-total-tokens expects an integer (or 1k, 1M, 1Ki, ...), got '1.5Ki'",
+        ),
+        (
+            "--max-total-tokens 0",
+            "the command's --max-total-tokens must be >= 1, got 0 (SGLang pools at most that "
+            "many tokens and stops: 'Not enough memory')",
+        ),
         (
             "--mem-fraction-static 1.5",
             "the command's --mem-fraction-static must be in (0, 1), got 1.5",
@@ -233,3 +247,211 @@ def test_a_manifest_plan_emitted_is_sized_with_its_commands_fraction(
     (row,) = json.loads(run_cli(capsys, *plan, "--format", "json").out)["layouts"]
     memory = json.loads(res.out)["memory"]
     assert memory["max_total_num_tokens"] * memory["pools"] == row["total_kv_tokens"]
+
+
+# ---- --max-total-tokens and --cpu-offload-gb, against SGLang's own arithmetic ------------
+
+QWEN3_8B = f"{SERVE} --model-path Qwen/Qwen3-8B"
+FIXTURES = Path(__file__).parent / "fixtures" / "launch_values"
+
+
+def _memory(capsys: pytest.CaptureFixture[str], command: str, *options: str) -> dict[str, Any]:
+    res = _validate(capsys, command, *options)
+    assert res.code in (0, 1), res.err
+    memory: dict[str, Any] = json.loads(res.out)["memory"]
+    return memory
+
+
+def test_max_total_tokens_reads_as_sglangs_own_parser() -> None:
+    """The table SGLang 0.5.23's `human_readable_int` (the flag's type parser) gave for each
+    text, run in the fidelity venv (null: refused)."""
+    table = json.loads((FIXTURES / "human_readable_int.json").read_text())["values"]
+    assert len(table) > 10
+    for text, expected in table.items():
+        if expected is None:
+            with pytest.raises(InputError):
+                memory_value("--max-total-tokens", text)
+        else:
+            assert memory_value("--max-total-tokens", text) == ("max_total_tokens", expected)
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        # min(profiled, N) // page_size * page_size (`_apply_token_constraints`, then
+        # `calculate_pool_sizes_from_max_tokens`): 100,000 // 64 * 64.
+        ("--max-total-tokens 100000 --page-size 64", 99_968),
+        ("--max-total-tokens 25.6k", 25_600),
+        ("--max-total-tokens 1Mi", None),  # above the profiled pool: the profiled value
+    ],
+)
+def test_max_total_tokens_caps_each_ranks_pool_in_whole_pages(
+    capsys: pytest.CaptureFixture[str], flags: str, expected: int | None
+) -> None:
+    page = "--page-size 64" if "--page-size" in flags else ""
+    plain = _memory(capsys, f"{QWEN3_8B} {page}", "--gpu", "H100")
+    capped = _memory(capsys, f"{QWEN3_8B} {flags}", "--gpu", "H100")
+    want = plain["kv_tokens"] if expected is None else expected
+    assert plain["kv_tokens"] > 100_000  # the cap binds where it is below
+    assert capped["kv_tokens"] == capped["max_total_num_tokens"] == want
+    assert capped["max_requests"] == want // 4096
+    assert capped["weights_gib"] == plain["weights_gib"]
+
+
+def test_max_total_tokens_is_per_attention_dp_rank(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every DP rank's scheduler sizes its own pool and reads N undivided: 2 DP-attention
+    ranks hold 2 · N."""
+    layout = f"{QWEN3_8B} --tp 2 --dp 2 --enable-dp-attention --max-total-tokens 50000"
+    memory = _memory(capsys, layout, "--gpu", "H100")
+    assert (memory["max_total_num_tokens"], memory["pools"]) == (50_000, 2)
+    assert memory["max_requests"] == 2 * (50_000 // 4096)
+
+
+#: Qwen3-8B's decoder layer on one rank at tp 1, bf16, in build order (hidden 4096, 32 query
+#: and 8 KV heads of 128, intermediate 12288): qkv_proj, o_proj, gate_up_proj, down_proj,
+#: the two norms and the per-head q/k norms.
+QWEN3_8B_LAYER = [4096 * 6144 * 2, 4096 * 4096 * 2, 2 * 12288 * 4096 * 2, 12288 * 4096 * 2]
+QWEN3_8B_NORMS = 2 * 4096 * 2 + 2 * 128 * 2
+
+
+def _offloaded(limit: float, tp: int) -> int:
+    """SGLang's `OffloaderV1`, by hand: whole parameters, layer after layer, while what it
+    moved is under the limit."""
+    moved = 0
+    for _layer in range(36):
+        for size in [t // tp for t in QWEN3_8B_LAYER] + [4096 * 2] * 2 + [128 * 2] * 2:
+            if moved >= limit:
+                return moved
+            moved += size
+    return moved
+
+
+def test_the_hand_walk_is_the_layer_shapes() -> None:
+    assert sum(QWEN3_8B_LAYER) + QWEN3_8B_NORMS == 385_892_864
+    # 1 GiB: two whole layers, then the third's linears up to down_proj (it crosses 1 GiB).
+    assert _offloaded(2**30, 1) == 3 * 385_892_864 - QWEN3_8B_NORMS
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_cpu_offload_takes_whole_parameters_of_each_rank_off_the_gpu(
+    capsys: pytest.CaptureFixture[str], tp: int
+) -> None:
+    """Per rank (one offloader per rank's process) and in GiB (`cpu_offload_gb * 1024**3`):
+    at tp 2 a GB of 1e9 would stop one parameter earlier (o_proj, not gate_up_proj)."""
+    layout = f"{QWEN3_8B} --tp {tp}"
+    plain = _memory(capsys, layout, "--gpu", "H100")
+    offload = _memory(capsys, f"{layout} --cpu-offload-gb 1", "--gpu", "H100")
+    moved = _offloaded(2**30, tp)
+    if tp == 2:
+        assert moved != _offloaded(1e9, tp)
+    assert plain["weights_gib"] - offload["weights_gib"] == pytest.approx(moved / 2**30, abs=1e-9)
+    # SGLang's pool: the rest of pre·fraction after the (smaller) weights, per cell.
+    rest = (plain["pre_load_gib"] * plain["mem_fraction_static"] - offload["weights_gib"]) * 2**30
+    assert offload["kv_tokens"] == int(rest // plain["kv_bytes_per_token"]) > plain["kv_tokens"]
+
+
+def test_cpu_offload_turns_does_not_fit_into_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    """15.3 GiB of weights on a 16 GiB GPU leave no pool; 8 GiB offloaded leave one."""
+    plain = _validate(capsys, QWEN3_8B, "--gpu-memory", "16GiB")
+    assert plain.code == 1 and _rules(json.loads(plain.out)) == ["MEM-FIT"]
+    offload = _validate(capsys, f"{QWEN3_8B} --cpu-offload-gb 8", "--gpu-memory", "16GiB")
+    assert offload.code == 0, offload.out
+    assert json.loads(offload.out)["memory"]["kv_tokens"] > 0
+    none = _memory(capsys, f"{QWEN3_8B} --cpu-offload-gb -3", "--gpu", "H100")
+    assert none == _memory(capsys, QWEN3_8B, "--gpu", "H100")  # SGLang offloads only if > 0
+
+
+def test_the_streaming_columns_cap_as_the_full_value_does() -> None:
+    """enumerate's and plan's columns (`row_reader`) against `MemoryModel.of`, capped."""
+    from meshsat.solver import enumerate as enumerate_layouts
+    from meshsat.solver.lang.model_spec import ModelSpec
+    from meshsat.solver.memory import MemoryModel, Parallel
+
+    model = "Qwen/Qwen3-30B-A3B"
+    mm = MemoryModel(model, "H100", max_total_tokens=150_010, page_size=16)
+    read = None
+    capped = 0
+    for lay in enumerate_layouts(4, model=ModelSpec.from_hf_config(catalogue_config(model))):
+        if read is None:
+            sh = lay.shape
+            read = mm.row_reader(sh.config_index, sh.constant, sh.derived_index)
+        _weights, tokens, _requests, _fits = read(lay.row)
+        m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
+        assert abs(tokens - m.kv_tokens) <= 16  # float summation order, in whole pages
+        assert tokens <= 150_000  # 150,010 // 16 · 16
+        capped += tokens == m.kv_tokens == 150_000
+    assert capped > 5
+
+
+def test_the_estimate_admits_from_the_capped_pool() -> None:
+    """The performance estimate reads its KV tokens from the memory model: a cap of 20,480
+    tokens holds 20,480 // (1,024 + 1,024) = 10 whole contexts, and 64 requests queue
+    beyond the 11 the scheduler admits (`admission_capacity`)."""
+    from meshsat.solver.memory import Parallel
+    from meshsat.solver.perf import PerfModel, Workload
+
+    w = Workload(isl=1024, osl=1024)
+    plain = PerfModel("Qwen/Qwen3-8B", "H100", w, engine="roofline")
+    capped = PerfModel(
+        "Qwen/Qwen3-8B", "H100", w, engine="roofline", memory_options={"max_total_tokens": 20480}
+    )
+    assert capped.estimate(Parallel()).kv_concurrency == 10
+    assert plain.estimate(Parallel()).kv_concurrency > 100
+    slow, fast = (m.estimate(Parallel(), concurrency=64) for m in (capped, plain))
+    assert slow.ttft_ms > 2 * fast.ttft_ms
+
+
+def test_dtype_serves_unquantized_weights_and_an_auto_kv_cache_in_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SGLang's `_get_and_verify_dtype`: float32 (or `float`) upcasts a bf16 checkpoint, so
+    every weight and the `auto` KV cache take 4 bytes: Qwen3-8B's cell is 36 layers · 8 KV
+    heads · (128 + 128) · 4 bytes; half, float16 and bfloat16 are the checkpoint's 2."""
+    plain = _memory(capsys, QWEN3_8B, "--gpu", "H100")
+    for name in ("half", "float16", "bfloat16", "auto"):
+        assert _memory(capsys, f"{QWEN3_8B} --dtype {name}", "--gpu", "H100") == plain
+    for name in ("float32", "float"):
+        wide = _memory(capsys, f"{QWEN3_8B} --dtype {name}", "--gpu", "H100")
+        assert wide["model_weights_gib"] == 2 * plain["model_weights_gib"]
+        assert wide["kv_bytes_per_token"] == 36 * 8 * 256 * 4 == 2 * plain["kv_bytes_per_token"]
+    fp8_kv = _memory(
+        capsys, f"{QWEN3_8B} --dtype float32 --kv-cache-dtype fp8_e4m3", "--gpu", "H100"
+    )
+    assert fp8_kv["kv_bytes_per_token"] == 36 * 8 * 256 * 1  # an explicit KV dtype stays
+    fits = _validate(capsys, QWEN3_8B, "--gpu-memory", "32GiB")
+    wide_32 = _validate(capsys, f"{QWEN3_8B} --dtype float32", "--gpu-memory", "32GiB")
+    assert fits.code == 0 and wide_32.code == 1
+    assert _rules(json.loads(wide_32.out)) == ["MEM-FIT"]
+
+
+def test_auto_serves_a_float32_checkpoint_in_16_bits_and_float32_does_not() -> None:
+    """`auto` downcasts a float32 config to float16 (bfloat16 for Gemma); an explicit
+    float32 keeps it."""
+    from meshsat.solver.memory import MemoryModel, Parallel
+
+    config = {**catalogue_config("Qwen/Qwen3-8B"), "torch_dtype": "float32"}
+    auto = MemoryModel(config, "H100").of(Parallel())
+    wide = MemoryModel(config, "H100", dtype="float32").of(Parallel())
+    assert auto.kv_bytes_per_token == 36 * 8 * 256 * 2
+    assert wide.kv_bytes_per_token == 36 * 8 * 256 * 4
+
+
+def test_from_0_5_23_the_offloader_keeps_mlas_kv_b_proj_on_the_gpu() -> None:
+    """0.5.23's `_get_resident_parameter_ids` keeps `kv_b_proj` (w_kc/w_vc are derived from
+    it on its device); 0.5.19's offloader moves it. With a limit above the whole stage the
+    difference is every layer's kv_b_proj shard: DeepSeek-V3 in bf16 at tp 8, 61 layers of
+    512 · 128 heads · (128 + 128) · 2 bytes / 8."""
+    from meshsat.solver.memory import Parallel
+    from meshsat.solver.memory.facts import facts_from_config
+    from meshsat.solver.memory.gpus import gpu
+    from meshsat.solver.memory.weights import WeightModel
+
+    config = dict(catalogue_config("deepseek-ai/DeepSeek-V3"))
+    config.pop("quantization_config", None)
+    facts = facts_from_config(config)
+    p = Parallel(tp=8, attn_tp=8, moe_tp=8)
+    moved = {
+        pack: WeightModel(facts, gpu("H200"), pack).offloaded(p, 0, 1e15)
+        for pack in ("0.5.19", "0.5.23")
+    }
+    assert moved["0.5.19"] - moved["0.5.23"] == 61 * 512 * 128 * 256 * 2 // 8

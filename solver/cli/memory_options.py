@@ -180,10 +180,12 @@ def unknown_model_message(named: str | None) -> str:
 def _priced(keyword: str, value: Any) -> bool:
     """Whether the memory model prices a launch's value: a `--kv-cache-dtype` it has no
     bytes for (nvfp4, mxfp8, ...) is left to the release's default (`sizing_notes` says so)
-    rather than refusing a command SGLang accepts."""
-    from meshsat.solver.memory.quant import DTYPE_BYTES
+    rather than refusing a command SGLang accepts; a `--dtype` outside SGLang's choices is
+    the parser's CMD-UNKNOWN-FLAG warning already, and sized at `auto`."""
+    from meshsat.solver.memory.quant import DTYPE_BYTES, SERVED_DTYPE_BYTES
 
-    return keyword != "kv_cache_dtype" or value == "auto" or value in DTYPE_BYTES
+    known = {"kv_cache_dtype": DTYPE_BYTES, "dtype": SERVED_DTYPE_BYTES}.get(keyword)
+    return known is None or value == "auto" or value in known
 
 
 def launch_sizing(
@@ -197,6 +199,12 @@ def launch_sizing(
     fraction = sizing.get("mem_fraction_static")
     if fraction is not None and not 0 < fraction < 1:
         raise InputError(f"the command's --mem-fraction-static must be in (0, 1), got {fraction}")
+    cap = sizing.get("max_total_tokens")
+    if cap is not None and cap < 1:
+        raise InputError(
+            f"the command's --max-total-tokens must be >= 1, got {cap} (SGLang pools at most "
+            "that many tokens and stops: 'Not enough memory')"
+        )
     return {**sizing, **_given(mem_fraction_static, context_length)}
 
 

@@ -40,7 +40,7 @@ from meshsat.solver.memory.multimodal import (
     runtime_reserve_mib,
 )
 from meshsat.solver.memory.pool import GIB as POOL_GIB
-from meshsat.solver.memory.pool import pool_tokens, requests_that_fit
+from meshsat.solver.memory.pool import capped_tokens, pool_tokens, requests_that_fit
 from meshsat.solver.memory.state import (
     DEFAULT_STATE_RATIO,
     SLOTS_PER_REQUEST,
@@ -123,13 +123,19 @@ class Memory:
         return d
 
 
-def load_facts(model: str | Path | Mapping[str, Any] | ModelFacts) -> ModelFacts:
-    """Facts from a config mapping, a config.json path / model directory, or a repo id."""
+def load_facts(
+    model: str | Path | Mapping[str, Any] | ModelFacts, dtype: str | None = None
+) -> ModelFacts:
+    """Facts from a config mapping, a config.json path / model directory, or a repo id,
+    served in SGLang's `--dtype` (None or `auto`: the release's choice from the config)."""
     if isinstance(model, ModelFacts):
+        if dtype not in (None, "auto"):
+            # The served dtype prices every module from the config: facts are already priced.
+            raise InputError(f"--dtype {dtype} needs the model's config, not its facts")
         return model
     if isinstance(model, Mapping):
-        return facts_from_config(model)
-    return facts_from_config(model_config(str(model)))
+        return facts_from_config(model, dtype)
+    return facts_from_config(model_config(str(model)), dtype)
 
 
 def flag_options(
@@ -181,14 +187,27 @@ class MemoryModel:
         language_model_only: bool = False,
         language_only: bool = False,
         disaggregation_mode: str = "null",
+        max_total_tokens: int | None = None,
+        cpu_offload_gb: int = 0,
+        dtype: str | None = None,
     ) -> None:
-        self.facts = load_facts(model)
+        #: `dtype`: SGLang's `--dtype` (`quant.served_bytes`): unquantized weights, and the
+        #: KV cache at `kv_cache_dtype` auto, in it.
+        self.facts = load_facts(model, dtype)
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
         if context_length < 1:
             raise InputError(f"context length must be >= 1, got {context_length}")
         if page_size < 1:
             raise InputError(f"page size must be >= 1, got {page_size}")
+        if max_total_tokens is not None and max_total_tokens < 1:
+            # SGLang pools min(profiled, N) tokens and stops at 0 ("Not enough memory").
+            raise InputError(f"max_total_tokens must be >= 1, got {max_total_tokens}")
         self.context_length = context_length
+        #: `--max-total-tokens`: the cap on each rank's pool (`pool.capped_tokens`).
+        self.max_total_tokens = max_total_tokens
+        #: `--cpu-offload-gb`: the decoder-layer bytes each rank keeps in host memory
+        #: (`weights.WeightModel.offloaded`), GiB as SGLang counts them; <= 0 is none.
+        self.cpu_offload_gb = cpu_offload_gb
         #: The dtype the pool is built in: `auto` resolved as `pack` does on this GPU.
         self.kv_cache_dtype = resolved_kv_cache_dtype(self.facts, kv_cache_dtype, self.gpu, pack)
         self.page_size = page_size
@@ -342,6 +361,8 @@ class MemoryModel:
         slots = None
         for s in range(p.pp):
             w = self.weights.stage(p, s).total / GIB
+            if self.cpu_offload_gb > 0:  # SGLang offloads only then
+                w -= self.weights.offloaded(p, s, self.cpu_offload_gb * GIB) / GIB
             cell = kv_bytes_per_token(self.facts, p, s, self.kv_cache_dtype, self.swa_ratio)
             if per_request:
                 # The state pool first, from the same rest (`state.split_rest`).
@@ -368,7 +389,7 @@ class MemoryModel:
             tokens = t if tokens is None else min(tokens, t)
             weights = max(weights, w)
             cell_max = max(cell_max, cell)
-        tokens = tokens or 0
+        tokens = capped_tokens(tokens or 0, self.max_total_tokens, self.page_size)
         total = tokens * p.dcp
         pools = p.attn_dp * p.replicas
         requests = requests_that_fit(total, self.context_length, pools)

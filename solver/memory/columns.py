@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from meshsat.solver.memory.fraction import raised_fraction
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.layout import Parallel
+from meshsat.solver.memory.pool import capped_tokens
 from meshsat.solver.memory.state import SLOTS_PER_REQUEST, split_rest, state_bytes_per_request
 from meshsat.solver.memory.weights import rope_cache_bytes, stage_layers
 
@@ -179,9 +180,13 @@ def _generated(
     if hit is not None:
         return hit
 
+    if mm.cpu_offload_gb > 0:
+        # The offloaded prefix depends on each stage's first layers: `MemoryModel.of` only.
+        raise ValueError("the streaming columns do not size --cpu-offload-gb")
     f = mm.facts
     wm = mm.weights
     kv_dtype, page, ctx = mm.kv_cache_dtype, mm.page_size, mm.context_length
+    cap_tokens = mm.max_total_tokens
     pre, fixed_fraction = mm.pre_load_gib, mm.fraction
     reserve = mm.multimodal_reserve_gib
     vocab, row_bytes, tied = f.padded_vocab, wm.row, f.tie_word_embeddings
@@ -343,6 +348,7 @@ def _generated(
         tokens = int(fewest) if 0 < fewest < float("inf") else 0
         if page > 1:
             tokens = tokens // page * page
+        tokens = capped_tokens(tokens, cap_tokens, page)
         if len(known) >= _CACHE_LIMIT:
             known.clear()
         # A hybrid's requests are capped by its state slots (`state.SLOTS_PER_REQUEST`).

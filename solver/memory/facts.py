@@ -497,8 +497,9 @@ def _rope_cache_elements(c: Mapping[str, Any], model_type: str, head_dim: int, r
     return ropes * positions * dim
 
 
-def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
-    """Read `ModelFacts` from a parsed Hugging Face `config.json`.
+def facts_from_config(hf: Mapping[str, Any], dtype: str | None = None) -> ModelFacts:
+    """Read `ModelFacts` from a parsed Hugging Face `config.json`, served in SGLang's
+    `--dtype` (`quant.served_bytes`; None: `auto`).
 
     Raises `InputError` naming the fact and its config field when one is missing, and
     for a `quantization_config` whose method is not modelled.
@@ -667,4 +668,4 @@ def facts_from_config(hf: Mapping[str, Any]) -> ModelFacts:
         multimodal_text_by_default=text_by_default(hf),
         vision_fraction_factor=vision_fraction_factor(hf),
     )
-    return replace(facts, quant=quant_from_config(c, facts))
+    return replace(facts, quant=quant_from_config(c, facts, dtype))

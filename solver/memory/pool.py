@@ -6,6 +6,12 @@ and `avail` the free GiB after, `rest = avail - pre·(1 - mem_fraction_static)` 
 `page_size`. Since `avail = pre - weights - load overhead`, the pool is what is left of
 `pre·fraction` after the weights. Each attention-DP rank owns its own pool, so the engine
 holds `attn_dp` pools; decode CP stores every token on one of `dcp` ranks.
+
+`--max-total-tokens N` caps that pool (`KVCacheConfigurator._apply_token_constraints`,
+0.5.18 to 0.5.23; `ModelRunner.init_memory_pool` in 0.4.6.post5): `min(profiled, N)`,
+rounded down to `page_size` again, on every rank for itself: N is per attention-DP rank,
+not divided by `dp_size`, and it caps the rank's own rows, before decode CP widens them.
+Under pipeline parallelism the stages then agree on the smallest (an all-reduce MIN).
 """
 
 from __future__ import annotations
@@ -30,6 +36,15 @@ def pool_tokens(
         return 0
     tokens = int(rest * GIB // cell_bytes)
     return tokens // page_size * page_size
+
+
+def capped_tokens(tokens: int, max_total_tokens: int | None, page_size: int = 1) -> int:
+    """A rank's pool under `--max-total-tokens` (None: not given): the smaller, in whole
+    pages; a cap above the profiled size changes nothing (SGLang logs "Use the profiled
+    value instead")."""
+    if max_total_tokens is None:
+        return tokens
+    return min(tokens, max_total_tokens) // page_size * page_size
 
 
 def requests_that_fit(tokens: int, context_length: int, pools: int = 1) -> int:

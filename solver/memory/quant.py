@@ -22,6 +22,7 @@ __all__ = [
     "BF16",
     "DTYPE_BYTES",
     "MODELLED_METHODS",
+    "SERVED_DTYPE_BYTES",
     "Quant",
     "kv_dtype_bytes",
     "quant_from_config",
@@ -88,16 +89,44 @@ class Quant:
 BF16 = Quant("bf16")
 
 
-def quant_from_config(hf: Mapping[str, Any], facts: ModelFacts | None = None) -> Quant:
+#: SGLang's `--dtype` choices other than `auto` (`_STR_DTYPE_TO_TORCH_DTYPE`), as bytes.
+SERVED_DTYPE_BYTES: Mapping[str, float] = {
+    "half": 2.0,
+    "float16": 2.0,
+    "bfloat16": 2.0,
+    "float": 4.0,
+    "float32": 4.0,
+}
+
+
+def served_bytes(hf: Mapping[str, Any], dtype: str | None = None) -> float:
+    """Bytes of an unquantized weight as SGLang serves the checkpoint
+    (`_get_and_verify_dtype`, 0.4.6.post5 to 0.5.23): `--dtype auto` (None) keeps the
+    config's dtype but serves a float32 (or unnamed) one in float16 (bfloat16 for Gemma),
+    2 bytes either way; any other choice is that dtype, an upcast to float32 included (the
+    KV cache's `auto` follows it: `kv_dtype_bytes`)."""
+    if dtype not in (None, "auto"):
+        try:
+            return SERVED_DTYPE_BYTES[str(dtype)]
+        except KeyError:
+            choices = ", ".join(("auto", *SERVED_DTYPE_BYTES))
+            raise InputError(f"unknown dtype {dtype!r}; SGLang's --dtype takes {choices}") from None
+    config = hf.get("torch_dtype") or hf.get("dtype") or "bfloat16"
+    return min(DTYPE_BYTES.get(str(config), 2.0), 2.0)
+
+
+def quant_from_config(
+    hf: Mapping[str, Any], facts: ModelFacts | None = None, dtype: str | None = None
+) -> Quant:
     """The `Quant` of a Hugging Face config, from `quantization_config`, `expert_dtype` and
     `torch_dtype`: each component's bytes per weight is the parameter-weighted mean of its
     modules' prices (`precision.py`) over the model's layers (`modules.py`). Without
     `facts`, one generic layer of each kind stands in (equal weights).
 
     A `quant_method` that is not modelled raises `InputError` rather than guessing.
+    `dtype`: SGLang's `--dtype` (`served_bytes`), what unquantized weights are served in.
     """
-    dtype = hf.get("torch_dtype") or hf.get("dtype") or "bfloat16"
-    base = min(DTYPE_BYTES.get(str(dtype), 2.0), 2.0)  # float32 is served in bf16
+    base = served_bytes(hf, dtype)
     scheme = scheme_of(hf, base)
     modules = _GENERIC if facts is None else model_modules(facts, str(hf.get("model_type", "")))
     num = dict.fromkeys(COMPONENTS, 0.0)

@@ -51,6 +51,7 @@ How SGLang shards each component (the reason for every divisor below):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from meshsat.solver.memory.allocator import STEADY_LAYERS, rounding_bytes, run_rounding
 from meshsat.solver.memory.facts import ModelFacts
@@ -78,6 +79,9 @@ def rope_cache_bytes(facts: ModelFacts) -> float:
     """The float32 rotary cos/sin caches, whole on every rank."""
     return facts.rope_cache_elements * 4.0
 
+
+#: Packs whose CPU offloader keeps MLA's `kv_b_proj` on the device (`WeightModel.offloaded`).
+_KV_B_RESIDENT_PACKS = ("0.5.23",)
 
 #: Packs whose compressed-tensors WNA16 MoE picks the Triton method on SM100 by default.
 _SM100_TRITON_PACKS = ("0.5.19", "0.5.23")
@@ -177,6 +181,9 @@ class WeightModel:
         self.router = facts.router_params() * q.unquantized
         self.row = facts.hidden_size * q.unquantized  # one vocabulary row
         moe_first = moe_layer_flags(facts)
+        #: Whether each layer is an MoE layer, in order (`offloaded` walks them).
+        self._moe_layers = tuple(moe_first)
+        self._offload_cache: dict[tuple[Any, ...], float] = {}
         linear = set(facts.linear_layer_ids)
         # Prefix counts of MoE, GatedDeltaNet and MoE GatedDeltaNet layers, so a stage's
         # count is one subtraction.
@@ -253,18 +260,21 @@ class WeightModel:
         moe_tp: int,
         experts_here: int,
         linear: bool = False,
+        resident_kv_b: bool = False,
     ) -> list[int]:
         """Bytes of each tensor one decoder layer allocates on a rank, in build order:
         its linears (fused as SGLang fuses them), the two norms (and per-head q/k norms),
         and for an MoE layer the router, the experts' `w13`/`w2` and the shared expert.
         With `linear`, a GatedDeltaNet layer's (its conv, `dt_bias`, `A_log` and gated norm
-        after its linears)."""
+        after its linears). With `resident_kv_b`, MLA's `kv_b_proj` is left out (`offloaded`)."""
         f, q = self.facts, self.facts.quant
         u, h = q.unquantized, f.hidden_size
         out: list[int] = []
         ids = f.linear_layer_ids
         layer = ids[0] if linear else next((i for i in range(f.num_layers) if i not in ids), 0)
         for m in layer_modules(f, "", layer, moe):
+            if resident_kv_b and m.name.endswith(".kv_b_proj"):
+                continue
             if m.component == "linear_attention":
                 out += _weight_and_scales(m.params / attn_tp, q.linear_attention_bytes)
                 if m.name.endswith("out_proj"):
@@ -365,6 +375,40 @@ class WeightModel:
             vision=self.vision_attn / p.attn_tp + self.vision_mlp / p.tp + self.vision_whole,
             overhead=rounding + rope_cache_bytes(f) + full * self.mla_copies(p.attn_tp),
         )
+
+    def offloaded(self, p: Parallel, stage: int, limit: float) -> float:
+        """Bytes of one rank of `stage` that `--cpu-offload-gb` keeps in host memory, for
+        `limit` bytes (the flag's GB are GiB: `cpu_offload_gb * 1024**3`). SGLang's
+        `OffloaderV1` (0.4.6.post5 to 0.5.23, one per rank's process, so per rank) walks the
+        stage's decoder layers in order (`make_layers`; embeddings, LM head and vision tower
+        stay) and moves whole parameters to the host while what it moved is under the
+        limit, so the last one may overshoot it, by up to an MoE layer's fused `w13`. From
+        0.5.23 MLA's `kv_b_proj` stays on the device (`_get_resident_parameter_ids`:
+        `w_kc`/`w_vc` are derived from it there). The allocator's rounding of the moved
+        tensors is not taken back (`overhead` keeps it)."""
+        f = self.facts
+        start, end = stage_layers(f.num_layers, p.pp)[stage]
+        here = _ceil(f.num_experts, p.ep)
+        key = (start, end, p.attn_tp, p.dense_tp, p.moe_tp, here, limit)
+        hit = self._offload_cache.get(key)
+        if hit is not None:
+            return hit
+        linear = set(f.linear_layer_ids)
+        resident = self.pack in _KV_B_RESIDENT_PACKS
+        moved = 0.0
+        for i in range(start, end):
+            if moved >= limit:
+                break
+            moe = bool(self._moe_layers[i])
+            widths = (p.moe_tp, here) if moe else (1, 0)
+            for size in self.layer_tensors(
+                moe, p.attn_tp, p.dense_tp, *widths, linear=i in linear, resident_kv_b=resident
+            ):
+                if moved >= limit:
+                    break
+                moved += size
+        self._offload_cache[key] = moved
+        return moved
 
     def per_rank(self, p: Parallel) -> float:
         """Weight bytes on the fullest rank (the one that decides whether it loads)."""
