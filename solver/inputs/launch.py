@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from meshsat.solver.errors import InputError
@@ -123,7 +123,8 @@ class LaunchCommand:
     env: tuple[tuple[str, str], ...]
     words: tuple[Word, ...]
     #: "shell" for shell text; "yaml" for a manifest's command list (positions are those of
-    #: the list items, which `--rewrite` cannot edit as flags).
+    #: the list items, which `--rewrite` cannot edit as flags); "quoted" for a launch in a
+    #: quoted word whose text differs from what is written (escapes), so is not edited.
     form: str = "shell"
     #: How the text was read beyond plain shell (a prompt removed, a placeholder read as
     #: unknown), as notes for the user.
@@ -177,6 +178,9 @@ def read_launch_commands(text: str, *, routers: bool = False) -> tuple[LaunchCom
             exported += [a for w in texts[1:] if (a := _split_assignment(w)) is not None]
             continue
         if start is None:
+            outer = (command.pos[0], bisect.bisect_right(newlines, command.pos[0]) + 1)
+            local = [*exported, *assignments]
+            found += _quoted_launches(words, texts, text, outer, local, routers)
             continue
         program_end, program = start
         env = [*exported, *assignments, *_docker_env(texts[: program_end - 1])]
@@ -205,6 +209,61 @@ def read_launch_commands(text: str, *, routers: bool = False) -> tuple[LaunchCom
             "`python -m sglang_router.launch_server` or `sglang serve` in it"
         )
     return tuple(found)
+
+
+#: How messages name a launch `--rewrite` cannot edit, by `LaunchCommand.form`.
+FORM_TEXT: dict[str, str] = {
+    "yaml": "a manifest's list of words",
+    "quoted": "quoted inside another command with escapes",
+}
+#: Runners whose quoted command runs without this shell's variables (on another machine,
+#: or in a container, which gets only its `-e NAME=value`); any other (`bash -c`, `srun`)
+#: passes them on.
+_OWN_ENVIRONMENT = frozenset({"ssh", "pdsh", "kubectl", "docker", "podman", "mpirun", "mpiexec"})
+
+
+def _quoted_launches(
+    words: list[Any],
+    texts: list[str],
+    text: str,
+    outer: tuple[int, int],
+    local: list[tuple[str, str]],
+    routers: bool,
+) -> list[LaunchCommand]:
+    """The launches inside one quoted word of a command that launches nothing itself
+    (`ssh node1 "python -m sglang.launch_server ..."`, `bash -c '...'`), read as the
+    shell text they are. Where the quoted text stands as written between its quotes (no
+    escapes), its words keep their places in `text`, so `--rewrite` and `fix` edit them
+    there; otherwise the launch is read but not edited (form "quoted"). `outer`: where the
+    command starts and its line; `local`: this shell's variables the runner passes on."""
+    start, line = outer
+    runner = texts[0].rsplit("/", 1)[-1] if texts else ""
+    passed = (*(() if runner in _OWN_ENVIRONMENT else local), *_docker_env(texts))
+    found: list[LaunchCommand] = []
+    for word in words:
+        if " " not in word.word or _launcher(word.word.split(), routers) is None:
+            continue
+        try:
+            inner = read_launch_commands(word.word, routers=routers)
+        except InputError:
+            continue
+        base = word.pos[0] + 1
+        exact = (
+            text[base - 1 : base] in ("'", '"') and text[base : base + len(word.word)] == word.word
+        )
+        for c in inner:
+            found.append(
+                replace(
+                    c,
+                    line=line + c.line - 1,
+                    env=(*passed, *c.env),
+                    words=tuple(w._replace(pos=w.pos + base, end=w.end + base) for w in c.words),
+                    form=c.form if exact else "quoted",
+                    span=(start, max(c.span[1] + base, word.pos[1])),  # the closing quote
+                    exported=(*passed, *c.exported),
+                )
+            )
+    return found
 
 
 def _quoted_launch(commands: list[Any], newlines: list[int]) -> int | None:

@@ -20,7 +20,7 @@ from meshsat.solver.backends.render import fmt_value
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import DP_GROUP, flag_words
 from meshsat.solver.inputs.convert import config_from_values
-from meshsat.solver.inputs.launch import LaunchCommand, read_launch_commands
+from meshsat.solver.inputs.launch import FORM_TEXT, LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
 from meshsat.solver.inputs.spelling import spelled
 from meshsat.solver.lang.config import Config
@@ -45,15 +45,20 @@ def rewrite_script(
         if only is not None and index not in only:
             continue
         if command.form != "shell":
-            raise InputError(
-                f"line {command.line}: the command is a manifest's list of words; --rewrite "
-                "edits shell text only (apply the fix printed above to the list by hand)"
-            )
+            raise _not_editable(command)
         layout = layout_edits(text, command, target, attn_dp_spelling)
         edits += layout.edits
         for name, var in layout.env:
             notes.append(f"line {command.line}: set {var} for {name} = {target[name]} by hand")
     return applied(text, edits), notes
+
+
+def _not_editable(command: LaunchCommand) -> InputError:
+    what = FORM_TEXT.get(command.form, command.form)
+    return InputError(
+        f"line {command.line}: the command is {what}; --rewrite edits shell text only "
+        "(apply the fix printed above by hand)"
+    )
 
 
 @dataclass(frozen=True)
@@ -192,10 +197,7 @@ def set_flags(text: str, flags: dict[int, list[tuple[str, str]]]) -> str:
     edits: list[tuple[int, int, str]] = []
     for index, command in enumerate(read_launch_commands(text)):
         if index in flags and command.form != "shell":
-            raise InputError(
-                f"line {command.line}: the command is a manifest's list of words; --rewrite "
-                "edits shell text only (apply the fix printed above to the list by hand)"
-            )
+            raise _not_editable(command)
         words = command.words
         for flag, value in flags.get(index, []):
             written = f"{flag} {value}"
