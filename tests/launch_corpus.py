@@ -292,4 +292,11 @@ SHAPES: list[tuple[str, str, dict[str, Any], str | None]] = [
         "no such file",
     ),
     ("serve config file missing", "sglang serve --config ./nope.yaml", {}, "no such file"),
+    (
+        "node launched over ssh, quoted",
+        f'ssh node1 "{L} {V3} --tp 16 --nnodes 2 --node-rank 1 --dist-init-addr 10.0.0.1:5000"',
+        {"tp_size": 16, "nnodes": 2, "node_rank": 1},
+        None,
+    ),
+    ("launch in bash -c", f"bash -c '{L} --model-path x --tp 4'", {"tp_size": 4}, None),
 ]
