@@ -131,3 +131,38 @@ def _stdin(capsys: pytest.CaptureFixture[str], text: str, *args: str) -> Run:
 def test_groups_rank_refuses_a_deployment(capsys: pytest.CaptureFixture[str]) -> None:
     run = run_cli(capsys, "groups", "--sglang", PD, "--rank", "3")
     _refused(run, "the --sglang command", "groups --rank")
+
+
+#: Deployments `validate` refuses for a reason beyond any server's layout: a pair rule (the
+#: decode serves another model), a machine's GPUs shared (both servers placed on GPUs 0-7),
+#: and a valid one.
+BEYOND_LAYOUT = {
+    "pair rule": PREFILL + DECODE.replace("DeepSeek-V3", "DeepSeek-R1") + ROUTER,
+    "shared GPUs": "".join(
+        f"CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 python -m sglang.launch_server --model-path "
+        f"deepseek-ai/DeepSeek-V3 --disaggregation-mode {role} --tp 8 --port {port} &\n"
+        for role, port in (("prefill", 30000), ("decode", 30001))
+    ),
+    "valid": PD,
+}
+
+
+@pytest.mark.parametrize("case", list(BEYOND_LAYOUT))
+def test_groups_judges_a_deployment_as_validate_does(
+    capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    """`groups` showed every server's groups and exited 0 with `"valid": true` where
+    `validate` refused the deployment (exit 1): its verdict, exit status and findings are
+    now `validate`'s, and its table names the rules."""
+    script = BEYOND_LAYOUT[case]
+    grouped = run_cli(capsys, "groups", "--sglang", script, "--json")
+    validated = run_cli(capsys, "validate", "--sglang", script, "--json")
+    assert grouped.code == validated.code == (0 if case == "valid" else 1), grouped.err
+    g, v = json.loads(grouped.out)["deployment"], json.loads(validated.out)["deployment"]
+    assert g["valid"] == v["valid"] and g["findings"] == v["findings"]
+    assert all("ranks" in role for role in json.loads(grouped.out)["roles"])
+    table = run_cli(capsys, "groups", "--sglang", script)
+    errors = [f["rule"] for f in v["findings"] if f["severity"] == "error"]
+    assert table.code == grouped.code
+    assert ("would not start" in table.out) == (case != "valid")
+    assert all(rule in table.out for rule in errors)

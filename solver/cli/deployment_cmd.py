@@ -162,6 +162,16 @@ def print_deployment(verdict: DeploymentReport, *, verbose: bool = False) -> Non
             highlight=False,
         )
         print_report(role.report, verbose=verbose)
+    print_findings(verdict, verbose=verbose)
+    mark = (
+        "[green]✓ valid deployment[/green]" if verdict.valid else "[red]✗ invalid deployment[/red]"
+    )
+    out.print(mark)
+
+
+def print_findings(verdict: DeploymentReport, *, verbose: bool = False) -> None:
+    """The deployment's head line and what its rules found between the servers (`validate`
+    and `groups` on a deployment)."""
     head = deployment_head(verdict.servers, verdict.routers, verdict.gpus)
     if not verdict.findings:
         out.print(f"[green]✓[/green] {head}: the servers agree (SGLang {verdict.sglang_version})")
@@ -177,10 +187,6 @@ def print_deployment(verdict: DeploymentReport, *, verbose: bool = False) -> Non
         out.print(table)
     if verdict.undecided and verbose:
         out.print("[dim]not decided here:[/dim] " + escape(", ".join(verdict.undecided)))
-    mark = (
-        "[green]✓ valid deployment[/green]" if verdict.valid else "[red]✗ invalid deployment[/red]"
-    )
-    out.print(mark)
 
 
 def fix_deployment_cmd(

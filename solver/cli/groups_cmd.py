@@ -159,15 +159,15 @@ def _groups(
 def _deployment_groups(
     deployment: Deployment, sglang_version: str | None, fmt: OutputFormat
 ) -> int:
-    """`groups` on a PD deployment: each server's groups; exit 1 when a server's layout is
-    invalid (its report is shown in its place) or its nodes disagree (JOB-*, noted), as
-    `validate` exits."""
+    """`groups` on a PD deployment: each server's groups (an invalid layout's report in its
+    place); exit 1 where `validate` exits 1 (a server's layout, its nodes, its pods, its
+    devices, or the rules between the servers), saying so."""
     for text in gd.server_notes(deployment):
         note(text)
-    servers = gd.plan_servers(deployment, sglang_version)
+    found = gd.plan_deployment(deployment, sglang_version)
     if fmt is OutputFormat.table:
-        gd.print_deployment_groups(servers, len(deployment.routers))
+        gd.print_deployment_groups(found)
     else:
-        data = gd.deployment_groups_document(deployment, servers, sglang_version)
+        data = gd.deployment_groups_document(deployment, found)
         emit(fmt, data, gd.deployment_rows(data))
-    return gd.groups_status(servers)
+    return found.status

@@ -10,12 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from meshsat.solver.cli.deployment_view import deployment_head, server_heading
+from rich.markup import escape
+
+from meshsat.solver.cli.deployment_view import server_heading
 from meshsat.solver.cli.groups_view import groups_document, print_planned
 from meshsat.solver.cli.layout_options import missing_flags_text
 from meshsat.solver.cli.output import out
 from meshsat.solver.cli.report_view import print_report
 from meshsat.solver.deployment.model import Deployment, Server, per_role
+from meshsat.solver.deployment.validate import DeploymentReport
 from meshsat.solver.groups import PlannedLayout, plan_layout
 from meshsat.solver.packs import get_pack
 from meshsat.solver.validation.report import InvalidLayoutError, Report
@@ -49,8 +52,26 @@ class ServerGroups:
         }
 
 
-def plan_servers(deployment: Deployment, sglang_version: str | None) -> list[ServerGroups]:
-    """Every server planned on its own, as `groups` plans that server's command."""
+@dataclass(frozen=True)
+class DeploymentGroups:
+    """Every server's groups, and the deployment's verdict as `validate` gives it: `groups`
+    shows the groups of a deployment that would not start, and says so (exit 1), as it
+    does for one job (`launch_checks.launch_violations`)."""
+
+    servers: list[ServerGroups]
+    verdict: DeploymentReport
+
+    @property
+    def status(self) -> int:
+        """`groups`' exit status (the CLI's and the web API's): `validate`'s."""
+        return 0 if self.verdict.valid else 1
+
+
+def plan_deployment(deployment: Deployment, sglang_version: str | None) -> DeploymentGroups:
+    """Every server planned on its own, as `groups` plans that server's command, and the
+    deployment judged as `validate` judges it."""
+    from meshsat.solver.cli.deployment_cmd import judged
+
     pack = get_pack(sglang_version)
     planned: list[ServerGroups] = []
     for server in deployment.servers:
@@ -61,7 +82,7 @@ def plan_servers(deployment: Deployment, sglang_version: str | None) -> list[Ser
             planned.append(ServerGroups(server, None, bad.report))
         else:
             planned.append(ServerGroups(server, plan, None))
-    return planned
+    return DeploymentGroups(planned, judged(deployment, pack.version, strict=False))
 
 
 def server_notes(deployment: Deployment) -> list[str]:
@@ -77,26 +98,34 @@ def server_notes(deployment: Deployment) -> list[str]:
     return said
 
 
-def deployment_groups_document(
-    deployment: Deployment, servers: list[ServerGroups], sglang_version: str | None
-) -> dict[str, Any]:
-    """`groups --json` on a deployment (and the web API's): the deployment's counts, then
-    per server its `groups` document, or the validator's report when its layout is
-    invalid."""
+def deployment_groups_document(deployment: Deployment, found: DeploymentGroups) -> dict[str, Any]:
+    """`groups --json` on a deployment (and the web API's): the deployment's counts and
+    verdict (`validate`'s `valid` and `findings`), then per server its `groups` document
+    with what `validate` refuses beyond its layout (`violations`: its nodes, its pods, its
+    visible devices), or the validator's report when its layout is invalid."""
+    verdicts = {r.server: r.report for r in found.verdict.roles}
     roles = [
-        s.head() | (groups_document(s.planned) if s.planned is not None else _report(s))
-        for s in servers
+        s.head() | (_planned(s, verdicts[s.server.name]) if s.planned is not None else _report(s))
+        for s in found.servers
     ]
     return {
         "deployment": {
-            "valid": all(s.planned is not None for s in servers),
-            "sglang_version": get_pack(sglang_version).version,
-            "servers": per_role((s.server.role, s.server.replicas) for s in servers),
+            "valid": found.verdict.valid,
+            "sglang_version": found.verdict.sglang_version,
+            "servers": per_role((s.server.role, s.server.replicas) for s in found.servers),
             "routers": len(deployment.routers),
-            "gpus": _gpus(servers),
+            "gpus": _gpus(found.servers),
+            "findings": [f.to_dict() for f in found.verdict.findings],
         },
         "roles": roles,
     }
+
+
+def _planned(s: ServerGroups, verdict: Report) -> dict[str, Any]:
+    assert s.planned is not None
+    document = groups_document(s.planned)
+    wrong = [v for v in verdict.violations if v.severity == "error"]
+    return document | ({"violations": [v.to_dict() for v in wrong]} if wrong else {})
 
 
 def _report(s: ServerGroups) -> dict[str, Any]:
@@ -118,10 +147,13 @@ def _gpus(servers: list[ServerGroups]) -> int:
     return sum(s.server.replicas * s.gpus for s in servers)
 
 
-def print_deployment_groups(servers: list[ServerGroups], routers: int) -> None:
+def print_deployment_groups(found: DeploymentGroups) -> None:
     """Each server under a heading naming it and its role, then its grids (one copy's:
-    every replica of a server has the same)."""
-    for s in servers:
+    every replica of a server has the same); then what the deployment's rules found, and
+    why it would not start, where it would not."""
+    from meshsat.solver.cli.deployment_cmd import print_findings
+
+    for s in found.servers:
         lines = [c.line for c in s.server.commands]
         kind = f"{s.server.role} server"
         out.print(
@@ -133,13 +165,10 @@ def print_deployment_groups(servers: list[ServerGroups], routers: int) -> None:
         else:
             assert s.planned is not None
             print_planned(s.planned)
-    counted = per_role((s.server.role, s.server.replicas) for s in servers)
-    out.print(deployment_head(counted, routers, _gpus(servers)), highlight=False)
-
-
-def groups_status(servers: list[ServerGroups]) -> int:
-    """`groups`' exit status on a deployment (the CLI's and the web API's): 1 when a
-    server's layout is invalid or its nodes disagree (JOB-*, noted by `server_notes`), as
-    `validate` exits; else 0."""
-    jobs_hold = not any(s.server.layout.job for s in servers)
-    return 0 if jobs_hold and all(s.planned is not None for s in servers) else 1
+    print_findings(found.verdict)
+    if not found.verdict.valid:
+        rules = ", ".join(found.verdict.broken)
+        out.print(
+            f"[red]✗ the deployment would not start:[/red] {escape(rules)} "
+            "(`meshsat validate` says why)"
+        )

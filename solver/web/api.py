@@ -504,9 +504,9 @@ def groups_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work
         import meshsat.solver.cli.groups_deployment as gd
 
         version = params.get("sglang_version")
-        servers = gd.plan_servers(deployment, version)
-        document = gd.deployment_groups_document(deployment, servers, version)
-        return Answer(document, gd.groups_status(servers), tuple(gd.server_notes(deployment)))
+        found = gd.plan_deployment(deployment, version)
+        document = gd.deployment_groups_document(deployment, found)
+        return Answer(document, found.status, tuple(gd.server_notes(deployment)))
     layout = _layout(params, "groups")
     try:
         planned = plan_layout(
