@@ -54,6 +54,7 @@ from meshsat.solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.features import FEATURES, turned_on
 from meshsat.solver.repair.objective import TIER_WORDS, ZERO, objective_of, same_value
+from meshsat.solver.repair.pins import pins_broken
 from meshsat.solver.repair.results import (
     Change,
     Conflict,
@@ -164,8 +165,9 @@ def fix(
             rule = _rule_ref(pack, fp.DIVIDE_RULE, gpus, universe.bound)
             return _replace(base, conflict=Conflict(((name, value),), (rule,)))
     env = environment(cfg, spec)
-    fixed = tuple((n, env[n]) for n in (*fp.HARDWARE, *MODEL_FACT_NAMES))
-    prob = fp.problem(fp.Key(universe, gpus, fixed, pack))
+    beyond = fp.resolved_beyond(pack, frozenset(pinned))
+    fixed = tuple((n, env[n]) for n in (*fp.HARDWARE, *MODEL_FACT_NAMES, *sorted(beyond)))
+    prob = fp.problem(fp.Key(universe, gpus, fixed, pack, beyond))
     keep_gpus = before if gpus is None else None
     search = Search(prob, env, user, keep_gpus, Deadline(deadline_s - time.monotonic()))
     if memory is not None:
@@ -215,7 +217,8 @@ def fix(
                 search.blocked.append(prob.enc.formula(_other_shape(r, live, fields, read)))
 
     with prob.lock:
-        outcome = _fitting(search, objective, [n for n in pinned if n in fp.changeable(pack)], top)
+        searched = set(fp.changeable(pack)) | beyond  # the others hold as they are
+        outcome = _fitting(search, objective, [n for n in pinned if n in searched], top)
     if search.blocked and outcome.conflict is not None:
         return _replace(base, conflict=_no_fit(cfg, pinned, memory))
     if search.blocked and not outcome.found:  # out of time before a layout that loads
@@ -239,6 +242,7 @@ def fix(
             (*violations, *advised),
             f.proven,
             f.tier_ms,
+            pinned,
         )
         for f in outcome.found
     )
@@ -303,6 +307,7 @@ def _result(
     repairs: tuple[str, ...],
     proven: Mapping[str, bool],
     tier_ms: Mapping[str, float],
+    pins: tuple[str, ...] = (),
 ) -> FixResult:
     changed = [n for n, v in values.items() if not same_value(v, getattr(cfg, n))]
     data = _fixed_values(cfg, values)
@@ -310,8 +315,14 @@ def _result(
     report = validate(new, spec, explain=False, sglang_version=pack)
     used = int(report.derived["gpus_used"])
     advised = [w.rule for w in report.warnings if w.rule in pack.advice]
-    if not report.valid or advised or (gpus is not None and used != gpus):
-        broken = ", ".join([*(v.rule for v in report.violations), *advised])
+    # The pins as SGLang runs the layout, checked by the plain evaluator, not by Z3.
+    unpinned = pins_broken(
+        {n: getattr(cfg, n) for n in pins}, report.resolved_env, environment(new, spec)
+    )
+    if not report.valid or advised or unpinned or (gpus is not None and used != gpus):
+        broken = ", ".join(
+            [*(v.rule for v in report.violations), *advised, *(f"pin {n}" for n in unpinned)]
+        )
         broken = broken or f"uses {used} GPUs"
         raise FixSelfCheckError(f"fix produced an invalid layout ({broken}): {data}")
     # A field put back to unset where SGLang resolves the user's value anyway is no change.
