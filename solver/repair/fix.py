@@ -148,9 +148,14 @@ def fix(
         fixes=(),
         advice=advised,
     )
+    env = environment(cfg, spec)
+    # A pin SGLang rewrites in the input itself is not kept by the input.
+    unpinned = pins_broken({n: env[n] for n in pinned}, report.resolved_env, env)
+    base = _replace(base, unpinned=unpinned)
     if (
         report.valid
         and not advised
+        and not unpinned
         and gpus in (None, before)
         and (memory is None or _loads(memory, report))
     ):
@@ -164,7 +169,6 @@ def fix(
         if name in fp.changeable(pack) and SPECS[name].size and not universe.divides_bound(value):
             rule = _rule_ref(pack, fp.DIVIDE_RULE, gpus, universe.bound)
             return _replace(base, conflict=Conflict(((name, value),), (rule,)))
-    env = environment(cfg, spec)
     beyond = fp.resolved_beyond(pack, frozenset(pinned))
     fixed = tuple((n, env[n]) for n in (*fp.HARDWARE, *MODEL_FACT_NAMES, *sorted(beyond)))
     prob = fp.problem(fp.Key(universe, gpus, fixed, pack, beyond))
@@ -225,9 +229,9 @@ def fix(
         return _replace(base, timed_out=True)
     if outcome.conflict is not None:
         pin_names, rule_ids = outcome.conflict
+        rules = tuple(_rule_ref(pack, r, gpus, universe.bound) for r in rule_ids)
         conflict = Conflict(
-            tuple((n, getattr(cfg, n)) for n in pin_names),
-            tuple(_rule_ref(pack, r, gpus, universe.bound) for r in rule_ids),
+            tuple((n, getattr(cfg, n)) for n in pin_names), rules or _rewrites(report, pin_names)
         )
         return _replace(base, conflict=conflict)
     fixes = tuple(
@@ -494,6 +498,22 @@ def _no_fit(cfg: Config, pinned: tuple[str, ...], memory: MemoryModel | None) ->
         f"the model{where} within the sizes searched; pass --gpus N with more GPUs",
     )
     return Conflict(tuple((n, getattr(cfg, n)) for n in pinned), (rule,))
+
+
+def _rewrites(report: Any, pins: Iterable[str]) -> tuple[RuleRef, ...]:
+    """For pins that conflict through no rule at all: the input's own silent changes to them.
+    Such pins hold as typed in the input, so SGLang rewrites one there (`--schedule-
+    conservativeness` pinned beside `--enable-dp-attention`, which scales it)."""
+    pinned = set(pins)
+    return tuple(
+        RuleRef(
+            note.resolution,
+            f"SGLang runs {note.field} {fmt_value(note.new)}, not {fmt_value(note.old)}",
+            f"{note.because} (a pin holds the value SGLang runs with)",
+        )
+        for note in report.notes
+        if note.field in pinned
+    )
 
 
 def _rule_ref(pack: Pack, rule_id: str, gpus: int | None, bound: int) -> RuleRef:
