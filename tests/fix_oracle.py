@@ -239,8 +239,9 @@ def nearest(
     """Every valid candidate whose objective (ordered by `objective`) is below `limit`.
 
     Sizes range over the divisors of `bound`; with `gpus`, candidates must use that many;
-    pinned fields keep their values, as typed and, unless unset, as SGLang resolves them. Fields are chosen in `ORDER`. `early=False` turns the
-    early rule checks off (only the objective prunes), to test that they drop nothing.
+    pinned fields keep their values, as typed and, unless unset, as SGLang resolves them.
+    Fields are chosen in `ORDER`. `early=False` turns the early rule checks off (only the
+    objective prunes), to test that they drop nothing.
     """
     old = config.model_dump()
     user = config.user_set()

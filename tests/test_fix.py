@@ -218,7 +218,8 @@ def test_a_pin_sglang_would_rewrite_is_a_conflict() -> None:
     assert report.fixes == () and report.conflict is not None
     assert report.conflict.pins == (("tp_size", 2), ("ep_size", 3))
     assert [r.id for r in report.conflict.rules] == ["TOPO-MOE-TP"]
-    assert next(nearest(Config.model_validate(cfg), 12, 12, "changes", (10**9,), pins), None) is None
+    start = Config.model_validate(cfg)
+    assert next(nearest(start, 12, 12, "changes", (10**9,), pins), None) is None
 
 
 # --- top K and determinism -----------------------------------------------------------------------
@@ -425,7 +426,8 @@ def test_a_pin_is_the_value_sglang_runs_with() -> None:
     (rule,) = (r.id for r in relaxed.rules)
     reported = {v.rule for v in solver.validate(cfg, sglang_version=PACK).violations}
     assert reported == {"DPATTN-TP-DIV", "TOPO-ATTN-TP"} and rule in reported
-    assert relaxed.text == f"no layout on 8 GPUs with dp_size 3 satisfies {rule}; the GPU count changes"
+    words = f"no layout on 8 GPUs with dp_size 3 satisfies {rule}; the GPU count changes"
+    assert relaxed.text == words
     # Without the pin every tier holds, and nothing is relaxed.
     free = fix(cfg, sglang_version=PACK)
     assert free.relaxed == () and free.best.objective.features == 0

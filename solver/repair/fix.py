@@ -1,7 +1,8 @@
 """`fix`: the nearest layout SGLang accepts, keeping what the user cares about.
 
 A MaxSMT question over the single rule declaration: every error rule is hard (through the
-exponent encoding of `meshsat.solver.backends.z3exp`), so are the pinned fields, the model facts,
+exponent encoding of `meshsat.solver.backends.z3exp`), so are the pins (the input's value, typed
+and as SGLang runs it: `meshsat.solver.repair.pins`), the model facts,
 the hardware (`gpus_per_node`, `platform`) and, with `gpus`, the GPU count; keeping each
 field's value is soft. Fields no rule reads never change.
 
@@ -97,7 +98,9 @@ def fix(
 ) -> FixReport:
     """The `top` nearest valid layouts to `config`, best first, as a `FixReport`.
 
-    `pins` name fields that keep the input's value; `gpus` makes the layout use exactly
+    `pins` name fields that keep the input's value, as typed and as SGLang runs it after its
+    silent changes (an unset field stays unset; a valid input that SGLang runs with another
+    value of a pin is repaired, `unpinned` names those); `gpus` makes the layout use exactly
     that many GPUs; `objective` is "changes" or "distance" (module docstring). A valid
     input (on `gpus` GPUs, when given) comes back unchanged as the only fix. With `top`
     above 1, each later fix keeps at least one field that each earlier fix changes (a real

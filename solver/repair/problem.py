@@ -83,9 +83,7 @@ def resolved_beyond(pack: Pack, pinned: frozenset[str]) -> frozenset[str]:
 
 
 @cache
-def live_resolutions(
-    pack: Pack, beyond: frozenset[str] = frozenset()
-) -> tuple[Resolution, ...]:
+def live_resolutions(pack: Pack, beyond: frozenset[str] = frozenset()) -> tuple[Resolution, ...]:
     """The resolution steps with their assignments to dead fields dropped (but to the
     fields of `resolved_beyond`)."""
     live = live_fields(pack) | beyond
@@ -129,9 +127,7 @@ class Problem:
         self.key = key
         #: Calls share the solver (push/pop): one at a time.
         self.lock = threading.Lock()
-        self.enc = ExpEncoder(
-            key.universe, live_resolutions(key.pack, key.beyond), dict(key.fixed)
-        )
+        self.enc = ExpEncoder(key.universe, live_resolutions(key.pack, key.beyond), dict(key.fixed))
         self.solver = z3.SimpleSolver()  # the SMT core: it honours set_initial_value
         self.solver.add(*self.enc.domain)
         #: Tracking literal and formula of each constraint, by rule id.
