@@ -239,8 +239,9 @@ def nearest(
     """Every valid candidate whose objective (ordered by `objective`) is below `limit`.
 
     Sizes range over the divisors of `bound`; with `gpus`, candidates must use that many;
-    pinned fields keep their values. Fields are chosen in `ORDER`. `early=False` turns the
-    early rule checks off (only the objective prunes), to test that they drop nothing.
+    pinned fields keep their values, as typed and, unless unset, as SGLang resolves them.
+    Fields are chosen in `ORDER`. `early=False` turns the early rule checks off (only the
+    objective prunes), to test that they drop nothing.
     """
     old = config.model_dump()
     user = config.user_set()
@@ -273,6 +274,10 @@ def nearest(
             resolved, _ = checker.resolve(chosen)
             used = checker.derived(resolved)["gpus_used"]
             if gpus is not None and used != gpus:
+                return
+            # A pin is the value the server runs with: SGLang's resolution must not rewrite
+            # it (an unset pinned field only stays unset, which its domain already says).
+            if any(old[p] is not None and resolved[p] != old[p] for p in pins):
                 return
             final = (int(gpus is None and used != before), *key[1:])
             if order(final, objective) >= limit:

@@ -52,18 +52,30 @@ def witness_by_fix(config: Config, pinned: set[str]) -> Config | None:
     """A valid layout keeping the pinned fields and every field the user left unset, found
     by `fix` (another module: MaxSMT over the exponent encoding). Z3's nonlinear search is
     erratic on these satisfiable questions (4 ms or 3 s for the same one); a witness,
-    re-validated here, proves satisfiability on its own."""
+    re-validated here, proves satisfiability on its own. The question is over typed values,
+    while a fix pin also holds the value SGLang runs with (a pinned default
+    schedule_conservativeness forbids DP attention): so an unset field SGLang's resolution
+    sets that a conflict names is unpinned and the question asked again, and a fix that
+    still keeps it as typed is the witness."""
     keep = [n for n in CONFIG_SPECS if n in pinned or n not in config.user_set()]
+    rewritten = {t for res in NEWEST.resolutions for t in res.targets}
     # fix searches the divisors of one GPU count; a witness on any count will do, so try
     # multiples of the pinned sizes first, then every small count.
     sizes = [config.__dict__[n] for n in pinned if SPECS[n].size]
     base = math.lcm(*sizes) if sizes else 1
     for gpus in dict.fromkeys([base * k for k in range(1, 33)] + list(range(1, 49))):
-        report = fix(config, pins=keep, gpus=gpus, timeout_s=30)
-        if report.fixes:
-            found = report.fixes[0].config
+        pins = set(keep)
+        while True:
+            report = fix(config, pins=sorted(pins), gpus=gpus, timeout_s=30)
+            if report.conflict is None:
+                break
+            named = {f for f, _ in report.conflict.pins} & rewritten - pinned
+            if not named:
+                break
+            pins -= named
+        found = report.fixes[0].config if report.fixes else None
+        if found is not None and all(found.__dict__[n] == config.__dict__[n] for n in keep):
             assert validate(found, explain=False).valid
-            assert all(found.__dict__[n] == config.__dict__[n] for n in keep)
             return found
     return None
 

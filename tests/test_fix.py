@@ -152,7 +152,9 @@ def test_pins_are_kept_and_the_fix_is_optimal_under_them() -> None:
             continue
         fixed += 1
         best = report.best
+        ran = solver.validate(best.config, explain=False, sglang_version=PACK).resolved
         assert all(getattr(best.config, p) == getattr(cfg, p) for p in pins)
+        assert all(ran[p] == getattr(cfg, p) for p in pins if getattr(cfg, p) is not None)
         key = objective_between(cfg, best.config, "changes", n)
         assert next(nearest(cfg, n, n, "changes", key, pins), None) is None
     assert fixed > 20
@@ -168,7 +170,9 @@ def test_a_pin_outside_the_gpu_count_names_the_divisibility_rule() -> None:
 @pytest.mark.parametrize(
     ("cfg", "pins", "gpus", "rules"),
     [
-        (DP_CP, ("tp_size", "dp_size", "attn_cp_size"), None, {"CP-DPCP-DIV", "DWDP-EQ-TP"}),
+        # DWDP, which resolves dp to its own size, no longer escapes: the server would not
+        # run the pinned dp 3 (before pins held the resolved value, DWDP-EQ-TP was in the core).
+        (DP_CP, ("tp_size", "dp_size", "attn_cp_size"), None, {"CP-DPCP-DIV"}),
         (
             {"tp_size": 4, "dcp_size": 2, "dcp_comm_backend": "fi_a2a", "platform": "hip"},
             ("dcp_comm_backend",),
@@ -180,7 +184,7 @@ def test_a_pin_outside_the_gpu_count_names_the_divisibility_rule() -> None:
             {"tp_size": 8, "moe_dp_size": 2, "pp_size": 2},
             ("moe_dp_size", "pp_size"),
             16,
-            {"MOEDP-NO-PP", "DWDP-PP1"},  # dwdp > 1 would reset moe_dp_size to 1
+            {"MOEDP-NO-PP"},  # dwdp > 1 would run moe_dp_size 1: no escape from the pin
         ),
     ],
 )
@@ -199,6 +203,23 @@ def test_impossible_pins_are_explained(
     for pin in conflict_pins:
         fewer = fix(cfg, pins=[p for p in conflict_pins if p != pin], gpus=gpus)
         assert fewer.conflict != report.conflict
+
+
+def test_a_pin_sglang_would_rewrite_is_a_conflict() -> None:
+    """tp 2 with ep 3 breaks TOPO-MOE-TP. On 12 GPUs a layout typing both exists (the
+    megamoe alias), but SGLang runs it with ep 2: it does not keep the pin, so the pins
+    conflict, and the brute force finds no layout that keeps them either."""
+    cfg, pins = {"tp_size": 2, "ep_size": 3}, ("tp_size", "ep_size")
+    escape = solver.validate(
+        {**cfg, "dp_size": 6, "moe_runner_backend": "megamoe"}, explain=False, sglang_version=SEED
+    )
+    assert escape.valid and escape.derived["gpus_used"] == 12 and escape.resolved["ep_size"] == 2
+    report = fix(cfg, pins=pins, gpus=12, sglang_version=SEED)
+    assert report.fixes == () and report.conflict is not None
+    assert report.conflict.pins == (("tp_size", 2), ("ep_size", 3))
+    assert [r.id for r in report.conflict.rules] == ["TOPO-MOE-TP"]
+    start = Config.model_validate(cfg)
+    assert next(nearest(start, 12, 12, "changes", (10**9,), pins), None) is None
 
 
 # --- top K and determinism -----------------------------------------------------------------------
@@ -294,7 +315,8 @@ def test_cli_fixes_the_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert "repairs DPATTN-TP-DIV, CP-DPCP-DIV, TOPO-ATTN-TP" in out
     assert "tiers: GPU count kept; features kept" in out
     assert "command: python -m sglang.launch_server --tp-size 8 --attn-dp-size 4" in out
-    # The only alternative keeping dp_size 3 on 8 GPUs turns a feature on: DWDP.
+    # The only alternative typing dp_size 3 on 8 GPUs turns a feature on: DWDP (which runs
+    # dp 8, so a pin refuses it: test_a_pin_is_the_value_sglang_runs_with).
     args = ["--set", "tp_size=8", "--set", "dp_size=3", "--set", "enable_dp_attention=true"]
     code, out, err = run(["fix", *args, "--top", "2"], capsys)
     assert code == 0 and "fix 1 of 2" in out and "1 feature(s) toggled" in out
@@ -378,44 +400,74 @@ def test_importing_the_package_loads_no_solver() -> None:
 
 
 # --- tiers and why ---------------------------------------------------------------------------
-def test_a_relaxed_tier_says_what_no_layout_keeps() -> None:
-    """Pinning dp 3 on 8 GPUs with DP attention leaves only DWDP (which rewrites dp): the
-    feature tier gives way, and the core names the pin, the rule and the feature."""
+def test_a_pin_is_the_value_sglang_runs_with() -> None:
+    """Pinning dp 3 with DP attention on 8 GPUs: the only 8-GPU layout typing dp 3 turns
+    DWDP on, which SGLang resolves to dp 8, not the pin. So the GPU count gives way
+    (tp 6, attention DP 3), and the core names the pin and the rule."""
     cfg = {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True}
-    report = fix(cfg, pins=["dp_size"])
+    dwdp = solver.validate({**cfg, "dwdp_size": 8}, explain=False, sglang_version=PACK)
+    assert dwdp.valid and dwdp.resolved["dp_size"] == 8  # the answer when pins held the input
+    report = fix(cfg, pins=["dp_size"], sglang_version=PACK)
     best = report.best
-    assert best.changes == (Change("dwdp_size", 1, 8),) and best.objective.features == 1
+    assert best.changes == (Change("tp_size", 8, 6),) and best.gpus_used == 6
+    ran = solver.validate(best.config, explain=False, sglang_version=PACK)
+    assert ran.resolved["dp_size"] == 3 and ran.derived["attn_dp"] == 3
+    # The brute force: no 8-GPU layout runs dp 3, and none on the sizes searched (divisors
+    # of 24) is nearer.
+    start = Config.model_validate(cfg)
+    assert next(nearest(start, 8, 8, "changes", (10**9,), ("dp_size",)), None) is None
+    key = objective_between(start, best.config, "changes", None)
+    assert next(nearest(start, 24, None, "changes", key, ("dp_size",)), None) is None
     (relaxed,) = report.relaxed
-    assert relaxed.tier == "features" and relaxed.pins == ("dp_size",)
+    assert relaxed.tier == "gpus" and relaxed.pins == ("dp_size",) and relaxed.features == ()
     # The core is one rule, and a minimal core is not unique: DPATTN-TP-DIV (resolution) and
-    # TOPO-ATTN-TP (launch) each forbid dp 3 with DP attention on 8 GPUs alone, and which one
-    # Z3's core holds depends on its state (it changed once across a full run). Either must
-    # be a rule `validate` reports for the pinned layout with DWDP kept off.
-    assert relaxed.features == ("dwdp",) and len(relaxed.rules) == 1
+    # TOPO-ATTN-TP (launch) each forbid dp 3 with DP attention on 8 GPUs alone. Either must
+    # be a rule `validate` reports for the pinned layout on 8 GPUs.
     (rule,) = (r.id for r in relaxed.rules)
-    reported = {v.rule for v in solver.validate(cfg).violations}
+    reported = {v.rule for v in solver.validate(cfg, sglang_version=PACK).violations}
     assert reported == {"DPATTN-TP-DIV", "TOPO-ATTN-TP"} and rule in reported
-    assert relaxed.text == (
-        f"no layout on 8 GPUs with dp_size 3 keeps DWDP off ({rule}); the feature set changes"
-    )
+    words = f"no layout on 8 GPUs with dp_size 3 satisfies {rule}; the GPU count changes"
+    assert relaxed.text == words
     # Without the pin every tier holds, and nothing is relaxed.
-    free = fix(cfg)
+    free = fix(cfg, sglang_version=PACK)
     assert free.relaxed == () and free.best.objective.features == 0
 
 
+def test_a_relaxed_feature_tier_names_the_pins_and_the_feature() -> None:
+    """tp 8 and dp 3 pinned on 24 GPUs: DP attention cannot hold (3 does not divide 8), so
+    the layout runs three replicas, and the feature tier gives way."""
+    cfg = {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True}
+    report = fix(cfg, pins=["tp_size", "dp_size"], gpus=24, sglang_version=PACK)
+    best = report.best
+    assert best.changes == (Change("enable_dp_attention", True, False),)
+    assert best.objective.features == 1
+    # The brute force: no layout on 24 GPUs that keeps both pins keeps DP attention.
+    start = Config.model_validate(cfg)
+    assert next(nearest(start, 24, 24, "changes", (0, 1), ("tp_size", "dp_size")), None) is None
+    (relaxed,) = report.relaxed
+    assert relaxed.tier == "features" and relaxed.pins == ("tp_size", "dp_size")
+    assert relaxed.features == ("dp_attention",) and "DPATTN-TP-DIV" in relaxed.text
+    assert relaxed.text.startswith(
+        "no layout on 24 GPUs with tp_size 8 and dp_size 3 keeps DP attention on with dp >= 2 ("
+    )
+
+
 def test_top_k_alternatives_report_their_tier_costs(capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True, "enable_eplb": True}
-    report = fix(cfg, pins=["dp_size"], top=2)
+    cfg = {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True}
+    report = fix(cfg, pins=["dp_size"], top=2, sglang_version=PACK)
     first, second = report.fixes
-    # The second keeps the features by giving up the GPU count: tier 1 before tier 2.
-    assert (first.objective.gpus, first.objective.features) == (0, 2)
-    assert (second.objective.gpus, second.objective.features) == (1, 0)
-    assert second.gpus_used != report.gpus_before == first.gpus_used
+    # Both give up the GPU count (no 8-GPU layout runs dp 3); the second, three replicas
+    # on 24 GPUs, gives up DP attention too: tier 2 ranks it behind.
+    assert (first.objective.gpus, first.objective.features) == (1, 0)
+    assert (second.objective.gpus, second.objective.features) == (1, 1)
+    assert second.changes == (Change("enable_dp_attention", True, False),)
+    assert (first.gpus_used, second.gpus_used) == (6, 24) and report.gpus_before == 8
     sets = [f"--set={k}={str(v).lower()}" for k, v in cfg.items()]
-    code, out, _ = run(["fix", *sets, "--pin", "dp_size", "--top", "2", "--json"], capsys)
+    seed = ["--sglang-version", PACK.version]
+    code, out, _ = run(["fix", *sets, "--pin", "dp_size", "--top", "2", "--json", *seed], capsys)
     data = json.loads(out)
-    assert code == 0 and data["relaxed"][0]["tier"] == "features"
-    assert [t["cost"] for t in data["fixes"][1]["tiers"]][:2] == [1, 0]
+    assert code == 0 and data["relaxed"][0]["tier"] == "gpus"
+    assert [t["cost"] for t in data["fixes"][1]["tiers"]][:2] == [1, 1]
 
 
 def test_a_reset_sglang_resolves_to_the_users_value_is_no_change() -> None:

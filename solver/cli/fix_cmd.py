@@ -43,7 +43,10 @@ PinOpt = Annotated[
         "--pin",
         "-p",
         metavar="FIELD",
-        help="Keep this field's value (repeatable). Pins that cannot all hold are explained.",
+        help=(
+            "Keep this field's value, as typed and as SGLang runs it after its silent changes "
+            "(an unset field stays unset). Repeatable; pins that cannot all hold are explained."
+        ),
         show_default=False,
     ),
 ]
@@ -370,6 +373,8 @@ def _print_fix(
         broken = ", ".join(report.violations)
     elif report.advice:
         broken = f"valid for SGLang, but breaks meshsat's advice {', '.join(report.advice)}"
+    elif report.unpinned:
+        broken = f"valid, but SGLang does not run the pinned {', '.join(report.unpinned)} as given"
     elif report.gpus is not None and report.gpus != report.gpus_before:
         broken = f"uses {report.gpus_before} GPUs, not {report.gpus}"
     else:

@@ -1,7 +1,8 @@
 """`fix`: the nearest layout SGLang accepts, keeping what the user cares about.
 
 A MaxSMT question over the single rule declaration: every error rule is hard (through the
-exponent encoding of `meshsat.solver.backends.z3exp`), so are the pinned fields, the model facts,
+exponent encoding of `meshsat.solver.backends.z3exp`), so are the pins (the input's value, typed
+and as SGLang runs it: `meshsat.solver.repair.pins`), the model facts,
 the hardware (`gpus_per_node`, `platform`) and, with `gpus`, the GPU count; keeping each
 field's value is soft. Fields no rule reads never change.
 
@@ -54,6 +55,7 @@ from meshsat.solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.features import FEATURES, turned_on
 from meshsat.solver.repair.objective import TIER_WORDS, ZERO, objective_of, same_value
+from meshsat.solver.repair.pins import pins_broken
 from meshsat.solver.repair.results import (
     Change,
     Conflict,
@@ -96,7 +98,9 @@ def fix(
 ) -> FixReport:
     """The `top` nearest valid layouts to `config`, best first, as a `FixReport`.
 
-    `pins` name fields that keep the input's value; `gpus` makes the layout use exactly
+    `pins` name fields that keep the input's value, as typed and as SGLang runs it after its
+    silent changes (an unset field stays unset; a valid input that SGLang runs with another
+    value of a pin is repaired, `unpinned` names those); `gpus` makes the layout use exactly
     that many GPUs; `objective` is "changes" or "distance" (module docstring). A valid
     input (on `gpus` GPUs, when given) comes back unchanged as the only fix. With `top`
     above 1, each later fix keeps at least one field that each earlier fix changes (a real
@@ -147,9 +151,14 @@ def fix(
         fixes=(),
         advice=advised,
     )
+    env = environment(cfg, spec)
+    # A pin SGLang rewrites in the input itself is not kept by the input.
+    unpinned = pins_broken({n: env[n] for n in pinned}, report.resolved_env, env)
+    base = _replace(base, unpinned=unpinned)
     if (
         report.valid
         and not advised
+        and not unpinned
         and gpus in (None, before)
         and (memory is None or _loads(memory, report))
     ):
@@ -163,9 +172,9 @@ def fix(
         if name in fp.changeable(pack) and SPECS[name].size and not universe.divides_bound(value):
             rule = _rule_ref(pack, fp.DIVIDE_RULE, gpus, universe.bound)
             return _replace(base, conflict=Conflict(((name, value),), (rule,)))
-    env = environment(cfg, spec)
-    fixed = tuple((n, env[n]) for n in (*fp.HARDWARE, *MODEL_FACT_NAMES))
-    prob = fp.problem(fp.Key(universe, gpus, fixed, pack))
+    beyond = fp.resolved_beyond(pack, frozenset(pinned))
+    fixed = tuple((n, env[n]) for n in (*fp.HARDWARE, *MODEL_FACT_NAMES, *sorted(beyond)))
+    prob = fp.problem(fp.Key(universe, gpus, fixed, pack, beyond))
     keep_gpus = before if gpus is None else None
     search = Search(prob, env, user, keep_gpus, Deadline(deadline_s - time.monotonic()))
     if memory is not None:
@@ -215,16 +224,17 @@ def fix(
                 search.blocked.append(prob.enc.formula(_other_shape(r, live, fields, read)))
 
     with prob.lock:
-        outcome = _fitting(search, objective, [n for n in pinned if n in fp.changeable(pack)], top)
+        searched = set(fp.changeable(pack)) | beyond  # the others hold as they are
+        outcome = _fitting(search, objective, [n for n in pinned if n in searched], top)
     if search.blocked and outcome.conflict is not None:
         return _replace(base, conflict=_no_fit(cfg, pinned, memory))
     if search.blocked and not outcome.found:  # out of time before a layout that loads
         return _replace(base, timed_out=True)
     if outcome.conflict is not None:
         pin_names, rule_ids = outcome.conflict
+        rules = tuple(_rule_ref(pack, r, gpus, universe.bound) for r in rule_ids)
         conflict = Conflict(
-            tuple((n, getattr(cfg, n)) for n in pin_names),
-            tuple(_rule_ref(pack, r, gpus, universe.bound) for r in rule_ids),
+            tuple((n, getattr(cfg, n)) for n in pin_names), rules or _rewrites(report, pin_names)
         )
         return _replace(base, conflict=conflict)
     fixes = tuple(
@@ -239,6 +249,7 @@ def fix(
             (*violations, *advised),
             f.proven,
             f.tier_ms,
+            pinned,
         )
         for f in outcome.found
     )
@@ -303,6 +314,7 @@ def _result(
     repairs: tuple[str, ...],
     proven: Mapping[str, bool],
     tier_ms: Mapping[str, float],
+    pins: tuple[str, ...] = (),
 ) -> FixResult:
     changed = [n for n, v in values.items() if not same_value(v, getattr(cfg, n))]
     data = _fixed_values(cfg, values)
@@ -310,8 +322,14 @@ def _result(
     report = validate(new, spec, explain=False, sglang_version=pack)
     used = int(report.derived["gpus_used"])
     advised = [w.rule for w in report.warnings if w.rule in pack.advice]
-    if not report.valid or advised or (gpus is not None and used != gpus):
-        broken = ", ".join([*(v.rule for v in report.violations), *advised])
+    # The pins as SGLang runs the layout, checked by the plain evaluator, not by Z3.
+    unpinned = pins_broken(
+        {n: getattr(cfg, n) for n in pins}, report.resolved_env, environment(new, spec)
+    )
+    if not report.valid or advised or unpinned or (gpus is not None and used != gpus):
+        broken = ", ".join(
+            [*(v.rule for v in report.violations), *advised, *(f"pin {n}" for n in unpinned)]
+        )
         broken = broken or f"uses {used} GPUs"
         raise FixSelfCheckError(f"fix produced an invalid layout ({broken}): {data}")
     # A field put back to unset where SGLang resolves the user's value anyway is no change.
@@ -483,6 +501,22 @@ def _no_fit(cfg: Config, pinned: tuple[str, ...], memory: MemoryModel | None) ->
         f"the model{where} within the sizes searched; pass --gpus N with more GPUs",
     )
     return Conflict(tuple((n, getattr(cfg, n)) for n in pinned), (rule,))
+
+
+def _rewrites(report: Any, pins: Iterable[str]) -> tuple[RuleRef, ...]:
+    """For pins that conflict through no rule at all: the input's own silent changes to them.
+    Such pins hold as typed in the input, so SGLang rewrites one there (`--schedule-
+    conservativeness` pinned beside `--enable-dp-attention`, which scales it)."""
+    pinned = set(pins)
+    return tuple(
+        RuleRef(
+            note.resolution,
+            f"SGLang runs {note.field} {fmt_value(note.new)}, not {fmt_value(note.old)}",
+            f"{note.because} (a pin holds the value SGLang runs with)",
+        )
+        for note in report.notes
+        if note.field in pinned
+    )
 
 
 def _rule_ref(pack: Pack, rule_id: str, gpus: int | None, bound: int) -> RuleRef:

@@ -60,9 +60,33 @@ def live_fields(pack: Pack) -> frozenset[str]:
 
 
 @cache
-def live_resolutions(pack: Pack) -> tuple[Resolution, ...]:
-    """The resolution steps with their assignments to dead fields dropped."""
+def resolved_beyond(pack: Pack, pinned: frozenset[str]) -> frozenset[str]:
+    """Pinned fields no rule reads that a resolution step still sets (`--schedule-
+    conservativeness` under DP attention), and the dead fields those steps read, to the
+    fixpoint. A pin holds the value SGLang runs with (`meshsat.solver.repair.pins`), so
+    these steps join the encoding; fix changes none of these fields, so the encoder takes
+    them as constants at the input's values."""
     live = live_fields(pack)
+    steps = [s for res in pack.resolutions for s in res.steps]
+    beyond: set[str] = set()
+    todo = [n for n in pinned if n not in live]
+    while todo:
+        name = todo.pop()
+        for step in steps:
+            if name not in (n for n, _ in step.sets):
+                continue
+            beyond.add(name)
+            reads = {*fields_of(step.when), *(f for _, v in step.sets for f in fields_of(v))}
+            todo += [r for r in reads if r not in live and r not in beyond]
+            beyond |= reads - live
+    return frozenset(beyond)
+
+
+@cache
+def live_resolutions(pack: Pack, beyond: frozenset[str] = frozenset()) -> tuple[Resolution, ...]:
+    """The resolution steps with their assignments to dead fields dropped (but to the
+    fields of `resolved_beyond`)."""
+    live = live_fields(pack) | beyond
     return tuple(
         Resolution(
             res.id,
@@ -92,6 +116,8 @@ class Key:
     gpus: int | None
     fixed: tuple[tuple[str, Any], ...]
     pack: Pack
+    #: The fields of `resolved_beyond` (also in `fixed`): empty unless such a field is pinned.
+    beyond: frozenset[str] = frozenset()
 
 
 class Problem:
@@ -101,7 +127,7 @@ class Problem:
         self.key = key
         #: Calls share the solver (push/pop): one at a time.
         self.lock = threading.Lock()
-        self.enc = ExpEncoder(key.universe, live_resolutions(key.pack), dict(key.fixed))
+        self.enc = ExpEncoder(key.universe, live_resolutions(key.pack, key.beyond), dict(key.fixed))
         self.solver = z3.SimpleSolver()  # the SMT core: it honours set_initial_value
         self.solver.add(*self.enc.domain)
         #: Tracking literal and formula of each constraint, by rule id.

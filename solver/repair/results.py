@@ -134,6 +134,9 @@ class FixReport:
     #: Ids of meshsat's advice the input breaks: SGLang accepts it, but `fix` proposes only
     #: layouts that keep the advice, so such an input is repaired too.
     advice: tuple[str, ...] = ()
+    #: Pinned fields SGLang's resolution rewrites in the input itself: a valid input that
+    #: does not run with its pins is repaired too (`meshsat.solver.repair.pins`).
+    unpinned: tuple[str, ...] = ()
 
     @property
     def best(self) -> FixResult:
@@ -146,6 +149,7 @@ class FixReport:
             "valid_input": self.valid_input,
             "violations": list(self.violations),
             "advice": list(self.advice),
+            "unpinned": list(self.unpinned),
             "objective": self.objective,
             "gpus": self.gpus,
             "gpus_before": self.gpus_before,

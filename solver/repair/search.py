@@ -35,6 +35,7 @@ from meshsat.solver.lang.expr import fields_of
 from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.repair.features import FEATURES, turned_on
 from meshsat.solver.repair.objective import ORDERS, prime_mbits, size_mbits
+from meshsat.solver.repair.pins import pin_holds
 from meshsat.solver.repair.problem import Problem, changeable
 
 
@@ -171,7 +172,7 @@ class Search:
                     self.s.add(z3.Or([self.p.is_value(name, v) for v in options]))
             pin_lits = {name: z3.Bool(f"pin:{name}") for name in pins}
             for name, lit in pin_lits.items():
-                self.s.add(z3.Implies(lit, self.keep[name]))
+                self.s.add(z3.Implies(lit, self.pin_term(name)))
             # Per-call terms read raw fields only, which carry no quotient: nothing to
             # assert, but an exactness condition met here must hold like the others.
             self.s.add(*self.enc.take_side())
@@ -319,7 +320,7 @@ class Search:
             pin_lits = {}
             for name in pins:
                 lit = z3.Bool(f"why-pin:{name}")
-                self.s.add(z3.Implies(lit, self.keep[name]))
+                self.s.add(z3.Implies(lit, self.pin_term(name)))
                 pin_lits[name] = lit
             self.s.add(*self.enc.take_side())
             if keep_gpus:
@@ -379,6 +380,13 @@ class Search:
         if not lits:
             return TermGoal(z3.IntVal(0))
         return PbGoal([(b, 1) for b in lits], _sum([z3.If(b, 1, 0) for b in lits]))
+
+    def pin_term(self, name: str) -> Any:
+        """The pin of `name`: the input's value, typed and as SGLang runs it
+        (`meshsat.solver.repair.pins`)."""
+        old = self.old[name]
+        key = ("pin", name, type(old).__name__, old)
+        return self.p.memo(key, self.enc.formula, pin_holds(name, old))
 
     def changed(self, name: str) -> Any:
         old = self.old[name]
