@@ -50,16 +50,24 @@ ROUTER = [
 ]  # fmt: skip
 
 
-def _pd_manifest(prefill_pods: int, decode_pods: int) -> str:
-    router = {
+def _router(command: list[str]) -> dict[str, object]:
+    """A Deployment of one router running `command`."""
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "router"},
         "spec": {"replicas": 1, "template": {"spec": {"containers": [
-            {"name": "router", "command": ROUTER}
+            {"name": "router", "command": command}
         ]}}},
     }  # fmt: skip
-    docs = (_statefulset("prefill", prefill_pods), _statefulset("decode", decode_pods), router)
+
+
+def _pd_manifest(prefill_pods: int, decode_pods: int) -> str:
+    docs = (
+        _statefulset("prefill", prefill_pods),
+        _statefulset("decode", decode_pods),
+        _router(ROUTER),
+    )
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
@@ -145,15 +153,7 @@ def test_the_deployment_fix_fits_an_aggregated_statefulset_to_its_pods(
     i = command.index("--disaggregation-mode")
     del command[i : i + 2]
     router = ["python3", "-m", "sglang_router.launch_router"]
-    router += ["--worker-urls", "http://agg-0.agg:30000"]
-    lb = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "router"},
-        "spec": {"replicas": 1, "template": {"spec": {"containers": [
-            {"name": "router", "command": router}
-        ]}}},
-    }  # fmt: skip
+    lb = _router([*router, "--worker-urls", "http://agg-0.agg:30000"])
     path = tmp_path / "agg.yaml"
     path.write_text(yaml.safe_dump_all((server, lb), sort_keys=False))
     assert _validate(capsys, path, path.read_text()).code == 1
