@@ -6,6 +6,9 @@ goes through the same reader (`facts.facts_from_config`) as a user's file. Numbe
 copied as facts from each repository's public `config.json` on huggingface.co
 (https://huggingface.co/<repo id>/blob/main/config.json). `published` holds the total and
 active parameter counts the model's card or release announcement states, with its source.
+Where aiconfigurator-core bundles the same checkpoint's `config.json` (or one of the same
+architecture), `tests/test_catalogue_configs.py` compares every key and derived fact with it
+and lists the entries it cannot check.
 """
 
 from __future__ import annotations
