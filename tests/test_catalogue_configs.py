@@ -230,8 +230,8 @@ def _oracle(repo: str) -> tuple[dict[str, Any], dict[str, Any]]:
 CHECKED = [repo for repo in CATALOGUE if repo not in UNVERIFIED]
 
 
-def _names_match(mine: str, theirs: list[str]) -> bool:
-    return any(mine == t or fnmatchcase(t, mine) or fnmatchcase(mine, t) for t in theirs)
+def _names_match(mine: str, theirs: list[str], exact: frozenset[str]) -> bool:
+    return mine in exact or any(fnmatchcase(t, mine) or fnmatchcase(mine, t) for t in theirs)
 
 
 def _config_mismatches(
@@ -246,7 +246,8 @@ def _config_mismatches(
         elif isinstance(value, Mapping) and isinstance(theirs[key], Mapping):
             yield from _config_mismatches(value, theirs[key], at, exempt)
         elif at in ABRIDGED and isinstance(value, list) and isinstance(theirs[key], list):
-            extra = [m for m in value if not _names_match(m, theirs[key])]
+            exact = frozenset(theirs[key])
+            extra = [m for m in value if not _names_match(m, theirs[key], exact)]
             if extra:
                 yield f"{at}: catalogue names {extra!r}, which the config's list does not"
         elif value != theirs[key]:
