@@ -161,7 +161,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 202752,
         "tie_word_embeddings": False,
         "num_nextn_predict_layers": 1,
-        "torch_dtype": "bfloat16",
+        "dtype": "bfloat16",  # transformers 5's spelling, as GLM-5's config.json has it
     },
     "stepfun-ai/Step-3.5-Flash": {
         "architectures": ["Step3p5ForCausalLM"],

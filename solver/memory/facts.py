@@ -471,6 +471,11 @@ def _kv_cache_quant_algo(c: Mapping[str, Any]) -> str:
     algo = qc.get("kv_cache_quant_algo") or (
         inner.get("kv_cache_quant_algo") if isinstance(inner, Mapping) else None
     )
+    # ModelOpt's newer config.json layout states the KV cache as a scheme; SGLang's ModelOpt
+    # configs (`from_config`) read 8-bit floats there as FP8.
+    scheme = qc.get("kv_cache_scheme")
+    if isinstance(scheme, Mapping) and (scheme.get("type"), scheme.get("num_bits")) == ("float", 8):
+        algo = "FP8"
     return str(algo) if isinstance(algo, str) else ""
 
 
@@ -481,7 +486,10 @@ def _rope_cache_elements(c: Mapping[str, Any], model_type: str, head_dim: int, r
     dim (MLA: `qk_rope_head_dim`; else `head_dim × partial_rotary_factor`). Gemma 3 builds
     two, a local and a global one."""
     positions = _int(c, ("max_position_embeddings",)) or 0
-    scaling = c.get("rope_scaling")
+    # transformers 5 moved the rope keys into `rope_parameters` (Qwen3.5, GLM-5).
+    params = c.get("rope_parameters")
+    params = params if isinstance(params, Mapping) else {}
+    scaling = c.get("rope_scaling") or params
     if isinstance(scaling, Mapping) and str(scaling.get("type", scaling.get("rope_type"))) in (
         "yarn",
         "deepseek_yarn",
@@ -490,7 +498,7 @@ def _rope_cache_elements(c: Mapping[str, Any], model_type: str, head_dim: int, r
         factor = scaling.get("factor")
         if isinstance(original, int) and isinstance(factor, int | float):
             positions = int(original * factor)
-    partial = c.get("partial_rotary_factor", 1.0)
+    partial = c.get("partial_rotary_factor", params.get("partial_rotary_factor", 1.0))
     dim = rope or _int(c, ("rotary_dim",)) or 0
     dim = dim or int(head_dim * (partial if isinstance(partial, int | float) else 1.0))
     ropes = 2 if model_type in ("gemma3", "gemma3_text") else 1

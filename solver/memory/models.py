@@ -6,6 +6,9 @@ goes through the same reader (`facts.facts_from_config`) as a user's file. Numbe
 copied as facts from each repository's public `config.json` on huggingface.co
 (https://huggingface.co/<repo id>/blob/main/config.json). `published` holds the total and
 active parameter counts the model's card or release announcement states, with its source.
+Where aiconfigurator-core bundles the same checkpoint's `config.json` (or one of the same
+architecture), `tests/test_catalogue_configs.py` compares every key and derived fact with it
+and lists the entries it cannot check.
 """
 
 from __future__ import annotations
@@ -539,7 +542,13 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
             "use_qk_norm": True,
             "vocab_size": 200064,
             "tie_word_embeddings": False,
-            "quantization_config": _FP8_BLOCK,
+            # MiniMax's own spelling: `fmt` names the torch dtype, and the router (`gate`),
+            # its correction bias and the head stay 16-bit.
+            "quantization_config": {
+                **_FP8_BLOCK,
+                "fmt": "float8_e4m3fn",
+                "modules_to_not_convert": ["gate", "e_score_correction_bias", "lm_head"],
+            },
         },
         Published(
             229,
@@ -876,7 +885,15 @@ _ROPE: dict[str, dict[str, Any]] = {
     },
     **_each(
         ("openai/gpt-oss-120b", "openai/gpt-oss-20b"),
-        {"max_position_embeddings": 131072, "rope_scaling": {**_YARN_4K, "factor": 32}},
+        {
+            "max_position_embeddings": 131072,
+            # gpt-oss spells the kind `rope_type` (transformers' name), DeepSeek `type`.
+            "rope_scaling": {
+                "rope_type": "yarn",
+                "original_max_position_embeddings": 4096,
+                "factor": 32,
+            },
+        },
     ),
     **_each(
         (
@@ -937,6 +954,9 @@ _ROPE: dict[str, dict[str, Any]] = {
         {"max_position_embeddings": 131072, "partial_rotary_factor": 0.5},
     ),
     "MiniMaxAI/MiniMax-M2": {"max_position_embeddings": 196608, "rotary_dim": 64},
+    # Llama 4's text_config: SGLang's `llama4.py` sizes the rotary cache by it (10M for Scout).
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": {"max_position_embeddings": 10485760},
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": {"max_position_embeddings": 1048576},
 }
 
 

@@ -162,10 +162,12 @@ _GLM5_FP8 = {
     ],
 }
 #: nvidia/GLM-5-NVFP4 (model_configs/nvidia--GLM-5-NVFP4_hf_quant_config.json, read by SGLang
-#: as the ModelOpt config): NVFP4 group 16, every attention linear of every layer excluded.
+#: as the ModelOpt config): NVFP4 group 16, every attention linear of every layer excluded,
+#: and an FP8 KV cache (`kv_cache_quant_algo`: what `--kv-cache-dtype auto` becomes).
 _GLM5_NVFP4 = {
     "quant_method": "modelopt",
     "quant_algo": "NVFP4",
+    "kv_cache_quant_algo": "FP8",
     "group_size": 16,
     "exclude_modules": [
         "lm_head",
@@ -179,10 +181,13 @@ _GLM5_NVFP4 = {
 }  # fmt: skip
 #: nvidia/Qwen3.5-*-NVFP4 (model_configs/nvidia--Qwen3.5-397B-A17B-NVFP4_config.json): NVFP4
 #: group 16; every GatedDeltaNet and full-attention layer, the shared experts, the vision
-#: tower and the head excluded (listed per layer there; by family here).
+#: tower and the head excluded (listed per layer there; by family here); an FP8 KV cache
+#: (the `kv_cache_scheme` of 8-bit floats its config.json states, which SGLang reads as
+#: `kv_cache_quant_algo` FP8, the value its `hf_quant_config.json` spells).
 _QWEN35_NVFP4 = {
     "quant_method": "modelopt",
     "quant_algo": "NVFP4",
+    "kv_cache_quant_algo": "FP8",
     "group_size": 16,
     "exclude_modules": [
         "lm_head",
@@ -193,8 +198,13 @@ _QWEN35_NVFP4 = {
     ],
 }
 #: nvidia/Llama-3.1-70B-Instruct-FP8 (model_configs/nvidia--Llama-3.1-70B-Instruct-FP8_hf_quant
-#: _config.json): ModelOpt per-tensor FP8, the head excluded.
-_MODELOPT_FP8 = {"quant_method": "modelopt", "quant_algo": "FP8", "exclude_modules": ["lm_head"]}
+#: _config.json): ModelOpt per-tensor FP8, the head excluded, an FP8 KV cache.
+_MODELOPT_FP8 = {
+    "quant_method": "modelopt",
+    "quant_algo": "FP8",
+    "kv_cache_quant_algo": "FP8",
+    "exclude_modules": ["lm_head"],
+}
 #: stepfun-ai/Step-3.5-Flash-FP8: block 128, nothing but the head excluded; as the same
 #: org's Step-3.7-Flash-FP8 publishes it for the same widths (model_configs/stepfun-ai--
 #: Step-3.7-Flash-FP8_config.json), and as sgl-project/sglang#26107's TP 4 failure on the
