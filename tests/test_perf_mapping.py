@@ -17,7 +17,13 @@ from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import Parallel, load_facts
 from meshsat.solver.memory.gpus import gpu
 from meshsat.solver.memory.models import catalogue_config
-from meshsat.solver.perf.engine_args import EngineArgs, Unsupported, engine_args, nearest_version
+from meshsat.solver.perf.engine_args import (
+    KV_MODES,
+    EngineArgs,
+    Unsupported,
+    engine_args,
+    nearest_version,
+)
 
 DBS: Mapping[str, tuple[str, ...]] = {
     "h200_sxm": ("0.5.14",),
@@ -296,3 +302,28 @@ def test_measured_fp8_checkpoints_map_as_the_engine_reads_them() -> None:
         assert got["recorded"][0] == run.gemm_mode
         relabelled += got["recorded"] != got["checkpoint"]
     assert len(seen) >= 4 and relabelled >= 3, seen
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu_name", "kv_bytes"),
+    [
+        ("nvidia/Llama-3.1-70B-Instruct-FP8", "H200", 1),  # kv_cache_quant_algo: FP8
+        ("deepseek-ai/DeepSeek-V3", "H200", 2),
+        ("zai-org/GLM-5", "B200", 1),  # DSA on Blackwell: an FP8 cache
+        ("zai-org/GLM-5", "H200", 2),
+    ],
+)
+def test_the_estimate_prices_the_kv_cache_the_memory_model_sizes(
+    model: str, gpu_name: str, kv_bytes: int
+) -> None:
+    """`--kv-cache-dtype auto` is what SGLang resolves it to (the checkpoint's FP8 cache):
+    the engine's KV mode and the memory model's bytes per cached element agree. The engine
+    was passed the unresolved `auto` (bf16) while the KV tokens counted an FP8 cache."""
+    from meshsat.solver.memory.quant import kv_dtype_bytes
+    from meshsat.solver.perf.estimator import PerfModel
+
+    pm = PerfModel(model, gpu_name)
+    sized = kv_dtype_bytes(pm.memory.kv_cache_dtype, pm.facts.quant.unquantized)
+    assert sized == kv_bytes
+    mode = KV_MODES[pm.kv_cache_dtype or "auto"][0]
+    assert {"fp8": 1, "bfloat16": 2}[mode] == kv_bytes

@@ -154,6 +154,10 @@ class PerfModel:
                 **dict(memory_options or {}),
             },
         )
+        #: The KV cache's dtype as SGLang resolves `auto` (the memory model's: an FP8 cache
+        #: from the checkpoint's `kv_cache_quant_algo`, DSA's on Blackwell): the engine and
+        #: the roofline price the cache the server runs, which the KV tokens already count.
+        self.kv_cache_dtype = self.memory.kv_cache_dtype
         self._lock = threading.Lock()
         self._cache: dict[tuple[Parallel, bool, int | None], Estimate] = {}
         #: The roofline's weight sizes (the memory model's table at the newest pack, as
