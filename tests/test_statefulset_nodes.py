@@ -135,6 +135,8 @@ def test_fix_moves_a_statefulset_server_onto_its_pods(
     best = doc["fixes"][0]
     assert best["config"]["nnodes"] == 3 and best["gpus_used"] == 24
     assert "set its spec.replicas to 2" in run.err
+    table = run_cli(capsys, "fix", "--sglang-file", str(path))
+    assert "GPU count 16 → 24 for the 3 pods StatefulSet/decode starts" in table.out
     command = best["command_line"].split()
     command[command.index("--node-rank") + 1] = "$(POD_INDEX)"
     fixed = _statefulset("decode", 3)

@@ -191,6 +191,7 @@ def fix_cmd(
             verbose=verbose,
             unfixed=unfixed,
             refitted=refitted if len(set(nodes)) > 1 else None,
+            gpus_why=start.gpus_why,
         )
     else:
         rows = [
@@ -247,6 +248,8 @@ class FixInput:
     gpus: int | None
     pins: tuple[str, ...]
     said: str | None = None
+    #: Why the search holds `gpus`, as the tiers line says it.
+    gpus_why: str = "as --gpus asks"
 
 
 def fix_input(
@@ -262,12 +265,14 @@ def fix_input(
 
     pack = get_pack(version)
     config, pinned, notes = layout.config, tuple(pins), []
+    why = "as --gpus asks"
     manifest = layout.manifest
     pods = manifest.group_size if manifest is not None else None
     moved = fit_to_pods(config, layout.job, pods, layout.model, pack)
     if moved is not None and manifest is not None:
         config, pinned = moved.config, (*pinned, "nnodes")
-        gpus = gpus if gpus is not None else moved.gpus
+        if gpus is None and moved.gpus is not None:
+            gpus, why = moved.gpus, f"for the {pods} pods {manifest.owner} starts"
         notes.append(
             f"setting --nnodes to {pods}, the pods {manifest.owner} starts for the job "
             f"({GROUP_SIZE_RULE}); or set its {size_field(manifest.owner)} to "
@@ -278,12 +283,13 @@ def fix_input(
         found = fit_to_list(config, [layout.launch], pack.version)
     if found is not None:
         config, gpus, short = found
+        why = f"for the {len(short.ids)} GPU(s) {short.name} lists on each node"
         notes.append(
             f"fitting the layout to the {len(short.ids)} GPU(s) {short.name} lists on each "
             f"of its {config.nnodes} node(s) (JOB-VISIBLE-DEVICES); pass --gpus N for another "
             "count"
         )
-    return FixInput(config, gpus, pinned, "; ".join(notes) or None)
+    return FixInput(config, gpus, pinned, "; ".join(notes) or None, why)
 
 
 def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:
@@ -338,11 +344,15 @@ def print_fix(
     verbose: bool = False,
     unfixed: list[Violation] | None = None,
     refitted: str | None = None,
+    gpus_why: str = "as --gpus asks",
 ) -> None:
     """`refitted`: what the launch had changed before the layout was fixed (a
     LeaderWorkerSet's --nnodes set to its group size), so a layout valid as it stands is
-    not said to need nothing."""
-    _print_fix(report, verbose=verbose, script_wrong=bool(unfixed), refitted=refitted)
+    not said to need nothing; `gpus_why`: why the search held its GPU count
+    (`FixInput.gpus_why`)."""
+    _print_fix(
+        report, verbose=verbose, script_wrong=bool(unfixed), refitted=refitted, gpus_why=gpus_why
+    )
     for v in unfixed or ():
         out.print(f"[red]✗ not fixed:[/red] {escape(v.rule)}: {escape(v.message)}")
         if v.hint:
@@ -355,7 +365,12 @@ def print_fix(
 
 
 def _print_fix(
-    report: FixReport, *, verbose: bool, script_wrong: bool, refitted: str | None = None
+    report: FixReport,
+    *,
+    verbose: bool,
+    script_wrong: bool,
+    refitted: str | None = None,
+    gpus_why: str = "as --gpus asks",
 ) -> None:
     if report.valid_input:
         best = report.best
@@ -401,12 +416,18 @@ def _print_fix(
     for i, result in enumerate(report.fixes, 1):
         if len(report.fixes) > 1:
             out.print(f"\n[bold]fix {i} of {len(report.fixes)}[/bold]")
-        _print_result(report, result, first=i == 1, verbose=verbose)
+        _print_result(report, result, first=i == 1, verbose=verbose, gpus_why=gpus_why)
     if report.timed_out:
         out.print(f"[yellow]the timeout cut the search: {len(report.fixes)} fix(es) found[/yellow]")
 
 
-def _print_result(report: FixReport, result: FixResult, first: bool, verbose: bool = False) -> None:
+def _print_result(
+    report: FixReport,
+    result: FixResult,
+    first: bool,
+    verbose: bool = False,
+    gpus_why: str = "as --gpus asks",
+) -> None:
     n = len(result.changes)
     best = "optimal" if first else "the best alternative to the fixes above"
     proof = (
@@ -418,7 +439,7 @@ def _print_result(report: FixReport, result: FixResult, first: bool, verbose: bo
         f"[green]✓ fixed[/green] with {n} change{'s' if n != 1 else ''}, {proof}; "
         f"repairs {', '.join(result.repairs) or '-'}"
     )
-    out.print(f"[dim]tiers:[/dim] {escape(_tiers(result, report))}")
+    out.print(f"[dim]tiers:[/dim] {escape(_tiers(result, report, gpus_why))}")
     table = Table(show_header=True, expand=False)
     table.add_column("field", style="bold", no_wrap=True)
     table.add_column("old")
@@ -437,13 +458,13 @@ def _print_result(report: FixReport, result: FixResult, first: bool, verbose: bo
     out.print(f"[bold]command:[/bold] {escape(result.command_line)}", soft_wrap=True)
 
 
-def _tiers(result: FixResult, report: FixReport) -> str:
+def _tiers(result: FixResult, report: FixReport, gpus_why: str = "as --gpus asks") -> str:
     """Each tier as kept, or what it costs: "GPU count kept, features kept, 1 of yours".
     Under --gpus the count is the one asked for, not the input's (the search keeps it as a
     hard constraint): "kept" would contradict the "GPU count changes" line below."""
     obj = result.objective
     if report.gpus is not None and report.gpus != report.gpus_before:
-        count = f"GPU count {report.gpus_before} → {report.gpus} as --gpus asks"
+        count = f"GPU count {report.gpus_before} → {report.gpus} {gpus_why}"
     else:
         count = "GPU count " + ("changes" if obj.gpus else "kept")
     words = [
