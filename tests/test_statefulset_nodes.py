@@ -167,3 +167,22 @@ def test_the_deployment_fix_fits_an_aggregated_statefulset_to_its_pods(
     assert role["fixes"][0]["config"]["nnodes"] == 3
     assert {"field": "nnodes", "old": 2, "new": 3} in role["fixes"][0]["changes"]
     assert "JOB-GROUP-SIZE" in role["fixes"][0]["repairs"]
+
+
+def test_a_decode_that_must_follow_its_prefill_off_its_pods_keeps_its_nodes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The decode's 3 pods hold no layout that pairs with a 16-GPU prefill (the pair rules
+    hold its widths to the prefill's), so no count of nodes fixes the launch: its own 2
+    are kept (not a 4 that matches neither the launch nor the pods), and JOB-GROUP-SIZE
+    stays, its hint naming the StatefulSet's replicas."""
+    path = tmp_path / "pd.yaml"
+    path.write_text(_pd_manifest(2, 3))
+    run = run_cli(capsys, "fix", "--sglang-file", str(path), "--json")
+    assert run.code == 1, run.out + run.err
+    doc = json.loads(run.out)
+    decode = next(r for r in doc["roles"] if r["server"].startswith("decode"))
+    assert decode["fixes"][0]["config"]["nnodes"] == 2
+    assert not doc["deployment"]["fixed"] and not doc["deployment"]["after"]["valid"]
+    table = run_cli(capsys, "fix", "--sglang-file", str(path))
+    assert "JOB-GROUP-SIZE" in table.out and "spec.replicas" in table.out

@@ -122,6 +122,10 @@ def fix_deployment(
     fixed: dict[str, Server] = {}
     for server in deployment.servers:
         found = _fix(server, pack, _pins(server, pins), objective, timeout_s)
+        if not found.fixes and _on_pods(server, pack) is not None:
+            # No layout on the object's pods: fixed on the launch's own nodes, whose
+            # JOB-GROUP-SIZE then stays, its hint naming the object's field to change.
+            found = _fix(server, pack, pins, objective, timeout_s, on_pods=False)
         fixes[server.name] = ServerFix(server.name, found)
         if not found.fixes:
             return DeploymentFix(tuple(fixes.values()), None, None)
@@ -131,7 +135,17 @@ def fix_deployment(
         reference = prefill[0]
         p_side = side_of(reference, server_report(reference, pack))
         for server in deployment.of_role("decode"):
-            repaired, fix_of = _follow(fixed[server.name], p_side, pack, pins, objective, timeout_s)
+            start = fixed[server.name]
+            repaired, fix_of = _follow(start, p_side, pack, pins, objective, timeout_s)
+            pods = server.commands[0].group_size
+            if start.layout.config.nnodes == pods != repaired.layout.config.nnodes:
+                # Following its prefill moved the decode off the pods it was fitted to: on
+                # neither count its launch is no better, so it keeps its own nodes instead.
+                own = _fix(server, pack, pins, objective, timeout_s, on_pods=False)
+                if own.fixes:
+                    fixes[server.name] = ServerFix(server.name, own)
+                    start = _with_config(server, own.best.config)
+                    repaired, fix_of = _follow(start, p_side, pack, pins, objective, timeout_s)
             fixed[server.name] = repaired
             if fix_of is not None:
                 fixes[server.name] = _after(fixes[server.name], fix_of)
@@ -173,13 +187,19 @@ def _fix_router(router: Router, deployment: Deployment) -> tuple[Router, RouterF
 
 
 def _fix(
-    server: Server, pack: Pack, pins: tuple[str, ...], objective: str, timeout_s: float
+    server: Server,
+    pack: Pack,
+    pins: tuple[str, ...],
+    objective: str,
+    timeout_s: float,
+    *,
+    on_pods: bool = True,
 ) -> FixReport:
     layout = server.layout
     config, gpus = layout.config, None
     # The pods a manifest object starts and a launch's visible devices are fitted to, as
     # `meshsat fix` does for one server (`fix_cmd.fix_input`).
-    moved = _on_pods(server, pack)
+    moved = _on_pods(server, pack) if on_pods else None
     if moved is not None:
         config, gpus = moved.config, moved.gpus
     found = fit_to_list(config, server.commands, pack.version) if gpus is None else None
