@@ -234,7 +234,7 @@ def test_fix_moves_an_overlapping_server_to_free_gpus() -> None:
     assert "HOST-GPU-OVERLAP" in moved.report.best.repairs
 
 
-def test_fix_moves_within_a_visible_list_and_leaves_a_full_one() -> None:
+def test_fix_moves_within_a_visible_list_else_moves_the_list() -> None:
     wide = "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"
     result, bases = _fixed(f"{wide} {L} --tp 4 --port 30000 &\n{wide} {L} --tp 4 --port 30001 &\n")
     assert bases == {"aggregated@1": 0, "aggregated@2": 4} and result.ok
@@ -242,8 +242,11 @@ def test_fix_moves_within_a_visible_list_and_leaves_a_full_one() -> None:
         f"CUDA_VISIBLE_DEVICES={gpus} {L} --tp 2 --port {port} &\n"
         for gpus, port in (("0,1", 30000), ("2,3", 30001), ("2,3", 30002))
     )
-    result, bases = _fixed(copied)  # no base id frees a list of two taken GPUs: left as is
-    assert set(bases.values()) == {0} and not result.ok
+    # No base id frees a list of two taken GPUs: its list moves instead (test_relist.py).
+    result, bases = _fixed(copied)
+    assert set(bases.values()) == {0} and result.ok
+    (moved,) = [s for s in result.servers if s.relisted is not None]
+    assert (moved.server, moved.relisted.new) == ("aggregated@3", (4, 5))
 
 
 def test_fix_leaves_servers_that_choose_no_gpus() -> None:

@@ -37,7 +37,7 @@ from meshsat.solver.inputs.layout_input import (
     script_folders,
     with_script,
 )
-from meshsat.solver.inputs.rewrite import applied, rewrite_script, set_flags
+from meshsat.solver.inputs.rewrite import applied, rewrite_script, set_env_values, set_flags
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.validation.report import Report
 
@@ -255,9 +255,10 @@ def in_user_words(result: DeploymentFix, deployment: Deployment, pack: Pack) -> 
             fixed.append(replace(found, report=replace(found.report, fixes=rendered)))
             continue
         text, launch = deployment.text, server.commands[0]
-        if found.flags:
+        if found.flags or found.relisted is not None:
             index = server.indices[0]
             text = set_flags(text, {index: list(found.flags)})
+            text = set_env_values(text, {index: _relisted_values(found)})[0]
             launch = read_launch_commands(text)[index]
         path = server.layout.model_path
         fixes = tuple(
@@ -271,6 +272,12 @@ def in_user_words(result: DeploymentFix, deployment: Deployment, pack: Pack) -> 
         )
         fixed.append(replace(found, report=replace(found.report, fixes=fixes)))
     return replace(result, servers=tuple(fixed))
+
+
+def _relisted_values(found: ServerFix) -> list[tuple[str, str]]:
+    """The visible-devices list a server's fix moves it to, as the value to write."""
+    relisted = found.relisted
+    return [] if relisted is None else [(relisted.variable, ",".join(map(str, relisted.new)))]
 
 
 def _print_fix(result: DeploymentFix) -> None:
@@ -289,6 +296,8 @@ def _print_fix(result: DeploymentFix) -> None:
         )
         command = s.report.best.command_line
         out.print(f"  [bold]command:[/bold] {escape(command)}", soft_wrap=True)
+        for note in s.notes:
+            out.print(f"  [yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
     if result.after is not None:
         print_deployment(result.after)
 
@@ -336,7 +345,10 @@ def rewritten_deployment(deployment: Deployment, pack: Pack) -> tuple[str | None
         for index in server.indices:
             flags.setdefault(index, []).extend(by_name[server.name].flags)
     text = set_flags(deployment.text, flags)
-    notes: list[str] = []
+    lists: dict[int, list[tuple[str, str]]] = {}
+    for server in result.fixed.servers:
+        lists.setdefault(server.indices[0], []).extend(_relisted_values(by_name[server.name]))
+    text, notes = set_env_values(text, lists)
     spelling = "attn_dp_size" not in pack.absent_fields
     for server in result.fixed.servers:
         text, said = rewrite_script(
@@ -347,6 +359,7 @@ def rewritten_deployment(deployment: Deployment, pack: Pack) -> tuple[str | None
         changes = [*fix.forced, *(fix.report.best.changes if fix.ok else ())]
         notes += [f"{server.name}: {c.field}: {c.old} -> {c.new}" for c in changes]
         notes += [f"{server.name}: {f} {v}" for f, v in fix.flags]
+        notes += [f"{server.name}: {note}" for note in fix.notes]
     text, said = _rewritten_routers(text, result)
     notes += said
     if not result.ok and result.after is not None:

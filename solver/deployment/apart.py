@@ -4,24 +4,53 @@ Why: two servers a script starts on one machine over the same GPUs both start, a
 second fails at memory profiling or runs out of memory (`hosts`). The usual cause is a
 copied line whose placement was not edited (`CUDA_VISIBLE_DEVICES=2,3` twice, or a second
 server at the default `--base-gpu-id 0`). The repair an operator makes is to move the later
-server to GPUs no earlier one takes: here, the lowest `--base-gpu-id` at which its GPUs
-(read through its visible-devices list, when it has one) meet no earlier server's on the
-machine and stay on it (within its list, else the machine's `gpus_per_node`), with the
-server's own rules still holding. Only `--base-gpu-id` moves: it is a layout field, which
-the rewrite writes in the user's words; a visible-devices list is the operator's own
-placement and stays as typed. Pairs that only warn (HOST-GPU-UNPLACED: neither chose its
-GPUs, so they may be on two machines) are left alone.
+server to GPUs no earlier one takes: here, first the lowest `--base-gpu-id` at which its
+GPUs (read through its visible-devices list, when it has one) meet no earlier server's on
+the machine and stay on it (within its list, else the machine's `gpus_per_node`), with the
+server's own rules still holding. A server whose list holds no free GPU at any base id (the
+same `CUDA_VISIBLE_DEVICES=2,3` on both lines: ids index into the list) gets a new list
+instead: the lowest GPUs of the machine no earlier server takes, one run where there is one,
+as many as its ranks index (`relisted`). The machine's size is the one the sources give
+(`gpus_per_node` set on a server without a list, else the platform's node: 8 GPUs, 16 NPUs
+on Ascend), and at least the highest id any list names. The earlier server's placement is
+kept: it is the fixed point, as a prefill is for its decode. Where the machine has too few
+free GPUs, the server is left as it is and the fix says so (`Apart.short`). Pairs that only
+warn (HOST-GPU-UNPLACED: neither chose its GPUs, so they may be on two machines) are left
+alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from meshsat.solver.deployment import hosts
 from meshsat.solver.deployment.model import Server
 from meshsat.solver.deployment.validate import server_report
+from meshsat.solver.inputs.accelerator import DEFAULT_NODE_DEVICES
+from meshsat.solver.lang.fields import CONFIG_SPECS
 from meshsat.solver.packs import Pack
+
+
+@dataclass(frozen=True)
+class Relisted:
+    """A server's new visible-devices list: the variable, the list it had, the new one."""
+
+    variable: str
+    old: tuple[int, ...]
+    new: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Apart:
+    """How the servers that overlap an earlier one on their machine move, by name."""
+
+    #: The `--base-gpu-id` a server moves to.
+    bases: dict[str, int] = field(default_factory=dict)
+    #: The visible-devices list a server gets where no base id frees it.
+    lists: dict[str, Relisted] = field(default_factory=dict)
+    #: Why a server that overlaps is left as it is (too few free GPUs on its machine).
+    short: dict[str, str] = field(default_factory=dict)
 
 
 def _placed(server: Server, pack: Pack) -> hosts.Devices | None:
@@ -44,12 +73,68 @@ def _fits(d: hosts.Devices) -> bool:
     return max(d.local) < d.server.layout.config.gpus_per_node
 
 
-def moved_apart(servers: Sequence[Server], text: str, pack: Pack) -> dict[str, int]:
-    """The `--base-gpu-id` each server that overlaps an earlier one on its machine moves to
-    (module docstring), by name; servers no base id frees are left out (their finding
-    stays)."""
+def with_list(server: Server, variable: str, ids: Sequence[int]) -> Server:
+    """The server launched with `variable` listing `ids` (set last: the value it runs with)."""
+    command = server.commands[0]
+    env = (*command.env, (variable, ",".join(map(str, ids))))
+    spans = (*command.env_spans, *[(-1, -1)] * (len(command.env) - len(command.env_spans)))
+    command = replace(command, env=env, env_spans=(*spans, (-1, -1)))
+    return replace(server, commands=(command, *server.commands[1:]))
+
+
+def machine_size(placed: Sequence[hosts.Devices]) -> int:
+    """How many GPUs the machine of `placed` (servers on one machine) has (module docstring)."""
+    given = [
+        d.server.layout.config.gpus_per_node
+        for d in placed
+        if d.visible is None and "gpus_per_node" in d.server.layout.config.user_set()
+    ]
+    platform = placed[-1].server.layout.config.platform
+    default = DEFAULT_NODE_DEVICES.get(platform, (CONFIG_SPECS["gpus_per_node"].default, ""))[0]
+    listed = [max(d.visible[1]) + 1 for d in placed if d.visible is not None and d.visible[1]]
+    return max([*(given or [int(default)]), *listed])
+
+
+def lowest_free(size: int, taken: frozenset[int], count: int) -> tuple[int, ...] | None:
+    """The lowest run of `count` GPUs of `size` none of `taken`, else the lowest `count` free
+    ones; None when fewer are free."""
+    free = [g for g in range(size) if g not in taken]
+    for start in free:
+        run = tuple(range(start, start + count))
+        if run[-1] < size and not taken.intersection(run):
+            return run
+    return tuple(free[:count]) if len(free) >= count else None
+
+
+def _relisted(
+    d: hosts.Devices, mine: Sequence[hosts.Devices], pack: Pack
+) -> tuple[hosts.Devices, Relisted] | str:
+    """The server on a list of free GPUs of its machine, or why there is none."""
+    assert d.visible is not None
+    variable, old = d.visible
+    taken = frozenset().union(*(e.physical for e in mine))
+    size = machine_size([*mine, d])
+    need = max(d.local) + 1
+    new = lowest_free(size, taken, need)
+    if new is None:
+        free = size - len(taken)
+        return (
+            f"{variable}: its ranks take {need} GPU(s) but {free} of the machine's {size} are "
+            f"free of the earlier servers ({hosts.ranges(taken)} taken): run it on another "
+            "machine (its own --host)"
+        )
+    candidate = _placed(with_list(d.server, variable, new), pack)
+    if candidate is None or not _fits(candidate) or candidate.physical & taken:
+        return f"{variable}: no list of free GPUs keeps its layout valid"
+    return candidate, Relisted(variable, old, new)
+
+
+def moved_apart(servers: Sequence[Server], text: str, pack: Pack) -> Apart:
+    """How each server that overlaps an earlier one on its machine moves (module
+    docstring); servers nothing frees are left as they are (their finding stays), with
+    why in `Apart.short` where a new list could not be found."""
     earlier: list[hosts.Devices] = []
-    moves: dict[str, int] = {}
+    moves = Apart()
     for server in servers:
         if not hosts.may_share(server, text):
             continue
@@ -66,8 +151,15 @@ def moved_apart(servers: Sequence[Server], text: str, pack: Pack) -> dict[str, i
             for base in range(limit):
                 candidate = _placed(_with_base(server, base), pack)
                 if candidate is not None and _fits(candidate) and not candidate.physical & taken:
-                    moves[server.name] = base
+                    moves.bases[server.name] = base
                     d = candidate
                     break
+            else:
+                if d.visible is not None:
+                    found = _relisted(d, mine, pack)
+                    if isinstance(found, str):
+                        moves.short[server.name] = found
+                    else:
+                        d, moves.lists[server.name] = found
         earlier.append(d)
     return moves

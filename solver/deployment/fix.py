@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, Side
-from meshsat.solver.deployment.apart import moved_apart
+from meshsat.solver.deployment.apart import Relisted, moved_apart, with_list
 from meshsat.solver.deployment.model import Deployment, Router, Server, Target
 from meshsat.solver.deployment.pods import PodFit, fit_to_pods
 from meshsat.solver.deployment.reader import FACT_FLAGS, reaches
@@ -46,16 +46,26 @@ class ServerFix:
     report: FixReport
     forced: tuple[Change, ...] = ()
     flags: tuple[tuple[str, str], ...] = ()
+    #: The visible-devices list it moves to (also among the best fix's changes, as
+    #: `VARIABLE: old -> new`), which `--rewrite` edits where the value is written.
+    relisted: Relisted | None = None
+    #: What the fix could not repair, and why (a server no free GPUs of its machine hold).
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return bool(self.report.fixes)
 
     def to_dict(self) -> dict[str, Any]:
+        relisted = self.relisted
         return {
             "server": self.server,
             "forced": [{"field": c.field, "old": c.old, "new": c.new} for c in self.forced],
             "flags": [{"flag": f, "value": v} for f, v in self.flags],
+            "visible_devices": None
+            if relisted is None
+            else {"variable": relisted.variable, "old": list(relisted.old), "new": list(relisted.new)},
+            "notes": list(self.notes),
             **self.report.to_dict(),
         }
 
@@ -151,8 +161,14 @@ def fix_deployment(
                 fixes[server.name] = _after(fixes[server.name], fix_of)
     servers = tuple(fixed[s.name] for s in deployment.servers)
     was = {s.name: s.layout.config.base_gpu_id for s in deployment.servers}
-    for name, base in moved_apart(servers, deployment.text, pack).items():
+    apart = moved_apart(servers, deployment.text, pack)
+    for name, base in apart.bases.items():
         fixed[name], fixes[name] = _moved(fixed[name], fixes[name], base, was[name])
+    for name, relisted in apart.lists.items():
+        fixed[name], fixes[name] = _relisted(fixed[name], fixes[name], relisted)
+    for name, why in apart.short.items():
+        note = f"HOST-GPU-OVERLAP not repaired: {why}"
+        fixes[name] = replace(fixes[name], notes=(*fixes[name].notes, note))
     servers = tuple(fixed[s.name] for s in deployment.servers)
     routed = [_fix_router(r, deployment) for r in deployment.routers]
     after_deployment = replace(
@@ -262,6 +278,17 @@ def _moved(server: Server, found: ServerFix, base: int, was: int) -> tuple[Serve
     )
     report = replace(found.report, fixes=(best, *found.report.fixes[1:]), valid_input=False)
     return _with_config(server, config), replace(found, report=report)
+
+
+def _relisted(server: Server, found: ServerFix, relisted: Relisted) -> tuple[Server, ServerFix]:
+    """The server on its new visible-devices list (`apart.moved_apart`), its fix saying
+    so: the list's change among its changes, and HOST-GPU-OVERLAP among what it repairs."""
+    change = Change(
+        relisted.variable, ",".join(map(str, relisted.old)), ",".join(map(str, relisted.new))
+    )
+    report = _with_change(found.report, change, "HOST-GPU-OVERLAP", valid_input=False)
+    moved = with_list(server, relisted.variable, relisted.new)
+    return moved, replace(found, report=report, relisted=relisted)
 
 
 def _follow(

@@ -146,6 +146,20 @@ class LaunchCommand:
     #: or of a StatefulSet whose pods are one server's nodes (the deployment reader sets
     #: it): what JOB-GROUP-SIZE holds `--nnodes` to; None otherwise.
     group_size: int | None = None
+    #: Where each value of `env` stands in the text, in its order (`VAR=value` before the
+    #: launch, or on an `export` line before it): what `fix` edits to move a server onto
+    #: other devices. (-1, -1), or absent, where the value is not written there as read
+    #: (a manifest, a quoted launch with escapes, docker's `-e`, a value with escapes).
+    env_spans: tuple[tuple[int, int], ...] = ()
+
+    def value_span(self, name: str) -> tuple[int, int] | None:
+        """Where the value the launch gives `name` last (the one it runs with) stands in
+        the text; None when it gives none or the value cannot be edited in place."""
+        for i in reversed(range(len(self.env))):
+            if self.env[i][0] == name:
+                span = self.env_spans[i] if i < len(self.env_spans) else (-1, -1)
+                return span if span[0] >= 0 else None
+        return None
 
     @property
     def router(self) -> bool:
@@ -167,15 +181,15 @@ def read_launch_commands(text: str, *, routers: bool = False) -> tuple[LaunchCom
     source, notes = pasted_as_shell(text)
     nodes = _parse(source)
     newlines = [m.start() for m in re.finditer("\n", source)]
-    exported: list[tuple[str, str]] = []
+    exported: list[_Set] = []
     found: list[LaunchCommand] = []
     for command in _commands(nodes):
         words = [p for p in command.parts if p.kind == "word"]
-        assignments = [_assignment(p) for p in command.parts if p.kind == "assignment"]
+        assignments = [_set(p, text) for p in command.parts if p.kind == "assignment"]
         texts = [w.word for w in words]
         start = _launcher(texts, routers)
         if texts[:1] == ["export"] and start is None:
-            exported += [a for w in texts[1:] if (a := _split_assignment(w)) is not None]
+            exported += [a for w in words[1:] if (a := _set(w, text)) is not None]
             continue
         if start is None:
             outer = (command.pos[0], bisect.bisect_right(newlines, command.pos[0]) + 1)
@@ -183,17 +197,18 @@ def read_launch_commands(text: str, *, routers: bool = False) -> tuple[LaunchCom
             found += _quoted_launches(words, texts, text, outer, local, routers)
             continue
         program_end, program = start
-        env = [*exported, *assignments, *_docker_env(texts[: program_end - 1])]
-        env += [a for w in texts[:program_end] if (a := _split_assignment(w)) is not None]
+        env = [*exported, *assignments, *_unplaced(_docker_env(texts[: program_end - 1]))]
+        env += [a for w in words[:program_end] if (a := _set(w, text)) is not None]
         found.append(
             LaunchCommand(
                 line=bisect.bisect_right(newlines, command.pos[0]) + 1,
                 program=program,
-                env=tuple(env),
+                env=tuple(pair for pair, _ in env),
                 words=tuple(_word(w, source, text) for w in words[program_end:]),
                 notes=tuple(notes),
                 span=(command.pos[0], max(command.pos[1], words[-1].pos[1])),
-                exported=tuple(exported),
+                exported=tuple(pair for pair, _ in exported),
+                env_spans=tuple(at for _, at in env),
             )
         )
     if not any(not c.router for c in found):
@@ -227,7 +242,7 @@ def _quoted_launches(
     texts: list[str],
     text: str,
     outer: tuple[int, int],
-    local: list[tuple[str, str]],
+    local: list[_Set],
     routers: bool,
 ) -> list[LaunchCommand]:
     """The launches inside one quoted word of a command that launches nothing itself
@@ -238,7 +253,8 @@ def _quoted_launches(
     command starts and its line; `local`: this shell's variables the runner passes on."""
     start, line = outer
     runner = texts[0].rsplit("/", 1)[-1] if texts else ""
-    passed = (*(() if runner in _OWN_ENVIRONMENT else local), *_docker_env(texts))
+    passed = (*(() if runner in _OWN_ENVIRONMENT else local), *_unplaced(_docker_env(texts)))
+    pairs = tuple(pair for pair, _ in passed)
     found: list[LaunchCommand] = []
     for word in words:
         if " " not in word.word or _launcher(word.word.split(), routers) is None:
@@ -252,15 +268,17 @@ def _quoted_launches(
             text[base - 1 : base] in ("'", '"') and text[base : base + len(word.word)] == word.word
         )
         for c in inner:
+            spans = tuple((a + base, b + base) if exact and a >= 0 else (-1, -1) for a, b in c.env_spans)
             found.append(
                 replace(
                     c,
                     line=line + c.line - 1,
-                    env=(*passed, *c.env),
+                    env=(*pairs, *c.env),
                     words=tuple(w._replace(pos=w.pos + base, end=w.end + base) for w in c.words),
                     form=c.form if exact else "quoted",
                     span=(start, max(c.span[1] + base, word.pos[1])),  # the closing quote
-                    exported=(*passed, *c.exported),
+                    exported=(*pairs, *c.exported),
+                    env_spans=(*(at for _, at in passed), *spans),
                 )
             )
     return found
@@ -473,9 +491,28 @@ def _split_assignment(text: str) -> tuple[str, str] | None:
     return None
 
 
-def _assignment(node: Any) -> tuple[str, str]:
+#: An environment assignment and where its value stands in the text ((-1, -1): not as read).
+_Set = tuple[tuple[str, str], tuple[int, int]]
+
+
+def _set(node: Any, text: str) -> _Set | None:
+    """A `NAME=value` word (an assignment before a command, an `export`'s word) and where
+    its value stands in `text`: as read, or inside the quotes around it (`NAME="2,3"`)."""
     pair = _split_assignment(node.word)
-    return pair if pair is not None else (node.word, "")
+    if pair is None:
+        return None if node.kind == "word" else ((node.word, ""), (-1, -1))
+    start, stop = node.pos[0] + len(pair[0]) + 1, node.pos[1]
+    written, value = text[start:stop], pair[1]
+    if written == value:
+        return pair, (start, stop)
+    if len(written) == len(value) + 2 and written[0] == written[-1] in "'\"" and written[1:-1] == value:
+        return pair, (start + 1, stop - 1)
+    return pair, (-1, -1)
+
+
+def _unplaced(pairs: list[tuple[str, str]]) -> list[_Set]:
+    """Assignments whose values are not edited in place (docker's `-e NAME=value`)."""
+    return [(pair, (-1, -1)) for pair in pairs]
 
 
 def _word(node: Any, source: str, text: str) -> Word:

@@ -164,7 +164,9 @@ def fixed_command(
         read = read_launch_commands(line)[0]
         own = [f"{k}={shlex.quote(v)}" for k, v in dict(read.env).items()]
         line = " ".join([*own, read.program, *(shlex.quote(w.text) for w in read.words)])
-    env = [f"{k}={shlex.quote(v)}" for k, v in exported if k not in changed]
+    # An exported variable the launch sets again itself is said once, in the launch's words.
+    own = {k for (k, _), (a, _) in zip(command.env, command.env_spans) if start <= a < stop}
+    env = [f"{k}={shlex.quote(v)}" for k, v in exported if k not in changed | own]
     env += [f"{var}={_env_value(target[n])}" for n, var in layout.env if target[n] is not None]
     line = " ".join([*env, line])
     if layout.facts:
@@ -212,6 +214,35 @@ def set_flags(text: str, flags: dict[int, list[tuple[str, str]]]) -> str:
                 replacement = written if n == 0 else ""
                 edits.append((*_with_blank_before(text, span, replacement), replacement))
     return applied(text, edits)
+
+
+def set_env_values(text: str, values: dict[int, list[tuple[str, str]]]) -> tuple[str, list[str]]:
+    """`text` with environment variables given other values on some launches (launch
+    index -> (variable, value) pairs), edited where each value is written: the `VAR=value`
+    before the launch, or the `export VAR=value` line before it when no other launch runs
+    with that line's value; else (an export other launches share) a `VAR=value` put before
+    the launch. A value not written as read (docker's `-e`, escapes, a manifest) is left,
+    with a note to set it by hand."""
+    commands = read_launch_commands(text)
+    edits: list[tuple[int, int, str]] = []
+    notes: list[str] = []
+    for index, command in enumerate(commands):
+        for name, value in values.get(index, []):
+            span = command.value_span(name) if command.form == "shell" else None
+            if span is None:
+                notes.append(
+                    f"line {command.line}: set {name}={value} by hand (its value is not "
+                    "written in the script as it is read: docker's -e, escapes, a manifest)"
+                )
+                continue
+            shared = any(
+                other is not command and span in other.env_spans for other in commands
+            )
+            if shared:
+                edits.append((command.span[0], command.span[0], f"{name}={value} "))
+            else:
+                edits.append((*span, value))
+    return applied(text, edits), notes
 
 
 def applied(text: str, edits: list[tuple[int, int, str]]) -> str:
