@@ -296,8 +296,8 @@ def _print_fix(result: DeploymentFix) -> None:
         )
         command = s.report.best.command_line
         out.print(f"  [bold]command:[/bold] {escape(command)}", soft_wrap=True)
-        for note in s.notes:
-            out.print(f"  [yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
+        for said in s.notes:
+            out.print(f"  [yellow]note:[/yellow] {escape(said)}", soft_wrap=True)
     if result.after is not None:
         print_deployment(result.after)
 

@@ -90,9 +90,11 @@ def machine_size(placed: Sequence[hosts.Devices]) -> int:
         if d.visible is None and "gpus_per_node" in d.server.layout.config.user_set()
     ]
     platform = placed[-1].server.layout.config.platform
-    default = DEFAULT_NODE_DEVICES.get(platform, (CONFIG_SPECS["gpus_per_node"].default, ""))[0]
+    default = CONFIG_SPECS["gpus_per_node"].default
+    assert isinstance(default, int)
+    default = DEFAULT_NODE_DEVICES.get(platform, (default, ""))[0]
     listed = [max(d.visible[1]) + 1 for d in placed if d.visible is not None and d.visible[1]]
-    return max([*(given or [int(default)]), *listed])
+    return max([*(given or [default]), *listed])
 
 
 def lowest_free(size: int, taken: frozenset[int], count: int) -> tuple[int, ...] | None:

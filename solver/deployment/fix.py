@@ -57,14 +57,14 @@ class ServerFix:
         return bool(self.report.fixes)
 
     def to_dict(self) -> dict[str, Any]:
-        relisted = self.relisted
+        moved = self.relisted
         return {
             "server": self.server,
             "forced": [{"field": c.field, "old": c.old, "new": c.new} for c in self.forced],
             "flags": [{"flag": f, "value": v} for f, v in self.flags],
             "visible_devices": None
-            if relisted is None
-            else {"variable": relisted.variable, "old": list(relisted.old), "new": list(relisted.new)},
+            if moved is None
+            else {"variable": moved.variable, "old": list(moved.old), "new": list(moved.new)},
             "notes": list(self.notes),
             **self.report.to_dict(),
         }

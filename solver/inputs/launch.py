@@ -185,7 +185,8 @@ def read_launch_commands(text: str, *, routers: bool = False) -> tuple[LaunchCom
     found: list[LaunchCommand] = []
     for command in _commands(nodes):
         words = [p for p in command.parts if p.kind == "word"]
-        assignments = [_set(p, text) for p in command.parts if p.kind == "assignment"]
+        parts = [p for p in command.parts if p.kind == "assignment"]
+        assignments = [a for p in parts if (a := _set(p, text)) is not None]
         texts = [w.word for w in words]
         start = _launcher(texts, routers)
         if texts[:1] == ["export"] and start is None:
@@ -268,7 +269,9 @@ def _quoted_launches(
             text[base - 1 : base] in ("'", '"') and text[base : base + len(word.word)] == word.word
         )
         for c in inner:
-            spans = tuple((a + base, b + base) if exact and a >= 0 else (-1, -1) for a, b in c.env_spans)
+            spans = tuple(
+                (a + base, b + base) if exact and a >= 0 else (-1, -1) for a, b in c.env_spans
+            )
             found.append(
                 replace(
                     c,
@@ -505,7 +508,7 @@ def _set(node: Any, text: str) -> _Set | None:
     written, value = text[start:stop], pair[1]
     if written == value:
         return pair, (start, stop)
-    if len(written) == len(value) + 2 and written[0] == written[-1] in "'\"" and written[1:-1] == value:
+    if written[1:-1] == value and len(written) > 1 and written[0] == written[-1] in "'\"":
         return pair, (start + 1, stop - 1)
     return pair, (-1, -1)
 

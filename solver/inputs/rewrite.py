@@ -165,8 +165,9 @@ def fixed_command(
         own = [f"{k}={shlex.quote(v)}" for k, v in dict(read.env).items()]
         line = " ".join([*own, read.program, *(shlex.quote(w.text) for w in read.words)])
     # An exported variable the launch sets again itself is said once, in the launch's words.
-    own = {k for (k, _), (a, _) in zip(command.env, command.env_spans) if start <= a < stop}
-    env = [f"{k}={shlex.quote(v)}" for k, v in exported if k not in changed | own]
+    spans = zip(command.env, command.env_spans, strict=False)
+    set_here = {k for (k, _), (a, _) in spans if start <= a < stop}
+    env = [f"{k}={shlex.quote(v)}" for k, v in exported if k not in changed | set_here]
     env += [f"{var}={_env_value(target[n])}" for n, var in layout.env if target[n] is not None]
     line = " ".join([*env, line])
     if layout.facts:
@@ -235,9 +236,7 @@ def set_env_values(text: str, values: dict[int, list[tuple[str, str]]]) -> tuple
                     "written in the script as it is read: docker's -e, escapes, a manifest)"
                 )
                 continue
-            shared = any(
-                other is not command and span in other.env_spans for other in commands
-            )
+            shared = any(other is not command and span in other.env_spans for other in commands)
             if shared:
                 edits.append((command.span[0], command.span[0], f"{name}={value} "))
             else:
