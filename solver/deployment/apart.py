@@ -119,9 +119,10 @@ def _relisted(
     need = max(d.local) + 1
     new = lowest_free(size, taken, need)
     if new is None:
-        free = size - len(taken)
+        free = sum(g not in taken for g in range(size))
         return (
-            f"{variable}: its ranks take {need} GPU(s) but {free} of the machine's {size} are "
+            f"{variable}: its ranks need a list of {need} GPU(s) but {free} of the machine's "
+            f"{size} are "
             f"free of the earlier servers ({hosts.ranges(taken)} taken): run it on another "
             "machine (its own --host)"
         )
