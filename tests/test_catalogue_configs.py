@@ -168,7 +168,10 @@ UNVERIFIED: dict[str, str] = {
         ("stepfun-ai/Step-3.5-Flash", "stepfun-ai/Step-3.5-Flash-FP8"),
         "the bundled Step-3.7-Flash is another architecture (model_type step3p7, sliding-window"
         " layers, a 128896-token vocabulary), not a twin, and no public copy of Step-3.5-Flash's"
-        " own config.json was found (its catalogue entry is SGLang's Step3p5Config defaults)",
+        " own config.json was found (its catalogue entry is SGLang's Step3p5Config defaults;"
+        " the release's README, mirrored in jjyaoao/Step-3.5-Flash@3030beea README.md, gives"
+        " a 128,896-token vocabulary and a 256K context against those defaults' 128815 and"
+        " 128000: to settle when a copy turns up)",
     ),
 }
 
