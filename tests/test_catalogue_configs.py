@@ -9,6 +9,9 @@ from both (`facts_from_config`) must agree field by field. Where a catalogue mod
 bundled copy but a checkpoint of the same architecture does, the pairing is listed in
 `TWINS` with its reason; where a key legitimately differs between a pair, it is listed in
 `DIFFERS` with its reason (and the listing must still be needed: a stale one fails).
+Entries with no bundled copy but a public one elsewhere (a verbatim `config.json` copy, a
+transformers dump, a converter's preset citing the release's config) are checked key by key
+against `tests/fixtures/catalogue_configs/oracles.json`, which names its sources per entry.
 Entries with no oracle at all are listed in `UNVERIFIED`, so that adding a bundled copy, or
 a catalogue entry, forces a decision here.
 """
@@ -147,55 +150,42 @@ ABRIDGED = frozenset(
     }
 )
 
-_LATER = "no bundled copy of it or of a same-architecture checkpoint"
+_NOT_FOUND = (
+    "no bundled copy, and no public copy of its config.json (or of a converter's preset"
+    " written from it) was found"
+)
 #: catalogue ids with no oracle here: their values stay unverified by this test.
 UNVERIFIED: dict[str, str] = {
     **dict.fromkeys(
         (
-            "Qwen/Qwen2-7B-Instruct",
-            "Qwen/Qwen2.5-0.5B-Instruct",
-            "Qwen/Qwen2.5-1.5B-Instruct",
-            "Qwen/Qwen2.5-3B-Instruct",
-            "Qwen/Qwen2.5-7B-Instruct",
-            "Qwen/Qwen2.5-14B-Instruct",
-            "Qwen/Qwen2.5-32B-Instruct",
-            "Qwen/Qwen2.5-72B-Instruct",
-            "Qwen/Qwen2.5-Coder-32B-Instruct",
-            "Qwen/QwQ-32B",
-            "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
             "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
             "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
-            "Qwen/Qwen3-4B",
-            "Qwen/Qwen3-14B",
-            "meta-llama/Llama-3.2-1B-Instruct",
-            "meta-llama/Llama-3.2-3B-Instruct",
-            "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
-            "mistralai/Mistral-7B-Instruct-v0.2",
-            "mistralai/Mistral-7B-Instruct-v0.3",
             "mistralai/Mistral-Small-24B-Instruct-2501",
-            "google/gemma-3-1b-it",
-            "google/gemma-3-4b-it",
-            "google/gemma-3-12b-it",
-            "google/gemma-3-27b-it",
-            "zai-org/GLM-4.5",
-            "zai-org/GLM-4.6",
-            "zai-org/GLM-4.5-Air",
-            "zai-org/GLM-4.5-FP8",
-            "zai-org/GLM-4.6-FP8",
-            "zai-org/GLM-4.5-Air-FP8",
-            "Qwen/Qwen3-Next-80B-A3B-Instruct",
-            "Qwen/Qwen3-Next-80B-A3B-Thinking",
-            "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8",
-            "Qwen/Qwen3-Next-80B-A3B-Thinking-FP8",
         ),
-        _LATER,
+        _NOT_FOUND,
     ),
     **dict.fromkeys(
         ("stepfun-ai/Step-3.5-Flash", "stepfun-ai/Step-3.5-Flash-FP8"),
         "the bundled Step-3.7-Flash is another architecture (model_type step3p7, sliding-window"
-        " layers, a 128896-token vocabulary), not a twin",
+        " layers, a 128896-token vocabulary), not a twin, and no public copy of Step-3.5-Flash's"
+        " own config.json was found (its catalogue entry is SGLang's Step3p5Config defaults;"
+        " the release's README, mirrored in jjyaoao/Step-3.5-Flash@3030beea README.md, gives"
+        " a 128,896-token vocabulary and a 256K context against those defaults' 128815 and"
+        " 128000: to settle when a copy turns up)",
     ),
 }
+
+#: Published config facts of entries aiconfigurator does not bundle, and where each was read.
+ORACLES: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "fixtures" / "catalogue_configs" / "oracles.json").read_text()
+)
+
+
+def _oracle_values(repo: str) -> dict[str, Any]:
+    """The verified keys of `repo`: its own, over its `twin_of`'s (a quantized release)."""
+    entry = ORACLES["models"][repo]
+    twin = entry.get("twin_of")
+    return {**(_oracle_values(twin) if twin else {}), **entry["values"]}
 
 
 def _stem(repo: str) -> str:
@@ -227,7 +217,8 @@ def _oracle(repo: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return read, {**cfg, "quantization_config": {**section, **(own or {})}}
 
 
-CHECKED = [repo for repo in CATALOGUE if repo not in UNVERIFIED]
+PUBLISHED_ORACLE = sorted(ORACLES["models"])
+CHECKED = [repo for repo in CATALOGUE if repo not in {*UNVERIFIED, *PUBLISHED_ORACLE}]
 
 
 def _names_match(mine: str, theirs: list[str], exact: frozenset[str]) -> bool:
@@ -286,13 +277,46 @@ def test_catalogue_entry_matches_its_bundled_config(repo: str) -> None:
 
 
 def test_every_entry_is_checked_or_listed_unverified() -> None:
-    """A catalogue entry is either compared with a bundled copy (its own or a listed twin's)
-    or listed as unverified, and an unverified entry really has no copy of its own."""
+    """A catalogue entry is either compared with a bundled copy (its own or a listed twin's),
+    or with the published copies the fixture names, or listed as unverified; and one of the
+    latter two really has no bundled copy of its own."""
     assert set(UNVERIFIED) <= set(CATALOGUE), set(UNVERIFIED) - set(CATALOGUE)
+    assert set(PUBLISHED_ORACLE) <= set(CATALOGUE), set(PUBLISHED_ORACLE) - set(CATALOGUE)
+    assert not set(UNVERIFIED) & set(PUBLISHED_ORACLE), set(UNVERIFIED) & set(PUBLISHED_ORACLE)
     assert set(TWINS) | set(DIFFERS) <= set(CHECKED)
     missing = [repo for repo in CHECKED if not _bundled(_oracle_id(repo))]
     assert not missing, f"no bundled config.json for {missing}: pair them in TWINS or list them"
-    now_bundled = [repo for repo in UNVERIFIED if _bundled(repo)]
+    now_bundled = [repo for repo in [*UNVERIFIED, *PUBLISHED_ORACLE] if _bundled(repo)]
     assert not now_bundled, f"{now_bundled} are bundled now: check them"
     own = [repo for repo in TWINS if _bundled(repo)]
     assert not own, f"{own} have a bundled copy of their own: compare with it, not a twin"
+
+
+_ABSENT = object()
+
+
+def _at(cfg: Any, path: str) -> Any:
+    """The value at dotted `path` in a config as JSON spells it (so `true` is not `1`, nor
+    `1` `1.0`), or `_ABSENT`."""
+    for key in path.split("."):
+        if not isinstance(cfg, Mapping) or key not in cfg:
+            return _ABSENT
+        cfg = cfg[key]
+    return json.dumps(cfg, default=dict, sort_keys=True)
+
+
+@pytest.mark.parametrize("repo", PUBLISHED_ORACLE)
+def test_catalogue_entry_matches_its_published_config(repo: str) -> None:
+    entry = ORACLES["models"][repo]
+    sources = [s.split(":")[0] for s in entry["sources"]]
+    assert sources and set(sources) <= set(ORACLES["sources"]), entry["sources"]
+    want = _oracle_values(repo)
+    assert want, f"{repo}: no verified key"
+    problems = []
+    for path, value in want.items():
+        mine = _at(CATALOGUE[repo], path)
+        if mine is _ABSENT:
+            problems.append(f"{path}: catalogue has no such key, oracle {value!r}")
+        elif mine != json.dumps(value, sort_keys=True):
+            problems.append(f"{path}: catalogue {mine}, oracle {json.dumps(value)}")
+    assert not problems, f"{repo} (oracle {entry['sources']}):\n  " + "\n  ".join(problems)

@@ -950,9 +950,12 @@ _ROPE: dict[str, dict[str, Any]] = {
     "TinyLlama/TinyLlama-1.1B-Chat-v1.0": {"max_position_embeddings": 2048},
     "mistralai/Mixtral-8x22B-Instruct-v0.1": {"max_position_embeddings": 65536},
     **_each(
-        ("zai-org/GLM-4.5", "zai-org/GLM-4.6", "zai-org/GLM-4.5-Air"),
+        ("zai-org/GLM-4.5", "zai-org/GLM-4.5-Air"),
         {"max_position_embeddings": 131072, "partial_rotary_factor": 0.5},
     ),
+    # GLM-4.6 took GLM-4.5's 128K context to 200K: its config.json says 202752
+    # (tests/fixtures/catalogue_configs/oracles.json names the copies read).
+    "zai-org/GLM-4.6": {"max_position_embeddings": 202752, "partial_rotary_factor": 0.5},
     "MiniMaxAI/MiniMax-M2": {"max_position_embeddings": 196608, "rotary_dim": 64},
     # Llama 4's text_config: SGLang's `llama4.py` sizes the rotary cache by it (10M for Scout).
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": {"max_position_embeddings": 10485760},
