@@ -546,6 +546,24 @@ def test_windows_line_endings_are_named_in_the_error(
     assert "Windows line endings (CR LF)" in run.err and "dos2unix" in run.err
 
 
+@pytest.mark.parametrize(
+    ("last", "refused"),
+    [("--enable-dp-attention", True), ("--model-path m", True), ("--tp 8", False)],
+)
+def test_a_carriage_return_on_a_lines_last_word_is_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, last: str, refused: bool
+) -> None:
+    """Without continuations, each CR LF line's CR stays on its last word: a flag or a
+    path SGLang cannot take (it was a CMD-UNKNOWN-FLAG warning, exit 0), but a number
+    SGLang's `int`/`float` types read through (`int("8\r") == 8`)."""
+    assert int("8\r") == 8  # what SGLang's `type=int` does with the word
+    script = tmp_path / "launch.sh"
+    script.write_bytes(f"python -m sglang.launch_server --dp 2 {last}\r\n".encode())
+    run = run_cli(capsys, "validate", "--sglang-file", str(script))
+    assert run.code == (2 if refused else 0), run.out + run.err
+    assert ("dos2unix" in run.err) == refused and "Traceback" not in run.err
+
+
 def test_environment_variables_are_not_called_flags(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

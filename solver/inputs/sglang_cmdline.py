@@ -287,6 +287,22 @@ def _is_flag(text: str) -> bool:
     return text.startswith("--") and len(text) > 2
 
 
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+#: Why a CR in a launch's words breaks it, and what to run.
+_CRLF_CAUSE = (
+    "the text has Windows line endings (CR LF), and bash reads each CR as part of a word, "
+    "so SGLang would get it as an argument (an unknown flag, a path or a value with a CR in "
+    "it); convert the file (dos2unix)"
+)
+
+
 def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
     """The layout fields one launch command sets."""
     out = ParsedCommandLine()
@@ -304,6 +320,13 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
     words = command.words
     if not words:
         raise InputError(f"the SGLang command line has no --flags (line {command.line})")
+    # bash keeps each line's CR on its last word; only a number survives it (SGLang's
+    # int and float types strip white space), a flag, path or name does not.
+    carried = next((w for w in words if w.text.endswith("\r") and not _number(w.text)), None)
+    if carried is not None:
+        raise InputError(
+            f"{carried.text!r} on line {command.line} ends in a carriage return: {_CRLF_CAUSE}"
+        )
     out.notes += command.notes
     own = BENCH_FLAGS.get(command.program.removeprefix("python -m "), {})
     i = 0
@@ -318,12 +341,7 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
                 out.notes.append(f"{what} in the command line is not read")
                 i += 1
                 continue
-            crlf = (
-                ": the text has Windows line endings (CR LF), and bash reads each CR as part "
-                "of a word, so SGLang would get it as an argument; convert the file (dos2unix)"
-                if "\r" in word.text
-                else ""
-            )
+            crlf = f": {_CRLF_CAUSE}" if "\r" in word.text else ""
             raise InputError(
                 f"unexpected word {word.text!r} in the SGLang command line (line "
                 f"{command.line}, character {word.pos + 1}){crlf}"
