@@ -134,6 +134,7 @@ def test_fix_moves_a_statefulset_server_onto_its_pods(
     doc = json.loads(run.out)
     best = doc["fixes"][0]
     assert best["config"]["nnodes"] == 3 and best["gpus_used"] == 24
+    assert "JOB-GROUP-SIZE" in best["repairs"]  # what validate named, not only TOPO-NNODES
     assert "set its spec.replicas to 2" in run.err
     table = run_cli(capsys, "fix", "--sglang-file", str(path))
     assert "GPU count 16 → 24 for the 3 pods StatefulSet/decode starts" in table.out

@@ -171,7 +171,7 @@ def fix_cmd(
         sglang_version=sglang_version,
         memory=memory,
     )
-    report = with_commands(report, layout, sglang_version)
+    report = with_commands(start.repaired(report), layout, sglang_version)
     if emit_as is not None and report.fixes:
         best = report.best
         per_node = best.config.gpus_per_node  # SGLang's node size (a tool-only fact)
@@ -250,6 +250,19 @@ class FixInput:
     said: str | None = None
     #: Why the search holds `gpus`, as the tiers line says it.
     gpus_why: str = "as --gpus asks"
+    #: The launch rules the fitting itself repairs (JOB-GROUP-SIZE, JOB-VISIBLE-DEVICES):
+    #: the search sees the fitted layout, so its fixes name them only through `repaired`.
+    fitted: tuple[str, ...] = ()
+
+    def repaired(self, report: FixReport) -> FixReport:
+        """`report` with each fix also repairing what the fitting repaired."""
+        if not self.fitted:
+            return report
+        fixes = tuple(
+            replace(f, repairs=tuple(dict.fromkeys((*self.fitted, *f.repairs))))
+            for f in report.fixes
+        )
+        return replace(report, fixes=fixes)
 
 
 def fix_input(
@@ -261,16 +274,18 @@ def fix_input(
     is shorter than its ranks' GPU ids (JOB-VISIBLE-DEVICES) is fitted to the list
     (`visible.fit_to_list`). `meshsat fix` and the web API's `/api/fix` fit alike."""
     from meshsat.solver.deployment.pods import fit_to_pods
+    from meshsat.solver.deployment.visible import RULE as VISIBLE_RULE
     from meshsat.solver.deployment.visible import fit_to_list
 
     pack = get_pack(version)
     config, pinned, notes = layout.config, tuple(pins), []
-    why = "as --gpus asks"
+    why, fitted = "as --gpus asks", []
     manifest = layout.manifest
     pods = manifest.group_size if manifest is not None else None
     moved = fit_to_pods(config, layout.job, pods, layout.model, pack)
     if moved is not None and manifest is not None:
         config, pinned = moved.config, (*pinned, "nnodes")
+        fitted.append(GROUP_SIZE_RULE)
         if gpus is None and moved.gpus is not None:
             gpus, why = moved.gpus, f"for the {pods} pods {manifest.owner} starts"
         notes.append(
@@ -284,12 +299,13 @@ def fix_input(
     if found is not None:
         config, gpus, short = found
         why = f"for the {len(short.ids)} GPU(s) {short.name} lists on each node"
+        fitted.append(VISIBLE_RULE)
         notes.append(
             f"fitting the layout to the {len(short.ids)} GPU(s) {short.name} lists on each "
             f"of its {config.nnodes} node(s) (JOB-VISIBLE-DEVICES); pass --gpus N for another "
             "count"
         )
-    return FixInput(config, gpus, pinned, "; ".join(notes) or None, why)
+    return FixInput(config, gpus, pinned, "; ".join(notes) or None, why, tuple(fitted))
 
 
 def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:
