@@ -138,6 +138,9 @@ def test_fix_moves_a_statefulset_server_onto_its_pods(
     assert "set its spec.replicas to 2" in run.err
     table = run_cli(capsys, "fix", "--sglang-file", str(path))
     assert "GPU count 16 → 24 for the 3 pods StatefulSet/decode starts" in table.out
+    # `validate --rewrite` fits the launch as `fix` does (it said "already valid").
+    rewrite = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
+    assert rewrite.code == 0 and rewrite.out.strip() == best["command_line"]
     command = best["command_line"].split()
     command[command.index("--node-rank") + 1] = "$(POD_INDEX)"
     fixed = _statefulset("decode", 3)

@@ -28,6 +28,7 @@ from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.k8s import ManifestLaunch
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
+from meshsat.solver.inputs.sglang_cmdline import standing
 from meshsat.solver.memory import Memory
 from meshsat.solver.memory.models import checkpoint_bytes
 from meshsat.solver.validation.report import Report
@@ -221,8 +222,12 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
 
     if layout.script is None:
         raise InputError("--rewrite needs a launch command: give --sglang-file or --sglang")
+    from meshsat.solver.cli.fix_cmd import fix_input
+
     pack = get_pack(sglang_version)
-    report = fix(layout.config, layout.model, sglang_version=pack)
+    # Fitted as `fix` fits it: to the pods its object starts, to its visible-devices list.
+    start = fix_input(layout, None, (), pack.version)
+    report = fix(start.config, layout.model, pins=start.pins, gpus=start.gpus, sglang_version=pack)
     if not report.fixes:
         return None, [
             "no valid layout near this one (meshsat fix says why); the script is unchanged"
@@ -231,8 +236,12 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
     text, notes = rewrite_script(
         layout.script, best.config, attn_dp_spelling="attn_dp_size" not in pack.absent_fields
     )
-    said = [f"{change.field}: {change.old} -> {change.new}" for change in best.changes]
+    nnodes = (layout.config.nnodes, best.config.nnodes)
+    refit = [f"nnodes: {nnodes[0]} -> {nnodes[1]}"] if nnodes[0] != nnodes[1] else []
+    said = [*refit, *(f"{change.field}: {change.old} -> {change.new}" for change in best.changes)]
     said += notes
+    if start.said is not None:
+        said.append(start.said)
     if not best.changes and text == layout.script:
         said.append("the layout is already valid; the script is unchanged")
     elif not best.changes and (layout.nodes or layout.job):
@@ -240,9 +249,10 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
     elif not best.changes:
         said.append("the layout is valid; the script now carries the values given with --set")
     # Only layout flags are edited: the nodes' addresses and ranks stay as they were.
+    pods = layout.manifest.group_size if layout.manifest is not None else None
     said += [
         f"not rewritten, edit by hand: {issue.rule}: {issue.message}"
-        for issue in layout.job
+        for issue in standing(layout.job, best.config.nnodes, pods)
         if issue.rule != "JOB-ONE-LAYOUT"
     ]
     return text, said
