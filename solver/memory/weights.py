@@ -161,6 +161,7 @@ class WeightModel:
         self._mla_cache: dict[int, float] = {}
         self._rounding_cache: dict[tuple[int, ...], float] = {}
         self._stage_cache: dict[tuple[int | bool, ...], StageWeights] = {}
+        self._per_rank_cache: dict[tuple[int | bool, ...], float] = {}
         v = facts.vision
         self.vision_attn = v.attn_sharded_params() * q.unquantized
         self.vision_mlp = v.mlp_sharded_params() * q.unquantized
@@ -384,8 +385,13 @@ class WeightModel:
         )
 
     def per_rank(self, p: Parallel) -> float:
-        """Weight bytes on the fullest rank (the one that decides whether it loads)."""
-        return max(self.stage(p, s).total for s in range(p.pp))
+        """Weight bytes on the fullest rank (the one that decides whether it loads),
+        memoised as `stage` is (a roofline asks it of every layout)."""
+        key = (p.pp, *stage_widths(p))
+        hit = self._per_rank_cache.get(key)
+        if hit is None:
+            hit = self._per_rank_cache[key] = max(self.stage(p, s).total for s in range(p.pp))
+        return hit
 
 
 def stage_widths(p: Parallel) -> tuple[int | bool, ...]:
