@@ -83,12 +83,13 @@ PairCheck = Callable[["RoleLayout", "RoleLayout"], PairVerdict]
 
 @runtime_checkable
 class SidedPairCheck(Protocol):
-    """Pair rules that read only part of each layout, its "side" (`side(layout, role)`,
-    hashable): two layouts of one role with equal sides get the same verdict against
-    every layout of the other role. `plan_disagg` then judges each pair of sides once
-    and counts the pairs of layouts behind it, instead of asking every pair of layouts
-    (DeepSeek-V3 on 256 GPUs: 2.2 million pairs of layouts, a few thousand pairs of
-    sides). A plain `PairCheck` is asked per pair of layouts."""
+    """Pair rules whose acceptance reads only part of each layout, its "side" (what
+    `side(layout, role)` returns, hashable): two layouts of one role with equal sides are
+    both accepted or both refused beside any layout of the other role (the violations'
+    wording may name other fields). `plan_disagg` then judges one pair of layouts per pair of sides
+    and counts the pairs of layouts behind it, instead of asking every pair (DeepSeek-V3
+    on 256 GPUs: 2.2 million pairs of layouts, 10^5 pairs of sides). A plain `PairCheck`
+    is asked per pair of layouts."""
 
     def __call__(self, prefill: RoleLayout, decode: RoleLayout) -> PairVerdict: ...
 
