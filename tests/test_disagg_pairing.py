@@ -18,9 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsat import solver
-from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, Side, severity_in
+from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, Side
 from meshsat.solver.cli.plan_disagg import deployment_rules
-from meshsat.solver.deployment.rules import PLANNED, layout_side
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.gpus import gpu
@@ -49,27 +48,11 @@ from meshsat.solver.perf.disagg import (
 )
 from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import ISL_REF
+from tests.test_perf_disagg import _rules_afresh
 
 DEEPSEEK = "deepseek-ai/DeepSeek-V3"
 
 # ---- the search against the plain pairing -------------------------------------------------
-
-
-def _rules_afresh(spec: ModelSpec, release: str) -> Callable[[RoleLayout, RoleLayout], PairVerdict]:
-    """Each pair's sides built anew and every pair rule read from the table (no memo, no
-    grouping by side: a plain `PairCheck`)."""
-
-    def check(p: RoleLayout, d: RoleLayout) -> PairVerdict:
-        ps = layout_side("prefill", PLANNED, p.config, p.derived, spec)
-        ds = layout_side("decode", PLANNED, d.config, d.derived, spec)
-        errors = tuple(
-            f"{r.id}: {r.text(ps, ds)}"
-            for r in PAIR_RULES
-            if severity_in.__wrapped__(r.releases, release) == "error" and r.check(ps, ds) is False
-        )
-        return PairVerdict(not errors, errors)
-
-    return check
 
 
 def _plain_rates(
