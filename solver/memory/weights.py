@@ -396,6 +396,6 @@ class WeightModel:
 
 def stage_widths(p: Parallel) -> tuple[int | bool, ...]:
     """The widths a stage's bytes read beyond its layers (`WeightModel.stage`'s memo key;
-    tests/test_memory.py holds the memo to a fresh computation). `pp > 1`: a tied LM
+    tests/test_disagg_pairing.py holds the memo to a fresh model). `pp > 1`: a tied LM
     head is its own tensor on the last stage of a pipeline."""
     return (p.pp > 1, p.tp, p.attn_tp, p.ep, p.moe_tp, p.dense_tp, p.dp_attention, p.dp_lm_head)
