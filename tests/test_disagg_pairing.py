@@ -301,3 +301,21 @@ def test_every_pair_rule_declares_its_fields() -> None:
     for rule in PAIR_RULES:
         assert rule.reads and set(rule.reads) <= names, rule.id
     assert list(itertools.chain.from_iterable(r.reads or () for r in PAIR_RULES))
+
+
+@pytest.mark.parametrize(
+    ("model", "n", "release"), [(DEEPSEEK, 24, "0.5.23"), ("Qwen/Qwen3-32B", 8, "0.4.6.post5")]
+)
+def test_accepts_is_the_verdict_without_its_wording(model: str, n: int, release: str) -> None:
+    """`PlannedPairRules.accepts` (what the search asks) against the verdict of the rules
+    read afresh, on pairs of role layouts, both answers seen."""
+    pm, spec, pre_lays, dec_lays = _search_input(model, n)
+    rules, afresh = deployment_rules(spec, release), _rules_afresh(spec, release)
+    pre = role_layouts(pre_lays, pm, "prefill")[::9]
+    dec = role_layouts(dec_lays, pm, "decode")[::9]
+    seen = set()
+    for p, d in itertools.product(pre, dec):
+        ok = afresh(p, d).ok
+        assert rules.accepts(p, d) == ok == rules(p, d).ok
+        seen.add(ok)
+    assert seen == {True, False}

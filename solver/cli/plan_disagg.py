@@ -29,7 +29,7 @@ from meshsat.solver.cli.plan_perf import (
     terminal_progress,
     width_columns,
 )
-from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors
+from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors, side_refused
 from meshsat.solver.inputs.command import launch_command, pd_router_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -274,6 +274,9 @@ class PlannedPairRules:
             side = layout_side(role, PLANNED, layout.config, layout.derived, self.spec)
             hit = seen[id(layout)] = (layout, self._interned.setdefault(side, side))
         return hit[1]
+
+    def accepts(self, p: RoleLayout, d: RoleLayout) -> bool:
+        return not side_refused(self._side(p, "prefill"), self._side(d, "decode"), self.release)
 
     def __call__(self, p: RoleLayout, d: RoleLayout) -> PairVerdict:
         ps, ds = self._side(p, "prefill"), self._side(d, "decode")

@@ -95,6 +95,11 @@ class SidedPairCheck(Protocol):
 
     def side(self, layout: RoleLayout, role: str) -> Hashable: ...
 
+    def accepts(self, prefill: RoleLayout, decode: RoleLayout) -> bool:
+        """`self(prefill, decode).ok`, without the violations' wording (the search reads
+        only whether a pair is refused; most pairs it asks are)."""
+        ...
+
 
 def every_pair(prefill: RoleLayout, decode: RoleLayout) -> PairVerdict:
     """No pair rule at all: for callers that check pairs themselves afterwards, and for
@@ -671,6 +676,9 @@ def _pairs(
     def side(role: RoleLayout, mode: str) -> Hashable:
         return id(role) if sided is None else sided.side(role, mode)
 
+    def ok(prefill: RoleLayout, decode: RoleLayout) -> bool:
+        return pair_check(prefill, decode).ok if sided is None else sided.accepts(prefill, decode)
+
     groups: dict[Hashable, list[_DecodeTerms]] = {}
     for d in decodes:
         groups.setdefault(side(d.cost.role, "decode"), []).append(d)
@@ -690,7 +698,7 @@ def _pairs(
             for dk, group in groups.items():
                 if d_least[dk] > room:
                     continue  # no layout of this side fits beside any of the prefill side
-                if pair_check(pc.role, group[0].cost.role).ok:
+                if ok(pc.role, group[0].cost.role):
                     accepted += group
                 else:
                     refused += (d.gpus for d in group)
