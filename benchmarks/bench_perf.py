@@ -15,21 +15,25 @@ same runs: the roofline (`engine="roofline"`, no engine call) on the same shapes
 are timed in turn within each repeat, in CPU seconds of this process (`time.process_time`:
 the slices other jobs of a shared machine take are not counted).
 
-(c) `plan --disagg` cold (the P:D search and the aggregated comparison it prints), on 64
-H200 and on 64 GB200 at ISL 8,192, median of --repeat runs; baseline in the same run: the
+(c) `plan --disagg` cold (the P:D search and the aggregated comparison it prints), on
+each case of `DISAGG_CASES` (DeepSeek-V3 on 64, 96 and 256 H200, 64 GB200 at ISL 8,192,
+96 H100; Qwen3-32B on 16 H100), median of --repeat runs; baseline in the same run: the
 same `plan` without `--disagg`. Both as `python -m meshsat` from the repository root.
 
 (d) `plan --disagg` against the code before its speed-up (`--disagg-only` runs this alone):
 `git archive` of `--baseline-ref` unpacked in a temporary folder, run by the same
-interpreter. Per GPU: the cold command (`python -m meshsat plan ... --disagg -f json`, one
-fresh process per run: wall clock and its CPU seconds), and warm (`disagg_rows` again in
-one process after a first call: the engines compiled, the files read), median of --repeat
-each, baseline and current alternating; and whether the two print the same JSON
-(the answers must not change). The load average is printed beside: on a shared machine
-the wall clock is mostly the load, the CPU seconds are the comparable figure.
+interpreter. Per case: the cold command (`python -m meshsat plan ... --disagg -f json`,
+one fresh process per run: wall clock and its CPU seconds), and warm (`disagg_rows` again
+in one process after a first call: the engines compiled, the files read; `--no-warm`
+skips it), median of --repeat each, baseline and current alternating; and whether the
+two print the same JSON (the answers must not change). The load average is printed
+beside: on a shared machine the wall clock is mostly the load, the CPU seconds are the
+comparable figure. `--phases` adds, per tree, the CPU seconds of each step of one
+`disagg_rows` on 256 H200 (timers around the steps, in a fresh process).
 
 Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_perf.py [--repeat 3] [--disagg-only]
-     [--warm-only] [--no-disagg-baseline] [--write benchmarks/RESULTS-perf-speed.md]
+     [--no-warm] [--phases] [--warm-only] [--no-disagg-baseline]
+     [--write benchmarks/RESULTS-perf-speed.md]
 """
 
 from __future__ import annotations
@@ -72,19 +76,45 @@ def cold(rank: str) -> None:
     )  # fmt: skip
 
 
-def cold_module(gpu: str, isl: int, disagg: bool) -> None:
+@dataclass(frozen=True)
+class DisaggCase:
+    """One `plan --disagg` of (c) and (d), OSL 1,024."""
+
+    model: str
+    gpu: str
+    gpus: int
+    isl: int = 1024
+
+    def args(self) -> list[str]:
+        return ["--model", self.model, "--gpu", self.gpu, "--gpus", str(self.gpus), "--isl",
+                str(self.isl), "-f", "json"]  # fmt: skip
+
+    def label(self) -> str:
+        name = self.model.rsplit("/", 1)[-1]
+        return f"{name}, {self.gpus} x {self.gpu}, ISL {self.isl}"
+
+
+def cold_module(case: DisaggCase, disagg: bool) -> None:
     subprocess.run(
-        [sys.executable, "-m", "meshsat", "plan", "--model", MODEL, "--gpu", gpu, "--gpus", "64",
-         "--isl", str(isl), "-f", "json", *(["--disagg"] if disagg else [])],
+        [sys.executable, "-m", "meshsat", "plan", *case.args(), *(["--disagg"] if disagg else [])],
         check=True, capture_output=True, cwd=ROOT,
     )  # fmt: skip
 
 
-#: The last commit before `plan --disagg`'s speed-up (pair rules judged per pair of sides,
-#: engine answers and step sources shared): the baseline of (d).
-BASELINE_REF = "e007afd"
-#: (GPU, ISL) of (c) and (d): DeepSeek-V3 on 64 of them, OSL 1,024.
-DISAGG_CASES = (("H200", 1024), ("GB200", 8192))
+#: The last commit before `plan --disagg`'s second speed-up (the pair rules judged per
+#: pair of the fields they read, the optimistic bound, the memoised weight stages and
+#: roofline answers): the baseline of (d). The first speed-up's was e007afd.
+BASELINE_REF = "498d83c"
+#: The cases of (c) and (d): DeepSeek-V3 (MoE, MLA) where the search grows with the GPUs,
+#: GB200 at a long prompt, H100, and a dense model.
+DISAGG_CASES = (
+    DisaggCase(MODEL, "H200", 64),
+    DisaggCase(MODEL, "H200", 96),
+    DisaggCase(MODEL, "H200", 256),
+    DisaggCase(MODEL, "GB200", 64, 8192),
+    DisaggCase(MODEL, "H100", 96),
+    DisaggCase("Qwen/Qwen3-32B", "H100", 16),
+)
 
 #: (d)'s warm run: `disagg_rows` once (cold, in-process), then --repeat times more.
 _WARM = """
@@ -94,26 +124,53 @@ from meshsat.solver.memory.gpus import gpu
 from meshsat.solver.perf import Workload
 def once():
     t = time.perf_counter()
-    disagg_rows({model!r}, gpu({gpu!r}), 64, Workload(isl={isl}), engine="auto", gpus_per_node=None,
-                top=5, progress=lambda done, total: None)
+    disagg_rows({model!r}, gpu({gpu!r}), {gpus}, Workload(isl={isl}), engine="auto",
+                gpus_per_node=None, top=5, progress=lambda done, total: None)
     return time.perf_counter() - t
 first = once()
 print(json.dumps({{"first": first, "warm": statistics.median(once() for _ in range({n}))}}))
 """
 
+#: (d)'s `--phases`: CPU seconds of each step of one `disagg_rows` (the CLI's workload), by
+#: timers wrapped around the functions both trees name alike.
+_PHASES = """
+import functools, json, time
+import meshsat.solver.cli.plan_disagg as PD
+import meshsat.solver.perf.disagg as D
+from meshsat.solver.memory.gpus import gpu
+from meshsat.solver.perf.workload import cli_workload
+spent = {{}}
+def timed(owner, name, label):
+    f = getattr(owner, name)
+    @functools.wraps(f)
+    def g(*a, **k):
+        t = time.process_time()
+        try:
+            return f(*a, **k)
+        finally:
+            spent[label] = spent.get(label, 0.0) + time.process_time() - t
+    setattr(owner, name, g)
+for owner, name, label in ((D, "role_layouts", "role layouts"), (D.RoleCosts, "prefill", "prefill"),
+                           (D.RoleCosts, "decode", "decode"), (D, "_undominated", "dominance"),
+                           (PD, "plan_disagg", "search"), (PD, "ranked_rows", "aggregated")):
+    timed(owner, name, label)
+t = time.process_time()
+PD.disagg_rows({model!r}, gpu({gpu!r}), {gpus}, cli_workload({isl}, 1024, None, None),
+               engine="auto", gpus_per_node=None, top=20, progress=lambda done, total: None)
+spent["disagg_rows"] = time.process_time() - t
+spent["pairing"] = spent["search"] - sum(spent[k] for k in ("role layouts", "prefill", "decode",
+                                                            "dominance"))
+print(json.dumps(spent))
+"""
 
-def _disagg_args(gpu: str, isl: int) -> list[str]:
-    return ["-m", "meshsat", "plan", "--model", MODEL, "--gpu", gpu, "--gpus", "64", "--disagg",
-            "--isl", str(isl), "-f", "json"]  # fmt: skip
 
-
-def _cold_disagg(root: Path, gpu: str, isl: int) -> tuple[float, float, str]:
+def _cold_disagg(root: Path, case: DisaggCase) -> tuple[float, float, str]:
     """(wall s, CPU s of the child, its JSON) of one cold `plan --disagg` run from `root`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, *_disagg_args(gpu, isl)], check=True, capture_output=True, text=True,
-        cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+        [sys.executable, "-m", "meshsat", "plan", *case.args(), "--disagg"], check=True,
+        capture_output=True, text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
     )  # fmt: skip
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -121,10 +178,12 @@ def _cold_disagg(root: Path, gpu: str, isl: int) -> tuple[float, float, str]:
     return wall, cpu, done.stdout
 
 
-def _warm_disagg(root: Path, gpu: str, isl: int, repeat: int) -> dict[str, float]:
+def _child(root: Path, template: str, case: DisaggCase, repeat: int = 0) -> dict[str, float]:
+    """`template` (`_WARM`, `_PHASES`) for `case`, run from `root`: its last line's JSON."""
+    code = template.format(model=case.model, gpu=case.gpu, gpus=case.gpus, isl=case.isl, n=repeat)
     done = subprocess.run(
-        [sys.executable, "-c", _WARM.format(model=MODEL, gpu=gpu, isl=isl, n=repeat)], check=True,
-        capture_output=True, text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
     )  # fmt: skip
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -140,36 +199,47 @@ def _baseline_tree(ref: str) -> Path:
     return tmp
 
 
-def disagg_against_baseline(repeat: int, ref: str) -> None:
+def disagg_against_baseline(
+    repeat: int, ref: str, *, warm: bool = True, phases: bool = False
+) -> None:
     """(d): the table of `plan --disagg` now against `ref` in the same run."""
     base = _baseline_tree(ref)
     try:
         load = os.getloadavg()[0]
-        print(f"\nplan --disagg --model {MODEL} --gpus 64, now against {ref} (same run); "
-              f"median of {repeat}; load average {load:.1f} at the start")  # fmt: skip
-        print("| GPU, ISL | cold wall s (base) | cold CPU s now (base) | CPU ratio | warm s now "
-              "(base) | warm ratio | same JSON | goal < 10 s |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|---|")
-        for gpu, isl in DISAGG_CASES:
+        print(f"\nplan --disagg, now against {ref} (same run); median of {repeat}; load "
+              f"average {load:.1f} at the start")  # fmt: skip
+        print("| case | cold wall s (base) | wall ratio | cold CPU s now (base) | CPU ratio | "
+              "warm s now (base) | warm ratio | same JSON | goal < 10 s |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|---|")
+        for case in DISAGG_CASES:
             now, old = [], []
             for _ in range(repeat):  # alternate, so a load spike slows both alike
-                old.append(_cold_disagg(base, gpu, isl))
-                now.append(_cold_disagg(ROOT, gpu, isl))
+                old.append(_cold_disagg(base, case))
+                now.append(_cold_disagg(ROOT, case))
             same = all(o[2] == n[2] for o, n in zip(old, now, strict=True))
             wall = statistics.median(r[0] for r in now)
             wall_old = statistics.median(r[0] for r in old)
             cpu = statistics.median(r[1] for r in now)
             cpu_old = statistics.median(r[1] for r in old)
-            warm = _warm_disagg(ROOT, gpu, isl, repeat)
-            warm_old = _warm_disagg(base, gpu, isl, repeat)
+            warm_txt = "| not run | |"
+            if warm:
+                w_now = _child(ROOT, _WARM, case, repeat)["warm"]
+                w_old = _child(base, _WARM, case, repeat)["warm"]
+                warm_txt = f"| {w_now:.2f} ({w_old:.2f}) | {w_old / w_now:.1f}x |"
             print(
-                f"| {gpu}, {isl} | {wall:.2f} ({wall_old:.2f}) | {cpu:.2f} ({cpu_old:.2f}) | "
-                f"{cpu_old / cpu:.1f}x | {warm['warm']:.2f} ({warm_old['warm']:.2f}) | "
-                f"{warm_old['warm'] / warm['warm']:.1f}x | {'yes' if same else 'NO'} | "
-                f"{'met' if wall < 10 else 'MISSED'} |",
+                f"| {case.label()} | {wall:.2f} ({wall_old:.2f}) | {wall_old / wall:.1f}x | "
+                f"{cpu:.2f} ({cpu_old:.2f}) | {cpu_old / cpu:.1f}x {warm_txt} "
+                f"{'yes' if same else 'NO'} | {'met' if wall < 10 else 'MISSED'} |",
                 flush=True,
             )
         print(f"load average at the end {os.getloadavg()[0]:.1f}")
+        if phases:
+            case = DisaggCase(MODEL, "H200", 256)
+            spent = {"now": _child(ROOT, _PHASES, case), "base": _child(base, _PHASES, case)}
+            print(f"\nCPU s of each step of one disagg_rows, {case.label()}; now (base {ref})")
+            print("| step | now | base |\n|---|---|---|")
+            for step in spent["now"]:
+                print(f"| {step} | {spent['now'][step]:.2f} | {spent['base'][step]:.2f} |")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -244,9 +314,11 @@ def main() -> None:
     ap.add_argument("--write", type=Path, help="also write (a)-(c)'s table to this markdown file")
     ap.add_argument("--baseline-ref", default=BASELINE_REF, help="(d)'s baseline commit.")
     ap.add_argument("--no-disagg-baseline", action="store_true", help="Skip (d).")
+    ap.add_argument("--no-warm", action="store_true", help="(d) without its warm runs.")
+    ap.add_argument("--phases", action="store_true", help="(d) with each step's CPU seconds.")
     a = ap.parse_args()
     if a.disagg_only:
-        disagg_against_baseline(a.repeat, a.baseline_ref)
+        disagg_against_baseline(a.repeat, a.baseline_ref, warm=not a.no_warm, phases=a.phases)
         return
     title = (
         f"DeepSeek-V3 on 64 x H200, ISL 1024, OSL 1024, TTFT <= {DEFAULT_TTFT_MS:g} ms (the "
@@ -264,11 +336,11 @@ def main() -> None:
         )
     rows += warm_rows(warm(a.repeat))
     if not a.warm_only:
-        for gpu, isl in DISAGG_CASES:
-            dis = median_seconds(functools.partial(cold_module, gpu, isl, True), a.repeat)
-            agg = median_seconds(functools.partial(cold_module, gpu, isl, False), a.repeat)
+        for case in DISAGG_CASES:
+            dis = median_seconds(functools.partial(cold_module, case, True), a.repeat)
+            agg = median_seconds(functools.partial(cold_module, case, False), a.repeat)
             rows.append(
-                f"| plan --disagg, cold process, 64 x {gpu}, ISL {isl} (s) | {dis:.2f} "
+                f"| plan --disagg, cold process, {case.label()} (s) | {dis:.2f} "
                 f"| {agg:.2f} (plan) | {dis / agg:.1f}x | |"
             )
     tail = f"load average at the end {os.getloadavg()[0]:.1f}"
@@ -276,7 +348,7 @@ def main() -> None:
     if a.write:
         write(a.write, [title, "", *rows, "", tail])
     if not (a.warm_only or a.no_disagg_baseline):
-        disagg_against_baseline(a.repeat, a.baseline_ref)
+        disagg_against_baseline(a.repeat, a.baseline_ref, warm=not a.no_warm, phases=a.phases)
 
 
 #: How (a)-(c) are taken, for the written file.

@@ -124,6 +124,10 @@ class PairRule:
     follow: tuple[str, ...] = ()
     #: The fix changes the decode's layout: its attention TP becomes the prefill's.
     layout_fix: bool = False
+    #: The `Side` fields `check` reads (of either server); None: any. A planner pairing
+    #: thousands of layouts judges one pair of servers per distinct value of these
+    #: (`reads_of`); tests/test_disagg_pairing.py holds each rule to what it declares.
+    reads: tuple[str, ...] | None = None
 
     def severity(self, release: str) -> Severity | None:
         return severity_in(self.releases, release)
@@ -216,6 +220,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         ((_ALL, "error"),),
         "give both servers the same --model-path",
         follow=("model",),
+        reads=("model",),
     ),
     PairRule(
         "PD-TRANSFER-BACKEND",
@@ -227,6 +232,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         ((_ALL, "error"),),
         "give both servers the same --disaggregation-transfer-backend",
         follow=("backend",),
+        reads=("backend",),
     ),
     PairRule(
         "PD-PAGE-SIZE",
@@ -237,6 +243,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         ((_ALL, "error"),),
         "give both servers the same --page-size",
         follow=("page_size",),
+        reads=("page_size",),
     ),
     PairRule(
         "PD-KV-DTYPE",
@@ -248,6 +255,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         ((_ALL, "error"),),
         "give both servers the same --kv-cache-dtype",
         follow=("kv_cache_dtype",),
+        reads=("kv_cache_dtype",),
     ),
     PairRule(
         "PD-TP-DIVIDES",
@@ -261,6 +269,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "make the decode's attention TP (tp_size / dp_size with DP attention) divide or be "
         "a multiple of the prefill's",
         layout_fix=True,
+        reads=("attn_tp",),
     ),
     PairRule(
         "PD-TP-NON-MLA",
@@ -270,6 +279,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         ((_OLD, "error"),),
         "give the decode the prefill's attention TP (tp_size / dp_size with DP attention)",
         layout_fix=True,
+        reads=("backend", "attn_tp", "mla"),
     ),
     PairRule(
         "PD-TP-NON-MLA-PERF",
@@ -279,6 +289,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         ((_NEW, "warning"),),
         "give the decode the prefill's attention TP (tp_size / dp_size with DP attention)",
         layout_fix=True,
+        reads=("attn_tp", "mla"),
     ),
     PairRule(
         "PD-NIXL-PREFILL-TP",
@@ -289,6 +300,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         ((_OLD, "error"),),
         "give the prefill at least the decode's attention TP, or use Mooncake",
         layout_fix=True,
+        reads=("backend", "tp", "attn_tp"),
     ),
     PairRule(
         "PD-NIXL-RANK-GROUPS",
@@ -302,6 +314,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "give the decode attention TP 1 (dp_size = tp_size), or a prefill TP of at least its "
         "square; or use Mooncake",
         layout_fix=True,
+        reads=("backend", "dp_attention", "tp", "attn_tp"),
     ),
     PairRule(
         "PD-PP",
@@ -311,6 +324,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         ((_NEW, "error"),),
         "give the decode the prefill's --pp-size, or 1",
         layout_fix=True,
+        reads=("pp",),
     ),
     PairRule(
         "PD-DCP-PREFILL-CP",
@@ -320,6 +334,7 @@ PAIR_RULES: tuple[PairRule, ...] = (
         ((_NEW, "error"),),
         "drop --dcp-size on the decode, or attention CP on the prefill",
         layout_fix=True,
+        reads=("dcp", "attn_cp"),
     ),
     PairRule(
         "PD-DCP-MLA",
@@ -329,8 +344,23 @@ PAIR_RULES: tuple[PairRule, ...] = (
         ((_NEW, "error"),),
         "drop --dcp-size on the decode server",
         layout_fix=True,
+        reads=("dcp", "mla"),
     ),
 )
+
+
+@lru_cache(maxsize=64)
+def reads_of(release: str) -> tuple[str, ...] | None:
+    """The `Side` fields the pair rules that are errors in `release` read (None: some
+    rule does not say, so any field may matter). Two prefill sides equal on these get the
+    same error verdict against every decode side, and likewise for decode sides."""
+    fields: set[str] = set()
+    for rule in PAIR_RULES:
+        if rule.severity(release) == "error":
+            if rule.reads is None:
+                return None
+            fields.update(rule.reads)
+    return tuple(sorted(fields))
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ into rows, tables, CSV and JSON, and says which of the two deployments wins.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from meshsat import solver
-from meshsat.solver.catalogue.pd_pairs import Side
+from meshsat.solver.catalogue.pd_pairs import Side, reads_of
 from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.memory_options import fraction_flags
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
@@ -29,7 +29,7 @@ from meshsat.solver.cli.plan_perf import (
     terminal_progress,
     width_columns,
 )
-from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors
+from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors, side_refused
 from meshsat.solver.inputs.command import launch_command, pd_router_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -238,13 +238,16 @@ class PlannedPairRules:
     """`pair_errors` of planned role layouts, each layout's side built once and each pair
     of distinct sides judged once.
 
-    Why: the search asks the rules of every prefill x decode pair that fits (98,576 for
-    DeepSeek-V3 on 64 H200), and `pair_errors` built both sides and every rule's severity
-    afresh for each: half of `plan --disagg`'s time (benchmarks/bench_perf.py, (d)). The
-    rules read only a `Side`, so each layout's is built once and each pair of distinct
-    sides judged once (70,238 of those 98,576 pairs). One instance serves one search: it
-    keeps the layouts it has seen alive (their `id` is the memo's key). Concurrent calls
-    may judge a pair twice, never differently."""
+    Why: the search pairs every prefill layout with every decode layout that fits (2.2
+    million pairs for DeepSeek-V3 on 256 H200), and `pair_errors` built both sides and
+    every rule's severity afresh for each. The rules read only a `Side`, so each
+    layout's is built once and each pair of distinct sides judged once; and whether the
+    rules refuse a pair reads only a few of its fields (`reads_of`: attention TP, PP,
+    CP, DCP, ... in 0.5.23), which `side` keys the layouts by, so `plan_disagg` asks one
+    pair of layouts per pair of those keys (some 10^5 at 256 GPUs, not 10^6) and counts
+    the layouts behind it (`SidedPairCheck`). One instance serves one search: it keeps
+    the layouts it has seen alive (their `id` is the memo's key). Concurrent calls may
+    judge a pair twice, never differently."""
 
     def __init__(self, spec: ModelSpec, release: str) -> None:
         self.spec = spec
@@ -254,6 +257,15 @@ class PlannedPairRules:
         self._interned: dict[Side, Side] = {}
         #: id of the prefill side -> id of the decode side -> verdict; both interned.
         self._verdicts: dict[int, dict[int, PairVerdict]] = {}
+        self._reads = reads_of(release)
+
+    def side(self, layout: RoleLayout, role: str) -> Hashable:
+        """What decides whether the rules refuse `layout` as a server of `role` beside
+        any other: its `Side`'s fields that the release's error rules read."""
+        side = self._side(layout, role)
+        if self._reads is None:
+            return side
+        return tuple(getattr(side, name) for name in self._reads)
 
     def _side(self, layout: RoleLayout, role: str) -> Side:
         seen = self._of[role]
@@ -262,6 +274,9 @@ class PlannedPairRules:
             side = layout_side(role, PLANNED, layout.config, layout.derived, self.spec)
             hit = seen[id(layout)] = (layout, self._interned.setdefault(side, side))
         return hit[1]
+
+    def accepts(self, p: RoleLayout, d: RoleLayout) -> bool:
+        return not side_refused(self._side(p, "prefill"), self._side(d, "decode"), self.release)
 
     def __call__(self, p: RoleLayout, d: RoleLayout) -> PairVerdict:
         ps, ds = self._side(p, "prefill"), self._side(d, "decode")

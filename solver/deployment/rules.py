@@ -134,6 +134,11 @@ def side_errors(p: Side, d: Side, release: str) -> tuple[str, ...]:
     )
 
 
+def side_refused(p: Side, d: Side, release: str) -> bool:
+    """Whether `side_errors` has any: the first broken rule answers (no wording)."""
+    return any(rule.check(p, d) is False for rule in _error_rules(release))
+
+
 @lru_cache(maxsize=64)
 def _error_rules(release: str) -> tuple[PairRule, ...]:
     """The pair rules that are errors in `release` (`pair_verdicts`' filter, once per

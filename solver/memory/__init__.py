@@ -49,7 +49,7 @@ from meshsat.solver.memory.state import (
     state_bytes_per_request,
     state_flags,
 )
-from meshsat.solver.memory.weights import WeightModel
+from meshsat.solver.memory.weights import WeightModel, stage_widths
 
 #: GiB the CUDA context, NCCL and allocator hold before weights load (SGLang logs show
 #: "Load weight begin. avail mem" about 1 GiB under the device total on H100/H200).
@@ -240,6 +240,9 @@ class MemoryModel:
         self.weights = WeightModel(self.facts, self.gpu, pack)
         self.model_gib = self.weights.model_bytes() / GIB
         self._cache: dict[tuple[Any, ...], Memory] = {}
+        self._stages_cache: dict[
+            tuple[Any, ...], tuple[int | None, float, float, int, int | None]
+        ] = {}
         #: The column reader's caches (`meshsat.solver.memory.columns`), shared by its readers.
         self.column_cache: dict[str, Any] = {}
         # Validate the dtype once, not per layout.
@@ -354,6 +357,46 @@ class MemoryModel:
         return replace(self._at_fraction(p, raised), raised_from_fraction=default)
 
     def _at_fraction(self, p: Parallel, f: float) -> Memory:
+        key = (f, p.attn_dp, p.pp, *stage_widths(p))
+        stages = self._stages_cache.get(key)
+        if stages is None:
+            stages = self._stages_cache[key] = self._stages(p, f)
+        tokens, weights, cell_max, per_request, slots = stages
+        tokens = capped_tokens(tokens or 0, self.max_total_tokens, self.page_size)
+        total = tokens * p.dcp
+        pools = p.attn_dp * p.replicas
+        requests = requests_that_fit(total, self.context_length, pools)
+        slots = max(slots or 0, 0)
+        if per_request:
+            requests = min(requests, pools * (slots // SLOTS_PER_REQUEST))
+        return Memory(
+            gpu=self.gpu.name,
+            gpu_memory_gib=self.gpu.memory_gib,
+            pre_load_gib=self.pre_load_gib,
+            model_weights_gib=self.model_gib,
+            weights_gib=weights,
+            kv_bytes_per_token=cell_max,
+            mem_fraction_static=f,
+            reserve_gib=self.pre_load_gib * (1 - f),
+            kv_pool_gib=tokens * cell_max / GIB,
+            kv_tokens=tokens,
+            max_total_num_tokens=total,
+            pools=pools,
+            context_length=self.context_length,
+            max_requests=requests,
+            state_bytes_per_request=per_request,
+            state_slots=slots,
+            state_pool_gib=(slots + 1) * per_request / GIB if slots else 0.0,
+            multimodal_reserve_gib=self.multimodal_reserve_gib,
+        )
+
+    def _stages(self, p: Parallel, f: float) -> tuple[int | None, float, float, int, int | None]:
+        """(KV tokens of the tightest stage, weights GiB of the fullest, the largest KV
+        cell, state bytes per request, state slots) at fraction `f`, stage by stage.
+        They read `f`, the attention DP and PP widths and the widths a stage's weights
+        read (`stage_widths`, attention TP among them), not the replicas, DCP or chunk
+        size: `_at_fraction` memoises them on those (a planner's layouts differ mostly in
+        replicas: 24,000 layouts on 256 GPUs, each up to 61 stages)."""
         tokens = None
         weights = 0.0
         cell_max = 0.0
@@ -389,33 +432,7 @@ class MemoryModel:
             tokens = t if tokens is None else min(tokens, t)
             weights = max(weights, w)
             cell_max = max(cell_max, cell)
-        tokens = capped_tokens(tokens or 0, self.max_total_tokens, self.page_size)
-        total = tokens * p.dcp
-        pools = p.attn_dp * p.replicas
-        requests = requests_that_fit(total, self.context_length, pools)
-        slots = max(slots or 0, 0)
-        if per_request:
-            requests = min(requests, pools * (slots // SLOTS_PER_REQUEST))
-        return Memory(
-            gpu=self.gpu.name,
-            gpu_memory_gib=self.gpu.memory_gib,
-            pre_load_gib=self.pre_load_gib,
-            model_weights_gib=self.model_gib,
-            weights_gib=weights,
-            kv_bytes_per_token=cell_max,
-            mem_fraction_static=f,
-            reserve_gib=self.pre_load_gib * (1 - f),
-            kv_pool_gib=tokens * cell_max / GIB,
-            kv_tokens=tokens,
-            max_total_num_tokens=total,
-            pools=pools,
-            context_length=self.context_length,
-            max_requests=requests,
-            state_bytes_per_request=per_request,
-            state_slots=slots,
-            state_pool_gib=(slots + 1) * per_request / GIB if slots else 0.0,
-            multimodal_reserve_gib=self.multimodal_reserve_gib,
-        )
+        return tokens, weights, cell_max, per_request, slots
 
 
 def memory_of(

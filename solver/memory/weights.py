@@ -51,6 +51,7 @@ How SGLang shards each component (the reason for every divisor below):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from meshsat.solver.memory.allocator import STEADY_LAYERS, rounding_bytes, run_rounding
@@ -62,8 +63,11 @@ from meshsat.solver.memory.modules import layer_modules, moe_layer_flags
 from meshsat.solver.memory.mxfp4 import mxfp4_experts
 
 
-def stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:
-    """[start, end) layer range of each pipeline stage, as SGLang partitions them."""
+@lru_cache(maxsize=1024)
+def stage_layers(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
+    """[start, end) layer range of each pipeline stage, as SGLang partitions them. Cached:
+    the memory model asks it once per stage of every layout (O(pp) each time, so O(pp²)
+    per layout: most of `plan --disagg`'s memory model at 256 GPUs)."""
     base = num_layers // pp
     parts = [base] * pp
     for i in range(2, num_layers % pp + 2):
@@ -72,7 +76,7 @@ def stage_layers(num_layers: int, pp: int) -> list[tuple[int, int]]:
     for n in parts:
         out.append((start, start + n))
         start += n
-    return out
+    return tuple(out)
 
 
 def rope_cache_bytes(facts: ModelFacts) -> float:
@@ -160,6 +164,8 @@ class WeightModel:
         self._mla_width = copy_width(kv_b, q.unquantized, q.kv_b_dequantized, gpu)
         self._mla_cache: dict[int, float] = {}
         self._rounding_cache: dict[tuple[int, ...], float] = {}
+        self._stage_cache: dict[tuple[int | bool, ...], StageWeights] = {}
+        self._per_rank_cache: dict[tuple[int | bool, ...], float] = {}
         v = facts.vision
         self.vision_attn = v.attn_sharded_params() * q.unquantized
         self.vision_mlp = v.mlp_sharded_params() * q.unquantized
@@ -329,13 +335,25 @@ class WeightModel:
 
     def stage(self, p: Parallel, stage: int) -> StageWeights:
         """Bytes on one rank of pipeline stage `stage` (the busiest rank when experts do
-        not divide evenly over EP)."""
+        not divide evenly over EP). Memoised on what the bytes depend on: the stage's
+        layer counts, whether it is the first or the last, and the widths `stage_widths`
+        names. Why: a planner asks every stage of thousands of layouts (`plan --disagg`
+        on 256 GPUs: 450,000 stages), most of them a middle stage of the same counts on
+        the same widths, and each costs some thirty tensors' allocator rounding."""
         f = self.facts
         start, end = stage_layers(f.num_layers, p.pp)[stage]
+        first, last = stage == 0, stage == p.pp - 1
+        key = (end - start, *self.counts(start, end), first, last, *stage_widths(p))
+        hit = self._stage_cache.get(key)
+        if hit is None:
+            hit = self._stage_cache[key] = self._stage(p, start, end, first, last)
+        return hit
+
+    def _stage(self, p: Parallel, start: int, end: int, first: bool, last: bool) -> StageWeights:
+        f = self.facts
         n = end - start
         moe, lin, lin_moe = self.counts(start, end)
         experts_here = _ceil(f.num_experts, p.ep)
-        first, last = stage == 0, stage == p.pp - 1
         vocab = f.padded_vocab
         emb = 0.0
         rounding = 0.0
@@ -411,5 +429,17 @@ class WeightModel:
         return moved
 
     def per_rank(self, p: Parallel) -> float:
-        """Weight bytes on the fullest rank (the one that decides whether it loads)."""
-        return max(self.stage(p, s).total for s in range(p.pp))
+        """Weight bytes on the fullest rank (the one that decides whether it loads),
+        memoised as `stage` is (a roofline asks it of every layout)."""
+        key = (p.pp, *stage_widths(p))
+        hit = self._per_rank_cache.get(key)
+        if hit is None:
+            hit = self._per_rank_cache[key] = max(self.stage(p, s).total for s in range(p.pp))
+        return hit
+
+
+def stage_widths(p: Parallel) -> tuple[int | bool, ...]:
+    """The widths a stage's bytes read beyond its layers (`WeightModel.stage`'s memo key;
+    tests/test_disagg_pairing.py holds the memo to a fresh model). `pp > 1`: a tied LM
+    head is its own tensor on the last stage of a pipeline."""
+    return (p.pp > 1, p.tp, p.attn_tp, p.ep, p.moe_tp, p.dense_tp, p.dp_attention, p.dp_lm_head)

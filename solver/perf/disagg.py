@@ -40,14 +40,15 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from meshsat.solver.memory import Memory, Parallel
 from meshsat.solver.perf.aic import EngineUnavailable
 from meshsat.solver.perf.estimator import BATCHES, PerfModel
 from meshsat.solver.perf.ranking import Keep
+from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import (
     AIC_CALIBRATION,
     ISL_REF,
@@ -55,6 +56,7 @@ from meshsat.solver.perf.schedule import (
     ROOFLINE_CALIBRATION,
     Calibration,
 )
+from meshsat.solver.perf.workload import Workload
 
 #: One network transfer's fixed cost (ms): connection bookkeeping and the first-byte latency
 #: of an RDMA write, the order of one collective's latency, not fitted.
@@ -77,6 +79,26 @@ class PairVerdict:
 #: the real rules (`meshsat.solver.deployment.rules.pair_errors`, which `plan --disagg`
 #: passes); this floor cannot import it, so the caller always says which rules apply.
 PairCheck = Callable[["RoleLayout", "RoleLayout"], PairVerdict]
+
+
+@runtime_checkable
+class SidedPairCheck(Protocol):
+    """Pair rules whose acceptance reads only part of each layout, its "side" (what
+    `side(layout, role)` returns, hashable): two layouts of one role with equal sides are
+    both accepted or both refused beside any layout of the other role (the violations'
+    wording may name other fields). `plan_disagg` then judges one pair of layouts per pair of sides
+    and counts the pairs of layouts behind it, instead of asking every pair (DeepSeek-V3
+    on 256 GPUs: 2.2 million pairs of layouts, 10^5 pairs of sides). A plain `PairCheck`
+    is asked per pair of layouts."""
+
+    def __call__(self, prefill: RoleLayout, decode: RoleLayout) -> PairVerdict: ...
+
+    def side(self, layout: RoleLayout, role: str) -> Hashable: ...
+
+    def accepts(self, prefill: RoleLayout, decode: RoleLayout) -> bool:
+        """`self(prefill, decode).ok`, without the violations' wording (the search reads
+        only whether a pair is refused; most pairs it asks are)."""
+        ...
 
 
 def every_pair(prefill: RoleLayout, decode: RoleLayout) -> PairVerdict:
@@ -123,22 +145,104 @@ class PrefillCost:
     transfer_ms: float
     calibration: Calibration
     is_aic: bool
+    #: `at(isl)` per ISL asked (derived: neither compared nor printed).
+    _at: dict[int, PrefillRates] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def at(self, isl: int) -> PrefillRates:
+        """This layout's TTFT and per-prompt cost at `isl`, built once per ISL."""
+        hit = self._at.get(isl)
+        if hit is None:
+            hit = self._at[isl] = PrefillRates.of(self, isl)
+        return hit
 
     def per_prompt_ms(self, r: int, isl: int) -> float:
         """Per-prompt cost when `r` prompts share passes (`schedule.prompt_cost_ms`'s rule,
         on the rank's own budget)."""
-        full = pass_prompts(self.role.parallel, isl)
-        n = min(r, full)
-        if n <= 1:
-            return self.one_ms
-        return (self.one_ms + (n - 1) * (self.full_ms - self.one_ms) / (full - 1)) / n
+        return self.at(isl).per_prompt_ms(r)
 
     def ttft_ms(self, r: int, isl: int) -> float:
         """TTFT of a cohort of `r` prompts on one rank, before any rate limit."""
-        c = self.calibration
+        return self.at(isl).ttft_ms(r)
+
+
+@dataclass(frozen=True)
+class PrefillRates:
+    """A prefill layout's TTFT and per-prompt cost at one ISL as functions of the prompts
+    `r` one rank takes, every term that does not depend on `r` computed once.
+
+    Why: the SLA search reads them for each decode batch of each (layout pair, x, y) it
+    runs (1.5 million times for DeepSeek-V3 on 256 GPUs), and each read had recomputed
+    the pass budget, the ISL scale and the interpolation. `PrefillCost`'s methods read
+    them here too: the arithmetic is written once."""
+
+    #: Attention-DP ranks of one prefill server.
+    ranks: int
+    #: Prompts one pass of a rank batches (`pass_prompts`).
+    full: int
+    #: Per-prompt cost when `n` prompts share passes, by `n` = 0 .. `full` (linear in the
+    #: prompts between one and the full budget, as `schedule.prompt_cost_ms`).
+    per_prompt: tuple[float, ...]
+    #: The calibration's overhead plus one prompt's pass.
+    head_ms: float
+    queue: float
+    #: `(ISL_REF / isl) ** isl_power`: the cohort queue's prompt-length factor.
+    scale: float
+    transfer_ms: float
+
+    @classmethod
+    def of(cls, pc: PrefillCost, isl: int) -> PrefillRates:
+        full = pass_prompts(pc.role.parallel, isl)
+        one, c = pc.one_ms, pc.calibration
+
+        def per_prompt(n: int) -> float:
+            if n <= 1:
+                return one
+            return (one + (n - 1) * (pc.full_ms - one) / (full - 1)) / n
+
+        costs = tuple(per_prompt(n) for n in range(full + 1))
         scale: float = (ISL_REF / isl) ** c.isl_power
-        queue = c.queue * (r - 1) / 2 * self.per_prompt_ms(r, isl) * scale
-        return c.overhead_ms + self.one_ms + queue + self.transfer_ms
+        return cls(pc.role.ranks, full, costs, c.overhead_ms + one, c.queue, scale, pc.transfer_ms)
+
+    def per_prompt_ms(self, r: int) -> float:
+        return self.per_prompt[min(max(r, 0), self.full)]
+
+    def ttft_ms(self, r: int) -> float:
+        return self._ttft(r, self.per_prompt_ms(r))
+
+    def _ttft(self, r: int, per_prompt: float) -> float:
+        """Overhead, one prompt's pass, the cohort queue ahead of the last prompt (half
+        the others, at their per-prompt cost) and the KV transfer."""
+        queue = self.queue * (r - 1) / 2 * per_prompt * self.scale
+        return self.head_ms + queue + self.transfer_ms
+
+    def rates(self, x: int, conc: int, tpot: float, osl: int) -> tuple[float, float, float]:
+        """(TTFT, requests/s, prefill pool's requests/s) of `conc` requests in flight on
+        `x` servers of this layout at `tpot` ms per output token."""
+        return next(self.each(x, 1, ((conc, tpot),), osl))
+
+    def each(
+        self, x: int, ranks: int, loads: Iterable[tuple[int, float]], osl: int
+    ) -> Iterator[tuple[float, float, float]]:
+        """`rates` at each (per-rank batch, TPOT) of `loads` on `ranks` decode ranks in
+        all, lazily: the SLA search stops at the first batch that misses the SLA, and a
+        generator resumed per batch costs less than a call per batch (1.5 million)."""
+        p_ranks = x * self.ranks
+        table, full = self.per_prompt, self.full
+        for bd, tpot in loads:
+            conc = bd * ranks
+            r = -(-conc // p_ranks)
+            per_prompt = table[min(max(r, 0), full)]
+            ttft = self._ttft(r, per_prompt)
+            decode_ms = (osl - 1) * tpot
+            # Rates (requests/s): Little's law, and what the prefill pool can serve.
+            prefill_rps = p_ranks * 1e3 / per_prompt
+            rate = conc * 1e3 / (ttft + decode_ms)
+            if rate > prefill_rps:  # prefill-bound: the queue grows until the rates match
+                rate = prefill_rps
+                ttft = conc * 1e3 / rate - decode_ms
+            yield ttft, rate, prefill_rps
 
 
 @dataclass(frozen=True)
@@ -227,12 +331,26 @@ class RoleCosts:
     def __init__(self, pm: PerfModel) -> None:
         self.pm = pm
         self._steps: dict[tuple[Parallel, bool], tuple[Any, bool]] = {}
+        #: Roofline answers by (the source's `layout_inputs`, the question).
+        self._roofline: dict[tuple[Any, ...], Any] = {}
 
     def _source(self, p: Parallel, dwdp: bool) -> tuple[Any, bool]:
         key = (p, dwdp)
         hit = self._steps.get(key)
         if hit is None:
             hit = self._steps[key] = self.pm.steps(p, dwdp=dwdp)
+        return hit
+
+    def _shared(self, steps: Any, question: tuple[Any, ...], answer: Callable[[], _T]) -> _T:
+        """`answer()`, shared by the roofline sources with the same `layout_inputs` (of one
+        model and GPU: this `pm`'s). Why: a planner's role layouts differ mostly in what
+        the roofline does not read (replicas), and each asks some 17 decode steps."""
+        if not isinstance(steps, RooflineSteps):
+            return answer()
+        key = (steps.layout_inputs(), question)
+        hit: _T | None = self._roofline.get(key)
+        if hit is None:
+            hit = self._roofline[key] = answer()
         return hit
 
     def _cal(self, is_aic: bool) -> Calibration:
@@ -263,8 +381,11 @@ class RoleCosts:
         full_n = pass_prompts(role.parallel, isl)
 
         def ask(steps: Any) -> tuple[float, float]:
-            one = float(steps.prefill_ms(1, isl))
-            return one, float(steps.prefill_ms(full_n, isl)) if full_n > 1 else one
+            def answer() -> tuple[float, float]:
+                one = float(steps.prefill_ms(1, isl))
+                return one, float(steps.prefill_ms(full_n, isl)) if full_n > 1 else one
+
+            return self._shared(steps, ("prefill", isl, full_n), answer)
 
         got = self._ask(role, ask)
         if got is None:
@@ -288,7 +409,10 @@ class RoleCosts:
                 batches.append(cap)
 
         def ask(steps: Any) -> list[float]:
-            return [float(steps.decode_ms(b, w.isl, w.osl)) for b in batches]
+            def answer() -> list[float]:
+                return [float(steps.decode_ms(b, w.isl, w.osl)) for b in batches]
+
+            return self._shared(steps, ("decode", w.isl, w.osl, tuple(batches)), answer)
 
         got = self._ask(role, ask)
         if got is None:
@@ -338,8 +462,9 @@ def role_layouts(
     `keep(values, config, derived)`: a further test (`rank_layouts`'), asked only until a
     shape has a layout that passes it."""
     #: widths -> (the first layout's config, derived and values; how many share them).
-    #: Only the first is copied: the enumeration's configs are lazy mappings of some
-    #: hundred fields, and most layouts repeat another's widths.
+    #: The mappings are kept as given, not copied: the enumeration's are read-only views
+    #: of one row each (some hundred fields), and on 256 GPUs most layouts are the first
+    #: of their widths (19,850 of 25,080), of which the search reads a few fields.
     shapes: dict[tuple[Parallel, bool], tuple[Mapping[str, Any], ...]] = {}
     count: dict[tuple[Parallel, bool], int] = {}
     dense = not pm.facts.is_moe
@@ -358,7 +483,7 @@ def role_layouts(
         if keep is not None and not keep(values, cfg, der):
             continue
         count[key] = 1
-        shapes[key] = (dict(cfg), dict(der), values)
+        shapes[key] = (cfg, der, values)
     return [
         RoleLayout(mode, values, cfg, der, p, pm.memory.of(p), "", count[(p, dw)] - 1)
         for (p, dw), (cfg, der, values) in shapes.items()
@@ -381,7 +506,15 @@ def _prefill_order(c: PrefillCost) -> tuple[Any, ...]:
 
 
 def _prefill_dominates(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    return a[0] == b[0] and all(x <= y for x, y in zip(a[1:], b[1:], strict=True))
+    # Written out, not a loop over the terms: 1.7 million calls on 256 GPUs.
+    return bool(
+        a[0] == b[0]
+        and a[1] <= b[1]
+        and a[2] <= b[2]
+        and a[3] <= b[3]
+        and a[4] <= b[4]
+        and a[5] <= b[5]
+    )
 
 
 def _decode_order(c: DecodeCost) -> tuple[Any, ...]:
@@ -427,17 +560,7 @@ def _rates(
     pc: PrefillCost, dc: DecodeCost, x: int, y: int, conc: int, tpot: float, isl: int, osl: int
 ) -> tuple[float, float, float]:
     """(TTFT, requests/s, prefill pool's requests/s) of `conc` requests in flight."""
-    p_ranks = x * pc.role.ranks
-    r = -(-conc // p_ranks)
-    ttft = pc.ttft_ms(r, isl)
-    decode_ms = (osl - 1) * tpot
-    # Rates (requests/s): Little's law, and what the prefill pool can serve.
-    prefill_rps = p_ranks * 1e3 / pc.per_prompt_ms(r, isl)
-    rate = conc * 1e3 / (ttft + decode_ms)
-    if rate > prefill_rps:  # prefill-bound: the queue grows until the rates match
-        rate = prefill_rps
-        ttft = conc * 1e3 / rate - decode_ms
-    return ttft, rate, prefill_rps
+    return pc.at(isl).rates(x, conc, tpot, osl)
 
 
 def _best_batch(
@@ -452,10 +575,23 @@ def _best_batch(
     """The SLA search of one deployment: (order key, per-rank batch, TPOT) of the best
     batch meeting `sla`, or of the lightest load when none does."""
     gpus = x * pc.role.gpus + y * dc.role.gpus
-    ranks = y * dc.role.ranks
+    return _batch_search(pc.at(isl), dc.tpot, x, gpus, y * dc.role.ranks, osl, sla)
+
+
+def _batch_search(
+    pr: PrefillRates,
+    tpots: Sequence[tuple[int, float]],
+    x: int,
+    gpus: int,
+    ranks: int,
+    osl: int,
+    sla: Callable[[float, float], bool],
+) -> tuple[tuple[bool, float, float], int, float]:
+    """`_best_batch` of `x` prefill servers (`pr`) and decode servers of `ranks` ranks in
+    all with the TPOT table `tpots`, on `gpus` GPUs in all (what the pairing has at
+    hand)."""
     best: tuple[tuple[bool, float, float], int, float] | None = None
-    for bd, tpot in dc.tpot:
-        ttft, rate, _p = _rates(pc, dc, x, y, bd * ranks, tpot, isl, osl)
+    for (bd, tpot), (ttft, rate, _p) in zip(tpots, pr.each(x, ranks, tpots, osl), strict=True):
         if not sla(ttft, tpot):
             # TTFT and TPOT grow with the batch: no larger one meets it either.
             break
@@ -463,29 +599,26 @@ def _best_batch(
         if best is None or tps_gpu >= -best[0][1]:
             best = ((False, -tps_gpu, ttft), bd, tpot)
     if best is None:
-        bd, tpot = dc.tpot[0]
-        ttft, rate, _p = _rates(pc, dc, x, y, bd * ranks, tpot, isl, osl)
+        bd, tpot = tpots[0]
+        ttft, rate, _p = pr.rates(x, bd * ranks, tpot, osl)
         best = ((True, -rate * osl / gpus, ttft), bd, tpot)
     return best
 
 
-def _bound(
-    base: float,
-    terms: Sequence[tuple[int, float, float]],
-    ranks: int,
-    osl: int,
-    sla: Callable[[float, float], bool],
-) -> float:
+def _bound(base: float, terms: Sequence[tuple[int, float]], factor: float) -> float:
     """An upper bound of tokens/s per GPU times `y / (x·a + y·b)` over every deployment of
-    a pair meeting `sla`: each decode batch whose TPOT can meet it, at the least TTFT
-    (no queue; a prefill-bound pool only lowers the rate). 0 when none can. `base`: the
-    prefill's least TTFT (overhead + one prompt + transfer); `terms`: the decode's
-    (batch, TPOT, (osl - 1) · TPOT) per batch (`_decode_terms`); `ranks`: its ranks."""
+    a pair meeting the SLA: each decode batch whose TPOT meets it, at the least TTFT
+    (no queue; a prefill-bound pool only lowers the rate). `base`: the prefill's least
+    TTFT (overhead + one prompt + transfer), which must meet the TTFT limit (else no
+    deployment of the pair does: the bound is 0); `terms`: the decode's (batch,
+    (osl - 1) · TPOT) of the batches whose TPOT meets the limit; `factor`: its ranks ·
+    osl · 1e3 (`_DecodeTerms`)."""
     best = 0.0
-    for bd, tpot, decode_ms in terms:
-        if sla(base, tpot):
-            best = max(best, bd / (base + decode_ms))
-    return ranks * osl * 1e3 * best
+    for bd, decode_ms in terms:
+        v = bd / (base + decode_ms)
+        if v > best:  # `max`, without its call: 8 million terms on 256 GPUs
+            best = v
+    return factor * best
 
 
 def _least_ttft(pc: PrefillCost) -> float:
@@ -493,8 +626,87 @@ def _least_ttft(pc: PrefillCost) -> float:
     return c.overhead_ms + pc.one_ms + pc.transfer_ms
 
 
-def _decode_terms(dc: DecodeCost, osl: int) -> list[tuple[int, float, float]]:
-    return [(bd, tpot, (osl - 1) * tpot) for bd, tpot in dc.tpot]
+@dataclass(frozen=True)
+class _DecodeTerms:
+    """What the pairing reads of one decode layout, read once per layout rather than once
+    per pair (the pairs are 10^6: DeepSeek-V3 on 256 GPUs)."""
+
+    #: The layout's place among the decode layouts: the pairing keeps their order.
+    index: int
+    cost: DecodeCost
+    gpus: int
+    ranks: int
+    #: `_bound`'s factor and terms.
+    factor: float
+    terms: tuple[tuple[int, float], ...]
+    #: The largest batch and the least decode time among `terms` (0 when there are
+    #: none): `factor · most / (base + least_ms)` is no less than `_bound` (each term's
+    #: quotient has a batch no larger over a sum no smaller, and rounding is monotone),
+    #: three operations against one per term.
+    most: int
+    least_ms: float
+
+    @classmethod
+    def of(cls, index: int, dc: DecodeCost, w: Workload) -> _DecodeTerms:
+        ranks = dc.role.ranks
+        terms = tuple((bd, (w.osl - 1) * tpot) for bd, tpot in dc.tpot if w.tpot_met(tpot))
+        most = max((bd for bd, _ms in terms), default=0)
+        least = min((ms for _bd, ms in terms), default=0.0)
+        return cls(index, dc, dc.role.gpus, ranks, ranks * w.osl * 1e3, terms, most, least)
+
+    def optimistic(self, base: float) -> float:
+        """An upper bound of `_bound(base, terms, factor)`, cheaper."""
+        return self.factor * (self.most / (base + self.least_ms)) if self.terms else 0.0
+
+
+def _pairs(
+    pair_check: PairCheck, pcs: Sequence[PrefillCost], decodes: Sequence[_DecodeTerms], gpus: int
+) -> Iterator[tuple[PrefillCost, list[_DecodeTerms], int]]:
+    """Each prefill layout with the decode layouts it pairs with (the two fit in `gpus`
+    and the pair rules accept them), in their order, and how many decode layouts that
+    fit beside it the rules refuse.
+
+    With a `SidedPairCheck` each pair of sides is judged once and its verdict holds for
+    every pair of layouts behind it: each prefill side's accepted decode layouts and the
+    sizes of its refused ones are listed once, and each prefill layout takes those that
+    fit beside it. Otherwise each layout is a side of its own (every pair that fits is
+    judged, as before)."""
+    sided = pair_check if isinstance(pair_check, SidedPairCheck) else None
+
+    def side(role: RoleLayout, mode: str) -> Hashable:
+        return id(role) if sided is None else sided.side(role, mode)
+
+    def ok(prefill: RoleLayout, decode: RoleLayout) -> bool:
+        return pair_check(prefill, decode).ok if sided is None else sided.accepts(prefill, decode)
+
+    groups: dict[Hashable, list[_DecodeTerms]] = {}
+    for d in decodes:
+        groups.setdefault(side(d.cost.role, "decode"), []).append(d)
+    d_least = {k: min(d.gpus for d in group) for k, group in groups.items()}
+    p_sides = [side(pc.role, "prefill") for pc in pcs]
+    p_least: dict[Hashable, int] = {}
+    for pc, k in zip(pcs, p_sides, strict=True):
+        p_least[k] = min(p_least.get(k, gpus), pc.role.gpus)
+    #: Per prefill side: (accepted decode layouts in order, refused ones' GPUs sorted).
+    listed: dict[Hashable, tuple[list[_DecodeTerms], list[int]]] = {}
+    for pc, k in zip(pcs, p_sides, strict=True):
+        hit = listed.get(k)
+        if hit is None:
+            room = gpus - p_least[k]
+            accepted: list[_DecodeTerms] = []
+            refused: list[int] = []
+            for dk, group in groups.items():
+                if d_least[dk] > room:
+                    continue  # no layout of this side fits beside any of the prefill side
+                if ok(pc.role, group[0].cost.role):
+                    accepted += group
+                else:
+                    refused += (d.gpus for d in group)
+            accepted.sort(key=lambda d: d.index)
+            refused.sort()
+            hit = listed[k] = (accepted, refused)
+        room = gpus - pc.role.gpus
+        yield pc, [d for d in hit[0] if d.gpus <= room], bisect.bisect_right(hit[1], room)
 
 
 def deployment(
@@ -647,21 +859,20 @@ def plan_disagg(
     #: last of them is not searched (only with `top`: without it every pair is listed).
     leaders: list[tuple[Any, ...]] = []
     refused = runs = 0
-    # What the bound reads of each layout, once per layout rather than once per pair (the
-    # pairs are 10^5: DeepSeek-V3 on 64 GPUs).
-    decodes = [(dc, dc.role.gpus, dc.role.ranks, _decode_terms(dc, w.osl)) for dc in dcs]
-    for pc in pcs:
-        a, base = pc.role.gpus, _least_ttft(pc)
-        for dc, b, d_ranks, terms in decodes:
-            if a + b > gpus:
-                continue
-            if not pair_check(pc.role, dc.role).ok:
-                refused += 1
-                continue
-            per_gpu = _bound(base, terms, d_ranks, w.osl, w.met_by)  # x tokens/s/GPU bound
+    decodes = [_DecodeTerms.of(i, dc, w) for i, dc in enumerate(dcs)]
+    for pc, paired, n_refused in _pairs(pair_check, pcs, decodes, gpus):
+        refused += n_refused
+        a, base, pr = pc.role.gpus, _least_ttft(pc), pc.at(w.isl)
+        fast = w.ttft_met(base)  # else no decode batch meets the SLA beside it
+        for dt in paired:
+            b, dc = dt.gpus, dt.cost
             engine = pc.is_aic and dc.is_aic
+            full = top is not None and len(leaders) >= top
+            if full and fast and leaders[-1] < (False, not engine, -dt.optimistic(base) / b):
+                continue  # the exact bound below is no higher: it would skip the pair too
+            per_gpu = _bound(base, dt.terms, dt.factor) if fast else 0.0  # x tokens/s/GPU bound
             reach = (False, not engine, -per_gpu / b)  # the best key the pair could have
-            if top is not None and len(leaders) >= top and leaders[top - 1] < reach:
+            if full and leaders[-1] < reach:
                 continue
             best: tuple[tuple[bool, float, float, int], int, int, int, float] | None = None
             for x in range(1, (gpus - b) // a + 1):
@@ -670,8 +881,8 @@ def plan_disagg(
                     if met is not None and per_gpu * y / (x * a + y * b) < met:
                         continue  # cannot beat the pair's best meeting the SLA
                     runs += 1
-                    (miss, neg_tps, ttft), bd, tpot = _best_batch(
-                        pc, dc, x, y, w.isl, w.osl, w.met_by
+                    (miss, neg_tps, ttft), bd, tpot = _batch_search(
+                        pr, dc.tpot, x, x * a + y * b, y * dt.ranks, w.osl, w.met_by
                     )
                     key = (miss, neg_tps, ttft, x * a + y * b)
                     if best is None or key < best[0]:
@@ -702,7 +913,9 @@ __all__ = [
     "PairCheck",
     "PairVerdict",
     "PrefillCost",
+    "PrefillRates",
     "RoleLayout",
+    "SidedPairCheck",
     "at_concurrency",
     "deployment",
     "every_pair",

@@ -21,6 +21,7 @@ Assumptions (docs/perf.md lists them with their effect):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
@@ -78,6 +79,17 @@ class RooflineSteps:
         holds per-model constants and caches: a plan asks thousands of layouts)."""
         w = (weights or WeightModel(facts, gpu)).per_rank(p)
         return cls(facts, p, gpu, gpus_per_node, w, kv_cache_dtype)
+
+    def layout_inputs(self) -> tuple[Any, ...]:
+        """What of the layout the step latencies read: its widths but the replicas, MoE DP
+        and the chunk size, its weight bytes, the node size and the KV dtype. Two
+        `RooflineSteps` of one model on one GPU type equal here answer alike, which lets
+        a planner share them (`disagg.RoleCosts`: DeepSeek-V3 on 256 H200 has 15,944
+        roofline role layouts and 6,641 distinct inputs); tests/test_disagg_pairing.py
+        holds it to the answers."""
+        p = self.p
+        widths = (p.tp, p.pp, p.attn_tp, p.attn_dp, p.attn_cp, p.ep, p.moe_tp, p.dcp)
+        return (widths, self.weight_bytes, self.gpus_per_node, self.kv_cache_dtype)
 
     # ---- speeds -------------------------------------------------------------------------
     def _flops_per_s(self) -> float:
