@@ -398,3 +398,16 @@ def test_streamed_rows_are_the_reader_rows_rounded(model: str, gpu_name: str, gp
     coarse = mm.row_extender(sh.config_index, sh.constant, sh.derived_index, weights_digits=0)
     assert [r[-4] for r in coarse(rows)] == [round(f[0], 0) for f in figures]
     assert len(expected) > 50
+
+
+def test_a_layout_with_attention_cp_is_sized_as_if_asked_first() -> None:
+    """`MemoryModel.of` memoised a `Parallel` without its attention CP, which moves the
+    default fraction (the prefill CUDA graph's default): one differing from an earlier
+    question only there got that one's fraction. (A resolved layout's attention CP follows
+    from its other widths; the API takes any `Parallel`.) The oracle is a fresh model
+    asked alone."""
+    one = Parallel(tp=8, attn_tp=4, moe_tp=8)
+    two = Parallel(tp=8, attn_tp=4, attn_cp=2, moe_tp=8)
+    shared = MemoryModel("deepseek-ai/DeepSeek-V3", "H200")
+    assert shared.of(one).mem_fraction_static != shared.of(two).mem_fraction_static
+    assert shared.of(two) == MemoryModel("deepseek-ai/DeepSeek-V3", "H200").of(two)

@@ -249,9 +249,12 @@ class MemoryModel:
         kv_bytes_per_token(self.facts, Parallel(), 0, self.kv_cache_dtype)
 
     def of(self, p: Parallel) -> Memory:
+        # Every width `_compute` reads: attention CP too, which moves the default
+        # fraction (`default_fraction`, through the prefill CUDA graph's default); a
+        # resolved layout's follows from its other widths, but the API takes any.
         key = (
             p.tp, p.pp, p.attn_tp, p.attn_dp, p.ep, p.moe_tp, p.dcp, p.moe_dense_tp,
-            p.dp_attention, p.dp_lm_head, p.replicas, p.chunked_prefill_size,
+            p.dp_attention, p.dp_lm_head, p.replicas, p.chunked_prefill_size, p.attn_cp,
         )  # fmt: skip
         m = self._cache.get(key)
         if m is None:
