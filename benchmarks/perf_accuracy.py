@@ -510,6 +510,14 @@ to the least mean |log(estimate / measured)| (`log_loss`; the scores below are s
 |error|): 34.4 / 35.7 / 34.0 %, TPOT unchanged; per cell, Qwen3.5 on B200 goes 42 -> 23 %
 left out, GLM-5 on B200 58 -> 84 % and Llama-3.1-8B 45 -> 71 %. The shipped constants
 (`schedule.AIC_CALIBRATION`, `ROOFLINE_CALIBRATION`) are this fit on all rows.
+
+Then (main at 498d83c, 2026-12-05): the estimate priced a bf16 KV cache where SGLang and
+the memory model resolve `--kv-cache-dtype auto` to FP8 (a checkpoint's
+`kv_cache_quant_algo`, DSA on Blackwell: GLM-5's rows on B200/B300); priced as resolved
+(the tables below), leave-one-model-out TTFT 34.4 % (p90 95.2 -> 95.0 %), leave-one-GPU-out
+35.7 -> 34.6 %, TPOT 15.0 % either way (its goal met before, missed now, by less than 0.05
+points each time); GLM-5 on B200 TPOT 17 -> 24 %, B300 15 -> 20 % (their runs do not record
+the cache's dtype).
 """
 
 BUILDS_AND_TRIED = """\
