@@ -180,3 +180,23 @@ def test_a_statefulset_of_one_node_pods_runs_a_server_each(
     run = _validate(capsys, tmp_path, text)
     doc = json.loads(run.out)
     assert run.code == 0 and doc["manifest"]["replicas"] == 3
+
+
+def test_fix_emit_lws_keeps_a_valid_groups_pods(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A valid `--tp 16` group of 4 pods of 4 GPUs (`--nnodes $(LWS_GROUP_SIZE)`) was
+    re-emitted as 2 pods of 8, the node size: the pods are what the user runs, so the
+    manifest written back has the input's size and GPUs per pod (the oracle: the input)."""
+    path = tmp_path / "good.yaml"
+    path.write_text(_manifest(4, "$(LWS_GROUP_SIZE)"))
+    given = yaml.safe_load(path.read_text())["spec"]["leaderWorkerTemplate"]
+    run = run_cli(capsys, "fix", "--sglang-file", str(path), "--emit", "lws")
+    assert run.code == 0, run.err
+    template = yaml.safe_load(run.out)["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == given["size"] == 4
+
+    def gpus(t: dict[str, object]) -> object:
+        return t["leaderTemplate"]["spec"]["containers"][0]["resources"]["limits"]  # type: ignore[index]
+
+    assert gpus(template) == gpus(given)

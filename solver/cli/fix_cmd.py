@@ -174,7 +174,7 @@ def fix_cmd(
     report = with_commands(start.repaired(report), layout, sglang_version)
     if emit_as is not None and report.fixes:
         best = report.best
-        per_node = best.config.gpus_per_node  # SGLang's node size (a tool-only fact)
+        per_node = pod_gpus(best.config.nnodes, best.gpus_used, best.config.gpus_per_node)
         model = str(sources.model) if sources.model is not None else layout.model_source
         command = best.command_line
         if layout.launch is not None:  # what the pod runs: no wrapper, no redirection
@@ -201,6 +201,13 @@ def fix_cmd(
         ]
         emit(chosen_fmt, fix_document(report, unfixed), rows, columns=("fix", *CHANGE_COLUMNS))
     raise typer.Exit(fix_status(report, unfixed))
+
+
+def pod_gpus(nnodes: int, gpus: int, node_size: int) -> int:
+    """GPUs per pod of the LeaderWorkerSet `fix --emit lws` writes: the layout's own split
+    where it spans nodes (a valid `--tp 16` group of 4 pods of 4 GPUs stays 4 pods, it
+    was re-split into 2 of 8), else the node size (a tool-only fact SGLang never reads)."""
+    return gpus // nnodes if nnodes > 1 and gpus % nnodes == 0 else node_size
 
 
 def fix_document(report: FixReport, unfixed: list[Violation]) -> dict[str, Any]:
