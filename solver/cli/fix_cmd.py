@@ -65,7 +65,9 @@ TopOpt = Annotated[
     typer.Option(
         "--top",
         metavar="K",
-        help="The K best fixes; each later one drops or alters a change of every earlier one.",
+        help="Up to K best fixes; each later one leaves at least one field that each earlier "
+        "one changes as it was (the same fields set to other values are no alternative), so "
+        "fewer may come back.",
     ),
 ]
 ObjectiveOpt = Annotated[
