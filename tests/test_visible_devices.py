@@ -150,3 +150,6 @@ def test_deployment_fix_fits_each_server_to_its_list() -> None:
     assert result.ok and result.fixed is not None
     tps = {s.role: s.layout.config.tp_size for s in result.fixed.servers}
     assert tps == {"prefill": 2, "decode": 4}
+    # The rule the fitting repaired is named, as `meshsat fix` names it for one server.
+    prefill = next(s for s in result.servers if s.server.startswith("prefill"))
+    assert RULE in prefill.report.best.repairs

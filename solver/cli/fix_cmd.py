@@ -173,7 +173,7 @@ def fix_cmd(
         sglang_version=sglang_version,
         memory=memory,
     )
-    report = with_commands(start.repaired(report), layout, sglang_version)
+    report = with_commands(report.also_repairing(start.fitted), layout, sglang_version)
     if emit_as is not None and report.fixes:
         best = report.best
         per_node = pod_gpus(best.config.nnodes, best.gpus_used, best.config.gpus_per_node)
@@ -247,6 +247,10 @@ def unfixed_nodes(layout: LayoutInput, report: FixReport, version: str | None) -
     return found
 
 
+#: Why `fix` holds a GPU count the user gave (the tiers line).
+ASKED = "as --gpus asks"
+
+
 @dataclass(frozen=True)
 class FixInput:
     """What `fix` searches from for a launch: the layout, the GPU count (None: the search's
@@ -258,63 +262,53 @@ class FixInput:
     pins: tuple[str, ...]
     said: str | None = None
     #: Why the search holds `gpus`, as the tiers line says it.
-    gpus_why: str = "as --gpus asks"
+    gpus_why: str = ASKED
     #: The launch rules the fitting itself repairs (JOB-GROUP-SIZE, JOB-VISIBLE-DEVICES):
-    #: the search sees the fitted layout, so its fixes name them only through `repaired`.
+    #: the search sees the fitted layout, so its fixes name them through
+    #: `FixReport.also_repairing`.
     fitted: tuple[str, ...] = ()
-
-    def repaired(self, report: FixReport) -> FixReport:
-        """`report` with each fix also repairing what the fitting repaired."""
-        if not self.fitted:
-            return report
-        fixes = tuple(
-            replace(f, repairs=tuple(dict.fromkeys((*self.fitted, *f.repairs))))
-            for f in report.fixes
-        )
-        return replace(report, fixes=fixes)
 
 
 def fix_input(
     layout: LayoutInput, gpus: int | None, pins: Sequence[str], version: str | None
 ) -> FixInput:
-    """The layout, GPU count and pins to fix a launch with. A manifest object that starts
-    other than the launch's `--nnodes` pods (JOB-GROUP-SIZE) moves the layout onto its pods
-    (`pods.fit_to_pods`, `nnodes` held). Without --gpus, a launch whose visible-devices list
-    is shorter than its ranks' GPU ids (JOB-VISIBLE-DEVICES) is fitted to the list
-    (`visible.fit_to_list`). `meshsat fix` and the web API's `/api/fix` fit alike."""
-    from meshsat.solver.deployment.pods import fit_to_pods
-    from meshsat.solver.deployment.visible import RULE as VISIBLE_RULE
-    from meshsat.solver.deployment.visible import fit_to_list
+    """The layout, GPU count and pins to fix a launch with (`pods.fit_launch`): a manifest
+    object that starts other than the launch's `--nnodes` pods (JOB-GROUP-SIZE) moves the
+    layout onto its pods (`nnodes` held); without --gpus, a launch whose visible-devices
+    list is shorter than its ranks' GPU ids (JOB-VISIBLE-DEVICES) is fitted to the list.
+    `meshsat fix`, `validate --rewrite` and the web API's `/api/fix` fit alike."""
+    from meshsat.solver.deployment.pods import fit_launch
 
-    pack = get_pack(version)
-    config, pinned, notes = layout.config, tuple(pins), []
-    why, fitted = "as --gpus asks", []
     manifest = layout.manifest
-    pods = manifest.group_size if manifest is not None else None
-    moved = fit_to_pods(config, layout.job, pods, layout.model, pack)
-    if moved is not None and manifest is not None:
-        config, pinned = moved.config, (*pinned, "nnodes")
-        fitted.append(GROUP_SIZE_RULE)
-        if gpus is None and moved.gpus is not None:
-            gpus, why = moved.gpus, f"for the {pods} pods {manifest.owner} starts"
+    launch = () if layout.launch is None else (layout.launch,)
+    fit = fit_launch(
+        layout.config,
+        layout.job,
+        manifest.group_size if manifest is not None else None,
+        launch,
+        layout.model,
+        get_pack(version),
+        gpus=gpus,
+    )
+    why, notes = ASKED, []
+    if fit.pods is not None and manifest is not None:
+        if gpus is None and fit.gpus is not None:
+            why = f"for the {fit.pods} pods {manifest.owner} starts"
         notes.append(
-            f"setting --nnodes to {pods}, the pods {manifest.owner} starts for the job "
+            f"setting --nnodes to {fit.pods}, the pods {manifest.owner} starts for the job "
             f"({GROUP_SIZE_RULE}); or set its {size_field(manifest.owner)} to "
             f"{layout.config.nnodes}"
         )
-    found = None
-    if gpus is None and layout.launch is not None:
-        found = fit_to_list(config, [layout.launch], pack.version)
-    if found is not None:
-        config, gpus, short = found
+    if fit.listed is not None:
+        short = fit.listed
         why = f"for the {len(short.ids)} GPU(s) {short.name} lists on each node"
-        fitted.append(VISIBLE_RULE)
         notes.append(
             f"fitting the layout to the {len(short.ids)} GPU(s) {short.name} lists on each "
-            f"of its {config.nnodes} node(s) (JOB-VISIBLE-DEVICES); pass --gpus N for another "
-            "count"
+            f"of its {fit.config.nnodes} node(s) (JOB-VISIBLE-DEVICES); pass --gpus N for "
+            "another count"
         )
-    return FixInput(config, gpus, pinned, "; ".join(notes) or None, why, tuple(fitted))
+    pinned = (*pins, *fit.pins)
+    return FixInput(fit.config, fit.gpus, pinned, "; ".join(notes) or None, why, fit.rules)
 
 
 def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -> FixReport:
@@ -369,7 +363,7 @@ def print_fix(
     verbose: bool = False,
     unfixed: list[Violation] | None = None,
     refitted: str | None = None,
-    gpus_why: str = "as --gpus asks",
+    gpus_why: str = ASKED,
 ) -> None:
     """`refitted`: what the launch had changed before the layout was fixed (a
     LeaderWorkerSet's --nnodes set to its group size), so a layout valid as it stands is
@@ -395,7 +389,7 @@ def _print_fix(
     verbose: bool,
     script_wrong: bool,
     refitted: str | None = None,
-    gpus_why: str = "as --gpus asks",
+    gpus_why: str = ASKED,
 ) -> None:
     if report.valid_input:
         best = report.best
@@ -451,7 +445,7 @@ def _print_result(
     result: FixResult,
     first: bool,
     verbose: bool = False,
-    gpus_why: str = "as --gpus asks",
+    gpus_why: str = ASKED,
 ) -> None:
     n = len(result.changes)
     best = "optimal" if first else "the best alternative to the fixes above"
@@ -483,7 +477,7 @@ def _print_result(
     out.print(f"[bold]command:[/bold] {escape(result.command_line)}", soft_wrap=True)
 
 
-def _tiers(result: FixResult, report: FixReport, gpus_why: str = "as --gpus asks") -> str:
+def _tiers(result: FixResult, report: FixReport, gpus_why: str = ASKED) -> str:
     """Each tier as kept, or what it costs: "GPU count kept, features kept, 1 of yours".
     Under --gpus the count is the one asked for, not the input's (the search keeps it as a
     hard constraint): "kept" would contradict the "GPU count changes" line below."""

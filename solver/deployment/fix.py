@@ -19,7 +19,7 @@ from typing import Any
 from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, Side
 from meshsat.solver.deployment.apart import Relisted, moved_apart, with_list
 from meshsat.solver.deployment.model import Deployment, Router, Server, Target
-from meshsat.solver.deployment.pods import PodFit, fit_to_pods
+from meshsat.solver.deployment.pods import LaunchFit, fit_launch
 from meshsat.solver.deployment.reader import FACT_FLAGS, reaches
 from meshsat.solver.deployment.rules import side_of
 from meshsat.solver.deployment.validate import (
@@ -29,8 +29,6 @@ from meshsat.solver.deployment.validate import (
     read,
     server_report,
 )
-from meshsat.solver.deployment.visible import fit_to_list
-from meshsat.solver.inputs.sglang_cmdline import GROUP_SIZE_RULE
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.fix import fix
@@ -131,11 +129,11 @@ def fix_deployment(
     fixes: dict[str, ServerFix] = {}
     fixed: dict[str, Server] = {}
     for server in deployment.servers:
-        found = _fix(server, pack, _pins(server, pins), objective, timeout_s)
-        if not found.fixes and _on_pods(server, pack) is not None:
+        found, fit = _fix(server, pack, pins, objective, timeout_s)
+        if not found.fixes and fit.pods is not None:
             # No layout on the object's pods: fixed on the launch's own nodes, whose
             # JOB-GROUP-SIZE then stays, its hint naming the object's field to change.
-            found = _fix(server, pack, pins, objective, timeout_s, on_pods=False)
+            found, _ = _fix(server, pack, pins, objective, timeout_s, on_pods=False)
         fixes[server.name] = ServerFix(server.name, found)
         if not found.fixes:
             return DeploymentFix(tuple(fixes.values()), None, None)
@@ -151,7 +149,7 @@ def fix_deployment(
             if start.layout.config.nnodes == pods != repaired.layout.config.nnodes:
                 # Following its prefill moved the decode off the pods it was fitted to: on
                 # neither count its launch is no better, so it keeps its own nodes instead.
-                own = _fix(server, pack, pins, objective, timeout_s, on_pods=False)
+                own, _ = _fix(server, pack, pins, objective, timeout_s, on_pods=False)
                 if own.fixes:
                     fixes[server.name] = ServerFix(server.name, own)
                     start = _with_config(server, own.best.config)
@@ -210,51 +208,33 @@ def _fix(
     timeout_s: float,
     *,
     on_pods: bool = True,
-) -> FixReport:
+) -> tuple[FixReport, LaunchFit]:
+    """The server's own fix, from its launch fitted as `meshsat fix` fits one server's
+    (`pods.fit_launch`: the pods its manifest object starts unless `on_pods` is off, then
+    its visible-devices list), and that fitting."""
     layout = server.layout
-    config, gpus = layout.config, None
-    # The pods a manifest object starts and a launch's visible devices are fitted to, as
-    # `meshsat fix` does for one server (`fix_cmd.fix_input`).
-    moved = _on_pods(server, pack) if on_pods else None
-    if moved is not None:
-        config, gpus = moved.config, moved.gpus
-    found = fit_to_list(config, server.commands, pack.version) if gpus is None else None
-    config, gpus = (config, gpus) if found is None else found[:2]
+    pods = server.commands[0].group_size if on_pods else None
+    fit = fit_launch(layout.config, layout.job, pods, server.commands, layout.model, pack)
     report = fix(
-        config,
+        fit.config,
         layout.model,
-        pins=pins,
-        gpus=gpus,
+        pins=(*pins, *fit.pins),
+        gpus=fit.gpus,
         objective=objective,
         timeout_s=timeout_s,
         sglang_version=pack,
-    )
-    if config.nnodes == layout.config.nnodes:
-        return report
-    nodes = Change("nnodes", layout.config.nnodes, config.nnodes)
-    return _with_change(report, nodes, GROUP_SIZE_RULE, valid_input=False)
+    ).also_repairing(fit.rules)
+    if fit.pods is None:
+        return report, fit
+    nodes = Change("nnodes", layout.config.nnodes, fit.pods)
+    return _with_change(report, nodes, valid_input=False), fit
 
 
-def _on_pods(server: Server, pack: Pack) -> PodFit | None:
-    layout = server.layout
-    return fit_to_pods(layout.config, layout.job, server.commands[0].group_size, layout.model, pack)
-
-
-def _pins(server: Server, pins: tuple[str, ...]) -> tuple[str, ...]:
-    """The user's pins, and `nnodes` where the server's manifest object fixes its nodes."""
-    pods = server.commands[0].group_size
-    return (*pins, "nnodes") if pods is not None and pods != server.layout.config.nnodes else pins
-
-
-def _with_change(report: FixReport, change: Change, repair: str, **update: Any) -> FixReport:
+def _with_change(report: FixReport, change: Change, **update: Any) -> FixReport:
     """The report with each fix also making `change` (one the search did not see: made to
-    its input, or after it) and repairing `repair`; `update`: other fields of the report."""
+    its input, or after it); `update`: other fields of the report."""
     fixes = tuple(
-        replace(
-            f,
-            changes=(*(c for c in f.changes if c.field != change.field), change),
-            repairs=(*f.repairs, repair),
-        )
+        replace(f, changes=(*(c for c in f.changes if c.field != change.field), change))
         for f in report.fixes
     )
     return replace(report, fixes=fixes, **update)
@@ -286,7 +266,9 @@ def _relisted(server: Server, found: ServerFix, relisted: Relisted) -> tuple[Ser
     change = Change(
         relisted.variable, ",".join(map(str, relisted.old)), ",".join(map(str, relisted.new))
     )
-    report = _with_change(found.report, change, "HOST-GPU-OVERLAP", valid_input=False)
+    report = _with_change(
+        found.report.also_repairing(("HOST-GPU-OVERLAP",)), change, valid_input=False
+    )
     moved = with_list(server, relisted.variable, relisted.new)
     return moved, replace(found, report=report, relisted=relisted)
 

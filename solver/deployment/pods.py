@@ -1,4 +1,7 @@
-"""Fitting a layout to the pods its manifest object starts (JOB-GROUP-SIZE).
+"""Fitting a layout to the pods its manifest object starts (JOB-GROUP-SIZE), and a launch
+to what it runs on before `fix` searches (`fit_launch`: the pods, then the visible-devices
+list, `visible.fit_to_list`), for `meshsat fix` on one server and on each server of a
+deployment alike.
 
 A LeaderWorkerSet starts `spec.leaderWorkerTemplate.size` pods per group, and a StatefulSet
 whose pods are one server's nodes starts `spec.replicas` (`k8s.pods_are_nodes`), whatever
@@ -15,6 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from meshsat.solver.deployment.visible import RULE as VISIBLE_RULE
+from meshsat.solver.deployment.visible import ShortList, fit_to_list
+from meshsat.solver.inputs.launch import LaunchCommand
 from meshsat.solver.inputs.sglang_cmdline import GROUP_SIZE_RULE, JobIssue
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -46,3 +52,50 @@ def fit_to_pods(
     if not isinstance(used, int) or used < 1 or used % pods == 0:
         return PodFit(fitted, None)
     return PodFit(fitted, used // config.nnodes * pods)
+
+
+@dataclass(frozen=True)
+class LaunchFit:
+    """What `fix` searches from for one launch: the layout and GPU count (None: the
+    search's own), the pods it was moved onto (None: not moved) and the list it was fitted
+    to (None: none)."""
+
+    config: Config
+    gpus: int | None
+    pods: int | None = None
+    listed: ShortList | None = None
+
+    @property
+    def pins(self) -> tuple[str, ...]:
+        """The fields the fitting holds: the nodes, where the object's pods decide them."""
+        return ("nnodes",) if self.pods is not None else ()
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """The launch rules the fitting repairs: the search only sees the fitted layout, so
+        its fixes name them through these."""
+        moved = (GROUP_SIZE_RULE,) if self.pods is not None else ()
+        return (*moved, *((VISIBLE_RULE,) if self.listed is not None else ()))
+
+
+def fit_launch(
+    config: Config,
+    job: Sequence[JobIssue],
+    pods: int | None,
+    commands: Sequence[LaunchCommand],
+    model: ModelSpec | None,
+    pack: Pack,
+    *,
+    gpus: int | None = None,
+) -> LaunchFit:
+    """The launch's layout on the `pods` its object starts (`fit_to_pods`), then, without a
+    GPU count (`gpus`, or one the pods gave), on its visible-devices list (`fit_to_list`)."""
+    moved = fit_to_pods(config, job, pods, model, pack)
+    if moved is not None:
+        config, gpus = moved.config, gpus if gpus is not None else moved.gpus
+    found = fit_to_list(config, commands, pack.version) if gpus is None and commands else None
+    if found is not None:
+        config, gpus, short = found
+    return LaunchFit(
+        config, gpus, pods if moved is not None else None, None if found is None else short
+    )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from meshsat.solver.lang.config import Config
@@ -143,6 +144,17 @@ class FixReport:
         if not self.fixes:
             raise LookupError("no fix was found")
         return self.fixes[0]
+
+    def also_repairing(self, rules: Sequence[str]) -> FixReport:
+        """The report with each fix also repairing `rules`: what was done to the input
+        before the search (a launch fitted to its pods or its device list) or after it,
+        which the search never saw broken."""
+        if not rules:
+            return self
+        fixes = tuple(
+            replace(f, repairs=tuple(dict.fromkeys((*f.repairs, *rules)))) for f in self.fixes
+        )
+        return replace(self, fixes=fixes)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -471,7 +471,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         sglang_version=version,
         memory=memory,
     )
-    report = with_commands(start.repaired(report), layout, version)
+    report = with_commands(report.also_repairing(start.fitted), layout, version)
     unfixed = unfixed_nodes(layout, report, version)
     notes = (*layout.notes, *said, *((start.said,) if start.said is not None else ()))
     return Answer(fix_document(report, unfixed), fix_status(report, unfixed), notes)
