@@ -38,8 +38,9 @@ from timing import percentile, seconds, timed
 from meshsat.solver.backends.pyeval import compiled
 from meshsat.solver.backends.z3exp import Universe
 from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.limits import MAX_GPUS
 from meshsat.solver.packs import SEED
-from meshsat.solver.repair.features import states, turned_on
+from meshsat.solver.repair.features import FEATURES, states, turned_on
 from meshsat.solver.repair.fix import fix
 from meshsat.solver.repair.objective import ORDERS, TIERS, size_mbits
 from meshsat.solver.repair.problem import problem
@@ -57,6 +58,10 @@ FIELDS = (*SIZES, *CHOICES)
 #: of DP attention) is the seed's, as in `tests/fix_oracle.py`, so `fix` runs on it too.
 PACK = SEED
 ERROR_INDEX = frozenset(i for i, r in enumerate(PACK.rules) if r.severity == "error")
+#: The rules a fix keeps: SGLang's errors and meshsat's advice (`Pack.advice`), which fix
+#: never proposes a layout against; the brute force keeps the same, or it would find
+#: "better" layouts fix is right to refuse (decode CP wider than attention TP).
+KEPT_INDEX = ERROR_INDEX | frozenset(i for i, r in enumerate(PACK.rules) if r.id in PACK.advice)
 
 
 def corpus(n: int, count: int, seed: int) -> list[Config]:
@@ -76,6 +81,9 @@ def corpus(n: int, count: int, seed: int) -> list[Config]:
         cfg = Config.model_validate(values)
         env = environment(cfg, None)
         resolved, _ = checker.resolve(env)
+        # Without --gpus, fix refuses a layout above its GPU limit (an InputError).
+        if checker.derived(resolved)["gpus_used"] > MAX_GPUS:
+            continue
         if any(i in ERROR_INDEX for i in checker.violations(resolved, env)):
             out.append(cfg)
     return out
@@ -134,7 +142,7 @@ def enumerate_valid(n: int) -> Valid:
     for row in candidates(n):
         env = {**base, **row}
         resolved, _ = checker.resolve(env)
-        if not any(i in ERROR_INDEX for i in checker.violations(resolved, env)):
+        if not any(i in KEPT_INDEX for i in checker.violations(resolved, env)):
             kept.append(row)
     columns = {f: np.array([_code(f, r[f]) for r in kept], dtype=np.int64) for f in FIELDS}
     mbits = {f: np.array([size_mbits(r[f]) for r in kept], dtype=np.int64) for f in SIZES}
@@ -152,7 +160,8 @@ def brute_nearest(valid: Valid, cfg: Config, objective: str) -> tuple[int, ...]:
     user = cfg.user_set()
     cost = {t: np.zeros(valid.rows, dtype=np.int64) for t in TIERS}
     was_on = np.array(turned_on(cfg.model_dump()), dtype=bool)
-    cost["features"] = np.where(was_on, ~valid.works, valid.on).sum(axis=1)
+    binds = np.array([f.off_binds for f in FEATURES], dtype=bool)
+    cost["features"] = np.where(was_on, ~valid.works, valid.on & binds).sum(axis=1)
     for name in FIELDS:
         old = getattr(cfg, name)
         changed = valid.columns[name] != _code(name, old)
@@ -244,7 +253,8 @@ def main() -> None:
         "the given sizes and GPUs; no baseline. cold: the "
         "first call at that GPU count, which builds the cached problem. Brute force "
         "(enumerate all, pick the minimum): every layout of "
-        f"{', '.join(FIELDS)} on N GPUs, validated with the compiled Python back-end, then "
+        f"{', '.join(FIELDS)} on N GPUs, validated with the compiled Python back-end (SGLang's "
+        "errors and meshsat's advice, the rules fix keeps), then "
         "a numpy argmin of the same objective; a query pays the enumeration (measured once "
         "per N, since it does not depend on the query) plus its argmin. fix searches every "
         "field, the brute force only these, so fix's objective can only be lower or equal "

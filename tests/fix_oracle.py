@@ -14,7 +14,10 @@ tuple compared lexicographically:
    that does nothing (DP attention at dp 1, prefill CP at attention CP 1). Written here from
    the issue's list: DP attention, prefill CP, attention CP (on when attention CP > 1 or
    prefill CP is on, working at attention CP > 1), decode CP (dcp > 1), an all-to-all backend,
-   EPLB, pipeline parallelism (the others are never varied here, so never toggled);
+   EPLB, pipeline parallelism (the others are never varied here, so never toggled).
+   Prefill CP is on through its legacy aliases too. Which all-to-all backend was chosen
+   is kept once chosen, but choosing one where none was is counted once, as "an
+   all-to-all backend";
 3. changed fields the user set; 4. other changed fields (every field counts one);
 5. the size change: sum of |mbits(new) - mbits(old)| with mbits(x) = sum over prime factors
    p of x (with multiplicity) of round(1000*log2 p).
@@ -95,6 +98,9 @@ def _is(value: str) -> Callable[[Any], bool]:
     return lambda v: v == value
 
 
+#: The legacy spellings of --enable-prefill-cp (R-LEGACY-CP).
+_LEGACY_CP = ("enable_prefill_context_parallel", "enable_dsa_prefill_context_parallel")
+
 #: Per feature: the oracle's fields it reads, "on" and "works" over those values.
 FEATURES: dict[str, tuple[tuple[str, ...], Callable[..., bool], Callable[..., bool]]] = {
     "dp_attention": (
@@ -103,14 +109,14 @@ FEATURES: dict[str, tuple[tuple[str, ...], Callable[..., bool], Callable[..., bo
         lambda on, dp: bool(on) and dp >= 2,
     ),
     "prefill_cp": (
-        ("enable_prefill_cp", "attn_cp_size"),
-        lambda on, cp: bool(on),
-        lambda on, cp: bool(on) and cp >= 2,
+        ("enable_prefill_cp", *_LEGACY_CP, "attn_cp_size"),
+        lambda on, legacy, dsa, cp: bool(on or legacy or dsa),
+        lambda on, legacy, dsa, cp: bool(on or legacy or dsa) and cp >= 2,
     ),
     "attention_cp": (
-        ("attn_cp_size", "enable_prefill_cp"),
-        lambda cp, on: cp >= 2 or bool(on),
-        lambda cp, on: cp >= 2,
+        ("attn_cp_size", "enable_prefill_cp", *_LEGACY_CP),
+        lambda cp, on, legacy, dsa: cp >= 2 or bool(on or legacy or dsa),
+        lambda cp, on, legacy, dsa: cp >= 2,
     ),
     "decode_cp": (("dcp_size",), lambda d: d > 1, lambda d: d > 1),
     # --moe-runner-backend megamoe is the MegaMoE all-to-all backend's alias (R-MEGAMOE-ALIAS).
@@ -160,6 +166,8 @@ def not_kept(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 def _not_kept(name: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     fields, on, works = FEATURES[name]
     was_on = on(*(old[f] for f in fields))
+    if not was_on and name.startswith("a2a_"):  # which backend: bound once chosen
+        return False
     return bool((works if was_on else on)(*(new[f] for f in fields)) != was_on)
 
 

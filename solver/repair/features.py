@@ -40,6 +40,11 @@ class Feature:
     works: Expr
     #: The width that makes it work, in words ("" when `works` is `on`).
     width: str = ""
+    #: Whether an off feature must stay off. False for a choice among alternatives whose
+    #: turning on a broader feature already counts (which all-to-all backend): once made
+    #: it is kept, but making it costs nothing more, so picking a backend weighs one
+    #: feature like DP attention or attention CP, not two.
+    off_binds: bool = True
 
     def kept_words(self, was_on: bool) -> str:
         """What keeping it means: "DP attention on with dp >= 2", "DWDP off"."""
@@ -62,7 +67,14 @@ def _features() -> tuple[Feature, ...]:
     # Two spellings of one feature: the flag, or SGLang 0.5.23's width `--attn-dp-size`.
     attn_dp_size = F.attn_dp_size.as_raw
     dp_attention = F.enable_dp_attention.as_raw | (attn_dp_size > 1)
-    prefill_cp = F.enable_prefill_cp.as_raw
+    # Three spellings: --enable-prefill-cp and its legacy aliases (R-LEGACY-CP), which turn
+    # it on too; read as one flag each, a legacy alias let a fix switch prefill CP (and
+    # what SGLang sets with it) on for the price of one odd feature.
+    prefill_cp = (
+        F.enable_prefill_cp.as_raw
+        | F.enable_prefill_context_parallel.as_raw
+        | F.enable_dsa_prefill_context_parallel.as_raw
+    )
     # Two spellings again: --moe-runner-backend megamoe is an alias of the MegaMoE
     # all-to-all backend (R-MEGAMOE-ALIAS).
     a2a = (F.moe_a2a_backend.as_raw != "none") | (F.moe_runner_backend.as_raw == "megamoe")
@@ -149,7 +161,15 @@ def _chosen_backends() -> tuple[Feature, ...]:
         chosen = (a2a == backend) | alias if backend == "megamoe" else (a2a == backend) & ~alias
         # DWDP resets the all-to-all backend to none (R-DWDP): the chosen one no longer runs.
         works = chosen & (F.dwdp_size.as_raw == 1)
-        out.append(Feature(f"a2a_{backend}", f"the {backend} all-to-all backend", chosen, works))
+        out.append(
+            Feature(
+                f"a2a_{backend}",
+                f"the {backend} all-to-all backend",
+                chosen,
+                works,
+                off_binds=False,
+            )
+        )
     return tuple(out)
 
 
@@ -178,6 +198,8 @@ def toggled(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Feature, ..
     """The features `new` does not keep: off ones turned on, on ones off or doing nothing."""
     out = []
     for i, (feature, was_on) in enumerate(zip(FEATURES, turned_on(old), strict=True)):
+        if not (was_on or feature.off_binds):
+            continue
         if was_on != _compiled(i, "works" if was_on else "on")(new):
             out.append(feature)
     return tuple(out)

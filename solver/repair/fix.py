@@ -14,16 +14,18 @@ tie on every earlier one, so an earlier tier is given up only when no valid layo
 2. features: the number of the user's features not kept (`meshsat.solver.repair.features`): a
    feature the input has off that the fix turns on, or one the input has on that the fix
    turns off or leaves without a width that makes it work (DP attention with dp 1, prefill
-   CP with attention CP 1).
+   CP with attention CP 1). Which all-to-all backend is kept once chosen; choosing one
+   where the input had none counts once, as "an MoE all-to-all backend".
 3. user_fields, then other_fields: the number of changed fields the user set, then the
    number of other changed fields (every field counts one).
 4. size: the total size change, sum over sizes of |mbits(new) - mbits(old)|, where
    mbits(x) = sum over the prime factors p of x (with multiplicity) of round(1000*log2 p):
    1000*|log2(new/old)| with log2 p rounded to milli-bits, so that it is an exact integer.
 Objective "changes" (the default) minimises the tiers in that order; "distance" puts the size
-change (4) before the field counts (3), tiers 1 and 2 still first. Remaining ties go, field
-by field (tool-only facts such as environment variables first, then declaration order), to
-keeping the input's value, else the nearest one
+change (4) before the field counts (3), tiers 1 and 2 still first. Remaining ties go first
+to the fewest changed fields set to a value SGLang rewrites (an alias such as
+`--moe-runner-backend megamoe`), then, field by field (tool-only facts such as environment
+variables first, then declaration order), to keeping the input's value, else the nearest one
 (`meshsat.solver.repair.search`), so the same input always gives the same answer.
 
 The search space: with `gpus=N` every size is a divisor of N (every size of a layout on N

@@ -31,7 +31,7 @@ import z3
 from meshsat.solver.backends.z3exp import Num
 from meshsat.solver.catalogue.literals import open_literals
 from meshsat.solver.lang.derived import gpus_used
-from meshsat.solver.lang.expr import fields_of
+from meshsat.solver.lang.expr import Cmp, fields_of
 from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.repair.features import FEATURES, turned_on
 from meshsat.solver.repair.objective import ORDERS, prime_mbits, size_mbits
@@ -256,9 +256,14 @@ class Search:
         return proven
 
     def break_ties(self) -> None:
-        """Lexicographic over fields: keep, else the nearest value. Tool-only facts
-        (environment variables) first, so that a tie goes to a flag the command shows
-        rather than a variable it hides; then declaration order."""
+        """First the fewest changed fields that SGLang rewrites: a tie goes to the canonical
+        spelling (`--moe-a2a-backend megamoe`) over an alias SGLang turns into it
+        (`--moe-runner-backend megamoe`, R-MEGAMOE-ALIAS), which reads as a second feature
+        and prints a silent change. Then lexicographic over fields: keep, else the nearest
+        value. Tool-only facts (environment variables) first, so that a tie goes to a flag
+        the command shows rather than a variable it hides; then declaration order."""
+        if not self.minimize(self.count([self.rewritten(n) for n in self.fields])):
+            return
         for name in sorted(self.fields, key=lambda n: not SPECS[n].tool_only):
             if z3.is_true(self.model.eval(self.keep[name], model_completion=True)):
                 self.s.add(self.keep[name])
@@ -392,6 +397,16 @@ class Search:
         old = self.old[name]
         return self.p.memo(("changed", name, type(old).__name__, old), z3.Not, self.keep[name])
 
+    def rewritten(self, name: str) -> Any:
+        """The fix changes `name` to a value SGLang runs as another."""
+        old = self.old[name]
+        ref = SPECS[name].ref
+        key = ("rewritten", name, type(old).__name__, old)
+        return self.p.memo(
+            key,
+            lambda: z3.And(self.changed(name), self.enc.formula(Cmp("!=", ref, ref.as_raw))),
+        )
+
     def same_gpus(self) -> Any:
         assert self.gpus_before is not None
         key = ("gpus", self.gpus_before)
@@ -410,6 +425,8 @@ class Search:
     def feature_kept(self, i: int) -> Any:
         """The feature keeps the input's state: off stays off, on stays on and works."""
         f, on = FEATURES[i], self.was_on[i]
+        if not (on or f.off_binds):
+            return z3.BoolVal(True)
         return self.p.memo(("feature", i, on), self.enc.formula, f.works if on else ~f.on)
 
     def distance_goal(self) -> Goal:
