@@ -118,6 +118,23 @@ def test_plain_integers_elastic_ep() -> None:
         assert z3_accepts(result.config, None)
 
 
+@pytest.mark.parametrize("pinned", [("nnodes",), ("nnodes", "tp_size")])
+def test_fix_never_makes_a_server_join_an_elastic_ep_job(pinned: tuple[str, ...]) -> None:
+    """tp 3 on two pinned nodes: keeping 3 GPUs needs the server to join a running
+    elastic-EP job (the join escapes TOPO-NNODES), which used to win as one toggled
+    feature over the GPU count. Joining is a constraint, not a tier: the GPU count goes
+    (tp 2), and with tp pinned too a second pipeline stage (a feature, but of this job)."""
+    cfg = {"tp_size": 3, "nnodes": 2}
+    report = fix(cfg, pins=pinned)
+    joining = ("ep_join_mode", "elastic_ep_rejoin", "ep_join_rank_offset")
+    for result in report.fixes:
+        assert not {c.field for c in result.changes} & set(joining), result.changes
+        assert solver.validate(result.config, explain=False).valid
+    expected = Change("pp_size", 1, 2) if "tp_size" in pinned else Change("tp_size", 3, 2)
+    assert report.best.changes == (expected,)
+    assert fix({**cfg, "ep_join_mode": "scale"}, pins=pinned).fixes  # a joiner stays one
+
+
 def test_every_fix_validates_in_both_back_ends() -> None:
     rng = random.Random(7)
     for _ in range(20):

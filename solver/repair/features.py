@@ -45,6 +45,10 @@ class Feature:
     #: it is kept, but making it costs nothing more, so picking a backend weighs one
     #: feature like DP attention or attention CP, not two.
     off_binds: bool = True
+    #: Off in the input stays off whatever it costs (a hard constraint, not a tier): it
+    #: changes which job the server belongs to, so no layout of this job is bought with
+    #: it; fix then gives up the GPU count, or finds no fix, rather than turn it on.
+    hard: bool = False
 
     def kept_words(self, was_on: bool) -> str:
         """What keeping it means: "DP attention on with dp >= 2", "DWDP off"."""
@@ -70,6 +74,7 @@ def _features() -> tuple[Feature, ...]:
     # Three spellings: --enable-prefill-cp and its legacy aliases (R-LEGACY-CP), which turn
     # it on too; read as one flag each, a legacy alias let a fix switch prefill CP (and
     # what SGLang sets with it) on for the price of one odd feature.
+    join = is_set(F.ep_join_mode.as_raw) | F.elastic_ep_rejoin.as_raw
     prefill_cp = (
         F.enable_prefill_cp.as_raw
         | F.enable_prefill_context_parallel.as_raw
@@ -119,12 +124,15 @@ def _features() -> tuple[Feature, ...]:
         ),
         # Joining a running elastic-EP job is what a node is started for, not a width: a
         # fix that made a server a joiner (its nodes then escape TOPO-NNODES) would fit a
-        # layout onto nodes it does not divide.
+        # layout onto nodes it does not divide. As a soft tier it still won over the GPU
+        # count (tp 3 on two pinned nodes became a joiner of 3 GPUs, not tp 2 or 4), so it
+        # binds (`Feature.hard`). Two spellings: the mode, and the deprecated rejoin flag.
         Feature(
             "ep_join",
             "an elastic-EP join",
-            is_set(F.ep_join_mode.as_raw),
-            is_set(F.ep_join_mode.as_raw),
+            join,
+            join,
+            hard=True,
         ),
         Feature("pp", "pipeline parallelism", F.pp_size.as_raw != 1, F.pp_size.as_raw != 1),
         # A multi-node launch stays one: the nodes are the machines the user has.

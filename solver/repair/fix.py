@@ -15,7 +15,9 @@ tie on every earlier one, so an earlier tier is given up only when no valid layo
    feature the input has off that the fix turns on, or one the input has on that the fix
    turns off or leaves without a width that makes it work (DP attention with dp 1, prefill
    CP with attention CP 1). Which all-to-all backend is kept once chosen; choosing one
-   where the input had none counts once, as "an MoE all-to-all backend".
+   where the input had none counts once, as "an MoE all-to-all backend". A hard feature
+   (`Feature.hard`: joining a running elastic-EP job) that the input has off is not a
+   tier but a constraint: no fix turns it on.
 3. user_fields, then other_fields: the number of changed fields the user set, then the
    number of other changed fields (every field counts one).
 4. size: the total size change, sum over sizes of |mbits(new) - mbits(old)|, where

@@ -165,7 +165,7 @@ class Search:
         out = Outcome()
         self.s.push()
         try:
-            self.s.add(*self.blocked)
+            self.s.add(*self.blocked, *self.held())
             for name in self.fields:
                 if SPECS[name].kind == "enum" and not SPECS[name].choices:
                     options = self.enum_values(name)
@@ -321,6 +321,7 @@ class Search:
             return out
         self.s.push()
         try:
+            self.s.add(*self.held())
             extra: dict[str, Any] = {}
             pin_lits = {}
             for name in pins:
@@ -417,6 +418,14 @@ class Search:
         if self.gpus_before is None:
             return TermGoal(z3.IntVal(0))
         return TermGoal(z3.If(self.same_gpus(), 0, 1))
+
+    def held(self) -> list[Any]:
+        """The hard features the input has off, kept off (`Feature.hard`)."""
+        return [
+            self.feature_kept(i)
+            for i in self.live_features()
+            if FEATURES[i].hard and not self.was_on[i]
+        ]
 
     def live_features(self) -> list[int]:
         """Features whose fields fix may change (the others cannot toggle)."""
