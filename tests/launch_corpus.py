@@ -299,4 +299,11 @@ SHAPES: list[tuple[str, str, dict[str, Any], str | None]] = [
         None,
     ),
     ("launch in bash -c", f"bash -c '{L} --model-path x --tp 4'", {"tp_size": 4}, None),
+    (
+        "sizes in the script's variables",
+        f'tp_size=16\nexport NODES=2\n{L} {V3} --tp "$tp_size" --nnodes ${{NODES}} '
+        "--node-rank ${NODE_RANK:-0}",
+        {"tp_size": 16, "nnodes": 2, "node_rank": 0},
+        "set on line 1",
+    ),
 ]

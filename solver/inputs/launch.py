@@ -33,6 +33,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
 from meshsat.solver.inputs.k8s import replica_count
 from meshsat.solver.inputs.manifest import ListedCommand, expansion, manifest_commands
+from meshsat.solver.inputs.shell_vars import ShellVariables, ordered_commands
 
 #: `python -m MODULE` launchers that take SGLang's server flags (the benchmarks that start
 #: an engine in-process take them too, beside their own; `BENCH_FLAGS` lists those).
@@ -167,10 +168,14 @@ class LaunchCommand:
         return self.program.removeprefix("python -m ") in ROUTER_MODULES
 
 
-def read_launch_commands(text: str, *, routers: bool = False) -> tuple[LaunchCommand, ...]:
+def read_launch_commands(
+    text: str, *, routers: bool = False, variables: ShellVariables | None = None
+) -> tuple[LaunchCommand, ...]:
     """Every SGLang launch in `text`, in order; an `InputError` naming the problem and its
     position for text a shell would refuse or that launches no SGLang server. With
-    `routers`, the PD routers' launches too (`LaunchCommand.router`), in their place."""
+    `routers`, the PD routers' launches too (`LaunchCommand.router`), in their place.
+    `variables`: the shell variables already set where `text` runs (a double-quoted
+    command's outer shell); the script's own assignments are added (`shell_vars`)."""
     if len(text) > MAX_CHARS:
         raise InputError(f"the launch command is {len(text)} characters; at most {MAX_CHARS}")
     if "\x00" in text:
@@ -183,30 +188,39 @@ def read_launch_commands(text: str, *, routers: bool = False) -> tuple[LaunchCom
     newlines = [m.start() for m in re.finditer("\n", source)]
     exported: list[_Set] = []
     found: list[LaunchCommand] = []
-    for command in _commands(nodes):
+    variables = ShellVariables(dict(variables.known)) if variables else ShellVariables()
+    for command, certain in ordered_commands(nodes):
         words = [p for p in command.parts if p.kind == "word"]
         parts = [p for p in command.parts if p.kind == "assignment"]
         assignments = [a for p in parts if (a := _set(p, text)) is not None]
         texts = [w.word for w in words]
         start = _launcher(texts, routers)
+        line = bisect.bisect_right(newlines, command.pos[0]) + 1
+        if not words:  # `NAME=value` lines: this shell's variables, not a launch's
+            for p in parts:
+                variables.assign(p.word, getattr(p, "parts", None), source, line, certain)
+            continue
         if texts[:1] == ["export"] and start is None:
             exported += [a for w in words[1:] if (a := _set(w, text)) is not None]
+            for w in words[1:]:
+                variables.assign(w.word, getattr(w, "parts", None), source, line, certain)
             continue
         if start is None:
             outer = (command.pos[0], bisect.bisect_right(newlines, command.pos[0]) + 1)
             local = [*exported, *assignments]
-            found += _quoted_launches(words, texts, text, outer, local, routers)
+            found += _quoted_launches(words, texts, text, outer, local, routers, variables)
             continue
         program_end, program = start
         env = [*exported, *assignments, *_unplaced(_docker_env(texts[: program_end - 1]))]
         env += [a for w in words[:program_end] if (a := _set(w, text)) is not None]
+        read: list[str] = []
         found.append(
             LaunchCommand(
-                line=bisect.bisect_right(newlines, command.pos[0]) + 1,
+                line=line,
                 program=program,
                 env=tuple(pair for pair, _ in env),
-                words=tuple(_word(w, source, text) for w in words[program_end:]),
-                notes=tuple(notes),
+                words=tuple(_word(w, source, text, variables, read) for w in words[program_end:]),
+                notes=(*notes, *_variables_note(read)),
                 span=(command.pos[0], max(command.pos[1], words[-1].pos[1])),
                 exported=tuple(pair for pair, _ in exported),
                 env_spans=tuple(at for _, at in env),
@@ -245,13 +259,16 @@ def _quoted_launches(
     outer: tuple[int, int],
     local: list[_Set],
     routers: bool,
+    variables: ShellVariables,
 ) -> list[LaunchCommand]:
     """The launches inside one quoted word of a command that launches nothing itself
     (`ssh node1 "python -m sglang.launch_server ..."`, `bash -c '...'`), read as the
     shell text they are. Where the quoted text stands as written between its quotes (no
     escapes), its words keep their places in `text`, so `--rewrite` and `fix` edit them
     there; otherwise the launch is read but not edited (form "quoted"). `outer`: where the
-    command starts and its line; `local`: this shell's variables the runner passes on."""
+    command starts and its line; `local`: this shell's variables the runner passes on;
+    `variables`: this shell's, which expand inside double quotes before the runner runs
+    (inside single quotes the runner's shell expands them: unknown here)."""
     start, line = outer
     runner = texts[0].rsplit("/", 1)[-1] if texts else ""
     passed = (*(() if runner in _OWN_ENVIRONMENT else local), *_unplaced(_docker_env(texts)))
@@ -260,11 +277,12 @@ def _quoted_launches(
     for word in words:
         if " " not in word.word or _launcher(word.word.split(), routers) is None:
             continue
+        base = word.pos[0] + 1
+        outer_vars = variables if text[base - 1 : base] == '"' else None
         try:
-            inner = read_launch_commands(word.word, routers=routers)
+            inner = read_launch_commands(word.word, routers=routers, variables=outer_vars)
         except InputError:
             continue
-        base = word.pos[0] + 1
         exact = (
             text[base - 1 : base] in ("'", '"') and text[base : base + len(word.word)] == word.word
         )
@@ -285,6 +303,13 @@ def _quoted_launches(
                 )
             )
     return found
+
+
+def _variables_note(read: list[str]) -> list[str]:
+    """One note naming the script's variables a launch's words were read with."""
+    if not read:
+        return []
+    return ["read with the script's shell variables: " + "; ".join(read)]
 
 
 def _quoted_launch(commands: list[Any], newlines: list[int]) -> int | None:
@@ -518,10 +543,24 @@ def _unplaced(pairs: list[tuple[str, str]]) -> list[_Set]:
     return [(pair, (-1, -1)) for pair in pairs]
 
 
-def _word(node: Any, source: str, text: str) -> Word:
-    """One word; `text` is the user's text, where a placeholder still reads `<NAME>`."""
+def _word(
+    node: Any,
+    source: str,
+    text: str,
+    variables: ShellVariables | None = None,
+    read: list[str] | None = None,
+) -> Word:
+    """One word; `text` is the user's text, where a placeholder still reads `<NAME>`. An
+    expansion of `variables` the script set is read as its value (noted in `read`)."""
     if type(node) is _Node:  # plain text: no expansion in it
         return Word(node.word, node.pos[0], None, node.pos[1])
+    parts = getattr(node, "parts", None)
+    if variables is not None and parts and text[node.pos[0]] != "<":
+        known = variables.expand(node.word, parts, source)
+        if known is not None:
+            if read is not None:
+                read += [n for n in known[1] if n not in read]
+            return Word(known[0], node.pos[0], None, node.pos[1])
     expansion = None
     for part in getattr(node, "parts", None) or []:
         if part.kind in ("parameter", "commandsubstitution", "processsubstitution"):

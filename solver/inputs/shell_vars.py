@@ -1,0 +1,119 @@
+"""Shell variables a launch script sets before it launches, so `--tp "$TP"` reads as the
+`TP=16` the script wrote above it.
+
+Launch scripts name their sizes once and expand them (SGLang's own SLURM example sets
+`tp_size=16` and passes `--tp "$tp_size"`); read as unknown, such a size was left unset and
+judged at 1, so a valid two-node launch broke TOPO-NNODES. A value is known only where the
+shell's order of execution makes it certain, so each rule here errs towards "unknown":
+
+- an assignment counts where it runs unconditionally: a top-level `NAME=value` line or
+  `export NAME=value`; one inside an `if`, a loop, a `case`, a function, a subshell or an
+  `&&`/`||` list makes the name unknown from there on (which branch runs is not known);
+- `NAME=value cmd` sets NAME for `cmd`'s environment only, and the shell expands `cmd`'s
+  words before that, so it never feeds an expansion;
+- a value is known when its own expansions are (`B=${A}0`); `$(...)` never is;
+- `$NAME` and `${NAME}` take the value; `${NAME:-word}` and `${NAME-word}` take `word` when
+  the script never set NAME (what it runs unless the caller's environment sets NAME,
+  which the notes say); any other parameter form (`$1`, `${#NAME}`, `${NAME%x}`) is
+  unknown.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+#: A parameter expansion meshsat reads: NAME, or NAME with a default (`:-`, `-`).
+_PARAMETER = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?-)(?P<default>.*))?", re.S)
+#: bashlex nodes whose commands run conditionally, repeatedly or elsewhere.
+_CONDITIONAL = frozenset(
+    {"if", "for", "while", "until", "function", "case", "compound", "pipeline"}
+)
+
+
+@dataclass(frozen=True)
+class Assigned:
+    """A variable's value where it is certain (None: set, but not knowably), and the line
+    that set it."""
+
+    value: str | None
+    line: int
+
+
+@dataclass
+class ShellVariables:
+    """The variables a script has set so far, in its order of execution."""
+
+    known: dict[str, Assigned] = field(default_factory=dict)
+
+    def assign(self, word: str, parts: Any, source: str, line: int, certain: bool) -> None:
+        """Record `NAME=value` (a word as bashlex gives it, its parts for expansions)."""
+        name, eq, value = word.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            return
+        read = self.expand(value, parts, source) if certain else None
+        self.known[name] = Assigned(None if read is None else read[0], line)
+
+    def expand(self, word: str, parts: Any, source: str) -> tuple[str, list[str]] | None:
+        """`word` with its parameter expansions replaced by their values, and a note per
+        expansion read; None when any expansion in it is unknown here."""
+        out, notes, cursor = word, [], 0
+        for part in parts or ():
+            if part.kind != "parameter":
+                return None
+            written = source[part.pos[0] : part.pos[1]]
+            value = self._value(part.value)
+            if value is None:
+                return None
+            at = out.find(written, cursor)
+            if at < 0:
+                return None
+            out = out[:at] + value[0] + out[at + len(written) :]
+            cursor = at + len(value[0])
+            notes.append(f"{written} = {value[0]!r} ({value[1]})")
+        return out, notes
+
+    def _value(self, parameter: str) -> tuple[str, str] | None:
+        m = _PARAMETER.fullmatch(parameter)
+        if m is None:
+            return None
+        name, op, default = m["name"], m["op"], m["default"]
+        got = self.known.get(name)
+        if got is not None:
+            if got.value is None:
+                return None
+            if op == ":-" and got.value == "":
+                return _literal(default, f"{name} is empty on line {got.line}; its default")
+            return got.value, f"set on line {got.line}"
+        if op is None:
+            return None
+        return _literal(default, f"the script's default; {name} is not set in the script")
+
+
+def _literal(default: str, why: str) -> tuple[str, str] | None:
+    """A default that is itself plain text (a nested expansion or quote is unknown)."""
+    if any(c in default for c in "$`\"'\\"):
+        return None
+    return default, why
+
+
+def ordered_commands(nodes: list[Any]) -> list[tuple[Any, bool]]:
+    """Every simple command, in order, through lists, pipelines and compounds, each with
+    whether it surely runs once, in this shell, when the script gets to it (False inside
+    a branch, loop, function, pipeline or subshell, or in an `&&`/`||` list)."""
+    out: list[tuple[Any, bool]] = []
+    stack: list[tuple[Any, bool]] = [(n, True) for n in reversed(nodes)]
+    while stack:
+        node, certain = stack.pop()
+        if node.kind == "command":
+            out.append((node, certain))
+            continue
+        children = getattr(node, "parts", None) or getattr(node, "list", None) or []
+        inner = certain and node.kind not in _CONDITIONAL
+        if node.kind == "list" and any(
+            c.kind == "operator" and c.op in ("&&", "||") for c in children
+        ):
+            inner = False
+        stack.extend((c, inner) for c in reversed(children))
+    return out

@@ -1,0 +1,149 @@
+"""Launch scripts that name their sizes in shell variables (`tp_size=16` ... `--tp
+"$tp_size"`): read as the value the script set, checked against bash itself, which runs
+the same script with the launcher swapped for `printf`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meshsat.solver.inputs.launch import read_launch_commands
+from tests.cli_helpers import run_cli
+
+LAUNCH = "python3 -m sglang.launch_server"
+
+#: SGLang's multi-node SLURM example (docs, "Multi-Node Deployment"), as published.
+SLURM = """#!/bin/bash -l
+#SBATCH -J Llama-405B-Online-Inference-TP16-SGL
+#SBATCH --nodes=2
+#SBATCH --ntasks=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:8
+model=meta-llama/Meta-Llama-3.1-405B-Instruct
+tp_size=16
+HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+NCCL_INIT_ADDR="${HEAD_NODE}:8000"
+srun --ntasks=2 --nodes=2 --output="SLURM_Logs/%x_%j_node$SLURM_NODEID.out" \\
+    python3 -m sglang.launch_server \\
+    --model-path "$model" \\
+    --grammar-backend "xgrammar" \\
+    --tp "$tp_size" \\
+    --dist-init-addr "$NCCL_INIT_ADDR" \\
+    --nnodes 2 \\
+    --node-rank "$SLURM_NODEID" &
+wait
+"""
+
+
+def _values(script: str) -> dict[str, str | None]:
+    """flag -> the value meshsat read (None: unknown here)."""
+    words = read_launch_commands(script)[0].words
+    return {
+        w.text: None if v.expansion is not None else v.text
+        for w, v in zip(words[::2], words[1::2], strict=False)
+    }
+
+
+def test_slurm_example_is_valid_on_16_gpus(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """It used to read tp as unknown, judge it at 1, and refuse the two nodes
+    (TOPO-NNODES); the node rank and the address stay unknown (set by SLURM)."""
+    values = _values(SLURM)
+    assert values["--tp"] == "16"
+    assert (values["--model-path"] or "").endswith("405B-Instruct")
+    assert values["--node-rank"] is None and values["--dist-init-addr"] is None
+    script = tmp_path / "slurm.sh"
+    script.write_text(SLURM)
+    run = run_cli(capsys, "validate", "--sglang-file", str(script), "--json")
+    assert run.code == 0, run.out + run.err
+    report = json.loads(run.out)
+    assert report["valid"] and report["derived"]["gpus_used"] == 16
+    assert "$tp_size = '16' (set on line 8)" in run.err  # input notes go to stderr
+
+
+@pytest.mark.parametrize(
+    ("script", "tp"),
+    [
+        ("TP=8\n{L} --tp $TP", "8"),
+        ("export TP=8\n{L} --tp ${{TP}}", "8"),
+        ('A=1\nB="${{A}}6"\n{L} --tp "$B"', "16"),
+        ("{L} --tp ${{TP:-4}}", "4"),  # never set: the script's default
+        ("TP=2\n{L} --tp ${{TP:-4}}", "2"),
+        ("TP=\n{L} --tp ${{TP:-4}}", "4"),
+        ("TP=\n{L} --tp ${{TP-4}}", ""),
+        ("TP=2\nTP=8\n{L} --tp $TP\nTP=4", "8"),  # the latest before the launch
+        ("TP=8 {L} --tp $TP", None),  # a prefix sets the environment, not the expansion
+        ("TP=$(nproc)\n{L} --tp $TP", None),
+        ('if [ -n "$X" ]; then TP=8; fi\n{L} --tp $TP', None),  # a branch
+        ("TP=2\nif true; then TP=8; fi\n{L} --tp $TP", None),
+        ('[ -z "$TP" ] && TP=8\n{L} --tp $TP', None),
+        ("for n in 1; do TP=8; done\n{L} --tp $TP", None),
+        ("{L} --tp $1", None),
+        ("{L} --tp ${{#TP}}", None),
+        ('TP=8\nssh h "{L} --tp $TP"', "8"),  # double quotes: this shell expands it
+        ("TP=8\nssh h '{L} --tp $TP'", None),  # single quotes: the remote shell does
+    ],
+)
+def test_forms(script: str, tp: str | None) -> None:
+    assert _values(script.format(L=LAUNCH))["--tp"] == tp
+
+
+NAMES = st.sampled_from(["TP", "tp_size", "N"])
+DIGITS = st.integers(1, 64).map(str)
+
+
+@st.composite
+def scripts(draw: st.DrawFn) -> tuple[str, bool]:
+    """A script of assignments then a launch reading `--tp` from them; and whether every
+    assignment runs unconditionally (then meshsat must know the value)."""
+    lines, certain = [], True
+    for _ in range(draw(st.integers(0, 5))):
+        name, value = draw(NAMES), draw(DIGITS)
+        kind = draw(st.sampled_from(["plain", "export", "chain", "if", "and", "default"]))
+        if kind == "plain":
+            lines.append(f"{name}={value}")
+        elif kind == "export":
+            lines.append(f"export {name}={value}")
+        elif kind == "chain":
+            lines.append(f'{name}="${{{draw(NAMES)}:-1}}{value}"')
+        elif kind == "default":
+            lines.append(f"{name}=${{{draw(NAMES)}:-{value}}}")
+        elif kind == "if":
+            lines.append(f"if true; then {name}={value}; fi")
+            certain = False
+        else:
+            lines.append(f"true && {name}={value}")
+            certain = False
+    form = draw(st.sampled_from(["${N:-3}", "$TP", '"${tp_size}"', "${TP:-7}0", "$N$N"]))
+    used = [n for n in ("TP", "tp_size", "N") if n in form]
+    if not all(any(line.split("=")[0].endswith(n) for line in lines) for n in used):
+        certain = certain and "-" in form  # an unset name reads only through a default
+    lines.append(f"{LAUNCH} --tp {form}")
+    return "\n".join(lines) + "\n", certain
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@settings(max_examples=40, deadline=None)
+@given(scripts())
+def test_against_bash(case: tuple[str, bool]) -> None:
+    script, certain = case
+    read = _values(script)["--tp"]
+    shown = script.replace(LAUNCH, "printf '%s\\n'")
+    ran = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", shown],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin"},
+    ).stdout.splitlines()
+    if read is not None:
+        assert ran[1] == read, script
+    if certain:
+        assert read is not None, script
