@@ -33,7 +33,8 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
 from meshsat.solver.inputs.k8s import replica_count
 from meshsat.solver.inputs.manifest import ListedCommand, expansion, manifest_commands
-from meshsat.solver.inputs.shell_vars import ShellVariables, mask_arithmetic, ordered_commands
+from meshsat.solver.inputs.shell_masks import mask_arithmetic, mask_case
+from meshsat.solver.inputs.shell_vars import ShellVariables, ordered_commands
 
 #: `python -m MODULE` launchers that take SGLang's server flags (the benchmarks that start
 #: an engine in-process take them too, beside their own; `BENCH_FLAGS` lists those).
@@ -185,6 +186,7 @@ def read_launch_commands(
         return _from_manifest(listed, routers)
     source, notes = pasted_as_shell(text)
     source, arithmetic = mask_arithmetic(source)
+    source = mask_case(source)
     nodes = _parse(source)
     newlines = [m.start() for m in re.finditer("\n", source)]
     exported: list[_Set] = []

@@ -150,34 +150,6 @@ def _evaluate(node: ast.expr) -> int:
     raise ValueError("not plain integer arithmetic")
 
 
-def mask_arithmetic(source: str) -> tuple[str, dict[str, str]]:
-    """`source` with each `$((expression))` turned into `${name}` of the same width (the
-    shell parser meshsat uses cannot read arithmetic expansions and refused the whole
-    script), and the expressions by name; one too narrow to hold a name stays as written."""
-    table: dict[str, str] = {}
-    out, i = [], 0
-    while (start := source.find("$((", i)) >= 0:
-        depth, j = 0, start + 1
-        while j < len(source):
-            depth += {"(": 1, ")": -1}.get(source[j], 0)
-            j += 1
-            if depth == 0:
-                break
-        if depth or source[j - 2 : j] != "))":
-            break
-        width = j - start - 3  # `${` and `}` around the name
-        name = f"_A{len(table):x}"
-        if len(name) > width:
-            out.append(source[i:j])
-            i = j
-            continue
-        table[name.ljust(width, "_")] = source[start + 3 : j - 2]
-        out += [source[i:start], "${", name.ljust(width, "_"), "}"]
-        i = j
-    out.append(source[i:])
-    return "".join(out), table
-
-
 def _literal(default: str, why: str) -> tuple[str, str] | None:
     """A default that is itself plain text (a nested expansion or quote is unknown)."""
     if any(c in default for c in "$`\"'\\"):
