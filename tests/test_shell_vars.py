@@ -86,6 +86,12 @@ def test_slurm_example_is_valid_on_16_gpus(
         ('[ -z "$TP" ] && TP=8\n{L} --tp $TP', None),
         ("for n in 1; do TP=8; done\n{L} --tp $TP", None),
         ("{L} --tp $1", None),
+        ("N=2\n{L} --tp $((8 * N))", "16"),  # bashlex cannot parse these: masked, read here
+        ("N=2\nW=$(( N*8 ))\n{L} --tp $W --nnodes $N", "16"),
+        ("N=7\n{L} --tp $(( -N / 2 ))", "-3"),  # bash divides towards zero
+        ("{L} --tp $((17 % 5))", "2"),
+        ("{L} --tp $((8 * N))", None),
+        ("N=2\n{L} --tp $((N > 1))", None),  # only + - * / %
         ("{L} --tp ${{#TP}}", None),
         ('TP=8\nssh h "{L} --tp $TP"', "8"),  # double quotes: this shell expands it
         ("TP=8\nssh h '{L} --tp $TP'", None),  # single quotes: the remote shell does
@@ -101,30 +107,54 @@ DIGITS = st.integers(1, 64).map(str)
 
 @st.composite
 def scripts(draw: st.DrawFn) -> tuple[str, bool]:
-    """A script of assignments then a launch reading `--tp` from them; and whether every
-    assignment runs unconditionally (then meshsat must know the value)."""
-    lines, certain = [], True
+    """A script of assignments then a launch reading `--tp` from them; and whether the
+    shell's order makes the value certain (then meshsat must know it). `sure`: names whose
+    value is certain; `unsure`: names set where it is not (a branch, an `&&` list)."""
+    lines: list[str] = []
+    sure: set[str] = set()
+    unsure: set[str] = set()
+
+    def settle(name: str, known: bool) -> None:
+        (sure if known else unsure).add(name)
+        (unsure if known else sure).discard(name)
+
     for _ in range(draw(st.integers(0, 5))):
-        name, value = draw(NAMES), draw(DIGITS)
-        kind = draw(st.sampled_from(["plain", "export", "chain", "if", "and", "default"]))
+        name, other, value = draw(NAMES), draw(NAMES), draw(DIGITS)
+        kind = draw(st.sampled_from(["plain", "export", "chain", "default", "arith", "if", "and"]))
         if kind == "plain":
             lines.append(f"{name}={value}")
+            settle(name, True)
         elif kind == "export":
             lines.append(f"export {name}={value}")
+            settle(name, True)
         elif kind == "chain":
-            lines.append(f'{name}="${{{draw(NAMES)}:-1}}{value}"')
+            lines.append(f'{name}="${{{other}:-1}}{value}"')
+            settle(name, other not in unsure)
         elif kind == "default":
-            lines.append(f"{name}=${{{draw(NAMES)}:-{value}}}")
+            lines.append(f"{name}=${{{other}:-{value}}}")
+            settle(name, other not in unsure)
+        elif kind == "arith":
+            lines.append(f"{name}=$(( {other} * 2 + {value} ))")
+            settle(name, other in sure)
         elif kind == "if":
             lines.append(f"if true; then {name}={value}; fi")
-            certain = False
+            settle(name, False)
         else:
             lines.append(f"true && {name}={value}")
-            certain = False
-    form = draw(st.sampled_from(["${N:-3}", "$TP", '"${tp_size}"', "${TP:-7}0", "$N$N"]))
-    used = [n for n in ("TP", "tp_size", "N") if n in form]
-    if not all(any(line.split("=")[0].endswith(n) for line in lines) for n in used):
-        certain = certain and "-" in form  # an unset name reads only through a default
+            settle(name, False)
+    form, certain = draw(
+        st.sampled_from(
+            [
+                ("${N:-3}", "N" not in unsure),
+                ("$TP", "TP" in sure),
+                ('"${tp_size}"', "tp_size" in sure),
+                ("${TP:-7}0", "TP" not in unsure),
+                ("$N$N", "N" in sure),
+                ("$(( TP * 2 ))", "TP" in sure),
+                ("$((tp_size/3))", "tp_size" in sure),
+            ]
+        )
+    )
     lines.append(f"{LAUNCH} --tp {form}")
     return "\n".join(lines) + "\n", certain
 

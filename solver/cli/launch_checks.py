@@ -1,7 +1,8 @@
 """What a launch script says beyond its layout, as report entries: nodes of one job that
 disagree (errors: the job would hang or shard wrongly, though each node's SGLang starts) and
 flags the chosen release's parser would refuse (`CMD-UNKNOWN-FLAG`: a warning, an error with
-`--strict`, since SGLang exits on them before it looks at the layout)."""
+`--strict`, since SGLang exits on them before it looks at the layout). Rules that read a
+value the launch leaves unknown (a shell expansion) are not decided (`undecided`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from meshsat.solver.deployment.visible import visible_violations
 from meshsat.solver.inputs.layout_input import LayoutInput
 from meshsat.solver.validation.job_checks import job_violations, node_violations
 from meshsat.solver.validation.report import Report, Violation
+from meshsat.solver.validation.undecided import undecided
 
 
 def with_launch_checks(report: Report, layout: LayoutInput, *, strict: bool) -> Report:
+    report = undecided(report, layout.unknown)
     errors = job_violations(layout.job) + node_violations(report, layout.nodes)
     if layout.launch is not None:
         errors += visible_violations([layout.launch], report.resolved, report.sglang_version)

@@ -33,6 +33,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
 from meshsat.solver.inputs.k8s import replica_count
 from meshsat.solver.inputs.manifest import ListedCommand, expansion, manifest_commands
+from meshsat.solver.inputs.shell_masks import mask_arithmetic, mask_case
 from meshsat.solver.inputs.shell_vars import ShellVariables, ordered_commands
 
 #: `python -m MODULE` launchers that take SGLang's server flags (the benchmarks that start
@@ -184,11 +185,14 @@ def read_launch_commands(
     if listed is not None:
         return _from_manifest(listed, routers)
     source, notes = pasted_as_shell(text)
+    source, arithmetic = mask_arithmetic(source)
+    source = mask_case(source)
     nodes = _parse(source)
     newlines = [m.start() for m in re.finditer("\n", source)]
     exported: list[_Set] = []
     found: list[LaunchCommand] = []
-    variables = ShellVariables(dict(variables.known)) if variables else ShellVariables()
+    known = dict(variables.known) if variables else {}
+    variables = ShellVariables(known, {**(variables.arithmetic if variables else {}), **arithmetic})
     for command, certain in ordered_commands(nodes):
         words = [p for p in command.parts if p.kind == "word"]
         parts = [p for p in command.parts if p.kind == "assignment"]
@@ -278,7 +282,9 @@ def _quoted_launches(
         if " " not in word.word or _launcher(word.word.split(), routers) is None:
             continue
         base = word.pos[0] + 1
-        outer_vars = variables if text[base - 1 : base] == '"' else None
+        # Inside single quotes only the arithmetic this script's text holds is carried.
+        double = text[base - 1 : base] == '"'
+        outer_vars = variables if double else ShellVariables({}, variables.arithmetic)
         try:
             inner = read_launch_commands(word.word, routers=routers, variables=outer_vars)
         except InputError:
@@ -556,7 +562,7 @@ def _word(
         return Word(node.word, node.pos[0], None, node.pos[1])
     parts = getattr(node, "parts", None)
     if variables is not None and parts and text[node.pos[0]] != "<":
-        known = variables.expand(node.word, parts, source)
+        known = variables.expand(node.word, parts, source, text)
         if known is not None:
             if read is not None:
                 read += [n for n in known[1] if n not in read]
@@ -565,7 +571,7 @@ def _word(
     for part in getattr(node, "parts", None) or []:
         if part.kind in ("parameter", "commandsubstitution", "processsubstitution"):
             start, end = part.pos
-            expansion = source[start:end]
+            expansion = text[start:end]  # as written (an arithmetic one is masked in source)
             if text[start] == "<":
                 expansion = text[start : text.index(">", start) + 1]
             break

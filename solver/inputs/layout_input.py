@@ -112,6 +112,9 @@ class LayoutInput:
     #: The launch's flags that size the memory pools without being layout fields, as the
     #: memory model's keywords (`memory_flags.MEMORY_FLAGS`): what `--gpu` sizes with.
     memory_flags: Mapping[str, Any] = field(default_factory=dict)
+    #: Layout fields the launch gives a value unknown here (a shell expansion), as written:
+    #: left unset, so the rules that read them are not decided (`validation.undecided`).
+    unknown: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_layout(
@@ -143,6 +146,7 @@ def load_layout(
     model_path: str | None = None
     first: LaunchCommand | None = None
     sizing: dict[str, Any] = {}
+    unknown: dict[str, str] = {}
     if sources.example is not None:
         from meshsat.solver.examples import path_of
 
@@ -198,6 +202,7 @@ def load_layout(
             manifest = ManifestLaunch(text or "", "", parsed.replicas, parsed.owner)
         first = parsed.launch
         sizing = parsed.memory
+        unknown = dict(parsed.unknown_values)
         if release is not None and release_flags(release) is not None:
             missing = missing_from_release(parsed.flags, release)
             missing += refused_values(parsed.given, release)
@@ -211,6 +216,7 @@ def load_layout(
             raise InputError(f"--set expects FIELD=VALUE, got {item!r}")
         key = name.strip().replace("-", "_")
         values[key] = coerce(key, value)
+        unknown.pop(key, None)
     for inferred in (infer_platform(values, signs), assume_node_size(values)):
         if inferred is not None:
             notes.append(inferred)
@@ -240,6 +246,7 @@ def load_layout(
         nodes,
         first,
         sizing,
+        unknown,
     )
 
 

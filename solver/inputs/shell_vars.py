@@ -20,6 +20,7 @@ shell's order of execution makes it certain, so each rule here errs towards "unk
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,8 @@ class ShellVariables:
     """The variables a script has set so far, in its order of execution."""
 
     known: dict[str, Assigned] = field(default_factory=dict)
+    #: The script's arithmetic expansions, by the name each stands in for (`mask_arithmetic`).
+    arithmetic: dict[str, str] = field(default_factory=dict)
 
     def assign(self, word: str, parts: Any, source: str, line: int, certain: bool) -> None:
         """Record `NAME=value` (a word as bashlex gives it, its parts for expansions)."""
@@ -55,14 +58,18 @@ class ShellVariables:
         read = self.expand(value, parts, source) if certain else None
         self.known[name] = Assigned(None if read is None else read[0], line)
 
-    def expand(self, word: str, parts: Any, source: str) -> tuple[str, list[str]] | None:
+    def expand(
+        self, word: str, parts: Any, source: str, text: str | None = None
+    ) -> tuple[str, list[str]] | None:
         """`word` with its parameter expansions replaced by their values, and a note per
-        expansion read; None when any expansion in it is unknown here."""
+        expansion read (as `text`, the user's, writes it); None when any expansion in it
+        is unknown here."""
         out, notes, cursor = word, [], 0
         for part in parts or ():
             if part.kind != "parameter":
                 return None
             written = source[part.pos[0] : part.pos[1]]
+            shown = written if text is None else text[part.pos[0] : part.pos[1]]
             value = self._value(part.value)
             if value is None:
                 return None
@@ -71,7 +78,7 @@ class ShellVariables:
                 return None
             out = out[:at] + value[0] + out[at + len(written) :]
             cursor = at + len(value[0])
-            notes.append(f"{written} = {value[0]!r} ({value[1]})")
+            notes.append(f"{shown} = {value[0]!r} ({value[1]})")
         return out, notes
 
     def _value(self, parameter: str) -> tuple[str, str] | None:
@@ -79,6 +86,8 @@ class ShellVariables:
         if m is None:
             return None
         name, op, default = m["name"], m["op"], m["default"]
+        if name in self.arithmetic and op is None:
+            return self._arithmetic(self.arithmetic[name])
         got = self.known.get(name)
         if got is not None:
             if got.value is None:
@@ -89,6 +98,56 @@ class ShellVariables:
         if op is None:
             return None
         return _literal(default, f"the script's default; {name} is not set in the script")
+
+    def _arithmetic(self, expression: str) -> tuple[str, str] | None:
+        """`$((expression))` over integers and the variables known here, or None."""
+        lines: list[str] = []
+
+        def known(m: re.Match[str]) -> str:
+            name = m["braced"] or m["name"]
+            got = self.known.get(name)
+            if got is None or got.value is None or not re.fullmatch(r"-?\d+", got.value):
+                raise LookupError(name)
+            lines.append(f"{name} set on line {got.line}")
+            return f"({got.value})"
+
+        try:
+            body = _ARITH_NAME.sub(known, expression)
+            value = _evaluate(ast.parse(body.strip(), mode="eval").body)
+        except (LookupError, SyntaxError, ValueError, ZeroDivisionError):
+            return None
+        return str(value), "; ".join(dict.fromkeys(lines)) or "arithmetic"
+
+
+#: A variable inside `$((...))`: `$N`, `${N}` or a bare `N`.
+_ARITH_NAME = re.compile(r"\$\{(?P<braced>[A-Za-z_]\w*)\}|\$?\b(?P<name>[A-Za-z_]\w*)\b")
+_ARITH_OPS: dict[type, Any] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: _truncated(a, b),
+    ast.FloorDiv: lambda a, b: _truncated(a, b),
+    ast.Mod: lambda a, b: a - b * _truncated(a, b),
+}
+
+
+def _truncated(a: int, b: int) -> int:
+    """Bash's integer division: towards zero."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _evaluate(node: ast.expr) -> int:
+    """An arithmetic expression of integers, + - * / % and parentheses (ValueError on
+    anything else: a comparison, a call, a name left over)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        value = _evaluate(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITH_OPS:
+        return int(_ARITH_OPS[type(node.op)](_evaluate(node.left), _evaluate(node.right)))
+    raise ValueError("not plain integer arithmetic")
 
 
 def _literal(default: str, why: str) -> tuple[str, str] | None:

@@ -1,0 +1,78 @@
+"""A launch value unknown here (`--tp $TP`) leaves the rules that read it undecided: they
+are warnings that say so, not violations (solver/validation/undecided.py). The oracle is
+`validate` itself with the unknown field set to each value it could take."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meshsat.solver import validate
+from meshsat.solver.validation.undecided import undecided
+from tests.cli_helpers import run_cli
+
+PACK = "0.5.23"
+L = "python -m sglang.launch_server --model-path x"
+
+
+def _validate(capsys: pytest.CaptureFixture[str], tmp_path: Path, script: str, *extra: str) -> Any:
+    path = tmp_path / "launch.sh"
+    path.write_text(script)
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json", *extra)
+    return run.code, json.loads(run.out)
+
+
+def test_unknown_tp_leaves_the_node_split_undecided(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """tp from the caller's environment on two nodes: judged at tp 1 it broke
+    TOPO-NNODES, and the launch was called invalid."""
+    code, report = _validate(capsys, tmp_path, f"{L} --tp $TP --nnodes 2\n")
+    assert code == 0 and report["valid"] and not report["violations"]
+    (warning,) = [w for w in report["warnings"] if w["rule"] == "TOPO-NNODES"]
+    assert warning["message"].startswith("not checked: it reads tp_size = $TP")
+
+
+def test_known_values_still_decide(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An unknown node rank does not open TOPO-NNODES (it reads tp, pp and the nodes)."""
+    code, report = _validate(capsys, tmp_path, f"{L} --tp 3 --nnodes 2 --node-rank $RANK\n")
+    assert code == 1 and [v["rule"] for v in report["violations"]] == ["TOPO-NNODES"]
+
+
+def test_set_makes_a_value_known(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, report = _validate(capsys, tmp_path, f"{L} --tp $TP --nnodes 2\n", "--set", "tp_size=3")
+    assert code == 1 and "TOPO-NNODES" in [v["rule"] for v in report["violations"]]
+
+
+SIZES = ("tp_size", "pp_size", "dp_size", "ep_size", "attn_cp_size", "nnodes", "moe_dp_size")
+VALUES = (1, 2, 3, 4, 8, 16)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(SIZES), st.sampled_from(VALUES), min_size=2),
+    st.booleans(),
+    st.sampled_from(SIZES),
+)
+def test_a_kept_violation_fails_whatever_the_unknown_value(
+    values: dict[str, int], dp_attention: bool, unknown: str
+) -> None:
+    """Every violation left standing fails for every value the unknown field could take;
+    the ones turned into warnings are those whose rule reads it."""
+    known = {k: v for k, v in values.items() if k != unknown}
+    known["enable_dp_attention"] = dp_attention
+    report = undecided(validate(known, sglang_version=PACK), {unknown: "$X"})
+    assert report.valid == (not report.violations)
+    for value in VALUES:
+        again = validate({**known, unknown: value}, sglang_version=PACK)
+        rules = {v.rule for v in again.violations}
+        for v in report.violations:
+            assert v.rule in rules, (known, unknown, value)
+    for w in report.warnings:
+        if w.message.startswith("not checked"):
+            assert f"{unknown} = $X" in w.message
