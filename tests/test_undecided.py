@@ -76,3 +76,20 @@ def test_a_kept_violation_fails_whatever_the_unknown_value(
     for w in report.warnings:
         if w.message.startswith("not checked"):
             assert f"{unknown} = $X" in w.message
+
+
+def test_a_node_whose_value_is_unknown_does_not_disagree(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The second node's tp is expanded by the remote shell (single quotes): it used to
+    "disagree with the first node on tp_size" (JOB-ONE-LAYOUT); it is now not compared,
+    and said so. A node whose known value differs still disagrees."""
+    head = f'ssh a "{L} --tp 8 --nnodes 2 --node-rank 0"\n'
+    code, report = _validate(
+        capsys, tmp_path, head + f"ssh b '{L} --tp $TP --nnodes 2 --node-rank 1'\n"
+    )
+    assert code == 0 and report["valid"], report
+    code, report = _validate(
+        capsys, tmp_path, head + f"ssh b '{L} --tp 4 --nnodes 2 --node-rank 1'\n"
+    )
+    assert code == 1 and [v["rule"] for v in report["violations"]] == ["JOB-ONE-LAYOUT"]

@@ -191,8 +191,8 @@ def read_launch_commands(
     newlines = [m.start() for m in re.finditer("\n", source)]
     exported: list[_Set] = []
     found: list[LaunchCommand] = []
-    known = dict(variables.known) if variables else {}
-    variables = ShellVariables(known, {**(variables.arithmetic if variables else {}), **arithmetic})
+    outer = variables or ShellVariables()
+    shell = ShellVariables(dict(outer.known), {**outer.arithmetic, **arithmetic})
     for command, certain in ordered_commands(nodes):
         words = [p for p in command.parts if p.kind == "word"]
         parts = [p for p in command.parts if p.kind == "assignment"]
@@ -202,17 +202,17 @@ def read_launch_commands(
         line = bisect.bisect_right(newlines, command.pos[0]) + 1
         if not words:  # `NAME=value` lines: this shell's variables, not a launch's
             for p in parts:
-                variables.assign(p.word, getattr(p, "parts", None), source, line, certain)
+                shell.assign(p.word, getattr(p, "parts", None), source, line, certain)
             continue
         if texts[:1] == ["export"] and start is None:
             exported += [a for w in words[1:] if (a := _set(w, text)) is not None]
             for w in words[1:]:
-                variables.assign(w.word, getattr(w, "parts", None), source, line, certain)
+                shell.assign(w.word, getattr(w, "parts", None), source, line, certain)
             continue
         if start is None:
-            outer = (command.pos[0], bisect.bisect_right(newlines, command.pos[0]) + 1)
             local = [*exported, *assignments]
-            found += _quoted_launches(words, texts, text, outer, local, routers, variables)
+            at = (command.pos[0], line)
+            found += _quoted_launches(words, texts, text, at, local, routers, shell)
             continue
         program_end, program = start
         env = [*exported, *assignments, *_unplaced(_docker_env(texts[: program_end - 1]))]
@@ -223,7 +223,7 @@ def read_launch_commands(
                 line=line,
                 program=program,
                 env=tuple(pair for pair, _ in env),
-                words=tuple(_word(w, source, text, variables, read) for w in words[program_end:]),
+                words=tuple(_word(w, source, text, shell, read) for w in words[program_end:]),
                 notes=(*notes, *_variables_note(read)),
                 span=(command.pos[0], max(command.pos[1], words[-1].pos[1])),
                 exported=tuple(pair for pair, _ in exported),

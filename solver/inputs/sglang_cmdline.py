@@ -511,6 +511,13 @@ def parse_job(
             "value unknown here (a shell expansion or placeholder), field left unset: "
             + ", ".join(f"{name} = {text}" for name, text in first.unknown_values.items())
         )
+    for c, p in zip(commands[1:], parsed[1:], strict=True):
+        other = {k: v for k, v in p.unknown_values.items() if k not in _NODE_FLAGS}
+        if other:  # not compared with the first node's (JOB-ONE-LAYOUT)
+            first.notes.append(
+                f"value unknown here on the node launched on line {c.line}, not compared: "
+                + ", ".join(f"{name} = {text}" for name, text in other.items())
+            )
     return first
 
 
@@ -577,9 +584,11 @@ def _check_job(
 ) -> list[JobIssue]:
     issues: list[JobIssue] = []
     layout = [{k: v for k, v in p.values.items() if k not in _NODE_FLAGS} for p in parsed]
-    for c, values in zip(commands[1:], layout[1:], strict=True):
-        if values != layout[0]:
-            diff = sorted({k for k, _ in set(values.items()) ^ set(layout[0].items())})
+    for c, p, values in zip(commands[1:], parsed[1:], layout[1:], strict=True):
+        # A field unknown here on either node (a shell expansion) cannot be said to differ.
+        unknown = {*parsed[0].unknown_values, *p.unknown_values}
+        diff = sorted({k for k, _ in set(values.items()) ^ set(layout[0].items())} - unknown)
+        if diff:
             issues.append(
                 JobIssue(
                     "JOB-ONE-LAYOUT",

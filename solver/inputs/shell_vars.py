@@ -15,7 +15,9 @@ shell's order of execution makes it certain, so each rule here errs towards "unk
 - `$NAME` and `${NAME}` take the value; `${NAME:-word}` and `${NAME-word}` take `word` when
   the script never set NAME (what it runs unless the caller's environment sets NAME,
   which the notes say); any other parameter form (`$1`, `${#NAME}`, `${NAME%x}`) is
-  unknown.
+  unknown;
+- `$((expression))` (which `shell_masks` turns into a parameter the parser reads) takes
+  its value when it is integer `+ - * / %` over known values, bash's truncating division.
 """
 
 from __future__ import annotations
