@@ -53,7 +53,7 @@ SIZES = ("tp_size", "pp_size", "dp_size", "ep_size", "attn_cp_size", "nnodes", "
 VALUES = (1, 2, 3, 4, 8, 16)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     st.dictionaries(st.sampled_from(SIZES), st.sampled_from(VALUES), min_size=2),
     st.booleans(),
@@ -93,3 +93,19 @@ def test_a_node_whose_value_is_unknown_does_not_disagree(
         capsys, tmp_path, head + f"ssh b '{L} --tp 4 --nnodes 2 --node-rank 1'\n"
     )
     assert code == 1 and [v["rule"] for v in report["violations"]] == ["JOB-ONE-LAYOUT"]
+
+
+def test_fix_says_it_starts_from_the_default(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """validate leaves the rule open; a fix needs a layout, takes SGLang's default for the
+    unknown value, and says so (with how to give it); --rewrite the same, and it names a
+    change of the node count once (it was listed twice)."""
+    path = tmp_path / "launch.sh"
+    path.write_text(f"{L} --tp $TP --nnodes 2\n")
+    run = run_cli(capsys, "fix", "--sglang-file", str(path))
+    assert run.code == 0 and "fixed from SGLang's default: tp_size = $TP" in run.err
+    assert "--set tp_size=N" in run.err
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
+    assert "fixed from SGLang's default: tp_size = $TP" in run.err
+    assert run.err.count("nnodes: 2 -> 1") == 1, run.err

@@ -28,7 +28,7 @@ from meshsat.solver.cli.report_view import CHANGE_COLUMNS
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
-from meshsat.solver.inputs.sglang_cmdline import GROUP_SIZE_RULE, size_field, standing
+from meshsat.solver.inputs.sglang_cmdline import GROUP_SIZE_RULE, NODE_FIELDS, size_field, standing
 from meshsat.solver.lang.config import Config
 from meshsat.solver.packs import get_pack
 from meshsat.solver.repair.fix import command_line, fix
@@ -153,8 +153,9 @@ def fix_cmd(
         )
     layout = read_layout(sources, sglang_version, command="fix", job=deployment)
     start = fix_input(layout, gpus, pin or (), sglang_version)
-    if start.said is not None:
-        note(start.said)
+    for said in (start.said, unknown_note(layout)):
+        if said is not None:
+            note(said)
     memory = layout_memory(
         layout, sources.model or layout.model_source, gpu, gpu_memory,
         report_pack(sglang_version), mem_fraction_static, free_memory,
@@ -203,6 +204,21 @@ def fix_cmd(
         ]
         emit(chosen_fmt, fix_document(report, unfixed), rows, columns=("fix", *CHANGE_COLUMNS))
     raise typer.Exit(fix_status(report, unfixed))
+
+
+def unknown_note(layout: LayoutInput) -> str | None:
+    """What a fix starts from where the launch's values are unknown here: `validate` leaves
+    the rules that read them undecided, but a fix needs a layout, so it takes SGLang's
+    default for each (said, with how to give the value). A node's rank or placement is not
+    the layout's and is not said."""
+    fields = {k: v for k, v in layout.unknown.items() if k not in NODE_FIELDS}
+    if not fields:
+        return None
+    listed = ", ".join(f"{name} = {text}" for name, text in fields.items())
+    return (
+        f"unknown here, fixed from SGLang's default: {listed} (give the value with "
+        f"--set {next(iter(fields))}=N)"
+    )
 
 
 def pod_gpus(nnodes: int, gpus: int, node_size: int) -> int:

@@ -222,7 +222,7 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
 
     if layout.script is None:
         raise InputError("--rewrite needs a launch command: give --sglang-file or --sglang")
-    from meshsat.solver.cli.fix_cmd import fix_input
+    from meshsat.solver.cli.fix_cmd import fix_input, unknown_note
 
     pack = get_pack(sglang_version)
     # Fitted as `fix` fits it: to the pods its object starts, to its visible-devices list.
@@ -237,11 +237,12 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
         layout.script, best.config, attn_dp_spelling="attn_dp_size" not in pack.absent_fields
     )
     nnodes = (layout.config.nnodes, best.config.nnodes)
-    refit = [f"nnodes: {nnodes[0]} -> {nnodes[1]}"] if nnodes[0] != nnodes[1] else []
+    # Said once: a refit to the pods, or the fix's own change of the node count.
+    moved = nnodes[0] != nnodes[1] and all(c.field != "nnodes" for c in best.changes)
+    refit = [f"nnodes: {nnodes[0]} -> {nnodes[1]}"] if moved else []
     said = [*refit, *(f"{change.field}: {change.old} -> {change.new}" for change in best.changes)]
     said += notes
-    if start.said is not None:
-        said.append(start.said)
+    said += [text for text in (start.said, unknown_note(layout)) if text is not None]
     if not best.changes and text == layout.script:
         said.append("the layout is already valid; the script is unchanged")
     elif not best.changes and (layout.nodes or layout.job):

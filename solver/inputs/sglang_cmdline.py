@@ -59,6 +59,8 @@ NODE_PLACEMENT = ("base_gpu_id", "gpu_id_step")
 #: Facts of one node, not of the job's layout: the nodes of one job may differ in them
 #: (`gpus_per_node` is meshsat's, of the machine; the job is sized by its smallest node).
 _NODE_FLAGS = ("node_rank", "gpus_per_node", *NODE_PLACEMENT)
+#: The fields each node of a job gives for itself, not the job's layout (public name).
+NODE_FIELDS = _NODE_FLAGS
 
 
 @dataclass(frozen=True)
