@@ -207,29 +207,9 @@ ORDER = (
 assert sorted(ORDER) == sorted((*SIZES, *CHOICES))
 
 
-@cache
-def _reach() -> dict[str, frozenset[str]]:
-    """Per field, the raw fields its resolved value can depend on: a fixpoint over the
-    resolution steps that ignores their order and conditions, so it over-approximates,
-    which is the safe side for pruning."""
-    steps = [step for res in PACK.resolutions for step in res.steps]
-    reach = {name: {name} for name in SPECS}
-    changed = True
-    while changed:
-        changed = False
-        for step in steps:
-            exprs = (step.when, *(value for _, value in step.sets))
-            source = {r for e in exprs for f in fields_of(e) for r in reach.get(f, {f})}
-            for name, _ in step.sets:
-                if not source <= reach[name]:
-                    reach[name] |= source
-                    changed = True
-    return {name: frozenset(fields) for name, fields in reach.items()}
-
-
 def _decided_at(exprs: tuple[Expr, ...], names: list[str]) -> int:
     """The first depth after which every field `exprs` can read is chosen (0 if none is)."""
-    reach = _reach()
+    reach = PACK.reach  # resolution's reach, an over-approximation: safe for pruning
     read = {r for e in exprs for f in fields_of(e) for r in reach.get(f, {f})}
     return max((names.index(f) for f in read if f in names), default=0)
 

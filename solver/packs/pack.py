@@ -10,12 +10,13 @@ See docs/architecture.md ("version packs").
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from types import MappingProxyType
 from typing import Literal, TypeVar
 
-from meshsat.solver.lang.expr import TRUE, Expr, is_set, one_of
+from meshsat.solver.lang.expr import TRUE, Expr, fields_of, is_set, one_of
 from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.lang.rule import Resolution, Rule
 
@@ -75,6 +76,25 @@ class Pack:
     @cached_property
     def by_id(self) -> dict[str, Rule]:
         return {r.id: r for r in self.rules}
+
+    @cached_property
+    def reach(self) -> Mapping[str, frozenset[str]]:
+        """Per field, the raw fields its resolved value may depend on: a fixpoint over the
+        resolution steps that ignores their order and conditions, so it may name too many
+        (the safe side for what reads it: pruning a search, leaving a rule undecided)."""
+        steps = [step for res in self.resolutions for step in res.steps]
+        reach = {name: {name} for name in SPECS}
+        changed = True
+        while changed:
+            changed = False
+            for step in steps:
+                exprs = (step.when, *(value for _, value in step.sets))
+                source = {r for e in exprs for f in fields_of(e) for r in reach.get(f, {f})}
+                for name, _ in step.sets:
+                    if not source <= reach[name]:
+                        reach[name] |= source
+                        changed = True
+        return MappingProxyType({name: frozenset(fields) for name, fields in reach.items()})
 
     def stage(self, rule_id: str) -> Stage:
         return "launch" if rule_id in self.launch_only else "resolution"

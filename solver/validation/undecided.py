@@ -13,40 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from functools import cache
 
-from meshsat.solver.lang.expr import fields_of
-from meshsat.solver.lang.fields import SPECS
-from meshsat.solver.packs import Pack, get_pack
+from meshsat.solver.packs import get_pack
 from meshsat.solver.validation.report import Report, Violation
-
-
-@cache
-def _rule_ids(version: str) -> frozenset[str]:
-    """The pack's own rules: a violation's `fields` are what its rule reads only for
-    these (a job's or a manifest's findings name fields they compare, not read)."""
-    return frozenset(rule.id for rule in get_pack(version or None).rules)
-
-
-@cache
-def _reach(version: str) -> Mapping[str, frozenset[str]]:
-    """Per field, the raw fields its resolved value may depend on: a fixpoint over the
-    pack's resolution steps that ignores their order and conditions (so it may name too
-    many, which only leaves more undecided, never fewer)."""
-    pack: Pack = get_pack(version or None)
-    steps = [step for res in pack.resolutions for step in res.steps]
-    reach = {name: {name} for name in SPECS}
-    changed = True
-    while changed:
-        changed = False
-        for step in steps:
-            exprs = (step.when, *(value for _, value in step.sets))
-            source = {r for e in exprs for f in fields_of(e) for r in reach.get(f, {f})}
-            for name, _ in step.sets:
-                if not source <= reach[name]:
-                    reach[name] |= source
-                    changed = True
-    return {name: frozenset(fields) for name, fields in reach.items()}
 
 
 def undecided(report: Report, unknown: Mapping[str, str]) -> Report:
@@ -54,12 +23,14 @@ def undecided(report: Report, unknown: Mapping[str, str]) -> Report:
     written) turned into a warning that it was not checked (module docstring)."""
     if not unknown or not report.violations:
         return report
-    reach = _reach(report.sglang_version)
+    pack = get_pack(report.sglang_version or None)
+    reach = pack.reach
     kept: list[Violation] = []
     open_: list[Violation] = []
-    rules = _rule_ids(report.sglang_version)
     for v in report.violations:
-        if v.rule not in rules:
+        # Only the pack's own rules: their `fields` are what the rule reads (a job's or a
+        # manifest's findings name fields they compare, not read).
+        if v.rule not in pack.by_id:
             kept.append(v)
             continue
         read = {r for f in v.fields for r in reach.get(f, {f})}
