@@ -74,12 +74,13 @@ def _features() -> tuple[Feature, ...]:
     # Three spellings: --enable-prefill-cp and its legacy aliases (R-LEGACY-CP), which turn
     # it on too; read as one flag each, a legacy alias let a fix switch prefill CP (and
     # what SGLang sets with it) on for the price of one odd feature.
-    join = is_set(F.ep_join_mode.as_raw) | F.elastic_ep_rejoin.as_raw
     prefill_cp = (
         F.enable_prefill_cp.as_raw
         | F.enable_prefill_context_parallel.as_raw
         | F.enable_dsa_prefill_context_parallel.as_raw
     )
+    # Joining a running elastic-EP job: the mode, or the deprecated rejoin flag.
+    join = is_set(F.ep_join_mode.as_raw) | F.elastic_ep_rejoin.as_raw
     # Two spellings again: --moe-runner-backend megamoe is an alias of the MegaMoE
     # all-to-all backend (R-MEGAMOE-ALIAS).
     a2a = (F.moe_a2a_backend.as_raw != "none") | (F.moe_runner_backend.as_raw == "megamoe")
@@ -126,7 +127,7 @@ def _features() -> tuple[Feature, ...]:
         # fix that made a server a joiner (its nodes then escape TOPO-NNODES) would fit a
         # layout onto nodes it does not divide. As a soft tier it still won over the GPU
         # count (tp 3 on two pinned nodes became a joiner of 3 GPUs, not tp 2 or 4), so it
-        # binds (`Feature.hard`). Two spellings: the mode, and the deprecated rejoin flag.
+        # binds (`Feature.hard`).
         Feature(
             "ep_join",
             "an elastic-EP join",
