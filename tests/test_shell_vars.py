@@ -95,6 +95,11 @@ def test_slurm_example_is_valid_on_16_gpus(
         ("{L} --tp ${{#TP}}", None),
         ('TP=8\nssh h "{L} --tp $TP"', "8"),  # double quotes: this shell expands it
         ("TP=8\nssh h '{L} --tp $TP'", None),  # single quotes: the remote shell does
+        ("export TP=8\nbash -c '{L} --tp $TP'", "8"),  # bash -c gets the environment
+        ("export TP=8\nTP=4\nbash -c '{L} --tp $TP'", "4"),  # its value when bash starts
+        ("TP=8\nbash -c '{L} --tp $TP'", None),  # not exported: not in bash's environment
+        ("TP=8 srun bash -c '{L} --tp $TP'", "8"),  # a prefix is in the runner's environment
+        ("export TP=8\nssh h '{L} --tp $TP'", None),  # ssh does not pass it
     ],
 )
 def test_forms(script: str, tp: str | None) -> None:
@@ -155,7 +160,11 @@ def scripts(draw: st.DrawFn) -> tuple[str, bool]:
             ]
         )
     )
-    lines.append(f"{LAUNCH} --tp {form}")
+    if draw(st.booleans()):  # run by `bash -c '...'`: only soundness is checked there
+        lines.append(f"bash -c '{LAUNCH} --tp {form}'")
+        certain = False
+    else:
+        lines.append(f"{LAUNCH} --tp {form}")
     return "\n".join(lines) + "\n", certain
 
 
@@ -165,7 +174,8 @@ def scripts(draw: st.DrawFn) -> tuple[str, bool]:
 def test_against_bash(case: tuple[str, bool]) -> None:
     script, certain = case
     read = _values(script)["--tp"]
-    shown = script.replace(LAUNCH, "printf '%s\\n'")
+    shown = script.replace(f"bash -c '{LAUNCH}", 'bash -c \'printf "%s\\n"')
+    shown = shown.replace(LAUNCH, "printf '%s\\n'")
     ran = subprocess.run(
         ["bash", "--noprofile", "--norc", "-c", shown],
         capture_output=True,

@@ -34,7 +34,7 @@ from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
 from meshsat.solver.inputs.k8s import replica_count
 from meshsat.solver.inputs.manifest import ListedCommand, expansion, manifest_commands
 from meshsat.solver.inputs.shell_masks import mask_arithmetic, mask_case
-from meshsat.solver.inputs.shell_vars import ShellVariables, ordered_commands
+from meshsat.solver.inputs.shell_vars import Assigned, ShellVariables, ordered_commands
 
 #: `python -m MODULE` launchers that take SGLang's server flags (the benchmarks that start
 #: an engine in-process take them too, beside their own; `BENCH_FLAGS` lists those).
@@ -210,9 +210,10 @@ def read_launch_commands(
                 shell.assign(w.word, getattr(w, "parts", None), source, line, certain)
             continue
         if start is None:
-            local = [*exported, *assignments]
             at = (command.pos[0], line)
-            found += _quoted_launches(words, texts, text, at, local, routers, shell)
+            found += _quoted_launches(
+                words, texts, text, at, (exported, assignments), routers, shell
+            )
             continue
         program_end, program = start
         env = [*exported, *assignments, *_unplaced(_docker_env(texts[: program_end - 1]))]
@@ -261,7 +262,7 @@ def _quoted_launches(
     texts: list[str],
     text: str,
     outer: tuple[int, int],
-    local: list[_Set],
+    local: tuple[list[_Set], list[_Set]],
     routers: bool,
     variables: ShellVariables,
 ) -> list[LaunchCommand]:
@@ -270,21 +271,23 @@ def _quoted_launches(
     shell text they are. Where the quoted text stands as written between its quotes (no
     escapes), its words keep their places in `text`, so `--rewrite` and `fix` edit them
     there; otherwise the launch is read but not edited (form "quoted"). `outer`: where the
-    command starts and its line; `local`: this shell's variables the runner passes on;
-    `variables`: this shell's, which expand inside double quotes before the runner runs
-    (inside single quotes the runner's shell expands them: unknown here)."""
+    command starts and its line; `local`: this shell's exported variables and the
+    command's own `NAME=value` prefixes, which the runner passes on (unless it runs
+    elsewhere); `variables`: this shell's, which expand inside double quotes before the
+    runner runs (inside single quotes the runner's shell expands what it was passed)."""
     start, line = outer
     runner = texts[0].rsplit("/", 1)[-1] if texts else ""
-    passed = (*(() if runner in _OWN_ENVIRONMENT else local), *_unplaced(_docker_env(texts)))
+    exported, prefix = ([], []) if runner in _OWN_ENVIRONMENT else local
+    passed = (*exported, *prefix, *_unplaced(_docker_env(texts)))
     pairs = tuple(pair for pair, _ in passed)
+    environment = _passed_on(pairs, len(exported), variables, line)
     found: list[LaunchCommand] = []
     for word in words:
         if " " not in word.word or _launcher(word.word.split(), routers) is None:
             continue
         base = word.pos[0] + 1
-        # Inside single quotes only the arithmetic this script's text holds is carried.
         double = text[base - 1 : base] == '"'
-        outer_vars = variables if double else ShellVariables({}, variables.arithmetic)
+        outer_vars = variables if double else environment
         try:
             inner = read_launch_commands(word.word, routers=routers, variables=outer_vars)
         except InputError:
@@ -309,6 +312,25 @@ def _quoted_launches(
                 )
             )
     return found
+
+
+def _passed_on(
+    pairs: tuple[tuple[str, str], ...], exported: int, variables: ShellVariables, line: int
+) -> ShellVariables:
+    """The variables a runner's own shell starts with (`bash -c '...'`, `srun ...`): the
+    first `exported` pairs are exported names, which carry their value in this shell when
+    the runner starts; the rest (`NAME=value` before the runner, docker's `-e`) carry the
+    value written, where it is plain text. Anything else is unknown there."""
+    known: dict[str, Assigned] = {}
+    for i, (name, value) in enumerate(pairs):
+        got = variables.known.get(name) if i < exported else None
+        if got is not None:
+            known[name] = got
+        elif not re.search(r"[$`\\]", value):
+            known[name] = Assigned(value, line)
+        else:
+            known[name] = Assigned(None, line)
+    return ShellVariables(known, variables.arithmetic)
 
 
 def _variables_note(read: list[str]) -> list[str]:
