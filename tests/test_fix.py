@@ -503,3 +503,20 @@ def test_a_reset_sglang_resolves_to_the_users_value_is_no_change() -> None:
     values["ep_dispatch_algorithm"] = "static"  # a real change stays one (a2a none: refused)
     with pytest.raises(Exception, match="invalid layout"):
         _result(NEWEST, cfg, None, values, True, None, 8, (), {}, {})
+
+
+def test_explanations_name_catalogue_rules() -> None:
+    """A relaxed tier's reason names the rules `validate` reports, never fix's own
+    exactness constraint (FIX-EXACT-DIV restates them; which core the solver found first
+    used to depend on what earlier calls left in the cached problem)."""
+    rng = random.Random(11)
+    seen = 0
+    for _ in range(30):
+        n = rng.choice((8, 12, 16))
+        cfg = invalid_layout(rng, n)
+        pins = [f for f in ("dp_size", "tp_size", "attn_cp_size") if f in cfg.user_set()][:1]
+        report = fix(cfg, pins=pins, gpus=n if rng.random() < 0.5 else None)
+        for relaxed in report.relaxed:
+            seen += 1
+            assert fix_problem.EXACT_RULE not in {r.id for r in relaxed.rules}, relaxed.text
+    assert seen  # the walk met relaxed tiers

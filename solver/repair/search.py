@@ -36,7 +36,7 @@ from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.repair.features import FEATURES, turned_on
 from meshsat.solver.repair.objective import ORDERS, prime_mbits, size_mbits
 from meshsat.solver.repair.pins import pin_holds
-from meshsat.solver.repair.problem import Problem, changeable
+from meshsat.solver.repair.problem import EXACT_RULE, Problem, changeable
 
 
 @dataclass
@@ -273,11 +273,20 @@ class Search:
     def core(self, pin_lits: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
         """A minimal set of pins and rules that cannot hold together (deletion-based).
 
-        None when the time runs out before even one conflict is shown.
+        None when the time runs out before even one conflict is shown. fix's own exactness
+        constraint (FIX-EXACT-DIV) restates catalogue rules (`z3exp`: each quotient sits
+        next to a rule demanding the same exactness), so a core is first sought without
+        it: it then names the rule `validate` reports (DPATTN-TP-DIV), whichever core the
+        solver's state would have found first; FIX-EXACT-DIV is named only when no core
+        exists without it.
         """
-        hard = [*self.p.tracked.values(), *pin_lits.values()]
+        asked = list(pin_lits.values())
+        catalogue = [lit for rule, lit in self.p.tracked.items() if rule != EXACT_RULE]
+        hard = [*catalogue, *asked]
         if self.check(hard) != z3.unsat:
-            return None
+            hard = [*self.p.tracked.values(), *asked]
+            if self.check(hard) != z3.unsat:
+                return None
         core = self.unsat_core(hard)
         for lit in list(core):
             if any(lit.eq(c) for c in core):
