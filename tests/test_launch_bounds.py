@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from meshsat.solver.inputs import launch
 from meshsat.solver.inputs.launch import (
     MAX_SHELL_CHARS,
-    _commands,
     _plain,
     _shell_parse,
     normalised,
@@ -27,6 +26,7 @@ from meshsat.solver.inputs.sglang_cmdline import (
     parse_sglang_command,
     release_flags,
 )
+from meshsat.solver.inputs.shell_vars import ordered_commands
 from meshsat.solver.lang.limits import MAX_ITEMS_SHOWN
 from meshsat.solver.packs import NEWEST
 from tests.cli_helpers import run_cli
@@ -70,7 +70,8 @@ def plain_texts(draw: st.DrawFn) -> str:
 
 
 def _shape(nodes: list[Any]) -> list[tuple[Any, ...]]:
-    return [(c.pos, [(p.kind, tuple(p.pos), p.word) for p in c.parts]) for c in _commands(nodes)]
+    commands = [c for c, _ in ordered_commands(nodes)]
+    return [(c.pos, [(p.kind, tuple(p.pos), p.word) for p in c.parts]) for c in commands]
 
 
 @settings(max_examples=150, deadline=None)

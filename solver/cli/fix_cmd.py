@@ -28,7 +28,12 @@ from meshsat.solver.cli.report_view import CHANGE_COLUMNS
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
-from meshsat.solver.inputs.sglang_cmdline import GROUP_SIZE_RULE, NODE_FIELDS, size_field, standing
+from meshsat.solver.inputs.sglang_cmdline import (
+    GROUP_SIZE_RULE,
+    PER_NODE_FIELDS,
+    size_field,
+    standing,
+)
 from meshsat.solver.lang.config import Config
 from meshsat.solver.packs import get_pack
 from meshsat.solver.repair.fix import command_line, fix
@@ -211,7 +216,7 @@ def unknown_note(layout: LayoutInput) -> str | None:
     the rules that read them undecided, but a fix needs a layout, so it takes SGLang's
     default for each (said, with how to give the value). A node's rank or placement is not
     the layout's and is not said."""
-    fields = {k: v for k, v in layout.unknown.items() if k not in NODE_FIELDS}
+    fields = {k: v for k, v in layout.unknown.items() if k not in PER_NODE_FIELDS}
     if not fields:
         return None
     listed = ", ".join(f"{name} = {text}" for name, text in fields.items())

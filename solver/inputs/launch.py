@@ -34,7 +34,12 @@ from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
 from meshsat.solver.inputs.k8s import replica_count
 from meshsat.solver.inputs.manifest import ListedCommand, expansion, manifest_commands
 from meshsat.solver.inputs.shell_masks import mask_arithmetic, mask_case
-from meshsat.solver.inputs.shell_vars import Assigned, ShellVariables, ordered_commands
+from meshsat.solver.inputs.shell_vars import (
+    Assigned,
+    ShellVariables,
+    ordered_commands,
+    split_assignment,
+)
 
 #: `python -m MODULE` launchers that take SGLang's server flags (the benchmarks that start
 #: an engine in-process take them too, beside their own; `BENCH_FLAGS` lists those).
@@ -232,7 +237,7 @@ def read_launch_commands(
             )
         )
     if not any(not c.router for c in found):
-        quoted = _quoted_launch(_commands(nodes), newlines)
+        quoted = _quoted_launch([c for c, _ in ordered_commands(nodes)], newlines)
         if quoted is not None:
             raise InputError(
                 f"the SGLang launch on line {quoted} is one quoted word (`ssh host "
@@ -416,7 +421,7 @@ def _from_manifest(listed: list[ListedCommand], routers: bool) -> tuple[LaunchCo
             continue
         end, program = start
         words = tuple(Word(w, pos, expansion(w), pos + len(w)) for w, pos in command.words[end:])
-        env = [*command.env, *(a for w in texts[: end - 1] if (a := _split_assignment(w)))]
+        env = [*command.env, *(a for w in texts[: end - 1] if (a := split_assignment(w)))]
         note = ("read from the manifest's command/args list",)
         copies = _copies(command, program)
         found.append(
@@ -501,19 +506,6 @@ def _shell_parse(source: str) -> list[Any]:
         raise InputError(f"cannot parse the launch command: {exc}") from None
 
 
-def _commands(nodes: list[Any]) -> list[Any]:
-    """Every simple command, in order, through lists, pipelines and compounds."""
-    out: list[Any] = []
-    stack = list(reversed(nodes))
-    while stack:
-        node = stack.pop()
-        if node.kind == "command":
-            out.append(node)
-            continue
-        stack.extend(reversed(getattr(node, "parts", None) or getattr(node, "list", None) or []))
-    return out
-
-
 def _launcher(texts: list[str], routers: bool = False) -> tuple[int, str] | None:
     """Index just past the launcher words and the launcher as text, or None."""
     for i, t in enumerate(texts):
@@ -535,16 +527,9 @@ def _docker_env(texts: list[str]) -> list[tuple[str, str]]:
             value = texts[i + 1]
         elif t.startswith("--env="):
             value = t[len("--env=") :]
-        if value is not None and (pair := _split_assignment(value)) is not None:
+        if value is not None and (pair := split_assignment(value)) is not None:
             out.append(pair)
     return out
-
-
-def _split_assignment(text: str) -> tuple[str, str] | None:
-    name, eq, value = text.partition("=")
-    if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        return name, value
-    return None
 
 
 #: An environment assignment and where its value stands in the text ((-1, -1): not as read).
@@ -554,7 +539,7 @@ _Set = tuple[tuple[str, str], tuple[int, int]]
 def _set(node: Any, text: str) -> _Set | None:
     """A `NAME=value` word (an assignment before a command, an `export`'s word) and where
     its value stands in `text`: as read, or inside the quotes around it (`NAME="2,3"`)."""
-    pair = _split_assignment(node.word)
+    pair = split_assignment(node.word)
     if pair is None:
         return None if node.kind == "word" else ((node.word, ""), (-1, -1))
     start, stop = node.pos[0] + len(pair[0]) + 1, node.pos[1]

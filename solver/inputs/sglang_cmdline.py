@@ -58,9 +58,7 @@ DEPRECATED: dict[str, tuple[str, Any]] = {
 NODE_PLACEMENT = ("base_gpu_id", "gpu_id_step")
 #: Facts of one node, not of the job's layout: the nodes of one job may differ in them
 #: (`gpus_per_node` is meshsat's, of the machine; the job is sized by its smallest node).
-_NODE_FLAGS = ("node_rank", "gpus_per_node", *NODE_PLACEMENT)
-#: The fields each node of a job gives for itself, not the job's layout (public name).
-NODE_FIELDS = _NODE_FLAGS
+PER_NODE_FIELDS = ("node_rank", "gpus_per_node", *NODE_PLACEMENT)
 
 
 @dataclass(frozen=True)
@@ -514,7 +512,7 @@ def parse_job(
             + ", ".join(f"{name} = {text}" for name, text in first.unknown_values.items())
         )
     for c, p in zip(commands[1:], parsed[1:], strict=True):
-        other = {k: v for k, v in p.unknown_values.items() if k not in _NODE_FLAGS}
+        other = {k: v for k, v in p.unknown_values.items() if k not in PER_NODE_FIELDS}
         if other:  # not compared with the first node's (JOB-ONE-LAYOUT)
             first.notes.append(
                 f"value unknown here on the node launched on line {c.line}, not compared: "
@@ -585,7 +583,7 @@ def _check_job(
     commands: tuple[LaunchCommand, ...], parsed: list[ParsedCommandLine]
 ) -> list[JobIssue]:
     issues: list[JobIssue] = []
-    layout = [{k: v for k, v in p.values.items() if k not in _NODE_FLAGS} for p in parsed]
+    layout = [{k: v for k, v in p.values.items() if k not in PER_NODE_FIELDS} for p in parsed]
     for c, p, values in zip(commands[1:], parsed[1:], layout[1:], strict=True):
         # A field unknown here on either node (a shell expansion) cannot be said to differ.
         unknown = {*parsed[0].unknown_values, *p.unknown_values}

@@ -54,9 +54,10 @@ class ShellVariables:
 
     def assign(self, word: str, parts: Any, source: str, line: int, certain: bool) -> None:
         """Record `NAME=value` (a word as bashlex gives it, its parts for expansions)."""
-        name, eq, value = word.partition("=")
-        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        pair = split_assignment(word)
+        if pair is None:
             return
+        name, value = pair
         read = self.expand(value, parts, source) if certain else None
         self.known[name] = Assigned(None if read is None else read[0], line)
 
@@ -157,6 +158,14 @@ def _literal(default: str, why: str) -> tuple[str, str] | None:
     if any(c in default for c in "$`\"'\\"):
         return None
     return default, why
+
+
+def split_assignment(text: str) -> tuple[str, str] | None:
+    """`NAME=value` as (NAME, value); None for a word that assigns nothing."""
+    name, eq, value = text.partition("=")
+    if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return name, value
+    return None
 
 
 def ordered_commands(nodes: list[Any]) -> list[tuple[Any, bool]]:
