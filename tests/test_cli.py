@@ -58,6 +58,8 @@ def test_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
         "notes",
         "derived",
         "resolved",
+        "unknown",
+        "undecided",
     }
     assert data["valid"] is False
     assert data["conflict"] == ["tp_size", "dp_size", "enable_dp_attention"]

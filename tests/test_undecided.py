@@ -98,14 +98,82 @@ def test_a_node_whose_value_is_unknown_does_not_disagree(
 def test_fix_says_it_starts_from_the_default(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """validate leaves the rule open; a fix needs a layout, takes SGLang's default for the
-    unknown value, and says so (with how to give it); --rewrite the same, and it names a
-    change of the node count once (it was listed twice)."""
+    """A rule broken by known values (DPATTN-TP-DIV: tp 3, attention DP 2) is fixed; a fix
+    needs a layout, takes SGLang's default for the unknown pp, and says so (with how to give
+    it); --rewrite the same, naming each change once (a change of the node count was listed
+    twice) and keeping the variable."""
     path = tmp_path / "launch.sh"
-    path.write_text(f"{L} --tp $TP --nnodes 2\n")
+    path.write_text(f"{L} --pp-size $PP --tp 3 --dp 2 --enable-dp-attention --nnodes 4\n")
     run = run_cli(capsys, "fix", "--sglang-file", str(path))
-    assert run.code == 0 and "fixed from SGLang's default: tp_size = $TP" in run.err
-    assert "--set tp_size=N" in run.err
+    assert run.code == 0 and "fixed from SGLang's default: pp_size = $PP" in run.err
+    assert "--set pp_size=N" in run.err and "dp_size" in run.out
     run = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
-    assert "fixed from SGLang's default: tp_size = $TP" in run.err
-    assert run.err.count("nnodes: 2 -> 1") == 1, run.err
+    assert "fixed from SGLang's default: pp_size = $PP" in run.err
+    assert run.err.count("nnodes: 4 -> ") == 1, run.err
+    assert "--pp-size $PP" in run.out
+
+
+UNDECIDED_ONLY = f"{L} --tp $TP --dp 3 --enable-dp-attention\n"
+
+
+def test_what_is_not_known_to_fail_is_not_fixed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--tp $TP --dp 3 --enable-dp-attention` breaks nothing known (tp 3, 6, ... run), yet
+    `fix` used to answer dp 3 -> 1 from tp's default and `validate --rewrite`, after
+    calling the launch valid, rewrote it without DP attention. Both now leave it as it is
+    and name the rules not checked."""
+    code, report = _validate(capsys, tmp_path, UNDECIDED_ONLY)
+    assert code == 0 and report["unknown"] == {"tp_size": "$TP"}
+    assert report["undecided"] == ["DPATTN-TP-DIV", "TOPO-ATTN-TP"]
+    path = tmp_path / "launch.sh"
+    run = run_cli(capsys, "fix", "--sglang-file", str(path), "--json")
+    document = json.loads(run.out)
+    assert run.code == 0 and document["valid_input"], document
+    assert document["undecided"] == ["DPATTN-TP-DIV", "TOPO-ATTN-TP"]
+    assert [f["changes"] for f in document["fixes"]] == [[]]
+    assert "not checked, and not fixed: DPATTN-TP-DIV, TOPO-ATTN-TP read tp_size = $TP" in run.err
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
+    assert run.code == 0 and run.out == UNDECIDED_ONLY, run.out
+    assert "nothing to fix on the values known here" in run.err
+
+
+def test_the_report_does_not_show_a_default_as_the_launch(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The headline said "valid layout on 1 GPU(s)" and the widths "attn_tp 0": tp's
+    default, not the launch's. Widths that read the unknown value show '?'."""
+    path = tmp_path / "launch.sh"
+    path.write_text(UNDECIDED_ONLY)
+    run = run_cli(capsys, "validate", "--sglang-file", str(path))
+    text = " ".join(run.out.split())
+    assert run.code == 0 and "2 rules not checked" in text, text
+    assert "GPU count not known here (it reads tp_size = $TP)" in text
+    assert "attn_dp 3 · attn_tp ? · moe_tp ? · engine world ? · CP strategy active: false" in text
+    assert "1 GPU(s)" not in text
+
+
+def test_a_pd_server_with_an_unknown_width_is_not_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Each server of a PD script was judged at tp's default: `--tp $TP --dp 2
+    --enable-dp-attention` on both servers made the deployment invalid."""
+    model = "--model-path deepseek-ai/DeepSeek-V3"
+    servers = "".join(
+        f"python -m sglang.launch_server {model} --disaggregation-mode {role} --tp $TP "
+        f"--dp 2 --enable-dp-attention --port {port} &\n"
+        for role, port in (("prefill", 30000), ("decode", 30001))
+    )
+    router = (
+        "python -m sglang_router.launch_router --pd-disaggregation --prefill "
+        "http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n"
+    )
+    code, report = _validate(capsys, tmp_path, servers + router)
+    assert code == 0, report
+    for role in report["roles"]:
+        assert role["valid"] and role["undecided"] == ["DPATTN-TP-DIV", "TOPO-ATTN-TP"], role
+    run = run_cli(capsys, "validate", "--sglang-file", str(tmp_path / "launch.sh"))
+    assert "prefill, line(s) 1, ? GPU(s)" in run.out and "router(s), ? GPU(s)" in run.out
+    run = run_cli(capsys, "fix", "--sglang-file", str(tmp_path / "launch.sh"), "--json")
+    assert run.code == 0, run.out
+    assert all(not role["fixes"][0]["changes"] for role in json.loads(run.out)["roles"]), run.out

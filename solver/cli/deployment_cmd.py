@@ -26,7 +26,12 @@ from meshsat.solver.cli.report_view import (
 from meshsat.solver.deployment.fix import DeploymentFix, ServerFix, fix_deployment
 from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.deployment.reader import OneJob, read_deployment, read_script
-from meshsat.solver.deployment.validate import DeploymentReport, judge, server_report
+from meshsat.solver.deployment.validate import (
+    DeploymentReport,
+    RoleReport,
+    judge,
+    server_report,
+)
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.launch import read_launch_commands
 from meshsat.solver.inputs.layout_input import (
@@ -158,7 +163,7 @@ def _rows(verdict: DeploymentReport) -> list[dict[str, Any]]:
 def print_deployment(verdict: DeploymentReport, *, verbose: bool = False) -> None:
     for role in verdict.roles:
         out.print(
-            server_heading(role.server, role.role, role.lines, role.gpus, role.replicas),
+            server_heading(role.server, role.role, role.lines, _gpus(role), role.replicas),
             highlight=False,
         )
         print_report(role.report, verbose=verbose)
@@ -169,10 +174,16 @@ def print_deployment(verdict: DeploymentReport, *, verbose: bool = False) -> Non
     out.print(mark)
 
 
+def _gpus(role: RoleReport) -> int | None:
+    """The server's GPU count, None where it reads a value its launch leaves unknown."""
+    return None if role.report.reads_unknown("gpus_used") else role.gpus
+
+
 def print_findings(verdict: DeploymentReport, *, verbose: bool = False) -> None:
     """The deployment's head line and what its rules found between the servers (`validate`
     and `groups` on a deployment)."""
-    head = deployment_head(verdict.servers, verdict.routers, verdict.gpus)
+    known = all(_gpus(role) is not None for role in verdict.roles)
+    head = deployment_head(verdict.servers, verdict.routers, verdict.gpus if known else None)
     if not verdict.findings:
         out.print(f"[green]✓[/green] {head}: the servers agree (SGLang {verdict.sglang_version})")
     else:

@@ -158,9 +158,8 @@ def fix_cmd(
         )
     layout = read_layout(sources, sglang_version, command="fix", job=deployment)
     start = fix_input(layout, gpus, pin or (), sglang_version)
-    for said in (start.said, unknown_note(layout)):
-        if said is not None:
-            note(said)
+    if start.said is not None:
+        note(start.said)
     memory = layout_memory(
         layout, sources.model or layout.model_source, gpu, gpu_memory,
         report_pack(sglang_version), mem_fraction_static, free_memory,
@@ -178,7 +177,11 @@ def fix_cmd(
         timeout_s=timeout,
         sglang_version=sglang_version,
         memory=memory,
+        unknown=layout.unknown,
     )
+    said = unknown_note(layout, report)
+    if said is not None:
+        note(said)
     report = with_commands(report.also_repairing(start.fitted), layout, sglang_version)
     if emit_as is not None and report.fixes:
         best = report.best
@@ -211,19 +214,23 @@ def fix_cmd(
     raise typer.Exit(fix_status(report, unfixed))
 
 
-def unknown_note(layout: LayoutInput) -> str | None:
-    """What a fix starts from where the launch's values are unknown here: `validate` leaves
-    the rules that read them undecided, but a fix needs a layout, so it takes SGLang's
-    default for each (said, with how to give the value). A node's rank or placement is not
-    the layout's and is not said."""
+def unknown_note(layout: LayoutInput, report: FixReport) -> str | None:
+    """What a fix did with the launch's values unknown here. Rules that fail only through
+    them are not known to fail, so an input that breaks nothing else is left as it is
+    (said, with the rules not checked); otherwise a fix needs a layout and takes SGLang's
+    default for each (said). Either way, how to give the value. A node's rank or placement
+    is not the layout's and is not said."""
     fields = {k: v for k, v in layout.unknown.items() if k not in PER_NODE_FIELDS}
     if not fields:
         return None
     listed = ", ".join(f"{name} = {text}" for name, text in fields.items())
-    return (
-        f"unknown here, fixed from SGLang's default: {listed} (give the value with "
-        f"--set {next(iter(fields))}=N)"
-    )
+    give = f"give the value with --set {next(iter(fields))}=N"
+    if report.valid_input and report.undecided:
+        rules = ", ".join(report.undecided)
+        return f"not checked, and not fixed: {rules} read {listed}, unknown here ({give})"
+    if report.valid_input:
+        return None
+    return f"unknown here, fixed from SGLang's default: {listed} ({give})"
 
 
 def pod_gpus(nnodes: int, gpus: int, node_size: int) -> int:
@@ -418,6 +425,8 @@ def _print_fix(
             head = "[yellow]the layout is valid[/yellow] on {} GPU(s), but not the script:"
         elif refitted is not None:
             head = f"[green]✓ fixed the launch[/green] ({escape(refitted)}): valid on {{}} GPU(s)"
+        elif report.undecided:
+            head = "[green]✓ nothing to fix[/green] on the values known here"
         else:
             head = "[green]✓ already valid[/green] on {} GPU(s): nothing to change"
         out.print(head.format(best.gpus_used))

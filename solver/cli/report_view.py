@@ -26,6 +26,9 @@ def _violation_table(rows: tuple[Violation, ...], title: str) -> Table:
 
 def gpu_summary(report: Report) -> str:
     d = report.derived
+    unknown = report.reads_unknown("gpus_used")
+    if unknown:  # SGLang's default stands in for the launch's value: no count to show
+        return f"GPU count not known here (it reads {', '.join(unknown)})"
     used = d["gpus_used"]
     mode = "with DP attention" if report.resolved["enable_dp_attention"] else "without DP attention"
     return (
@@ -36,13 +39,24 @@ def gpu_summary(report: Report) -> str:
 
 def derived_line(report: Report) -> str:
     d = report.derived
+    read: dict[str, None] = {}
+
+    def shown(name: str, value: Any) -> str:
+        unknown = report.reads_unknown(name)
+        read.update(dict.fromkeys(unknown))
+        return "?" if unknown else fmt_value(value)
+
     parts = [
-        f"attn_dp {d['attn_dp']}",
-        f"attn_tp {d['attn_tp']}",
-        f"moe_tp {d['moe_tp']}",
-        f"engine world {d['engine_world']}",
-        f"CP strategy active: {fmt_value(d['cp_active'])}",
+        f"attn_dp {shown('attn_dp', d['attn_dp'])}",
+        f"attn_tp {shown('attn_tp', d['attn_tp'])}",
+        f"moe_tp {shown('moe_tp', d['moe_tp'])}",
+        f"engine world {shown('engine_world', d['engine_world'])}",
+        # Off whatever the unknown widths are, unless prefill CP is switched on.
+        "CP strategy active: "
+        + (shown("cp_active", d["cp_active"]) if report.resolved["enable_prefill_cp"] else "false"),
     ]
+    if read:
+        parts.append(f"? reads {', '.join(read)}, unknown here")
     return " · ".join(parts)
 
 
@@ -61,7 +75,14 @@ def violation_rows(report: Report) -> list[dict[str, Any]]:
 
 
 def print_report(report: Report, *, verbose: bool = False) -> None:
-    if report.valid:
+    if report.valid and report.undecided:
+        n = len(report.undecided)
+        out.print(
+            f"[green]✓ valid[/green] on the values known here, [yellow]{n} rule"
+            f"{'s' if n != 1 else ''} not checked[/yellow] (see the warnings); "
+            f"{gpu_summary(report)}"
+        )
+    elif report.valid:
         out.print(f"[green]✓ valid[/green] layout on {gpu_summary(report)}")
     else:
         n = len(report.violations)

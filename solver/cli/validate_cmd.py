@@ -227,7 +227,14 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
     pack = get_pack(sglang_version)
     # Fitted as `fix` fits it: to the pods its object starts, to its visible-devices list.
     start = fix_input(layout, None, (), pack.version)
-    report = fix(start.config, layout.model, pins=start.pins, gpus=start.gpus, sglang_version=pack)
+    report = fix(
+        start.config,
+        layout.model,
+        pins=start.pins,
+        gpus=start.gpus,
+        sglang_version=pack,
+        unknown=layout.unknown,
+    )
     if not report.fixes:
         return None, [
             "no valid layout near this one (meshsat fix says why); the script is unchanged"
@@ -242,8 +249,10 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
     refit = [f"nnodes: {nnodes[0]} -> {nnodes[1]}"] if moved else []
     said = [*refit, *(f"{change.field}: {change.old} -> {change.new}" for change in best.changes)]
     said += notes
-    said += [text for text in (start.said, unknown_note(layout)) if text is not None]
-    if not best.changes and text == layout.script:
+    said += [text for text in (start.said, unknown_note(layout, report)) if text is not None]
+    if not best.changes and text == layout.script and report.undecided:
+        said.append("nothing to fix on the values known here; the script is unchanged")
+    elif not best.changes and text == layout.script:
         said.append("the layout is already valid; the script is unchanged")
     elif not best.changes and (layout.nodes or layout.job):
         said.append("the first node's layout is valid; the other nodes now carry it")

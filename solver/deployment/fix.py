@@ -223,6 +223,7 @@ def _fix(
         objective=objective,
         timeout_s=timeout_s,
         sglang_version=pack,
+        unknown=layout.unknown,
     ).also_repairing(fit.rules)
     if fit.pods is None:
         return report, fit

@@ -17,6 +17,7 @@ from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.validation.job_checks import job_violations, node_violations
 from meshsat.solver.validation.report import Report
+from meshsat.solver.validation.undecided import undecided
 from meshsat.solver.validation.validate import validate
 
 
@@ -163,10 +164,12 @@ def judge(
 
 
 def server_report(server: Server, pack: Pack) -> Report:
-    """One server's report: its release rules, and its nodes' disagreements and own GPU ids
-    as errors."""
+    """One server's report: its release rules (those that read a value the launch leaves
+    unknown undecided, `undecided`), and its nodes' disagreements and own GPU ids as
+    errors."""
     config = server.layout.config
     report = validate(config, server.layout.model, sglang_version=pack)
+    report = undecided(report, server.layout.unknown)
     issues = standing(server.layout.job, config.nnodes, server.commands[0].group_size)
     job = job_violations(issues) + node_violations(report, server.layout.nodes)
     job += visible_violations(server.commands, report.resolved, pack.version)

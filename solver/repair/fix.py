@@ -69,6 +69,7 @@ from meshsat.solver.repair.results import (
     Relaxation,
     RuleRef,
 )
+from meshsat.solver.validation.undecided import undecided
 from meshsat.solver.validation.validate import environment, validate
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ def fix(
     *,
     sglang_version: str | Pack | None = None,
     memory: MemoryModel | None = None,
+    unknown: Mapping[str, str] | None = None,
 ) -> FixReport:
     """The `top` nearest valid layouts to `config`, best first, as a `FixReport`.
 
@@ -118,6 +120,10 @@ def fix(
     arguments raise `InputError`. `sglang_version` picks the release's rules (`validate`).
     With `memory` (a `meshsat.solver.memory.MemoryModel`: the model and the GPU), only layouts that
     load are proposed (`_fitting`); none fitting is a conflict naming `MEM-FIT`.
+    `unknown` (field -> the value as written): fields a launch gives values meshsat cannot
+    know, left at SGLang's default in `config`; a rule that fails only through them is not
+    known to fail, so an input breaking nothing else is valid (`undecided` names those
+    rules), and a fix of the rest starts from the defaults.
     Thread-safe: the whole call holds the process-wide Z3 lock (`meshsat.solver.backends.z3lock`).
     """
     pinned = _check_args(pins, gpus, objective, top, timeout_s)
@@ -125,7 +131,7 @@ def fix(
     deadline_s = time.monotonic() + min(timeout_s, MAX_TIMEOUT_S)
     cfg, spec = as_config(config), as_model(model)
     pack = get_pack(sglang_version)
-    report = validate(cfg, spec, explain=False, sglang_version=pack)
+    report = undecided(validate(cfg, spec, explain=False, sglang_version=pack), unknown or {})
     before = int(report.derived["gpus_used"])
     if before > MAX_GPUS:  # each size is bounded, their product is not (limits.MAX_GPUS)
         raise InputError(
@@ -154,6 +160,7 @@ def fix(
         universe.bound,
         fixes=(),
         advice=advised,
+        undecided=report.undecided,
     )
     env = environment(cfg, spec)
     # A pin SGLang rewrites in the input itself is not kept by the input.

@@ -138,6 +138,10 @@ class FixReport:
     #: Pinned fields SGLang's resolution rewrites in the input itself: a valid input that
     #: does not run with its pins is repaired too (`meshsat.solver.repair.pins`).
     unpinned: tuple[str, ...] = ()
+    #: Ids of the rules the input breaks only at SGLang's default for a value the launch
+    #: leaves unknown (`fix(..., unknown=...)`): not repaired, since they are not known to
+    #: fail (`meshsat.solver.validation.undecided`).
+    undecided: tuple[str, ...] = ()
 
     @property
     def best(self) -> FixResult:
@@ -160,6 +164,7 @@ class FixReport:
         return {
             "valid_input": self.valid_input,
             "violations": list(self.violations),
+            "undecided": list(self.undecided),
             "advice": list(self.advice),
             "unpinned": list(self.unpinned),
             "objective": self.objective,

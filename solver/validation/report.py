@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from meshsat.solver.backends.render import fmt_value
@@ -94,6 +95,27 @@ class Report:
     conflict: tuple[str, ...] | None = None
     #: The SGLang release whose rules decided (its pack's version).
     sglang_version: str = ""
+    #: Fields a launch gave a value meshsat cannot know (field -> the value as written,
+    #: `--tp $TP`): validated at SGLang's default (`meshsat.solver.validation.undecided`).
+    unknown: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: Ids of the rules left undecided by `unknown`: they fail at the default, but read a
+    #: value this launch does not give (reported as warnings, not violations).
+    undecided: tuple[str, ...] = ()
+
+    def reads_unknown(self, name: str) -> tuple[str, ...]:
+        """The unknown fields (`field = value as written`) a derived width or field reads:
+        what makes the number shown for `name` SGLang's default rather than the launch's."""
+        if not self.unknown:
+            return ()
+        from meshsat.solver.lang.derived import DERIVED
+        from meshsat.solver.lang.expr import fields_of
+        from meshsat.solver.packs import get_pack
+
+        reach = get_pack(self.sglang_version or None).reach
+        width = next((w for w in DERIVED if w.name == name), None)
+        raw = fields_of(width.body) if width is not None else {name}
+        read = {r for f in raw for r in reach.get(f, {f})}
+        return tuple(f"{f} = {self.unknown[f]}" for f in sorted(read & set(self.unknown)))
 
     @property
     def resolved(self) -> dict[str, Any]:
@@ -112,6 +134,8 @@ class Report:
             "notes": [n.to_dict() for n in self.notes],
             "derived": dict(self.derived),
             "resolved": self.resolved,
+            "unknown": dict(self.unknown),
+            "undecided": list(self.undecided),
         }
 
     def to_json(self, indent: int | None = 2) -> str:

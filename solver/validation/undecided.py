@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
 from meshsat.solver.packs import get_pack
 from meshsat.solver.validation.report import Report, Violation
@@ -20,8 +21,12 @@ from meshsat.solver.validation.report import Report, Violation
 
 def undecided(report: Report, unknown: Mapping[str, str]) -> Report:
     """`report` with each violation that reads a field of `unknown` (field -> the value as
-    written) turned into a warning that it was not checked (module docstring)."""
-    if not unknown or not report.violations:
+    written) turned into a warning that it was not checked (module docstring); the report
+    keeps `unknown`, and the ids of those rules as `undecided`."""
+    if not unknown:
+        return report
+    report = replace(report, unknown=MappingProxyType(dict(unknown)))
+    if not report.violations:
         return report
     pack = get_pack(report.sglang_version or None)
     reach = pack.reach
@@ -51,4 +56,5 @@ def undecided(report: Report, unknown: Mapping[str, str]) -> Report:
         violations=tuple(kept),
         warnings=(*open_, *report.warnings),
         conflict=report.conflict if kept else None,
+        undecided=tuple(v.rule for v in open_),
     )

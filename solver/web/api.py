@@ -420,6 +420,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         fix_input,
         fix_status,
         unfixed_nodes,
+        unknown_note,
         with_commands,
     )
     from meshsat.solver.cli.memory_options import layout_memory, report_pack, sizing_notes
@@ -470,10 +471,12 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         timeout_s=min(params["timeout"], MAX_FIX_TIMEOUT_S),
         sglang_version=version,
         memory=memory,
+        unknown=layout.unknown,
     )
+    said += [text for text in (start.said, unknown_note(layout, report)) if text is not None]
     report = with_commands(report.also_repairing(start.fitted), layout, version)
     unfixed = unfixed_nodes(layout, report, version)
-    notes = (*layout.notes, *said, *((start.said,) if start.said is not None else ()))
+    notes = (*layout.notes, *said)
     return Answer(fix_document(report, unfixed), fix_status(report, unfixed), notes)
 
 
