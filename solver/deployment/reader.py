@@ -12,8 +12,8 @@ How launches are grouped into servers (docs/disaggregation.md):
   many servers of the role (`Server.replicas`), each its own job of `size` nodes: one
   entry, counted that many times.
 - A script is a deployment when it holds a router, servers of more than one role, or
-  several launches of one node each (servers of their own); any other script is one job,
-  read as before (`parse_sglang_command`, the JOB-* rules).
+  several launches of which one runs on one node (a server of its own); any other script
+  is one job, read as before (`parse_sglang_command`, the JOB-* rules).
 """
 
 from __future__ import annotations
@@ -211,17 +211,19 @@ def _may_be_deployment(text: str) -> bool:
 
 
 def is_deployment(commands: tuple[LaunchCommand, ...]) -> bool:
-    """A router, servers of more than one role, or several launches of one node each (no
-    launch of `--nnodes 1` is a node of another's job: SGLang starts each as a server of
-    its own): what makes a script a deployment. Launches of several nodes stay one job,
-    whose disagreements the JOB-* rules report (two `--node-rank 0` are a numbering
-    mistake, not two servers), and so does a text whose `--nnodes` is not a number."""
+    """A router, servers of more than one role, or several launches of which one runs on
+    one node (no launch of `--nnodes 1` is a node of another's job: SGLang starts each as a
+    server of its own; a page that shows a two-node job and then a one-node alternative
+    is not three nodes that disagree): what makes a script a deployment. Launches of
+    several nodes each stay one job, whose disagreements the JOB-* rules report (two
+    `--node-rank 0` are a numbering mistake, not two servers), and so does a text whose
+    `--nnodes` is not a number."""
     launches = tuple(c for c in commands if not c.router)
     roles = {role_of(c) for c in launches}
     if any(c.router for c in commands) or len(roles) > 1:
         return True
     try:
-        return len(launches) > 1 and all(_family(c)[2] == 1 for c in launches)
+        return len(launches) > 1 and any(_family(c)[2] == 1 for c in launches)
     except InputError:
         return False
 

@@ -195,9 +195,17 @@ def _finding(rule_id: str, servers: tuple[str, ...] = (), **fields: Any) -> Find
 
 
 def _both_roles(deployment: Deployment) -> Iterator[Finding]:
+    """A role without the other, unless a router names servers of the missing role that
+    this script does not launch: they run elsewhere (a prefill script and its router, the
+    decode nodes' script apart)."""
     prefill, decode = deployment.of_role("prefill"), deployment.of_role("decode")
     if bool(prefill) == bool(decode):
         return
+    missing = "decode" if prefill else "prefill"
+    for router in deployment.routers:
+        for target in getattr(router, missing):
+            if not any(reaches(target.endpoint, s.endpoint) for s in deployment.servers):
+                return
     what = "prefill servers but no decode server" if prefill else "decode servers but no prefill"
     yield _finding("PD-BOTH-ROLES", tuple(s.name for s in (*prefill, *decode)), what=what)
 

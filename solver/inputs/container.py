@@ -3,9 +3,11 @@
 Both manifest readers need this, and must agree on it: `k8s.py` (whole Kubernetes manifests,
 judged by pod template) and `manifest.py` (bare `command:`/`args:` lists and compose
 services, read word by word with positions). A container's `command` and `args` concatenate,
-as the kubelet runs them; a string where a list belongs is split as a shell would (compose
-allows it); a shell run with `-c` runs the one word after it as a script, the words after
-that being its `$0`, `$1`, ... (what `sh -c` does), so only that word is the launch.
+as the kubelet runs them, and so do a compose service's `entrypoint` and `command` (the
+image's entry point replaced, then its arguments: SGLang's own compose file launches so); a
+string where a list belongs is split as a shell would (compose allows it); a shell run with
+`-c` runs the one word after it as a script, the words after that being its `$0`, `$1`, ...
+(what `sh -c` does), so only that word is the launch.
 """
 
 from __future__ import annotations
@@ -33,12 +35,13 @@ class ContainerCommand:
 
 def has_command(node: Mapping[str, Any]) -> bool:
     """Whether a mapping is a container (or compose service) that says what it runs."""
-    return "command" in node or "args" in node
+    return "command" in node or "args" in node or "entrypoint" in node
 
 
 def container_command(container: Mapping[str, Any]) -> ContainerCommand:
     """What a container (a Kubernetes container or a compose service) runs."""
-    words = (*_as_words(container.get("command")), *_as_words(container.get("args")))
+    listed = (container.get(key) for key in ("entrypoint", "command", "args"))
+    words = tuple(word for value in listed for word in _as_words(value))
     env = tuple(_env(container.get("env", container.get("environment"))))
     return ContainerCommand(words, env, shell_script(words))
 

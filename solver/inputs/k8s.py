@@ -32,6 +32,7 @@ from typing import Any
 from meshsat.solver.catalogue.pd_pairs import DEFAULT_PORT
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.container import ContainerCommand, container_command
+from meshsat.solver.inputs.markdown import fenced_code
 
 #: Kinds whose pods are read, and where their pod templates are.
 POD_KINDS = ("Pod", "Deployment", "StatefulSet", "LeaderWorkerSet", "Job", "ReplicaSet")
@@ -64,7 +65,9 @@ class Container:
 
 
 def looks_like_manifest(text: str) -> bool:
-    """Whether launch text is a Kubernetes manifest rather than a shell script."""
+    """Whether launch text is a Kubernetes manifest rather than a shell script (also in a
+    Markdown code block: `markdown.fenced_code`)."""
+    text = fenced_code(text)[0]
     return bool(re.search(r"(?m)^\s*apiVersion\s*:", text)) and bool(
         re.search(r"(?m)^\s*kind\s*:", text)
     )
@@ -142,7 +145,7 @@ def manifest_launch(text: str) -> ManifestLaunch:
     """The SGLang launch of a manifest and what it says about it. An `InputError` when no
     container launches SGLang, or the object that runs it has a `spec.replicas` that runs
     no server."""
-    containers = list(_containers(_documents(text)))
+    containers = list(_containers(_documents(fenced_code(text)[0])))
     launching = [c for c in containers if c.launches_sglang()]
     if not launching:
         kinds = ", ".join(sorted({c.where for c in containers})) or "no pod template"

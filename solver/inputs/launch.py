@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -33,7 +34,16 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
 from meshsat.solver.inputs.k8s import replica_count
 from meshsat.solver.inputs.manifest import ListedCommand, expansion, manifest_commands
-from meshsat.solver.inputs.shell_masks import mask_arithmetic, mask_case
+from meshsat.solver.inputs.markdown import fenced_code
+from meshsat.solver.inputs.shell_masks import (
+    ARRAY_MARK,
+    Arrays,
+    mask_arithmetic,
+    mask_arrays,
+    mask_case,
+    mask_for_arith,
+    mask_tests,
+)
 from meshsat.solver.inputs.shell_vars import (
     Assigned,
     ShellVariables,
@@ -186,12 +196,15 @@ def read_launch_commands(
         raise InputError(f"the launch command is {len(text)} characters; at most {MAX_CHARS}")
     if "\x00" in text:
         raise InputError("the launch command is binary data (it holds NUL bytes)")
+    text, fences = fenced_code(text)
     listed = manifest_commands(text)
     if listed is not None:
         return _from_manifest(listed, routers)
     source, notes = pasted_as_shell(text)
+    if fences:
+        notes.insert(0, f"only the Markdown code blocks are read ({fences} fence line(s))")
     source, arithmetic = mask_arithmetic(source)
-    source = mask_case(source)
+    source, arrays = mask_arrays(mask_for_arith(mask_tests(mask_case(source))))
     nodes = _parse(source)
     newlines = [m.start() for m in re.finditer("\n", source)]
     exported: list[_Set] = []
@@ -229,7 +242,7 @@ def read_launch_commands(
                 line=line,
                 program=program,
                 env=tuple(pair for pair, _ in env),
-                words=tuple(_word(w, source, text, shell, read) for w in words[program_end:]),
+                words=tuple(_spliced(words[program_end:], source, text, shell, read, arrays)),
                 notes=(*notes, *_variables_note(read)),
                 span=(command.pos[0], max(command.pos[1], words[-1].pos[1])),
                 exported=tuple(pair for pair, _ in exported),
@@ -506,13 +519,32 @@ def _shell_parse(source: str) -> list[Any]:
         raise InputError(f"cannot parse the launch command: {exc}") from None
 
 
+#: The interpreter's own options a launch may put before `-m` (`python -u -m ...`, `python3
+#: -X faulthandler -m ...`): without a value, and the two that take one (`-X`, `-W`).
+_PYTHON_FLAGS = re.compile(r"-[bBdEiIOPqRsSuv]+|-[XW].+")
+_PYTHON_VALUED = frozenset({"-X", "-W"})
+
+
+def _past_python_options(texts: list[str], i: int) -> int:
+    """The index of the first word at or after `i` that is not an interpreter option."""
+    while i < len(texts):
+        if texts[i] in _PYTHON_VALUED:
+            i += 2
+        elif _PYTHON_FLAGS.fullmatch(texts[i]):
+            i += 1
+        else:
+            break
+    return i
+
+
 def _launcher(texts: list[str], routers: bool = False) -> tuple[int, str] | None:
     """Index just past the launcher words and the launcher as text, or None."""
     for i, t in enumerate(texts):
-        if _PYTHON.search(t) and texts[i + 1 : i + 2] == ["-m"] and i + 2 < len(texts):
-            module = texts[i + 2]
+        m = _past_python_options(texts, i + 1) if _PYTHON.search(t) else len(texts)
+        if texts[m : m + 1] == ["-m"] and m + 1 < len(texts):
+            module = texts[m + 1]
             if module in LAUNCH_MODULES or (routers and module in ROUTER_MODULES):
-                return i + 3, f"python -m {module}"
+                return m + 2, f"python -m {module}"
         if t.endswith("sglang") and texts[i + 1 : i + 2] == ["serve"]:
             return i + 2, "sglang serve"
     return None
@@ -554,6 +586,42 @@ def _set(node: Any, text: str) -> _Set | None:
 def _unplaced(pairs: list[tuple[str, str]]) -> list[_Set]:
     """Assignments whose values are not edited in place (docker's `-e NAME=value`)."""
     return [(pair, (-1, -1)) for pair in pairs]
+
+
+#: A whole word that expands an array to its words: `"${NAME[@]}"`, or unquoted
+#: `${NAME[@]}` / `${NAME[*]}` (each word then split at blanks); `"${NAME[*]}"` is one word.
+_ARRAY_USE = re.compile(r'"\$\{(?P<name>[A-Za-z_]\w*)\[@\]\}"|\$\{(?P<bare>[A-Za-z_]\w*)\[[@*]\]\}')
+
+
+def _spliced(
+    nodes: list[Any],
+    source: str,
+    text: str,
+    variables: ShellVariables,
+    read: list[str],
+    arrays: Arrays,
+) -> Iterator[Word]:
+    """Each word (`_word`), and for a word that expands an array the script sets for
+    certain before the launch, the array's words where they are written
+    (`shell_masks.mask_arrays`): `--rewrite` edits them there."""
+    for node in nodes:
+        m = _ARRAY_USE.fullmatch(source, node.pos[0], node.pos[1])
+        name = None if m is None else m["name"] or m["bare"]
+        body = None if name is None else arrays.of(name)
+        set_at = None if name is None else variables.known.get(name)
+        if body is None or set_at is None or set_at.value != ARRAY_MARK:
+            yield _word(node, source, text, variables, read)
+            continue
+        commands = ordered_commands(_shell_parse(body))
+        inner = [p for p in commands[0][0].parts if p.kind == "word"][1:] if commands else []
+        shown = text[node.pos[0] : node.pos[1]]
+        read.append(f"{shown} = its {len(inner)} word(s) (set on line {set_at.line})")
+        for w in inner:
+            word = _word(w, body, text, variables, read)
+            if m is None or m["bare"] is None or word.expansion is not None:
+                yield word
+            else:  # unquoted: bash splits each word's value at blanks
+                yield from (word._replace(text=part) for part in word.text.split())
 
 
 def _word(

@@ -11,11 +11,19 @@ commands run, and in which order, so far as it matters to a launch.
   `{ :; body ; :; body ; }`: a group whose branches all appear, each after a no-op
   `:`; a group is read as conditional (`shell_vars.ordered_commands`), so what a branch
   assigns is unknown afterwards, and a launch in a branch is still a launch.
+- `[[ condition ]]` (bashlex: "unexpected token") becomes `[ ... ]` with the condition
+  blanked: meshsat never evaluates a test (a branch is conditional whatever it tests).
+- `for ((init; test; step))` becomes `for _ in _`: the loop's body is what matters.
+- An array `NAME=(word ...)` (also `+=`, and after `declare -a`, `local`, ...; bashlex:
+  "unexpected token '('") becomes `NAME=_`, the words kept apart (`Arrays`) as a command
+  of their own at their own positions, so that a launch's `"${NAME[@]}"` reads them
+  (`launch.py`) and `--rewrite` edits them where they are written.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 #: Where a command may start: the text's start, a line's, or after a separator or keyword.
 _COMMAND_START = re.compile(r"(?:^|(?<=[;&|({\n])|(?<=\bthen)|(?<=\bdo)|(?<=\belse))[ \t]*", re.M)
@@ -171,3 +179,127 @@ def _quoted(source: str) -> list[bool]:
             continue
         i += 1
     return out
+
+
+#: `[[` where a test command starts (after a separator, `if`, `while`, `!`, ...).
+_TEST = re.compile(r"(?:^|(?<=[\s;&|(!]))\[\[(?=\s)", re.M)
+_FOR_ARITH = re.compile(r"\bfor[ \t]*\(\(")
+_ARRAY = re.compile(
+    r"(?:(?:declare|local|typeset|readonly|export)[ \t]+(?:-\w+[ \t]+)*)?"
+    r"(?P<name>[A-Za-z_]\w*)(?P<op>\+?=)\("
+)
+
+
+def mask_tests(source: str) -> str:
+    """`source` with each `[[ ... ]]` turned into `[ ... ]` around blanks (module
+    docstring); one without its `]]` on the same line stays for the parser to refuse."""
+    if "[[" not in source:
+        return source
+    chars = list(source)
+    quoted = _quoted(source)
+    for m in _TEST.finditer(source):
+        if quoted[m.start()]:
+            continue
+        close = m.end()
+        while close < len(source) and source[close] != "\n":
+            if not quoted[close] and source.startswith("]]", close):
+                break
+            close += 1
+        if not source.startswith("]]", close) or not source[close - 1].isspace():
+            continue
+        chars[m.start() : close + 2] = "[" + " " * (close - m.start()) + "]"
+    return "".join(chars)
+
+
+def mask_for_arith(source: str) -> str:
+    """`source` with each `for ((...))` header turned into `for _ in _` (module docstring)."""
+    if "((" not in source:
+        return source
+    chars = list(source)
+    quoted = _quoted(source)
+    for m in _FOR_ARITH.finditer(source):
+        if quoted[m.start()]:
+            continue
+        close = source.find("))", m.end())
+        newline = source.find("\n", m.end())
+        if close < 0 or (0 <= newline < close):
+            continue
+        width = close + 2 - (m.end() - 2)
+        if width < 6:
+            continue
+        chars[m.end() - 2 : close + 2] = "_ in _".ljust(width)
+    return "".join(chars)
+
+
+#: The value an array's name is given in the masked text: `shell_vars` records it like any
+#: assignment, so `launch.py` knows whether the array is set for certain where it is used.
+ARRAY_MARK = "_"
+
+
+@dataclass
+class Arrays:
+    """The arrays of a script (name -> its words as a command of their own: the text as
+    wide as the script, blank but for `:` where the `(` was and the words, newlines and
+    comments blanked); a name assigned more than once, or appended to, is ambiguous."""
+
+    words: dict[str, str] = field(default_factory=dict)
+    ambiguous: set[str] = field(default_factory=set)
+
+    def of(self, name: str) -> str | None:
+        return None if name in self.ambiguous else self.words.get(name)
+
+
+def mask_arrays(source: str) -> tuple[str, Arrays]:
+    """`source` with each array assignment turned into `NAME=_` of the same width, and
+    the arrays (module docstring); one whose `)` is not found stays as written."""
+    arrays = Arrays()
+    if "=(" not in source:
+        return source, arrays
+    chars = list(source)
+    quoted = _quoted(source)
+    for start in _COMMAND_START.finditer(source):
+        m = _ARRAY.match(source, start.end())
+        if m is None or quoted[m.start()]:
+            continue
+        close = _closing(source, quoted, m.end())
+        if close is None:
+            continue
+        name, opened = m["name"], m.end() - 1
+        body = [" "] * len(source)
+        body[opened] = ":"
+        for i in range(opened + 1, close):
+            if source[i] != "\n" and not _comment(source, quoted, i):
+                body[i] = source[i]
+        if name in arrays.words or m["op"] == "+=":
+            arrays.ambiguous.add(name)
+        arrays.words[name] = "".join(body)
+        chars[opened] = ARRAY_MARK
+        for i in range(opened + 1, close + 1):
+            if source[i] != "\n":
+                chars[i] = " "
+    return "".join(chars), arrays
+
+
+def _comment(source: str, quoted: list[bool], i: int) -> bool:
+    """Whether `i` is in a comment (`_quoted` marks comments as it marks quotes)."""
+    if not quoted[i]:
+        return False
+    j = i
+    while j > 0 and quoted[j - 1] and source[j - 1] != "\n":
+        j -= 1
+    return source[j] == "#" and (j == 0 or source[j - 1].isspace())
+
+
+def _closing(source: str, quoted: list[bool], i: int) -> int | None:
+    """The `)` closing an array's `(` just before `i`, past nested `$(...)`."""
+    depth = 1
+    while i < len(source):
+        if not quoted[i]:
+            if source[i] == "(":
+                depth += 1
+            elif source[i] == ")":
+                depth -= 1
+                if depth == 0:
+                    return i
+        i += 1
+    return None

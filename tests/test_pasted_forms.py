@@ -1,0 +1,240 @@
+"""Launches in the forms a sweep of 58 published SGLang launches found refused (exit 2) or
+misread: Markdown code fences and whole doc sections, bash arrays (`ARGS=(...)`,
+`"${ARGS[@]}"`), `[[ ... ]]` tests, `for ((...))` loops, `python -u -m`, a compose
+service's `entrypoint:` + `command:`, a page that shows a two-node job and then a one-node
+alternative. Array expansions are checked against bash itself (the launcher swapped for
+`printf`, as in test_shell_vars)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meshsat.solver.inputs.launch import read_launch_commands
+from meshsat.solver.inputs.markdown import fenced_code
+from meshsat.solver.inputs.shell_masks import mask_arrays, mask_for_arith, mask_tests
+from tests.cli_helpers import run_cli
+
+LAUNCH = "python3 -m sglang.launch_server"
+MODEL = "--model-path deepseek-ai/DeepSeek-V3"
+
+#: A docs section as people copy it: a heading, prose with parentheses, two fenced blocks.
+PAGE = f"""## Llama 3.1 405B
+
+**Run 405B (fp16) on two nodes**
+
+```bash
+# node 0
+{LAUNCH} {MODEL} --tp 16 --dist-init-addr 10.0.0.1:5000 --nnodes 2 --node-rank 0
+```
+
+Then (on the second node):
+
+~~~shell
+{LAUNCH} {MODEL} --tp 16 --dist-init-addr 10.0.0.1:5000 --nnodes 2 --node-rank 1
+~~~
+"""
+
+
+def _tp(script: str) -> list[str | None]:
+    out: list[str | None] = []
+    for command in read_launch_commands(script):
+        texts = [w.text for w in command.words]
+        at = texts.index("--tp-size") if "--tp-size" in texts else texts.index("--tp")
+        value = command.words[at + 1]
+        out.append(None if value.expansion is not None else value.text)
+    return out
+
+
+def test_a_docs_section_is_read_by_its_code_blocks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """bash read the fence's backticks as a command substitution around the launch ("one
+    quoted word") and the prose as a syntax error: exit 2. Now the blocks are read, and
+    --rewrite edits the page in place, prose and fences kept."""
+    assert _tp(PAGE) == ["16", "16"]
+    path = tmp_path / "page.md"
+    path.write_text(PAGE)
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+    assert run.code == 0 and json.loads(run.out)["derived"]["gpus_used"] == 16, run.err
+    assert "only the Markdown code blocks are read" in run.err
+    path.write_text(PAGE.replace("--tp 16", "--tp 3"))
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
+    lines, page = run.out.splitlines(), PAGE.splitlines()
+    assert len(lines) == len(page) and run.out != PAGE.replace("--tp 16", "--tp 3"), run.out
+    for line, was in zip(lines, page, strict=True):
+        assert line == was or line.startswith(LAUNCH), line
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("```\nA\n```\n", "\nA\n\n"),  # a bare block
+        ("```bash\nA\n```", "\nA\n"),
+        ("prose (x)\n```sh\nA\n```\nmore\n", "\n\nA\n\n\n"),  # prose outside is not read
+        ("```\nA\n", "\nA\n"),  # an opener whose block was not copied to its end
+        ("A\n```\n", "A\n\n"),
+        ("```A --tp 8\n```\n", "A --tp 8\n\n"),  # a fence glued to the command
+        ("````\n```\nA\n````\n", "\n\nA\n\n"),  # a shorter fence inside is text
+        ("A\n", "A\n"),
+    ],
+)
+def test_fenced_code(text: str, kept: str) -> None:
+    code, _ = fenced_code(text)
+    assert len(code) == len(text) and code.count("\n") == text.count("\n")
+    assert " ".join(code.split()) == " ".join(kept.split())
+
+
+def test_a_one_node_alternative_is_a_server_of_its_own(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A page shows a two-node job, then `--tp 8` on one node: read as three nodes of one
+    job, it "disagreed on tp_size and nnodes" (JOB-ONE-LAYOUT). A one-node launch is never
+    a node of another's job: two servers."""
+    path = tmp_path / "page.md"
+    path.write_text(PAGE + f"\nOn one node:\n\n```bash\n{LAUNCH} {MODEL} --tp 8\n```\n")
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+    roles = json.loads(run.out)["roles"]
+    assert run.code == 0 and [r["resolved"]["tp_size"] for r in roles] == [16, 8], run.out
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        'if [[ -z "$RANK" && $# -lt 2 ]]; then echo usage; exit 1; fi\n{L} --tp 8\n',
+        "while [[ $i -lt 3 ]]; do i=1; done\n{L} --tp 8\n",
+        "for ((i = 0; i < 2; i++)); do echo $i; done\n{L} --tp 8\n",
+        'if [[ "$NODE_RANK" == 0 ]]; then\n  {L} --tp 8\nfi\n',
+    ],
+)
+def test_bash_tests_and_c_style_loops_are_read(script: str) -> None:
+    """bashlex cannot parse `[[ ... ]]` or `for ((...))` ("unexpected token"): such
+    scripts exited 2. Masked at the same width, what meshsat reads of them is unchanged."""
+    text = script.format(L=LAUNCH)
+    assert _tp(text) == ["8"]
+    masked = mask_for_arith(mask_tests(text))
+    assert len(masked) == len(text) and masked.count("\n") == text.count("\n")
+
+
+ARRAY = f"""TP=8
+ARGS=(
+    --tp-size $TP   # the width
+    --nnodes "2"
+    --enable-dp-attention --dp 3
+)
+{LAUNCH} {MODEL} "${{ARGS[@]}}" --port 30000
+"""
+
+
+def test_an_array_of_flags_is_read_and_rewritten_where_it_is(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`ARGS=(...)` then `"${ARGS[@]}"`: bashlex refused the array ("unexpected token
+    '('"), exit 2. Its words are read, and --rewrite edits them inside the array."""
+    assert _tp(ARRAY) == ["8"]
+    path = tmp_path / "launch.sh"
+    path.write_text(ARRAY)
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+    report = json.loads(run.out)
+    assert run.code == 1 and report["resolved"]["dp_size"] == 3, run.out
+    assert '"${ARGS[@]}" = its 7 word(s) (set on line 2)' in run.err
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
+    assert run.out.splitlines()[-1] == ARRAY.splitlines()[-1]  # the launch line unchanged
+    assert "--dp 3" not in run.out and "--tp-size $TP   # the width" in run.out, run.out
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "ARGS=(--tp 8)\nARGS+=(--dp 2)\n{L} ${{ARGS[@]}}\n",  # appended: not one list
+        "if true; then ARGS=(--tp 8); fi\n{L} ${{ARGS[@]}}\n",  # set in a branch
+        "ARGS=(--tp 8)\nARGS=(--tp 4)\n{L} ${{ARGS[@]}}\n",
+        "{L} ${{ARGS[@]}}\n",  # never set here
+        'ARGS=(--tp 8)\n{L} "${{ARGS[*]}}"\n',  # one word of them all
+    ],
+)
+def test_an_array_not_known_for_certain_is_not_read(script: str) -> None:
+    (command,) = read_launch_commands(script.format(L=LAUNCH))
+    (word,) = command.words
+    assert word.expansion is not None and "ARGS" in word.expansion
+
+
+ELEMENTS = st.sampled_from(
+    ["--tp", "8", "$N", '"$N"', "'a b'", "--dp=2", "${N:-3}", "# note\n", "\n", "x$N"]
+)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(ELEMENTS, min_size=1, max_size=8),
+    st.sampled_from(['"${A[@]}"', "${A[@]}", "${A[*]}"]),
+)
+def test_arrays_against_bash(elements: list[str], use: str) -> None:
+    """The words meshsat reads from `A=(...)` ... `"${A[@]}"` are the words bash passes
+    (unquoted, each element split where it holds blanks)."""
+    body = " ".join(elements)
+    script = f"N=4\nA=( {body} )\n{LAUNCH} {use} --end\n"
+    words = read_launch_commands(script)[0].words
+    _, arrays = mask_arrays(script)
+    assert arrays.of("A") is not None
+    shown = script.replace(LAUNCH, "printf '%s\\n'")
+    ran = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", shown],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin"},
+    ).stdout.split("\n")[:-1]
+    assert [w.text for w in words] == ran, script
+
+
+def test_compose_entrypoint_and_command_are_one_launch(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """SGLang's own compose file puts the launcher in `entrypoint:` and the flags in
+    `command:`; only `command:` was read ("launch no SGLang server", exit 2)."""
+    compose = (
+        "services:\n  sglang:\n    image: lmsysorg/sglang:latest\n"
+        "    entrypoint: python3 -m sglang.launch_server\n"
+        "    command:\n      --model-path deepseek-ai/DeepSeek-V3\n      --tp 8\n"
+    )
+    path = tmp_path / "compose.yaml"
+    path.write_text(compose)
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+    assert run.code == 0 and json.loads(run.out)["resolved"]["tp_size"] == 8, run.err
+
+
+@pytest.mark.parametrize("options", ["-u", "-u -B", "-X faulthandler", "-Wignore", "-OO"])
+def test_interpreter_options_before_the_module(options: str) -> None:
+    """`python -u -m sglang.launch_server` was "not an SGLang launch command"."""
+    assert _tp(f"python {options} -m sglang.launch_server --tp 4\n") == ["4"]
+
+
+def test_a_prefill_script_whose_router_names_decode_servers_elsewhere(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Published PD recipes keep each role's launch in its own script; the prefill one with
+    the router that names the decode nodes was refused (PD-BOTH-ROLES: "prefill servers
+    but no decode server"). A decode server the router names and this script does not
+    launch runs elsewhere; with no such name the finding stands."""
+    prefill = f"{LAUNCH} {MODEL} --tp 8 --disaggregation-mode prefill --port 30000 &\n"
+    router = (
+        "python3 -m sglang_router.launch_router --pd-disaggregation "
+        "--prefill http://127.0.0.1:30000 --decode http://10.0.0.2:30000\n"
+    )
+    path = tmp_path / "prefill.sh"
+    path.write_text(prefill + router)
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+    rules = [f["rule"] for f in json.loads(run.out)["deployment"]["findings"]]
+    assert run.code == 0 and "PD-BOTH-ROLES" not in rules, run.out
+    path.write_text(prefill + router.replace(" --decode http://10.0.0.2:30000", ""))
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+    rules = [f["rule"] for f in json.loads(run.out)["deployment"]["findings"]]
+    assert run.code == 1 and "PD-BOTH-ROLES" in rules, run.out
