@@ -177,3 +177,20 @@ def test_a_pd_server_with_an_unknown_width_is_not_refused(
     run = run_cli(capsys, "fix", "--sglang-file", str(tmp_path / "launch.sh"), "--json")
     assert run.code == 0, run.out
     assert all(not role["fixes"][0]["changes"] for role in json.loads(run.out)["roles"]), run.out
+
+
+def test_groups_ask_for_an_unknown_width(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`groups` drew the groups of tp's default (or called the launch invalid at it): a
+    width unknown here is asked for instead, in one line, exit 2; given, it is used; an
+    unknown node rank is no width."""
+    path = tmp_path / "launch.sh"
+    path.write_text(UNDECIDED_ONLY)
+    run = run_cli(capsys, "groups", "--sglang-file", str(path))
+    assert run.code == 2 and "tp_size = $TP is unknown here" in run.err, run.err
+    assert "--set tp_size=N" in run.err and not run.out
+    run = run_cli(capsys, "groups", "--sglang-file", str(path), "--set", "tp_size=12", "--json")
+    assert run.code == 0 and json.loads(run.out)["world"] == 12, run.out
+    path.write_text(f"{L} --tp 8 --nnodes 2 --node-rank $R\n")
+    assert run_cli(capsys, "groups", "--sglang-file", str(path)).code == 0

@@ -23,7 +23,8 @@ from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
 from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import GROUP_KINDS, PlannedLayout, RankMap, plan_layout
-from meshsat.solver.inputs.layout_input import LayoutSources
+from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
+from meshsat.solver.inputs.sglang_cmdline import PER_NODE_FIELDS
 from meshsat.solver.validation.report import InvalidLayoutError, Violation
 
 RankOpt = Annotated[
@@ -96,6 +97,7 @@ def groups_cmd(
         job = found
     command = "groups" if rank is None else "groups --rank"
     layout = read_layout(sources, sglang_version, command=command, job=job)
+    _need_widths(layout)
     try:
         # The option's default is the newest pack, as for every other command (`check`
         # alone defaults to the installed release, for servers at start-up).
@@ -156,6 +158,19 @@ def _groups(
     emit(chosen_fmt, with_violations(data, wrong), rows)
 
 
+def _need_widths(layout: LayoutInput, where: str = "") -> None:
+    """Groups are the ranks of known widths: a launch value unknown here (`--tp $TP`)
+    would show SGLang's default as the launch's groups, so it is asked for instead (a node's
+    rank or address is not a width)."""
+    unknown = {k: v for k, v in layout.unknown.items() if k not in PER_NODE_FIELDS}
+    if unknown:
+        listed = ", ".join(f"{name} = {text}" for name, text in unknown.items())
+        raise InputError(
+            f"{where}groups need the layout's widths, and {listed} is unknown here (give "
+            f"the value with --set {next(iter(unknown))}=N)"
+        )
+
+
 def _deployment_groups(
     deployment: Deployment, sglang_version: str | None, fmt: OutputFormat
 ) -> int:
@@ -164,6 +179,8 @@ def _deployment_groups(
     devices, or the rules between the servers), saying so."""
     for text in gd.server_notes(deployment):
         note(text)
+    for server in deployment.servers:
+        _need_widths(server.layout, f"{server.name}: ")
     found = gd.plan_deployment(deployment, sglang_version)
     if fmt is OutputFormat.table:
         gd.print_deployment_groups(found)
