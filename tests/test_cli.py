@@ -60,6 +60,7 @@ def test_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
         "resolved",
         "unknown",
         "undecided",
+        "derived_unknown",
     }
     assert data["valid"] is False
     assert data["conflict"] == ["tp_size", "dp_size", "enable_dp_attention"]

@@ -587,3 +587,18 @@ def test_validate_and_check_never_import_the_web_app() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_an_unknown_value_is_said_not_defaulted(server: MeshsatServer) -> None:
+    """The page said "valid ... 1 GPU(s)" for `--tp $TP --dp 3 --enable-dp-attention`:
+    tp's default, not the launch's. The document names the rules not checked and the
+    widths that read the unknown value (the page shows them as '?'); the fix keeps the
+    command as it is."""
+    command = "python -m sglang.launch_server --model-path x --tp $TP --dp 3 --enable-dp-attention"
+    status, _, doc = call(server, "POST", "/api/validate", {"sglang": command})
+    assert status == 200 and doc["valid"] and doc["unknown"] == {"tp_size": "$TP"}
+    assert doc["undecided"] == ["DPATTN-TP-DIV", "TOPO-ATTN-TP"]
+    assert {"gpus_used", "attn_tp", "engine_world"} <= set(doc["derived_unknown"])
+    assert "attn_dp" not in doc["derived_unknown"]
+    status, _, fixed = call(server, "POST", "/api/fix", {"sglang": command})
+    assert status == 200 and fixed["valid_input"] and fixed["undecided"] == doc["undecided"]

@@ -136,6 +136,8 @@ class Report:
             "resolved": self.resolved,
             "unknown": dict(self.unknown),
             "undecided": list(self.undecided),
+            # The derived widths whose number is SGLang's default's, not the launch's.
+            "derived_unknown": [name for name in self.derived if self.reads_unknown(name)],
         }
 
     def to_json(self, indent: int | None = 2) -> str:

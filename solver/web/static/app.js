@@ -497,8 +497,11 @@ async function runCheck() {
       return;
     }
     const hot = new Set(doc.conflict || []);
+    const open = doc.undecided || [];
     $("#check-verdict").replaceChildren(doc.valid
-      ? h("span", { class: "ok" }, `✓ valid on SGLang ${doc.sglang_version}: ${gpusText(doc)}`)
+      ? h("span", { class: "ok" }, open.length
+        ? `✓ valid on SGLang ${doc.sglang_version} on the values known here; ${open.length} rule(s) not checked (see the warnings): ${gpusText(doc)}`
+        : `✓ valid on SGLang ${doc.sglang_version}: ${gpusText(doc)}`)
       : h("span", { class: "bad" }, `✗ invalid on SGLang ${doc.sglang_version}: ${doc.violations.length} rule(s) violated`));
     $("#check-violations").replaceChildren(doc.violations.length ? violationTable(doc.violations, hot) : "");
     $("#check-conflict").replaceChildren(doc.conflict && doc.conflict.length
@@ -517,7 +520,9 @@ async function runCheck() {
            h("ul", {}, quiet.map((n) => h("li", {}, noteLine(n))))) : null,
          notes.length ? h("ul", { class: "muted" }, notes.map((n) => h("li", {}, n))) : null]
       : "");
-    const d = doc.derived;
+    // A width that reads a value the launch leaves unknown shows "?", not SGLang's default.
+    const unknownWidths = new Set(doc.derived_unknown || []);
+    const d = Object.fromEntries(Object.entries(doc.derived).map(([k, v]) => [k, unknownWidths.has(k) ? "?" : v]));
     $("#check-derived").textContent = `derived: attn_dp ${d.attn_dp} · attn_tp ${d.attn_tp} · moe_tp ${d.moe_tp} · engine world ${d.engine_world}`;
     $("#check-fix").replaceChildren();
     if (!doc.valid) {
@@ -536,6 +541,9 @@ async function runCheck() {
 // GPUs of what was pasted: a manifest object's every replica (`manifest.gpus`, as the
 // CLI's `... runs 8 replicas of this server: 16 GPU(s) in all`), else the one server's.
 function gpusText(doc) {
+  if ((doc.derived_unknown || []).includes("gpus_used")) {
+    return `GPU count not known here (it reads ${Object.entries(doc.unknown).map(([k, v]) => `${k} = ${v}`).join(", ")})`;
+  }
   const m = doc.manifest;
   if (!m || m.replicas <= 1) return `${doc.derived.gpus_used} GPU(s)`;
   return `${m.gpus} GPU(s): ${m.object} runs ${m.replicas} replicas of ${doc.derived.gpus_used} GPU(s)`;
