@@ -63,7 +63,7 @@ def test_a_docs_section_is_read_by_its_code_blocks(
     path.write_text(PAGE)
     run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
     assert run.code == 0 and json.loads(run.out)["derived"]["gpus_used"] == 16, run.err
-    assert "only the Markdown code blocks are read" in run.err
+    assert "only the Markdown page's shell code is read (2 of its 2 code blocks)" in run.err
     path.write_text(PAGE.replace("--tp 16", "--tp 3"))
     run = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
     lines, page = run.out.splitlines(), PAGE.splitlines()
@@ -75,13 +75,20 @@ def test_a_docs_section_is_read_by_its_code_blocks(
 @pytest.mark.parametrize(
     ("text", "kept"),
     [
-        ("```\nA\n```\n", "\nA\n\n"),  # a bare block
-        ("```bash\nA\n```", "\nA\n"),
+        ("```\nsglang A\n```\n", "\nsglang A\n\n"),  # a bare block
+        ("```bash\nA\n```", "\nA\n"),  # a shell block, whatever it holds
         ("prose (x)\n```sh\nA\n```\nmore\n", "\n\nA\n\n\n"),  # prose outside is not read
         ("```\nA\n", "\nA\n"),  # an opener whose block was not copied to its end
         ("A\n```\n", "A\n\n"),
         ("```A --tp 8\n```\n", "A --tp 8\n\n"),  # a fence glued to the command
-        ("````\n```\nA\n````\n", "\n\nA\n\n"),  # a shorter fence inside is text
+        ("````\n```\nsglang A\n````\n", "\n\nsglang A\n\n"),  # a shorter fence inside is text
+        ("```sh\nA\n```\n```python\nsglang(x)\n```\n", "\nA\n\n\n\n\n"),  # not shell
+        ("```sh\nA\n```\n```\nTraceback (x)\n```\n", "\nA\n\n\n\n\n"),  # no SGLang in it
+        ("> ```bash\n> A --tp 8\n> ```\n", "\n  A --tp 8\n\n"),  # a quoted reply
+        ("```bash Prefill node\nA\n```\n", "\nA\n\n"),  # an MDX title
+        ('```sh title="run.sh"\nA\n```\n', "\nA\n\n"),
+        # No block launches, the prose does (an issue's bare command over its traceback).
+        ("sglang.launch_server --tp 8\n```\nerr\n```\n", "sglang.launch_server --tp 8\n\n\n\n"),
         ("A\n", "A\n"),
     ],
 )
@@ -238,3 +245,17 @@ def test_a_prefill_script_whose_router_names_decode_servers_elsewhere(
     run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
     rules = [f["rule"] for f in json.loads(run.out)["deployment"]["findings"]]
     assert run.code == 1 and "PD-BOTH-ROLES" in rules, run.out
+
+
+def test_a_flattened_page_is_read_as_continued_lines() -> None:
+    """A page whose newlines were lost keeps its ` \\ `: bash reads `\\ ` as an escaped
+    blank, a word " --tp" SGLang's parser refuses; it is read as the continuation it was."""
+    assert _tp(f"{LAUNCH} \\   {MODEL} \\ --tp 8 \\ --dp 2\n") == ["8"]
+
+
+@pytest.mark.parametrize("entry", ["--entrypoint=python3", "--entrypoint python3"])
+def test_a_container_whose_entry_point_is_python(entry: str) -> None:
+    """`docker run --entrypoint=python3 IMAGE -m sglang.launch_server ...` (InferenceMAX's
+    scripts) was "not an SGLang launch command"."""
+    script = f"docker run --rm {entry} $IMAGE \\\n  -m sglang.launch_server {MODEL} --tp 4\n"
+    assert _tp(script) == ["4"]

@@ -111,6 +111,9 @@ _PLACEHOLDER = re.compile(r"(?<=[\s=])<([A-Za-z][\w.\-]*)>(?=\s|$)")
 #: SGLang's Ascend docs write a router's targets and a rendezvous): unread, bash takes its `<`
 #: and `>` for redirections and the URL for `http://`.
 _HOST_PLACEHOLDER = re.compile(r"(?:(?<=://)|(?<=[\s=]))<([A-Za-z][\w.\-]*)>(?=[:/\s]|$)")
+#: ` \ ` inside a line before a flag: a continued command whose newlines a page flattened
+#: (bash would read `\ ` as an escaped blank, a word " --tp" no parser takes).
+_FLATTENED_CONTINUATION = re.compile(r"(?<=[ \t])\\(?=[ \t]+-)")
 #: A lone `-` ending a line whose next line goes on with flags: a `\` mistyped or lost.
 _BROKEN_CONTINUATION = re.compile(r"(?<=[ \t])-[ \t]*(?=\r?\n[ \t]*--)")
 
@@ -196,13 +199,13 @@ def read_launch_commands(
         raise InputError(f"the launch command is {len(text)} characters; at most {MAX_CHARS}")
     if "\x00" in text:
         raise InputError("the launch command is binary data (it holds NUL bytes)")
-    text, fences = fenced_code(text)
+    text, fenced = fenced_code(text)
     listed = manifest_commands(text)
     if listed is not None:
         return _from_manifest(listed, routers)
     source, notes = pasted_as_shell(text)
-    if fences:
-        notes.insert(0, f"only the Markdown code blocks are read ({fences} fence line(s))")
+    if fenced is not None:
+        notes.insert(0, fenced)
     source, arithmetic = mask_arithmetic(source)
     source, arrays = mask_arrays(mask_for_arith(mask_tests(mask_case(source))))
     nodes = _parse(source)
@@ -479,6 +482,9 @@ def pasted_as_shell(text: str) -> tuple[str, list[str]]:
     if prompts:
         source = _PROMPT.sub(_blank, source)
         notes.append(f"a terminal prompt ({prompts[0]!r}) before the command is not read")
+    source, flattened = _FLATTENED_CONTINUATION.subn(" ", source)
+    if flattened:
+        notes.append(f"' \\ ' inside a line is read as a line continuation ({flattened}x)")
     dashes = len(_BROKEN_CONTINUATION.findall(source))
     if dashes:
         source = _BROKEN_CONTINUATION.sub(lambda m: "\\" + " " * (len(m.group()) - 1), source)
@@ -525,6 +531,18 @@ _PYTHON_FLAGS = re.compile(r"-[bBdEiIOPqRsSuv]+|-[XW].+")
 _PYTHON_VALUED = frozenset({"-X", "-W"})
 
 
+def _python_entrypoint(texts: list[str]) -> int | None:
+    """The index of a `docker run --entrypoint` naming Python (`--entrypoint=python3`,
+    `--entrypoint python3`), or None."""
+    for i, t in enumerate(texts):
+        name = t.removeprefix("--entrypoint=") if t.startswith("--entrypoint=") else None
+        if t == "--entrypoint" and i + 1 < len(texts):
+            name = texts[i + 1]
+        if name is not None and _PYTHON.search(name):
+            return i
+    return None
+
+
 def _past_python_options(texts: list[str], i: int) -> int:
     """The index of the first word at or after `i` that is not an interpreter option."""
     while i < len(texts):
@@ -538,9 +556,15 @@ def _past_python_options(texts: list[str], i: int) -> int:
 
 
 def _launcher(texts: list[str], routers: bool = False) -> tuple[int, str] | None:
-    """Index just past the launcher words and the launcher as text, or None."""
+    """Index just past the launcher words and the launcher as text, or None. A container
+    whose entry point is Python (`docker run --entrypoint=python3 IMAGE -m ...`) runs the
+    module named after its image."""
+    entry = _python_entrypoint(texts)
     for i, t in enumerate(texts):
-        m = _past_python_options(texts, i + 1) if _PYTHON.search(t) else len(texts)
+        python = _PYTHON.search(t) or (
+            entry is not None and i > entry and texts[i + 1 : i + 2] == ["-m"]
+        )
+        m = _past_python_options(texts, i + 1) if python else len(texts)
         if texts[m : m + 1] == ["-m"] and m + 1 < len(texts):
             module = texts[m + 1]
             if module in LAUNCH_MODULES or (routers and module in ROUTER_MODULES):

@@ -16,41 +16,99 @@ from __future__ import annotations
 
 import re
 
-#: A fence line: three or more backticks or tildes, an optional one-word info string
-#: (`bash`, `shell`, `yaml`), nothing else.
-_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*([\w+.\-]*)[ \t]*\r?\n?")
+#: A fence line: Markdown quote markers (`> `), three or more backticks or tildes, an
+#: optional label (`bash`, `shell`, `yaml`) and what follows it: after a language's
+#: name anything (MDX titles: ```` ```bash Prefill node ````), after any other word only
+#: attributes (`_ATTRIBUTES`), so that a fence glued to a command is no fence line.
+_FENCE = re.compile(
+    r"[ \t]*((?:>[ \t]?)*)[ \t]*(`{3,}|~{3,})[ \t]*([\w+.\-]*)([^`\n]*?)[ \t]*\r?\n?"
+)
+#: What may follow an unknown label on a fence line: attributes (`title="x"`, `{.bash}`).
+_ATTRIBUTES = re.compile(r"(?:[ \t]+(?:\{[^}\n]*\}|\w+=(?:\"[^\"\n]*\"|'[^'\n]*'|\S+)))*")
 #: A fence glued to the code on its line: the code is read, the backticks are not.
 _GLUED = re.compile(r"[ \t]*`{3,}(?=[^\s`])")
+#: What launches a server or router (a block without it holds no launch).
+_LAUNCH = re.compile(r"sglang\S*\.launch_(?:server|router)|sglang\s+serve|mini_lb|launch_lb")
+#: A quoted reply's markers at the start of a line.
+_QUOTE = re.compile(r"[ \t]*(?:>[ \t]?)+")
+#: Labels of blocks always read: shells and the manifests' YAML.
+SHELL_LABELS = frozenset(
+    {"bash", "sh", "shell", "zsh", "console", "terminal", "shell-session", "sh-session"}
+    | {"shellsession", "yaml", "yml"}
+)
+#: Labels of blocks never read: code that is not shell.
+OTHER_LANGUAGES = frozenset(
+    {"python", "py", "python3", "pycon", "json", "jsonc", "javascript", "js", "typescript"}
+    | {"ts", "go", "golang", "rust", "c", "cpp", "c++", "java", "toml", "ini", "diff", "html"}
+    | {"xml", "sql", "dockerfile", "docker", "makefile", "make"}
+)
 
 
 def _blank(text: str) -> str:
     return re.sub(r"[^\n]", " ", text)
 
 
-def fenced_code(text: str) -> tuple[str, int]:
-    """`text` as the shell (or the YAML reader) should see it, as wide, and how many fence
-    lines were not read (module docstring); text without a fence comes back as it is."""
+def _read(label: str, code: str) -> bool:
+    """Whether a fenced block is launch text (module docstring)."""
+    label = label.lower()
+    if label in SHELL_LABELS:
+        return True
+    return label not in OTHER_LANGUAGES and "sglang" in code.lower()
+
+
+#: A fence line's place and what it says: (line, fence characters, label, in a quote).
+Fence = tuple[int, str, str, bool]
+
+
+def _blocks(fences: list[Fence]) -> list[tuple[Fence, range]]:
+    """The fenced blocks, each its opener and its lines, paired as Markdown pairs them: an
+    opener is closed by the next fence of its character at least as long (a closer has no
+    info string; a line with one opens a new block)."""
+    found: list[tuple[Fence, range]] = []
+    opener: Fence | None = None
+    for fence in fences:
+        if opener is None:
+            opener = fence
+        elif fence[1][0] == opener[1][0] and len(fence[1]) >= len(opener[1]):
+            found.append((opener, range(opener[0] + 1, fence[0])))
+            opener = None
+    return found
+
+
+def fenced_code(text: str) -> tuple[str, str | None]:
+    """`text` as the shell (or the YAML reader) should see it, as wide, and a note on what
+    was not read (module docstring); text without a fence comes back as it is, no note."""
     if "```" not in text and "~~~" not in text:
-        return text, 0
+        return text, None
     lines = text.splitlines(keepends=True)
-    fences: list[tuple[int, str]] = []  # (line index, fence characters)
+    fences: list[Fence] = []
     for i, line in enumerate(lines):
         m = _FENCE.fullmatch(line)
-        if m is not None:
-            fences.append((i, m.group(1)))
-    # Pair them as Markdown does: an opener is closed by the next fence of its character
-    # at least as long (a closer has no info string; a line with one opens a new block).
+        if m is None:
+            continue
+        label, rest = m.group(3), m.group(4)
+        if label.lower() in SHELL_LABELS | OTHER_LANGUAGES or _ATTRIBUTES.fullmatch(rest):
+            fences.append((i, m.group(2), label, bool(m.group(1))))
+    blocks = _blocks(fences)
     inside: set[int] = set()
-    blocks = 0
-    opener: tuple[int, str] | None = None
-    for i, fence in fences:
-        if opener is None:
-            opener = (i, fence)
-        elif fence[0] == opener[1][0] and len(fence) >= len(opener[1]):
-            inside.update(range(opener[0] + 1, i))
-            blocks += 1
-            opener = None
-    fence_lines = {i for i, _ in fences}
+    quoted: set[int] = set()
+    read = 0
+    for opener, block in blocks:
+        if _read(opener[2], "".join(lines[k] for k in block)):
+            read += 1
+            inside.update(block)
+            if opener[3]:
+                quoted.update(block)
+    fence_lines = {fence[0] for fence in fences}
+    prose = not blocks
+    if blocks and not _LAUNCH.search("".join(lines[k] for k in sorted(inside))):
+        # No block read launches anything, and the launch is in the prose (an issue's
+        # command pasted bare above its traceback's block): the text outside is read.
+        blocked = {k for _, block in blocks for k in block} | fence_lines
+        outside = [k for k in range(len(lines)) if k not in blocked]
+        if _LAUNCH.search("".join(lines[k] for k in outside)):
+            inside, quoted = set(outside), set()
+            prose = True
     out: list[str] = []
     glued = 0
     for i, line in enumerate(lines):
@@ -62,9 +120,18 @@ def fenced_code(text: str) -> tuple[str, int]:
             else:
                 out.append(_blank(line))
             continue
+        if i in quoted and (q := _QUOTE.match(line)) is not None:
+            line = _blank(q.group()) + line[q.end() :]
         m = _GLUED.match(line)
         if m is not None:
             glued += 1
             line = _blank(m.group()) + line[m.end() :]
         out.append(line)
-    return "".join(out), len(fence_lines) + glued
+    n = len(fence_lines) + glued
+    if not n:
+        return text, None
+    if prose:
+        return "".join(out), f"Markdown code fences are not read ({n} fence line(s))"
+    return "".join(out), (
+        f"only the Markdown page's shell code is read ({read} of its {len(blocks)} code blocks)"
+    )
