@@ -259,3 +259,17 @@ def test_a_container_whose_entry_point_is_python(entry: str) -> None:
     scripts) was "not an SGLang launch command"."""
     script = f"docker run --rm {entry} $IMAGE \\\n  -m sglang.launch_server {MODEL} --tp 4\n"
     assert _tp(script) == ["4"]
+
+
+def test_one_variable_spelled_two_ways_is_one_address(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`${LEADER_IP?}:5000` on node 0 and `${LEADER_IP}:5000` on node 1 (an issue's
+    launch) were "two rendezvous addresses" (JOB-DIST-INIT); another variable still is."""
+    node = f"{LAUNCH} {MODEL} --tp 16 --nnodes 2 --node-rank {{}} --dist-init-addr {{}}:5000\n"
+    path = tmp_path / "launch.sh"
+    path.write_text(node.format(0, "${LEADER_IP?}") + node.format(1, "${LEADER_IP}"))
+    assert run_cli(capsys, "validate", "--sglang-file", str(path)).code == 0
+    path.write_text(node.format(0, "${LEADER_IP?}") + node.format(1, "$HEAD_IP"))
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+    assert run.code == 1 and json.loads(run.out)["first"] == "JOB-DIST-INIT", run.out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import gc
 import json
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -599,7 +600,7 @@ def _check_job(
             )
     addrs = [(c.line, p.dist_init_addr) for c, p in zip(commands, parsed, strict=True)]
     for line, addr in addrs[1:]:
-        if addr != addrs[0][1]:
+        if _one_spelling(addr) != _one_spelling(addrs[0][1]):
             issues.append(
                 JobIssue(
                     "JOB-DIST-INIT",
@@ -739,3 +740,16 @@ def _config_words(data: dict[str, Any]) -> list[str]:
         else:
             out += [flag, str(value).lower() if isinstance(value, bool) else str(value)]
     return out
+
+
+#: A variable's expansion in the spellings that expand alike: `$X`, `${X}`, and `${X?msg}`
+#: / `${X:?msg}` (which only add an error when X is unset).
+_EXPANSION = re.compile(r"\$\{([A-Za-z_]\w*)(?::?\?[^}]*)?\}|\$([A-Za-z_]\w*)")
+
+
+def _one_spelling(address: str | None) -> str | None:
+    """An address as written, each expansion in one spelling: `${LEADER_IP?}:5000` on one
+    node and `${LEADER_IP}:5000` on the next name one rendezvous."""
+    if address is None:
+        return None
+    return _EXPANSION.sub(lambda m: "$" + (m.group(1) or m.group(2)), address)
