@@ -273,3 +273,40 @@ def test_one_variable_spelled_two_ways_is_one_address(
     path.write_text(node.format(0, "${LEADER_IP?}") + node.format(1, "$HEAD_IP"))
     run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
     assert run.code == 1 and json.loads(run.out)["first"] == "JOB-DIST-INIT", run.out
+
+
+VALUES = st.sampled_from(["--tp 8", "--dp  2", "--ep=4", "x", "--enable-dp-attention", "$N"])
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@settings(max_examples=30, deadline=None)
+@given(st.lists(VALUES, min_size=1, max_size=4), st.sampled_from(["$ARGS", "${ARGS}", '"$ARGS"']))
+def test_flags_in_a_variable_are_split_as_bash_splits_them(values: list[str], use: str) -> None:
+    """`ARGS="--tp 8 --dp 2"` then `$ARGS`: bash passes each flag as a word; meshsat read
+    one word "--tp 8 --dp 2", no flag, and judged tp 1. Quoted, it stays one word."""
+    script = f'N=4\nARGS="{" ".join(values)}"\n{LAUNCH} {use} --end\n'
+    words = [w.text for w in read_launch_commands(script)[0].words]
+    shown = script.replace(LAUNCH, "printf '%s\\n'")
+    ran = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", shown],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin"},
+    ).stdout.split("\n")[:-1]
+    assert words == ran, script
+
+
+def test_a_flag_inside_a_variable_is_overridden_not_overwritten(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--rewrite must not write a value over `$ARGS` (the other flags in it would go): the
+    new flag follows the command's last word, where SGLang's parser takes it."""
+    path = tmp_path / "launch.sh"
+    path.write_text(f'ARGS="--tp 3 --nnodes 2"\n{LAUNCH} {MODEL} $ARGS --port 1\n')
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
+    last = run.out.splitlines()[-1]
+    assert last.startswith(f"{LAUNCH} {MODEL} $ARGS --port 1 --"), run.out
+    assert "added after $ARGS, which sets it too" in run.err
+    path.write_text(run.out)
+    assert run_cli(capsys, "validate", "--sglang-file", str(path)).code == 0, run.out

@@ -127,6 +127,10 @@ class Word(NamedTuple):
     pos: int
     expansion: str | None = None
     end: int = -1
+    #: The unquoted expansion, as written, whose value this word is one of (`$ARGS` holding
+    #: `--tp 8 --dp 2`): its text is not in the script where the word stands, so
+    #: `--rewrite` does not edit it there.
+    via: str | None = None
 
     @property
     def placeholder(self) -> bool:
@@ -634,7 +638,7 @@ def _spliced(
         body = None if name is None else arrays.of(name)
         set_at = None if name is None else variables.known.get(name)
         if body is None or set_at is None or set_at.value != ARRAY_MARK:
-            yield _word(node, source, text, variables, read)
+            yield from _split(_word(node, source, text, variables, read), source, text)
             continue
         commands = ordered_commands(_shell_parse(body))
         inner = [p for p in commands[0][0].parts if p.kind == "word"][1:] if commands else []
@@ -646,6 +650,22 @@ def _spliced(
                 yield word
             else:  # unquoted: bash splits each word's value at blanks
                 yield from (word._replace(text=part) for part in word.text.split())
+
+
+def _split(word: Word, source: str, text: str) -> Iterator[Word]:
+    """`word`, or where an unquoted expansion gave it blanks (`ARGS="--tp 8 --dp 2"` then
+    `$ARGS`), the words bash splits it into, each marked `via` the expansion."""
+    written = source[word.pos : word.end]
+    if (
+        word.expansion is not None
+        or "$" not in written
+        or any(q in written for q in "\"'\\")
+        or not any(c.isspace() for c in word.text)
+    ):
+        yield word
+        return
+    shown = text[word.pos : word.end]
+    yield from (word._replace(text=part, via=shown) for part in word.text.split())
 
 
 def _word(

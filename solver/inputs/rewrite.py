@@ -48,6 +48,7 @@ def rewrite_script(
             raise _not_editable(command)
         layout = layout_edits(text, command, target, attn_dp_spelling)
         edits += layout.edits
+        notes += layout.said
         for name, var in layout.env:
             notes.append(f"line {command.line}: set {var} for {name} = {target[name]} by hand")
     return applied(text, edits), notes
@@ -71,6 +72,9 @@ class LayoutEdits:
     facts: list[str]
     #: The command's own `--model-path` (None: it names no model).
     model_path: str | None = None
+    #: What to say about fields set inside a variable's value (`Word.via`): overridden by
+    #: a flag after the last word (SGLang's parser keeps the last), or to change by hand.
+    said: tuple[str, ...] = ()
 
 
 def layout_edits(
@@ -97,10 +101,24 @@ def layout_edits(
     groups += [(n,) for n in changed if not (attn_dp_spelling and n in DP_GROUP)]
     end = command.words[-1].end if command.words else command.span[1]
     edits: list[tuple[int, int, str]] = []
+    said: list[str] = []
     typed = {w.pos: w.text for w in command.words}
+    via = {w.pos: w.via for w in command.words if w.via is not None}
     for fields in groups:
         flags = " ".join(f for f in (flag_words(n, target[n]) for n in fields) if f)
         spans = sorted(s for n in fields for s in parsed.spans.get(n, []))
+        inside = sorted({via[s[0]] for s in spans if s[0] in via})
+        if inside:  # the flag is in a variable's value, not where the variable stands
+            where = ", ".join(inside)
+            if flags and all(target[n] is not False for n in fields):
+                edits.append((end, end, " " + flags))
+                said.append(f"line {command.line}: {flags} added after {where}, which sets it "
+                            "too (SGLang keeps the last)")  # fmt: skip
+            else:
+                names = ", ".join(fields)
+                said.append(f"line {command.line}: {names} is set inside {where}; change it "
+                            "where that variable is set")  # fmt: skip
+            continue
         if not spans:
             if flags:
                 edits.append((end, end, " " + flags))
@@ -110,7 +128,7 @@ def layout_edits(
             flags = _as_typed(fields[0], flags, typed[first[0]])
         edits.append((*_with_blank_before(text, first, flags), flags))
         edits += [(*_with_blank_before(text, s, ""), "") for s in rest]
-    return LayoutEdits(edits, env, facts, parsed.model_path)
+    return LayoutEdits(edits, env, facts, parsed.model_path, tuple(said))
 
 
 def _as_typed(name: str, flags: str, typed: str) -> str:
