@@ -30,7 +30,6 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
 from meshsat.solver.inputs.sglang_cmdline import (
     GROUP_SIZE_RULE,
-    PER_NODE_FIELDS,
     size_field,
     standing,
 )
@@ -220,11 +219,9 @@ def unknown_note(layout: LayoutInput, report: FixReport) -> str | None:
     (said, with the rules not checked); otherwise a fix needs a layout and takes SGLang's
     default for each (said). Either way, how to give the value. A node's rank or placement
     is not the layout's and is not said."""
-    fields = {k: v for k, v in layout.unknown.items() if k not in PER_NODE_FIELDS}
-    if not fields:
+    if not layout.unknown_widths:
         return None
-    listed = ", ".join(f"{name} = {text}" for name, text in fields.items())
-    give = f"give the value with --set {next(iter(fields))}=N"
+    listed, give = layout.unknown_text()
     if report.valid_input and report.undecided:
         rules = ", ".join(report.undecided)
         return f"not checked, and not fixed: {rules} read {listed}, unknown here ({give})"

@@ -24,7 +24,6 @@ from meshsat.solver.deployment.model import Deployment
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import GROUP_KINDS, PlannedLayout, RankMap, plan_layout
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
-from meshsat.solver.inputs.sglang_cmdline import PER_NODE_FIELDS
 from meshsat.solver.validation.report import InvalidLayoutError, Violation
 
 RankOpt = Annotated[
@@ -162,12 +161,10 @@ def _need_widths(layout: LayoutInput, where: str = "") -> None:
     """Groups are the ranks of known widths: a launch value unknown here (`--tp $TP`)
     would show SGLang's default as the launch's groups, so it is asked for instead (a node's
     rank or address is not a width)."""
-    unknown = {k: v for k, v in layout.unknown.items() if k not in PER_NODE_FIELDS}
-    if unknown:
-        listed = ", ".join(f"{name} = {text}" for name, text in unknown.items())
+    if layout.unknown_widths:
+        listed, give = layout.unknown_text()
         raise InputError(
-            f"{where}groups need the layout's widths, and {listed} is unknown here (give "
-            f"the value with --set {next(iter(unknown))}=N)"
+            f"{where}groups need the layout's widths, and {listed} is unknown here ({give})"
         )
 
 

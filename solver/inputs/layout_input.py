@@ -34,6 +34,7 @@ from meshsat.solver.inputs.k8s import (
 )
 from meshsat.solver.inputs.launch import LaunchCommand
 from meshsat.solver.inputs.sglang_cmdline import (
+    PER_NODE_FIELDS,
     JobIssue,
     NodePlacement,
     ParsedCommandLine,
@@ -115,6 +116,18 @@ class LayoutInput:
     #: Layout fields the launch gives a value unknown here (a shell expansion), as written:
     #: left unset, so the rules that read them are not decided (`validation.undecided`).
     unknown: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def unknown_widths(self) -> dict[str, str]:
+        """`unknown` without a node's rank and placement: the layout's own values."""
+        return {k: v for k, v in self.unknown.items() if k not in PER_NODE_FIELDS}
+
+    def unknown_text(self) -> tuple[str, str]:
+        """(`tp_size = $TP, ...`, `give the value with --set tp_size=N`): what commands say
+        of the layout's unknown values (`unknown_widths`, not empty)."""
+        widths = self.unknown_widths
+        listed = ", ".join(f"{name} = {text}" for name, text in widths.items())
+        return listed, f"give the value with --set {next(iter(widths))}=N"
 
 
 def load_layout(
