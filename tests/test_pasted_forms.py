@@ -8,8 +8,6 @@ alternative. Array expansions are checked against bash itself (the launcher swap
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from hypothesis import strategies as st
 from meshsat.solver.inputs.launch import read_launch_commands
 from meshsat.solver.inputs.markdown import fenced_code
 from meshsat.solver.inputs.shell_masks import mask_arrays, mask_for_arith, mask_tests
+from tests.bash_oracle import needs_bash, words_bash_passes
 from tests.cli_helpers import run_cli
 
 LAUNCH = "python3 -m sglang.launch_server"
@@ -177,7 +176,7 @@ ELEMENTS = st.sampled_from(
 )
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@needs_bash
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(ELEMENTS, min_size=1, max_size=8),
@@ -191,14 +190,7 @@ def test_arrays_against_bash(elements: list[str], use: str) -> None:
     words = read_launch_commands(script)[0].words
     _, arrays = mask_arrays(script)
     assert arrays.of("A") is not None
-    shown = script.replace(LAUNCH, "printf '%s\\n'")
-    ran = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-c", shown],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PATH": "/usr/bin:/bin"},
-    ).stdout.split("\n")[:-1]
+    ran = words_bash_passes(script, LAUNCH)
     assert [w.text for w in words] == ran, script
 
 
@@ -278,7 +270,7 @@ def test_one_variable_spelled_two_ways_is_one_address(
 VALUES = st.sampled_from(["--tp 8", "--dp  2", "--ep=4", "x", "--enable-dp-attention", "$N"])
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@needs_bash
 @settings(max_examples=30, deadline=None)
 @given(st.lists(VALUES, min_size=1, max_size=4), st.sampled_from(["$ARGS", "${ARGS}", '"$ARGS"']))
 def test_flags_in_a_variable_are_split_as_bash_splits_them(values: list[str], use: str) -> None:
@@ -286,14 +278,7 @@ def test_flags_in_a_variable_are_split_as_bash_splits_them(values: list[str], us
     one word "--tp 8 --dp 2", no flag, and judged tp 1. Quoted, it stays one word."""
     script = f'N=4\nARGS="{" ".join(values)}"\n{LAUNCH} {use} --end\n'
     words = [w.text for w in read_launch_commands(script)[0].words]
-    shown = script.replace(LAUNCH, "printf '%s\\n'")
-    ran = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-c", shown],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PATH": "/usr/bin:/bin"},
-    ).stdout.split("\n")[:-1]
+    ran = words_bash_passes(script, LAUNCH)
     assert words == ran, script
 
 

@@ -5,8 +5,6 @@ the same script with the launcher swapped for `printf`."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsat.solver.inputs.launch import read_launch_commands
+from tests.bash_oracle import needs_bash, words_bash_passes
 from tests.cli_helpers import run_cli
 
 LAUNCH = "python3 -m sglang.launch_server"
@@ -168,21 +167,13 @@ def scripts(draw: st.DrawFn) -> tuple[str, bool]:
     return "\n".join(lines) + "\n", certain
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@needs_bash
 @settings(max_examples=40, deadline=None)
 @given(scripts())
 def test_against_bash(case: tuple[str, bool]) -> None:
     script, certain = case
     read = _values(script)["--tp"]
-    shown = script.replace(f"bash -c '{LAUNCH}", 'bash -c \'printf "%s\\n"')
-    shown = shown.replace(LAUNCH, "printf '%s\\n'")
-    ran = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-c", shown],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PATH": "/usr/bin:/bin"},
-    ).stdout.splitlines()
+    ran = words_bash_passes(script, LAUNCH)
     if read is not None:
         assert ran[1] == read, script
     if certain:

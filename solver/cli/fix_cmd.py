@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -34,12 +34,15 @@ from meshsat.solver.inputs.sglang_cmdline import (
     standing,
 )
 from meshsat.solver.lang.config import Config
-from meshsat.solver.packs import get_pack
+from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.fix import command_line, fix
 from meshsat.solver.repair.results import FixReport, FixResult
 from meshsat.solver.validation.job_checks import job_violations, node_violations
 from meshsat.solver.validation.report import Violation
 from meshsat.solver.validation.validate import validate
+
+if TYPE_CHECKING:
+    from meshsat.solver.memory import MemoryModel
 
 PinOpt = Annotated[
     list[str] | None,
@@ -166,17 +169,8 @@ def fix_cmd(
     if memory is not None:
         for text in sizing_notes(layout.memory_flags, mem_fraction_static):
             note(text)
-    report = fix(
-        start.config,
-        layout.model,
-        pins=start.pins,
-        gpus=start.gpus,
-        objective=objective,
-        top=top,
-        timeout_s=timeout,
-        sglang_version=sglang_version,
-        memory=memory,
-        unknown=layout.unknown,
+    report = start.search(
+        layout, sglang_version, objective=objective, top=top, timeout_s=timeout, memory=memory
     )
     said = unknown_note(layout, report)
     if said is not None:
@@ -292,6 +286,31 @@ class FixInput:
     #: the search sees the fitted layout, so its fixes name them through
     #: `FixReport.also_repairing`.
     fitted: tuple[str, ...] = ()
+
+    def search(
+        self,
+        layout: LayoutInput,
+        sglang_version: str | Pack | None,
+        *,
+        objective: str = "changes",
+        top: int = 1,
+        timeout_s: float = 10.0,
+        memory: MemoryModel | None = None,
+    ) -> FixReport:
+        """`fix` from here, for `layout`'s launch: its model, and its values unknown here
+        (a rule that fails only through them is not repaired)."""
+        return fix(
+            self.config,
+            layout.model,
+            pins=self.pins,
+            gpus=self.gpus,
+            objective=objective,
+            top=top,
+            timeout_s=timeout_s,
+            sglang_version=sglang_version,
+            memory=memory,
+            unknown=layout.unknown,
+        )
 
 
 def fix_input(

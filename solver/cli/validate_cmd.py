@@ -218,7 +218,6 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
     `/api/rewrite`)."""
     from meshsat.solver.inputs.rewrite import rewrite_script
     from meshsat.solver.packs import get_pack
-    from meshsat.solver.repair.fix import fix
 
     if layout.script is None:
         raise InputError("--rewrite needs a launch command: give --sglang-file or --sglang")
@@ -227,14 +226,7 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
     pack = get_pack(sglang_version)
     # Fitted as `fix` fits it: to the pods its object starts, to its visible-devices list.
     start = fix_input(layout, None, (), pack.version)
-    report = fix(
-        start.config,
-        layout.model,
-        pins=start.pins,
-        gpus=start.gpus,
-        sglang_version=pack,
-        unknown=layout.unknown,
-    )
+    report = start.search(layout, pack)
     if not report.fixes:
         return None, [
             "no valid layout near this one (meshsat fix says why); the script is unchanged"

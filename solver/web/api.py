@@ -424,7 +424,6 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         with_commands,
     )
     from meshsat.solver.cli.memory_options import layout_memory, report_pack, sizing_notes
-    from meshsat.solver.repair.fix import fix
 
     version = params.get("sglang_version")
     deployment = _deployment(params)
@@ -461,17 +460,13 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
     )  # fmt: skip
     said = sizing_notes(layout.memory_flags, fraction) if memory is not None else []
     start = fix_input(layout, params.get("gpus"), params.get("pin") or (), version)
-    report = fix(
-        start.config,
-        layout.model,
-        pins=start.pins,
-        gpus=start.gpus,
+    report = start.search(
+        layout,
+        version,
         objective=params["objective"],
         top=params["top"],
         timeout_s=min(params["timeout"], MAX_FIX_TIMEOUT_S),
-        sglang_version=version,
         memory=memory,
-        unknown=layout.unknown,
     )
     said += [text for text in (start.said, unknown_note(layout, report)) if text is not None]
     report = with_commands(report.also_repairing(start.fitted), layout, version)
