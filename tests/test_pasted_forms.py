@@ -158,9 +158,10 @@ def test_an_array_of_flags_is_read_and_rewritten_where_it_is(
 @pytest.mark.parametrize(
     "script",
     [
-        "ARGS=(--tp 8)\nARGS+=(--dp 2)\n{L} ${{ARGS[@]}}\n",  # appended: not one list
+        "ARGS=(--tp 8)\nif true; then ARGS+=(--dp 2); fi\n{L} ${{ARGS[@]}}\n",  # a branch adds
         "if true; then ARGS=(--tp 8); fi\n{L} ${{ARGS[@]}}\n",  # set in a branch
-        "ARGS=(--tp 8)\nARGS=(--tp 4)\n{L} ${{ARGS[@]}}\n",
+        "ARGS+=(--tp 8)\n{L} ${{ARGS[@]}}\n",  # appended to what the caller's shell has
+        "ARGS=(--tp 8)\nARGS=x\n{L} ${{ARGS[@]}}\n",  # no longer this array
         "{L} ${{ARGS[@]}}\n",  # never set here
         'ARGS=(--tp 8)\n{L} "${{ARGS[*]}}"\n',  # one word of them all
     ],
@@ -169,6 +170,22 @@ def test_an_array_not_known_for_certain_is_not_read(script: str) -> None:
     (command,) = read_launch_commands(script.format(L=LAUNCH))
     (word,) = command.words
     assert word.expansion is not None and "ARGS" in word.expansion
+
+
+@pytest.mark.parametrize(
+    ("script", "read"),
+    [
+        ("ARGS=(--tp 8)\nARGS+=(--dp 2)\n{L} ${{ARGS[@]}}\n", ["--tp", "8", "--dp", "2"]),
+        ("ARGS=(--tp 8)\nARGS=(--tp 4)\n{L} ${{ARGS[@]}}\n", ["--tp", "4"]),
+        ("ARGS=(--tp 8)\n{L} ${{ARGS[@]}}\nARGS+=(--dp 2)\n", ["--tp", "8"]),
+    ],
+)
+def test_arrays_in_the_shells_order(script: str, read: list[str]) -> None:
+    """An array set, then appended to (or set again) for certain, is read as bash has it
+    where the launch runs."""
+    script = script.format(L=LAUNCH)
+    (command,) = read_launch_commands(script)
+    assert [w.text for w in command.words] == read == words_bash_passes(script, LAUNCH)
 
 
 ELEMENTS = st.sampled_from(
@@ -181,15 +198,16 @@ ELEMENTS = st.sampled_from(
 @given(
     st.lists(ELEMENTS, min_size=1, max_size=8),
     st.sampled_from(['"${A[@]}"', "${A[@]}", "${A[*]}"]),
+    st.sampled_from(["A=( {} )", "A=({})", "declare -a A=(\n{}\n)"]),
 )
-def test_arrays_against_bash(elements: list[str], use: str) -> None:
+def test_arrays_against_bash(elements: list[str], use: str, form: str) -> None:
     """The words meshsat reads from `A=(...)` ... `"${A[@]}"` are the words bash passes
     (unquoted, each element split where it holds blanks)."""
     body = " ".join(elements)
-    script = f"N=4\nA=( {body} )\n{LAUNCH} {use} --end\n"
+    script = f"N=4\n{form.format(body)}\n{LAUNCH} {use} --end\n"
     words = read_launch_commands(script)[0].words
     _, arrays = mask_arrays(script)
-    assert arrays.of("A") is not None
+    assert [a.name for a in arrays.values()] == ["A"]
     ran = words_bash_passes(script, LAUNCH)
     assert [w.text for w in words] == ran, script
 

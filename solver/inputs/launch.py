@@ -36,8 +36,7 @@ from meshsat.solver.inputs.k8s import replica_count
 from meshsat.solver.inputs.manifest import ListedCommand, expansion, manifest_commands
 from meshsat.solver.inputs.markdown import fenced_code
 from meshsat.solver.inputs.shell_masks import (
-    ARRAY_MARK,
-    Arrays,
+    ArrayAssignment,
     mask_arithmetic,
     mask_arrays,
     mask_case,
@@ -211,7 +210,8 @@ def read_launch_commands(
     if fenced is not None:
         notes.insert(0, fenced)
     source, arithmetic = mask_arithmetic(source)
-    source, arrays = mask_arrays(mask_for_arith(mask_tests(mask_case(source))))
+    source, array_sets = mask_arrays(mask_for_arith(mask_tests(mask_case(source))))
+    arrays: dict[str, tuple[ArrayAssignment, ...] | None] = {}
     nodes = _parse(source)
     newlines = [m.start() for m in re.finditer("\n", source)]
     exported: list[_Set] = []
@@ -219,6 +219,8 @@ def read_launch_commands(
     outer = variables or ShellVariables()
     shell = ShellVariables(dict(outer.known), {**outer.arithmetic, **arithmetic})
     for command, certain in ordered_commands(nodes):
+        if array_sets:
+            _track_arrays(command, certain, array_sets, arrays)
         words = [p for p in command.parts if p.kind == "word"]
         parts = [p for p in command.parts if p.kind == "assignment"]
         assignments = [a for p in parts if (a := _set(p, text)) is not None]
@@ -621,13 +623,39 @@ def _unplaced(pairs: list[tuple[str, str]]) -> list[_Set]:
 _ARRAY_USE = re.compile(r'"\$\{(?P<name>[A-Za-z_]\w*)\[@\]\}"|\$\{(?P<bare>[A-Za-z_]\w*)\[[@*]\]\}')
 
 
+def _track_arrays(
+    command: Any,
+    certain: bool,
+    assignments: dict[int, ArrayAssignment],
+    arrays: dict[str, tuple[ArrayAssignment, ...] | None],
+) -> None:
+    """Follow the arrays `command` sets, in the shell's order: each array's word lists
+    (`NAME=(...)` starts one, `NAME+=(...)` adds one), None where not known for certain (set
+    or appended to in a branch, a loop or an `&&` list; appended to before it was set);
+    a plain `NAME=value` makes it no array meshsat reads."""
+    for part in command.parts:
+        if part.kind not in ("assignment", "word"):
+            continue
+        array = assignments.get(part.pos[0])
+        if array is None:
+            pair = split_assignment(part.word) if part.kind == "assignment" else None
+            if pair is not None:
+                arrays.pop(pair[0], None)
+            continue
+        before = arrays.get(array.name)
+        if not certain or (array.append and before is None):
+            arrays[array.name] = None
+        else:
+            arrays[array.name] = (*(before or ()), array) if array.append else (array,)
+
+
 def _spliced(
     nodes: list[Any],
     source: str,
     text: str,
     variables: ShellVariables,
     read: list[str],
-    arrays: Arrays,
+    arrays: dict[str, tuple[ArrayAssignment, ...] | None],
 ) -> Iterator[Word]:
     """Each word (`_word`), and for a word that expands an array the script sets for
     certain before the launch, the array's words where they are written
@@ -635,21 +663,29 @@ def _spliced(
     for node in nodes:
         m = _ARRAY_USE.fullmatch(source, node.pos[0], node.pos[1])
         name = None if m is None else m["name"] or m["bare"]
-        body = None if name is None else arrays.of(name)
-        set_at = None if name is None else variables.known.get(name)
-        if body is None or set_at is None or set_at.value != ARRAY_MARK:
+        bodies = None if name is None else arrays.get(name)
+        if m is None or bodies is None:
             yield from _split(_word(node, source, text, variables, read), source, text)
             continue
-        commands = ordered_commands(_shell_parse(body))
-        inner = [p for p in commands[0][0].parts if p.kind == "word"][1:] if commands else []
+        inner = [w for array in bodies for w in _array_words(array.words)]
         shown = text[node.pos[0] : node.pos[1]]
-        read.append(f"{shown} = its {len(inner)} word(s) (set on line {set_at.line})")
-        for w in inner:
+        lines = ", ".join(str(array.line) for array in bodies)
+        read.append(f"{shown} = its {len(inner)} word(s) (set on line {lines})")
+        for w, body in inner:
             word = _word(w, body, text, variables, read)
-            if m is None or m["bare"] is None or word.expansion is not None:
+            if m["bare"] is None or word.expansion is not None:
                 yield word
             else:  # unquoted: bash splits each word's value at blanks
                 yield from (word._replace(text=part) for part in word.text.split())
+
+
+def _array_words(body: str) -> list[tuple[Any, str]]:
+    """The words of one array assignment (`ArrayAssignment.words`), each with the text its
+    positions are in."""
+    commands = ordered_commands(_shell_parse(body))
+    if not commands:
+        return []
+    return [(p, body) for p in commands[0][0].parts if p.kind == "word"][1:]
 
 
 def _split(word: Word, source: str, text: str) -> Iterator[Word]:

@@ -15,15 +15,15 @@ commands run, and in which order, so far as it matters to a launch.
   blanked: meshsat never evaluates a test (a branch is conditional whatever it tests).
 - `for ((init; test; step))` becomes `for _ in _`: the loop's body is what matters.
 - An array `NAME=(word ...)` (also `+=`, and after `declare -a`, `local`, ...; bashlex:
-  "unexpected token '('") becomes `NAME=_`, the words kept apart (`Arrays`) as a command
-  of their own at their own positions, so that a launch's `"${NAME[@]}"` reads them
-  (`launch.py`) and `--rewrite` edits them where they are written.
+  "unexpected token '('") becomes `NAME=_`, the words kept apart (`ArrayAssignment`) as a
+  command of their own at their own positions, so that a launch's `"${NAME[@]}"` reads
+  them (`launch.py`, in the shell's order) and `--rewrite` edits them where written.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 #: Where a command may start: the text's start, a line's, or after a separator or keyword.
 _COMMAND_START = re.compile(r"(?:^|(?<=[;&|({\n])|(?<=\bthen)|(?<=\bdo)|(?<=\belse))[ \t]*", re.M)
@@ -171,7 +171,7 @@ def _quoted(source: str) -> list[bool]:
             continue
         elif c in "'\"":
             out[i], quote = True, c
-        elif c == "#" and (i == 0 or source[i - 1].isspace()):
+        elif c == "#" and _starts_comment(source, i):
             end = source.find("\n", i)
             end = len(source) if end < 0 else end
             out[i:end] = [True] * (end - i)
@@ -231,30 +231,25 @@ def mask_for_arith(source: str) -> str:
     return "".join(chars)
 
 
-#: The value an array's name is given in the masked text: `shell_vars` records it like any
-#: assignment, so `launch.py` knows whether the array is set for certain where it is used.
-ARRAY_MARK = "_"
+@dataclass(frozen=True)
+class ArrayAssignment:
+    """One array assignment (`NAME=(...)`, `NAME+=(...)`): its words as a command of their
+    own (the text as wide as the script, blank but for `:` where the `=` was and the
+    words, newlines and comments blanked), which the reader takes in the shell's order."""
+
+    name: str
+    append: bool
+    words: str
+    line: int
 
 
-@dataclass
-class Arrays:
-    """The arrays of a script (name -> its words as a command of their own: the text as
-    wide as the script, blank but for `:` where the `(` was and the words, newlines and
-    comments blanked); a name assigned more than once, or appended to, is ambiguous."""
-
-    words: dict[str, str] = field(default_factory=dict)
-    ambiguous: set[str] = field(default_factory=set)
-
-    def of(self, name: str) -> str | None:
-        return None if name in self.ambiguous else self.words.get(name)
-
-
-def mask_arrays(source: str) -> tuple[str, Arrays]:
-    """`source` with each array assignment turned into `NAME=_` of the same width, and
-    the arrays (module docstring); one whose `)` is not found stays as written."""
-    arrays = Arrays()
+def mask_arrays(source: str) -> tuple[str, dict[int, ArrayAssignment]]:
+    """`source` with each array assignment turned into `NAME=_` of the same width, and the
+    assignments by where their name starts (module docstring); one whose `)` is not found
+    stays as written."""
+    found: dict[int, ArrayAssignment] = {}
     if "=(" not in source:
-        return source, arrays
+        return source, found
     chars = list(source)
     quoted = _quoted(source)
     for start in _COMMAND_START.finditer(source):
@@ -264,20 +259,19 @@ def mask_arrays(source: str) -> tuple[str, Arrays]:
         close = _closing(source, quoted, m.end())
         if close is None:
             continue
-        name, opened = m["name"], m.end() - 1
+        opened = m.end() - 1
         body = [" "] * len(source)
-        body[opened] = ":"
+        body[opened - 1] = ":"  # on the `=`: a blank then stands where the `(` was
         for i in range(opened + 1, close):
             if source[i] != "\n" and not _comment(source, quoted, i):
                 body[i] = source[i]
-        if name in arrays.words or m["op"] == "+=":
-            arrays.ambiguous.add(name)
-        arrays.words[name] = "".join(body)
-        chars[opened] = ARRAY_MARK
+        line = source.count("\n", 0, m.start()) + 1
+        found[m.start("name")] = ArrayAssignment(m["name"], m["op"] == "+=", "".join(body), line)
+        chars[opened] = "_"
         for i in range(opened + 1, close + 1):
             if source[i] != "\n":
                 chars[i] = " "
-    return "".join(chars), arrays
+    return "".join(chars), found
 
 
 def _comment(source: str, quoted: list[bool], i: int) -> bool:
@@ -287,7 +281,13 @@ def _comment(source: str, quoted: list[bool], i: int) -> bool:
     j = i
     while j > 0 and quoted[j - 1] and source[j - 1] != "\n":
         j -= 1
-    return source[j] == "#" and (j == 0 or source[j - 1].isspace())
+    return source[j] == "#" and _starts_comment(source, j)
+
+
+def _starts_comment(source: str, i: int) -> bool:
+    """Whether the `#` at `i` begins a comment: where a word begins (after a blank, an
+    operator or a parenthesis, as in an array's `(# note`)."""
+    return i == 0 or source[i - 1].isspace() or source[i - 1] in ";&|()"
 
 
 def _closing(source: str, quoted: list[bool], i: int) -> int | None:
