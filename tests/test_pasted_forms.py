@@ -313,3 +313,26 @@ def test_a_flag_inside_a_variable_is_overridden_not_overwritten(
     assert "added after $ARGS, which sets it too" in run.err
     path.write_text(run.out)
     assert run_cli(capsys, "validate", "--sglang-file", str(path)).code == 0, run.out
+
+
+def test_a_role_that_may_be_in_unread_flags_is_not_judged(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A launch line shared by both roles, its `--disaggregation-mode` in `$ROLE_ARGS`
+    (set per role where meshsat cannot follow), read as an aggregated server: the router's
+    "prefill work sent to an aggregated server" (ROUTER-ROLE) was an error. It is a warning
+    that says why it was not checked; with nothing unread the error stands."""
+    server = f"{LAUNCH} {MODEL} --tp 8 --port 30000 {{}}&\n"
+    router = (
+        "python3 -m sglang_router.launch_router --pd-disaggregation "
+        "--prefill http://127.0.0.1:30000 --decode http://10.0.0.2:30000\n"
+    )
+    path = tmp_path / "launch.sh"
+    for extra, code in (("$ROLE_ARGS ", 0), ("", 1)):
+        path.write_text(server.format(extra) + router)
+        run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+        (role,) = [
+            f for f in json.loads(run.out)["deployment"]["findings"] if f["rule"] == "ROUTER-ROLE"
+        ]
+        assert run.code == code and role["severity"] == ("warning" if extra else "error"), run.out
+        assert role["message"].startswith("not checked: ") == bool(extra)

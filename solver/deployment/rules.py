@@ -43,6 +43,9 @@ class Finding:
     hint: str
     source: str
     servers: tuple[str, ...] = ()
+    #: Not decided here (a warning whatever the release says): what it reads may be set
+    #: in a launch's flags that are not read (`LayoutInput.opaque`).
+    undecided: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,7 +189,9 @@ def _applies(finding: Finding, release: str) -> bool:
 def _in_release(finding: Finding, release: str) -> Finding:
     """The finding with its rule's severity in `release`."""
     severity = deployment_rule(finding.rule).severity(release)
-    return finding if severity is None else replace(finding, severity=severity)
+    if severity is None or finding.undecided:
+        return finding
+    return replace(finding, severity=severity)
 
 
 def _finding(rule_id: str, servers: tuple[str, ...] = (), **fields: Any) -> Finding:
@@ -224,7 +229,7 @@ def _router_roles(deployment: Deployment) -> Iterator[Finding]:
                     yield _finding("ROUTER-UNKNOWN-URL", (), line=router.line, url=target.url)
                 elif all(s.role != kind for s in found):
                     server = found[0]
-                    yield _finding(
+                    finding = _finding(
                         "ROUTER-ROLE",
                         (server.name,),
                         line=router.line,
@@ -233,6 +238,21 @@ def _router_roles(deployment: Deployment) -> Iterator[Finding]:
                         role=server.role,
                         server=server.line,
                     )
+                    hidden = [s for s in found if s.layout.opaque]
+                    if hidden:  # `--disaggregation-mode` may be in flags not read
+                        finding = _not_decided(finding, hidden[0])
+                    yield finding
+
+
+def _not_decided(finding: Finding, server: Server) -> Finding:
+    """`finding` as a warning that it was not checked: `server`'s role may be set in its
+    launch's expansion whose flags are not read."""
+    message = (
+        f"not checked: the server on line {server.line} passes "
+        f"{', '.join(server.layout.opaque)}, whose flags are not read here and may set its "
+        f"role; as read, {finding.message}"
+    )
+    return replace(finding, severity="warning", message=message, undecided=True)
 
 
 def _router_replicas(deployment: Deployment) -> Iterator[Finding]:

@@ -116,6 +116,8 @@ class LayoutInput:
     #: Layout fields the launch gives a value unknown here (a shell expansion), as written:
     #: left unset, so the rules that read them are not decided (`validation.undecided`).
     unknown: Mapping[str, str] = field(default_factory=dict)
+    #: Bare shell expansions in the launch (`${EXTRA_ARGS}`): flags they hold are not read.
+    opaque: tuple[str, ...] = ()
 
     @property
     def unknown_widths(self) -> dict[str, str]:
@@ -160,6 +162,7 @@ def load_layout(
     first: LaunchCommand | None = None
     sizing: dict[str, Any] = {}
     unknown: dict[str, str] = {}
+    opaque: tuple[str, ...] = ()
     if sources.example is not None:
         from meshsat.solver.examples import path_of
 
@@ -216,6 +219,7 @@ def load_layout(
         first = parsed.launch
         sizing = parsed.memory
         unknown = dict(parsed.unknown_values)
+        opaque = tuple(parsed.opaque)
         if release is not None and release_flags(release) is not None:
             missing = missing_from_release(parsed.flags, release)
             missing += refused_values(parsed.given, release)
@@ -260,6 +264,7 @@ def load_layout(
         first,
         sizing,
         unknown,
+        opaque,
     )
 
 

@@ -111,6 +111,9 @@ class ParsedCommandLine:
     inline: list[tuple[str, str]] = field(default_factory=list)
     #: Fields whose value is a shell expansion: field -> the expansion as written.
     unknown_values: dict[str, str] = field(default_factory=dict)
+    #: Bare shell expansions in the command line (`${EXTRA_ARGS}`, `"$@"`), as written:
+    #: they may hold flags, which are not read here.
+    opaque: list[str] = field(default_factory=list)
     #: `--dist-init-addr` as written, for checking a multi-node job.
     dist_init_addr: str | None = None
     #: SGLang's own `--config FILE` as written (its YAML holds more flags).
@@ -340,6 +343,8 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
                 # continuation. Neither sets a field; both are said.
                 what = "a stray '-'" if word.text == "-" else f"{word.text!r} (a shell expansion)"
                 out.notes.append(f"{what} in the command line is not read")
+                if word.text != "-":
+                    out.opaque.append(word.text)
                 i += 1
                 continue
             crlf = f": {_CRLF_CAUSE}" if "\r" in word.text else ""
