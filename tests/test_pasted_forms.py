@@ -16,7 +16,12 @@ from hypothesis import strategies as st
 
 from meshsat.solver.inputs.launch import read_launch_commands
 from meshsat.solver.inputs.markdown import fenced_code
-from meshsat.solver.inputs.shell_masks import mask_arrays, mask_for_arith, mask_tests
+from meshsat.solver.inputs.shell_masks import (
+    mask_arrays,
+    mask_for_arith,
+    mask_substitutions,
+    mask_tests,
+)
 from tests.bash_oracle import needs_bash, words_bash_passes
 from tests.cli_helpers import run_cli
 
@@ -336,3 +341,26 @@ def test_a_role_that_may_be_in_unread_flags_is_not_judged(
         ]
         assert run.code == code and role["severity"] == ("warning" if extra else "error"), run.out
         assert role["message"].startswith("not checked: ") == bool(extra)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'DIR=$(cd "$(dirname "$0")" && pwd)',  # the first line of many scripts
+        'HEAD=$(scontrol show hostnames "$NODES" | head -n 1 || echo localhost)',
+        'if [ "$(git -C "$DIR" rev-parse HEAD)" != "x" ]; then echo "no ($DIR)"; fi',
+        "IP=$(hostname -I | awk '{print $1}') # (a comment)",
+        "OUT=$(\n  cd /tmp &&\n  ls\n)",
+    ],
+)
+def test_command_substitutions_with_lists_are_read(line: str) -> None:
+    """bashlex cannot parse `&&` or `||` inside `$(...)` ("unexpected token ')'"): a
+    script opening with `DIR=$(cd "$(dirname "$0")" && pwd)` exited 2. The substitution's
+    value stays unknown; the launch after it is read, and an address built from one is
+    said as written."""
+    script = f"{line}\n{LAUNCH} {MODEL} --tp 8 --host $(hostname -i && true)\n"
+    masked = mask_substitutions(script)
+    assert len(masked) == len(script) and masked.count("\n") == script.count("\n")
+    (command,) = read_launch_commands(script)
+    assert _tp(script) == ["8"]
+    assert command.words[-1].expansion == "$(hostname -i && true)"

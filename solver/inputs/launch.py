@@ -41,6 +41,7 @@ from meshsat.solver.inputs.shell_masks import (
     mask_arrays,
     mask_case,
     mask_for_arith,
+    mask_substitutions,
     mask_tests,
 )
 from meshsat.solver.inputs.shell_vars import (
@@ -210,7 +211,8 @@ def read_launch_commands(
     if fenced is not None:
         notes.insert(0, fenced)
     source, arithmetic = mask_arithmetic(source)
-    source, array_sets = mask_arrays(mask_for_arith(mask_tests(mask_case(source))))
+    masked = mask_for_arith(mask_tests(mask_case(mask_substitutions(source))))
+    source, array_sets = mask_arrays(masked)
     arrays: dict[str, tuple[ArrayAssignment, ...] | None] = {}
     nodes = _parse(source)
     newlines = [m.start() for m in re.finditer("\n", source)]

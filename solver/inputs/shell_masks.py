@@ -11,6 +11,10 @@ commands run, and in which order, so far as it matters to a launch.
   `{ :; body ; :; body ; }`: a group whose branches all appear, each after a no-op
   `:`; a group is read as conditional (`shell_vars.ordered_commands`), so what a branch
   assigns is unknown afterwards, and a launch in a branch is still a launch.
+- `$(command)` becomes `$(      :)`: bashlex cannot parse an `&&` or `||` list inside one
+  ("unexpected token ')'"), which the commonest line of a script holds (`DIR=$(cd
+  "$(dirname "$0")" && pwd)`); meshsat never runs a substitution, its value stays unknown
+  as written (read from the user's text), and no launch runs inside one.
 - `[[ condition ]]` (bashlex: "unexpected token") becomes `[ ... ]` with the condition
   blanked: meshsat never evaluates a test (a branch is conditional whatever it tests).
 - `for ((init; test; step))` becomes `for _ in _`: the loop's body is what matters.
@@ -301,5 +305,64 @@ def _closing(source: str, quoted: list[bool], i: int) -> int | None:
                 depth -= 1
                 if depth == 0:
                     return i
+        i += 1
+    return None
+
+
+def mask_substitutions(source: str) -> str:
+    """`source` with the inside of each `$(...)` blanked before a `:` (module docstring);
+    from one whose `)` is not found on, the text stays as written."""
+    if "$(" not in source:
+        return source
+    chars = list(source)
+    n, i, quote = len(source), 0, ""
+    while i < n:
+        c = source[i]
+        if c == "\\":
+            i += 2
+            continue
+        if quote == "'" or (c == "'" and not quote):
+            quote = "" if quote == "'" and c == "'" else "'"
+        elif c == '"':
+            quote = "" if quote == '"' else '"'
+        elif c == "#" and not quote and _starts_comment(source, i):
+            end = source.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif source.startswith("$(", i) and not source.startswith("$((", i):
+            close = _substitution_end(source, i + 2)
+            if close is None:
+                break
+            inside = [k for k in range(i + 2, close) if source[k] != "\n"]
+            for k in inside:
+                chars[k] = " "
+            if inside:  # last: the parser then ends the substitution where the user's does
+                chars[inside[-1]] = ":"
+            i = close + 1
+            continue
+        i += 1
+    return "".join(chars)
+
+
+def _substitution_end(source: str, i: int) -> int | None:
+    """The `)` that closes a `$(` whose inside starts at `i`: past quotes, escapes and
+    nested parentheses."""
+    depth, quote, n = 1, "", len(source)
+    while i < n:
+        c = source[i]
+        if c == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote:
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
         i += 1
     return None
