@@ -364,3 +364,16 @@ def test_command_substitutions_with_lists_are_read(line: str) -> None:
     (command,) = read_launch_commands(script)
     assert _tp(script) == ["8"]
     assert command.words[-1].expansion == "$(hostname -i && true)"
+
+
+def test_a_continuation_followed_by_a_comment_is_read_and_said(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """SGLang's XPU docs write `--flag \\   # comment`: exit 2 ("unexpected word ' '"). It
+    is read as the continuation meant, and a note says bash would end the command there."""
+    path = tmp_path / "launch.sh"
+    path.write_text(f"{LAUNCH} {MODEL} \\\n  --tp 8 \\   # width\n  --dp 2 \\\n  --port 1\n")
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
+    resolved = json.loads(run.out)["resolved"]
+    assert run.code == 0 and (resolved["tp_size"], resolved["dp_size"]) == (8, 2), run.err
+    assert "followed by a comment is read as a line continuation (line 2)" in run.err

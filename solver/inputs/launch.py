@@ -111,6 +111,10 @@ _PLACEHOLDER = re.compile(r"(?<=[\s=])<([A-Za-z][\w.\-]*)>(?=\s|$)")
 #: SGLang's Ascend docs write a router's targets and a rendezvous): unread, bash takes its `<`
 #: and `>` for redirections and the URL for `http://`.
 _HOST_PLACEHOLDER = re.compile(r"(?:(?<=://)|(?<=[\s=]))<([A-Za-z][\w.\-]*)>(?=[:/\s]|$)")
+#: `\` then a comment ending a line (`--tp 8 \   # the width`): bash takes `\ ` for an
+#: escaped blank and ends the command at the comment, the next lines' flags lost; the
+#: author meant a continuation, which is how it is read, said in a note.
+_COMMENTED_CONTINUATION = re.compile(r"\\[ \t]+#[^\n]*?(?=\r?\n)")
 #: ` \ ` inside a line before a flag: a continued command whose newlines a page flattened
 #: (bash would read `\ ` as an escaped blank, a word " --tp" no parser takes).
 _FLATTENED_CONTINUATION = re.compile(r"(?<=[ \t])\\(?=[ \t]+-)")
@@ -490,6 +494,18 @@ def pasted_as_shell(text: str) -> tuple[str, list[str]]:
     if prompts:
         source = _PROMPT.sub(_blank, source)
         notes.append(f"a terminal prompt ({prompts[0]!r}) before the command is not read")
+    source, commented = _COMMENTED_CONTINUATION.subn(
+        lambda m: " " * (len(m.group()) - 1) + "\\", source
+    )
+    if commented:
+        lines = sorted(
+            {source.count("\n", 0, m.start()) + 1 for m in _COMMENTED_CONTINUATION.finditer(text)}
+        )
+        notes.append(
+            f"a '\\' followed by a comment is read as a line continuation (line "
+            f"{', '.join(map(str, lines))}): bash ends the command there, and the flags on the "
+            "next lines never reach SGLang; move the comment"
+        )
     source, flattened = _FLATTENED_CONTINUATION.subn(" ", source)
     if flattened:
         notes.append(f"' \\ ' inside a line is read as a line continuation ({flattened}x)")
