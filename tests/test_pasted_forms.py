@@ -377,3 +377,51 @@ def test_a_continuation_followed_by_a_comment_is_read_and_said(
     resolved = json.loads(run.out)["resolved"]
     assert run.code == 0 and (resolved["tp_size"], resolved["dp_size"]) == (8, 2), run.err
     assert "followed by a comment is read as a line continuation (line 2)" in run.err
+
+
+DOCKERFILE = """FROM lmsysorg/sglang:latest
+ENV SGLANG_ENABLE_CP_V2=1
+RUN pip install foo && (echo built)
+EXPOSE 30000
+ENTRYPOINT ["python3", "-m", "sglang.launch_server"]
+CMD ["--model-path", "Qwen/Qwen3-8B", \\
+     "--tp-size", "4", "--attn-cp-size", "2"]
+"""
+UNIT = f"""[Unit]
+Description=SGLang server (tp 8)
+
+[Service]
+Environment="CUDA_VISIBLE_DEVICES=0,1,2,3"
+ExecStart=/usr/bin/python3 -m sglang.launch_server \\
+    {MODEL} --tp 4 --port 30000
+Restart=always
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "tp", "env"),
+    [
+        (DOCKERFILE, "4", ("SGLANG_ENABLE_CP_V2", "1")),
+        ("FROM x\nCMD python3 -m sglang.launch_server --tp 2\n", "2", None),
+        (UNIT, "4", ("CUDA_VISIBLE_DEVICES", "0,1,2,3")),
+        ("ExecStart=python3 -m sglang.launch_server --tp 8\n", "8", None),
+    ],
+)
+def test_dockerfiles_and_systemd_units(text: str, tp: str, env: tuple[str, str] | None) -> None:
+    """A Dockerfile's CMD/ENTRYPOINT (exec form: a JSON list) and a unit's ExecStart= were
+    "not an SGLang launch command" or a parse error (`Description=... (tp 8)`). The
+    command is read, ENTRYPOINT followed by CMD as one, ENV and Environment= as its
+    environment; RUN (the image's build) is not a launch."""
+    (command,) = read_launch_commands(text)
+    assert _tp(text) == [tp]
+    if env is not None:
+        assert env in command.exported or env in command.env, command
+
+
+def test_a_dockerfiles_json_words_are_not_rewritten(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "Dockerfile"
+    path.write_text(DOCKERFILE.replace('"4"', '"3"'))
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
+    assert run.code == 2 and "a Dockerfile's JSON list of words" in run.err, run.err

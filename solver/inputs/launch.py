@@ -35,6 +35,7 @@ from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
 from meshsat.solver.inputs.k8s import replica_count
 from meshsat.solver.inputs.manifest import ListedCommand, expansion, manifest_commands
 from meshsat.solver.inputs.markdown import fenced_code
+from meshsat.solver.inputs.service_files import service_text
 from meshsat.solver.inputs.shell_masks import (
     ArrayAssignment,
     mask_arithmetic,
@@ -208,12 +209,13 @@ def read_launch_commands(
     if "\x00" in text:
         raise InputError("the launch command is binary data (it holds NUL bytes)")
     text, fenced = fenced_code(text)
+    service = service_text(text)
+    text = service.text
     listed = manifest_commands(text)
     if listed is not None:
         return _from_manifest(listed, routers)
     source, notes = pasted_as_shell(text)
-    if fenced is not None:
-        notes.insert(0, fenced)
+    notes[:0] = [n for n in (fenced, service.note) if n is not None]
     source, arithmetic = mask_arithmetic(source)
     masked = mask_for_arith(mask_tests(mask_case(mask_substitutions(source))))
     source, array_sets = mask_arrays(masked)
@@ -236,6 +238,8 @@ def read_launch_commands(
         if not words:  # `NAME=value` lines: this shell's variables, not a launch's
             for p in parts:
                 shell.assign(p.word, getattr(p, "parts", None), source, line, certain)
+            if service.environment:  # a Dockerfile's ENV, a unit's Environment=: exported
+                exported += [a for p in parts if (a := _set(p, text)) is not None]
             continue
         if texts[:1] == ["export"] and start is None:
             exported += [a for w in words[1:] if (a := _set(w, text)) is not None]
@@ -262,6 +266,7 @@ def read_launch_commands(
                 span=(command.pos[0], max(command.pos[1], words[-1].pos[1])),
                 exported=tuple(pair for pair, _ in exported),
                 env_spans=tuple(at for _, at in env),
+                form="json" if service.json_words else "shell",
             )
         )
     if not any(not c.router for c in found):
@@ -283,6 +288,7 @@ def read_launch_commands(
 FORM_TEXT: dict[str, str] = {
     "yaml": "a manifest's list of words",
     "quoted": "quoted inside another command with escapes",
+    "json": "a Dockerfile's JSON list of words",
 }
 #: Runners whose quoted command runs without this shell's variables (on another machine,
 #: or in a container, which gets only its `-e NAME=value`); any other (`bash -c`, `srun`)

@@ -39,8 +39,8 @@ SHELL_LABELS = frozenset(
 #: Labels of blocks never read: code that is not shell.
 OTHER_LANGUAGES = frozenset(
     {"python", "py", "python3", "pycon", "json", "jsonc", "javascript", "js", "typescript"}
-    | {"ts", "go", "golang", "rust", "c", "cpp", "c++", "java", "toml", "ini", "diff", "html"}
-    | {"xml", "sql", "dockerfile", "docker", "makefile", "make"}
+    | {"ts", "go", "golang", "rust", "c", "cpp", "c++", "java", "toml", "diff", "html"}
+    | {"xml", "sql", "makefile", "make"}
 )
 
 
