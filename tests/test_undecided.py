@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsat.solver import validate
+from meshsat.solver.memory.models import catalogue_config
 from meshsat.solver.validation.undecided import undecided
 from tests.cli_helpers import run_cli
 
@@ -58,18 +59,24 @@ VALUES = (1, 2, 3, 4, 8, 16)
     st.dictionaries(st.sampled_from(SIZES), st.sampled_from(VALUES), min_size=2),
     st.booleans(),
     st.sampled_from(SIZES),
+    st.sampled_from(["none", "deepep"]),
+    st.sampled_from([None, "deepseek-ai/DeepSeek-V3"]),
 )
 def test_a_kept_violation_fails_whatever_the_unknown_value(
-    values: dict[str, int], dp_attention: bool, unknown: str
+    values: dict[str, int], dp_attention: bool, unknown: str, a2a: str, model: str | None
 ) -> None:
     """Every violation left standing fails for every value the unknown field could take;
-    the ones turned into warnings are those whose rule reads it."""
-    known = {k: v for k, v in values.items() if k != unknown}
+    the ones turned into warnings are those whose rule reads it, through what resolution
+    derives from it where its conditions let it (an all-to-all backend makes ep follow
+    tp; without one it does not)."""
+    known: dict[str, Any] = {k: v for k, v in values.items() if k != unknown}
     known["enable_dp_attention"] = dp_attention
-    report = undecided(validate(known, sglang_version=PACK), {unknown: "$X"})
+    known["moe_a2a_backend"] = a2a
+    spec = catalogue_config(model) if model is not None else None
+    report = undecided(validate(known, spec, sglang_version=PACK), {unknown: "$X"})
     assert report.valid == (not report.violations)
     for value in VALUES:
-        again = validate({**known, unknown: value}, sglang_version=PACK)
+        again = validate({**known, unknown: value}, spec, sglang_version=PACK)
         rules = {v.rule for v in again.violations}
         for v in report.violations:
             assert v.rule in rules, (known, unknown, value)
@@ -194,3 +201,25 @@ def test_groups_ask_for_an_unknown_width(
     assert run.code == 0 and json.loads(run.out)["world"] == 12, run.out
     path.write_text(f"{L} --tp 8 --nnodes 2 --node-rank $R\n")
     assert run_cli(capsys, "groups", "--sglang-file", str(path)).code == 0
+
+
+def test_a_rule_the_unknown_value_cannot_reach_is_decided(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """256 experts over `--ep 5`: no tp helps, since without an all-to-all backend ep does
+    not follow tp, yet MODEL-EXPERTS was "not checked" at `--tp $TP` (resolution's reach
+    ignored the step's condition). With a backend, ep follows tp: open, and the silent
+    change is said as following tp, not as tp's default."""
+    model = "--model-path deepseek-ai/DeepSeek-V3"
+    code, report = _validate(
+        capsys, tmp_path, f"python -m sglang.launch_server {model} --tp $TP --ep 5\n"
+    )
+    assert code == 1 and [v["rule"] for v in report["violations"]] == ["MODEL-EXPERTS"], report
+    code, report = _validate(
+        capsys, tmp_path,
+        f"python -m sglang.launch_server {model} --tp $TP --ep 5 --moe-a2a-backend deepep\n",
+    )  # fmt: skip
+    assert code == 0 and not report["violations"], report
+    (note,) = [n for n in report["notes"] if n["field"] == "ep_size"]
+    assert note["follows"] == "tp_size = $TP" and note["new"] is None
+    assert note["text"].startswith("SGLang will set ep_size from tp_size = $TP (given 5)")

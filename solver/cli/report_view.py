@@ -82,6 +82,8 @@ def print_report(report: Report, *, verbose: bool = False) -> None:
             f"{'s' if n != 1 else ''} not checked[/yellow] (see the warnings); "
             f"{gpu_summary(report)}"
         )
+    elif report.valid and report.reads_unknown("gpus_used"):
+        out.print(f"[green]✓ valid[/green] layout; {gpu_summary(report)}")
     elif report.valid:
         out.print(f"[green]✓ valid[/green] layout on {gpu_summary(report)}")
     else:

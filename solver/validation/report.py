@@ -56,12 +56,16 @@ class Note:
     #: the GPU count or whether a CP strategy runs. Others (an environment default that
     #: nothing in this layout reads) are shown only with `-v`.
     visible: bool = True
+    #: The launch's unknown values the new value follows (`tp_size = $TP`): `new` is then
+    #: only what SGLang's default for them gives, and is not said.
+    follows: str | None = None
 
     @property
     def text(self) -> str:
+        new = f"from {self.follows}" if self.follows else f"= {fmt_value(self.new)}"
         return (
-            f"SGLang will set {self.field} = {fmt_value(self.new)} (given "
-            f"{fmt_value(self.old)}) because {self.because}"
+            f"SGLang will set {self.field} {new} (given {fmt_value(self.old)}) because "
+            f"{self.because}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,7 +73,8 @@ class Note:
             "resolution": self.resolution,
             "field": self.field,
             "old": self.old,
-            "new": self.new,
+            "new": None if self.follows else self.new,
+            "follows": self.follows,
             "because": self.because,
             "source": self.source,
             "visible": self.visible,
@@ -101,6 +106,8 @@ class Report:
     #: Ids of the rules left undecided by `unknown`: they fail at the default, but read a
     #: value this launch does not give (reported as warnings, not violations).
     undecided: tuple[str, ...] = ()
+    #: The fields whose resolved values may depend on `unknown` (`undecided.open_fields`).
+    open_fields: frozenset[str] = frozenset()
 
     def reads_unknown(self, name: str) -> tuple[str, ...]:
         """The unknown fields (`field = value as written`) a derived width or field reads:
@@ -113,7 +120,7 @@ class Report:
 
         reach = get_pack(self.sglang_version or None).reach
         width = next((w for w in DERIVED if w.name == name), None)
-        raw = fields_of(width.body) if width is not None else {name}
+        raw = set(fields_of(width.body) if width is not None else (name,)) & self.open_fields
         read = {r for f in raw for r in reach.get(f, {f})}
         return tuple(f"{f} = {self.unknown[f]}" for f in sorted(read & set(self.unknown)))
 

@@ -7,16 +7,80 @@ TOPO-NNODES at tp 1), and saying "invalid" would be a guess presented as a verdi
 violation whose rule reads such a field, directly or through what SGLang's resolution
 derives from it, is reported as a warning that says it was not checked, with the value
 that left it open; the layout is invalid only by the rules its known values break.
+
+What resolution derives from an unknown value (`open_fields`) is found by running SGLang's
+resolution steps in their order over what is known: a step whose condition the known values
+decide false derives nothing (`--tp $TP --ep 5` with no all-to-all backend: the step that
+sets ep to tp does not run, so MODEL-EXPERTS, 256 experts over ep 5, fails whatever tp
+is); a step whose condition or value reads an open value opens what it sets. `Pack.reach`,
+which ignores conditions and order, named too much: every rule reading ep was left open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from types import MappingProxyType
+from typing import Any
 
-from meshsat.solver.packs import get_pack
+from meshsat.solver.backends.interp import Evaluator
+from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.validation.report import Report, Violation
+from meshsat.solver.validation.validate import environment
+
+
+class _Open(Exception):
+    """A read of a value that may depend on the launch's unknown values."""
+
+
+class _Known(Mapping[str, Any]):
+    """An environment whose open names cannot be read (`_Open`)."""
+
+    def __init__(self, env: Mapping[str, Any], open_: set[str]) -> None:
+        self.env, self.open = env, open_
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.open:
+            raise _Open(name)
+        return self.env[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.env)
+
+    def __len__(self) -> int:
+        return len(self.env)
+
+
+def open_fields(pack: Pack, raw: Mapping[str, Any], unknown: set[str]) -> frozenset[str]:
+    """The fields whose resolved values may depend on the `unknown` raw fields (module
+    docstring): resolution run step by step as SGLang runs it (each step's values read
+    before any is set), a value that reads an open one being open, and every field a step
+    sets open when whether it runs reads an open value."""
+    resolved = dict(raw)
+    opened = set(unknown)
+    raw_known = _Known(raw, set(unknown))
+    for resolution in pack.resolutions:
+        for step in resolution.steps:
+            evaluator = Evaluator(_Known(resolved, opened), raw_known)
+            try:
+                runs: bool | None = bool(evaluator.visit(step.when))
+            except _Open:
+                runs = None
+            if runs is False:
+                continue
+            values: dict[str, Any] = {}
+            for name, value in step.sets if runs else ():
+                try:
+                    values[name] = evaluator.visit(value)
+                except _Open:
+                    continue
+            for name, _ in step.sets:
+                if name in values:
+                    resolved[name] = values[name]
+                    opened.discard(name)
+                else:
+                    opened.add(name)
+    return frozenset(opened | unknown)
 
 
 def undecided(report: Report, unknown: Mapping[str, str]) -> Report:
@@ -25,11 +89,23 @@ def undecided(report: Report, unknown: Mapping[str, str]) -> Report:
     keeps `unknown`, and the ids of those rules as `undecided`."""
     if not unknown:
         return report
-    report = replace(report, unknown=MappingProxyType(dict(unknown)))
+    pack = get_pack(report.sglang_version or None)
+    opened = open_fields(pack, environment(report.config, report.model), set(unknown))
+    reach = pack.reach
+
+    def follows(names: set[str]) -> str:
+        read = {r for f in names & opened for r in reach.get(f, {f})}
+        return ", ".join(f"{name} = {unknown[name]}" for name in sorted(read & set(unknown)))
+
+    notes = tuple(
+        replace(n, follows=follows({n.field}) or None) if n.field in opened else n
+        for n in report.notes
+    )
+    report = replace(
+        report, unknown=MappingProxyType(dict(unknown)), open_fields=opened, notes=notes
+    )
     if not report.violations:
         return report
-    pack = get_pack(report.sglang_version or None)
-    reach = pack.reach
     kept: list[Violation] = []
     open_: list[Violation] = []
     for v in report.violations:
@@ -38,14 +114,12 @@ def undecided(report: Report, unknown: Mapping[str, str]) -> Report:
         if v.rule not in pack.by_id:
             kept.append(v)
             continue
-        read = {r for f in v.fields for r in reach.get(f, {f})}
-        why = [f"{name} = {unknown[name]}" for name in sorted(read & set(unknown))]
+        why = follows(set(v.fields))
         if not why:
             kept.append(v)
             continue
         message = (
-            f"not checked: it reads {', '.join(why)}, unknown here; at SGLang's default "
-            f"it fails: {v.message}"
+            f"not checked: it reads {why}, unknown here; at SGLang's default it fails: {v.message}"
         )
         open_.append(replace(v, message=message, severity="warning"))
     if not open_:
