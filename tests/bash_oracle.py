@@ -1,5 +1,5 @@
 """Bash itself as the oracle of what a launch script passes its launcher: the script runs
-with the launcher swapped for `printf`, which prints each word it is given on a line."""
+with the launcher swapped for a function that prints each word it is given on a line."""
 
 from __future__ import annotations
 
@@ -12,11 +12,16 @@ import pytest
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
 
+#: The launcher's stand-in: a function that prints each word it is given on a line,
+#: exported so that a `bash -c '...'` inside runs it too, and a name that needs no quotes
+#: wherever the launcher stood (inside a string `eval` runs, or single quotes).
+_PRELUDE = "__launch() { printf '%s\\n' \"$@\"; }\nexport -f __launch\n"
+
+
 def words_bash_passes(script: str, launcher: str) -> list[str]:
     """The words each `launcher` in `script` is run with, in order, as bash runs it (a
-    `bash -c '...'` inside prints its own)."""
-    shown = script.replace(f"bash -c '{launcher}", 'bash -c \'printf "%s\\n"')
-    shown = shown.replace(launcher, "printf '%s\\n'")
+    `bash -c '...'` or an `eval` inside prints its own)."""
+    shown = _PRELUDE + script.replace(launcher, "__launch")
     ran = subprocess.run(
         ["bash", "--noprofile", "--norc", "-c", shown],
         capture_output=True,

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.launch import read_launch_commands
 from meshsat.solver.inputs.markdown import fenced_code
 from meshsat.solver.inputs.shell_masks import (
@@ -425,3 +426,28 @@ def test_a_dockerfiles_json_words_are_not_rewritten(
     path.write_text(DOCKERFILE.replace('"4"', '"3"'))
     run = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
     assert run.code == 2 and "a Dockerfile's JSON list of words" in run.err, run.err
+
+
+@needs_bash
+@pytest.mark.parametrize(
+    "script",
+    [
+        'TP=8\nCMD="{L} --tp $TP --dp 2"\neval "$CMD"\n',
+        "TP=8\nCMD='{L} --tp $TP --dp 2'\neval $CMD\n",  # expanded again by eval
+        'ARGS="--tp 4"\neval {L} "$ARGS" --dp 2\n',
+        'eval "{L} --tp 2"\n',
+    ],
+)
+def test_a_launch_run_by_eval_is_read_as_bash_runs_it(script: str) -> None:
+    """`CMD="python -m sglang.launch_server ..."` then `eval "$CMD"` (benchmark scripts):
+    no launch was found. The string eval runs is read as bash reads it, where this shell
+    knows every value in it; its words are not edited in place (form "eval")."""
+    script = script.format(L=LAUNCH)
+    (command,) = read_launch_commands(script)
+    assert [w.text for w in command.words] == words_bash_passes(script, LAUNCH)
+    assert command.form == "eval"
+
+
+def test_an_eval_of_an_unknown_string_is_no_launch() -> None:
+    with pytest.raises(InputError, match="not an SGLang launch command"):
+        read_launch_commands('eval "$SERVER_COMMAND"\n')

@@ -246,6 +246,10 @@ def read_launch_commands(
             for w in words[1:]:
                 shell.assign(w.word, getattr(w, "parts", None), source, line, certain)
             continue
+        if texts[:1] == ["eval"]:  # its words are read again, as the string they join
+            at = (command.pos[0], line)
+            found += _evaluated(words[1:], source, text, at, exported, routers, shell)
+            continue
         if start is None:
             at = (command.pos[0], line)
             found += _quoted_launches(
@@ -289,6 +293,7 @@ FORM_TEXT: dict[str, str] = {
     "yaml": "a manifest's list of words",
     "quoted": "quoted inside another command with escapes",
     "json": "a Dockerfile's JSON list of words",
+    "eval": "a string that `eval` runs",
 }
 #: Runners whose quoted command runs without this shell's variables (on another machine,
 #: or in a container, which gets only its `-e NAME=value`); any other (`bash -c`, `srun`)
@@ -351,6 +356,53 @@ def _quoted_launches(
                 )
             )
     return found
+
+
+def _evaluated(
+    words: list[Any],
+    source: str,
+    text: str,
+    outer: tuple[int, int],
+    exported: list[_Set],
+    routers: bool,
+    variables: ShellVariables,
+) -> list[LaunchCommand]:
+    """The launch an `eval` runs (`CMD="python -m sglang.launch_server --tp $TP"` ...
+    `eval "$CMD"`): its words as this shell expands them, joined and read as the shell
+    text `eval` reads, where every expansion in them is known here; none otherwise. Its
+    text is not where its words stand, so it is read, not edited (form "eval")."""
+    values: list[str] = []
+    for word in words:
+        parts = getattr(word, "parts", None)
+        got = variables.expand(word.word, parts, source, text) if parts else (word.word, [])
+        if got is None:
+            return []
+        values.append(got[0])
+    joined = " ".join(values)
+    if not words or _launcher(joined.split(), routers) is None:
+        return []
+    try:
+        inner = read_launch_commands(joined, routers=routers, variables=variables)
+    except InputError:
+        return []
+    start, line = outer
+    at, end = words[0].pos[0], words[-1].pos[1]
+    pairs = tuple(pair for pair, _ in exported)
+    said = f"read from the string `eval` runs on line {line}, as this shell expands it"
+    return [
+        replace(
+            c,
+            line=line,
+            env=(*pairs, *c.env),
+            words=tuple(w._replace(pos=at, end=end) for w in c.words),
+            notes=(said, *c.notes),
+            form="eval",
+            span=(start, end),
+            exported=(*pairs, *c.exported),
+            env_spans=(*(span for _, span in exported), *((-1, -1) for _ in c.env_spans)),
+        )
+        for c in inner
+    ]
 
 
 def _passed_on(
