@@ -451,3 +451,11 @@ def test_a_launch_run_by_eval_is_read_as_bash_runs_it(script: str) -> None:
 def test_an_eval_of_an_unknown_string_is_no_launch() -> None:
     with pytest.raises(InputError, match="not an SGLang launch command"):
         read_launch_commands('eval "$SERVER_COMMAND"\n')
+
+
+def test_an_eval_of_a_string_with_unknown_flags_is_read_as_written() -> None:
+    """`eval "python3 -m sglang.launch_server $ENGINE_ARGS"` (ENGINE_ARGS built in branches):
+    not known whole, it is read as the quoted launch it is, the expansion unread."""
+    (command,) = read_launch_commands(f'eval "{LAUNCH} --tp 2 $ENGINE_ARGS"\n')
+    assert [w.text for w in command.words][:2] == ["--tp", "2"]
+    assert command.words[-1].expansion == "$ENGINE_ARGS"

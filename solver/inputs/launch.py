@@ -246,9 +246,13 @@ def read_launch_commands(
             for w in words[1:]:
                 shell.assign(w.word, getattr(w, "parts", None), source, line, certain)
             continue
-        if texts[:1] == ["eval"]:  # its words are read again, as the string they join
-            at = (command.pos[0], line)
-            found += _evaluated(words[1:], source, text, at, exported, routers, shell)
+        evaluated = (  # eval's words are read again, as the string they join
+            _evaluated(words[1:], source, text, (command.pos[0], line), exported, routers, shell)
+            if texts[:1] == ["eval"]
+            else []
+        )
+        if evaluated:
+            found += evaluated
             continue
         if start is None:
             at = (command.pos[0], line)
@@ -369,8 +373,9 @@ def _evaluated(
 ) -> list[LaunchCommand]:
     """The launch an `eval` runs (`CMD="python -m sglang.launch_server --tp $TP"` ...
     `eval "$CMD"`): its words as this shell expands them, joined and read as the shell
-    text `eval` reads, where every expansion in them is known here; none otherwise. Its
-    text is not where its words stand, so it is read, not edited (form "eval")."""
+    text `eval` reads, where every expansion in them is known here; none otherwise (the
+    command is then read as any other, `eval` as a runner). Its text is not where its words
+    stand, so it is read, not edited (form "eval")."""
     values: list[str] = []
     for word in words:
         parts = getattr(word, "parts", None)
