@@ -143,8 +143,9 @@ def judged(
     reports: dict[str, Report] = {}
     for server in deployment.servers:
         report = server_report(server, pack)
-        # server_report made the job's violations and each node's own GPU-id checks
-        layout = replace(server.layout, job=(), nodes=())
+        # server_report made the job's violations and each node's own GPU-id checks, and
+        # left undecided what the launch's unknown values leave open
+        layout = replace(server.layout, job=(), nodes=(), unknown={})
         report = with_launch_checks(report, layout, strict=strict)
         reports[server.name] = report if memory is None else memory(report, server.layout)
     return judge(deployment, pack, reports)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -348,18 +348,43 @@ def _quoted_launches(
                 (a + base, b + base) if exact and a >= 0 else (-1, -1) for a, b in c.env_spans
             )
             found.append(
-                replace(
+                _carried(
                     c,
+                    passed,
+                    spans,
                     line=line + c.line - 1,
-                    env=(*pairs, *c.env),
                     words=tuple(w._replace(pos=w.pos + base, end=w.end + base) for w in c.words),
                     form=c.form if exact else "quoted",
                     span=(start, max(c.span[1] + base, word.pos[1])),  # the closing quote
-                    exported=(*pairs, *c.exported),
-                    env_spans=(*(at for _, at in passed), *spans),
                 )
             )
     return found
+
+
+def _carried(
+    inner: LaunchCommand,
+    passed: Sequence[_Set],
+    spans: tuple[tuple[int, int], ...],
+    *,
+    line: int,
+    words: tuple[Word, ...],
+    form: str,
+    span: tuple[int, int],
+) -> LaunchCommand:
+    """A launch read from text another command runs (a quoted word, `eval`'s string), as a
+    launch of this script: at `line`, with `words` and `span` in this script's text, and
+    the variables `passed` to it ahead of its own (`spans`: where its own are written)."""
+    pairs = tuple(pair for pair, _ in passed)
+    return replace(
+        inner,
+        line=line,
+        env=(*pairs, *inner.env),
+        words=words,
+        form=form,
+        span=span,
+        exported=(*pairs, *inner.exported),
+        env_spans=(*(at for _, at in passed), *spans),
+    )
 
 
 def _evaluated(
@@ -392,19 +417,16 @@ def _evaluated(
         return []
     start, line = outer
     at, end = words[0].pos[0], words[-1].pos[1]
-    pairs = tuple(pair for pair, _ in exported)
     said = f"read from the string `eval` runs on line {line}, as this shell expands it"
     return [
-        replace(
-            c,
+        _carried(
+            replace(c, notes=(said, *c.notes)),
+            exported,
+            tuple((-1, -1) for _ in c.env_spans),
             line=line,
-            env=(*pairs, *c.env),
             words=tuple(w._replace(pos=at, end=end) for w in c.words),
-            notes=(said, *c.notes),
             form="eval",
             span=(start, end),
-            exported=(*pairs, *c.exported),
-            env_spans=(*(span for _, span in exported), *((-1, -1) for _ in c.env_spans)),
         )
         for c in inner
     ]
@@ -557,16 +579,14 @@ def pasted_as_shell(text: str) -> tuple[str, list[str]]:
     if prompts:
         source = _PROMPT.sub(_blank, source)
         notes.append(f"a terminal prompt ({prompts[0]!r}) before the command is not read")
-    source, commented = _COMMENTED_CONTINUATION.subn(
-        lambda m: " " * (len(m.group()) - 1) + "\\", source
-    )
+    commented = [
+        source.count("\n", 0, m.start()) + 1 for m in _COMMENTED_CONTINUATION.finditer(source)
+    ]
     if commented:
-        lines = sorted(
-            {source.count("\n", 0, m.start()) + 1 for m in _COMMENTED_CONTINUATION.finditer(text)}
-        )
+        source = _COMMENTED_CONTINUATION.sub(lambda m: " " * (len(m.group()) - 1) + "\\", source)
         notes.append(
             f"a '\\' followed by a comment is read as a line continuation (line "
-            f"{', '.join(map(str, lines))}): bash ends the command there, and the flags on the "
+            f"{', '.join(map(str, commented))}): bash ends the command there, and the flags on the "
             "next lines never reach SGLang; move the comment"
         )
     source, flattened = _FLATTENED_CONTINUATION.subn(" ", source)

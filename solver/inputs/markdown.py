@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from meshsat.solver.inputs.shell_masks import blanked
+
 #: A fence line: Markdown quote markers (`> `), three or more backticks or tildes, an
 #: optional label (`bash`, `shell`, `yaml`) and what follows it: after a language's
 #: name anything (MDX titles: ```` ```bash Prefill node ````), after any other word only
@@ -42,10 +44,6 @@ OTHER_LANGUAGES = frozenset(
     | {"ts", "go", "golang", "rust", "c", "cpp", "c++", "java", "toml", "diff", "html"}
     | {"xml", "sql", "makefile", "make"}
 )
-
-
-def _blank(text: str) -> str:
-    return re.sub(r"[^\n]", " ", text)
 
 
 def _read(label: str, code: str) -> bool:
@@ -116,16 +114,16 @@ def fenced_code(text: str) -> tuple[str, str | None]:
             m = _GLUED.match(line) if i not in fence_lines else None
             if m is not None and not blocks:
                 glued += 1
-                out.append(_blank(m.group()) + line[m.end() :])
+                out.append(blanked(m.group()) + line[m.end() :])
             else:
-                out.append(_blank(line))
+                out.append(blanked(line))
             continue
         if i in quoted and (q := _QUOTE.match(line)) is not None:
-            line = _blank(q.group()) + line[q.end() :]
+            line = blanked(q.group()) + line[q.end() :]
         m = _GLUED.match(line)
         if m is not None:
             glued += 1
-            line = _blank(m.group()) + line[m.end() :]
+            line = blanked(m.group()) + line[m.end() :]
         out.append(line)
     n = len(fence_lines) + glued
     if not n:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from meshsat.solver.inputs.shell_masks import blanked
+
 _EXEC_START = re.compile(r"^([ \t]*ExecStart=[-@:+!]*)(?=.*sglang)", re.M)
 _SECTION = re.compile(r"^[ \t]*\[(?:Unit|Service|Install)\][ \t]*$", re.M)
 #: A unit's `Key=value` line (systemd keys are CamelCase; a shell's assignment is not).
@@ -46,10 +48,6 @@ class ServiceText:
     environment: bool = False
 
 
-def _blank(text: str) -> str:
-    return re.sub(r"[^\n]", " ", text)
-
-
 def service_text(text: str) -> ServiceText:
     """`text` with a unit's or a Dockerfile's launch made shell (module docstring)."""
     if "ExecStart=" in text and _EXEC_START.search(text):
@@ -68,15 +66,15 @@ def _unit(text: str) -> ServiceText:
         body = line.rstrip("\r\n")
         m = _EXEC_START.match(line)
         if m is not None:
-            out.append(_blank(m.group(1)) + line[m.end(1) :])
+            out.append(blanked(m.group(1)) + line[m.end(1) :])
             continued = body.endswith("\\")
         elif continued:
             out.append(line)
             continued = body.endswith("\\")
         elif (e := _ENVIRONMENT.match(line)) is not None:
-            out.append(_blank(e.group()) + line[e.end() :].replace('"', " "))
+            out.append(blanked(e.group()) + line[e.end() :].replace('"', " "))
         elif sections and _UNIT_KEY.match(body):
-            out.append(_blank(line))
+            out.append(blanked(line))
         else:
             out.append(line)
     note = "a systemd unit's ExecStart= is read as its command, Environment= as its environment"
@@ -98,7 +96,7 @@ def _dockerfile(text: str) -> ServiceText:
         word = m.group(1).upper() if m is not None else ""
         if word in ("CMD", "ENTRYPOINT"):
             rest = block[m.end() :] if m is not None else block
-            head = _blank(block[: m.end()]) if m is not None else ""
+            head = blanked(block[: m.end()]) if m is not None else ""
             stripped = rest.strip()
             if stripped.startswith("[") and stripped.rstrip("\\").rstrip().endswith("]"):
                 json_words = True
@@ -108,11 +106,11 @@ def _dockerfile(text: str) -> ServiceText:
                     rest = _continued(rest)  # Docker appends CMD to ENTRYPOINT
             out.append(head + rest)
         elif word in ("ENV", "ARG") and m is not None:  # ARG: the build's, read as ENV's
-            out.append(_blank(block[: m.end()]) + block[m.end() :])
+            out.append(blanked(block[: m.end()]) + block[m.end() :])
         elif block.lstrip().startswith("#") or not block.strip():
             out.append(block)
         else:
-            out.append(_blank(block))
+            out.append(blanked(block))
         i = j + 1
     note = "a Dockerfile's CMD/ENTRYPOINT is read as its command, ENV as its environment"
     return ServiceText("".join(out), note, json_words, environment=True)

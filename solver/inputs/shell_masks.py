@@ -27,11 +27,17 @@ commands run, and in which order, so far as it matters to a launch.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 #: Where a command may start: the text's start, a line's, or after a separator or keyword.
 _COMMAND_START = re.compile(r"(?:^|(?<=[;&|({\n])|(?<=\bthen)|(?<=\bdo)|(?<=\belse))[ \t]*", re.M)
 _CASE = re.compile(r"case[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s;]+)[ \t]+in(?=\s)")
+
+
+def blanked(text: str) -> str:
+    """`text` as blanks of its width, its newlines kept (lines stay where they were)."""
+    return re.sub(r"[^\n]", " ", text)
 
 
 def mask_arithmetic(source: str) -> tuple[str, dict[str, str]]:
@@ -81,10 +87,7 @@ def mask_case(source: str) -> str:
         return source
     chars = list(source)
     quoted = _quoted(source)
-    for start in _COMMAND_START.finditer(source):
-        m = _CASE.match(source, start.end())
-        if m is None or quoted[m.start()]:
-            continue
+    for m in _at_command_starts(_CASE, source, quoted):
         edits = _branches(source, quoted, m.end())
         if edits is None:
             continue
@@ -92,6 +95,16 @@ def mask_case(source: str) -> str:
         for at, text in edits:
             chars[at : at + len(text)] = text
     return "".join(chars)
+
+
+def _at_command_starts(
+    pattern: re.Pattern[str], source: str, quoted: list[bool]
+) -> Iterator[re.Match[str]]:
+    """Each match of `pattern` where a command starts, outside quotes and comments."""
+    for start in _COMMAND_START.finditer(source):
+        m = pattern.match(source, start.end())
+        if m is not None and not quoted[m.start()]:
+            yield m
 
 
 def _branches(source: str, quoted: list[bool], i: int) -> list[tuple[int, str]] | None:
@@ -256,10 +269,7 @@ def mask_arrays(source: str) -> tuple[str, dict[int, ArrayAssignment]]:
         return source, found
     chars = list(source)
     quoted = _quoted(source)
-    for start in _COMMAND_START.finditer(source):
-        m = _ARRAY.match(source, start.end())
-        if m is None or quoted[m.start()]:
-            continue
+    for m in _at_command_starts(_ARRAY, source, quoted):
         close = _closing(source, quoted, m.end())
         if close is None:
             continue
