@@ -6,8 +6,10 @@ whatever a hostile or careless user hands over, instead of hanging on a FIFO, re
 `/dev/zero` until memory runs out, or expanding a YAML alias bomb. The limits are far
 above any real SGLang deployment and far below what makes the tool slow:
 
-- `MAX_FILE_BYTES` (1 MiB): layout files are a few hundred bytes, HF `config.json`
-  files tens of kilobytes.
+- `MAX_FILE_BYTES` (1 MiB): layout files are a few hundred bytes.
+- `MAX_CONFIG_BYTES` (16 MiB) for a checkpoint's `config.json` and `hf_quant_config.json`:
+  most are tens of kilobytes, but a ModelOpt MIXED_PRECISION export lists every quantized
+  layer (nvidia/MiniMax-M3-NVFP4: 3.1 MB each, 67,000 values).
 - `MAX_DEPTH` (32) nesting levels and `MAX_NODES` (100,000) values after alias
   expansion: a layout is a flat mapping with one `model:` entry.
 - `MAX_GPUS` (2**20): no machine has a million GPUs; every size, and the GPU count
@@ -36,6 +38,7 @@ from typing import Any
 from meshsat.solver.errors import InputError
 
 MAX_FILE_BYTES = 1 << 20
+MAX_CONFIG_BYTES = 16 << 20
 MAX_DEPTH = 32
 MAX_NODES = 100_000
 MAX_GPUS = 1 << 20
@@ -79,9 +82,9 @@ def listed(items: Sequence[str], sep: str = " ") -> str:
     return sep.join(cut) + (f"{sep}and {rest} more" if rest else "")
 
 
-def read_text(path: str | Path, what: str) -> str:
+def read_text(path: str | Path, what: str, limit: int = MAX_FILE_BYTES) -> str:
     """A regular file's UTF-8 text, refused at once if it is not a regular file
-    (FIFO, device, socket) or larger than `MAX_FILE_BYTES`."""
+    (FIFO, device, socket) or larger than `limit` bytes."""
     p = Path(path)
     try:
         st = os.stat(p)
@@ -93,15 +96,15 @@ def read_text(path: str | Path, what: str) -> str:
         raise InputError(f"{what} {p} is a directory")
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{what} {p} is not a regular file (a pipe or device is refused)")
-    if st.st_size > MAX_FILE_BYTES:
-        raise InputError(f"{what} {p} is {st.st_size} bytes; the limit is {MAX_FILE_BYTES} bytes")
+    if st.st_size > limit:
+        raise InputError(f"{what} {p} is {st.st_size} bytes; the limit is {limit} bytes")
     try:
         with open(p, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+            data = fh.read(limit + 1)
     except OSError as exc:
         raise InputError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise InputError(f"{what} {p} is over the limit of {MAX_FILE_BYTES} bytes")
+    if len(data) > limit:
+        raise InputError(f"{what} {p} is over the limit of {limit} bytes")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

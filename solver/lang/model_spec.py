@@ -15,8 +15,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.lang.checkpoint_files import with_sglang_quantization
 from meshsat.solver.lang.checkpoint_quant import read_checkpoint_quant
-from meshsat.solver.lang.limits import MAX_DEPTH, bracket_depth, check_shape, read_text, shown
+from meshsat.solver.lang.limits import (
+    MAX_CONFIG_BYTES,
+    MAX_DEPTH,
+    bracket_depth,
+    check_shape,
+    read_text,
+    shown,
+)
 
 MLA_ARCHITECTURES = (
     "DeepseekV2ForCausalLM",
@@ -222,7 +230,7 @@ class ModelSpec(BaseModel):
         p = Path(path)
         if p.is_dir():
             p = p / "config.json"
-        text = read_text(p, "model config")
+        text = read_text(p, "model config", MAX_CONFIG_BYTES)
         if bracket_depth(text) > MAX_DEPTH:
             raise InputError(f"model config {p} is nested deeper than {MAX_DEPTH} levels")
         try:
@@ -237,7 +245,7 @@ class ModelSpec(BaseModel):
         if not isinstance(data, dict):
             raise InputError(f"model config {p} must be a JSON object")
         check_shape(data, f"model config {p}", finite=False)
-        return cls.from_hf_config(data)
+        return cls.from_hf_config(with_sglang_quantization(data, p.parent))
 
 
 def _fact(hf: Mapping[str, Any], text: Mapping[str, Any], key: str) -> Any:

@@ -505,6 +505,19 @@ def _rope_cache_elements(c: Mapping[str, Any], model_type: str, head_dim: int, r
     return ropes * positions * dim
 
 
+#: Config fields that lay out layers of kinds the memory model has no price for. Read as
+#: an ordinary decoder, such a config is mis-sized by a wide margin (NemotronH's 88 layers
+#: of nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8 priced as 88 attention + 512-expert MoE
+#: layers: 349 GiB a rank on four H100 for a 120B FP8 checkpoint), so it is refused.
+UNMODELLED_LAYERS = {
+    "hybrid_override_pattern": "NemotronH's Mamba2, MLP and latent-MoE layers",
+    "layers_block_type": "NemotronH's Mamba2, MLP and latent-MoE layers",
+    "block_configs": "DeciLM's per-layer block configs (Llama-Nemotron NAS models)",
+    "linear_attn_config": "Kimi's linear-attention (KDA) layers",
+    "hidden_size_per_layer_input": "Gemma's per-layer input embeddings",
+}
+
+
 def facts_from_config(hf: Mapping[str, Any], dtype: str | None = None) -> ModelFacts:
     """Read `ModelFacts` from a parsed Hugging Face `config.json`, served in SGLang's
     `--dtype` (`quant.served_bytes`; None: `auto`).
@@ -515,6 +528,12 @@ def facts_from_config(hf: Mapping[str, Any], dtype: str | None = None) -> ModelF
     c = _text_config(hf)
     archs = hf.get("architectures") or c.get("architectures") or []
     arch = archs[0] if archs and isinstance(archs[0], str) else str(c.get("model_type", "?"))
+    for key, layers_of in UNMODELLED_LAYERS.items():
+        if key in c:
+            raise InputError(
+                f"{arch}: {layers_of} (config.json field {key!r}) are not modelled by meshsat's "
+                "memory model; its rules still check the layout without --gpu"
+            )
     hidden = _require(c, ("hidden_size", "n_embd", "d_model"), "the hidden size")
     layers = _require(c, _LAYERS, "the layer count")
     heads = _require(c, _HEADS, "the attention head count")

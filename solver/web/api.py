@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshsat.solver.errors import InputError, MeshsatError
+from meshsat.solver.lang.checkpoint_files import with_sglang_quantization
 from meshsat.solver.lang.limits import check_shape, shown
 from meshsat.solver.web.work import Answer, Work
 
@@ -262,7 +263,8 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
     if pasted is not None:
         if not isinstance(pasted, dict):
             raise FieldError("model_config must be a config.json object", "model_config")
-        model: Mapping[str, Any] = pasted
+        # No folder beside a pasted config: SGLang's in-config fallbacks only.
+        model: Mapping[str, Any] = with_sglang_quantization(pasted, None)
     else:
         try:
             model = catalogue_config(params["model"])

@@ -1,0 +1,122 @@
+"""Record which quantization a real SGLang release finds for a checkpoint folder
+(tests/fixtures/quant_sources/<version>.json; `tests/test_checkpoint_files.py` replays it).
+
+Runs inside a release venv ($HOME/.cache/meshsat-fidelity/<version>, see fidelity/README.md),
+from the repository root, with aiconfigurator-core's model configs at hand:
+
+    MESHSAT_HF_CONFIGS=.venv/lib/python3.11/site-packages/aiconfigurator_core/model_configs \\
+      ~/.cache/meshsat-fidelity/0.5.23/bin/python fidelity/quant_sources.py 0.5.23
+
+Each case is a folder with a config.json and, where the checkpoint ships one, its
+`hf_quant_config.json`: every model config aiconfigurator-core bundles (its
+`X_hf_quant_config.json` copied beside as SGLang's file name), and a few written here for
+the branches those do not reach (`compression_config`, a `quantization_config` without
+`quant_method`, MIXED_PRECISION without NVFP4 layers, MXFP8, an algorithm SGLang does not
+know). The record is what the release's own `ModelConfig._parse_quant_hf_config` returns,
+called unbound on a stand-in holding only what it reads (`hf_config`, `model_path`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import types
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "fidelity" / "weight_shapes"))
+importlib.import_module("stubs")  # the stand-ins (torchvision), before any sglang import
+
+OUT = ROOT / "tests" / "fixtures" / "quant_sources"
+
+#: Folders the bundled configs do not cover: (name, config.json, hf_quant_config.json).
+WRITTEN: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = [
+    ("compression-config", {"compression_config": {"quant_method": "compressed-tensors"}}, None),
+    ("qc-without-method-fp8", {"quantization_config": {"quant_algo": "FP8"}}, None),
+    ("qc-without-method-nvfp4", {"quantization_config": {"quant_algo": "NVFP4"}}, None),
+    ("qc-without-algo", {"quantization_config": {"group_size": 16}}, None),
+    ("qc-modelopt-fp8", {"quantization_config": {"quant_method": "modelopt", "quant_algo": "FP8"}},
+     None),
+    ("hfq-fp8", {}, {"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}),
+    ("hfq-nested", {}, {"quantization": {"quantization": {"quant_algo": "NVFP4"}}}),
+    ("hfq-flat", {}, {"quant_algo": "NVFP4", "group_size": 16}),
+    ("hfq-w4afp8", {}, {"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": {
+        "model.layers.0.mlp.experts": {"quant_algo": "W4A8_AWQ"}}}}),
+    ("hfq-mixed-nvfp4", {}, {"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": {
+        "model.layers.0.mlp.experts": {"quant_algo": "NVFP4"}}}}),
+    ("hfq-mxfp8", {}, {"quantization": {"quant_algo": "MXFP8", "exclude_modules": ["lm_head"]}}),
+    ("hfq-unknown-algo", {}, {"quantization": {"quant_algo": "INT4_AWQ"}}),
+    ("hfq-no-algo", {}, {"quantization": {"kv_cache_quant_algo": "FP8"}}),
+    ("hfq-beside-qc", {"quantization_config": {"quant_method": "fp8"}},
+     {"quantization": {"quant_algo": "NVFP4"}}),
+]  # fmt: skip
+
+
+def parse(model_config: Any, folder: Path) -> Any:
+    """The release's `_parse_quant_hf_config` on `folder`'s config.json."""
+    cfg = json.loads((folder / "config.json").read_text())
+    stand_in = types.SimpleNamespace(
+        hf_config=types.SimpleNamespace(**cfg), model_path=str(folder), revision=None
+    )
+    cls = model_config.ModelConfig
+    stand_in._parse_modelopt_quant_config = lambda d: cls._parse_modelopt_quant_config(stand_in, d)
+    return cls._parse_quant_hf_config(stand_in)
+
+
+def cases(tmp: Path) -> list[tuple[str, Path]]:
+    out = []
+    bundled = Path(os.environ["MESHSAT_HF_CONFIGS"])
+    for cfg in sorted(bundled.glob("*_config.json")):
+        if cfg.name.endswith("_hf_quant_config.json"):
+            continue
+        stem = cfg.name.removesuffix("_config.json")
+        d = tmp / stem
+        d.mkdir()
+        shutil.copy(cfg, d / "config.json")
+        hfq = bundled / f"{stem}_hf_quant_config.json"
+        if hfq.is_file():
+            shutil.copy(hfq, d / "hf_quant_config.json")
+        out.append((f"bundled:{stem}", d))
+    for name, cfg_data, hfq_data in WRITTEN:
+        d = tmp / name
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(cfg_data))
+        if hfq_data is not None:
+            (d / "hf_quant_config.json").write_text(json.dumps(hfq_data))
+        out.append((f"written:{name}", d))
+    return out
+
+
+def main() -> int:
+    version = sys.argv[1]
+    import sglang
+    from sglang.srt.configs import model_config
+
+    assert sglang.__version__ == version, (sglang.__version__, version)
+    records: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, folder in cases(Path(tmp)):
+            try:
+                got = parse(model_config, folder)
+            except Exception as exc:  # what the release raises is the record
+                records[name] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+                continue
+            q = got if isinstance(got, dict) else None
+            records[name] = {
+                "quant_method": None if q is None else q.get("quant_method"),
+                "quant_algo": None if q is None else q.get("quant_algo"),
+            }
+    OUT.mkdir(parents=True, exist_ok=True)
+    written = {"sglang": version, "written": {n: [c, h] for n, c, h in WRITTEN}, "cases": records}
+    (OUT / f"{version}.json").write_text(json.dumps(written, indent=1, sort_keys=True) + "\n")
+    print(f"{len(records)} cases -> {OUT / f'{version}.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
