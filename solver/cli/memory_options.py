@@ -414,7 +414,7 @@ def memory_line(mem: Memory) -> str:
         f"memory per rank on {mem.gpu} ({mem.gpu_memory_gib:.0f} GiB): weights "
         f"{mem.weights_gib:.2f} GiB, KV pool {mem.kv_pool_gib:.2f} GiB = {mem.kv_tokens} tokens"
         f"{_state(mem)}{_multimodal(mem)} "
-        f"(mem_fraction_static {mem.mem_fraction_static}{_raised(mem)}); max_total_num_tokens "
+        f"(mem_fraction_static {mem.mem_fraction_static:.4g}{_raised(mem)}); max_total_num_tokens "
         f"{mem.max_total_num_tokens}; requests of {mem.context_length} tokens that fit: "
         f"{mem.max_requests}"
     )

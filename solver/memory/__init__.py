@@ -162,7 +162,7 @@ def fit_violation(m: Memory) -> str | None:
         f"does not fit: weights {m.weights_gib:.2f} GiB + reserve "
         f"{m.reserve_gib + m.multimodal_reserve_gib:.2f} GiB "
         f"> {m.pre_load_gib:.2f} GiB free on a {m.gpu} before loading "
-        f"(mem_fraction_static {m.mem_fraction_static})"
+        f"(mem_fraction_static {m.mem_fraction_static:.4g})"
     )
 
 
