@@ -105,6 +105,11 @@ def test_a_local_fp8_70b_fits_two_h100s(tmp_path: Path, capsys: pytest.CaptureFi
     )
     assert local["valid"] is True and local["memory"]["fits"] is True
     assert local["memory"] == embedded["memory"]
+    launch = f"python -m sglang.launch_server --model-path {folder} --tp 2"
+    pasted = json.loads(
+        run_cli(capsys, "validate", "--sglang", launch, "--gpu", "H100", "--json").out
+    )
+    assert pasted["memory"] == embedded["memory"]
 
 
 def test_a_config_past_the_file_limit_still_loads(tmp_path: Path) -> None:
