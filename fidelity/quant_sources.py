@@ -14,6 +14,11 @@ the branches those do not reach (`compression_config`, a `quantization_config` w
 `quant_method`, MIXED_PRECISION without NVFP4 layers, MXFP8, an algorithm SGLang does not
 know). The record is what the release's own `ModelConfig._parse_quant_hf_config` returns,
 called unbound on a stand-in holding only what it reads (`hf_config`, `model_path`).
+
+For each folder the release reads as ModelOpt MIXED_PRECISION, a second record: the
+algorithm its `ModelOptMixedPrecisionConfig._resolve_quant_algo` gives each linear module
+meshsat prices (`memory.modules.model_modules`), after the model class's own
+`hf_to_sglang_mapper` (MiniMax-M3's `block_sparse_moe` -> `mlp`) as the loader applies it.
 """
 
 from __future__ import annotations
@@ -68,6 +73,43 @@ def parse(model_config: Any, folder: Path) -> Any:
     return cls._parse_quant_hf_config(stand_in)
 
 
+#: Where a wrapper class builds its text stack when meshsat's module names start at the
+#: text model (`models/minimax_m3_vl.py`: `add_prefix("language_model.model", prefix)`).
+RUNTIME_PREFIX = {"MiniMaxM3SparseForConditionalGeneration": "language_model."}
+
+
+def mixed_algos(folder: Path) -> dict[str, str | None] | None:
+    """The release's MIXED_PRECISION algorithm for each module meshsat prices (None: a
+    model meshsat refuses to size, `facts.UNMODELLED_LAYERS`)."""
+    from sglang.srt.layers.quantization.modelopt_quant import ModelOptMixedPrecisionConfig
+    from sglang.srt.models.registry import ModelRegistry
+
+    from meshsat.solver.errors import InputError
+    from meshsat.solver.memory import load_facts
+    from meshsat.solver.memory.facts import _text_config
+    from meshsat.solver.memory.models import model_config
+    from meshsat.solver.memory.modules import model_modules
+
+    try:
+        facts = load_facts(str(folder))
+    except InputError:
+        return None
+    hf = json.loads((folder / "config.json").read_text())
+    hfq = folder / "hf_quant_config.json"
+    source = json.loads(hfq.read_text()) if hfq.is_file() else hf["quantization_config"]
+    cls, arch = ModelRegistry.resolve_model_cls(hf["architectures"])
+    # As `loader._get_quantization_config` hands it over: the class's fused modules.
+    packed = dict(getattr(cls, "packed_modules_mapping", {}) or {})
+    config = ModelOptMixedPrecisionConfig.from_config({**source, "packed_modules_mapping": packed})
+    mapper = getattr(cls, "hf_to_sglang_mapper", None)
+    if mapper is not None:
+        config.apply_weight_name_mapper(mapper)
+    text = _text_config(model_config(str(folder)))
+    modules = model_modules(facts, str(text.get("model_type", "")))
+    runtime = RUNTIME_PREFIX.get(arch, "")
+    return {m.name: config._resolve_quant_algo(runtime + m.name) for m in modules}
+
+
 def cases(tmp: Path) -> list[tuple[str, Path]]:
     out = []
     bundled = Path(os.environ["MESHSAT_HF_CONFIGS"])
@@ -111,6 +153,9 @@ def main() -> int:
                 "quant_method": None if q is None else q.get("quant_method"),
                 "quant_algo": None if q is None else q.get("quant_algo"),
             }
+            algos = mixed_algos(folder) if q and q.get("quant_method") == "modelopt_mixed" else None
+            if algos is not None:
+                records[name]["module_algos"] = algos
     OUT.mkdir(parents=True, exist_ok=True)
     written = {"sglang": version, "written": {n: [c, h] for n, c, h in WRITTEN}, "cases": records}
     (OUT / f"{version}.json").write_text(json.dumps(written, indent=1, sort_keys=True) + "\n")

@@ -20,8 +20,10 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.lang.checkpoint_files import HF_QUANT_CONFIG, with_sglang_quantization
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import load_facts
-from meshsat.solver.memory.facts import UNMODELLED_LAYERS
+from meshsat.solver.memory.facts import UNMODELLED_LAYERS, _text_config
 from meshsat.solver.memory.models import model_config
+from meshsat.solver.memory.modules import model_modules
+from meshsat.solver.memory.precision import FP8_PER_TENSOR, NVFP4, scheme_of
 from tests.cli_helpers import run_cli
 
 aic = pytest.importorskip("aiconfigurator_core")
@@ -163,3 +165,25 @@ def test_layers_the_memory_model_cannot_price_are_refused_not_guessed(
     r = run_cli(capsys, "validate", "--model", str(folder), "--gpu", "H100", "--set", "tp_size=8")
     assert r.code == 2 and "not modelled by meshsat's memory model" in r.err
     assert run_cli(capsys, "validate", "--model", str(folder), "--set", "tp_size=8").code in (0, 1)
+
+
+MIXED = sorted(c for c, r in RECORD["cases"].items() if "module_algos" in r)
+
+
+@pytest.mark.parametrize("case", MIXED)
+def test_a_mixed_precision_module_is_priced_as_sglang_resolves_it(
+    case: str, tmp_path: Path
+) -> None:
+    """SGLang 0.5.23's `_resolve_quant_algo` per module (after the model class's name mapper
+    and with its fused modules) against meshsat's price of the same module."""
+    folder = _folder(tmp_path, case)
+    text = _text_config(model_config(str(folder)))
+    modules = model_modules(load_facts(str(folder)), str(text.get("model_type", "")))
+    price = scheme_of(text, 2.0).price
+    recorded = RECORD["cases"][case]["module_algos"]
+    assert {m.name for m in modules} == set(recorded)
+    by_algo = {None: 2.0, "NVFP4": NVFP4, "W4A16_NVFP4": NVFP4, "FP8": FP8_PER_TENSOR,
+               "MXFP8": FP8_PER_TENSOR}  # fmt: skip
+    wrong = {m.name: (price(m), recorded[m.name]) for m in modules
+             if price(m) != by_algo[recorded[m.name]]}  # fmt: skip
+    assert not wrong, f"{len(wrong)} of {len(modules)}: {sorted(wrong.items())[:4]}"

@@ -218,22 +218,48 @@ def _ct_scheme(qc: Mapping[str, Any], base: float) -> tuple[Pricer, Callable[[Li
     return (lambda m: plan(m)[0]), (lambda m: plan(m)[1])
 
 
+def mixed_name(name: str) -> str:
+    """A module name as SGLang's MIXED_PRECISION lookup meets it, whichever wrapper prefix
+    the checkpoint or the model class uses (`ModelOptMixedPrecisionConfig.
+    _quantized_layer_prefix_candidates`: `language_model.model.`, `model.language_model.`
+    and `model.` name the same text stack) and with MiniMax's `block_sparse_moe` as the
+    model class names it, `mlp` (MiniMax-M3's `hf_to_sglang_mapper`). Both sides of the
+    lookup are read this way: nvidia/MiniMax-M3-NVFP4 keys its 21,888 NVFP4 experts
+    `language_model.model.layers.N.block_sparse_moe.experts...`, and matched by the raw
+    name none of them was found, so the whole checkpoint was priced in 16 bits."""
+    for wrapper in ("language_model.model.", "model.language_model."):
+        if name.startswith(wrapper):
+            name = "model." + name[len(wrapper) :]
+            break
+    return name.replace(".block_sparse_moe.", ".mlp.")
+
+
 def _mixed_pricer(qc: Mapping[str, Any], base: float) -> Pricer:
-    """ModelOpt MIXED_PRECISION: `quantized_layers` names each quantized module's algo."""
+    """ModelOpt MIXED_PRECISION: `quantized_layers` names each quantized module's algo
+    (a fused module by its shards, an expert group by any expert under it)."""
     layers = qc.get("quantized_layers") or {}
-    algos = {str(k): str(v.get("quant_algo", "")).upper() for k, v in layers.items()
-             if isinstance(v, Mapping)}  # fmt: skip
+    algos = {mixed_name(str(k)): str(v.get("quant_algo", "")).upper()
+             for k, v in layers.items() if isinstance(v, Mapping)}  # fmt: skip
+    #: Expert group -> the algo of its first listed expert (one lookup, not a scan of
+    #: every key per group: MiniMax-M3 lists 21,888 expert projections).
+    groups: dict[str, str] = {}
+    for key, algo in algos.items():
+        head, sep, _tail = key.partition(".experts.")
+        if sep:
+            groups.setdefault(head + ".experts", algo)
 
     def algo_bytes(algo: str) -> float:
         return NVFP4 if "FP4" in algo else FP8_PER_TENSOR if "FP8" in algo else base
 
     def price(m: LinearModule) -> float:
         if m.is_experts:
-            hits = [a for k, a in algos.items() if k.startswith(m.name + ".")]
-            return algo_bytes(hits[0]) if hits else base
+            name = mixed_name(m.name)
+            algo = algos.get(name) or groups.get(name)
+            return base if algo is None else algo_bytes(algo)
         for n in (m.name, *m.shard_names()):
-            if n in algos:
-                return algo_bytes(algos[n])
+            algo = algos.get(mixed_name(n))
+            if algo is not None:
+                return algo_bytes(algo)
         return base
 
     return price
