@@ -74,14 +74,46 @@ def parse(model_config: Any, folder: Path) -> Any:
 
 
 #: Where a wrapper class builds its text stack when meshsat's module names start at the
-#: text model (`models/minimax_m3_vl.py`: `add_prefix("language_model.model", prefix)`).
-RUNTIME_PREFIX = {"MiniMaxM3SparseForConditionalGeneration": "language_model."}
+#: text model (`models/minimax_m3_vl.py`: `add_prefix("language_model.model", prefix)`;
+#: `models/kimi_k25.py`: `self.language_model = DeepseekV3ForCausalLM(..., "language_model")`).
+RUNTIME_PREFIX = {
+    "MiniMaxM3SparseForConditionalGeneration": "language_model.",
+    "KimiK25ForConditionalGeneration": "language_model.",
+}
 
 
 def mixed_algos(folder: Path) -> dict[str, str | None] | None:
     """The release's MIXED_PRECISION algorithm for each module meshsat prices (None: a
     model meshsat refuses to size, `facts.UNMODELLED_LAYERS`)."""
     from sglang.srt.layers.quantization.modelopt_quant import ModelOptMixedPrecisionConfig
+
+    found = _modules(folder)
+    if found is None:
+        return None
+    (cls, arch), modules = found
+    hf = json.loads((folder / "config.json").read_text())
+    hfq = folder / "hf_quant_config.json"
+    source = json.loads(hfq.read_text()) if hfq.is_file() else hf["quantization_config"]
+    # As `loader._get_quantization_config` hands it over: the class's fused modules.
+    packed = dict(getattr(cls, "packed_modules_mapping", {}) or {})
+    config = ModelOptMixedPrecisionConfig.from_config({**source, "packed_modules_mapping": packed})
+    mapper = getattr(cls, "hf_to_sglang_mapper", None)
+    if mapper is not None:
+        config.apply_weight_name_mapper(mapper)
+    runtime = RUNTIME_PREFIX.get(arch, "")
+    return {m.name: config._resolve_quant_algo(runtime + m.name) for m in modules}
+
+
+#: Schemes whose config says per module "quantized or not", and how the release asks it:
+#: `Fp8Config.get_quant_method` -> `is_layer_skipped(prefix, ignored_layers,
+#: fused_mapping=packed_modules_mapping)`; ModelOpt's -> `is_layer_excluded(prefix)`.
+SKIP_READERS = {"fp8": "is_layer_skipped", "modelopt_fp8": "is_layer_excluded",
+                "modelopt_fp4": "is_layer_excluded"}  # fmt: skip
+
+
+def _modules(folder: Path) -> tuple[Any, list[Any]] | None:
+    """The model class the release builds for `folder` and the modules meshsat prices
+    (None: a model meshsat refuses to size)."""
     from sglang.srt.models.registry import ModelRegistry
 
     from meshsat.solver.errors import InputError
@@ -95,19 +127,46 @@ def mixed_algos(folder: Path) -> dict[str, str | None] | None:
     except InputError:
         return None
     hf = json.loads((folder / "config.json").read_text())
-    hfq = folder / "hf_quant_config.json"
-    source = json.loads(hfq.read_text()) if hfq.is_file() else hf["quantization_config"]
-    cls, arch = ModelRegistry.resolve_model_cls(hf["architectures"])
-    # As `loader._get_quantization_config` hands it over: the class's fused modules.
-    packed = dict(getattr(cls, "packed_modules_mapping", {}) or {})
-    config = ModelOptMixedPrecisionConfig.from_config({**source, "packed_modules_mapping": packed})
-    mapper = getattr(cls, "hf_to_sglang_mapper", None)
-    if mapper is not None:
-        config.apply_weight_name_mapper(mapper)
     text = _text_config(model_config(str(folder)))
-    modules = model_modules(facts, str(text.get("model_type", "")))
+    cls, arch = ModelRegistry.resolve_model_cls(hf["architectures"])
+    return (cls, arch), model_modules(facts, str(text.get("model_type", "")))
+
+
+def skipped_modules(folder: Path, method: str) -> list[str] | None:
+    """The modules meshsat prices that the release leaves unquantized (sorted)."""
+    from sglang.srt.layers.quantization import get_quantization_config
+    from sglang.srt.layers.quantization.utils import is_layer_skipped
+
+    found = _modules(folder)
+    if found is None:
+        return None
+    (cls, arch), modules = found
+    hf = json.loads((folder / "config.json").read_text())
+    hfq = folder / "hf_quant_config.json"
+    if method.startswith("modelopt") and hfq.is_file():
+        source = json.loads(hfq.read_text())  # what `get_quant_config` reads for ModelOpt
+    else:
+        source = hf.get("quantization_config") or hf["text_config"]["quantization_config"]
+    packed = dict(getattr(cls, "packed_modules_mapping", {}) or {})
+    config = get_quantization_config(method).from_config(
+        {**source, "packed_modules_mapping": packed}
+    )
+    mapper = getattr(cls, "hf_to_sglang_mapper", None)
+    if mapper is not None and hasattr(config, "apply_weight_name_mapper"):
+        config.apply_weight_name_mapper(mapper)
     runtime = RUNTIME_PREFIX.get(arch, "")
-    return {m.name: config._resolve_quant_algo(runtime + m.name) for m in modules}
+    out = []
+    for m in modules:
+        prefix = runtime + m.name
+        if SKIP_READERS[method] == "is_layer_skipped":
+            skipped = is_layer_skipped(
+                prefix, config.ignored_layers or [], fused_mapping=config.packed_modules_mapping
+            )
+        else:
+            skipped = config.is_layer_excluded(prefix)
+        if skipped:
+            out.append(m.name)
+    return sorted(out)
 
 
 def cases(tmp: Path) -> list[tuple[str, Path]]:
@@ -153,9 +212,13 @@ def main() -> int:
                 "quant_method": None if q is None else q.get("quant_method"),
                 "quant_algo": None if q is None else q.get("quant_algo"),
             }
-            algos = mixed_algos(folder) if q and q.get("quant_method") == "modelopt_mixed" else None
+            method = q.get("quant_method") if q else None
+            algos = mixed_algos(folder) if method == "modelopt_mixed" else None
             if algos is not None:
                 records[name]["module_algos"] = algos
+            skipped = skipped_modules(folder, method) if method in SKIP_READERS else None
+            if skipped is not None:
+                records[name]["unquantized_modules"] = skipped
     OUT.mkdir(parents=True, exist_ok=True)
     written = {"sglang": version, "written": {n: [c, h] for n, c, h in WRITTEN}, "cases": records}
     (OUT / f"{version}.json").write_text(json.dumps(written, indent=1, sort_keys=True) + "\n")

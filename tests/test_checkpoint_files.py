@@ -187,3 +187,22 @@ def test_a_mixed_precision_module_is_priced_as_sglang_resolves_it(
     wrong = {m.name: (price(m), recorded[m.name]) for m in modules
              if price(m) != by_algo[recorded[m.name]]}  # fmt: skip
     assert not wrong, f"{len(wrong)} of {len(modules)}: {sorted(wrong.items())[:4]}"
+
+
+SKIPS = sorted(c for c, r in RECORD["cases"].items() if "unquantized_modules" in r)
+
+
+@pytest.mark.parametrize("case", SKIPS)
+def test_the_modules_left_unquantized_are_the_ones_sglang_leaves(case: str, tmp_path: Path) -> None:
+    """SGLang 0.5.23's `is_layer_skipped` (FP8) or `is_layer_excluded` (ModelOpt) per
+    module against the modules meshsat prices at the unquantized width."""
+    folder = _folder(tmp_path, case)
+    text = _text_config(model_config(str(folder)))
+    modules = model_modules(load_facts(str(folder)), str(text.get("model_type", "")))
+    price = scheme_of(text, 2.0).price
+    ours = sorted(m.name for m in modules if price(m) == 2.0)
+    theirs = RECORD["cases"][case]["unquantized_modules"]
+    assert set(ours) == set(theirs), (
+        f"meshsat only: {sorted(set(ours) - set(theirs))[:4]}; "
+        f"SGLang only: {sorted(set(theirs) - set(ours))[:4]}"
+    )

@@ -110,8 +110,13 @@ def _alternation(patterns: tuple[str, ...]) -> re.Pattern[str]:
 
 def glob_excluded(m: LinearModule, patterns: Sequence[str]) -> bool:
     """ModelOpt's exclusion: a glob matching the whole prefix or one dotted part of it, for
-    the module or (fused) each of its shards."""
-    any_pattern = _alternation(tuple(patterns))
+    the module or (fused) each of its shards. A pattern under a wrapper's `language_model.`
+    also names meshsat's module, which starts at the text model: SGLang builds the stack at
+    `language_model.model.layers` (Kimi-K2.5's `ignore` lists
+    `language_model.model.layers.N.self_attn*`: read without the wrapper, no attention
+    module was excluded and 61 layers of MLA were priced as NVFP4)."""
+    unwrapped = [p.removeprefix("language_model.") for p in patterns]
+    any_pattern = _alternation(tuple(dict.fromkeys([*patterns, *unwrapped])))
     names = (m.name,) if m.is_experts else (m.name, *m.shard_names())
 
     def hit(name: str) -> bool:
