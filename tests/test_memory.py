@@ -20,7 +20,7 @@ from meshsat.solver.memory.models import CATALOGUE, PUBLISHED, Published
 from meshsat.solver.memory.quant import quant_from_config
 from meshsat.solver.memory.quantized_checkpoints import VARIANTS
 from meshsat.solver.memory.state import StateFlags
-from meshsat.solver.memory.weights import WeightModel
+from meshsat.solver.memory.weights import DENSE_TP_CLASSES, WeightModel
 
 # ---- parameter counts against published figures --------------------------------------
 
@@ -238,7 +238,9 @@ def _replication(f: ModelFacts, p: Parallel) -> float:
         * (f.attn_replicated_params() * q.attention_whole_bytes + f.norm_params() * q.unquantized)
         * (p.tp - 1)
     )
-    dense_copies = p.tp // (p.moe_dense_tp or p.tp)
+    # `--moe-dense-tp-size` reaches only the model classes that read it.
+    dense_tp = p.moe_dense_tp if f.architecture in DENSE_TP_CLASSES else None
+    dense_copies = p.tp // (dense_tp or p.tp)
     extra += (L - M) * f.dense_mlp_params() * q.dense_mlp * (dense_copies - 1)
     extra += M * f.shared_expert_params() * q.shared_bytes * (dense_copies - 1)
     extra += M * f.num_experts * f.expert_params() * q.experts * (p.moe_dp - 1)

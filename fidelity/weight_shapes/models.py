@@ -18,7 +18,10 @@ a single weight file, on the meta device (no memory, no GPU):
    `torch.device("meta")`: the model class's own constructor, every layer, with the
    release's quantization methods' `create_weights` checks.
 The record is the exception the constructor raised (type, message, innermost SGLang
-frame, the module prefix being built), or null: the model builds. Configs are the
+frame, the module prefix being built), or null: the model builds, with the bytes of its
+parameters (`param_bytes`, built in the served dtype as the loader does; the DP-attention
+flags set as `initialize_dp_attention` sets them), which tests/test_weight_bytes.py holds
+meshsat's weights to, on the cut configs it writes (tests/fixtures/weight_bytes). Configs are the
 published `config.json` copies aiconfigurator-core bundles (`CHECKPOINTS`; meshsat's
 catalogue, imported for its data only, where there is no copy), with the decoder cut to
 the few layers that hold every distinct layer kind (dense, MoE, linear attention), so that
@@ -50,6 +53,10 @@ importlib.import_module("stubs")  # the stand-ins, before any sglang import
 import torch  # noqa: E402  (after the stand-ins)
 
 OUT = ROOT / "tests" / "fixtures" / "weight_shapes" / "models"
+#: The cut config.json (and ModelOpt file) of every checkpoint the builds read, for
+#: tests/test_weight_bytes.py to size the same models (one file: the configs do not
+#: depend on the release).
+CONFIGS = ROOT / "tests" / "fixtures" / "weight_bytes" / "model_configs.json"
 
 #: Not built: NVFP4 and MXFP4 checkpoints (their MoE methods ask the platform for a
 #: Blackwell GPU / register MXFP4 only on CUDA, which a CPU build cannot pretend to be),
@@ -315,6 +322,10 @@ def _world_0_5_23(sa: Any) -> dict[str, Any]:
         attn_cp_group=_Group(p.attn_cp_size, "attn_cp"),
         shared_experts_tp_group=_Group(p.tp_size, "shared_experts_tp"),
     )
+    # The DP-attention flags the scheduler sets before it builds the model
+    # (`initialize_dp_attention`): what `is_dp_attention_enabled()` answers, which decides
+    # the embedding's vocab-parallel group under DP attention (`get_embedding_tp_kwargs`).
+    importlib.import_module("sglang.srt.layers.dp_attention").initialize_dp_attention_flags(sa)
     return widths
 
 
@@ -407,11 +418,25 @@ def build(version: str, files: dict[str, dict[str, Any]], layout: dict[str, Any]
         except Exception as exc:
             return {"stage": "config", "world": world, "error": _error(exc)}
         try:
-            with torch.device("meta"):
-                loader._initialize_model(*args)
+            # As `DefaultModelLoader.load_model` builds it: parameters the checkpoint does
+            # not quantize are created in the served dtype, not torch's float32 default.
+            with _default_dtype(mc.dtype), torch.device("meta"):
+                model = loader._initialize_model(*args)
         except Exception as exc:
             return {"stage": "build", "world": world, "error": _error(exc)}
-        return {"stage": "build", "world": world, "error": None}
+        return {"stage": "build", "world": world, "error": None, "param_bytes": _bytes(model)}
+
+
+def _default_dtype(dtype: Any) -> Any:
+    """The release's `set_default_torch_dtype` (vLLM's, in every release recorded)."""
+    utils = importlib.import_module("sglang.srt.model_loader.utils")
+    return utils.set_default_torch_dtype(dtype)
+
+
+def _bytes(model: Any) -> int:
+    """Bytes of every parameter of one rank's model, as built (buffers such as the rotary
+    caches are not parameters: meshsat counts those as overhead)."""
+    return int(sum(t.numel() * t.element_size() for t in model.parameters()))
 
 
 def _init_moe(sa: Any) -> None:
@@ -479,6 +504,14 @@ def main(version: str, only: str | None = None) -> None:
             print(name, layout, rec["stage"], err and (err["message"][:100], err["layer"]),
                   rec.get("world", {}).get("a2a"), file=sys.stderr)  # fmt: skip
     OUT.mkdir(parents=True, exist_ok=True)
+    if not only:  # the files each build read, for meshsat to size the same cut model
+        cut = {
+            name: {
+                f: _cut(c) if f == "config.json" else c for f, c in checkpoint_files(name).items()
+            }
+            for name in CHECKPOINTS
+        }
+        CONFIGS.write_text(json.dumps(cut, sort_keys=True, separators=(",", ":")) + "\n")
     lines = ",\n".join(json.dumps(r, sort_keys=True) for r in records)
     out = OUT / f"{version}.json"
     if not only:

@@ -6,7 +6,8 @@ How SGLang shards each component (the reason for every divisor below):
   linears (whole on every rank); norms are whole on every rank;
 - routed experts: `num_experts / ep` experts per rank, each split over MoE TP, so replicated
   over MoE DP;
-- dense-layer MLPs and shared experts: split over `moe_dense_tp_size` (all of `tp` when unset);
+- dense-layer MLPs and shared experts: split over `moe_dense_tp_size` (all of `tp` when unset)
+  in the model classes that read it (`DENSE_TP_CLASSES`), over all of `tp` in every other;
 - embeddings: vocabulary-parallel over `tp`, but whole on every rank under DP attention
   (SGLang builds the embedding with `enable_tp=not dp_attention`);
 - LM head: vocabulary-parallel over `tp`, or over attention TP with `enable_dp_lm_head`;
@@ -147,6 +148,27 @@ class StageWeights:
         )
 
 
+#: Model classes whose dense-layer MLPs and shared experts follow `--moe-dense-tp-size`:
+#: SGLang 0.5.23's classes that ask `is_dense_ffn_fully_dp()` (models/deepseek_v2.py,
+#: glm4_moe.py, glm4_moe_lite.py, glm5_next.py, bailing_moe.py, bailing_moe_v3.py, ernie4.py,
+#: mimo_v2.py, minimax_m3.py, sarvam_moe.py, xllm.py, llada2.py), their subclasses and the
+#: wrappers that build one (Kimi-K2.5, MiniMax-M3's VL class, Mistral Large 3). Every other
+#: class builds them over all of TP whatever the flag says: SGLang's own build of
+#: Qwen3-32B, Qwen3.5, Llama 3.1 and Llama 4 under DP attention with `--moe-dense-tp-size
+#: 1` splits them over TP (tests/test_weight_bytes.py).
+DENSE_TP_CLASSES = frozenset({
+    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+    "DeepseekV3ForCausalLMNextN", "MistralLarge3ForCausalLM", "KimiK25ForConditionalGeneration",
+    "Glm4MoeForCausalLM", "GlmMoeDsaForCausalLM", "Glm4MoeLiteForCausalLM",
+    "Glm5NextForConditionalGeneration", "BailingMoEForCausalLM", "BailingMoeForCausalLM",
+    "BailingMoeV2ForCausalLM", "BailingMoeV3ForCausalLM", "Ernie4_5_MoeForCausalLM",
+    "Ernie4_5_ForCausalLM", "MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM",
+    "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration",
+    "SarvamMLAForCausalLM", "SarvamMoEForCausalLM", "XllmForCausalLM", "K2HorizonForCausalLM",
+    "LLaDA2MoeModelLM",
+})  # fmt: skip
+
+
 class WeightModel:
     """Per-layer byte constants of one model, computed once so each layout costs a few
     multiplications."""
@@ -155,6 +177,8 @@ class WeightModel:
         q = facts.quant
         self.facts = facts
         self.gpu = gpu
+        #: Whether `--moe-dense-tp-size` reaches this model's dense MLPs and shared experts.
+        self.dense_tp_honoured = facts.architecture in DENSE_TP_CLASSES
         self._wna16_index = q.wna16_experts and keeps_wna16_index(gpu, pack)
         #: MXFP4 experts are padded per MoE-TP width (`mxfp4.py`); other schemes are not.
         self._padded = gpu is not None and q.name == "mxfp4"
@@ -333,6 +357,10 @@ class WeightModel:
         """The rounding of an embedding or LM head shard of `rows` rows."""
         return float(rounding_bytes([int(rows * self.row)])) if rows else 0.0
 
+    def dense_tp(self, p: Parallel) -> int:
+        """The TP width this model's dense MLPs and shared experts are split over."""
+        return p.dense_tp if self.dense_tp_honoured else p.tp
+
     def stage(self, p: Parallel, stage: int) -> StageWeights:
         """Bytes on one rank of pipeline stage `stage` (the busiest rank when experts do
         not divide evenly over EP). Memoised on what the bytes depend on: the stage's
@@ -379,15 +407,15 @@ class WeightModel:
             if count:  # a dense layer's tensors do not depend on the expert widths
                 widths = (p.moe_tp, experts_here) if is_moe else (1, 0)
                 rounding += count * self.layer_rounding(
-                    is_moe, p.attn_tp, p.dense_tp, *widths, linear=linear
+                    is_moe, p.attn_tp, self.dense_tp(p), *widths, linear=linear
                 )
         full = n - lin
         return StageWeights(
             attention=full * (self.attn_sharded / p.attn_tp + self.attn_whole)
             + lin * (self.linear_sharded / p.attn_tp + self.linear_whole),
-            dense_mlp=(n - moe) * self.dense / p.dense_tp,
+            dense_mlp=(n - moe) * self.dense / self.dense_tp(p),
             experts=moe * (experts_here * self.expert_per_rank(p.moe_tp) + self.router),
-            shared=moe * self.shared / p.dense_tp,
+            shared=moe * self.shared / self.dense_tp(p),
             embedding=emb,
             lm_head=head,
             vision=self.vision_attn / p.attn_tp + self.vision_mlp / p.tp + self.vision_whole,
@@ -407,7 +435,8 @@ class WeightModel:
         f = self.facts
         start, end = stage_layers(f.num_layers, p.pp)[stage]
         here = _ceil(f.num_experts, p.ep)
-        key = (start, end, p.attn_tp, p.dense_tp, p.moe_tp, here, limit)
+        dense_tp = self.dense_tp(p)
+        key = (start, end, p.attn_tp, dense_tp, p.moe_tp, here, limit)
         hit = self._offload_cache.get(key)
         if hit is not None:
             return hit
@@ -420,7 +449,7 @@ class WeightModel:
             moe = bool(self._moe_layers[i])
             widths = (p.moe_tp, here) if moe else (1, 0)
             for size in self.layer_tensors(
-                moe, p.attn_tp, p.dense_tp, *widths, linear=i in linear, resident_kv_b=resident
+                moe, p.attn_tp, dense_tp, *widths, linear=i in linear, resident_kv_b=resident
             ):
                 if moved >= limit:
                     break
