@@ -256,7 +256,9 @@ def _replication(f: ModelFacts, p: Parallel) -> float:
     extra += (p.tp - 1) * row  # final norm on every rank of the last stage
     # A vision tower on every stage: attention split over attention TP, MLPs over TP.
     v, u = f.vision, q.unquantized
-    stage = v.attn_sharded_params() * p.attn_dp + v.mlp_sharded_params()
+    # Qwen3.5's MLPs over attention TP too, at `_WM`'s pack (0.5.23).
+    mlp_copies = p.attn_dp if v.mlp_over_attn_tp else 1
+    stage = v.attn_sharded_params() * p.attn_dp + v.mlp_sharded_params() * mlp_copies
     stage += v.replicated_params() * p.tp
     extra += p.pp * stage * u - v.params() * u
     return extra

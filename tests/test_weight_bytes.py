@@ -40,16 +40,17 @@ def _dpa(rec: dict[str, Any]) -> bool:
     return bool(rec["layout"].get("enable_dp_attention"))
 
 
-def _dense_tp_shared(rec: dict[str, Any]) -> bool:
-    lay = rec["layout"]
-    arch = load_facts_of(rec["model"]).architecture
-    return (
-        _dpa(rec)
-        and lay.get("moe_dense_tp_size") == 1
-        and not lay.get("moe_a2a_backend")
-        and arch in DENSE_TP_CLASSES
-        and load_facts_of(rec["model"]).num_shared_experts > 0
-    )
+def _shared_by_all_to_all(rec: dict[str, Any]) -> bool:
+    """A layout whose shared experts SGLang splits by the all-to-all backend where meshsat
+    splits them by `--moe-dense-tp-size`: the DeepSeek-V2 family with that flag at 1 and no
+    backend, Qwen3.5 under DeepEP."""
+    lay, facts = rec["layout"], load_facts_of(rec["model"])
+    if not facts.num_shared_experts:
+        return False
+    a2a = bool(lay.get("moe_a2a_backend"))
+    if facts.architecture in DENSE_TP_CLASSES:
+        return _dpa(rec) and lay.get("moe_dense_tp_size") == 1 and not a2a
+    return a2a and "Qwen3.5" in rec["model"]
 
 
 #: Where SGLang 0.5.23's build and meshsat disagree, and why: class -> (reason, which
@@ -62,18 +63,14 @@ KNOWN: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
         "70B at tp 8",
         lambda r: _dpa(r) and "Llama-3.1" in r["model"],
     ),
-    "qwen3.5-vision-dp-attention": (
-        "under DP attention SGLang's Qwen3.5 vision tower weighs more than meshsat's split of "
-        "it (0.85 against 0.34 GiB a rank at tp 8), and its shared experts are whole under "
-        "DeepEP, which meshsat does not model for that class",
-        lambda r: _dpa(r) and "Qwen3.5" in r["model"],
-    ),
-    "shared-experts-without-all-to-all": (
-        "the DeepSeek-V2 family (deepseek_v2.py `_shared_expert_use_tp1`, glm4_moe.py) keeps "
-        "its shared experts whole only under an all-to-all backend, and splits them over TP "
-        "otherwise; meshsat keeps them whole with --moe-dense-tp-size 1 (37 MiB a rank on "
-        "the cut DeepSeek-R1 at tp 8, about 0.5 GiB on the whole model)",
-        _dense_tp_shared,
+    "shared-experts-follow-all-to-all": (
+        "the DeepSeek-V2 family (deepseek_v2.py `_shared_expert_use_tp1`, glm4_moe.py) and "
+        "Qwen3.5 keep their shared experts whole under an all-to-all backend and split them "
+        "over TP otherwise; meshsat's weight model does not read the backend and splits them "
+        "by --moe-dense-tp-size (DeepSeek-R1 at tp 8 with it at 1 and no backend: 37 MiB a "
+        "rank over on the cut model, about 0.5 GiB on the whole; Qwen3.5-397B under DeepEP: "
+        "44 to 98 MiB under)",
+        _shared_by_all_to_all,
     ),
 }
 

@@ -59,6 +59,11 @@ class VisionTower:
     #: A patch merger's linears split over TP (Qwen3.5's `Qwen3VLMoeVisionPatchMerger`:
     #: column- then row-parallel, with biases); 0 for the other towers.
     merger: int = 0
+    #: The MLPs, patch embedding and merger split over attention TP, not TP (0.5.23's
+    #: `qwen3_vl.py`: `_resolve_vision_parallel_group` gives "attn_tp"), so whole on every
+    #: rank under DP attention at attention TP 1, as SGLang's own build shows
+    #: (tests/test_weight_bytes.py). Read from pack 0.5.23 on (`WeightModel`).
+    mlp_over_attn_tp: bool = False
 
     def attn_sharded_params(self) -> int:
         d = self.hidden
@@ -419,6 +424,7 @@ def _qwen35_vision(v: Mapping[str, Any], text_hidden: int) -> VisionTower:
         patch_inputs=inputs * patch * patch,
         positions=_int(v, ("num_position_embeddings",)) or 2304,
         merger=merge * merge + merge + merge * out + out,
+        mlp_over_attn_tp=True,
     )
 
 

@@ -20,7 +20,8 @@ How SGLang shards each component (the reason for every divisor below):
   second copy of each rank's `kv_b_proj` shard, beside it (`mla.py`), charged with the
   allocator's rounding in `overhead` (they are not parameters of the checkpoint);
 - a vision tower (Llama 4): SGLang's `Llama4ForConditionalGeneration` builds it on every
-  rank, its attention split over attention TP and its MLPs over TP (`facts.VisionTower`);
+  rank, its attention split over attention TP and its MLPs over TP (`facts.VisionTower`;
+  Qwen3.5's MLPs over attention TP from 0.5.23, `VISION_ATTN_TP_PACKS`);
 - the rotary cos/sin caches (`rope_cache_bytes`): float32 on CUDA and ROCm
   (`RotaryEmbedding.__init__` keeps the cache in FP32 there), one per distinct rope, whole
   on every rank (`facts.ModelFacts.rope_cache_elements`);
@@ -169,6 +170,12 @@ DENSE_TP_CLASSES = frozenset({
 })  # fmt: skip
 
 
+#: Packs whose Qwen3-VL-style vision towers split their MLPs over attention TP
+#: (`VisionTower.mlp_over_attn_tp`); older packs keep TP, which no build of theirs was
+#: recorded to confirm or refute.
+VISION_ATTN_TP_PACKS = frozenset({"0.5.23"})
+
+
 class WeightModel:
     """Per-layer byte constants of one model, computed once so each layout costs a few
     multiplications."""
@@ -191,8 +198,11 @@ class WeightModel:
         self._stage_cache: dict[tuple[int | bool, ...], StageWeights] = {}
         self._per_rank_cache: dict[tuple[int | bool, ...], float] = {}
         v = facts.vision
-        self.vision_attn = v.attn_sharded_params() * q.unquantized
-        self.vision_mlp = v.mlp_sharded_params() * q.unquantized
+        #: Vision parameters split over attention TP, and over TP.
+        mlp_attn_tp = v.mlp_over_attn_tp and pack in VISION_ATTN_TP_PACKS
+        mlp = v.mlp_sharded_params()
+        self.vision_attn = (v.attn_sharded_params() + (mlp if mlp_attn_tp else 0)) * q.unquantized
+        self.vision_mlp = (0 if mlp_attn_tp else mlp) * q.unquantized
         self.vision_whole = v.replicated_params() * q.unquantized
         self.attn_sharded = facts.attn_sharded_params() * q.attention
         self.attn_whole = facts.attn_replicated_params() * q.attention_whole_bytes + (
