@@ -91,15 +91,7 @@ def mixed_algos(folder: Path) -> dict[str, str | None] | None:
     if found is None:
         return None
     (cls, arch), modules = found
-    hf = json.loads((folder / "config.json").read_text())
-    hfq = folder / "hf_quant_config.json"
-    source = json.loads(hfq.read_text()) if hfq.is_file() else hf["quantization_config"]
-    # As `loader._get_quantization_config` hands it over: the class's fused modules.
-    packed = dict(getattr(cls, "packed_modules_mapping", {}) or {})
-    config = ModelOptMixedPrecisionConfig.from_config({**source, "packed_modules_mapping": packed})
-    mapper = getattr(cls, "hf_to_sglang_mapper", None)
-    if mapper is not None:
-        config.apply_weight_name_mapper(mapper)
+    config = _release_quant_config(folder, ModelOptMixedPrecisionConfig, cls, modelopt=True)
     runtime = RUNTIME_PREFIX.get(arch, "")
     return {m.name: config._resolve_quant_algo(runtime + m.name) for m in modules}
 
@@ -132,6 +124,25 @@ def _modules(folder: Path) -> tuple[Any, list[Any]] | None:
     return (cls, arch), model_modules(facts, str(text.get("model_type", "")))
 
 
+def _release_quant_config(folder: Path, quant_cls: Any, cls: Any, modelopt: bool) -> Any:
+    """The release's quantization config object for `folder`, as its loader builds it:
+    ModelOpt's from hf_quant_config.json where there is one (what `get_quant_config` reads),
+    else config.json's `quantization_config`; with the model class's fused modules
+    (`loader._get_quantization_config`) and its `hf_to_sglang_mapper` applied."""
+    hf = json.loads((folder / "config.json").read_text())
+    hfq = folder / "hf_quant_config.json"
+    if modelopt and hfq.is_file():
+        source = json.loads(hfq.read_text())
+    else:
+        source = hf.get("quantization_config") or hf["text_config"]["quantization_config"]
+    packed = dict(getattr(cls, "packed_modules_mapping", {}) or {})
+    config = quant_cls.from_config({**source, "packed_modules_mapping": packed})
+    mapper = getattr(cls, "hf_to_sglang_mapper", None)
+    if mapper is not None and hasattr(config, "apply_weight_name_mapper"):
+        config.apply_weight_name_mapper(mapper)
+    return config
+
+
 def skipped_modules(folder: Path, method: str) -> list[str] | None:
     """The modules meshsat prices that the release leaves unquantized (sorted)."""
     from sglang.srt.layers.quantization import get_quantization_config
@@ -141,19 +152,8 @@ def skipped_modules(folder: Path, method: str) -> list[str] | None:
     if found is None:
         return None
     (cls, arch), modules = found
-    hf = json.loads((folder / "config.json").read_text())
-    hfq = folder / "hf_quant_config.json"
-    if method.startswith("modelopt") and hfq.is_file():
-        source = json.loads(hfq.read_text())  # what `get_quant_config` reads for ModelOpt
-    else:
-        source = hf.get("quantization_config") or hf["text_config"]["quantization_config"]
-    packed = dict(getattr(cls, "packed_modules_mapping", {}) or {})
-    config = get_quantization_config(method).from_config(
-        {**source, "packed_modules_mapping": packed}
-    )
-    mapper = getattr(cls, "hf_to_sglang_mapper", None)
-    if mapper is not None and hasattr(config, "apply_weight_name_mapper"):
-        config.apply_weight_name_mapper(mapper)
+    modelopt = method.startswith("modelopt")
+    config = _release_quant_config(folder, get_quantization_config(method), cls, modelopt)
     runtime = RUNTIME_PREFIX.get(arch, "")
     out = []
     for m in modules:
