@@ -16,6 +16,7 @@ import io
 import os
 import re
 import shlex
+import signal
 import stat
 import subprocess
 import sys
@@ -225,6 +226,13 @@ def test_ctrl_c_while_loading_exits_130_silently(entry: str, tmp_path: Path) -> 
     assert (run.code, run.err, run.out) == (130, "", "")
 
 
+def _python_sigint() -> None:
+    """SIGINT as an interactive shell hands it to a child, whatever this run inherited: a
+    `.ci/run` started in the background of a shell without job control ignores it, and a
+    child Python then keeps it ignored instead of installing its own handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_importing_meshsat_leaves_sigint_alone(tmp_path: Path) -> None:
     """The start-up handler is for the command line only: a library import, or another
     `python -m meshsat...` tool (the cp demo cleans up its own processes), keeps Python's."""
@@ -234,6 +242,7 @@ def test_importing_meshsat_leaves_sigint_alone(tmp_path: Path) -> None:
         env=ENV,
         capture_output=True,
         timeout=60,
+        preexec_fn=_python_sigint,
     )
     assert proc.returncode == 0, proc.stderr
     # A module of the package that is no CLI, run with -m: at exit, Python's handler still.
@@ -244,7 +253,8 @@ def test_importing_meshsat_leaves_sigint_alone(tmp_path: Path) -> None:
     )
     tool = [sys.executable, "-m", "meshsat.solver.lang.limits"]
     env = {**ENV, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
-    assert subprocess.run(tool, env=env, capture_output=True, timeout=60).returncode == 0
+    run = subprocess.run(tool, env=env, capture_output=True, timeout=60, preexec_fn=_python_sigint)
+    assert run.returncode == 0
 
 
 # --- item 8: the stand-in for --sglang-version installed --------------------------------
