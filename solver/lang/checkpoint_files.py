@@ -10,11 +10,12 @@ nvidia/DeepSeek-V3.1-NVFP4, nvidia/Qwen3-235B-A22B-NVFP4, the Nemotron-3 family)
 config.json alone, meshsat priced such a folder's weights and KV cache in 16 bits: a local
 copy of the 70B FP8 checkpoint "did not fit" the two H100s SGLang serves it on.
 
-Both readers of a checkpoint folder go through `with_sglang_quantization`: the rules'
+Both readers of a checkpoint folder go through `read_checkpoint_config`: the rules'
 (`ModelSpec.from_file`) and the memory model's (`memory.models.model_config`), so the shape
-rules and the sizing see the same scheme. The ModelOpt keys beside `quant_algo`
-(`exclude_modules`, `kv_cache_quant_algo`, `group_size`, `quantized_layers`) are kept:
-SGLang's quantization classes read them from the same file when the model loads.
+rules and the sizing see the same scheme, read under the same bounds. The ModelOpt keys
+beside `quant_algo` (`exclude_modules`, `kv_cache_quant_algo`, `group_size`,
+`quantized_layers`) are kept: SGLang's quantization classes read them from the same file
+when the model loads.
 """
 
 from __future__ import annotations
@@ -25,10 +26,40 @@ from pathlib import Path
 from typing import Any
 
 from meshsat.solver.errors import InputError
-from meshsat.solver.lang.limits import MAX_CONFIG_BYTES, read_text
+from meshsat.solver.lang.limits import (
+    MAX_CONFIG_BYTES,
+    MAX_DEPTH,
+    bracket_depth,
+    check_shape,
+    read_text,
+)
 
 #: ModelOpt's quantization file in a checkpoint folder (`_parse_quant_hf_config`).
 HF_QUANT_CONFIG = "hf_quant_config.json"
+
+
+def read_checkpoint_config(path: str | Path) -> dict[str, Any]:
+    """A checkpoint's config.json (`path`: the file or its folder) with the quantization
+    SGLang serves it with (`with_sglang_quantization`). Bounded as every input is
+    (`limits`): a refusal is one `InputError` line naming the file."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    text = read_text(p, "model config", MAX_CONFIG_BYTES)
+    if bracket_depth(text) > MAX_DEPTH:
+        raise InputError(f"model config {p} is nested deeper than {MAX_DEPTH} levels")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"model config {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    except RecursionError:
+        raise InputError(f"model config {p} is nested too deeply") from None
+    if not isinstance(data, dict):
+        raise InputError(f"model config {p} must be a JSON object")
+    check_shape(data, f"model config {p}", finite=False)
+    return dict(with_sglang_quantization(data, p.parent))
 
 
 def unwrap_modelopt(config: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -7,7 +7,6 @@ reader tries the usual spellings and looks inside `text_config` for multimodal w
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -15,14 +14,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from meshsat.solver.errors import InputError
-from meshsat.solver.lang.checkpoint_files import with_sglang_quantization
+from meshsat.solver.lang.checkpoint_files import read_checkpoint_config
 from meshsat.solver.lang.checkpoint_quant import read_checkpoint_quant
 from meshsat.solver.lang.limits import (
-    MAX_CONFIG_BYTES,
-    MAX_DEPTH,
-    bracket_depth,
-    check_shape,
-    read_text,
     shown,
 )
 
@@ -227,25 +221,7 @@ class ModelSpec(BaseModel):
 
     @classmethod
     def from_file(cls, path: str | Path) -> ModelSpec:
-        p = Path(path)
-        if p.is_dir():
-            p = p / "config.json"
-        text = read_text(p, "model config", MAX_CONFIG_BYTES)
-        if bracket_depth(text) > MAX_DEPTH:
-            raise InputError(f"model config {p} is nested deeper than {MAX_DEPTH} levels")
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"model config {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                f"{exc.msg})"
-            ) from None
-        except RecursionError:
-            raise InputError(f"model config {p} is nested too deeply") from None
-        if not isinstance(data, dict):
-            raise InputError(f"model config {p} must be a JSON object")
-        check_shape(data, f"model config {p}", finite=False)
-        return cls.from_hf_config(with_sglang_quantization(data, p.parent))
+        return cls.from_hf_config(read_checkpoint_config(path))
 
 
 def _fact(hf: Mapping[str, Any], text: Mapping[str, Any], key: str) -> Any:

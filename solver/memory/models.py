@@ -21,8 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from meshsat.solver.errors import InputError
-from meshsat.solver.lang.checkpoint_files import with_sglang_quantization
-from meshsat.solver.lang.limits import MAX_CONFIG_BYTES, read_text
+from meshsat.solver.lang.checkpoint_files import read_checkpoint_config
 from meshsat.solver.memory.bundled_models import CONFIGS as BUNDLED
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.quantized_checkpoints import VARIANTS
@@ -1033,13 +1032,7 @@ def model_config(model: str) -> Mapping[str, Any]:
     if p.is_dir():
         p = p / "config.json"
     if p.is_file():
-        try:
-            data = json.loads(read_text(p, "model config", MAX_CONFIG_BYTES))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"cannot read model config {p}: {exc}") from None
-        if not isinstance(data, dict):
-            raise InputError(f"model config {p} must be a JSON object")
-        return with_sglang_quantization(data, p.parent)
+        return read_checkpoint_config(p)
     return catalogue_config(model)
 
 
