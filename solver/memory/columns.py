@@ -280,7 +280,7 @@ def _generated(
                 kv_bytes_per_token(f, p, s, kv_dtype, mm.swa_ratio) for s in reps
             )
         emb_rows = vocab if dpa else _ceil(vocab, tp)
-        dtp = (dense if wm.dense_tp_honoured else None) or tp
+        dtp = wm.dense_width(dense, tp)
         head = row_bytes
         if head_anyway or pp > 1:
             head_rows = _ceil(vocab, attn_tp) if lmh else _ceil(vocab, tp)

@@ -367,9 +367,14 @@ class WeightModel:
         """The rounding of an embedding or LM head shard of `rows` rows."""
         return float(rounding_bytes([int(rows * self.row)])) if rows else 0.0
 
+    def dense_width(self, moe_dense_tp: int | None, tp: int) -> int:
+        """The TP width this model's dense MLPs and shared experts are split over, from
+        `--moe-dense-tp-size` and `--tp-size`: the one rule for `stage` and the streaming
+        columns (`columns.py`)."""
+        return (moe_dense_tp if self.dense_tp_honoured else None) or tp
+
     def dense_tp(self, p: Parallel) -> int:
-        """The TP width this model's dense MLPs and shared experts are split over."""
-        return p.dense_tp if self.dense_tp_honoured else p.tp
+        return self.dense_width(p.moe_dense_tp, p.tp)
 
     def stage(self, p: Parallel, stage: int) -> StageWeights:
         """Bytes on one rank of pipeline stage `stage` (the busiest rank when experts do
