@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 
 from meshsat import solver
 from meshsat.solver.errors import InputError
+from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel, fit_violation, gpu, load_facts, memory_of
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.fraction import default_mem_fraction_static
 from meshsat.solver.memory.kv import kv_bytes_per_token
-from meshsat.solver.memory.models import CATALOGUE, PUBLISHED, Published
+from meshsat.solver.memory.models import CATALOGUE, PUBLISHED, Published, model_config
 from meshsat.solver.memory.quant import quant_from_config
 from meshsat.solver.memory.quantized_checkpoints import VARIANTS
 from meshsat.solver.memory.state import StateFlags
@@ -212,6 +213,8 @@ def layouts(draw: st.DrawFn) -> tuple[str, Parallel]:
     moe_dp = draw(st.sampled_from([d for d in (1, 2, 4) if (tp // ep) % d == 0]))
     pp = draw(st.sampled_from([p for p in (1, 2, 3, 4, 8) if p <= f.num_layers]))
     dense_tp = draw(st.sampled_from([None, 1])) if dp_attention else None
+    # An all-to-all backend makes SGLang set EP to TP.
+    a2a = draw(st.sampled_from(["none", "deepep"])) if ep == tp and moe_dp == 1 else "none"
     return model, Parallel(
         tp=tp,
         pp=pp,
@@ -221,6 +224,7 @@ def layouts(draw: st.DrawFn) -> tuple[str, Parallel]:
         moe_tp=tp // (ep * moe_dp),
         moe_dp=moe_dp,
         moe_dense_tp=dense_tp,
+        moe_a2a_backend=a2a,
         dp_attention=dp_attention,
         dp_lm_head=dp_attention and draw(st.booleans()),
     )
@@ -242,7 +246,16 @@ def _replication(f: ModelFacts, p: Parallel) -> float:
     dense_tp = p.moe_dense_tp if f.architecture in DENSE_TP_CLASSES else None
     dense_copies = p.tp // (dense_tp or p.tp)
     extra += (L - M) * f.dense_mlp_params() * q.dense_mlp * (dense_copies - 1)
-    extra += M * f.shared_expert_params() * q.shared_bytes * (dense_copies - 1)
+    # Shared experts: whole under an all-to-all backend (but Llama 4's), split like a
+    # routed expert where SGLang fuses them, else over TP; never by `--moe-dense-tp-size`.
+    fused = f.shared_experts_fusion == "any_ep" or (
+        f.shared_experts_fusion == "when_ep_1" and p.ep == 1
+    )
+    if p.moe_a2a_backend != "none" and not f.architecture.startswith("Llama4"):
+        shared_tp = 1
+    else:
+        shared_tp = p.moe_tp if fused else p.tp
+    extra += M * f.shared_expert_params() * q.shared_bytes * (p.tp // shared_tp - 1)
     extra += M * f.num_experts * f.expert_params() * q.experts * (p.moe_dp - 1)
     extra += M * f.router_params() * q.unquantized * (p.tp - 1)
     row = f.hidden_size * q.unquantized
@@ -415,3 +428,19 @@ def test_a_layout_with_attention_cp_is_sized_as_if_asked_first() -> None:
     shared = MemoryModel("deepseek-ai/DeepSeek-V3", "H200")
     assert shared.of(one).mem_fraction_static != shared.of(two).mem_fraction_static
     assert shared.of(two) == MemoryModel("deepseek-ai/DeepSeek-V3", "H200").of(two)
+
+
+def test_the_memory_model_and_the_rules_agree_on_shared_expert_fusion() -> None:
+    """`shared_tp` splits a fused shared expert like a routed one; the memory model reads
+    the fusion from `ModelFacts`, the rules from `ModelSpec`, each parsing config.json its
+    own way: on every catalogue model they must say the same."""
+    seen = set()
+    for name in sorted(CATALOGUE):
+        hf = model_config(name)
+        try:
+            facts = facts_from_config(hf)
+        except InputError:
+            continue  # a layer kind the memory model refuses (NemotronH, ...)
+        assert facts.shared_experts_fusion == ModelSpec.from_hf_config(hf).shared_experts_fusion
+        seen.add(facts.shared_experts_fusion)
+    assert seen == {None, "when_ep_1", "any_ep"}

@@ -55,7 +55,7 @@ def test_the_per_layer_steady_state_matches_the_whole_stage() -> None:
         stage = wm.stage(p, 0)
         rows = -(-f.padded_vocab // tp)
         seq = [int(rows * wm.row)]
-        seq += wm.layer_tensors(False, tp, tp, 1, 0) * f.num_layers
+        seq += wm.layer_tensors(False, tp, tp, 1, 1, 0) * f.num_layers
         seq += [int(rows * wm.row)]
         exact = rounding_bytes(seq)
         modelled = stage.overhead - f.rope_cache_elements * 4.0

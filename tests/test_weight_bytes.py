@@ -19,8 +19,7 @@ import pytest
 
 from meshsat.solver import validate
 from meshsat.solver.lang.model_spec import ModelSpec
-from meshsat.solver.memory import MemoryModel, Parallel, load_facts
-from meshsat.solver.memory.weights import DENSE_TP_CLASSES
+from meshsat.solver.memory import MemoryModel, Parallel
 
 FIXTURES = Path(__file__).parent / "fixtures" / "weight_shapes"
 #: The cut config.json (and ModelOpt file) of each checkpoint, as the builds read them.
@@ -40,19 +39,6 @@ def _dpa(rec: dict[str, Any]) -> bool:
     return bool(rec["layout"].get("enable_dp_attention"))
 
 
-def _shared_by_all_to_all(rec: dict[str, Any]) -> bool:
-    """A layout whose shared experts SGLang splits by the all-to-all backend where meshsat
-    splits them by `--moe-dense-tp-size`: the DeepSeek-V2 family with that flag at 1 and no
-    backend, Qwen3.5 under DeepEP."""
-    lay, facts = rec["layout"], load_facts_of(rec["model"])
-    if not facts.num_shared_experts:
-        return False
-    a2a = bool(lay.get("moe_a2a_backend"))
-    if facts.architecture in DENSE_TP_CLASSES:
-        return _dpa(rec) and lay.get("moe_dense_tp_size") == 1 and not a2a
-    return a2a and "Qwen3.5" in rec["model"]
-
-
 #: Where SGLang 0.5.23's build and meshsat disagree, and why: class -> (reason, which
 #: records). Each class must still hold a disagreeing record (`test_known_still_differ`).
 KNOWN: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
@@ -63,21 +49,7 @@ KNOWN: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
         "70B at tp 8",
         lambda r: _dpa(r) and "Llama-3.1" in r["model"],
     ),
-    "shared-experts-follow-all-to-all": (
-        "the DeepSeek-V2 family (deepseek_v2.py `_shared_expert_use_tp1`, glm4_moe.py) and "
-        "Qwen3.5 keep their shared experts whole under an all-to-all backend and split them "
-        "over TP otherwise; meshsat's weight model does not read the backend and splits them "
-        "by --moe-dense-tp-size (DeepSeek-R1 at tp 8 with it at 1 and no backend: 37 MiB a "
-        "rank over on the cut model, about 0.5 GiB on the whole; Qwen3.5-397B under DeepEP: "
-        "44 to 98 MiB under)",
-        _shared_by_all_to_all,
-    ),
 }
-
-
-@cache
-def load_facts_of(model: str) -> Any:
-    return load_facts(str(_folder(model)))
 
 
 #: The cut checkpoints' folders (removed when the interpreter exits).
@@ -117,7 +89,7 @@ def known(rec: dict[str, Any]) -> str | None:
 def test_the_record_is_broad() -> None:
     assert len(RECORDS) >= 150 and len({r["model"] for r in RECORDS}) >= 15
     assert any(r["layout"].get("moe_a2a_backend") == "deepep" for r in RECORDS)
-    assert sum(known(r) is None for r in RECORDS) >= 130
+    assert sum(known(r) is None for r in RECORDS) >= 175
 
 
 @pytest.mark.parametrize(

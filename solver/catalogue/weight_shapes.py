@@ -78,22 +78,20 @@ _FUSED_OR_TP = ite(
 #: backend from 0.5.23 on; 0.5.18 and 0.5.19 split it over TP whatever the backend (both
 #: recorded: tests/fixtures/weight_shapes/models/).
 STEP35 = "Step3p5ForCausalLM"
+#: Llama 4's `shared_expert` is a plain `LlamaMLP` (llama4.py `Llama4MoE`): over TP under
+#: any backend (SGLang 0.5.23's build under DeepEP: tests/test_weight_bytes.py).
+LLAMA4 = ("Llama4ForConditionalGeneration", "Llama4ForCausalLM")
+_A2A = (F.moe_a2a_backend != "none") & ~one_of(F.architecture, *LLAMA4)
 #: The shared experts' width (see the module docstring), 0.5.18 and 0.5.19.
-shared_tp = named(
-    "shared_tp",
-    ite((F.moe_a2a_backend != "none") & (F.architecture != STEP35), 1, _FUSED_OR_TP),
-)
-#: 0.5.23: every model file replicates its shared experts under an all-to-all backend.
-shared_tp_0_5_23 = named("shared_tp", ite(F.moe_a2a_backend != "none", 1, _FUSED_OR_TP))
+shared_tp = named("shared_tp", ite(_A2A & (F.architecture != STEP35), 1, _FUSED_OR_TP))
+#: 0.5.23: every model file with shared experts but Llama 4's replicates them under an
+#: all-to-all backend.
+shared_tp_0_5_23 = named("shared_tp", ite(_A2A, 1, _FUSED_OR_TP))
 #: 0.4.6.post5 fuses DeepSeek V3/R1's shared expert whatever the EP size (deepseek_v2.py
 #: determine_n_share_experts_fusion: only DeepEP turns it off); it has no Qwen3-Next.
 shared_tp_0_4 = named(
     "shared_tp",
-    ite(
-        F.moe_a2a_backend != "none",
-        1,
-        ite(is_set(F.shared_experts_fusion), moe_tp, F.tp_size),
-    ),
+    ite(_A2A, 1, ite(is_set(F.shared_experts_fusion), moe_tp, F.tp_size)),
 )
 
 dense_mlp_shard = named("dense_mlp_shard", F.dense_intermediate_size // mlp_tp)

@@ -20,6 +20,9 @@ from meshsat.solver.lang.limits import (
     shown,
 )
 
+#: When SGLang fuses a model's shared expert into its routed MoE (`shared_experts_fusion`).
+Fusion = Literal["when_ep_1", "any_ep"]
+
 MLA_ARCHITECTURES = (
     "DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM",
@@ -99,7 +102,7 @@ class ModelSpec(BaseModel):
     shared_expert_intermediate_size: int | None = Field(
         None, ge=1, description="Intermediate size of the shared expert(s), all together."
     )
-    shared_experts_fusion: Literal["when_ep_1", "any_ep"] | None = Field(
+    shared_experts_fusion: Fusion | None = Field(
         None,
         description="When SGLang fuses the shared expert into the routed MoE (then it is split "
         "like a routed expert): only with EP 1, with any EP, or never (None).",
@@ -202,7 +205,13 @@ class ModelSpec(BaseModel):
             num_experts=first(_EXPERTS, zero_is_none=True),
             num_hidden_layers=first(_LAYERS),
             **shapes,
-            shared_experts_fusion=_fusion(arch, hf, text, shapes),
+            shared_experts_fusion=shared_experts_fusion(
+                arch,
+                _fact(hf, text, "n_routed_experts"),
+                _fact(hf, text, "n_shared_experts"),
+                shapes["shared_expert_intermediate_size"],
+                shapes["moe_intermediate_size"],
+            ),
             dense_mlp_fully_dp=arch in DENSE_FULLY_DP_ARCHITECTURES,
             vision_num_heads=_vision_heads(arch, hf),
             quant_method=quant.method,
@@ -309,27 +318,24 @@ def _vision_heads(arch: str | None, hf: Mapping[str, Any]) -> int | None:
     return heads
 
 
-def _fusion(
+def shared_experts_fusion(
     arch: str | None,
-    hf: Mapping[str, Any],
-    text: Mapping[str, Any],
-    shapes: Mapping[str, int | None],
-) -> Literal["when_ep_1", "any_ep"] | None:
+    routed: object,
+    shared: object,
+    shared_intermediate: object,
+    moe_intermediate: object,
+) -> Fusion | None:
     """When SGLang fuses the shared expert into the routed MoE. DeepSeek V3/R1
     (`DeepseekV3ForCausalLM`, 256 routed, 1 shared: deepseek_v2.py
     `shared_experts_fusion_disable_reason`) and GLM-4.5 (glm4_moe.py) only with EP 1 on CUDA;
     Qwen3-Next whenever the shared expert is as wide as a routed one (qwen2_moe.py
-    `can_fuse_shared_expert`, 0.5.18+)."""
+    `can_fuse_shared_expert`, 0.5.18+). One function for the layout rules (`ModelSpec`) and
+    the memory model (`ModelFacts`), which read the counts from the config apart."""
     if arch == "DeepseekV3ForCausalLM":
-        routed: Any = _fact(hf, text, "n_routed_experts")
-        shared: Any = _fact(hf, text, "n_shared_experts")
         return "when_ep_1" if routed == 256 and shared == 1 else None
     if arch == "Glm4MoeForCausalLM":
         return "when_ep_1"
-    if (
-        arch == "Qwen3NextForCausalLM"
-        and shapes["shared_expert_intermediate_size"] == (shapes["moe_intermediate_size"])
-    ):
+    if arch == "Qwen3NextForCausalLM" and shared_intermediate == moe_intermediate:
         return "any_ep"
     return None
 

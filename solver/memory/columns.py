@@ -3,7 +3,7 @@
 Why a second path: `MemoryModel.of` builds a full `Memory` per layout (tens of µs), and the
 layouts of one enumeration almost never repeat their widths, so caching whole layouts does
 not help. The per-rank figures factor instead: a stage's weights are
-`layers·X(attn_tp) + dense_layers·Y(dense_tp) + moe_layers·Z(ep, moe_tp, dense_tp) +
+`layers·X(attn_tp) + dense_layers·Y(dense_tp) + moe_layers·Z(ep, moe_tp, shared_tp) +
 embedding + LM head`, and its KV cell is `C(pp, attn_tp)` per stage shape, where X, Y, Z, C and the
 default `mem_fraction_static` take few distinct values and are cached. A layout then costs a
 handful of multiplications, in a function generated per pipeline depth with each distinct
@@ -49,6 +49,7 @@ _DEFAULTS: dict[str, Any] = {
     "dcp_size": 1,
     "attn_cp_size": 1,
     "moe_dense_tp_size": None,
+    "moe_a2a_backend": "none",
     "enable_dp_lm_head": False,
     "chunked_prefill_size": None,
 }
@@ -67,6 +68,7 @@ _KEY = (
     "attn_cp_size",
     "ep_size",
     "moe_tp",
+    "moe_a2a_backend",
 )
 _ENGINE = 10
 #: Distinct keys held before the cache is emptied (a few million layouts share far fewer).
@@ -285,7 +287,7 @@ def _generated(
         if head_anyway or pp > 1:
             head_rows = _ceil(vocab, attn_tp) if lmh else _ceil(vocab, tp)
             head += head_rows * row_bytes + wm.vocab_rounding(head_rows)
-        dense_round = wm.layer_rounding(False, attn_tp, dtp, 1, 0)
+        dense_round = wm.layer_rounding(False, attn_tp, dtp, 1, 1, 0)
         return (
             unrolled,
             attn_a / attn_tp + attn_b + wm.mla_copies(attn_tp),
@@ -297,7 +299,7 @@ def _generated(
             cells,
             dtp,
             wm.linear_delta(attn_tp) if hybrid else 0.0,
-            wm.layer_rounding(False, attn_tp, dtp, 1, 0, linear=True) - dense_round
+            wm.layer_rounding(False, attn_tp, dtp, 1, 1, 0, linear=True) - dense_round
             if hybrid
             else 0.0,
             state_bytes_per_request(f, attn_tp, pp),
@@ -326,13 +328,17 @@ def _generated(
             en = engine_cache[ek] = engine(ek)
         unrolled, x, y, emb, head, vis, budget, cells, dtp, g, yg, per = en
         here = -(-experts // key[10])
-        z = here * expert_e(key[11]) + router_r + shared_s / dtp
+        stp = wm.shared_width(key[12], ek[0], key[10], key[11])
+        z = here * expert_e(key[11]) + router_r + shared_s / stp
         zg = 0.0
         if experts:
-            moe_round = wm.layer_rounding(True, key[6], dtp, key[11], here)
+            moe_round = wm.layer_rounding(True, key[6], dtp, stp, key[11], here)
             z += moe_round
             if hybrid:
-                zg = wm.layer_rounding(True, key[6], dtp, key[11], here, linear=True) - moe_round
+                zg = (
+                    wm.layer_rounding(True, key[6], dtp, stp, key[11], here, linear=True)
+                    - moe_round
+                )
         dp = ek[7]
         worst, fewest, slots = unrolled(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp)
         if fewest <= 0 and fixed_fraction is None and mm.raise_default_fraction:

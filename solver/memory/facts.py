@@ -23,7 +23,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from meshsat.solver.errors import InputError
-from meshsat.solver.lang.model_spec import _EXPERTS, _HEADS, _KV_HEADS, _LAYERS
+from meshsat.solver.lang.model_spec import (
+    _EXPERTS,
+    _HEADS,
+    _KV_HEADS,
+    _LAYERS,
+    Fusion,
+    shared_experts_fusion,
+)
 from meshsat.solver.memory.multimodal import (
     text_by_default,
     vision_fraction_factor,
@@ -108,6 +115,8 @@ class ModelFacts:
     moe_intermediate_size: int = 0
     num_shared_experts: int = 0
     shared_expert_intermediate_size: int = 0
+    #: When SGLang fuses the shared expert into the routed MoE (`weights.shared_width`).
+    shared_experts_fusion: Fusion | None = None
     #: Layers that are MoE (the rest use the dense MLP).
     num_moe_layers: int = 0
     #: MLA: 0 when the model uses GQA/MHA.
@@ -668,6 +677,7 @@ def facts_from_config(hf: Mapping[str, Any], dtype: str | None = None) -> ModelF
         moe_intermediate_size=moe_inter,
         num_shared_experts=shared,
         shared_expert_intermediate_size=shared_inter,
+        shared_experts_fusion=shared_experts_fusion(arch, experts, shared, shared_inter, moe_inter),
         num_moe_layers=moe_layers,
         kv_lora_rank=kv_lora,
         q_lora_rank=q_lora,

@@ -23,6 +23,7 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "moe_dp_size",
     "dcp_size",
     "moe_dense_tp_size",
+    "moe_a2a_backend",
     "enable_dp_lm_head",
     "chunked_prefill_size",
 )
@@ -42,8 +43,10 @@ class Parallel:
     moe_tp: int = 1
     moe_dp: int = 1
     dcp: int = 1
-    #: `--moe-dense-tp-size`; None shards dense MLPs and shared experts over all of `tp`.
+    #: `--moe-dense-tp-size`; None shards dense MLPs over all of `tp`.
     moe_dense_tp: int | None = None
+    #: `--moe-a2a-backend` as resolved: any backend but "none" keeps shared experts whole.
+    moe_a2a_backend: str = "none"
     dp_attention: bool = False
     dp_lm_head: bool = False
     #: Independent engine replicas (dp_size without DP attention).
@@ -80,6 +83,7 @@ class Parallel:
             dcp=int(resolved.get("dcp_size") or 1),
             # Dense MLPs over all of `tp` either way: one shape, not two (`dense_tp`).
             moe_dense_tp=None if dense_tp == tp else dense_tp,
+            moe_a2a_backend=str(resolved.get("moe_a2a_backend") or "none"),
             dp_attention=dp_attn,
             dp_lm_head=bool(resolved.get("enable_dp_lm_head")),
             replicas=int(derived["replicas"]),

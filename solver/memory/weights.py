@@ -6,8 +6,13 @@ How SGLang shards each component (the reason for every divisor below):
   linears (whole on every rank); norms are whole on every rank;
 - routed experts: `num_experts / ep` experts per rank, each split over MoE TP, so replicated
   over MoE DP;
-- dense-layer MLPs and shared experts: split over `moe_dense_tp_size` (all of `tp` when unset)
-  in the model classes that read it (`DENSE_TP_CLASSES`), over all of `tp` in every other;
+- dense-layer MLPs: split over `moe_dense_tp_size` (all of `tp` when unset) in the model
+  classes that read it (`DENSE_TP_CLASSES`), over all of `tp` in every other;
+- shared experts: the pack's `shared_tp` rule (`catalogue/weight_shapes.py`, the width its
+  block-quantization rules check), evaluated on the layout (`shared_width`): whole on every
+  rank under an all-to-all backend, split like a routed expert where SGLang fuses them into
+  the MoE, over all of `tp` otherwise, whatever `--moe-dense-tp-size` says (deepseek_v2.py
+  `_shared_expert_use_tp1`; tests/test_weight_bytes.py holds it to SGLang's own builds);
 - embeddings: vocabulary-parallel over `tp`, but whole on every rank under DP attention
   (SGLang builds the embedding with `enable_tp=not dp_attention`);
 - LM head: vocabulary-parallel over `tp`, or over attention TP with `enable_dp_lm_head`;
@@ -52,10 +57,12 @@ How SGLang shards each component (the reason for every divisor below):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
+from functools import cache, lru_cache
 from typing import Any
 
+from meshsat.solver.backends.interp import evaluate
+from meshsat.solver.lang.expr import Expr, Named, walk
 from meshsat.solver.memory.allocator import STEADY_LAYERS, rounding_bytes, run_rounding
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
@@ -63,6 +70,7 @@ from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.mla import copies_per_layer, copy_width
 from meshsat.solver.memory.modules import layer_modules, moe_layer_flags
 from meshsat.solver.memory.mxfp4 import mxfp4_experts
+from meshsat.solver.packs.registry import get_pack
 
 
 @lru_cache(maxsize=1024)
@@ -170,6 +178,19 @@ DENSE_TP_CLASSES = frozenset({
 })  # fmt: skip
 
 
+@cache
+def shared_tp_rule(pack: str) -> Expr:
+    """The width `pack`'s rules give the shared experts (the `shared_tp` their
+    block-quantization rules name): read from the pack, so the memory model splits them
+    as the rules that check them do, release by release ("legacy", the memory model's
+    name for the releases before 0.5, reads the oldest pack's)."""
+    for rule in get_pack("0.4.6.post5" if pack == "legacy" else pack).rules:
+        for node in (*walk(rule.when), *walk(rule.holds)):
+            if isinstance(node, Named) and node.name == "shared_tp":
+                return node.body
+    raise LookupError(f"pack {pack} has no rule naming shared_tp")
+
+
 #: Packs whose Qwen3-VL-style vision towers split their MLPs over attention TP
 #: (`VisionTower.mlp_over_attn_tp`); older packs keep TP, which no build of theirs was
 #: recorded to confirm or refute.
@@ -195,8 +216,10 @@ class WeightModel:
         self._mla_width = copy_width(kv_b, q.unquantized, q.kv_b_dequantized, gpu)
         self._mla_cache: dict[int, float] = {}
         self._rounding_cache: dict[tuple[int, ...], float] = {}
-        self._stage_cache: dict[tuple[int | bool, ...], StageWeights] = {}
-        self._per_rank_cache: dict[tuple[int | bool, ...], float] = {}
+        self._stage_cache: dict[tuple[int | bool | str, ...], StageWeights] = {}
+        self._per_rank_cache: dict[tuple[int | bool | str, ...], float] = {}
+        self._shared_rule = shared_tp_rule(pack)
+        self._shared_cache: dict[tuple[str, int, int, int], int] = {}
         v = facts.vision
         #: Vision parameters split over attention TP, and over TP.
         mlp_attn_tp = v.mlp_over_attn_tp and pack in VISION_ATTN_TP_PACKS
@@ -297,6 +320,7 @@ class WeightModel:
         moe: bool,
         attn_tp: int,
         dense_tp: int,
+        shared_tp: int,
         moe_tp: int,
         experts_here: int,
         linear: bool = False,
@@ -333,7 +357,7 @@ class WeightModel:
             elif m.component == "dense_mlp":
                 out += _weight_and_scales(m.params / dense_tp, q.dense_mlp)
             elif m.component == "shared":
-                out += _weight_and_scales(m.params / dense_tp, q.shared_bytes)
+                out += _weight_and_scales(m.params / shared_tp, q.shared_bytes)
             else:
                 out.append(int(self.router))
                 params = experts_here * f.expert_params() / moe_tp
@@ -349,16 +373,19 @@ class WeightModel:
         moe: bool,
         attn_tp: int,
         dense_tp: int,
+        shared_tp: int,
         moe_tp: int,
         experts_here: int,
         linear: bool = False,
     ) -> float:
         """One layer's share of the allocator's rounding (`allocator.py`), in the steady
         state of a run of identical layers (GatedDeltaNet ones with `linear`)."""
-        key = (int(moe), attn_tp, dense_tp, moe_tp, experts_here, int(linear))
+        key = (int(moe), attn_tp, dense_tp, shared_tp, moe_tp, experts_here, int(linear))
         hit = self._rounding_cache.get(key)
         if hit is None:
-            tensors = self.layer_tensors(moe, attn_tp, dense_tp, moe_tp, experts_here, linear)
+            tensors = self.layer_tensors(
+                moe, attn_tp, dense_tp, shared_tp, moe_tp, experts_here, linear
+            )
             hit = run_rounding(tuple(tensors), STEADY_LAYERS) / STEADY_LAYERS
             self._rounding_cache[key] = hit
         return hit
@@ -368,13 +395,47 @@ class WeightModel:
         return float(rounding_bytes([int(rows * self.row)])) if rows else 0.0
 
     def dense_width(self, moe_dense_tp: int | None, tp: int) -> int:
-        """The TP width this model's dense MLPs and shared experts are split over, from
+        """The TP width this model's dense-layer MLPs are split over, from
         `--moe-dense-tp-size` and `--tp-size`: the one rule for `stage` and the streaming
         columns (`columns.py`)."""
         return (moe_dense_tp if self.dense_tp_honoured else None) or tp
 
     def dense_tp(self, p: Parallel) -> int:
         return self.dense_width(p.moe_dense_tp, p.tp)
+
+    def shared_width(self, a2a: str, tp: int, ep: int, moe_tp: int) -> int:
+        """The width this model's shared experts are split over: the pack's `shared_tp`
+        rule on the layout (`shared_tp_rule`), for `stage` and the streaming columns."""
+        key = (a2a, tp, ep, moe_tp)
+        hit = self._shared_cache.get(key)
+        if hit is None:
+            env = {
+                "moe_a2a_backend": a2a,
+                "tp_size": tp,
+                "ep_size": ep,
+                "moe_dp_size": tp // (ep * moe_tp),
+                "architecture": self.facts.architecture,
+                "shared_experts_fusion": self.facts.shared_experts_fusion,
+            }
+            hit = self._shared_cache[key] = max(1, int(evaluate(self._shared_rule, env)))
+        return hit
+
+    def shared_tp(self, p: Parallel) -> int:
+        return self.shared_width(p.moe_a2a_backend, p.tp, p.ep, p.moe_tp)
+
+    def canonical(self, p: Parallel) -> Parallel:
+        """`p` without what this model cannot tell apart: the expert widths of a dense
+        model, and the all-to-all backend where it leaves the shared experts as they are
+        (no shared experts, one rank, Llama 4). Why: a planner estimates each distinct
+        layout once (`perf.ranking`, `perf.disagg`), and a backend SGLang sets by itself
+        (DeepSeek's prefill CP) would otherwise list the same widths twice."""
+        if not self.facts.is_moe:
+            p = replace(p, ep=1, moe_tp=p.tp, moe_dp=1)
+        if p.moe_a2a_backend != "none":
+            plain = replace(p, moe_a2a_backend="none")
+            if not self.facts.num_shared_experts or self.shared_tp(plain) == self.shared_tp(p):
+                return plain
+        return p
 
     def stage(self, p: Parallel, stage: int) -> StageWeights:
         """Bytes on one rank of pipeline stage `stage` (the busiest rank when experts do
@@ -420,7 +481,7 @@ class WeightModel:
             (lin_moe, True, True),
         ):
             if count:  # a dense layer's tensors do not depend on the expert widths
-                widths = (p.moe_tp, experts_here) if is_moe else (1, 0)
+                widths = (self.shared_tp(p), p.moe_tp, experts_here) if is_moe else (1, 1, 0)
                 rounding += count * self.layer_rounding(
                     is_moe, p.attn_tp, self.dense_tp(p), *widths, linear=linear
                 )
@@ -430,7 +491,7 @@ class WeightModel:
             + lin * (self.linear_sharded / p.attn_tp + self.linear_whole),
             dense_mlp=(n - moe) * self.dense / self.dense_tp(p),
             experts=moe * (experts_here * self.expert_per_rank(p.moe_tp) + self.router),
-            shared=moe * self.shared / self.dense_tp(p),
+            shared=moe * self.shared / self.shared_tp(p),
             embedding=emb,
             lm_head=head,
             vision=self.vision_attn / p.attn_tp + self.vision_mlp / p.tp + self.vision_whole,
@@ -450,8 +511,8 @@ class WeightModel:
         f = self.facts
         start, end = stage_layers(f.num_layers, p.pp)[stage]
         here = _ceil(f.num_experts, p.ep)
-        dense_tp = self.dense_tp(p)
-        key = (start, end, p.attn_tp, dense_tp, p.moe_tp, here, limit)
+        dense_tp, shared_tp = self.dense_tp(p), self.shared_tp(p)
+        key = (start, end, p.attn_tp, dense_tp, shared_tp, p.moe_tp, here, limit)
         hit = self._offload_cache.get(key)
         if hit is not None:
             return hit
@@ -462,9 +523,14 @@ class WeightModel:
             if moved >= limit:
                 break
             moe = bool(self._moe_layers[i])
-            widths = (p.moe_tp, here) if moe else (1, 0)
+            widths = (shared_tp, p.moe_tp, here) if moe else (1, 1, 0)
             for size in self.layer_tensors(
-                moe, p.attn_tp, dense_tp, *widths, linear=i in linear, resident_kv_b=resident
+                moe,
+                p.attn_tp,
+                dense_tp,
+                *widths,
+                linear=i in linear,
+                resident_kv_b=resident,
             ):
                 if moved >= limit:
                     break
@@ -482,8 +548,18 @@ class WeightModel:
         return hit
 
 
-def stage_widths(p: Parallel) -> tuple[int | bool, ...]:
+def stage_widths(p: Parallel) -> tuple[int | bool | str, ...]:
     """The widths a stage's bytes read beyond its layers (`WeightModel.stage`'s memo key;
     tests/test_disagg_pairing.py holds the memo to a fresh model). `pp > 1`: a tied LM
     head is its own tensor on the last stage of a pipeline."""
-    return (p.pp > 1, p.tp, p.attn_tp, p.ep, p.moe_tp, p.dense_tp, p.dp_attention, p.dp_lm_head)
+    return (
+        p.pp > 1,
+        p.tp,
+        p.attn_tp,
+        p.ep,
+        p.moe_tp,
+        p.dense_tp,
+        p.dp_attention,
+        p.dp_lm_head,
+        p.moe_a2a_backend,
+    )

@@ -467,12 +467,9 @@ def role_layouts(
     #: of their widths (19,850 of 25,080), of which the search reads a few fields.
     shapes: dict[tuple[Parallel, bool], tuple[Mapping[str, Any], ...]] = {}
     count: dict[tuple[Parallel, bool], int] = {}
-    dense = not pm.facts.is_moe
     for lay in layouts:
         cfg, der = lay.config, lay.derived
-        p = Parallel.from_resolved(cfg, der)
-        if dense:
-            p = replace(p, ep=1, moe_tp=p.tp, moe_dp=1)
+        p = pm.memory.weights.canonical(Parallel.from_resolved(cfg, der))
         if not pm.memory.of(p).fits:
             continue
         key = (p, _dwdp(cfg))

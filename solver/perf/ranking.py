@@ -15,7 +15,7 @@ output tokens/s per GPU, the lower TTFT, fewer GPUs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from meshsat.solver.memory import Memory, Parallel
@@ -60,12 +60,9 @@ def rank_layouts(
     stands for the shape; none: the shape is dropped), so it costs about one call a shape
     (`plan`'s launch check across nodes)."""
     shapes: dict[tuple[Parallel, bool], list[Any]] = {}
-    dense = not pm.facts.is_moe
     for lay in layouts:
         cfg, der = lay.config, lay.derived
-        p = Parallel.from_resolved(cfg, der)
-        if dense:  # expert widths mean nothing without experts
-            p = replace(p, ep=1, moe_tp=p.tp, moe_dp=1)
+        p = pm.memory.weights.canonical(Parallel.from_resolved(cfg, der))
         if not pm.memory.of(p).fits:
             continue
         dwdp = int(cfg.get("dwdp_size") or 1) > 1
