@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from meshsat.solver import enumerate as enumerate_layouts
 from meshsat.solver import fix, validate
+from meshsat.solver.enumeration.space import DEFAULT_VARY as ENUMERATE_VARY
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.checkpoint_quant import read_checkpoint_quant
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -478,6 +479,23 @@ def test_where_can_read_the_shard_widths() -> None:
     ]
     assert shards and all(s >= 384 for s in shards)
     assert not list(enumerate_layouts(8, model=facts, where=["moe_expert_shard % 128 != 0"]))
+
+
+def test_where_reads_each_release_s_own_widths() -> None:
+    """0.5.23 redefined `shared_tp`: Step-3.5's shared expert is whole under an all-to-all
+    backend there, split over TP before (both recorded). `--where` names the release's
+    definition, as its rules do, not one copy for all releases."""
+    facts = ModelSpec.from_hf_config(model_config(STEP35))
+    vary = (*ENUMERATE_VARY, "moe_a2a_backend")
+
+    def whole(version: str, where: str) -> set[tuple[Any, ...]]:
+        rows = enumerate_layouts(8, model=facts, vary=vary, where=[where], sglang_version=version)
+        return {tuple(sorted(r.config.items())) for r in rows}
+
+    for version, replicated in (("0.5.19", False), ("0.5.23", True)):
+        found = whole(version, "shared_tp == 1 and tp > 1")
+        with_a2a = whole(version, "moe_a2a_backend != 'none' and tp > 1")
+        assert with_a2a and found == (with_a2a if replicated else set())
 
 
 # --- SGLang's own layer constructors (fidelity/weight_shapes/probe.py) -----------------------

@@ -370,14 +370,16 @@ class EnumerationQuery:
                 f"the varied flags and enums span {combinations} combinations; the limit is "
                 f"{MAX_FLAG_COMBINATIONS}: vary fewer of them"
             )
-        filters = tuple(parse(w) if isinstance(w, str) else w for w in where)
+        pack = get_pack(sglang_version)
+        filters = tuple(
+            parse(w, widths=pack.named_widths) if isinstance(w, str) else w for w in where
+        )
         for f in filters:
             if f.kind != "bool":
                 raise InputError("a where filter must be a condition")
         kinds = tuple(dict.fromkeys(intra_node))
         for kind in kinds:
             within_nodes(kind)  # raises InputError for an unknown kind
-        pack = get_pack(sglang_version)
         return cls(cfg, as_model(model), dims, filters, kinds, completions, pack)
 
     def key(self) -> tuple[object, ...]:

@@ -91,7 +91,11 @@ class _Bad(Exception):
 MAX_FILTER_CHARS = 2000
 
 
-def parse(text: str, extra: Mapping[str, Field] | None = None) -> Expr:
+def parse(
+    text: str,
+    extra: Mapping[str, Field] | None = None,
+    widths: Mapping[str, Named] | None = None,
+) -> Expr:
     """The filter as a boolean rule tree; `InputError` with the column on any problem.
 
     `extra` adds names beyond the configuration (enumerate's memory columns, which are not
@@ -101,6 +105,9 @@ def parse(text: str, extra: Mapping[str, Field] | None = None) -> Expr:
     Integer division and remainder by zero are errors for a literal divisor; for a
     divisor that depends on the layout, a layout where it is zero fails the filter (the
     rule language's `x // 0 == 0` would otherwise silently keep it).
+
+    `widths`: a release's own definitions of the derived widths (`Pack.named_widths`), which
+    replace the default ones of the same name (0.5.23 redefines `shared_tp`).
     """
     if not isinstance(text, str):
         raise TypeError(f"a where filter must be a string, got {type(text).__name__}")
@@ -114,7 +121,7 @@ def parse(text: str, extra: Mapping[str, Field] | None = None) -> Expr:
         raise InputError(f"a --where expression nests deeper than {MAX_DEPTH} levels") from None
     if _depth(tree.body) > MAX_DEPTH:
         raise InputError(f"a --where expression nests deeper than {MAX_DEPTH} levels")
-    builder = _Builder(text, extra or {})
+    builder = _Builder(text, extra or {}, widths or {})
     try:
         expr = builder.build(tree.body)
         if expr.kind != "bool":
@@ -180,9 +187,10 @@ def _error(text: str, column: int, what: str) -> InputError:
 
 
 class _Builder:
-    def __init__(self, text: str, extra: Mapping[str, Field]) -> None:
+    def __init__(self, text: str, extra: Mapping[str, Field], widths: Mapping[str, Named]) -> None:
         self.text = text
         self.extra = extra
+        self.derived = {n: widths.get(n, e) for n, e in _DERIVED.items()}
         #: Non-literal divisors: the filter holds only where they are non-zero.
         self.divisors: list[Expr] = []
 
@@ -205,8 +213,8 @@ class _Builder:
         name = node.id
         if name in _LITERAL_NAMES:
             return lift(_LITERAL_NAMES[name]) if name != "none" else Const(None, "enum")
-        if name in _DERIVED:
-            return _DERIVED[name]
+        if name in self.derived:
+            return self.derived[name]
         if name in self.extra:
             return self.extra[name]
         field = ALIASES.get(name, name)

@@ -62,7 +62,7 @@ from functools import cache, lru_cache
 from typing import Any
 
 from meshsat.solver.backends.interp import evaluate
-from meshsat.solver.lang.expr import Expr, Named, walk
+from meshsat.solver.lang.expr import Expr
 from meshsat.solver.memory.allocator import STEADY_LAYERS, rounding_bytes, run_rounding
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
@@ -184,11 +184,7 @@ def shared_tp_rule(pack: str) -> Expr:
     block-quantization rules name): read from the pack, so the memory model splits them
     as the rules that check them do, release by release ("legacy", the memory model's
     name for the releases before 0.5, reads the oldest pack's)."""
-    for rule in get_pack("0.4.6.post5" if pack == "legacy" else pack).rules:
-        for node in (*walk(rule.when), *walk(rule.holds)):
-            if isinstance(node, Named) and node.name == "shared_tp":
-                return node.body
-    raise LookupError(f"pack {pack} has no rule naming shared_tp")
+    return get_pack("0.4.6.post5" if pack == "legacy" else pack).named_widths["shared_tp"].body
 
 
 #: Packs whose Qwen3-VL-style vision towers split their MLPs over attention TP

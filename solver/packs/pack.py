@@ -16,7 +16,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Literal, TypeVar
 
-from meshsat.solver.lang.expr import TRUE, Expr, fields_of, is_set, one_of
+from meshsat.solver.lang.expr import TRUE, Expr, Named, fields_of, is_set, one_of, walk
 from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.lang.rule import Resolution, Rule
 
@@ -56,6 +56,18 @@ class Pack:
             replace(r, severity="warning") if r.id in self.advice else r for r in self.rules
         )
         object.__setattr__(self, "rules", advised)
+
+    @cached_property
+    def named_widths(self) -> Mapping[str, Named]:
+        """The derived widths this release's rules name (`shared_tp`, `mlp_tp`, ...), by
+        name, as its rules define them: a release may redefine one (0.5.23's `shared_tp`),
+        and `--where` and the memory model read the release's, not a copy."""
+        found: dict[str, Named] = {}
+        for rule in self.rules:
+            for node in (*walk(rule.when), *walk(rule.holds)):
+                if isinstance(node, Named):
+                    found.setdefault(node.name, node)
+        return MappingProxyType(found)
 
     @cached_property
     def errors(self) -> tuple[Rule, ...]:
