@@ -235,7 +235,10 @@ def _replication(f: ModelFacts, p: Parallel) -> float:
     summed per component (not per stage as the implementation does)."""
     q = f.quant
     L, M = f.num_layers, f.num_moe_layers
-    attn_copies = p.attn_dp  # attention TP splits; attention DP (and CP) replicate
+    # Attention TP splits; attention DP (and CP) replicate, but in the classes that build
+    # attention over all of TP whatever DP attention says (Llama 3.1 here).
+    llama = f.architecture == "LlamaForCausalLM"
+    attn_copies = 1 if llama else p.attn_dp
     extra = L * f.attn_sharded_params() * q.attention * (attn_copies - 1)
     extra += (
         L
@@ -259,7 +262,8 @@ def _replication(f: ModelFacts, p: Parallel) -> float:
     extra += M * f.num_experts * f.expert_params() * q.experts * (p.moe_dp - 1)
     extra += M * f.router_params() * q.unquantized * (p.tp - 1)
     row = f.hidden_size * q.unquantized
-    emb_rows = p.tp * f.padded_vocab if p.dp_attention else f.padded_vocab
+    # Under DP attention the embedding is split over attention TP (0.5.23), over TP in Llama.
+    emb_rows = p.attn_dp * f.padded_vocab if p.dp_attention and not llama else f.padded_vocab
     extra += (emb_rows - f.vocab_size) * row
     head_shards = p.attn_tp if p.dp_lm_head else p.tp
     head_rows = (p.tp // head_shards) * f.padded_vocab

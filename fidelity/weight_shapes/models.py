@@ -123,7 +123,9 @@ def checkpoint_files(name: str) -> dict[str, dict[str, Any]]:
 
 def layouts() -> list[dict[str, Any]]:
     """TP 4 to 32, with EP 1 and EP = TP; DP attention with the dense MLP replicated, with
-    and without DeepEP (which replicates the shared experts)."""
+    and without DeepEP (which replicates the shared experts); at TP 8 and 16 also DP
+    attention over half of TP (attention TP 2: what a class splits over attention TP and
+    what over TP tell apart only there)."""
     out: list[dict[str, Any]] = []
     for tp in (4, 8, 16, 32):
         base = {"tp_size": tp, "nnodes": max(1, tp // 8)}
@@ -132,6 +134,8 @@ def layouts() -> list[dict[str, Any]]:
         dpa = {**base, "ep_size": tp, "dp_size": tp, "enable_dp_attention": True,
                "moe_dense_tp_size": 1}  # fmt: skip
         out += [dpa, {**dpa, "moe_a2a_backend": "deepep"}]
+        if tp in (8, 16):
+            out.append({**dpa, "dp_size": tp // 2})
     return out
 
 
@@ -356,6 +360,8 @@ def _world_globals(sa: Any) -> dict[str, Any]:
             setattr(dpa, attr, value)
     if hasattr(dpa, "_ATTN_TP_GROUP"):
         dpa._ATTN_TP_GROUP = _Group(w["attn_tp"], "attn_tp")
+    if hasattr(dpa, "get_flags"):  # 0.5.19: `initialize_dp_attention` sets a flags object
+        dpa.get_flags().dp.enabled = bool(w["dpa"])
     server_args = importlib.import_module("sglang.srt.server_args")
     if hasattr(server_args, "set_global_server_args_for_scheduler"):
         server_args.set_global_server_args_for_scheduler(sa)

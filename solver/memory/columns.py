@@ -281,16 +281,18 @@ def _generated(
             cells = cell_cache[(pp, attn_tp)] = tuple(
                 kv_bytes_per_token(f, p, s, kv_dtype, mm.swa_ratio) for s in reps
             )
-        emb_rows = vocab if dpa else _ceil(vocab, tp)
+        emb_rows = wm.embedding_rows(tp, attn_tp, dpa)
         dtp = wm.dense_width(dense, tp)
+        # Attention's weights by the class's own width; the KV cells above by attention TP.
+        atp = wm.attention_width(tp, attn_tp)
         head = row_bytes
         if head_anyway or pp > 1:
             head_rows = _ceil(vocab, attn_tp) if lmh else _ceil(vocab, tp)
             head += head_rows * row_bytes + wm.vocab_rounding(head_rows)
-        dense_round = wm.layer_rounding(False, attn_tp, dtp, 1, 1, 0)
+        dense_round = wm.layer_rounding(False, atp, dtp, 1, 1, 0)
         return (
             unrolled,
-            attn_a / attn_tp + attn_b + wm.mla_copies(attn_tp),
+            attn_a / atp + attn_b + wm.mla_copies(atp),
             dense_d / dtp + dense_round,
             emb_rows * row_bytes + wm.vocab_rounding(emb_rows),
             head,
@@ -298,11 +300,12 @@ def _generated(
             (pre * fr - reserve) * GIB,
             cells,
             dtp,
-            wm.linear_delta(attn_tp) if hybrid else 0.0,
-            wm.layer_rounding(False, attn_tp, dtp, 1, 1, 0, linear=True) - dense_round
+            wm.linear_delta(atp) if hybrid else 0.0,
+            wm.layer_rounding(False, atp, dtp, 1, 1, 0, linear=True) - dense_round
             if hybrid
             else 0.0,
             state_bytes_per_request(f, attn_tp, pp),
+            atp,
         )
 
     fraction_cache: dict[tuple[Any, ...], float] = mm.column_cache.setdefault("fraction", {})
@@ -326,19 +329,16 @@ def _generated(
         en = engine_cache.get(ek)
         if en is None:
             en = engine_cache[ek] = engine(ek)
-        unrolled, x, y, emb, head, vis, budget, cells, dtp, g, yg, per = en
+        unrolled, x, y, emb, head, vis, budget, cells, dtp, g, yg, per, atp = en
         here = -(-experts // key[10])
         stp = wm.shared_width(key[12], ek[0], key[10], key[11])
         z = here * expert_e(key[11]) + router_r + shared_s / stp
         zg = 0.0
         if experts:
-            moe_round = wm.layer_rounding(True, key[6], dtp, stp, key[11], here)
+            moe_round = wm.layer_rounding(True, atp, dtp, stp, key[11], here)
             z += moe_round
             if hybrid:
-                zg = (
-                    wm.layer_rounding(True, key[6], dtp, stp, key[11], here, linear=True)
-                    - moe_round
-                )
+                zg = wm.layer_rounding(True, atp, dtp, stp, key[11], here, linear=True) - moe_round
         dp = ek[7]
         worst, fewest, slots = unrolled(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp)
         if fewest <= 0 and fixed_fraction is None and mm.raise_default_fraction:

@@ -3,7 +3,9 @@
 How SGLang shards each component (the reason for every divisor below):
 - attention projections: column/row-parallel over attention TP, so replicated over
   attention DP and attention CP; MLA's down-projections and the DSA indexer are replicated
-  linears (whole on every rank); norms are whole on every rank;
+  linears (whole on every rank); norms are whole on every rank. The classes that predate DP
+  attention (`ATTENTION_OVER_TP_CLASSES`: Llama, Mistral, Mixtral, Qwen2, Gemma) build it
+  over all of TP whatever DP attention says (`attention_width`);
 - routed experts: `num_experts / ep` experts per rank, each split over MoE TP, so replicated
   over MoE DP;
 - dense-layer MLPs: split over `moe_dense_tp_size` (all of `tp` when unset) in the model
@@ -13,8 +15,11 @@ How SGLang shards each component (the reason for every divisor below):
   rank under an all-to-all backend, split like a routed expert where SGLang fuses them into
   the MoE, over all of `tp` otherwise, whatever `--moe-dense-tp-size` says (deepseek_v2.py
   `_shared_expert_use_tp1`; tests/test_weight_bytes.py holds it to SGLang's own builds);
-- embeddings: vocabulary-parallel over `tp`, but whole on every rank under DP attention
-  (SGLang builds the embedding with `enable_tp=not dp_attention`);
+- embeddings: vocabulary-parallel over `tp`; under DP attention as the class builds it
+  (`embedding_rows`): over TP in the classes of `ATTENTION_OVER_TP_CLASSES` but Qwen2,
+  whole in those that say `enable_tp=not is_dp_attention_enabled()` (Qwen3.5, Step-3.5,
+  ...: `EMBEDDING_WHOLE_CLASSES`), over attention TP in every other class from 0.5.23
+  (`get_embedding_tp_kwargs`, `use_attn_tp_group`), whole before;
 - LM head: vocabulary-parallel over `tp`, or over attention TP with `enable_dp_lm_head`;
 - pipeline stages: layers split as SGLang's `get_pp_indices` does (the remainder goes to the
   stages before the last); the first stage holds the embeddings, the last the LM head;
@@ -187,10 +192,35 @@ def shared_tp_rule(pack: str) -> Expr:
     return get_pack("0.4.6.post5" if pack == "legacy" else pack).named_widths["shared_tp"].body
 
 
+#: Model classes that build attention over all of TP under DP attention: their model files
+#: never read the attention-TP group (SGLang 0.5.23's llama.py, mistral.py, mixtral.py,
+#: qwen2.py, gemma2.py, gemma3_causal.py; its build of Llama-3.1-70B at tp 8 with DP
+#: attention 2 and 4: tests/test_weight_bytes.py).
+ATTENTION_OVER_TP_CLASSES = frozenset({
+    "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
+    "Gemma2ForCausalLM", "Gemma3ForCausalLM",
+})  # fmt: skip
+#: Of those, the classes whose embedding follows DP attention all the same (qwen2.py
+#: `use_attn_tp_group=is_dp_attention_enabled()`).
+EMBEDDING_ATTN_TP_OF_THOSE = frozenset({"Qwen2ForCausalLM"})
+#: Classes that build the input embedding whole under DP attention in 0.5.23
+#: (`enable_tp=not is_dp_attention_enabled()`: qwen3_5.py, step3p5.py, bailing_moe_v3.py,
+#: sarvam_moe.py, exaone_moe.py, grok.py; Qwen3.5-397B's build at tp 8, DP attention 4).
+EMBEDDING_WHOLE_CLASSES = frozenset({
+    "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+    "Step3p5ForCausalLM", "BailingMoeV3ForCausalLM", "SarvamMoEForCausalLM",
+    "ExaoneMoEForCausalLM", "Grok1ForCausalLM",
+})  # fmt: skip
+#: Packs whose other classes split the embedding over attention TP under DP attention
+#: (`get_embedding_tp_kwargs`, recorded for 0.5.19 and 0.5.23); 0.4.6.post5's DeepSeek-style
+#: classes keep it whole (`enable_tp=not enable_dp_attention`).
+EMBEDDING_ATTN_TP_PACKS = frozenset({"0.5.18", "0.5.19", "0.5.23"})
+
+
 #: Packs whose Qwen3-VL-style vision towers split their MLPs over attention TP
-#: (`VisionTower.mlp_over_attn_tp`); older packs keep TP, which no build of theirs was
-#: recorded to confirm or refute.
-VISION_ATTN_TP_PACKS = frozenset({"0.5.23"})
+#: (`VisionTower.mlp_over_attn_tp`; SGLang's own builds of Qwen3.5-397B under DP attention,
+#: tests/test_weight_bytes.py); 0.4.6.post5 has no such tower.
+VISION_ATTN_TP_PACKS = frozenset({"0.5.18", "0.5.19", "0.5.23"})
 
 
 class WeightModel:
@@ -203,6 +233,18 @@ class WeightModel:
         self.gpu = gpu
         #: Whether `--moe-dense-tp-size` reaches this model's dense MLPs and shared experts.
         self.dense_tp_honoured = facts.architecture in DENSE_TP_CLASSES
+        arch = facts.architecture
+        #: Whether this class builds attention over all of TP under DP attention.
+        self._attention_over_tp = arch in ATTENTION_OVER_TP_CLASSES
+        #: The embedding under DP attention: over "tp", "attn_tp", or "whole".
+        self._embedding_dpa = (
+            "tp"
+            if self._attention_over_tp and arch not in EMBEDDING_ATTN_TP_OF_THOSE
+            else "whole"
+            if arch in EMBEDDING_WHOLE_CLASSES
+            or (pack not in EMBEDDING_ATTN_TP_PACKS and arch not in EMBEDDING_ATTN_TP_OF_THOSE)
+            else "attn_tp"
+        )
         self._wna16_index = q.wna16_experts and keeps_wna16_index(gpu, pack)
         #: MXFP4 experts are padded per MoE-TP width (`mxfp4.py`); other schemes are not.
         self._padded = gpu is not None and q.name == "mxfp4"
@@ -390,6 +432,19 @@ class WeightModel:
         """The rounding of an embedding or LM head shard of `rows` rows."""
         return float(rounding_bytes([int(rows * self.row)])) if rows else 0.0
 
+    def attention_width(self, tp: int, attn_tp: int) -> int:
+        """The TP width this class splits its attention projections over: attention TP,
+        or all of TP in the classes that ignore DP attention (`ATTENTION_OVER_TP_CLASSES`).
+        The KV pool is sized per attention TP either way (`kv.py`)."""
+        return tp if self._attention_over_tp else attn_tp
+
+    def embedding_rows(self, tp: int, attn_tp: int, dp_attention: bool) -> int:
+        """The input embedding's vocabulary rows on one rank (see the module docstring)."""
+        vocab = self.facts.padded_vocab
+        if not dp_attention or self._embedding_dpa == "tp":
+            return _ceil(vocab, tp)
+        return vocab if self._embedding_dpa == "whole" else _ceil(vocab, attn_tp)
+
     def dense_width(self, moe_dense_tp: int | None, tp: int) -> int:
         """The TP width this model's dense-layer MLPs are split over, from
         `--moe-dense-tp-size` and `--tp-size`: the one rule for `stage` and the streaming
@@ -455,10 +510,11 @@ class WeightModel:
         moe, lin, lin_moe = self.counts(start, end)
         experts_here = _ceil(f.num_experts, p.ep)
         vocab = f.padded_vocab
+        atp = self.attention_width(p.tp, p.attn_tp)
         emb = 0.0
         rounding = 0.0
         if first:
-            rows = vocab if p.dp_attention else _ceil(vocab, p.tp)
+            rows = self.embedding_rows(p.tp, p.attn_tp, p.dp_attention)
             emb = rows * self.row
             rounding += self.vocab_rounding(rows)
         head = 0.0
@@ -479,19 +535,19 @@ class WeightModel:
             if count:  # a dense layer's tensors do not depend on the expert widths
                 widths = (self.shared_tp(p), p.moe_tp, experts_here) if is_moe else (1, 1, 0)
                 rounding += count * self.layer_rounding(
-                    is_moe, p.attn_tp, self.dense_tp(p), *widths, linear=linear
+                    is_moe, atp, self.dense_tp(p), *widths, linear=linear
                 )
         full = n - lin
         return StageWeights(
-            attention=full * (self.attn_sharded / p.attn_tp + self.attn_whole)
-            + lin * (self.linear_sharded / p.attn_tp + self.linear_whole),
+            attention=full * (self.attn_sharded / atp + self.attn_whole)
+            + lin * (self.linear_sharded / atp + self.linear_whole),
             dense_mlp=(n - moe) * self.dense / self.dense_tp(p),
             experts=moe * (experts_here * self.expert_per_rank(p.moe_tp) + self.router),
             shared=moe * self.shared / self.shared_tp(p),
             embedding=emb,
             lm_head=head,
             vision=self.vision_attn / p.attn_tp + self.vision_mlp / p.tp + self.vision_whole,
-            overhead=rounding + rope_cache_bytes(f) + full * self.mla_copies(p.attn_tp),
+            overhead=rounding + rope_cache_bytes(f) + full * self.mla_copies(atp),
         )
 
     def offloaded(self, p: Parallel, stage: int, limit: float) -> float:
@@ -508,7 +564,8 @@ class WeightModel:
         start, end = stage_layers(f.num_layers, p.pp)[stage]
         here = _ceil(f.num_experts, p.ep)
         dense_tp, shared_tp = self.dense_tp(p), self.shared_tp(p)
-        key = (start, end, p.attn_tp, dense_tp, shared_tp, p.moe_tp, here, limit)
+        atp = self.attention_width(p.tp, p.attn_tp)
+        key = (start, end, atp, dense_tp, shared_tp, p.moe_tp, here, limit)
         hit = self._offload_cache.get(key)
         if hit is not None:
             return hit
@@ -522,7 +579,7 @@ class WeightModel:
             widths = (shared_tp, p.moe_tp, here) if moe else (1, 1, 0)
             for size in self.layer_tensors(
                 moe,
-                p.attn_tp,
+                atp,
                 dense_tp,
                 *widths,
                 linear=i in linear,
