@@ -467,6 +467,12 @@ CASES: tuple[Case, ...] = (
         {"tp_size": 2},
         model={"num_attention_heads": 32, "num_key_value_heads": 6},
     ),
+    case(
+        "MODEL-HEADS-TP",
+        {"tp_size": 8, "dp_size": 2, "enable_dp_attention": True},
+        {"tp_size": 4},
+        model={"num_attention_heads": 12, "num_key_value_heads": 4, "attention_over_tp": True},
+    ),
     case("MODEL-EXPERTS", {"tp_size": 4, "ep_size": 4}, {"ep_size": 2}, model={"num_experts": 6}),
     case("MODEL-PP-LAYERS", {"pp_size": 4}, {"pp_size": 2}, model={"num_hidden_layers": 2}),
     # --- weight shapes (catalogue/weight_shapes.py) ------------------------------------------

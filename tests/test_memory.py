@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from meshsat import solver
 from meshsat.solver.errors import InputError
-from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.lang.model_spec import DENSE_FULLY_DP_ARCHITECTURES, ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel, fit_violation, gpu, load_facts, memory_of
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.fraction import default_mem_fraction_static
@@ -21,7 +21,7 @@ from meshsat.solver.memory.models import CATALOGUE, PUBLISHED, Published, model_
 from meshsat.solver.memory.quant import quant_from_config
 from meshsat.solver.memory.quantized_checkpoints import VARIANTS
 from meshsat.solver.memory.state import StateFlags
-from meshsat.solver.memory.weights import DENSE_TP_CLASSES, WeightModel
+from meshsat.solver.memory.weights import WeightModel
 
 # ---- parameter counts against published figures --------------------------------------
 
@@ -246,7 +246,7 @@ def _replication(f: ModelFacts, p: Parallel) -> float:
         * (p.tp - 1)
     )
     # `--moe-dense-tp-size` reaches only the model classes that read it.
-    dense_tp = p.moe_dense_tp if f.architecture in DENSE_TP_CLASSES else None
+    dense_tp = p.moe_dense_tp if f.architecture in DENSE_FULLY_DP_ARCHITECTURES else None
     dense_copies = p.tp // (dense_tp or p.tp)
     extra += (L - M) * f.dense_mlp_params() * q.dense_mlp * (dense_copies - 1)
     # Shared experts: whole under an all-to-all backend (but Llama 4's), split like a

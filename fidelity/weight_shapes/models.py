@@ -86,6 +86,11 @@ CHECKPOINTS: dict[str, str | None] = {
     "stepfun-ai/Step-3.5-Flash-FP8": None,
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": "meta-llama--Llama-4-Scout-17B-16E-Instruct",
     "nvidia/Llama-3.1-70B-Instruct-FP8": "nvidia--Llama-3.1-70B-Instruct-FP8",
+    # Classes that predate DP attention (`model_spec.ATTENTION_OVER_TP_ARCHITECTURES`).
+    "Qwen/Qwen2.5-72B-Instruct": None,
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": "mistralai--Mixtral-8x7B-v0.1",
+    "mistralai/Mistral-Small-24B-Instruct-2501": None,
+    "google/gemma-3-1b-it": None,
 }
 
 

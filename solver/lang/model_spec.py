@@ -39,26 +39,36 @@ CP_V2_DEFAULT_ARCHITECTURES = (
     "DeepseekV3ForCausalLM",
 )
 
-#: The model files whose dense MLP follows `--moe-dense-tp-size 1` (`is_dense_ffn_fully_dp`:
-#: deepseek_v2.py, glm4_moe.py, mimo_v2.py, minimax_m3.py, bailing_moe.py, ernie4.py in
-#: 0.5.18 to 0.5.23; deepseek_v2.py in 0.4.6.post5). Every other model file splits its dense
-#: MLP over the global TP group whatever that flag says (Qwen3 and Step-3.5 built under
-#: `--moe-dense-tp-size 1`: fidelity/weight_shapes/models.py, tests/fixtures/weight_shapes/models/).
-DENSE_FULLY_DP_ARCHITECTURES = (
-    "DeepseekV2ForCausalLM",
-    "DeepseekV3ForCausalLM",
-    "DeepseekV32ForCausalLM",
-    "Glm4MoeForCausalLM",
-    "GlmMoeDsaForCausalLM",
-    "MiMoV2ForCausalLM",
-    "MiMoV2FlashForCausalLM",
-    "MiniMaxM3SparseForCausalLM",
-    "BailingMoEForCausalLM",
-    "BailingMoeForCausalLM",
-    "BailingMoeV2ForCausalLM",
-    "Ernie4_5_ForCausalLM",
-    "Ernie4_5_MoeForCausalLM",
-)
+#: Model classes whose dense-layer MLPs follow `--moe-dense-tp-size 1` (the layout rules'
+#: `dense_mlp_fully_dp`, the memory model's dense MLP width): SGLang 0.5.23's classes that
+#: ask `is_dense_ffn_fully_dp()` (models/deepseek_v2.py, glm4_moe.py, glm4_moe_lite.py,
+#: glm5_next.py, bailing_moe.py, bailing_moe_v3.py, ernie4.py, mimo_v2.py, minimax_m3.py,
+#: sarvam_moe.py, xllm.py, llada2.py), their subclasses and the wrappers that build one
+#: (Kimi-K2.5, MiniMax-M3's VL class, Mistral Large 3). Every other class builds them over
+#: all of TP whatever the flag says: SGLang's own builds of Qwen3-32B, Step-3.5, Qwen3.5,
+#: Llama 3.1 and Llama 4 under DP attention with `--moe-dense-tp-size 1` split them over TP
+#: (fidelity/weight_shapes/models.py; tests/test_weight_bytes.py).
+DENSE_FULLY_DP_ARCHITECTURES = frozenset({
+    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+    "DeepseekV3ForCausalLMNextN", "MistralLarge3ForCausalLM", "KimiK25ForConditionalGeneration",
+    "Glm4MoeForCausalLM", "GlmMoeDsaForCausalLM", "Glm4MoeLiteForCausalLM",
+    "Glm5NextForConditionalGeneration", "BailingMoEForCausalLM", "BailingMoeForCausalLM",
+    "BailingMoeV2ForCausalLM", "BailingMoeV3ForCausalLM", "Ernie4_5_MoeForCausalLM",
+    "Ernie4_5_ForCausalLM", "MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM",
+    "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration",
+    "SarvamMLAForCausalLM", "SarvamMoEForCausalLM", "XllmForCausalLM", "K2HorizonForCausalLM",
+    "LLaDA2MoeModelLM",
+})  # fmt: skip
+#: Model classes that build attention over all of TP under DP attention (the layout rules'
+#: `attention_over_tp`, the memory model's attention width): their model files never read
+#: the attention-TP group (SGLang 0.5.23's llama.py, mistral.py, mixtral.py,
+#: qwen2.py, gemma2.py, gemma3_causal.py; its build of Llama-3.1-70B at tp 8 with DP
+#: attention 2 and 4: tests/test_weight_bytes.py).
+ATTENTION_OVER_TP_ARCHITECTURES = frozenset({
+    "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
+    "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
+})  # fmt: skip
+
 #: Vision towers built from SGLang's `VisionAttention` (layers/attention/vision.py), which
 #: splits the tower's heads over the attention TP group unless `--mm-enable-dp-encoder`.
 VISION_ATTENTION_ARCHITECTURES = (
@@ -111,6 +121,11 @@ class ModelSpec(BaseModel):
         False,
         description="The model file replicates its dense MLP under --moe-dense-tp-size 1 "
         "(DeepSeek, GLM, MiMo-V2, ...); other models split it over TP whatever that says.",
+    )
+    attention_over_tp: bool = Field(
+        False,
+        description="The model file splits attention over all of TP even under DP attention "
+        "(Llama, Mistral, Qwen2, ...), so its heads must divide tp_size, not attn_tp.",
     )
     vision_num_heads: int | None = Field(
         None, ge=1, description="Heads of a vision tower SGLang splits over attention TP."
@@ -213,6 +228,7 @@ class ModelSpec(BaseModel):
                 shapes["moe_intermediate_size"],
             ),
             dense_mlp_fully_dp=arch in DENSE_FULLY_DP_ARCHITECTURES,
+            attention_over_tp=arch in ATTENTION_OVER_TP_ARCHITECTURES,
             vision_num_heads=_vision_heads(arch, hf),
             quant_method=quant.method,
             quant_block_n=quant.block_n,

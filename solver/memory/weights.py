@@ -4,19 +4,19 @@ How SGLang shards each component (the reason for every divisor below):
 - attention projections: column/row-parallel over attention TP, so replicated over
   attention DP and attention CP; MLA's down-projections and the DSA indexer are replicated
   linears (whole on every rank); norms are whole on every rank. The classes that predate DP
-  attention (`ATTENTION_OVER_TP_CLASSES`: Llama, Mistral, Mixtral, Qwen2, Gemma) build it
+  attention (`ATTENTION_OVER_TP_ARCHITECTURES`: Llama, Mistral, Mixtral, Qwen2, Gemma) build it
   over all of TP whatever DP attention says (`attention_width`);
 - routed experts: `num_experts / ep` experts per rank, each split over MoE TP, so replicated
   over MoE DP;
 - dense-layer MLPs: split over `moe_dense_tp_size` (all of `tp` when unset) in the model
-  classes that read it (`DENSE_TP_CLASSES`), over all of `tp` in every other;
+  classes that read it (`DENSE_FULLY_DP_ARCHITECTURES`), over all of `tp` in every other;
 - shared experts: the pack's `shared_tp` rule (`catalogue/weight_shapes.py`, the width its
   block-quantization rules check), evaluated on the layout (`shared_width`): whole on every
   rank under an all-to-all backend, split like a routed expert where SGLang fuses them into
   the MoE, over all of `tp` otherwise, whatever `--moe-dense-tp-size` says (deepseek_v2.py
   `_shared_expert_use_tp1`; tests/test_weight_bytes.py holds it to SGLang's own builds);
 - embeddings: vocabulary-parallel over `tp`; under DP attention as the class builds it
-  (`embedding_rows`): over TP in the classes of `ATTENTION_OVER_TP_CLASSES` but Qwen2,
+  (`embedding_rows`): over TP in the classes of `ATTENTION_OVER_TP_ARCHITECTURES` but Qwen2,
   whole in those that say `enable_tp=not is_dp_attention_enabled()` (Qwen3.5, Step-3.5,
   ...: `EMBEDDING_WHOLE_CLASSES`), over attention TP in every other class from 0.5.23
   (`get_embedding_tp_kwargs`, `use_attn_tp_group`), whole before;
@@ -68,6 +68,10 @@ from typing import Any
 
 from meshsat.solver.backends.interp import evaluate
 from meshsat.solver.lang.expr import Expr
+from meshsat.solver.lang.model_spec import (
+    ATTENTION_OVER_TP_ARCHITECTURES,
+    DENSE_FULLY_DP_ARCHITECTURES,
+)
 from meshsat.solver.memory.allocator import STEADY_LAYERS, rounding_bytes, run_rounding
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
@@ -162,27 +166,6 @@ class StageWeights:
         )
 
 
-#: Model classes whose dense-layer MLPs and shared experts follow `--moe-dense-tp-size`:
-#: SGLang 0.5.23's classes that ask `is_dense_ffn_fully_dp()` (models/deepseek_v2.py,
-#: glm4_moe.py, glm4_moe_lite.py, glm5_next.py, bailing_moe.py, bailing_moe_v3.py, ernie4.py,
-#: mimo_v2.py, minimax_m3.py, sarvam_moe.py, xllm.py, llada2.py), their subclasses and the
-#: wrappers that build one (Kimi-K2.5, MiniMax-M3's VL class, Mistral Large 3). Every other
-#: class builds them over all of TP whatever the flag says: SGLang's own build of
-#: Qwen3-32B, Qwen3.5, Llama 3.1 and Llama 4 under DP attention with `--moe-dense-tp-size
-#: 1` splits them over TP (tests/test_weight_bytes.py).
-DENSE_TP_CLASSES = frozenset({
-    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
-    "DeepseekV3ForCausalLMNextN", "MistralLarge3ForCausalLM", "KimiK25ForConditionalGeneration",
-    "Glm4MoeForCausalLM", "GlmMoeDsaForCausalLM", "Glm4MoeLiteForCausalLM",
-    "Glm5NextForConditionalGeneration", "BailingMoEForCausalLM", "BailingMoeForCausalLM",
-    "BailingMoeV2ForCausalLM", "BailingMoeV3ForCausalLM", "Ernie4_5_MoeForCausalLM",
-    "Ernie4_5_ForCausalLM", "MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM",
-    "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration",
-    "SarvamMLAForCausalLM", "SarvamMoEForCausalLM", "XllmForCausalLM", "K2HorizonForCausalLM",
-    "LLaDA2MoeModelLM",
-})  # fmt: skip
-
-
 @cache
 def shared_tp_rule(pack: str) -> Expr:
     """The width `pack`'s rules give the shared experts (the `shared_tp` their
@@ -192,17 +175,13 @@ def shared_tp_rule(pack: str) -> Expr:
     return get_pack("0.4.6.post5" if pack == "legacy" else pack).named_widths["shared_tp"].body
 
 
-#: Model classes that build attention over all of TP under DP attention: their model files
-#: never read the attention-TP group (SGLang 0.5.23's llama.py, mistral.py, mixtral.py,
-#: qwen2.py, gemma2.py, gemma3_causal.py; its build of Llama-3.1-70B at tp 8 with DP
-#: attention 2 and 4: tests/test_weight_bytes.py).
-ATTENTION_OVER_TP_CLASSES = frozenset({
-    "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
-    "Gemma2ForCausalLM", "Gemma3ForCausalLM",
-})  # fmt: skip
-#: Of those, the classes whose embedding follows DP attention all the same (qwen2.py
-#: `use_attn_tp_group=is_dp_attention_enabled()`).
+#: Of `ATTENTION_OVER_TP_ARCHITECTURES`, the classes whose embedding follows DP attention
+#: (qwen2.py `use_attn_tp_group=is_dp_attention_enabled()`).
 EMBEDDING_ATTN_TP_OF_THOSE = frozenset({"Qwen2ForCausalLM"})
+#: Classes whose input embedding is a plain `nn.Embedding`, whole on every rank in every
+#: layout (gemma3_causal.py `Gemma3TextScaledWordEmbedding`; SGLang's build of gemma-3-1b-it
+#: at tp 4: tests/test_weight_bytes.py).
+EMBEDDING_NEVER_SPLIT = frozenset({"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"})
 #: Classes that build the input embedding whole under DP attention in 0.5.23
 #: (`enable_tp=not is_dp_attention_enabled()`: qwen3_5.py, step3p5.py, bailing_moe_v3.py,
 #: sarvam_moe.py, exaone_moe.py, grok.py; Qwen3.5-397B's build at tp 8, DP attention 4).
@@ -212,7 +191,7 @@ EMBEDDING_WHOLE_CLASSES = frozenset({
     "ExaoneMoEForCausalLM", "Grok1ForCausalLM",
 })  # fmt: skip
 #: Packs whose other classes split the embedding over attention TP under DP attention
-#: (`get_embedding_tp_kwargs`, recorded for 0.5.19 and 0.5.23); 0.4.6.post5's DeepSeek-style
+#: (`get_embedding_tp_kwargs`, recorded for 0.5.18 to 0.5.23); 0.4.6.post5's DeepSeek-style
 #: classes keep it whole (`enable_tp=not enable_dp_attention`).
 EMBEDDING_ATTN_TP_PACKS = frozenset({"0.5.18", "0.5.19", "0.5.23"})
 
@@ -232,10 +211,10 @@ class WeightModel:
         self.facts = facts
         self.gpu = gpu
         #: Whether `--moe-dense-tp-size` reaches this model's dense MLPs and shared experts.
-        self.dense_tp_honoured = facts.architecture in DENSE_TP_CLASSES
+        self.dense_tp_honoured = facts.architecture in DENSE_FULLY_DP_ARCHITECTURES
         arch = facts.architecture
         #: Whether this class builds attention over all of TP under DP attention.
-        self._attention_over_tp = arch in ATTENTION_OVER_TP_CLASSES
+        self._attention_over_tp = arch in ATTENTION_OVER_TP_ARCHITECTURES
         #: The embedding under DP attention: over "tp", "attn_tp", or "whole".
         self._embedding_dpa = (
             "tp"
@@ -434,12 +413,14 @@ class WeightModel:
 
     def attention_width(self, tp: int, attn_tp: int) -> int:
         """The TP width this class splits its attention projections over: attention TP,
-        or all of TP in the classes that ignore DP attention (`ATTENTION_OVER_TP_CLASSES`).
+        or all of TP in the classes that ignore DP attention (`ATTENTION_OVER_TP_ARCHITECTURES`).
         The KV pool is sized per attention TP either way (`kv.py`)."""
         return tp if self._attention_over_tp else attn_tp
 
     def embedding_rows(self, tp: int, attn_tp: int, dp_attention: bool) -> int:
         """The input embedding's vocabulary rows on one rank (see the module docstring)."""
+        if self.facts.architecture in EMBEDDING_NEVER_SPLIT:
+            return self.facts.vocab_size
         vocab = self.facts.padded_vocab
         if not dp_attention or self._embedding_dpa == "tp":
             return _ceil(vocab, tp)

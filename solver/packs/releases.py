@@ -614,6 +614,7 @@ _V0_4_KEPT = frozenset(
         "TOPO-GPU-ID-RANGE",
         "MODEL-HEADS",
         "MODEL-KV-HEADS",
+        "MODEL-HEADS-TP",
         "MODEL-EXPERTS",
         "MODEL-PP-LAYERS",
         *(r.id for r in weight_shapes.RULES),
