@@ -18,8 +18,9 @@ How SGLang shards each component (the reason for every divisor below):
 - embeddings: vocabulary-parallel over `tp`; under DP attention as the class builds it
   (`embedding_rows`): over TP in the classes of `ATTENTION_OVER_TP_ARCHITECTURES` but Qwen2,
   whole in those that say `enable_tp=not is_dp_attention_enabled()` (Qwen3.5, Step-3.5,
-  ...: `EMBEDDING_WHOLE_CLASSES`), over attention TP in every other class from 0.5.23
-  (`get_embedding_tp_kwargs`, `use_attn_tp_group`), whole before;
+  ...: `EMBEDDING_WHOLE_CLASSES`), over attention TP in every other class from 0.5.18
+  (`get_embedding_tp_kwargs`, `use_attn_tp_group`), whole in 0.4.6.post5; a plain
+  `nn.Embedding` whole in every layout (Gemma 3: `EMBEDDING_NEVER_SPLIT`);
 - LM head: vocabulary-parallel over `tp`, or over attention TP with `enable_dp_lm_head`;
 - pipeline stages: layers split as SGLang's `get_pp_indices` does (the remainder goes to the
   stages before the last); the first stage holds the embeddings, the last the LM head;
