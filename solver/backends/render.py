@@ -228,7 +228,7 @@ class _Values(dict[str, str]):
     def __missing__(self, key: str) -> str:
         if key in self.env:
             return fmt_value(self.env[key])
-        for node in ex.walk(ex.And(self.rule.when, self.rule.holds)):
-            if isinstance(node, ex.Named) and node.name == key:
-                return fmt_value(evaluate(node, self.env, self.env))
-        raise KeyError(key)
+        width = ex.named_in(self.rule.when, self.rule.holds).get(key)
+        if width is None:
+            raise KeyError(key)
+        return fmt_value(evaluate(width, self.env, self.env))

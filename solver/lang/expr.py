@@ -390,6 +390,18 @@ def walk(expr: Expr) -> Iterator[Expr]:
         stack.extend(reversed(node.children()))
 
 
+def named_in(*exprs: Expr) -> dict[str, Named]:
+    """The derived widths the trees name, by name (the first of a name kept): what a rule's
+    message quotes (`{mlp_tp}`), what two releases' rules are compared by, and what a
+    release's `--where` and memory model read (`Pack.named_widths`)."""
+    found: dict[str, Named] = {}
+    for expr in exprs:
+        for node in walk(expr):
+            if isinstance(node, Named):
+                found.setdefault(node.name, node)
+    return found
+
+
 def fields_of(expr: Expr, *, raw: bool | None = None) -> tuple[str, ...]:
     """Names of the fields an expression reads, in first-seen order.
 

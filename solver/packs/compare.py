@@ -67,14 +67,7 @@ def _named(rule: Rule) -> dict[str, ex.Expr]:
     """The derived widths a rule names (`shared_tp`, `moe_tp`, ...), each with its body: a
     condition is rendered with their names, so a release that redefines one changes the
     rule without changing its text."""
-    found: dict[str, ex.Expr] = {}
-    stack: list[ex.Expr] = [rule.when, rule.holds]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, ex.Named):
-            found.setdefault(e.name, e.body)
-        stack.extend(e.children())
-    return found
+    return {name: w.body for name, w in ex.named_in(rule.when, rule.holds).items()}
 
 
 def _definitions_changed(old: Rule, new: Rule) -> list[dict[str, str]]:

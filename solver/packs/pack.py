@@ -16,7 +16,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Literal, TypeVar
 
-from meshsat.solver.lang.expr import TRUE, Expr, Named, fields_of, is_set, one_of, walk
+from meshsat.solver.lang.expr import TRUE, Expr, Named, fields_of, is_set, named_in, one_of
 from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.lang.rule import Resolution, Rule
 
@@ -62,12 +62,7 @@ class Pack:
         """The derived widths this release's rules name (`shared_tp`, `mlp_tp`, ...), by
         name, as its rules define them: a release may redefine one (0.5.23's `shared_tp`),
         and `--where` and the memory model read the release's, not a copy."""
-        found: dict[str, Named] = {}
-        for rule in self.rules:
-            for node in (*walk(rule.when), *walk(rule.holds)):
-                if isinstance(node, Named):
-                    found.setdefault(node.name, node)
-        return MappingProxyType(found)
+        return MappingProxyType(named_in(*(e for r in self.rules for e in (r.when, r.holds))))
 
     @cached_property
     def errors(self) -> tuple[Rule, ...]:
