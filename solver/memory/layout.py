@@ -54,10 +54,6 @@ class Parallel:
     chunked_prefill_size: int | None = None
 
     @property
-    def dense_tp(self) -> int:
-        return self.moe_dense_tp or self.tp
-
-    @property
     def ranks(self) -> int:
         return self.tp * self.pp
 
@@ -81,7 +77,7 @@ class Parallel:
             moe_tp=int(derived["moe_tp"]),
             moe_dp=int(resolved.get("moe_dp_size") or 1),
             dcp=int(resolved.get("dcp_size") or 1),
-            # Dense MLPs over all of `tp` either way: one shape, not two (`dense_tp`).
+            # Dense MLPs over all of `tp` either way: one shape, not two.
             moe_dense_tp=None if dense_tp == tp else dense_tp,
             moe_a2a_backend=str(resolved.get("moe_a2a_backend") or "none"),
             dp_attention=dp_attn,

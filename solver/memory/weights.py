@@ -82,6 +82,9 @@ from meshsat.solver.memory.modules import layer_modules, moe_layer_flags
 from meshsat.solver.memory.mxfp4 import mxfp4_experts
 from meshsat.solver.packs.registry import get_pack
 
+#: A memo key of widths (`stage_widths`, with a stage's layer counts before it).
+Widths = tuple[int | bool | str | None, ...]
+
 
 @lru_cache(maxsize=1024)
 def stage_layers(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
@@ -197,6 +200,19 @@ EMBEDDING_WHOLE_CLASSES = frozenset({
 EMBEDDING_ATTN_TP_PACKS = frozenset({"0.5.18", "0.5.19", "0.5.23"})
 
 
+def _embedding_split(arch: str, pack: str) -> str:
+    """How `arch` splits its input embedding in `pack` (see the module docstring)."""
+    if arch in EMBEDDING_NEVER_SPLIT:
+        return "never"
+    if arch in EMBEDDING_ATTN_TP_OF_THOSE:
+        return "attn_tp"
+    if arch in ATTENTION_OVER_TP_ARCHITECTURES:
+        return "tp"
+    if arch in EMBEDDING_WHOLE_CLASSES or pack not in EMBEDDING_ATTN_TP_PACKS:
+        return "whole"
+    return "attn_tp"
+
+
 #: Packs whose Qwen3-VL-style vision towers split their MLPs over attention TP
 #: (`VisionTower.mlp_over_attn_tp`; SGLang's own builds of Qwen3.5-397B under DP attention,
 #: tests/test_weight_bytes.py); 0.4.6.post5 has no such tower.
@@ -211,20 +227,14 @@ class WeightModel:
         q = facts.quant
         self.facts = facts
         self.gpu = gpu
-        #: Whether `--moe-dense-tp-size` reaches this model's dense MLPs and shared experts.
-        self.dense_tp_honoured = facts.architecture in DENSE_FULLY_DP_ARCHITECTURES
         arch = facts.architecture
+        #: Whether `--moe-dense-tp-size` reaches this model's dense-layer MLPs.
+        self.dense_tp_honoured = arch in DENSE_FULLY_DP_ARCHITECTURES
         #: Whether this class builds attention over all of TP under DP attention.
         self._attention_over_tp = arch in ATTENTION_OVER_TP_ARCHITECTURES
-        #: The embedding under DP attention: over "tp", "attn_tp", or "whole".
-        self._embedding_dpa = (
-            "tp"
-            if self._attention_over_tp and arch not in EMBEDDING_ATTN_TP_OF_THOSE
-            else "whole"
-            if arch in EMBEDDING_WHOLE_CLASSES
-            or (pack not in EMBEDDING_ATTN_TP_PACKS and arch not in EMBEDDING_ATTN_TP_OF_THOSE)
-            else "attn_tp"
-        )
+        #: The input embedding: "never" split, or, under DP attention, over "tp",
+        #: "attn_tp", or "whole" (`embedding_rows`).
+        self._embedding = _embedding_split(arch, pack)
         self._wna16_index = q.wna16_experts and keeps_wna16_index(gpu, pack)
         #: MXFP4 experts are padded per MoE-TP width (`mxfp4.py`); other schemes are not.
         self._padded = gpu is not None and q.name == "mxfp4"
@@ -234,8 +244,8 @@ class WeightModel:
         self._mla_width = copy_width(kv_b, q.unquantized, q.kv_b_dequantized, gpu)
         self._mla_cache: dict[int, float] = {}
         self._rounding_cache: dict[tuple[int, ...], float] = {}
-        self._stage_cache: dict[tuple[int | bool | str, ...], StageWeights] = {}
-        self._per_rank_cache: dict[tuple[int | bool | str, ...], float] = {}
+        self._stage_cache: dict[Widths, StageWeights] = {}
+        self._per_rank_cache: dict[Widths, float] = {}
         self._shared_rule = shared_tp_rule(pack)
         self._shared_cache: dict[tuple[str, int, int, int], int] = {}
         v = facts.vision
@@ -420,12 +430,12 @@ class WeightModel:
 
     def embedding_rows(self, tp: int, attn_tp: int, dp_attention: bool) -> int:
         """The input embedding's vocabulary rows on one rank (see the module docstring)."""
-        if self.facts.architecture in EMBEDDING_NEVER_SPLIT:
+        if self._embedding == "never":
             return self.facts.vocab_size
         vocab = self.facts.padded_vocab
-        if not dp_attention or self._embedding_dpa == "tp":
+        if not dp_attention or self._embedding == "tp":
             return _ceil(vocab, tp)
-        return vocab if self._embedding_dpa == "whole" else _ceil(vocab, attn_tp)
+        return vocab if self._embedding == "whole" else _ceil(vocab, attn_tp)
 
     def dense_width(self, moe_dense_tp: int | None, tp: int) -> int:
         """The TP width this model's dense-layer MLPs are split over, from
@@ -583,7 +593,7 @@ class WeightModel:
         return hit
 
 
-def stage_widths(p: Parallel) -> tuple[int | bool | str, ...]:
+def stage_widths(p: Parallel) -> Widths:
     """The widths a stage's bytes read beyond its layers (`WeightModel.stage`'s memo key;
     tests/test_disagg_pairing.py holds the memo to a fresh model). `pp > 1`: a tied LM
     head is its own tensor on the last stage of a pipeline."""
@@ -593,7 +603,7 @@ def stage_widths(p: Parallel) -> tuple[int | bool | str, ...]:
         p.attn_tp,
         p.ep,
         p.moe_tp,
-        p.dense_tp,
+        p.moe_dense_tp,
         p.dp_attention,
         p.dp_lm_head,
         p.moe_a2a_backend,
