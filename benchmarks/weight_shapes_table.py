@@ -23,7 +23,12 @@ from typing import Any
 from timing import interleaved_medians
 
 from meshsat.solver import validate
-from meshsat.solver.catalogue.weight_shapes import RULES, RULES_0_4, RULES_0_5_23
+from meshsat.solver.catalogue.weight_shapes import (
+    RULES,
+    RULES_0_4,
+    RULES_0_5_23,
+    VISION_TP_REDUCE,
+)
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.packs import PACKS, get_pack
@@ -61,6 +66,7 @@ MODELS: tuple[tuple[str, str, bool], ...] = (
         False,
     ),
     ("stepfun-ai/Step-3.5-Flash-FP8", "stepfun-ai/Step-3.5-Flash-FP8", False),
+    ("google/gemma-3-27b-it (BF16)", "google/gemma-3-27b-it", False),
     ("MiniMaxAI/MiniMax-M2 (FP8)", "MiniMaxAI/MiniMax-M2", False),
 )  # fmt: skip
 #: Model types whose model file a pack's release lacks (no row there).
@@ -69,7 +75,9 @@ ABSENT_BEFORE_0_5 = (
     *("glm4_moe", "gpt_oss", "kimi_k2", "minimax_m2"),
 )
 TPS = (1, 2, 4, 8, 16, 32)
-SHAPE_IDS = {r.id for r in (*RULES, *RULES_0_5_23, *RULES_0_4)} - {"QUANT-NOT-CHECKED"}
+SHAPE_IDS = {r.id for r in (*RULES, *RULES_0_5_23, *RULES_0_4, *VISION_TP_REDUCE)} - {
+    "QUANT-NOT-CHECKED"
+}
 ORACLE = ROOT / "tests" / "fixtures" / "weight_shapes" / "models"
 #: SGLang's large-scale EP recipe on 32 GPUs (DP attention, DeepEP, dense MLP replicated).
 LARGE_EP = {"tp_size": 32, "dp_size": 32, "enable_dp_attention": True, "ep_size": 32,

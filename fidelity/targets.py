@@ -243,9 +243,15 @@ UNREACHABLE = {
         "a block-quantized weight check while the model is built: recorded from SGLang's "
         "own layers on the meta device in tests/fixtures/weight_shapes/",
     ),
-    "WEIGHT-VISION-HEADS": "a vision tower's head split while the model is built (the "
-    "resolution recorder's configs have no vision tower): recorded from whole Qwen3.5 model "
-    "classes in tests/fixtures/weight_shapes/models/",
+    **dict.fromkeys(
+        ("WEIGHT-VISION-HEADS", "WEIGHT-VISION-MLP", "WEIGHT-VISION-TP-REDUCE"),
+        "a vision tower's split while the model is built (the resolution recorder's configs "
+        "have no vision tower): recorded from whole Qwen3.5 and Gemma 3 model classes in "
+        "tests/fixtures/weight_shapes/models/",
+    ),
+    "WEIGHT-VISION-TP-REDUCE-CP": "a vision tower's split under attention CP while the "
+    "model is built: encoded from dp_attention.py reject_attn_tp_shard_with_tp_reduce (the "
+    "model-class records hold no attention-CP layout)",
     "QUANT-NVFP4-DENSE-MLP": "an NVFP4 weight check while the model is built: encoded from "
     "modelopt_quant.py ModelOptFp4LinearMethod.create_weights (no recorded layer)",
     **dict.fromkeys(

@@ -544,6 +544,12 @@ CASES: tuple[Case, ...] = (
         model={"vision_num_heads": 12},
     ),
     case(
+        "WEIGHT-VISION-MLP",
+        {"tp_size": 32, "nnodes": 4, "enable_dp_attention": True, "dp_size": 32},
+        {"tp_size": 16, "nnodes": 2, "dp_size": 16},
+        model={"vision_intermediate_size": 4304},
+    ),
+    case(
         "QUANT-BLOCK-LINEAR-ATTN-BA",
         {"tp_size": 4},
         {"tp_size": 2},

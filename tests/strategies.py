@@ -72,6 +72,7 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "linear_attn_value_heads": (None, 32, 256),
     "quant_group_size": (None, 128, 64),
     "vision_num_heads": (None, 16, 12),
+    "vision_intermediate_size": (None, 4304, 4096),
 }
 
 
@@ -84,6 +85,8 @@ WEIGHT_FACTS = (
     "shared_experts_fusion",
     "dense_mlp_fully_dp",
     "vision_num_heads",
+    "vision_dp_encoder",
+    "vision_intermediate_size",
     "mla_q_head_dim",
     "linear_attn_key_dim",
     "linear_attn_value_dim",

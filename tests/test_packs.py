@@ -132,6 +132,7 @@ def test_compare_names_what_changed() -> None:
         "EEP-DCP-ATTN-TP",
         # issue 23: check_mega_moe_compat (the other new checks are 0.5.19's too).
         *("MEGAMOE-GPU", "MEGAMOE-OVERLAP", "A2A-DEEPEP-V2-DIRECT-NODES", "DCP-DSA-PD"),
+        *("WEIGHT-VISION-TP-REDUCE", "WEIGHT-VISION-TP-REDUCE-CP"),
         "FLAG-CHOICE-CUDA-GRAPH-BACKEND-DECODE",
         "FLAG-CHOICE-CUDA-GRAPH-BACKEND-PREFILL",
     }

@@ -35,6 +35,10 @@ SHAPE_RULES = frozenset(
         "QUANT-BLOCK-EXPERTS",
         "QUANT-BLOCK-MLA-Q",
         "QUANT-NVFP4-DENSE-MLP",
+        "WEIGHT-VISION-HEADS",
+        "WEIGHT-VISION-MLP",
+        "WEIGHT-VISION-TP-REDUCE",
+        "WEIGHT-VISION-TP-REDUCE-CP",
     }
 )
 R1 = "deepseek-ai/DeepSeek-R1"
@@ -327,6 +331,19 @@ def reference_failures(cfg: dict[str, Any], m: ModelSpec, version: str) -> set[s
         while shard % group and group >= 32:
             group //= 2
         out.update({"QUANT-GROUP-EXPERTS"} if group < 32 or shard % group else set())
+    # Vision towers (layers/attention/vision.py, siglip.py, dp_attention.py): the heads over
+    # attention TP (all of TP in 0.4.6), 1 when the class builds the tower data-parallel;
+    # SigLIP's MLP over TP; from 0.5.23 an attention TP strictly between 1 and TP refused.
+    heads_tp = tp if version == "0.4.6.post5" else attn_tp
+    if m.vision_dp_encoder and cfg["mm_enable_dp_encoder"] and version != "0.4.6.post5":
+        heads_tp = 1
+    if m.vision_num_heads and m.vision_num_heads % heads_tp:
+        out.add("WEIGHT-VISION-HEADS")
+    if m.vision_intermediate_size and m.vision_intermediate_size % tp:
+        out.add("WEIGHT-VISION-MLP")
+    if m.vision_intermediate_size and version == "0.5.23" and 1 < attn_tp < tp:
+        cp = cfg["attn_cp_size"] > 1
+        out.add("WEIGHT-VISION-TP-REDUCE-CP" if cp else "WEIGHT-VISION-TP-REDUCE")
     return out
 
 
@@ -347,6 +364,7 @@ def _cases(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
         "moe_dense_tp_size": draw(st.sampled_from([None, 1])),
         "moe_a2a_backend": draw(st.sampled_from(["none", "none", "deepep"])),
         "moe_runner_backend": draw(st.sampled_from(["auto", "auto", "flashinfer_trtllm"])),
+        "mm_enable_dp_encoder": draw(st.booleans()),
     }
     block = draw(st.sampled_from([(128, 128), (128, 64), None]))
     group = None if block else draw(st.sampled_from([None, 128, 64, 32]))
@@ -374,6 +392,17 @@ def _cases(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
         "quant_dense_mlp": True,
         "quant_experts": True,
         "quant_shared_experts": draw(st.booleans()),
+        # Qwen3.5's tower (16 heads, data-parallel under --mm-enable-dp-encoder) and Gemma
+        # 3's SigLIP (16 heads, MLP 4304 over TP).
+        **draw(
+            st.sampled_from(
+                [
+                    {},
+                    {"vision_num_heads": 16, "vision_dp_encoder": True},
+                    {"vision_num_heads": 16, "vision_intermediate_size": 4304},
+                ]
+            )
+        ),
     }
     return cfg, model, draw(st.sampled_from(["0.4.6.post5", "0.5.19", "0.5.23"]))
 
@@ -382,8 +411,8 @@ def _cases(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
 @given(_cases())
 def test_rules_match_a_second_implementation(case: tuple[dict[str, Any], Any, str]) -> None:
     cfg, model, version = case
-    if version == "0.4.6.post5" and cfg["moe_runner_backend"] != "auto":
-        cfg = {**cfg, "moe_runner_backend": "auto"}  # 0.4.6 has no such flag
+    if version == "0.4.6.post5":  # 0.4.6 has neither flag
+        cfg = {**cfg, "moe_runner_backend": "auto", "mm_enable_dp_encoder": False}
     spec = ModelSpec(**model)
     report = validate(cfg, spec, explain=False, sglang_version=version)
     resolved = {k: report.resolved_env[k] for k in report.resolved_env}

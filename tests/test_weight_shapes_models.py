@@ -21,7 +21,9 @@ from meshsat.solver.memory.models import model_config
 FIXTURES = Path(__file__).parent / "fixtures" / "weight_shapes" / "models"
 #: SGLang's own words for a weight that does not split (quantization methods'
 #: `create_weights`, `linear.py` / `distributed/utils.py` `divide`, the AWQ/GPTQ checks).
-SHAPE_WORDS = re.compile(r"is not divisible by|not aligned|multiple of")
+SHAPE_WORDS = re.compile(
+    r"is not divisible by|not aligned|multiple of|shards over the attention TP group"
+)
 #: Bare asserts (`assert x % tp == 0`, no message) in these files are shape checks too:
 #: the model files' head splits and `FusedMoE.__init__`.
 ASSERT_SITES = ("srt/models/", "layers/moe/", "layers/linear.py")
@@ -76,6 +78,14 @@ KNOWN: dict[tuple[str, str, int], str] = {
         "0.4.6's llama4.py builds its 16 experts with FusedMoE over TP whatever --ep-size "
         "says, so EP 32 builds; MODEL-EXPERTS (a seed rule, not a weight-shape one) refuses"
     ),
+    **{
+        ("0.4.6.post5", "mistralai/Mixtral-8x7B-Instruct-v0.1", ep): (
+            "0.4.6's mixtral.py builds its 8 experts with FusedMoE over TP under "
+            "--enable-deepep-moe (EPMoE only with --enable-ep-moe), so EP 16 and 32 build; "
+            "MODEL-EXPERTS refuses"
+        )
+        for ep in (16, 32)
+    },
 }
 
 

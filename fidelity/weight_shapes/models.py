@@ -91,6 +91,7 @@ CHECKPOINTS: dict[str, str | None] = {
     "mistralai/Mixtral-8x7B-Instruct-v0.1": "mistralai--Mixtral-8x7B-v0.1",
     "mistralai/Mistral-Small-24B-Instruct-2501": None,
     "google/gemma-3-1b-it": None,
+    "google/gemma-3-27b-it": None,
 }
 
 
@@ -375,6 +376,8 @@ def _world_globals(sa: Any) -> dict[str, Any]:
         for key in list(sb.global_server_args_dict):
             if hasattr(sa, key):
                 sb.global_server_args_dict[key] = getattr(sa, key)
+        # `ModelRunner.__init__` adds this one (vision attention reads it).
+        sb.global_server_args_dict["mm_attention_backend"] = sa.mm_attention_backend
     return w
 
 

@@ -22,7 +22,7 @@ Which group splits which family (SGLang's model files, every pack's release):
 
 from __future__ import annotations
 
-from meshsat.solver.lang.derived import attn_tp, attn_tp_whole, moe_tp
+from meshsat.solver.lang.derived import attn_dp, attn_tp, attn_tp_whole, moe_tp
 from meshsat.solver.lang.expr import Expr, Field, Named, divides, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
@@ -44,9 +44,11 @@ NOT_CHECKED = "meshsat: quantization_config"
 #: 0.5.23 moved the FP8 MoE weights into a static helper (same check).
 FP8_MOE_0_5_23 = "quantization/fp8.py Fp8MoEMethod.create_fp8_moe_weight_"
 VISION_SPLIT = "layers/attention/vision.py VisionAttention.__init__ (divide)"
+VISION_REDUCE = "layers/dp_attention.py reject_attn_tp_shard_with_tp_reduce"
 SOURCES: tuple[str, ...] = (
     NOT_CHECKED,
     VISION_SPLIT,
+    VISION_REDUCE,
     LINEAR_SPLIT,
     MOE_SPLIT,
     FP8_LINEAR,
@@ -328,17 +330,77 @@ _DENSE_SPLIT, _DENSE_BLOCK = _mlp_rules(
 )
 _SHARED_SPLIT, _SHARED_BLOCK = _shared_rules(shared_tp)
 
-#: `VisionAttention` divides the tower's heads by its TP width (layers/attention/vision.py:
-#: `attn_tp_size`, or 1 with --mm-enable-dp-encoder): Qwen3.5's 16-head tower refuses
-#: attention TP 32 before any text layer is built (0.5.23, fidelity/weight_shapes/models.py).
-_VISION_HEADS = Rule(
-    "WEIGHT-VISION-HEADS",
-    is_set(F.vision_num_heads) & ~F.mm_enable_dp_encoder & attn_tp_whole & (attn_tp >= 1),
-    divides(attn_tp, F.vision_num_heads),
-    "{vision_num_heads} is not divisible by {attn_tp}",
-    VISION_SPLIT,
-    hint="an attention TP width that divides the vision tower's heads (DP attention, a "
-    "smaller TP, or --mm-enable-dp-encoder)",
+_HINT_VISION = (
+    "an attention TP width that divides the vision tower's heads (DP attention, a smaller "
+    "TP, or --mm-enable-dp-encoder where the model supports it)"
+)
+
+
+def _vision_heads_rule(width: Field | Named, whole: Expr) -> Rule:
+    """`VisionAttention` divides the tower's heads by its TP width (layers/attention/vision.py:
+    `attn_tp_size`, 1 where the class honours --mm-enable-dp-encoder and it is set; all of
+    TP in 0.4.6.post5): Qwen3.5's and Gemma 3's 16-head towers refuse attention TP 32
+    before any text layer is built (fidelity/weight_shapes/models.py)."""
+    return Rule(
+        "WEIGHT-VISION-HEADS",
+        is_set(F.vision_num_heads)
+        & ~(F.mm_enable_dp_encoder & F.vision_dp_encoder)
+        & whole
+        & (width >= 1),
+        divides(width, F.vision_num_heads),
+        "{vision_num_heads} is not divisible by {" + width.name + "}",
+        VISION_SPLIT,
+        hint=_HINT_VISION,
+    )
+
+
+_VISION_HEADS = _vision_heads_rule(attn_tp, attn_tp_whole)
+#: SigLIP's vision MLP (`ColumnParallelLinear` over the TP group): Gemma 3's 4,304 columns
+#: refuse TP 32 even at attention TP 1.
+_VISION_MLP = Rule(
+    "WEIGHT-VISION-MLP",
+    is_set(F.vision_intermediate_size) & (F.tp_size >= 1),
+    divides(F.tp_size, F.vision_intermediate_size),
+    "{vision_intermediate_size} is not divisible by {tp_size}",
+    LINEAR_SPLIT,
+    hint="a TP width that divides the vision MLP's intermediate size",
+)
+
+
+def _vision_reduce_rule(rule_id: str, narrowed: Expr, flag: str) -> Rule:
+    """0.5.23's `VisionAttention` refuses to shard over an attention TP group narrower than
+    TP when it all-reduces over TP (`reject_attn_tp_shard_with_tp_reduce`): the towers of
+    `ModelSpec.vision_intermediate_size`, where the tower runs on this worker (not a PD
+    decode server, not `--language-only` or `--language-model-only`:
+    `multimodal_encoder_runs_here`; a language-only server with
+    --enable-adaptive-dispatch-to-encoder runs it too, a flag meshsat does not model).
+    SGLang names the flag that narrows the group, so DP attention and attention CP are
+    two rules, each with its wording (both at once: the CP one, SGLang then names both)."""
+    return Rule(
+        rule_id,
+        is_set(F.vision_intermediate_size)
+        & attn_tp_whole
+        & narrowed
+        & ~F.language_only
+        & ~F.language_model_only
+        & (F.disaggregation_mode != "decode"),
+        (attn_tp <= 1) | (attn_tp >= F.tp_size),
+        "VisionAttention shards over the attention TP group ({attn_tp} ranks) but "
+        "all-reduces over the full TP group ({tp_size} ranks), so it does not support "
+        f"{flag} yet. Use --attn-dp-size equal to --tp-size, or drop {flag}, or "
+        "--mm-enable-dp-encoder where the model supports it.",
+        VISION_REDUCE,
+        hint="DP attention over all of TP (attention TP 1), or none (attention TP = TP)",
+    )
+
+
+VISION_TP_REDUCE = (
+    _vision_reduce_rule(
+        "WEIGHT-VISION-TP-REDUCE", (attn_dp > 1) & (F.attn_cp_size == 1), "--attn-dp-size {attn_dp}"
+    ),
+    _vision_reduce_rule(
+        "WEIGHT-VISION-TP-REDUCE-CP", F.attn_cp_size > 1, "--attn-cp-size {attn_cp_size}"
+    ),
 )
 
 RULES: tuple[Rule, ...] = (
@@ -351,6 +413,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
     ),
     _VISION_HEADS,
+    _VISION_MLP,
     _DENSE_SPLIT,
     _SHARED_SPLIT,
     Rule(
@@ -397,5 +460,9 @@ RULES_0_5_23: tuple[Rule, ...] = (
     _linear_out_rule(attn_tp > 1),
     _moe_rule(moe_tp > 1, FP8_MOE_0_5_23),
 )
-#: 0.4.6.post5's shared-expert fusion (see `shared_tp_0_4`).
-RULES_0_4: tuple[Rule, ...] = _shared_rules(shared_tp_0_4)
+#: 0.4.6.post5's shared-expert fusion (see `shared_tp_0_4`), and its `VisionAttention`
+#: splits over all of TP (its build of gemma-3-27b-it at tp 32 with DP attention 32).
+RULES_0_4: tuple[Rule, ...] = (
+    *_shared_rules(shared_tp_0_4),
+    _vision_heads_rule(F.tp_size, F.tp_size >= 1),
+)

@@ -70,13 +70,24 @@ ATTENTION_OVER_TP_ARCHITECTURES = frozenset({
 })  # fmt: skip
 
 #: Vision towers built from SGLang's `VisionAttention` (layers/attention/vision.py), which
-#: splits the tower's heads over the attention TP group unless `--mm-enable-dp-encoder`.
-VISION_ATTENTION_ARCHITECTURES = (
-    "Qwen3_5ForConditionalGeneration",
-    "Qwen3_5MoeForConditionalGeneration",
-    "Qwen3VLForConditionalGeneration",
-    "Qwen3VLMoeForConditionalGeneration",
-)
+#: splits the tower's heads over the attention TP group (all of TP in 0.4.6.post5), that
+#: the model file builds replicated under `--mm-enable-dp-encoder` (`qwen3_vl.py` passes
+#: `use_data_parallel`).
+VISION_DP_ENCODER_ARCHITECTURES = frozenset({
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+})  # fmt: skip
+#: Towers whose heads split the same way but whose MLP splits over all of TP and whose
+#: attention all-reduces over all of TP, whatever the attention TP group, and which are never
+#: built data-parallel: Gemma 3's SigLIP (`siglip.py` `SiglipMLP`, `parallel_group="tp"`),
+#: which `gemma3_mm.py` builds whether or not multimodal serving is enabled. SGLang 0.5.23's
+#: build of gemma-3-27b-it: "4304 is not divisible by 32" at tp 32 with DP attention 32,
+#: and `reject_attn_tp_shard_with_tp_reduce` at attention TP 2 of TP 8
+#: (tests/fixtures/weight_shapes/models/). Llama 4's tower is alike but built only with
+#: --enable-multimodal from 0.5.18 on (`mllama4.py` `has_vision`), a flag meshsat does not
+#: model, so it is not listed.
+VISION_OVER_TP_ARCHITECTURES = frozenset({"Gemma3ForConditionalGeneration"})
+VISION_ATTENTION_ARCHITECTURES = VISION_DP_ENCODER_ARCHITECTURES | VISION_OVER_TP_ARCHITECTURES
 _HEADS = ("num_attention_heads", "n_head", "num_heads")
 _KV_HEADS = (
     "num_key_value_heads",
@@ -129,6 +140,17 @@ class ModelSpec(BaseModel):
     )
     vision_num_heads: int | None = Field(
         None, ge=1, description="Heads of a vision tower SGLang splits over attention TP."
+    )
+    vision_dp_encoder: bool = Field(
+        False,
+        description="The model file builds its vision tower replicated under "
+        "--mm-enable-dp-encoder (Qwen3-VL, Qwen3.5); other towers split whatever it says.",
+    )
+    vision_intermediate_size: int | None = Field(
+        None,
+        ge=1,
+        description="Intermediate size of a vision MLP split over all of TP (Gemma 3's "
+        "SigLIP), whose attention also all-reduces over all of TP.",
     )
     mla_q_head_dim: int | None = Field(
         None, ge=1, description="MLA query head width (qk_nope_head_dim + qk_rope_head_dim)."
@@ -229,7 +251,13 @@ class ModelSpec(BaseModel):
             ),
             dense_mlp_fully_dp=arch in DENSE_FULLY_DP_ARCHITECTURES,
             attention_over_tp=arch in ATTENTION_OVER_TP_ARCHITECTURES,
-            vision_num_heads=_vision_heads(arch, hf),
+            vision_num_heads=_vision_fact(
+                arch in VISION_ATTENTION_ARCHITECTURES, hf, ("num_heads", "num_attention_heads")
+            ),
+            vision_dp_encoder=arch in VISION_DP_ENCODER_ARCHITECTURES,
+            vision_intermediate_size=_vision_fact(
+                arch in VISION_OVER_TP_ARCHITECTURES, hf, ("intermediate_size",)
+            ),
             quant_method=quant.method,
             quant_block_n=quant.block_n,
             quant_block_k=quant.block_k,
@@ -320,18 +348,20 @@ def _mla_q(hf: Mapping[str, Any], text: Mapping[str, Any], first: Any) -> int | 
     return None if nope is None or rope is None else nope + rope
 
 
-def _vision_heads(arch: str | None, hf: Mapping[str, Any]) -> int | None:
+def _vision_fact(applies: bool, hf: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    """The first of `keys` in `vision_config`, for a class the fact applies to."""
     vision = hf.get("vision_config")
-    if arch not in VISION_ATTENTION_ARCHITECTURES or not isinstance(vision, Mapping):
+    if not applies or not isinstance(vision, Mapping):
         return None
-    heads = vision.get("num_heads", vision.get("num_attention_heads"))
-    if heads is None:
+    key = next((k for k in keys if vision.get(k) is not None), None)
+    if key is None:
         return None
-    if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+    value = vision[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(
-            f"model config: vision_config.num_heads must be a positive integer, got {shown(heads)}"
+            f"model config: vision_config.{key} must be a positive integer, got {shown(value)}"
         )
-    return heads
+    return value
 
 
 def shared_experts_fusion(

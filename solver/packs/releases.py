@@ -390,10 +390,13 @@ V0_5_23 = apply(
         "replicas again); the legacy CP flags and --elastic-ep-rejoin are gone; decode CP "
         "excludes prefill CP; elastic EP scale-up allows attention TP.",
         add_rules_after=(*_ADDED_AFTER_0_5_23, *_A2A_0_5_23_AFTER),
+        launch_only=SEED.launch_only | {r.id for r in weight_shapes.VISION_TP_REDUCE},
         add_rules_before=(*_CP_MODEL_CHECKS_0_5_23, *_A2A_0_5_23_BEFORE),
         add_rules=(
             # check_mega_moe_compat is new in 0.5.23 (0.5.19 accepts these, measured).
             *a2a.MEGAMOE_RULES,
+            # New in 0.5.23 (its build of gemma-3-27b-it at attention TP 2 of TP 8).
+            *weight_shapes.VISION_TP_REDUCE,
             decode_cp.DSA_DCP_PD,
             # context_parallel_attn_dp_size(): DeepSeek's prefill-CP override asks first,
             # in handle_model_specific_adjustments (measured on 0.5.23's own layouts).
