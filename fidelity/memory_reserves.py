@@ -10,9 +10,10 @@ Two records, each the release's own code on CPU (and `multimodal_model_archs`, t
 architectures it counts as multimodal by name, and the multimodal ones whose breakable /
 piecewise prefill CUDA graphs it keeps):
 - `multimodal`: for every catalogue model, `ModelConfig(...).is_multimodal` (with and
-  without `--language-model-only`) and `mm_runtime_reservation_gb` (mem_cache/
-  kv_cache_configurator.py: the GB `_profile_available_bytes` takes off the KV budget after
-  the `mem_fraction_static` slack) for the default and the CUDA feature transports, and
+  without `--language-model-only`, and with and without `--enable-multimodal`) and
+  `mm_runtime_reservation_gb` (mem_cache/kv_cache_configurator.py: the GB
+  `_profile_available_bytes` takes off the KV budget after the `mem_fraction_static`
+  slack) for the default and the CUDA feature transports, and
   `vlm_factor`: what `adjust_mem_fraction_for_vlm` makes of a default fraction of 1.
 - `state_split`: `KVCacheConfigurator._handle_max_mamba_cache` called on a stand-in
   configurator (the release's unbound method; only its `self` and the runtime-context
@@ -68,12 +69,16 @@ def multimodal(k: Any) -> list[dict[str, Any]]:
     for name in sorted(CATALOGUE):
         with tempfile.TemporaryDirectory() as d:
             Path(d, "config.json").write_text(json.dumps(_plain(model_config(name))))
-            for lm_only in (False, True):
+            for lm_only, enable in itertools.product((False, True), (False, True)):
+                flags = {"language_model_only": lm_only, "enable_multimodal": enable}
                 try:
-                    config = ModelConfig(d, language_model_only=lm_only)
+                    # --enable-multimodal is store_true with a None default (unset).
+                    config = ModelConfig(
+                        d, language_model_only=lm_only, enable_multimodal=enable or None
+                    )
                     mm = bool(config.is_multimodal)
                 except Exception as e:  # a config this release cannot load
-                    out.append({"model": name, "language_model_only": lm_only, "error": str(e)})
+                    out.append({"model": name, **flags, "error": str(e)})
                     continue
                 reserve = {
                     str(t): k.mm_runtime_reservation_gb(is_multimodal=mm, mm_feature_transport=t)
@@ -82,7 +87,7 @@ def multimodal(k: Any) -> list[dict[str, Any]]:
                 out.append(
                     {
                         "model": name,
-                        "language_model_only": lm_only,
+                        **flags,
                         "is_multimodal": mm,
                         "reserve_gb": reserve,
                         "vlm_factor": vlm_factor(config),

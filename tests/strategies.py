@@ -87,6 +87,7 @@ WEIGHT_FACTS = (
     "vision_num_heads",
     "vision_dp_encoder",
     "vision_intermediate_size",
+    "vision_needs_multimodal",
     "mla_q_head_dim",
     "linear_attn_key_dim",
     "linear_attn_value_dim",
@@ -157,7 +158,14 @@ def _themes() -> tuple[dict[str, Any], ...]:
         "quant_dense_mlp": True,
         "quant_experts": True,
     }
-    return ({}, {}, {}, EEP_PRIMARY, EEP_JOINER, DWDP, prefill_cp, legacy, dcp, hybrid, awq)
+    # Rules that need two uncommon values at once: an all-to-all backend with its runner
+    # drawn apart, and DSA's own prefill-CP checks (the theme names the architecture).
+    a2a = [{"tp_size": 8, "ep_size": 8, "moe_a2a_backend": b} for b in ("pplx", "deepep_v2")]
+    dsa_cp = {**prefill_cp, "architecture": "DeepseekV32ForCausalLM", "is_deepseek_dsa": True}
+    return (
+        *({}, {}, {}, EEP_PRIMARY, EEP_JOINER, DWDP, prefill_cp, legacy, dcp, hybrid, awq),
+        *(*a2a, dsa_cp),
+    )
 
 
 @st.composite
@@ -165,10 +173,11 @@ def raw_envs(draw: st.DrawFn, zero_sizes: bool = True) -> dict[str, Any]:
     """A layout: defaults or a themed base (elastic EP, DWDP, prefill CP, ...), then a
     random subset of fields moved away from it."""
     env = {n: s.default for n, s in SPECS.items()}
-    env.update(draw(st.sampled_from(_themes())))
+    theme = draw(st.sampled_from(_themes()))
     arch = draw(st.sampled_from(ARCHITECTURES))
     env["architecture"] = arch
     env["is_deepseek_dsa"] = arch in DSA_ARCHITECTURES
+    env.update(theme)  # a theme may name the architecture
     names = draw(st.lists(st.sampled_from(_UNIFORM), min_size=1, max_size=14, unique=True))
     if draw(st.booleans()):  # a checkpoint's weight shapes, drawn together
         names += [n for n in WEIGHT_FACTS if draw(st.booleans())]

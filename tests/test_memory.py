@@ -14,7 +14,7 @@ from meshsat import solver
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.model_spec import DENSE_FULLY_DP_ARCHITECTURES, ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel, fit_violation, gpu, load_facts, memory_of
-from meshsat.solver.memory.facts import ModelFacts, facts_from_config
+from meshsat.solver.memory.facts import ModelFacts, VisionTower, facts_from_config
 from meshsat.solver.memory.fraction import default_mem_fraction_static
 from meshsat.solver.memory.kv import kv_bytes_per_token
 from meshsat.solver.memory.models import CATALOGUE, PUBLISHED, Published, model_config
@@ -196,12 +196,16 @@ _MODELS = [
     "Qwen/Qwen3-8B",
 ]
 _WM = {m: WeightModel(load_facts(m)) for m in _MODELS}
+#: Llama 4 served as multimodal: its vision tower is built (from 0.5.18 only then).
+_WM["meta-llama/Llama-4-Maverick-17B-128E-Instruct (multimodal)"] = WeightModel(
+    load_facts("meta-llama/Llama-4-Maverick-17B-128E-Instruct"), enable_multimodal=True
+)
 _POW2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
 
 
 @st.composite
 def layouts(draw: st.DrawFn) -> tuple[str, Parallel]:
-    model = draw(st.sampled_from(_MODELS))
+    model = draw(st.sampled_from(sorted(_WM)))
     f = _WM[model].facts
     tp = draw(_POW2)
     attn_dp = draw(st.sampled_from([d for d in (1, 2, 4, 8, 16, 32, 64) if tp % d == 0]))
@@ -230,9 +234,10 @@ def layouts(draw: st.DrawFn) -> tuple[str, Parallel]:
     )
 
 
-def _replication(f: ModelFacts, p: Parallel) -> float:
+def _replication(f: ModelFacts, p: Parallel, tower: VisionTower) -> float:
     """Extra bytes one replica holds beyond the model, from the issue's sharding rules,
-    summed per component (not per stage as the implementation does)."""
+    summed per component (not per stage as the implementation does); `tower`: the vision
+    tower the release builds."""
     q = f.quant
     L, M = f.num_layers, f.num_moe_layers
     # Attention TP splits; attention DP (and CP) replicate, but in the classes that build
@@ -272,7 +277,7 @@ def _replication(f: ModelFacts, p: Parallel) -> float:
     extra += (head_rows - (0 if f.tie_word_embeddings else f.vocab_size)) * row
     extra += (p.tp - 1) * row  # final norm on every rank of the last stage
     # A vision tower on every stage: attention split over attention TP, MLPs over TP.
-    v, u = f.vision, q.unquantized
+    v, u = tower, q.unquantized
     # Qwen3.5's MLPs over attention TP too, at `_WM`'s pack (0.5.23).
     mlp_copies = p.attn_dp if v.mlp_over_attn_tp else 1
     stage = v.attn_sharded_params() * p.attn_dp + v.mlp_sharded_params() * mlp_copies
@@ -287,7 +292,7 @@ def test_replica_weights_are_model_plus_implied_replication(case: tuple[str, Par
     wm = _WM[model]
     # The parameters only: what `mem usage` holds beyond them is `overhead`'s (tested apart).
     replica = sum(p.tp * (wm.stage(p, s).total - wm.stage(p, s).overhead) for s in range(p.pp))
-    want = wm.model_bytes() + _replication(wm.facts, p)
+    want = wm.model_bytes() + _replication(wm.facts, p, wm.vision_tower)
     assert math.isclose(replica, want, rel_tol=1e-12)
 
 

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from meshsat.solver.memory import MemoryModel, Parallel, load_facts
+from meshsat.solver.memory import MemoryModel, Parallel, flag_options, load_facts
 from meshsat.solver.memory.fraction import default_mem_fraction_static, prefill_graph_default
 from meshsat.solver.memory.kv import kv_bytes_per_token
+from meshsat.solver.memory.models import model_config
 from meshsat.solver.memory.multimodal import (
     default_fraction_factor,
     is_multimodal,
@@ -63,7 +64,9 @@ def test_multimodal_models_are_the_releases(version: str) -> None:
         if "error" in rec:  # a quantization this release's ModelConfig refuses on CPU
             continue
         facts = config_facts(rec["model"])
-        ours = is_multimodal(facts, version, rec["language_model_only"])
+        ours = is_multimodal(
+            facts, version, rec["language_model_only"], enable_multimodal=rec["enable_multimodal"]
+        )
         # `adjust_mem_fraction_for_vlm` on the release's own config object.
         assert math.isclose(facts.vision_fraction_factor, rec["vlm_factor"], rel_tol=1e-12)
         assert ours == rec["is_multimodal"], rec
@@ -118,7 +121,7 @@ def test_language_model_only_turns_multimodality_off_from_0523() -> None:
         (v, r["language_model_only"]): r["is_multimodal"]
         for v in RELEASES
         for r in recorded(v)["multimodal"]
-        if r["model"] == QWEN35
+        if r["model"] == QWEN35 and not r["enable_multimodal"]
     }
     assert rows == {
         ("0.5.18", False): True,
@@ -247,3 +250,45 @@ def test_the_releases_whole_default_carries_the_vision_factor() -> None:
         checked += 1
         factored += mm.fraction_factor != 1.0
     assert checked == 160 and factored == 40  # Qwen3.5's two sizes on 5 GPUs at 4 widths
+
+
+SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
+
+
+@pytest.mark.parametrize(
+    ("pack", "flag", "built"),
+    [("0.4.6.post5", False, True), ("0.5.18", False, False), ("0.5.23", True, True)],
+)
+def test_llama4_builds_its_vision_tower_only_when_served_multimodal(
+    pack: str, flag: bool, built: bool
+) -> None:
+    """`mllama4.py` from 0.5.18: `has_vision = has_vision_weights and enable_multimodal`, and
+    Llama 4 is text by default (0.4.6.post5 builds the tower always); Gemma 3's SigLIP is
+    built either way."""
+    p = Parallel(tp=8, pp=1, attn_tp=8, attn_dp=1, ep=1, moe_tp=8)
+    scout = MemoryModel(SCOUT, "H200", pack=pack, enable_multimodal=flag)
+    tower = load_facts(SCOUT).vision.params()
+    assert tower > 500e6  # not vacuous: a tower of its own size
+    assert scout.weights.vision_tower.params() == (tower if built else 0)
+    assert (scout.weights.stage(p, 0).vision > 0) == built
+    gemma = MemoryModel("google/gemma-3-27b-it", "H200", pack=pack, enable_multimodal=flag)
+    assert (
+        gemma.weights.vision_tower.params() == load_facts("google/gemma-3-27b-it").vision.params()
+    )
+
+
+def test_enable_multimodal_is_read_from_the_command() -> None:
+    """The flag turns the model multimodal as the release's `ModelConfig` does (the replay
+    above): its reserve and vision factor come off the KV pool, its tower is loaded."""
+    config = dict(model_config(SCOUT))
+    plain = validate({"tp_size": 8}, config, sglang_version="0.5.23", explain=False).resolved
+    flagged = validate(
+        {"tp_size": 8, "enable_multimodal": True}, config, sglang_version="0.5.23", explain=False
+    ).resolved
+    assert flagged["enable_multimodal"] and not plain["enable_multimodal"]
+    off = MemoryModel(SCOUT, "H200", pack="0.5.23", **flag_options(plain, "0.5.23"))
+    on = MemoryModel(SCOUT, "H200", pack="0.5.23", **flag_options(flagged, "0.5.23"))
+    assert (off.multimodal, on.multimodal) == (False, True)
+    p = Parallel(tp=8, pp=1, attn_tp=8, attn_dp=1, ep=1, moe_tp=8)
+    assert on.of(p).max_total_num_tokens < off.of(p).max_total_num_tokens
+    assert on.fraction_factor < 1.0 == off.fraction_factor

@@ -23,7 +23,17 @@ Which group splits which family (SGLang's model files, every pack's release):
 from __future__ import annotations
 
 from meshsat.solver.lang.derived import attn_dp, attn_tp, attn_tp_whole, moe_tp
-from meshsat.solver.lang.expr import Expr, Field, Named, divides, is_set, ite, named, one_of
+from meshsat.solver.lang.expr import (
+    TRUE,
+    Expr,
+    Field,
+    Named,
+    divides,
+    is_set,
+    ite,
+    named,
+    one_of,
+)
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
@@ -336,11 +346,16 @@ _HINT_VISION = (
 )
 
 
+#: The tower is built: Llama 4's only with --enable-multimodal (0.5.18 on).
+_VISION_BUILT = ~F.vision_needs_multimodal | F.enable_multimodal
+
+
 def _vision_heads_rule(width: Field | Named, whole: Expr) -> Rule:
     """`VisionAttention` divides the tower's heads by its TP width (layers/attention/vision.py:
     `attn_tp_size`, 1 where the class honours --mm-enable-dp-encoder and it is set; all of
-    TP in 0.4.6.post5): Qwen3.5's and Gemma 3's 16-head towers refuse attention TP 32
-    before any text layer is built (fidelity/weight_shapes/models.py)."""
+    TP in 0.4.6.post5, which builds Llama 4's tower always): Qwen3.5's and Gemma 3's
+    16-head towers refuse attention TP 32 before any text layer is built
+    (fidelity/weight_shapes/models.py)."""
     return Rule(
         "WEIGHT-VISION-HEADS",
         is_set(F.vision_num_heads)
@@ -354,17 +369,21 @@ def _vision_heads_rule(width: Field | Named, whole: Expr) -> Rule:
     )
 
 
-_VISION_HEADS = _vision_heads_rule(attn_tp, attn_tp_whole)
-#: SigLIP's vision MLP (`ColumnParallelLinear` over the TP group): Gemma 3's 4,304 columns
-#: refuse TP 32 even at attention TP 1.
-_VISION_MLP = Rule(
-    "WEIGHT-VISION-MLP",
-    is_set(F.vision_intermediate_size) & (F.tp_size >= 1),
-    divides(F.tp_size, F.vision_intermediate_size),
-    "{vision_intermediate_size} is not divisible by {tp_size}",
-    LINEAR_SPLIT,
-    hint="a TP width that divides the vision MLP's intermediate size",
-)
+def _vision_mlp_rule(built: Expr) -> Rule:
+    """SigLIP's and Llama 4's vision MLP (`ColumnParallelLinear` over the TP group): Gemma
+    3's 4,304 columns refuse TP 32 even at attention TP 1."""
+    return Rule(
+        "WEIGHT-VISION-MLP",
+        is_set(F.vision_intermediate_size) & built & (F.tp_size >= 1),
+        divides(F.tp_size, F.vision_intermediate_size),
+        "{vision_intermediate_size} is not divisible by {tp_size}",
+        LINEAR_SPLIT,
+        hint="a TP width that divides the vision MLP's intermediate size",
+    )
+
+
+_VISION_HEADS = _vision_heads_rule(attn_tp, attn_tp_whole & _VISION_BUILT)
+_VISION_MLP = _vision_mlp_rule(_VISION_BUILT)
 
 
 def _vision_reduce_rule(rule_id: str, narrowed: Expr, flag: str) -> Rule:
@@ -379,6 +398,7 @@ def _vision_reduce_rule(rule_id: str, narrowed: Expr, flag: str) -> Rule:
     return Rule(
         rule_id,
         is_set(F.vision_intermediate_size)
+        & _VISION_BUILT
         & attn_tp_whole
         & narrowed
         & ~F.language_only
@@ -464,5 +484,7 @@ RULES_0_5_23: tuple[Rule, ...] = (
 #: splits over all of TP (its build of gemma-3-27b-it at tp 32 with DP attention 32).
 RULES_0_4: tuple[Rule, ...] = (
     *_shared_rules(shared_tp_0_4),
+    # ... and builds Llama 4's tower whether or not multimodal serving is enabled.
     _vision_heads_rule(F.tp_size, F.tp_size >= 1),
+    _vision_mlp_rule(TRUE),
 )

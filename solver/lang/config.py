@@ -284,6 +284,13 @@ class Config(BaseModel):
         flags=("--mm-enable-dp-encoder",),
         group="attention",
     )
+    enable_multimodal: bool = _f(
+        False,
+        "Serve a model SGLang runs as text by default (Gemma 3, Llama 4, Step3-VL, ...) "
+        "as multimodal.",
+        flags=("--enable-multimodal",),
+        group="attention",
+    )
     language_only: bool = _f(
         False, "Serve the language model only.", flags=("--language-only",), group="attention"
     )

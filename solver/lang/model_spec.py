@@ -79,14 +79,19 @@ VISION_DP_ENCODER_ARCHITECTURES = frozenset({
 })  # fmt: skip
 #: Towers whose heads split the same way but whose MLP splits over all of TP and whose
 #: attention all-reduces over all of TP, whatever the attention TP group, and which are never
-#: built data-parallel: Gemma 3's SigLIP (`siglip.py` `SiglipMLP`, `parallel_group="tp"`),
-#: which `gemma3_mm.py` builds whether or not multimodal serving is enabled. SGLang 0.5.23's
-#: build of gemma-3-27b-it: "4304 is not divisible by 32" at tp 32 with DP attention 32,
-#: and `reject_attn_tp_shard_with_tp_reduce` at attention TP 2 of TP 8
-#: (tests/fixtures/weight_shapes/models/). Llama 4's tower is alike but built only with
-#: --enable-multimodal from 0.5.18 on (`mllama4.py` `has_vision`), a flag meshsat does not
-#: model, so it is not listed.
-VISION_OVER_TP_ARCHITECTURES = frozenset({"Gemma3ForConditionalGeneration"})
+#: built data-parallel: Gemma 3's SigLIP (`siglip.py` `SiglipMLP`, `parallel_group="tp"`)
+#: and Llama 4's (`mllama4.py` `Llama4VisionMLP`). SGLang 0.5.23's build of
+#: gemma-3-27b-it: "4304 is not divisible by 32" at tp 32 with DP attention 32, and
+#: `reject_attn_tp_shard_with_tp_reduce` at attention TP 2 of TP 8
+#: (tests/fixtures/weight_shapes/models/).
+VISION_OVER_TP_ARCHITECTURES = frozenset({
+    "Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+})  # fmt: skip
+#: Of those, the classes that build the tower only when the model is served as multimodal
+#: (`--enable-multimodal`, from 0.5.18: `mllama4.py` `has_vision = has_vision_weights and
+#: enable_multimodal`, and the release serves Llama 4 as text by default); `gemma3_mm.py`
+#: builds SigLIP either way. The memory model reads the same list (`facts.VisionTower`).
+VISION_NEEDS_MULTIMODAL_ARCHITECTURES = frozenset({"Llama4ForConditionalGeneration"})
 VISION_ATTENTION_ARCHITECTURES = VISION_DP_ENCODER_ARCHITECTURES | VISION_OVER_TP_ARCHITECTURES
 _HEADS = ("num_attention_heads", "n_head", "num_heads")
 _KV_HEADS = (
@@ -150,7 +155,12 @@ class ModelSpec(BaseModel):
         None,
         ge=1,
         description="Intermediate size of a vision MLP split over all of TP (Gemma 3's "
-        "SigLIP), whose attention also all-reduces over all of TP.",
+        "SigLIP, Llama 4), whose attention also all-reduces over all of TP.",
+    )
+    vision_needs_multimodal: bool = Field(
+        False,
+        description="The model file builds its vision tower only with --enable-multimodal "
+        "(Llama 4, from 0.5.18).",
     )
     mla_q_head_dim: int | None = Field(
         None, ge=1, description="MLA query head width (qk_nope_head_dim + qk_rope_head_dim)."
@@ -258,6 +268,7 @@ class ModelSpec(BaseModel):
             vision_intermediate_size=_vision_fact(
                 arch in VISION_OVER_TP_ARCHITECTURES, hf, ("intermediate_size",)
             ),
+            vision_needs_multimodal=arch in VISION_NEEDS_MULTIMODAL_ARCHITECTURES,
             quant_method=quant.method,
             quant_block_n=quant.block_n,
             quant_block_k=quant.block_k,

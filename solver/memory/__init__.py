@@ -143,11 +143,13 @@ def flag_options(
 ) -> dict[str, Any]:
     """`MemoryModel` keyword arguments from the launch flags of a resolved layout (a
     `Report`'s `.resolved`, or any mapping of config fields) that size the pools beside the
-    widths: `--language-model-only`, `--language-only` and `--disaggregation-mode`
+    widths: `--enable-multimodal`, `--language-model-only`, `--language-only` and
+    `--disaggregation-mode`
     (`multimodal.py`) and a hybrid's state-pool flags (`state.state_flags`, with the
     launch's `--mamba-full-memory-ratio`, which is not a layout field)."""
     return {
         "state": state_flags(resolved, pack, mamba_full_memory_ratio),
+        "enable_multimodal": bool(resolved.get("enable_multimodal")),
         "language_model_only": bool(resolved.get("language_model_only")),
         "language_only": bool(resolved.get("language_only")),
         "disaggregation_mode": str(resolved.get("disaggregation_mode") or "null"),
@@ -184,6 +186,7 @@ class MemoryModel:
         raise_default_fraction: bool = False,
         mamba_full_memory_ratio: float = DEFAULT_STATE_RATIO,
         state: StateFlags | None = None,
+        enable_multimodal: bool = False,
         language_model_only: bool = False,
         language_only: bool = False,
         disaggregation_mode: str = "null",
@@ -225,7 +228,9 @@ class MemoryModel:
         self.state = state or state_flags({}, pack, mamba_full_memory_ratio)
         #: Whether the release serves the model as multimodal, and the GiB it keeps back
         #: from each rank's pool for it (`multimodal.py`).
-        self.multimodal = is_multimodal(self.facts, pack, language_model_only)
+        self.multimodal = is_multimodal(
+            self.facts, pack, language_model_only, enable_multimodal=enable_multimodal
+        )
         self.multimodal_reserve_gib = runtime_reserve_mib(pack, self.multimodal) / 1024
         #: What the release multiplies its default fraction by for this model and launch.
         self.fraction_factor = default_fraction_factor(
@@ -237,7 +242,7 @@ class MemoryModel:
             disaggregation_mode=disaggregation_mode,
         )
         self.pre_load_gib = self.gpu.memory_gib - context_gib
-        self.weights = WeightModel(self.facts, self.gpu, pack)
+        self.weights = WeightModel(self.facts, self.gpu, pack, enable_multimodal=enable_multimodal)
         self.model_gib = self.weights.model_bytes() / GIB
         self._cache: dict[tuple[Any, ...], Memory] = {}
         self._stages_cache: dict[

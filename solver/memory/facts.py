@@ -28,6 +28,7 @@ from meshsat.solver.lang.model_spec import (
     _HEADS,
     _KV_HEADS,
     _LAYERS,
+    VISION_NEEDS_MULTIMODAL_ARCHITECTURES,
     Fusion,
     shared_experts_fusion,
 )
@@ -71,6 +72,9 @@ class VisionTower:
     #: rank under DP attention at attention TP 1, as SGLang's own build shows
     #: (tests/test_weight_bytes.py). Read from pack 0.5.23 on (`WeightModel`).
     mlp_over_attn_tp: bool = False
+    #: Built only with `--enable-multimodal` (`model_spec.VISION_NEEDS_MULTIMODAL_ARCHITECTURES`:
+    #: Llama 4, from 0.5.18). Read by `WeightModel`.
+    needs_multimodal: bool = False
 
     def attn_sharded_params(self) -> int:
         d = self.hidden
@@ -167,6 +171,8 @@ class ModelFacts:
     #: multimodal model (`multimodal.py`).
     multimodal_wrapper: bool = False
     multimodal_text_by_default: bool = False
+    #: The config's own `language_model_only` key (no flag turns it off).
+    language_model_only: bool = False
     vision_fraction_factor: float = 1.0
     #: Elements of the rotary cos/sin caches (`RotaryEmbedding.cos_sin_cache`, kept in
     #: float32 on CUDA and ROCm and whole on every rank): positions × rotary dim per distinct
@@ -404,8 +410,10 @@ def _vision(hf: Mapping[str, Any], text_hidden: int) -> VisionTower:
     if not isinstance(v, Mapping) or not model_type.startswith("llama4"):
         return VisionTower()
     tower = _encoder(v)
+    archs = hf.get("architectures") or [""]
     return replace(
         tower,
+        needs_multimodal=archs[0] in VISION_NEEDS_MULTIMODAL_ARCHITECTURES,
         positions=tower.positions + 1,  # the class token
         adapter_in=_require(v, ("projector_input_dim",), "vision_config.projector_input_dim"),
         adapter_out=_require(v, ("projector_output_dim",), "vision_config.projector_output_dim"),
@@ -709,6 +717,7 @@ def facts_from_config(hf: Mapping[str, Any], dtype: str | None = None) -> ModelF
         vision=_vision(hf, hidden),
         multimodal_wrapper=wraps_language_model(hf),
         multimodal_text_by_default=text_by_default(hf),
+        language_model_only=bool(hf.get("language_model_only")),
         vision_fraction_factor=vision_fraction_factor(hf),
     )
     return replace(facts, quant=quant_from_config(c, facts, dtype))

@@ -14,8 +14,8 @@ architecture the release lists as multimodal (`multimodal_archs.py`) or a config
 its language model in a sub-config (`text_config`, `llm_config`, `language_config`,
 `thinker_config`), unless the release serves the architecture as text by default (Gemma 3,
 Llama 4, Step3-VL and Inkling as `...ForConditionalGeneration`, and MiMo-V2 checkpoints
-without both a vision and an audio config; `--enable-multimodal` is not read) or the model
-is served as a language model only: the config's `language_model_only`, and from 0.5.23
+without both a vision and an audio config; `--enable-multimodal` overrides that list) or
+the model is served as a language model only: the config's `language_model_only`, and from 0.5.23
 `--language-model-only` too (0.5.18 and 0.5.19 read only the config there). Not read:
 the Transformers back-end's sub-config rule and 0.5.23's DeepSeek-V4.1 vision layers.
 `tests/test_memory_reserves.py` replays the release's own `ModelConfig` and
@@ -62,19 +62,25 @@ def wraps_language_model(hf: Mapping[str, Any]) -> bool:
 
 
 def text_by_default(hf: Mapping[str, Any]) -> bool:
-    """The release serves this config as text unless told otherwise (`enable_multimodal`
-    left unset), or the config says it is a language model only."""
+    """The release serves this config as text unless told otherwise (`--enable-multimodal`
+    left unset)."""
     archs = hf.get("architectures") or []
     arch = archs[0] if archs else ""
-    if arch in TEXT_BY_DEFAULT or hf.get("language_model_only"):
+    if arch in TEXT_BY_DEFAULT:
         return True
     return arch in MIMO_V2 and not ("vision_config" in hf and "audio_config" in hf)
 
 
-def is_multimodal(f: ModelFacts, pack: str, language_model_only: bool = False) -> bool:
+def is_multimodal(
+    f: ModelFacts, pack: str, language_model_only: bool = False, *, enable_multimodal: bool = False
+) -> bool:
     """`ModelConfig.is_multimodal` as `pack` resolves it for a launch (0.4.6.post5 and
-    `legacy`, which reserve nothing for it, are read with 0.5.18's list)."""
-    if f.multimodal_text_by_default or (language_model_only and pack not in CONFIG_ONLY_LMO):
+    `legacy`, which reserve nothing for it, are read with 0.5.18's list).
+    `--enable-multimodal` skips the release's text-by-default list (the config's own
+    `language_model_only` key still holds)."""
+    if f.language_model_only or (language_model_only and pack not in CONFIG_ONLY_LMO):
+        return False
+    if f.multimodal_text_by_default and not enable_multimodal:
         return False
     archs = MULTIMODAL_ARCHITECTURES.get(pack, MULTIMODAL_ARCHITECTURES["0.5.18"])
     return f.multimodal_wrapper or f.architecture in archs

@@ -30,9 +30,10 @@ How SGLang shards each component (the reason for every divisor below):
 - MLA (DeepSeek V2/V3/R1, Kimi-K2, GLM-5): `post_load_weights` keeps `w_kc` and `w_vc`, a
   second copy of each rank's `kv_b_proj` shard, beside it (`mla.py`), charged with the
   allocator's rounding in `overhead` (they are not parameters of the checkpoint);
-- a vision tower (Llama 4): SGLang's `Llama4ForConditionalGeneration` builds it on every
-  rank, its attention split over attention TP and its MLPs over TP (`facts.VisionTower`;
-  Qwen3.5's MLPs over attention TP from 0.5.23, `VISION_ATTN_TP_PACKS`);
+- a vision tower (Llama 4, Gemma 3, Qwen3.5, Kimi-K2.5): built on every rank, its attention
+  split over attention TP and its MLPs over TP (`facts.VisionTower`; Qwen3.5's MLPs over
+  attention TP from 0.5.23, `VISION_ATTN_TP_PACKS`); Llama 4's only with
+  `--enable-multimodal` from 0.5.18 (`VISION_NEEDS_MULTIMODAL_PACKS`);
 - the rotary cos/sin caches (`rope_cache_bytes`): float32 on CUDA and ROCm
   (`RotaryEmbedding.__init__` keeps the cache in FP32 there), one per distinct rope, whole
   on every rank (`facts.ModelFacts.rope_cache_elements`);
@@ -74,7 +75,7 @@ from meshsat.solver.lang.model_spec import (
     DENSE_FULLY_DP_ARCHITECTURES,
 )
 from meshsat.solver.memory.allocator import STEADY_LAYERS, rounding_bytes, run_rounding
-from meshsat.solver.memory.facts import ModelFacts
+from meshsat.solver.memory.facts import ModelFacts, VisionTower
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.mla import copies_per_layer, copy_width
@@ -217,13 +218,23 @@ def _embedding_split(arch: str, pack: str) -> str:
 #: (`VisionTower.mlp_over_attn_tp`; SGLang's own builds of Qwen3.5-397B under DP attention,
 #: tests/test_weight_bytes.py); 0.4.6.post5 has no such tower.
 VISION_ATTN_TP_PACKS = frozenset({"0.5.18", "0.5.19", "0.5.23"})
+#: Packs that build a `VisionTower.needs_multimodal` tower (Llama 4's) only with
+#: `--enable-multimodal`; 0.4.6.post5's `mllama4.py` builds it always.
+VISION_NEEDS_MULTIMODAL_PACKS = frozenset({"0.5.18", "0.5.19", "0.5.23"})
 
 
 class WeightModel:
     """Per-layer byte constants of one model, computed once so each layout costs a few
     multiplications."""
 
-    def __init__(self, facts: ModelFacts, gpu: Gpu | None = None, pack: str = "0.5.23") -> None:
+    def __init__(
+        self,
+        facts: ModelFacts,
+        gpu: Gpu | None = None,
+        pack: str = "0.5.23",
+        *,
+        enable_multimodal: bool = False,
+    ) -> None:
         q = facts.quant
         self.facts = facts
         self.gpu = gpu
@@ -249,6 +260,10 @@ class WeightModel:
         self._shared_rule = shared_tp_rule(pack)
         self._shared_cache: dict[tuple[str, int, int, int], int] = {}
         v = facts.vision
+        if v.needs_multimodal and not enable_multimodal and pack in VISION_NEEDS_MULTIMODAL_PACKS:
+            v = VisionTower()  # served as text: the release never builds the tower
+        #: The vision tower the release builds for this launch (none: a zero tower).
+        self.vision_tower = v
         #: Vision parameters split over attention TP, and over TP.
         mlp_attn_tp = v.mlp_over_attn_tp and pack in VISION_ATTN_TP_PACKS
         mlp = v.mlp_sharded_params()
