@@ -536,6 +536,21 @@ def test_where_reads_each_release_s_own_widths() -> None:
         assert with_a2a and found == (with_a2a if replicated else set())
 
 
+@pytest.mark.parametrize("version", ["0.5.19", "0.5.23"])
+def test_a_memory_filter_reads_the_same_widths(
+    capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    """A filter that also reads a memory column runs after the loops, on the extended rows:
+    it names the release's `shared_tp` and reads the model's facts it depends on, so it
+    keeps what the same conditions keep as two filters (it raised KeyError on the facts)."""
+    base = ("enumerate", "--gpus", "8", "--model", STEP35, "--gpu", "H200",
+            "--vary", "moe_a2a_backend", "--sglang-version", version, "--count")  # fmt: skip
+    one = run_cli(capsys, *base, "--where", "shared_tp == 1 and tp > 1 and kv_tokens > 0")
+    two = run_cli(capsys, *base, "--where", "shared_tp == 1 and tp > 1", "--where", "kv_tokens > 0")
+    assert (one.code, one.out, one.err) == (two.code, two.out, two.err)
+    assert (int(one.out) > 0) == (version == "0.5.23")  # the count exits 1 when it is 0
+
+
 # --- SGLang's own layer constructors (fidelity/weight_shapes/probe.py) -----------------------
 
 FIXTURES = Path(__file__).parent / "fixtures" / "weight_shapes"

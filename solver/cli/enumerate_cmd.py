@@ -58,6 +58,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.layout_input import LayoutSources
 from meshsat.solver.lang.expr import Expr
 from meshsat.solver.lang.limits import MAX_GPUS
+from meshsat.solver.packs import get_pack
 
 
 class Format(str, Enum):
@@ -265,13 +266,15 @@ def enumerate_cmd(
                 f"{name} = {getattr(layout.config, name)} in the base is varied; add --where "
                 f'"{name} == {getattr(layout.config, name)!r}" to keep it'
             )
-        rest, perf_filters = split_perf_filters(where or ())
+        # Filters a later stage reads name the release's own derived widths (`parse`).
+        widths = get_pack(sglang_version).named_widths
+        rest, perf_filters = split_perf_filters(where or (), widths)
         if perf_filters and not perf:  # not "unknown name 'ttft_ms'; did you mean fits?"
             raise InputError(
                 f"a --where that reads {', '.join(PERF_NAMES)} needs --perf (with --model "
                 "and --gpu)"
             )
-        plain, memory_filters = split_filters(rest)
+        plain, memory_filters = split_filters(rest, widths)
         e = EnumerationQuery.of(
             layout.config,
             layout.model,

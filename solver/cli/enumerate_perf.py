@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from meshsat.solver.backends.interp import evaluate
 from meshsat.solver.enumeration.layouts import Layout
-from meshsat.solver.enumeration.memory_columns import MEMORY_NAMES, RowEnv
+from meshsat.solver.enumeration.memory_columns import MEMORY_NAMES, RowEnv, filter_constants
 from meshsat.solver.enumeration.where import split_reading
-from meshsat.solver.lang.expr import Expr, Field
+from meshsat.solver.lang.expr import Expr, Field, Named
 from meshsat.solver.memory import Parallel
 
 if TYPE_CHECKING:
@@ -42,9 +42,12 @@ PERF_NAMES: Mapping[str, Field] = MappingProxyType(
 )
 
 
-def split_perf_filters(texts: Iterable[str]) -> tuple[tuple[str, ...], tuple[Expr, ...]]:
-    """The filters for the earlier stages (as written), and those that read a perf column."""
-    return split_reading(texts, {**MEMORY_NAMES, **PERF_NAMES}, PERF_NAMES)
+def split_perf_filters(
+    texts: Iterable[str], widths: Mapping[str, Named] | None = None
+) -> tuple[tuple[str, ...], tuple[Expr, ...]]:
+    """The filters for the earlier stages (as written), and those that read a perf column
+    (parsed with the release's derived `widths`)."""
+    return split_reading(texts, {**MEMORY_NAMES, **PERF_NAMES}, PERF_NAMES, widths)
 
 
 class PerfColumns:
@@ -60,6 +63,7 @@ class PerfColumns:
         self.filters = tuple(filters)
         self._width = len(e.columns)
         self._index = {c: i for i, c in enumerate(self.columns)}
+        self._constant = filter_constants(e.shape)
 
     def rows(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
         shape, pm, width = self.shape, self.pm, self._width
@@ -81,7 +85,7 @@ class PerfColumns:
                 e.source,
             )
             if self.filters and not all(
-                evaluate(f, RowEnv(ext, self._index, shape.constant)) for f in self.filters
+                evaluate(f, RowEnv(ext, self._index, self._constant)) for f in self.filters
             ):
                 continue
             yield ext

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from meshsat.solver.backends.interp import evaluate
 from meshsat.solver.enumeration.where import split_reading
-from meshsat.solver.lang.expr import Expr, Field
+from meshsat.solver.lang.expr import Expr, Field, Named
 
 if TYPE_CHECKING:
-    from meshsat.solver.enumeration.layouts import Enumerator
+    from meshsat.solver.enumeration.layouts import Enumerator, Shape
     from meshsat.solver.memory import MemoryModel
 
 #: The columns, in the order each row gains them.
@@ -38,10 +38,19 @@ MEMORY_NAMES: Mapping[str, Field] = MappingProxyType(
 )
 
 
-def split_filters(texts: Iterable[str]) -> tuple[tuple[str, ...], tuple[Expr, ...]]:
+def split_filters(
+    texts: Iterable[str], widths: Mapping[str, Named] | None = None
+) -> tuple[tuple[str, ...], tuple[Expr, ...]]:
     """The filters the loops take (as written), and those that read a memory column
-    (parsed); a filter with a syntax error raises here with its column."""
-    return split_reading(texts, MEMORY_NAMES, MEMORY_NAMES)
+    (parsed, with the release's derived `widths`); a filter with a syntax error raises
+    here with its column."""
+    return split_reading(texts, MEMORY_NAMES, MEMORY_NAMES, widths)
+
+
+def filter_constants(shape: Shape) -> Mapping[str, Any]:
+    """What a later stage's filter reads beside the row: the model's facts (a derived width
+    such as `shared_tp` depends on them) and the constant config fields."""
+    return {**shape.facts, **shape.constant}
 
 
 class RowEnv(Mapping[str, Any]):
@@ -80,7 +89,7 @@ class MemoryColumns:
         self.columns: tuple[str, ...] = (*e.columns, *MEMORY_COLUMNS)
         self.filters = tuple(filters)
         self._index = {c: i for i, c in enumerate(self.columns)}
-        self._constant = shape.constant
+        self._constant = filter_constants(shape)
 
     def rows(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
         extended = self.extend(rows)

@@ -147,16 +147,20 @@ def _depth(root: ast.AST) -> int:
 
 
 def split_reading(
-    texts: Iterable[str], names: Mapping[str, Field], columns: Iterable[str]
+    texts: Iterable[str],
+    names: Mapping[str, Field],
+    columns: Iterable[str],
+    widths: Mapping[str, Named] | None = None,
 ) -> tuple[tuple[str, ...], tuple[Expr, ...]]:
     """The filters that read none of `columns` (as written, for an earlier stage) and those
-    that read one (parsed with the extra `names`); a syntax error raises here with its
-    column. Each stage that adds columns (memory, estimates) takes its filters so."""
+    that read one (parsed with the extra `names` and the release's `widths`, as `parse`); a
+    syntax error raises here with its column. Each stage that adds columns (memory,
+    estimates) takes its filters so."""
     reading = set(columns)
     rest: list[str] = []
     found: list[Expr] = []
     for text in texts:
-        expr = parse(text, names)
+        expr = parse(text, names, widths)
         if reading.intersection(fields_of(expr)):
             found.append(expr)
         else:
