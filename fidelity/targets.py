@@ -249,6 +249,9 @@ UNREACHABLE = {
         "have no vision tower): recorded from whole Qwen3.5 and Gemma 3 model classes in "
         "tests/fixtures/weight_shapes/models/",
     ),
+    "MODEL-EP-MOE-0-4": "a model class's build under --enable-ep-moe (the resolution recorder "
+    "builds no model): recorded from 0.4.6.post5's Mixtral in "
+    "tests/fixtures/weight_shapes/models/",
     "WEIGHT-VISION-TP-REDUCE-CP": "a vision tower's split under attention CP while the "
     "model is built: encoded from dp_attention.py reject_attn_tp_shard_with_tp_reduce (the "
     "model-class records hold no attention-CP layout)",

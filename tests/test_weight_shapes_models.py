@@ -19,10 +19,14 @@ from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.models import model_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "weight_shapes" / "models"
-#: SGLang's own words for a weight that does not split (quantization methods'
-#: `create_weights`, `linear.py` / `distributed/utils.py` `divide`, the AWQ/GPTQ checks).
+#: SGLang's own words for a layout its model class refuses while it is built: a weight that
+#: does not split (quantization methods' `create_weights`, `linear.py` /
+#: `distributed/utils.py` `divide`, the AWQ/GPTQ checks), a vision tower's group
+#: (`reject_attn_tp_shard_with_tp_reduce`), and 0.4.6.post5's `EPMoE` built without its
+#: `layer_id` (Mixtral, Qwen2-MoE and Grok under --enable-ep-moe, `MODEL-EP-MOE-0-4`).
 SHAPE_WORDS = re.compile(
     r"is not divisible by|not aligned|multiple of|shards over the attention TP group"
+    r"|EPMoE.__init__\(\) missing 1 required positional argument: 'layer_id'"
 )
 #: Bare asserts (`assert x % tp == 0`, no message) in these files are shape checks too:
 #: the model files' head splits and `FusedMoE.__init__`.
@@ -34,8 +38,9 @@ def _releases() -> list[Any]:
 
 
 def is_shape_error(rec: dict[str, Any]) -> bool:
-    """An error that is SGLang refusing the layout's weight shapes; anything else (a GPU
-    kernel the CPU build lacks, a platform check) is the harness's and is not compared."""
+    """An error that is SGLang's model class refusing the layout (`SHAPE_WORDS`); anything
+    else (a GPU kernel the CPU build lacks, a platform check) is the harness's and is not
+    compared."""
     err = rec["error"]
     if err is None:
         return False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from meshsat.solver.lang.derived import attn_tp, attn_tp_whole
-from meshsat.solver.lang.expr import divides, is_set
+from meshsat.solver.lang.expr import divides, is_set, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
@@ -55,4 +55,25 @@ RULES: tuple[Rule, ...] = (
         "pp_size ({pp_size}) cannot exceed num_hidden_layers ({num_hidden_layers})",
         SRC,
     ),
+)
+
+
+#: 0.4.6.post5's model classes that build `EPMoE` under --enable-ep-moe without the
+#: `layer_id` its constructor requires (`mixtral.py`, `qwen2_moe.py`, `grok.py`; DeepSeek and
+#: Qwen3-MoE go through `get_moe_impl_class` and pass it): the class raises a TypeError as
+#: the model is built (its build of Mixtral-8x7B at EP 4 and 8,
+#: tests/fixtures/weight_shapes/models/0.4.6.post5.json). Under DeepEP they build `FusedMoE`.
+EPMOE_WITHOUT_LAYER_ID_0_4 = (
+    "MixtralForCausalLM",
+    "Qwen2MoeForCausalLM",
+    "Grok1ForCausalLM",
+    "Grok1ModelForCausalLM",
+)
+EP_MOE_0_4 = Rule(
+    "MODEL-EP-MOE-0-4",
+    one_of(F.architecture, *EPMOE_WITHOUT_LAYER_ID_0_4) & (F.moe_a2a_backend == "none"),
+    F.ep_size == 1,
+    "EPMoE.__init__() missing 1 required positional argument: 'layer_id'",
+    SRC,
+    hint="drop --enable-ep-moe (the experts split over TP), or use --enable-deepep-moe",
 )

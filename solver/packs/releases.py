@@ -17,6 +17,7 @@ from meshsat.solver.catalogue import (
     a2a,
     attention_backend,
     decode_cp,
+    model,
     moe_kernel,
     topology,
     weight_shapes,
@@ -674,6 +675,8 @@ V0_4_6_POST5 = apply(
         "reset), --enable-deepep-moe is the only all-to-all backend and refuses deepep_mode "
         "auto with DP attention, --moe-dense-tp-size only 1; no CP, decode CP, DWDP, elastic "
         "EP or EPLB checks; everything inline in __post_init__.",
+        # Its model classes' build, not its arguments, raises this one.
+        launch_only=SEED.launch_only | {model.EP_MOE_0_4.id},
         add_rules=(
             Rule(
                 "MOE-DENSE-TP1",
@@ -713,6 +716,7 @@ V0_4_6_POST5 = apply(
                 _POST_INIT,
                 hint="set --deepep-mode normal or low_latency",
             ),
+            model.EP_MOE_0_4,
         ),
         # 0.4's data-parallel controller starts replica d at GPU d·tp_size·gpu_id_step.
         replace_rules=(
