@@ -71,11 +71,13 @@ ATTENTION_OVER_TP_ARCHITECTURES = frozenset({
 
 #: Vision towers built from SGLang's `VisionAttention` (layers/attention/vision.py), which
 #: splits the tower's heads over the attention TP group (all of TP in 0.4.6.post5), that
-#: the model file builds replicated under `--mm-enable-dp-encoder` (`qwen3_vl.py` passes
-#: `use_data_parallel`).
+#: the model file builds replicated under `--mm-enable-dp-encoder` (`qwen3_vl.py` and
+#: `kimi_k25.py` pass `use_data_parallel`; Kimi-K2.5's MoonViT refuses TP 32, "16 is not
+#: divisible by 32", in 0.5.18 to 0.5.23's builds).
 VISION_DP_ENCODER_ARCHITECTURES = frozenset({
     "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
     "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+    "KimiK25ForConditionalGeneration",
 })  # fmt: skip
 #: Towers whose heads split the same way but whose MLP splits over all of TP and whose
 #: attention all-reduces over all of TP, whatever the attention TP group, and which are never
@@ -262,7 +264,9 @@ class ModelSpec(BaseModel):
             dense_mlp_fully_dp=arch in DENSE_FULLY_DP_ARCHITECTURES,
             attention_over_tp=arch in ATTENTION_OVER_TP_ARCHITECTURES,
             vision_num_heads=_vision_fact(
-                arch in VISION_ATTENTION_ARCHITECTURES, hf, ("num_heads", "num_attention_heads")
+                arch in VISION_ATTENTION_ARCHITECTURES,
+                hf,
+                ("num_heads", "num_attention_heads", "vt_num_attention_heads"),
             ),
             vision_dp_encoder=arch in VISION_DP_ENCODER_ARCHITECTURES,
             vision_intermediate_size=_vision_fact(
