@@ -249,6 +249,9 @@ UNREACHABLE = {
         "have no vision tower): recorded from whole Qwen3.5 and Gemma 3 model classes in "
         "tests/fixtures/weight_shapes/models/",
     ),
+    "MOE-MARLIN-A2A": "a model class's MoE runner under an all-to-all backend (the resolution "
+    "recorder builds no model): recorded from Kimi-K2.5's INT4 experts in "
+    "tests/fixtures/weight_shapes/models/",
     "MODEL-EP-MOE-0-4": "a model class's build under --enable-ep-moe (the resolution recorder "
     "builds no model): recorded from 0.4.6.post5's Mixtral in "
     "tests/fixtures/weight_shapes/models/",

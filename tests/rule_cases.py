@@ -544,6 +544,12 @@ CASES: tuple[Case, ...] = (
         model={"vision_num_heads": 12},
     ),
     case(
+        "MOE-MARLIN-A2A",
+        {"tp_size": 8, "ep_size": 8, "moe_a2a_backend": "deepep", "gpu_sm": 90},
+        {"moe_a2a_backend": "none"},
+        model={"quant_wna16_experts": True},
+    ),
+    case(
         "WEIGHT-VISION-MLP",
         {"tp_size": 32, "nnodes": 4, "enable_dp_attention": True, "dp_size": 32},
         {"tp_size": 16, "nnodes": 2, "dp_size": 16},

@@ -88,6 +88,7 @@ WEIGHT_FACTS = (
     "vision_dp_encoder",
     "vision_intermediate_size",
     "vision_needs_multimodal",
+    "quant_wna16_experts",
     "mla_q_head_dim",
     "linear_attn_key_dim",
     "linear_attn_value_dim",

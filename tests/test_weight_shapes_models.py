@@ -22,11 +22,13 @@ FIXTURES = Path(__file__).parent / "fixtures" / "weight_shapes" / "models"
 #: SGLang's own words for a layout its model class refuses while it is built: a weight that
 #: does not split (quantization methods' `create_weights`, `linear.py` /
 #: `distributed/utils.py` `divide`, the AWQ/GPTQ checks), a vision tower's group
-#: (`reject_attn_tp_shard_with_tp_reduce`), and 0.4.6.post5's `EPMoE` built without its
-#: `layer_id` (Mixtral, Qwen2-MoE and Grok under --enable-ep-moe, `MODEL-EP-MOE-0-4`).
+#: (`reject_attn_tp_shard_with_tp_reduce`), 0.4.6.post5's `EPMoE` built without its
+#: `layer_id` (Mixtral, Qwen2-MoE and Grok under --enable-ep-moe, `MODEL-EP-MOE-0-4`), and a
+#: MoE runner without the all-to-all backend's fused function (`MOE-MARLIN-A2A`).
 SHAPE_WORDS = re.compile(
     r"is not divisible by|not aligned|multiple of|shards over the attention TP group"
     r"|EPMoE.__init__\(\) missing 1 required positional argument: 'layer_id'"
+    r"|requires a fused func for a2a backend"
 )
 #: Bare asserts (`assert x % tp == 0`, no message) in these files are shape checks too:
 #: the model files' head splits and `FusedMoE.__init__`.
@@ -61,8 +63,13 @@ def facts(model: str) -> ModelSpec:
     return ModelSpec.from_hf_config(model_config(model))
 
 
+#: The GPU class the records are built as (`_patch_cpu_paths` answers Hopper).
+RECORDED_SM = 90
+
+
 def meshsat_launch(rec: dict[str, Any], version: str) -> list[tuple[str, str]]:
-    report = validate(rec["layout"], facts(rec["model"]), explain=False, sglang_version=version)
+    layout = {**rec["layout"], "gpu_sm": RECORDED_SM}
+    report = validate(layout, facts(rec["model"]), explain=False, sglang_version=version)
     return [(v.rule, v.message) for v in report.violations if v.stage == "launch"]
 
 

@@ -71,6 +71,10 @@ class CheckpointQuant:
     dense_mlp: bool = False
     experts: bool = False
     shared_experts: bool = False
+    #: A compressed-tensors group of integer weights by group or channel with 16-bit
+    #: activations (WNA16: Kimi-K2.5's INT4), the scheme whose MoE runs on SGLang's Marlin
+    #: runner on CUDA before SM100.
+    wna16: bool = False
 
 
 def read_checkpoint_quant(hf: Mapping[str, Any]) -> CheckpointQuant:
@@ -176,6 +180,17 @@ def _block(value: Any, key: str) -> tuple[int, int]:
     return int(value[0]), int(value[1])
 
 
+def is_wna16_group(group: Mapping[str, Any]) -> bool:
+    """compressed-tensors' `_is_wNa16_group_channel`: integer weights by group or channel,
+    activations left unquantized (`group["weights"]` a mapping)."""
+    w = group["weights"]
+    return (
+        not group.get("input_activations")
+        and str(w.get("type", "int")) == "int"
+        and str(w.get("strategy", "tensor")) in ("group", "channel")
+    )
+
+
 def _compressed_tensors(
     qc: Mapping[str, Any], facts: Callable[..., CheckpointQuant]
 ) -> CheckpointQuant:
@@ -192,14 +207,21 @@ def _compressed_tensors(
         weights = group.get("weights") if isinstance(group, Mapping) else None
         if not isinstance(weights, Mapping):
             raise InputError(f"model config: {key} must be a mapping, got {shown(weights)}")
+    wna16 = any(is_wna16_group(g) for g in groups.values())
+    for name, group in groups.items():
+        weights = group["weights"]
         strategy = weights.get("strategy")
         if strategy == "block":
-            n, k = _block(weights.get("block_structure"), f"{key}.block_structure")
-            return facts(block_n=n, block_k=k)
+            key = f"quantization_config.config_groups.{name}.weights.block_structure"
+            n, k = _block(weights.get("block_structure"), key)
+            return facts(block_n=n, block_k=k, wna16=wna16)
         if strategy in ("tensor", "channel", "token"):
             continue
-        return facts(not_checked=f"the {strategy} strategy of compressed-tensors is not modelled")
-    return facts()
+        return facts(
+            not_checked=f"the {strategy} strategy of compressed-tensors is not modelled",
+            wna16=wna16,
+        )
+    return facts(wna16=wna16)
 
 
 def _skipped_families(qc: Mapping[str, Any], *, regex: bool) -> set[str]:

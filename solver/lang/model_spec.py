@@ -203,6 +203,11 @@ class ModelSpec(BaseModel):
     quant_dense_mlp: bool = Field(False, description="Dense MLP layers are quantized.")
     quant_experts: bool = Field(False, description="Routed experts are quantized.")
     quant_shared_experts: bool = Field(False, description="Shared experts are quantized.")
+    quant_wna16_experts: bool = Field(
+        False,
+        description="Routed experts in compressed-tensors WNA16 (integer weights, 16-bit "
+        "activations), which SGLang's Marlin MoE runner serves on CUDA before SM100.",
+    )
 
     @classmethod
     def from_hf_config(cls, hf: Mapping[str, Any]) -> ModelSpec:
@@ -285,6 +290,7 @@ class ModelSpec(BaseModel):
             quant_dense_mlp=quant.dense_mlp,
             quant_experts=quant.experts,
             quant_shared_experts=quant.shared_experts,
+            quant_wna16_experts=quant.wna16 and quant.experts,
         )
 
     @classmethod

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.lang.checkpoint_quant import is_wna16_group
 from meshsat.solver.memory.modules import LinearModule
 
 #: The `quant_method` values modelled, for the error message on any other.
@@ -188,17 +189,6 @@ def _ct_weights(scheme: Mapping[str, Any]) -> float:
     return bits / 8
 
 
-def _is_wna16(group: Mapping[str, Any]) -> bool:
-    """compressed-tensors' `_is_wNa16_group_channel`: integer weights by group or channel,
-    activations left unquantized."""
-    w = group["weights"]
-    return (
-        not group.get("input_activations")
-        and str(w.get("type", "int")) == "int"
-        and str(w.get("strategy", "tensor")) in ("group", "channel")
-    )
-
-
 def _ct_scheme(qc: Mapping[str, Any], base: float) -> tuple[Pricer, Callable[[LinearModule], bool]]:
     """The module pricer, and whether a module's scheme is WNA16 (integer weights, 16-bit
     activations: the MoE methods that keep `g_idx` buffers, `weights.py`)."""
@@ -209,7 +199,7 @@ def _ct_scheme(qc: Mapping[str, Any], base: float) -> tuple[Pricer, Callable[[Li
     plans: list[tuple[list[str], float, bool]] = []
     for g in groups.values():
         if isinstance(g, Mapping) and isinstance(g.get("weights"), Mapping):
-            plans.append((_names(g, "targets"), _ct_weights(g["weights"]), _is_wna16(g)))
+            plans.append((_names(g, "targets"), _ct_weights(g["weights"]), is_wna16_group(g)))
 
     def plan(m: LinearModule) -> tuple[float, bool]:
         names = (f"{m.name}.0.gate_proj",) if m.is_experts else m.shard_names()

@@ -560,6 +560,8 @@ V0_5_18 = apply(
         "from ServerArgs.__post_init__; the FlashInfer all-to-all checks read the backend "
         "the user gave (before the model overrides), with fewer runners; no DeepEP v2.",
         replace_rules=(
+            # Its compressed-tensors WNA16 MoE takes Marlin on SM100 too.
+            model.marlin_a2a_rule(sm100_triton=False),
             # _handle_a2a_moe tests `self.moe_a2a_backend`, the user's value: an MLA prefill-CP
             # override to deepep does not save a FlashInfer request (measured, 3 layouts);
             # _handle_dwdp, before it, does (it writes none on the object; measured, 3).
