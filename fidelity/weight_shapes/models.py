@@ -137,7 +137,7 @@ def layouts() -> list[dict[str, Any]]:
     """TP 4 to 32, with EP 1 and EP = TP; DP attention with the dense MLP replicated, with
     and without DeepEP (which replicates the shared experts); at TP 8 and 16 also DP
     attention over half of TP (attention TP 2: what a class splits over attention TP and
-    what over TP tell apart only there)."""
+    what over TP tell apart only there); and TP 8 with attention CP 2."""
     out: list[dict[str, Any]] = []
     for tp in (4, 8, 16, 32):
         base = {"tp_size": tp, "nnodes": max(1, tp // 8)}
@@ -148,6 +148,10 @@ def layouts() -> list[dict[str, Any]]:
         out += [dpa, {**dpa, "moe_a2a_backend": "deepep"}]
         if tp in (8, 16):
             out.append({**dpa, "dp_size": tp // 2})
+    # Attention CP over two ranks (prefill CP, zigzag): what narrows attention TP without
+    # DP attention (a vision tower that all-reduces over TP refuses it in 0.5.23).
+    out.append({"tp_size": 8, "nnodes": 1, "attn_cp_size": 2, "enable_prefill_cp": True,
+                "cp_strategy": "zigzag"})  # fmt: skip
     return out
 
 

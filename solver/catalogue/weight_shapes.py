@@ -386,19 +386,29 @@ _VISION_HEADS = _vision_heads_rule(attn_tp, attn_tp_whole & _VISION_BUILT)
 _VISION_MLP = _vision_mlp_rule(_VISION_BUILT)
 
 
+#: The tower's attention all-reduces over all of TP: always for the towers of
+#: `ModelSpec.vision_intermediate_size` (SigLIP, Llama 4's), and without DP attention for
+#: the data-parallel-capable ones (`qwen3_vl.py`, `kimi_k25.py`:
+#: `use_dp_attention_reduce=is_dp_attention_enabled()`) unless --mm-enable-dp-encoder
+#: replicates them (0.5.23's build of Qwen3.5-397B at TP 8 with attention CP 2 refuses,
+#: with DP attention 2 too it builds).
+_VISION_REDUCES_OVER_TP = (is_set(F.vision_intermediate_size) & _VISION_BUILT) | (
+    is_set(F.vision_num_heads) & F.vision_dp_encoder & ~F.mm_enable_dp_encoder & (attn_dp <= 1)
+)
+
+
 def _vision_reduce_rule(rule_id: str, narrowed: Expr, flag: str) -> Rule:
     """0.5.23's `VisionAttention` refuses to shard over an attention TP group narrower than
-    TP when it all-reduces over TP (`reject_attn_tp_shard_with_tp_reduce`): the towers of
-    `ModelSpec.vision_intermediate_size`, where the tower runs on this worker (not a PD
-    decode server, not `--language-only` or `--language-model-only`:
-    `multimodal_encoder_runs_here`; a language-only server with
-    --enable-adaptive-dispatch-to-encoder runs it too, a flag meshsat does not model).
-    SGLang names the flag that narrows the group, so DP attention and attention CP are
-    two rules, each with its wording (both at once: the CP one, SGLang then names both)."""
+    TP when it all-reduces over TP (`reject_attn_tp_shard_with_tp_reduce`,
+    `_VISION_REDUCES_OVER_TP`), where the tower runs on this worker (not a PD decode server,
+    not `--language-only` or `--language-model-only`: `multimodal_encoder_runs_here`; a
+    language-only server with --enable-adaptive-dispatch-to-encoder runs it too, a flag
+    meshsat does not model). SGLang names the flag that narrows the group, so DP attention
+    and attention CP are two rules, each with its wording (both at once: the CP one, SGLang
+    then names both)."""
     return Rule(
         rule_id,
-        is_set(F.vision_intermediate_size)
-        & _VISION_BUILT
+        _VISION_REDUCES_OVER_TP
         & attn_tp_whole
         & narrowed
         & ~F.language_only
