@@ -23,14 +23,11 @@ def marlin_a2a_rule(sm100_triton: bool) -> Rule:
     takes the Triton method). SGLang 0.5.18 to 0.5.23's builds of Kimi-K2.5 under DeepEP,
     answered as Hopper, raise it (tests/fixtures/weight_shapes/models/); a GPU class is
     needed (`gpu_sm`), else not checked."""
-    sm = (F.gpu_sm < 100) if sm100_triton else is_set(F.gpu_sm)
+    marlin = F.quant_wna16_experts & one_of(F.moe_runner_backend, "auto", "marlin")
+    cuda = (F.platform == "cuda") & is_set(F.gpu_sm)
     return Rule(
         "MOE-MARLIN-A2A",
-        F.quant_wna16_experts
-        & one_of(F.moe_runner_backend, "auto", "marlin")
-        & (F.platform == "cuda")
-        & is_set(F.gpu_sm)
-        & sm,
+        marlin & cuda & (F.gpu_sm < 100) if sm100_triton else marlin & cuda,
         F.moe_a2a_backend == "none",
         "Runner backend MoeRunnerBackend.MARLIN requires a fused func for a2a backend "
         "{moe_a2a_backend}, but none is registered.",

@@ -151,7 +151,8 @@ class ModelSpec(BaseModel):
     vision_dp_encoder: bool = Field(
         False,
         description="The model file builds its vision tower replicated under "
-        "--mm-enable-dp-encoder (Qwen3-VL, Qwen3.5); other towers split whatever it says.",
+        "--mm-enable-dp-encoder (Qwen3-VL, Qwen3.5, Kimi-K2.5); other towers split whatever "
+        "it says.",
     )
     vision_intermediate_size: int | None = Field(
         None,

@@ -144,9 +144,9 @@ def flag_options(
     """`MemoryModel` keyword arguments from the launch flags of a resolved layout (a
     `Report`'s `.resolved`, or any mapping of config fields) that size the pools beside the
     widths: `--enable-multimodal`, `--language-model-only`, `--language-only` and
-    `--disaggregation-mode`
-    (`multimodal.py`) and a hybrid's state-pool flags (`state.state_flags`, with the
-    launch's `--mamba-full-memory-ratio`, which is not a layout field)."""
+    `--disaggregation-mode` (`multimodal.py`) and a hybrid's state-pool flags
+    (`state.state_flags`, with the launch's `--mamba-full-memory-ratio`, which is not a
+    layout field)."""
     return {
         "state": state_flags(resolved, pack, mamba_full_memory_ratio),
         "enable_multimodal": bool(resolved.get("enable_multimodal")),

@@ -15,8 +15,8 @@ its language model in a sub-config (`text_config`, `llm_config`, `language_confi
 `thinker_config`), unless the release serves the architecture as text by default (Gemma 3,
 Llama 4, Step3-VL and Inkling as `...ForConditionalGeneration`, and MiMo-V2 checkpoints
 without both a vision and an audio config; `--enable-multimodal` overrides that list) or
-the model is served as a language model only: the config's `language_model_only`, and from 0.5.23
-`--language-model-only` too (0.5.18 and 0.5.19 read only the config there). Not read:
+the model is served as a language model only: the config's `language_model_only`, and from
+0.5.23 `--language-model-only` too (0.5.18 and 0.5.19 read only the config there). Not read:
 the Transformers back-end's sub-config rule and 0.5.23's DeepSeek-V4.1 vision layers.
 `tests/test_memory_reserves.py` replays the release's own `ModelConfig` and
 `mm_runtime_reservation_gb` on the catalogue (`fidelity/memory_reserves.py`).
