@@ -17,6 +17,7 @@ from meshsat.solver.enumeration.space import DEFAULT_VARY as ENUMERATE_VARY
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.checkpoint_quant import read_checkpoint_quant
 from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory.gpus import gpu
 from meshsat.solver.memory.models import model_config
 from tests.cli_helpers import run_cli
 
@@ -859,3 +860,35 @@ def test_cli_quantization_config_never_tracebacks(
         assert run.err.strip().count("\n") == 0
     else:
         assert "not checked: unknown quantization scheme tq2" in run.out + run.err
+
+
+KIMI_K25 = "tests/fixtures/weight_shapes/configs/Kimi-K2.5.json"
+LARGE_EP_8 = ("--set", "tp_size=8", "--set", "ep_size=8", "--set", "moe_a2a_backend=deepep",
+              "--set", "enable_dp_attention=true", "--set", "dp_size=8",
+              "--set", "moe_dense_tp_size=1")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("gpu", "extra", "refused"),
+    [("H200", (), True), ("B200", (), False), ("H200", ("--set", "gpu_sm=100"), False)],
+)
+def test_validate_gpu_names_the_gpu_class_the_runner_rules_read(
+    capsys: pytest.CaptureFixture[str], gpu: str, extra: tuple[str, ...], refused: bool
+) -> None:
+    """`--gpu` sets `gpu_sm` unless the layout does: Kimi-K2.5's INT4 experts under DeepEP
+    do not start on Hopper (the Marlin runner, as SGLang's builds of it refuse), but do on
+    B200 (the Triton method from 0.5.19)."""
+    run = run_cli(capsys, "validate", "--model", KIMI_K25, "--gpu", gpu, *LARGE_EP_8, *extra,
+                  "--sglang-version", "0.5.23", "--format", "json")  # fmt: skip
+    rules = [v["rule"] for v in json.loads(run.out)["violations"]]
+    assert ("MOE-MARLIN-A2A" in rules) == refused, rules
+
+
+@pytest.mark.parametrize(
+    ("name", "cc"),
+    [("H100", 90), ("H200", 90), ("B200", 100), ("GB300", 103), ("L40S", 89), ("A100-80", 80),
+     ("A10", 86), ("RTX5090", 120)],
+)  # fmt: skip
+def test_gpu_compute_capability(name: str, cc: int) -> None:
+    """NVIDIA's published compute capabilities, as the rules' `gpu_sm` reads them."""
+    assert gpu(name).compute_capability == cc

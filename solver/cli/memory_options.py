@@ -309,6 +309,19 @@ def layout_memory(
     )
 
 
+def with_gpu_class(layout: LayoutInput, gpu_name: str | None) -> LayoutInput:
+    """The layout with `--gpu`'s compute capability as its `gpu_sm`, which the rules that
+    need a GPU class read (an all-to-all backend on the Marlin MoE runner, FlashInfer
+    MegaMOE, the attention backends of one SM family); a layout that sets `gpu_sm` keeps
+    it, and a non-NVIDIA GPU leaves it unknown (those rules then ask `platform`)."""
+    if gpu_name is None or layout.config.gpu_sm is not None:
+        return layout
+    g = gpu(gpu_name)
+    if g.vendor != "nvidia":
+        return layout
+    return replace(layout, config=layout.config.model_copy(update={"gpu_sm": g.compute_capability}))
+
+
 def with_memory(
     report: Report,
     model: Path | Mapping[str, Any] | None,

@@ -20,6 +20,7 @@ from meshsat.solver.cli.memory_options import (
     memory_line,
     report_pack,
     sizing_notes,
+    with_gpu_class,
     with_memory,
 )
 from meshsat.solver.cli.output import note, out
@@ -130,8 +131,11 @@ def validate_cmd(
                 notes=notes if sized else (),
             )
         )
-    layout = read_layout(
-        sources, sglang_version, launch_notes=False, command="validate", job=deployment
+    layout = with_gpu_class(
+        read_layout(
+            sources, sglang_version, launch_notes=False, command="validate", job=deployment
+        ),
+        gpu,
     )
     if rewrite:
         raise typer.Exit(rewrite_out(*rewritten(layout, sglang_version), chosen(fmt, as_json)))

@@ -51,6 +51,14 @@ class Gpu:
     scale_up_gbps: float = 0.0
     #: Scale-out (InfiniBand / RoCE) bandwidth per GPU and direction, GB/s.
     scale_out_gbps: float = 50.0
+    #: Compute-capability minor (B300/GB300: 10.3, Ada: 8.9, A10: 8.6).
+    sm_minor: int = 0
+
+    @property
+    def compute_capability(self) -> int:
+        """Major x 10 + minor, as the layout rules' `gpu_sm` reads it (90: Hopper, 100 and
+        103: Blackwell datacenter, 120: consumer Blackwell)."""
+        return self.sm * 10 + self.sm_minor
 
     @property
     def has_speeds(self) -> bool:
@@ -71,17 +79,17 @@ GPUS: Mapping[str, Gpu] = MappingProxyType(
             Gpu("H20", 97871, 8, "nvidia", 9, 4.0, 148, 296, 0, 450),
             Gpu("H800", 81559, 8, "nvidia", 9, 3.35, 989, 1979, 0, 200),
             Gpu("B200", 183359, 8, "nvidia", 10, 8.0, 2250, 4500, 9000, 900),
-            Gpu("B300", 275040, 8, "nvidia", 10, 8.0, 2250, 4500, 13500, 900),
+            Gpu("B300", 275040, 8, "nvidia", 10, 8.0, 2250, 4500, 13500, 900, sm_minor=3),
             Gpu("GB200", 189471, 72, "nvidia", 10, 8.0, 2500, 5000, 10000, 900),
-            Gpu("GB300", 284208, 72, "nvidia", 10, 8.0, 2500, 5000, 15000, 900),
+            Gpu("GB300", 284208, 72, "nvidia", 10, 8.0, 2500, 5000, 15000, 900, sm_minor=3),
             Gpu("A100-40", 40960, 8, "nvidia", 8, 1.555, 312, 0, 0, 300),
             Gpu("A100-80", 81920, 8, "nvidia", 8, 2.039, 312, 0, 0, 300),
             Gpu("A800", 81920, 8, "nvidia", 8, 2.039, 312, 0, 0, 200),
-            Gpu("L40S", 46068, 1, "nvidia", 8, 0.864, 362, 733, 0, 32),
-            Gpu("L40", 46068, 1, "nvidia", 8, 0.864, 181, 362, 0, 32),
-            Gpu("L4", 23034, 1, "nvidia", 8, 0.3, 121, 242, 0, 32),
-            Gpu("A10", 23028, 1, "nvidia", 8, 0.6, 125, 0, 0, 32),
-            Gpu("RTX4090", 24564, 1, "nvidia", 8, 1.008, 165, 330, 0, 32),
+            Gpu("L40S", 46068, 1, "nvidia", 8, 0.864, 362, 733, 0, 32, sm_minor=9),
+            Gpu("L40", 46068, 1, "nvidia", 8, 0.864, 181, 362, 0, 32, sm_minor=9),
+            Gpu("L4", 23034, 1, "nvidia", 8, 0.3, 121, 242, 0, 32, sm_minor=9),
+            Gpu("A10", 23028, 1, "nvidia", 8, 0.6, 125, 0, 0, 32, sm_minor=6),
+            Gpu("RTX4090", 24564, 1, "nvidia", 8, 1.008, 165, 330, 0, 32, sm_minor=9),
             Gpu("RTX5090", 32607, 1, "nvidia", 12, 1.792, 209, 419, 838, 64),
             Gpu("MI300X", 196592, 8, "amd", 9, 5.3, 1307, 2615, 0, 448),
             Gpu("MI325X", 262128, 8, "amd", 9, 6.0, 1307, 2615, 0, 448),
