@@ -249,6 +249,9 @@ UNREACHABLE = {
         "have no vision tower): recorded from whole Qwen3.5 and Gemma 3 model classes in "
         "tests/fixtures/weight_shapes/models/",
     ),
+    "QUANT-CHECKPOINT-MISMATCH": "a quantized checkpoint's config (the resolution recorder's "
+    "configs are unquantized): recorded from each release's build of Kimi-K2.5 INT4 with "
+    "--quantization mxfp8 and fp8 (fidelity/weight_shapes/models.py build)",
     "MOE-MARLIN-A2A": "a model class's MoE runner under an all-to-all backend (the resolution "
     "recorder builds no model): recorded from Kimi-K2.5's INT4 experts in "
     "tests/fixtures/weight_shapes/models/",

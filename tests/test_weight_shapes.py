@@ -892,3 +892,36 @@ def test_validate_gpu_names_the_gpu_class_the_runner_rules_read(
 def test_gpu_compute_capability(name: str, cc: int) -> None:
     """NVIDIA's published compute capabilities, as the rules' `gpu_sm` reads them."""
     assert gpu(name).compute_capability == cc
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.19", "0.5.23"])
+def test_an_int4_checkpoint_takes_only_its_own_quantization(version: str) -> None:
+    """`ModelConfig._verify_quantization` as each release's build of Kimi-K2.5 INT4 showed:
+    --quantization mxfp8 or fp8 refused while the arguments resolve, its own name or a
+    compatible method (w8a8_int8) accepted."""
+    spec = ModelSpec.from_hf_config(model_config(KIMI_K25))
+    for quantization, refused in (("mxfp8", True), ("fp8", True), ("compressed-tensors", False),
+                                  ("w8a8_int8", False)):  # fmt: skip
+        report = validate(
+            {"tp_size": 8, "quantization": quantization}, spec, explain=False,
+            sglang_version=version,
+        )  # fmt: skip
+        found = {v.rule: v for v in report.violations}
+        assert ("QUANT-CHECKPOINT-MISMATCH" in found) == refused, quantization
+        if refused:
+            v = found["QUANT-CHECKPOINT-MISMATCH"]
+            assert v.stage == "resolution" and f"argument ({quantization})" in v.message
+
+
+@pytest.mark.parametrize(("runner", "refused"), [("deep_gemm", True), ("triton", False),
+                                                  ("flashinfer_trtllm", False)])  # fmt: skip
+def test_the_marlin_rule_follows_the_runner_the_scheme_picks(runner: str, refused: bool) -> None:
+    """Under DeepEP on Hopper, 0.5.23's build of Kimi-K2.5 INT4 refuses with the deep_gemm
+    runner (the WNA16 scheme still takes Marlin) and builds with triton (the Triton method)
+    and flashinfer_trtllm (MXINT4)."""
+    spec = ModelSpec.from_hf_config(model_config(KIMI_K25))
+    layout = {"tp_size": 8, "ep_size": 8, "dp_size": 8, "enable_dp_attention": True,
+              "moe_dense_tp_size": 1, "moe_a2a_backend": "deepep", "gpu_sm": 90,
+              "moe_runner_backend": runner}  # fmt: skip
+    report = validate(layout, spec, explain=False, sglang_version="0.5.23")
+    assert ("MOE-MARLIN-A2A" in {v.rule for v in report.violations}) == refused

@@ -106,6 +106,26 @@ def quant_known(also: tuple[str, ...] = ()) -> Rule:
     )
 
 
+#: The `--quantization` values `ModelConfig._verify_quantization` takes for a
+#: compressed-tensors checkpoint (0.5.18 to 0.5.23): its own name, the methods it lists as
+#: compatible (`w8a8_int8`, `w8a8_fp8`, `auto-round-int8`), online requantization
+#: (`quark_mxfp4`) and Humming's override; any other is refused while the arguments are
+#: resolved (each release's build of Kimi-K2.5 INT4 with --quantization mxfp8 or fp8).
+COMPRESSED_TENSORS_ARGS = (
+    "compressed-tensors", "w8a8_int8", "w8a8_fp8", "auto-round-int8", "quark_mxfp4", "humming",
+)  # fmt: skip
+QUANT_CHECKPOINT = Rule(
+    "QUANT-CHECKPOINT-MISMATCH",
+    (F.quant_method == "compressed-tensors") & is_set(F.quantization),
+    one_of(F.quantization, *COMPRESSED_TENSORS_ARGS),
+    "Quantization method specified in the model config (compressed-tensors) does not match "
+    "the quantization method specified in the `quantization` argument ({quantization}).",
+    # Raised while the model config is built, in the first step that reads it.
+    "apply_inkling_prefill_cuda_graph_default",
+    hint="drop --quantization: the checkpoint's own scheme is used",
+)
+
+
 #: _moe_runner_backend_quant_constraints (handle_moe_kernel_config): NVIDIA Blackwell only.
 QUANT_NVFP4_ONLINE = Rule(
     "QUANT-NVFP4-ONLINE-SM100",

@@ -18,22 +18,24 @@ _OVER_TP = F.attention_over_tp & (attn_tp != F.tp_size)
 def marlin_a2a_rule(sm100_triton: bool) -> Rule:
     """The Marlin MoE runner has a fused function for no all-to-all backend
     (`moe_runner/runner.py` `MoeRunner.__init__`: "requires a fused func for a2a backend
-    ..."), and compressed-tensors WNA16 experts (Kimi-K2.5's INT4) run on it on CUDA with
-    the auto runner: at every SM in 0.5.18, below SM100 from 0.5.19 (`sm100_triton`: SM100
-    takes the Triton method). SGLang 0.5.18 to 0.5.23's builds of Kimi-K2.5 under DeepEP,
-    answered as Hopper, raise it (tests/fixtures/weight_shapes/models/); a GPU class is
-    needed (`gpu_sm`), else not checked."""
-    marlin = F.quant_wna16_experts & one_of(F.moe_runner_backend, "auto", "marlin")
+    ..."), and compressed-tensors WNA16 experts (Kimi-K2.5's INT4) run on it on CUDA
+    (`compressed_tensors.py`'s MoE scheme choice) unless the runner is `triton` (the Triton
+    method) or `flashinfer_trtllm` (MXINT4 checkpoints), or, from 0.5.19 (`sm100_triton`),
+    the auto runner on SM100/SM103. SGLang 0.5.18 to 0.5.23's builds of Kimi-K2.5 under
+    DeepEP, answered as Hopper, raise it (tests/fixtures/weight_shapes/models/); a GPU
+    class is needed (`gpu_sm`), else not checked."""
+    marlin = F.quant_wna16_experts & ~one_of(F.moe_runner_backend, "triton", "flashinfer_trtllm")
     cuda = (F.platform == "cuda") & is_set(F.gpu_sm)
+    blackwell_auto = (F.moe_runner_backend == "auto") & one_of(F.gpu_sm, 100, 103)
     return Rule(
         "MOE-MARLIN-A2A",
-        marlin & cuda & (F.gpu_sm < 100) if sm100_triton else marlin & cuda,
+        marlin & cuda & ~blackwell_auto if sm100_triton else marlin & cuda,
         F.moe_a2a_backend == "none",
         "Runner backend MoeRunnerBackend.MARLIN requires a fused func for a2a backend "
         "{moe_a2a_backend}, but none is registered.",
         SRC,
         hint="drop the all-to-all backend (--moe-a2a-backend none; prefill CP forces deepep "
-        "on MLA models), or a GPU where the Triton method serves the experts (SM100, 0.5.19+)",
+        "on MLA models), --moe-runner-backend triton, or the auto runner on SM100 (0.5.19+)",
     )
 
 

@@ -22,6 +22,7 @@ from meshsat.solver.cli.memory_options import (
     layout_memory,
     report_pack,
     sizing_notes,
+    with_gpu_class,
 )
 from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import CHANGE_COLUMNS
@@ -158,7 +159,9 @@ def fix_cmd(
                 timeout_s=timeout,
             )
         )
-    layout = read_layout(sources, sglang_version, command="fix", job=deployment)
+    layout = with_gpu_class(
+        read_layout(sources, sglang_version, command="fix", job=deployment), gpu
+    )
     start = fix_input(layout, gpus, pin or (), sglang_version)
     if start.said is not None:
         note(start.said)

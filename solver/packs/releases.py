@@ -179,6 +179,7 @@ _MOE_AFTER: tuple[tuple[str, Rule], ...] = (
 )
 _MOE_ADDED: tuple[Rule, ...] = (
     attention_backend.quant_known(("gptq",)),
+    attention_backend.QUANT_CHECKPOINT,
     *attention_backend.RULES,
     moe_kernel.MARLIN_EP,
     a2a.DEEPEP_V2_SPEC,
