@@ -380,7 +380,12 @@ def disagg_lws_document(
 
 def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
     from meshsat.solver.cli.launch_checks import with_launch_checks
-    from meshsat.solver.cli.memory_options import report_pack, sizing_notes, with_memory
+    from meshsat.solver.cli.memory_options import (
+        report_pack,
+        sizing_notes,
+        with_gpu_class,
+        with_memory,
+    )
     from meshsat.solver.cli.validate_cmd import validate_document
     from meshsat.solver.validation.validate import validate
 
@@ -407,7 +412,7 @@ def validate_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wo
         said = server_sizing_notes(deployment, fraction, length) if sized else []
         notes = (*_server_notes(deployment), *said)
         return Answer(verdict.to_dict(), 0 if verdict.valid else 1, notes)
-    layout = _layout(params, "validate")
+    layout = with_gpu_class(_layout(params, "validate"), params.get("gpu"))
     report = validate(layout.config, layout.model, sglang_version=version)
     report = with_launch_checks(report, layout, strict=bool(params.get("strict")))
     report, mem = memory(report, layout)
@@ -425,7 +430,12 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         unknown_note,
         with_commands,
     )
-    from meshsat.solver.cli.memory_options import layout_memory, report_pack, sizing_notes
+    from meshsat.solver.cli.memory_options import (
+        layout_memory,
+        report_pack,
+        sizing_notes,
+        with_gpu_class,
+    )
 
     version = params.get("sglang_version")
     deployment = _deployment(params)
@@ -454,7 +464,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         )
         result = in_user_words(result, deployment, get_pack(version))
         return Answer(result.to_dict(), 0 if result.ok else 1, _server_notes(deployment))
-    layout = _layout(params, "fix")
+    layout = with_gpu_class(_layout(params, "fix"), params.get("gpu"))
     fraction = params.get("mem_fraction_static")
     memory = layout_memory(
         layout, _model(layout, params), params.get("gpu"), params.get("gpu_memory"),
