@@ -89,3 +89,34 @@ def test_warnings_go_to_the_context_that_raised_them() -> None:
             t.join()
     for i, sink in enumerate(sinks):
         assert sink == [f"thread {i} warning {k}" for k in range(20)]
+
+
+def test_typer_adapter_building_is_safe_across_threads() -> None:
+    """typer sets and deletes PYDANTIC_DISABLE_PLUGINS around each adapter it builds; two
+    threads inside at once deleted it twice (KeyError in the run above, once in several
+    `.ci/run`s). Forced overlap: 16 threads enter and leave it 30 times, pausing inside."""
+    import os
+    import time
+
+    from typer import _adapters
+
+    import meshsat.solver.cli  # noqa: F401  (installs the lock)
+
+    errors: list[BaseException] = []
+    before = os.environ.get("PYDANTIC_DISABLE_PLUGINS")
+
+    def enter_many() -> None:
+        try:
+            for _ in range(30):
+                with _adapters.disabled_pydantic_plugins():
+                    time.sleep(0.0002)
+        except BaseException as exc:  # the race surfaces as a KeyError here
+            errors.append(exc)
+
+    workers = [threading.Thread(target=enter_many) for _ in range(16)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    assert os.environ.get("PYDANTIC_DISABLE_PLUGINS") == before

@@ -22,9 +22,11 @@ from meshsat.solver.cli.launch_cmd import launch_cmd
 from meshsat.solver.cli.plan_cmd import plan_cmd
 from meshsat.solver.cli.rules_cmd import fields_cmd, rules_cmd
 from meshsat.solver.cli.serve_cmd import serve_cmd
+from meshsat.solver.cli.typer_threads import install as _install_thread_safe_adapters
 from meshsat.solver.cli.validate_cmd import validate_cmd
 from meshsat.solver.errors import MeshsatError
 
+_install_thread_safe_adapters()
 app = typer.Typer(
     name="meshsat",
     help="Which SGLang parallel layouts are legal, why yours is rejected, and the nearest "
