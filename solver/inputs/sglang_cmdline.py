@@ -205,13 +205,16 @@ def missing_from_release(flags: list[str], version: str) -> list[tuple[str, str 
         return []
     out: list[tuple[str, str | None]] = []
     for flag in dict.fromkeys(flags):
-        if options.expanded(flag) is not None:
+        if flag in options.table:
+            continue
+        # One search answers both: a unique prefix is accepted, several are ambiguous.
+        prefixed = options.starting_with(flag, 3)
+        if len(prefixed) == 1:
             continue
         if flag in DEPRECATED:
             target, meaning = DEPRECATED[flag]
             out.append((flag, f"removed; it meant {target} = {meaning}"))
             continue
-        prefixed = options.starting_with(flag, 3)
         if prefixed:  # argparse refuses an abbreviation that fits several options
             out.append((flag, "ambiguous: it abbreviates " + ", ".join(prefixed)))
             continue
