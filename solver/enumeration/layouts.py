@@ -47,7 +47,6 @@ from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.lang.limits import MAX_GPUS, flag_of, items_of, shown
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import NEWEST, Pack, get_pack
-from meshsat.solver.validation.validate import environment
 
 #: Derived widths every output format shows, after the varied and resolved fields.
 KEY_DERIVED: tuple[str, ...] = ("attn_dp", "attn_tp", "moe_tp", "gpus_used")
@@ -231,13 +230,7 @@ class Enumerator:
             constant=MappingProxyType(dict(self.problem.constant)),
             derived_index=MappingProxyType({c: i + n_config for i, c in enumerate(_DERIVED_NAMES)}),
             fields=tuple(n for n in SPECS if not SPECS[n].model_fact),
-            facts=MappingProxyType(
-                {
-                    n: v
-                    for n, v in environment(query.base, query.model).items()
-                    if SPECS[n].model_fact
-                }
-            ),
+            facts=MappingProxyType(dict(self.problem.facts)),
         )
 
     @property

@@ -55,6 +55,8 @@ class EnumerationProblem:
     dependent: tuple[str, ...]
     #: Dependent fields that a non-quiet resolution step changes (what output shows).
     shown_dependent: tuple[str, ...]
+    #: The model's facts (None where unknown), from the same environment as `constant`.
+    facts: Mapping[str, Any]
 
     @property
     def varied(self) -> tuple[str, ...]:
@@ -129,4 +131,5 @@ def build_problem(
         constant=constant,
         dependent=dependent,
         shown_dependent=shown,
+        facts={n: v for n, v in raw_values.items() if SPECS[n].model_fact},
     )
