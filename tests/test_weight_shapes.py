@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from meshsat.solver import enumerate as enumerate_layouts
 from meshsat.solver import fix, validate
+from meshsat.solver.cli.plan_cmd import plan_layouts
 from meshsat.solver.enumeration.space import DEFAULT_VARY as ENUMERATE_VARY
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.checkpoint_quant import read_checkpoint_quant
@@ -925,3 +926,31 @@ def test_the_marlin_rule_follows_the_runner_the_scheme_picks(runner: str, refuse
               "moe_runner_backend": runner}  # fmt: skip
     report = validate(layout, spec, explain=False, sglang_version="0.5.23")
     assert ("MOE-MARLIN-A2A" in {v.rule for v in report.violations}) == refused
+
+
+@pytest.mark.parametrize(("name", "planned"), [("H200", False), ("B200", True)])
+def test_plan_reads_the_gpu_class_as_validate_does(name: str, planned: bool) -> None:
+    """`plan --gpu` sets `gpu_sm` on every layout it enumerates: Kimi-K2.5's INT4 experts
+    under MLA prefill CP (the all-to-all path) take the Marlin runner on Hopper, which
+    SGLang refuses, so no such layout is planned on H200; on B200 (Triton) they are."""
+    rows = plan_layouts(KIMI_K25, gpu(name), 16, top=3, where=["enable_prefill_cp"],
+                        sglang_version="0.5.23")  # fmt: skip
+    assert bool(rows) == planned
+    for row in rows:
+        assert "gpu" not in row.command  # a field no SGLang flag spells
+
+
+def test_enumerate_reads_the_gpu_class_unless_only_its_memory_is_known(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`enumerate --gpu A100-80` drops `--moe-a2a-backend megamoe`, which needs an SM90 or
+    SM100-class GPU (`MEGAMOE-GPU`); `--gpu-memory 80GiB` (no class) checks none of the
+    GPU-class rules, as no `--gpu` does."""
+    args = ("enumerate", "--gpus", "8", "--model", "deepseek-ai/DeepSeek-V3", "--vary",
+            "moe_a2a_backend", "--vary", "moe_runner_backend", "--count")  # fmt: skip
+    counts = {
+        extra: int(run_cli(capsys, *args, *extra).out.split()[-1])
+        for extra in ((), ("--gpu", "A100-80"), ("--gpu-memory", "80GiB"), ("--gpu", "H100"))
+    }
+    assert counts[()] == counts[("--gpu-memory", "80GiB")] == counts[("--gpu", "H100")]
+    assert 0 < counts[("--gpu", "A100-80")] < counts[()]

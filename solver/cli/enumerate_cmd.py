@@ -31,6 +31,7 @@ from meshsat.solver.cli.memory_options import (
     fraction_flags,
     memory_model,
     sizing_options,
+    with_gpu_class,
 )
 from meshsat.solver.cli.output import err, note, quant_note
 from meshsat.solver.cli.perf_options import (
@@ -255,7 +256,8 @@ def enumerate_cmd(
             f"--up-to sums every GPU count 1..N; it is limited to N <= {MAX_UP_TO} GPUs"
         )
     with time_limit(timeout, "enumerate"):
-        layout = read_layout(sources, sglang_version, command="enumerate")
+        # The GPU class the rules read, as `validate --gpu` sets it.
+        layout = with_gpu_class(read_layout(sources, sglang_version, command="enumerate"), gpu)
         if layout.model is not None:
             quant_note(layout.model.quant_not_checked)
         names = [*DEFAULT_VARY, *(vary or [])]
@@ -382,11 +384,12 @@ def _with_commands(
     memory needs."""
     from meshsat.solver.inputs.command import launch_command
     from meshsat.solver.lang.config import Config
+    from meshsat.solver.memory.gpus import typed_fields
 
     pack = e.query.pack
     # What the user launches: the base's own settings and the varied values; the fields
     # SGLang resolves (Layout.config) are its business, not flags to pass.
-    given = {n: getattr(e.base, n) for n in e.base.user_set()}
+    given = typed_fields({n: getattr(e.base, n) for n in e.base.user_set()})
     for row in rows:
         lay = Layout(row, e.shape)
         config = Config.model_validate({**given, **lay.values})

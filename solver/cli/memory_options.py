@@ -316,10 +316,10 @@ def with_gpu_class(layout: LayoutInput, gpu_name: str | None) -> LayoutInput:
     it, and a non-NVIDIA GPU leaves it unknown (those rules then ask `platform`)."""
     if gpu_name is None or layout.config.gpu_sm is not None:
         return layout
-    g = gpu(gpu_name)
-    if g.vendor != "nvidia":
+    sm = gpu(gpu_name).gpu_sm
+    if sm is None:
         return layout
-    return replace(layout, config=layout.config.model_copy(update={"gpu_sm": g.compute_capability}))
+    return replace(layout, config=layout.config.model_copy(update={"gpu_sm": sm}))
 
 
 def with_memory(

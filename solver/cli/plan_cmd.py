@@ -51,7 +51,7 @@ from meshsat.solver.cli.perf_options import (
     TtftOpt,
 )
 from meshsat.solver.cli.plan_disagg import DisaggRow
-from meshsat.solver.cli.plan_perf import PerfRow, quantization_given
+from meshsat.solver.cli.plan_perf import PerfRow, plan_given
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.enumeration.node_locality import spanning_gpus
 from meshsat.solver.errors import InputError
@@ -61,7 +61,7 @@ from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.limits import MAX_GPUS, MAX_PLAN_TOP, shown
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel
-from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
+from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu, typed_fields
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
 from meshsat.solver.perf import Workload
@@ -189,7 +189,7 @@ def plan_layouts(
     `--quantization`, set on every layout and priced as `validate` prices it."""
     check_plan_args(gpus, top, gpus_per_node)
     config = model if isinstance(model, Mapping) else model_config(model)
-    given = quantization_given(quantization)
+    given = plan_given(quantization, g)
     spec = ModelSpec.from_hf_config(config)
     quant_note(spec.quant_not_checked)
     mm = MemoryModel(
@@ -234,7 +234,7 @@ def plan_layouts(
                 # What the user launches: the enumerated values; what SGLang resolves from
                 # them (Layout.config) is its business, not flags to type.
                 command=launch_command(
-                    Config.model_validate({**given, **lay.values}),
+                    Config.model_validate({**typed_fields(given), **lay.values}),
                     sglang_version,  # the release's spelling: 0.5.19 has no --attn-dp-size
                     model_path=model_path,
                     extra=fraction_flags(m, mm.fraction),

@@ -33,7 +33,7 @@ from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors, s
 from meshsat.solver.inputs.command import launch_command, pd_router_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
-from meshsat.solver.memory.gpus import Gpu
+from meshsat.solver.memory.gpus import Gpu, typed_fields
 from meshsat.solver.packs.registry import get_pack
 from meshsat.solver.perf import Workload
 from meshsat.solver.perf.disagg import (
@@ -128,7 +128,7 @@ def role_command(
     enumerated values plus `--disaggregation-mode`, rendered by the one renderer in
     `release`'s spelling (flags at its default are not written), with the
     `--mem-fraction-static` its memory relies on (`fraction`: the one the user gave)."""
-    config = Config.model_validate({**(given or {}), **role.values})
+    config = Config.model_validate({**typed_fields(given or {}), **role.values})
     extra = fraction_flags(role.memory, fraction)
     return launch_command(config, release, model_path=model_path, extra=extra)
 

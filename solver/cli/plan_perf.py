@@ -18,14 +18,18 @@ from typing import Any
 
 from meshsat import solver
 from meshsat.solver.cli.formats import write_csv
-from meshsat.solver.cli.memory_options import checked_quantization, fraction_flags, report_pack
+from meshsat.solver.cli.memory_options import (
+    checked_quantization,
+    fraction_flags,
+    report_pack,
+)
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, err, note, out
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import launch_command, model_path_of
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
-from meshsat.solver.memory.gpus import Gpu
+from meshsat.solver.memory.gpus import Gpu, typed_fields
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.perf import PerfModel, Workload
 from meshsat.solver.perf.ranking import Ranked, rank_layouts
@@ -90,12 +94,17 @@ def width_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dict
     }
 
 
-def quantization_given(quantization: str | None) -> dict[str, Any]:
+def plan_given(quantization: str | None, g: Gpu) -> dict[str, Any]:
     """The fields `plan` sets on every layout it enumerates, so the rules that read them
-    judge it and its command carries them: `--quantization`, checked as `--set` checks the
-    field (one readable line on a bad value)."""
+    judge it: `--quantization`, checked as `--set` checks the field (one readable line on
+    a bad value), which its commands carry; and the GPU's class (`Gpu.gpu_sm`, as
+    `validate --gpu` sets it), so no layout the GPU refuses is planned (Marlin MoE under
+    an all-to-all on Hopper, MegaMOE below SM90)."""
     q = checked_quantization(quantization)
-    return {} if q is None else {"quantization": q}
+    given: dict[str, Any] = {} if q is None else {"quantization": q}
+    if g.gpu_sm is not None:
+        given["gpu_sm"] = g.gpu_sm
+    return given
 
 
 def ranking_note(w: Workload) -> str:
@@ -135,7 +144,7 @@ def plan_setup(
 ) -> PlanSetup:
     """`plan`'s options read once: the estimator they ask for, and the `--model-path` its
     commands name (default: from `model`; none for a config already read without one)."""
-    given = quantization_given(quantization)
+    given = plan_given(quantization, g)
     pm = PerfModel(
         model,
         g,
@@ -251,7 +260,7 @@ def ranked_rows(
                 same_widths=r.same_widths,
                 # What the user launches: the enumerated values, not what SGLang resolves.
                 command=launch_command(
-                    Config.model_validate({**given, **r.values}),
+                    Config.model_validate({**typed_fields(given), **r.values}),
                     sglang_version,  # the release's spelling: 0.5.19 has no --attn-dp-size
                     model_path=model_path,
                     extra=fraction_flags(m, setup.pm.memory.fraction),

@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from meshsat.solver.errors import InputError
 
@@ -53,12 +54,21 @@ class Gpu:
     scale_out_gbps: float = 50.0
     #: Compute-capability minor (B300/GB300: 10.3, Ada: 8.9, A10: 8.6).
     sm_minor: int = 0
+    #: False for a GPU known by its memory only (`--gpu-memory`): its class is a guess.
+    catalogued: bool = True
 
     @property
     def compute_capability(self) -> int:
         """Major x 10 + minor, as the layout rules' `gpu_sm` reads it (90: Hopper, 100 and
         103: Blackwell datacenter, 120: consumer Blackwell)."""
         return self.sm * 10 + self.sm_minor
+
+    @property
+    def gpu_sm(self) -> int | None:
+        """The layout field `gpu_sm` this GPU sets: its compute capability, or None where
+        the class is not known (another vendor's GPU, or one given by its memory only), so
+        the rules that need it are not checked rather than checked against a guess."""
+        return self.compute_capability if self.vendor == "nvidia" and self.catalogued else None
 
     @property
     def has_speeds(self) -> bool:
@@ -135,5 +145,14 @@ def gpu(name: str) -> Gpu:
     raise InputError(f"unknown GPU {name!r}; {hint}known: {', '.join(GPUS)} (or give --gpu-memory)")
 
 
+#: Layout fields a GPU sets (`Gpu.gpu_sm`) that no command carries: no SGLang flag says them.
+IMPLIED_BY_GPU = ("gpu_sm",)
+
+
+def typed_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Of the fields set on every layout of a listing, those its commands carry."""
+    return {k: v for k, v in fields.items() if k not in IMPLIED_BY_GPU}
+
+
 def custom_gpu(memory: str, fabric: int = 8) -> Gpu:
-    return Gpu(f"custom-{memory}", parse_memory(memory), fabric)
+    return Gpu(f"custom-{memory}", parse_memory(memory), fabric, catalogued=False)

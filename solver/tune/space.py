@@ -30,9 +30,10 @@ from typing import Any, Protocol
 
 from meshsat.solver.enumeration.layouts import Layout, enumerate_layouts
 from meshsat.solver.errors import InputError
+from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel
-from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
+from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu, typed_fields
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.packs import get_pack
 from meshsat.solver.repair.fix import command_line
@@ -240,7 +241,9 @@ def layout_space(
     mm = MemoryModel(config, g, context_length=context_length)
     filters = tuple(where)
     found: list[tuple[Layout, int, float]] = []
-    for lay in enumerate_layouts(gpus, model=spec, where=filters, sglang_version=pack):
+    # The GPU class the rules read, as `validate --gpu` sets it (`Gpu.gpu_sm`).
+    base = {} if g.gpu_sm is None else {"gpu_sm": g.gpu_sm}
+    for lay in enumerate_layouts(gpus, base=base, model=spec, where=filters, sglang_version=pack):
         m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
         if m.fits:
             found.append((lay, m.max_total_num_tokens * m.pools, m.weights_gib))
@@ -258,7 +261,7 @@ def layout_space(
             config=MappingProxyType(dict(lay.config)),
             kv_tokens=kv,
             weights_gib=round(w, 3),
-            command=command_line(lay.as_config(), pack),
+            command=command_line(Config.model_validate(typed_fields(lay.config)), pack),
         )
         for lay, kv, w in found
     ]
