@@ -251,7 +251,11 @@ UNREACHABLE = {
     ),
     "QUANT-CHECKPOINT-MISMATCH": "a quantized checkpoint's config (the resolution recorder's "
     "configs are unquantized): recorded from each release's build of Kimi-K2.5 INT4 with "
-    "--quantization mxfp8 and fp8 (fidelity/weight_shapes/models.py build)",
+    "--quantization mxfp8 and fp8 (fidelity/weight_shapes/models.py build), and pair by "
+    "pair by each release's _verify_quantization (fidelity/quant_args.py)",
+    "QUANT-CHECKPOINT-METHOD": "a quantized checkpoint's config: recorded by each release's "
+    "_verify_quantization on 122 checkpoints (fidelity/quant_args.py; Llama 4 Maverick's "
+    "FBGEMM FP8)",
     "MOE-MARLIN-A2A": "a model class's MoE runner under an all-to-all backend (the resolution "
     "recorder builds no model): recorded from Kimi-K2.5's INT4 experts in "
     "tests/fixtures/weight_shapes/models/",

@@ -177,7 +177,10 @@ class _Shower:
                     reasons += self.why_false(a)
             return reasons
         if isinstance(e, ex.Or):
-            parts = [r for a in e.args for r in self.why_false(a)]
+            # An alternative whose first conjunct (its guard: "an FP8 checkpoint and ...")
+            # is false does not apply: where one does, only those are worded.
+            args = [a for a in e.args if not self._guard_false(a)] or list(e.args)
+            parts = [r for a in args for r in self.why_false(a)]
             return ["none holds: " + "; ".join(parts)] if len(parts) > 1 else parts
         if isinstance(e, ex.Not):
             return [self.why_true(e.a)]
@@ -189,6 +192,14 @@ class _Shower:
         if isinstance(e, ex.Field | ex.Named):
             return [f"{text(e)} is false"]
         return [f"{text(e)} does not hold"]
+
+    def _guard_false(self, e: ex.Expr) -> bool:
+        if not isinstance(e, ex.And):
+            return False
+        try:
+            return not self.val(e.args[0])
+        except TypeError:
+            return False
 
     def why_true(self, e: ex.Expr) -> str:
         if isinstance(e, ex.IsSet):

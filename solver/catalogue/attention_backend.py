@@ -1,5 +1,5 @@
 """Attention back-ends that run only on some GPU classes (handle_attention_backend_compatibility,
-0.5.23), and the quantization methods the model loader knows.
+0.5.23), and the quantization that needs one (nvfp4_online).
 
 Why here: these are checked in SGLang's argument resolution, before the parallel handlers,
 so a layout with such a back-end on the wrong machine stops there, and its first error is
@@ -56,75 +56,6 @@ RULES: tuple[Rule, ...] = (
         SRC,
     ),
 )
-
-#: QUANTIZATION_METHODS of 0.5.23's loader (sglang/srt/layers/quantization): the base set,
-#: mxfp4 on CUDA and ROCm, gptq on Ascend. The flag accepts more (mlx_q4/q8 on Apple only).
-_BASE_QUANT = (
-    "fp8",
-    "mxfp8",
-    "modelopt",
-    "modelopt_fp8",
-    "modelopt_fp4",
-    "nvfp4_online",
-    "modelopt_mixed",
-    "w8a8_int8",
-    "w8a8_fp8",
-    "awq",
-    "awq_marlin",
-    "bitsandbytes",
-    "gguf",
-    "gptq_marlin",
-    "moe_wna16",
-    "compressed-tensors",
-    "w4afp8",
-    "petit_nvfp4",
-    "quark",
-    "quark_mxfp4",
-    "auto-round",
-    "auto-round-int8",
-    "modelslim",
-    "quark_int4fp8_moe",
-    "humming",
-    "mxfp_w4a8",
-    "unquant",
-)
-
-
-def quant_known(also: tuple[str, ...] = ()) -> Rule:
-    """The loader's check of --quantization; `also`: methods a release's loader knows
-    beyond 0.5.23's on every platform (0.5.19 still has GPTQ)."""
-    return Rule(
-        "QUANT-METHOD",
-        is_set(F.quantization),
-        one_of(F.quantization, *_BASE_QUANT, *also)
-        | ((F.quantization == "mxfp4") & one_of(F.platform, "cuda", "hip"))
-        | ((F.quantization == "gptq") & (F.platform == "npu")),
-        "Unknown quantization method: {quantization} (this platform's SGLang loader does not "
-        "know it).",
-        # Raised while the model config is built, in the first step that reads it.
-        "apply_inkling_prefill_cuda_graph_default",
-    )
-
-
-#: The `--quantization` values `ModelConfig._verify_quantization` takes for a
-#: compressed-tensors checkpoint (0.5.18 to 0.5.23): its own name, the methods it lists as
-#: compatible (`w8a8_int8`, `w8a8_fp8`, `auto-round-int8`), online requantization
-#: (`quark_mxfp4`) and Humming's override; any other is refused while the arguments are
-#: resolved (each release's build of Kimi-K2.5 INT4 with --quantization mxfp8 or fp8).
-COMPRESSED_TENSORS_ARGS = (
-    "compressed-tensors", "w8a8_int8", "w8a8_fp8", "auto-round-int8", "quark_mxfp4", "humming",
-)  # fmt: skip
-QUANT_CHECKPOINT = Rule(
-    "QUANT-CHECKPOINT-MISMATCH",
-    (F.quant_method == "compressed-tensors") & is_set(F.quantization),
-    one_of(F.quantization, *COMPRESSED_TENSORS_ARGS),
-    "Quantization method specified in the model config (compressed-tensors) does not match "
-    "the quantization method specified in the `quantization` argument ({quantization}).",
-    # Raised while the model config is built, in the first step that reads it.
-    "apply_inkling_prefill_cuda_graph_default",
-    hint="drop --quantization: the checkpoint's own scheme is used",
-)
-
 
 #: _moe_runner_backend_quant_constraints (handle_moe_kernel_config): NVIDIA Blackwell only.
 QUANT_NVFP4_ONLINE = Rule(

@@ -19,6 +19,7 @@ from meshsat.solver.catalogue import (
     decode_cp,
     model,
     moe_kernel,
+    quantization,
     topology,
     weight_shapes,
 )
@@ -178,8 +179,9 @@ _MOE_AFTER: tuple[tuple[str, Rule], ...] = (
     *(("MOE-CUTEDSL-A2A", r) for r in reversed(moe_kernel.QUANT_RULES_AFTER)),
 )
 _MOE_ADDED: tuple[Rule, ...] = (
-    attention_backend.quant_known(("gptq",)),
-    attention_backend.QUANT_CHECKPOINT,
+    quantization.quant_known(("gptq",)),
+    quantization.QUANT_CHECKPOINT_METHOD,
+    quantization.QUANT_CHECKPOINT,
     *attention_backend.RULES,
     moe_kernel.MARLIN_EP,
     a2a.DEEPEP_V2_SPEC,
@@ -418,7 +420,7 @@ V0_5_23 = apply(
         replace_rules=(
             *weight_shapes.RULES_0_5_23,
             # 0.5.23's loader no longer knows GPTQ outside Ascend (measured).
-            attention_backend.quant_known(),
+            quantization.quant_known(),
             # handle_elastic_ep: decode graphs disabled, or `full` recaptured on CUDA (no
             # speculative decoding); prefill graphs disabled.
             Rule(

@@ -1,0 +1,138 @@
+"""`--quantization` beside a checkpoint's own method, as each release's loader decides it
+(solver/catalogue/quantization.py).
+
+The oracle is each release's own `ModelConfig._verify_quantization`, recorded on every
+checkpoint folder aiconfigurator-core bundles, the written ones of
+`fidelity/quant_sources.py`, the quantized checkpoints of meshsat's catalogue and a few
+more (GPTQ, AWQ, native MXFP8), with every choice of the release's `--quantization` and
+none (`fidelity/quant_args.py` -> tests/fixtures/quant_args/<version>.json).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meshsat.solver import validate
+from meshsat.solver.errors import InputError
+from meshsat.solver.lang.checkpoint_files import HF_QUANT_CONFIG
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory.models import catalogue_config
+
+aic = pytest.importorskip("aiconfigurator_core")
+BUNDLE = Path(aic.__file__).parent / "model_configs"
+FIXTURES = Path(__file__).parent / "fixtures"
+SOURCES = json.loads((FIXTURES / "quant_sources" / "0.5.23.json").read_text())
+VERSIONS = ("0.5.18", "0.5.19", "0.5.23")
+RECORDS = {v: json.loads((FIXTURES / "quant_args" / f"{v}.json").read_text()) for v in VERSIONS}
+RULES = ("QUANT-METHOD", "QUANT-CHECKPOINT-MISMATCH", "QUANT-CHECKPOINT-METHOD")
+
+#: Pairs meshsat judges otherwise, for want of a fact it does not read: MoE-WNA16 takes a
+#: GPTQ checkpoint only with `desc_act` off; `--quantization modelopt` takes an MXFP8
+#: checkpoint only where ModelOpt's `hf_quant_config.json` names the algorithm.
+KNOWN = {
+    ("args:gptq-8bit-desc-act", "moe_wna16"): "meshsat accepts",
+    ("written:hfq-mxfp8", "modelopt"): "meshsat refuses",
+}
+
+
+#: Folders meshsat refuses to read (one line naming the key): a compressed-tensors config
+#: without `config_groups` (SGLang reads that key when it builds the layers, after this
+#: check), and a `quantization_config` without `quant_method` that no reader claims
+#: (each release refuses it here too).
+UNREAD = ["written:compression-config", "written:qc-without-algo"]
+
+
+#: Folders an older release reads otherwise than 0.5.23, as meshsat does
+#: (`checkpoint_files`), and what it makes of them with no `--quantization`: a flat
+#: `hf_quant_config.json` is a KeyError ('quantization'), one nested twice is no
+#: quantization at all.
+_OLDER = {"written:hfq-flat": "error", "written:hfq-nested": "None"}
+OLDER_PARSER = {"0.5.18": _OLDER, "0.5.19": _OLDER}
+
+
+def _folder(tmp: Path, case: str, record: dict[str, Any]) -> Path:
+    """The case's checkpoint folder, as the recorder built it."""
+    kind, name = case.split(":", 1)
+    d = tmp / case.replace("/", "--").replace(":", "-")
+    d.mkdir()
+    hfq = None
+    if kind == "bundled":
+        shutil.copy(BUNDLE / f"{name}_config.json", d / "config.json")
+        if (BUNDLE / f"{name}_hf_quant_config.json").is_file():
+            shutil.copy(BUNDLE / f"{name}_hf_quant_config.json", d / HF_QUANT_CONFIG)
+        return d
+    if kind == "written":
+        config, hfq = SOURCES["written"][name]
+    elif kind == "catalogue":
+        config = {"quantization_config": catalogue_config(name)["quantization_config"]}
+    else:
+        config = record["written"][name]
+    (d / "config.json").write_text(json.dumps(config))
+    if hfq is not None:
+        (d / HF_QUANT_CONFIG).write_text(json.dumps(hfq))
+    return d
+
+
+@functools.cache
+def _refused(version: str, method: str | None, quantization: str | None) -> bool:
+    """Whether meshsat's loader rules refuse the pair (they read only the two methods and
+    the platform, so one verdict a pair)."""
+    spec = ModelSpec(quant_method=method)
+    layout: dict[str, Any] = {} if quantization is None else {"quantization": quantization}
+    report = validate(layout, spec, explain=False, sglang_version=version)
+    return any(v.rule in RULES for v in report.violations)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_pair_is_judged_as_the_release_does(version: str, tmp_path: Path) -> None:
+    record = RECORDS[version]
+    assert record["sglang"] == version
+    seen, unread, known = 0, [], []
+    for case, answers in sorted(record["cases"].items()):
+        if case in OLDER_PARSER.get(version, {}):
+            assert answers["None"].split()[0] == OLDER_PARSER[version][case], case
+            continue
+        try:
+            spec = ModelSpec.from_file(_folder(tmp_path, case, record))
+        except InputError:
+            unread.append(case)
+            continue
+        for arg, answer in answers.items():
+            quantization = None if arg == "None" else arg
+            refused = answer.startswith("error")
+            got = _refused(version, spec.quant_method, quantization)
+            if (case, arg) in KNOWN:
+                assert got != refused and got == (KNOWN[case, arg] == "meshsat refuses")
+                known.append((case, arg))
+                continue
+            assert got == refused, (case, arg, answer, spec.quant_method)
+            seen += 1
+    assert sorted(known) == sorted(KNOWN)
+    assert seen > 3500, seen
+    assert unread == UNREAD, unread
+
+
+def test_the_record_is_what_fixes_rest_on() -> None:
+    """The catalogue's checkpoints, as 0.5.23 takes them: DeepSeek-V3's FP8 refuses MXFP8
+    and takes ModelOpt FP4 (requantized online), NVIDIA's NVFP4 export takes any method
+    (ModelOpt serves its own), gpt-oss's MXFP4 only itself and quark_mxfp4, and Llama 4
+    Maverick's FBGEMM FP8 loads in no release from 0.5.18."""
+    cases = RECORDS["0.5.23"]["cases"]
+    assert cases["catalogue:deepseek-ai/DeepSeek-V3.2"]["mxfp8"].startswith("error")
+    assert cases["catalogue:deepseek-ai/DeepSeek-V3.2"]["modelopt_fp4"] == "modelopt_fp4"
+    assert cases["catalogue:nvidia/GLM-5-NVFP4"]["fp8"] == "modelopt_fp4"
+    assert [a for a, v in cases["catalogue:openai/gpt-oss-120b"].items() if "error" not in v] == [
+        "None", "mxfp4", "quark_mxfp4", "unquant"
+    ]  # fmt: skip
+    for version in VERSIONS:
+        maverick = RECORDS[version]["cases"][
+            "catalogue:meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8"
+        ]
+        message = RECORDS[version]["errors"][int(maverick["None"].split()[1])]
+        assert message.startswith("Unknown quantization method: fbgemm_fp8")
