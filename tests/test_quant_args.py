@@ -23,6 +23,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.lang.checkpoint_files import HF_QUANT_CONFIG
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.models import catalogue_config
+from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
 
 aic = pytest.importorskip("aiconfigurator_core")
 BUNDLE = Path(aic.__file__).parent / "model_configs"
@@ -136,3 +137,27 @@ def test_the_record_is_what_fixes_rest_on() -> None:
         ]
         message = RECORDS[version]["errors"][int(maverick["None"].split()[1])]
         assert message.startswith("Unknown quantization method: fbgemm_fp8")
+
+
+@pytest.mark.parametrize(
+    "repo",
+    ["deepseek-ai/DeepSeek-V3", "nvidia/Llama-3.1-8B-Instruct-FP4", "openai/gpt-oss-120b",
+     "zai-org/GLM-4.5-FP8", "nvidia/Llama-3.1-70B-Instruct-FP8"],
+)  # fmt: skip
+def test_the_memory_model_refuses_what_the_rule_refuses(repo: str) -> None:
+    """Every command that prices memory reads `--quantization` beside the checkpoint
+    (`with_quantization_flag`) from the rule's one table: it refuses exactly the pairs
+    `QUANT-CHECKPOINT-MISMATCH` refuses, and prices the rest as the checkpoint stores them
+    (a ModelOpt export serves its own method whatever the flag)."""
+    config = catalogue_config(repo)
+    spec = ModelSpec.from_hf_config(config)
+    for q in sorted(RECORDS["0.5.23"]["choices"]):
+        rule = _refused("0.5.23", spec.quant_method, q)
+        try:
+            priced = with_quantization_flag(config, q)
+        except InputError:
+            assert rule, (repo, q)
+            continue
+        assert priced is config
+        known = not _refused("0.5.23", None, q)  # the flag alone passes QUANT-METHOD
+        assert not rule or not known, (repo, q)

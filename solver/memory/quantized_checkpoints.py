@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from meshsat.solver.catalogue.quantization import MODELLED, accepted
 from meshsat.solver.errors import InputError
+from meshsat.solver.lang.checkpoint_quant import read_checkpoint_quant
 
 _FP8_BLOCK = {
     "activation_scheme": "dynamic",
@@ -282,39 +284,6 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 ONLINE_FP8 = ("fp8", "w8a8_fp8")
 
 
-#: `--quantization` values SGLang's `ModelConfig._verify_quantization` (0.5.18-0.5.23) accepts
-#: on a checkpoint whose `quant_method` differs: its `compatible_quantization_methods`, the
-#: methods whose `override_quantization_method` may claim such a checkpoint (awq_marlin on
-#: AWQ, gptq_marlin on GPTQ, moe_wna16 on either: chosen by GPU capability there, so never
-#: refused here), and its `REQUANTIZATION_METHODS`. `None`: any checkpoint (humming claims
-#: every one but gpt-oss's MXFP4; quark_mxfp4 requantizes).
-FLAG_ACCEPTS: Mapping[str, tuple[str, ...] | None] = {
-    "modelopt_fp8": ("modelopt",),
-    "modelopt_fp4": ("modelopt", "fp8"),
-    "modelopt_mixed": ("modelopt",),
-    "nvfp4_online": ("fp8", "modelopt_fp8"),
-    "petit_nvfp4": ("modelopt",),
-    "w8a8_int8": ("compressed-tensors", "compressed_tensors"),
-    "w8a8_fp8": ("compressed-tensors", "compressed_tensors"),
-    "auto-round-int8": ("compressed-tensors", "compressed_tensors"),
-    "awq_marlin": ("awq",),
-    "gptq_marlin": ("gptq",),
-    "marlin": ("awq", "gptq"),
-    "moe_wna16": ("awq", "gptq"),
-    "humming": None,
-    "quark_mxfp4": None,
-}
-
-
-def loads_with_flag(method: str, quantization: str) -> bool:
-    """Whether SGLang loads a checkpoint of `quant_method` `method` under `--quantization`
-    (`FLAG_ACCEPTS`); a refusal is certain, an acceptance may still depend on the GPU."""
-    if quantization == method:
-        return True
-    accepts = FLAG_ACCEPTS.get(quantization, ())
-    return accepts is None or method in accepts
-
-
 def online_quantized(hf: Mapping[str, Any]) -> bool:
     """Whether `hf` is a 16-bit checkpoint that `with_quantization_flag` marked as quantized
     while it loads (per-tensor FP8 scales, not a checkpoint's blocks: the estimator's kernels
@@ -327,23 +296,25 @@ def with_quantization_flag(hf: Mapping[str, Any], quantization: str | None) -> M
     """The config the weights are priced from when `--quantization` is given.
 
     A checkpoint with its own `quantization_config` keeps it: SGLang loads what the
-    checkpoint stores, and `ModelConfig._verify_quantization` refuses a flag it cannot
-    reconcile with it (`loads_with_flag`): that is an `InputError` here too, so every
-    command that prices memory refuses it alike. A 16-bit checkpoint with `--quantization
+    checkpoint stores (a ModelOpt export serves its own method whatever the flag), and
+    `ModelConfig._verify_quantization` refuses a flag it cannot reconcile with it (the
+    rules' table, `catalogue.quantization.accepted`): that is an `InputError` here too, so
+    every command that prices memory refuses it alike. A 16-bit checkpoint with `--quantization
     fp8` is quantized online, so its linears are priced as per-tensor FP8. Other online
     methods are not modelled.
     """
-    if not quantization:
+    if not quantization or quantization == "unquant":  # SGLang resolves unquant to none
         return hf
     own = hf.get("quantization_config")
     if own:
-        method = str(own.get("quant_method", "") if isinstance(own, Mapping) else "").lower()
-        if method and not loads_with_flag(method, quantization):
-            accepted = [method, *(q for q, ms in FLAG_ACCEPTS.items() if ms and method in ms)]
+        # The method as SGLang reads it (a ModelOpt `quant_algo` names FP8, NVFP4, ...).
+        method = read_checkpoint_quant(hf).method or ""
+        ok = accepted(method) if method in MODELLED else (method, quantization)
+        if method and quantization not in ok:
             raise InputError(
                 f"--quantization {quantization} conflicts with the checkpoint's quant_method "
                 f"{method}: SGLang refuses to load it (ModelConfig._verify_quantization); drop "
-                f"the flag or give one it accepts there: {', '.join(accepted)}"
+                f"the flag or give one it accepts there: {', '.join(ok)}"
             )
         return hf
     if quantization in ONLINE_FP8:
