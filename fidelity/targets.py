@@ -256,6 +256,9 @@ UNREACHABLE = {
     "QUANT-CHECKPOINT-METHOD": "a quantized checkpoint's config: recorded by each release's "
     "_verify_quantization on 122 checkpoints (fidelity/quant_args.py; Llama 4 Maverick's "
     "FBGEMM FP8)",
+    "MOE-TRITON-WNA16": "a model class's MoE scheme (the resolution recorder builds no model): "
+    "the release's own WNA16 kernel predicates on 28 weight schemes "
+    "(fidelity/wna16_kernels.py, tests/test_wna16_kernels.py)",
     "MOE-MARLIN-A2A": "a model class's MoE runner under an all-to-all backend (the resolution "
     "recorder builds no model): recorded from Kimi-K2.5's INT4 experts in "
     "tests/fixtures/weight_shapes/models/",

@@ -20,13 +20,19 @@ def marlin_a2a_rule(sm100_triton: bool) -> Rule:
     (`moe_runner/runner.py` `MoeRunner.__init__`: "requires a fused func for a2a backend
     ..."), and compressed-tensors WNA16 experts (Kimi-K2.5's INT4) run on it on CUDA
     (`compressed_tensors.py`'s MoE scheme choice) unless the runner is `triton` (the Triton
-    method) or `flashinfer_trtllm` (MXINT4 checkpoints), or, from 0.5.19 (`sm100_triton`),
-    the auto runner on SM100/SM103. SGLang 0.5.18 to 0.5.23's builds of Kimi-K2.5 under
-    DeepEP, answered as Hopper, raise it (tests/fixtures/weight_shapes/models/); a GPU
-    class is needed (`gpu_sm`), else not checked."""
-    marlin = F.quant_wna16_experts & ~one_of(F.moe_runner_backend, "triton", "flashinfer_trtllm")
+    method), `flashinfer_trtllm` on MXINT4 weights, or, from 0.5.19 (`sm100_triton`), the
+    auto runner on SM100/SM103 with weights the Triton method takes. SGLang 0.5.18 to
+    0.5.23's builds of Kimi-K2.5 under DeepEP, answered as Hopper, raise it
+    (tests/fixtures/weight_shapes/models/); a GPU class is needed (`gpu_sm`), else not
+    checked."""
+    runner = F.moe_runner_backend
+    marlin = (
+        F.quant_wna16_experts
+        & (runner != "triton")
+        & ~((runner == "flashinfer_trtllm") & F.quant_mxint4_experts)
+    )
     cuda = (F.platform == "cuda") & is_set(F.gpu_sm)
-    blackwell_auto = (F.moe_runner_backend == "auto") & one_of(F.gpu_sm, 100, 103)
+    blackwell_auto = (runner == "auto") & one_of(F.gpu_sm, 100, 103) & F.quant_wna16_triton_experts
     return Rule(
         "MOE-MARLIN-A2A",
         marlin & cuda & ~blackwell_auto if sm100_triton else marlin & cuda,
@@ -40,6 +46,18 @@ def marlin_a2a_rule(sm100_triton: bool) -> Rule:
 
 
 MARLIN_A2A = marlin_a2a_rule(sm100_triton=True)
+
+#: From 0.5.19 the Triton WNA16 MoE refuses weights it has no kernel for (CUDA; ROCm
+#: always takes Triton, MXINT4 under flashinfer_trtllm never reaches it).
+TRITON_WNA16 = Rule(
+    "MOE-TRITON-WNA16",
+    F.quant_wna16_experts & (F.moe_runner_backend == "triton") & (F.platform == "cuda"),
+    F.quant_wna16_triton_experts,
+    "The Triton WNA16 MoE backend only supports symmetric INT4 group quantization with "
+    "group_size=32 or 128 and no actorder.",
+    SRC,
+    hint="--moe-runner-backend auto (Marlin), or a checkpoint of 4-bit symmetric groups",
+)
 
 
 RULES: tuple[Rule, ...] = (
@@ -84,6 +102,7 @@ RULES: tuple[Rule, ...] = (
         SRC,
     ),
     MARLIN_A2A,
+    TRITON_WNA16,
 )
 
 

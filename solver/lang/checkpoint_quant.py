@@ -75,6 +75,12 @@ class CheckpointQuant:
     #: activations (WNA16: Kimi-K2.5's INT4), the scheme whose MoE runs on SGLang's Marlin
     #: runner on CUDA before SM100.
     wna16: bool = False
+    #: Those WNA16 weights are MXINT4 (4-bit symmetric static integer groups of 32,
+    #: compressed-tensors' `_is_mxint4a16`): the FlashInfer TRT-LLM runner serves them.
+    mxint4: bool = False
+    #: Those WNA16 weights are ones the Triton WNA16 MoE takes (4-bit symmetric integer
+    #: groups of 32 or 128, no activation order: `_is_wna16_triton_moe_supported`).
+    wna16_triton: bool = False
 
 
 def read_checkpoint_quant(hf: Mapping[str, Any]) -> CheckpointQuant:
@@ -191,6 +197,22 @@ def is_wna16_group(group: Mapping[str, Any]) -> bool:
     )
 
 
+def wna16_kernels(group: Mapping[str, Any]) -> dict[str, bool]:
+    """Which MoE kernels besides Marlin take a WNA16 group's weights (0.5.18 to 0.5.23's
+    `_is_mxint4a16` and `_is_wna16_triton_moe_supported`)."""
+    w = group["weights"]
+    int4_groups = (
+        w.get("num_bits") == 4
+        and str(w.get("type", "int")) == "int"
+        and str(w.get("strategy")) == "group"
+        and w.get("symmetric") is True
+    )
+    return {
+        "mxint4": int4_groups and w.get("group_size") == 32 and not w.get("dynamic"),
+        "wna16_triton": int4_groups and w.get("group_size") in (32, 128) and not w.get("actorder"),
+    }
+
+
 def _compressed_tensors(
     qc: Mapping[str, Any], facts: Callable[..., CheckpointQuant]
 ) -> CheckpointQuant:
@@ -207,21 +229,24 @@ def _compressed_tensors(
         weights = group.get("weights") if isinstance(group, Mapping) else None
         if not isinstance(weights, Mapping):
             raise InputError(f"model config: {key} must be a mapping, got {shown(weights)}")
-    wna16 = any(is_wna16_group(g) for g in groups.values())
+    wna16_groups = [g for g in groups.values() if is_wna16_group(g)]
+    wna16 = bool(wna16_groups)
+    kernels = wna16_kernels(wna16_groups[0]) if wna16_groups else {}
     for name, group in groups.items():
         weights = group["weights"]
         strategy = weights.get("strategy")
         if strategy == "block":
             key = f"quantization_config.config_groups.{name}.weights.block_structure"
             n, k = _block(weights.get("block_structure"), key)
-            return facts(block_n=n, block_k=k, wna16=wna16)
+            return facts(block_n=n, block_k=k, wna16=wna16, **kernels)
         if strategy in ("tensor", "channel", "token"):
             continue
         return facts(
             not_checked=f"the {strategy} strategy of compressed-tensors is not modelled",
             wna16=wna16,
+            **kernels,
         )
-    return facts(wna16=wna16)
+    return facts(wna16=wna16, **kernels)
 
 
 def _skipped_families(qc: Mapping[str, Any], *, regex: bool) -> set[str]:

@@ -209,6 +209,16 @@ class ModelSpec(BaseModel):
         description="Routed experts in compressed-tensors WNA16 (integer weights, 16-bit "
         "activations), which SGLang's Marlin MoE runner serves on CUDA before SM100.",
     )
+    quant_mxint4_experts: bool = Field(
+        False,
+        description="Those WNA16 experts are MXINT4 (4-bit symmetric integer groups of 32), "
+        "which the FlashInfer TRT-LLM MoE runner serves instead of Marlin.",
+    )
+    quant_wna16_triton_experts: bool = Field(
+        False,
+        description="Those WNA16 experts are ones SGLang's Triton WNA16 MoE takes (4-bit "
+        "symmetric integer groups of 32 or 128, no activation order).",
+    )
 
     @classmethod
     def from_hf_config(cls, hf: Mapping[str, Any]) -> ModelSpec:
@@ -292,6 +302,8 @@ class ModelSpec(BaseModel):
             quant_experts=quant.experts,
             quant_shared_experts=quant.shared_experts,
             quant_wna16_experts=quant.wna16 and quant.experts,
+            quant_mxint4_experts=quant.mxint4 and quant.experts,
+            quant_wna16_triton_experts=quant.wna16_triton and quant.experts,
         )
 
     @classmethod

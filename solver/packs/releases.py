@@ -593,8 +593,9 @@ V0_5_18 = apply(
                 tuple(a for a in ENCODER_DISAGG_ARCHITECTURES if a != "Dots3NoteForCausalLM")
             ),
         ),
-        # deepep_v2 is not a --moe-a2a-backend choice yet (the choice rule refuses it).
-        remove_rules=("A2A-DEEPEP-V2-RUNNER",),
+        # deepep_v2 is not a --moe-a2a-backend choice yet (the choice rule refuses it);
+        # its WNA16 MoE takes Triton whatever the weights.
+        remove_rules=("A2A-DEEPEP-V2-RUNNER", "MOE-TRITON-WNA16"),
         rename_handlers=_RENAMED_0_5_18,
         handler_order=tuple(dict(_RENAMED_0_5_18).get(h, h) for h in PIPELINE_ORDER),
         absent_fields=(*SEED.absent_fields, "deepep_v2_mode"),
