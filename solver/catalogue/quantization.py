@@ -55,36 +55,6 @@ _BASE_QUANT = (
 )
 
 
-def quant_known(also: tuple[str, ...] = ()) -> Rule:
-    """The loader's check of --quantization; `also`: methods a release's loader knows
-    beyond 0.5.23's on every platform (0.5.19 still has GPTQ). It reads the method the
-    checkpoint's overrides leave (`claimed`), not the argument as typed."""
-    return Rule(
-        "QUANT-METHOD",
-        is_set(F.quantization) & ~claimed(),
-        one_of(F.quantization, *_BASE_QUANT, *also)
-        | ((F.quantization == "mxfp4") & one_of(F.platform, "cuda", "hip"))
-        | ((F.quantization == "gptq") & (F.platform == "npu")),
-        "Unknown quantization method: {quantization} (this platform's SGLang loader does not "
-        "know it).",
-        SRC,
-    )
-
-
-def claimed() -> Expr:
-    """The checkpoint's override replaces `--quantization` with its own method before the
-    registry is asked: ModelOpt FP8 and FP4 exports claim any argument but an online one
-    (`_modelopt_override_quantization_method`), mixed precision any but requantization
-    (its override asks nothing), and GPTQ / AWQ turn `marlin` into their Marlin method."""
-    online = one_of(F.quantization, *REQUANTIZATION)
-    return (
-        (one_of(F.quant_method, "modelopt_fp8", "modelopt_fp4") & ~online
-         & (F.quantization != "nvfp4_online"))
-        | ((F.quant_method == "modelopt_mixed") & ~online)
-        | (one_of(F.quant_method, *CONVERSIONS) & (F.quantization == "marlin"))
-    )  # fmt: skip
-
-
 #: REQUANTIZATION_METHODS: online requantization, taken over any checkpoint.
 REQUANTIZATION = ("quark_mxfp4",)
 _CT = ("compressed-tensors", "compressed_tensors")
@@ -133,6 +103,25 @@ def accepted(method: str) -> tuple[str, ...]:
     return tuple(q for q in _CHOICES if q in ok)
 
 
+def claimed() -> Expr:
+    """The checkpoint's override replaces `--quantization` with its own method before the
+    registry is asked: ModelOpt FP8 and FP4 exports claim any argument but an online one
+    (`_modelopt_override_quantization_method`), mixed precision any but requantization
+    (its override asks nothing), and GPTQ / AWQ turn `marlin` into their Marlin method."""
+    online = one_of(F.quantization, *REQUANTIZATION)
+    return (
+        (one_of(F.quant_method, *MODELOPT_CLAIMED[:2]) & ~online
+         & (F.quantization != "nvfp4_online"))
+        | ((F.quant_method == "modelopt_mixed") & ~online)
+        | (one_of(F.quant_method, *CONVERSIONS) & (F.quantization == "marlin"))
+    )  # fmt: skip
+
+
+#: The checkpoint methods whose pairs are modelled: the registry's, MXFP4, and FBGEMM FP8
+#: (it takes only Humming and online requantization); any other is not checked.
+MODELLED: tuple[str, ...] = tuple(dict.fromkeys((*CHECKPOINT_METHODS, "mxfp4", "fbgemm_fp8")))
+
+
 def _pair_ok() -> Expr:
     """Each modelled checkpoint method with the choices it takes, guard first: a refusal
     is worded by the one alternative whose guard holds (`render._Shower.why_false`)."""
@@ -141,10 +130,6 @@ def _pair_ok() -> Expr:
         out = out | ((F.quant_method == m) & one_of(F.quantization, *accepted(m)))
     return out
 
-
-#: The checkpoint methods whose pairs are modelled: the registry's, MXFP4, and FBGEMM FP8
-#: (it takes only Humming and online requantization); any other is not checked.
-MODELLED: tuple[str, ...] = tuple(dict.fromkeys((*CHECKPOINT_METHODS, "mxfp4", "fbgemm_fp8")))
 
 QUANT_CHECKPOINT = Rule(
     "QUANT-CHECKPOINT-MISMATCH",
@@ -166,3 +151,19 @@ QUANT_CHECKPOINT_METHOD = Rule(
     SRC,
     hint="a checkpoint in a format this release loads (FP8, ModelOpt, compressed-tensors)",
 )
+
+
+def quant_known(also: tuple[str, ...] = ()) -> Rule:
+    """The loader's check of --quantization; `also`: methods a release's loader knows
+    beyond 0.5.23's on every platform (0.5.19 still has GPTQ). It reads the method the
+    checkpoint's overrides leave (`claimed`), not the argument as typed."""
+    return Rule(
+        "QUANT-METHOD",
+        is_set(F.quantization) & ~claimed(),
+        one_of(F.quantization, *_BASE_QUANT, *also)
+        | ((F.quantization == "mxfp4") & one_of(F.platform, "cuda", "hip"))
+        | ((F.quantization == "gptq") & (F.platform == "npu")),
+        "Unknown quantization method: {quantization} (this platform's SGLang loader does not "
+        "know it).",
+        SRC,
+    )
