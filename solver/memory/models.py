@@ -806,6 +806,14 @@ _BUNDLED_PUBLISHED: dict[str, Published] = {
         _hf("zai-org/GLM-5", "744B total, 40B active; active without the embedding and head"),
         active_counts="no_embeddings_or_head",
     ),
+    "moonshotai/Kimi-K2.5": Published(
+        1026.9,
+        32,
+        _hf("moonshotai/Kimi-K2.5", "1T total, 32B activated, a 400M MoonViT encoder; the"
+            " text model is Kimi-K2's (the Hub's count of that checkpoint, 1026.5B) and the"
+            " total adds the encoder"),
+        active_counts="no_embedding",
+    ),
     "stepfun-ai/Step-3.5-Flash": Published(
         196,
         11,
