@@ -193,16 +193,23 @@ def meshsat_resolved(env: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def judge(rec: dict[str, Any], pack: str = "0.5.19", launch_recorded: bool = True) -> Outcome:
+def judge(
+    rec: dict[str, Any],
+    pack: str = "0.5.19",
+    launch_recorded: bool = True,
+    spec: ModelSpec | None = None,
+) -> Outcome:
     """meshsat's verdict on one recorded config, on the pack of the release recorded.
-    `launch_recorded`: the fixture ran `check_server_args()` on accepted configs."""
+    `launch_recorded`: the fixture ran `check_server_args()` on accepted configs; `spec`:
+    the model facts, where the record's model is not one of `fidelity/models/`."""
     cfg = release_config(rec)
     # The recorder's CUDA machine is an H100 (fidelity/runner.py SM90_CUDA).
     cfg["platform"] = rec.get("platform", "cpu")
     if cfg["platform"] == "cuda":
         cfg["gpu_sm"] = 90
     try:
-        report = validate(Config(**cfg), model(rec["model"]), explain=False, sglang_version=pack)
+        facts = spec if spec is not None else model(rec["model"])
+        report = validate(Config(**cfg), facts, explain=False, sglang_version=pack)
     except (InputError, ValueError) as exc:
         # Config rejects the value outright: the counterpart of SGLang's argparse.
         out = Outcome(rec, False, ("input",), None)

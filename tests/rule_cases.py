@@ -550,6 +550,12 @@ CASES: tuple[Case, ...] = (
         model={"quant_wna16_experts": True},
     ),
     case(
+        "MOE-TRITON-WNA16",
+        {"tp_size": 8, "moe_runner_backend": "triton"},
+        {"moe_runner_backend": "auto"},
+        model={"quant_wna16_experts": True},
+    ),
+    case(
         "WEIGHT-VISION-MLP",
         {"tp_size": 32, "nnodes": 4, "enable_dp_attention": True, "dp_size": 32},
         {"tp_size": 16, "nnodes": 2, "dp_size": 16},

@@ -18,14 +18,23 @@ from meshsat.solver.lang.rule import Resolution, assign
 A2A_FORCING_EP = tuple(b for b in A2A_BACKENDS if b not in ("none", "ascend_tp"))
 
 
+#: A DSA model's prefill CP where SGLang's DeepSeek-family override configures it.
+_DSA_CP = F.is_deepseek_dsa & F.enable_prefill_cp & (F.platform != "npu")
+
+
 def _strategy_of(mode: Expr) -> Expr:
     return ite(mode == "in-seq-split", "zigzag", "interleave")
 
 
-def _legacy_cp() -> Resolution:
+def legacy_cp(dsa_default: bool) -> Resolution:
+    """`dsa_default`: the DeepSeek-family override, which sets a DSA model's attention
+    backend to dsa, runs before this step (0.5.19's pipeline; 0.5.18's `__post_init__`
+    runs it after), so a DSA model's prefill CP takes the DSA spellings too."""
     legacy, dsa_legacy = F.enable_prefill_context_parallel, F.enable_dsa_prefill_context_parallel
     mirror = ~(legacy & dsa_legacy) & F.enable_prefill_cp & is_set(F.cp_strategy)
     use_dsa = dsa_legacy | one_of(F.attention_backend, "dsa", "dsv4")
+    if dsa_default:
+        use_dsa = use_dsa | (F.is_deepseek_dsa & ~is_set(F.attention_backend))
     mode = ite(F.cp_strategy == "zigzag", "in-seq-split", "round-robin-split")
     return Resolution(
         "R-LEGACY-CP",
@@ -74,7 +83,7 @@ RESOLUTIONS: tuple[Resolution, ...] = (
             ),
         ),
     ),
-    _legacy_cp(),
+    legacy_cp(dsa_default=True),
     Resolution(
         "R-GRAPH-BACKEND",
         "cuda_graph_config",
@@ -171,14 +180,20 @@ RESOLUTIONS: tuple[Resolution, ...] = (
     Resolution(
         "R-CP-DSA",
         "DeepSeek sparse-attention model overrides",
-        "DSA models (DeepSeek V3.2, GLM-5) run prefill CP over the whole attention-TP group",
+        "DSA models (DeepSeek V3.2, GLM-5) run prefill CP over the whole attention-TP group "
+        "with a replicated dense MLP (zigzag also with DeepEP over all ranks)",
         (
-            assign(F.is_deepseek_dsa & F.enable_prefill_cp, attn_cp_size=F.tp_size // attn_dp),
+            # `_deepseek_family_overrides` (0.5.18, 0.5.19): on a GPU or CPU, not NPU; the
+            # dense-MLP width for either strategy (0.5.23: zigzag only).
             assign(
-                F.is_deepseek_dsa & F.enable_prefill_cp & (F.cp_strategy == "zigzag"),
+                _DSA_CP,
+                attn_cp_size=F.tp_size // attn_dp,
+                moe_dense_tp_size=1,
+            ),
+            assign(
+                _DSA_CP & (F.cp_strategy == "zigzag"),
                 moe_a2a_backend="deepep",
                 ep_size=F.tp_size,
-                moe_dense_tp_size=1,
             ),
         ),
     ),

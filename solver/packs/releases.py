@@ -20,6 +20,7 @@ from meshsat.solver.catalogue import (
     model,
     moe_kernel,
     quantization,
+    resolution,
     topology,
     weight_shapes,
 )
@@ -596,6 +597,9 @@ V0_5_18 = apply(
         # deepep_v2 is not a --moe-a2a-backend choice yet (the choice rule refuses it);
         # its WNA16 MoE takes Triton whatever the weights.
         remove_rules=("A2A-DEEPEP-V2-RUNNER", "MOE-TRITON-WNA16"),
+        # Its __post_init__ mirrors the legacy CP flags before the DeepSeek-family override
+        # sets a DSA model's attention backend (measured on GLM-5: the non-DSA spelling).
+        replace_resolutions=(resolution.legacy_cp(dsa_default=False),),
         rename_handlers=_RENAMED_0_5_18,
         handler_order=tuple(dict(_RENAMED_0_5_18).get(h, h) for h in PIPELINE_ORDER),
         absent_fields=(*SEED.absent_fields, "deepep_v2_mode"),
