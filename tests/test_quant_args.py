@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from meshsat.solver import validate
+from meshsat.solver.catalogue.quantization import served
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.checkpoint_files import HF_QUANT_CONFIG
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -161,3 +162,23 @@ def test_the_memory_model_refuses_what_the_rule_refuses(repo: str) -> None:
         assert priced is config
         known = not _refused("0.5.23", None, q)  # the flag alone passes QUANT-METHOD
         assert not rule or not known, (repo, q)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_what_the_loader_serves_is_what_meshsat_says(version: str, tmp_path: Path) -> None:
+    """Where a checkpoint's override replaces the typed `--quantization` (a ModelOpt
+    export's own method, GPTQ/AWQ's Marlin for `marlin`), `served` names what the release
+    settled on; where the release keeps the typed method, it says nothing."""
+    record = RECORDS[version]
+    replaced = 0
+    for case, answers in sorted(record["cases"].items()):
+        if case in OLDER_PARSER.get(version, {}) or case in UNREAD:
+            continue
+        spec = ModelSpec.from_file(_folder(tmp_path, case, record))
+        for arg, answer in answers.items():
+            if arg in ("None", "unquant") or answer.startswith("error") or (case, arg) in KNOWN:
+                continue
+            got = served(spec.quant_method, arg)
+            assert got == (None if answer == arg else answer), (case, arg, answer)
+            replaced += got is not None
+    assert replaced > 500, replaced

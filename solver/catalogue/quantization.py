@@ -117,6 +117,21 @@ def claimed() -> Expr:
     )  # fmt: skip
 
 
+def served(method: str | None, quantization: str | None) -> str | None:
+    """The method SGLang's loader serves when a checkpoint's override replaces the typed
+    `--quantization` (`claimed`): a ModelOpt export's own, or GPTQ / AWQ's Marlin method
+    for `marlin`; None where it serves what was typed (or the pair is refused)."""
+    if method is None or quantization in (None, "unquant", *REQUANTIZATION):
+        return None
+    if method in MODELOPT_CLAIMED and quantization != method:
+        if quantization == "nvfp4_online" and method != "modelopt_mixed":
+            return None
+        return method
+    if method in CONVERSIONS and quantization == "marlin":
+        return f"{method}_marlin"
+    return None
+
+
 #: The checkpoint methods whose pairs are modelled: the registry's, MXFP4, and FBGEMM FP8
 #: (it takes only Humming and online requantization); any other is not checked.
 MODELLED: tuple[str, ...] = tuple(dict.fromkeys((*CHECKPOINT_METHODS, "mxfp4", "fbgemm_fp8")))
