@@ -1024,7 +1024,9 @@ def close_models(name: str, n: int = 3) -> list[str]:
             difflib.SequenceMatcher(None, tail, own).ratio(),
         )
         if len(tail) >= 4 and own.startswith(tail):
-            ratio = max(ratio, 0.75)
+            # Cut at a word boundary (`Kimi-K2` of `Kimi-K2-Instruct`) ranks before cut
+            # inside a name (`Kimi-K2` of `Kimi-K2.5`, another release).
+            ratio = max(ratio, 0.9 if own[len(tail) : len(tail) + 1] in ("-", "_") else 0.75)
         if ratio >= 0.75:
             scored.append((-ratio, key))
     return [key for _, key in sorted(scored)[:n]]
