@@ -169,6 +169,97 @@ def _m(*parts: Mapping[str, Any], **kw: Any) -> dict[str, Any]:
     return out
 
 
+#: Kimi-K2's text model: DeepSeek-V3's MLA widths with 64 heads and 384 experts.
+_KIMI_K2 = _m(
+    _DEEPSEEK_V3,
+    model_type="kimi_k2",
+    num_attention_heads=64,
+    num_key_value_heads=64,
+    n_routed_experts=384,
+    first_k_dense_replace=1,
+    vocab_size=163840,
+    num_nextn_predict_layers=0,
+)
+#: Kimi-K2.5 as published: INT4 only (compressed-tensors WNA16 experts in groups of 32;
+#: attention, shared experts and the dense MLP left 16-bit), Kimi-K2's text model with its
+#: long-context YaRN, and the MoonViT tower (`vision_config`, KimiK25VisionConfig's names);
+#: the keys are those of the config.json aiconfigurator-core 0.12.0 bundles
+#: (moonshotai--Kimi-K2.5_config.json, checked key by key by tests/test_catalogue_configs.py).
+_KIMI_K25_INT4: dict[str, Any] = {
+    "config_groups": {
+        "group_0": {
+            "input_activations": None,
+            "output_activations": None,
+            "targets": ["Linear"],
+            "weights": {
+                "actorder": None,
+                "block_structure": None,
+                "dynamic": False,
+                "group_size": 32,
+                "num_bits": 4,
+                "observer": "minmax",
+                "observer_kwargs": {},
+                "strategy": "group",
+                "symmetric": True,
+                "type": "int",
+            },
+        }
+    },
+    "format": "pack-quantized",
+    "ignore": [
+        "lm_head",
+        "re:.*self_attn.*",
+        "re:.*shared_experts.*",
+        "re:.*mlp\\.(gate|up|gate_up|down)_proj.*",
+    ],
+    "kv_cache_scheme": None,
+    "quant_method": "compressed-tensors",
+    "quantization_status": "compressed",
+}
+_KIMI_K25: dict[str, Any] = {
+    "architectures": ["KimiK25ForConditionalGeneration"],
+    "model_type": "kimi_k25",
+    "tie_word_embeddings": False,
+    "media_placeholder_token_id": 163605,
+    "text_config": _m(
+        {k: v for k, v in _KIMI_K2.items() if k != "torch_dtype"},
+        n_group=1,
+        topk_group=1,
+        max_position_embeddings=262144,
+        rope_scaling={
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "factor": 64.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+            "type": "yarn",
+        },
+        rope_theta=50000.0,
+        quantization_config=_KIMI_K25_INT4,
+    ),
+    "vision_config": {
+        "init_pos_emb_height": 64,
+        "init_pos_emb_time": 4,
+        "init_pos_emb_width": 64,
+        "merge_kernel_size": [2, 2],
+        "merge_type": "sd2_tpool",
+        "mm_hidden_size": 1152,
+        "mm_projector_type": "patchmerger",
+        "patch_size": 14,
+        "pos_emb_type": "divided_fixed",
+        "projector_hidden_act": "gelu",
+        "projector_ln_eps": 1e-05,
+        "text_hidden_size": 7168,
+        "video_attn_type": "spatial_temporal",
+        "vt_hidden_size": 1152,
+        "vt_intermediate_size": 4304,
+        "vt_num_attention_heads": 16,
+        "vt_num_hidden_layers": 27,
+    },
+}
+
+
 def _alternating(n: int) -> list[str]:
     return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
 
@@ -265,16 +356,7 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
         ),
     ),
     "moonshotai/Kimi-K2-Instruct": (
-        _m(
-            _DEEPSEEK_V3,
-            model_type="kimi_k2",
-            num_attention_heads=64,
-            num_key_value_heads=64,
-            n_routed_experts=384,
-            first_k_dense_replace=1,
-            vocab_size=163840,
-            num_nextn_predict_layers=0,
-        ),
+        _KIMI_K2,
         Published(
             1026.5,
             32,
@@ -282,6 +364,20 @@ _CATALOGUE: dict[str, tuple[dict[str, Any], Published]] = {
             " checkpoint's tensors, 1026.5B (the card rounds to 1T total, 32B activated;"
             " the tech report, arXiv 2507.20534, says 1.04T, which no count of this"
             " config reaches)",
+            active_counts="no_embedding",
+        ),
+    ),
+    "moonshotai/Kimi-K2.5": (
+        _KIMI_K25,
+        Published(
+            1026.9,
+            32,
+            _hf(
+                "moonshotai/Kimi-K2.5",
+                "1T total, 32B activated, a 400M MoonViT encoder; the"
+                " text model is Kimi-K2's (the Hub's count of that checkpoint, 1026.5B) and the"
+                " total adds the encoder",
+            ),
             active_counts="no_embedding",
         ),
     ),
@@ -805,14 +901,6 @@ _BUNDLED_PUBLISHED: dict[str, Published] = {
         40,
         _hf("zai-org/GLM-5", "744B total, 40B active; active without the embedding and head"),
         active_counts="no_embeddings_or_head",
-    ),
-    "moonshotai/Kimi-K2.5": Published(
-        1026.9,
-        32,
-        _hf("moonshotai/Kimi-K2.5", "1T total, 32B activated, a 400M MoonViT encoder; the"
-            " text model is Kimi-K2's (the Hub's count of that checkpoint, 1026.5B) and the"
-            " total adds the encoder"),
-        active_counts="no_embedding",
     ),
     "stepfun-ai/Step-3.5-Flash": Published(
         196,
