@@ -18,11 +18,7 @@ from typing import Any
 
 from meshsat import solver
 from meshsat.solver.cli.formats import write_csv
-from meshsat.solver.cli.memory_options import (
-    checked_quantization,
-    fraction_flags,
-    report_pack,
-)
+from meshsat.solver.cli.memory_options import checked_quantization, fraction_flags, report_pack
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, err, note, out
 from meshsat.solver.errors import InputError
