@@ -25,6 +25,7 @@ from meshsat.solver.lang.checkpoint_files import HF_QUANT_CONFIG
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.models import catalogue_config
 from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
+from tests.cli_helpers import run_cli
 
 aic = pytest.importorskip("aiconfigurator_core")
 BUNDLE = Path(aic.__file__).parent / "model_configs"
@@ -182,3 +183,33 @@ def test_what_the_loader_serves_is_what_meshsat_says(version: str, tmp_path: Pat
             assert got == (None if answer == arg else answer), (case, arg, answer)
             replaced += got is not None
     assert replaced > 500, replaced
+
+
+MAVERICK_FP8 = "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("plan", "--model", MAVERICK_FP8, "--gpu", "H200", "--gpus", "8", "--rank", "kv"),
+        ("plan", "--model", MAVERICK_FP8, "--gpu", "H200", "--gpus", "8"),
+        ("enumerate", "--model", MAVERICK_FP8, "--gpus", "8", "--count"),
+        ("enumerate", "--model", MAVERICK_FP8, "--gpus", "8"),
+    ],
+)
+def test_an_empty_listing_names_the_loader_s_refusal(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
+) -> None:
+    """No layout of a checkpoint the release cannot load is listed; the line says so, not
+    "nothing fits" (FBGEMM FP8 is in no loader from 0.5.18)."""
+    res = run_cli(capsys, *args)
+    assert res.code == 1
+    assert "no layout" in res.err and "starts, on any GPUs" in res.err
+    assert "[QUANT-CHECKPOINT-METHOD] Unknown quantization method: fbgemm_fp8" in res.err
+    assert "fits" not in res.err
+
+
+def test_a_layout_that_does_not_fit_still_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_cli(capsys, "plan", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200",
+                  "--gpus", "2", "--rank", "kv")  # fmt: skip
+    assert res.code == 1 and "no legal layout of deepseek-ai/DeepSeek-V3 fits 2 x H200" in res.err

@@ -22,6 +22,7 @@ from meshsat.solver.cli.enumerate_perf import (
 from meshsat.solver.cli.formats import OutputFormat, chosen
 from meshsat.solver.cli.layout_options import layout_inputs, read_layout
 from meshsat.solver.cli.layout_writers import Writer, column_width
+from meshsat.solver.cli.loader_check import loader_refusal
 from meshsat.solver.cli.memory_options import (
     ContextLengthOpt,
     FreeMemoryOpt,
@@ -56,7 +57,7 @@ from meshsat.solver.enumeration.space import (
     varied_fields,
 )
 from meshsat.solver.errors import InputError
-from meshsat.solver.inputs.layout_input import LayoutSources
+from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
 from meshsat.solver.lang.expr import Expr
 from meshsat.solver.lang.limits import MAX_GPUS
 from meshsat.solver.packs import get_pack
@@ -312,6 +313,8 @@ def enumerate_cmd(
             if limit is not None:
                 total = min(total, limit)
             sys.stdout.write(f"{total}\n")
+            if not total:
+                _why_none(layout, sglang_version)
             raise typer.Exit(0 if total else 1)
 
         chosen_fmt = chosen(None if fmt is None else OutputFormat(fmt.value), as_json)
@@ -339,9 +342,19 @@ def enumerate_cmd(
             written = writer.write_all(rows)
         finally:
             progress.close()
-        if not written:
+        if not written and not _why_none(layout, sglang_version):
             note("no layout satisfies the rules and filters for these GPUs")
         raise typer.Exit(0 if written else 1)
+
+
+def _why_none(layout: LayoutInput, sglang_version: str | None) -> bool:
+    """Say, when it is so, that no layout lists because the release's loader refuses the
+    checkpoint itself (whatever the widths); whether it was said."""
+    given = {n: getattr(layout.config, n) for n in layout.config.user_set()}
+    refusal = loader_refusal(given, layout.model, sglang_version)
+    if refusal is not None:
+        note(f"no layout starts, on any GPUs: {refusal}")
+    return refusal is not None
 
 
 def _count(e: Enumerator, gpus: int, up_to: bool) -> int:

@@ -388,7 +388,12 @@ def plan_cmd(
         plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
         if plot is not None:
             note(f"plot written to {plot}")
-        none = plan_perf.nothing_fits(rows_p, workload, model, gpus, g.name)
+        empty = (
+            ""
+            if rows_p
+            else plan_perf.no_layout(model, model, quantization, g, gpus, sglang_version)
+        )
+        none = plan_perf.nothing_fits(rows_p, workload, model, gpus, g.name, empty)
         if none:
             note(none)
             raise typer.Exit(1)
@@ -427,7 +432,7 @@ def plan_cmd(
         if disk is not None:
             note(disk)
     if not rows:
-        note(f"no legal layout of {model} fits {gpus} x {g.name}")
+        note(plan_perf.no_layout(model, model, quantization, g, gpus, sglang_version))
         raise typer.Exit(1)
 
 

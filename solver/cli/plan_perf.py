@@ -18,6 +18,7 @@ from typing import Any
 
 from meshsat import solver
 from meshsat.solver.cli.formats import write_csv
+from meshsat.solver.cli.loader_check import loader_refusal
 from meshsat.solver.cli.memory_options import checked_quantization, fraction_flags, report_pack
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, err, note, out
@@ -266,13 +267,32 @@ def ranked_rows(
     return rows, ranked, len(ranked)
 
 
-def nothing_fits(rows: Sequence[PerfRow], w: Workload, model: object, gpus: int, gpu: str) -> str:
-    """Why `plan` (CLI and /api/plan) exits 1: no layout loads, or none whose weights load
-    holds one request of ISL + OSL tokens in its KV cache (every row `does not fit`: the
-    worst sort last, so the first row tells), as `plan --disagg` exits 1 for the same
-    question; "" when the first row has an estimate."""
+def no_layout(
+    model: str | Mapping[str, Any],
+    name: object,
+    quantization: str | None,
+    g: Gpu,
+    gpus: int,
+    sglang_version: str | None,
+) -> str:
+    """Why `plan` found no layout (`name`: the model as the line names it): the release's
+    loader refuses the checkpoint itself, whatever the layout (`loader_refusal`), or none
+    is legal and loads on these GPUs."""
+    refusal = loader_refusal(plan_given(quantization, g), checkpoint_spec(model), sglang_version)
+    if refusal is not None:
+        return f"no layout of {name} starts, on any GPUs: {refusal}"
+    return f"no legal layout of {name} fits {gpus} x {g.name}"
+
+
+def nothing_fits(
+    rows: Sequence[PerfRow], w: Workload, model: object, gpus: int, gpu: str, empty: str
+) -> str:
+    """Why `plan` (CLI and /api/plan) exits 1: no layout at all (`empty`, `no_layout`'s
+    line), or none whose weights load holds one request of ISL + OSL tokens in its KV cache
+    (every row `does not fit`: the worst sort last, so the first row tells), as `plan
+    --disagg` exits 1 for the same question; "" when the first row has an estimate."""
     if not rows:
-        return f"no legal layout of {model} fits {gpus} x {gpu}"
+        return empty
     if rows[0].source == "does not fit":
         return (
             f"no layout of {model} on {gpus} x {gpu} holds one request of ISL + OSL = "

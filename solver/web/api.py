@@ -243,7 +243,13 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         plan_gpu,
         plan_layouts,
     )
-    from meshsat.solver.cli.plan_perf import nothing_fits, perf_document, perf_rows, ranking_note
+    from meshsat.solver.cli.plan_perf import (
+        no_layout,
+        nothing_fits,
+        perf_document,
+        perf_rows,
+        ranking_note,
+    )
     from meshsat.solver.memory.models import catalogue_config
     from meshsat.solver.perf.workload import cli_workload
 
@@ -291,7 +297,9 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
             progress=lambda done, total: work.step(estimated=done, of=total),
         )  # fmt: skip
         document = perf_document(rows_p, workload, g.name, shapes)
-        none = nothing_fits(rows_p, workload, model_path or "the model", gpus, g.name)
+        name = model_path or "the model"
+        empty = "" if rows_p else no_layout(model, name, quantization, g, gpus, version)
+        none = nothing_fits(rows_p, workload, name, gpus, g.name, empty)
         ranking, found = ranking_note(workload), not none
     else:
         rows = plan_layouts(
@@ -303,7 +311,9 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         document, ranking, found = plan_document(rows, g), RANKING, bool(rows)
     if params.get("emit") is not None and found:
         return Answer(lws_document(document, params, g, model_path), 0, ())
-    notes = () if found else (none or f"no legal layout fits {gpus} x {g.name}",)
+    if not found and not none:
+        none = no_layout(model, model_path or "the model", quantization, g, gpus, version)
+    notes = () if found else (none,)
     return Answer(document, 0 if found else 1, (ranking, *notes))
 
 
