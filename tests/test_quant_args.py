@@ -185,6 +185,18 @@ def test_what_the_loader_serves_is_what_meshsat_says(version: str, tmp_path: Pat
     assert replaced > 500, replaced
 
 
+def test_validate_reports_what_the_loader_serves() -> None:
+    """In the report's notes (JSON included), not a resolved field: SGLang's arguments keep
+    the typed value."""
+    spec = ModelSpec.from_hf_config(catalogue_config("nvidia/Llama-3.1-8B-Instruct-FP4"))
+    report = validate({"quantization": "fp8"}, spec, explain=False, sglang_version="0.5.23")
+    assert report.valid and report.resolved_env["quantization"] == "fp8"
+    (n,) = [n for n in report.notes if n.resolution == "R-LOADER-QUANT"]
+    assert (n.field, n.old, n.new) == ("quantization", "fp8", "modelopt_fp4")
+    plain = validate({"quantization": "modelopt_fp4"}, spec, explain=False)
+    assert not [n for n in plain.notes if n.resolution == "R-LOADER-QUANT"]
+
+
 MAVERICK_FP8 = "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8"
 
 

@@ -319,19 +319,6 @@ def quant_note(not_checked: str | None) -> None:
         note(f"weight shapes not checked: {not_checked}")
 
 
-def served_note(method: str | None, quantization: str | None) -> None:
-    """Say when the checkpoint's override replaces the typed `--quantization`: the loader
-    then serves another method than the command names, silently."""
-    from meshsat.solver.catalogue.quantization import served
-
-    got = served(method, quantization)
-    if got is not None:
-        note(
-            f"SGLang will serve {got}, not --quantization {quantization}: the checkpoint's "
-            f"{method} overrides it (ModelConfig._verify_quantization)"
-        )
-
-
 def note(text: str) -> None:
     """One diagnostic line; `text` may quote user input, so it is never read as markup."""
     run = _run.get()

@@ -23,7 +23,7 @@ from meshsat.solver.cli.memory_options import (
     with_gpu_class,
     with_memory,
 )
-from meshsat.solver.cli.output import note, out, served_note
+from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import VIOLATION_COLUMNS, print_report, violation_rows
 from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
 from meshsat.solver.errors import InputError
@@ -141,8 +141,6 @@ def validate_cmd(
         raise typer.Exit(rewrite_out(*rewritten(layout, sglang_version), chosen(fmt, as_json)))
     report = validate(layout.config, layout.model, sglang_version=sglang_version)
     report = with_launch_checks(report, layout, strict=strict)
-    if layout.model is not None:
-        served_note(layout.model.quant_method, layout.config.quantization)
     model = sources.model or (Path(layout.model_source) if layout.model_source else None)
     report, mem = with_memory(
         report, model, gpu, gpu_memory, context_length, report_pack(sglang_version),

@@ -13,6 +13,7 @@ from typing import Any
 
 from meshsat.solver.backends.pyeval import compiled
 from meshsat.solver.backends.render import failure_detail, format_message
+from meshsat.solver.catalogue.quantization import served
 from meshsat.solver.inputs import as_config, as_model
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.limits import flag_of
@@ -95,6 +96,7 @@ def validate(
         for ri, si, name, old, new in changes
         if not steps[ri].steps[si].quiet
     )
+    notes += _loader_notes(pack, spec, resolved, errors)
     valid = not errors
     conflict = None
     if explain or (explain is None and not valid):
@@ -112,6 +114,37 @@ def validate(
         resolved_env=MappingProxyType(resolved),
         conflict=conflict,
         sglang_version=pack.version,
+    )
+
+
+def _loader_notes(
+    pack: Pack, spec: ModelSpec | None, resolved: Mapping[str, Any], errors: list[Violation]
+) -> tuple[Note, ...]:
+    """What the model loader serves when the checkpoint's override replaces the typed
+    `--quantization` (`catalogue.quantization.served`: a ModelOpt export's own method,
+    GPTQ / AWQ's Marlin for `marlin`). Not a resolution step: `server_args` keeps the typed
+    value, which later handlers read; only `ModelConfig.quantization` changes."""
+    typed = resolved.get("quantization")
+    if spec is None or typed is None or "QUANT-CHECKPOINT-MISMATCH" not in pack.by_id:
+        return ()
+    if any(v.rule in ("QUANT-METHOD", "QUANT-CHECKPOINT-MISMATCH") for v in errors):
+        return ()
+    got = served(spec.quant_method, typed)
+    if got is None:
+        return ()
+    because = (
+        f"the checkpoint's {spec.quant_method} overrides it in the model loader (the "
+        "server's arguments keep the typed value)"
+    )
+    return (
+        Note(
+            "R-LOADER-QUANT",
+            "quantization",
+            typed,
+            got,
+            because,
+            "ModelConfig._verify_quantization",
+        ),
     )
 
 
