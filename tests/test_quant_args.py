@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fidelity.checkpoint_resolution import checkpoint_folder
 from meshsat.solver import validate
 from meshsat.solver.catalogue.quantization import served
 from meshsat.solver.errors import InputError
@@ -62,14 +62,11 @@ OLDER_PARSER = {"0.5.18": _OLDER, "0.5.19": _OLDER}
 def _folder(tmp: Path, case: str, record: dict[str, Any]) -> Path:
     """The case's checkpoint folder, as the recorder built it."""
     kind, name = case.split(":", 1)
+    if kind == "bundled":
+        return checkpoint_folder(BUNDLE, name, tmp / "bundled")
     d = tmp / case.replace("/", "--").replace(":", "-")
     d.mkdir()
     hfq = None
-    if kind == "bundled":
-        shutil.copy(BUNDLE / f"{name}_config.json", d / "config.json")
-        if (BUNDLE / f"{name}_hf_quant_config.json").is_file():
-            shutil.copy(BUNDLE / f"{name}_hf_quant_config.json", d / HF_QUANT_CONFIG)
-        return d
     if kind == "written":
         config, hfq = SOURCES["written"][name]
     elif kind == "catalogue":

@@ -168,12 +168,18 @@ QUANT_CHECKPOINT_METHOD = Rule(
 )
 
 
+#: The loader's rules, which read the quantization, the checkpoint's method and the
+#: platform, never a width (so a refusal holds for every layout alike).
+QUANT_METHOD = "QUANT-METHOD"
+LOADER_RULES = (QUANT_METHOD, QUANT_CHECKPOINT.id, QUANT_CHECKPOINT_METHOD.id)
+
+
 def quant_known(also: tuple[str, ...] = ()) -> Rule:
     """The loader's check of --quantization; `also`: methods a release's loader knows
     beyond 0.5.23's on every platform (0.5.19 still has GPTQ). It reads the method the
     checkpoint's overrides leave (`claimed`), not the argument as typed."""
     return Rule(
-        "QUANT-METHOD",
+        QUANT_METHOD,
         is_set(F.quantization) & ~claimed(),
         one_of(F.quantization, *_BASE_QUANT, *also)
         | ((F.quantization == "mxfp4") & one_of(F.platform, "cuda", "hip"))

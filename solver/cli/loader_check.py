@@ -11,11 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from meshsat.solver.catalogue.quantization import LOADER_RULES
 from meshsat.solver.lang.model_spec import ModelSpec
-
-#: The loader's rules (`catalogue.quantization`): they read the quantization, the
-#: checkpoint's method and the platform, never a width.
-LOADER_RULES = ("QUANT-METHOD", "QUANT-CHECKPOINT-MISMATCH", "QUANT-CHECKPOINT-METHOD")
 
 
 def loader_refusal(

@@ -316,10 +316,10 @@ def with_gpu_class(layout: LayoutInput, gpu_name: str | None) -> LayoutInput:
     it, and a non-NVIDIA GPU leaves it unknown (those rules then ask `platform`)."""
     if gpu_name is None or layout.config.gpu_sm is not None:
         return layout
-    sm = gpu(gpu_name).gpu_sm
-    if sm is None:
+    fields = gpu(gpu_name).layout_fields
+    if not fields:
         return layout
-    return replace(layout, config=layout.config.model_copy(update={"gpu_sm": sm}))
+    return replace(layout, config=layout.config.model_copy(update=fields))
 
 
 def with_memory(

@@ -388,12 +388,11 @@ def plan_cmd(
         plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
         if plot is not None:
             note(f"plot written to {plot}")
-        empty = (
-            ""
+        none = (
+            plan_perf.nothing_fits(rows_p, workload, model, gpus, g.name)
             if rows_p
             else plan_perf.no_layout(model, model, quantization, g, gpus, sglang_version)
         )
-        none = plan_perf.nothing_fits(rows_p, workload, model, gpus, g.name, empty)
         if none:
             note(none)
             raise typer.Exit(1)

@@ -94,14 +94,11 @@ def width_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dict
 def plan_given(quantization: str | None, g: Gpu) -> dict[str, Any]:
     """The fields `plan` sets on every layout it enumerates, so the rules that read them
     judge it: `--quantization`, checked as `--set` checks the field (one readable line on
-    a bad value), which its commands carry; and the GPU's class (`Gpu.gpu_sm`, as
+    a bad value), which its commands carry; and the GPU's class (`Gpu.layout_fields`, as
     `validate --gpu` sets it), so no layout the GPU refuses is planned (Marlin MoE under
     an all-to-all on Hopper, MegaMOE below SM90)."""
     q = checked_quantization(quantization)
-    given: dict[str, Any] = {} if q is None else {"quantization": q}
-    if g.gpu_sm is not None:
-        given["gpu_sm"] = g.gpu_sm
-    return given
+    return {**({} if q is None else {"quantization": q}), **g.layout_fields}
 
 
 def ranking_note(w: Workload) -> str:
@@ -284,16 +281,12 @@ def no_layout(
     return f"no legal layout of {name} fits {gpus} x {g.name}"
 
 
-def nothing_fits(
-    rows: Sequence[PerfRow], w: Workload, model: object, gpus: int, gpu: str, empty: str
-) -> str:
-    """Why `plan` (CLI and /api/plan) exits 1: no layout at all (`empty`, `no_layout`'s
-    line), or none whose weights load holds one request of ISL + OSL tokens in its KV cache
-    (every row `does not fit`: the worst sort last, so the first row tells), as `plan
-    --disagg` exits 1 for the same question; "" when the first row has an estimate."""
-    if not rows:
-        return empty
-    if rows[0].source == "does not fit":
+def nothing_fits(rows: Sequence[PerfRow], w: Workload, model: object, gpus: int, gpu: str) -> str:
+    """Why `plan` (CLI and /api/plan) exits 1 with rows: none whose weights load holds one
+    request of ISL + OSL tokens in its KV cache (every row `does not fit`: the worst sort
+    last, so the first row tells), as `plan --disagg` exits 1 for the same question; ""
+    when the first row has an estimate. Without rows, `no_layout` says why."""
+    if rows and rows[0].source == "does not fit":
         return (
             f"no layout of {model} on {gpus} x {gpu} holds one request of ISL + OSL = "
             f"{w.isl + w.osl:,} tokens in its KV cache"

@@ -71,6 +71,12 @@ class Gpu:
         return self.compute_capability if self.vendor == "nvidia" and self.catalogued else None
 
     @property
+    def layout_fields(self) -> dict[str, Any]:
+        """The layout fields this GPU sets on every layout of a listing (`IMPLIED_BY_GPU`):
+        its class where known."""
+        return {} if self.gpu_sm is None else {"gpu_sm": self.gpu_sm}
+
+    @property
     def has_speeds(self) -> bool:
         return self.hbm_tbps > 0 and self.bf16_tflops > 0
 
@@ -145,7 +151,8 @@ def gpu(name: str) -> Gpu:
     raise InputError(f"unknown GPU {name!r}; {hint}known: {', '.join(GPUS)} (or give --gpu-memory)")
 
 
-#: Layout fields a GPU sets (`Gpu.gpu_sm`) that no command carries: no SGLang flag says them.
+#: Layout fields a GPU sets (`Gpu.layout_fields`) that no command carries: no SGLang flag
+#: says them.
 IMPLIED_BY_GPU = ("gpu_sm",)
 
 

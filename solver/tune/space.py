@@ -241,8 +241,8 @@ def layout_space(
     mm = MemoryModel(config, g, context_length=context_length)
     filters = tuple(where)
     found: list[tuple[Layout, int, float]] = []
-    # The GPU class the rules read, as `validate --gpu` sets it (`Gpu.gpu_sm`).
-    base = {} if g.gpu_sm is None else {"gpu_sm": g.gpu_sm}
+    # The GPU class the rules read, as `validate --gpu` sets it.
+    base = g.layout_fields
     for lay in enumerate_layouts(gpus, base=base, model=spec, where=filters, sglang_version=pack):
         m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
         if m.fits:

@@ -13,7 +13,7 @@ from typing import Any
 
 from meshsat.solver.backends.pyeval import compiled
 from meshsat.solver.backends.render import failure_detail, format_message
-from meshsat.solver.catalogue.quantization import served
+from meshsat.solver.catalogue.quantization import QUANT_CHECKPOINT, QUANT_METHOD, served
 from meshsat.solver.inputs import as_config, as_model
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.limits import flag_of
@@ -125,9 +125,9 @@ def _loader_notes(
     GPTQ / AWQ's Marlin for `marlin`). Not a resolution step: `server_args` keeps the typed
     value, which later handlers read; only `ModelConfig.quantization` changes."""
     typed = resolved.get("quantization")
-    if spec is None or typed is None or "QUANT-CHECKPOINT-MISMATCH" not in pack.by_id:
+    if spec is None or typed is None or QUANT_CHECKPOINT.id not in pack.by_id:
         return ()
-    if any(v.rule in ("QUANT-METHOD", "QUANT-CHECKPOINT-MISMATCH") for v in errors):
+    if any(v.rule in (QUANT_METHOD, QUANT_CHECKPOINT.id) for v in errors):
         return ()
     got = served(spec.quant_method, typed)
     if got is None:

@@ -297,10 +297,8 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
             progress=lambda done, total: work.step(estimated=done, of=total),
         )  # fmt: skip
         document = perf_document(rows_p, workload, g.name, shapes)
-        name = model_path or "the model"
-        empty = "" if rows_p else no_layout(model, name, quantization, g, gpus, version)
-        none = nothing_fits(rows_p, workload, name, gpus, g.name, empty)
-        ranking, found = ranking_note(workload), not none
+        none = nothing_fits(rows_p, workload, model_path or "the model", gpus, g.name)
+        ranking, found = ranking_note(workload), bool(rows_p) and not none
     else:
         rows = plan_layouts(
             model, g, gpus, context_length=params["context_length"], gpus_per_node=per_node,
