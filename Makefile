@@ -37,8 +37,10 @@ demo: $(STAMP)
 	@$(PY) -m meshsat.cp.demo --spawn 4 --set tp_size=4 --set attn_cp_size=2 \
 		--set enable_prefill_cp=true --set cp_strategy=zigzag
 
+# One pytest worker per core (`-n auto`; two on the CI machine); worksteal keeps the few
+# long tests (the 384-GPU brute-force oracle) from queueing behind each other.
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist worksteal
 	$(MAKE) --no-print-directory lint
 
 lint: $(STAMP)
