@@ -14,7 +14,11 @@ arguments are every choice of the release's own `--quantization` parser. The rec
 what the release's `ModelConfig._verify_quantization` does, called on a `ModelConfig`
 holding only what it reads (`hf_config`, `model_path`, `quantization`, the draft flags):
 the quantization it settles on (`None`: unquantized), or `error N`, the N-th of the
-messages it raised (`errors`). The platform is answered as a
+messages it raised (`errors`). Where it settles on an online requantization method
+(`quark_mxfp4`), the model loader's next step is recorded too, `get_quant_config`, which
+builds that method's config from the checkpoint's and refuses sources it cannot
+requantize (`solver/lang/requant_source.py`); its refusal is the pair's `error N`. The
+platform is answered as a
 CUDA Hopper GPU (`_as_hopper`). 0.4.6.post5 is not recorded: its FBGEMM FP8 comes from
 vLLM, which its venv here does not hold.
 """
@@ -62,6 +66,25 @@ WRITTEN: list[tuple[str, dict[str, Any]]] = [
     ("awq-4bit", {"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128,
                                           "zero_point": True, "version": "gemm"}}),
     ("mxfp8-native", {"quantization_config": {"quant_method": "mxfp8"}}),
+    # The sources online MXFP4 requantization reads from config.json (requant_source.py).
+    ("quark-nvfp4", {"quantization_config": {"quant_method": "quark", "global_quant_config": {
+        "weight": [{"dtype": "fp4", "qscheme": "per_group", "group_size": 16,
+                    "is_dynamic": False},
+                   {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": False}]}}}),
+    ("quark-fp8", {"quantization_config": {"quant_method": "quark", "global_quant_config": {
+        "weight": {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": False}}}}),
+    ("fp8-static", {"quantization_config": {"quant_method": "fp8",
+                                            "activation_scheme": "static"}}),
+    ("modelopt-mixed-stated", {"quantization_config": {
+        "quant_method": "modelopt", "quant_algo": "MIXED_PRECISION",
+        "kv_cache_quant_algo": None,
+        "quantized_layers": {"model.layers.0.mlp.experts.0.down_proj": {"quant_algo": "NVFP4"},
+                             "model.layers.0.self_attn.o_proj": {"quant_algo": "FP8"}}}}),
+    ("modelopt-mixed-uneven", {"quantization_config": {
+        "quant_method": "modelopt", "quant_algo": "MIXED_PRECISION",
+        "kv_cache_quant_algo": None,
+        "quantized_layers": {"model.layers.0.mlp.down_proj": {"quant_algo": "NVFP4"},
+                             "model.layers.1.mlp.down_proj": {"quant_algo": "FP8"}}}}),
 ]  # fmt: skip
 
 
@@ -134,11 +157,38 @@ def verify(model_config: Any, folder: Path, quantization: str | None) -> dict[st
     mc.is_draft_quantization_explicit = False
     try:
         mc._verify_quantization()
+        if mc.quantization in REQUANTIZATION:
+            _loader_config(mc.quantization, json.loads((folder / "config.json").read_text()),
+                           folder)  # fmt: skip
     except ValueError as exc:  # SGLang's own refusals
         return {"error": str(exc)[:ERROR_CHARS]}
     except Exception as exc:  # what else the release raises is the record too
         return {"error": f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]}
     return {"quantization": mc.quantization}
+
+
+#: The releases' REQUANTIZATION_METHODS (configs/model_config.py).
+REQUANTIZATION = ("quark_mxfp4",)
+
+
+def _loader_config(quantization: str, cfg: dict[str, Any], folder: Path) -> None:
+    """The release's `get_quant_config` for the settled method, as the model loader calls
+    it: the config as `AutoConfig` gives it (a wrapper's `text_config` an object too:
+    0.5.18 reads it with `getattr`)."""
+    from sglang.srt.model_loader.weight_utils import get_quant_config
+    from transformers import PretrainedConfig
+
+    if isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg, "text_config": PretrainedConfig(**cfg["text_config"])}
+    mc = types.SimpleNamespace(
+        quantization=quantization,
+        hf_config=PretrainedConfig(**cfg),
+        model_path=str(folder),
+        revision=None,
+        is_draft_model=False,
+        is_draft_quantization_explicit=False,
+    )
+    get_quant_config(mc, types.SimpleNamespace(download_dir=None), {})
 
 
 def _as_hopper() -> None:

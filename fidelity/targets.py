@@ -254,8 +254,11 @@ UNREACHABLE = {
     "--quantization mxfp8 and fp8 (fidelity/weight_shapes/models.py build), and pair by "
     "pair by each release's _verify_quantization (fidelity/quant_args.py)",
     "QUANT-CHECKPOINT-METHOD": "a quantized checkpoint's config: recorded by each release's "
-    "_verify_quantization on 122 checkpoints (fidelity/quant_args.py; Llama 4 Maverick's "
+    "_verify_quantization on 127 checkpoints (fidelity/quant_args.py; Llama 4 Maverick's "
     "FBGEMM FP8)",
+    "QUANT-REQUANT-SOURCE": "a quantized checkpoint's config, read when the model loads: "
+    "recorded by each release's get_quant_config for --quantization quark_mxfp4 on the same "
+    "127 checkpoints (fidelity/quant_args.py)",
     "MOE-TRITON-WNA16": "a model class's MoE scheme (the resolution recorder builds no model): "
     "the release's own WNA16 kernel predicates on 28 weight schemes "
     "(fidelity/wna16_kernels.py, tests/test_wna16_kernels.py)",

@@ -4,8 +4,10 @@
 The oracle is each release's own `ModelConfig._verify_quantization`, recorded on every
 checkpoint folder aiconfigurator-core bundles, the written ones of
 `fidelity/quant_sources.py`, the quantized checkpoints of meshsat's catalogue and a few
-more (GPTQ, AWQ, native MXFP8), with every choice of the release's `--quantization` and
-none (`fidelity/quant_args.py` -> tests/fixtures/quant_args/<version>.json).
+more (GPTQ, AWQ, native MXFP8, the sources online MXFP4 requantization reads), with every
+choice of the release's `--quantization` and none (`fidelity/quant_args.py` ->
+tests/fixtures/quant_args/<version>.json); for `quark_mxfp4`, also the loader's
+`get_quant_config`, which refuses the sources it cannot requantize.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 
 from fidelity.checkpoint_resolution import checkpoint_folder
 from meshsat.solver import validate
-from meshsat.solver.catalogue.quantization import served
+from meshsat.solver.catalogue.quantization import LOADER_RULES, served
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.checkpoint_files import HF_QUANT_CONFIG
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -33,7 +35,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 SOURCES = json.loads((FIXTURES / "quant_sources" / "0.5.23.json").read_text())
 VERSIONS = ("0.5.18", "0.5.19", "0.5.23")
 RECORDS = {v: json.loads((FIXTURES / "quant_args" / f"{v}.json").read_text()) for v in VERSIONS}
-RULES = ("QUANT-METHOD", "QUANT-CHECKPOINT-MISMATCH", "QUANT-CHECKPOINT-METHOD")
+RULES = LOADER_RULES
 
 #: Pairs meshsat judges otherwise, for want of a fact it does not read: MoE-WNA16 takes a
 #: GPTQ checkpoint only with `desc_act` off; `--quantization modelopt` takes an MXFP8
@@ -80,10 +82,13 @@ def _folder(tmp: Path, case: str, record: dict[str, Any]) -> Path:
 
 
 @functools.cache
-def _refused(version: str, method: str | None, quantization: str | None) -> bool:
-    """Whether meshsat's loader rules refuse the pair (they read only the two methods and
-    the platform, so one verdict a pair)."""
-    spec = ModelSpec(quant_method=method)
+def _refused(
+    version: str, method: str | None, quantization: str | None, requantizable: bool = True
+) -> bool:
+    """Whether meshsat's loader rules refuse the pair (they read only the two methods,
+    whether online requantization takes the checkpoint, and the platform: one verdict
+    a pair)."""
+    spec = ModelSpec(quant_method=method, quant_mxfp4_requantizable=requantizable)
     layout: dict[str, Any] = {} if quantization is None else {"quantization": quantization}
     report = validate(layout, spec, explain=False, sglang_version=version)
     return any(v.rule in RULES for v in report.violations)
@@ -106,7 +111,8 @@ def test_each_pair_is_judged_as_the_release_does(version: str, tmp_path: Path) -
         for arg, answer in answers.items():
             quantization = None if arg == "None" else arg
             refused = answer.startswith("error")
-            got = _refused(version, spec.quant_method, quantization)
+            got = _refused(version, spec.quant_method, quantization,
+                           spec.quant_mxfp4_requantizable)  # fmt: skip
             if (case, arg) in KNOWN:
                 assert got != refused and got == (KNOWN[case, arg] == "meshsat refuses")
                 known.append((case, arg))
@@ -121,21 +127,35 @@ def test_each_pair_is_judged_as_the_release_does(version: str, tmp_path: Path) -
 def test_the_record_is_what_fixes_rest_on() -> None:
     """The catalogue's checkpoints, as 0.5.23 takes them: DeepSeek-V3's FP8 refuses MXFP8
     and takes ModelOpt FP4 (requantized online), NVIDIA's NVFP4 export takes any method
-    (ModelOpt serves its own), gpt-oss's MXFP4 only itself and quark_mxfp4, and Llama 4
-    Maverick's FBGEMM FP8 loads in no release from 0.5.18."""
+    (ModelOpt serves its own), gpt-oss's MXFP4 only itself, and Llama 4 Maverick's
+    FBGEMM FP8 loads in no release from 0.5.18. Online MXFP4 requantization passes the
+    config check on all of them, and the loader then takes FP8 with dynamic activations
+    (DeepSeek) but refuses MXFP4, FBGEMM FP8 and a stated ModelOpt FP8 config."""
     cases = RECORDS["0.5.23"]["cases"]
     assert cases["catalogue:deepseek-ai/DeepSeek-V3.2"]["mxfp8"].startswith("error")
     assert cases["catalogue:deepseek-ai/DeepSeek-V3.2"]["modelopt_fp4"] == "modelopt_fp4"
     assert cases["catalogue:nvidia/GLM-5-NVFP4"]["fp8"] == "modelopt_fp4"
     assert [a for a, v in cases["catalogue:openai/gpt-oss-120b"].items() if "error" not in v] == [
-        "None", "mxfp4", "quark_mxfp4", "unquant"
+        "None", "mxfp4", "unquant"
     ]  # fmt: skip
+    assert cases["catalogue:deepseek-ai/DeepSeek-V3.2"]["quark_mxfp4"] == "quark_mxfp4"
     for version in VERSIONS:
         maverick = RECORDS[version]["cases"][
             "catalogue:meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8"
         ]
         message = RECORDS[version]["errors"][int(maverick["None"].split()[1])]
         assert message.startswith("Unknown quantization method: fbgemm_fp8")
+        for repo, method in (
+            ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "fbgemm_fp8"),
+            ("openai/gpt-oss-120b", "mxfp4"),
+            ("nvidia/Llama-3.1-70B-Instruct-FP8", "modelopt"),
+        ):
+            answer = RECORDS[version]["cases"][f"catalogue:{repo}"]["quark_mxfp4"]
+            message = RECORDS[version]["errors"][int(answer.split()[1])]
+            assert message.startswith(
+                "NotImplementedError: Requantization into quark_mxfp4 is not supported, "
+                f"from the original quant_method={method}"
+            ), (version, repo, message)
 
 
 @pytest.mark.parametrize(

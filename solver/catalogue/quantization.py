@@ -4,7 +4,7 @@ checkpoint's own method, and the two side by side (`ModelConfig._verify_quantiza
 Why one module: SGLang decides all three in one step, while the model config is built
 (before any parallel handler), so a layout with a refused pair stops there. The tables
 below are that function's in 0.5.18, 0.5.19 and 0.5.23 (the same in all three), proven
-pair by pair against each release's own function on 122 checkpoints x every choice of
+pair by pair against each release's own function on 127 checkpoints x every choice of
 its `--quantization` (fidelity/quant_args.py -> tests/fixtures/quant_args/;
 tests/test_quant_args.py replays them).
 """
@@ -55,7 +55,8 @@ _BASE_QUANT = (
 )
 
 
-#: REQUANTIZATION_METHODS: online requantization, taken over any checkpoint.
+#: REQUANTIZATION_METHODS: online requantization, which `_verify_quantization` takes over
+#: any checkpoint; the loader then takes only some sources (QUANT_REQUANT_SOURCE).
 REQUANTIZATION = ("quark_mxfp4",)
 _CT = ("compressed-tensors", "compressed_tensors")
 #: compatible_quantization_methods: a `--quantization` and the checkpoint methods it may
@@ -168,10 +169,29 @@ QUANT_CHECKPOINT_METHOD = Rule(
 )
 
 
-#: The loader's rules, which read the quantization, the checkpoint's method and the
+#: Raised when the model loader builds the quantization config, after the arguments.
+LOAD_SRC = "model_loader/weight_utils.py get_quant_config"
+
+QUANT_REQUANT_SOURCE = Rule(
+    "QUANT-REQUANT-SOURCE",
+    one_of(F.quantization, *REQUANTIZATION) & is_set(F.quant_method),
+    F.quant_mxfp4_requantizable,
+    "Requantization into {quantization} is not supported, from the original "
+    "quant_method={quant_method} (the loader requantizes NVFP4, FP8 with dynamic "
+    "activations and ModelOpt NVFP4/FP8 mixes only).",
+    LOAD_SRC,
+    hint="drop --quantization: the checkpoint's own scheme is used",
+)
+
+#: The loader's rules, which read the quantization, the checkpoint's facts and the
 #: platform, never a width (so a refusal holds for every layout alike).
 QUANT_METHOD = "QUANT-METHOD"
-LOADER_RULES = (QUANT_METHOD, QUANT_CHECKPOINT.id, QUANT_CHECKPOINT_METHOD.id)
+LOADER_RULES = (
+    QUANT_METHOD,
+    QUANT_CHECKPOINT.id,
+    QUANT_CHECKPOINT_METHOD.id,
+    QUANT_REQUANT_SOURCE.id,
+)
 
 
 def quant_known(also: tuple[str, ...] = ()) -> Rule:

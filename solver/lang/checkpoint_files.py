@@ -36,6 +36,10 @@ from meshsat.solver.lang.limits import (
 
 #: ModelOpt's quantization file in a checkpoint folder (`_parse_quant_hf_config`).
 HF_QUANT_CONFIG = "hf_quant_config.json"
+#: Set on a config whose `quantization_config` meshsat rewrote: what config.json states
+#: (None: nothing, the scheme came from HF_QUANT_CONFIG). The model loader reads the
+#: stated one, under its own `quant_method`, apart from the file (`requant_source`).
+QUANT_STATED_KEY = "meshsat_stated_quantization"
 
 
 def read_checkpoint_config(path: str | Path) -> dict[str, Any]:
@@ -117,7 +121,9 @@ def with_sglang_quantization(hf: Mapping[str, Any], folder: Path | None) -> Mapp
         if qc.get("quant_method", "modelopt") != "modelopt":
             return hf
         parsed = modelopt_method({"quantization": qc})
-        return hf if parsed is None else {**hf, "quantization_config": {**qc, **parsed}}
+        if parsed is None:
+            return hf
+        return {**hf, "quantization_config": {**qc, **parsed}, QUANT_STATED_KEY: qc}
     if qc is not None:
         return hf  # not a mapping: the readers say so with the key's name
     compression = hf.get("compression_config")
@@ -144,4 +150,8 @@ def with_sglang_quantization(hf: Mapping[str, Any], folder: Path | None) -> Mapp
     parsed = modelopt_method(data)
     if parsed is None:
         return hf
-    return {**hf, "quantization_config": {**unwrap_modelopt(data), **parsed}}
+    return {
+        **hf,
+        "quantization_config": {**unwrap_modelopt(data), **parsed},
+        QUANT_STATED_KEY: None,
+    }

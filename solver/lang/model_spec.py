@@ -19,6 +19,7 @@ from meshsat.solver.lang.checkpoint_quant import read_checkpoint_quant
 from meshsat.solver.lang.limits import (
     shown,
 )
+from meshsat.solver.lang.requant_source import mxfp4_requantizable
 
 #: When SGLang fuses a model's shared expert into its routed MoE (`shared_experts_fusion`).
 Fusion = Literal["when_ep_1", "any_ep"]
@@ -219,6 +220,12 @@ class ModelSpec(BaseModel):
         description="Those WNA16 experts are ones SGLang's Triton WNA16 MoE takes (4-bit "
         "symmetric integer groups of 32 or 128, no activation order).",
     )
+    quant_mxfp4_requantizable: bool = Field(
+        True,
+        description="`--quantization quark_mxfp4` can requantize the checkpoint when it loads "
+        "(NVFP4, FP8 with dynamic activations, a ModelOpt NVFP4/FP8 mix, or no stated "
+        "quantization; lang/requant_source.py).",
+    )
 
     @classmethod
     def from_hf_config(cls, hf: Mapping[str, Any]) -> ModelSpec:
@@ -304,6 +311,7 @@ class ModelSpec(BaseModel):
             quant_wna16_experts=quant.wna16 and quant.experts,
             quant_mxint4_experts=quant.mxint4 and quant.experts,
             quant_wna16_triton_experts=quant.wna16_triton and quant.experts,
+            quant_mxfp4_requantizable=mxfp4_requantizable(hf),
         )
 
     @classmethod

@@ -68,6 +68,7 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "check_server_args",
     "SGLang launch checks",
     "derive_parallel_widths",
+    quantization.LOAD_SRC,
     "model weight sharding",
     *weight_shapes.SOURCES,
 )
@@ -78,6 +79,7 @@ LAUNCH_SOURCES = (
     "check_server_args",
     "SGLang launch checks",
     "derive_parallel_widths",
+    quantization.LOAD_SRC,
     "model weight sharding",
     *weight_shapes.SOURCES,
 )
@@ -183,6 +185,7 @@ _MOE_ADDED: tuple[Rule, ...] = (
     quantization.quant_known(("gptq",)),
     quantization.QUANT_CHECKPOINT_METHOD,
     quantization.QUANT_CHECKPOINT,
+    quantization.QUANT_REQUANT_SOURCE,
     *attention_backend.RULES,
     moe_kernel.MARLIN_EP,
     a2a.DEEPEP_V2_SPEC,
@@ -218,7 +221,9 @@ SEED = apply(
         add_resolutions=(_MXFP8_RUNNER, _LOAD_BALANCE),
         handler_order=PIPELINE_ORDER,
         # check_lora_moe_runner_args runs in check_server_args(), at launch.
-        launch_only=_LAUNCH_RULES | {r.id for r in moe_kernel.LORA_RULES},
+        launch_only=_LAUNCH_RULES
+        | {r.id for r in moe_kernel.LORA_RULES}
+        | {quantization.QUANT_REQUANT_SOURCE.id},
     ),
 )
 
