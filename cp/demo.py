@@ -22,7 +22,7 @@ import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import torch
 import torch.distributed as dist
@@ -36,6 +36,7 @@ from meshsat.cp.kvcache import LayerKV
 from meshsat.solver import Config, InvalidLayoutError, MeshsatError, ModelSpec
 from meshsat.solver.errors import InputError
 from meshsat.solver.examples import path_of
+from meshsat.solver.groups import plan_layout
 from meshsat.solver.inputs.convert import coerce, config_from_values
 from meshsat.solver.inputs.files import load_config_file
 from meshsat.solver.packs import get_pack, known_versions
@@ -173,8 +174,16 @@ def _version(text: str) -> str:
     return text
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad input is one line on stderr and exit 2, as meshsat's CLI says it (argparse
+    prints its usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="python -m meshsat.cp.demo",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -257,9 +266,8 @@ def worker(args: argparse.Namespace) -> int:
         error, used_cp = run_layer(handle, _batch(args), args.seed, dtype)
     except (MeshsatError, CPError) as exc:
         if rank == 0:
-            one_line = "; ".join(part.strip() for part in str(exc).splitlines())
-            print(f"meshsat.cp.demo: error: {one_line}", file=sys.stderr)
-        return 1 if isinstance(exc, InvalidLayoutError) else 2
+            _say(exc)
+        return _status(exc)
     mine: RankReport = (rank, handle.members["attn_cp"], handle.members["attn_tp"], error)
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, mine)
@@ -294,6 +302,40 @@ def _spawned(rank: int, world: int, init_file: str, args: argparse.Namespace) ->
         sys.exit(code)
 
 
+def _say(exc: BaseException) -> None:
+    """The error as one line: the validator's message lists its rules on lines of their own."""
+    parts = [p.strip() for p in str(exc).splitlines() if p.strip()]
+    text = " ".join(p if p.endswith(":") or p is parts[-1] else p + ";" for p in parts)
+    print(f"meshsat.cp.demo: error: {text}", file=sys.stderr)
+
+
+def _status(exc: BaseException) -> int:
+    return 1 if isinstance(exc, InvalidLayoutError) else 2
+
+
+def _checked(args: argparse.Namespace) -> int:
+    """The layout and batch checked before any process starts (an invalid layout or a
+    process count other than its GPU count fails at once, not after N interpreters load
+    torch); 0 when they hold. The ranks check them again, as torchrun's must."""
+    try:
+        with warnings.catch_warnings():  # the ranks say them, once
+            warnings.simplefilter("ignore")
+            planned = plan_layout(load_config(args), MODEL, sglang_version=args.sglang_version)
+        _batch(args)
+    except MeshsatError as exc:
+        _say(exc)
+        return _status(exc)
+    needed = planned.rank_map.widths.world
+    if needed != args.spawn:
+        print(
+            f"meshsat.cp.demo: error: the layout uses {needed} GPU(s) (gpus_used); --spawn "
+            f"starts {args.spawn} process(es)",
+            file=sys.stderr,
+        )
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     torch.set_num_threads(1)
@@ -301,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.spawn < 1:
             print("meshsat.cp.demo: error: --spawn needs a positive process count", file=sys.stderr)
             return 2
+        if code := _checked(args):
+            return code
         # Plain processes, not torch.multiprocessing.spawn: its join kills the other ranks
         # at the first non-zero exit, and every rank must finish its collectives.
         context = torch.multiprocessing.get_context("spawn")

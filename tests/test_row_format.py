@@ -157,3 +157,25 @@ def test_rows_of_another_width_fail_loudly() -> None:
 def test_no_columns() -> None:
     assert _written("jsonl", [], [], [(1,), (2,)]) == "{}\n{}\n"
     assert _written("json", [], [], [(1,), (2,)]) == "[\n{},\n{}\n]\n"
+
+
+@pytest.mark.parametrize("cut", [1, 5, BATCH + 7, 3 * BATCH + 1])
+def test_a_json_array_cut_short_still_parses(cut: int) -> None:
+    """`enumerate --timeout` (or Ctrl-C) stops the rows mid-stream: the error still
+    propagates, and what was written is a closed array of the rows written whole, in
+    order (rows still held in memory are dropped, never half-written)."""
+
+    class Deadline(Exception):
+        pass
+
+    def rows() -> Any:
+        for i in range(cut):
+            yield (i, f"r{i}")
+        raise Deadline
+
+    stream = io.StringIO()
+    with pytest.raises(Deadline):
+        Writer("json", ["n", "s"], [0, 1], stream).write_all(rows())
+    got = json.loads(stream.getvalue())
+    assert [r["n"] for r in got] == list(range(len(got)))
+    assert 1 <= len(got) <= cut and all(r["s"] == f"r{r['n']}" for r in got)

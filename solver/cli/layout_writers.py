@@ -5,7 +5,9 @@ more than generating the row. Rows are taken `CHUNK` at a time and formatted by 
 generated loop (`row_format.compile_lines`): a row costs one cache lookup per column and
 one f-string, and the stream gets one `writelines` per `BATCH` rows. Output is
 flushed after the first row and then at least every `FLUSH_S` seconds (checked once
-per chunk), so the first lines appear at once even in a pipe.
+per chunk), so the first lines appear at once even in a pipe. A JSON array cut short
+(`--timeout`, Ctrl-C) is closed after its last whole row before the error propagates, so
+what was written still parses, as JSON lines and CSV do line by line.
 """
 
 from __future__ import annotations
@@ -112,22 +114,28 @@ class Writer:
         buf: list[str] = []
         held = 0
         last = time.monotonic()
-        while chunk := list(islice(it, CHUNK)):
-            buf.append(lines(chunk))
-            n += len(chunk)
-            held += len(chunk)
-            if held >= BATCH or time.monotonic() - last > FLUSH_S:
-                # Chunk by chunk: joining them first would copy every byte once more.
-                stream.writelines(buf)
+        try:
+            while chunk := list(islice(it, CHUNK)):
+                buf.append(lines(chunk))
+                n += len(chunk)
+                held += len(chunk)
+                if held >= BATCH or time.monotonic() - last > FLUSH_S:
+                    # Chunk by chunk: joining them first would copy every byte once more.
+                    pending, buf = buf, []
+                    stream.writelines(pending)
+                    stream.flush()
+                    held = 0
+                    last = time.monotonic()
+                    if self.on_flush is not None:
+                        self.on_flush(n)
+                    if output_dropped():  # nobody reads on; some layout exists: answered
+                        self.written = n
+                        return n
+        except BaseException:
+            if self.fmt == "json" and not output_dropped():
+                stream.write(self.tail)
                 stream.flush()
-                buf.clear()
-                held = 0
-                last = time.monotonic()
-                if self.on_flush is not None:
-                    self.on_flush(n)
-                if output_dropped():  # nobody reads on; the answer (some layout exists) is given
-                    self.written = n
-                    return n
+            raise
         stream.writelines(buf)
         stream.write(self.tail)
         stream.flush()

@@ -129,7 +129,7 @@ def _fitting(
 ) -> list[tuple[int, solver.Layout]]:
     """(total KV tokens, layout) of every legal layout that loads, from the memory model's
     streaming columns (`MemoryModel.row_reader`): a few multiplications a layout where a
-    whole `Memory` costs tens of µs (51,580 layouts at 2^20 GPUs)."""
+    whole `Memory` costs tens of µs (876 DeepSeek-V3 layouts at 2^20 GPUs)."""
     fitting = []
     read = None
     layouts = solver.enumerate(
@@ -155,7 +155,8 @@ def _launchable_head(
 ) -> list[tuple[int, solver.Layout]]:
     """The layouts of `ranked` (by capacity, best first) whose launch on nodes SGLang
     accepts (`LaunchCheck`), down to the `top`-th one's capacity (its ties stay: crossing
-    orders them): checking all of 51,580 layouts would cost seconds, the head milliseconds."""
+    orders them): checking every layout of a large count would cost seconds, the head
+    milliseconds."""
     head: list[tuple[int, solver.Layout]] = []
     for cap, lay in ranked:
         if len(head) >= top and cap < head[top - 1][0]:
@@ -382,12 +383,15 @@ def plan_cmd(
                 [r.command for r in rows_p], pick, g, gpus, gpus_per_node, model, name, image
             )
             return
-        if plot is not None:  # before the table: a plot that cannot be written is exit 2 alone
+        # A chart with no point is not drawn (the note below says why nothing is listed).
+        drawn = plot is not None and any(r.tokens_per_s_gpu > 0 for r in rows_p)
+        if plot is not None and drawn:  # before the table: an unwritable plot is exit 2 alone
             title = f"{model} on {gpus} x {g.name}: {workload.describe()}"
             plan_perf.plot(plot, ranked, rows_p, title)
         plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
         if plot is not None:
-            note(f"plot written to {plot}")
+            note(f"plot written to {plot}" if drawn else f"no plot written to {plot}: no "
+                 "layout with an estimate to draw")  # fmt: skip
         none = (
             plan_perf.nothing_fits(rows_p, workload, model, gpus, g.name)
             if rows_p

@@ -28,6 +28,7 @@ from meshsat.solver.inputs.sglang_cmdline import (
 from meshsat.solver.inputs.spelling import spelled
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
+from meshsat.solver.memory.gpus import IMPLIED_BY_GPU
 from meshsat.solver.packs import Pack, get_pack
 
 LAUNCHER = "python -m sglang.launch_server"
@@ -121,12 +122,23 @@ def launch_command(
                 env.append(f"{_ENV_VARS[name]}={1 if value else 0}")
         elif words:
             flags.append(words)
-        else:
+        elif name not in IMPLIED_BY_GPU:  # `--gpu` says it again; no command carries it
             facts.append(f"{name}={fmt_value(value)}")
     line = " ".join([*env, LAUNCHER, *flags, *extra])
     if facts:
-        line += "  # not SGLang flags: " + " ".join(facts)
+        line += FACTS_MARK + " ".join(facts)
     return line
+
+
+#: What precedes the tool-only facts at the end of a command meshsat writes.
+FACTS_MARK = "  # not SGLang flags: "
+
+
+def without_facts(line: str) -> tuple[str, tuple[str, ...]]:
+    """`line` without its trailing tool-only facts, and those facts (`name=value` words):
+    the command a program runs without a shell, where `#` starts no comment."""
+    command, mark, facts = line.partition(FACTS_MARK)
+    return command, tuple(facts.split()) if mark else ()
 
 
 def model_path_of(model: str | Path) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from meshsat.solver.backends.render import fmt_value
 from meshsat.solver.errors import InputError
-from meshsat.solver.inputs.command import DP_GROUP, flag_words
+from meshsat.solver.inputs.command import DP_GROUP, FACTS_MARK, flag_words
 from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.inputs.launch import FORM_TEXT, LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
@@ -189,7 +189,7 @@ def fixed_command(
     env += [f"{var}={_env_value(target[n])}" for n, var in layout.env if target[n] is not None]
     line = " ".join([*env, line])
     if layout.facts:
-        line += "  # not SGLang flags: "
+        line += FACTS_MARK
         line += " ".join(f"{n}={fmt_value(target[n])}" for n in layout.facts)
     return line
 

@@ -15,7 +15,7 @@ above any real SGLang deployment and far below what makes the tool slow:
 - `MAX_GPUS` (2**20): no machine has a million GPUs; every size, and the GPU count
   of `enumerate`/`fix`/`groups`, is refused above it before any work starts.
 - `plan --gpus` is bounded by `MAX_GPUS` too and answers in seconds anywhere below it (the
-  legal layouts are few, 51,580 for DeepSeek-V3 at 2^20 GPUs, and no rank map is built);
+  legal layouts are few, 876 for DeepSeek-V3 at 2^20 GPUs, and no rank map is built);
   `MAX_PLAN_TOP` (1,000) rows is its longest listing; `--timeout S` stops it.
 - `MAX_TIMEOUT_S` (one day): a larger `--timeout` is capped, not an overflow.
 - `MAX_SHOWN` (60) characters of a user value quoted in an error line.

@@ -427,6 +427,18 @@ V0_5_23 = apply(
             *weight_shapes.RULES_0_5_23,
             # 0.5.23's loader no longer knows GPTQ outside Ascend (measured).
             quantization.quant_known(),
+            # The same condition (dp_size counts replicas again), 0.5.23's own words
+            # (arg_groups/validation_hook.py, check_server_args).
+            Rule(
+                "TOPO-MULTINODE-DP",
+                (F.dp_size > 1) & (F.nnodes > 1),
+                F.enable_dp_attention,
+                "multi-node data-parallel replicas are not supported; use attention DP "
+                "(--attn-dp-size) across nodes",
+                "check_server_args",
+                hint="give the width as --attn-dp-size instead of --dp-size, or launch the "
+                "replicas separately",
+            ),
             # handle_elastic_ep: decode graphs disabled, or `full` recaptured on CUDA (no
             # speculative decoding); prefill graphs disabled.
             Rule(

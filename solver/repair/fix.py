@@ -80,6 +80,13 @@ if TYPE_CHECKING:
 OBJECTIVES = ("changes", "distance")
 
 
+def _heavy(memory: MemoryModel | None, report: Any) -> tuple[str, ...]:
+    """("MEM-FIT",) where the input is valid but does not load on the GPU."""
+    return (
+        ("MEM-FIT",) if memory is not None and report.valid and not _loads(memory, report) else ()
+    )
+
+
 # --- the command line -----------------------------------------------------------------------
 def command_line(config: Config, pack: Pack | None = None, model_path: str | None = None) -> str:
     """The fix as the command a user pastes (`meshsat.solver.inputs.command`, shared with
@@ -257,7 +264,8 @@ def fix(
             f.optimal,
             gpus,
             before,
-            (*violations, *advised),
+            # An input the rules accept but whose weights do not load is repaired too.
+            (*violations, *advised, *_heavy(memory, report)),
             f.proven,
             f.tier_ms,
             pinned,

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
+from meshsat.solver.inputs.command import without_facts
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.repair.objective import ORDERS, TIER_WORDS, Objective
@@ -63,7 +64,9 @@ class FixResult:
             "objective": self.objective.to_dict(),
             "tiers": self.tiers(),
             "gpus_used": self.gpus_used,
-            "command_line": self.command_line,
+            # The command as a program runs it, and apart the facts no flag says.
+            "command_line": without_facts(self.command_line)[0],
+            "not_flags": list(without_facts(self.command_line)[1]),
         }
 
 
