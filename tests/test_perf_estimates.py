@@ -132,6 +132,26 @@ def test_the_engine_answers_for_layouts_it_covers() -> None:
     )
 
 
+@pytest.mark.parametrize("pp", [2, 4, 8])
+def test_a_pipeline_never_makes_one_token_faster(pp: int) -> None:
+    """The roofline's figures are one stage's; a token crosses the stages in turn, so one
+    request's decode step (and one prompt's prefill) on `pp` stages takes at least what it
+    takes on one, and each stage's share is priced once per stage: without that, the
+    planner ranked PP-heavy layouts first (Llama-3.1-70B at `--pp-size 8` on H200: 10.5 ms
+    TPOT, below the 32 ms its 141 GB of weights need at 4.8 TB/s)."""
+    w = Workload(1024, 1024)
+    for model, width in (("meta-llama/Llama-3.1-70B-Instruct", 1), ("deepseek-ai/DeepSeek-V3", 8)):
+        pm = PerfModel(model, "H200", w, engine="roofline")
+        one, _ = pm.steps(Parallel(tp=width, attn_tp=width, moe_tp=width))
+        staged, _ = pm.steps(Parallel(tp=width, pp=pp, attn_tp=width, moe_tp=width))
+        assert isinstance(one, RooflineSteps) and isinstance(staged, RooflineSteps)
+        for batch in (1, pp):
+            assert staged.decode_ms(batch, 1024, 1024) >= one.decode_ms(1, 1024, 1024)
+        assert staged.prefill_ms(1, 1024) >= one.prefill_ms(1, 1024)
+        # pp micro-batches of one request each take the same per-token time as one request
+        assert staged.decode_ms(pp, 1024, 1024) == pytest.approx(staged.decode_ms(1, 1024, 1024))
+
+
 def test_validate_and_check_import_no_estimator() -> None:
     code = (
         "import sys\nfrom meshsat import solver\nimport meshsat.solver.perf\n"

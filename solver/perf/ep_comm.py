@@ -36,8 +36,8 @@ class WithEpComm:
         return f"{self.engine.label} + {EP_LABEL}"
 
     def prefill_ms(self, requests: int, isl: int) -> float:
-        a2a = self.roofline.ep_all_to_all_s(requests * isl)
+        a2a = self.roofline.ep_journey_s(requests * isl)
         return self.engine.prefill_ms(requests, isl) + 1e3 * a2a
 
     def decode_ms(self, batch: int, isl: int, osl: int) -> float:
-        return self.engine.decode_ms(batch, isl, osl) + 1e3 * self.roofline.ep_all_to_all_s(batch)
+        return self.engine.decode_ms(batch, isl, osl) + 1e3 * self.roofline.ep_journey_s(batch)

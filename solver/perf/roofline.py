@@ -15,7 +15,11 @@ Assumptions (docs/perf.md lists them with their effect):
   activation bytes), the EP all-to-all (dispatch + combine of top-k copies of each token's
   hidden state), PP sends of the activations between stages; each collective also costs
   `COLLECTIVE_US` of latency; NVLink inside the scale-up domain, the NIC across it;
-- `STEP_OVERHEAD_MS` of scheduling and launch per pass (CUDA graphs in decode).
+- `STEP_OVERHEAD_MS` of scheduling and launch per pass (CUDA graphs in decode);
+- pipeline parallelism: every figure above is one stage's (its layers); a token crosses the
+  `pp` stages in turn, so a decode step of `b` requests runs as min(b, pp) micro-batches of
+  b / m requests, each taking `pp` stage times per token, and a prefill pass of `n` prompts
+  as m = min(n, pp) micro-batches through the pipeline, (m + pp - 1) stage times.
 """
 
 from __future__ import annotations
@@ -193,8 +197,18 @@ class RooflineSteps:
 
     # ---- the interface schedule.py reads -------------------------------------------------
     def prefill_ms(self, requests: int, isl: int) -> float:
-        return 1e3 * self._pass_s(requests * isl, isl / 2, requests * isl / 2)
+        pp = self.p.pp
+        m = max(1, min(requests, pp))  # micro-batches (module docstring, last point)
+        per = requests / m
+        return 1e3 * (m + pp - 1) * self._pass_s(per * isl, isl / 2, per * isl / 2)
 
     def decode_ms(self, batch: int, isl: int, osl: int) -> float:
         ctx = isl + osl / 2
-        return 1e3 * self._pass_s(batch, ctx, batch * ctx)
+        per = batch / max(1, min(batch, self.p.pp))
+        return 1e3 * self.p.pp * self._pass_s(per, ctx, per * ctx)
+
+    def ep_journey_s(self, tokens: float) -> float:
+        """The EP all-to-all a pass's tokens meet on their way through every stage (the
+        engine's step latencies are whole passes, so `WithEpComm` adds this, not one
+        stage's `ep_all_to_all_s`)."""
+        return self.p.pp * self.ep_all_to_all_s(tokens)
