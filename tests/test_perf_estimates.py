@@ -152,6 +152,17 @@ def test_a_pipeline_never_makes_one_token_faster(pp: int) -> None:
         assert staged.decode_ms(pp, 1024, 1024) == pytest.approx(staged.decode_ms(1, 1024, 1024))
 
 
+@pytest.mark.parametrize("model", ["moonshotai/Kimi-K2-Instruct", "Qwen/Qwen3.5-122B-A10B"])
+def test_a_bundled_config_the_engine_does_not_list_is_handed_as_a_folder(model: str) -> None:
+    """aiconfigurator-core bundles these configs but reads by id only those its
+    `DefaultHFModels` lists; asked by id it downloaded them, and offline every layout
+    fell back to the roofline (Kimi-K2-Instruct on 16 H200: 1,035 tokens/s/GPU first
+    instead of the engine's 104)."""
+    pytest.importorskip("aiconfigurator_core")
+    e = PerfModel(model, "H200", Workload(1024, 1024)).estimate(Parallel(tp=8, attn_tp=8, moe_tp=8))
+    assert e.source == "aic h200_sxm sglang-0.5.14", e.source
+
+
 def test_validate_and_check_import_no_estimator() -> None:
     code = (
         "import sys\nfrom meshsat import solver\nimport meshsat.solver.perf\n"

@@ -91,12 +91,19 @@ def database_versions() -> Mapping[str, Sequence[str]]:
 
 @cache
 def bundled_models() -> frozenset[str]:
-    """Model ids the engine resolves offline (its bundled config files)."""
+    """Model ids the engine resolves offline: those its `DefaultHFModels` lists, whose
+    config it reads from its bundled files. Four more files are bundled (Kimi-K2-Instruct,
+    Mixtral 8x7B and 8x22B, Qwen3.5-122B-A10B) that it does not read by id: asked by id,
+    it downloads their config (no network: the layout fell back to the roofline), so
+    `model_location` hands it a folder for them as for any model it does not bundle."""
     root = _package_dir()
     if root is None:
         return frozenset()
+    from aiconfigurator_core.sdk.common import DefaultHFModels
+
     names = (p.name.removesuffix("_config.json") for p in (root / "model_configs").glob("*"))
-    return frozenset(n.replace("--", "/", 1) for n in names if not n.endswith("_quant"))
+    files = {n.replace("--", "/", 1) for n in names if not n.endswith("_quant")}
+    return frozenset(files & set(DefaultHFModels))
 
 
 _CONFIG_DIRS: dict[str, str] = {}
