@@ -285,11 +285,18 @@ def nothing_fits(rows: Sequence[PerfRow], w: Workload, model: object, gpus: int,
     """Why `plan` (CLI and /api/plan) exits 1 with rows: none whose weights load holds one
     request of ISL + OSL tokens in its KV cache (every row `does not fit`: the worst sort
     last, so the first row tells), as `plan --disagg` exits 1 for the same question; ""
-    when the first row has an estimate. Without rows, `no_layout` says why."""
+    when the first row has an estimate. Without rows, `no_layout` says why. A plan whose
+    rows all miss the latency limits exits 1 too (rows meeting them sort first): a script
+    that reads the exit status must not take "nothing meets your SLA" for an answer."""
     if rows and rows[0].source == "does not fit":
         return (
             f"no layout of {model} on {gpus} x {gpu} holds one request of ISL + OSL = "
             f"{w.isl + w.osl:,} tokens in its KV cache"
+        )
+    if rows and not rows[0].meets_sla:
+        return (
+            f"no layout of {model} on {gpus} x {gpu} meets the SLA ({w.describe()}); the "
+            "rows are the fastest that miss it"
         )
     return ""
 
