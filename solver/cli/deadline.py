@@ -2,7 +2,7 @@
 
 Z3 honours a timeout itself (fix); a generated enumeration loop does not, so the
 command line arms a real-time interval timer whose signal raises `TimedOut` inside
-the loop. Signals reach only the main thread: elsewhere (a server calling `main` from
+the loop, and again when the block ends if something in it swallowed the first. Signals reach only the main thread: elsewhere (a server calling `main` from
 a worker) the limit is not enforced, and the API has no timeout to begin with.
 """
 
@@ -41,8 +41,13 @@ def time_limit(seconds: float | None, what: str) -> Iterator[None]:
     limit = checked_timeout(seconds)
     assert limit is not None
 
+    message = f"{what} did not finish within --timeout {seconds:g} s"
+    fired = False
+
     def expire(signum: int, frame: FrameType | None) -> None:
-        raise TimedOut(f"{what} did not finish within --timeout {seconds:g} s")
+        nonlocal fired
+        fired = True
+        raise TimedOut(message)
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, limit)
@@ -51,3 +56,8 @@ def time_limit(seconds: float | None, what: str) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+    if fired:
+        # The signal raised inside code that caught it (a library's `except Exception`:
+        # aiconfigurator-core's own, while `plan` estimates) and the block went on: its
+        # result is past the deadline, and may be a fallback the exception caused.
+        raise TimedOut(message)

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from meshsat.solver.errors import MeshsatError
 from meshsat.solver.perf.engine_args import EngineArgs
 
 _LOCK = threading.RLock()
@@ -186,6 +187,8 @@ def _handle(args: EngineArgs) -> Any:
         except ImportError as exc:
             _FAILED[args] = f"aiconfigurator-core is not installed ({exc})"
             raise EngineUnavailable(_FAILED[args]) from None
+        except MeshsatError:  # --timeout's signal (TimedOut) lands here: the run's, not
+            raise  # the engine's failure, and never remembered as one
         except Exception as exc:  # the engine raises many types; each is "no estimate"
             _FAILED[args] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
             raise EngineUnavailable(_FAILED[args]) from None
@@ -210,6 +213,8 @@ class AicSteps:
                     if len(_ANSWERS) >= _MAX_ANSWERS:
                         _ANSWERS.clear()
                     v = _ANSWERS[key] = float(getattr(self._h, name)(*a))
+        except MeshsatError:
+            raise
         except Exception as exc:
             raise EngineUnavailable(f"{type(exc).__name__}: {str(exc)[:160]}") from None
         if not v == v or v < 0:  # NaN or negative: no answer
