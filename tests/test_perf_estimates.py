@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from meshsat.solver.memory import Parallel
 from meshsat.solver.perf import PerfModel, Workload
+from meshsat.solver.perf.context import context_length
 from meshsat.solver.perf.estimator import _Unavailable
 from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import AIC_CALIBRATION, Calibration, Pieces, combine
@@ -161,6 +162,29 @@ def test_a_bundled_config_the_engine_does_not_list_is_handed_as_a_folder(model: 
     pytest.importorskip("aiconfigurator_core")
     e = PerfModel(model, "H200", Workload(1024, 1024)).estimate(Parallel(tp=8, attn_tp=8, moe_tp=8))
     assert e.source == "aic h200_sxm sglang-0.5.14", e.source
+
+
+def test_requests_longer_than_the_context_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SGLang's tokenizer manager refuses prompt + max_new_tokens beyond the context length
+    it reads from the config (`get_context_length`): such a plan is bad input, not a row."""
+    llama = {"max_position_embeddings": 131072, "rope_scaling": {"factor": 8.0,
+             "rope_type": "llama3", "original_max_position_embeddings": 8192}}  # fmt: skip
+    assert context_length(llama) == (131072, "max_position_embeddings")
+    scaled = {"max_position_embeddings": 32768, "rope_scaling": {"type": "linear", "factor": 4}}
+    assert context_length(scaled) == (131072, "max_position_embeddings")
+    wrapped = {"text_config": {"seq_length": 4096, "max_position_embeddings": 9}}
+    assert context_length(wrapped) == (4096, "seq_length")
+    assert context_length({}) == (2048, "SGLang's default")
+    run = run_cli(capsys, "plan", "-m", "Qwen/Qwen3-32B", "--gpu", "H100", "--gpus", "8",
+                  "--isl", "40000", "--osl", "1000")  # fmt: skip
+    assert run.code == 2 and run.out == ""
+    assert run.err.strip() == (
+        "meshsat: error: --isl 40,000 + --osl 1,000 = 41,000 tokens is more than the context "
+        "length of Qwen/Qwen3-32B, 40,960 (max_position_embeddings): SGLang refuses such "
+        "requests"
+    )
 
 
 def test_validate_and_check_import_no_estimator() -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from meshsat.solver.cli import plan_perf
 from meshsat.solver.errors import InputError
+from meshsat.solver.memory.models import catalogue_config
 from meshsat.solver.perf import Workload
 from meshsat.solver.web import make_server
 from tests.cli_helpers import run_cli
@@ -324,21 +325,29 @@ def test_the_estimate_refuses_a_concurrency_no_client_can_send(concurrency: obje
 
 
 def test_plan_exits_1_when_no_layout_holds_one_request_as_plan_disagg_does(
-    capsys: pytest.CaptureFixture[str], web: Callable[[dict[str, Any]], tuple[int, Any, str | None]]
+    capsys: pytest.CaptureFixture[str],
+    web: Callable[[dict[str, Any]], tuple[int, Any, str | None]],
+    tmp_path: Path,
 ) -> None:
     """At ISL 100,000,000 every layout's row was `does not fit` with zeros, and plan exited
     0 (and /api/plan said exit 0) where plan --disagg (the oracle: the same question)
-    exits 1."""
+    exits 1. The model's own context (40,960 positions) refuses such requests first, for
+    all three alike (exit 2, one line); a copy of its config with room for them holds none
+    in its KV cache."""
     ask = (*SMALL[:-2], "--gpus", "2", "--isl", "100000000")
+    long_ones = [run_cli(capsys, *ask, "--disagg"), run_cli(capsys, *ask, "--format", "json")]
+    status, doc, _ = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 2, "isl": 100000000})
+    assert {(r.code, r.err) for r in long_ones} == {(2, long_ones[0].err)}
+    assert "is more than the context length of Qwen/Qwen3-0.6B, 40,960" in long_ones[0].err
+    assert status == 400 and doc["error"] == long_ones[0].err.strip()
+    roomy = tmp_path / "config.json"
+    roomy.write_text(json.dumps({**catalogue_config("Qwen/Qwen3-0.6B"), "seq_length": 2**28}))
+    ask = ("plan", "--model", str(roomy), "--gpu", "H100", "--gpus", "2", "--isl", "100000000")
     disagg = run_cli(capsys, *ask, "--disagg")
     res = run_cli(capsys, *ask, "--format", "json")
     assert disagg.code == 1 and res.code == 1
     assert {r["source"] for r in json.loads(res.out)["layouts"]} == {"does not fit"}
     assert "holds one request of ISL + OSL = 100,001,024 tokens" in res.err
-    status, doc, exit_status = web(
-        {"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 2, "isl": 100000000}
-    )
-    assert status == 200 and exit_status == "1" and doc == json.loads(res.out)
 
 
 def test_disagg_on_one_gpu_says_it_needs_two(

@@ -2,8 +2,9 @@
 
 Z3 honours a timeout itself (fix); a generated enumeration loop does not, so the
 command line arms a real-time interval timer whose signal raises `TimedOut` inside
-the loop, and again when the block ends if something in it swallowed the first. Signals reach only the main thread: elsewhere (a server calling `main` from
-a worker) the limit is not enforced, and the API has no timeout to begin with.
+the loop, and again when the block ends if something in it swallowed the first. Signals
+reach only the main thread: elsewhere (a server calling `main` from a worker) the limit is
+not enforced, and the API has no timeout to begin with.
 """
 
 from __future__ import annotations

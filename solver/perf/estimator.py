@@ -35,6 +35,7 @@ from meshsat.solver.perf.aic import (
     installed,
     model_location,
 )
+from meshsat.solver.perf.context import check_request_fits
 from meshsat.solver.perf.engine_args import (
     EngineArgs,
     Unsupported,
@@ -133,6 +134,7 @@ class PerfModel:
         self.facts: ModelFacts = facts_from_config(self.config)
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
         self.workload = workload or Workload()
+        check_request_fits(self.config, self.workload.isl, self.workload.osl, self.model_id)
         self.sglang_version = sglang_version
         self.engine = engine
         self.gpus_per_node = gpus_per_node or self.gpu.fabric

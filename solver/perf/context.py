@@ -1,0 +1,58 @@
+"""A model's context length as SGLang reads it, and the workloads that exceed it.
+
+Why: SGLang's tokenizer manager refuses a request whose prompt plus `max_new_tokens`
+exceeds the server's context length ("Requested token count exceeds the model's maximum
+context length"), which by default is the config's (`get_context_length`,
+utils/hf_transformers/common.py in 0.5.23). An estimate for such requests describes a
+server that answers none of them: `plan -m meta-llama/Llama-3.1-8B-Instruct --isl 200000`
+planned layouts meeting the SLA for a model of 131,072 positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from meshsat.solver.errors import InputError
+
+#: `CONTEXT_LENGTH_KEYS`, in SGLang's order of preference.
+CONTEXT_KEYS = (
+    "max_sequence_length",
+    "seq_length",
+    "max_seq_len",
+    "model_max_length",
+    "max_position_embeddings",
+)
+#: SGLang's default where a config names none of them.
+DEFAULT_CONTEXT = 2048
+
+
+def context_length(config: Mapping[str, Any]) -> tuple[int, str]:
+    """The context length and the key it came from: the text model's (a wrapper's
+    `text_config`), times a `rope_scaling` factor unless the scaling names its original
+    length or is Llama 3's."""
+    text = config.get("text_config")
+    text = text if isinstance(text, Mapping) else config
+    scaling = text.get("rope_scaling")
+    factor: float = 1
+    if isinstance(scaling, Mapping) and scaling:
+        factor = (
+            scaling.get("factor", 1) if isinstance(scaling.get("factor", 1), int | float) else 1
+        )
+        if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3":
+            factor = 1
+    for key in CONTEXT_KEYS:
+        value = text.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return int(factor * value), key
+    return DEFAULT_CONTEXT, "SGLang's default"
+
+
+def check_request_fits(config: Mapping[str, Any], isl: int, osl: int, model: str) -> None:
+    """One line (exit 2) for requests of `isl` + `osl` tokens the server would refuse."""
+    limit, key = context_length(config)
+    if isl + osl > limit:
+        raise InputError(
+            f"--isl {isl:,} + --osl {osl:,} = {isl + osl:,} tokens is more than the context "
+            f"length of {model}, {limit:,} ({key}): SGLang refuses such requests"
+        )
