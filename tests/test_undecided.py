@@ -223,3 +223,32 @@ def test_a_rule_the_unknown_value_cannot_reach_is_decided(
     (note,) = [n for n in report["notes"] if n["field"] == "ep_size"]
     assert note["follows"] == "tp_size = $TP" and note["new"] is None
     assert note["text"].startswith("SGLang will set ep_size from tp_size = $TP (given 5)")
+
+
+def test_a_change_the_unknown_value_decides_is_said_as_a_may(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--dp-size $((N*8)) --enable-dp-attention` (sglang issue 6017's decode script): the
+    note said "SGLang will set enable_dp_attention ... because dp_size is 1", the default
+    standing in for the unknown value; whether SGLang turns DP attention off reads it, so
+    the note says that it may, and on what. A change whose trigger is known keeps "will"."""
+    path = tmp_path / "launch.sh"
+    path.write_text(
+        "python -m sglang.launch_server --model-path m --tp 16 --dp-size $((N*8)) "
+        "--enable-dp-attention\n"
+    )
+    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--format", "json")
+    notes = {n["field"]: n for n in json.loads(run.out)["notes"]}
+    dpa = notes["enable_dp_attention"]
+    assert dpa["conditional"] and dpa["follows"] == "dp_size = $((N*8))"
+    assert dpa["text"].startswith(
+        "SGLang may set enable_dp_attention (given true), depending on dp_size = $((N*8)): "
+        "it does when dp_size is 1"
+    )
+    _code, known = _validate(
+        capsys,
+        tmp_path,
+        "python -m sglang.launch_server --tp 8 --dp-size 1 --enable-dp-attention\n",
+    )
+    text = {n["field"]: n["text"] for n in known["notes"]}
+    assert text["enable_dp_attention"].startswith("SGLang will set enable_dp_attention = false")

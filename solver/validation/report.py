@@ -59,9 +59,17 @@ class Note:
     #: The launch's unknown values the new value follows (`tp_size = $TP`): `new` is then
     #: only what SGLang's default for them gives, and is not said.
     follows: str | None = None
+    #: Whether SGLang makes the change at all reads those unknown values too (`because`
+    #: then holds only at their default): the note says it may.
+    conditional: bool = False
 
     @property
     def text(self) -> str:
+        if self.conditional and self.follows:
+            return (
+                f"SGLang may set {self.field} (given {fmt_value(self.old)}), depending on "
+                f"{self.follows}: it does when {self.because}"
+            )
         new = f"from {self.follows}" if self.follows else f"= {fmt_value(self.new)}"
         return (
             f"SGLang will set {self.field} {new} (given {fmt_value(self.old)}) because "
@@ -75,6 +83,7 @@ class Note:
             "old": self.old,
             "new": None if self.follows else self.new,
             "follows": self.follows,
+            "conditional": self.conditional,
             "because": self.because,
             "source": self.source,
             "visible": self.visible,

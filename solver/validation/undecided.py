@@ -56,8 +56,18 @@ def open_fields(pack: Pack, raw: Mapping[str, Any], unknown: set[str]) -> frozen
     docstring): resolution run step by step as SGLang runs it (each step's values read
     before any is set), a value that reads an open one being open, and every field a step
     sets open when whether it runs reads an open value."""
+    return _opened(pack, raw, unknown)[0]
+
+
+def _opened(
+    pack: Pack, raw: Mapping[str, Any], unknown: set[str]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """`open_fields`, and of them those a step may or may not set at all (whether it runs
+    reads an open value): SGLang's change to such a field is itself unknown, not only its
+    value."""
     resolved = dict(raw)
     opened = set(unknown)
+    maybe: set[str] = set()
     raw_known = _Known(raw, set(unknown))
     for resolution in pack.resolutions:
         for step in resolution.steps:
@@ -75,12 +85,15 @@ def open_fields(pack: Pack, raw: Mapping[str, Any], unknown: set[str]) -> frozen
                 except _Open:
                     continue
             for name, _ in step.sets:
+                if runs is None:
+                    maybe.add(name)
                 if name in values:
                     resolved[name] = values[name]
                     opened.discard(name)
+                    maybe.discard(name)
                 else:
                     opened.add(name)
-    return frozenset(opened | unknown)
+    return frozenset(opened | unknown), frozenset(maybe)
 
 
 def undecided(report: Report, unknown: Mapping[str, str]) -> Report:
@@ -90,7 +103,7 @@ def undecided(report: Report, unknown: Mapping[str, str]) -> Report:
     if not unknown:
         return report
     pack = get_pack(report.sglang_version or None)
-    opened = open_fields(pack, environment(report.config, report.model), set(unknown))
+    opened, maybe = _opened(pack, environment(report.config, report.model), set(unknown))
     reach = pack.reach
 
     def follows(names: set[str]) -> str:
@@ -98,7 +111,9 @@ def undecided(report: Report, unknown: Mapping[str, str]) -> Report:
         return ", ".join(f"{name} = {unknown[name]}" for name in sorted(read & set(unknown)))
 
     notes = tuple(
-        replace(n, follows=follows({n.field}) or None) if n.field in opened else n
+        replace(n, follows=follows({n.field}) or None, conditional=n.field in maybe)
+        if n.field in opened
+        else n
         for n in report.notes
     )
     report = replace(
