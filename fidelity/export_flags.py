@@ -3,8 +3,9 @@ command reader ships (solver/inputs/sglang_flags.json): per release, each option
 how many values it takes (0, 1, 2 for any number), the values a one-value option
 accepts where its parser lists choices (argparse exits on any other), and the default of
 each layout field's option (what leaving the flag out gives, for the commands meshsat
-prints: `meshsat.solver.inputs.command`). Run after
-`make fidelity` refreshes the flag dumps:
+prints: `meshsat.solver.inputs.command`), and the YAML keys each release's `--config`
+merger refuses (fidelity/config_refused.json). Run after `make fidelity` refreshes the flag
+dumps:
 
     python -m fidelity.export_flags
 """
@@ -48,7 +49,13 @@ def main() -> None:
         releases[path.stem] = dict(sorted(flags.items()))
         choices[path.stem] = dict(sorted(accepts.items()))
         defaults[path.stem] = dict(sorted(given.items()))
-    data = {"releases": releases, "choices": choices, "defaults": defaults}
+    refused = json.loads((HERE / "config_refused.json").read_text(encoding="utf-8"))
+    data = {
+        "releases": releases,
+        "choices": choices,
+        "defaults": defaults,
+        "config_refused": refused,
+    }
     TARGET.write_text(json.dumps(data, separators=(",", ":")) + "\n")
     print(f"{TARGET}: {', '.join(f'{v} ({len(f)})' for v, f in releases.items())}")
 

@@ -3,6 +3,7 @@ generated layouts in every shape the reader supports, and bad input as one line.
 
 from __future__ import annotations
 
+import json
 import shlex
 import time
 from pathlib import Path
@@ -15,6 +16,8 @@ from hypothesis import strategies as st
 from meshsat.solver.inputs import parse_sglang_command
 from tests.cli_helpers import run_cli
 from tests.launch_corpus import CORPUS, MULTI_NODE, SHAPES
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_corpus_is_large_enough() -> None:
@@ -435,6 +438,38 @@ def test_a_config_file_is_read_under_the_command(tmp_path: Path) -> None:
     parsed = parse_sglang_command("sglang serve --config sgl.json --tp 2", (tmp_path,))
     assert parsed.values == {"tp_size": 2}
     assert any("only YAML" in n for n in parsed.notes)
+
+
+@pytest.mark.parametrize(
+    ("version", "refused"),
+    [
+        ("0.5.23", ["enable_dp_attention"]),
+        ("0.5.19", ["prefill_cp_mode"]),
+        ("0.5.18", ["prefill_cp_mode"]),
+    ],
+)
+def test_a_config_key_the_release_merger_refuses_is_said(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, version: str, refused: list[str]
+) -> None:
+    """0.5.23's --config merger refuses `enable-dp-attention` (a deprecated on/off action:
+    "Unsupported config option 'enable_dp_attention' with action
+    'DeprecatedStoreTrueAction'") though its command line takes the flag; 0.5.18's and
+    0.5.19's refuse the legacy `prefill-cp-mode` alias instead. The oracle is each
+    release's own merger (fidelity/config_refused.json), shipped in the flag table."""
+    from meshsat.solver.inputs.sglang_cmdline import refused_in_config
+
+    (tmp_path / "sgl.yaml").write_text(
+        "tp-size: 4\nenable-dp-attention: true\ndp-size: 4\nprefill-cp-mode: in-seq-split\n"
+    )
+    (tmp_path / "run.sh").write_text("python -m sglang.launch_server --config sgl.yaml\n")
+    run = run_cli(capsys, "validate", "-V", version, "--sglang-file", str(tmp_path / "run.sh"),
+                  "--json")  # fmt: skip
+    said = " ".join(w["message"] for w in json.loads(run.out)["warnings"])
+    for key in ("enable_dp_attention", "prefill_cp_mode"):
+        assert (f"{key} (--config)" in said) == (key in refused), (version, said)
+    recorded = json.loads((ROOT / "fidelity" / "config_refused.json").read_text())
+    keys = sorted(recorded.get(version, {}))
+    assert [k for k, _ in refused_in_config(keys, version)] == [f"{k} (--config)" for k in keys]
 
 
 def test_a_manifest_list_is_not_rewritten_in_place() -> None:

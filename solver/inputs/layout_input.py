@@ -41,6 +41,7 @@ from meshsat.solver.inputs.sglang_cmdline import (
     group_size_issue,
     missing_from_release,
     parse_sglang_command,
+    refused_in_config,
     refused_inline,
     refused_values,
     release_flags,
@@ -224,6 +225,7 @@ def load_layout(
             missing = missing_from_release(parsed.flags, release)
             missing += refused_values(parsed.given, release)
             missing += refused_inline(parsed.inline, release)
+            missing += refused_in_config(parsed.config_keys, release)
             missing_in = release
         else:
             missing = [(f, None) for f in parsed.unknown_flags]

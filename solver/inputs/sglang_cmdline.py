@@ -118,6 +118,9 @@ class ParsedCommandLine:
     dist_init_addr: str | None = None
     #: SGLang's own `--config FILE` as written (its YAML holds more flags).
     config_file: str | None = None
+    #: That file's keys as SGLang's merger reads them (`-` as `_`): a release's merger
+    #: refuses some its command line takes (`refused_in_config`).
+    config_keys: list[str] = field(default_factory=list)
     #: Ascend-only values and variables of launches that name no `--device`, as written:
     #: what `accelerator.infer_platform` reads the platform from.
     ascend_signs: list[str] = field(default_factory=list)
@@ -273,6 +276,22 @@ def refused_inline(inline: list[tuple[str, str]], version: str) -> list[tuple[st
         if option is not None and options.table[option] == 0:
             out.append((f"{flag}={value}", "takes no value"))
     return out
+
+
+def refused_in_config(keys: list[str], version: str) -> list[tuple[str, str | None]]:
+    """The `--config` YAML keys `version`'s merger refuses at start-up ("Unsupported config
+    option 'enable_dp_attention' with action 'DeprecatedStoreTrueAction'", 0.5.23), though
+    its command line takes the same flag: recorded from each release's own merger
+    (fidelity/config_refused.py)."""
+    data = json.loads(
+        resources.files("meshsat.solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
+    )
+    refused: dict[str, str] = data.get("config_refused", {}).get(version, {})
+    return [
+        (f"{key} (--config)", f"its --config merger refuses a {refused[key]} key")
+        for key in dict.fromkeys(keys)
+        if key in refused
+    ]
 
 
 def _same_integer(value: str, accepted: tuple[str, ...]) -> bool:
@@ -701,7 +720,8 @@ def _with_config_file(
     if path.suffix.lower() not in (".yaml", ".yml"):
         parsed.notes.append(f"--config {name}: SGLang reads only YAML config files")
         return parsed
-    words = tuple(Word(w, -1, None, -1) for w in _config_words(load_config_file(path)))
+    data = load_config_file(path)
+    words = tuple(Word(w, -1, None, -1) for w in _config_words(data))
     from_file = parse_launch(LaunchCommand(command.line, command.program, (), words))
     merged = ParsedCommandLine(
         values={**from_file.values, **parsed.values},
@@ -720,6 +740,7 @@ def _with_config_file(
         },
         dist_init_addr=parsed.dist_init_addr or from_file.dist_init_addr,
         config_file=name,
+        config_keys=[str(k).replace("-", "_") for k in data],
         ascend_signs=[]
         if "--device" in from_file.flags or "--device" in parsed.flags
         else [*from_file.ascend_signs, *parsed.ascend_signs],
