@@ -26,9 +26,8 @@ from meshsat.solver.inputs.sglang_cmdline import (
     release_flags,
 )
 from meshsat.solver.inputs.spelling import spelled
-from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.config import IMPLIED_BY_GPU, Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
-from meshsat.solver.memory.gpus import IMPLIED_BY_GPU
 from meshsat.solver.packs import Pack, get_pack
 
 LAUNCHER = "python -m sglang.launch_server"

@@ -94,6 +94,9 @@ Quantization = Literal[
 ]
 #: --cuda-graph-backend-{decode,prefill} (tc_piecewise only up to 0.5.19).
 GraphBackend = Literal["full", "breakable", "tc_piecewise", "disabled"]
+#: Tool-only fields a GPU type sets (`memory.gpus.Gpu.layout_fields`): no SGLang flag says
+#: them and `--gpu` says them again, so no command meshsat writes carries them.
+IMPLIED_BY_GPU = ("gpu_sm",)
 
 
 def _f(

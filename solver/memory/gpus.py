@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.lang.config import IMPLIED_BY_GPU
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -149,11 +150,6 @@ def gpu(name: str) -> Gpu:
     close = difflib.get_close_matches(key, list(names), n=2)
     hint = f"did you mean {' or '.join(names[c] for c in close)}? " if close else ""
     raise InputError(f"unknown GPU {name!r}; {hint}known: {', '.join(GPUS)} (or give --gpu-memory)")
-
-
-#: Layout fields a GPU sets (`Gpu.layout_fields`) that no command carries: no SGLang flag
-#: says them.
-IMPLIED_BY_GPU = ("gpu_sm",)
 
 
 def typed_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
