@@ -14,6 +14,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs import parse_sglang_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory.models import catalogue_config
 from meshsat.solver.packs import SEED
 from meshsat.solver.repair import problem as fix_problem
 from meshsat.solver.repair import search as fix_search
@@ -257,6 +258,21 @@ def test_top_k_fixes_are_distinct_ordered_and_alternatives() -> None:
                 for earlier in report.fixes[:i]:
                     assert {c.field for c in earlier.changes} - {c.field for c in later.changes}
             assert report.fixes[0] == fix(cfg, gpus=n, objective=objective).best
+
+
+def test_an_alternative_is_no_alias_of_an_earlier_fix() -> None:
+    """DeepSeek-R1 at TP 32 on 4 nodes: after `--moe-a2a-backend deepep`, the second fix was
+    `--moe-runner-backend megamoe`, which SGLang runs as `--moe-a2a-backend megamoe`
+    (R-MEGAMOE-ALIAS): the same field changed again, spelled as "another field". No fix
+    types a value SGLang then runs as another (its notes name no field the fix changed)."""
+    r1 = ModelSpec.from_hf_config(catalogue_config("deepseek-ai/DeepSeek-R1"))
+    report = fix({"tp_size": 32, "nnodes": 4}, r1, top=3)
+    assert len(report.fixes) == 3
+    for f in report.fixes:
+        changed = {c.field for c in f.changes}
+        rewritten = {n.field for n in solver.validate(f.config, r1).notes} & changed
+        assert not rewritten and f.config.moe_runner_backend != "megamoe", f.changes
+    assert {c.field for c in report.fixes[0].changes} == {"moe_dense_tp_size", "moe_a2a_backend"}
 
 
 def test_same_input_same_answer() -> None:

@@ -209,6 +209,13 @@ class Search:
                 if not changed:
                     break
                 self.s.add(z3.Or([self.keep[n] for n in changed]))
+                if not k:
+                    # Nor the same change spelled as an alias SGLang rewrites into it: with
+                    # the first fix's `--moe-a2a-backend deepep`, the next was
+                    # `--moe-runner-backend megamoe`, kept as "another field" though SGLang
+                    # runs it as `--moe-a2a-backend megamoe` (R-MEGAMOE-ALIAS). The first
+                    # fix prefers the canonical spelling among equals (`break_ties`).
+                    self.s.add(*(z3.Not(self.rewritten(n)) for n in self.fields))
         finally:
             self.s.pop()
         return out
