@@ -472,3 +472,22 @@ def test_keep_ranks_as_the_kept_layouts_alone() -> None:
     assert [(r.values, r.parallel) for r in roles] == [
         (r.values, r.parallel) for r in role_layouts(kept, pm, "prefill")
     ]
+
+
+@pytest.mark.parametrize("name", ["Bad_Name!", "", "UPPER_case", "-lead", "a" * 41])
+def test_a_name_kubernetes_refuses_is_bad_input(
+    capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """`--name` becomes `metadata.name` and the pods' and services' names: the API server
+    refuses anything but an RFC 1123 label (`kubectl apply` failed after meshsat wrote the
+    manifest with exit 0)."""
+    for command in (
+        ["plan", "-m", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--gpus", "1"],
+        ["fix", "--set", "tp_size=3", "--gpus", "2"],
+    ):
+        run = run_cli(capsys, *command, "--emit", "lws", "--name", name)
+        assert run.code == 2 and run.out == "" and run.err.count("\n") == 1, run.err
+        assert "is not a Kubernetes name" in run.err
+    good = run_cli(capsys, "plan", "-m", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--gpus", "1",
+                   "--emit", "lws", "--name", "qwen-0-6b")  # fmt: skip
+    assert good.code == 0 and "name: qwen-0-6b" in good.out

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -13,10 +14,12 @@ import typer
 
 from meshsat.solver.catalogue.pd_pairs import DEFAULT_PORT
 from meshsat.solver.cli.node_launch import NODE_FIELDS, NodeLaunch, node_launch
+from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import worker_router_command
 from meshsat.solver.inputs.k8s import launch_words, leader_urls, lws_manifest, router_manifest
 from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.limits import shown
 from meshsat.solver.validation.validate import validate
 
 
@@ -43,8 +46,35 @@ EmitOpt = Annotated[
 ImageOpt = Annotated[
     str, typer.Option("--image", metavar="IMAGE", help="Container image of the emitted pods.")
 ]
+#: The longest suffix the manifests add to `--name` (`-prefill`, `-router`, `-decode`).
+_SUFFIX = len("-prefill")
+#: Kubernetes names the objects and their pods by RFC 1123 labels (at most 63 characters);
+#: LeaderWorkerSet's pods add `-<group>-<index>` and its headless service the name again.
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+MAX_NAME = 40
+
+
+def checked_name(name: str) -> str:
+    """`--name` as Kubernetes takes it, else one line (exit 2): the API server refuses an
+    object named otherwise, so `kubectl apply` would fail after the manifest was written."""
+    if not _LABEL.fullmatch(name) or len(name) > MAX_NAME:
+        raise InputError(
+            f"--name {shown(name)} is not a Kubernetes name: lower-case letters, digits and "
+            f"'-', starting and ending with a letter or digit, at most {MAX_NAME} characters "
+            f"(the manifests add up to {_SUFFIX} more and LeaderWorkerSet its pod indices)"
+        )
+    return name
+
+
 NameOpt = Annotated[
-    str, typer.Option("--name", metavar="NAME", help="Name of the emitted LeaderWorkerSet.")
+    str,
+    typer.Option(
+        "--name",
+        metavar="NAME",
+        callback=checked_name,
+        help="Name of the emitted LeaderWorkerSet (a Kubernetes name: lower-case letters, "
+        "digits and '-').",
+    ),
 ]
 
 
