@@ -401,3 +401,18 @@ def test_emit_refuses_the_report_options_it_would_drop(
     res = run_cli(capsys, *SMALL, "--emit", "lws", flag, value)
     assert res.code == 2 and res.out == "" and list(tmp_path.iterdir()) == []
     assert res.err.startswith(f"meshsat: error: drop {extra[0]}") and res.err.count("\n") == 1
+
+
+def test_a_row_without_estimate_says_so_alike_in_every_format(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A GPU with no speeds (`--gpu-memory`) leaves TTFT and TPOT unestimated: JSON said
+    null, while the table and CSV printed `nan` (a number to a CSV reader)."""
+    ask = ("plan", "-m", "Qwen/Qwen3-32B", "--gpu-memory", "96GiB", "--gpus", "2", "--top", "1")
+    doc = json.loads(run_cli(capsys, *ask, "--format", "json").out)
+    row = doc["layouts"][0]
+    assert row["ttft_ms"] is None and row["tpot_ms"] is None
+    cells = next(csv.DictReader(io.StringIO(run_cli(capsys, *ask, "--format", "csv").out)))
+    assert cells["ttft_ms"] == "" and cells["tpot_ms"] == ""
+    table = run_cli(capsys, *ask).out
+    assert "nan" not in table and table.splitlines()[1].split()[10:12] == ["-", "-"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from enum import Enum
@@ -62,13 +63,16 @@ def chosen(fmt: OutputFormat | None, as_json: bool) -> OutputFormat:
 
 def _text(value: Any) -> Any:
     """One CSV cell; text is `printable` (a CSV is read in terminals too); booleans as the
-    listings write them (`row_format.csv_text`: `true`/`false`, not Python's `True`)."""
+    listings write them (`row_format.csv_text`: `true`/`false`, not Python's `True`); a
+    number with no value (an estimate the engine could not make) empty."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list | tuple):
         return printable(" ".join(str(v) for v in value))
     if isinstance(value, Mapping):
         return json.dumps(value, allow_nan=False, default=str)
+    if isinstance(value, float) and not math.isfinite(value):
+        return ""  # no value, as JSON's null says it (`nan` read back is a number)
     return printable(value) if isinstance(value, str) else value
 
 

@@ -323,7 +323,7 @@ def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, gpu_name: str, estimate
         out.print(
             f"{r.rank:>4} {r.tp:>3} {r.pp:>3} {r.dp:>3} {'y' if r.dp_attention else 'n':>3}"
             f" {r.ep:>3} {r.attn_tp:>7} {r.attn_cp:>2} {r.dcp:>3} {r.concurrency:>6}"
-            f" {r.ttft_ms:>8.1f} {r.tpot_ms:>7.2f} {r.tokens_per_s_gpu:>9.1f}"
+            f" {_ms(r.ttft_ms, 8, 1)} {_ms(r.tpot_ms, 7, 2)} {r.tokens_per_s_gpu:>9.1f}"
             f" {r.tokens_per_s_user:>10.1f} {'y' if r.meets_sla else 'n':>3}"
             f" {r.weights_gib:>11.2f} {r.total_kv_tokens:>10,}\n      source: {r.source}"
             f"\n      {r.command}",
@@ -345,6 +345,11 @@ def perf_document(
         "layouts_estimated": estimated,
         "layouts": [_json_row(r) for r in rows],
     }
+
+
+def _ms(x: float, width: int, digits: int) -> str:
+    """A latency cell; `-` where there is no estimate (JSON says null, CSV leaves it empty)."""
+    return f"{x:>{width}.{digits}f}" if math.isfinite(x) else "-".rjust(width)
 
 
 def _json_row(r: PerfRow) -> dict[str, Any]:
