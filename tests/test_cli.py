@@ -281,3 +281,15 @@ def test_console_script_end_to_end() -> None:
     )
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip() == "meshsat: error: tp_size must be a positive integer, got 'x'"
+
+
+def test_an_inexact_width_is_shown_as_its_fraction(capsys: pytest.CaptureFixture[str]) -> None:
+    """tp 16 over attention DP 3 printed `attn_tp 5`, and tp 4 over EP 4 x MoE DP 2
+    `moe_tp 0`: rounded-down quotients of an invalid layout, read as widths."""
+    for sets, shown in (
+        (["tp_size=16", "dp_size=3", "enable_dp_attention=true"], "attn_tp 16/3 (not whole)"),
+        (["tp_size=4", "ep_size=4", "moe_dp_size=2"], "moe_tp 4/8 (not whole)"),
+        (["tp_size=8", "ep_size=8"], "attn_tp 8 · moe_tp 1 ·"),
+    ):
+        run = run_cli(capsys, "validate", *(a for s in sets for a in ("--set", s)))
+        assert shown in " ".join(run.out.split()), run.out

@@ -46,10 +46,27 @@ def derived_line(report: Report) -> str:
         read.update(dict.fromkeys(unknown))
         return "?" if unknown else fmt_value(value)
 
+    r = report.resolved
+
+    def width(name: str, divisor: Any) -> str:
+        """A quotient width; an inexact one as the fraction (an invalid layout's: its
+        rounded-down value, `attn_tp 5` for tp 16 over attention DP 3, is no width)."""
+        tp = r.get("tp_size")
+        if (
+            not report.reads_unknown(name)
+            and isinstance(tp, int)
+            and isinstance(divisor, int)
+            and divisor > 0
+            and tp % divisor
+        ):
+            return f"{tp}/{divisor} (not whole)"
+        return shown(name, d[name])
+
+    attn_cp, ep, moe_dp = (r.get(k) for k in ("attn_cp_size", "ep_size", "moe_dp_size"))
     parts = [
         f"attn_dp {shown('attn_dp', d['attn_dp'])}",
-        f"attn_tp {shown('attn_tp', d['attn_tp'])}",
-        f"moe_tp {shown('moe_tp', d['moe_tp'])}",
+        f"attn_tp {width('attn_tp', _product(d['attn_dp'], attn_cp))}",
+        f"moe_tp {width('moe_tp', _product(ep, moe_dp))}",
         f"engine world {shown('engine_world', d['engine_world'])}",
         # Off whatever the unknown widths are, unless prefill CP is switched on.
         "CP strategy active: "
@@ -58,6 +75,10 @@ def derived_line(report: Report) -> str:
     if read:
         parts.append(f"? reads {', '.join(read)}, unknown here")
     return " · ".join(parts)
+
+
+def _product(a: Any, b: Any) -> int | None:
+    return a * b if isinstance(a, int) and isinstance(b, int) else None
 
 
 #: The columns of `violation_rows`.
