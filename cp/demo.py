@@ -305,7 +305,8 @@ def _spawned(rank: int, world: int, init_file: str, args: argparse.Namespace) ->
 def _say(exc: BaseException) -> None:
     """The error as one line: the validator's message lists its rules on lines of their own."""
     parts = [p.strip() for p in str(exc).splitlines() if p.strip()]
-    text = " ".join(p if p.endswith(":") or p is parts[-1] else p + ";" for p in parts)
+    last = len(parts) - 1
+    text = " ".join(p if p.endswith(":") or i == last else p + ";" for i, p in enumerate(parts))
     print(f"meshsat.cp.demo: error: {text}", file=sys.stderr)
 
 
