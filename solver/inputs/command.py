@@ -89,6 +89,10 @@ def needs_flag(name: str, value: Any, typed: bool, release: str) -> bool:
     return typed and name in defaults and defaults[name] != value
 
 
+#: What precedes the tool-only facts at the end of a command meshsat writes.
+FACTS_MARK = "  # not SGLang flags: "
+
+
 def launch_command(
     config: Config,
     pack: str | Pack | None = None,
@@ -127,10 +131,6 @@ def launch_command(
     if facts:
         line += FACTS_MARK + " ".join(facts)
     return line
-
-
-#: What precedes the tool-only facts at the end of a command meshsat writes.
-FACTS_MARK = "  # not SGLang flags: "
 
 
 def without_facts(line: str) -> tuple[str, tuple[str, ...]]:

@@ -134,12 +134,19 @@ class ParsedCommandLine:
 
 
 @cache
+def _flag_table() -> dict[str, Any]:
+    """`sglang_flags.json`, read and parsed once: every accessor below reads its part."""
+    table: dict[str, Any] = json.loads(
+        resources.files("meshsat.solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
+    )
+    return table
+
+
+@cache
 def known_sglang_flags() -> dict[str, int]:
     """Every option string of every recorded SGLang release -> how many values it takes
     (0, 1, or 2 for "any number", as `--cuda-graph-bs 1 2 4`)."""
-    data = json.loads(
-        resources.files("meshsat.solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
-    )
+    data = _flag_table()
     merged: dict[str, int] = {}
     for flags in data["releases"].values():
         merged.update(flags)
@@ -149,9 +156,7 @@ def known_sglang_flags() -> dict[str, int]:
 @cache
 def release_flags(version: str) -> dict[str, int] | None:
     """One recorded release's option strings (None when that release was not recorded)."""
-    data = json.loads(
-        resources.files("meshsat.solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
-    )
+    data = _flag_table()
     flags: dict[str, int] | None = data["releases"].get(version)
     return flags
 
@@ -231,9 +236,7 @@ def missing_from_release(flags: list[str], version: str) -> list[tuple[str, str 
 @cache
 def release_choices(version: str) -> dict[str, tuple[str, ...]]:
     """One recorded release's one-value options that list their choices -> the choices."""
-    data = json.loads(
-        resources.files("meshsat.solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
-    )
+    data = _flag_table()
     table: dict[str, list[str]] = data.get("choices", {}).get(version, {})
     return {option: tuple(values) for option, values in table.items()}
 
@@ -242,9 +245,7 @@ def release_choices(version: str) -> dict[str, tuple[str, ...]]:
 def release_defaults(version: str) -> dict[str, Any]:
     """One recorded release's default for each layout field's option (what leaving the flag
     out gives); empty when that release was not recorded."""
-    data = json.loads(
-        resources.files("meshsat.solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
-    )
+    data = _flag_table()
     table: dict[str, Any] = data.get("defaults", {}).get(version, {})
     return table
 
@@ -283,9 +284,7 @@ def refused_in_config(keys: list[str], version: str) -> list[tuple[str, str | No
     option 'enable_dp_attention' with action 'DeprecatedStoreTrueAction'", 0.5.23), though
     its command line takes the same flag: recorded from each release's own merger
     (fidelity/config_refused.py)."""
-    data = json.loads(
-        resources.files("meshsat.solver.inputs").joinpath("sglang_flags.json").read_text("utf-8")
-    )
+    data = _flag_table()
     refused: dict[str, str] = data.get("config_refused", {}).get(version, {})
     return [
         (f"{key} (--config)", f"its --config merger refuses a {refused[key]} key")

@@ -36,9 +36,8 @@ def context_length(config: Mapping[str, Any]) -> tuple[int, str]:
     scaling = text.get("rope_scaling")
     factor: float = 1
     if isinstance(scaling, Mapping) and scaling:
-        factor = (
-            scaling.get("factor", 1) if isinstance(scaling.get("factor", 1), int | float) else 1
-        )
+        given = scaling.get("factor", 1)
+        factor = given if isinstance(given, int | float) else 1
         if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3":
             factor = 1
     for key in CONTEXT_KEYS:

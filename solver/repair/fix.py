@@ -80,13 +80,6 @@ if TYPE_CHECKING:
 OBJECTIVES = ("changes", "distance")
 
 
-def _heavy(memory: MemoryModel | None, report: Any) -> tuple[str, ...]:
-    """("MEM-FIT",) where the input is valid but does not load on the GPU."""
-    return (
-        ("MEM-FIT",) if memory is not None and report.valid and not _loads(memory, report) else ()
-    )
-
-
 # --- the command line -----------------------------------------------------------------------
 def command_line(config: Config, pack: Pack | None = None, model_path: str | None = None) -> str:
     """The fix as the command a user pastes (`meshsat.solver.inputs.command`, shared with
@@ -173,13 +166,9 @@ def fix(
     # A pin SGLang rewrites in the input itself is not kept by the input.
     unpinned = pins_broken({n: env[n] for n in pinned}, report.resolved_env, env)
     base = _replace(base, unpinned=unpinned)
-    if (
-        report.valid
-        and not advised
-        and not unpinned
-        and gpus in (None, before)
-        and (memory is None or _loads(memory, report))
-    ):
+    # Valid by the rules, but its weights do not load: the fix repairs MEM-FIT too.
+    heavy = memory is not None and report.valid and not _loads(memory, report)
+    if report.valid and not advised and not unpinned and gpus in (None, before) and not heavy:
         unchanged = FixResult(cfg, (), report.notes, True, ZERO, command_line(cfg, pack), before)
         return _replace(base, valid_input=True, fixes=(unchanged,))
     from meshsat.solver.repair import problem as fp
@@ -264,8 +253,7 @@ def fix(
             f.optimal,
             gpus,
             before,
-            # An input the rules accept but whose weights do not load is repaired too.
-            (*violations, *advised, *_heavy(memory, report)),
+            (*violations, *advised, *(("MEM-FIT",) if heavy else ())),
             f.proven,
             f.tier_ms,
             pinned,

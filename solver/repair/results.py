@@ -55,6 +55,7 @@ class FixResult:
         ]
 
     def to_dict(self) -> dict[str, Any]:
+        command, not_flags = without_facts(self.command_line)
         return {
             "config": self.config.model_dump(mode="json"),
             "changes": [{"field": c.field, "old": c.old, "new": c.new} for c in self.changes],
@@ -65,8 +66,8 @@ class FixResult:
             "tiers": self.tiers(),
             "gpus_used": self.gpus_used,
             # The command as a program runs it, and apart the facts no flag says.
-            "command_line": without_facts(self.command_line)[0],
-            "not_flags": list(without_facts(self.command_line)[1]),
+            "command_line": command,
+            "not_flags": list(not_flags),
         }
 
 
