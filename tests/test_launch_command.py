@@ -224,25 +224,27 @@ def _printed_commands(text: str) -> list[str]:
 
 def test_plan_prints_pasteable_commands(capsys: pytest.CaptureFixture[str]) -> None:
     """Each printed line, read back by `validate --sglang` (model facts from its own
-    --model-path), is valid and has the row's widths."""
+    --model-path), is valid and has the row's widths: what each node runs (16 H200 are two
+    nodes), and the layout as one engine (`command` in JSON) as well."""
     res = run_cli(capsys, "plan", "-m", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-n", "16")
     rows = json.loads(
         run_cli(capsys, "plan", "-m", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-n", "16",
                 "-f", "json").out
     )["layouts"]  # fmt: skip
     lines = _printed_commands(res.out)
-    assert res.code == 0 and lines == [r["command"] for r in rows]
+    assert res.code == 0 and lines == [r["node_command"] for r in rows]
     for row, line in zip(rows, lines, strict=True):
-        assert line.split()[3:5] == ["--model-path", "deepseek-ai/DeepSeek-V3"]
-        assert "SGLANG_ENABLE_CP_V2" not in line and "recorder-buffer" not in line
-        back = run_cli(capsys, "validate", "--sglang", line, "--json")
-        assert back.code == 0, (line, back.err)
-        resolved = json.loads(back.out)["resolved"]
-        assert (resolved["tp_size"], resolved["pp_size"], resolved["ep_size"]) == (
-            row["tp"],
-            row["pp"],
-            row["ep"],
-        )
+        for command in (line, row["command"]):
+            assert command.split()[3:5] == ["--model-path", "deepseek-ai/DeepSeek-V3"]
+            assert "SGLANG_ENABLE_CP_V2" not in command and "recorder-buffer" not in command
+            back = run_cli(capsys, "validate", "--sglang", command, "--json")
+            assert back.code == 0, (command, back.err)
+            resolved = json.loads(back.out)["resolved"]
+            assert (resolved["tp_size"], resolved["pp_size"], resolved["ep_size"]) == (
+                row["tp"],
+                row["pp"],
+                row["ep"],
+            )
 
 
 def test_fix_and_enumerate_commands_carry_the_model(capsys: pytest.CaptureFixture[str]) -> None:

@@ -161,7 +161,7 @@ def test_a_pasted_config_plans_like_the_catalogue_entry(server: MeshsatServer) -
     # The same rows; only the commands differ: a pasted config has no --model-path to name.
     for a, b in zip(by_id["layouts"], pasted["layouts"], strict=True):
         assert a["command"].replace(" --model-path Qwen/Qwen3-32B", "") == b["command"]
-        assert {**a, "command": ""} == {**b, "command": ""}
+        assert {**a, "command": "", "node_command": ""} == {**b, "command": "", "node_command": ""}
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,13 @@ from meshsat.solver.catalogue.pd_pairs import DEFAULT_PORT
 from meshsat.solver.cli.node_launch import NODE_FIELDS, NodeLaunch, node_launch
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import worker_router_command
-from meshsat.solver.inputs.k8s import launch_words, leader_urls, lws_manifest, router_manifest
+from meshsat.solver.inputs.k8s import (
+    DIST_PORT,
+    launch_words,
+    leader_urls,
+    lws_manifest,
+    router_manifest,
+)
 from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.limits import shown
@@ -143,6 +149,85 @@ def server_launch(
     if not any(w == "--host" or w.startswith("--host=") for w in words):
         words += ["--host", ANY_HOST]
     return ServerLaunch(words, env, form)
+
+
+#: Where `NodeCommand.how` points for Kubernetes.
+LWS_TOO = "--emit lws writes it for Kubernetes"
+
+
+@dataclass(frozen=True)
+class NodeCommand:
+    """What an operator runs on each node for one ranked layout: `servers` independent
+    SGLang servers, each on `nodes` nodes of `gpus_per_node` GPUs, each node running
+    `command` (the `node_launch` form `--emit lws` writes, as a shell line). Why `plan`
+    prints it: its one-engine command for more GPUs than a node holds does not start as
+    typed (every rank on one host; plain DP across nodes refused, TOPO-MULTINODE-DP)."""
+
+    servers: int
+    nodes: int
+    gpus_per_node: int
+    command: str
+
+    @property
+    def single_node(self) -> bool:
+        return self.servers == 1 and self.nodes == 1
+
+    def how(self) -> str:
+        """One line saying where `command` runs (empty on one node)."""
+        if self.single_node:
+            return ""
+        if self.nodes == 1:
+            return (
+                f"{self.servers} servers, one per node of {self.gpus_per_node} GPUs; SGLang "
+                "runs plain DP across nodes only as separate servers: put sglang_router in "
+                f"front ({LWS_TOO}):"
+            )
+        ranks = (
+            f"on {self.nodes} nodes of {self.gpus_per_node} GPUs: run on each with NODE_RANK "
+            f"0..{self.nodes - 1} and LEADER_ADDR the address of its node 0"
+        )
+        if self.servers == 1:
+            return f"one server {ranks} ({LWS_TOO}):"
+        return (
+            f"{self.servers} servers, each {ranks}; SGLang runs plain DP across nodes only "
+            f"as separate servers: put sglang_router in front ({LWS_TOO}):"
+        )
+
+
+def node_command(
+    command_line: str, gpus: int, gpus_per_node: int, *, model_path: str | None
+) -> NodeCommand:
+    """How `command_line` on `gpus` GPUs runs on nodes of `gpus_per_node` (`server_launch`):
+    each node's command with `--nnodes` and the shell variables NODE_RANK and LEADER_ADDR
+    where one server spans nodes; the command unchanged on one node. Plain DP replicas
+    smaller than a node share it as one server per node (`--dp-size` replicas on its
+    GPUs, which SGLang runs within a node) rather than several servers per host, each
+    needing its own `--base-gpu-id` and port."""
+    if gpus <= gpus_per_node:
+        return NodeCommand(1, 1, gpus, command_line)
+    launch = server_launch(command_line, gpus, gpus_per_node, model_path=model_path)
+    form, words = launch.form, launch.words
+    per_node = form.gpus_per_pod
+    servers = form.replicas
+    if (
+        form.split
+        and form.nodes == 1
+        and gpus_per_node % per_node == 0
+        and gpus % gpus_per_node == 0
+    ):
+        share = gpus_per_node // per_node
+        if share > 1:
+            at = words.index("--host") if "--host" in words else len(words)
+            words = [*words[:at], "--dp-size", str(share), *words[at:]]
+            servers, per_node = servers // share, gpus_per_node
+    env = [f"{k}={shlex.quote(v)}" for k, v in launch.env]
+    line = " ".join([*env, shlex.join(words)])
+    if form.nodes > 1:  # shell variables the operator sets per node: not quoted
+        line += (
+            f" --nnodes {form.nodes} --node-rank $NODE_RANK"
+            f" --dist-init-addr $LEADER_ADDR:{DIST_PORT}"
+        )
+    return NodeCommand(servers, form.nodes, per_node, line)
 
 
 def lws_for(

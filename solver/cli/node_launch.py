@@ -49,7 +49,15 @@ class NodeLaunch:
 
 
 def node_size(g: Gpu, gpus: int, gpus_per_node: int | None) -> int:
-    """GPUs per node: `--gpus-per-node`, else the GPU's scale-up fabric (at most `gpus`)."""
+    """GPUs per node of a launch: `--gpus-per-node`, else one host's (`Gpu.host_gpus`: 4 on
+    a GB200/GB300 tray, whose NVLink domain spans 72; 8 on a PCIe L40S server, whose
+    fabric is one GPU), at most `gpus`."""
+    return gpus_per_node or min(g.host_gpus, gpus) or 1
+
+
+def fabric_size(g: Gpu, gpus: int, gpus_per_node: int | None) -> int:
+    """GPUs one scale-up domain joins, for where traffic crosses it (`plan`'s
+    `node_crossing_gpus`): `--gpus-per-node`, else the GPU's fabric, at most `gpus`."""
     return gpus_per_node or min(g.fabric, gpus) or 1
 
 
@@ -104,6 +112,11 @@ class LaunchCheck:
     model: ModelSpec
     given: Mapping[str, Any]
     sglang_version: str | None
+    #: Refuse a layout whose launch splits into separate servers (plain DP replicas across
+    #: nodes): `plan --disagg` counts servers as workers, so its `tp4 dp5` over five hosts
+    #: is its `5 x tp4`, listed twice and launched as neither its command nor its router
+    #: (one URL for five servers) say.
+    whole: bool = False
     _verdicts: dict[tuple[Any, ...], bool] = field(default_factory=dict)
 
     def __call__(self, lay: _Layout) -> bool:
@@ -118,6 +131,8 @@ class LaunchCheck:
             return True
         dp, dpa = int(config["dp_size"]), bool(config["enable_dp_attention"])
         form = node_launch(n, self.gpus_per_node, dp, dpa)
+        if self.whole and form.split:
+            return False
         values = launched_values({**self.given, **values}, form)
         key = (n, *sorted(values.items(), key=lambda kv: kv[0]))
         verdict = self._verdicts.get(key)

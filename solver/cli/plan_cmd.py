@@ -3,7 +3,8 @@
 Why here and not in `enumerate`: planning joins three answers (legal, fits, how much KV cache)
 and ranks them; `enumerate` lists. The ranking is stated in every output because it is a
 choice: total KV-cache tokens of the deployment first (more concurrent context), then fewer
-GPUs in attention-TP and EP groups that span nodes (those groups talk every layer). No
+GPUs in attention-TP and EP groups that leave one NVLink domain (those groups talk every
+layer; a GB200 NVL72 rack is one domain of 18 hosts, a PCIe L40S server has none). No
 throughput or communication-time estimate is made.
 """
 
@@ -35,7 +36,7 @@ from meshsat.solver.cli.memory_options import (
     report_pack,
     sizing_options,
 )
-from meshsat.solver.cli.node_launch import LaunchCheck, node_size
+from meshsat.solver.cli.node_launch import LaunchCheck, fabric_size, node_size
 from meshsat.solver.cli.output import emit_json, note, out, quant_note
 from meshsat.solver.cli.perf_options import (
     DisaggOpt,
@@ -70,8 +71,8 @@ from meshsat.solver.perf.workload import cli_workload
 
 RANKING = (
     "ranked by total KV-cache tokens (all attention-DP pools and replicas), then by fewest GPUs "
-    "in attention-TP and EP groups that span nodes; throughput and communication time are not "
-    "modelled"
+    "in attention-TP and EP groups that leave one NVLink domain; throughput and communication "
+    "time are not modelled"
 )
 #: The groups that talk every layer, whose node-spanning GPUs are the second ranking key.
 CROSSING_KINDS = ("attn_tp", "ep")
@@ -94,11 +95,17 @@ class PlanRow(plan_perf.LayoutRow):
     max_requests: int
     node_crossing_gpus: int
     command: str
+    #: How `command` runs on nodes (`plan_perf.PerfRow`'s same fields).
+    servers: int
+    nodes_per_server: int
+    gpus_per_node: int
+    node_command: str
 
 
 def crossing_gpus(resolved: Mapping[str, Any], gpus_per_node: int) -> int:
-    """GPUs that sit in an attention-TP or EP group spanning more than one node (a GPU in
-    both counts twice), from the widths alone (`spanning_gpus`): no rank map is built."""
+    """GPUs that sit in an attention-TP or EP group spanning more than one scale-up domain
+    of `gpus_per_node` (`fabric_size`; a GPU in both counts twice), from the widths alone
+    (`spanning_gpus`): no rank map is built."""
     w = Widths.of({**resolved, "gpus_per_node": gpus_per_node})
     return sum(spanning_gpus(w, kind) for kind in CROSSING_KINDS)
 
@@ -201,6 +208,7 @@ def plan_layouts(
         **{"pack": report_pack(sglang_version), **memory},
     )
     per_node = node_size(g, gpus, gpus_per_node)
+    fabric = fabric_size(g, gpus, gpus_per_node)
     fitting = _fitting(spec, mm, gpus, where, sglang_version, progress, given)
     fitting.sort(key=lambda t: -t[0])
     fitting = _launchable_head(
@@ -214,7 +222,7 @@ def plan_layouts(
     for cap, lay in fitting:
         if cap < cut:
             break
-        scored.append((-cap, crossing_gpus(lay.config, per_node), lay))
+        scored.append((-cap, crossing_gpus(lay.config, fabric), lay))
     scored.sort(key=lambda t: (t[0], t[1]))
     if model_path is None and not isinstance(model, Mapping):
         model_path = model_path_of(model)
@@ -234,11 +242,16 @@ def plan_layouts(
                 node_crossing_gpus=cross,
                 # What the user launches: the enumerated values; what SGLang resolves from
                 # them (Layout.config) is its business, not flags to type.
-                command=launch_command(
-                    Config.model_validate({**typed_fields(given), **lay.values}),
-                    sglang_version,  # the release's spelling: 0.5.19 has no --attn-dp-size
-                    model_path=model_path,
-                    extra=fraction_flags(m, mm.fraction),
+                **plan_perf.node_fields(
+                    launch_command(
+                        Config.model_validate({**typed_fields(given), **lay.values}),
+                        sglang_version,  # the release's spelling: 0.5.19 has no --attn-dp-size
+                        model_path=model_path,
+                        extra=fraction_flags(m, mm.fraction),
+                    ),
+                    gpus,
+                    per_node,
+                    model_path,
                 ),
             )
         )
@@ -426,7 +439,7 @@ def plan_cmd(
             out.print(
                 f"{r.rank:>4}  {r.tp:>2}  {r.pp:>2}  {r.dp:>2}  {'y' if r.dp_attention else 'n':>3}"
                 f"  {r.ep:>2}  {r.attn_tp:>7}  {r.weights_gib:>11.2f}  {r.total_kv_tokens:>15,}"
-                f"  {r.max_requests:>7}  {r.node_crossing_gpus:>5}\n      {r.command}",
+                f"  {r.max_requests:>7}  {r.node_crossing_gpus:>5}{plan_perf.command_lines(r)}",
                 markup=False,
                 soft_wrap=True,
             )

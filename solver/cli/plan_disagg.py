@@ -16,6 +16,7 @@ from typing import Any
 
 from meshsat import solver
 from meshsat.solver.catalogue.pd_pairs import Side, reads_of
+from meshsat.solver.cli.emit_options import node_command
 from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.memory_options import fraction_flags
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
@@ -93,6 +94,13 @@ class DisaggRow:
     prefill_command: str
     decode_command: str
     router_command: str
+    #: Each role server on nodes (`emit_options.node_command`): its nodes and what each
+    #: node runs (the command itself on one node; `--nnodes`, NODE_RANK and LEADER_ADDR
+    #: across several: a GB200 tray holds 4 GPUs).
+    prefill_nodes_per_worker: int
+    decode_nodes_per_worker: int
+    prefill_node_command: str
+    decode_node_command: str
 
 
 @dataclass(frozen=True)
@@ -141,12 +149,21 @@ def disagg_row(
     rank: int,
     p: DisaggPlan,
     model_path: str | None,
+    gpus_per_node: int,
     release: str | None = None,
     given: Mapping[str, Any] | None = None,
     fraction: float | None = None,
 ) -> DisaggRow:
     pre, dec = p.prefill, p.decode
     pc, dc = width_columns(pre.config, pre.derived), width_columns(dec.config, dec.derived)
+    commands = {
+        role: role_command(lay, model_path, release, given, fraction)
+        for role, lay in (("prefill", pre), ("decode", dec))
+    }
+    nodes = {
+        role: node_command(commands[role], lay.gpus, gpus_per_node, model_path=model_path)
+        for role, lay in (("prefill", pre), ("decode", dec))
+    }
     return DisaggRow(
         rank=rank,
         prefill_layout=layout_label(pre.config, pre.derived),
@@ -169,11 +186,15 @@ def disagg_row(
         # Each role's widths as plan's rows carry them (`width_columns`).
         **{f"prefill_{k}": v for k, v in pc.items()},
         **{f"decode_{k}": v for k, v in dc.items()},
-        prefill_command=role_command(pre, model_path, release, given, fraction),
-        decode_command=role_command(dec, model_path, release, given, fraction),
+        prefill_command=commands["prefill"],
+        decode_command=commands["decode"],
         router_command=pd_router_command(
             router_urls("prefill", p.prefill_workers), router_urls("decode", p.decode_workers)
         ),
+        prefill_nodes_per_worker=nodes["prefill"].nodes,
+        decode_nodes_per_worker=nodes["decode"].nodes,
+        prefill_node_command=nodes["prefill"].command,
+        decode_node_command=nodes["decode"].command,
     )
 
 
@@ -211,13 +232,16 @@ def disagg_rows(
         )  # fmt: skip
 
     # Each role server as launched on nodes, on its own GPU count (values carry its mode).
-    launches = LaunchCheck(None, node_size(g, gpus, gpus_per_node), spec, given, sglang_version)
+    per_node = node_size(g, gpus, gpus_per_node)
+    launches = LaunchCheck(None, per_node, spec, given, sglang_version, whole=True)
     search = plan_disagg(setup.pm, gpus, role("prefill"), role("decode"), top=top,
                          pair_check=deployment_rules(spec, sglang_version), keep=launches.ok,
                          progress=progress or terminal_progress("role layouts"))  # fmt: skip
     clear_progress()
     rows = [
-        disagg_row(i, p, setup.model_path, sglang_version, given, setup.pm.memory.fraction)
+        disagg_row(
+            i, p, setup.model_path, per_node, sglang_version, given, setup.pm.memory.fraction
+        )
         for i, p in enumerate(search.plans, 1)
     ]
     # The aggregated comparison from the same estimator (one memory model, one setup).
@@ -393,16 +417,26 @@ def emit(
             f"\n      source: {r.source}; KV transfer {r.transfer_ms:.2f} ms of TTFT;"
             f" prefill pool {r.prefill_requests_per_s:.2f} req/s, decode pool"
             f" {r.decode_requests_per_s:.2f} req/s"
-            f"\n      prefill x{r.prefill_workers} ({r.prefill_gpus_per_worker} GPUs each):"
-            f" {r.prefill_command}"
-            f"\n      decode x{r.decode_workers} ({r.decode_gpus_per_worker} GPUs each):"
-            f" {r.decode_command}"
+            f"\n      {role_line(r, 'prefill')}\n      {role_line(r, 'decode')}"
             f"\n      router: {r.router_command}",
             markup=False,
             soft_wrap=True,
         )
     note(search_note(search))
     note(verdict(rows, agg, gpus).text)
+
+
+def role_line(r: DisaggRow, role: str) -> str:
+    """A role's table line: its servers, GPUs, and the command each node runs (with where
+    the per-node variables come from when a server spans nodes)."""
+    workers, gpus = getattr(r, f"{role}_workers"), getattr(r, f"{role}_gpus_per_worker")
+    nodes = getattr(r, f"{role}_nodes_per_worker")
+    if nodes == 1:
+        return f"{role} x{workers} ({gpus} GPUs each): {getattr(r, f'{role}_command')}"
+    return (
+        f"{role} x{workers} ({gpus} GPUs each, on {nodes} nodes of {gpus // nodes}: NODE_RANK "
+        f"0..{nodes - 1}, LEADER_ADDR its node 0): {getattr(r, f'{role}_node_command')}"
+    )
 
 
 def none_note(model: str, gpus: int, gpu_name: str) -> str:

@@ -14,9 +14,10 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from meshsat import solver
+from meshsat.solver.cli.emit_options import NodeCommand, node_command
 from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.loader_check import loader_refusal
 from meshsat.solver.cli.memory_options import checked_quantization, fraction_flags, report_pack
@@ -66,6 +67,49 @@ class PerfRow(LayoutRow):
     source: str
     same_widths: int
     command: str
+    #: How `command` runs on nodes (`emit_options.NodeCommand`): `servers` servers of
+    #: `nodes_per_server` nodes of `gpus_per_node` GPUs, each node running `node_command`
+    #: (`command` itself on one node).
+    servers: int
+    nodes_per_server: int
+    gpus_per_node: int
+    node_command: str
+
+
+def node_fields(
+    command: str, gpus: int, gpus_per_node: int, model_path: str | None
+) -> dict[str, Any]:
+    """A row's `command` and how it runs on nodes (`PerfRow`'s last fields, `PlanRow`'s)."""
+    launch = node_command(command, gpus, gpus_per_node, model_path=model_path)
+    return {
+        "command": command,
+        "servers": launch.servers,
+        "nodes_per_server": launch.nodes,
+        "gpus_per_node": launch.gpus_per_node,
+        "node_command": launch.command,
+    }
+
+
+class _Launched(Protocol):
+    @property
+    def command(self) -> str: ...
+    @property
+    def servers(self) -> int: ...
+    @property
+    def nodes_per_server(self) -> int: ...
+    @property
+    def gpus_per_node(self) -> int: ...
+    @property
+    def node_command(self) -> str: ...
+
+
+def command_lines(row: _Launched) -> str:
+    """The table's command lines of a row: the command on one node; on several, what runs
+    on each node and the line that says where."""
+    launch = NodeCommand(row.servers, row.nodes_per_server, row.gpus_per_node, row.node_command)
+    if launch.single_node:
+        return f"\n      {row.command}"
+    return f"\n      {launch.how()}\n      {launch.command}"
 
 
 def layout_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dict[str, Any]:
@@ -226,9 +270,8 @@ def ranked_rows(
         gpus, base=dict(given), model=setup.spec, where=where, sglang_version=sglang_version
     )
     # As launched: `--emit lws` writes what SGLang accepts (meshsat.solver.cli.node_launch).
-    launches = LaunchCheck(
-        gpus, node_size(g, gpus, gpus_per_node), setup.spec, given, sglang_version
-    )
+    per_node = node_size(g, gpus, gpus_per_node)
+    launches = LaunchCheck(gpus, per_node, setup.spec, given, sglang_version)
     ranked = rank_layouts(
         layouts, setup.pm, progress=progress or terminal_progress("layout shapes"),
         keep=launches.ok,
@@ -237,6 +280,13 @@ def ranked_rows(
     rows = []
     for i, r in enumerate(ranked[:top], 1):
         c, d, e, m = r.config, r.derived, r.estimate, r.memory
+        # What the user launches: the enumerated values, not what SGLang resolves.
+        command = launch_command(
+            Config.model_validate({**typed_fields(given), **r.values}),
+            sglang_version,  # the release's spelling: 0.5.19 has no --attn-dp-size
+            model_path=model_path,
+            extra=fraction_flags(m, setup.pm.memory.fraction),
+        )
         rows.append(
             PerfRow(
                 rank=i,
@@ -252,13 +302,7 @@ def ranked_rows(
                 kv_concurrency=e.kv_concurrency,
                 source=e.source,
                 same_widths=r.same_widths,
-                # What the user launches: the enumerated values, not what SGLang resolves.
-                command=launch_command(
-                    Config.model_validate({**typed_fields(given), **r.values}),
-                    sglang_version,  # the release's spelling: 0.5.19 has no --attn-dp-size
-                    model_path=model_path,
-                    extra=fraction_flags(m, setup.pm.memory.fraction),
-                ),
+                **node_fields(command, gpus, per_node, model_path),
             )
         )
     return rows, ranked, len(ranked)
@@ -326,7 +370,7 @@ def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, gpu_name: str, estimate
             f" {_ms(r.ttft_ms, 8, 1)} {_ms(r.tpot_ms, 7, 2)} {r.tokens_per_s_gpu:>9.1f}"
             f" {r.tokens_per_s_user:>10.1f} {'y' if r.meets_sla else 'n':>3}"
             f" {r.weights_gib:>11.2f} {r.total_kv_tokens:>10,}\n      source: {r.source}"
-            f"\n      {r.command}",
+            f"{command_lines(r)}",
             markup=False,
             soft_wrap=True,
         )

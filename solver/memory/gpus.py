@@ -5,7 +5,8 @@ Why MiB as reported: SGLang's default `mem_fraction_static` reads the capacity f
 defaults by thresholds on that number, so the catalogue stores what the tool reports, not
 the marketing GB. Values are the `memory.total` commonly shown by nvidia-smi / rocm-smi for
 the SXM/OAM parts; `fabric` is how many GPUs one NVLink/NVSwitch (or Infinity Fabric)
-domain joins in the usual server (72 for a GB200 NVL72 rack).
+domain joins in the usual server (72 for a GB200 NVL72 rack) and `host_gpus` how many one
+host holds (the node of `--nnodes`: 4 in a GB200/GB300 tray, 8 elsewhere).
 
 The speeds feed the roofline estimator (`meshsat.solver.perf.roofline`), never the memory
 model: HBM bandwidth (TB/s), dense (no 2:4 sparsity) tensor-core peaks for BF16, FP8 and
@@ -57,6 +58,11 @@ class Gpu:
     sm_minor: int = 0
     #: False for a GPU known by its memory only (`--gpu-memory`): its class is a guess.
     catalogued: bool = True
+    #: GPUs one host holds, the node SGLang's `--nnodes` counts and a pod requests: 8 in
+    #: HGX/DGX/OAM and the usual PCIe servers, 4 in a GB200/GB300 compute tray (an NVL72
+    #: rack is 18 such hosts in one NVLink domain, so `fabric` is not the node). Why apart
+    #: from `fabric`: a launch is cut by hosts, communication by the fabric.
+    host_gpus: int = 8
 
     @property
     def compute_capability(self) -> int:
@@ -97,8 +103,21 @@ GPUS: Mapping[str, Gpu] = MappingProxyType(
             Gpu("H800", 81559, 8, "nvidia", 9, 3.35, 989, 1979, 0, 200),
             Gpu("B200", 183359, 8, "nvidia", 10, 8.0, 2250, 4500, 9000, 900),
             Gpu("B300", 275040, 8, "nvidia", 10, 8.0, 2250, 4500, 13500, 900, sm_minor=3),
-            Gpu("GB200", 189471, 72, "nvidia", 10, 8.0, 2500, 5000, 10000, 900),
-            Gpu("GB300", 284208, 72, "nvidia", 10, 8.0, 2500, 5000, 15000, 900, sm_minor=3),
+            Gpu("GB200", 189471, 72, "nvidia", 10, 8.0, 2500, 5000, 10000, 900, host_gpus=4),
+            Gpu(
+                "GB300",
+                284208,
+                72,
+                "nvidia",
+                10,
+                8.0,
+                2500,
+                5000,
+                15000,
+                900,
+                sm_minor=3,
+                host_gpus=4,
+            ),
             Gpu("A100-40", 40960, 8, "nvidia", 8, 1.555, 312, 0, 0, 300),
             Gpu("A100-80", 81920, 8, "nvidia", 8, 2.039, 312, 0, 0, 300),
             Gpu("A800", 81920, 8, "nvidia", 8, 2.039, 312, 0, 0, 200),
