@@ -365,7 +365,7 @@ class MemoryModel:
         return replace(self._at_fraction(p, raised), raised_from_fraction=default)
 
     def _at_fraction(self, p: Parallel, f: float) -> Memory:
-        key = (f, p.attn_dp, p.pp, *stage_widths(p))
+        key = (f, p.attn_dp, p.pp, p.dcp, *stage_widths(p))
         stages = self._stages_cache.get(key)
         if stages is None:
             stages = self._stages_cache[key] = self._stages(p, f)
@@ -401,10 +401,10 @@ class MemoryModel:
     def _stages(self, p: Parallel, f: float) -> tuple[int | None, float, float, int, int | None]:
         """(KV tokens of the tightest stage, weights GiB of the fullest, the largest KV
         cell, state bytes per request, state slots) at fraction `f`, stage by stage.
-        They read `f`, the attention DP and PP widths and the widths a stage's weights
-        read (`stage_widths`, attention TP among them), not the replicas, DCP or chunk
-        size: `_at_fraction` memoises them on those (a planner's layouts differ mostly in
-        replicas: 24,000 layouts on 256 GPUs, each up to 61 stages)."""
+        They read `f`, the attention DP and PP widths, the widths a stage's weights read
+        (`stage_widths`, attention TP among them) and DCP (a GQA cell's heads), not the
+        replicas or chunk size: `_at_fraction` memoises them on those (a planner's layouts
+        differ mostly in replicas: 24,000 layouts on 256 GPUs, each up to 61 stages)."""
         tokens = None
         weights = 0.0
         cell_max = 0.0

@@ -275,10 +275,10 @@ def _generated(
             if fr is None:
                 fr = fraction_cache[fk] = mm.default_fraction(*fk)
         unrolled, reps = stages(pp)
-        cells = cell_cache.get((pp, attn_tp))
+        cells = cell_cache.get((pp, attn_tp, dcp))
         if cells is None:
-            p = Parallel(pp=pp, attn_tp=attn_tp)
-            cells = cell_cache[(pp, attn_tp)] = tuple(
+            p = Parallel(pp=pp, attn_tp=attn_tp, dcp=dcp)
+            cells = cell_cache[(pp, attn_tp, dcp)] = tuple(
                 kv_bytes_per_token(f, p, s, kv_dtype, mm.swa_ratio) for s in reps
             )
         emb_rows = wm.embedding_rows(tp, attn_tp, dpa)
@@ -309,7 +309,9 @@ def _generated(
         )
 
     fraction_cache: dict[tuple[Any, ...], float] = mm.column_cache.setdefault("fraction", {})
-    cell_cache: dict[tuple[int, int], tuple[float, ...]] = mm.column_cache.setdefault("cells", {})
+    cell_cache: dict[tuple[int, int, int], tuple[float, ...]] = mm.column_cache.setdefault(
+        "cells", {}
+    )
     # Keyed by values, not row positions: shared by every reader of this model, so a second
     # enumeration (another N, another filter) starts warm.
     engine_cache: dict[tuple[Any, ...], tuple[Any, ...]] = mm.column_cache.setdefault("engine", {})

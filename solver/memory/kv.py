@@ -11,8 +11,12 @@ Why these shapes (SGLang's KV pools):
 - GatedDeltaNet hybrids (Qwen3-Next, Qwen3.5): only the full-attention layers hold KV; the
   linear-attention layers keep a per-request state in a pool of its own (`state.py`);
 - decode context parallelism (`dcp_size`) stores each token on one of the `dcp` ranks, so
-  a rank's pool covers `dcp` times as many tokens; prefill CP (`attn_cp_size`) keeps the
-  whole KV on every rank;
+  a rank's pool covers `dcp` times as many tokens; the `dcp` ranks of a group hold the
+  same KV heads, so GQA/MHA heads shard over `attn_tp // dcp` groups, not `attn_tp`
+  (`ModelConfig.get_num_kv_heads(tp, dcp)`, 0.5.18 to 0.5.23): DCP widens a pool only
+  where attention TP replicated heads (an MLA latent is whole on every rank anyway);
+  sliding-window heads ignore it (`get_swa_num_kv_heads`); prefill CP (`attn_cp_size`)
+  keeps the whole KV on every rank;
 - SGLang's hybrid SWA pool (from 0.5.18, for the architectures its `is_hybrid_swa_model`
   lists: gpt-oss, MiMo-V2, Llama 4, DeepSeek-V4, Step 3.5, Gemma 4, ...): the sliding-window
   layers get a pool of `swa_full_tokens_ratio` (default 0.8; DeepSeek-V4 0.1) times the full
@@ -91,10 +95,15 @@ def hybrid_swa_ratio(
 
 
 def layer_kv_bytes(
-    f: ModelFacts, attn_tp: int, kv_cache_dtype: str | None = None, *, swa: bool = False
+    f: ModelFacts,
+    attn_tp: int,
+    kv_cache_dtype: str | None = None,
+    *,
+    swa: bool = False,
+    dcp: int = 1,
 ) -> float:
     """KV bytes of one token in one layer on one rank (a sliding-window layer of the hybrid
-    pool with `swa`)."""
+    pool with `swa`; `dcp`: decode CP, whose ranks repeat each other's heads)."""
     b = kv_dtype_bytes(kv_cache_dtype, f.quant.unquantized)
     if f.is_mla and f.index_head_dim and b == 1:
         # DSA's FP8 layout: FP8 latent, one float32 scale per 128 values, rope part in bf16.
@@ -106,7 +115,7 @@ def layer_kv_bytes(
         heads = max(1, (f.swa_num_kv_heads or f.num_kv_heads) // attn_tp)
         per = heads * ((f.swa_head_dim or f.head_dim) + (f.swa_v_head_dim or f.v_head_dim)) * b
     else:
-        heads = max(1, f.num_kv_heads // attn_tp)
+        heads = max(1, f.num_kv_heads // max(1, attn_tp // dcp))
         per = heads * (f.head_dim + f.v_head_dim) * b
     if f.index_head_dim:
         per += f.index_head_dim + f.index_head_dim // INDEXER_SCALE_BLOCK * 4
@@ -123,7 +132,7 @@ def kv_bytes_per_token(
     """Bytes one token of the pool costs on a rank of `stage` (SGLang's cell size); with
     `swa_ratio` (`hybrid_swa_ratio`), the hybrid pool's."""
     start, end = stage_layers(f.num_layers, p.pp)[stage]
-    full = layer_kv_bytes(f, p.attn_tp, kv_cache_dtype)
+    full = layer_kv_bytes(f, p.attn_tp, kv_cache_dtype, dcp=p.dcp)
     linear = sum(1 for i in f.linear_layer_ids if start <= i < end)
     if swa_ratio is None:
         return (end - start - linear) * full

@@ -59,7 +59,7 @@ class RooflineSteps:
         # Per-layout constants, computed once: a plan evaluates thousands of passes.
         f, p = self.facts, self.p
         layers = f.num_layers / p.pp
-        kv = layer_kv_bytes(f, p.attn_tp, self.kv_cache_dtype) * layers
+        kv = layer_kv_bytes(f, p.attn_tp, self.kv_cache_dtype, dcp=p.dcp) * layers
         object.__setattr__(self, "_c", (
             self._active_params_per_rank(),
             self._all_expert_bytes(),
