@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from meshsat.solver.memory import Parallel
 from meshsat.solver.perf import PerfModel, Workload
+from meshsat.solver.perf.aic import MESSAGE_CHARS, engine_error
 from meshsat.solver.perf.context import context_length
 from meshsat.solver.perf.estimator import _Unavailable
 from meshsat.solver.perf.roofline import RooflineSteps
@@ -103,6 +104,20 @@ def test_fallback_labels_say_where_each_estimate_comes_from() -> None:
     assert not strict.meets_sla and math.isnan(strict.ttft_ms)
     small = PerfModel("deepseek-ai/DeepSeek-V3", "A100-80", w).estimate(TP8_EP8)
     assert small.source == "does not fit" and small.kv_concurrency == 0
+
+
+def test_an_engine_refusal_reads_whole_in_the_label() -> None:
+    """The label once cut the engine's message at 160 characters, mid-name
+    (`... Qwen3ForCausalLM, Qwen3VLForCondition)`): an unsupported architecture is named
+    without the list that follows it, anything else cut at a word."""
+    pytest.importorskip("aiconfigurator_core")
+    w = Workload(1024, 1024)
+    glm = PerfModel("zai-org/GLM-4.5", "H200", w).estimate(Parallel(tp=8, attn_tp=8, moe_tp=8))
+    assert glm.source == (
+        "roofline (aic: ValueError: architecture Glm4MoeForCausalLM not supported by the engine)"
+    )
+    long = engine_error(KeyError(" ".join(["word"] * 60)))
+    assert long.endswith("word ...") and len(long) < MESSAGE_CHARS + 20
 
 
 def test_the_engine_answers_for_layouts_it_covers() -> None:

@@ -416,3 +416,16 @@ def test_a_row_without_estimate_says_so_alike_in_every_format(
     assert cells["ttft_ms"] == "" and cells["tpot_ms"] == ""
     table = run_cli(capsys, *ask).out
     assert "nan" not in table and table.splitlines()[1].split()[10:12] == ["-", "-"]
+
+
+def test_a_gpu_without_speeds_says_so_and_points_to_the_kv_ranking(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--gpu-memory` gives memory, not speeds: no row has an estimate, and "the rows are the
+    fastest that miss the SLA" would send the user after limits that were never the cause."""
+    res = run_cli(capsys, "plan", "-m", "Qwen/Qwen3-32B", "--gpu-memory", "141GiB", "--gpus", "2")
+    assert res.code == 1
+    assert "could be estimated (custom-141GiB has no speeds" in res.err
+    assert "--rank kv" in res.err and "meets the SLA" not in res.err
+    assert run_cli(capsys, "plan", "-m", "Qwen/Qwen3-32B", "--gpu-memory", "141GiB", "--gpus",
+                   "2", "--rank", "kv").code == 0  # fmt: skip

@@ -337,6 +337,12 @@ def nothing_fits(rows: Sequence[PerfRow], w: Workload, model: object, gpus: int,
             f"no layout of {model} on {gpus} x {gpu} holds one request of ISL + OSL = "
             f"{w.isl + w.osl:,} tokens in its KV cache"
         )
+    if rows and rows[0].source.startswith("unavailable"):  # no row has a figure to rank by
+        why = rows[0].source.removeprefix("unavailable").strip(" ()")
+        return (
+            f"no layout of {model} on {gpus} x {gpu} could be estimated ({why}); "
+            "--rank kv ranks them by KV-cache capacity without an estimate"
+        )
     if rows and not rows[0].meets_sla:
         return (
             f"no layout of {model} on {gpus} x {gpu} meets the SLA ({w.describe()}); the "

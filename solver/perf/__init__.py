@@ -18,9 +18,12 @@ this subsystem says how fast it serves a workload, and from where the numbers co
 Python API for autotuners (docs/perf.md):
 
     from meshsat import solver
+    from meshsat.solver.lang.model_spec import ModelSpec
+    from meshsat.solver.memory.models import model_config
     from meshsat.solver.perf import PerfModel, Workload, rank_layouts
     pm = PerfModel("deepseek-ai/DeepSeek-V3", "H200", Workload(isl=1024, osl=1024, tpot_ms=50))
-    rows = rank_layouts(solver.enumerate(16, model=...), pm)
+    spec = ModelSpec.from_hf_config(model_config("deepseek-ai/DeepSeek-V3"))
+    rows = rank_layouts(solver.enumerate(16, model=spec), pm, top=5)
 
 Importing this package does not import `aiconfigurator_core`.
 """
@@ -28,7 +31,16 @@ Importing this package does not import `aiconfigurator_core`.
 from __future__ import annotations
 
 from meshsat.solver.perf.estimator import ENGINES, Estimate, PerfModel
+from meshsat.solver.perf.ranking import Ranked, rank_layouts
 from meshsat.solver.perf.schedule import Calibration
 from meshsat.solver.perf.workload import Workload
 
-__all__ = ["ENGINES", "Calibration", "Estimate", "PerfModel", "Workload"]
+__all__ = [
+    "ENGINES",
+    "Calibration",
+    "Estimate",
+    "PerfModel",
+    "Ranked",
+    "Workload",
+    "rank_layouts",
+]

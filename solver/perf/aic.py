@@ -14,6 +14,7 @@ engine caches its database per system and version.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
@@ -190,10 +191,29 @@ def _handle(args: EngineArgs) -> Any:
         except MeshsatError:  # --timeout's signal (TimedOut) lands here: the run's, not
             raise  # the engine's failure, and never remembered as one
         except Exception as exc:  # the engine raises many types; each is "no estimate"
-            _FAILED[args] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+            _FAILED[args] = engine_error(exc)
             raise EngineUnavailable(_FAILED[args]) from None
         _ENGINES[args] = h
         return h
+
+
+#: The engine's refusal of an architecture, which goes on to list every one it supports.
+_UNSUPPORTED = re.compile(r"The model's architecture (\S+) is not supported")
+#: The most of an engine message a source label carries.
+MESSAGE_CHARS = 160
+
+
+def engine_error(exc: BaseException) -> str:
+    """The engine's failure as a row's source label says it: its type and first line, cut
+    at a word (with an ellipsis) rather than mid-name, and an unsupported architecture
+    without the list of the supported ones that follows it."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    m = _UNSUPPORTED.search(text)
+    if m:
+        return f"{type(exc).__name__}: architecture {m.group(1)} not supported by the engine"
+    if len(text) > MESSAGE_CHARS:
+        text = text[:MESSAGE_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
+    return f"{type(exc).__name__}: {text}"
 
 
 class AicSteps:
@@ -216,7 +236,7 @@ class AicSteps:
         except MeshsatError:
             raise
         except Exception as exc:
-            raise EngineUnavailable(f"{type(exc).__name__}: {str(exc)[:160]}") from None
+            raise EngineUnavailable(engine_error(exc)) from None
         if not v == v or v < 0:  # NaN or negative: no answer
             raise EngineUnavailable(f"{name}{a} returned {v}")
         return v
