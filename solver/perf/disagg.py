@@ -14,7 +14,7 @@ For `x` prefill servers of `pr` attention-DP ranks and `y` decode servers of `dr
 `bd` requests on each decode rank (`C = bd · y · dr`):
 - TPOT = decode step of `bd` requests (+ the roofline's host time per step);
 - each prefill rank takes `r = ceil(C / (x · pr))` prompts of a cohort; TTFT = overhead +
-  prefill(1 prompt) + queue · (r - 1)/2 · per-prompt cost · (1024/isl)^isl_power + KV
+  prefill(1 prompt) + queue · (r - 1)/2 · per-prompt cost · min(1, 1024/isl)^isl_power + KV
   transfer (the prefill rank's KV bytes of `isl` tokens over the per-GPU link: NVLink when
   the whole deployment sits in one scale-up domain, the NIC otherwise);
 - the request rate is Little's law, `C / (TTFT + (osl - 1) · TPOT)`, but never above what
@@ -51,10 +51,10 @@ from meshsat.solver.perf.ranking import Keep
 from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import (
     AIC_CALIBRATION,
-    ISL_REF,
     PREFILL_TOKENS,
     ROOFLINE_CALIBRATION,
     Calibration,
+    isl_factor,
 )
 from meshsat.solver.perf.workload import Workload
 
@@ -187,7 +187,7 @@ class PrefillRates:
     #: The calibration's overhead plus one prompt's pass.
     head_ms: float
     queue: float
-    #: `(ISL_REF / isl) ** isl_power`: the cohort queue's prompt-length factor.
+    #: `schedule.isl_factor`: the cohort queue's prompt-length factor.
     scale: float
     transfer_ms: float
 
@@ -202,7 +202,7 @@ class PrefillRates:
             return (one + (n - 1) * (pc.full_ms - one) / (full - 1)) / n
 
         costs = tuple(per_prompt(n) for n in range(full + 1))
-        scale: float = (ISL_REF / isl) ** c.isl_power
+        scale = isl_factor(isl, c.isl_power)
         return cls(pc.role.ranks, full, costs, c.overhead_ms + one, c.queue, scale, pc.transfer_ms)
 
     def per_prompt_ms(self, r: int) -> float:

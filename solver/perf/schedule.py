@@ -7,7 +7,7 @@ does), of which `r = min(b, capacity)` run at once (`capacity`: the requests the
 admits from the KV cache, `admission_capacity`; the rest wait in the server's queue):
 - prefill runs ahead of decode and batches up to `PREFILL_TOKENS` of prompts, so a new
   request's prompt costs `Pb = prefill(n, isl) / n` with `n` prompts per pass;
-- TTFT = overhead + prefill(1, isl) + queue · (r - 1)/2 · Pb · (1024 / isl)^isl_power
+- TTFT = overhead + prefill(1, isl) + queue · (r - 1)/2 · Pb · min(1, 1024 / isl)^isl_power
   + wait: requests arrive in cohorts (equal lengths keep them in step) and a request waits
   for part of its cohort's prompts; measured queueing grows with the prompts ahead but
   less than in proportion to their length (long prompts leave the cohort spread out), hence
@@ -152,12 +152,21 @@ def pieces(steps: Steps, batch: int, isl: int, osl: int) -> Pieces:
     )
 
 
+def isl_factor(isl: int, power: float) -> float:
+    """How the cohort queue per prompt scales with the prompt length: `(ISL_REF / isl) **
+    power` for prompts of `ISL_REF` tokens and longer, where it was fitted (the measured
+    prompts are 1,000 to 8,192 tokens), 1 below. Why not below: it would make a shorter
+    prompt queue longer than a longer one where a pass costs about the same whatever its
+    prompts (a pipeline's fill), and TTFT fall as the prompt grows."""
+    return (ISL_REF / isl) ** power if isl > ISL_REF else 1.0
+
+
 def combine(
     pc: Pieces, batch: int, isl: int, osl: int, cal: Calibration, capacity: int | None = None
 ) -> Point:
     """TTFT and TPOT from the step latencies (the formulas of the module docstring)."""
     r = running(batch, capacity)
-    queue = cal.queue * (r - 1) / 2 * pc.prefill_per_prompt * (ISL_REF / isl) ** cal.isl_power
+    queue = cal.queue * (r - 1) / 2 * pc.prefill_per_prompt * isl_factor(isl, cal.isl_power)
     ttft = cal.overhead_ms + pc.prefill_one + queue
     d = pc.decode + cal.decode_step_ms
     x, y = batch * pc.prefill_per_prompt, osl * d
