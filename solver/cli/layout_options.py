@@ -18,7 +18,7 @@ from meshsat.solver.inputs.layout_input import (
     script_folders,
     with_script,
 )
-from meshsat.solver.lang.limits import listed
+from meshsat.solver.lang.limits import clipped, listed
 
 if TYPE_CHECKING:
     from meshsat.solver.deployment.reader import OneJob
@@ -181,8 +181,17 @@ def read_layout(
 
 def missing_flags_text(layout: LayoutInput) -> str:
     """One line: the flags (or values) the release would refuse, each with the closest it
-    has or the values it accepts; the first few, then how many more."""
-    shown = listed([f if hint is None else f"{f} ({hint})" for f, hint in layout.missing_flags])
+    has or the values it accepts; the first few, then how many more. Only the flag as typed
+    is clipped (a pasted one may be a megabyte): the hint is whole, being the release's own
+    words and options (an ambiguous abbreviation's candidates, the choices of a refused
+    value, SGLang's message naming what to use instead), bounded by its flag table."""
+    shown = listed(
+        [
+            clipped(f) if hint is None else f"{clipped(f)} ({hint})"
+            for f, hint in layout.missing_flags
+        ],
+        clip=False,
+    )
     n = len(layout.missing_flags)
     if layout.missing_in:
         return f"{n} flag(s) SGLang {layout.missing_in}'s parser would refuse: {shown}"

@@ -74,10 +74,11 @@ def clipped(text: str) -> str:
     return text if len(text) <= MAX_SHOWN + 8 else text[:MAX_SHOWN] + "..."
 
 
-def listed(items: Sequence[str], sep: str = " ") -> str:
+def listed(items: Sequence[str], sep: str = " ", *, clip: bool = True) -> str:
     """The first `MAX_ITEMS_SHOWN` items, each `clipped`, then "and N more": a pasted
-    megabyte of flags is one readable line, not a megabyte of note."""
-    cut = [clipped(t) for t in items[:MAX_ITEMS_SHOWN]]
+    megabyte of flags is one readable line, not a megabyte of note. `clip=False` for items
+    the caller has bounded itself (user text clipped, meshsat's own words whole)."""
+    cut = [clipped(t) if clip else t for t in items[:MAX_ITEMS_SHOWN]]
     rest = len(items) - len(cut)
     return sep.join(cut) + (f"{sep}and {rest} more" if rest else "")
 

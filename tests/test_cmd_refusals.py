@@ -1,0 +1,63 @@
+"""What a release's parser refuses in a pasted command, as `validate` reports it
+(CMD-UNKNOWN-FLAG), held to what the real releases do: their recorded flag tables
+(`fidelity/flags/<release>.json`, dumped from each release's own argparse by
+`fidelity/runner.py flags`) and the refusals read from their source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli_helpers import run_cli
+
+FLAG_DUMPS = Path(__file__).resolve().parent.parent / "fidelity" / "flags"
+LAUNCH = "python -m sglang.launch_server --model-path x --tp 8"
+
+
+def _validate(
+    capsys: pytest.CaptureFixture[str], release: str, flags: str, *extra: str
+) -> tuple[int, dict[str, Any], str]:
+    """(exit status, the --json report, stderr) of `validate --strict` on a launch."""
+    args = ["validate", "--sglang", f"{LAUNCH} {flags}", "-V", release, "--json", *extra]
+    run = run_cli(capsys, *args)
+    return run.code, json.loads(run.out), run.err
+
+
+def _refusal(report: dict[str, Any]) -> str:
+    """The one CMD-UNKNOWN-FLAG entry's message (an error or a warning)."""
+    found = [
+        v["message"]
+        for v in report["violations"] + report["warnings"]
+        if v["rule"] == "CMD-UNKNOWN-FLAG"
+    ]
+    assert len(found) == 1, found
+    return str(found[0])
+
+
+# --- --json carries the whole refusal -------------------------------------------------------
+def test_json_carries_an_ambiguous_flags_candidates(capsys: pytest.CaptureFixture[str]) -> None:
+    """0.5.23's argparse: "ambiguous option: --cuda-graph-max-bs could match
+    --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"."""
+    _, report, _ = _validate(capsys, "0.5.23", "--cuda-graph-max-bs 8")
+    assert _refusal(report).endswith(
+        "--cuda-graph-max-bs (ambiguous: it abbreviates --cuda-graph-max-bs-decode, "
+        "--cuda-graph-max-bs-prefill)"
+    )
+
+
+def test_json_carries_every_accepted_choice(capsys: pytest.CaptureFixture[str]) -> None:
+    """The choices of 0.5.23's --kv-cache-dtype, all of them (its recorded flag table)."""
+    from meshsat.solver.inputs.sglang_cmdline import release_choices
+
+    _, report, _ = _validate(capsys, "0.5.23", "--kv-cache-dtype fp8_e5m3")
+    accepted = ", ".join(release_choices("0.5.23")["--kv-cache-dtype"])
+    assert f"--kv-cache-dtype fp8_e5m3 (invalid choice: it accepts {accepted})" in _refusal(report)
+
+
+def test_a_huge_typed_flag_is_still_clipped(capsys: pytest.CaptureFixture[str]) -> None:
+    """The user's text is bounded; only meshsat's and SGLang's own words are whole."""
+    _, report, _ = _validate(capsys, "0.5.23", "--x" + "y" * 5000)
+    assert len(_refusal(report)) < 300
