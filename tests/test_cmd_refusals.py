@@ -37,6 +37,27 @@ def _refusal(report: dict[str, Any]) -> str:
     return str(found[0])
 
 
+# --- a refused flag is said once, as refused ------------------------------------------------
+@pytest.mark.parametrize(
+    ("release", "flags", "refused"),
+    [
+        # 0.5.23 splits --cuda-graph-max-bs into -decode and -prefill: an ambiguous prefix.
+        ("0.5.23", "--cuda-graph-max-bs 8", "--cuda-graph-max-bs"),
+        ("0.4.6.post5", "--tokenizer-mode fast", "--tokenizer-mode"),  # a refused choice
+        ("0.5.23", "--disable-radix-cache=true", "--disable-radix-cache"),  # takes no value
+    ],
+)
+def test_a_refused_flag_is_not_also_not_checked(
+    capsys: pytest.CaptureFixture[str], release: str, flags: str, refused: str
+) -> None:
+    """"Not checked by meshsat ... SGLang still reads them" contradicts "the parser would
+    refuse": a refused flag is in the refusal only; the release's other flags stay noted."""
+    _, report, err = _validate(capsys, release, f"{flags} --trust-remote-code")
+    assert refused in _refusal(report)
+    note = next(line for line in err.splitlines() if "not checked by meshsat" in line)
+    assert note.endswith(": --trust-remote-code")
+
+
 # --- --json carries the whole refusal -------------------------------------------------------
 def test_json_carries_an_ambiguous_flags_candidates(capsys: pytest.CaptureFixture[str]) -> None:
     """0.5.23's argparse: "ambiguous option: --cuda-graph-max-bs could match

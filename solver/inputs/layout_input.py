@@ -189,9 +189,20 @@ def load_layout(
         parsed = launch if launch is not None else parse_sglang_command(text or "", search)
         values.update(parsed.values)
         notes.extend(parsed.notes)
+        if release is not None and release_flags(release) is not None:
+            missing = missing_from_release(parsed.flags, release)
+            missing += refused_values(parsed.given, release)
+            missing += refused_inline(parsed.inline, release)
+            missing += refused_in_config(parsed.config_keys, release)
+            missing_in = release
+        else:
+            missing = [(f, None) for f in parsed.unknown_flags]
         # The visible-devices list is checked against the ranks' GPU ids (JOB-VISIBLE-DEVICES).
         ignored = list(dict.fromkeys(f for f in parsed.ignored if f != CUDA_VISIBLE_DEVICES_ENV))
-        flags = [f for f in ignored if f.startswith("-")]
+        # A flag the release refuses is said as that (CMD-UNKNOWN-FLAG), not as one SGLang
+        # still reads.
+        refused = {_refused_flag(item) for item, _ in missing}
+        flags = [f for f in ignored if f.startswith("-") and f not in refused]
         if flags:
             notes.append(
                 f"{len(flags)} flag(s) not checked by meshsat (not layout "
@@ -221,14 +232,6 @@ def load_layout(
         sizing = parsed.memory
         unknown = dict(parsed.unknown_values)
         opaque = tuple(parsed.opaque)
-        if release is not None and release_flags(release) is not None:
-            missing = missing_from_release(parsed.flags, release)
-            missing += refused_values(parsed.given, release)
-            missing += refused_inline(parsed.inline, release)
-            missing += refused_in_config(parsed.config_keys, release)
-            missing_in = release
-        else:
-            missing = [(f, None) for f in parsed.unknown_flags]
     for item in sources.sets:
         name, eq, value = item.partition("=")
         if not eq or not name.strip():
@@ -268,6 +271,13 @@ def load_layout(
         unknown,
         opaque,
     )
+
+
+def _refused_flag(item: str) -> str:
+    """The flag of a refusal as `missing_from_release` and its kin write it: the flag
+    itself, `--flag value` (a refused choice) or `--flag=value` (a value glued to a flag
+    that takes none); a flag holds neither a blank nor `=`."""
+    return item.split(" ", 1)[0].partition("=")[0]
 
 
 def script_text(sources: LayoutSources) -> str:
