@@ -1,7 +1,9 @@
 """Export every release's flag table (fidelity/flags/<v>.json) into the compact table the
 command reader ships (solver/inputs/sglang_flags.json): per release, each option string and
 how many values it takes (0, 1, 2 for any number), the values a one-value option
-accepts where its parser lists choices (argparse exits on any other), and the default of
+accepts where its parser lists choices (argparse exits on any other), the options whose
+own action refuses them on sight with SGLang's message (`raises`: a deprecated option the
+parser still lists, so it is no unknown flag, yet the launch stops on it), the default of
 each layout field's option (what leaving the flag out gives, for the commands meshsat
 prints: `meshsat.solver.inputs.command`), and the YAML keys each release's `--config`
 merger refuses (fidelity/config_refused.json). Run after `make fidelity` refreshes the flag
@@ -28,11 +30,13 @@ def main() -> None:
     releases: dict[str, dict[str, int]] = {}
     choices: dict[str, dict[str, list[str]]] = {}
     defaults: dict[str, dict[str, Any]] = {}
+    raises: dict[str, dict[str, str]] = {}
     for path in sorted((HERE / "flags").glob("*.json")):
         table = json.loads(path.read_text(encoding="utf-8"))
         flags: dict[str, int] = {}
         accepts: dict[str, list[str]] = {}
         given: dict[str, Any] = {}
+        refused: dict[str, str] = {}
         for entry in table["flags"]:
             plain = entry["default"] is None or isinstance(entry["default"], bool | int | str)
             if entry["dest"] in CONFIG_SPECS and plain and entry["default"] != SUPPRESS:
@@ -44,16 +48,20 @@ def main() -> None:
             for option in entry["flags"]:
                 if option.startswith("--"):
                     flags[option] = takes
+                    if entry.get("raises"):
+                        refused[option] = entry["raises"]
                     if entry.get("choices") and takes == 1:
                         accepts[option] = [str(c) for c in entry["choices"]]
         releases[path.stem] = dict(sorted(flags.items()))
         choices[path.stem] = dict(sorted(accepts.items()))
         defaults[path.stem] = dict(sorted(given.items()))
+        raises[path.stem] = dict(sorted(refused.items()))
     refused = json.loads((HERE / "config_refused.json").read_text(encoding="utf-8"))
     data = {
         "releases": releases,
         "choices": choices,
         "defaults": defaults,
+        "raises": raises,
         "config_refused": refused,
     }
     TARGET.write_text(json.dumps(data, separators=(",", ":")) + "\n")

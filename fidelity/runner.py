@@ -228,6 +228,32 @@ def _plain(v: Any) -> Any:
     return str(v)
 
 
+class _Refused(Exception):
+    """What `parser.error` would have printed before exiting (argparse's own refusal)."""
+
+
+def _raises_on_sight(act: argparse.Action) -> str | None:
+    """SGLang's message when the option's own action refuses it as soon as it is given
+    (0.4.6.post5's `DeprecatedAction` raises `ValueError(help)`; 0.5.18's calls
+    `parser.error(error_message)` when it has one), else None. Only options that take no
+    value and whose action is SGLang's own are tried: argparse's actions never raise on
+    sight, and a value-taking action's refusal would depend on the value."""
+    if act.nargs != 0 or type(act).__module__ == "argparse":
+        return None
+
+    def refuse(message: str) -> None:
+        raise _Refused(message)
+
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.error = refuse  # type: ignore[method-assign, assignment]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            act(probe, argparse.Namespace(), [], act.option_strings[0])
+    except Exception as exc:  # the release's own refusal, whatever it raises
+        return str(exc)
+    return None
+
+
 def dump_flags() -> dict[str, Any]:
     """Every option of the release's CLI, as argparse itself holds it."""
     sa = _server_args()
@@ -257,6 +283,7 @@ def dump_flags() -> dict[str, Any]:
                 or "deprecat" in kind.lower(),
                 "field": has_field,
                 "help": help_text,
+                "raises": _raises_on_sight(act),
             }
         )
     no_cli = sorted(set(fields) - {a.dest for a in parser._actions})
@@ -458,6 +485,8 @@ class Resolver:
                 ns, rest = parser.parse_known_args([*argv, "--model-path", model_path])
         except SystemExit:
             return "argparse: " + said.getvalue().strip().splitlines()[-1]
+        except ValueError as exc:  # 0.4.6.post5's DeprecatedAction raises, not exits
+            return f"ValueError: {exc}"
         if rest:
             return f"unrecognized arguments: {' '.join(rest)}"
         return {k: v for k, v in vars(ns).items() if k in self.fields and k not in _HARNESS}

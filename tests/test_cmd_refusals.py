@@ -37,6 +37,80 @@ def _refusal(report: dict[str, Any]) -> str:
     return str(found[0])
 
 
+# --- deprecated options whose own action refuses them on sight ------------------------------
+# SGLang's words, as each release's parser raises them (0.4.6.post5's DeprecatedAction raises
+# ValueError(help); 0.5.18/0.5.19's calls parser.error(error_message)).
+RAISING = [
+    (
+        "0.4.6.post5",
+        "--enable-flashmla",
+        "--enable-flashmla is deprecated. Please use '--attention-backend flashmla' instead.",
+    ),
+    (
+        "0.4.6.post5",
+        "--enable-flashinfer-mla",
+        "--enable-flashinfer-mla is deprecated. Please use '--attention-backend flashinfer' "
+        "instead.",
+    ),
+    (
+        "0.5.18",
+        "--enable-expert-distribution-metrics",
+        "--enable-expert-distribution-metrics is no longer supported. Use "
+        "--expert-balancedness-report-mode with one of: off, server_log, prometheus, both.",
+    ),
+    ("0.5.19", "--enable-expert-distribution-metrics", "is no longer supported"),
+]
+
+
+@pytest.mark.parametrize(("release", "flag", "said"), RAISING)
+def test_an_option_whose_action_raises_is_refused_with_sglangs_words(
+    capsys: pytest.CaptureFixture[str], release: str, flag: str, said: str
+) -> None:
+    """The parser lists these options, yet the launch stops on them: an error with
+    --strict, SGLang's message in it, and not "not checked by meshsat"."""
+    code, report, err = _validate(capsys, release, flag, "--strict")
+    assert code == 1 and not report["valid"]
+    assert said in _refusal(report)
+    assert "not checked by meshsat" not in err
+
+
+def test_an_abbreviation_of_a_raising_option_is_refused_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """argparse expands a unique prefix before it calls the action."""
+    _, report, _ = _validate(capsys, "0.4.6.post5", "--enable-flashm")
+    assert "--enable-flashm (refused on sight: --enable-flashmla is deprecated" in _refusal(
+        report
+    )
+
+
+def test_a_deprecated_option_that_only_warns_is_not_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """0.5.18's --prefill-round-robin-balance is a DeprecatedAction without an error
+    message: it warns and the launch goes on."""
+    code, report, _ = _validate(capsys, "0.5.18", "--prefill-round-robin-balance", "--strict")
+    assert code == 0 and report["valid"]
+
+
+def test_the_shipped_table_holds_every_recorded_refusal() -> None:
+    """`sglang_flags.json` is exported from the recorded dumps (`fidelity.export_flags`):
+    every option a release's action refuses on sight is there with the same message."""
+    from meshsat.solver.inputs.sglang_cmdline import release_raises
+
+    for dump in sorted(FLAG_DUMPS.glob("*.json")):
+        table = json.loads(dump.read_text(encoding="utf-8"))
+        recorded = {
+            option: entry["raises"]
+            for entry in table["flags"]
+            if entry.get("raises")
+            for option in entry["flags"]
+            if option.startswith("--")
+        }
+        assert release_raises(dump.stem) == recorded, dump.stem
+    assert release_raises("0.4.6.post5")  # the dumps were taken with the probe
+
+
 # --- a refused flag is said once, as refused ------------------------------------------------
 @pytest.mark.parametrize(
     ("release", "flags", "refused"),

@@ -211,13 +211,14 @@ def missing_from_release(flags: list[str], version: str) -> list[tuple[str, str 
     options = _options(version)
     if options is None:
         return []
+    raising = release_raises(version)
     out: list[tuple[str, str | None]] = []
     for flag in dict.fromkeys(flags):
-        if flag in options.table:
-            continue
         # One search answers both: a unique prefix is accepted, several are ambiguous.
-        prefixed = options.starting_with(flag, 3)
+        prefixed = [flag] if flag in options.table else options.starting_with(flag, 3)
         if len(prefixed) == 1:
+            if prefixed[0] in raising:  # listed, but its own action stops the launch
+                out.append((flag, f"refused on sight: {raising[prefixed[0]]}"))
             continue
         if flag in DEPRECATED:
             target, meaning = DEPRECATED[flag]
@@ -231,6 +232,17 @@ def missing_from_release(flags: list[str], version: str) -> list[tuple[str, str 
             close = difflib.get_close_matches(flag, options.sorted, n=1, cutoff=0.75)
         out.append((flag, f"did you mean {close[0]}?" if close else None))
     return out
+
+
+@cache
+def release_raises(version: str) -> dict[str, str]:
+    """One recorded release's options whose own action refuses them as soon as they are
+    given -> SGLang's message, which names what to use instead (0.4.6.post5's
+    `--enable-flashmla`: "Please use '--attention-backend flashmla' instead."). The parser
+    lists them, so they are no unknown flags, yet the launch never starts with one."""
+    data = _flag_table()
+    table: dict[str, str] = data.get("raises", {}).get(version, {})
+    return table
 
 
 @cache
