@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from meshsat.solver.lang.fields import CONFIG_SPECS
 from tests.cli_helpers import run_cli
 
 FLAG_DUMPS = Path(__file__).resolve().parent.parent / "fidelity" / "flags"
@@ -79,9 +80,7 @@ def test_an_abbreviation_of_a_raising_option_is_refused_too(
 ) -> None:
     """argparse expands a unique prefix before it calls the action."""
     _, report, _ = _validate(capsys, "0.4.6.post5", "--enable-flashm")
-    assert "--enable-flashm (refused on sight: --enable-flashmla is deprecated" in _refusal(
-        report
-    )
+    assert "--enable-flashm (refused on sight: --enable-flashmla is deprecated" in _refusal(report)
 
 
 def test_a_deprecated_option_that_only_warns_is_not_refused(
@@ -124,7 +123,7 @@ def test_the_shipped_table_holds_every_recorded_refusal() -> None:
 def test_a_refused_flag_is_not_also_not_checked(
     capsys: pytest.CaptureFixture[str], release: str, flags: str, refused: str
 ) -> None:
-    """"Not checked by meshsat ... SGLang still reads them" contradicts "the parser would
+    """ "Not checked by meshsat ... SGLang still reads them" contradicts "the parser would
     refuse": a refused flag is in the refusal only; the release's other flags stay noted."""
     _, report, err = _validate(capsys, release, f"{flags} --trust-remote-code")
     assert refused in _refusal(report)
@@ -156,3 +155,66 @@ def test_a_huge_typed_flag_is_still_clipped(capsys: pytest.CaptureFixture[str]) 
     """The user's text is bounded; only meshsat's and SGLang's own words are whole."""
     _, report, _ = _validate(capsys, "0.5.23", "--x" + "y" * 5000)
     assert len(_refusal(report)) < 300
+
+
+# --- a layout field's value outside its choices ---------------------------------------------
+@pytest.mark.parametrize(
+    "flags",
+    [
+        "--quantization per_token_nvfp4",
+        "--quantization=w4a8_machete",
+        "--load-balance-method bogus",
+    ],
+)
+def test_a_layout_value_outside_the_choices_is_a_finding_not_an_exit(
+    capsys: pytest.CaptureFixture[str], flags: str
+) -> None:
+    """0.5.23's parser: "argument --quantization: invalid choice: 'per_token_nvfp4' (choose
+    from 'awq', ...)". A full report, the field left unset, an error with --strict."""
+    typed = flags.replace("=", " ")
+    for strict in ((), ("--strict",)):
+        code, report, _ = _validate(capsys, "0.5.23", flags, *strict)
+        assert f"{typed} (invalid choice: it accepts awq, fp8" in _refusal(report) or (
+            f"{typed} (invalid choice: it accepts auto, round_robin" in _refusal(report)
+        )
+        assert report["resolved"]["quantization"] is None
+        assert code == (1 if strict else 0)
+
+
+def _layout_choice_flags() -> list[tuple[str, str]]:
+    """(release, option) for every layout field's option with choices that each recorded
+    release has."""
+    from meshsat.solver.inputs.sglang_cmdline import FLAGS, _on_off, release_flags
+
+    out = []
+    for dump in sorted(FLAG_DUMPS.glob("*.json")):
+        options = release_flags(dump.stem) or {}
+        for flag, name in FLAGS.items():
+            if flag in options and CONFIG_SPECS[name].choices and not _on_off(name):
+                out.append((dump.stem, flag))
+    return out
+
+
+@pytest.mark.parametrize(("release", "flag"), _layout_choice_flags())
+def test_a_value_outside_the_choices_is_refused_as_the_release_refuses_it(
+    release: str, flag: str
+) -> None:
+    """Against each release's argparse, rebuilt from its recorded flag table: refused
+    (CMD-UNKNOWN-FLAG) where it lists choices; where it takes any string (0.4.6.post5's
+    --ep-dispatch-algorithm) a note that meshsat leaves the field unset."""
+    from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
+    from tests.test_launch import _release_parser
+
+    parser, refused_error, _ = _release_parser(release)
+    try:
+        parser.parse_args([flag, "bogus_value"])
+        expected = False
+    except refused_error:
+        expected = True
+    text = f"{LAUNCH} {flag} bogus_value"
+    layout = load_layout(LayoutSources(sglang=text), release=release)
+    said = [item for item, _ in layout.missing_flags]
+    assert (f"{flag} bogus_value" in said) == expected
+    assert any(n.startswith(f"{flag} bogus_value: not a value") for n in layout.notes) != expected
+    name = next(n for n, s in CONFIG_SPECS.items() if flag in s.flags)
+    assert getattr(layout.config, name) == CONFIG_SPECS[name].default

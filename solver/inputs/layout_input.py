@@ -45,6 +45,7 @@ from meshsat.solver.inputs.sglang_cmdline import (
     refused_inline,
     refused_values,
     release_flags,
+    unmodelled_values,
 )
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.limits import clipped, listed
@@ -197,6 +198,7 @@ def load_layout(
             missing_in = release
         else:
             missing = [(f, None) for f in parsed.unknown_flags]
+        notes.extend(unmodelled_values(parsed.outside, missing))
         # The visible-devices list is checked against the ranks' GPU ids (JOB-VISIBLE-DEVICES).
         ignored = list(dict.fromkeys(f for f in parsed.ignored if f != CUDA_VISIBLE_DEVICES_ENV))
         # A flag the release refuses is said as that (CMD-UNKNOWN-FLAG), not as one SGLang

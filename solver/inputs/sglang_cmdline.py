@@ -32,11 +32,11 @@ from meshsat.solver.inputs.accelerator import (
     node_devices_from_env,
 )
 from meshsat.solver.inputs.bench_flags import BENCH_FLAGS
-from meshsat.solver.inputs.convert import coerce
+from meshsat.solver.inputs.convert import accepted, coerce
 from meshsat.solver.inputs.launch import LaunchCommand, Word, read_launch_commands
 from meshsat.solver.inputs.memory_flags import MEMORY_FLAGS, memory_value
 from meshsat.solver.lang.fields import CONFIG_SPECS
-from meshsat.solver.lang.limits import MAX_ITEMS_SHOWN, listed
+from meshsat.solver.lang.limits import MAX_ITEMS_SHOWN, clipped, listed
 
 #: flag -> field, from the Config declaration (long names, aliases).
 FLAGS: dict[str, str] = {flag: name for name, spec in CONFIG_SPECS.items() for flag in spec.flags}
@@ -106,6 +106,10 @@ class ParsedCommandLine:
     #: (flag, value) as written, for every flag given one literal value: checked against
     #: the chosen release's choices.
     given: list[tuple[str, str]] = field(default_factory=list)
+    #: (flag, value) as written for a layout field's value outside every choice meshsat
+    #: knows (`--quantization bogus`): the field is left unset and the value said as the
+    #: release's parser refuses it (`outside_choices`), never an error that ends the report.
+    outside: list[tuple[str, str]] = field(default_factory=list)
     #: (flag, value) for every `--flag=value` word: argparse refuses a value glued to a
     #: flag that takes none (`--enable-dp-attention=true`: "ignored explicit argument").
     inline: list[tuple[str, str]] = field(default_factory=list)
@@ -313,6 +317,40 @@ def _same_integer(value: str, accepted: tuple[str, ...]) -> bool:
         return False
 
 
+def _outside_choices(name: str, text: str) -> bool:
+    """Whether a layout field with a list of choices is given a value none of them is
+    (`coerce` would refuse it): meshsat's choices hold every recorded release's, so such
+    a value is one SGLang's parser refuses too, a finding of the launch, not bad input."""
+    spec = CONFIG_SPECS[name]
+    if not spec.choices or spec.kind in ("int", "float", "bool") or _on_off(name):
+        return False
+    try:
+        coerce(name, text)
+    except InputError:
+        return True
+    return False
+
+
+def unmodelled_values(
+    outside: list[tuple[str, str]], refused: list[tuple[str, str | None]]
+) -> list[str]:
+    """Notes for the values of `outside` that `refused` (the release's own refusals,
+    `refused_values`) does not hold: the release's flag lists no choices (0.4.6.post5's
+    `--ep-dispatch-algorithm` takes any string) or no release was recorded, so its parser
+    takes the value, but meshsat has no meaning for it and leaves the field unset."""
+    said = {item for item, _ in refused}
+    notes: list[str] = []
+    for flag, value in dict.fromkeys(outside):
+        if f"{flag} {value}" in said:
+            continue
+        name = FLAGS[flag]
+        notes.append(
+            f"{flag} {clipped(value)}: not a value meshsat knows for {name} "
+            f"({accepted(CONFIG_SPECS[name])}); left unset"
+        )
+    return notes
+
+
 def _on_off(name: str) -> bool:
     """A flag that takes no value: a boolean field, also one that may be unset
     (`--dcp-replicate-q-proj` / `--no-dcp-replicate-q-proj`, SGLang's BooleanOptionalAction)."""
@@ -402,7 +440,10 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
             else:
                 text = given.text.partition("=")[2] if eq else given.text
                 out.given.append((flag, text))
-                out.values[name] = coerce(name, text)
+                if _outside_choices(name, text):  # argparse's refusal: the field stays unset
+                    out.outside.append((flag, text))
+                else:
+                    out.values[name] = coerce(name, text)
             out.spans.setdefault(name, []).append((word.pos, given.end))
         elif flag in DEPRECATED:
             target, meaning = DEPRECATED[flag]
@@ -539,6 +580,7 @@ def parse_job(
     for p in parsed[1:]:
         first.flags += p.flags
         first.given += p.given
+        first.outside += p.outside
         first.inline += p.inline
         first.ignored += p.ignored
         first.unknown_flags += p.unknown_flags
@@ -743,6 +785,7 @@ def _with_config_file(
         memory={**from_file.memory, **parsed.memory},
         unknown_flags=[*from_file.unknown_flags, *parsed.unknown_flags],
         given=[*from_file.given, *parsed.given],
+        outside=[*from_file.outside, *parsed.outside],
         inline=parsed.inline,
         unknown_values={
             k: v
