@@ -4,6 +4,8 @@ after the backend's ep_size = tp_size rewrite."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from meshsat.solver.lang.derived import attn_dp
 from meshsat.solver.lang.expr import is_set, one_of
 from meshsat.solver.lang.fields import F
@@ -21,6 +23,24 @@ FLASHINFER_A2A_RUNNERS = (
     "deep_gemm",
 )
 
+#: FlashInfer's all-to-all needs one attention-DP group per TP rank (0.5.18 to 0.5.19's
+#: words; 0.5.23 says it its own way, `FLASHINFER_TOPOLOGY_0_5_23`).
+FLASHINFER_TOPOLOGY = Rule(
+    "TOPO-A2A-FLASHINFER",
+    a2a == "flashinfer",
+    F.enable_dp_attention & (F.dp_size == F.tp_size),
+    "Flashinfer MoE A2A is only supported with dp_size == tp_size and --enable-dp-attention",
+    SRC,
+)
+#: The same condition in 0.5.23's words (`arg_groups/moe_hook.py`, handle_a2a_moe). Its Muse
+#: Spark exception (TP4/EP4 or TP8/EP8 with layernorm sequence parallelism, no attention DP)
+#: reads `enable_layernorm_sp`, which is not a layout field here.
+FLASHINFER_TOPOLOGY_0_5_23 = replace(
+    FLASHINFER_TOPOLOGY,
+    message="Flashinfer MoE A2A requires --attn-dp-size equal to --tp-size, except for Muse "
+    "Spark TP4/EP4 or TP8/EP8 prefill sequence parallelism.",
+)
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "A2A-DEEPEP-V2-RUNNER",
@@ -31,13 +51,7 @@ RULES: tuple[Rule, ...] = (
         SRC,
         hint="use --moe-runner-backend deep_gemm (auto resolves to it)",
     ),
-    Rule(
-        "TOPO-A2A-FLASHINFER",
-        a2a == "flashinfer",
-        F.enable_dp_attention & (F.dp_size == F.tp_size),
-        "Flashinfer MoE A2A is only supported with dp_size == tp_size and --enable-dp-attention",
-        SRC,
-    ),
+    FLASHINFER_TOPOLOGY,
     Rule(
         "A2A-FLASHINFER-RUNNER",
         a2a == "flashinfer",

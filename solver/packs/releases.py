@@ -427,6 +427,8 @@ V0_5_23 = apply(
             *weight_shapes.RULES_0_5_23,
             # 0.5.23's loader no longer knows GPTQ outside Ascend (measured).
             quantization.quant_known(),
+            # The same condition, 0.5.23's own words (arg_groups/moe_hook.py).
+            a2a.FLASHINFER_TOPOLOGY_0_5_23,
             # The same condition (dp_size counts replicas again), 0.5.23's own words
             # (arg_groups/validation_hook.py, check_server_args).
             Rule(
