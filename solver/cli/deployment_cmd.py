@@ -237,6 +237,12 @@ def fix_deployment_cmd(
             for r in result.routers
             for url, kind in r.moves
         ]
+        rows += [
+            {"server": f"router@{r.line}", "field": f"bootstrap port of {p.url}", "old": p.old,
+             "new": p.new}
+            for r in result.routers
+            for p in r.ports
+        ]  # fmt: skip
         emit(fmt, result.to_dict(), rows, columns=("server", *CHANGE_COLUMNS))
     return 0 if result.ok else 1
 
@@ -310,8 +316,35 @@ def _print_fix(result: DeploymentFix) -> None:
         out.print(f"  [bold]command:[/bold] {escape(command)}", soft_wrap=True)
         for said in s.notes:
             out.print(f"  [yellow]note:[/yellow] {escape(said)}", soft_wrap=True)
+    for repair in result.routers:
+        for said in repair.said():
+            out.print(escape(said), soft_wrap=True)
     if result.after is not None:
         print_deployment(result.after)
+
+
+def _prefill_url(words: Sequence[Any], url: str) -> int | None:
+    """The index of `url` among a router's `--prefill` values (None: not there as a word
+    of its own)."""
+    flag = ""
+    for i, word in enumerate(words):
+        if word.text.startswith("--"):
+            flag = word.text
+        elif flag == "--prefill" and word.text == url:
+            return i
+    return None
+
+
+def _port_edit(words: Sequence[Any], url: str, port: int) -> tuple[int, int, str] | None:
+    """The edit that gives a `--prefill URL` the bootstrap port `port`: the port written
+    after it replaced, else the port added after the URL."""
+    at = _prefill_url(words, url)
+    if at is None:
+        return None
+    after = words[at + 1].text if at + 1 < len(words) else ""
+    if after.isdigit() or after.lower() == "none":
+        return words[at + 1].pos, words[at + 1].end, str(port)
+    return words[at].end, words[at].end, f" {port}"
 
 
 def _rewritten_routers(text: str, result: DeploymentFix) -> tuple[str, list[str]]:
@@ -341,6 +374,14 @@ def _rewritten_routers(text: str, result: DeploymentFix) -> tuple[str, list[str]
         if repair.add_pd:
             edits.append((words[-1].end, words[-1].end, " --pd-disaggregation"))
             notes.append(f"router@{repair.line}: --pd-disaggregation")
+        for port in repair.ports:
+            edit = _port_edit(words, port.url, port.new)
+            if edit is None:
+                said = f"give {port.url} bootstrap port {port.new} by hand"
+                notes.append(f"line {repair.line}: {said}")
+                continue
+            edits.append(edit)
+        notes += [line for line in repair.said() if "bootstrap port" in line]
     return applied(text, edits), notes
 
 

@@ -4,11 +4,18 @@ prefill's parallel info at the bootstrap and adapts to it, so the prefill is the
 
 Two kinds of repair, both read from the pair rule table (`PairRule.follow`,
 `PairRule.layout_fix`):
-- facts beyond the layout (model, transfer backend, page size, KV dtype, bootstrap port):
-  the decode takes the prefill's value (a flag edit);
+- facts beyond the layout (model, transfer backend, page size, KV dtype): the decode takes
+  the prefill's value (a flag edit);
 - the decode's layout: its attention TP becomes the prefill's (keeping its GPU count where
   the TP size allows, through DP attention), its PP the prefill's, its DCP 1; those values
   are pinned and `fix` finds the nearest valid layout that keeps them.
+
+The bootstrap port (PD-BOOTSTRAP-PORT) is repaired where the rule says it is read: a port
+the router writes after a prefill URL becomes the port that prefill listens on; without
+one, each decode server takes the prefill's `--disaggregation-bootstrap-port` (SGLang's
+scheduler fills the decode's own into a request that has none), or, where the prefill
+servers listen on different ports so that no one port serves them all, the router gets
+each prefill's port after its URL (`_bootstrap_repairs`).
 """
 
 from __future__ import annotations
@@ -69,19 +76,47 @@ class ServerFix:
 
 
 @dataclass(frozen=True)
+class PortFix:
+    """A prefill URL's bootstrap port written in the router (PD-BOOTSTRAP-PORT): the URL,
+    the port it had after it (None: none) and the prefill's own."""
+
+    url: str
+    old: int | None
+    new: int
+
+
+@dataclass(frozen=True)
 class RouterFix:
     """A router's repair: URLs moved to the list of the role their server plays
-    (ROUTER-ROLE), and `--pd-disaggregation` added (ROUTER-PD-MODE)."""
+    (ROUTER-ROLE), `--pd-disaggregation` added (ROUTER-PD-MODE), and prefill URLs given
+    the bootstrap port their server listens on (PD-BOOTSTRAP-PORT)."""
 
     line: int
     moves: tuple[tuple[str, str], ...] = ()
     add_pd: bool = False
+    ports: tuple[PortFix, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.moves or self.add_pd or self.ports)
+
+    def said(self) -> list[str]:
+        """Each repair as one line (`fix`'s output, `--rewrite`'s notes)."""
+        head = f"router@{self.line}"
+        lines = [f"{head}: {url} -> --{kind}" for url, kind in self.moves]
+        lines += [f"{head}: --pd-disaggregation"] if self.add_pd else []
+        lines += [
+            f"{head}: {p.url} bootstrap port {'none' if p.old is None else p.old} -> {p.new}"
+            for p in self.ports
+        ]
+        return lines
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "line": self.line,
             "moves": [{"url": url, "to": kind} for url, kind in self.moves],
             "add_pd_disaggregation": self.add_pd,
+            "bootstrap_ports": [{"url": p.url, "old": p.old, "new": p.new} for p in self.ports],
         }
 
 
@@ -167,14 +202,104 @@ def fix_deployment(
     for name, why in apart.short.items():
         note = f"HOST-GPU-OVERLAP not repaired: {why}"
         fixes[name] = replace(fixes[name], notes=(*fixes[name].notes, note))
-    servers = tuple(fixed[s.name] for s in deployment.servers)
     routed = [_fix_router(r, deployment) for r in deployment.routers]
     after_deployment = replace(
-        deployment, servers=servers, routers=tuple(router for router, _ in routed)
+        deployment,
+        servers=tuple(fixed[s.name] for s in deployment.servers),
+        routers=tuple(router for router, _ in routed),
+    )
+    ports = _bootstrap_repairs(after_deployment)
+    for name, port in ports.decodes.items():
+        fixed[name] = _with_bootstrap(fixed[name], port)
+        flag = (FACT_FLAGS["bootstrap_port"], str(port))
+        fixes[name] = replace(fixes[name], flags=(*fixes[name].flags, flag))
+    routers = [_with_ports(r, f, ports.routers.get(r.line, {})) for r, f in routed]
+    after_deployment = replace(
+        after_deployment,
+        servers=tuple(fixed[s.name] for s in deployment.servers),
+        routers=tuple(router for router, _ in routers),
     )
     after = judge(after_deployment, pack)
-    repairs = tuple(f for _, f in routed if f.moves or f.add_pd)
+    repairs = tuple(f for _, f in routers if f.changed)
     return DeploymentFix(tuple(fixes.values()), after, after_deployment, repairs)
+
+
+@dataclass(frozen=True)
+class BootstrapRepairs:
+    """PD-BOOTSTRAP-PORT's repair: the port each decode server takes (by name), and each
+    router's prefill URLs (by line, then index in its `--prefill` list) given a port."""
+
+    decodes: dict[str, int]
+    routers: dict[int, dict[int, int]]
+
+
+def _listening(router: Router, target: Target, deployment: Deployment) -> list[Server]:
+    """The prefill servers a router's URL may name whose bootstrap port is known here."""
+    return [
+        s
+        for s in deployment.of_role("prefill")
+        if reaches(target.endpoint, s.endpoint) and s.facts.bootstrap_port is not None
+    ]
+
+
+def _bootstrap_repairs(deployment: Deployment) -> BootstrapRepairs:
+    """What PD-BOOTSTRAP-PORT's check (`rules._bootstrap_ports`) finds, repaired where it
+    reads the port: a port the router writes after a URL becomes the one that prefill
+    listens on; a URL without one is reached at each decode's own port, so each decode
+    that misses takes the port every such prefill listens on, and where they listen on
+    different ports (no one port serves them all) the URL gets its prefill's port instead.
+    mini_lb's `--prefill-bootstrap-ports` list is left to its hint."""
+    routers: dict[int, dict[int, int]] = {}
+    bare: list[tuple[Router, int, set[int], int]] = []
+    for router in deployment.routers:
+        for i, target in enumerate(router.prefill):
+            named = _listening(router, target, deployment)
+            if not named:
+                continue
+            listens = {int(s.facts.bootstrap_port or 0) for s in named}
+            port = int(named[0].facts.bootstrap_port or 0)
+            if target.bootstrap_port is not None:
+                if target.bootstrap_port not in listens:
+                    routers.setdefault(router.line, {})[i] = port
+            elif not router.bootstrap_ports:
+                bare.append((router, i, listens, port))
+    decodes: dict[str, int] = {}
+    ports = [d.facts.bootstrap_port for d in deployment.of_role("decode")]
+    wrong = [
+        (router, i, port)
+        for router, i, listens, port in bare
+        if any(p is not None and p not in listens for p in ports)
+    ]
+    common = set.intersection(*(listens for _, _, listens, _ in bare)) if bare else set()
+    if wrong and common:
+        first = bare[0][3]
+        port = first if first in common else min(common)
+        for decode in deployment.of_role("decode"):
+            own = decode.facts.bootstrap_port
+            if own is not None and own not in common:
+                decodes[decode.name] = port
+    else:
+        for router, i, port in wrong:
+            routers.setdefault(router.line, {})[i] = port
+    return BootstrapRepairs(decodes, routers)
+
+
+def _with_bootstrap(server: Server, port: int) -> Server:
+    return replace(server, facts=replace(server.facts, bootstrap_port=port))
+
+
+def _with_ports(
+    router: Router, repair: RouterFix, ports: dict[int, int]
+) -> tuple[Router, RouterFix]:
+    """The router with each prefill URL of `ports` (its index -> port) given that port."""
+    if not ports:
+        return router, repair
+    targets = list(router.prefill)
+    said: list[PortFix] = []
+    for i, port in sorted(ports.items()):
+        said.append(PortFix(targets[i].url, targets[i].bootstrap_port, port))
+        targets[i] = replace(targets[i], bootstrap_port=port)
+    return replace(router, prefill=tuple(targets)), replace(repair, ports=tuple(said))
 
 
 def _fix_router(router: Router, deployment: Deployment) -> tuple[Router, RouterFix]:
