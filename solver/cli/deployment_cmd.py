@@ -306,7 +306,7 @@ def _print_fix(result: DeploymentFix) -> None:
             )
             continue
         changes = [*s.forced, *s.report.best.changes]
-        said = ", ".join(f"{c.field}: {c.old} -> {c.new}" for c in changes) or "no layout change"
+        said = ", ".join(f"{c.field}: {c.old} -> {c.new}" for c in changes) or _unchanged(s)
         flags = ", ".join(f"{f} {v}" for f, v in s.flags)
         out.print(
             f"[bold]{escape(s.server)}[/bold]: {escape(said)}"
@@ -345,6 +345,17 @@ def _port_edit(words: Sequence[Any], url: str, port: int) -> tuple[int, int, str
     if after.isdigit() or after.lower() == "none":
         return words[at + 1].pos, words[at + 1].end, str(port)
     return words[at].end, words[at].end, f" {port}"
+
+
+def _unchanged(found: ServerFix) -> str:
+    """What a server's fix says when its first node's layout stays."""
+    if not found.every_node:
+        return "no layout change"
+    lines = ", ".join(map(str, found.every_node))
+    return (
+        f"the node(s) on line(s) {lines} take this layout (JOB-ONE-LAYOUT; "
+        "validate --rewrite writes it into every node)"
+    )
 
 
 def _rewritten_routers(text: str, result: DeploymentFix) -> tuple[str, list[str]]:
@@ -416,6 +427,6 @@ def rewritten_deployment(deployment: Deployment, pack: Pack) -> tuple[str | None
     text, said = _rewritten_routers(text, result)
     notes += said
     if not result.ok and result.after is not None:
-        left = ", ".join(dict.fromkeys(f.rule for f in result.after.errors))
+        left = ", ".join(result.after.broken)
         notes.append(f"still broken after the rewrite (fix by hand): {left}")
     return text, notes

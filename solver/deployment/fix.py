@@ -37,6 +37,9 @@ from meshsat.solver.deployment.validate import (
     server_report,
 )
 from meshsat.solver.lang.model_spec import ModelSpec
+
+#: A node whose layout differs from its job's first node's (`sglang_cmdline._check_job`).
+ONE_LAYOUT_RULE = "JOB-ONE-LAYOUT"
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.fix import fix
 from meshsat.solver.repair.results import Change, FixReport
@@ -56,6 +59,9 @@ class ServerFix:
     relisted: Relisted | None = None
     #: What the fix could not repair, and why (a server no free GPUs of its machine hold).
     notes: tuple[str, ...] = ()
+    #: The lines of its nodes that disagreed with its first node's layout (JOB-ONE-LAYOUT)
+    #: and take the fixed layout: `--rewrite` writes it into every node.
+    every_node: tuple[int, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -71,6 +77,7 @@ class ServerFix:
             if moved is None
             else {"variable": moved.variable, "old": list(moved.old), "new": list(moved.new)},
             "notes": list(self.notes),
+            "every_node": list(self.every_node),
             **self.report.to_dict(),
         }
 
@@ -172,7 +179,9 @@ def fix_deployment(
         fixes[server.name] = ServerFix(server.name, found)
         if not found.fixes:
             return DeploymentFix(tuple(fixes.values()), None, None)
-        fixed[server.name] = _with_config(server, found.best.config)
+        fixed[server.name], fixes[server.name] = _one_layout(
+            _with_config(server, found.best.config), fixes[server.name]
+        )
     prefill = [fixed[s.name] for s in deployment.of_role("prefill")]
     if prefill:
         reference = prefill[0]
@@ -356,6 +365,22 @@ def _fix(
     return _with_change(report, nodes, valid_input=False), fit
 
 
+def _one_layout(server: Server, found: ServerFix) -> tuple[Server, ServerFix]:
+    """The server with every node on its fixed layout: nodes that disagreed with the first
+    (JOB-ONE-LAYOUT) take it, as `--rewrite` writes it into each node's launch; the fix
+    names the lines and the rule among what it repairs. Other JOB-* issues (node ranks,
+    rendezvous addresses) are no layout's and stay."""
+    lines = tuple(i.line for i in server.layout.job if i.rule == ONE_LAYOUT_RULE)
+    if not lines:
+        return server, found
+    job = tuple(i for i in server.layout.job if i.rule != ONE_LAYOUT_RULE)
+    report = replace(found.report.also_repairing((ONE_LAYOUT_RULE,)), valid_input=False)
+    return (
+        replace(server, layout=replace(server.layout, job=job)),
+        replace(found, report=report, every_node=lines),
+    )
+
+
 def _with_change(report: FixReport, change: Change, **update: Any) -> FixReport:
     """The report with each fix also making `change` (one the search did not see: made to
     its input, or after it); `update`: other fields of the report."""
@@ -466,7 +491,8 @@ def _after(first: ServerFix, then: ServerFix) -> ServerFix:
         violations=first.report.violations or then.report.violations,
         gpus_before=first.report.gpus_before,
     )
-    return replace(then, report=report, forced=tuple(c for c in kept if c.field in pinned))
+    forced = tuple(c for c in kept if c.field in pinned)
+    return replace(then, report=report, forced=forced, every_node=first.every_node)
 
 
 def _forced(decode: Server, d: Side, p: Side, release: str) -> tuple[Change, ...]:

@@ -1,0 +1,53 @@
+"""The nodes of a PD deployment's servers: which launches are one job, and what `fix` and
+`--rewrite` do when the nodes of one server disagree.
+
+Oracles: the same launches read alone as one job (the single-server reader, whose JOB-*
+rules a deployment's server must report alike), and `validate` of what `--rewrite` prints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from meshsat.solver.deployment.fix import fix_deployment
+from meshsat.solver.deployment.validate import validate_deployment
+from tests.cli_helpers import run_cli
+
+DSV3 = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --trust-remote-code"
+ROUTER = (
+    "python3 -m sglang_router.launch_router --pd-disaggregation "
+    "--prefill http://10.0.0.1:30000 --decode http://10.0.0.2:30000\n"
+)
+
+
+#: A 2-node prefill whose second node was edited to tp 8 (JOB-ONE-LAYOUT), a 2-node decode.
+MISMATCH = "".join(
+    f"{DSV3} --disaggregation-mode {role} --dist-init-addr {addr}:5000 --nnodes 2 "
+    f"--node-rank {rank} --tp {tp} --host 0.0.0.0\n"
+    for role, addr, rank, tp in (
+        ("prefill", "10.0.0.1", 0, 16),
+        ("prefill", "10.0.0.1", 1, 8),
+        ("decode", "10.0.0.3", 0, 16),
+        ("decode", "10.0.0.3", 1, 16),
+    )
+) + ROUTER.replace("10.0.0.2", "10.0.0.3")
+
+
+def test_fix_and_rewrite_agree_on_a_node_that_disagrees(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "pd.sh"
+    path.write_text(MISMATCH)
+    assert "JOB-ONE-LAYOUT" in validate_deployment(MISMATCH).broken
+    result = fix_deployment(MISMATCH)
+    assert result.ok
+    assert result.servers[0].every_node == (2,)
+    assert "JOB-ONE-LAYOUT" in result.servers[0].report.best.repairs
+    fixed = run_cli(capsys, "fix", "--sglang-file", str(path))
+    assert fixed.code == 0, fixed.out
+    assert "the node(s) on line(s) 2 take this layout (JOB-ONE-LAYOUT" in fixed.out
+    rewritten = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
+    assert rewritten.code == 0 and "still broken" not in rewritten.err
+    assert validate_deployment(rewritten.out).valid
