@@ -16,10 +16,39 @@ from meshsat.solver.deployment.validate import validate_deployment
 from tests.cli_helpers import run_cli
 
 DSV3 = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --trust-remote-code"
+PREFILL = f"{DSV3} --tp 8 --disaggregation-mode prefill --host 10.0.0.1 --port 30000\n"
 ROUTER = (
     "python3 -m sglang_router.launch_router --pd-disaggregation "
     "--prefill http://10.0.0.1:30000 --decode http://10.0.0.2:30000\n"
 )
+
+
+def _decode_node(rank: int, host: str, tp: int = 16) -> str:
+    return (
+        f"{DSV3} --tp {tp} --nnodes 2 --node-rank {rank} --dist-init-addr 10.0.0.2:5000 "
+        f"--disaggregation-mode decode --host {host} --port 30000\n"
+    )
+
+
+def test_a_repeated_rank_at_one_literal_address_is_one_job() -> None:
+    """Two decode launches, both `--node-rank 0` at `--dist-init-addr 10.0.0.2:5000` (a copied
+    line): one rendezvous, so one server whose ranks are wrong, as the two lines alone say."""
+    nodes = _decode_node(0, "10.0.0.2") + _decode_node(0, "10.0.0.3")
+    alone = validate_deployment(nodes)
+    assert "JOB-NODE-RANKS" in alone.broken  # the oracle: the same launches as one job
+    report = validate_deployment(PREFILL + nodes + ROUTER)
+    decode = [r for r in report.roles if r.role == "decode"]
+    assert [r.lines for r in decode] == [(2, 3)]
+    assert "JOB-NODE-RANKS" in {v.rule for v in decode[0].report.violations}
+    assert not report.valid and report.gpus == 24
+
+
+def test_a_templated_address_still_starts_a_server_at_a_repeated_rank() -> None:
+    """`${MASTER}:5000` may be another address each time: a rank seen again is another
+    server there, as before."""
+    node = _decode_node(0, "$HOST").replace("10.0.0.2:5000", "${MASTER}:5000")
+    report = validate_deployment(PREFILL + node + node + ROUTER)
+    assert [r.lines for r in report.roles if r.role == "decode"] == [(2,), (3,)]
 
 
 #: A 2-node prefill whose second node was edited to tp 8 (JOB-ONE-LAYOUT), a 2-node decode.
@@ -51,3 +80,13 @@ def test_fix_and_rewrite_agree_on_a_node_that_disagrees(
     rewritten = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
     assert rewritten.code == 0 and "still broken" not in rewritten.err
     assert validate_deployment(rewritten.out).valid
+
+
+def test_a_rewrite_left_broken_names_the_servers_own_rules(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A repeated node rank is no layout's to rewrite: the note names it (it was empty:
+    only the rules between servers were listed)."""
+    script = PREFILL + _decode_node(0, "10.0.0.2") + _decode_node(0, "10.0.0.3") + ROUTER
+    run = run_cli(capsys, "validate", "--sglang", script, "--rewrite")
+    assert "still broken after the rewrite (fix by hand): JOB-NODE-RANKS" in run.err

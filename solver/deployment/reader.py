@@ -7,7 +7,9 @@ How launches are grouped into servers (docs/disaggregation.md):
 - Within a role, launches with `--nnodes N > 1` and the same `--dist-init-addr` as written
   (a shell expansion compares as its text, so `${PREFILL_MASTER}:5000` groups the prefill
   nodes of a template) and the same N are the nodes of one server; a `--node-rank` seen
-  again starts the next server of that family. A launch with one node is a server.
+  again starts the next server of that family, unless the address is literal text (one
+  address is one rendezvous: a repeated rank is JOB-NODE-RANKS). A launch with one node is
+  a server.
 - A manifest object's `spec.replicas` (a LeaderWorkerSet's groups) makes its server that
   many servers of the role (`Server.replicas`), each its own job of `size` nodes: one
   entry, counted that many times.
@@ -175,6 +177,15 @@ def _family(command: LaunchCommand) -> tuple[Role, str | None, int | None]:
     )
 
 
+def _literal_addr(command: LaunchCommand) -> bool:
+    """Whether the launch gives `--dist-init-addr` as literal text: one address is one
+    rendezvous, so launches of several nodes that give it are nodes of one job even where a
+    `--node-rank` repeats (a copied line whose rank was not edited: JOB-NODE-RANKS). A
+    template's `${MASTER}:5000` may be a different address each time it runs."""
+    addr = _flag(command, "--dist-init-addr")
+    return addr is not None and not addr.expansion and "$" not in addr.text
+
+
 def group_servers(
     commands: tuple[LaunchCommand, ...],
 ) -> list[tuple[Role, list[int]]]:
@@ -190,7 +201,7 @@ def group_servers(
             servers.append((role, [i]))
             continue
         job = open_jobs.get(family)
-        if job is None or rank in job[1]:
+        if job is None or (rank in job[1] and not _literal_addr(command)):
             job = ([i], {rank})
             open_jobs[family] = job
             servers.append((role, job[0]))
