@@ -37,12 +37,12 @@ from meshsat.solver.deployment.validate import (
     server_report,
 )
 from meshsat.solver.lang.model_spec import ModelSpec
-
-#: A node whose layout differs from its job's first node's (`sglang_cmdline._check_job`).
-ONE_LAYOUT_RULE = "JOB-ONE-LAYOUT"
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.fix import fix
 from meshsat.solver.repair.results import Change, FixReport
+
+#: A node whose layout differs from its job's first node's (`sglang_cmdline._check_job`).
+ONE_LAYOUT_RULE = "JOB-ONE-LAYOUT"
 
 
 @dataclass(frozen=True)
