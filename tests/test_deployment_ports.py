@@ -1,17 +1,22 @@
-"""Ports of a PD deployment: PD-BOOTSTRAP-PORT repaired by `fix` and `--rewrite`.
+"""Ports of a PD deployment: PD-BOOTSTRAP-PORT repaired by `fix` and `--rewrite`; two
+servers of one machine that bind one port (HOST-PORT-CLASH); a router URL under both roles.
 
 Oracle: the rule itself on the rewritten script, read back as text (`validate` of what
 `--rewrite` prints), and the edit in the place the rule says the port is read (the port
 after the router's URL, else the decode's own `--disaggregation-bootstrap-port`: SGLang's
-scheduler fills it into a request that has none).
+scheduler fills it into a request that has none); for which listening addresses share a
+port, the machine itself (two sockets bound as uvicorn and aiohttp bind them).
 """
 
 from __future__ import annotations
 
+import errno
+import socket
 from pathlib import Path
 
 import pytest
 
+from meshsat.solver.deployment import hosts
 from meshsat.solver.deployment.fix import fix_deployment
 from meshsat.solver.deployment.validate import validate_deployment
 from tests.cli_helpers import run_cli
@@ -81,3 +86,98 @@ def test_prefills_on_different_ports_get_theirs_after_their_urls(
     out = _rewritten(capsys, tmp_path, text)
     assert "--prefill http://10.0.0.1:30000 9000 --prefill http://10.0.0.2:30000 9001 " in out
     assert out.splitlines()[2] == text.splitlines()[2]  # the decode is left as it is
+
+
+# --- ports two servers of one machine both bind ----------------------------------------
+
+
+def _bind_fails(first: str, second: str) -> bool:
+    """Whether a listener on `second` fails to bind the port one on `first` holds, as
+    uvicorn and aiohttp bind (SO_REUSEADDR, then listen): the machine's own answer."""
+    with socket.socket() as a, socket.socket() as b:
+        for s in (a, b):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        a.bind((first, 0))
+        a.listen()
+        try:
+            b.bind((second, a.getsockname()[1]))
+            b.listen()
+        except OSError as error:
+            assert error.errno == errno.EADDRINUSE
+            return True
+        return False
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("127.0.0.1", "0.0.0.0"),
+        ("0.0.0.0", "127.0.0.1"),
+        ("localhost", "127.0.0.1"),
+        ("127.0.0.1", "127.0.0.2"),
+    ],
+)
+def test_two_listening_addresses_share_a_port_as_the_machine_says(first: str, second: str) -> None:
+    assert hosts.same_address(first, second) is _bind_fails(first, second)
+
+
+#: SGLang's one-machine PD demo with a second prefill server, both on the default
+#: bootstrap port 8998 (QA's b03).
+TWO_PREFILLS = (
+    f"{LLAMA} --disaggregation-mode prefill --port 30000 --base-gpu-id 0 &\n"
+    f"{LLAMA} --disaggregation-mode prefill --port 30001 --base-gpu-id 1 &\n"
+    f"{LLAMA} --disaggregation-mode decode --port 30002 --base-gpu-id 2 &\n"
+    "python -m sglang_router.launch_router --pd-disaggregation --prefill "
+    "http://127.0.0.1:30000 8998 --prefill http://127.0.0.1:30001 8998 "
+    "--decode http://127.0.0.1:30002\n"
+)
+
+
+def _found(text: str, rule: str) -> list[tuple[str, ...]]:
+    return [f.servers for f in validate_deployment(text).errors if f.rule == rule]
+
+
+def test_two_prefills_of_one_machine_on_one_bootstrap_port_clash() -> None:
+    assert _found(TWO_PREFILLS, "HOST-PORT-CLASH") == [("prefill@1", "prefill@2")]
+    apart = TWO_PREFILLS.replace(
+        "--port 30001 ", "--port 30001 --disaggregation-bootstrap-port 8999 "
+    )
+    assert validate_deployment(apart.replace("30001 8998", "30001 8999")).valid
+
+
+def test_a_prefill_and_a_decode_on_one_http_port_clash() -> None:
+    """QA's b14: the decode copied the prefill's `--port`; the router reaches both at one
+    loopback URL (so they are on its machine) and lists it under both roles."""
+    text = (
+        f"{LLAMA} --disaggregation-mode prefill --port 30000\n"
+        f"{LLAMA} --disaggregation-mode decode --port 30000\n"
+        "python -m sglang_router.launch_router --pd-disaggregation "
+        "--prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30000\n"
+    )
+    report = validate_deployment(text)
+    assert {f.rule for f in report.errors} == {"HOST-PORT-CLASH", "ROUTER-TWO-ROLES"}
+    clash = next(f for f in report.errors if f.rule == "HOST-PORT-CLASH")
+    assert "(--port 30000)" in clash.message and "Address already in use" in clash.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Each on its own --host: two machines.
+        f"{LLAMA} --disaggregation-mode prefill --host 10.0.0.1 --port 30000\n"
+        f"{LLAMA} --disaggregation-mode prefill --host 10.0.0.2 --port 30000\n"
+        f"{LLAMA} --disaggregation-mode decode --host 10.0.0.3 --port 30000\n",
+        # Neither placed by hand, no router: nothing says one machine (HOST-GPU-UNPLACED's
+        # warning says so for the GPUs).
+        f"{LLAMA} --disaggregation-mode prefill --port 30000\n"
+        f"{LLAMA} --disaggregation-mode prefill --port 30001\n"
+        f"{LLAMA} --disaggregation-mode decode --port 30002\n",
+        # Through ssh: other machines.
+        f"ssh p0 {LLAMA} --disaggregation-mode prefill --port 30000 --base-gpu-id 0\n"
+        f"ssh p1 {LLAMA} --disaggregation-mode prefill --port 30001 --base-gpu-id 0\n"
+        f"ssh d0 {LLAMA} --disaggregation-mode decode --port 30002\n",
+    ],
+)
+def test_servers_not_known_to_share_a_machine_do_not_clash(text: str) -> None:
+    assert _found(text, "HOST-PORT-CLASH") == []

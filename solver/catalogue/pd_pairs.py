@@ -468,6 +468,29 @@ DEPLOYMENT_RULES: tuple[DeploymentRule, ...] = (
         "(ssh/srun, or their own --host); give the machine's size with --set gpus_per_node=N",
     ),
     DeploymentRule(
+        "HOST-PORT-CLASH",
+        "the {a} server on line {line_a} ({what_a} {port}) and the {b} server on line "
+        "{line_b} ({what_b} {port}) run on one machine and both bind port {port}: the second "
+        "to start fails with [Errno 98] Address already in use",
+        "sglang/srt/entrypoints/http_server.py: uvicorn binds --host:--port; "
+        "sglang/srt/managers/disagg_service.py: start_disagg_service starts a prefill's "
+        "bootstrap server on --host:--disaggregation-bootstrap-port",
+        ((_ALL, "error"),),
+        "give each server on one machine its own --port, and each prefill server its own "
+        "--disaggregation-bootstrap-port (the router then names it after the URL: --prefill "
+        "URL PORT); servers on separate machines: give each its own --host, or start it "
+        "with ssh/srun",
+    ),
+    DeploymentRule(
+        "ROUTER-TWO-ROLES",
+        "the router on line {line} lists {url} after both --prefill and --decode: one server "
+        "plays one role (its --disaggregation-mode)",
+        "meshsat: the router's view of the servers",
+        ((_ALL, "error"),),
+        "list each server once, under the role its --disaggregation-mode gives it (a prefill "
+        "and a decode server on one machine need their own --port)",
+    ),
+    DeploymentRule(
         "ROUTER-UNKNOWN-URL",
         "the router on line {line} names {url}, which no server in this script listens on",
         "meshsat: the router's view of the servers",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
-from meshsat.solver.deployment.model import Server
+from meshsat.solver.deployment.model import Router, Server
 from meshsat.solver.deployment.reader import flag_text
 from meshsat.solver.groups import Widths
 from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV, VISIBLE_DEVICES_ENV
@@ -37,7 +37,9 @@ VISIBLE_ENV: dict[str, str] = {"npu": VISIBLE_DEVICES_ENV}
 
 #: Programs that run the command they are given on another machine.
 REMOTE_RUNNERS = frozenset({"ssh", "srun", "mpirun", "mpiexec", "pdsh", "kubectl", "salloc"})
-_ANY_HOST = frozenset({"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0", "::", "[::]"})
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+WILDCARD = frozenset({"0.0.0.0", "::", "[::]"})
+_ANY_HOST = LOOPBACK | WILDCARD
 
 
 @dataclass(frozen=True)
@@ -117,9 +119,64 @@ def may_share(server: Server, text: str) -> bool:
         return False
     if server.layout.config.nnodes > 1 or command.owner:
         return False
+    return not _remote(command, text)
+
+
+def _remote(command: LaunchCommand, text: str) -> bool:
+    """Whether a shell launch is started through a remote runner (`ssh host ...`)."""
     end = command.words[0].pos if command.words else command.span[1]
     before = text[max(command.span[0], 0) : end].split()
-    return not any(word.rsplit("/", 1)[-1] in REMOTE_RUNNERS for word in before)
+    return any(word.rsplit("/", 1)[-1] in REMOTE_RUNNERS for word in before)
+
+
+def _by_hand(server: Server) -> bool:
+    """Whether the script chose the server's GPUs (`Devices.chosen`, read from the launch
+    alone): a script that places servers by hand means one machine."""
+    config = server.layout.config
+    if {"base_gpu_id", "gpu_id_step"} & config.user_set():
+        return True
+    return visible_list(server.commands[0], config.platform)[1] is not None
+
+
+def _loopback_routed(server: Server, routers: Iterable[Router]) -> bool:
+    """Whether a router of the script sends to the server at a loopback URL: a loopback
+    address reaches only the router's own machine, wherever the router runs."""
+    return any(
+        target.endpoint.host in LOOPBACK and target.endpoint.port == server.endpoint.port
+        for router in routers
+        for target in (*router.prefill, *router.decode, *router.workers)
+    )
+
+
+def known_together(a: Server, b: Server, text: str, routers: Iterable[Router]) -> bool:
+    """Whether meshsat knows two servers run on one machine, as a port clash needs: both
+    `may_share` and no flag tells them apart (`one_machine`, less its port test), and
+    something says one machine: the same `--host` written, a router of the script that
+    reaches both at loopback URLs, or, on different ports, a placement by hand (what makes
+    a GPU overlap HOST-GPU-OVERLAP rather than HOST-GPU-UNPLACED)."""
+    if not (may_share(a, text) and may_share(b, text)):
+        return False
+    ha, hb = _hosts(a), _hosts(b)
+    if any(flag in hb and ha[flag] != hb[flag] for flag in ha):
+        return False
+    host = ha.get("--host")
+    if host is not None and host == hb.get("--host") and "$" not in host:
+        return True
+    routers = tuple(routers)
+    if _loopback_routed(a, routers) and _loopback_routed(b, routers):
+        return True
+    return one_machine(a, b) and (_by_hand(a) or _by_hand(b))
+
+
+def same_address(a: str | None, b: str | None) -> bool:
+    """Whether two listening addresses of one machine take one port: the same address,
+    both loopback, or either a wildcard (which binds every address). None: a shell
+    expansion, not known here."""
+    if a is None or b is None:
+        return False
+    if a in WILDCARD or b in WILDCARD:
+        return True
+    return a.lower() == b.lower() or (a in LOOPBACK and b in LOOPBACK)
 
 
 def _hosts(server: Server) -> dict[str, str]:

@@ -363,6 +363,63 @@ def _bootstrap_ports(deployment: Deployment) -> Iterator[Finding]:
                     )
 
 
+def _ports(server: Server) -> list[tuple[str, int]]:
+    """The ports a server binds on its machine, each with the flag that gives it: its HTTP
+    `--port`, and a prefill's bootstrap server's (`start_disagg_service`)."""
+    bound = [] if server.endpoint.port is None else [("--port", server.endpoint.port)]
+    port = server.facts.bootstrap_port
+    if server.role == "prefill" and port is not None:
+        bound.append(("--disaggregation-bootstrap-port", port))
+    return bound
+
+
+def _host_ports(deployment: Deployment) -> Iterator[Finding]:
+    """HOST-PORT-CLASH: two servers meshsat knows run on one machine
+    (`hosts.known_together`) that listen on overlapping addresses and bind one port."""
+    text, servers = deployment.text, deployment.servers
+    for i, a in enumerate(servers):
+        for b in servers[i + 1 :]:
+            if not hosts.same_address(a.endpoint.host, b.endpoint.host):
+                continue
+            clashes = [
+                (what_a, what_b, port)
+                for what_a, port in _ports(a)
+                for what_b, other in _ports(b)
+                if port == other
+            ]
+            if not clashes or not hosts.known_together(a, b, text, deployment.routers):
+                continue
+            for what_a, what_b, port in clashes:
+                yield _finding(
+                    "HOST-PORT-CLASH",
+                    (a.name, b.name),
+                    a=a.role,
+                    line_a=a.line,
+                    what_a=what_a,
+                    b=b.role,
+                    line_b=b.line,
+                    what_b=what_b,
+                    port=port,
+                )
+
+
+def _router_two_roles(deployment: Deployment) -> Iterator[Finding]:
+    """A URL a router lists after both --prefill and --decode (by where it points, where
+    that is known; else as written)."""
+    for router in deployment.routers:
+        decode = {_where(t) for t in router.decode}
+        for target in router.prefill:
+            if _where(target) in decode:
+                yield _finding("ROUTER-TWO-ROLES", (), line=router.line, url=target.url)
+
+
+def _where(target: Target) -> tuple[str, int | None]:
+    host, port = target.endpoint.host, target.endpoint.port
+    if host is None or port is None:
+        return target.url, None
+    return ("127.0.0.1" if host in hosts.LOOPBACK else host.lower()), port
+
+
 #: Each deployment rule's check (one function may find two rules: ROUTER-ROLE's also finds
 #: ROUTER-UNKNOWN-URL, from the same matching of URLs to servers).
 _DEPLOYMENT_CHECKS: dict[str, Callable[[Deployment], Iterator[Finding]]] = {
@@ -373,6 +430,8 @@ _DEPLOYMENT_CHECKS: dict[str, Callable[[Deployment], Iterator[Finding]]] = {
     "ROUTER-BOOTSTRAP-PORTS": _router_ports,
     "ROUTER-UNKNOWN-URL": _router_roles,
     "ROUTER-REPLICA-URLS": _router_replicas,
+    "ROUTER-TWO-ROLES": _router_two_roles,
+    "HOST-PORT-CLASH": _host_ports,
 }
 
 
