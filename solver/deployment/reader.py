@@ -95,8 +95,11 @@ def _has(command: LaunchCommand, name: str) -> bool:
     return any(w.text == name or w.text.startswith(name + "=") for w in command.words)
 
 
-def _int(flag: _Flag | None, default: int | None) -> int | None:
-    """A flag's integer value; its default when absent; None when not known here."""
+def _int(command: LaunchCommand, name: str, default: int | None) -> int | None:
+    """A flag's integer value; its default when absent; None when not known here. A value
+    that is no integer is refused as SGLang's argparse refuses it (`type=int`), with the
+    launch's line."""
+    flag = _flag(command, name)
     if flag is None:
         return default
     if flag.expansion:
@@ -104,7 +107,9 @@ def _int(flag: _Flag | None, default: int | None) -> int | None:
     try:
         return int(flag.text)
     except ValueError:
-        raise InputError(f"expected an integer, got {flag.text!r}") from None
+        raise InputError(
+            f"line {command.line}: argument {name}: invalid int value: {flag.text!r}"
+        ) from None
 
 
 def _text(flag: _Flag | None, default: str | None) -> str | None:
@@ -148,7 +153,7 @@ def facts_of(command: LaunchCommand) -> Facts:
     return Facts(
         model=None if model is None else model.text,
         backend=backend,
-        bootstrap_port=_int(_flag(command, FACT_FLAGS["bootstrap_port"]), DEFAULT_BOOTSTRAP_PORT),
+        bootstrap_port=_int(command, FACT_FLAGS["bootstrap_port"], DEFAULT_BOOTSTRAP_PORT),
         page_size=_text(page, "default"),
         kv_cache_dtype=_text(_flag(command, FACT_FLAGS["kv_cache_dtype"]), DEFAULT_KV_CACHE_DTYPE),
     )
@@ -165,7 +170,7 @@ def _server_job(nodes: tuple[LaunchCommand, ...], search: tuple[Path, ...]) -> P
 def endpoint_of(command: LaunchCommand) -> Endpoint:
     host_flag, port_flag = ENDPOINT_FLAGS
     host = _text(_flag(command, host_flag), "127.0.0.1")
-    return Endpoint(host, _int(_flag(command, port_flag), DEFAULT_PORT))
+    return Endpoint(host, _int(command, port_flag, DEFAULT_PORT))
 
 
 def _family(command: LaunchCommand) -> tuple[Role, str | None, int | None]:
@@ -173,7 +178,7 @@ def _family(command: LaunchCommand) -> tuple[Role, str | None, int | None]:
     return (
         role_of(command),
         None if addr is None else addr.text,
-        _int(_flag(command, "--nnodes"), 1),
+        _int(command, "--nnodes", 1),
     )
 
 
@@ -262,7 +267,7 @@ def _pods_as_nodes(command: LaunchCommand) -> LaunchCommand:
     server, not `spec.replicas` of them: its replicas become the job's group of pods, which
     JOB-GROUP-SIZE holds `--nnodes` to, as a LeaderWorkerSet's group size."""
     try:
-        nnodes = _int(_flag(command, "--nnodes"), 1)
+        nnodes = _int(command, "--nnodes", 1)
     except InputError:
         return command
     if command.router or not pods_are_nodes(command.owner, nnodes):
@@ -428,6 +433,11 @@ def router_of(command: LaunchCommand) -> Router:
         while i < len(words) and not words[i].text.startswith("--"):
             values.append(words[i].text)
             i += 1
+        if not values and flag in _URL_LISTS:
+            raise InputError(
+                f"line {command.line}: {module}: argument {flag}: expected "
+                f"{_EXPECTED[_nargs(module, flag)]} (its argparse refuses the command)"
+            )
         if flag == "--prefill":
             prefill += _targets(values)
         elif flag == "--decode":
@@ -440,6 +450,18 @@ def router_of(command: LaunchCommand) -> Router:
     return Router(
         command.line, module, pd, tuple(prefill), tuple(decode), _opt(ports), tuple(workers)
     )
+
+
+#: The router flags that take values, which a router's argparse refuses without one:
+#: sglang_router's `--prefill URL [PORT]` (nargs="+") and `--decode URL` (nargs=1);
+#: mini_lb's and launch_lb's lists (nargs="+").
+_URL_LISTS = frozenset({"--prefill", "--decode", "--prefill-bootstrap-ports"})
+#: argparse's words for a missing value, by nargs (`argparse._match_argument`).
+_EXPECTED = {"+": "at least one argument", "1": "1 argument"}
+
+
+def _nargs(module: str, flag: str) -> str:
+    return "1" if module == "sglang_router.launch_router" and flag == "--decode" else "+"
 
 
 def _opt(ports: list[int] | None) -> tuple[int, ...] | None:
