@@ -56,6 +56,7 @@ def assert_runs(node_cmd: str, nodes: int, gpus_per_node: int) -> dict[str, Any]
         ("deepseek-ai/DeepSeek-V3", "H200", 16),
         ("deepseek-ai/DeepSeek-V3", "GB200", 16),
         ("Qwen/Qwen3-32B", "L40S", 8),
+        ("Qwen/Qwen3-8B", "H100", 12),
     ],
 )
 def test_every_node_command_is_a_job_that_adds_up(model: str, gpu_name: str, gpus: int) -> None:
@@ -95,6 +96,12 @@ def test_a_gb200_tray_is_the_node() -> None:
         # plain DP replicas smaller than a node share it: one server per node
         ("python -m sglang.launch_server --model-path m --tp-size 2 --dp-size 32", 64, 8,
          (8, 1, 8, "--tp-size 2 --dp-size 4 --host 0.0.0.0")),
+        # 12 GPUs of 1-GPU replicas: two hosts of six, not twelve one-GPU servers
+        ("python -m sglang.launch_server --model-path m --dp-size 12", 12, 8,
+         (2, 1, 6, "--model-path m --dp-size 6 --host 0.0.0.0")),
+        # three 4-GPU replicas on 12 GPUs: no even split of two hosts, so one per host
+        ("python -m sglang.launch_server --model-path m --tp-size 4 --dp-size 3", 12, 8,
+         (3, 1, 4, "--tp-size 4 --host 0.0.0.0")),
         # replicas of a node each: the DP flag goes
         ("python -m sglang.launch_server --model-path m --tp-size 8 --dp-size 2", 16, 8,
          (2, 1, 8, "--tp-size 8 --host 0.0.0.0")),

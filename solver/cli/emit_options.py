@@ -178,13 +178,13 @@ class NodeCommand:
             return ""
         if self.nodes == 1:
             return (
-                f"{self.servers} servers, one per node of {self.gpus_per_node} GPUs; SGLang "
-                "runs plain DP across nodes only as separate servers: put sglang_router in "
-                f"front ({LWS_TOO}):"
+                f"{self.servers} servers, one per node ({self.gpus_per_node} GPUs each); "
+                "SGLang runs plain DP across nodes only as separate servers: put "
+                f"sglang_router in front ({LWS_TOO}):"
             )
         ranks = (
-            f"on {self.nodes} nodes of {self.gpus_per_node} GPUs: run on each with NODE_RANK "
-            f"0..{self.nodes - 1} and LEADER_ADDR the address of its node 0"
+            f"on {self.nodes} nodes ({self.gpus_per_node} GPUs each): run on each with "
+            f"NODE_RANK 0..{self.nodes - 1} and LEADER_ADDR the address of its node 0"
         )
         if self.servers == 1:
             return f"one server {ranks} ({LWS_TOO}):"
@@ -194,6 +194,17 @@ class NodeCommand:
         )
 
 
+def per_host(replicas: int, world: int, gpus: int, gpus_per_node: int) -> int:
+    """How many plain DP replicas of `world` GPUs one host runs as one server: the most
+    that fill the fewest hosts evenly (12 H100 of 1-GPU replicas: 6 on each of 2 hosts;
+    3 replicas of 4 GPUs: 1 on each of 3), never more than a host holds."""
+    for hosts in range(-(-gpus // gpus_per_node), replicas + 1):
+        share = replicas // hosts
+        if replicas % hosts == 0 and share * world <= gpus_per_node:
+            return share
+    return 1
+
+
 def node_command(
     command_line: str, gpus: int, gpus_per_node: int, *, model_path: str | None
 ) -> NodeCommand:
@@ -201,25 +212,20 @@ def node_command(
     each node's command with `--nnodes` and the shell variables NODE_RANK and LEADER_ADDR
     where one server spans nodes; the command unchanged on one node. Plain DP replicas
     smaller than a node share it as one server per node (`--dp-size` replicas on its
-    GPUs, which SGLang runs within a node) rather than several servers per host, each
-    needing its own `--base-gpu-id` and port."""
+    GPUs, which SGLang runs within a node; `per_host`) rather than several servers per
+    host, each needing its own `--base-gpu-id` and port."""
     if gpus <= gpus_per_node:
         return NodeCommand(1, 1, gpus, command_line)
     launch = server_launch(command_line, gpus, gpus_per_node, model_path=model_path)
     form, words = launch.form, launch.words
     per_node = form.gpus_per_pod
     servers = form.replicas
-    if (
-        form.split
-        and form.nodes == 1
-        and gpus_per_node % per_node == 0
-        and gpus % gpus_per_node == 0
-    ):
-        share = gpus_per_node // per_node
+    if form.split and form.nodes == 1:
+        share = per_host(form.replicas, per_node, gpus, gpus_per_node)
         if share > 1:
             at = words.index("--host") if "--host" in words else len(words)
             words = [*words[:at], "--dp-size", str(share), *words[at:]]
-            servers, per_node = servers // share, gpus_per_node
+            servers, per_node = servers // share, per_node * share
     env = [f"{k}={shlex.quote(v)}" for k, v in launch.env]
     line = " ".join([*env, shlex.join(words)])
     if form.nodes > 1:  # shell variables the operator sets per node: not quoted
