@@ -16,12 +16,16 @@ different memory fraction gives.
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshsat.solver.memory import MemoryModel, Parallel, gpu
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.memory.quant import kv_dtype_bytes
+from tests.cli_helpers import run_cli
 
 #: GQA and MHA models of the catalogue (8, 8, 8 and 4 KV heads; no MLA, no sliding window).
 MODELS = (
@@ -78,3 +82,27 @@ def test_dcp_widens_the_pool_where_attention_tp_replicated_heads() -> None:
     dcp2 = mm.of(Parallel(tp=8, attn_tp=8, moe_tp=8, dcp=2))
     assert dcp2.kv_bytes_per_token == plain.kv_bytes_per_token
     assert dcp2.max_total_num_tokens > 1.5 * plain.max_total_num_tokens
+
+
+def test_the_hybrid_swa_pool_never_widens_under_dcp(capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss runs SGLang's hybrid SWA pool (0.5.18 on), which counts KV heads at
+    attention TP and whose rows are request tokens whatever the DCP width
+    (`logical_token_capacity`: "SWA allocators never widen under DCP"): 7.2M tokens at tp 8
+    on H100 with or without DCP, not 11.9M at dcp 8. Enumerate's compiled columns say the
+    same as the memory model."""
+    mm = MemoryModel(model_config("openai/gpt-oss-120b"), gpu("H100"))
+    plain = mm.of(Parallel(tp=8, attn_tp=8, ep=1, moe_tp=8))
+    for dcp in (2, 8):
+        m = mm.of(Parallel(tp=8, attn_tp=8, ep=1, moe_tp=8, dcp=dcp))
+        assert m.kv_bytes_per_token == plain.kv_bytes_per_token
+        assert m.max_total_num_tokens <= 1.05 * plain.max_total_num_tokens
+    run = run_cli(
+        capsys, "enumerate", "--gpus", "8", "--model", "openai/gpt-oss-120b", "--gpu", "H100",
+        "--where", "tp == 8 and ep == 1 and attn_cp == 1 and pp == 1", "-f", "jsonl",
+    )  # fmt: skip
+    rows = [json.loads(line) for line in run.out.splitlines()]
+    plain_rows = [r for r in rows if not r["enable_dp_attention"]]
+    for column in ("kv_tokens", "max_requests"):  # a rank's rows; the requests they hold
+        by_dcp = {int(r["dcp_size"]): int(r[column]) for r in plain_rows}
+        assert {1, 2, 8} <= set(by_dcp)
+        assert max(by_dcp.values()) <= 1.05 * min(by_dcp.values())

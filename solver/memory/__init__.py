@@ -28,6 +28,7 @@ from meshsat.solver.memory.fraction import (
 )
 from meshsat.solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
 from meshsat.solver.memory.kv import (
+    dcp_widening,
     hybrid_swa_ratio,
     kv_bytes_per_token,
     resolved_kv_cache_dtype,
@@ -371,7 +372,7 @@ class MemoryModel:
             stages = self._stages_cache[key] = self._stages(p, f)
         tokens, weights, cell_max, per_request, slots = stages
         tokens = capped_tokens(tokens or 0, self.max_total_tokens, self.page_size)
-        total = tokens * p.dcp
+        total = tokens * dcp_widening(self.swa_ratio, p.dcp)
         pools = p.attn_dp * p.replicas
         requests = requests_that_fit(total, self.context_length, pools)
         slots = max(slots or 0, 0)

@@ -160,7 +160,9 @@ def _generated(
         + f"    cache[{key}] = w, t, fits, pools, per_dp, cap\n"
         f"if per_dp:\n    pools *= {read_of('dp_size')}\n"
     )
-    per_pool = f"t * {read_of('dcp_size')} // ctx"
+    # Decode CP widens each pool row into dcp request tokens, but not the hybrid SWA pool.
+    widen = "1" if mm.swa_ratio is not None else read_of("dcp_size")
+    per_pool = f"t * {widen} // ctx"
     # A GatedDeltaNet hybrid's requests are also capped by its state slots (`cap`).
     if mm.facts.linear_layer_ids:
         per_pool = f"min({per_pool}, cap)"

@@ -14,9 +14,10 @@ Why these shapes (SGLang's KV pools):
   a rank's pool covers `dcp` times as many tokens; the `dcp` ranks of a group hold the
   same KV heads, so GQA/MHA heads shard over `attn_tp // dcp` groups, not `attn_tp`
   (`ModelConfig.get_num_kv_heads(tp, dcp)`, 0.5.18 to 0.5.23): DCP widens a pool only
-  where attention TP replicated heads (an MLA latent is whole on every rank anyway);
-  sliding-window heads ignore it (`get_swa_num_kv_heads`); prefill CP (`attn_cp_size`)
-  keeps the whole KV on every rank;
+  where attention TP replicated heads (an MLA latent is whole on every rank anyway); the
+  hybrid SWA pool (below) never widens under DCP (`HybridSWAPoolConfigurator` counts
+  heads at attention TP, `logical_token_capacity`: "SWA allocators never widen under
+  DCP"); prefill CP (`attn_cp_size`) keeps the whole KV on every rank;
 - SGLang's hybrid SWA pool (from 0.5.18, for the architectures its `is_hybrid_swa_model`
   lists: gpt-oss, MiMo-V2, Llama 4, DeepSeek-V4, Step 3.5, Gemma 4, ...): the sliding-window
   layers get a pool of `swa_full_tokens_ratio` (default 0.8; DeepSeek-V4 0.1) times the full
@@ -80,6 +81,12 @@ HYBRID_SWA_ARCHS = frozenset(
 DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
 
 
+def dcp_widening(swa_ratio: float | None, dcp: int) -> int:
+    """How many request tokens one row of a rank's pool stands for under decode CP: `dcp`,
+    except in the hybrid SWA pool, which never widens (`logical_token_capacity`)."""
+    return 1 if swa_ratio is not None else dcp
+
+
 def hybrid_swa_ratio(
     f: ModelFacts, pack: str = "0.5.23", ratio: float | None = None
 ) -> float | None:
@@ -132,10 +139,11 @@ def kv_bytes_per_token(
     """Bytes one token of the pool costs on a rank of `stage` (SGLang's cell size); with
     `swa_ratio` (`hybrid_swa_ratio`), the hybrid pool's."""
     start, end = stage_layers(f.num_layers, p.pp)[stage]
-    full = layer_kv_bytes(f, p.attn_tp, kv_cache_dtype, dcp=p.dcp)
     linear = sum(1 for i in f.linear_layer_ids if start <= i < end)
     if swa_ratio is None:
+        full = layer_kv_bytes(f, p.attn_tp, kv_cache_dtype, dcp=p.dcp)
         return (end - start - linear) * full
+    full = layer_kv_bytes(f, p.attn_tp, kv_cache_dtype)  # the hybrid pool ignores DCP
     swa = sum(1 for i in f.swa_layer_ids if start <= i < end)
     sliding = layer_kv_bytes(f, p.attn_tp, kv_cache_dtype, swa=True)
     return (end - start - swa) * full + swa_ratio * swa * sliding
