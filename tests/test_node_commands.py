@@ -150,3 +150,36 @@ def test_disagg_roles_are_whole_servers_whose_nodes_run() -> None:
             spanning += nodes > 1
             assert_runs(getattr(r, f"{role}_node_command"), nodes, gpus // nodes)
     assert spanning  # the check above saw a role over several trays
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu_name", "gpus", "where"),
+    [
+        ("deepseek-ai/DeepSeek-V3", "GB200", 12, ()),
+        ("meta-llama/Llama-3.1-70B-Instruct", "H100", 24, ("tp == 4 and pp == 3",)),
+        ("Qwen/Qwen3-32B", "H100", 24, ("tp == 2 and pp == 3",)),
+    ],
+)
+def test_every_listed_launch_fits_the_hosts_of_its_gpus(
+    model: str, gpu_name: str, gpus: int, where: tuple[str, ...]
+) -> None:
+    """Servers of pods that do not pack whole onto the hosts `--gpus` are (two servers of
+    two 3-GPU pods on 12 GB200, three trays) are not listed: one pod would stay Pending."""
+    g = gpu(gpu_name)
+    hosts = -(-gpus // g.host_gpus)
+    rows = plan_layouts(model, g, gpus, top=50, where=where)
+    assert rows or where  # filtered to the unpackable widths, nothing may be left
+    for r in rows:
+        pods_per_host = g.host_gpus // r.gpus_per_node
+        assert r.servers * r.nodes_per_server <= hosts * pods_per_host, r.node_command
+
+
+def test_disagg_roles_listen_where_the_router_reaches_them() -> None:
+    rows, _, _ = disagg_rows(
+        "deepseek-ai/DeepSeek-V3", gpu("H200"), 16, Workload(1024, 1024), engine="roofline",
+        gpus_per_node=None, top=3,
+    )  # fmt: skip
+    assert rows
+    for r in rows:
+        for role in ("prefill", "decode"):
+            assert "--host 0.0.0.0" in getattr(r, f"{role}_node_command")

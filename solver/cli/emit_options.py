@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Annotated
 
@@ -152,7 +152,7 @@ def server_launch(
 
 
 #: Where `NodeCommand.how` points for Kubernetes.
-LWS_TOO = "--emit lws writes it for Kubernetes"
+LWS_TOO = "--emit lws writes a Kubernetes form of it"
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,16 @@ class NodeCommand:
             f"{self.servers} servers, each {ranks}; SGLang runs plain DP across nodes only "
             f"as separate servers: put sglang_router in front ({LWS_TOO}):"
         )
+
+
+def reachable(command: NodeCommand) -> NodeCommand:
+    """The command listening on every address (`ANY_HOST`) where it named none: a server a
+    router on another host reaches (`plan --disagg`'s roles, at `http://prefill-1:30000`)
+    cannot keep SGLang's default, 127.0.0.1. Across nodes `server_launch` has added it."""
+    words, _ = launch_words(command.command)
+    if any(w == "--host" or w.startswith("--host=") for w in words):
+        return command
+    return replace(command, command=f"{command.command} --host {ANY_HOST}")
 
 
 def per_host(replicas: int, world: int, gpus: int, gpus_per_node: int) -> int:

@@ -76,6 +76,15 @@ def node_launch(gpus: int, gpus_per_node: int, dp_size: int, dp_attention: bool)
     return NodeLaunch(replicas, nodes, world // nodes)
 
 
+def packs(form: NodeLaunch, gpus: int, gpus_per_node: int) -> bool:
+    """Whether the launch's pods fit the hosts `gpus` GPUs are, whole pods per host: two
+    servers of two 3-GPU pods each need four GB200 trays, and 12 GPUs are three (one pod
+    would stay Pending, and on bare metal the second server has no host of its own)."""
+    hosts = -(-gpus // gpus_per_node)
+    per_host = gpus_per_node // form.gpus_per_pod
+    return form.replicas * form.nodes <= hosts * per_host
+
+
 def launched_values(values: Mapping[str, Any], form: NodeLaunch) -> dict[str, Any]:
     """One server's fields as it will be launched: its own dp_size and --nnodes."""
     out = {k: v for k, v in values.items() if k not in NODE_FIELDS}
@@ -131,7 +140,7 @@ class LaunchCheck:
             return True
         dp, dpa = int(config["dp_size"]), bool(config["enable_dp_attention"])
         form = node_launch(n, self.gpus_per_node, dp, dpa)
-        if self.whole and form.split:
+        if (self.whole and form.split) or not packs(form, n, self.gpus_per_node):
             return False
         values = launched_values({**self.given, **values}, form)
         key = (n, *sorted(values.items(), key=lambda kv: kv[0]))

@@ -288,7 +288,12 @@ CtxArg = Annotated[
 ]
 PerNodeArg = Annotated[
     int | None,
-    typer.Option("--gpus-per-node", min=1, help="GPUs per node [default: the GPU's fabric size]."),
+    typer.Option(
+        "--gpus-per-node",
+        min=1,
+        help="GPUs per node, the host a launch's --nnodes counts [default: one host's, 4 for "
+        "GB200/GB300 (a compute tray), else 8].",
+    ),
 ]
 TopArg = Annotated[
     int, typer.Option("--top", min=1, help=f"How many layouts to show (at most {MAX_PLAN_TOP}).")

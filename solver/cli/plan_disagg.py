@@ -16,7 +16,7 @@ from typing import Any
 
 from meshsat import solver
 from meshsat.solver.catalogue.pd_pairs import Side, reads_of
-from meshsat.solver.cli.emit_options import node_command
+from meshsat.solver.cli.emit_options import node_command, reachable
 from meshsat.solver.cli.formats import write_csv
 from meshsat.solver.cli.memory_options import fraction_flags
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
@@ -160,8 +160,10 @@ def disagg_row(
         role: role_command(lay, model_path, release, given, fraction)
         for role, lay in (("prefill", pre), ("decode", dec))
     }
-    nodes = {
-        role: node_command(commands[role], lay.gpus, gpus_per_node, model_path=model_path)
+    nodes = {  # what runs, reachable from the router's host
+        role: reachable(
+            node_command(commands[role], lay.gpus, gpus_per_node, model_path=model_path)
+        )
         for role, lay in (("prefill", pre), ("decode", dec))
     }
     return DisaggRow(
@@ -432,7 +434,7 @@ def role_line(r: DisaggRow, role: str) -> str:
     workers, gpus = getattr(r, f"{role}_workers"), getattr(r, f"{role}_gpus_per_worker")
     nodes = getattr(r, f"{role}_nodes_per_worker")
     if nodes == 1:
-        return f"{role} x{workers} ({gpus} GPUs each): {getattr(r, f'{role}_command')}"
+        return f"{role} x{workers} ({gpus} GPUs each): {getattr(r, f'{role}_node_command')}"
     return (
         f"{role} x{workers} ({gpus} GPUs each, on {nodes} nodes of {gpus // nodes}: NODE_RANK "
         f"0..{nodes - 1}, LEADER_ADDR its node 0): {getattr(r, f'{role}_node_command')}"
