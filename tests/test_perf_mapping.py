@@ -75,6 +75,10 @@ def test_dense_models_fold_the_mlp_into_tensor_parallelism() -> None:
     a = _args(Parallel(tp=4, attn_tp=4, moe_tp=4), LLAMA)
     assert isinstance(a, EngineArgs)
     assert (a.tp_size, a.moe_tp_size, a.moe_ep_size, a.gemm_quant_mode) == (4, 4, 1, "bfloat16")
+    # Under DP attention a dense MLP runs over all of TP, which the engine's dense model
+    # does not price (it answers as for plain DP replicas): the roofline's, labelled.
+    dpa = Parallel(tp=8, attn_tp=4, attn_dp=2, moe_tp=8, dp_attention=True)
+    assert _args(dpa, LLAMA) == Unsupported("DP attention on a dense model")
 
 
 @pytest.mark.parametrize(

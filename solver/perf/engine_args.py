@@ -186,6 +186,12 @@ def engine_args(
         return Unsupported("DWDP")
     if p.moe_dense_tp is not None and p.moe_dense_tp != p.tp:
         return Unsupported("moe_dense_tp_size differs from tp_size")
+    if not facts.is_moe and p.attn_dp > 1:
+        # SGLang runs a dense model's MLP over all of TP under DP attention (tokens gathered
+        # from the attention-DP ranks); the engine's dense model prices the layout as plain
+        # DP replicas of attention TP (Qwen3-32B on 8 H100, tp 8 with attention DP 2: the
+        # same TTFT and TPOT as tp 4 dp 2, to the digit), which is not what runs.
+        return Unsupported("DP attention on a dense model")
     qname = quant or facts.quant.name
     modes = QUANT_MODES.get(qname)
     if modes is None:
