@@ -181,3 +181,23 @@ def test_a_prefill_and_a_decode_on_one_http_port_clash() -> None:
 )
 def test_servers_not_known_to_share_a_machine_do_not_clash(text: str) -> None:
     assert _found(text, "HOST-PORT-CLASH") == []
+
+
+@pytest.mark.parametrize("router_ports", [True, False])
+def test_a_bootstrap_clash_moves_the_later_prefill_and_its_url(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, router_ports: bool
+) -> None:
+    """The one-edit repair of HOST-PORT-CLASH: the later prefill takes the next port no
+    server binds, and the router's URL for it says so (written after it, or added where the
+    router gave none, since the decode's one default port cannot serve both)."""
+    text = TWO_PREFILLS if router_ports else TWO_PREFILLS.replace(" 8998", "")
+    out = _rewritten(capsys, tmp_path, text)
+    lines = out.splitlines()
+    assert lines[0] == text.splitlines()[0]  # the first prefill keeps its port
+    assert "--base-gpu-id 1 --disaggregation-bootstrap-port 8999 &" in lines[1]
+    assert "--prefill http://127.0.0.1:30001 8999 --decode" in lines[3]
+    result = fix_deployment(text)
+    assert result.ok
+    fixed = {f.server: f.flags for f in result.servers}
+    assert fixed["prefill@2"] == (("--disaggregation-bootstrap-port", "8999"),)
+    assert fixed["prefill@1"] == ()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from meshsat.solver.catalogue.pd_pairs import PAIR_RULES, Side
+from meshsat.solver.deployment import hosts
 from meshsat.solver.deployment.apart import Relisted, moved_apart, with_list
 from meshsat.solver.deployment.model import Deployment, Router, Server, Target
 from meshsat.solver.deployment.pods import LaunchFit, fit_launch
@@ -48,7 +49,8 @@ ONE_LAYOUT_RULE = "JOB-ONE-LAYOUT"
 @dataclass(frozen=True)
 class ServerFix:
     """One server's repair: its own `fix`, the layout values the pair rules forced first
-    (pinned in that fix), and the flags it takes from its prefill."""
+    (pinned in that fix), and the flags it takes (its prefill's bootstrap port, or a free
+    one where it shares its machine's)."""
 
     server: str
     report: FixReport
@@ -217,6 +219,13 @@ def fix_deployment(
         servers=tuple(fixed[s.name] for s in deployment.servers),
         routers=tuple(router for router, _ in routed),
     )
+    for name, port in _bootstrap_clash_repairs(after_deployment).items():
+        fixed[name] = _with_bootstrap(fixed[name], port)
+        flag = (FACT_FLAGS["bootstrap_port"], str(port))
+        fixes[name] = replace(fixes[name], flags=(*fixes[name].flags, flag))
+    after_deployment = replace(
+        after_deployment, servers=tuple(fixed[s.name] for s in deployment.servers)
+    )
     ports = _bootstrap_repairs(after_deployment)
     for name, port in ports.decodes.items():
         fixed[name] = _with_bootstrap(fixed[name], port)
@@ -240,6 +249,38 @@ class BootstrapRepairs:
 
     decodes: dict[str, int]
     routers: dict[int, dict[int, int]]
+
+
+def _bootstrap_clash_repairs(deployment: Deployment) -> dict[str, int]:
+    """HOST-PORT-CLASH's repair where it is one edit: of two prefill servers that one
+    machine runs on one bootstrap port (`hosts.known_together`), the later takes the next
+    port no server of the script binds; PD-BOOTSTRAP-PORT's repair then points the
+    router's URL for it there. Two servers on one HTTP `--port` are left to the hint: the
+    router's URLs cannot say which of them each one meant."""
+    taken = {
+        port
+        for s in deployment.servers
+        for port in (s.endpoint.port, s.facts.bootstrap_port)
+        if port is not None
+    }
+    ports = {s.name: s.facts.bootstrap_port for s in deployment.servers}
+    prefill = deployment.of_role("prefill")
+    moved: dict[str, int] = {}
+    for i, a in enumerate(prefill):
+        for b in prefill[i + 1 :]:
+            port = ports[b.name]
+            if b.name in moved or port is None or ports[a.name] != port:
+                continue
+            if not hosts.same_address(a.endpoint.host, b.endpoint.host):
+                continue
+            if not hosts.known_together(a, b, deployment.text, deployment.routers):
+                continue
+            free = port + 1
+            while free in taken:
+                free += 1
+            taken.add(free)
+            moved[b.name] = ports[b.name] = free
+    return moved
 
 
 def _listening(router: Router, target: Target, deployment: Deployment) -> list[Server]:
