@@ -157,6 +157,8 @@ def test_a_prefill_and_a_decode_on_one_http_port_clash() -> None:
     )
     report = validate_deployment(text)
     assert {f.rule for f in report.errors} == {"HOST-PORT-CLASH", "ROUTER-TWO-ROLES"}
+    two = next(f for f in report.errors if f.rule == "ROUTER-TWO-ROLES")
+    assert two.servers == ("prefill@1", "decode@2")  # the servers its URL reaches
     clash = next(f for f in report.errors if f.rule == "HOST-PORT-CLASH")
     assert "(--port 30000)" in clash.message and "Address already in use" in clash.message
 

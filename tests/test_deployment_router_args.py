@@ -69,3 +69,35 @@ def test_a_bootstrap_port_that_is_no_integer_names_its_flag_and_line(
     run = run_cli(capsys, "validate", "--sglang", script)
     assert run.code == 2, run.out
     assert run.err.strip() == f"meshsat: error: line 2: {said}"
+
+
+@pytest.mark.parametrize(
+    ("prefill", "refused"),
+    [
+        ("http://127.0.0.1:30000 abc", "Invalid bootstrap port: abc."),
+        ("http://127.0.0.1:30000 http://127.0.0.1:30001", "Invalid bootstrap port: http://"),
+        ("http://127.0.0.1:30000 8998", None),
+        ("http://127.0.0.1:30000 none", None),
+        ("http://127.0.0.1:30000 $BOOTSTRAP", None),
+    ],
+)
+def test_what_follows_a_router_prefill_url_is_its_bootstrap_port(
+    capsys: pytest.CaptureFixture[str], prefill: str, refused: str | None
+) -> None:
+    """sglang_router reads `--prefill URL [PORT]` and refuses a PORT that is neither a
+    number nor `none` ("Invalid bootstrap port: abc. Must be a number or 'none'",
+    `_parse_prefill_urls`); it was read as a second URL (ROUTER-UNKNOWN-URL, exit 0)."""
+    text = (
+        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+        "--disaggregation-mode prefill --port 30000\n"
+        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+        "--disaggregation-mode decode --port 30002 --base-gpu-id 1\n"
+        f"python -m sglang_router.launch_router --pd-disaggregation --prefill {prefill} "
+        "--decode http://127.0.0.1:30002\n"
+    )
+    run = run_cli(capsys, "validate", "--sglang", text)
+    if refused is None:
+        assert run.code != 2, run.err
+    else:
+        assert run.code == 2 and refused in run.err and "line 3" in run.err
+        assert "Traceback" not in run.err and len(run.err.strip().splitlines()) == 1

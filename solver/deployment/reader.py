@@ -439,6 +439,7 @@ def router_of(command: LaunchCommand) -> Router:
                 f"{_EXPECTED[_nargs(module, flag)]} (its argparse refuses the command)"
             )
         if flag == "--prefill":
+            _check_bootstrap_port(command, module, values)
             prefill += _targets(values)
         elif flag == "--decode":
             decode += _targets(values)
@@ -458,6 +459,22 @@ def router_of(command: LaunchCommand) -> Router:
 _URL_LISTS = frozenset({"--prefill", "--decode", "--prefill-bootstrap-ports"})
 #: argparse's words for a missing value, by nargs (`argparse._match_argument`).
 _EXPECTED = {"+": "at least one argument", "1": "1 argument"}
+
+
+def _check_bootstrap_port(command: LaunchCommand, module: str, values: list[str]) -> None:
+    """sglang_router's `--prefill URL [PORT]`: what follows the URL is its bootstrap port,
+    which the router's `_parse_prefill_urls` refuses unless it is a number or `none`
+    (`--prefill http://p:30000 abc` does not name a second server; mini_lb's `--prefill`
+    is a list of URLs). A shell expansion is not known here."""
+    if module != "sglang_router.launch_router" or len(values) < 2:
+        return
+    port = values[1]
+    if port.isdigit() or port.lower() == "none" or "$" in port or "<" in port:
+        return
+    raise InputError(
+        f"line {command.line}: {module}: Invalid bootstrap port: {port}. Must be a number "
+        "or 'none' (the router refuses the command)"
+    )
 
 
 def _nargs(module: str, flag: str) -> str:

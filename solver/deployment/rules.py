@@ -410,7 +410,8 @@ def _router_two_roles(deployment: Deployment) -> Iterator[Finding]:
         decode = {_where(t) for t in router.decode}
         for target in router.prefill:
             if _where(target) in decode:
-                yield _finding("ROUTER-TWO-ROLES", (), line=router.line, url=target.url)
+                named = tuple(s.name for s in _routed(router, target, deployment))
+                yield _finding("ROUTER-TWO-ROLES", named, line=router.line, url=target.url)
 
 
 def _where(target: Target) -> tuple[str, int | None]:
