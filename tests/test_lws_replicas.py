@@ -290,9 +290,12 @@ def test_a_router_names_each_group_leader_of_a_scaled_lws(replicas: int, named: 
     groups the object runs, naming the missing and the absent ones; silent when the router
     names no leader (a Service URL: what it reaches is not known)."""
     urls = [f"http://p-{g}.p:30000" for g in sorted(named)] or ["http://p:30000"]
+    # One --prefill per URL: sglang_router reads `--prefill URL [PORT]`, a second URL
+    # after the first being a bootstrap port it refuses.
+    prefills = [w for url in urls for w in ("--prefill", url)]
     router = router_manifest(
         ["python", "-m", "sglang_router.launch_router", "--pd-disaggregation",
-         "--prefill", *urls, "--decode", "http://d-0.d:30000"], name="r", port=30000,
+         *prefills, "--decode", "http://d-0.d:30000"], name="r", port=30000,
     )  # fmt: skip
     prefill = _server("LeaderWorkerSet", "p", "prefill", 4, 1, replicas)
     decode = _server("LeaderWorkerSet", "d", "decode", 4, 1, None)
