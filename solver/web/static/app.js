@@ -333,14 +333,24 @@ function select(rank) {
   for (const c of $$("#plan-chart circle")) c.classList.toggle("selected", Number(c.dataset.rank) === rank);
   const panel = $("#plan-selected");
   panel.hidden = false;
-  const facts = Object.entries(r).filter(([k]) => k !== "command");
+  const facts = Object.entries(r).filter(([k]) => k !== "command" && k !== "node_command");
   const copy = copyButton(r.command, "Copy command");
+  // Over several hosts the one-engine command does not start as typed: what each node runs.
+  const spread = r.node_command && r.node_command !== r.command;
+  const onNodes = spread ? [
+    h("p", {}, r.servers > 1
+      ? `${r.servers} servers of ${r.nodes_per_server} node(s), ${r.gpus_per_node} GPUs each (plain DP runs across nodes only as separate servers: put sglang_router in front). Each node runs:`
+      : `One server on ${r.nodes_per_server} nodes, ${r.gpus_per_node} GPUs each; set NODE_RANK (0..${r.nodes_per_server - 1}) and LEADER_ADDR (node 0's address) on each. Each node runs:`),
+    h("code", { class: "cmd", id: "plan-node-command" }, r.node_command), " ",
+    copyButton(r.node_command, "Copy node command"),
+  ] : [];
   panel.replaceChildren(h("div", { class: "panel", id: "plan-detail" },
     h("h3", {}, `Selected layout ${layoutName(r)}`),
     h("dl", { class: "kv" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, fmt(v))])),
     h("code", { class: "cmd", id: "plan-command" }, r.command), " ", copy, " ",
     h("button", { type: "button", onclick: () => openIn("groups", r.command) }, "Show its groups"), " ",
     h("button", { type: "button", onclick: () => openIn("check", r.command) }, "Check it"), " ",
+    ...onNodes,
     h("button", { type: "button", id: "plan-lws", onclick: () => downloadLws(r.rank, "plan", "sglang") }, "Download LeaderWorkerSet"),
     h("span", { id: "plan-lws-status", class: "muted" }),
     h("div", { id: "plan-memory" }),
