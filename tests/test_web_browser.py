@@ -476,8 +476,8 @@ def test_plan_with_disaggregation_shows_the_verdict_and_every_roles_command(
     assert cells[-1] == best["source"]
     # The first deployment is selected: every role's command, each with its copy button.
     assert driver.find_element(By.ID, "disagg-router").text == best["router_command"]
-    assert driver.find_element(By.ID, "disagg-prefill").text == best["prefill_command"]
-    assert driver.find_element(By.ID, "disagg-decode").text == best["decode_command"]
+    assert driver.find_element(By.ID, "disagg-prefill").text == best["prefill_node_command"]
+    assert driver.find_element(By.ID, "disagg-decode").text == best["decode_node_command"]
     buttons = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#disagg-detail button")]
     assert buttons == ["Copy", "Copy", "Copy", "Download LeaderWorkerSets"]
     # Its manifests download as a file: what `plan --disagg --emit lws --pick 1` prints.
@@ -490,7 +490,7 @@ def test_plan_with_disaggregation_shows_the_verdict_and_every_roles_command(
     if len(rows) > 1:  # another row shows its own commands
         rows[1].click()
         second = doc["deployments"][1]
-        assert driver.find_element(By.ID, "disagg-decode").text == second["decode_command"]
+        assert driver.find_element(By.ID, "disagg-decode").text == second["decode_node_command"]
         rows[0].click()
     shot(driver, "disagg")
     option.click()  # as the other tests expect the form

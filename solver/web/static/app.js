@@ -391,6 +391,14 @@ function drawDisagg(doc) {
   if (disaggRows.length) selectDisagg(disaggRows[0].rank);
 }
 
+// A role's servers and GPUs; over several hosts, where each node's NODE_RANK and
+// LEADER_ADDR come from (the command shown is what each node runs, as the CLI prints it).
+function roleTitle(r, role) {
+  const nodes = r[`${role}_nodes_per_worker`], gpus = r[`${role}_gpus_per_worker`];
+  const spread = nodes > 1 ? `, on ${nodes} nodes of ${gpus / nodes}: NODE_RANK 0..${nodes - 1}, LEADER_ADDR its node 0` : "";
+  return `${role} × ${r[`${role}_workers`]} (${gpus} GPUs each${spread})`;
+}
+
 function selectDisagg(rank) {
   const r = disaggRows.find((x) => x.rank === rank);
   if (!r) return;
@@ -400,8 +408,8 @@ function selectDisagg(rank) {
   $("#disagg-selected").replaceChildren(h("div", { class: "panel", id: "disagg-detail" },
     h("p", { class: "muted" }, `deployment ${r.rank}: ${r.concurrency} requests in flight; KV transfer ${r.transfer_ms} ms of TTFT; ` +
       `prefill pool ${r.prefill_requests_per_s} req/s, decode pool ${r.decode_requests_per_s} req/s`),
-    role("disagg-prefill", `prefill × ${r.prefill_workers} (${r.prefill_gpus_per_worker} GPUs each)`, r.prefill_command),
-    role("disagg-decode", `decode × ${r.decode_workers} (${r.decode_gpus_per_worker} GPUs each)`, r.decode_command),
+    role("disagg-prefill", roleTitle(r, "prefill"), r.prefill_node_command),
+    role("disagg-decode", roleTitle(r, "decode"), r.decode_node_command),
     role("disagg-router", "router", r.router_command),
     h("p", {}, h("button", { type: "button", id: "disagg-lws", onclick: () => downloadLws(r.rank, "disagg", "sglang-pd") },
       "Download LeaderWorkerSets"), h("span", { id: "disagg-lws-status", class: "muted" }))));
