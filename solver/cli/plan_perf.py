@@ -366,7 +366,7 @@ def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, gpu_name: str, estimate
         return
     out.print(
         "rank  tp  pp  dp dpa  ep attn_tp cp dcp   conc  ttft_ms tpot_ms tok/s/gpu tok/s/user"
-        " sla weights_gib  kv_tokens",
+        " sla weights_gib   total_kv",
         markup=False,
     )
     for r in rows:
