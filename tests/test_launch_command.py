@@ -264,3 +264,32 @@ def test_fix_and_enumerate_commands_carry_the_model(capsys: pytest.CaptureFixtur
     local = run_cli(capsys, "fix", "--set", "tp_size=3", "--model", str(config), "--gpus", "4")
     (line,) = _printed_commands(local.out)
     assert shlex.split(line)[4] == str(config.parent)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --tp 4 "
+        "--enable-dp-attention --moe-dp-size 2",
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 6 "
+        "--enable-dp-attention",
+    ],
+)
+def test_a_fixed_dp_attention_width_reaches_the_printed_command(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """`--enable-dp-attention` with no width is DP attention over 1 group in 0.5.23; `fix`
+    changing attn_dp_size on it printed the command without `--attn-dp-size` (the spelling
+    read the width from dp_size alone), so the command ran another layout than reported.
+    Oracle: the printed command read back resolves to the fix's own layout."""
+    fixed = run_cli(capsys, "fix", "--sglang", command, "--json")
+    assert fixed.code == 0, fixed.err
+    best = json.loads(fixed.out)["fixes"][0]
+    line = best["command_line"]
+    back = run_cli(capsys, "validate", "--sglang", line, "--json")
+    assert back.code == 0, (line, back.err)
+    want = run_cli(capsys, "validate", "--json", *(a for k, v in best["config"].items()
+                   for a in ("--set", f"{k}={v}")))  # fmt: skip
+    got, expected = json.loads(back.out)["derived"], json.loads(want.out)["derived"]
+    assert (got["attn_dp"], got["attn_tp"]) == (expected["attn_dp"], expected["attn_tp"]), line
+    assert got["attn_dp"] > 1

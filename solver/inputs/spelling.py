@@ -15,5 +15,9 @@ def spelled(config: Config, attn_dp_spelling: bool) -> dict[str, Any]:
     where meshsat's internal spelling is `enable_dp_attention` with `dp_size = N`."""
     values = dict(config.__dict__)
     if attn_dp_spelling and values["enable_dp_attention"]:
-        values.update(attn_dp_size=values["dp_size"], dp_size=1, enable_dp_attention=False)
+        # The width is dp_size in meshsat's spelling; a config that already carries the
+        # release's own (`--enable-dp-attention --attn-dp-size 2`, or `fix` changing
+        # attn_dp_size on such a command) keeps it rather than dp_size's 1.
+        width = values["dp_size"] if values["dp_size"] > 1 else values["attn_dp_size"]
+        values.update(attn_dp_size=width, dp_size=1, enable_dp_attention=False)
     return {n: values[n] for n in CONFIG_SPECS}
