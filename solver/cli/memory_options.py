@@ -312,11 +312,12 @@ def layout_memory(
 def with_gpu_class(layout: LayoutInput, gpu_name: str | None) -> LayoutInput:
     """The layout with `--gpu`'s compute capability as its `gpu_sm`, which the rules that
     need a GPU class read (an all-to-all backend on the Marlin MoE runner, FlashInfer
-    MegaMOE, the attention backends of one SM family); a layout that sets `gpu_sm` keeps
-    it, and a non-NVIDIA GPU leaves it unknown (those rules then ask `platform`)."""
-    if gpu_name is None or layout.config.gpu_sm is not None:
+    MegaMOE, the attention backends of one SM family), and an AMD GPU's `platform = hip`
+    (the rules of ROCm builds); a field the layout sets itself is kept."""
+    if gpu_name is None:
         return layout
-    fields = gpu(gpu_name).layout_fields
+    given = layout.config.user_set() | ({"gpu_sm"} if layout.config.gpu_sm is not None else set())
+    fields = {k: v for k, v in gpu(gpu_name).layout_fields.items() if k not in given}
     if not fields:
         return layout
     return replace(layout, config=layout.config.model_copy(update=fields))

@@ -96,7 +96,7 @@ Quantization = Literal[
 GraphBackend = Literal["full", "breakable", "tc_piecewise", "disabled"]
 #: Tool-only fields a GPU type sets (`memory.gpus.Gpu.layout_fields`): no SGLang flag says
 #: them and `--gpu` says them again, so no command meshsat writes carries them.
-IMPLIED_BY_GPU = ("gpu_sm",)
+IMPLIED_BY_GPU = ("gpu_sm", "platform")
 
 
 def _f(

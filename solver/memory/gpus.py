@@ -80,7 +80,11 @@ class Gpu:
     @property
     def layout_fields(self) -> dict[str, Any]:
         """The layout fields this GPU sets on every layout of a listing (`IMPLIED_BY_GPU`):
-        its class where known."""
+        its class where known, and the platform SGLang runs it on: an AMD Instinct runs
+        ROCm (`platform = hip`, which rules such as CP-HIP-DSV4 read; before, `--gpu
+        MI300X` was judged as CUDA)."""
+        if self.vendor == "amd" and self.catalogued:
+            return {"platform": "hip"}
         return {} if self.gpu_sm is None else {"gpu_sm": self.gpu_sm}
 
     @property
