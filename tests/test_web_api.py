@@ -602,3 +602,21 @@ def test_an_unknown_value_is_said_not_defaulted(server: MeshsatServer) -> None:
     assert "attn_dp" not in doc["derived_unknown"]
     status, _, fixed = call(server, "POST", "/api/fix", {"sglang": command})
     assert status == 200 and fixed["valid_input"] and fixed["undecided"] == doc["undecided"]
+
+
+@pytest.mark.parametrize(
+    "sglang",
+    [
+        "python -m sglang.launch_server --tp $TP --ep 4",
+        "python -m sglang.launch_server --tp $TP",
+    ],
+)
+def test_groups_of_an_unknown_width_are_asked_for_as_the_cli_asks(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str], sglang: str
+) -> None:
+    """`--tp $TP` is not known here; groups at SGLang's default would be another launch's
+    (the API answered a 1-rank grid, exit 0, or TOPO-MOE-TP at tp 1, exit 1)."""
+    status, headers, doc = call(server, "POST", "/api/groups", {"sglang": sglang})
+    cli = run_cli(capsys, "groups", "--sglang", sglang)
+    assert (status, headers["X-Meshsat-Exit"], cli.code) == (400, "2", 2)
+    assert "tp_size = $TP is unknown" in doc["error"] and "tp_size = $TP is unknown" in cli.err

@@ -96,7 +96,7 @@ def groups_cmd(
         job = found
     command = "groups" if rank is None else "groups --rank"
     layout = read_layout(sources, sglang_version, command=command, job=job)
-    _need_widths(layout)
+    need_widths(layout)
     try:
         # The option's default is the newest pack, as for every other command (`check`
         # alone defaults to the installed release, for servers at start-up).
@@ -157,10 +157,10 @@ def _groups(
     emit(chosen_fmt, with_violations(data, wrong), rows)
 
 
-def _need_widths(layout: LayoutInput, where: str = "") -> None:
+def need_widths(layout: LayoutInput, where: str = "") -> None:
     """Groups are the ranks of known widths: a launch value unknown here (`--tp $TP`)
     would show SGLang's default as the launch's groups, so it is asked for instead (a node's
-    rank or address is not a width)."""
+    rank or address is not a width). The CLI and `/api/groups` both ask."""
     if layout.unknown_widths:
         listed, give = layout.unknown_text()
         raise InputError(
@@ -177,7 +177,7 @@ def _deployment_groups(
     for text in gd.server_notes(deployment):
         note(text)
     for server in deployment.servers:
-        _need_widths(server.layout, f"{server.name}: ")
+        need_widths(server.layout, f"{server.name}: ")
     found = gd.plan_deployment(deployment, sglang_version)
     if fmt is OutputFormat.table:
         gd.print_deployment_groups(found)

@@ -512,6 +512,7 @@ def rewrite_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Wor
 
 
 def groups_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -> Answer:
+    from meshsat.solver.cli.groups_cmd import need_widths
     from meshsat.solver.cli.groups_view import groups_document, with_violations
     from meshsat.solver.cli.launch_checks import launch_violations
     from meshsat.solver.groups import plan_layout
@@ -526,6 +527,10 @@ def groups_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work
         document = gd.deployment_groups_document(deployment, found)
         return Answer(document, found.status, tuple(gd.server_notes(deployment)))
     layout = _layout(params, "groups")
+    try:  # as the CLI: SGLang's default in place of `--tp $TP` would be another launch's groups
+        need_widths(layout)
+    except InputError as exc:
+        raise FieldError(str(exc), "sglang") from None
     try:
         planned = plan_layout(
             layout.config, layout.model, explain=None, sglang_version=params.get("sglang_version")
