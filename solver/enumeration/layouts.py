@@ -135,7 +135,11 @@ class Layout:
         return {n: self.row[index[n]] for n in self.shape.vary}
 
     def as_config(self) -> Config:
-        return Config.model_validate(dict(self.config))
+        """The layout as launched (`values`), what `solver.validate` and `groups` take back.
+        Not the resolved `config`: every field of it counts as typed, so a release without
+        a resolved legacy field's flag (0.5.23's `enable_prefill_context_parallel`) refused
+        the layout it had just listed (FLAG-ABSENT-*)."""
+        return Config.model_validate(self.values)
 
     def __repr__(self) -> str:
         return f"Layout({self.values!r})"
