@@ -259,6 +259,9 @@ UNREACHABLE = {
     "QUANT-REQUANT-SOURCE": "a quantized checkpoint's config, read when the model loads: "
     "recorded by each release's get_quant_config for --quantization quark_mxfp4 on the same "
     "127 checkpoints (fidelity/quant_args.py)",
+    "MODEL-ARCH-SUPPORTED": "the model registry, read when the model loads (the recorder's "
+    "models are in every release's registry): recorded per release from its own "
+    "models/*.py EntryClass names (fidelity/model_archs.py, tests/test_model_archs.py)",
     "MOE-TRITON-WNA16": "a model class's MoE scheme (the resolution recorder builds no model): "
     "the release's own WNA16 kernel predicates on 28 weight schemes "
     "(fidelity/wna16_kernels.py, tests/test_wna16_kernels.py)",

@@ -87,6 +87,8 @@ class _Text(ExprVisitor[str]):
 
 
 _TEXT = _Text()
+#: Longer value lists are summarised in a failure's detail.
+_LISTED = 24
 
 
 def _negated(a: ex.Expr) -> str:
@@ -187,6 +189,10 @@ class _Shower:
         if isinstance(e, ex.IsSet):
             return [f"{text(e.x)} is unset"]
         if isinstance(e, ex.In):
+            if len(e.values) > _LISTED:
+                # A registry of hundreds of names: say how many, not every one.
+                head = ", ".join(fmt_value(v) for v in e.values[:4])
+                return [f"{self.show(e.x)}, not one of the {len(e.values)} ({head}, ...)"]
             vals = ", ".join(fmt_value(v) for v in e.values)
             return [f"{self.show(e.x)}, not one of {{{vals}}}"]
         if isinstance(e, ex.Field | ex.Named):

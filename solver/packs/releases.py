@@ -18,6 +18,7 @@ from meshsat.solver.catalogue import (
     attention_backend,
     decode_cp,
     model,
+    model_arch,
     moe_kernel,
     quantization,
     resolution,
@@ -838,6 +839,29 @@ V0_4_6_POST5 = apply(
         ),
     ),
 )
+
+
+def _with_model_arch(pack: Pack) -> Pack:
+    """The release's MODEL-ARCH-SUPPORTED (its own recorded model registry), checked
+    when the model loads: a launch rule, last, since SGLang resolves the architecture only
+    in the model loader."""
+    arch = model_arch.rule(pack.version)
+    return apply(
+        pack,
+        PackDiff(
+            pack.version,
+            pack.released,
+            pack.summary,
+            add_rules=(arch,),
+            launch_only=pack.launch_only | {arch.id},
+        ),
+    )
+
+
+V0_4_6_POST5 = _with_model_arch(V0_4_6_POST5)
+V0_5_18 = _with_model_arch(V0_5_18)
+SEED = _with_model_arch(SEED)
+V0_5_23 = _with_model_arch(V0_5_23)
 
 #: Every known pack, oldest first; the last is the default.
 PACKS: tuple[Pack, ...] = (V0_4_6_POST5, V0_5_18, SEED, V0_5_23)

@@ -8,6 +8,7 @@ arguments at start-up never pays for the solver.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -39,7 +40,7 @@ def _violation(
         message=format_message(rule, resolved),
         fields=rule.fields,
         detail=failure_detail(rule, resolved, raw),
-        hint=rule.hint,
+        hint=format_message(replace(rule, message=rule.hint), resolved),
         source=rule.source,
         severity=rule.severity,
         stage=pack.stage(rule.id),
