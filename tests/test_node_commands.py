@@ -23,6 +23,7 @@ from meshsat.solver.lang.config import Config
 from meshsat.solver.memory.gpus import gpu
 from meshsat.solver.perf import Workload
 from meshsat.solver.validation.validate import validate
+from tests.cli_helpers import run_cli
 
 LEADER = "10.0.0.1"
 
@@ -183,3 +184,25 @@ def test_disagg_roles_listen_where_the_router_reaches_them() -> None:
     for r in rows:
         for role in ("prefill", "decode"):
             assert "--host 0.0.0.0" in getattr(r, f"{role}_node_command")
+
+
+def test_a_fix_onto_more_gpus_than_a_node_says_what_each_node_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """DeepSeek-V3 does not fit 8 H100, and `fix` goes to `--tp 16`: typed on one host that
+    command starts 16 ranks on 8 GPUs. The fix prints each node's command, which read back as
+    a two-node job validates; `--gpu`'s class is no flag of either line."""
+    run = run_cli(
+        capsys, "fix", "--gpu", "H100", "--sglang",
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --port 30000",
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    lines = dict(
+        line.split(": ", 1)
+        for line in run.out.splitlines()
+        if line.startswith(("command", "on each"))
+    )
+    assert "--tp 16" in lines["command"] and "gpu_sm" not in lines["command"]
+    node = lines["on each node"]
+    assert "--nnodes 2 --node-rank $NODE_RANK" in node and "gpu_sm" not in node
+    assert_runs(node, 2, 8)

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from meshsat.solver.backends.render import fmt_value
-from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, print_lws
+from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, node_command, print_lws
 from meshsat.solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.memory_options import (
@@ -28,6 +28,7 @@ from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import CHANGE_COLUMNS
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.command import FACTS_MARK
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
 from meshsat.solver.inputs.sglang_cmdline import (
     GROUP_SIZE_RULE,
@@ -524,6 +525,25 @@ def _print_result(
         out.print(f"[dim]GPUs:[/dim] {result.gpus_used}")
     _print_notes(result, verbose)
     out.print(f"[bold]command:[/bold] {escape(result.command_line)}", soft_wrap=True)
+    _print_nodes(result)
+
+
+def _print_nodes(result: FixResult) -> None:
+    """Where a fix needs more GPUs than the layout's node holds and launches on one node
+    (`--tp 8` fixed to `--tp 16` on nodes of 8), the command as typed does not start (every
+    rank on one host): what each node runs instead, as `plan` prints it."""
+    per_node = result.config.gpus_per_node
+    if result.config.nnodes != 1 or result.gpus_used <= per_node:
+        return
+    launch = node_command(
+        result.command_line.split(FACTS_MARK)[0].strip(), result.gpus_used, per_node,
+        model_path=None,
+    )  # fmt: skip
+    out.print(
+        f"[yellow]nodes:[/yellow] {result.gpus_used} GPUs are more than one node of "
+        f"{per_node} (--set gpus_per_node=N for another size); {escape(launch.how())}"
+    )
+    out.print(f"[bold]on each node:[/bold] {escape(launch.command)}", soft_wrap=True)
 
 
 def _tiers(result: FixResult, report: FixReport, gpus_why: str = ASKED) -> str:

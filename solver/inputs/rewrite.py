@@ -23,7 +23,7 @@ from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.inputs.launch import FORM_TEXT, LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
 from meshsat.solver.inputs.spelling import spelled
-from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.config import IMPLIED_BY_GPU, Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
 
 _NOT_REWRITTEN = frozenset({"node_rank", *ENV_FACTS.values()})
@@ -93,7 +93,8 @@ def layout_edits(
         for n, var in _ENV_VARS.items()
         if parsed.values.get(n, CONFIG_SPECS[n].default) != target[n]
     ]
-    facts = [n for n in changed if not _writable(n)]
+    # `--gpu`'s class and platform are said by `--gpu` again: no command carries them.
+    facts = [n for n in changed if not _writable(n) and n not in IMPLIED_BY_GPU]
     changed = [n for n in changed if _writable(n)]
     groups: list[tuple[str, ...]] = []
     if attn_dp_spelling and any(n in DP_GROUP for n in changed):
