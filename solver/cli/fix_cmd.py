@@ -28,10 +28,10 @@ from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import CHANGE_COLUMNS
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.errors import InputError
-from meshsat.solver.inputs.command import FACTS_MARK
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
 from meshsat.solver.inputs.sglang_cmdline import (
     GROUP_SIZE_RULE,
+    ONE_LAYOUT_RULE,
     size_field,
     standing,
 )
@@ -424,7 +424,7 @@ def print_fix(
         out.print(f"[red]✗ not fixed:[/red] {escape(v.rule)}: {escape(v.message)}")
         if v.hint:
             out.print(f"  [dim]hint:[/dim] {escape(v.hint)}")
-    if any(v.rule == "JOB-ONE-LAYOUT" for v in unfixed or ()):
+    if any(v.rule == ONE_LAYOUT_RULE for v in unfixed or ()):
         out.print(
             "[dim]hint:[/dim] `meshsat validate --sglang-file SCRIPT --rewrite` writes the "
             "fixed layout into every node"
@@ -535,10 +535,8 @@ def _print_nodes(result: FixResult) -> None:
     per_node = result.config.gpus_per_node
     if result.config.nnodes != 1 or result.gpus_used <= per_node:
         return
-    launch = node_command(
-        result.command_line.split(FACTS_MARK)[0].strip(), result.gpus_used, per_node,
-        model_path=None,
-    )  # fmt: skip
+    # launch_words drops the tool facts' `# not SGLang flags` comment of the command line.
+    launch = node_command(result.command_line, result.gpus_used, per_node, model_path=None)
     out.print(
         f"[yellow]nodes:[/yellow] {result.gpus_used} GPUs are more than one node of "
         f"{per_node} (--set gpus_per_node=N for another size); {escape(launch.how())}"

@@ -29,7 +29,7 @@ from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.k8s import ManifestLaunch
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
-from meshsat.solver.inputs.sglang_cmdline import standing
+from meshsat.solver.inputs.sglang_cmdline import ONE_LAYOUT_RULE, standing
 from meshsat.solver.memory import Memory
 from meshsat.solver.memory.models import checkpoint_bytes
 from meshsat.solver.validation.report import Report
@@ -259,6 +259,6 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
     said += [
         f"not rewritten, edit by hand: {issue.rule}: {issue.message}"
         for issue in standing(layout.job, best.config.nnodes, pods)
-        if issue.rule != "JOB-ONE-LAYOUT"
+        if issue.rule != ONE_LAYOUT_RULE
     ]
     return text, said

@@ -37,13 +37,11 @@ from meshsat.solver.deployment.validate import (
     read,
     server_report,
 )
+from meshsat.solver.inputs.sglang_cmdline import ONE_LAYOUT_RULE
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.fix import fix
 from meshsat.solver.repair.results import Change, FixReport
-
-#: A node whose layout differs from its job's first node's (`sglang_cmdline._check_job`).
-ONE_LAYOUT_RULE = "JOB-ONE-LAYOUT"
 
 
 @dataclass(frozen=True)
@@ -219,18 +217,12 @@ def fix_deployment(
         servers=tuple(fixed[s.name] for s in deployment.servers),
         routers=tuple(router for router, _ in routed),
     )
-    for name, port in _bootstrap_clash_repairs(after_deployment).items():
-        fixed[name] = _with_bootstrap(fixed[name], port)
-        flag = (FACT_FLAGS["bootstrap_port"], str(port))
-        fixes[name] = replace(fixes[name], flags=(*fixes[name].flags, flag))
+    _give_bootstrap_ports(_bootstrap_clash_repairs(after_deployment), fixed, fixes)
     after_deployment = replace(
         after_deployment, servers=tuple(fixed[s.name] for s in deployment.servers)
     )
     ports = _bootstrap_repairs(after_deployment)
-    for name, port in ports.decodes.items():
-        fixed[name] = _with_bootstrap(fixed[name], port)
-        flag = (FACT_FLAGS["bootstrap_port"], str(port))
-        fixes[name] = replace(fixes[name], flags=(*fixes[name].flags, flag))
+    _give_bootstrap_ports(ports.decodes, fixed, fixes)
     routers = [_with_ports(r, f, ports.routers.get(r.line, {})) for r, f in routed]
     after_deployment = replace(
         after_deployment,
@@ -334,8 +326,16 @@ def _bootstrap_repairs(deployment: Deployment) -> BootstrapRepairs:
     return BootstrapRepairs(decodes, routers)
 
 
-def _with_bootstrap(server: Server, port: int) -> Server:
-    return replace(server, facts=replace(server.facts, bootstrap_port=port))
+def _give_bootstrap_ports(
+    ports: dict[str, int], fixed: dict[str, Server], fixes: dict[str, ServerFix]
+) -> None:
+    """Each named server (in `fixed`, its fix in `fixes`) with its new bootstrap port: the
+    fact the rules read and the flag `--rewrite` writes."""
+    for name, port in ports.items():
+        server = fixed[name]
+        fixed[name] = replace(server, facts=replace(server.facts, bootstrap_port=port))
+        flag = (FACT_FLAGS["bootstrap_port"], str(port))
+        fixes[name] = replace(fixes[name], flags=(*fixes[name].flags, flag))
 
 
 def _with_ports(

@@ -26,7 +26,7 @@ from itertools import combinations
 from typing import Any
 
 from meshsat.solver.deployment.model import Router, Server
-from meshsat.solver.deployment.reader import flag_text
+from meshsat.solver.deployment.reader import LOOPBACK, WILDCARD_HOSTS, flag_text, same_host
 from meshsat.solver.groups import Widths
 from meshsat.solver.inputs.accelerator import CUDA_VISIBLE_DEVICES_ENV, VISIBLE_DEVICES_ENV
 from meshsat.solver.inputs.launch import LaunchCommand
@@ -37,9 +37,7 @@ VISIBLE_ENV: dict[str, str] = {"npu": VISIBLE_DEVICES_ENV}
 
 #: Programs that run the command they are given on another machine.
 REMOTE_RUNNERS = frozenset({"ssh", "srun", "mpirun", "mpiexec", "pdsh", "kubectl", "salloc"})
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-WILDCARD = frozenset({"0.0.0.0", "::", "[::]"})
-_ANY_HOST = LOOPBACK | WILDCARD
+_ANY_HOST = LOOPBACK | WILDCARD_HOSTS
 
 
 @dataclass(frozen=True)
@@ -172,11 +170,7 @@ def same_address(a: str | None, b: str | None) -> bool:
     """Whether two listening addresses of one machine take one port: the same address,
     both loopback, or either a wildcard (which binds every address). None: a shell
     expansion, not known here."""
-    if a is None or b is None:
-        return False
-    if a in WILDCARD or b in WILDCARD:
-        return True
-    return a.lower() == b.lower() or (a in LOOPBACK and b in LOOPBACK)
+    return a is not None and b is not None and same_host(a, b)
 
 
 def _hosts(server: Server) -> dict[str, str]:

@@ -48,6 +48,7 @@ from meshsat.solver.inputs.launch import (
     LAUNCH_MODULES,
     ROUTER_MODULES,
     LaunchCommand,
+    Word,
     read_launch_commands,
 )
 from meshsat.solver.inputs.layout_input import LayoutInput, LayoutSources
@@ -58,8 +59,9 @@ from meshsat.solver.inputs.sglang_cmdline import ParsedCommandLine, parse_job
 LoadServer = Callable[..., LayoutInput]
 
 #: Hosts that accept any address: a router's URL to any host may reach them.
-_WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]"})
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]"})
+#: Hosts that reach only the machine they are named on.
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 @dataclass(frozen=True)
@@ -429,17 +431,18 @@ def router_of(command: LaunchCommand) -> Router:
     while i < len(words):
         flag = words[i].text
         i += 1
-        values: list[str] = []
+        given: list[Word] = []
         while i < len(words) and not words[i].text.startswith("--"):
-            values.append(words[i].text)
+            given.append(words[i])
             i += 1
+        values = [w.text for w in given]
         if not values and flag in _URL_LISTS:
             raise InputError(
                 f"line {command.line}: {module}: argument {flag}: expected "
                 f"{_EXPECTED[_nargs(module, flag)]} (its argparse refuses the command)"
             )
         if flag == "--prefill":
-            _check_bootstrap_port(command, module, values)
+            _check_bootstrap_port(command, module, given)
             prefill += _targets(values)
         elif flag == "--decode":
             decode += _targets(values)
@@ -461,15 +464,15 @@ _URL_LISTS = frozenset({"--prefill", "--decode", "--prefill-bootstrap-ports"})
 _EXPECTED = {"+": "at least one argument", "1": "1 argument"}
 
 
-def _check_bootstrap_port(command: LaunchCommand, module: str, values: list[str]) -> None:
+def _check_bootstrap_port(command: LaunchCommand, module: str, given: list[Word]) -> None:
     """sglang_router's `--prefill URL [PORT]`: what follows the URL is its bootstrap port,
     which the router's `_parse_prefill_urls` refuses unless it is a number or `none`
     (`--prefill http://p:30000 abc` does not name a second server; mini_lb's `--prefill`
-    is a list of URLs). A shell expansion is not known here."""
-    if module != "sglang_router.launch_router" or len(values) < 2:
+    is a list of URLs). A shell expansion (or a placeholder) is not known here."""
+    if module != "sglang_router.launch_router" or len(given) < 2 or given[1].expansion:
         return
-    port = values[1]
-    if port.isdigit() or port.lower() == "none" or "$" in port or "<" in port:
+    port = given[1].text
+    if port.isdigit() or port.lower() == "none":
         return
     raise InputError(
         f"line {command.line}: {module}: Invalid bootstrap port: {port}. Must be a number "
@@ -505,6 +508,12 @@ def reaches(target: Endpoint, server: Endpoint) -> bool:
     if target.port is None or server.port is None or target.port != server.port:
         return target.port is None or server.port is None
     a, b = target.host, server.host
-    if a is None or b is None or a in _WILDCARD_HOSTS or b in _WILDCARD_HOSTS:
+    return a is None or b is None or same_host(a, b)
+
+
+def same_host(a: str, b: str) -> bool:
+    """Whether two known hosts meet on one port: the same name (case-blind), both
+    loopback, or either a wildcard, which listens on every address."""
+    if a in WILDCARD_HOSTS or b in WILDCARD_HOSTS:
         return True
-    return a.lower() == b.lower() or (a in _LOOPBACK and b in _LOOPBACK)
+    return a.lower() == b.lower() or (a in LOOPBACK and b in LOOPBACK)

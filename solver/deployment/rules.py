@@ -23,7 +23,7 @@ from meshsat.solver.catalogue.pd_pairs import (
 )
 from meshsat.solver.deployment import hosts
 from meshsat.solver.deployment.model import Deployment, Facts, Router, Server, Target
-from meshsat.solver.deployment.reader import reaches
+from meshsat.solver.deployment.reader import LOOPBACK, reaches
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.validation.report import Report
 
@@ -418,7 +418,7 @@ def _where(target: Target) -> tuple[str, int | None]:
     host, port = target.endpoint.host, target.endpoint.port
     if host is None or port is None:
         return target.url, None
-    return ("127.0.0.1" if host in hosts.LOOPBACK else host.lower()), port
+    return ("127.0.0.1" if host in LOOPBACK else host.lower()), port
 
 
 #: Each deployment rule's check (one function may find two rules: ROUTER-ROLE's also finds

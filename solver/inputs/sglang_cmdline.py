@@ -604,6 +604,9 @@ def parse_job(
 
 #: The rule holding a LeaderWorkerSet's `--nnodes` to its pods per group (`group_size_issue`).
 GROUP_SIZE_RULE = "JOB-GROUP-SIZE"
+#: The rule of a node whose layout differs from its job's first node's (`_check_job`):
+#: `--rewrite` and a deployment's `fix` give every node the fixed layout.
+ONE_LAYOUT_RULE = "JOB-ONE-LAYOUT"
 
 
 def group_size_issue(
@@ -672,7 +675,7 @@ def _check_job(
         if diff:
             issues.append(
                 JobIssue(
-                    "JOB-ONE-LAYOUT",
+                    ONE_LAYOUT_RULE,
                     f"the node launched on line {c.line} disagrees with the first node (line "
                     f"{commands[0].line}) on {', '.join(diff)}: one job needs one layout",
                     c.line,
