@@ -146,9 +146,13 @@ def server_launch(
     words = _without(words, drop)
     if model_path is not None and "--model-path" not in words and "--model" not in words:
         words[3:3] = ["--model-path", model_path]  # after `python -m sglang.launch_server`
-    if not any(w == "--host" or w.startswith("--host=") for w in words):
+    if not _names_host(words):
         words += ["--host", ANY_HOST]
     return ServerLaunch(words, env, form)
+
+
+def _names_host(words: list[str]) -> bool:
+    return any(w == "--host" or w.startswith("--host=") for w in words)
 
 
 #: Where `NodeCommand.how` points for Kubernetes.
@@ -198,8 +202,7 @@ def reachable(command: NodeCommand) -> NodeCommand:
     """The command listening on every address (`ANY_HOST`) where it named none: a server a
     router on another host reaches (`plan --disagg`'s roles, at `http://prefill-1:30000`)
     cannot keep SGLang's default, 127.0.0.1. Across nodes `server_launch` has added it."""
-    words, _ = launch_words(command.command)
-    if any(w == "--host" or w.startswith("--host=") for w in words):
+    if _names_host(launch_words(command.command)[0]):
         return command
     return replace(command, command=f"{command.command} --host {ANY_HOST}")
 

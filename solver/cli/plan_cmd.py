@@ -32,7 +32,6 @@ from meshsat.solver.cli.memory_options import (
     MemFractionOpt,
     QuantizationOpt,
     checkpoint_line,
-    fraction_flags,
     report_pack,
     sizing_options,
 )
@@ -57,12 +56,11 @@ from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.enumeration.node_locality import spanning_gpus
 from meshsat.solver.errors import InputError
 from meshsat.solver.groups import Widths
-from meshsat.solver.inputs.command import launch_command, model_path_of
-from meshsat.solver.lang.config import Config
+from meshsat.solver.inputs.command import model_path_of
 from meshsat.solver.lang.limits import MAX_GPUS, MAX_PLAN_TOP, shown
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel
-from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu, typed_fields
+from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
 from meshsat.solver.perf import Workload
@@ -240,14 +238,14 @@ def plan_layouts(
                 total_kv_tokens=-neg_cap,
                 max_requests=m.max_requests,
                 node_crossing_gpus=cross,
-                # What the user launches: the enumerated values; what SGLang resolves from
-                # them (Layout.config) is its business, not flags to type.
                 **plan_perf.node_fields(
-                    launch_command(
-                        Config.model_validate({**typed_fields(given), **lay.values}),
-                        sglang_version,  # the release's spelling: 0.5.19 has no --attn-dp-size
+                    plan_perf.layout_command(
+                        lay.values,
+                        m,
+                        sglang_version,
                         model_path=model_path,
-                        extra=fraction_flags(m, mm.fraction),
+                        given=given,
+                        fraction=mm.fraction,
                     ),
                     gpus,
                     per_node,

@@ -18,23 +18,22 @@ from meshsat import solver
 from meshsat.solver.catalogue.pd_pairs import Side, reads_of
 from meshsat.solver.cli.emit_options import node_command, reachable
 from meshsat.solver.cli.formats import write_csv
-from meshsat.solver.cli.memory_options import fraction_flags
 from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.cli.plan_perf import (
     PerfRow,
     clear_progress,
     layout_columns,
+    layout_command,
     plan_setup,
     ranked_rows,
     terminal_progress,
     width_columns,
 )
 from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors, side_refused
-from meshsat.solver.inputs.command import launch_command, pd_router_command
-from meshsat.solver.lang.config import Config
+from meshsat.solver.inputs.command import pd_router_command
 from meshsat.solver.lang.model_spec import ModelSpec
-from meshsat.solver.memory.gpus import Gpu, typed_fields
+from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.packs.registry import get_pack
 from meshsat.solver.perf import Workload
 from meshsat.solver.perf.disagg import (
@@ -125,6 +124,10 @@ def layout_label(config: Mapping[str, Any], derived: Mapping[str, Any]) -> str:
     return " ".join(words)
 
 
+def router_urls(role: str, workers: int) -> list[str]:
+    return [f"http://{role}-{i}:{SERVER_PORT}" for i in range(1, workers + 1)]
+
+
 def role_command(
     role: RoleLayout,
     model_path: str | None,
@@ -132,17 +135,12 @@ def role_command(
     given: Mapping[str, Any] | None = None,
     fraction: float | None = None,
 ) -> str:
-    """The server command of one role: what plan set on every layout (`given`), its
-    enumerated values plus `--disaggregation-mode`, rendered by the one renderer in
-    `release`'s spelling (flags at its default are not written), with the
-    `--mem-fraction-static` its memory relies on (`fraction`: the one the user gave)."""
-    config = Config.model_validate({**typed_fields(given or {}), **role.values})
-    extra = fraction_flags(role.memory, fraction)
-    return launch_command(config, release, model_path=model_path, extra=extra)
-
-
-def router_urls(role: str, workers: int) -> list[str]:
-    return [f"http://{role}-{i}:{SERVER_PORT}" for i in range(1, workers + 1)]
+    """The server command of one role (`layout_command`; its values carry
+    `--disaggregation-mode`)."""
+    return layout_command(
+        role.values, role.memory, release, model_path=model_path, given=given or {},
+        fraction=fraction,
+    )  # fmt: skip
 
 
 def disagg_row(
@@ -432,13 +430,11 @@ def role_line(r: DisaggRow, role: str) -> str:
     """A role's table line: its servers, GPUs, and the command each node runs (with where
     the per-node variables come from when a server spans nodes)."""
     workers, gpus = getattr(r, f"{role}_workers"), getattr(r, f"{role}_gpus_per_worker")
-    nodes = getattr(r, f"{role}_nodes_per_worker")
-    if nodes == 1:
-        return f"{role} x{workers} ({gpus} GPUs each): {getattr(r, f'{role}_node_command')}"
-    return (
-        f"{role} x{workers} ({gpus} GPUs each, on {nodes} nodes of {gpus // nodes}: NODE_RANK "
-        f"0..{nodes - 1}, LEADER_ADDR its node 0): {getattr(r, f'{role}_node_command')}"
-    )
+    nodes, command = getattr(r, f"{role}_nodes_per_worker"), getattr(r, f"{role}_node_command")
+    where = "" if nodes == 1 else (
+        f", on {nodes} nodes of {gpus // nodes}: NODE_RANK 0..{nodes - 1}, LEADER_ADDR its node 0"
+    )  # fmt: skip
+    return f"{role} x{workers} ({gpus} GPUs each{where}): {command}"
 
 
 def none_note(model: str, gpus: int, gpu_name: str) -> str:

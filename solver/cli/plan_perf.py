@@ -27,6 +27,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import launch_command, model_path_of
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.memory import Memory
 from meshsat.solver.memory.gpus import Gpu, typed_fields
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.perf import PerfModel, Workload
@@ -74,6 +75,26 @@ class PerfRow(LayoutRow):
     nodes_per_server: int
     gpus_per_node: int
     node_command: str
+
+
+def layout_command(
+    values: Mapping[str, Any],
+    memory: Memory,
+    release: str | None,
+    *,
+    model_path: str | None,
+    given: Mapping[str, Any],
+    fraction: float | None,
+) -> str:
+    """What the user launches for a planned layout (a `plan` row of either ranking, a
+    `--disagg` role): what plan set on every layout (`given`) and the enumerated `values`,
+    not what SGLang resolves from them, rendered by the one renderer in `release`'s
+    spelling (0.5.19 has no `--attn-dp-size`; flags at its default are not written), with
+    the `--mem-fraction-static` its `memory` relies on (`fraction`: the one the user gave)."""
+    config = Config.model_validate({**typed_fields(given), **values})
+    return launch_command(
+        config, release, model_path=model_path, extra=fraction_flags(memory, fraction)
+    )
 
 
 def node_fields(
@@ -280,13 +301,10 @@ def ranked_rows(
     rows = []
     for i, r in enumerate(ranked[:top], 1):
         c, d, e, m = r.config, r.derived, r.estimate, r.memory
-        # What the user launches: the enumerated values, not what SGLang resolves.
-        command = launch_command(
-            Config.model_validate({**typed_fields(given), **r.values}),
-            sglang_version,  # the release's spelling: 0.5.19 has no --attn-dp-size
-            model_path=model_path,
-            extra=fraction_flags(m, setup.pm.memory.fraction),
-        )
+        command = layout_command(
+            r.values, m, sglang_version, model_path=model_path, given=given,
+            fraction=setup.pm.memory.fraction,
+        )  # fmt: skip
         rows.append(
             PerfRow(
                 rank=i,
