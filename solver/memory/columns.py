@@ -160,7 +160,8 @@ def _generated(
         + f"    cache[{key}] = w, t, fits, pools, per_dp, cap\n"
         f"if per_dp:\n    pools *= {read_of('dp_size')}\n"
     )
-    # Decode CP widens each pool row into dcp request tokens, but not the hybrid SWA pool.
+    # Decode CP widens each pool row into dcp request tokens, not the hybrid SWA pool
+    # (`kv.dcp_widening`, here as generated code).
     widen = "1" if mm.swa_ratio is not None else read_of("dcp_size")
     per_pool = f"t * {widen} // ctx"
     # A GatedDeltaNet hybrid's requests are also capped by its state slots (`cap`).
