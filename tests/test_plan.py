@@ -57,18 +57,24 @@ def test_plan_cli_json_states_the_ranking_and_exit_codes(
 
 def _reference_plan(model: str, gpus: int, per_node: int, top: int) -> list[tuple[int, int, str]]:
     """The ranking as first written: a whole `Memory` per layout and the crossing counted on
-    the full rank map (`groups.plan`), slow but direct: (total KV tokens, crossing, values)."""
+    the full rank map (`groups.plan`), slow but direct: (total KV tokens, crossing, values),
+    the first layout of each memory shape only (`memory_shape`: flags the ranking does not
+    read list one layout)."""
     from meshsat.solver.groups import Widths
     from meshsat.solver.groups import plan as rank_plan
     from meshsat.solver.memory import MemoryModel, Parallel
+    from meshsat.solver.perf.ranking import memory_shape
 
     spec = ModelSpec.from_hf_config(catalogue_config(model))
     mm = MemoryModel(catalogue_config(model), gpu("H200"))
     scored = []
+    shapes = set()
     for lay in solver.enumerate(gpus, model=spec):
         m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
-        if not m.fits:
+        shape = memory_shape(mm, lay.config, lay.derived)
+        if not m.fits or shape in shapes:
             continue
+        shapes.add(shape)
         rm = rank_plan(Widths.of({**lay.config, "gpus_per_node": per_node}))
         node = {r.rank: r.node for r in rm.ranks}
         cross = sum(
@@ -137,3 +143,21 @@ def test_plan_bounds_are_one_line_errors(
     assert res.code == 2 and says in res.err, res.err
     assert "Traceback" not in res.err and len(res.err.strip().splitlines()) == 1
     assert res.out == ""
+
+
+def test_plan_lists_each_memory_shape_once() -> None:
+    """Llama-3.1-70B on 8 H100 listed `--pp-size 8` three times (plain, and with
+    `--enable-prefill-cp` zigzag or interleave at CP width 1) and each dense layout once per
+    EP width: rows the table could not tell apart. Each shape once now (here the plain
+    command stands for it), and rows that differ show it in a column (cp, dcp)."""
+    rows = plan_layouts("meta-llama/Llama-3.1-70B-Instruct", gpu("H100"), 8, top=200)
+    shown = [
+        (r.tp, r.pp, r.dp, r.dp_attention, r.attn_tp, r.attn_cp, r.dcp, r.total_kv_tokens)
+        for r in rows
+    ]
+    assert len(shown) == len(set(shown)) > 20
+    assert all(r.ep == 1 for r in rows), "a dense model's EP width is not a layout of its own"
+    pp8 = [r.command for r in rows if r.pp == 8 and r.tp == 1]
+    assert pp8 == [
+        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-70B-Instruct --pp-size 8"
+    ]

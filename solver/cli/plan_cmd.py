@@ -11,7 +11,7 @@ throughput or communication-time estimate is made.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
@@ -65,6 +65,7 @@ from meshsat.solver.memory.models import model_config
 from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
 from meshsat.solver.perf import Workload
 from meshsat.solver.perf.disagg import DisaggSearch
+from meshsat.solver.perf.ranking import memory_shape
 from meshsat.solver.perf.workload import cli_workload
 
 RANKING = (
@@ -156,17 +157,26 @@ def _fitting(
 
 
 def _launchable_head(
-    ranked: list[tuple[int, solver.Layout]], top: int, check: LaunchCheck
+    ranked: list[tuple[int, solver.Layout]],
+    top: int,
+    check: LaunchCheck,
+    shape: Callable[[solver.Layout], Hashable],
 ) -> list[tuple[int, solver.Layout]]:
     """The layouts of `ranked` (by capacity, best first) whose launch on nodes SGLang
     accepts (`LaunchCheck`), down to the `top`-th one's capacity (its ties stay: crossing
     orders them): checking every layout of a large count would cost seconds, the head
-    milliseconds."""
+    milliseconds. One layout per `shape`, the first that launches: layouts that differ
+    only in flags the memory model does not read (`--enable-prefill-cp` at CP width 1, an
+    expert width of a dense model) hold the same KV cache, and `perf.ranking` lists them
+    once too."""
     head: list[tuple[int, solver.Layout]] = []
+    seen: set[Hashable] = set()
     for cap, lay in ranked:
         if len(head) >= top and cap < head[top - 1][0]:
             break
-        if check(lay):
+        key = shape(lay)
+        if key not in seen and check(lay):
+            seen.add(key)
             head.append((cap, lay))
     return head
 
@@ -210,8 +220,9 @@ def plan_layouts(
     fitting = _fitting(spec, mm, gpus, where, sglang_version, progress, given)
     fitting.sort(key=lambda t: -t[0])
     fitting = _launchable_head(
-        fitting, top, LaunchCheck(gpus, per_node, spec, given, sglang_version)
-    )
+        fitting, top, LaunchCheck(gpus, per_node, spec, given, sglang_version),
+        lambda lay: memory_shape(mm, lay.config, lay.derived),
+    )  # fmt: skip
     if not fitting:
         return []
     # Crossing is the second key: compute it only where capacity ties could reach the top.
@@ -436,12 +447,16 @@ def plan_cmd(
         write_csv([asdict(r) for r in rows], list(PlanRow.__dataclass_fields__))
     else:
         note(RANKING)
-        head = "rank  tp  pp  dp  dpa  ep  attn_tp  weights_gib  total_kv_tokens  max_req  cross"
+        head = (
+            "rank  tp  pp  dp  dpa  ep  attn_tp  cp  dcp  weights_gib  total_kv_tokens  max_req"
+            "  cross"
+        )
         out.print(head, markup=False)
         for r in rows:
             out.print(
                 f"{r.rank:>4}  {r.tp:>2}  {r.pp:>2}  {r.dp:>2}  {'y' if r.dp_attention else 'n':>3}"
-                f"  {r.ep:>2}  {r.attn_tp:>7}  {r.weights_gib:>11.2f}  {r.total_kv_tokens:>15,}"
+                f"  {r.ep:>2}  {r.attn_tp:>7}  {r.attn_cp:>2}  {r.dcp:>3}  {r.weights_gib:>11.2f}"
+                f"  {r.total_kv_tokens:>15,}"
                 f"  {r.max_requests:>7}  {r.node_crossing_gpus:>5}{plan_perf.command_lines(r)}",
                 markup=False,
                 soft_wrap=True,

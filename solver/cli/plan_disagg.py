@@ -28,7 +28,6 @@ from meshsat.solver.cli.plan_perf import (
     plan_setup,
     ranked_rows,
     terminal_progress,
-    width_columns,
 )
 from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors, side_refused
 from meshsat.solver.inputs.command import pd_router_command
@@ -153,7 +152,7 @@ def disagg_row(
     fraction: float | None = None,
 ) -> DisaggRow:
     pre, dec = p.prefill, p.decode
-    pc, dc = width_columns(pre.config, pre.derived), width_columns(dec.config, dec.derived)
+    pc, dc = layout_columns(pre.config, pre.derived), layout_columns(dec.config, dec.derived)
     commands = {
         role: role_command(lay, model_path, release, given, fraction)
         for role, lay in (("prefill", pre), ("decode", dec))
@@ -183,7 +182,7 @@ def disagg_row(
         decode_requests_per_s=round(p.decode_requests_per_s, 2),
         meets_sla=p.meets_sla,
         source=p.source,
-        # Each role's widths as plan's rows carry them (`width_columns`).
+        # Each role's widths as plan's rows carry them (`layout_columns`).
         **{f"prefill_{k}": v for k, v in pc.items()},
         **{f"decode_{k}": v for k, v in dc.items()},
         prefill_command=commands["prefill"],

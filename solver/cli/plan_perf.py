@@ -48,14 +48,14 @@ class LayoutRow:
     ep: int
     attn_tp: int
     moe_tp: int
+    attn_cp: int
+    dcp: int
 
 
 @dataclass(frozen=True)
 class PerfRow(LayoutRow):
     """One ranked layout (plain values, for tables, CSV and JSON)."""
 
-    attn_cp: int
-    dcp: int
     concurrency: int
     ttft_ms: float
     tpot_ms: float
@@ -134,7 +134,9 @@ def command_lines(row: _Launched) -> str:
 
 
 def layout_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dict[str, Any]:
-    """The layout's own columns of a `LayoutRow` (both plan rankings' rows)."""
+    """The layout's own columns of a `LayoutRow` (both plan rankings' rows; `plan --disagg`
+    writes the same per role, `prefill_dcp`, ...): its widths, attention and decode CP
+    included, which tell apart layouts of the same KV capacity."""
     return {
         "tp": config["tp_size"],
         "pp": config["pp_size"],
@@ -143,14 +145,6 @@ def layout_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dic
         "ep": config["ep_size"],
         "attn_tp": derived["attn_tp"],
         "moe_tp": derived["moe_tp"],
-    }
-
-
-def width_columns(config: Mapping[str, Any], derived: Mapping[str, Any]) -> dict[str, Any]:
-    """Every width a `PerfRow` carries: the layout's own columns and its attention and
-    decode CP (`plan --disagg` writes the same per role, `prefill_dcp`, ...)."""
-    return {
-        **layout_columns(config, derived),
         "attn_cp": int(config.get("attn_cp_size") or 1),
         "dcp": int(config.get("dcp_size") or 1),
     }
@@ -308,7 +302,7 @@ def ranked_rows(
         rows.append(
             PerfRow(
                 rank=i,
-                **width_columns(c, d),
+                **layout_columns(c, d),
                 concurrency=e.concurrency,
                 ttft_ms=_num(e.ttft_ms, 1),
                 tpot_ms=_num(e.tpot_ms, 2),

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from meshsat.solver.memory import Memory, Parallel
+from meshsat.solver.memory import Memory, MemoryModel, Parallel
 from meshsat.solver.perf.estimator import Estimate, PerfModel
 
 #: `rank_layouts`' further test of a layout: (values, config, derived) -> keep it.
@@ -39,6 +39,16 @@ class Ranked:
     estimate: Estimate
     #: Other fitting layouts with the same widths (not estimated again).
     same_widths: int
+
+
+def memory_shape(
+    memory: MemoryModel, config: Mapping[str, Any], derived: Mapping[str, Any]
+) -> tuple[Parallel, bool]:
+    """What a layout's memory and estimate read of it: its canonical widths and whether it
+    runs DWDP. Layouts with the same shape differ only in flags neither reads, so a planner
+    lists (and estimates) one of them."""
+    p = memory.weights.canonical(Parallel.from_resolved(config, derived))
+    return p, int(config.get("dwdp_size") or 1) > 1
 
 
 def sort_key(e: Estimate) -> tuple[bool, bool, float, float, int]:
@@ -62,10 +72,9 @@ def rank_layouts(
     shapes: dict[tuple[Parallel, bool], list[Any]] = {}
     for lay in layouts:
         cfg, der = lay.config, lay.derived
-        p = pm.memory.weights.canonical(Parallel.from_resolved(cfg, der))
+        p, dwdp = memory_shape(pm.memory, cfg, der)
         if not pm.memory.of(p).fits:
             continue
-        dwdp = int(cfg.get("dwdp_size") or 1) > 1
         values = getattr(lay, "values", cfg)
         shapes.setdefault((p, dwdp), []).append((dict(cfg), dict(der), dict(values)))
     out = []
