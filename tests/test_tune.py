@@ -212,3 +212,29 @@ def test_define_by_run_returns_the_launch_values() -> None:
     out = fn(trial)
     c = space.get(out["layout"])
     assert c is not None and {k: out[k] for k in c.values} == dict(c.values)
+
+
+def test_each_candidates_command_launches_that_layout() -> None:
+    """A candidate's command, read back by meshsat's launch reader (as `validate --sglang`
+    reads a paste), is the candidate: the same model, and SGLang resolves it to the same
+    layout. It names the model and no flag at its release default (it printed SGLang's
+    whole resolution before: `--expert-distribution-recorder-buffer-size 1000`, no
+    `--model-path`)."""
+    from meshsat.solver.inputs.command import DP_GROUP
+    from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
+    from meshsat.solver.lang.config import Config
+
+    space = _space()
+    for c in space.candidates[:: max(1, len(space) // 40)]:
+        parsed = parse_sglang_command(c.command)
+        assert parsed.unknown_flags == [] and f"--model-path {MODEL}" in c.command
+        assert "--expert-distribution-recorder-buffer-size" not in c.command
+        # The GPU's class, as `validate --gpu H200` sets it.
+        config = Config.model_validate({**parsed.values, **gpu("H200").layout_fields})
+        report = validate(config, config_model(), explain=False, sglang_version="0.5.23")
+        assert report.valid, c.key
+        assert dict(report.derived) == dict(c.derived), c.key
+        # 0.5.23 spells DP attention `--attn-dp-size N`, which SGLang keeps as that field.
+        assert {k: v for k, v in report.resolved.items() if k not in DP_GROUP} == {
+            k: v for k, v in c.config.items() if k not in DP_GROUP
+        }, c.key

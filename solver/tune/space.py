@@ -30,13 +30,13 @@ from typing import Any, Protocol
 
 from meshsat.solver.enumeration.layouts import Layout, enumerate_layouts
 from meshsat.solver.errors import InputError
+from meshsat.solver.inputs.command import launch_command, model_path_of
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu, typed_fields
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.packs import get_pack
-from meshsat.solver.repair.fix import command_line
 
 #: Order of the tree's levels (the `coordinates` view's parameters): the widths that decide
 #: the most first, so that an early choice prunes the most and TPE learns the most from it.
@@ -95,7 +95,9 @@ class Candidate:
     #: Today's ranking: KV-cache tokens of the whole deployment (all pools).
     kv_tokens: int
     weights_gib: float
-    #: The SGLang command line (release spelling).
+    #: The SGLang command that launches it, in the release's spelling: the model path and
+    #: the enumerated values, not SGLang's resolution of them (no flag at its default),
+    #: as `plan` prints it.
     command: str
     #: An estimator's figure for this layout (higher is better), once attached.
     prior: float | None = None
@@ -261,7 +263,11 @@ def layout_space(
             config=MappingProxyType(dict(lay.config)),
             kv_tokens=kv,
             weights_gib=round(w, 3),
-            command=command_line(Config.model_validate(typed_fields(lay.config)), pack),
+            command=launch_command(
+                Config.model_validate(typed_fields({**base, **lay.values})),
+                pack,
+                model_path=model_path_of(model),
+            ),
         )
         for lay, kv, w in found
     ]
