@@ -91,8 +91,8 @@ def test_table_is_aligned(capsys: pytest.CaptureFixture[str]) -> None:
         "moe_dp",
         "ep",
         "dcp",
-        "dp_attn",
-        "prefill_cp",
+        "enable_dp_attention",
+        "enable_prefill_cp",
         "cp_strategy",
         "dcp_comm_backend",
         "attn_dp",
@@ -242,3 +242,37 @@ def test_cli_surface(capsys: pytest.CaptureFixture[str]) -> None:
         assert option in r.out, option
     for text in ["no duplicates", "resolution", "memory"]:
         assert text in " ".join(r.out.split()), text
+
+
+PERF_LISTING = ("enumerate", "--gpus", "1", "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100",
+                "--perf", "--engine", "roofline")  # fmt: skip
+
+
+def test_every_table_header_is_a_name_where_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    """The table headed DP attention `dp_attn` and prefill CP `prefill_cp`, names --where
+    refused ("unknown name 'dp_attn'"): each column is headed by a name the filters take,
+    memory and estimate columns included."""
+    from meshsat.solver.cli.enumerate_perf import split_perf_filters
+
+    r = run_cli(capsys, *PERF_LISTING, "--limit", "1")
+    assert r.code == 0, r.err
+    headers = r.out.splitlines()[0].split()
+    assert "tp" in headers and "perf_source" in headers
+    for name in headers:
+        split_perf_filters([f"{name} == {name}"])  # raises on a name it does not know
+        assert run_cli(capsys, *PERF_LISTING, "--sort", name, "--count").code == 0, name
+
+
+def test_perf_source_is_a_text_column_of_where(capsys: pytest.CaptureFixture[str]) -> None:
+    """enumerate's help lists perf_source among the columns that "work in --where and
+    --sort too", and `--where "perf_source != ''"` was exit 2 ("unknown name")."""
+    every = int(run_cli(capsys, *PERF_LISTING, "--count").out)
+    rows = list(csv.DictReader(io.StringIO(run_cli(capsys, *PERF_LISTING, "-f", "csv").out)))
+    assert every == len(rows) > 0 and {r["perf_source"] for r in rows} == {"roofline"}
+    kept = run_cli(capsys, *PERF_LISTING, "--where", "perf_source == 'roofline'", "--count")
+    assert (kept.code, kept.out) == (0, f"{every}\n"), kept.err
+    none = run_cli(capsys, *PERF_LISTING, "--where", "perf_source in ('does not fit', '')",
+                   "--count")  # fmt: skip
+    assert (none.code, none.out) == (1, "0\n")
+    ordered = run_cli(capsys, *PERF_LISTING, "--where", "perf_source > 'a'")
+    assert ordered.code == 2 and "needs numbers" in ordered.err

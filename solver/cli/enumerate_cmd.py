@@ -237,7 +237,8 @@ def enumerate_cmd(
     (the best under --ttft/--tpot for --isl/--osl that the KV cache holds; by default
     TTFT <= 2000 ms and TPOT <= 30 ms, --no-sla for none), ttft_ms, tpot_ms,
     tokens_per_s_gpu, tokens_per_s_user, meets_sla and perf_source (AIConfigurator or
-    meshsat's roofline); they work in --where and --sort too.
+    meshsat's roofline); they work in --where and --sort too (perf_source as text: ==, !=,
+    in (...)).
 
     Exit status: 0 at least one layout, 1 none, 2 bad input.
 

@@ -30,6 +30,8 @@ PERF_COLUMNS: tuple[str, ...] = (
     "perf_source",
 )  # fmt: skip
 
+#: How a filter reads them: every column, `perf_source` as text (`==`, `!=`, `in (...)`:
+#: `perf_source != 'does not fit'`), since enumerate's help offers each in --where.
 PERF_NAMES: Mapping[str, Field] = MappingProxyType(
     {
         "concurrency": Field("concurrency", "int"),
@@ -38,6 +40,7 @@ PERF_NAMES: Mapping[str, Field] = MappingProxyType(
         "tokens_per_s_gpu": Field("tokens_per_s_gpu", "float"),
         "tokens_per_s_user": Field("tokens_per_s_user", "float"),
         "meets_sla": Field("meets_sla", "bool"),
+        "perf_source": Field("perf_source", "enum"),
     }
 )
 

@@ -32,12 +32,10 @@ CHUNK = 256
 BATCH = 4096
 FORMATS = ("table", "jsonl", "csv", "json")
 
-#: Short table headers: the alias of a field where one exists.
-_SHORT = {
-    **{field: alias for alias, field in ALIASES.items()},
-    "enable_dp_attention": "dp_attn",
-    "enable_prefill_cp": "prefill_cp",
-}
+#: Short table headers: the alias of a field where one exists, the one other name --where,
+#: --sort and --vary take; any other column is headed by its own name (`dp_attn` and
+#: `prefill_cp` headed columns no option took).
+_SHORT = {field: alias for alias, field in ALIASES.items()}
 
 
 class Writer:
