@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from meshsat.solver.cli import plan_perf
 from meshsat.solver.errors import InputError
@@ -429,3 +431,48 @@ def test_a_gpu_without_speeds_says_so_and_points_to_the_kv_ranking(
     assert "--rank kv" in res.err and "meets the SLA" not in res.err
     assert run_cli(capsys, "plan", "-m", "Qwen/Qwen3-32B", "--gpu-memory", "141GiB", "--gpus",
                    "2", "--rank", "kv").code == 0  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.floats(min_value=0.001, max_value=1e5, allow_nan=False),
+    limit=st.floats(min_value=0.001, max_value=1e5, allow_nan=False) | st.none(),
+    near=st.integers(min_value=-60, max_value=60),
+)
+def test_a_published_latency_is_on_its_limits_side(
+    value: float, limit: float | None, near: int
+) -> None:
+    """`meets_sla` was judged on the estimate while TTFT was printed to 0.1 ms: 500.004 ms
+    against `--ttft 500` printed 500.0 beside meets_sla false, and a tool re-checking the
+    SLA from the CSV disagreed. Each printed figure is within one last digit of the estimate
+    and on the same side of its limit (`near` puts the figure within 0.06 ms of it)."""
+    if limit is not None and near:
+        value = max(limit + near / 1000, 0.001)
+    w = Workload(ttft_ms=limit, tpot_ms=limit)
+    ttft, tpot = w.published(value, value)
+    for shown, step in ((ttft, 0.1), (tpot, 0.01)):
+        assert abs(shown - value) <= step + 1e-9
+        assert limit is None or (shown <= limit) == (value <= limit)
+    assert Workload(ttft_ms=500).published(500.004, 20.0) == (500.1, 20.0)
+    assert math.isnan(w.published(math.nan, math.nan)[0])
+
+
+def test_meets_sla_agrees_with_the_printed_latencies(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA's case: DeepSeek-V3 on 16 H200 at ISL 4096, `--ttft 500`, printed a row of
+    ttft_ms 500.0 with meets_sla false (the estimate: 500.004 ms). Every row of
+    `enumerate --perf` (CSV) and `plan` (JSON), re-checked against the limits from its
+    printed figures, gives its own meets_sla."""
+    pytest.importorskip("aiconfigurator_core")
+    ask = ("--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--gpus", "16", "--isl",
+           "4096", "--osl", "1024", "--ttft", "500", "--tpot", "30")  # fmt: skip
+    listed = run_cli(capsys, "enumerate", *ask, "--where", "fits", "--perf", "-f", "csv")
+    rows = list(csv.DictReader(io.StringIO(listed.out)))
+    doc = json.loads(run_cli(capsys, "plan", *ask, "--top", "1000", "-f", "json").out)
+    checked = [(float(r["ttft_ms"]), float(r["tpot_ms"]), r["meets_sla"] == "true")
+               for r in rows if r["ttft_ms"]]  # fmt: skip
+    checked += [(r["ttft_ms"], r["tpot_ms"], r["meets_sla"]) for r in doc["layouts"]
+                if r["ttft_ms"] is not None]  # fmt: skip
+    assert len(checked) > 100
+    for ttft, tpot, met in checked:
+        assert (ttft <= 500 and tpot <= 30) == met, (ttft, tpot, met)
+    assert any(ttft == 500.1 and not met for ttft, _tpot, met in checked)  # the QA's row

@@ -70,6 +70,7 @@ class PerfColumns:
 
     def rows(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
         shape, pm, width = self.shape, self.pm, self._width
+        w = pm.workload
         for full in rows:
             lay = Layout(full[:width], shape)
             cfg = lay.config
@@ -77,11 +78,12 @@ class PerfColumns:
                 Parallel.from_resolved(cfg, lay.derived),
                 dwdp=int(cfg.get("dwdp_size") or 1) > 1,
             )
+            ttft, tpot = w.published(e.ttft_ms, e.tpot_ms)
             ext = (
                 *full,
                 e.concurrency,
-                _finite(e.ttft_ms, 1),
-                _finite(e.tpot_ms, 2),
+                _finite(ttft),
+                _finite(tpot),
                 round(e.tokens_per_s_gpu, 1),
                 round(e.tokens_per_s_user, 1),
                 e.meets_sla,
@@ -94,9 +96,10 @@ class PerfColumns:
             yield ext
 
 
-def _finite(x: float, digits: int) -> float | None:
-    """A latency rounded, or None where there is none (a layout that does not fit): the
-    JSON writer printed its NaN as `NaN`, which is not JSON, and `--sort` ordered it
-    anywhere. None is `null` in JSON, empty in CSV, sorts last and fails every ordering in
-    --where (`ttft_ms` is optional to the filters, as `plan --format json` writes null)."""
-    return round(x, digits) if math.isfinite(x) else None
+def _finite(x: float) -> float | None:
+    """A latency as published (`Workload.published`), or None where there is none (a
+    layout that does not fit): the JSON writer printed its NaN as `NaN`, which is not JSON,
+    and `--sort` ordered it anywhere. None is `null` in JSON, empty in CSV, sorts last and
+    fails every ordering in --where (`ttft_ms` is optional to the filters, as `plan
+    --format json` writes null)."""
+    return x if math.isfinite(x) else None

@@ -145,13 +145,17 @@ def role_command(
 def disagg_row(
     rank: int,
     p: DisaggPlan,
+    w: Workload,
     model_path: str | None,
     gpus_per_node: int,
     release: str | None = None,
     given: Mapping[str, Any] | None = None,
     fraction: float | None = None,
 ) -> DisaggRow:
+    """One deployment's row, its latencies as `plan` publishes them (`Workload.published`:
+    `meets_sla` re-checked from them agrees)."""
     pre, dec = p.prefill, p.decode
+    ttft, tpot = w.published(p.ttft_ms, p.tpot_ms)
     pc, dc = layout_columns(pre.config, pre.derived), layout_columns(dec.config, dec.derived)
     commands = {
         role: role_command(lay, model_path, release, given, fraction)
@@ -173,8 +177,8 @@ def disagg_row(
         decode_gpus_per_worker=dec.gpus,
         gpus=p.gpus,
         concurrency=p.concurrency,
-        ttft_ms=round(p.ttft_ms, 1),
-        tpot_ms=round(p.tpot_ms, 2),
+        ttft_ms=ttft,
+        tpot_ms=tpot,
         transfer_ms=round(p.transfer_ms, 2),
         tokens_per_s_gpu=round(p.tokens_per_s_gpu, 1),
         tokens_per_s_user=round(p.tokens_per_s_user, 1),
@@ -239,7 +243,7 @@ def disagg_rows(
     clear_progress()
     rows = [
         disagg_row(
-            i, p, setup.model_path, per_node, sglang_version, given, setup.pm.memory.fraction
+            i, p, w, setup.model_path, per_node, sglang_version, given, setup.pm.memory.fraction
         )
         for i, p in enumerate(search.plans, 1)
     ]

@@ -295,6 +295,7 @@ def ranked_rows(
     rows = []
     for i, r in enumerate(ranked[:top], 1):
         c, d, e, m = r.config, r.derived, r.estimate, r.memory
+        ttft, tpot = setup.pm.workload.published(e.ttft_ms, e.tpot_ms)
         command = layout_command(
             r.values, m, sglang_version, model_path=model_path, given=given,
             fraction=setup.pm.memory.fraction,
@@ -304,8 +305,8 @@ def ranked_rows(
                 rank=i,
                 **layout_columns(c, d),
                 concurrency=e.concurrency,
-                ttft_ms=_num(e.ttft_ms, 1),
-                tpot_ms=_num(e.tpot_ms, 2),
+                ttft_ms=ttft,
+                tpot_ms=tpot,
                 tokens_per_s_gpu=round(e.tokens_per_s_gpu, 1),
                 tokens_per_s_user=round(e.tokens_per_s_user, 1),
                 meets_sla=e.meets_sla,
@@ -361,10 +362,6 @@ def nothing_fits(rows: Sequence[PerfRow], w: Workload, model: object, gpus: int,
             "rows are the fastest that miss it"
         )
     return ""
-
-
-def _num(x: float, digits: int) -> float:
-    return round(x, digits) if math.isfinite(x) else math.nan
 
 
 def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, gpu_name: str, estimated: int) -> None:

@@ -741,6 +741,8 @@ def _point(
     src = pc.role.source
     if dc.role.source != src:
         src = f"prefill: {src}; decode: {dc.role.source}"
+    # Judged on the latencies the plan carries, as `PerfModel` judges its estimates.
+    ttft_ms, tpot_ms = round(ttft, 3), round(tpot, 4)
     return DisaggPlan(
         prefill=pc.role,
         decode=dc.role,
@@ -748,15 +750,15 @@ def _point(
         decode_workers=y,
         gpus=gpus,
         concurrency=conc,
-        ttft_ms=round(ttft, 3),
-        tpot_ms=round(tpot, 4),
+        ttft_ms=ttft_ms,
+        tpot_ms=tpot_ms,
         transfer_ms=round(pc.transfer_ms, 3),
         tokens_per_s=round(tps, 2),
         tokens_per_s_gpu=round(tps / gpus, 3),
         tokens_per_s_user=round(1e3 / tpot, 3),
         prefill_requests_per_s=round(prefill_rps, 3),
         decode_requests_per_s=round(decode_rps, 3),
-        meets_sla=sla(ttft, tpot),
+        meets_sla=sla(ttft_ms, tpot_ms),
         source=src,
     )
 

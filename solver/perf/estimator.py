@@ -300,16 +300,20 @@ class PerfModel:
         pt = point(steps, b, w.isl, w.osl, cal, capacity=cap)
         conc = b * ranks
         tps = output_tokens_per_s(conc, w.osl, pt.ttft_ms, pt.tpot_ms)
+        # The SLA is judged on the latencies the estimate carries, so that a check of them
+        # against the limits agrees with `meets_sla` (`Workload.published` keeps it so
+        # when the CLI rounds them further).
+        ttft, tpot = round(pt.ttft_ms, 3), round(pt.tpot_ms, 4)
         return Estimate(
             source=steps.label,
             concurrency=conc,
-            ttft_ms=round(pt.ttft_ms, 3),
-            tpot_ms=round(pt.tpot_ms, 4),
+            ttft_ms=ttft,
+            tpot_ms=tpot,
             tokens_per_s=round(tps, 2),
             tokens_per_s_gpu=round(tps / p.gpus, 3),
             tokens_per_s_user=round(1e3 / pt.tpot_ms, 3),
             gpus=p.gpus,
-            meets_sla=w.met_by(pt.ttft_ms, pt.tpot_ms) and b * ranks <= max(kv_conc, 1),
+            meets_sla=w.met_by(ttft, tpot) and b * ranks <= max(kv_conc, 1),
             kv_concurrency=kv_conc,
         )
 

@@ -18,11 +18,17 @@ from meshsat.solver.errors import InputError
 #: an operator means by "fastest". `--no-sla` (or 0 for one limit) lifts it.
 DEFAULT_TTFT_MS = 2000.0
 DEFAULT_TPOT_MS = 30.0
+#: The decimals `plan` and `enumerate --perf` publish TTFT and TPOT with (ms).
+TTFT_DIGITS = 1
+TPOT_DIGITS = 2
 
 
 @dataclass(frozen=True)
 class Workload:
-    """Input and output tokens per request, and optional limits in milliseconds."""
+    """Input and output tokens per request, and optional limits in milliseconds: none
+    unless given (measured runs are compared at their own concurrency), where `plan` and
+    `enumerate --perf` apply `DEFAULT_TTFT_MS` and `DEFAULT_TPOT_MS`; `cli_workload` builds
+    the command line's."""
 
     isl: int = 1024
     osl: int = 1024
@@ -54,6 +60,16 @@ class Workload:
     def tpot_met(self, tpot_ms: float) -> bool:
         return self.tpot_ms is None or tpot_ms <= self.tpot_ms
 
+    def published(self, ttft_ms: float, tpot_ms: float) -> tuple[float, float]:
+        """TTFT and TPOT as a table, CSV or JSON row prints them (`TTFT_DIGITS`,
+        `TPOT_DIGITS`), each on the same side of its limit as the figure judged: a reader
+        who re-checks the SLA from the printed numbers must reach the row's `meets_sla`, and
+        a TTFT of 500.004 ms against `--ttft 500` misses it yet rounds to 500.0."""
+        return (
+            _on_side(ttft_ms, self.ttft_ms, TTFT_DIGITS),
+            _on_side(tpot_ms, self.tpot_ms, TPOT_DIGITS),
+        )
+
     def describe(self) -> str:
         limits = []
         if self.ttft_ms is not None:
@@ -62,6 +78,17 @@ class Workload:
             limits.append(f"TPOT <= {self.tpot_ms:g} ms")
         sla = ", ".join(limits) or "no latency limit"
         return f"ISL {self.isl}, OSL {self.osl}, {sla}"
+
+
+def _on_side(value: float, limit: float | None, digits: int) -> float:
+    """`value` rounded to `digits`, moved one last digit away from `limit` where the plain
+    rounding would cross it (onto it from above, past it from below): within one last digit
+    of the figure, whatever the limit's own digits. NaN (no estimate) stays NaN."""
+    shown = round(value, digits)
+    if limit is None or not math.isfinite(value) or (shown <= limit) == (value <= limit):
+        return shown
+    step = 10.0**-digits
+    return round(shown + step if value > limit else shown - step, digits)
 
 
 def cli_workload(
