@@ -476,3 +476,28 @@ def test_meets_sla_agrees_with_the_printed_latencies(capsys: pytest.CaptureFixtu
     for ttft, tpot, met in checked:
         assert (ttft <= 500 and tpot <= 30) == met, (ttft, tpot, met)
     assert any(ttft == 500.1 and not met for ttft, _tpot, met in checked)  # the QA's row
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("plan", "--rank", "kv", "--gpus", "8"),
+        ("plan", "--gpus", "1"),  # the perf ranking does not read it: bad input all the same
+        ("enumerate", "--gpus", "1", "--count"),
+        ("validate", "--set", "tp_size=1"),
+    ],
+)
+def test_a_context_length_beyond_the_models_is_refused(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
+) -> None:
+    """`plan --rank kv --context-length 200000` on Llama-3.1-8B (131,072 positions) planned
+    with exit 0, and 10,000,000 counted 0 requests that fit, while `--isl 200000` was
+    refused: SGLang refuses such requests, and refuses to start with that --context-length
+    unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set (ModelConfig)."""
+    ask = ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100")
+    for length in ("131073", "10000000"):
+        res = run_cli(capsys, *args, *ask, "--context-length", length)
+        assert res.code == 2 and res.out == "" and res.err.count("\n") == 1, res.err
+        assert f"--context-length {int(length):,} is more than the context length" in res.err
+        assert "131,072 (max_position_embeddings): SGLang refuses such requests" in res.err
+    assert run_cli(capsys, *args, *ask, "--context-length", "131072").code == 0

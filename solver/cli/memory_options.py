@@ -45,8 +45,15 @@ GpuMemoryOpt = Annotated[
     ),
 ]
 ContextLengthOpt = Annotated[
-    int,
-    typer.Option("--context-length", min=1, help="Tokens per request, for the requests that fit."),
+    int | None,
+    typer.Option(
+        "--context-length",
+        min=1,
+        metavar="TOKENS",
+        help="Tokens per request, for the requests that fit; at most the model's context "
+        "length [default: 4096, or the model's context length where shorter].",
+        show_default=False,
+    ),
 ]
 #: `--context-length` of a command that reads a launch command, whose own flag it defaults to.
 LaunchContextLengthOpt = Annotated[
@@ -55,8 +62,9 @@ LaunchContextLengthOpt = Annotated[
         "--context-length",
         min=1,
         metavar="TOKENS",
-        help="Tokens per request, for the requests that fit [default: the launch command's "
-        "--context-length, else 4096].",
+        help="Tokens per request, for the requests that fit; at most the model's context "
+        "length [default: the launch command's --context-length, else 4096 or the model's "
+        "context length where shorter].",
         show_default=False,
     ),
 ]
@@ -258,7 +266,8 @@ def memory_model(
     launch command's `--model-path` when it gave no model, for the error to say why;
     `launch`: the command's memory flags that are not layout fields
     (`LayoutInput.memory_flags`), under meshsat's own options (`launch_sizing`).
-    `context_length` None: the command's, else 4096."""
+    `context_length` None: the command's, else `DEFAULT_CONTEXT_LENGTH` or the model's
+    where shorter; given, it is refused beyond the model's (`checked_context_length`)."""
     if gpu_name is None and gpu_memory is None:
         if mem_fraction_static is not None or free_memory is not None:
             raise InputError("--mem-fraction-static and --free-memory need --gpu (or --gpu-memory)")
@@ -269,13 +278,17 @@ def memory_model(
         raise InputError(unknown_model_message(named))
     from meshsat.solver.memory.models import model_config
     from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
+    from meshsat.solver.perf.context import checked_context_length
 
     g = gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
     config = model if isinstance(model, Mapping) else model_config(str(model))
     config = with_quantization_flag(config, quantization)
     sizing = launch_sizing(launch, mem_fraction_static, context_length)
     options = sizing_options(g, sizing.pop("mem_fraction_static", None), free_memory)
-    length = sizing.pop("context_length", 4096)
+    name = (named or "the model") if isinstance(model, Mapping) else str(model)
+    # The command's own --context-length is the launch's business (SGLang refuses to start
+    # with one too long); only the option given here is refused as bad input.
+    length = sizing.pop("context_length", checked_context_length(config, context_length, name))
     if pack is not None:
         options["pack"] = pack
     if flags is not None:

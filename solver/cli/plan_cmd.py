@@ -64,6 +64,7 @@ from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
 from meshsat.solver.perf import Workload
+from meshsat.solver.perf.context import checked_context_length
 from meshsat.solver.perf.disagg import DisaggSearch
 from meshsat.solver.perf.ranking import memory_shape
 from meshsat.solver.perf.workload import cli_workload
@@ -186,7 +187,7 @@ def plan_layouts(
     g: Gpu,
     gpus: int,
     *,
-    context_length: int = 4096,
+    context_length: int | None = None,
     gpus_per_node: int | None = None,
     top: int = 20,
     where: Iterable[str] = (),
@@ -199,12 +200,16 @@ def plan_layouts(
     """The `top` best legal layouts on `gpus` GPUs that load, ranked as `RANKING` says.
 
     `model`: a config.json path, an embedded repo id or a config already read (the web app
-    takes pasted configs and never reads a path); `where`: `enumerate`'s filters; `memory`:
+    takes pasted configs and never reads a path); `context_length`: the tokens of a request
+    for `max_requests` (`checked_context_length`: refused beyond the model's, default 4096
+    or the model's where shorter); `where`: `enumerate`'s filters; `memory`:
     further `MemoryModel` options, e.g. mem_fraction_static, context_gib; `model_path`: the
     `--model-path` the commands name (default: from `model`); `quantization`: SGLang's
     `--quantization`, set on every layout and priced as `validate` prices it."""
     check_plan_args(gpus, top, gpus_per_node)
     config = model if isinstance(model, Mapping) else model_config(model)
+    named = (model_path or "the model") if isinstance(model, Mapping) else model
+    context_length = checked_context_length(config, context_length, named)
     given = plan_given(quantization, g)
     spec = ModelSpec.from_hf_config(config)
     quant_note(spec.quant_not_checked)
@@ -293,7 +298,15 @@ GpuMemArg = Annotated[
 ]
 GpusArg = Annotated[int, typer.Option("--gpus", "-n", min=1, help="GPUs to fill exactly.")]
 CtxArg = Annotated[
-    int, typer.Option("--context-length", min=1, help="Tokens per request, for max_requests.")
+    int | None,
+    typer.Option(
+        "--context-length",
+        min=1,
+        metavar="TOKENS",
+        help="With --rank kv: tokens per request, for max_requests; at most the model's "
+        "context length [default: 4096, or the model's context length where shorter].",
+        show_default=False,
+    ),
 ]
 PerNodeArg = Annotated[
     int | None,
@@ -327,7 +340,7 @@ def plan_cmd(
     gpus: GpusArg,
     gpu_name: GpuArg = None,
     gpu_memory: GpuMemArg = None,
-    context_length: CtxArg = 4096,
+    context_length: CtxArg = None,
     gpus_per_node: PerNodeArg = None,
     top: TopArg = 20,
     fmt: FormatArg = Format.table,
@@ -370,6 +383,8 @@ def plan_cmd(
       meshsat plan --model Qwen/Qwen3-32B --gpu H100 --gpus 2 --quantization fp8
     """
     g = plan_gpu(gpu_name, gpu_memory)
+    # Only --rank kv reads it, but a length no request can have is bad input under any.
+    length = checked_context_length(model_config(model), context_length, model)
     if emit is not None:  # the manifest replaces the report: say so rather than drop them
         for given, flag in ((fmt is not Format.table, f"--format {fmt.value}"),
                             (plot is not None, "--plot")):  # fmt: skip
@@ -433,7 +448,7 @@ def plan_cmd(
     # ---- KV-capacity ranking ------------------------------------------------------------
     with time_limit(timeout, "plan"):
         rows = plan_layouts(
-            model, g, gpus, context_length=context_length, gpus_per_node=gpus_per_node, top=top,
+            model, g, gpus, context_length=length, gpus_per_node=gpus_per_node, top=top,
             where=where or (), sglang_version=sglang_version, quantization=quantization,
             **sizing_options(g, mem_fraction_static, free_memory),
         )  # fmt: skip
