@@ -501,3 +501,124 @@ def test_a_context_length_beyond_the_models_is_refused(
         assert f"--context-length {int(length):,} is more than the context length" in res.err
         assert "131,072 (max_position_embeddings): SGLang refuses such requests" in res.err
     assert run_cli(capsys, *args, *ask, "--context-length", "131072").code == 0
+
+
+def test_the_default_context_length_is_cut_to_the_models(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A request is at most the model's context length: TinyLlama's 2,048 tokens, not the
+    4,096 default, and its document says which length `max_requests` counts."""
+    ask = ("plan", "--model", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--gpu", "H100",
+           "--gpus", "1", "--rank", "kv", "-f", "json")  # fmt: skip
+    doc = json.loads(run_cli(capsys, *ask).out)
+    assert doc["context_length"] == 2048
+    (row,) = doc["layouts"]
+    assert row["max_requests"] == row["pools"] * (row["kv_tokens_per_pool"] // 2048)
+    assert run_cli(capsys, *ask, "--context-length", "4096").code == 2
+
+
+SAID_NOTES = [
+    ({}, ["TTFT <= 2000 ms, TPOT <= 30 ms", "both limits are AIConfigurator's defaults",
+          "--no-sla lifts them"], []),
+    ({"ttft_ms": 500, "tpot_ms": 20}, ["TTFT <= 500 ms, TPOT <= 20 ms", "--no-sla lifts them"],
+     ["2000", "30 ms", "default"]),
+    ({"ttft_ms": None}, ["TPOT <= 30 ms", "the TPOT limit is AIConfigurator's default",
+                         "--no-sla lifts it"], ["TTFT", "them"]),
+    ({"ttft_ms": None, "tpot_ms": None}, ["no latency limit"],
+     ["TTFT", "TPOT", "default", "--no-sla"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("limits", "said", "unsaid"), SAID_NOTES)
+def test_the_ranking_note_says_only_the_limits_that_apply(
+    limits: dict[str, float | None], said: list[str], unsaid: list[str]
+) -> None:
+    """The note said "limits not given are TTFT <= 2000 ms and TPOT <= 30 ms" after
+    `--ttft 500 --tpot 20`, and after `--ttft inf` (no TTFT limit at all)."""
+    from meshsat.solver.cli import plan_disagg
+
+    w = Workload(1024, 1024, **{"ttft_ms": 2000.0, "tpot_ms": 30.0, **limits})
+    terms = plan_perf.sla_terms(w)
+    assert all(s in terms for s in said) and not any(s in terms for s in unsaid), terms
+    for note in (plan_perf.ranking_note(w), plan_disagg.ranking_note(w)):
+        assert f"({terms})" in note
+        assert ("meeting the SLA" in note) == (w.ttft_ms is not None or w.tpot_ms is not None)
+
+
+@pytest.mark.parametrize("rank", ["perf", "kv"])
+def test_a_where_that_leaves_no_layout_says_so(
+    capsys: pytest.CaptureFixture[str], rank: str
+) -> None:
+    """`plan --where "tp == 3"` on one GPU said "no legal layout ... fits 1 x H100": memory
+    refused nothing, the filter had left no layout to fit."""
+    res = run_cli(capsys, *SMALL, "--rank", rank, "--where", "tp == 3")
+    assert res.code == 1
+    assert "the --where filters leave no layout of Qwen/Qwen3-0.6B on 1 GPU (of" in res.err
+    assert "fits" not in res.err
+    big = ("plan", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H100", "--gpus", "8",
+           "--rank", rank, "--where", "tp == 8")  # fmt: skip
+    res = run_cli(capsys, *big)
+    assert res.code == 1
+    assert "no legal layout of deepseek-ai/DeepSeek-V3 that the --where filters keep fits" in (
+        res.err
+    )
+
+
+@pytest.mark.parametrize("name", ["x.txt", "x.jpeg", "x"])
+def test_a_plot_suffix_that_names_no_format_it_writes_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    """`--plot x.txt` wrote a PNG under a .txt name, silently."""
+    res = run_cli(capsys, *SMALL, "--plot", str(tmp_path / name))
+    assert res.code == 2 and res.out == "" and res.err.count("\n") == 1
+    assert "--plot writes the format the file's suffix names, one of .png, .svg, .pdf" in res.err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("name", "magic"), [("x.svg", b"<?xml"), ("x.PDF", b"%PDF")])
+def test_a_plot_is_written_in_the_format_its_suffix_names(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, magic: bytes
+) -> None:
+    pytest.importorskip("matplotlib")
+    res = run_cli(capsys, *SMALL, "--plot", str(tmp_path / name))
+    assert res.code == 0, res.err
+    assert (tmp_path / name).read_bytes().startswith(magic)
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+@pytest.mark.parametrize("rank", ["perf", "kv"])
+def test_the_json_document_says_what_was_planned(
+    capsys: pytest.CaptureFixture[str], rank: str
+) -> None:
+    """The document named the GPU type and nothing else of the question (no model, GPU
+    count or release), and its rows' fields were documented nowhere: README's plan table
+    names every field of either ranking's rows."""
+    res = run_cli(capsys, *SMALL, "--rank", rank, "--sglang-version", "0.5.19", "-f", "json")
+    doc = json.loads(res.out)
+    facts = {"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "sglang_version": "0.5.19"}
+    assert {k: doc[k] for k in facts} == facts
+    assert (doc["context_length"] == 4096) if rank == "kv" else ("workload" in doc)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
+    plan_section = readme.split("\n## plan\n", 1)[1].split("\n## ", 1)[0]
+    table = {
+        name.strip("` ")
+        for line in plan_section.splitlines()
+        if line.startswith("| `")
+        for name in line.split("|")[1].split(",")
+    }
+    assert set(doc["layouts"][0]) <= table, set(doc["layouts"][0]) - table
+
+
+def test_web_plan_refuses_the_context_length_the_cli_refuses(
+    web: Callable[[dict[str, Any]], tuple[int, Any, str | None]],
+) -> None:
+    """/api/plan (the page's form sent 4096 whatever the model) takes the CLI's check and
+    answers with its document's facts of what was planned."""
+    ask = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100", "gpus": 1, "top": 1,
+           "rank": "kv"}  # fmt: skip
+    status, doc, _ = web({**ask, "context_length": 200000})
+    assert status == 400 and doc["field"] == "context_length"
+    assert "is more than the context length" in doc["error"]
+    status, doc, _ = web(ask)
+    assert status == 200 and doc["context_length"] == 4096
+    assert (doc["model"], doc["gpus"], doc["sglang_version"]) == (ask["model"], 1, "0.5.23")

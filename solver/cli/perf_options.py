@@ -82,9 +82,9 @@ PlotOpt = Annotated[
     Path | None,
     typer.Option(
         "--plot",
-        metavar="FILE.png",
+        metavar="FILE",
         help="Draw tokens/s/GPU against tokens/s/user (the Pareto front, shown layouts "
-        "labelled) to FILE.png.",
+        "labelled) to FILE, a .png, .svg or .pdf by its suffix.",
         dir_okay=False,
     ),
 ]

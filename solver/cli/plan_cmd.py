@@ -51,7 +51,7 @@ from meshsat.solver.cli.perf_options import (
     TtftOpt,
 )
 from meshsat.solver.cli.plan_disagg import DisaggRow
-from meshsat.solver.cli.plan_perf import PerfRow, plan_given
+from meshsat.solver.cli.plan_perf import PerfRow, Planned, plan_given
 from meshsat.solver.cli.version_option import SglangVersionOpt
 from meshsat.solver.enumeration.node_locality import spanning_gpus
 from meshsat.solver.errors import InputError
@@ -279,9 +279,15 @@ def plan_gpu(gpu_name: str | None, gpu_memory: str | None) -> Gpu:
     return gpu(gpu_name) if gpu_name is not None else custom_gpu(str(gpu_memory))
 
 
-def plan_document(rows: Iterable[PlanRow], g: Gpu) -> dict[str, Any]:
-    """`meshsat plan --rank kv --format json`'s document (and the web API's `/api/plan`)."""
-    return {"ranking": RANKING, "gpu": g.name, "layouts": [asdict(r) for r in rows]}
+def plan_document(rows: Iterable[PlanRow], planned: Planned, context_length: int) -> dict[str, Any]:
+    """`meshsat plan --rank kv --format json`'s document (and the web API's `/api/plan`):
+    what was planned, with the request length `max_requests` counts (`plan_layouts`)."""
+    return {
+        "ranking": RANKING,
+        **asdict(planned),
+        "context_length": context_length,
+        "layouts": [asdict(r) for r in rows],
+    }
 
 
 ModelArg = Annotated[
@@ -403,7 +409,9 @@ def plan_cmd(
             manifest = picked_disagg(rows_d, pick, per_node, model=model, name=name, image=image)
             sys.stdout.write(manifest)
             return
-        plan_disagg.emit(rows_d, search, agg, fmt.value, workload, g.name, gpus)
+        plan_disagg.emit(
+            rows_d, search, agg, fmt.value, workload, Planned.of(model, g, gpus, sglang_version)
+        )
         if not rows_d:
             note(plan_disagg.none_note(model, gpus, g.name))
             raise typer.Exit(1)
@@ -430,14 +438,18 @@ def plan_cmd(
         if plot is not None and drawn:  # before the table: an unwritable plot is exit 2 alone
             title = f"{model} on {gpus} x {g.name}: {workload.describe()}"
             plan_perf.plot(plot, ranked, rows_p, title)
-        plan_perf.emit(rows_p, fmt.value, workload, g.name, shapes)
+        plan_perf.emit(
+            rows_p, fmt.value, workload, Planned.of(model, g, gpus, sglang_version), shapes
+        )
         if plot is not None:
             note(f"plot written to {plot}" if drawn else f"no plot written to {plot}: no "
                  "layout with an estimate to draw")  # fmt: skip
         none = (
             plan_perf.nothing_fits(rows_p, workload, model, gpus, g.name)
             if rows_p
-            else plan_perf.no_layout(model, model, quantization, g, gpus, sglang_version)
+            else plan_perf.no_layout(
+                model, model, quantization, g, gpus, sglang_version, where or ()
+            )
         )
         if none:
             note(none)
@@ -456,7 +468,7 @@ def plan_cmd(
         _print_pick([r.command for r in rows], pick, g, gpus, gpus_per_node, model, name, image)
         return
     if fmt is Format.json:
-        emit_json(plan_document(rows, g))
+        emit_json(plan_document(rows, Planned.of(model, g, gpus, sglang_version), length))
     elif fmt is Format.csv:
         note(RANKING)
         write_csv([asdict(r) for r in rows], list(PlanRow.__dataclass_fields__))
@@ -481,7 +493,9 @@ def plan_cmd(
         if disk is not None:
             note(disk)
     if not rows:
-        note(plan_perf.no_layout(model, model, quantization, g, gpus, sglang_version))
+        note(plan_perf.no_layout(
+            model, model, quantization, g, gpus, sglang_version, where or ()
+        ))  # fmt: skip
         raise typer.Exit(1)
 
 

@@ -22,11 +22,13 @@ from meshsat.solver.cli.node_launch import LaunchCheck, node_size
 from meshsat.solver.cli.output import emit_json, note, out
 from meshsat.solver.cli.plan_perf import (
     PerfRow,
+    Planned,
     clear_progress,
     layout_columns,
     layout_command,
     plan_setup,
     ranked_rows,
+    sla_terms,
     terminal_progress,
 )
 from meshsat.solver.deployment.rules import PLANNED, layout_side, side_errors, side_refused
@@ -43,7 +45,6 @@ from meshsat.solver.perf.disagg import (
     RoleLayout,
     plan_disagg,
 )
-from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
 
 #: The port each server listens on in the router's URLs (SGLang's default `--port`).
 SERVER_PORT = 30000
@@ -356,24 +357,24 @@ def verdict(rows: Sequence[DisaggRow], agg: PerfRow | None, gpus: int) -> Verdic
 
 
 def ranking_note(w: Workload) -> str:
+    at = "meeting the SLA" if w.limited else "the KV caches hold"
     return (
-        "disaggregated deployments ranked by output tokens/s per GPU at the best concurrency "
-        f"meeting the SLA ({w.describe()}; limits not given are TTFT <= {DEFAULT_TTFT_MS:g} ms "
-        f"and TPOT <= {DEFAULT_TPOT_MS:g} ms); x prefill servers and y decode servers with "
+        f"disaggregated deployments ranked by output tokens/s per GPU at the best concurrency "
+        f"{at} ({sla_terms(w)}); x prefill servers and y decode servers with "
         "x*a + y*b <= --gpus; TTFT includes the KV transfer; each row names its source"
     )
 
 
 def disagg_document(
     rows: Sequence[DisaggRow], search: DisaggSearch, agg: PerfRow | None, w: Workload,
-    gpu_name: str, gpus: int,
+    planned: Planned,
 ) -> dict[str, Any]:  # fmt: skip
-    """`meshsat plan --disagg --format json`'s document."""
-    v = verdict(rows, agg, gpus)
+    """`meshsat plan --disagg --format json`'s document (`--gpus` is the most the
+    deployments use)."""
+    v = verdict(rows, agg, planned.gpus)
     return {
         "ranking": ranking_note(w),
-        "gpu": gpu_name,
-        "gpus": gpus,
+        **asdict(planned),
         "workload": asdict(w),
         "verdict": v.winner,
         "verdict_note": v.text,
@@ -396,10 +397,11 @@ def _finite(d: dict[str, Any]) -> dict[str, Any]:
 
 def emit(
     rows: Sequence[DisaggRow], search: DisaggSearch, agg: PerfRow | None, fmt: str,
-    w: Workload, gpu_name: str, gpus: int,
+    w: Workload, planned: Planned,
 ) -> None:  # fmt: skip
+    gpus = planned.gpus
     if fmt == "json":
-        emit_json(disagg_document(rows, search, agg, w, gpu_name, gpus))
+        emit_json(disagg_document(rows, search, agg, w, planned))
         return
     note(ranking_note(w))
     if fmt == "csv":

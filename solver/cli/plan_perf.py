@@ -36,6 +36,24 @@ from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
 
 
 @dataclass(frozen=True)
+class Planned:
+    """What a plan answers for: the top-level facts of its JSON document under either
+    ranking, `--disagg` and the web API (README, "plan"), so a document read alone says
+    what was planned: the model as given (a repository id or config path; None for a
+    config pasted into the web page), the GPU type and count, and the release whose rules,
+    spelling and memory defaults made it (`--sglang-version`, resolved to its pack)."""
+
+    model: str | None
+    gpu: str
+    gpus: int
+    sglang_version: str
+
+    @classmethod
+    def of(cls, model: str | None, g: Gpu, gpus: int, sglang_version: str | None) -> Planned:
+        return cls(model, g.name, gpus, report_pack(sglang_version))
+
+
+@dataclass(frozen=True)
 class LayoutRow:
     """The columns every `plan` row opens with, under either ranking (`PerfRow`,
     `plan_cmd.PlanRow`): its rank and the layout's own widths (`layout_columns`)."""
@@ -161,13 +179,38 @@ def plan_given(quantization: str | None, g: Gpu) -> dict[str, Any]:
 
 
 def ranking_note(w: Workload) -> str:
+    if not w.limited:
+        return (
+            "ranked by output tokens/s per GPU at the highest-throughput concurrency the KV "
+            f"cache holds ({sla_terms(w)}); layouts estimated with AIConfigurator's measured "
+            "kernels before those only meshsat's roofline could estimate; each row names its "
+            "source"
+        )
     return (
-        "ranked by output tokens/s per GPU at the best concurrency meeting the SLA "
-        f"({w.describe()}; limits not given are TTFT <= {DEFAULT_TTFT_MS:g} ms and "
-        f"TPOT <= {DEFAULT_TPOT_MS:g} ms, AIConfigurator's defaults; --no-sla lifts them)"
-        "; layouts meeting it first, then those estimated with AIConfigurator's measured kernels "
-        "before those only meshsat's roofline could estimate; each row names its source"
+        f"ranked by output tokens/s per GPU at the best concurrency meeting the SLA "
+        f"({sla_terms(w)}); layouts meeting it first, then those estimated with "
+        "AIConfigurator's measured kernels before those only meshsat's roofline could "
+        "estimate; each row names its source"
     )
+
+
+def sla_terms(w: Workload) -> str:
+    """The workload as a ranking note states it (`plan` and `plan --disagg`): its limits,
+    which of them are AIConfigurator's defaults and that --no-sla lifts them, each said only
+    where it applies (the note said "limits not given are TTFT <= 2000 ms and TPOT <= 30 ms"
+    after `--ttft 500 --tpot 20`, and after `--ttft inf`)."""
+    limits = [(name, v) for name, v in (("TTFT", w.ttft_ms), ("TPOT", w.tpot_ms)) if v is not None]
+    if not limits:
+        return w.describe()
+    default = {"TTFT": DEFAULT_TTFT_MS, "TPOT": DEFAULT_TPOT_MS}
+    defaults = [name for name, v in limits if v == default[name]]
+    words = [w.describe()]
+    if len(defaults) == 2:
+        words.append("both limits are AIConfigurator's defaults")
+    elif defaults:
+        words.append(f"the {defaults[0]} limit is AIConfigurator's default")
+    words.append("--no-sla lifts " + ("them" if len(limits) == 2 else "it"))
+    return "; ".join(words)
 
 
 @dataclass(frozen=True)
@@ -328,14 +371,30 @@ def no_layout(
     g: Gpu,
     gpus: int,
     sglang_version: str | None,
+    where: Sequence[str] = (),
 ) -> str:
     """Why `plan` found no layout (`name`: the model as the line names it): the release's
-    loader refuses the checkpoint itself, whatever the layout (`loader_refusal`), or none
-    is legal and loads on these GPUs."""
-    refusal = loader_refusal(plan_given(quantization, g), checkpoint_spec(model), sglang_version)
+    loader refuses the checkpoint itself, whatever the layout (`loader_refusal`); the
+    `where` filters leave no legal layout (counted, not listed: `plan --where "tp == 3"` on
+    one GPU said no layout "fits", as if memory had refused them); or none that is legal
+    (and that `where` keeps) loads on these GPUs."""
+    given, spec = plan_given(quantization, g), checkpoint_spec(model)
+    refusal = loader_refusal(given, spec, sglang_version)
     if refusal is not None:
         return f"no layout of {name} starts, on any GPUs: {refusal}"
-    return f"no legal layout of {name} fits {gpus} x {g.name}"
+    if not where:
+        return f"no legal layout of {name} fits {gpus} x {g.name}"
+
+    def legal(filters: Sequence[str]) -> int:
+        return solver.count(gpus, base=given, model=spec, where=filters,
+                            sglang_version=sglang_version)  # fmt: skip
+
+    if legal(where) == 0 and (unfiltered := legal(())) > 0:
+        return (
+            f"the --where filters leave no layout of {name} on {gpus} GPU{'s' * (gpus != 1)} "
+            f"(of {unfiltered:,} legal layout{'s' * (unfiltered != 1)})"
+        )
+    return f"no legal layout of {name} that the --where filters keep fits {gpus} x {g.name}"
 
 
 def nothing_fits(rows: Sequence[PerfRow], w: Workload, model: object, gpus: int, gpu: str) -> str:
@@ -364,10 +423,10 @@ def nothing_fits(rows: Sequence[PerfRow], w: Workload, model: object, gpus: int,
     return ""
 
 
-def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, gpu_name: str, estimated: int) -> None:
+def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, planned: Planned, estimated: int) -> None:
     head = ranking_note(w)
     if fmt == "json":
-        emit_json(perf_document(rows, w, gpu_name, estimated))
+        emit_json(perf_document(rows, w, planned, estimated))
         return
     note(head)
     if fmt == "csv":
@@ -394,12 +453,12 @@ def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, gpu_name: str, estimate
 
 
 def perf_document(
-    rows: Sequence[PerfRow], w: Workload, gpu_name: str, estimated: int
+    rows: Sequence[PerfRow], w: Workload, planned: Planned, estimated: int
 ) -> dict[str, Any]:
     """`meshsat plan --format json`'s document (and the web API's `/api/plan`)."""
     return {
         "ranking": ranking_note(w),
-        "gpu": gpu_name,
+        **asdict(planned),
         "workload": asdict(w),
         "layouts_estimated": estimated,
         "layouts": [_json_row(r) for r in rows],
@@ -430,19 +489,38 @@ def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
+#: What `--plot` writes, named by the file's suffix: the formats matplotlib's Agg canvas
+#: writes without a further package.
+PLOT_FORMATS = ("png", "svg", "pdf")
+
+
+def plot_format(path: Path) -> str:
+    """The format the suffix of `path` names (`PLOT_FORMATS`), refused otherwise: `--plot
+    x.txt` wrote a PNG under a .txt name."""
+    fmt = path.suffix.lower().removeprefix(".")
+    if fmt not in PLOT_FORMATS:
+        raise InputError(
+            f"cannot write {path}: --plot writes the format the file's suffix names, one of "
+            f"{', '.join('.' + f for f in PLOT_FORMATS)} (got {path.suffix or 'no suffix'})"
+        )
+    return fmt
+
+
 def plot_target(path: Path) -> Path:
-    """Where `--plot` writes, refused before any work when it cannot: no such directory, or
-    something there that is not a regular file (the atomic rename would replace a device
-    node or a FIFO with the PNG: `--plot /dev/null` run as root)."""
+    """Where `--plot` writes, refused before any work when it cannot: a suffix that names
+    no format it writes (`plot_format`), no such directory, or something there that is not
+    a regular file (the atomic rename would replace a device node or a FIFO with the
+    chart: `--plot /dev/null` run as root)."""
     path = path.expanduser()
+    fmt = plot_format(path)
     if not path.parent.is_dir():
         raise InputError(f"cannot write {path}: no directory {path.parent}")
     if os.path.lexists(path) and not path.is_file():
         raise InputError(f"cannot write {path}: it exists and is not a regular file")
-    # Where the PNG is written first: a directory that refuses it (read-only, /proc) is
+    # Where the chart is written first: a directory that refuses it (read-only, /proc) is
     # refused here, before the table is printed (permission bits alone do not tell root).
     try:
-        fd, probe = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=".png", dir=path.parent)
+        fd, probe = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=f".{fmt}", dir=path.parent)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
     os.close(fd)
@@ -451,9 +529,11 @@ def plot_target(path: Path) -> Path:
 
 
 def plot(path: Path, ranked: Sequence[Ranked], rows: Sequence[PerfRow], title: str) -> None:
-    """tokens/s/GPU against tokens/s/user, the Pareto front drawn, the shown rows labelled;
-    written atomically (a half-written PNG never replaces a good one)."""
+    """tokens/s/GPU against tokens/s/user, the Pareto front drawn, the shown rows labelled,
+    in the format the suffix names (`plot_format`); written atomically (a half-written
+    chart never replaces a good one)."""
     path = plot_target(path)  # again: the command ran meanwhile
+    fmt = plot_format(path)
     try:
         import matplotlib
 
@@ -489,13 +569,13 @@ def plot(path: Path, ranked: Sequence[Ranked], rows: Sequence[PerfRow], title: s
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=".png", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=".meshsat-plot-", suffix=f".{fmt}", dir=path.parent)
     except OSError as exc:
         plt.close(fig)
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
     os.close(fd)
     try:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight")
+        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(tmp, 0o666 & ~mask)  # mkstemp's 0600 is not what a plain write gives

@@ -47,6 +47,11 @@ class Workload:
                     f"{name} must be a positive, finite number of milliseconds, got {v}"
                 )
 
+    @property
+    def limited(self) -> bool:
+        """Whether any latency limit applies (else the SLA search takes the largest batch)."""
+        return self.ttft_ms is not None or self.tpot_ms is not None
+
     def met_by(self, ttft_ms: float, tpot_ms: float) -> bool:
         # `ttft_met` and `tpot_met` written out: the disaggregated search asks 10^6 times.
         return (self.ttft_ms is None or ttft_ms <= self.ttft_ms) and (

@@ -244,6 +244,7 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         plan_layouts,
     )
     from meshsat.solver.cli.plan_perf import (
+        Planned,
         no_layout,
         nothing_fits,
         perf_document,
@@ -251,6 +252,7 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         ranking_note,
     )
     from meshsat.solver.memory.models import catalogue_config
+    from meshsat.solver.perf.context import checked_context_length
     from meshsat.solver.perf.workload import cli_workload
 
     try:
@@ -280,10 +282,15 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
     gpus, top, per_node = params["gpus"], params["top"], params["gpus_per_node"]
     memory = sizing_options(g, params["mem_fraction_static"], params["free_memory"])
     quantization = params.get("quantization")
+    try:  # as the CLI: only --rank kv reads it, but a length no request can have is bad input
+        length = checked_context_length(model, params["context_length"], model_path or "the model")
+    except InputError as exc:
+        raise FieldError(str(exc), "context_length") from None
     if params["disagg"]:
         return disagg_answer(params, work, model, g, memory, model_path, quantization)
     where = params.get("where") or ()
     version = params.get("sglang_version")
+    planned = Planned.of(model_path, g, gpus, version)
     none = ""
     if params["rank"] is Rank.perf:
         check_plan_args(gpus, top, per_node)
@@ -296,21 +303,23 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
             quantization=quantization,
             progress=lambda done, total: work.step(estimated=done, of=total),
         )  # fmt: skip
-        document = perf_document(rows_p, workload, g.name, shapes)
+        document = perf_document(rows_p, workload, planned, shapes)
         none = nothing_fits(rows_p, workload, model_path or "the model", gpus, g.name)
         ranking, found = ranking_note(workload), bool(rows_p) and not none
     else:
         rows = plan_layouts(
-            model, g, gpus, context_length=params["context_length"], gpus_per_node=per_node,
+            model, g, gpus, context_length=length, gpus_per_node=per_node,
             top=top, where=where, sglang_version=version, model_path=model_path,
             quantization=quantization,
             progress=lambda seen, fit: work.step(examined=seen, fit=fit), **memory,
         )  # fmt: skip
-        document, ranking, found = plan_document(rows, g), RANKING, bool(rows)
+        document, ranking, found = plan_document(rows, planned, length), RANKING, bool(rows)
     if params.get("emit") is not None and found:
         return Answer(lws_document(document, params, g, model_path), 0, ())
     if not found and not none:
-        none = no_layout(model, model_path or "the model", quantization, g, gpus, version)
+        none = no_layout(
+            model, model_path or "the model", quantization, g, gpus, version, tuple(where)
+        )
     notes = () if found else (none,)
     return Answer(document, 0 if found else 1, (ranking, *notes))
 
@@ -335,6 +344,7 @@ def disagg_answer(
         search_note,
         verdict,
     )
+    from meshsat.solver.cli.plan_perf import Planned
 
     gpus = params["gpus"]
     rows, search, agg, workload = disagg_plan(
@@ -346,7 +356,8 @@ def disagg_answer(
     )  # fmt: skip
     if params.get("emit") is not None and rows:
         return Answer(disagg_lws_document(rows, params, g, model_path), 0, ())
-    document = disagg_document(rows, search, agg, workload, g.name, gpus)
+    planned = Planned.of(model_path, g, gpus, params.get("sglang_version"))
+    document = disagg_document(rows, search, agg, workload, planned)
     notes = [ranking_note(workload), search_note(search), verdict(rows, agg, gpus).text]
     if not rows:
         notes.append(none_note(params["model"], gpus, g.name))
