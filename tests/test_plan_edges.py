@@ -10,6 +10,7 @@ import json
 import math
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -584,6 +585,26 @@ def test_a_plot_is_written_in_the_format_its_suffix_names(
     assert res.code == 0, res.err
     assert (tmp_path / name).read_bytes().startswith(magic)
     assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_the_docs_python_api_example_gives_the_clis_numbers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/perf.md's example built `Workload(isl=1024, osl=1024, tpot_ms=50)`, which has no
+    TTFT limit, and ranked 469.0 tokens/s per GPU first where `plan --tpot 50` (TTFT <= 2000
+    ms by default) says 318.6: the example, run as written, gives the command's first row."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "perf.md").read_text("utf-8")
+    example = text.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict[str, Any] = {}
+    exec(compile(example, "docs/perf.md", "exec"), scope)
+    top = scope["best"][0]
+    res = run_cli(capsys, "plan", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200",
+                  "--gpus", "16", "--tpot", "50", "--top", "1", "-f", "json")  # fmt: skip
+    doc = json.loads(res.out)
+    assert doc["workload"] == asdict(scope["pm"].workload)
+    (row,) = doc["layouts"]
+    assert (row["concurrency"], row["tokens_per_s_gpu"]) == (
+        top.estimate.concurrency, round(top.estimate.tokens_per_s_gpu, 1))  # fmt: skip
 
 
 @pytest.mark.parametrize("rank", ["perf", "kv"])

@@ -20,8 +20,10 @@ Python API for autotuners (docs/perf.md):
     from meshsat import solver
     from meshsat.solver.lang.model_spec import ModelSpec
     from meshsat.solver.memory.models import model_config
-    from meshsat.solver.perf import PerfModel, Workload, rank_layouts
-    pm = PerfModel("deepseek-ai/DeepSeek-V3", "H200", Workload(isl=1024, osl=1024, tpot_ms=50))
+    from meshsat.solver.perf import PerfModel, rank_layouts
+    from meshsat.solver.perf.workload import cli_workload
+    # `plan --tpot 50`'s SLA; a bare Workload(1024, 1024, tpot_ms=50) has no TTFT limit.
+    pm = PerfModel("deepseek-ai/DeepSeek-V3", "H200", cli_workload(1024, 1024, None, 50))
     spec = ModelSpec.from_hf_config(model_config("deepseek-ai/DeepSeek-V3"))
     rows = rank_layouts(solver.enumerate(16, model=spec), pm, top=5)
 
