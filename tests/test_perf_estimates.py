@@ -296,6 +296,7 @@ def test_enumerate_perf_columns_filter_and_sort(capsys: pytest.CaptureFixture[st
     assert tps == sorted(tps, reverse=True)
     assert all(r["meets_sla"] and r["tpot_ms"] <= 40 and r["perf_source"] == "roofline"
                for r in rows)  # fmt: skip
+    assert "not on one scale" not in res.err  # one source: nothing mixed
     # The same layout in the Python API gives the same figures (the CLI's TTFT limit is the
     # default SLA's, since only --tpot was given).
     top = rows[0]
@@ -399,3 +400,19 @@ def test_a_longer_prompt_never_comes_sooner(
 @functools.cache
 def _roofline_pm(isl: int) -> PerfModel:
     return PerfModel("deepseek-ai/DeepSeek-V3", "MI300X", Workload(isl, 256))
+
+
+def test_enumerate_says_when_a_sort_mixes_estimate_sources(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--sort=-tokens_per_s_gpu` over the engine's and the roofline's rows orders figures
+    that are not on one scale (a decode-CP layout the roofline estimates 16x the engine's
+    neighbour, QA on DeepSeek-V3): the order is kept, and a note says so."""
+    pytest.importorskip("aiconfigurator_core")
+    res = run_cli(capsys, "enumerate", "--gpus", "2", "--model", "Qwen/Qwen3-8B", "--gpu", "H100",
+                  "--perf", "--where", "fits", "--sort=-tokens_per_s_gpu",
+                  "-f", "json")  # fmt: skip
+    assert res.code == 0, res.err
+    kinds = {r["perf_source"].split()[0] for r in json.loads(res.out)}
+    assert kinds == {"aic", "roofline"}
+    assert "not on one scale" in res.err

@@ -326,7 +326,10 @@ def enumerate_cmd(
             columns, shown = (*columns, "command"), (*shown, "command")
             rows = _with_commands(e, rows, layout.model_path, _sizing(est, mem_fraction_static))
         picks = [columns.index(n) for n in shown]
+        kinds: set[str] = set()
         if sort is not None:
+            if est is not None and sort.lstrip("-") in ESTIMATE_SCALE:
+                rows = _noting_sources(rows, columns.index("perf_source"), kinds)
             rows = iter(_sorted(columns, rows, sort, limit))
         elif limit is not None:
             rows = itertools.islice(rows, limit)
@@ -343,9 +346,35 @@ def enumerate_cmd(
             written = writer.write_all(rows)
         finally:
             progress.close()
+        if len(kinds) > 1:
+            note(MIXED_SOURCES)
         if not written and not _why_none(layout, sglang_version):
             note("no layout satisfies the rules and filters for these GPUs")
         raise typer.Exit(0 if written else 1)
+
+
+#: The estimate columns whose order depends on the estimate's source.
+ESTIMATE_SCALE = frozenset(PERF_COLUMNS) - {"perf_source", "meets_sla"}
+#: Said when a sort by one of them ranked rows of both sources (`plan` lists the engine's
+#: before the roofline's for the reason it gives).
+MIXED_SOURCES = (
+    "the order mixes two estimate sources that are not on one scale: AIConfigurator's "
+    "measured kernels and meshsat's roofline, which is optimistic at large batches "
+    "(benchmarks/RESULTS-perf.md); each row's perf_source names its own; `plan` ranks "
+    "the engine's first"
+)
+
+
+def _noting_sources(
+    rows: Iterable[tuple[Any, ...]], at: int, seen: set[str]
+) -> Iterator[tuple[Any, ...]]:
+    """`rows` unchanged, the estimate source of each that has one added to `seen` by kind
+    (`aic`, `roofline`): the rows a sort compares."""
+    for row in rows:
+        source = row[at]
+        if isinstance(source, str) and source.startswith(("aic", "roofline")):
+            seen.add(source.split(maxsplit=1)[0])
+        yield row
 
 
 def _why_none(layout: LayoutInput, sglang_version: str | None) -> bool:
