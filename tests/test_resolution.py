@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 
 from meshsat.solver import validate
+from meshsat.solver.lang.expr import fields_of
+from meshsat.solver.packs import get_pack
 
 
 def resolved(config: dict[str, Any], model: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -47,7 +49,39 @@ def test_dsa_interleave_keeps_the_moe_backend() -> None:
         {"architecture": "DeepseekV32ForCausalLM", "is_deepseek_dsa": True},
     )
     assert (r["attn_cp_size"], r["moe_a2a_backend"], r["ep_size"]) == (8, "none", 1)
-    assert r["env_enable_cp_v2"] is True  # DSA gets CP-v2 only with prefill CP + interleave
+
+
+@pytest.mark.parametrize(
+    ("release", "cp_v2"), [("0.5.18", True), ("0.5.19", True), ("0.5.23", None)]
+)
+def test_cp_v2_is_switched_on_only_by_the_releases_that_read_it(
+    release: str, cp_v2: bool | None
+) -> None:
+    """0.5.18 and 0.5.19 set SGLANG_ENABLE_CP_V2 for a CP-v2 default class (a DSA model
+    only with prefill CP + interleave; `envs.SGLANG_ENABLE_CP_V2.set(True)` in their
+    context-parallel handler). 0.5.23 lists it as "Removed without replacement" (environ.py,
+    `_DeprecatedEnv`: a warning, nothing reads it); meshsat noted that it sets it there, and
+    a 0.5.23 rule or step that still read it would judge by a switch SGLang ignores."""
+    dsa = {"architecture": "DeepseekV32ForCausalLM", "is_deepseek_dsa": True}
+    interleave = {"tp_size": 8, "enable_prefill_cp": True, "cp_strategy": "interleave"}
+    for config, model in (
+        (interleave, dsa),
+        ({"tp_size": 8, "ep_size": 8}, {"architecture": "DeepseekV3ForCausalLM"}),
+        ({"tp_size": 8, "ep_size": 8}, {"architecture": "Qwen3MoeForCausalLM"}),
+    ):
+        report = validate(config, model, explain=False, sglang_version=release)
+        assert report.resolved["env_enable_cp_v2"] is cp_v2, (config, model)
+        assert [n.field == "env_enable_cp_v2" for n in report.notes].count(True) == int(
+            cp_v2 is True
+        )
+    pack = get_pack(release)
+    readers = [r.id for r in pack.rules if "env_enable_cp_v2" in r.fields] + [
+        s.id
+        for s in pack.resolutions
+        for a in s.steps
+        if "env_enable_cp_v2" in fields_of(a.when) or "env_enable_cp_v2" in dict(a.sets)
+    ]
+    assert bool(readers) is (cp_v2 is True), readers
 
 
 def test_dwdp_forces_dp_attention_ep_and_no_a2a() -> None:

@@ -538,6 +538,9 @@ V0_5_23 = apply(
             "elastic_ep_rejoin",
         ),
         add_resolutions=(_ATTN_DP_SIZE,),
+        # SGLANG_ENABLE_CP_V2 is "Removed without replacement" (environ.py's deprecated
+        # table, which only warns): no step sets it and nothing reads it.
+        remove_resolutions=("R-CPV2",),
         replace_resolutions=(
             _DCP_COMM_0_5_23,
             _CP_DSA_0_5_23,
