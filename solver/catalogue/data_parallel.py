@@ -13,8 +13,9 @@ RULES: tuple[Rule, ...] = (
         "DPATTN-TP-DIV",
         F.enable_dp_attention,
         divides(F.dp_size, F.tp_size),
-        "With --enable-dp-attention, tp_size must be divisible by dp_size (each DP-attention "
-        "group gets tp_size / dp_size ranks).",
+        "AssertionError (a bare assert: tp_size % dp_size == 0): with --enable-dp-attention, "
+        "tp_size must be divisible by dp_size (each DP-attention group gets tp_size / dp_size "
+        "ranks)",
         SRC,
     ),
     Rule(

@@ -83,8 +83,10 @@ RULES: tuple[Rule, ...] = (
         "TOPO-NNODES",
         F.ep_join_mode != "scale",
         divides(F.nnodes, F.tp_size * F.pp_size),
-        "tp_size * pp_size must be divisible by nnodes: every node runs the same number of ranks",
+        # SGLang's words (0.4.6.post5 to 0.5.23) name tp_size; its assert is on tp·pp.
+        "tp_size must be divisible by number of nodes",
         CHECK,
+        hint="every node runs the same number of ranks: choose --nnodes dividing tp_size·pp_size",
     ),
     # Each node starts tp·pp/nnodes ranks, one GPU each: a multi-node launch whose ranks do
     # not fit its nodes fails when a rank asks for a GPU the node does not have. With one
@@ -113,7 +115,7 @@ RULES: tuple[Rule, ...] = (
         "TOPO-MOE-DENSE-TP",
         is_set(F.moe_dense_tp_size),
         (F.moe_dense_tp_size == 1) | (F.moe_dense_tp_size == F.tp_size),
-        "moe_dense_tp_size must be unset, 1 or tp_size",
+        "moe_dense_tp_size only supports None, 1, or tp_size currently",
         CHECK,
     ),
     Rule(

@@ -317,6 +317,41 @@ _CP_MODEL_CHECKS_0_5_23: tuple[tuple[str, Rule], ...] = (
     ),
 )
 
+# Where 0.5.23 words (or asks) the same check differently from 0.5.19: attention DP has its
+# own flag now, so its messages name --attn-dp-size.
+_DP_ATTN_WORDS_0_5_23: tuple[Rule, ...] = (
+    # handle_data_parallelism (arg_groups/parallel_hook.py): a bare assert on the width.
+    Rule(
+        "DPATTN-TP-DIV",
+        F.enable_dp_attention,
+        divides(attn_dp, F.tp_size),
+        "AssertionError (a bare assert: tp_size % attn_dp_size == 0): with --attn-dp-size, "
+        "tp_size must be divisible by attn_dp_size (each attention-DP group gets "
+        "tp_size / attn_dp_size ranks)",
+        "handle_data_parallelism",
+    ),
+    # check_two_batch_overlap asks attn_dp_enabled_of() (attention DP, or a scale joiner of
+    # an attention-DP deployment) and has no ROCm exception any more (validation_hook.py).
+    Rule(
+        "TOPO-TBO-DP-ATTN",
+        F.enable_two_batch_overlap & (F.moe_a2a_backend == "none"),
+        (attn_dp > 1) | (F.ep_join_mode == "scale"),
+        "When enabling two batch overlap without an EP a2a backend (moe_a2a_backend='none'), "
+        "attention DP (--attn-dp-size) is required (DeepSeek-V4 non-EP DP TBO path).",
+        topology.CHECK,
+        hint="add --attn-dp-size N (N > 1 dividing --tp-size), or choose an all-to-all MoE backend",
+    ),
+    # handle_elastic_ep asks attn_dp_enabled_of() too.
+    Rule(
+        "EEP-DPATTN",
+        elastic_scaling,
+        F.enable_dp_attention | (F.ep_join_mode == "scale"),
+        "Elastic EP scale-up requires attention DP (--attn-dp-size); without it the TP group "
+        "is not equivalent to WORLD and the post-scale collective path is invalid.",
+        "handle_elastic_ep",
+    ),
+)
+
 # Rules 0.5.23 added inside handlers 0.5.19 already had, placed where SGLang checks them.
 _A2A_0_5_23_BEFORE: tuple[tuple[str, Rule], ...] = (
     # handle_data_parallelism asks for replicas before its DP-attention divisibility.
@@ -430,6 +465,7 @@ V0_5_23 = apply(
             quantization.quant_known(),
             # The same condition, 0.5.23's own words (arg_groups/moe_hook.py).
             a2a.FLASHINFER_TOPOLOGY_0_5_23,
+            *_DP_ATTN_WORDS_0_5_23,
             # The same condition (dp_size counts replicas again), 0.5.23's own words
             # (arg_groups/validation_hook.py, check_server_args).
             Rule(
