@@ -238,7 +238,8 @@ def test_a_value_glued_to_a_flag_that_takes_none_is_refused_as_sglang_does(
     command += " --trust-remote-code=1"
     run = run_cli(capsys, "validate", "--sglang", command, "--json")
     doc = json.loads(run.out)
-    assert run.code == 0 and doc["resolved"]["enable_dp_attention"] is True
+    # Read as DP attention over 2 groups: 0.5.23 resolves it to --attn-dp-size 2.
+    assert run.code == 0 and (doc["resolved"]["attn_dp_size"], doc["resolved"]["dp_size"]) == (2, 1)
     (flag,) = [w for w in doc["warnings"] if w["rule"] == "CMD-UNKNOWN-FLAG"]
     assert flag["message"].startswith("2 flag(s) SGLang 0.5.23's parser would refuse: ")
     assert "--enable-dp-attention=true (takes no value)" in flag["message"]

@@ -36,7 +36,8 @@ from fidelity.compare import (
 from fidelity.paste import SPACES, commands, fixture_path, split_command
 from meshsat import solver
 from meshsat.solver.inputs import parse_sglang_command
-from meshsat.solver.inputs.command import DP_GROUP, launch_command
+from meshsat.solver.inputs.command import launch_command
+from meshsat.solver.inputs.spelling import DP_GROUP
 from meshsat.solver.lang.config import Config
 from meshsat.solver.packs import known_versions
 from tests.cli_helpers import run_cli

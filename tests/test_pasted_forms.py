@@ -154,7 +154,9 @@ def test_an_array_of_flags_is_read_and_rewritten_where_it_is(
     path.write_text(ARRAY)
     run = run_cli(capsys, "validate", "--sglang-file", str(path), "--json")
     report = json.loads(run.out)
-    assert run.code == 1 and report["resolved"]["dp_size"] == 3, run.out
+    # 0.5.23 resolves the deprecated --enable-dp-attention --dp 3 to --attn-dp-size 3.
+    resolved = report["resolved"]
+    assert run.code == 1 and (resolved["attn_dp_size"], resolved["dp_size"]) == (3, 1), run.out
     assert '"${ARGS[@]}" = its 7 word(s) (set on line 2)' in run.err
     run = run_cli(capsys, "validate", "--sglang-file", str(path), "--rewrite")
     assert run.out.splitlines()[-1] == ARRAY.splitlines()[-1]  # the launch line unchanged

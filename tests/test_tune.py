@@ -220,8 +220,8 @@ def test_each_candidates_command_launches_that_layout() -> None:
     layout. It names the model and no flag at its release default (it printed SGLang's
     whole resolution before: `--expert-distribution-recorder-buffer-size 1000`, no
     `--model-path`)."""
-    from meshsat.solver.inputs.command import DP_GROUP
     from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
+    from meshsat.solver.inputs.spelling import DP_GROUP
     from meshsat.solver.lang.config import Config
 
     space = _space()

@@ -231,13 +231,19 @@ def test_a_change_the_unknown_value_decides_is_said_as_a_may(
     """`--dp-size $((N*8)) --enable-dp-attention` (sglang issue 6017's decode script): the
     note said "SGLang will set enable_dp_attention ... because dp_size is 1", the default
     standing in for the unknown value; whether SGLang turns DP attention off reads it, so
-    the note says that it may, and on what. A change whose trigger is known keeps "will"."""
+    the note says that it may, and on what. A change whose trigger is known keeps "will".
+    (0.5.19's `_data_parallelism_defaults`; 0.5.23 reads the deprecated spelling as
+    `--attn-dp-size N` and resolves enable_dp_attention to false whatever N is, so no note
+    there speaks of it.)"""
     path = tmp_path / "launch.sh"
     path.write_text(
         "python -m sglang.launch_server --model-path m --tp 16 --dp-size $((N*8)) "
         "--enable-dp-attention\n"
     )
-    run = run_cli(capsys, "validate", "--sglang-file", str(path), "--format", "json")
+    args = ("validate", "--sglang-file", str(path), "--format", "json")
+    newest = json.loads(run_cli(capsys, *args).out)
+    assert [n for n in newest["notes"] if n["field"] == "enable_dp_attention"] == []
+    run = run_cli(capsys, *args, "--sglang-version", "0.5.19")
     notes = {n["field"]: n for n in json.loads(run.out)["notes"]}
     dpa = notes["enable_dp_attention"]
     assert dpa["conditional"] and dpa["follows"] == "dp_size = $((N*8))"
@@ -249,6 +255,8 @@ def test_a_change_the_unknown_value_decides_is_said_as_a_may(
         capsys,
         tmp_path,
         "python -m sglang.launch_server --tp 8 --dp-size 1 --enable-dp-attention\n",
+        "--sglang-version",
+        "0.5.19",
     )
     text = {n["field"]: n["text"] for n in known["notes"]}
     assert text["enable_dp_attention"].startswith("SGLang will set enable_dp_attention = false")

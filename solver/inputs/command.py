@@ -25,17 +25,13 @@ from meshsat.solver.inputs.sglang_cmdline import (
     release_defaults,
     release_flags,
 )
-from meshsat.solver.inputs.spelling import spelled
+from meshsat.solver.inputs.spelling import DP_GROUP, spelled
 from meshsat.solver.lang.config import IMPLIED_BY_GPU, Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
 from meshsat.solver.packs import Pack, get_pack
 
 LAUNCHER = "python -m sglang.launch_server"
 _ENV_VARS = {name: var for var, name in ENV_FACTS.items()}
-#: Spelled together in a release that has `--attn-dp-size`: there DP attention over N groups
-#: is `--attn-dp-size N`, and `--enable-dp-attention --dp-size N` the deprecated form; typing
-#: one of them is typing the group.
-DP_GROUP = ("dp_size", "enable_dp_attention", "attn_dp_size")
 
 
 def at_default(name: str, value: Any) -> bool:

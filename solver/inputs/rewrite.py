@@ -18,11 +18,11 @@ from typing import Any
 
 from meshsat.solver.backends.render import fmt_value
 from meshsat.solver.errors import InputError
-from meshsat.solver.inputs.command import DP_GROUP, FACTS_MARK, flag_words
+from meshsat.solver.inputs.command import FACTS_MARK, flag_words
 from meshsat.solver.inputs.convert import config_from_values
 from meshsat.solver.inputs.launch import FORM_TEXT, LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
-from meshsat.solver.inputs.spelling import spelled
+from meshsat.solver.inputs.spelling import DP_GROUP, spelled
 from meshsat.solver.lang.config import IMPLIED_BY_GPU, Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
 

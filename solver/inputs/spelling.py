@@ -3,17 +3,25 @@ internal spelling (one spelling inside, so that every rule reads one field per c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
 
+#: Spelled together in a release that has `--attn-dp-size`: there DP attention over N groups
+#: is `--attn-dp-size N` (`dp_size` counts replicas), and `--enable-dp-attention --dp-size N`
+#: the deprecated form; typing one of them is typing the group. Inside meshsat `dp_size` is
+#: the width whenever `enable_dp_attention` is on.
+DP_GROUP = ("dp_size", "enable_dp_attention", "attn_dp_size")
 
-def spelled(config: Config, attn_dp_spelling: bool) -> dict[str, Any]:
+
+def spelled(config: Config | Mapping[str, Any], attn_dp_spelling: bool) -> dict[str, Any]:
     """The config's fields as a release spells them on its command line: from 0.5.23 on
     (`attn_dp_spelling`), DP attention over N groups is `attn_dp_size = N` with `dp_size` 1,
-    where meshsat's internal spelling is `enable_dp_attention` with `dp_size = N`."""
-    values = dict(config.__dict__)
+    where meshsat's internal spelling is `enable_dp_attention` with `dp_size = N`. A mapping
+    (a resolved environment, which also holds model facts) is spelled the same way."""
+    values = dict(config.__dict__ if isinstance(config, Config) else config)
     if attn_dp_spelling and values["enable_dp_attention"]:
         # The width is dp_size in meshsat's spelling; a config that already carries the
         # release's own (`--enable-dp-attention --attn-dp-size 2`, or `fix` changing

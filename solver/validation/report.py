@@ -117,6 +117,9 @@ class Report:
     undecided: tuple[str, ...] = ()
     #: The fields whose resolved values may depend on `unknown` (`undecided.open_fields`).
     open_fields: frozenset[str] = frozenset()
+    #: The release spells DP attention `attn_dp_size` (0.5.23 on; `inputs.spelling`): JSON
+    #: then shows the resolved layout in those fields, which `resolved` keeps internal.
+    attn_dp_spelling: bool = False
 
     def reads_unknown(self, name: str) -> tuple[str, ...]:
         """The unknown fields (`field = value as written`) a derived width or field reads:
@@ -135,8 +138,17 @@ class Report:
 
     @property
     def resolved(self) -> dict[str, Any]:
-        """The configuration SGLang would run, after its silent changes."""
+        """The configuration SGLang would run, after its silent changes (meshsat's internal
+        spelling: `dp_size` is the DP-attention width when `enable_dp_attention` is on)."""
         return {k: self.resolved_env[k] for k in CONFIG_SPECS}
+
+    @property
+    def resolved_as_released(self) -> dict[str, Any]:
+        """`resolved` in the release's own fields, as SGLang itself resolves them (0.5.23:
+        `attn_dp_size` the width, `dp_size` 1), so it reads back as `--config` unchanged."""
+        from meshsat.solver.inputs.spelling import spelled
+
+        return spelled(self.resolved_env, self.attn_dp_spelling)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -149,7 +161,7 @@ class Report:
             "warnings": [w.to_dict() for w in self.warnings],
             "notes": [n.to_dict() for n in self.notes],
             "derived": dict(self.derived),
-            "resolved": self.resolved,
+            "resolved": self.resolved_as_released,
             "unknown": dict(self.unknown),
             "undecided": list(self.undecided),
             # The derived widths whose number is SGLang's default's, not the launch's.

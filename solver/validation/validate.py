@@ -7,15 +7,17 @@ arguments at start-up never pays for the solver.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
+from itertools import groupby
 from types import MappingProxyType
 from typing import Any
 
-from meshsat.solver.backends.pyeval import compiled
+from meshsat.solver.backends.pyeval import StepChange, compiled
 from meshsat.solver.backends.render import failure_detail, format_message
 from meshsat.solver.catalogue.quantization import QUANT_CHECKPOINT, QUANT_METHOD, served
 from meshsat.solver.inputs import as_config, as_model
+from meshsat.solver.inputs.spelling import DP_GROUP, spelled
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.limits import flag_of
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -79,11 +81,12 @@ def validate(
     derived = c.derived(resolved)
     user = cfg.user_set()
 
-    def visible(name: str, old: Any) -> bool:
+    def visible(name: str, undone: tuple[tuple[str, Any], ...]) -> bool:
         # Undo just this change: if no width, GPU count or CP outcome moves, the user
         # cannot see it (unless it overrides their own value).
-        return name in user or c.derived({**resolved, name: old}) != derived
+        return name in user or any(c.derived({**resolved, n: o}) != derived for n, o in undone)
 
+    spelling = "attn_dp_size" not in pack.absent_fields
     notes = tuple(
         Note(
             steps[ri].id,
@@ -92,9 +95,9 @@ def validate(
             new,
             steps[ri].because,
             steps[ri].source,
-            visible(name, old),
+            visible(name, undone),
         )
-        for ri, si, name, old, new in changes
+        for ri, si, name, old, new, undone in _as_released(raw, changes, spelling)
         if not steps[ri].steps[si].quiet
     )
     notes += _loader_notes(pack, spec, resolved, errors)
@@ -115,7 +118,42 @@ def validate(
         resolved_env=MappingProxyType(resolved),
         conflict=conflict,
         sglang_version=pack.version,
+        attn_dp_spelling=spelling,
     )
+
+
+#: One silent change as a note says it: (step, assignment, field, old, new, the internal
+#: (field, old) pairs that undo it).
+_Change = tuple[int, int, str, Any, Any, tuple[tuple[str, Any], ...]]
+
+
+def _as_released(
+    raw: Mapping[str, Any], changes: list[StepChange], attn_dp_spelling: bool
+) -> Iterator[_Change]:
+    """The resolution's changes in the release's spelling. From 0.5.23 on a change to
+    meshsat's internal `dp_size` / `enable_dp_attention` is said as the change to the
+    release's own `attn_dp_size` and `dp_size` (DWDP sets attn_dp_size = dwdp and dp_size
+    = 1 there, not dp_size = dwdp): each assignment's attention-DP fields are spelled before
+    and after it, where its first one changed."""
+    if not attn_dp_spelling:
+        yield from ((ri, si, n, old, new, ((n, old),)) for ri, si, n, old, new in changes)
+        return
+    state = dict(raw)
+    for (ri, si), group in groupby(changes, key=lambda ch: (ch[0], ch[1])):
+        made = list(group)
+        dp = tuple((name, old) for _, _, name, old, _ in made if name in DP_GROUP)
+        before = spelled(state, attn_dp_spelling) if dp else {}
+        state.update((name, new) for _, _, name, _, new in made)
+        said = False
+        for _, _, name, old, new in made:
+            if name not in DP_GROUP:
+                yield ri, si, name, old, new, ((name, old),)
+            elif not said:
+                said = True
+                after = spelled(state, attn_dp_spelling)
+                for f in sorted(DP_GROUP):
+                    if before[f] != after[f]:
+                        yield ri, si, f, before[f], after[f], dp
 
 
 def _loader_notes(
