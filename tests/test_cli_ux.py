@@ -231,7 +231,8 @@ def test_a_value_glued_to_a_flag_that_takes_none_is_refused_as_sglang_does(
     """SGLang 0.5.23's own parser (argparse) exits on `--enable-dp-attention=true` and
     `--trust-remote-code=1` ("ignored explicit argument 'true'", checked in the release's
     fidelity virtualenv); meshsat read them as meant and called the launch valid without a
-    word. They are CMD-UNKNOWN-FLAG now (an error with --strict); `--tp=4` is not."""
+    word. They are CMD-UNKNOWN-FLAG now, an error: no recorded release takes a value there;
+    `--tp=4` is not."""
     import json
 
     command = "python -m sglang.launch_server --tp=4 --dp-size=2 --enable-dp-attention=true"
@@ -239,13 +240,12 @@ def test_a_value_glued_to_a_flag_that_takes_none_is_refused_as_sglang_does(
     run = run_cli(capsys, "validate", "--sglang", command, "--json")
     doc = json.loads(run.out)
     # Read as DP attention over 2 groups: 0.5.23 resolves it to --attn-dp-size 2.
-    assert run.code == 0 and (doc["resolved"]["attn_dp_size"], doc["resolved"]["dp_size"]) == (2, 1)
-    (flag,) = [w for w in doc["warnings"] if w["rule"] == "CMD-UNKNOWN-FLAG"]
-    assert flag["message"].startswith("2 flag(s) SGLang 0.5.23's parser would refuse: ")
+    assert run.code == 1 and (doc["resolved"]["attn_dp_size"], doc["resolved"]["dp_size"]) == (2, 1)
+    (flag,) = [w for w in doc["violations"] if w["rule"] == "CMD-UNKNOWN-FLAG"]
+    assert flag["message"].startswith("SGLang's parser refuses ")
     assert "--enable-dp-attention=true (takes no value)" in flag["message"]
     assert "--trust-remote-code=1 (takes no value)" in flag["message"]
     assert "--tp=4" not in flag["message"]
-    assert run_cli(capsys, "validate", "--sglang", command, "--strict").code == 1
     plain = "python -m sglang.launch_server --tp=4 --dp-size=2 --enable-dp-attention"
     assert "CMD-UNKNOWN-FLAG" not in run_cli(capsys, "validate", "--sglang", plain).out
 

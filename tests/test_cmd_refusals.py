@@ -134,12 +134,14 @@ def test_a_refused_flag_is_not_also_not_checked(
 # --- --json carries the whole refusal -------------------------------------------------------
 def test_json_carries_an_ambiguous_flags_candidates(capsys: pytest.CaptureFixture[str]) -> None:
     """0.5.23's argparse: "ambiguous option: --cuda-graph-max-bs could match
-    --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"."""
-    _, report, _ = _validate(capsys, "0.5.23", "--cuda-graph-max-bs 8")
+    --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"; the releases before it had
+    the one option, so the command was written for one of them: said, and a warning."""
+    code, report, _ = _validate(capsys, "0.5.23", "--cuda-graph-max-bs 8")
     assert _refusal(report).endswith(
         "--cuda-graph-max-bs (ambiguous: it abbreviates --cuda-graph-max-bs-decode, "
-        "--cuda-graph-max-bs-prefill)"
+        "--cuda-graph-max-bs-prefill; 0.4.6.post5, 0.5.18, 0.5.19 take it)"
     )
+    assert code == 0 and [w["rule"] for w in report["warnings"]] == ["CMD-UNKNOWN-FLAG"]
 
 
 def test_json_carries_every_accepted_choice(capsys: pytest.CaptureFixture[str]) -> None:
@@ -170,7 +172,8 @@ def test_a_layout_value_outside_the_choices_is_a_finding_not_an_exit(
     capsys: pytest.CaptureFixture[str], flags: str
 ) -> None:
     """0.5.23's parser: "argument --quantization: invalid choice: 'per_token_nvfp4' (choose
-    from 'awq', ...)". A full report, the field left unset, an error with --strict."""
+    from 'awq', ...)". A full report, the field left unset, an error with or without
+    --strict: no recorded release takes these values, so the launch starts on none."""
     typed = flags.replace("=", " ")
     for strict in ((), ("--strict",)):
         code, report, _ = _validate(capsys, "0.5.23", flags, *strict)
@@ -178,7 +181,7 @@ def test_a_layout_value_outside_the_choices_is_a_finding_not_an_exit(
             f"{typed} (invalid choice: it accepts auto, round_robin" in _refusal(report)
         )
         assert report["resolved"]["quantization"] is None
-        assert code == (1 if strict else 0)
+        assert code == 1 and [v["rule"] for v in report["violations"]] == ["CMD-UNKNOWN-FLAG"]
 
 
 def _layout_choice_flags() -> list[tuple[str, str]]:
@@ -218,3 +221,150 @@ def test_a_value_outside_the_choices_is_refused_as_the_release_refuses_it(
     assert any(n.startswith(f"{flag} bogus_value: not a value") for n in layout.notes) != expected
     name = next(n for n, s in CONFIG_SPECS.items() if flag in s.flags)
     assert getattr(layout.config, name) == CONFIG_SPECS[name].default
+
+
+# --- a refusal no recorded release takes: the launch starts on none ------------------------
+TYPOS = ["--moe-a2a-backend deepepp", "--cp-strategy ring", "--quantization fp9", "--tp-sizee 2"]
+
+
+def test_each_refusal_names_the_releases_that_take_it() -> None:
+    """A flag, an abbreviation, a choice, a glued value and a --config key, each judged by
+    every other recorded release's own table: the releases that take it, or none (a typo,
+    which starts on no release)."""
+    from meshsat.solver.inputs.sglang_cmdline import (
+        parse_sglang_command,
+        release_refusals,
+        taken_elsewhere,
+    )
+
+    text = (
+        f"{LAUNCH} {' '.join(TYPOS)} --enable-ep-moe --cuda-graph-max-bs 8 "
+        "--enable-dp-attention=true --load-balance-method auto --dp 2"
+    )
+    parsed = parse_sglang_command(text)
+    refused = release_refusals(parsed, "0.5.23")
+    assert [item for item, _ in refused] == [
+        "--tp-sizee",
+        "--enable-ep-moe",
+        "--cuda-graph-max-bs",
+        "--moe-a2a-backend deepepp",
+        "--cp-strategy ring",
+        "--quantization fp9",
+        "--enable-dp-attention=true",
+    ]
+    assert taken_elsewhere(parsed, refused, "0.5.23") == {
+        "--enable-ep-moe": ("0.4.6.post5",),  # removed after it
+        "--cuda-graph-max-bs": ("0.4.6.post5", "0.5.18", "0.5.19"),  # one option there
+    }
+    # 0.4.6.post5 lists no `auto` for --load-balance-method; every later release does.
+    old = release_refusals(parsed, "0.4.6.post5")
+    assert taken_elsewhere(parsed, old, "0.4.6.post5")["--load-balance-method auto"] == (
+        "0.5.18",
+        "0.5.19",
+        "0.5.23",
+    )
+
+
+def test_a_config_key_is_taken_where_the_merger_takes_it(tmp_path: Path) -> None:
+    """0.5.23's merger refuses `enable-dp-attention`, which 0.5.18's and 0.5.19's take;
+    `prefill-cp-mode` is refused by theirs and is no 0.5.23 flag: read from a --config,
+    no release takes it, though 0.5.19's command line would."""
+    from meshsat.solver.inputs.sglang_cmdline import (
+        parse_sglang_command,
+        release_refusals,
+        taken_elsewhere,
+    )
+
+    (tmp_path / "sgl.yaml").write_text("enable-dp-attention: true\nprefill-cp-mode: in-seq-split\n")
+    parsed = parse_sglang_command(f"{LAUNCH} --dp 8 --config sgl.yaml", (tmp_path,))
+    refused = release_refusals(parsed, "0.5.23")
+    assert sorted(item for item, _ in refused) == [
+        "--prefill-cp-mode",
+        "enable_dp_attention (--config)",
+    ]
+    assert taken_elsewhere(parsed, refused, "0.5.23") == {
+        "enable_dp_attention (--config)": ("0.5.18", "0.5.19")
+    }
+
+
+@pytest.mark.parametrize("typo", TYPOS)
+def test_a_typo_is_an_error_without_strict(capsys: pytest.CaptureFixture[str], typo: str) -> None:
+    """The repro: `--moe-a2a-backend deepepp` read "✓ valid" (exit 0) with a warning, as a
+    flag of another release does; no recorded release takes it, so no SGLang starts."""
+    code, report, _ = _validate(capsys, "0.5.23", typo)
+    assert code == 1 and not report["valid"] and not report["warnings"]
+    assert _refusal(report).startswith("SGLang's parser refuses --")
+    assert "on every recorded release (0.4.6.post5, 0.5.18, 0.5.19, 0.5.23)" in _refusal(report)
+
+
+def test_a_typo_beside_another_releases_flag_is_two_entries(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The typo an error, the 0.4.6.post5 flag a warning naming that release."""
+    code, report, _ = _validate(capsys, "0.5.23", "--cp-strategy ring --enable-ep-moe")
+    assert code == 1
+    (error,) = [v["message"] for v in report["violations"] if v["rule"] == "CMD-UNKNOWN-FLAG"]
+    (warning,) = [v["message"] for v in report["warnings"] if v["rule"] == "CMD-UNKNOWN-FLAG"]
+    assert "--cp-strategy ring" in error and "--enable-ep-moe" not in error
+    assert "--enable-ep-moe (removed; it meant ep_size = tp_size; 0.4.6.post5 takes it)" in warning
+
+
+DSV3 = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8"
+
+
+def test_fix_does_not_call_a_command_with_a_typo_valid(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It read "✓ already valid ... nothing to change" (exit 0) and printed the typo back:
+    the fix edits only the layout, so it says the parser refuses the flag (exit 1, as for
+    any launch it leaves wrong)."""
+    run = run_cli(capsys, "fix", "--sglang", f"{DSV3} --moe-a2a-backend deepepp")
+    assert run.code == 1 and "already valid" not in run.out
+    line = next(x for x in run.out.splitlines() if x.startswith("✗ not fixed"))
+    assert "CMD-UNKNOWN-FLAG: SGLang's parser refuses --moe-a2a-backend deepepp" in line
+    doc = json.loads(run_cli(capsys, "fix", "--sglang", f"{DSV3} --tp-sizee 8", "--json").out)
+    assert not doc["valid_input"]
+    assert "--tp-sizee (did you mean --tp-size?)" in doc["unfixed"][0]["message"]
+
+
+def test_fix_goes_on_past_another_releases_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """A flag 0.5.19 takes is a warning: the layout is fixed (exit 0), the flag kept."""
+    run = run_cli(capsys, "fix", "--sglang", f"{DSV3} --attn-dp-size 3 --cuda-graph-max-bs 8")
+    assert run.code == 0 and "not fixed" not in run.out
+    assert "--attn-dp-size 4 --cuda-graph-max-bs 8" in run.out
+
+
+def test_rewrite_does_not_print_a_script_with_a_typo(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It fixed --attn-dp-size and printed the script with --cp-strategy ring kept
+    (exit 0): no script now, and why, in one note."""
+    text = f"{DSV3} --attn-dp-size 3 --cp-strategy ring"
+    run = run_cli(capsys, "validate", "--sglang", text, "--rewrite")
+    assert run.code == 1 and run.out == ""
+    assert "the script is not rewritten: SGLang's parser refuses --cp-strategy ring" in run.err
+    doc = json.loads(run_cli(capsys, "validate", "--sglang", text, "--rewrite", "--json").out)
+    assert doc["script"] is None
+    ok = run_cli(capsys, "validate", "--sglang", f"{DSV3} --attn-dp-size 3", "--rewrite")
+    assert ok.code == 0 and "--attn-dp-size 4" in ok.out
+
+
+def test_a_deployment_with_a_typo_is_neither_fixed_nor_rewritten(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Each server's fix and rewrite edit only layouts: a prefill whose parser exits
+    leaves the deployment invalid (exit 1), not "✓ valid deployment"."""
+    script = tmp_path / "pd.sh"
+    script.write_text(
+        f"{DSV3} --cp-strategy ring --disaggregation-mode prefill --host 10.0.0.1 --port 30000 &\n"
+        f"{DSV3} --disaggregation-mode decode --host 10.0.0.2 --port 30000 &\n"
+        "python -m sglang_router.launch_router --pd-disaggregation "
+        "--prefill http://10.0.0.1:30000 --decode http://10.0.0.2:30000\n"
+    )
+    fixed = run_cli(capsys, "fix", "--sglang-file", str(script), "--json")
+    doc = json.loads(fixed.out)
+    assert fixed.code == 1 and doc["deployment"]["fixed"] is False
+    assert not doc["deployment"]["after"]["valid"]
+    rewrite = run_cli(capsys, "validate", "--sglang-file", str(script), "--rewrite")
+    assert rewrite.code == 1 and rewrite.out == ""
+    assert "prefill@1: SGLang's parser refuses --cp-strategy ring" in rewrite.err

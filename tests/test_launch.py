@@ -89,28 +89,36 @@ def test_validate_reports_a_broken_job_as_violations(
 
 
 @pytest.mark.parametrize(
-    ("command", "release", "refused"),
+    ("command", "release", "refused", "elsewhere"),
     [
-        ("--tp 8 --enable-ep-moe", "0.5.19", ["--enable-ep-moe"]),  # removed in 2025
-        ("--tp 8 --enable-prefill-context-parallel", "0.5.23", ["--enable-prefill-context"]),
-        ("--tp 8 --enable-prefill-context-parallel", "0.5.19", []),
-        ("--tp 8 --attn-dp-size 2", "0.5.19", ["--attn-dp-size"]),  # added in 0.5.23
-        ("--tp 8 --attn-dp-size 2", "0.5.23", []),
-        ("--tp 8 --tp-sizee 2", "0.5.23", ["--tp-sizee"]),
-        ("--pp 2", "0.5.23", ["--pp (ambiguous: it abbreviates"]),  # --pp-size and two more
+        ("--tp 8 --enable-ep-moe", "0.5.19", ["--enable-ep-moe"], True),  # removed in 2025
+        ("--tp 8 --enable-prefill-context-parallel", "0.5.23", ["--enable-prefill-context"], True),
+        ("--tp 8 --enable-prefill-context-parallel", "0.5.19", [], False),
+        ("--tp 8 --attn-dp-size 2", "0.5.19", ["--attn-dp-size (did", "0.5.23 takes it"], True),
+        ("--tp 8 --attn-dp-size 2", "0.5.23", [], False),
+        ("--tp 8 --tp-sizee 2", "0.5.23", ["--tp-sizee"], False),
+        ("--pp 2", "0.5.23", ["--pp (ambiguous: it abbreviates"], True),  # --pp-size and more
         # meshsat's "auto" is 0.4's unset value, but its parser has no such choice.
-        ("--tp 2 --load-balance-method auto", "0.4.6.post5", ["--load-balance-method auto"]),
-        ("--tp 2 --load-balance-method auto", "0.5.23", []),
-        ("--tp 2 --load-balance=shortest_queue", "0.4.6.post5", []),
-        ("--tp 2 --tokenizer-mode fast", "0.4.6.post5", ["--tokenizer-mode fast (invalid"]),
+        ("--tp 2 --load-balance-method auto", "0.4.6.post5", ["--load-balance-method auto"], True),
+        ("--tp 2 --load-balance-method auto", "0.5.23", [], False),
+        ("--tp 2 --load-balance=shortest_queue", "0.4.6.post5", [], False),
+        ("--tp 2 --tokenizer-mode fast", "0.4.6.post5", ["--tokenizer-mode fast (invalid"], False),
+        ("--tp 8 --moe-a2a-backend deepepp", "0.5.23", ["--moe-a2a-backend deepepp"], False),
+        ("--tp 8 --cp-strategy ring", "0.5.23", ["--cp-strategy ring (invalid choice"], False),
     ],
 )
 def test_flags_are_judged_by_the_chosen_releases_table(
-    capsys: pytest.CaptureFixture[str], command: str, release: str, refused: list[str]
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    release: str,
+    refused: list[str],
+    elsewhere: bool,
 ) -> None:
-    """Against the releases' own argparse tables (recorded by fidelity/): a flag the release
-    lacks is a warning, an error with --strict; `--tp` is argparse's unique prefix of
-    `--tp-size`, which SGLang accepts."""
+    """Against the releases' own argparse tables (recorded by fidelity/): a flag (or value)
+    the release refuses is a warning, an error with --strict, where another recorded
+    release takes it (the command was written for that one, which is named); one that no
+    recorded release takes (a typo) starts on none, an error without --strict too. `--tp`
+    is argparse's unique prefix of `--tp-size`, which SGLang accepts."""
     import json
 
     text = f"python -m sglang.launch_server {command}"
@@ -118,12 +126,15 @@ def test_flags_are_judged_by_the_chosen_releases_table(
         args = ["validate", "--sglang", text, "-V", release, "--json"]
         run = run_cli(capsys, *args, *(["--strict"] if strict else []))
         report = json.loads(run.out)
-        entries = report["violations"] if strict else report["warnings"]
+        error = strict or not elsewhere
+        entries = report["violations"] if error else report["warnings"]
         flagged = [v for v in entries if v["rule"] == "CMD-UNKNOWN-FLAG"]
         assert len(flagged) == (1 if refused else 0)
         for flag in refused:
             assert flag in flagged[0]["message"]
-        if strict and refused:
+        if refused:
+            assert (" take" in flagged[0]["message"]) == elsewhere
+        if refused and error:  # a flag absent from the release may break its rules too
             assert run.code == 1 and not report["valid"]
 
 
@@ -464,7 +475,8 @@ def test_a_config_key_the_release_merger_refuses_is_said(
     (tmp_path / "run.sh").write_text("python -m sglang.launch_server --config sgl.yaml\n")
     run = run_cli(capsys, "validate", "-V", version, "--sglang-file", str(tmp_path / "run.sh"),
                   "--json")  # fmt: skip
-    said = " ".join(w["message"] for w in json.loads(run.out)["warnings"])
+    report = json.loads(run.out)
+    said = " ".join(w["message"] for w in report["warnings"] + report["violations"])
     for key in ("enable_dp_attention", "prefill_cp_mode"):
         assert (f"{key} (--config)" in said) == (key in refused), (version, said)
     recorded = json.loads((ROOT / "fidelity" / "config_refused.json").read_text())

@@ -105,7 +105,8 @@ def test_shell_syntax_beyond_its_bound_is_refused_in_one_line(
     assert run.code == 2 and run.err.count("\n") == 1 and "shell syntax" in run.err
     # The same number of plain words is read.
     plain = "python -m sglang.launch_server --tp 8 " + "--x a " * (MAX_SHELL_CHARS // 6)
-    assert run_cli(capsys, "validate", "--sglang", plain).code == 0
+    read = run_cli(capsys, "validate", "--sglang", plain)  # judged: no release takes --x
+    assert read.code == 1 and "CMD-UNKNOWN-FLAG" in read.out
 
 
 _OPTIONS = sorted(release_flags(RELEASE) or ())
@@ -145,9 +146,9 @@ def test_a_megabyte_of_unknown_flags_is_bounded_work_and_output(
     monkeypatch.setattr(difflib, "get_close_matches", counted)
     monkeypatch.setattr(launch, "_shell_parse", lambda s: pytest.fail("plain text went to bashlex"))
     run = run_cli(capsys, "validate", "--sglang", text, "--format", "csv")
-    assert run.code == 0
+    assert run.code == 1  # no recorded release takes them: an error
     assert len(calls) <= MAX_HINTED  # the fuzzy search ran for the flags shown only
-    assert f"{n} flag(s) SGLang {RELEASE}'s parser would refuse" in run.out
+    assert "error,CMD-UNKNOWN-FLAG,\"SGLang's parser refuses --xflag-0000000" in run.out
     assert f"and {n - MAX_ITEMS_SHOWN} more" in run.out
     assert len(run.out) < 2000 and len(run.err) < 500
 

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from meshsat.solver.cli.deployment_view import deployment_head, server_heading
 from meshsat.solver.cli.formats import OutputFormat, emit
-from meshsat.solver.cli.launch_checks import with_launch_checks
+from meshsat.solver.cli.launch_checks import unstartable, with_launch_checks
 from meshsat.solver.cli.output import note, out
 from meshsat.solver.cli.report_view import (
     CHANGE_COLUMNS,
@@ -219,6 +219,7 @@ def fix_deployment_cmd(
         timeout_s=timeout_s,
     )
     result = in_user_words(result, deployment, get_pack(sglang_version))
+    result = with_unstartable(result, deployment)
     if fmt is OutputFormat.table:
         _print_fix(result)
     else:
@@ -245,6 +246,24 @@ def fix_deployment_cmd(
         ]  # fmt: skip
         emit(fmt, result.to_dict(), rows, columns=("server", *CHANGE_COLUMNS))
     return 0 if result.ok else 1
+
+
+def with_unstartable(result: DeploymentFix, deployment: Deployment) -> DeploymentFix:
+    """The fix, each server's verdict after it holding that server's flags (or values) no
+    recorded release's parser takes (`launch_checks.unstartable`): the fix edits only
+    layouts, so a deployment with one is not fixed (exit 1, `fixed` false), as `fix` says
+    of one server."""
+    refused = {s.name: unstartable(s.layout) for s in deployment.servers}
+    if result.after is None or not any(refused.values()):
+        return result
+    roles = []
+    for role in result.after.roles:
+        v = refused.get(role.server)
+        if v is not None:
+            violations = (*role.report.violations, v)
+            role = replace(role, report=replace(role.report, valid=False, violations=violations))
+        roles.append(role)
+    return replace(result, after=replace(result.after, roles=tuple(roles), valid=False))
 
 
 def in_user_words(result: DeploymentFix, deployment: Deployment, pack: Pack) -> DeploymentFix:
@@ -397,6 +416,10 @@ def _rewritten_routers(text: str, result: DeploymentFix) -> tuple[str, list[str]
 
 
 def rewritten_deployment(deployment: Deployment, pack: Pack) -> tuple[str | None, list[str]]:
+    refused = {s.name: unstartable(s.layout) for s in deployment.servers}
+    said = [f"{name}: {v.message}; {v.hint}" for name, v in refused.items() if v is not None]
+    if said:  # the rewrite edits only layouts: the script would not start
+        return None, [f"the script is not rewritten: {text}" for text in said]
     result = fix_deployment(deployment, sglang_version=pack)
     if result.fixed is None:
         return None, [

@@ -13,6 +13,7 @@ from rich.table import Table
 from meshsat.solver.backends.render import fmt_value
 from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, node_command, print_lws
 from meshsat.solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
+from meshsat.solver.cli.launch_checks import unstartable
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.memory_options import (
     FreeMemoryOpt,
@@ -128,7 +129,8 @@ def fix_cmd(
     request of some context length fits is not a condition (see validate --context-length).
 
     Exit status: 0 fixed (or already valid), 1 no fix (the pins conflict, or nothing was
-    found in time), 2 bad input.
+    found in time) or a launch the fix leaves wrong (nodes that disagree, a flag no SGLang
+    release takes), 2 bad input.
 
     Examples:
 
@@ -181,6 +183,10 @@ def fix_cmd(
         note(said)
     report = with_commands(report.also_repairing(start.fitted), layout, sglang_version)
     if emit_as is not None and report.fixes:
+        refused = unstartable(layout)
+        if refused is not None:  # a manifest whose server's parser exits is no fix
+            note(f"nothing emitted: {refused.rule}: {refused.message}; {refused.hint}")
+            raise typer.Exit(1)
         best = report.best
         per_node = pod_gpus(best.config.nnodes, best.gpus_used, best.config.gpus_per_node)
         model = str(sources.model) if sources.model is not None else layout.model_source
@@ -189,7 +195,7 @@ def fix_cmd(
             command = _user_command(layout, best.config, sglang_version, bare=True)
         print_lws(command, best.gpus_used, per_node, model_path=model, name=name, image=image)
         raise typer.Exit(0)
-    unfixed = unfixed_nodes(layout, report, sglang_version)
+    unfixed = unfixed_launch(layout, report, sglang_version)
     chosen_fmt = chosen(fmt, as_json)
     if chosen_fmt is OutputFormat.table:
         nodes = (layout.config.nnodes, start.config.nnodes)
@@ -237,7 +243,7 @@ def pod_gpus(nnodes: int, gpus: int, node_size: int) -> int:
 
 def fix_document(report: FixReport, unfixed: list[Violation]) -> dict[str, Any]:
     """`meshsat fix --format json`'s document (and the web API's `/api/fix`): the report,
-    with what the fix leaves wrong in a multi-node script (`unfixed_nodes`)."""
+    with what the fix leaves wrong in a launch (`unfixed_launch`)."""
     data = report.to_dict()
     data["unfixed"] = [v.to_dict() for v in unfixed]
     data["valid_input"] = report.valid_input and not unfixed
@@ -249,22 +255,26 @@ def fix_status(report: FixReport, unfixed: list[Violation]) -> int:
     return 0 if report.fixes and not unfixed else 1
 
 
-def unfixed_nodes(layout: LayoutInput, report: FixReport, version: str | None) -> list[Violation]:
-    """What `validate` refuses in a launch that the fix of its layout leaves wrong: nodes
-    that disagree (JOB-*), a node's own GPU ids, and a visible-devices list too short for
-    the fixed layout's ranks (JOB-VISIBLE-DEVICES, as with --gpus past the list), checked on
+def unfixed_launch(layout: LayoutInput, report: FixReport, version: str | None) -> list[Violation]:
+    """What `validate` refuses in a launch that the fix of its layout leaves wrong: flags
+    (or values) no recorded release's parser takes (CMD-UNKNOWN-FLAG, `unstartable`: a
+    typo the fix cannot guess; a flag another release takes is not one), nodes that
+    disagree (JOB-*), a node's own GPU ids, and a visible-devices list too short for the
+    fixed layout's ranks (JOB-VISIBLE-DEVICES, as with --gpus past the list), checked on
     the fixed layout. The fix answers for the first node's layout, so without these a
     script that `validate` refuses read "already valid" (exit 0)."""
     from meshsat.solver.deployment.visible import visible_violations
 
+    refused = unstartable(layout)
+    found = [refused] if refused is not None else []
     if not layout.job and not layout.nodes and layout.launch is None:
-        return []
+        return found
     config = report.best.config if report.fixes else layout.config
     checked = validate(config, layout.model, explain=False, sglang_version=get_pack(version))
     pods = layout.manifest.group_size if layout.manifest is not None else None
     # JOB-GROUP-SIZE holds the command's --nnodes, which the fix has set to the group size.
     issues = standing(layout.job, config.nnodes, pods)
-    found = job_violations(issues) + node_violations(checked, layout.nodes)
+    found += job_violations(issues) + node_violations(checked, layout.nodes)
     if layout.launch is not None:
         found += visible_violations([layout.launch], checked.resolved, checked.sglang_version)
     return found

@@ -93,8 +93,9 @@ def server_notes(deployment: Deployment) -> list[str]:
         layout = server.layout
         said += [f"{server.name}: {text}" for text in layout.notes]
         said += [f"{server.name}: {i.rule}: {i.message}" for i in layout.job]
-        if layout.missing_flags:
-            said.append(f"{server.name}: {missing_flags_text(layout)}")
+        for everywhere in (True, False):
+            refused = missing_flags_text(layout, everywhere=everywhere)
+            said += [f"{server.name}: {refused}"] if refused is not None else []
     return said
 
 

@@ -1,8 +1,10 @@
 """What a launch script says beyond its layout, as report entries: nodes of one job that
 disagree (errors: the job would hang or shard wrongly, though each node's SGLang starts) and
-flags the chosen release's parser would refuse (`CMD-UNKNOWN-FLAG`: a warning, an error with
-`--strict`, since SGLang exits on them before it looks at the layout). Rules that read a
-value the launch leaves unknown (a shell expansion) are not decided (`undecided`)."""
+flags the chosen release's parser would refuse (`CMD-UNKNOWN-FLAG`, since SGLang exits on
+them before it looks at the layout: an error when no recorded release takes them, as a typo;
+else, a flag of another release the command may have been written for, a warning, an error
+with `--strict`). Rules that read a value the launch leaves unknown (a shell expansion) are
+not decided (`undecided`)."""
 
 from __future__ import annotations
 
@@ -22,13 +24,18 @@ def with_launch_checks(report: Report, layout: LayoutInput, *, strict: bool) -> 
     if layout.launch is not None:
         errors += visible_violations([layout.launch], report.resolved, report.sglang_version)
     warnings: list[Violation] = []
-    if layout.missing_flags:
+    refused = unstartable(layout)
+    if refused is not None:
+        errors.append(refused)
+    elsewhere = missing_flags_text(layout, everywhere=False)
+    if elsewhere is not None:
         flag = Violation(
             "CMD-UNKNOWN-FLAG",
-            missing_flags_text(layout),
+            elsewhere,
             (),
             "",
-            "remove or correct the flag: SGLang's parser exits on it",
+            "remove or correct the flag (SGLang's parser exits on it), or run the release "
+            "that takes it",
             "SGLang's argument parser",
             severity="error" if strict else "warning",
         )
@@ -40,6 +47,25 @@ def with_launch_checks(report: Report, layout: LayoutInput, *, strict: bool) -> 
         valid=report.valid and not errors,
         violations=(*report.violations, *errors),
         warnings=(*report.warnings, *warnings),
+    )
+
+
+def unstartable(layout: LayoutInput) -> Violation | None:
+    """The launch's flags (and values) that no recorded release's parser takes, as an
+    error (`CMD-UNKNOWN-FLAG`), with or without --strict: a typo such as
+    `--moe-a2a-backend deepepp` starts on no SGLang, whichever release runs it. None when
+    there are none. `fix` and `--rewrite` edit only the layout, so they say it too."""
+    text = missing_flags_text(layout, everywhere=True)
+    if text is None:
+        return None
+    return Violation(
+        "CMD-UNKNOWN-FLAG",
+        text,
+        (),
+        "",
+        "correct or remove the flag by hand: SGLang's parser exits on it",
+        "SGLang's argument parser",
+        severity="error",
     )
 
 

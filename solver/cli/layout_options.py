@@ -18,6 +18,7 @@ from meshsat.solver.inputs.layout_input import (
     script_folders,
     with_script,
 )
+from meshsat.solver.inputs.sglang_cmdline import recorded_releases
 from meshsat.solver.lang.limits import clipped, listed
 
 if TYPE_CHECKING:
@@ -174,28 +175,47 @@ def read_layout(
         launches = [layout.launch] if layout.launch is not None else []
         for v in visible_violations(launches, layout.config.model_dump(), release):
             note(f"{v.rule}: {v.message}")
-        if layout.missing_flags:
-            note(missing_flags_text(layout))
+        for everywhere in (True, False):
+            said = missing_flags_text(layout, everywhere=everywhere)
+            if said is not None:
+                note(said)
     return layout
 
 
-def missing_flags_text(layout: LayoutInput) -> str:
-    """One line: the flags (or values) the release would refuse, each with the closest it
-    has or the values it accepts; the first few, then how many more. Only the flag as typed
-    is clipped (a pasted one may be a megabyte): the hint is whole, being the release's own
-    words and options (an ambiguous abbreviation's candidates, the choices of a refused
-    value, SGLang's message naming what to use instead), bounded by its flag table."""
-    shown = listed(
-        [
-            clipped(f) if hint is None else f"{clipped(f)} ({hint})"
-            for f, hint in layout.missing_flags
-        ],
-        clip=False,
-    )
-    n = len(layout.missing_flags)
-    if layout.missing_in:
-        return f"{n} flag(s) SGLang {layout.missing_in}'s parser would refuse: {shown}"
-    return f"{n} flag(s) no SGLang release has (its parser would refuse them): {shown}"
+def missing_flags_text(layout: LayoutInput, *, everywhere: bool) -> str | None:
+    """One line: the flags (or values) the release would refuse that no recorded release
+    takes (`everywhere`: the launch starts on no SGLang) or that another recorded release
+    takes (named: a flag of the release the command was written for), each with the
+    closest it has or the values it accepts; the first few, then how many more; None when
+    there are none. Only the flag as typed is clipped (a pasted one may be a megabyte):
+    the hint is whole, being the release's own words and options (an ambiguous
+    abbreviation's candidates, the choices of a refused value, SGLang's message naming
+    what to use instead), bounded by its flag table."""
+    refused = layout.refused_everywhere
+    if not everywhere:
+        refused = tuple(item for item in layout.missing_flags if item not in refused)
+    if not refused:
+        return None
+    shown = listed([_refusal_text(layout, flag, hint) for flag, hint in refused], clip=False)
+    n = len(refused)
+    if not layout.missing_in:
+        return f"{n} flag(s) no SGLang release has (its parser would refuse them): {shown}"
+    if everywhere:
+        releases = ", ".join(recorded_releases())
+        return (
+            f"SGLang's parser refuses {shown} on every recorded release ({releases}): the "
+            "launch starts on none"
+        )
+    return f"{n} flag(s) SGLang {layout.missing_in}'s parser would refuse: {shown}"
+
+
+def _refusal_text(layout: LayoutInput, flag: str, hint: str | None) -> str:
+    """`--flag (hint; 0.5.19 takes it)`: one refusal, with the releases that take it."""
+    said = [hint] if hint is not None else []
+    takers = layout.elsewhere.get(flag)
+    if takers:
+        said.append(f"{', '.join(takers)} take{'s' if len(takers) == 1 else ''} it")
+    return f"{clipped(flag)} ({'; '.join(said)})" if said else clipped(flag)
 
 
 def one_server(sources: LayoutSources, command: str) -> tuple[LayoutSources, OneJob]:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from meshsat.solver.cli.formats import FormatOpt, OutputFormat, VerboseOpt, chosen, emit
-from meshsat.solver.cli.launch_checks import with_launch_checks
+from meshsat.solver.cli.launch_checks import unstartable, with_launch_checks
 from meshsat.solver.cli.layout_options import JsonOpt, layout_inputs, read_layout
 from meshsat.solver.cli.memory_options import (
     FreeMemoryOpt,
@@ -39,8 +39,9 @@ StrictOpt = Annotated[
     bool,
     typer.Option(
         "--strict",
-        help="A flag the chosen SGLang release does not have is an error (CMD-UNKNOWN-FLAG), "
-        "as SGLang's own parser would refuse it; without --strict it is a warning.",
+        help="A flag (or value) the chosen SGLang release's parser refuses is an error "
+        "(CMD-UNKNOWN-FLAG) where another recorded release takes it; without --strict it is "
+        "a warning. One no recorded release takes is an error either way.",
     ),
 ]
 
@@ -51,7 +52,8 @@ RewriteOpt = Annotated[
         help="With --sglang-file (or --sglang): print the launch script with the nearest "
         "valid layout (meshsat fix, default objective) written into it in the release's "
         "spelling; only changed layout flags are edited, every other byte is kept. Exit 0 "
-        "with the script, 1 when no fix exists.",
+        "with the script, 1 (no script) when no fix exists or a flag no SGLang release takes "
+        "is in it.",
     ),
 ]
 
@@ -81,7 +83,8 @@ def validate_cmd(
     --page-size (this command's --mem-fraction-static and --context-length, given, win).
 
     From a launch script, also the nodes of a multi-node job that disagree (JOB-*) and
-    flags the chosen release does not have (CMD-UNKNOWN-FLAG; an error with --strict).
+    flags the chosen release does not have (CMD-UNKNOWN-FLAG: an error where no recorded
+    release takes them, else a warning, an error with --strict).
     A script with a router or with prefill and decode servers is a PD deployment: each
     server is checked on its own (one entry per server in the JSON), then the rules
     between them (PD-*, ROUTER-*: same model, transfer backend, page size, KV dtype,
@@ -227,6 +230,9 @@ def rewritten(layout: LayoutInput, sglang_version: str | None) -> tuple[str | No
         raise InputError("--rewrite needs a launch command: give --sglang-file or --sglang")
     from meshsat.solver.cli.fix_cmd import fix_input, unknown_note
 
+    refused = unstartable(layout)
+    if refused is not None:  # the rewrite edits only the layout: the script would not start
+        return None, [f"the script is not rewritten: {refused.message}; {refused.hint}"]
     pack = get_pack(sglang_version)
     # Fitted as `fix` fits it: to the pods its object starts, to its visible-devices list.
     start = fix_input(layout, None, (), pack.version)

@@ -39,12 +39,10 @@ from meshsat.solver.inputs.sglang_cmdline import (
     NodePlacement,
     ParsedCommandLine,
     group_size_issue,
-    missing_from_release,
     parse_sglang_command,
-    refused_in_config,
-    refused_inline,
-    refused_values,
     release_flags,
+    release_refusals,
+    taken_elsewhere,
     unmodelled_values,
 )
 from meshsat.solver.lang.config import Config
@@ -120,6 +118,17 @@ class LayoutInput:
     unknown: Mapping[str, str] = field(default_factory=dict)
     #: Bare shell expansions in the launch (`${EXTRA_ARGS}`): flags they hold are not read.
     opaque: tuple[str, ...] = ()
+    #: Each of `missing_flags` that another recorded release takes -> those releases
+    #: (`sglang_cmdline.taken_elsewhere`): a flag of the release the command was written
+    #: for. One left out starts on no release (`refused_everywhere`).
+    elsewhere: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def refused_everywhere(self) -> tuple[tuple[str, str | None], ...]:
+        """The refused flags (and values) no recorded release takes: a launch holding one
+        starts on no SGLang, whichever release runs it, so it is an error without --strict
+        and no fix of the layout makes the launch valid."""
+        return tuple(item for item in self.missing_flags if item[0] not in self.elsewhere)
 
     @property
     def unknown_widths(self) -> dict[str, str]:
@@ -160,6 +169,7 @@ def load_layout(
     signs: list[str] = []
     missing: list[tuple[str, str | None]] = []
     missing_in: str | None = None
+    elsewhere: dict[str, tuple[str, ...]] = {}
     model_path: str | None = None
     first: LaunchCommand | None = None
     sizing: dict[str, Any] = {}
@@ -191,10 +201,8 @@ def load_layout(
         values.update(parsed.values)
         notes.extend(parsed.notes)
         if release is not None and release_flags(release) is not None:
-            missing = missing_from_release(parsed.flags, release)
-            missing += refused_values(parsed.given, release)
-            missing += refused_inline(parsed.inline, release)
-            missing += refused_in_config(parsed.config_keys, release)
+            missing = release_refusals(parsed, release)
+            elsewhere = taken_elsewhere(parsed, missing, release)
             missing_in = release
         else:
             missing = [(f, None) for f in parsed.unknown_flags]
@@ -272,6 +280,7 @@ def load_layout(
         sizing,
         unknown,
         opaque,
+        elsewhere,
     )
 
 

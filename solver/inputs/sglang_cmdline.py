@@ -202,13 +202,15 @@ MAX_HINTED = MAX_ITEMS_SHOWN
 _MAX_HINTED_LENGTH = 64
 
 
-def missing_from_release(flags: list[str], version: str) -> list[tuple[str, str | None]]:
+def missing_from_release(
+    flags: list[str], version: str, *, hinted: int = MAX_HINTED
+) -> list[tuple[str, str | None]]:
     """The flags `version`'s own parser would refuse, each with a hint (the closest flag it
     has, or what a removed spelling meant); empty when that release was not recorded.
 
     SGLang's parser is argparse with abbreviations allowed, so a unique prefix of one of the
     release's options (`--tp` for `--tp-size`) is accepted, as it is by SGLang. Only the
-    first `MAX_HINTED` refused flags are looked up for a close match: the rest are counted,
+    first `hinted` refused flags are looked up for a close match: the rest are counted,
     not shown, and the search would otherwise cost seconds on a pasted megabyte."""
     import difflib
 
@@ -232,7 +234,7 @@ def missing_from_release(flags: list[str], version: str) -> list[tuple[str, str 
             out.append((flag, "ambiguous: it abbreviates " + ", ".join(prefixed)))
             continue
         close: list[str] = []
-        if len(out) < MAX_HINTED and len(flag) <= _MAX_HINTED_LENGTH:
+        if len(out) < hinted and len(flag) <= _MAX_HINTED_LENGTH:
             close = difflib.get_close_matches(flag, options.sorted, n=1, cutoff=0.75)
         out.append((flag, f"did you mean {close[0]}?" if close else None))
     return out
@@ -307,6 +309,83 @@ def refused_in_config(keys: list[str], version: str) -> list[tuple[str, str | No
         for key in dict.fromkeys(keys)
         if key in refused
     ]
+
+
+def release_refusals(parsed: ParsedCommandLine, version: str) -> list[tuple[str, str | None]]:
+    """Everything in a launch `version` refuses before it reads the layout, each with its
+    hint: flags its parser lacks (`missing_from_release`), invalid choices
+    (`refused_values`), values glued to flags that take none (`refused_inline`) and
+    `--config` keys its merger refuses (`refused_in_config`). Empty when `version` was not
+    recorded."""
+    return [
+        *missing_from_release(parsed.flags, version),
+        *refused_values(parsed.given, version),
+        *refused_inline(parsed.inline, version),
+        *refused_in_config(parsed.config_keys, version),
+    ]
+
+
+def recorded_releases() -> tuple[str, ...]:
+    """The releases whose flag tables were recorded, oldest first."""
+    return tuple(_flag_table()["releases"])
+
+
+def taken_elsewhere(
+    parsed: ParsedCommandLine, refused: list[tuple[str, str | None]], version: str
+) -> dict[str, tuple[str, ...]]:
+    """Each of `refused` (`release_refusals(parsed, version)`) that another recorded
+    release takes -> those releases, oldest first; one no recorded release takes is left
+    out. A pasted command often carries a flag of the release it was written for (removed
+    in the newest, `version`'s default), which starts on that release; one no release
+    takes (a typo: `--moe-a2a-backend deepepp`) starts on none.
+
+    Only the refused items are judged again, by each release's own refusals: a flag is
+    taken where that release's parser takes it (unique prefixes too); a value where the
+    flag is taken and the value is one of its choices (or it lists none); `--flag=value`
+    where the flag is taken and takes a value. A `--config` key, or a flag read from one,
+    needs `--config` and the key's flag taken, and the key taken by that release's
+    merger."""
+    items = {item for item, _ in refused}
+    given = [(f, v) for f, v in dict.fromkeys(parsed.given) if f"{f} {v}" in items]
+    inline = [(f, v) for f, v in dict.fromkeys(parsed.inline) if f"{f}={v}" in items]
+    from_config = {"--" + k.replace("_", "-"): k for k in parsed.config_keys}
+    # What each refused item needs its release not to refuse: itself, its flag, and for a
+    # --config key (or its flag), --config and the key.
+    needs: dict[str, set[str]] = {item: {item} for item in items}
+    for f, v in given:
+        needs[f"{f} {v}"].add(f)
+    for f, v in inline:
+        needs[f"{f}={v}"].add(f)
+    for flag, key in from_config.items():
+        for item in (flag, f"{key} (--config)"):
+            if item in needs:
+                needs[item] |= {flag, "--config", f"{key} (--config)"}
+    flags = sorted(
+        {
+            n
+            for wanted in needs.values()
+            for n in wanted
+            if _is_flag(n) and " " not in n and "=" not in n
+        }
+    )
+    keys = sorted({k for flag, k in from_config.items() if flag in flags})
+    out: dict[str, list[str]] = {}
+    for release in recorded_releases():
+        if release == version:
+            continue
+        turned = {
+            item
+            for item, _ in [
+                *missing_from_release(flags, release, hinted=0),  # whether, not why
+                *refused_values(given, release),
+                *refused_inline(inline, release),
+                *refused_in_config(keys, release),
+            ]
+        }
+        for item in items:
+            if not turned.intersection(needs[item]):
+                out.setdefault(item, []).append(release)
+    return {item: tuple(releases) for item, releases in out.items()}
 
 
 def _same_integer(value: str, accepted: tuple[str, ...]) -> bool:

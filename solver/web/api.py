@@ -445,7 +445,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
         fix_document,
         fix_input,
         fix_status,
-        unfixed_nodes,
+        unfixed_launch,
         unknown_note,
         with_commands,
     )
@@ -459,7 +459,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
     version = params.get("sglang_version")
     deployment = _deployment(params)
     if deployment is not None:  # a deployment: fixed server by server, as `meshsat fix` does
-        from meshsat.solver.cli.deployment_cmd import in_user_words
+        from meshsat.solver.cli.deployment_cmd import in_user_words, with_unstartable
         from meshsat.solver.deployment.fix import fix_deployment
         from meshsat.solver.packs import get_pack
 
@@ -482,6 +482,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
             timeout_s=min(params["timeout"], MAX_FIX_TIMEOUT_S),
         )
         result = in_user_words(result, deployment, get_pack(version))
+        result = with_unstartable(result, deployment)
         return Answer(result.to_dict(), 0 if result.ok else 1, _server_notes(deployment))
     layout = with_gpu_class(_layout(params, "fix"), params.get("gpu"))
     fraction = params.get("mem_fraction_static")
@@ -501,7 +502,7 @@ def fix_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) -
     )
     said += [text for text in (start.said, unknown_note(layout, report)) if text is not None]
     report = with_commands(report.also_repairing(start.fitted), layout, version)
-    unfixed = unfixed_nodes(layout, report, version)
+    unfixed = unfixed_launch(layout, report, version)
     notes = (*layout.notes, *said)
     return Answer(fix_document(report, unfixed), fix_status(report, unfixed), notes)
 
