@@ -14,7 +14,9 @@ tuple compared lexicographically:
    that does nothing (DP attention at dp 1, prefill CP at attention CP 1). Written here from
    the issue's list: DP attention, prefill CP, attention CP (on when attention CP > 1 or
    prefill CP is on, working at attention CP > 1), decode CP (dcp > 1), an all-to-all backend,
-   EPLB, pipeline parallelism (the others are never varied here, so never toggled).
+   EPLB, pipeline parallelism, and each other on/off flag (the DP LM head, aiter
+   all-reduce fusion, two-batch overlap, ...; the others are never varied here, so never
+   toggled).
    Prefill CP is on through its legacy aliases too. Which all-to-all backend was chosen
    is kept once chosen, but choosing one where none was is counted once, as "an
    all-to-all backend";
@@ -156,6 +158,21 @@ FEATURES: dict[str, tuple[tuple[str, ...], Callable[..., bool], Callable[..., bo
         if backend != "none"
     },
 }
+
+
+#: Every other on/off flag of SGLang's (two-batch overlap, the DP LM head, aiter all-reduce
+#: fusion, CUDA graphs off, ...) is the user's too, one feature each: from the
+#: declarations, less the fields a feature above reads and the tool's own facts.
+FEATURES.update(
+    {
+        name: ((name,), bool, bool)
+        for name, spec in SPECS.items()
+        if spec.kind == "bool"
+        and not spec.tool_only
+        and spec.flags
+        and all(name not in fields for fields, _, _ in FEATURES.values())
+    }
+)
 
 
 def not_kept(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

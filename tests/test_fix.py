@@ -13,6 +13,7 @@ from meshsat.solver.cli import main
 from meshsat.solver.errors import InputError
 from meshsat.solver.inputs import parse_sglang_command
 from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.fields import CONFIG_SPECS
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.models import catalogue_config
 from meshsat.solver.packs import SEED
@@ -537,3 +538,44 @@ def test_explanations_name_catalogue_rules() -> None:
             seen += 1
             assert fix_problem.EXACT_RULE not in {r.id for r in relaxed.rules}, relaxed.text
     assert seen  # the walk met relaxed tiers
+
+
+#: Every on/off flag of SGLang's: each the user's feature, its own or part of one.
+SWITCHES = sorted(
+    name
+    for name, spec in CONFIG_SPECS.items()
+    if spec.kind == "bool" and not spec.tool_only and spec.flags
+)
+
+
+@pytest.mark.parametrize("name", SWITCHES)
+def test_every_switch_the_user_turns_on_is_a_feature(name: str) -> None:
+    """`fix --help` promises nothing you turned on is turned off: two-batch overlap, the
+    DP LM head, LoRA, CUDA graphs off, ... were no feature, so a fix turned them off for
+    free and said "features kept"."""
+    from meshsat.solver.repair.features import toggled
+
+    off = Config().model_dump()
+    on = {**off, name: True}
+    assert toggled(on, off) and toggled(off, on)
+
+
+def test_two_batch_overlap_is_kept_as_a_feature(capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3-235B FP8 at tp 8 with two-batch overlap breaks TOPO-TBO-DP-ATTN: the fix
+    turned the overlap off (with --moe-runner-backend flashinfer_trtllm) and said
+    "features kept". Keeping it needs DP attention or an all-to-all backend, one feature
+    turned on: the tiers say so, and the fix validates."""
+    launch = (
+        "python -m sglang.launch_server --model-path Qwen/Qwen3-235B-A22B-FP8 --tp 8 "
+        "--enable-two-batch-overlap"
+    )
+    code, out, _ = run(["fix", "--sglang", launch, "--json"], capsys)
+    best = json.loads(out)["fixes"][0]
+    assert code == 0 and best["config"]["enable_two_batch_overlap"] is True
+    assert best["objective"]["features_toggled"] == 1
+    assert "--enable-two-batch-overlap" in best["command_line"]
+    code, out, _ = run(["validate", "--sglang", best["command_line"], "--json"], capsys)
+    assert code == 0 and json.loads(out)["valid"]
+    code, out, _ = run(["fix", "--sglang", launch], capsys)
+    assert "1 feature(s) toggled" in out and "features kept" not in out
+    assert "--enable-two-batch-overlap on" in out  # the relaxed tier names it

@@ -13,7 +13,9 @@ same definition:
 - `works`: it is on and does something.
 
 Legacy flags are read off the declarations (a boolean field whose help says "Legacy" or
-"Deprecated"), so a legacy alias added to `Config` is a feature without an edit here.
+"Deprecated"), so a legacy alias added to `Config` is a feature without an edit here; so is
+every other on/off flag (`--enable-two-batch-overlap`, `--disable-cuda-graph`, ...) that no
+feature above reads.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from meshsat.solver.backends.pyeval import PyCompiler
 from meshsat.solver.lang.config import A2A_BACKENDS
-from meshsat.solver.lang.expr import Expr, is_set
+from meshsat.solver.lang.expr import Expr, fields_of, is_set
 from meshsat.solver.lang.fields import CONFIG_SPECS, F
 
 
@@ -144,6 +146,22 @@ def _features() -> tuple[Feature, ...]:
     )
 
 
+def _switches(features: tuple[Feature, ...]) -> tuple[Feature, ...]:
+    """Every other on/off flag of SGLang's an operator turns on as a whole (two-batch
+    overlap, the LM head across DP, LoRA, CUDA graphs off, ...), one feature each: a fix
+    that repaired TOPO-TBO-DP-ATTN by turning `--enable-two-batch-overlap` off said
+    "features kept". Read off the declarations, as the legacy flags are, so a switch added
+    to `Config` is kept without an edit here; a field one of `features` reads already
+    (`--enable-dp-attention`) is that feature's, and a tool fact is no flag of SGLang's."""
+    covered = {name for f in features for name in (*fields_of(f.on), *fields_of(f.works))}
+    out = []
+    for name, spec in CONFIG_SPECS.items():
+        if spec.kind == "bool" and not spec.tool_only and spec.flags and name not in covered:
+            flag = getattr(F, name).as_raw
+            out.append(Feature(name, spec.flags[0], flag, flag))
+    return tuple(out)
+
+
 def _roles() -> tuple[Feature, ...]:
     """A PD-disaggregation role is the server's job in its deployment: a fix keeps it. Being
     in a PD deployment and the role in it are two features, so leaving it (or swapping the
@@ -183,7 +201,7 @@ def _chosen_backends() -> tuple[Feature, ...]:
 
 
 #: Every feature, in a fixed order.
-FEATURES: tuple[Feature, ...] = _features()
+FEATURES: tuple[Feature, ...] = (*_features(), *_switches(_features()))
 
 
 @cache
