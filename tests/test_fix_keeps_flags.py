@@ -211,3 +211,43 @@ def test_each_server_of_a_deployment_keeps_its_own_flags(
         assert layout_of(role["fixes"][0]["command_line"]) == {
             n: v for n, v in spelled(config, True).items() if n in WRITTEN
         }
+
+
+def test_a_fix_onto_one_node_drops_the_node_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    """`fix --top 3` of a two-node `--tp 12` launch: the third alternative runs on one node
+    but kept `--node-rank 0 --dist-init-addr 10.0.0.1:5000`, with which SGLang 0.5.23 still
+    rendezvouses at that address (`_resolve_dist_init_method`): a host that is not it never
+    starts. They go with --nnodes; a fix that stays on two nodes keeps them."""
+    launch = (
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 12 "
+        "--nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.1:5000 --port 30010"
+    )
+    run = run_cli(capsys, "fix", "--sglang", launch, "--top", "3", "--json")
+    fixes = json.loads(run.out)["fixes"]
+    assert {f["config"]["nnodes"] for f in fixes} == {1, 2}
+    for found in fixes:
+        words = shlex.split(found["command_line"])
+        apart = found["config"]["nnodes"] != 1
+        assert ("--node-rank" in words) == apart and ("--dist-init-addr" in words) == apart
+        assert ("10.0.0.1:5000" in words) == apart and "--port 30010" in found["command_line"]
+
+
+@pytest.mark.parametrize(
+    ("typed", "dropped"),
+    [
+        ("--nnodes 2 --node-rank=1 --dist-init-addr=10.0.0.1:5000", True),
+        ("--nnodes=2 --dist-init-addr 10.0.0.1:5000 --node-rank 1", True),
+        # One node as typed: its own rendezvous address (a port of its choosing) is its.
+        ("--dist-init-addr 127.0.0.1:5000", False),
+    ],
+)
+def test_node_flags_go_only_with_the_nodes(typed: str, dropped: bool) -> None:
+    """Both spellings of each flag; the rest of the command as typed."""
+    text = f"python -m sglang.launch_server --tp 3 {typed} --trust-remote-code"
+    (command,) = read_launch_commands(text)
+    line = fixed_command(text, command, Config(tp_size=4), attn_dp_spelling=True)
+    words = shlex.split(line)
+    assert not any(w.startswith("--nnodes") for w in words)
+    assert any(w.startswith("--dist-init-addr") for w in words) != dropped
+    assert not any(w.startswith("--node-rank") for w in words)
+    assert words[-1] == "--trust-remote-code" and "--tp" in words

@@ -129,7 +129,33 @@ def layout_edits(
             flags = _as_typed(fields[0], flags, typed[first[0]])
         edits.append((*_with_blank_before(text, first, flags), flags))
         edits += [(*_with_blank_before(text, s, ""), "") for s in rest]
+    if target["nnodes"] == 1 and old["nnodes"] != 1:
+        edits += [
+            (*_with_blank_before(text, span, ""), "")
+            for span in _node_flags(command, parsed.spans.get("node_rank", []))
+            if span[0] not in via
+        ]
     return LayoutEdits(edits, env, facts, parsed.model_path, tuple(said))
+
+
+def _node_flags(command: LaunchCommand, node_rank: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Where `command` says which node of a job it is (`--node-rank`, spans as read) and
+    where the job meets (`--dist-init-addr` and its value): what a launch the fix moves
+    onto one node no longer needs, and is harmed by. SGLang 0.5.23 reads both with
+    `--nnodes 1` too: torch.distributed still rendezvouses at `--dist-init-addr`
+    (`distributed/bootstrap.py`, `_resolve_dist_init_method`), so a host that is not that
+    address never starts; a node of rank 1 or more runs no HTTP server (node 0's job,
+    `entrypoints/http_server.py`) and takes ranks past the layout's (`engine.py`,
+    `_calculate_rank_ranges`)."""
+    spans = list(node_rank)
+    words = command.words
+    for i, word in enumerate(words):
+        flag, eq, _ = word.text.partition("=")
+        if flag != "--dist-init-addr":
+            continue
+        value = i + 1 < len(words) and not eq and not words[i + 1].text.startswith("--")
+        spans.append((word.pos, words[i + 1].end if value else word.end))
+    return spans
 
 
 def _as_typed(name: str, flags: str, typed: str) -> str:
