@@ -349,17 +349,19 @@ def taken_elsewhere(
     given = [(f, v) for f, v in dict.fromkeys(parsed.given) if f"{f} {v}" in items]
     inline = [(f, v) for f, v in dict.fromkeys(parsed.inline) if f"{f}={v}" in items]
     from_config = {"--" + k.replace("_", "-"): k for k in parsed.config_keys}
-    # What each refused item needs its release not to refuse: itself, its flag, and for a
-    # --config key (or its flag), --config and the key.
+    # What each refused item needs its release not to refuse: itself and its flag; what
+    # a --config file gives, --config and its key too.
     needs: dict[str, set[str]] = {item: {item} for item in items}
     for f, v in given:
         needs[f"{f} {v}"].add(f)
     for f, v in inline:
         needs[f"{f}={v}"].add(f)
     for flag, key in from_config.items():
-        for item in (flag, f"{key} (--config)"):
-            if item in needs:
-                needs[item] |= {flag, "--config", f"{key} (--config)"}
+        if f"{key} (--config)" in needs:
+            needs[f"{key} (--config)"].add(flag)
+    for wanted in needs.values():
+        for flag in [n for n in wanted if n in from_config]:
+            wanted |= {"--config", f"{from_config[flag]} (--config)"}
     flags = sorted(
         {
             n
