@@ -191,9 +191,7 @@ def missing_flags_text(layout: LayoutInput, *, everywhere: bool) -> str | None:
     the hint is whole, being the release's own words and options (an ambiguous
     abbreviation's candidates, the choices of a refused value, SGLang's message naming
     what to use instead), bounded by its flag table."""
-    refused = layout.refused_everywhere
-    if not everywhere:
-        refused = tuple(item for item in layout.missing_flags if item not in refused)
+    refused = [item for item in layout.missing_flags if (item[0] in layout.elsewhere) != everywhere]
     if not refused:
         return None
     shown = listed([_refusal_text(layout, flag, hint) for flag, hint in refused], clip=False)

@@ -120,15 +120,9 @@ class LayoutInput:
     opaque: tuple[str, ...] = ()
     #: Each of `missing_flags` that another recorded release takes -> those releases
     #: (`sglang_cmdline.taken_elsewhere`): a flag of the release the command was written
-    #: for. One left out starts on no release (`refused_everywhere`).
+    #: for. One left out starts on no release: an error without --strict, and no fix of
+    #: the layout makes the launch valid (`launch_checks.unstartable`).
     elsewhere: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-    @property
-    def refused_everywhere(self) -> tuple[tuple[str, str | None], ...]:
-        """The refused flags (and values) no recorded release takes: a launch holding one
-        starts on no SGLang, whichever release runs it, so it is an error without --strict
-        and no fix of the layout makes the launch valid."""
-        return tuple(item for item in self.missing_flags if item[0] not in self.elsewhere)
 
     @property
     def unknown_widths(self) -> dict[str, str]:

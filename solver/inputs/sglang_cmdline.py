@@ -195,6 +195,13 @@ def _options(version: str) -> _Options | None:
     return None if table is None else _Options(table)
 
 
+@cache
+def _every_release() -> _Options:
+    """Every recorded release's option strings as one index: what no release lists, nor
+    abbreviates, no release takes."""
+    return _Options(known_sglang_flags())
+
+
 #: Refused flags given a "did you mean" (a fuzzy search over the release's options, about
 #: a millisecond each); the message shows no more than these (`limits.listed`).
 MAX_HINTED = MAX_ITEMS_SHOWN
@@ -345,7 +352,10 @@ def taken_elsewhere(
     where the flag is taken and takes a value. A `--config` key, or a flag read from one,
     needs `--config` and the key's flag taken, and the key taken by that release's
     merger."""
-    items = {item for item, _ in refused}
+    # A flag no recorded release lists or abbreviates is refused by each: most of a pasted
+    # megabyte of flags, left out before the search release by release.
+    every, written = _every_release(), set(parsed.flags)
+    items = {item for item, _ in refused if item not in written or every.starting_with(item, 1)}
     given = [(f, v) for f, v in dict.fromkeys(parsed.given) if f"{f} {v}" in items]
     inline = [(f, v) for f, v in dict.fromkeys(parsed.inline) if f"{f}={v}" in items]
     from_config = {"--" + k.replace("_", "-"): k for k in parsed.config_keys}
