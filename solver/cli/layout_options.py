@@ -75,8 +75,8 @@ ModelOpt = Annotated[
         "--model",
         "-m",
         metavar="CONFIG_JSON",
-        help="Hugging Face config.json (or its folder): heads, KV heads, experts and "
-        "layers prune layouts.",
+        help="Hugging Face config.json (or its folder), or an embedded repo id "
+        "(deepseek-ai/DeepSeek-V3): heads, KV heads, experts and layers prune layouts.",
         show_default=False,
     ),
 ]
