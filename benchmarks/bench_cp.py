@@ -1,5 +1,6 @@
-"""Benchmarks for the `cp` package: causal work balance, shard + gather throughput, and CP
-attention over real process groups against single-process attention on the same tokens.
+"""Benchmarks for the `cp` package: causal work balance, shard + gather throughput, CP
+attention over real process groups against single-process attention on the same tokens, plan
+time, and what `ProcessGroupComm`'s peer check adds to a collective.
 
 Every timing is the median of several runs, and every ratio is against a baseline measured in
 the same run. Usage:
@@ -401,6 +402,77 @@ def bench_attention(device: torch.device, worlds: list[int], quick: bool, repeat
     print()
 
 
+# ---- 5. the peer check's cost -----------------------------------------------------------------
+
+
+def peer_check_worker(
+    rank: int, world: int, init_file: str, out_file: str, repeats: int, rows: int
+) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{init_file}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=300),
+    )
+    try:
+        on, off = ProcessGroupComm(check=True), ProcessGroupComm(check=False)
+        shard = torch.randn(rows, KV_HEADS, DIM)
+        small = torch.randn(1, KV_HEADS, DIM)
+        # every rank calls them in the same order, so the collectives pair up
+        medians = interleaved_medians(
+            {
+                "shard on": lambda: on.all_gather(shard),
+                "shard off": lambda: off.all_gather(shard),
+                "small on": lambda: on.all_gather(small),
+                "small off": lambda: off.all_gather(small),
+            },
+            repeats,
+            warmup=3,
+        )
+        if rank == 0:
+            with open(out_file, "w") as f:
+                json.dump(medians | {"shard_bytes": shard.nbytes, "small_bytes": small.nbytes}, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def bench_peer_check(worlds: list[int], quick: bool, repeats: int) -> None:
+    """What `ProcessGroupComm`'s check (on by default for CPU tensors) adds to one
+    collective: a small all-gather of every rank's header before it."""
+    batch = attention_batch(quick)
+    rows = batch.num_tokens // 2  # one rank's K shard of part 3's batch at world 2
+    n = repeats * 10
+    print(
+        f"## 5. ProcessGroupComm's peer check (gloo, cpu)\n\nOne all_gather with check=True "
+        "(a header of dtype, shape and plan summary all-gathered first, CPCommError on a "
+        f"disagreement) and check=False, timed in turn, rank 0, median of {n}; a K shard of "
+        "part 3 (world 2) and a 512-byte tensor.\n"
+    )
+    print("| world | shard MB | shard on ms | shard off ms | + ms | small on ms | small off ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for world in worlds:
+        if world < 2:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            out_file = os.path.join(tmp, "results.json")
+            mp.spawn(
+                peer_check_worker,
+                args=(world, os.path.join(tmp, "init"), out_file, n, rows),
+                nprocs=world,
+                join=True,
+            )
+            with open(out_file) as f:
+                m = json.load(f)
+        print(
+            f"| {world} | {m['shard_bytes'] / 1e6:.2f} | {m['shard on'] * 1e3:.2f} | "
+            f"{m['shard off'] * 1e3:.2f} | {(m['shard on'] - m['shard off']) * 1e3:.2f} | "
+            f"{m['small on'] * 1e3:.2f} | {m['small off'] * 1e3:.2f} |"
+        )
+    print()
+
+
 # ---- 4. plan time ---------------------------------------------------------------------------
 
 
@@ -505,14 +577,14 @@ def bench_plans(repeats: int, tokens: int = 32768, cp: int = 8) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--worlds", default="2,4", help="world sizes for part 3, e.g. 2,4")
+    parser.add_argument("--worlds", default="2,4", help="world sizes for parts 3 and 5, e.g. 2,4")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="smaller tensors")
     # 16 MB: every buffer stays under glibc's 32 MB mmap threshold, so the copies are timed
     # rather than the page faults of a fresh mapping per call
     parser.add_argument("--tokens", type=int, default=8192, help="tokens for part 2")
     parser.add_argument("--hidden", type=int, default=1024, help="hidden size for part 2")
-    parser.add_argument("--parts", default="1,2,3,4", help="which parts to run, e.g. 2,3")
+    parser.add_argument("--parts", default="1,2,3,4,5", help="which parts to run, e.g. 2,3")
     args = parser.parse_args()
     device = torch.device(args.device)
     print(
@@ -530,6 +602,8 @@ def main() -> None:
         bench_attention(device, worlds, args.quick, args.repeats)
     if 4 in parts:
         bench_plans(args.repeats)
+    if 5 in parts and args.device == "cpu":
+        bench_peer_check([int(w) for w in args.worlds.split(",")], args.quick, args.repeats)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from meshsat.cp.attention import AttnFn, PlanCalls, causal_attention_fn
 from meshsat.cp.batch import CPBatch, CPMetadata, as_lengths
-from meshsat.cp.comm import Comm, SoloComm
+from meshsat.cp.comm import Comm, SoloComm, plan_summary
 from meshsat.cp.interface import ContextParallelStrategy
 from meshsat.cp.kinds import (
     CPAttentionBackend,
@@ -172,8 +172,20 @@ class CPStrategy(ContextParallelStrategy):
                 f"{self.name}: rank {self.cp_rank} must gather its {meta.physical} physical "
                 f"rows (padding included); got {tuple(x.shape)}"
             )
+        self.agree_on_plan(meta, x)
         gathered = self.comm.all_gather(x)
         return gathered.index_select(0, meta.on_device("gather", 0, x.device))
+
+    def agree_on_plan(self, meta: CPMetadata, x: Tensor) -> None:
+        """Before a forward's first collective on `x`'s device, the ranks compare their plans
+        (`Comm.check_peers`): ranks that built their plans from other lengths can hold the
+        same padded row count, and their gathers would then mix tokens without any error.
+        Once per forward, not per layer: the plan is the same for every layer."""
+        done: list[bool] = meta.memo("peers-agree", self.cp_rank, x.device, lambda: [False])
+        if not done[0]:
+            summary = plan_summary(meta.kind, meta.cp_size, meta.extend_lens, meta.prefix_lens)
+            self.comm.check_peers([x], summary)
+            done[0] = True
 
     def gather_kv_cache(
         self, x: Tensor, forward_batch: ForwardBatchLike, stream: Any | None = None

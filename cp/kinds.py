@@ -35,7 +35,10 @@ class CPShapeError(CPError):
 
 
 class CPCommError(CPError):
-    """A collective that cannot complete: mismatched shapes or a failed peer."""
+    """A collective that cannot complete: ranks that disagree on a tensor's dtype or shape or
+    on the forward's plan, raised on every rank before the collective (`ProcessGroupComm`
+    checks collectives of CPU tensors by default and CUDA ones with `check=True`), or a
+    failed peer of a simulated group."""
 
 
 class ContextParallelStrategyKind(IntEnum):

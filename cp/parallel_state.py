@@ -86,6 +86,9 @@ class DeferredComm(Comm):
     def all_gather(self, x: Tensor) -> Tensor:
         return self.resolve().all_gather(x)
 
+    def check_peers(self, tensors: Sequence[Tensor], plan: Sequence[int] = ()) -> None:
+        self.resolve().check_peers(tensors, plan)
+
     def ring_pass_start(
         self, tensors: Sequence[Tensor], out: Sequence[Tensor] | None = None
     ) -> Callable[[], list[Tensor]]:

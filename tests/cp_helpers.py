@@ -291,6 +291,7 @@ def _entry(
     device_type: str,
     fn: Callable[..., None],
     args: tuple[Any, ...],
+    timeout_s: float = 120.0,
 ) -> None:
     torch.set_num_threads(1)
     device = torch.device(device_type, rank) if device_type == "cuda" else torch.device("cpu")
@@ -301,7 +302,7 @@ def _entry(
         init_method=f"file://{init_file}",
         rank=rank,
         world_size=world,
-        timeout=datetime.timedelta(seconds=120),
+        timeout=datetime.timedelta(seconds=timeout_s),
     )
     try:
         fn(rank, world, device, *args)
@@ -310,14 +311,24 @@ def _entry(
 
 
 def spawn_world(
-    world: int, fn: Callable[..., None], tmp_dir: str, device: torch.device, *args: Any
+    world: int,
+    fn: Callable[..., None],
+    tmp_dir: str,
+    device: torch.device,
+    *args: Any,
+    timeout_s: float = 120.0,
 ) -> None:
     """Run `fn(rank, world, device, *args)` in `world` fresh processes joined by a real process
-    group (file:// rendezvous in tmp_dir). A worker's exception fails the caller with its
-    traceback (torch.multiprocessing.ProcessRaisedException)."""
+    group (file:// rendezvous in tmp_dir; `timeout_s` for its collectives). A worker's
+    exception fails the caller with its traceback (torch.multiprocessing.ProcessRaisedException)."""
     if device.type == "cuda" and torch.cuda.device_count() < world:
         pytest.skip(
             f"NCCL at world size {world} needs {world} GPUs; {torch.cuda.device_count()} here"
         )
     init_file = os.path.join(tmp_dir, f"rendezvous-{world}")
-    mp.spawn(_entry, args=(world, init_file, device.type, fn, args), nprocs=world, join=True)
+    mp.spawn(
+        _entry,
+        args=(world, init_file, device.type, fn, args, timeout_s),
+        nprocs=world,
+        join=True,
+    )

@@ -10,9 +10,11 @@ from torch.multiprocessing import ProcessRaisedException
 
 from meshsat.cp import (
     CPBatch,
+    CPCommError,
     CPConfigError,
     CPStrategy,
     InterleaveStrategy,
+    LayerKV,
     ProcessGroupComm,
     RingStrategy,
     ZigzagStrategy,
@@ -147,3 +149,39 @@ def wrong_oracle_worker(rank: int, world: int, device: torch.device) -> None:
 def test_a_failing_worker_fails_the_test_with_its_error(tmp_path: object) -> None:
     with pytest.raises(ProcessRaisedException, match="Tensor-likes are not close"):
         spawn_world(2, wrong_oracle_worker, str(tmp_path), torch.device("cpu"))
+
+
+def disagreeing_ranks_worker(rank: int, world: int, device: torch.device) -> None:
+    """Ranks that disagree on a collective's shape, dtype or the forward's lengths raise
+    `CPCommError` on every rank, naming ranks and values, and the group stays usable: gloo
+    used to abort one process (uncatchable) while the other read misplaced bytes."""
+    comm = ProcessGroupComm()
+    zigzag = ZigzagStrategy(world, comm=comm)
+    batch = zigzag.prepare(CPBatch((10,), (0,)))
+    physical = zigzag.metadata(batch).physical
+    with pytest.raises(CPCommError, match=r"shape: \(8, 4\) on rank\(s\) \[0\]; \(8, 5\)"):
+        zigzag.gather_hidden_states(torch.zeros(physical, 4 + rank), batch)
+    dtype = (torch.float32, torch.bfloat16)[rank]
+    with pytest.raises(CPCommError, match=r"dtype: torch.float32 on rank\(s\) \[0\]; torch.bf"):
+        zigzag.gather_hidden_states(torch.zeros(physical, 4, dtype=dtype), batch)
+    # 10 and 9 tokens pad to the same 8 rows per rank: only the plans tell them apart
+    other = zigzag.prepare(CPBatch((10 - rank,), (0,)))
+    assert zigzag.metadata(other).physical == physical
+    with pytest.raises(CPCommError, match=r"batch: zigzag cp 2, 1 request\(s\), 10 tokens"):
+        zigzag.gather_hidden_states(torch.zeros(physical, 4), other)
+    # ring: shards of another V head size on each rank, refused before any transfer
+    ring = RingStrategy(world, comm=comm)
+    rb = ring.prepare(CPBatch((12,), (0,)))
+    rows = ring.metadata(rb).physical
+    kv = LayerKV.from_prefix(rb, torch.zeros(0, 1, 8), torch.zeros(0, 1, 8 + rank))
+    ring.materialize_full_kv(rb, kv, torch.zeros(rows, 1, 8), torch.zeros(rows, 1, 8 + rank))
+    with pytest.raises(CPCommError, match=r"ring_pass_start: .* tensor 1's shape"):
+        ring.run_attention(torch.zeros(rows, 2, 8), rb, "cpu", ring.default_attn_fn(rb, kv))
+    x = torch.arange(40.0).view(10, 4)
+    assert torch.equal(zigzag.gather_hidden_states(zigzag.shard_hidden_states(x, batch), batch), x)
+    with pytest.raises(CPConfigError, match="check must be True, False or None"):
+        ProcessGroupComm(check="yes")  # type: ignore[arg-type]
+
+
+def test_ranks_that_disagree_raise_a_comm_error_on_every_rank(tmp_path: object) -> None:
+    spawn_world(2, disagreeing_ranks_worker, str(tmp_path), torch.device("cpu"), timeout_s=20)
