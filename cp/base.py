@@ -260,10 +260,11 @@ class CPStrategy(ContextParallelStrategy):
         check_attention_backend(attention_backend, self.name)
         check_query(q, self.name)
         meta = self.metadata(forward_batch)
-        if q.dim() < 1 or q.shape[0] != meta.physical:
+        # checked here, on the caller's q: attn_fn only ever sees a chunk's slice of it
+        if q.dim() != 3 or q.shape[0] != meta.physical or 0 in q.shape[1:]:
             raise CPShapeError(
-                f"{self.name}: q {tuple(q.shape)} must have rank {self.cp_rank}'s "
-                f"{meta.physical} physical rows"
+                f"{self.name}: q {tuple(q.shape)} must be [rows, heads, head_dim] with rank "
+                f"{self.cp_rank}'s {meta.physical} physical rows (heads, head_dim >= 1)"
             )
         device = _as_device(device, self.name)
         out: Tensor | None = None
@@ -297,10 +298,11 @@ class CPStrategy(ContextParallelStrategy):
                 f"{self.name}: swa_loc (sliding-window KV slots) is not supported; got "
                 f"{type(swa_loc).__name__}"
             )
+        meta = self.metadata(forward_batch)
+        check_kv_shard(self, meta, layer, k, v)
         full_k = self.gather_kv_cache(k, forward_batch)
         full_v = self.gather_kv_cache(v, forward_batch)
         if layer is not None:
-            meta = self.metadata(forward_batch)
             layer.write_extend(full_k, full_v, rows=layer.extend_rows_on(layer.k.device, meta))
 
 
@@ -388,6 +390,46 @@ def check_query(q: object, who: str) -> None:
             "(float32, bfloat16, float16, float64)"
         )
     inference_only(q, "q", who)
+
+
+def check_kv_shard(
+    strategy: CPStrategy,
+    meta: CPMetadata,
+    layer: LayerKV | None,
+    k: Tensor,
+    v: Tensor,
+    *,
+    attention: bool = False,
+) -> None:
+    """`materialize_full_kv`'s K and V as the caller passed them, before any collective (checked
+    after the gather, an error would show gathered shapes): this rank's physical rows; and,
+    when they go into a layer cache or straight into attention (`attention`), of
+    [rows, kv_heads, head_dim] with one kv_heads count, and the cache's kv_heads and head
+    dims."""
+    who, rank = strategy.name, strategy.cp_rank
+    shaped = attention or layer is not None
+    for name, t in (("k", k), ("v", v)):
+        if not isinstance(t, Tensor):
+            raise CPShapeError(f"{who}: {name} must be a tensor; got {type(t).__name__}")
+        inference_only(t, name, who)
+        if t.dim() == 0 or t.shape[0] != meta.physical or (shaped and t.dim() != 3):
+            layout = "[rows, kv_heads, head_dim]" if shaped else "[rows, ...]"
+            raise CPShapeError(
+                f"{who}: {name} {tuple(t.shape)} must be rank {rank}'s {meta.physical} "
+                f"physical rows of {layout}"
+            )
+    if not shaped:
+        return
+    if k.shape[1] != v.shape[1]:
+        raise CPShapeError(
+            f"{who}: k {tuple(k.shape)} and v {tuple(v.shape)} must have one kv_heads count"
+        )
+    if layer is not None and (k.shape[1:] != layer.k.shape[1:] or v.shape[1:] != layer.v.shape[1:]):
+        raise CPShapeError(
+            f"{who}: k {tuple(k.shape)} / v {tuple(v.shape)} do not fit the layer cache's K "
+            f"[rows, {', '.join(map(str, layer.k.shape[1:]))}] / V "
+            f"[rows, {', '.join(map(str, layer.v.shape[1:]))}] (kv_heads, head_dim)"
+        )
 
 
 def inference_only(t: Tensor, name: str, who: str) -> None:

@@ -18,6 +18,7 @@ Not an SGLang strategy: `ContextParallelStrategyKind.from_string` never yields R
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import time
@@ -33,8 +34,8 @@ from meshsat.cp.base import (
     CPStrategy,
     ForwardBatchLike,
     check_attention_backend,
+    check_kv_shard,
     check_query,
-    inference_only,
 )
 from meshsat.cp.batch import CPBatch, CPMetadata, segment_ids
 from meshsat.cp.kinds import CPAttentionBackendKind, CPConfigError, CPShapeError, CPStrategyKind
@@ -137,13 +138,7 @@ class RingStrategy(CPStrategy):
         if swa_loc is not None:
             raise CPConfigError(f"{self.name}: swa_loc (sliding-window KV) is not supported")
         meta = self.metadata(forward_batch)
-        for name, t in (("k", k), ("v", v)):
-            inference_only(t, name, self.name)
-            if t.dim() != 3 or t.shape[0] != meta.physical:
-                raise CPShapeError(
-                    f"{self.name}: {name} {tuple(t.shape)} must be rank {self.cp_rank}'s "
-                    f"{meta.physical} physical rows of [rows, kv_heads, head_dim]"
-                )
+        check_kv_shard(self, meta, layer, k, v, attention=True)
         self._shards[id(layer)] = (k, v)
 
     def default_attn_fn(
@@ -242,17 +237,12 @@ class RingStrategy(CPStrategy):
 
     def _ring_attention(self, fn: RingAttnFn, q: Tensor) -> Tensor:
         meta, rank, cp = fn.meta, self.cp_rank, self.cp_size
-        heads, dim = q.shape[1], q.shape[2]
         k_local, v_local = fn.k, fn.v
-        kv_heads = k_local.shape[1]
-        if kv_heads == 0 or heads % kv_heads or k_local.shape[2] != dim:
-            raise CPShapeError(
-                f"{self.name}: q {tuple(q.shape)} and K {tuple(k_local.shape)}: query heads must "
-                "be a multiple of kv heads (>= 1) with one head_dim"
-            )
+        self._check_ring_shapes(fn, q)
         spans = self._spans(meta, q.device)
+        dim = q.shape[2]
         scale = fn.softmax_scale if fn.softmax_scale is not None else 1.0 / math.sqrt(dim)
-        merge = _Merge(q, kv_heads, v_local.shape[2], scale, fn.use_flash, meta)
+        merge = _Merge(q, k_local.shape[1], v_local.shape[2], scale, fn.use_flash, meta)
         block_bytes = k_local.nbytes + v_local.nbytes
         # Two receive buffers, alternating: step s computes on the shard received at step s-1
         # while the next one arrives in the other buffer (kept per forward, not per layer).
@@ -264,23 +254,56 @@ class RingStrategy(CPStrategy):
         )
         held = 1 + min(2, cp - 1)  # the local shard, plus the buffers in use
         self.stats = RingStats(block_bytes, block_bytes * held, cp)
+        self.agree_on_plan(meta, k_local)
         k_cur, v_cur = k_local, v_local
-        for step in range(cp):
-            wait = None
-            if step + 1 < cp:  # next shard in flight while this one is used
-                wait = self.comm.ring_pass_start([k_cur, v_cur], out=bufs[step % 2])
-            if step == 0 and spans.prefix:  # the cached prefix, while the first shard travels
-                merge.tiles(
-                    spans.prefix,
-                    fn.kv.k.index_select(0, spans.prefix_rows),
-                    fn.kv.v.index_select(0, spans.prefix_rows),
-                )
-            merge.tiles(spans.steps[(rank - step) % cp], k_cur, v_cur)
+        wait = None
+        try:
+            for step in range(cp):
+                if step + 1 < cp:  # next shard in flight while this one is used
+                    wait = self.comm.ring_pass_start([k_cur, v_cur], out=bufs[step % 2])
+                if step == 0 and spans.prefix:  # the cached prefix, while the first shard travels
+                    merge.tiles(
+                        spans.prefix,
+                        fn.kv.k.index_select(0, spans.prefix_rows),
+                        fn.kv.v.index_select(0, spans.prefix_rows),
+                    )
+                merge.tiles(spans.steps[(rank - step) % cp], k_cur, v_cur)
+                if wait is not None:
+                    t0 = time.perf_counter()
+                    k_cur, v_cur = wait()
+                    wait = None
+                    self.stats.wait_seconds += time.perf_counter() - t0
+        except BaseException:
+            # A transfer left posted would pair with the group's next collective (a hang or a
+            # gloo abort): complete it, as the peer does, before the error leaves.
             if wait is not None:
-                t0 = time.perf_counter()
-                k_cur, v_cur = wait()
-                self.stats.wait_seconds += time.perf_counter() - t0
+                with contextlib.suppress(Exception):
+                    wait()
+            raise
         return merge.result()
+
+    def _check_ring_shapes(self, fn: RingAttnFn, q: Tensor) -> None:
+        """Every shape the pass relies on, before the first transfer is posted: grouped-query
+        heads, one Q/K head_dim (V's may differ), the shards' and the cache's kv heads and
+        dims alike."""
+        k, v, cache = fn.k, fn.v, fn.kv
+        heads, kv_heads = q.shape[1], k.shape[1]
+        if kv_heads == 0 or heads == 0 or heads % kv_heads or k.shape[2] != q.shape[2]:
+            raise CPShapeError(
+                f"{self.name}: q {tuple(q.shape)} and K {tuple(k.shape)}: query heads must "
+                "be a multiple of kv heads (>= 1) with one Q/K head_dim"
+            )
+        if v.shape[:2] != k.shape[:2] or v.shape[2] == 0:
+            raise CPShapeError(
+                f"{self.name}: K {tuple(k.shape)} and V {tuple(v.shape)} must share rows and "
+                "kv heads (V's head_dim may differ, >= 1)"
+            )
+        if cache.k.shape[1:] != k.shape[1:] or cache.v.shape[1:] != v.shape[1:]:
+            raise CPShapeError(
+                f"{self.name}: the layer cache's K {tuple(cache.k.shape)} / V "
+                f"{tuple(cache.v.shape)} and the shards' K {tuple(k.shape)} / V "
+                f"{tuple(v.shape)} differ in kv heads or head_dim"
+            )
 
 
 class _Merge:
@@ -288,7 +311,11 @@ class _Merge:
     also returns the log-sum-exp of each row (FlashAttention on CUDA half tensors when it is
     installed, torch's CPU flash kernel on the CPU, plain torch elsewhere), folded into a running
     output and log-sum-exp: out = out * e^(lse - new) + o * e^(lse_t - new), new = logaddexp.
-    Exact: the result is softmax attention over the union of the tiles."""
+    Exact: the result is softmax attention over the union of the tiles.
+
+    V's head_dim may differ from Q/K's (MLA-style heads): FlashAttention is then not used, and
+    torch's CPU kernel, which takes one head size, gets Q/K or V zero-padded to the larger one
+    (zero columns add nothing to a score, and V's padding columns are cut from the output)."""
 
     def __init__(
         self,
@@ -310,8 +337,16 @@ class _Merge:
             and dim == v_dim <= 256
             and kernels._flash_installed()
         )
+        self.fused_cpu = q.device.type == "cpu" and self.compute in (torch.float32, torch.float64)
+        width = max(dim, v_dim) if self.fused_cpu else dim
+        self.qk_pad, self.v_pad, self.v_dim = (
+            width - dim,
+            width - v_dim if self.fused_cpu else 0,
+            v_dim,
+        )
         # [kv_heads, group, rows, dim]: query heads of one kv head share its keys without a copy
-        self.qh = q.to(self.compute).view(rows, kv_heads, self.group, dim).permute(1, 2, 0, 3)
+        qc = _pad_last(q.to(self.compute), self.qk_pad)
+        self.qh = qc.view(rows, kv_heads, self.group, width).permute(1, 2, 0, 3)
         self.out = q.new_zeros((kv_heads, self.group, rows, v_dim), dtype=self.compute)
         self.lse = torch.full(
             (kv_heads, self.group, rows), -math.inf, dtype=self.compute, device=q.device
@@ -325,8 +360,9 @@ class _Merge:
             for t in tiles:
                 self._fold(t, *self._flash_tile(t, k, v))
             return
-        kk = k.to(self.compute).permute(1, 0, 2).unsqueeze(1)  # [kvh, 1, keys, dim]
-        vv = v.to(self.compute).permute(1, 0, 2).unsqueeze(1)
+        # [kvh, 1, keys, dim]
+        kk = _pad_last(k.to(self.compute), self.qk_pad).permute(1, 0, 2).unsqueeze(1)
+        vv = _pad_last(v.to(self.compute), self.v_pad).permute(1, 0, 2).unsqueeze(1)
         for t in tiles:
             self._fold(t, *self._torch_tile(t, kk, vv))
 
@@ -336,11 +372,11 @@ class _Merge:
         k = kk[:, :, t.k0 : t.k1].expand(self.kv_heads, self.group, keys, kk.shape[-1])
         v = vv[:, :, t.k0 : t.k1].expand(self.kv_heads, self.group, keys, vv.shape[-1])
         mask = self._mask(t.r1 - t.r0, keys, q.device) if t.causal else None
-        if q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64):
+        if self.fused_cpu:
             o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
                 q, k, v, 0.0, False, attn_mask=mask, scale=self.scale
             )
-            return o, lse
+            return (o[..., : self.v_dim] if self.v_pad else o), lse
         scores = torch.matmul(q, k.transpose(-1, -2)) * self.scale
         if mask is not None:
             scores = scores + mask
@@ -386,6 +422,11 @@ class _Merge:
         rows, heads = self.q.shape[0], self.q.shape[1]
         out = self.out.permute(2, 0, 1, 3).reshape(rows, heads, self.out.shape[-1])
         return out.to(self.q.dtype)
+
+
+def _pad_last(t: Tensor, n: int) -> Tensor:
+    """`t` with `n` zero columns appended to its last dim (itself when n is 0)."""
+    return torch.nn.functional.pad(t, (0, n)) if n else t
 
 
 def _tiles(r0: int, r1: int, low: int, k0: int, k1: int, k_first: int) -> list[_Tile]:

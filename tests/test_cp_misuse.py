@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from meshsat.cp import (
+    Comm,
     CPAttentionBackendKind,
     CPBatch,
     CPBatchError,
@@ -165,3 +166,28 @@ def test_run_attention_checks_the_attention_backend() -> None:
         strategy.run_attention(q, batch, "cpu", fn, None)  # type: ignore[arg-type]
     out = strategy.run_attention(q, batch, "cpu", fn, CPAttentionBackendKind.FLASH_ATTENTION)
     assert out.shape == q.shape
+
+
+class EchoComm(Comm):
+    """Rank 0 of a group of two whose peer holds the same rows: no thread to wait for."""
+
+    rank = property(lambda self: 0)
+    world_size = property(lambda self: 2)
+
+    def all_gather(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, x])
+
+
+def test_shape_errors_show_the_shapes_the_caller_passed() -> None:
+    """Checked after the gather or on a chunk, they showed (10, 3, 16) and (3, 64)."""
+    strategy = ZigzagStrategy(2, comm=EchoComm())
+    batch = strategy.prepare(CPBatch((10,), (0,)))
+    kv = LayerKV.from_prefix(batch, torch.zeros(0, 2, 16), torch.zeros(0, 2, 16))
+    k = torch.zeros(8, 3, 16)
+    with pytest.raises(CPShapeError, match=r"k \(8, 3, 16\) / v \(8, 3, 16\) do not fit"):
+        strategy.materialize_full_kv(batch, kv, k, k)
+    strategy.materialize_full_kv(batch, kv, torch.zeros(8, 2, 16), torch.zeros(8, 2, 16))
+    with pytest.raises(CPShapeError, match=r"q \(8, 64\) must be \[rows, heads, head_dim\]"):
+        strategy.run_attention(
+            torch.zeros(8, 64), batch, "cpu", strategy.default_attn_fn(batch, kv)
+        )

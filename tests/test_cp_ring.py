@@ -4,15 +4,20 @@ shards in flight). Real process groups (gloo, world 2-4) run in test_cp_multipro
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import hypothesis.strategies as st
 import pytest
 import torch
 from hypothesis import given, settings
 
+import meshsat.cp.ring as ring_module
 from meshsat.cp import (
+    Comm,
     CPBatch,
     CPConfigError,
     CPNotApplicableError,
+    CPShapeError,
     CPStrategyKind,
     LayerKV,
     RingStrategy,
@@ -174,3 +179,85 @@ def test_tiles_cover_exactly_the_causal_pairs(
             assert last >= t.k0  # the row sees at least one key
             got += [(t.r0 + i, k) for k in range(t.k0, last + 1)]
     assert len(got) == len(set(got)) and set(got) == expected
+
+
+@pytest.mark.parametrize(("qk_dim", "v_dim"), [(16, 8), (8, 24)])
+def test_ring_is_exact_when_v_has_another_head_size(qk_dim: int, v_dim: int) -> None:
+    """MLA-style heads: torch's CPU kernel takes one head size, so the ring pads the smaller
+    side; zigzag and interleave always handled this."""
+    batch = CPBatch((30, 17), (4, 0))
+    dev = torch.device("cpu")
+    x = make_inputs(batch, heads=4, kv_heads=2, dim=qk_dim, dtype=torch.float32, device=dev, seed=3)
+    vs = make_inputs(batch, heads=1, kv_heads=2, dim=v_dim, dtype=torch.float32, device=dev, seed=4)
+    x.v, x.prefix_v = vs.v, vs.prefix_v
+    expected = x.oracle(batch)
+    assert expected.shape[-1] == v_dim
+
+    def rank(comm: LocalSimComm) -> None:
+        strategy = RingStrategy(2, comm=comm)
+        check_cp_attention(strategy, strategy.prepare(batch), x, expected)
+
+    run_local_ranks(2, rank)
+
+
+class RecordingComm(Comm):
+    """A simulated rank that counts the ring transfers it started and waited for."""
+
+    def __init__(self, inner: LocalSimComm) -> None:
+        self.inner, self.started, self.waited = inner, 0, 0
+
+    @property
+    def rank(self) -> int:
+        return self.inner.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.inner.world_size
+
+    def all_gather(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner.all_gather(x)
+
+    def ring_pass_start(
+        self, tensors: Sequence[torch.Tensor], out: Sequence[torch.Tensor] | None = None
+    ) -> Callable[[], list[torch.Tensor]]:
+        self.started += 1
+        wait = self.inner.ring_pass_start(tensors, out)
+
+        def counted() -> list[torch.Tensor]:
+            self.waited += 1
+            return wait()
+
+        return counted
+
+
+def ring_layer(comm: Comm, batch: CPBatch, v_cache_dim: int = 8) -> None:
+    strategy = RingStrategy(2, comm=comm)
+    prepared = strategy.prepare(batch)
+    rows = strategy.metadata(prepared).physical
+    kv = LayerKV.from_prefix(batch, torch.zeros(3, 1, 8), torch.zeros(3, 1, v_cache_dim))
+    strategy.materialize_full_kv(prepared, kv, torch.zeros(rows, 1, 8), torch.zeros(rows, 1, 8))
+    fn = strategy.default_attn_fn(prepared, kv)
+    strategy.run_attention(torch.zeros(rows, 2, 8), prepared, "cpu", fn)
+
+
+def test_an_error_inside_the_ring_pass_waits_for_the_posted_transfers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A transfer left posted pairs with the group's next collective over a real group (a hang
+    or a gloo abort): the pass completes it before the error leaves."""
+
+    def broken(self: object, *args: object) -> None:
+        raise RuntimeError("tile failed")
+
+    monkeypatch.setattr(ring_module._Merge, "tiles", broken)
+    comms = [RecordingComm(c) for c in local_sim_comms(2)]
+    with pytest.raises(RuntimeError, match="tile failed"):
+        run_local_ranks(2, lambda c: ring_layer(comms[c.rank], CPBatch((12,), (3,))))
+    assert [(c.started, c.waited) for c in comms] == [(1, 1), (1, 1)]
+
+
+def test_ring_refuses_shards_that_do_not_fit_the_cache_before_any_transfer() -> None:
+    comms = [RecordingComm(c) for c in local_sim_comms(2)]
+    with pytest.raises(CPShapeError, match=r"v \(8, 1, 8\) do not fit the layer cache's"):
+        run_local_ranks(2, lambda c: ring_layer(comms[c.rank], CPBatch((12,), (3,)), 4))
+    assert [c.started for c in comms] == [0, 0]
