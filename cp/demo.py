@@ -75,7 +75,8 @@ def reference(layer: Layer, batch: CPBatch, x: Tensor, xp: Tensor) -> Tensor:
     """Plain causal attention in float64, one request and one head at a time."""
 
     def heads(t: Tensor, w: Tensor) -> Tensor:
-        return (t @ w).view(t.shape[0], -1, HEAD_DIM)
+        # heads counted, not -1: a view cannot infer -1 for zero rows (no cached prefix)
+        return (t @ w).view(t.shape[0], w.shape[1] // HEAD_DIM, HEAD_DIM)
 
     q = heads(x, layer.wq)
     kx, kp, vx, vp = (
@@ -126,7 +127,9 @@ def run_layer(
     qs, kvs = _head_slices(handle)
 
     def proj(t: Tensor, w: Tensor, cols: slice) -> Tensor:
-        return (t.to(dtype) @ w[:, cols].to(dtype)).view(t.shape[0], -1, HEAD_DIM)
+        # heads counted, not -1: a view cannot infer -1 for zero rows (no cached prefix)
+        heads = (cols.stop - cols.start) // HEAD_DIM
+        return (t.to(dtype) @ w[:, cols].to(dtype)).view(t.shape[0], heads, HEAD_DIM)
 
     strategy = handle.strategy
     try:

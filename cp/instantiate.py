@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 from meshsat.cp.base import CPStrategy
 from meshsat.cp.comm import ProcessGroupComm
-from meshsat.cp.kinds import CPConfigError
+from meshsat.cp.kinds import CPConfigError, CPStrategyKind, UnknownStrategyError
 from meshsat.cp.registry import bind_cp_strategy
 from meshsat.solver import Config, ModelSpec
 from meshsat.solver.groups import GROUP_KINDS, RankInfo, RankMap, plan_layout
@@ -62,10 +62,18 @@ def instantiate(
     `solver.InvalidLayoutError` (the validator's messages) before any group is created, and
     so does a world size other than the layout's GPU count. `strategy` overrides the layout's
     `cp_strategy` with any of this package's names, "ring" included (not an SGLang value, so
-    the layout itself cannot name it). `sglang_version` picks the release whose rules
-    validate the layout ("0.5.23", "installed"); by default the installed SGLang's, as the
-    process about to run it has that SGLang (the newest pack, said once, when none is).
+    the layout itself cannot name it); an unknown name raises `UnknownStrategyError` (a
+    `CPConfigError`) even where the layout leaves CP off. `sglang_version` picks the release
+    whose rules validate the layout ("0.5.23", "installed"); by default the installed
+    SGLang's, as the process about to run it has that SGLang (the newest pack, said once,
+    when none is).
     """
+    if strategy is not None:  # a typo whatever the layout, also where CP stays off
+        if not isinstance(strategy, str):
+            raise UnknownStrategyError(
+                f"strategy must be a strategy name or None; got {type(strategy).__name__}"
+            )
+        CPStrategyKind.parse(strategy)
     planned = plan_layout(config, model, sglang_version=sglang_version)
     resolved, rank_map = planned.report.resolved, planned.rank_map
     if not (dist.is_available() and dist.is_initialized()):

@@ -14,12 +14,13 @@ class CPError(ValueError):
     """Root of every error this package raises on bad input or bad use."""
 
 
-class UnknownStrategyError(CPError):
-    """A strategy or attention-backend name outside the known set."""
-
-
 class CPConfigError(CPError):
     """An inconsistent set-up: cp size, communicator, process group or registry arguments."""
+
+
+class UnknownStrategyError(CPConfigError):
+    """A strategy or attention-backend name outside the known set: a set-up error, so a
+    `CPConfigError` too, whether or not the layout would run the strategy."""
 
 
 class CPBatchError(CPError):

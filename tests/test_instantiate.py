@@ -14,7 +14,13 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from meshsat.cp import CPConfigError, InterleaveStrategy, ZigzagStrategy, get_cp_strategy
+from meshsat.cp import (
+    CPConfigError,
+    InterleaveStrategy,
+    UnknownStrategyError,
+    ZigzagStrategy,
+    get_cp_strategy,
+)
 from meshsat.cp.batch import CPBatch
 from meshsat.cp.demo import MODEL, TOLERANCE, run_layer
 from meshsat.cp.instantiate import instantiate
@@ -117,6 +123,20 @@ def test_world_of_one_binds_nothing(world_of_one: None) -> None:
     assert handle.strategy is None and handle.members["attn_cp"] == (0,)
     with pytest.raises(CPConfigError, match="rank 3 was asked for"):
         instantiate({}, rank=3)
+
+
+def test_an_unknown_strategy_is_refused_even_where_cp_is_off(world_of_one: None) -> None:
+    """A typo whatever the layout: it used to pass silently when CP was off."""
+    with pytest.raises(UnknownStrategyError, match="unknown cp_strategy 'foo'") as caught:
+        instantiate({"tp_size": 1}, strategy="foo")
+    assert isinstance(caught.value, CPConfigError)
+
+
+def test_the_demo_layer_runs_without_cached_prefixes(world_of_one: None) -> None:
+    """No prefix at all is zero prefix rows, which `view(0, -1, ...)` could not shape."""
+    handle = instantiate({"tp_size": 1}, model=MODEL, sglang_version="0.5.23")
+    error, _ = run_layer(handle, CPBatch((20, 30), (0, 0)), 0, torch.float32)
+    assert error <= TOLERANCE[torch.float32]
 
 
 def test_needs_an_initialised_process_group() -> None:
