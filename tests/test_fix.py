@@ -148,7 +148,9 @@ def test_every_fix_validates_in_both_back_ends() -> None:
 
 
 def test_the_self_check_rejects_an_invalid_answer(monkeypatch: pytest.MonkeyPatch) -> None:
-    def bogus(self: fix_search.Search, objective: str, pins: Any, top: int) -> Any:
+    def bogus(
+        self: fix_search.Search, objective: str, pins: Any, top: int, *, why: bool = True
+    ) -> Any:
         values = {n: self.old[n] for n in self.fields}
         return fix_search.Outcome(found=[fix_search.Found(values, True)])
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from meshsat.solver import validate
 from meshsat.solver.memory import MemoryModel, Parallel
@@ -108,7 +110,10 @@ def test_a_model_too_big_for_its_gpus_is_fixed_on_more_within_the_default_timeou
     [("deepseek-ai/DeepSeek-V3", "L4", 64, "0.5.23", True),
      ("Qwen/Qwen3-235B-A22B", "H100", 16, "0.5.19", True),
      ("meta-llama/Llama-3.1-70B-Instruct", "A100-40", 8, "0.4.6.post5", False),
-     ("Qwen/Qwen3-30B-A3B", "L4", 8, "0.4.6.post5", True)],
+     ("Qwen/Qwen3-30B-A3B", "L4", 8, "0.4.6.post5", True),
+     # Without the raise (`validate --gpu`, `fix --gpu`): the default's own ceiling.
+     ("Qwen/Qwen3-235B-A22B", "H100", 16, "0.5.23", False),
+     ("meta-llama/Llama-3.1-70B-Instruct", "L40S", 8, "0.5.19", False)],
 )  # fmt: skip
 def test_the_weight_ceiling_bounds_every_layout_that_loads(
     model: str, gpu_name: str, gpus: int, pack: str, raise_default: bool
@@ -150,3 +155,55 @@ def test_a_model_no_gpu_count_loads_is_a_memory_conflict_before_the_timeout() ->
     report = fix({"tp_size": 8}, spec, memory=mm)
     assert not report.timed_out and not report.fixes
     assert report.conflict is not None and [r.id for r in report.conflict.rules] == ["MEM-FIT"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    gpu_gib=st.sampled_from((16, 24, 40, 48, 80, 94, 141, 180, 192, 288)),
+    tp=st.sampled_from((1, 2, 4, 8, 16)),
+    pp=st.sampled_from((1, 2, 4)),
+    dp=st.sampled_from((1, 2, 8)),
+    dp_attention=st.booleans(),
+    mla=st.booleans(),
+    chunked=st.sampled_from((None, -1, 1024, 2048, 8192, 16384)),
+    max_bs=st.sampled_from((None, 1, 8, 160, 512)),
+    prefill_graph=st.booleans(),
+    deepep=st.booleans(),
+    pack=st.sampled_from(("0.4.6.post5", "0.5.18", "0.5.19", "0.5.23")),
+)
+def test_the_default_fraction_ceiling_bounds_every_default(
+    gpu_gib: int, tp: int, pp: int, dp: int, dp_attention: bool, mla: bool,
+    chunked: int | None, max_bs: int | None, prefill_graph: bool, deepep: bool, pack: str,
+) -> None:  # fmt: skip
+    """`highest_default_fraction` is what `fix` holds the weights of widths under when the
+    memory model does not raise the default: sound only if no default of those widths is
+    higher, whatever the rest of the launch (chunk, graphs, DP attention, DeepEP)."""
+    from meshsat.solver.memory.fraction import (
+        default_mem_fraction_static,
+        highest_default_fraction,
+    )
+
+    mib = gpu_gib * 1024
+    default = default_mem_fraction_static(
+        mib, tp=tp, pp=pp, dp_attention=dp_attention, dp=dp, mla=mla,
+        chunked_prefill_size=chunked, cuda_graph_max_bs=max_bs,
+        prefill_cuda_graph=prefill_graph, deepep=deepep, pack=pack,
+    )  # fmt: skip
+    # The default is rounded to 3 decimals; `_ceiling_gib` adds 1e-3 for it.
+    assert default <= highest_default_fraction(mib, tp=tp, pp=pp, pack=pack) + 1e-3
+
+
+def test_kimi_at_tp8_on_h100_is_moved_to_more_gpus_in_a_second() -> None:
+    """Kimi-K2.5 (554 GiB of weights) does not load on 8 H100 at any layout: the weight
+    ceiling at the raise (74.2 GiB a rank at tp 8) let every tp 8 layout (71.9 GiB) be
+    proposed, found heavy and blocked one by one: 276 searches, 50 s, past the default
+    10 s timeout. At the default's own ceiling the widths are excluded before the search."""
+    from meshsat.solver.lang.model_spec import ModelSpec
+    from meshsat.solver.memory.models import catalogue_config
+
+    model = "moonshotai/Kimi-K2.5"
+    mm = MemoryModel(model, "H100")
+    report = fix({"tp_size": 8}, ModelSpec.from_hf_config(catalogue_config(model)), memory=mm)
+    best = report.best
+    assert not report.timed_out and best.optimal
+    assert best.gpus_used == 16 and mm.of(Parallel(tp=16, attn_tp=16, moe_tp=16)).fits

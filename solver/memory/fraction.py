@@ -128,6 +128,24 @@ def max_raised_fraction(gpu_mib: float, *, tp: int, pp: int = 1) -> float:
     return (gpu_mib - reserved) / gpu_mib
 
 
+def highest_default_fraction(
+    gpu_mib: float, *, tp: int, pp: int = 1, pack: str = "0.5.23"
+) -> float:
+    """The highest `mem_fraction_static` SGLang's default (`default_mem_fraction_static`)
+    reaches for these widths, whatever the rest of the layout: its reserve at the smallest
+    activation (a 2,048-token chunk), no graph term, with the 10 GiB floor of a GPU above
+    60 GiB. Without a raise (`MemoryModel(raise_default_fraction=False)`, what `validate
+    --gpu` and `fix --gpu` size with) this bounds a rank's room, where `highest_fraction`
+    (the raise) left `fix` trying every Kimi-K2.5 layout at tp 8 on H100: weights 71.9 GiB
+    a rank under a raise ceiling of 74.2 GiB, beyond the default's 68.7 GiB."""
+    if pack in _TABLE:
+        return _table_fraction(gpu_mib, tp * pp)
+    reserved = 512 + 1.5 * 2048 + tp * pp / 8 * 1024
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return (gpu_mib - reserved) / gpu_mib
+
+
 def highest_fraction(gpu_mib: float, *, tp: int, pp: int = 1, pack: str = "0.5.23") -> float:
     """The highest `mem_fraction_static` a layout of these widths runs at when the user
     gives none: the release's default or the raise (`max_raised_fraction`), whichever is

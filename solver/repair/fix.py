@@ -200,9 +200,9 @@ def fix(
         the best layout among those that load. Fitting is not linear arithmetic over sizes
         (it is the model's bytes over the GPU's), so it is checked in Python, not encoded."""
         while True:
-            outcome = search.run(objective, pins, top)
+            outcome = search.run(objective, pins, top, why=memory is None)
             if memory is None or outcome.conflict is not None or not outcome.found:
-                return outcome
+                return outcome if memory is None else search.explained(outcome, pins)
             heavy = [
                 shape
                 for f in outcome.found
@@ -216,7 +216,7 @@ def fix(
                         if _loads(memory, _checked(pack, cfg, spec, f.values))
                     ]
                     outcome.timed_out = True
-                return outcome
+                return search.explained(outcome, pins)
             live = set(fp.changeable(pack))
             if not memory.facts.is_moe:  # without experts the MoE widths move no byte
                 live -= set(_MOE_FIELDS)
@@ -442,12 +442,14 @@ def _lightest(memory: MemoryModel, tp: int, pp: int, attn_tp: int) -> float:
 
 def _ceiling_gib(memory: MemoryModel, tp: int, pp: int) -> float:
     """The most a rank's weights may take and leave a KV pool, at the given
-    `mem_fraction_static` or else the highest a default or a raise reaches."""
-    from meshsat.solver.memory.fraction import highest_fraction
+    `mem_fraction_static` or else the highest a default (or the raise, where the memory
+    model raises it) reaches."""
+    from meshsat.solver.memory.fraction import highest_default_fraction, highest_fraction
 
     f = memory.fraction
     if f is None:
-        f = highest_fraction(memory.gpu.memory_mib, tp=tp, pp=pp, pack=memory.pack) + 1e-3
+        highest = highest_fraction if memory.raise_default_fraction else highest_default_fraction
+        f = highest(memory.gpu.memory_mib, tp=tp, pp=pp, pack=memory.pack) + 1e-3
     return memory.pre_load_gib * f - memory.multimodal_reserve_gib
 
 

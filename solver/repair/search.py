@@ -155,8 +155,16 @@ class Search:
         self.blocked: list[Any] = []
 
     # --- the question --------------------------------------------------------------------
-    def run(self, objective: str, pins: Sequence[str], top: int) -> Outcome:
+    def run(self, objective: str, pins: Sequence[str], top: int, *, why: bool = True) -> Outcome:
+        """The `top` best fixes; with `why`, also why the best gives up a tier (`explain`:
+        an unsat core per tier, the costliest step). A caller that may discard the answer
+        (`fix`'s memory loop, which asks again while a fix does not load) asks for the
+        reason once, of the answer it keeps (`explained`)."""
         out = self._run(objective, pins, top)
+        return self.explained(out, pins) if why else out
+
+    def explained(self, out: Outcome, pins: Sequence[str]) -> Outcome:
+        """`out` with why its best fix relaxes a tier, while time is left."""
         if out.found and self.deadline.ms() > 0:
             out.relaxed = self.explain(out.found[0], pins)
         return out
