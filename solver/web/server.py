@@ -5,15 +5,21 @@ Why the standard library: the page needs a dozen routes and no templating, so a 
 would add a dependency (and its import time) for nothing; `ThreadingHTTPServer` answers each
 connection in its own thread, and the answers share nothing mutable but the job table.
 
-Safe by default: it binds to 127.0.0.1; on a loopback address it answers only requests whose
-`Host` is that address or `localhost` (a web page elsewhere cannot reach it through DNS
-rebinding); POSTs must be JSON (a cross-site form cannot send that without the browser
-asking first, and nothing here answers that question); bodies are at most the CLI's file
-limit; at most `workers` answers run at once and a request past that is refused at once.
+Safe by default: it binds to 127.0.0.1; on a loopback address (any of 127.0.0.0/8, ::1,
+`localhost`) it answers only requests whose `Host` is a loopback address or `localhost` (a
+web page elsewhere cannot reach it through DNS rebinding); POSTs must be JSON (a cross-site
+form cannot send that without the browser asking first, and nothing here answers that
+question); bodies are at most the CLI's file limit; at most `workers` answers run at once
+and a request past that is refused at once.
+
+Every refusal and error closes the connection (`Connection: close`): a refused request's
+body is never read, and on a kept-alive connection it would be read as the next request
+(a cross-site `text/plain` form whose body is a JSON request would get past the checks).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import sys
@@ -25,7 +31,13 @@ from typing import Any
 
 from meshsat.solver.errors import MeshsatError
 from meshsat.solver.lang.limits import MAX_FILE_BYTES
-from meshsat.solver.web.api import ENDPOINTS, field_of, option_hint, options_of, prepare
+from meshsat.solver.web.api import (
+    ENDPOINTS,
+    field_of,
+    option_hint,
+    options_of,
+    prepare,
+)
 from meshsat.solver.web.work import Answer, Busy, Jobs, Work
 
 #: The page's files, by URL path (nothing else on disk is ever served).
@@ -35,7 +47,32 @@ STATIC = {
     "/static/app.css": ("app.css", "text/css; charset=utf-8"),
 }
 _JOB = re.compile(r"^/api/jobs/([0-9]{1,12})$")
-_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+_LENGTH = re.compile(r"^[0-9]{1,19}$")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address, `[::1]`, or a name) is this machine's loopback: a name
+    no one else can make resolve elsewhere, so a request naming it did not come through
+    DNS rebinding. The one definition for the bound address and the `Host` header."""
+    name = host.lower().removeprefix("[").removesuffix("]")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed(path: str) -> tuple[str, ...]:
+    """The methods a path answers (the `Allow` of a 405); none for a path that is no page
+    (a POST to another /api/ path is answered with the list of endpoints)."""
+    if path in STATIC or path in ("/favicon.ico", "/api/meta"):
+        return ("GET", "HEAD")
+    if _JOB.match(path) is not None:
+        return ("GET", "HEAD", "DELETE")
+    if path.removeprefix("/api/jobs/") in ENDPOINTS or path.removeprefix("/api/") in ENDPOINTS:
+        return ("POST",)
+    return ()
 
 
 def _static(name: str) -> bytes:
@@ -87,7 +124,14 @@ class MeshsatServer(ThreadingHTTPServer):
     def __init__(self, host: str, port: int, workers: int = 4) -> None:
         super().__init__((host, port), Handler)
         self.jobs = Jobs(workers=workers)
-        self.loopback = host in _LOOPBACK
+        self.loopback = is_loopback(host)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet for a client that went away or stalled (its connection is simply dropped);
+        anything else is a bug, printed with its traceback."""
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
 
     @property
     def url(self) -> str:
@@ -113,11 +157,35 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the terminal shows the URL and errors, not every request."""
 
+    #: Whether this request's body was read (a kept-alive connection's next bytes are then
+    #: the next request, not this one's body).
+    body_read = False
+
+    def parse_request(self) -> bool:
+        """Each request on a connection starts with its body unread."""
+        self.body_read = False
+        return super().parse_request()
+
     # ---- replies ------------------------------------------------------------------------
+    def _unread_body(self) -> bool:
+        """Whether the request announced a body that was not read (a refusal reads none):
+        left on the connection, it would be taken for the next request."""
+        headers = getattr(self, "headers", None)  # none yet when the request line is refused
+        if headers is None or self.body_read:
+            return False
+        length = headers.get("Content-Length")
+        return headers.get("Transfer-Encoding") is not None or (
+            length is not None and length.strip() != "0"
+        )
+
     def _send(
         self, status: int, body: bytes, kind: str, headers: dict[str, str] | None = None
     ) -> None:
         self.send_response(status)
+        if status >= 400 or self._unread_body():
+            # Closing, not draining: what follows a refused request is not read at all.
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
@@ -143,6 +211,52 @@ class Handler(BaseHTTPRequestHandler):
         }
         self._json(HTTPStatus.OK, answer.document, headers)
 
+    def _refuse(self, status: int, line: str, headers: dict[str, str] | None = None) -> None:
+        """An error that is not the CLI's (no page, wrong method, a malformed request)."""
+        body = {"error": f"meshsat: error: {line}", "field": None, "exit": 2}
+        self._json(status, body, {"X-Meshsat-Exit": "2", **(headers or {})})
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's refusals (a malformed request line, a 70 kB path, an
+        unknown method, oversized headers) as one JSON line, not its HTML page; an unknown
+        method on a page is a 405 naming the methods the page answers."""
+        if getattr(self, "request_version", "") == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"  # a garbage request line: answer with headers
+        path = (getattr(self, "path", "") or "").split("?", 1)[0]
+        methods = allowed(path) if code == HTTPStatus.NOT_IMPLEMENTED else ()
+        if methods:
+            self._not_allowed(methods)
+            return
+        try:
+            phrase = HTTPStatus(code).phrase.lower()
+        except ValueError:
+            phrase = f"error {code}"
+        self._refuse(code, phrase if message is None else " ".join(message.split())[:200])
+
+    def _not_allowed(self, methods: tuple[str, ...]) -> None:
+        path = self.path.split("?", 1)[0]
+        self._refuse(
+            HTTPStatus.METHOD_NOT_ALLOWED,
+            f"{path[:60]} answers {', '.join(methods)}, not {str(self.command)[:20]}",
+            {"Allow": ", ".join(methods)},
+        )
+
+    def _route(self) -> str | None:
+        """The request's path if the Host check passes and the path answers the method;
+        else None, the refusal sent (403, 404 or 405)."""
+        if not self._host_ok():
+            return None
+        path = self.path.split("?", 1)[0]
+        methods = allowed(path)
+        method = "GET" if self.command == "HEAD" else self.command
+        if method in methods or (method == "POST" and not methods and path.startswith("/api/")):
+            return path  # an unknown endpoint's 400 lists the endpoints
+        if methods:
+            self._not_allowed(methods)
+        else:
+            self._refuse(HTTPStatus.NOT_FOUND, f"no page {path[:60]}")
+        return None
+
     def _fail(self, exc: BaseException, field: str | None = None) -> None:
         status = HTTPStatus.SERVICE_UNAVAILABLE if isinstance(exc, Busy) else HTTPStatus.BAD_REQUEST
         line = _error_line(exc)
@@ -165,27 +279,33 @@ class Handler(BaseHTTPRequestHandler):
             return True
         host = self.headers.get("Host") or ""
         name = host[: host.find("]") + 1] if host.startswith("[") else host.split(":")[0]
-        if name in _LOOPBACK:
+        if is_loopback(name):
             return True
-        self._json(
-            HTTPStatus.FORBIDDEN, {"error": "meshsat: error: unexpected Host header", "exit": 2}
-        )
+        self._refuse(HTTPStatus.FORBIDDEN, "unexpected Host header")
         return False
 
     def _body(self) -> Any:
         kind = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         if kind != "application/json":
             raise MeshsatError("a request body must be JSON (Content-Type: application/json)")
-        length_text = self.headers.get("Content-Length")
-        if length_text is None or not length_text.isdigit():
-            raise MeshsatError("a request needs a Content-Length")
-        length = int(length_text)
+        lengths = self.headers.get_all("Content-Length") or []
+        if self.headers.get("Transfer-Encoding") is not None:
+            raise MeshsatError("a request body must be sent with a Content-Length, not chunked")
+        if len(lengths) != 1 or not _LENGTH.match(lengths[0].strip()):
+            # ASCII digits only: "²" is a digit to `str.isdigit` and not to `int`.
+            raise MeshsatError("a request needs one Content-Length, a number of bytes")
+        length = int(lengths[0])
         if length > MAX_FILE_BYTES:
-            self.close_connection = True
             raise MeshsatError(
                 f"the request is {length} bytes; the limit is {MAX_FILE_BYTES} bytes"
             )
-        raw = self.rfile.read(length)
+        try:
+            raw = self.rfile.read(length)
+        except TimeoutError:
+            raise _SlowClient(f"the request body did not arrive within {self.timeout} s") from None
+        if len(raw) < length:
+            raise MeshsatError(f"the request body ended after {len(raw)} of {length} bytes")
+        self.body_read = True
         try:
             return json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
         except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
@@ -196,9 +316,9 @@ class Handler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self) -> None:
-        if not self._host_ok():
+        path = self._route()
+        if path is None:
             return
-        path = self.path.split("?", 1)[0]
         try:
             if path in STATIC:
                 name, kind = STATIC[path]
@@ -209,38 +329,27 @@ class Handler(BaseHTTPRequestHandler):
                 self._json(HTTPStatus.OK, meta())
             elif (m := _JOB.match(path)) is not None:
                 self._json(HTTPStatus.OK, self.server.jobs.get(m.group(1)).view())
-            else:
-                self._json(
-                    HTTPStatus.NOT_FOUND,
-                    {"error": f"meshsat: error: no page {path[:60]}", "exit": 2},
-                )
         except MeshsatError as exc:
             self._fail(exc)
         except Exception as exc:
             self._bug(exc)
 
     def do_DELETE(self) -> None:
-        if not self._host_ok():
+        path = self._route()
+        m = None if path is None else _JOB.match(path)
+        if m is None:
             return
-        m = _JOB.match(self.path.split("?", 1)[0])
         try:
-            if m is None:
-                raise MeshsatError("only jobs can be cancelled: DELETE /api/jobs/ID")
             self._json(HTTPStatus.OK, self.server.jobs.cancel(m.group(1)).view())
         except MeshsatError as exc:
             self._fail(exc)
 
     def do_POST(self) -> None:
-        if not self._host_ok():
+        path = self._route()
+        if path is None:
             return
-        path = self.path.split("?", 1)[0]
         background = path.startswith("/api/jobs/")
         name = path.removeprefix("/api/jobs/" if background else "/api/")
-        if not path.startswith("/api/"):
-            self._json(
-                HTTPStatus.NOT_FOUND, {"error": f"meshsat: error: no page {path[:60]}", "exit": 2}
-            )
-            return
         try:
             body = self._body()
             endpoint, params = prepare(name, body)
@@ -254,10 +363,17 @@ class Handler(BaseHTTPRequestHandler):
                 self._json(HTTPStatus.ACCEPTED, job.view())
             else:
                 self._answer(self.server.jobs.run_now(work, answer))
+        except _SlowClient as exc:
+            self._refuse(HTTPStatus.REQUEST_TIMEOUT, str(exc))
         except (MeshsatError, RecursionError) as exc:
             self._fail(exc)
         except Exception as exc:
             self._bug(exc)
+
+
+class _SlowClient(MeshsatError):
+    """The body did not arrive in time: 408, and the connection is dropped (its reader is
+    unusable after a timeout)."""
 
 
 def _job_error(exc: BaseException) -> tuple[str, str | None]:

@@ -1,0 +1,175 @@
+"""`meshsat serve` at the HTTP level, with raw sockets where a client library would hide
+what is on the wire: a refused request closes its connection (its unread body is never
+read as a second request), every error is one JSON line, the DNS-rebinding check covers
+all of loopback, and the API's defaults, notes, fields and timings are the CLI's.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from meshsat.solver.web import make_server
+from meshsat.solver.web.server import Handler, MeshsatServer
+
+HOST = b"Host: 127.0.0.1\r\n"
+INNER = b'{"sglang": "python -m sglang.launch_server --tp 8"}'
+#: A request hidden in another's body: if it is answered, the body was run as a request.
+SMUGGLED = (
+    b"POST /api/validate HTTP/1.1\r\n" + HOST + b"Content-Type: application/json\r\n"
+    b"Content-Length: %d\r\n\r\n" % len(INNER) + INNER
+)
+
+
+@contextmanager
+def serving(host: str = "127.0.0.1") -> Iterator[MeshsatServer]:
+    srv = make_server(host, 0, workers=4)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[MeshsatServer]:
+    with serving() as srv:
+        yield srv
+
+
+def exchange(srv: MeshsatServer, data: bytes, wait: float = 10.0) -> tuple[bytes, bool]:
+    """Everything the server sends back for `data`, and whether it closed the connection
+    (False: still open after `wait` s without a byte)."""
+    host, port = srv.server_address[:2]
+    with socket.create_connection((str(host), port), timeout=wait) as s:
+        s.sendall(data)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except TimeoutError:
+            return out, False
+    return out, True
+
+
+def responses(out: bytes) -> list[tuple[int, dict[str, str], bytes]]:
+    """The responses in `out`, each (status, headers, body), read by Content-Length."""
+    found = []
+    while out:
+        head, _, rest = out.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = dict(line.split(": ", 1) for line in lines[1:])
+        n = int(headers.get("Content-Length", 0))
+        found.append((int(lines[0].split()[1]), headers, rest[:n]))
+        out = rest[n:]
+    return found
+
+
+@pytest.mark.parametrize(
+    "outer",
+    [
+        # A cross-site form can send text/plain; its body is the smuggled request.
+        b"POST /api/validate HTTP/1.1\r\n" + HOST + b"Content-Type: text/plain\r\n",
+        # DNS rebinding: the foreign Host is refused, its body carries a loopback one.
+        b"POST /api/validate HTTP/1.1\r\nHost: evil.example\r\nContent-Type: application/json\r\n",
+        b"POST / HTTP/1.1\r\n" + HOST + b"Content-Type: text/plain\r\n",
+        b"GET / HTTP/1.1\r\nHost: evil.example\r\n",
+        b"GET /favicon.ico HTTP/1.1\r\n" + HOST,  # answered, but its body is not read
+        b"PUT /api/validate HTTP/1.1\r\n" + HOST,
+    ],
+)
+def test_a_request_whose_body_is_not_read_closes_its_connection(
+    server: MeshsatServer, outer: bytes
+) -> None:
+    """Request smuggling: a refused request's body was left on the kept-alive connection
+    and answered as a second request, past the Content-Type and Host checks."""
+    out, closed = exchange(server, outer + b"Content-Length: %d\r\n\r\n" % len(SMUGGLED) + SMUGGLED)
+    (answer,) = responses(out)
+    assert closed and answer[1]["Connection"] == "close"
+    assert answer[0] == 204 or json.loads(answer[2])["error"].startswith("meshsat: error: ")
+
+
+def test_a_kept_alive_connection_still_answers_each_request(server: MeshsatServer) -> None:
+    post = b"POST /api/validate HTTP/1.1\r\n" + HOST + b"Content-Type: application/json\r\n"
+    post += b"Content-Length: %d\r\n\r\n" % len(INNER) + INNER
+    out, closed = exchange(server, post + b"GET /favicon.ico HTTP/1.1\r\n" + HOST + b"\r\n", 1.0)
+    assert [r[0] for r in responses(out)] == [200, 204] and not closed
+
+
+@pytest.mark.parametrize(
+    ("request_line", "status", "allow"),
+    [
+        (b"PUT /api/validate HTTP/1.1", 405, "POST"),
+        (b"PATCH /api/jobs/1 HTTP/1.1", 405, "GET, HEAD, DELETE"),
+        (b"OPTIONS /api/plan HTTP/1.1", 405, "POST"),
+        (b"GET /api/validate HTTP/1.1", 405, "POST"),
+        (b"DELETE /api/validate HTTP/1.1", 405, "POST"),
+        (b"POST /api/meta HTTP/1.1", 405, "GET, HEAD"),
+        (b"GET /api/jobs/1234567890123 HTTP/1.1", 404, None),
+        (b"OPTIONS /nowhere HTTP/1.1", 501, None),
+        (b"HELLO", 400, None),
+        (b"GET /" + b"a" * 70_000 + b" HTTP/1.1", 414, None),
+    ],
+)
+def test_every_refusal_is_one_json_line(
+    server: MeshsatServer, request_line: bytes, status: int, allow: str | None
+) -> None:
+    """The standard library answered these with its HTML page (and 501 for PUT)."""
+    out, closed = exchange(server, request_line + b"\r\n" + HOST + b"Content-Length: 0\r\n\r\n")
+    (answer,) = responses(out)
+    assert closed and answer[0] == status and answer[1]["Content-Type"] == "application/json"
+    doc = json.loads(answer[2])
+    assert doc["error"].startswith("meshsat: error: ") and "\n" not in doc["error"]
+    assert answer[1].get("Allow") == allow
+    if allow is not None:
+        assert allow in doc["error"]
+
+
+@pytest.mark.parametrize(
+    "length",
+    [b"\xb2", "\u0663".encode(), b"-1", b"99999999999999999999", b"5\r\nContent-Length: 5"],
+)
+def test_a_bad_content_length_is_refused(server: MeshsatServer, length: bytes) -> None:
+    """`"²".isdigit()` is true and `int("²")` fails: that was a 500."""
+    head = b"POST /api/validate HTTP/1.1\r\n" + HOST + b"Content-Type: application/json\r\n"
+    out, closed = exchange(server, head + b"Content-Length: " + length + b"\r\n\r\n" + INNER)
+    (answer,) = responses(out)
+    assert closed and answer[0] == 400
+    assert "Content-Length" in json.loads(answer[2])["error"]
+
+
+def test_a_slow_body_is_a_408_not_a_traceback(
+    server: MeshsatServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(Handler, "timeout", 0.3)
+    head = b"POST /api/validate HTTP/1.1\r\n" + HOST + b"Content-Type: application/json\r\n"
+    out, closed = exchange(server, head + b"Content-Length: 50\r\n\r\n{")
+    (answer,) = responses(out)
+    assert closed and answer[0] == 408 and "did not arrive" in json.loads(answer[2])["error"]
+    time.sleep(0.2)  # the handler thread's last words, if any
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_every_loopback_address_is_guarded_against_rebinding() -> None:
+    """`serve --host 127.0.0.2` answered `Host: evil.example`: only 127.0.0.1 and ::1
+    counted as loopback."""
+    from meshsat.solver.web.server import is_loopback
+
+    assert all(map(is_loopback, ["127.0.0.1", "127.0.0.2", "127.255.0.9", "::1", "[::1]"]))
+    assert is_loopback("LOCALHOST") and not is_loopback("0.0.0.0")
+    assert not any(map(is_loopback, ["evil.example", "127.1", "10.0.0.1", "localhost.evil"]))
+    with serving("127.0.0.2") as srv:
+        assert srv.loopback
+        port = srv.server_address[1]
+        out, _ = exchange(srv, b"GET /api/meta HTTP/1.1\r\nHost: evil.example\r\n\r\n")
+        assert responses(out)[0][0] == 403
+        host = b"Host: 127.0.0.2:%d\r\n" % port
+        out, _ = exchange(srv, b"GET /favicon.ico HTTP/1.1\r\n" + host + b"\r\n", 1.0)
+        assert responses(out)[0][0] == 204
