@@ -12,11 +12,15 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import metadata
+from typing import Any
 
 import pytest
 
 from meshsat.solver.web import make_server
 from meshsat.solver.web.server import Handler, MeshsatServer
+from tests.cli_helpers import run_cli
+from tests.test_web_api import call
 
 HOST = b"Host: 127.0.0.1\r\n"
 INNER = b'{"sglang": "python -m sglang.launch_server --tp 8"}'
@@ -173,3 +177,81 @@ def test_every_loopback_address_is_guarded_against_rebinding() -> None:
         host = b"Host: 127.0.0.2:%d\r\n" % port
         out, _ = exchange(srv, b"GET /favicon.ico HTTP/1.1\r\n" + host + b"\r\n", 1.0)
         assert responses(out)[0][0] == 204
+
+
+# ---- the API: releases, defaults and notes as the CLI's ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"old": "0.5.18", "new": "--help"}, "new"),
+        ({"old": "--help", "new": "0.5.23"}, "old"),
+        ({"old": "0.4", "new": "0.5.23"}, "old"),
+    ],
+)
+def test_diff_releases_are_values_not_options(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str], body: dict[str, str], field: str
+) -> None:
+    """`"new": "--help"` was read as click's --help: the help in the log, a 500."""
+    status, _, doc = call(server, "POST", "/api/diff", body)
+    assert (status, doc["field"]) == (400, field)
+    assert "unknown SGLang version" in doc["error"] and "\n" not in doc["error"]
+    assert "Usage" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "version"),
+    [("validate", "0.1"), ("validate", "--help"), ("groups", "0.1"), ("plan", "x")],
+)
+def test_an_unknown_release_names_its_field(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str], endpoint: str, version: str
+) -> None:
+    """The CLI's line names no flag, so the field was null (or `help`, from `--help`)."""
+    body: dict[str, Any] = {"sglang": "python -m sglang.launch_server --tp 8"}
+    if endpoint == "plan":
+        body = {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4}
+    status, _, doc = call(server, "POST", f"/api/{endpoint}", {**body, "sglang_version": version})
+    run = run_cli(capsys, "validate", "--set", "tp_size=8", f"--sglang-version={version}")
+    assert (status, doc["field"], run.code) == (400, "sglang_version", 2)
+    assert doc["error"] == run.err.strip()
+
+
+@contextmanager
+def installed_sglang(monkeypatch: pytest.MonkeyPatch, version: str) -> Iterator[None]:
+    """SGLang `version` "installed" (metadata only; the pack is looked up afresh)."""
+    from meshsat.solver.packs.registry import installed_pack
+
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda n: version if n == "sglang" else real(n))
+    installed_pack.cache_clear()
+    try:
+        yield
+    finally:
+        installed_pack.cache_clear()
+
+
+def test_each_installed_request_carries_its_stand_in_note(
+    server: MeshsatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0.9.0 has no pack of its own: 0.5.23's stands in, which the warning says once per
+    process and each request's notes must say again (only the first one's did)."""
+    body = {"set": ["tp_size=8"], "sglang_version": "installed"}
+    with installed_sglang(monkeypatch, "0.9.0"):
+        for _ in range(2):
+            _, headers, _ = call(server, "POST", "/api/validate", body)
+            assert json.loads(headers["X-Meshsat-Notes"]) == [
+                "meshsat has no rule pack for the installed SGLang 0.9.0; using the 0.5.23 pack"
+            ]
+
+
+def test_groups_default_to_the_newest_pack_as_the_cli(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`plan_layout`'s own default is the installed SGLang's; the command's is the newest."""
+    command = "python -m sglang.launch_server --tp 8 --dwdp-size 2"
+    with installed_sglang(monkeypatch, "0.4.6.post5"):
+        status, headers, doc = call(server, "POST", "/api/groups", {"sglang": command})
+        run = run_cli(capsys, "groups", "--sglang", command, "--format", "json")
+    assert status == 200 and doc == json.loads(run.out) and doc["sglang_version"] == "0.5.23"
+    assert int(headers["X-Meshsat-Exit"]) == run.code

@@ -52,24 +52,34 @@ def installed_pack() -> Pack:
     installed, the newest pack; for a release that has no pack of its own, the newest one
     older than it. Either stand-in is said once per process, as a `MeshsatWarning` naming
     the pack used (the answer is cached), since its rules may not be the ones that run."""
+    pack, note = _installed()
+    if note is not None:
+        warnings.warn(note, MeshsatWarning, stacklevel=3)
+    return pack
+
+
+def installed_note() -> str | None:
+    """The warning `installed_pack` says once per process (which pack stands in for the
+    installed SGLang), or None when the installed release has its own pack: read afresh
+    for a caller that owes it to each of its requests (`meshsat serve`)."""
+    return _installed()[1]
+
+
+def _installed() -> tuple[Pack, str | None]:
     try:
         installed = metadata.version("sglang")
     except metadata.PackageNotFoundError:
-        warnings.warn(
+        note = (
             f"SGLang is not installed here; using the rules of the newest pack, SGLang "
-            f"{NEWEST.version} (pass --sglang-version / sglang_version= to choose)",
-            MeshsatWarning,
-            stacklevel=3,
+            f"{NEWEST.version} (pass --sglang-version / sglang_version= to choose)"
         )
-        return NEWEST
+        return NEWEST, note
     if installed in _BY_VERSION:
-        return _BY_VERSION[installed]
+        return _BY_VERSION[installed], None
     older = [p for p in PACKS if _key(p.version) <= _key(installed)]
     chosen = older[-1] if older else PACKS[0]
-    warnings.warn(
+    note = (
         f"meshsat has no rule pack for the installed SGLang {installed}; using the "
-        f"{chosen.version} pack",
-        MeshsatWarning,
-        stacklevel=3,
+        f"{chosen.version} pack"
     )
-    return chosen
+    return chosen, note

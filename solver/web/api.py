@@ -134,11 +134,14 @@ def parse(
     """The command's parameters for a request, checked by the CLI's own option parser."""
     cmd = _commands()[command]
     options, positional = _options(command)
+    # Options as `--flag=value` and the arguments after `--`: a value is then never read
+    # as an option (`"old": "--help"` printed the help into the log and ended in a 500).
     argv: list[str] = []
+    arguments: list[str] = ["--"]
     for p in positional:
         if p.name not in body:
             raise FieldError(f"Missing argument '{p.name.upper()}'.", p.name)
-        argv.append(_scalar(p.name, body[p.name]))
+        arguments.append(_scalar(p.name, body[p.name]))
     names = {p.name for p in positional}
     for key, value in body.items():
         if key in names or key in extra or value is None:
@@ -158,17 +161,20 @@ def parse(
         elif param.multiple:
             items = value if isinstance(value, list) else [value]
             for item in items:
-                argv += [flag, _scalar(key, item)]
+                argv.append(f"{flag}={_scalar(key, item)}")
         else:
-            argv += [flag, _scalar(key, value)]
+            argv.append(f"{flag}={_scalar(key, value)}")
+    import typer
     from typer._click import exceptions as click_errors
 
     try:
-        ctx = cmd.make_context(command, argv, resilient_parsing=False)
+        ctx = cmd.make_context(command, argv + arguments, resilient_parsing=False)
     except click_errors.ClickException as exc:
         param = getattr(exc, "param", None)
         field = _key(param.opts) if param is not None and param.opts else None
         raise FieldError(exc.format_message(), field) from None
+    except (typer.Exit, typer.Abort):  # an eager option (`--help`); none is reachable now
+        raise FieldError(f"/api/{command} cannot answer this request") from None
     return dict(ctx.params)
 
 
@@ -528,6 +534,7 @@ def groups_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work
     from meshsat.solver.cli.groups_view import groups_document, with_violations
     from meshsat.solver.cli.launch_checks import launch_violations
     from meshsat.solver.groups import plan_layout
+    from meshsat.solver.packs import get_pack
     from meshsat.solver.validation.report import InvalidLayoutError
 
     deployment = _deployment(params)
@@ -544,8 +551,13 @@ def groups_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work
     except InputError as exc:
         raise FieldError(str(exc), "sglang") from None
     try:
+        # The CLI's default, the newest pack (`chosen_pack`); `plan_layout`'s own default
+        # is the installed SGLang's, which is the library's, not the command's.
         planned = plan_layout(
-            layout.config, layout.model, explain=None, sglang_version=params.get("sglang_version")
+            layout.config,
+            layout.model,
+            explain=None,
+            sglang_version=get_pack(params.get("sglang_version")),
         )
     except InvalidLayoutError as invalid:
         return Answer(invalid.report.to_dict(), 1, layout.notes)
@@ -590,9 +602,44 @@ def prepare(name: str, body: Any) -> tuple[Endpoint, dict[str, Any]]:
     if name == "plan" and body.get("model_config") is not None and not body.get("model"):
         body["model"] = "(pasted config.json)"
     params = parse(endpoint.command, body, endpoint.extra)
+    for key in _RELEASE_KEYS:
+        _release(key, params.get(key))
     if name == "plan":
         params["quantization"] = _quantization(params.get("quantization"))
     return endpoint, params
+
+
+#: The request keys that name a release (`--sglang-version`, diff's OLD and NEW).
+_RELEASE_KEYS = ("sglang_version", "old", "new")
+
+
+def _release(key: str, version: Any) -> None:
+    """A release checked before any work, so that its error names the request key (the
+    CLI's line says no flag: the page had nowhere to show it). `installed` is looked up
+    while answering, where its stand-in note becomes the request's."""
+    from meshsat.solver.packs import get_pack
+
+    if version is None or version == "installed":
+        return
+    try:
+        get_pack(version)
+    except InputError as exc:
+        raise FieldError(str(exc), key) from None
+
+
+def stand_in_notes(params: Mapping[str, Any], answer: Answer) -> Answer:
+    """`answer` with the note of which pack stands in for `installed`, for every request
+    that asks for it (the warning itself is said once per process)."""
+    from dataclasses import replace
+
+    from meshsat.solver.packs.registry import installed_note
+
+    if not any(params.get(key) == "installed" for key in _RELEASE_KEYS):
+        return answer
+    note = installed_note()
+    if note is None or note in answer.notes:
+        return answer
+    return replace(answer, notes=(*answer.notes, note))
 
 
 def _quantization(text: str | None) -> str | None:

@@ -37,6 +37,7 @@ from meshsat.solver.web.api import (
     option_hint,
     options_of,
     prepare,
+    stand_in_notes,
 )
 from meshsat.solver.web.work import Answer, Busy, Jobs, Work
 
@@ -356,7 +357,7 @@ class Handler(BaseHTTPRequestHandler):
             work = Work(f"/api/{name}", endpoint.deadline_s)
 
             def answer(w: Work) -> Answer:
-                return endpoint.answer(body, params, w)
+                return stand_in_notes(params, endpoint.answer(body, params, w))
 
             if background:
                 job = self.server.jobs.start(work, answer, _job_error)
