@@ -223,7 +223,11 @@ def test_web_plan_stops_at_the_timeout_asked(
     web: Callable[[dict[str, Any]], tuple[int, Any, str | None]],
 ) -> None:
     status, doc, _ = web({"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "gpus": 1, "timeout": 1e-9})
-    assert status == 400 and "did not finish within 1e-09 s" in doc["error"]
+    assert (
+        status == 400
+        and doc["error"] == "meshsat: error: plan did not finish within --timeout 1e-09 s"
+    )
+    assert doc["field"] == "timeout"  # the CLI's line, naming the option
 
 
 def test_a_plot_the_directory_refuses_is_exit_2_with_nothing_printed(

@@ -19,6 +19,7 @@ import pytest
 
 from meshsat.solver.web import make_server
 from meshsat.solver.web.server import Handler, MeshsatServer
+from meshsat.solver.web.work import Answer, Cancelled, Jobs, Work
 from tests.cli_helpers import run_cli
 from tests.test_web_api import call
 
@@ -255,3 +256,58 @@ def test_groups_default_to_the_newest_pack_as_the_cli(
         run = run_cli(capsys, "groups", "--sglang", command, "--format", "json")
     assert status == 200 and doc == json.loads(run.out) and doc["sglang_version"] == "0.5.23"
     assert int(headers["X-Meshsat-Exit"]) == run.code
+
+
+# ---- jobs: the CLI's timeout line, checks inside the disagg search, final times ----
+
+
+def test_the_request_timeout_is_the_clis_error(
+    server: MeshsatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The docs promise the CLI's error for `timeout`; it was the server's own line with
+    the field null."""
+    body = {"model": "Qwen/Qwen3-8B", "gpu": "H100", "gpus": 4, "timeout": 0.001}
+    status, _, doc = call(server, "POST", "/api/plan", body)
+    run = run_cli(capsys, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "4",
+                  "--timeout", "0.001")  # fmt: skip
+    assert (status, run.code) == (400, 2)
+    assert doc == {"error": run.err.strip(), "field": "timeout", "exit": 2}
+
+
+def test_a_disagg_plan_stops_while_its_layouts_are_read() -> None:
+    """The role layouts are read for seconds before the first estimate (6 s for
+    DeepSeek-V3 on 512 H200) and the pairs searched for seconds after the last: a Cancel
+    is heard there too, not only between estimates."""
+    from meshsat.solver.cli.plan_disagg import disagg_rows
+    from meshsat.solver.memory.gpus import gpu
+    from meshsat.solver.perf.workload import cli_workload
+
+    calls: list[tuple[int, int]] = []
+
+    def record(done: int, total: int) -> None:
+        calls.append((done, total))
+
+    disagg_rows("Qwen/Qwen3-8B", gpu("H100"), 8, cli_workload(1024, 1024, None, None),
+                engine="roofline", gpus_per_node=None, top=2, progress=record)  # fmt: skip
+    total = max(t for _, t in calls)
+    estimated = calls.index((total, total))
+    assert calls[0] == (0, 0)  # before any estimate
+    assert calls[estimated + 1] == (total, total)  # the pair search beats with the same counts
+    work = Work("plan", 60.0)
+    work.cancel.set()
+    with pytest.raises(Cancelled):
+        disagg_rows("Qwen/Qwen3-8B", gpu("H100"), 8, cli_workload(1024, 1024, None, None),
+                    engine="roofline", gpus_per_node=None, top=2,
+                    progress=lambda d, t: work.step(estimated=d, of=t))  # fmt: skip
+    assert work.progress == {"estimated": 0, "of": 0}
+
+
+def test_a_finished_jobs_time_stops() -> None:
+    """`elapsed_s` kept growing while a finished job was polled."""
+    jobs = Jobs(workers=1)
+    job = jobs.start(Work("a", 60.0), lambda w: Answer({}, 0), lambda e: ("", None))
+    while job.state == "running":
+        time.sleep(0.01)
+    first = job.view()["elapsed_s"]
+    time.sleep(0.05)
+    assert job.view()["elapsed_s"] == first

@@ -266,11 +266,18 @@ def checkpoint_spec(model: str | Mapping[str, Any]) -> ModelSpec:
 
 
 def terminal_progress(what: str) -> Callable[[int, int], None]:
-    """`estimating done/total <what>` on a terminal's stderr, every 50 and at the end."""
+    """`estimating done/total <what>` on a terminal's stderr, every 50 and at the end;
+    a call that repeats the counts (a search's heartbeat) or has none yet (`0, 0`) draws
+    nothing."""
     show = sys.stderr.isatty()
+    last = (0, 0)
 
     def shown(done: int, total: int) -> None:
-        if show and (done == total or done % 50 == 0):
+        nonlocal last
+        if not show or not total or (done, total) == last:
+            return
+        last = (done, total)
+        if done == total or done % 50 == 0:
             err.print(f"estimating {done}/{total} {what}", end="\r", markup=False)
 
     return shown

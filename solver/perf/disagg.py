@@ -454,20 +454,31 @@ def link_gbps(pm: PerfModel, gpus: int) -> float:
     return g.scale_out_gbps
 
 
+#: Layouts read between two `beat()`s of `role_layouts` (some 10 ms on 512 GPUs).
+BEAT = 64
+
+
 def role_layouts(
-    layouts: Iterable[Any], pm: PerfModel, mode: str, keep: Keep | None = None
+    layouts: Iterable[Any],
+    pm: PerfModel,
+    mode: str,
+    keep: Keep | None = None,
+    beat: Callable[[], None] | None = None,
 ) -> list[RoleLayout]:
     """The distinct (by the widths the estimate reads) layouts that load, for one role:
     anything with `.config`, `.derived` and optionally `.values` (`solver.enumerate`'s).
     `keep(values, config, derived)`: a further test (`rank_layouts`'), asked only until a
-    shape has a layout that passes it."""
+    shape has a layout that passes it; `beat()` every `BEAT` layouts read (it may raise
+    to stop: reading 10^5 layouts takes seconds)."""
     #: widths -> (the first layout's config, derived and values; how many share them).
     #: The mappings are kept as given, not copied: the enumeration's are read-only views
     #: of one row each (some hundred fields), and on 256 GPUs most layouts are the first
     #: of their widths (19,850 of 25,080), of which the search reads a few fields.
     shapes: dict[tuple[Parallel, bool], tuple[Mapping[str, Any], ...]] = {}
     count: dict[tuple[Parallel, bool], int] = {}
-    for lay in layouts:
+    for i, lay in enumerate(layouts):
+        if beat is not None and i % BEAT == 0:
+            beat()
         cfg, der = lay.config, lay.derived
         p = pm.memory.weights.canonical(Parallel.from_resolved(cfg, der))
         if not pm.memory.of(p).fits:
@@ -822,15 +833,23 @@ def plan_disagg(
     anything with `.config`, `.derived` and `.values`); `pair_check`: the deployment rules
     between a prefill and a decode layout (`every_pair` for none); `prune=False` keeps
     dominated role layouts (the brute force the tests compare with); `progress(done,
-    total)` after each role layout estimated, which may raise to stop; `keep`: a further
-    test of a role layout (`role_layouts`; `plan`'s launch check across nodes).
-    Thread-safe: `pm` is."""
+    total)` after each role layout estimated, which may raise to stop, and again with the
+    same counts while the layouts are read (`0, 0`: their number is not known yet) and
+    after each prefill layout's pairs are searched: on 512 GPUs each of those two phases
+    takes seconds, and a stop (the web page's Cancel, a deadline) waits for the next call;
+    `keep`: a further test of a role layout (`role_layouts`; `plan`'s launch check across
+    nodes). Thread-safe: `pm` is."""
     w = pm.workload
     costs = RoleCosts(pm)
-    pre = role_layouts(prefill_layouts, pm, "prefill", keep)
-    dec = role_layouts(decode_layouts, pm, "decode", keep)
+    done = total = 0
+
+    def beat() -> None:
+        if progress is not None:
+            progress(done, total)
+
+    pre = role_layouts(prefill_layouts, pm, "prefill", keep, beat)
+    dec = role_layouts(decode_layouts, pm, "decode", keep, beat)
     total = len(pre) + len(dec)
-    done = 0
     gbps = link_gbps(pm, gpus)
     pcs: list[PrefillCost] = []
     for role in pre:
@@ -860,6 +879,7 @@ def plan_disagg(
     refused = runs = 0
     decodes = [_DecodeTerms.of(i, dc, w) for i, dc in enumerate(dcs)]
     for pc, paired, n_refused in _pairs(pair_check, pcs, decodes, gpus):
+        beat()
         refused += n_refused
         a, base, pr = pc.role.gpus, _least_ttft(pc), pc.at(w.isl)
         fast = w.ttft_met(base)  # else no decode batch meets the SLA beside it

@@ -270,8 +270,10 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         timeout = checked_timeout(params["timeout"])
     except MeshsatError as exc:
         raise FieldError(str(exc), "timeout") from None
-    if timeout is not None:
-        work.deadline_s = min(work.deadline_s, timeout)
+    if timeout is not None and timeout <= work.deadline_s:
+        work.deadline_s = timeout
+        # The CLI's error, word for word (`time_limit`); it names `--timeout`, the field.
+        work.late = f"plan did not finish within --timeout {params['timeout']:g} s"
     pasted = body.get("model_config")
     model_path: str | None = None
     if pasted is not None:

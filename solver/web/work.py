@@ -3,8 +3,9 @@
 Why not threads that are killed: Python cannot stop a thread from outside. Long answers
 (`plan` over many layouts) call `Work.step` after every layout they examine; it raises
 `Cancelled` when the user pressed Cancel and `TimedOut` (the CLI's error for `--timeout`)
-past the deadline, so the work ends between two layouts and its thread is free again. Z3
-searches (`fix`) are bounded by their own `timeout_s` instead.
+past the deadline, so the work ends between two layouts and its thread is free again (the
+disagg search also calls it, with unchanged counts, while it reads layouts and pairs
+them). Z3 searches (`fix`) are bounded by their own `timeout_s` instead.
 """
 
 from __future__ import annotations
@@ -41,13 +42,22 @@ class Work:
     #: The latest progress, e.g. {"examined": 120, "fit": 40} (the KV plan) or
     #: {"estimated": 12, "of": 40} (layout shapes of the estimate); read by the job poller.
     progress: dict[str, int] = field(default_factory=dict)
+    #: The error past the deadline, when the request set it (`plan`'s `timeout`: the CLI's
+    #: line, naming `--timeout`); else the server's own, naming the path.
+    late: str | None = None
+    #: When the work ended (answered or failed): a finished job's time stops there.
+    ended: float | None = None
 
     def step(self, **counts: int) -> None:
         self.progress = counts
         if self.cancel.is_set():
             raise Cancelled(f"{self.what} was cancelled")
         if time.monotonic() - self.started > self.deadline_s:
-            raise TimedOut(f"{self.what} did not finish within {self.deadline_s:g} s")
+            raise TimedOut(self.late or f"{self.what} did not finish within {self.deadline_s:g} s")
+
+    @property
+    def elapsed_s(self) -> float:
+        return (time.monotonic() if self.ended is None else self.ended) - self.started
 
 
 @dataclass
@@ -66,7 +76,7 @@ class Job:
             "id": self.id,
             "state": self.state,
             "progress": dict(self.work.progress),
-            "elapsed_s": round(time.monotonic() - self.work.started, 2),
+            "elapsed_s": round(self.work.elapsed_s, 2),
             "document": None if self.answer is None else self.answer.document,
             "exit": 2
             if self.state == "failed"
@@ -142,9 +152,11 @@ class Jobs:
 
         def run() -> None:
             try:
-                job.answer = answered(work, answer)
-                job.state = "done"
+                result = answered(work, answer)
+                work.ended = time.monotonic()  # before the state a poller reads: it is final
+                job.answer, job.state = result, "done"
             except Exception as exc:
+                work.ended = time.monotonic()
                 job.error, job.field = fail(exc)
                 job.state = "failed"
             finally:

@@ -178,7 +178,7 @@ async function runPlan() {
       const what = body.disagg ? "layouts (prefill and decode roles, then the aggregated baseline)" : "layout shapes";
       $("#plan-progress").textContent = p.examined !== undefined
         ? `examined ${n(p.examined)} layouts, ${n(p.fit)} fit (${job.elapsed_s} s)`
-        : p.estimated !== undefined
+        : p.estimated !== undefined && p.of > 0  // 0 of 0: the layouts are still being read
           ? `estimated ${n(p.estimated)} of ${n(p.of)} ${what} (${job.elapsed_s} s)`
           : `working (${job.elapsed_s} s)`;
       await new Promise((r) => setTimeout(r, 150));
