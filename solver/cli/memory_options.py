@@ -44,28 +44,29 @@ GpuMemoryOpt = Annotated[
         show_default=False,
     ),
 ]
-ContextLengthOpt = Annotated[
-    int | None,
-    typer.Option(
+
+
+def _context_length_option(default: str) -> Any:
+    """`--context-length`, whose default the reading command says (`default`)."""
+    return typer.Option(
         "--context-length",
         min=1,
         metavar="TOKENS",
         help="Tokens per request, for the requests that fit; at most the model's context "
-        "length [default: 4096, or the model's context length where shorter].",
+        f"length [default: {default}].",
         show_default=False,
-    ),
+    )
+
+
+ContextLengthOpt = Annotated[
+    int | None, _context_length_option("4096, or the model's context length where shorter")
 ]
 #: `--context-length` of a command that reads a launch command, whose own flag it defaults to.
 LaunchContextLengthOpt = Annotated[
     int | None,
-    typer.Option(
-        "--context-length",
-        min=1,
-        metavar="TOKENS",
-        help="Tokens per request, for the requests that fit; at most the model's context "
-        "length [default: the launch command's --context-length, else 4096 or the model's "
-        "context length where shorter].",
-        show_default=False,
+    _context_length_option(
+        "the launch command's --context-length, else 4096 or the model's context length "
+        "where shorter"
     ),
 ]
 
