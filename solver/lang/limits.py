@@ -23,6 +23,13 @@ above any real SGLang deployment and far below what makes the tool slow:
   128 KiB of text with shell syntax in it, which only the (slow) shell parser reads.
 - `MAX_ITEMS_SHOWN` (8) items of a list quoted in one line (the flags of a pasted command
   that SGLang would refuse or that do not concern the layout); the rest are counted.
+- A model config's sizes (`check_model_sizes`, `MODEL_SIZE_LIMITS`): at most 10,000 layers,
+  a width (hidden size, head or rank dim, image or patch size) of 1,048,576, an MLP width of
+  4,194,304, 65,536 heads, 65,536 experts, a vocabulary of 16,777,216 and 1,073,741,824
+  positions. The largest published models are 50 to 500 times below each (126 layers,
+  hidden 16,384, MLP 53,248, 128 heads, 512 experts, vocabulary 262,144, 10,485,760
+  positions); a config.json with 10^6 layers took 33 s and 1.4 GB before a traceback, and a
+  hidden size of 10^30 overflowed a float.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import math
 import os
 import reprlib
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +58,85 @@ MAX_TIMEOUT_S = 86_400.0
 MAX_CHOICES_SHOWN = 6
 #: Most items of a list (flags of a pasted command) quoted in one line.
 MAX_ITEMS_SHOWN = 8
+
+#: A model config's largest sizes (`check_model_sizes`), each 50-500x the largest published.
+MAX_MODEL_LAYERS = 10_000
+MAX_MODEL_WIDTH = 1 << 20
+MAX_MODEL_MLP_WIDTH = 1 << 22
+MAX_MODEL_HEADS = 1 << 16
+MAX_MODEL_EXPERTS = 1 << 16
+MAX_MODEL_VOCAB = 1 << 24
+MAX_MODEL_POSITIONS = 1 << 30
+#: The kinds of size a model config states, each with its bound and its keys (every
+#: spelling meshsat reads, top level or in a nested config such as `text_config` or
+#: `vision_config`).
+MODEL_SIZE_LIMITS: tuple[tuple[str, int, frozenset[str]], ...] = (
+    (
+        "layers",
+        MAX_MODEL_LAYERS,
+        frozenset({
+            "num_hidden_layers", "n_layer", "n_layers", "num_layers", "depth",
+            "vt_num_hidden_layers", "num_nextn_predict_layers", "first_k_dense_replace",
+            "full_attention_interval", "decoder_sparse_step", "interleave_moe_layer_step",
+            "moe_layer_freq",
+        }),
+    ),
+    (
+        "width",
+        MAX_MODEL_WIDTH,
+        frozenset({
+            "hidden_size", "n_embd", "d_model", "vt_hidden_size", "out_hidden_size", "head_dim",
+            "kv_channels", "v_head_dim", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim",
+            "qk_rope_head_dim", "mla_q_head_dim", "index_head_dim", "swa_head_dim",
+            "swa_v_head_dim", "linear_key_head_dim", "linear_value_head_dim",
+            "linear_attn_key_dim", "linear_attn_value_dim", "linear_conv_kernel_dim",
+            "rotary_dim", "projector_input_dim", "projector_output_dim", "vision_output_dim",
+            "image_size", "patch_size", "num_channels", "in_channels", "temporal_patch_size",
+            "spatial_merge_size", "init_pos_emb_height", "init_pos_emb_width",
+        }),
+    ),
+    (
+        "MLP width",
+        MAX_MODEL_MLP_WIDTH,
+        frozenset({
+            "intermediate_size", "moe_intermediate_size", "ffn_hidden_size",
+            "intermediate_size_mlp", "shared_expert_intermediate_size", "share_expert_dim",
+            "dense_intermediate_size", "vt_intermediate_size",
+        }),
+    ),
+    (
+        "heads",
+        MAX_MODEL_HEADS,
+        frozenset({
+            "num_attention_heads", "n_head", "num_heads", "num_key_value_heads", "n_head_kv",
+            "num_kv_heads", "multi_query_group_num", "num_attention_groups",
+            "vt_num_attention_heads", "index_n_heads", "swa_num_key_value_heads",
+            "linear_num_key_heads", "linear_num_value_heads", "linear_attn_value_heads",
+        }),
+    ),
+    (
+        "experts",
+        MAX_MODEL_EXPERTS,
+        frozenset({
+            "n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts",
+            "num_experts_per_tok", "experts_per_token", "moe_topk", "moe_top_k",
+            "n_shared_experts", "num_shared_experts",
+        }),
+    ),
+    ("vocabulary", MAX_MODEL_VOCAB, frozenset({"vocab_size", "padded_vocab_size"})),
+    (
+        "positions",
+        MAX_MODEL_POSITIONS,
+        frozenset({
+            "max_position_embeddings", "original_max_position_embeddings", "sliding_window",
+            "num_position_embeddings", "index_topk",
+        }),
+    ),
+)  # fmt: skip
+_MODEL_SIZE_LIMIT = {key: (kind, limit) for kind, limit, keys in MODEL_SIZE_LIMITS for key in keys}
+#: Nested configs not walked: the quantization settings hold no model size, and a ModelOpt
+#: export lists tens of thousands of layers there (`MAX_CONFIG_BYTES`).
+_NOT_SIZES = frozenset({"quantization_config", "compression_config", "quantization"})
 
 _repr = reprlib.Repr()
 _repr.maxstring = MAX_SHOWN
@@ -144,6 +230,35 @@ def check_shape(data: Any, what: str, *, finite: bool = True) -> None:
             stack.extend((v, depth + 1) for v in value)
         elif finite and isinstance(value, float) and not math.isfinite(value):
             raise InputError(f"{what} holds a non-finite number ({value})")
+
+
+def check_model_sizes(config: Any, what: str = "model config") -> None:
+    """Refuse a model config that states a size no model has (`MODEL_SIZE_LIMITS`) with
+    one `InputError` naming the key, its value and the bound, before anything reads it.
+    Why here and not where each size is used: the memory model and the rules loop and
+    multiply over these numbers (a list per layer, a parameter count as a float), so
+    10^6 layers cost half a minute and a gigabyte, and 10^30 overflowed; every reader of a
+    config (a file, a pasted one, the catalogue's) passes through this first."""
+    stack: list[tuple[Any, str, int]] = [(config, "", 0)]
+    while stack:
+        node, prefix, depth = stack.pop()
+        if not isinstance(node, Mapping) or depth > MAX_DEPTH:
+            continue
+        for key, value in node.items():
+            if not isinstance(key, str) or key in _NOT_SIZES:
+                continue
+            if isinstance(value, Mapping):
+                stack.append((value, f"{prefix}{key}.", depth + 1))
+                continue
+            bound = _MODEL_SIZE_LIMIT.get(key)
+            if bound is None or isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            kind, limit = bound
+            if not value <= limit:  # NaN too
+                raise InputError(
+                    f"{what}: {prefix}{key} is {shown(value)}; at most {limit:,} ({kind}: "
+                    "far above any published model)"
+                )
 
 
 def items_of(value: Any, argument: str, kinds: tuple[type, ...] = (str,)) -> tuple[Any, ...]:

@@ -16,9 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.checkpoint_files import read_checkpoint_config
 from meshsat.solver.lang.checkpoint_quant import read_checkpoint_quant
-from meshsat.solver.lang.limits import (
-    shown,
-)
+from meshsat.solver.lang.limits import check_model_sizes, shown
 from meshsat.solver.lang.requant_source import mxfp4_requantizable
 
 #: When SGLang fuses a model's shared expert into its routed MoE (`shared_experts_fusion`).
@@ -231,7 +229,9 @@ class ModelSpec(BaseModel):
     def from_hf_config(cls, hf: Mapping[str, Any]) -> ModelSpec:
         """The facts of a Hugging Face config; a malformed one raises `InputError`
         (a fact that is present but not a positive integer is refused, not dropped:
-        dropping it would validate layouts the model cannot run)."""
+        dropping it would validate layouts the model cannot run), and so is a size beyond
+        the documented bounds (`check_model_sizes`)."""
+        check_model_sizes(hf)
         archs = hf.get("architectures")
         if archs is None:
             archs = []

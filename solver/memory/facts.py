@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.lang.limits import MAX_MODEL_POSITIONS, check_model_sizes, shown
 from meshsat.solver.lang.model_spec import (
     _EXPERTS,
     _HEADS,
@@ -520,7 +521,13 @@ def _rope_cache_elements(c: Mapping[str, Any], model_type: str, head_dim: int, r
         original = scaling.get("original_max_position_embeddings")
         factor = scaling.get("factor")
         if isinstance(original, int) and isinstance(factor, int | float):
-            positions = int(original * factor)
+            scaled = original * factor
+            if not 0 <= scaled <= MAX_MODEL_POSITIONS:  # NaN, infinity and 1e300 too
+                raise InputError(
+                    f"model config: rope_scaling's original_max_position_embeddings x factor "
+                    f"is {shown(scaled)} positions; at most {MAX_MODEL_POSITIONS:,}"
+                )
+            positions = int(scaled)
     partial = c.get("partial_rotary_factor", params.get("partial_rotary_factor", 1.0))
     dim = rope or _int(c, ("rotary_dim",)) or 0
     dim = dim or int(head_dim * (partial if isinstance(partial, int | float) else 1.0))
@@ -546,8 +553,10 @@ def facts_from_config(hf: Mapping[str, Any], dtype: str | None = None) -> ModelF
     `--dtype` (`quant.served_bytes`; None: `auto`).
 
     Raises `InputError` naming the fact and its config field when one is missing, and
-    for a `quantization_config` whose method is not modelled.
+    for a `quantization_config` whose method is not modelled, and for a size beyond the
+    documented bounds (`check_model_sizes`: the loops below are per layer).
     """
+    check_model_sizes(hf)
     c = _text_config(hf)
     archs = hf.get("architectures") or c.get("architectures") or []
     arch = archs[0] if archs and isinstance(archs[0], str) else str(c.get("model_type", "?"))
