@@ -8,6 +8,11 @@ the whole command in a fresh process (what a user waits for: start-up included),
 `RUNS`, with its peak memory; and the baseline measured in the same run, the same command on
 a one-line launch, so the ratio is what the megabyte itself costs.
 
+The last rows are a script of many servers (`N` copies of one launch, each on its own port,
+as QA pasted them): `validate` compares the servers with each other (HOST-GPU-*, HOST-PORT-*),
+and `--rewrite` fixes them together; both were one finding or one comparison per pair of
+servers.
+
 Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_launch_bounds.py
 """
 
@@ -54,13 +59,28 @@ SHAPES: dict[str, str] = {
 BASELINE = HEAD.strip()
 
 
-def _run(text: str) -> tuple[float, float, int, int]:
+def _servers(n: int) -> str:
+    """`n` one-node servers of one launch, on ports 30000.. (QA's many-servers script)."""
+    return "".join(
+        f"python -m sglang.launch_server --tp 8 --port {30000 + i} &\n" for i in range(n)
+    )
+
+
+#: (name, text, extra `validate` arguments): a deployment of many servers.
+SCRIPTS: list[tuple[str, str, tuple[str, ...]]] = [
+    ("500 servers, one port each", _servers(500), ()),
+    ("2,000 servers, one port each", _servers(2000), ()),
+    ("2,000 servers, one port each, --rewrite", _servers(2000), ("--rewrite",)),
+]
+
+
+def _run(text: str, *extra: str) -> tuple[float, float, int, int]:
     """One fresh `meshsat validate --sglang -`: wall and CPU seconds, exit status, peak RSS
     (MiB). CPU time is the figure to compare on a shared machine: wall time also counts
     the wait for a core."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "meshsat", "validate", "--sglang", "-"],
+        [sys.executable, "-m", "meshsat", "validate", "--sglang", "-", *extra],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -88,6 +108,9 @@ def main() -> None:
     )
     rows = [("baseline: " + BASELINE, BASELINE, base)]
     rows += [(name, text, [_run(text) for _ in range(RUNS)]) for name, text in SHAPES.items()]
+    rows += [
+        (name, text, [_run(text, *extra) for _ in range(RUNS)]) for name, text, extra in SCRIPTS
+    ]
     for name, text, runs in rows:
         wall = statistics.median(r[0] for r in runs)
         cpu = statistics.median(r[1] for r in runs)

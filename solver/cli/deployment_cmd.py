@@ -42,7 +42,8 @@ from meshsat.solver.inputs.layout_input import (
     script_folders,
     with_script,
 )
-from meshsat.solver.inputs.rewrite import applied, rewrite_script, set_env_values, set_flags
+from meshsat.solver.inputs.rewrite import applied, rewrite_each, set_env_values, set_flags
+from meshsat.solver.lang.limits import listed
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.validation.report import Report
 
@@ -194,7 +195,7 @@ def print_findings(verdict: DeploymentReport, *, verbose: bool = False) -> None:
         for f in verdict.findings:
             rule = f.rule if f.severity == "error" else f"{f.rule} (warning)"
             table.add_row(
-                escape(rule), escape(", ".join(f.servers)), escape(f.message), escape(f.hint)
+                escape(rule), escape(listed(f.servers, ", ")), escape(f.message), escape(f.hint)
             )
         out.print(table)
     if verdict.undecided and verbose:
@@ -437,10 +438,9 @@ def rewritten_deployment(deployment: Deployment, pack: Pack) -> tuple[str | None
         lists.setdefault(server.indices[0], []).extend(_relisted_values(by_name[server.name]))
     text, notes = set_env_values(text, lists)
     spelling = "attn_dp_size" not in pack.absent_fields
-    for server in result.fixed.servers:
-        text, said = rewrite_script(
-            text, server.layout.config, attn_dp_spelling=spelling, only=server.indices
-        )
+    targets = [(server.layout.config, server.indices) for server in result.fixed.servers]
+    text, said_of = rewrite_each(text, targets, attn_dp_spelling=spelling)
+    for server, said in zip(result.fixed.servers, said_of, strict=True):
         notes += said
         fix = by_name[server.name]
         changes = [*fix.forced, *(fix.report.best.changes if fix.ok else ())]

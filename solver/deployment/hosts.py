@@ -20,9 +20,9 @@ A server's physical GPUs are its local GPU ids (SGLang's placement of its ranks 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from itertools import combinations
+from dataclasses import dataclass, field
 from typing import Any
 
 from meshsat.solver.deployment.model import Router, Server
@@ -127,7 +127,7 @@ def _remote(command: LaunchCommand, text: str) -> bool:
     return any(word.rsplit("/", 1)[-1] in REMOTE_RUNNERS for word in before)
 
 
-def _by_hand(server: Server) -> bool:
+def by_hand(server: Server) -> bool:
     """Whether the script chose the server's GPUs (`Devices.chosen`, read from the launch
     alone): a script that places servers by hand means one machine."""
     config = server.layout.config
@@ -136,7 +136,7 @@ def _by_hand(server: Server) -> bool:
     return visible_list(server.commands[0], config.platform)[1] is not None
 
 
-def _loopback_routed(server: Server, routers: Iterable[Router]) -> bool:
+def loopback_routed(server: Server, routers: Iterable[Router]) -> bool:
     """Whether a router of the script sends to the server at a loopback URL: a loopback
     address reaches only the router's own machine, wherever the router runs."""
     return any(
@@ -161,9 +161,9 @@ def known_together(a: Server, b: Server, text: str, routers: Iterable[Router]) -
     if host is not None and host == hb.get("--host") and "$" not in host:
         return True
     routers = tuple(routers)
-    if _loopback_routed(a, routers) and _loopback_routed(b, routers):
+    if loopback_routed(a, routers) and loopback_routed(b, routers):
         return True
-    return one_machine(a, b) and (_by_hand(a) or _by_hand(b))
+    return one_machine(a, b) and (by_hand(a) or by_hand(b))
 
 
 def same_address(a: str | None, b: str | None) -> bool:
@@ -200,24 +200,149 @@ def one_machine(a: Server, b: Server) -> bool:
     return pa is None or pb is None or pa != pb
 
 
-def overlaps(placed: list[Devices]) -> list[tuple[Devices, Devices, frozenset[int]]]:
-    """Every pair of servers on one machine that share GPUs, with the shared ids."""
-    return [
-        (a, b, a.physical & b.physical)
-        for a, b in combinations(placed, 2)
-        if one_machine(a.server, b.server) and a.physical & b.physical
-    ]
+#: The flags that name a server's machine (`_hosts`), as sorted pairs: hashable.
+Signature = tuple[tuple[str, str], ...]
+
+
+def signature(server: Server) -> Signature:
+    """What `one_machine` compares of a server besides its port, read once."""
+    return tuple(sorted(_hosts(server).items()))
+
+
+def agreeing(signatures: list[Signature]) -> list[frozenset[int]]:
+    """For each signature, those (by index, itself included) that no flag written in both
+    tells apart (`one_machine` less its port test), found through an index by flag and
+    value: a script of servers on a thousand hosts is not a million comparisons."""
+    named = [dict(sig) for sig in signatures]
+    flags = {flag for sig in signatures for flag, _ in sig}
+    by_value: dict[tuple[str, str], set[int]] = {}
+    lacking: dict[str, set[int]] = {flag: set() for flag in flags}
+    for i, hosts in enumerate(named):
+        for flag in flags:
+            if flag in hosts:
+                by_value.setdefault((flag, hosts[flag]), set()).add(i)
+            else:
+                lacking[flag].add(i)
+    everyone = frozenset(range(len(signatures)))
+    out = []
+    for sig in signatures:
+        found = everyone
+        for flag, host in sig:
+            found = found & (by_value[(flag, host)] | lacking[flag])
+        out.append(found)
+    return out
+
+
+@dataclass(frozen=True)
+class Clash:
+    """Servers on one machine over the same GPUs (`overlaps`), said once for two kinds of
+    launch: the first two servers that clash, and every server of the two kinds that does."""
+
+    a: Devices
+    b: Devices
+    #: Every server that clashes with one of the other kind (or its own), script order.
+    servers: tuple[Devices, ...]
+    shared: frozenset[int]
+
+
+@dataclass
+class _Kind:
+    """Servers whose launches place them alike: one signature, role, set of GPUs and way
+    of choosing them (`Devices.text`). Only their ports tell them apart."""
+
+    signature: Signature
+    physical: frozenset[int]
+    members: list[int] = field(default_factory=list)
+    ports: Counter[int | None] = field(default_factory=Counter)
+
+
+def overlaps(placed: list[Devices]) -> list[Clash]:
+    """The servers on one machine that share GPUs, grouped. Servers whose launches place
+    them alike are one kind (`_Kind`); each kind with itself, and each two kinds whose
+    GPUs meet, is one `Clash` naming all the servers that clash, first two first.
+
+    Why grouped: N copies of one launch on N ports are N²/2 pairs, and one finding per
+    pair was 31,125 findings for a 250-line script (29 s to print, half a gigabyte). Kinds
+    meet only through a GPU id they share and signatures that agree (an index by both), and
+    within two kinds only the
+    ports tell servers apart (`one_machine`: one port, two machines), which are counted:
+    the work is linear in servers, and in kinds but for those that do clash."""
+    kinds: dict[tuple[object, ...], _Kind] = {}
+    for i, d in enumerate(placed):
+        sig = signature(d.server)
+        kind = kinds.setdefault(
+            (sig, d.physical, d.chosen, d.server.role, d.text()), _Kind(sig, d.physical)
+        )
+        kind.members.append(i)
+        kind.ports[d.server.endpoint.port] += 1
+    listed = list(kinds.values())
+    sigs = list(dict.fromkeys(kind.signature for kind in listed))
+    sig_of = {sig: n for n, sig in enumerate(sigs)}
+    agree = agreeing(sigs)
+    by_gpu: dict[tuple[int, int], list[int]] = {}
+    for k, kind in enumerate(listed):
+        for gpu in kind.physical:
+            by_gpu.setdefault((gpu, sig_of[kind.signature]), []).append(k)
+    meet: set[tuple[int, int]] = set()
+    for k, kind in enumerate(listed):
+        for gpu in kind.physical:
+            for n in agree[sig_of[kind.signature]]:
+                meet.update((k, m) for m in by_gpu.get((gpu, n), ()) if k <= m)
+    found: list[tuple[int, int, Clash]] = []
+    for k, m in sorted(meet):
+        one, two = listed[k], listed[m]
+        sides = ((one, two),) if k == m else ((one, two), (two, one))
+        involved = sorted(
+            i
+            for mine, other in sides
+            for i in mine.members
+            if _partner(placed[i].server.endpoint.port, other, self_in=k == m)
+        )
+        if not involved:
+            continue
+        first = involved[0]
+        other = two if first in one.members else one
+        second = next(i for i in other.members if i != first and _together(placed, first, i))
+        a, b = sorted((first, second))
+        servers = tuple(placed[i] for i in involved)
+        found.append((a, b, Clash(placed[a], placed[b], servers, one.physical & two.physical)))
+    return [clash for _, _, clash in sorted(found, key=lambda f: f[:2])]
+
+
+def _partner(port: int | None, other: _Kind, *, self_in: bool) -> bool:
+    """Whether a server on `port` has one of `other`'s servers (itself left out, when it is
+    one of them) on a port that does not say another machine."""
+    others = len(other.members) - self_in
+    if port is None:
+        return others > 0
+    return others - (other.ports[port] - self_in) > 0
+
+
+def _together(placed: list[Devices], i: int, j: int) -> bool:
+    """Whether two servers of agreeing signatures are on one machine: not on one port."""
+    pi, pj = placed[i].server.endpoint.port, placed[j].server.endpoint.port
+    return pi is None or pj is None or pi != pj
 
 
 def machine(placed: list[Devices]) -> list[Devices] | None:
     """The servers as one machine's, when there are two or more and every two of them are
     on one machine (the single-machine demo); None otherwise (several machines, or a
-    grouping this reading cannot settle)."""
+    grouping this reading cannot settle). Every two are (`one_machine`) when no flag names
+    two machines among them and no port is taken twice: one pass, not every pair."""
     if len(placed) < 2:
         return None
-    if all(one_machine(a.server, b.server) for a, b in combinations(placed, 2)):
-        return placed
-    return None
+    named: dict[str, str] = {}
+    ports: set[int] = set()
+    for d in placed:
+        for flag, host in signature(d.server):
+            if named.setdefault(flag, host) != host:
+                return None
+        port = d.server.endpoint.port
+        if port is not None:
+            if port in ports:
+                return None
+            ports.add(port)
+    return placed
 
 
 def ranges(ids: Iterable[int]) -> str:

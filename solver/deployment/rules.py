@@ -22,8 +22,9 @@ from meshsat.solver.catalogue.pd_pairs import (
     deployment_rule,
 )
 from meshsat.solver.deployment import hosts
-from meshsat.solver.deployment.model import Deployment, Facts, Router, Server, Target
-from meshsat.solver.deployment.reader import LOOPBACK, reaches
+from meshsat.solver.deployment.model import Deployment, Endpoint, Facts, Router, Server, Target
+from meshsat.solver.deployment.reader import LOOPBACK, WILDCARD_HOSTS, reaches
+from meshsat.solver.lang.limits import listed
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.validation.report import Report
 
@@ -375,32 +376,124 @@ def _ports(server: Server) -> list[tuple[str, int]]:
 
 def _host_ports(deployment: Deployment) -> Iterator[Finding]:
     """HOST-PORT-CLASH: two servers meshsat knows run on one machine
-    (`hosts.known_together`) that listen on overlapping addresses and bind one port."""
-    text, servers = deployment.text, deployment.servers
-    for i, a in enumerate(servers):
-        for b in servers[i + 1 :]:
+    (`hosts.known_together`) that listen on overlapping addresses and bind one port.
+
+    Grouped as HOST-GPU-OVERLAP is (`hosts.overlaps`): the servers that bind a port are
+    indexed by it, and those alike in everything the two tests read (`_port_kind`) are
+    one kind, judged once against each other kind on the port by their first servers; a
+    finding names the first two and counts the rest (N servers on one port and host were
+    N²/2 findings, and every pair of a script's servers was compared)."""
+    text, routers = deployment.text, deployment.routers
+    by_port: dict[int, dict[tuple[object, ...], list[int]]] = {}
+    servers = deployment.servers
+    for i, server in enumerate(servers):
+        kind = _port_kind(server, text, routers)
+        for what, port in _ports(server):
+            by_port.setdefault(port, {}).setdefault((*kind, what), []).append(i)
+    found: list[tuple[int, int, Finding]] = []
+    for port, kinds in by_port.items():
+        entries = list(kinds.items())
+        for x, y in _same_address(entries):
+            (kind_x, one), (kind_y, two) = entries[x], entries[y]
+            pair = _port_pair(one, two)
+            if pair is None:
+                continue
+            i, j = pair
+            a, b = servers[i], servers[j]
             if not hosts.same_address(a.endpoint.host, b.endpoint.host):
                 continue
-            clashes = [
-                (what_a, what_b, port)
-                for what_a, port in _ports(a)
-                for what_b, other in _ports(b)
-                if port == other
-            ]
-            if not clashes or not hosts.known_together(a, b, text, deployment.routers):
+            if not hosts.known_together(a, b, text, routers):
                 continue
-            for what_a, what_b, port in clashes:
-                yield _finding(
-                    "HOST-PORT-CLASH",
-                    (a.name, b.name),
-                    a=a.role,
-                    line_a=a.line,
-                    what_a=what_a,
-                    b=b.role,
-                    line_b=b.line,
-                    what_b=what_b,
-                    port=port,
-                )
+            what_a, what_b = kind_x[-1], kind_y[-1]
+            if i > j:
+                i, j, a, b, what_a, what_b = j, i, b, a, what_b, what_a
+            involved = _paired(one, two)
+            finding = _finding(
+                "HOST-PORT-CLASH",
+                tuple(servers[k].name for k in involved),
+                a=a.role,
+                line_a=a.line,
+                what_a=what_a,
+                b=b.role,
+                line_b=b.line,
+                what_b=what_b,
+                port=port,
+            )
+            others = [servers[k] for k in involved if k not in (i, j)]
+            found.append((i, j, _also(finding, others)))
+    yield from (f for _, _, f in sorted(found, key=lambda f: f[:2]))
+
+
+def _same_address(entries: list[tuple[tuple[object, ...], list[int]]]) -> list[tuple[int, int]]:
+    """The kinds bound to one port (by index, each with itself too) whose addresses may
+    take it together, for `hosts.same_address` to settle, found through an index by
+    address: a wildcard meets every address, a loopback address every loopback one, any
+    other the ones written alike (case-blind)."""
+    by_address: dict[str, list[int]] = {}
+    loopback: list[int] = []
+    wildcards: list[int] = []
+    for x, (kind, _) in enumerate(entries):
+        endpoint = kind[1]
+        assert isinstance(endpoint, Endpoint)
+        host = endpoint.host
+        if host is None:
+            continue
+        if host in WILDCARD_HOSTS:
+            wildcards.append(x)
+            continue
+        by_address.setdefault(host.lower(), []).append(x)
+        if host in LOOPBACK:
+            loopback.append(x)
+    named = [x for xs in by_address.values() for x in xs]
+    pairs = {(x, y) for xs in (*by_address.values(), loopback) for x in xs for y in xs if x <= y}
+    pairs |= {(min(w, x), max(w, x)) for w in wildcards for x in (*named, *wildcards)}
+    return sorted(pairs)
+
+
+def _paired(one: list[int], two: list[int]) -> list[int]:
+    """The servers of two kinds (or of one, twice) that have a partner in the other: any
+    server but itself."""
+    return sorted(
+        {i for i in one if any(j != i for j in two[:2])}
+        | {j for j in two if any(i != j for i in one[:2])}
+    )
+
+
+def _port_kind(server: Server, text: str, routers: tuple[Router, ...]) -> tuple[object, ...]:
+    """All that `hosts.same_address` and `hosts.known_together` read of one server, and
+    its role (the message's): two servers alike in it are judged alike against a third."""
+    return (
+        server.role,
+        server.endpoint,
+        hosts.signature(server),
+        hosts.may_share(server, text),
+        hosts.by_hand(server),
+        hosts.loopback_routed(server, routers),
+    )
+
+
+def _port_pair(one: list[int], two: list[int]) -> tuple[int, int] | None:
+    """The first two servers, one of each kind (indices into the deployment's servers), that
+    are not the same server; None when there are none (a kind of one, with itself)."""
+    first = one[0]
+    second = next((j for j in two if j != first), None)
+    if second is None and one is not two:
+        first = next((i for i in one if i != two[0]), -1)
+        second = two[0] if first >= 0 else None
+    return None if second is None else (first, second)
+
+
+def _also(finding: Finding, others: list[Server]) -> Finding:
+    """A grouped finding: its message (of its first two servers) says how many more servers
+    of the same two kinds clash so, and their lines, the first few of them."""
+    if not others:
+        return finding
+    lines = listed([str(s.line) for s in others], ", ")
+    return replace(
+        finding,
+        message=f"{finding.message}; so do {len(others)} more server(s) launched alike "
+        f"(line(s) {lines})",
+    )
 
 
 def _router_two_roles(deployment: Deployment) -> Iterator[Finding]:
@@ -439,8 +532,9 @@ _DEPLOYMENT_CHECKS: dict[str, Callable[[Deployment], Iterator[Finding]]] = {
 def _host_gpus(
     deployment: Deployment, reports: Mapping[str, Report], release: str
 ) -> Iterator[Finding]:
-    """HOST-GPU-OVERLAP (HOST-GPU-UNPLACED when neither chose its GPUs) for every two
-    servers on one machine that share a GPU, and
+    """HOST-GPU-OVERLAP (HOST-GPU-UNPLACED when neither chose its GPUs) for servers on
+    one machine that share a GPU, once for each two kinds of launch (`hosts.overlaps`),
+    and
     HOST-GPU-COUNT when the script is one machine's and its servers need more GPUs than
     a node size the sources give (`meshsat.solver.deployment.hosts`)."""
     placed = [
@@ -449,21 +543,23 @@ def _host_gpus(
         if hosts.may_share(s, deployment.text)
         and (found := hosts.devices(s, reports[s.name].resolved, release)) is not None
     ]
-    for a, b, shared in hosts.overlaps(placed):
+    for clash in hosts.overlaps(placed):
+        a, b = clash.a, clash.b
         # Neither server chose its GPUs: they may well be on two machines the script does
         # not tell apart, so a warning; one that did places servers on one machine.
         rule = "HOST-GPU-OVERLAP" if a.chosen or b.chosen else "HOST-GPU-UNPLACED"
-        yield _finding(
+        finding = _finding(
             rule,
-            (a.server.name, b.server.name),
+            tuple(d.server.name for d in clash.servers),
             a=a.server.role,
             line_a=a.server.line,
             how_a=a.text(),
             b=b.server.role,
             line_b=b.server.line,
             how_b=b.text(),
-            shared=hosts.ranges(shared),
+            shared=hosts.ranges(clash.shared),
         )
+        yield _also(finding, [d.server for d in clash.servers if d is not a and d is not b])
     together = hosts.machine(placed)
     sizes = [
         d.server.layout.config.gpus_per_node
