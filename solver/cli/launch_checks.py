@@ -23,6 +23,23 @@ def with_launch_checks(report: Report, layout: LayoutInput, *, strict: bool) -> 
     errors = job_violations(layout.job) + node_violations(report, layout.nodes)
     if layout.launch is not None:
         errors += visible_violations([layout.launch], report.resolved, report.sglang_version)
+    refused, warnings = flag_findings(layout, strict=strict)
+    return _with(report, errors + refused, warnings)
+
+
+def with_flag_checks(report: Report, layout: LayoutInput) -> Report:
+    """`report` with what `validate` (without --strict) says of the launch's flags: an
+    error for one no recorded release's parser takes, a warning for one only another
+    release takes. Why `meshsat launch` needs it: the layout check alone passed
+    `--enable-dp-atention` and ran a command SGLang exits on, which `validate` refuses."""
+    errors, warnings = flag_findings(layout, strict=False)
+    return _with(report, errors, warnings)
+
+
+def flag_findings(layout: LayoutInput, *, strict: bool) -> tuple[list[Violation], list[Violation]]:
+    """The launch's refused flags as (errors, warnings): `unstartable` always an error; a
+    flag another recorded release takes a warning, an error with `strict`."""
+    errors: list[Violation] = []
     warnings: list[Violation] = []
     refused = unstartable(layout)
     if refused is not None:
@@ -40,6 +57,10 @@ def with_launch_checks(report: Report, layout: LayoutInput, *, strict: bool) -> 
             severity="error" if strict else "warning",
         )
         (errors if strict else warnings).append(flag)
+    return errors, warnings
+
+
+def _with(report: Report, errors: list[Violation], warnings: list[Violation]) -> Report:
     if not errors and not warnings:
         return report
     return replace(

@@ -261,7 +261,11 @@ def read_launch_commands(
             )
             continue
         program_end, program = start
-        env = [*exported, *assignments, *_unplaced(_docker_env(texts[: program_end - 1]))]
+        runner = texts[: program_end - 1]
+        env = [
+            *_inherited(runner, [*exported, *assignments]),
+            *_unplaced(_docker_env(runner)),
+        ]
         env += [a for w in words[:program_end] if (a := _set(w, text)) is not None]
         read: list[str] = []
         found.append(
@@ -303,6 +307,25 @@ FORM_TEXT: dict[str, str] = {
 #: or in a container, which gets only its `-e NAME=value`); any other (`bash -c`, `srun`)
 #: passes them on.
 _OWN_ENVIRONMENT = frozenset({"ssh", "pdsh", "kubectl", "docker", "podman", "mpirun", "mpiexec"})
+
+
+#: Runners whose server never inherits this shell's environment, quoted or not: a remote
+#: shell, a pod, a container (which gets only its `-e NAME=value`, and a bare `-e NAME`'s
+#: value from here). `mpirun` is left out: the ranks it starts on this host inherit.
+_ELSEWHERE = frozenset({"ssh", "pdsh", "kubectl", "docker", "podman", "nerdctl"})
+
+
+def _inherited(runner: list[str], local: list[_Set]) -> list[_Set]:
+    """The variables of this shell (`export`ed, or `NAME=value` before the command) that
+    reach a launch started by the words `runner` (those before `python -m ...`): all of
+    them, unless a word of `runner` starts it elsewhere (`docker run ... IMAGE python3 -m
+    sglang.launch_server`, `ssh node python -m ...`). Why: `CUDA_VISIBLE_DEVICES=0,1 docker
+    run --gpus all IMAGE ...` gives the container every GPU and no such variable, so
+    judging the list (JOB-VISIBLE-DEVICES) refused a launch that works."""
+    if not any(word.rsplit("/", 1)[-1] in _ELSEWHERE for word in runner):
+        return local
+    named = set(_docker_names(runner))
+    return [item for item in local if item[0][0] in named]
 
 
 def _quoted_launches(
@@ -679,6 +702,20 @@ def _launcher(texts: list[str], routers: bool = False) -> tuple[int, str] | None
         if t.endswith("sglang") and texts[i + 1 : i + 2] == ["serve"]:
             return i + 2, "sglang serve"
     return None
+
+
+def _docker_names(texts: list[str]) -> list[str]:
+    """`docker run -e NAME` / `--env NAME` / `--env=NAME`: the caller's own value passed."""
+    out = []
+    for i, t in enumerate(texts):
+        value = None
+        if t in ("-e", "--env") and i + 1 < len(texts):
+            value = texts[i + 1]
+        elif t.startswith("--env="):
+            value = t[len("--env=") :]
+        if value is not None and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            out.append(value)
+    return out
 
 
 def _docker_env(texts: list[str]) -> list[tuple[str, str]]:

@@ -509,6 +509,8 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
                     out.opaque.append(word.text)
                 i += 1
                 continue
+            if word.text == "--":
+                raise InputError(_end_of_options(words[i:], command.line, word.pos))
             crlf = f": {_CRLF_CAUSE}" if "\r" in word.text else ""
             raise InputError(
                 f"unexpected word {word.text!r} in the SGLang command line (line "
@@ -598,6 +600,22 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
     if "--device" not in out.flags:  # a named device, whatever it is, is not overruled
         out.ascend_signs = ascend_signs(out.given, [var for var, _ in command.env])
     return out
+
+
+def _end_of_options(rest: Sequence[Word], line: int, pos: int) -> str:
+    """Why a `--` stops the launch, in SGLang's words. argparse reads every word after
+    `--` as a positional argument, and SGLang's parser (`prepare_server_args`, a plain
+    `parse_args`, behind `sglang serve` too) declares none: `--tp 8 --` exits 2 with
+    "unrecognized arguments: --" on every Python checked (3.9 to 3.13, and CPython's current
+    source), a trailing `--` alone
+    included, and so do the flags after one (`-- --dp 2`), which are never read as
+    flags."""
+    said = listed([w.text for w in rest])
+    return (
+        f"'--' in the SGLang command line (line {line}, character {pos + 1}): SGLang's parser "
+        f"takes no positional arguments, so argparse exits on it and on every word after it "
+        f"(error: unrecognized arguments: {said}); remove it"
+    )
 
 
 def _value(

@@ -14,8 +14,11 @@ fails in `set_device`, after the others have loaded their weights; the fix is fi
 the list, as `meshsat fix` fits it.
 
 Only the rules SGLang itself enforces stop a launch (errors of the pack). meshsat's advice
-and flags the release's parser would refuse are left to SGLang (its parser says those), and
-the model's memory is not judged (that needs the GPU, which is not touched here).
+is not judged, nor the model's memory (that needs the GPU, which is not touched here). Flags
+the release's parser would refuse are left to SGLang by the plugin, whose hook runs just
+before that parser; `meshsat launch` passes `checks` (the CLI's `with_flag_checks`) and so
+refuses, as `validate` does, a flag no recorded release takes (CMD-UNKNOWN-FLAG, a typo such
+as `--enable-dp-atention`) before it runs anything.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,6 +51,13 @@ from meshsat.solver.inputs.sglang_cmdline import ENV_FACTS, parse_launch
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.validation.report import Report
 from meshsat.solver.validation.validate import validate
+
+#: Rules whose hint is the whole fix (a flag to correct by hand): no layout search for them.
+_HAND_FIXED = frozenset({"CMD-UNKNOWN-FLAG"})
+
+#: A further judgement of the loaded launch beyond the pack's rules (`meshsat launch`'s
+#: flag checks, which live with the CLI's).
+Checks = Callable[[Report, LayoutInput], Report]
 
 
 @dataclass(frozen=True)
@@ -98,7 +108,7 @@ class Verdict:
             lines.append("  nearest valid layout (meshsat fix): " + ", ".join(self.changes))
             lines.append("  fixed command:")
             lines.append("    " + self.fixed_command)
-        else:
+        elif any(v.rule not in _HAND_FIXED for v in self.report.violations):
             lines.append("  no valid layout near this one; run `meshsat fix --sglang ...` for why")
         if mode is Mode.enforce:
             lines.append(
@@ -113,18 +123,22 @@ def judge_words(
     environ: Mapping[str, str] | None = None,
     sglang_version: str | Pack | None = "installed",
     with_fix: bool = True,
+    checks: Checks | None = None,
 ) -> Verdict:
     """Judge one launch command given as words (`python -m sglang.launch_server --tp 8`,
     `sglang serve ...`, or anything `validate --sglang` reads, such as `docker run ...`).
 
     `environ` supplies the SGLang environment variables that change the layout (those a
-    process would inherit); they are read as if they prefixed the command."""
+    process would inherit); they are read as if they prefixed the command, which the
+    reader passes on only where the server inherits them: not into `docker run`'s
+    container (its own `-e NAME=value` only) nor over `ssh`. `checks` judges the loaded
+    launch further (`meshsat launch`: the flags its release's parser refuses)."""
     started = time.perf_counter()
     pack = get_pack(sglang_version)
     env = _layout_env(environ)
     text = shlex.join([*(f"{k}={v}" for k, v in env), *words])
     layout = load_layout(LayoutSources(sglang=text), catalogue=_catalogue, release=pack.version)
-    return _judged(layout, pack, started, shlex.join(words), with_fix)
+    return _judged(layout, pack, started, shlex.join(words), with_fix, checks)
 
 
 def judge_argv(
@@ -188,7 +202,12 @@ def _catalogue(repo_id: str) -> Mapping[str, Any]:
 
 
 def _judged(
-    layout: LayoutInput, pack: Pack, started: float, command: str, with_fix: bool
+    layout: LayoutInput,
+    pack: Pack,
+    started: float,
+    command: str,
+    with_fix: bool,
+    checks: Checks | None = None,
 ) -> Verdict:
     report = validate(layout.config, layout.model, explain=False, sglang_version=pack)
     launch = layout.launch
@@ -198,8 +217,12 @@ def _judged(
         short = visible_violations([launch], report.resolved, pack.version)
         if short:
             report = replace(report, valid=False, violations=(*report.violations, *short))
+    if checks is not None:
+        report = checks(report, layout)
     judge_ms = (time.perf_counter() - started) * 1e3
-    fixed, changes = (None, ()) if report.valid or not with_fix else _fixed(layout, pack)
+    # A refused flag alone leaves the layout to fix as it is: no search, the hint says it.
+    layout_wrong = any(v.rule not in _HAND_FIXED for v in report.violations)
+    fixed, changes = (None, ()) if not layout_wrong or not with_fix else _fixed(layout, pack)
     return Verdict(report.valid, pack.version, command, report, fixed, changes, judge_ms)
 
 
