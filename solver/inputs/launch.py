@@ -704,32 +704,25 @@ def _launcher(texts: list[str], routers: bool = False) -> tuple[int, str] | None
     return None
 
 
-def _docker_names(texts: list[str]) -> list[str]:
-    """`docker run -e NAME` / `--env NAME` / `--env=NAME`: the caller's own value passed."""
+def _docker_env_words(texts: list[str]) -> list[str]:
+    """What each `docker run -e X` / `--env X` / `--env=X` passes, as written."""
     out = []
     for i, t in enumerate(texts):
-        value = None
         if t in ("-e", "--env") and i + 1 < len(texts):
-            value = texts[i + 1]
+            out.append(texts[i + 1])
         elif t.startswith("--env="):
-            value = t[len("--env=") :]
-        if value is not None and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-            out.append(value)
+            out.append(t[len("--env=") :])
     return out
+
+
+def _docker_names(texts: list[str]) -> list[str]:
+    """`docker run -e NAME` / `--env NAME` / `--env=NAME`: the caller's own value passed."""
+    return [w for w in _docker_env_words(texts) if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", w)]
 
 
 def _docker_env(texts: list[str]) -> list[tuple[str, str]]:
     """`docker run -e NAME=value` / `--env NAME=value` / `--env=NAME=value` before the image."""
-    out = []
-    for i, t in enumerate(texts):
-        value = None
-        if t in ("-e", "--env") and i + 1 < len(texts):
-            value = texts[i + 1]
-        elif t.startswith("--env="):
-            value = t[len("--env=") :]
-        if value is not None and (pair := split_assignment(value)) is not None:
-            out.append(pair)
-    return out
+    return [p for w in _docker_env_words(texts) if (p := split_assignment(w)) is not None]
 
 
 #: An environment assignment and where its value stands in the text ((-1, -1): not as read).
