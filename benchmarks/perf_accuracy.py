@@ -43,7 +43,9 @@ from meshsat.solver.perf.measured import (
     MeasuredRun,
     checkpoint_config,
     distinct_runs,
+    family,
     load_runs,
+    repeated_configurations,
 )
 from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import (
@@ -81,12 +83,6 @@ class Row:
     #: (`schedule.admission_capacity`; None: it judges that the layout does not load, so the
     #: queue beyond it is not modelled).
     capacity: int | None = None
-
-
-def family(model: str) -> str:
-    """Models held out together: 125 DeepSeek-V3 rows repeat DeepSeek-R1 rows exactly (one
-    architecture), so leaving one out while training on the other would leak."""
-    return "DeepSeek-V3/R1" if model.startswith("deepseek-ai/DeepSeek-") else model
 
 
 def nearest_pack(version: str) -> str:
@@ -519,6 +515,35 @@ def table_row(name: str, rows: Sequence[Row], preds: dict[int, tuple[float, floa
     )
 
 
+def repeats_line(
+    rows: Sequence[Row], runs: Sequence[MeasuredRun], preds: dict[int, tuple[float, float]]
+) -> str:
+    """How far the sample's own repeats disagree: a floor under any estimate that sees only
+    the configuration, and the default estimate on the same rows."""
+    rep = repeated_configurations(runs)
+    if not rep.groups:
+        return "Repeated configurations: none."
+    ids = {id(r) for g in rep.groups for r in g}
+    sel = [r for r in rows if id(r.run) in ids and id(r) in preds]
+    same = sum(len({r.build for r in g}) == 1 for g in rep.groups)
+    med = statistics.median
+    et, ep = errors(sel, lambda r: preds[id(r)])
+    return (
+        f"Repeated configurations: {len(rep.groups)} configurations (one model, GPU, "
+        "quantization, layout, ISL/OSL and concurrency) were measured more than once with "
+        f"different results ({same} of them within one build; "
+        "`measured.repeated_configurations`). Largest over smallest measurement, median "
+        f"(max): TTFT {med(rep.spreads('ttft_ms')):.2f}x ({max(rep.spreads('ttft_ms')):.2f}x), "
+        f"TPOT {med(rep.spreads('tpot_ms')):.2f}x ({max(rep.spreads('tpot_ms')):.2f}x). An "
+        "estimate from the configuration gives each group one value, so the worse-served "
+        "measurement of each group is off by at least (r - 1) / (r + 1) for a spread r: a "
+        f"median of {100 * med(rep.floor('ttft_ms')):.0f} % for TTFT and "
+        f"{100 * med(rep.floor('tpot_ms')):.0f} % for TPOT. {DEFAULT}, leave-one-model-out, on "
+        f"these {len(sel)} rows: TTFT median |error| {100 * med(et):.1f} %, TPOT "
+        f"{100 * med(ep):.1f} %."
+    )
+
+
 def builds_line(rows: Sequence[Row], preds: dict[int, tuple[float, float]]) -> str:
     """The across-build same-GPU-count comparisons split by whether one build ran all their
     layouts: where none did, the measured order mixes releases, not layouts alone."""
@@ -656,7 +681,7 @@ def once(
     return [
         f"Each measurement once: {len(first)} distinct measurements of the {len(runs)} rows "
         f"(`measured.distinct_runs`: the same GPU, quantization, ISL/OSL, concurrency, TTFT and "
-        f"TPOT to 12 significant digits), {len(sel)} estimable; the estimates and fitted "
+        f"TPOT to two decimals of a millisecond), {len(sel)} estimable; the estimates and fitted "
         "constants are those above.",
         "",
         HEAD,
@@ -745,6 +770,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         "",
         builds_line(rows, preds[f"{DEFAULT}, leave-one-model-out"]),
+        "",
+        repeats_line(rows, runs, preds[f"{DEFAULT}, leave-one-model-out"]),
         "",
         "Not estimable by the engine (rows): "
         + "; ".join(f"{k}: {v}" for k, v in skipped.most_common()),

@@ -266,7 +266,7 @@ def section(rows: Sequence[Row], runs: Sequence[MeasuredDisaggRun],
         "aiconfigurator-core 0.12.0's silicon_sample.csv, "
         f"{len(runs)} distinct measurements: {copies} widths-only rows are copies of a row "
         "with worker counts (the same GPU, quantization, ISL/OSL, concurrency, TTFT and TPOT "
-        f"to 12 significant digits) without its worker counts, {garbled} of them also "
+        f"to two decimals of a millisecond) without its worker counts, {garbled} of them also "
         "without its attention-DP width or with other server widths, and "
         f"{len(dropped) - copies} repeat another widths-only row; each measurement counts "
         f"once (`measured.distinct_disagg_runs`). {complete} record both worker counts and "

@@ -97,10 +97,42 @@ def test_each_aggregated_measurement_counts_once() -> None:
     copy = replace(a, id="a-copy", model="deepseek-ai/DeepSeek-V3", ttft_ms=3882.771885458033)
     other = replace(a, id="b", concurrency=16)
     slower = replace(a, id="c", tpot_ms=2.0)
-    assert [r.id for r in distinct_runs([a, copy, other, slower, copy])] == ["a", "b", "c"]
+    printed = replace(a, id="a-printed", ttft_ms=3882.77, tpot_ms=round(a.tpot_ms, 2))
+    assert [r.id for r in distinct_runs([a, copy, other, slower, copy, printed])] == [
+        "a",
+        "b",
+        "c",
+    ]
     runs = load_runs()
     if runs:
         kept = distinct_runs(runs)
         keys = [measurement_key(r) for r in kept]
         assert len(keys) == len(set(keys)) < len(runs)
         assert {measurement_key(r) for r in runs} == set(keys)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ttfts=st.lists(st.floats(50.0, 20_000.0), min_size=2, max_size=4, unique=True),
+    guess=st.floats(1.0, 50_000.0),
+)
+def test_repeats_floor_bounds_any_single_estimate(ttfts: list[float], guess: float) -> None:
+    """Measurements of one configuration on other days form one group, and no single value
+    serves the group's worst-served measurement better than the stated floor (the brute
+    check: any guess); a configuration measured once, or another layout, is no group."""
+    from meshsat.solver.perf.measured import repeated_configurations
+
+    group = [replace(RUN, id=f"r{i}", ttft_ms=t) for i, t in enumerate(ttfts)]
+    alone = replace(RUN, id="alone", tp_size=RUN.tp_size * 2, ttft_ms=ttfts[0])
+    rep = repeated_configurations([*group, alone])
+    distinct = {f"{t:.2f}" for t in ttfts}
+    if len(distinct) < 2:
+        assert rep.groups == ()
+        return
+    assert len(rep.groups) == 1 and len(rep.groups[0]) == len(distinct)
+    (floor,) = rep.floor("ttft_ms")
+    worst = max(abs(guess / r.ttft_ms - 1) for r in rep.groups[0])
+    assert worst >= floor - 1e-12
+    lo, hi = min(ttfts), max(ttfts)
+    best = 2 * lo * hi / (lo + hi)
+    assert max(abs(best / t - 1) for t in (lo, hi)) == pytest.approx(floor)

@@ -366,18 +366,26 @@ def load_disagg_runs(path: Path | None = None) -> list[MeasuredDisaggRun]:
     return runs
 
 
+def family(model: str) -> str:
+    """Models held out together: 125 DeepSeek-V3 rows repeat DeepSeek-R1 rows exactly (one
+    architecture), so leaving one out while training on the other would leak."""
+    return "DeepSeek-V3/R1" if model.startswith("deepseek-ai/DeepSeek-") else model
+
+
 def measurement_key(run: MeasuredRun | MeasuredDisaggRun) -> tuple[Any, ...]:
     """What identifies one measurement: the GPU, quantization, ISL/OSL, concurrency and the
-    measured TTFT and TPOT to 12 significant digits (copies differ at most in the last
-    binary digit of the 17 the CSV prints; the model is left out: the sample names
-    DeepSeek-V3 what copies of the same runs name DeepSeek-R1, one architecture, in the
-    aggregated rows as in the disaggregated ones)."""
+    measured TTFT and TPOT to two decimals of a millisecond. The CSV prints most rows with
+    17 significant digits and 146 aggregated ones with two decimals (a copy of the same
+    run from another source: 2178.39 for 2178.391830824694), so two decimals is the finest
+    precision every copy holds. The model is left out: the sample names DeepSeek-V3 what
+    copies of the same runs name DeepSeek-R1, one architecture, in the aggregated rows as
+    in the disaggregated ones."""
     return (run.system, run.quant, run.isl, run.osl, run.concurrency,
-            f"{run.ttft_ms:.12g}", f"{run.tpot_ms:.12g}")  # fmt: skip
+            f"{run.ttft_ms:.2f}", f"{run.tpot_ms:.2f}")  # fmt: skip
 
 
 def distinct_runs(runs: Sequence[MeasuredRun]) -> list[MeasuredRun]:
-    """Each aggregated measurement once, the first in file order: 308 of the sample's 953
+    """Each aggregated measurement once, the first in file order: 384 of the sample's 953
     aggregated SGLang rows repeat another (one campaign under several source files,
     DeepSeek-R1 rows again as DeepSeek-V3), which weighs a campaign by how often it was
     copied, not by what it measured."""
@@ -395,7 +403,7 @@ def distinct_disagg_runs(
     runs: Sequence[MeasuredDisaggRun],
 ) -> tuple[list[MeasuredDisaggRun], list[MeasuredDisaggRun]]:
     """(kept, dropped): each measurement once. The sample lists some runs twice: widths-only
-    copies of db-dump rows (the same TTFT and TPOT to 12 significant digits, no worker
+    copies of db-dump rows (the same TTFT and TPOT to two decimals of a millisecond, no worker
     counts, often no attention-DP width either: `tp 1` for a server of 8 attention-DP
     ranks) and the same widths-only run from two source files. A copy of a row with worker counts
     gives way to that row; otherwise the first in file order stays."""
@@ -410,3 +418,34 @@ def distinct_disagg_runs(
         seen.add(key)
         kept.append(r)
     return kept, dropped
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """Configurations the sample measured more than once with different results: the same
+    model family, GPU, quantization, layout, ISL/OSL and concurrency, another TTFT or TPOT
+    (another day or build). An estimate from the configuration gives each group one value,
+    so these groups bound what any such estimate can score on them."""
+
+    groups: tuple[tuple[MeasuredRun, ...], ...]
+
+    def spreads(self, which: str) -> list[float]:
+        """Largest over smallest measurement of each group (`ttft_ms` or `tpot_ms`)."""
+        return [max(getattr(r, which) for r in g) / min(getattr(r, which) for r in g)
+                for g in self.groups]  # fmt: skip
+
+    def floor(self, which: str) -> list[float]:
+        """Per group, the least error the worse-served measurement can have when one value
+        stands for the group: (r - 1) / (r + 1) for a spread r, at the harmonic mean of the
+        extremes."""
+        return [(r - 1) / (r + 1) for r in self.spreads(which)]
+
+
+def repeated_configurations(runs: Sequence[MeasuredRun]) -> Repeats:
+    """Distinct measurements (`distinct_runs`) grouped by configuration, groups of two or
+    more, in file order."""
+    by: dict[tuple[Any, ...], list[MeasuredRun]] = {}
+    for r in distinct_runs(runs):
+        key = (family(r.model), r.system, r.quant, r.layout_key, r.isl, r.osl, r.concurrency)
+        by.setdefault(key, []).append(r)
+    return Repeats(tuple(tuple(g) for g in by.values() if len(g) > 1))
