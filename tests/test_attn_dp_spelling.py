@@ -90,3 +90,50 @@ def test_resolved_json_reads_back_as_the_same_layout(
     assert again.code == 0 and back["valid"], back["violations"]
     assert back["derived"] == data["derived"]
     assert (back["resolved"]["attn_dp_size"], back["resolved"]["dp_size"]) == (width, 1)
+
+
+@pytest.mark.parametrize(
+    ("flags", "names"),
+    [
+        ("--tp 8 --attn-dp-size 3", ["attn_dp_size"]),
+        ("--tp 8 --enable-dp-attention --dp 3", ["enable_dp_attention", "dp_size"]),
+    ],
+)
+def test_violation_fields_name_the_dp_group_as_typed(
+    capsys: pytest.CaptureFixture[str], flags: str, names: list[str]
+) -> None:
+    """On 0.5.23 a rule on the DP-attention width names the group as the user typed it
+    (`--attn-dp-size`, or the deprecated pair), never the internal pair they did not type;
+    0.5.19, which has no `--attn-dp-size`, keeps `enable_dp_attention, dp_size`."""
+    for version, expected in (("0.5.23", names), ("0.5.19", ["enable_dp_attention", "dp_size"])):
+        if version == "0.5.19" and "attn-dp-size" in flags:
+            continue
+        r = run_cli(capsys, "validate", "-V", version, "--sglang", f"{LAUNCH} {flags}", "--json")
+        assert r.code == 1, r.err
+        (div,) = [v for v in json.loads(r.out)["violations"] if v["rule"] == "DPATTN-TP-DIV"]
+        assert [f for f in div["fields"] if f in DP_GROUP] == expected
+        assert "tp_size" in div["fields"]
+
+
+def test_recorded_rejections_name_only_fields_the_release_has() -> None:
+    """Every 0.5.23 rejection recorded from the real SGLang with DP attention on: no
+    violation names an internal DP field the user did not type."""
+    checked = 0
+    for rec in iter_records("0.5.23"):
+        if rec["accepted"]:
+            continue
+        cfg = release_config(rec)
+        report = validate(
+            Config(**cfg), model(rec["model"]), explain=False, sglang_version="0.5.23"
+        )
+        if not report.resolved_env["enable_dp_attention"]:
+            continue
+        typed = report.config.user_set()
+        for v in report.to_dict()["violations"]:
+            stray = {"enable_dp_attention", "dp_size", "attn_dp_size"} & set(v["fields"]) - typed
+            assert stray <= {"attn_dp_size"} and not (stray and typed & set(DP_GROUP)), (
+                rec,
+                v,
+            )
+            checked += 1
+    assert checked > 0

@@ -29,3 +29,26 @@ def spelled(config: Config | Mapping[str, Any], attn_dp_spelling: bool) -> dict[
         width = values["dp_size"] if values["dp_size"] > 1 else values["attn_dp_size"]
         values.update(attn_dp_size=width, dp_size=1, enable_dp_attention=False)
     return {n: values[n] for n in CONFIG_SPECS}
+
+
+def released_fields(
+    fields: tuple[str, ...],
+    typed: frozenset[str] | set[str],
+    dp_attention: bool,
+    attn_dp_spelling: bool,
+) -> tuple[str, ...]:
+    """A rule's fields as the release names them: from 0.5.23 on, with DP attention on, the
+    internal `enable_dp_attention`/`dp_size` are the DP-attention group, named as the user
+    typed it (`--attn-dp-size N`, or the deprecated `--enable-dp-attention --dp-size N`),
+    `attn_dp_size` when they typed neither."""
+    internal = {"enable_dp_attention", "dp_size"}
+    if not (attn_dp_spelling and dp_attention and internal & set(fields)):
+        return fields
+    typed_group = [f for f in (*fields, *DP_GROUP) if f in typed and f in DP_GROUP]
+    group = list(dict.fromkeys(typed_group)) or ["attn_dp_size"]
+    out: list[str] = []
+    for f in fields:
+        for name in group if f in internal or f == "attn_dp_size" else [f]:
+            if name not in out:
+                out.append(name)
+    return tuple(out)

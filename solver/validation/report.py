@@ -30,11 +30,12 @@ class Violation:
     #: launch does (the pack says which, per release).
     stage: str = "resolution"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, fields: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """`fields`: the rule's fields as the release names them, where they differ."""
         return {
             "rule": self.rule,
             "message": self.message,
-            "fields": list(self.fields),
+            "fields": list(self.fields if fields is None else fields),
             "detail": self.detail,
             "hint": self.hint,
             "source": self.source,
@@ -156,9 +157,9 @@ class Report:
             "sglang_version": self.sglang_version,
             # Violations are in SGLang's handler order: the first is the error it stops at.
             "first": self.violations[0].rule if self.violations else None,
-            "violations": [v.to_dict() for v in self.violations],
+            "violations": [v.to_dict(self._released(v)) for v in self.violations],
             "conflict": list(self.conflict) if self.conflict is not None else None,
-            "warnings": [w.to_dict() for w in self.warnings],
+            "warnings": [w.to_dict(self._released(w)) for w in self.warnings],
             "notes": [n.to_dict() for n in self.notes],
             "derived": dict(self.derived),
             "resolved": self.resolved_as_released,
@@ -167,6 +168,16 @@ class Report:
             # The derived widths whose number is SGLang's default's, not the launch's.
             "derived_unknown": [name for name in self.derived if self.reads_unknown(name)],
         }
+
+    def _released(self, v: Violation) -> tuple[str, ...]:
+        from meshsat.solver.inputs.spelling import released_fields
+
+        return released_fields(
+            v.fields,
+            self.config.user_set(),
+            bool(self.resolved_env.get("enable_dp_attention")),
+            self.attn_dp_spelling,
+        )
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
