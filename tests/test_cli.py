@@ -293,3 +293,17 @@ def test_an_inexact_width_is_shown_as_its_fraction(capsys: pytest.CaptureFixture
     ):
         run = run_cli(capsys, "validate", *(a for s in sets for a in ("--set", s)))
         assert shown in " ".join(run.out.split()), run.out
+
+
+def test_plan_json_is_format_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """`plan --json` is `plan --format json`, the alias validate, fix, rules and enumerate
+    take (before, typer refused it: "No such option: --json"); with another format it is
+    refused as those commands refuse it."""
+    base = ("plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpus", "1", "--top", "2")
+    alias = run_cli(capsys, *base, "--json")
+    long = run_cli(capsys, *base, "--format", "json")
+    assert alias.code == long.code == 0, alias.err
+    assert json.loads(alias.out) == json.loads(long.out)
+    clash = run_cli(capsys, *base, "--json", "--format", "csv")
+    assert clash.code == 2
+    assert "--json means --format json" in clash.err

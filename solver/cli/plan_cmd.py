@@ -26,7 +26,8 @@ from meshsat.solver.cli.deadline import time_limit
 from meshsat.solver.cli.disagg_emit import disagg_manifest
 from meshsat.solver.cli.emit_options import EmitOpt, ImageOpt, NameOpt, lws_for
 from meshsat.solver.cli.enumerate_cmd import WhereOpt
-from meshsat.solver.cli.formats import write_csv
+from meshsat.solver.cli.formats import OutputFormat, chosen, write_csv
+from meshsat.solver.cli.layout_options import JsonOpt
 from meshsat.solver.cli.memory_options import (
     FreeMemoryOpt,
     MemFractionOpt,
@@ -335,7 +336,12 @@ TimeoutArg = Annotated[
         show_default=False,
     ),
 ]
-FormatArg = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+FormatArg = Annotated[
+    Format | None,
+    typer.Option(
+        "--format", "-f", help="Output format: table (default), json or csv.", show_default=False
+    ),
+]
 PickArg = Annotated[
     int, typer.Option("--pick", min=1, metavar="K", help="With --emit: the K-th ranked layout.")
 ]
@@ -349,7 +355,8 @@ def plan_cmd(
     context_length: CtxArg = None,
     gpus_per_node: PerNodeArg = None,
     top: TopArg = 20,
-    fmt: FormatArg = Format.table,
+    fmt: FormatArg = None,
+    as_json: JsonOpt = False,
     mem_fraction_static: MemFractionOpt = None,
     free_memory: FreeMemoryOpt = None,
     timeout: TimeoutArg = None,
@@ -388,6 +395,9 @@ def plan_cmd(
       meshsat plan --model deepseek-ai/DeepSeek-V3 --gpu GB200 --gpus 32 --disagg --isl 8192
       meshsat plan --model Qwen/Qwen3-32B --gpu H100 --gpus 2 --quantization fp8
     """
+    # `--json` is `--format json`, as in validate, fix, rules and enumerate
+    # (`formats.chosen`, which also refuses `--json --format csv`).
+    fmt = Format(chosen(None if fmt is None else OutputFormat(fmt.value), as_json).value)
     g = plan_gpu(gpu_name, gpu_memory)
     # Only --rank kv reads it, but a length no request can have is bad input under any.
     length = checked_context_length(model_config(model), context_length, model)
