@@ -378,6 +378,23 @@ def _unchanged(found: ServerFix) -> str:
     )
 
 
+def _role_edit(words: Sequence[Any], url: str, kind: str) -> tuple[int, int, str] | None:
+    """The edit that lists a router's `url` under `--{kind}`: its flag word turned into
+    the other, written apart (`--prefill URL`) or joined (`--prefill=URL`) where it
+    stands as written (not through a variable); None where no flag names it so."""
+    for i, word in enumerate(words):
+        if word.via is not None:
+            continue
+        name, eq, inline = word.text.partition("=")
+        if name not in ("--prefill", "--decode"):
+            continue
+        if eq and inline == url:
+            return word.pos, word.pos + len(name), f"--{kind}"
+        if not eq and i + 1 < len(words) and words[i + 1].text == url:
+            return word.pos, word.end, f"--{kind}"
+    return None
+
+
 def _rewritten_routers(text: str, result: DeploymentFix) -> tuple[str, list[str]]:
     """The routers' repairs written in: a moved URL's `--prefill`/`--decode` flag turned
     into the other (when the flag names that URL alone), `--pd-disaggregation` added."""
@@ -392,15 +409,11 @@ def _rewritten_routers(text: str, result: DeploymentFix) -> tuple[str, list[str]
             continue
         words = command.words
         for url, kind in repair.moves:
-            at = [
-                i for i in range(1, len(words))
-                if words[i].text == url and words[i - 1].text in ("--prefill", "--decode")
-            ]  # fmt: skip
-            if not at:
+            edit = _role_edit(words, url, kind)
+            if edit is None:
                 notes.append(f"line {repair.line}: move {url} to --{kind} by hand")
                 continue
-            flag = words[at[0] - 1]
-            edits.append((flag.pos, flag.end, f"--{kind}"))
+            edits.append(edit)
             notes.append(f"router@{repair.line}: {url} -> --{kind}")
         if repair.add_pd:
             edits.append((words[-1].end, words[-1].end, " --pd-disaggregation"))

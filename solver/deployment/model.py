@@ -112,6 +112,11 @@ class Router:
     bootstrap_ports: tuple[int, ...] | None = None
     #: The regular mode's `--worker-urls`: aggregated servers it sends whole requests to.
     workers: tuple[Target, ...] = ()
+    #: Where the router itself listens (`--host`/`--port`, else its program's defaults;
+    #: None: not known here): a server of its machine cannot bind that port too.
+    listens: Endpoint | None = None
+    #: Its launch (None: a router made, not read), for where it runs (`hosts`).
+    command: LaunchCommand | None = None
 
 
 @dataclass(frozen=True)

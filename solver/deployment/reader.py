@@ -20,7 +20,7 @@ How launches are grouped into servers (docs/disaggregation.md):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -405,55 +405,138 @@ def _deployment(
     return Deployment(tuple(servers), routers, text)
 
 
-def _endpoint(url: str) -> Endpoint:
+def _endpoint(url: str, command: LaunchCommand | None = None, flag: str = "") -> Endpoint:
+    """Where a router's URL points. A URL without a port is reached at its scheme's
+    (80, or 443 for https), as the router's HTTP client reaches it; a port that is no number
+    (or out of range) is refused with the router's line: the router cannot reach the
+    server, and matching it to every server hid that. A shell expansion or placeholder in
+    the URL leaves what it may stand for unknown here (None)."""
+    unknown = "$" in url or "<" in url
     parts = urlsplit(url if "://" in url else "http://" + url)
     try:
-        port = parts.port if parts.port is not None else 80
+        port = parts.port
     except ValueError:
-        port = None
+        if unknown:
+            return Endpoint(None, None)
+        where = "" if command is None else f"line {command.line}: "
+        raise InputError(
+            f"{where}{_module(command)}argument {flag}: the port of {url!r} is not a "
+            "number from 0 to 65535: the router cannot reach that server"
+        ) from None
+    if port is None:
+        port = 443 if parts.scheme.lower() == "https" else 80
     host = parts.hostname
-    if host is not None and ("$" in url or "<" in url):
+    if host is not None and unknown:
         host = None
     return Endpoint(host, port)
+
+
+def _module(command: LaunchCommand | None) -> str:
+    return "" if command is None else command.program.removeprefix("python -m ") + ": "
+
+
+#: The router of SGLang's PD deployments: its `--prefill URL [BOOTSTRAP_PORT]`.
+LAUNCH_ROUTER = "sglang_router.launch_router"
+#: Where each router program listens when its launch gives no `--host`/`--port`:
+#: sglang_router's `RouterArgs` (host 127.0.0.1, port 30000; `router_args.py`), 0.4.6's
+#: mini_lb (`--host` 0.0.0.0, `--port` 8000). launch_lb's are not modelled (None: its
+#: listening port is checked only where written).
+ROUTER_LISTENS: dict[str, Endpoint] = {
+    LAUNCH_ROUTER: Endpoint("127.0.0.1", 30000),
+    "sglang.srt.disaggregation.mini_lb": Endpoint("0.0.0.0", 8000),
+}
 
 
 def router_of(command: LaunchCommand) -> Router:
     """What a router's launch names: `launch_router --prefill URL [PORT] --decode URL`,
     or in its regular mode `--worker-urls URL...`; `mini_lb`/`launch_lb --prefill URL...
-    --decode URL... --prefill-bootstrap-ports P...`."""
+    --decode URL... --prefill-bootstrap-ports P...`.
+
+    Each flag takes the words its argparse declaration gives it (`_taken`), in either
+    spelling (`--flag value`, `--flag=value`): the words a flag does not take are the
+    parser's "unrecognized arguments", which it refuses (`--decode URL1 URL2`: `--decode`
+    takes one URL; `--prefill=URL 8998`: the `=` form takes one word), so meshsat refuses
+    them too rather than count servers the router never sees."""
     module = command.program.removeprefix("python -m ")
     prefill: list[Target] = []
     decode: list[Target] = []
     workers: list[Target] = []
     ports: list[int] | None = None
-    words = command.words
-    i = 0
-    while i < len(words):
-        flag = words[i].text
-        i += 1
-        given: list[Word] = []
-        while i < len(words) and not words[i].text.startswith("--"):
-            given.append(words[i])
-            i += 1
-        values = [w.text for w in given]
+    unrecognized: list[str] = []
+    for flag, taken, rest in _router_flags(command):
+        unrecognized += [w.text for w in rest]
+        values = [w.text for w in taken]
         if not values and flag in _URL_LISTS:
             raise InputError(
                 f"line {command.line}: {module}: argument {flag}: expected "
                 f"{_EXPECTED[_nargs(module, flag)]} (its argparse refuses the command)"
             )
-        if flag == "--prefill":
-            _check_bootstrap_port(command, module, given)
-            prefill += _targets(values)
+        if flag == "--prefill" and module == LAUNCH_ROUTER:
+            prefill.append(_prefill_target(command, module, taken))
+        elif flag == "--prefill":
+            prefill += _targets(values, command, flag)
         elif flag == "--decode":
-            decode += _targets(values)
+            decode += _targets(values, command, flag)
         elif flag == "--worker-urls":
-            workers += [Target(v, _endpoint(v)) for v in values]
+            workers += [Target(v, _endpoint(v, command, flag)) for v in values]
         elif flag == "--prefill-bootstrap-ports":
             ports = [int(v) for v in values if v.isdigit()]
-    pd = module != "sglang_router.launch_router" or _has(command, "--pd-disaggregation")
+    if unrecognized:
+        raise InputError(
+            f"line {command.line}: {module}: unrecognized arguments: "
+            f"{' '.join(unrecognized)} (its argparse refuses the command)"
+        )
+    pd = module != LAUNCH_ROUTER or _has(command, "--pd-disaggregation")
     return Router(
-        command.line, module, pd, tuple(prefill), tuple(decode), _opt(ports), tuple(workers)
-    )
+        command.line, module, pd, tuple(prefill), tuple(decode), _opt(ports), tuple(workers),
+        _listens(command, module), command,
+    )  # fmt: skip
+
+
+#: The router flags read here, each with how many words it takes without `=` (None: every
+#: word up to the next flag; its nargs="+" or "*").
+_READ = frozenset({"--prefill", "--decode", "--worker-urls", "--prefill-bootstrap-ports"})
+
+
+def _router_flags(command: LaunchCommand) -> Iterator[tuple[str, list[Word], list[Word]]]:
+    """Each flag of `_READ` in a router's launch, the words it takes, and the words after
+    it that no flag takes (argparse's extras). `--flag=value` takes its one inline value
+    (argparse matches an explicit value as one argument, whatever the nargs); `--decode
+    URL` of sglang_router takes one word (nargs=1); the lists take every word up to the
+    next flag (nargs "+" or "*")."""
+    module = command.program.removeprefix("python -m ")
+    words = command.words
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        given: list[Word] = []
+        while i < len(words) and not words[i].text.startswith("--"):
+            given.append(words[i])
+            i += 1
+        name, eq, inline = word.text.partition("=")
+        if name not in _READ:
+            continue
+        if eq:
+            yield name, [word._replace(text=inline)], given
+        elif _nargs(module, name) == "1":
+            yield name, given[:1], given[1:]
+        else:
+            yield name, given, []
+
+
+def _listens(command: LaunchCommand, module: str) -> Endpoint | None:
+    """Where the router itself listens: its `--host`/`--port`, else its program's defaults
+    (`ROUTER_LISTENS`); None where neither is known."""
+    default = ROUTER_LISTENS.get(module)
+    host = _text(_flag(command, "--host"), None if default is None else default.host)
+    try:
+        port = _int(command, "--port", None if default is None else default.port)
+    except InputError:
+        return None
+    if port is None and host is None:
+        return None
+    return Endpoint(host, port)
 
 
 #: The router flags that take values, which a router's argparse refuses without one:
@@ -464,31 +547,50 @@ _URL_LISTS = frozenset({"--prefill", "--decode", "--prefill-bootstrap-ports"})
 _EXPECTED = {"+": "at least one argument", "1": "1 argument"}
 
 
+def _prefill_target(command: LaunchCommand, module: str, taken: list[Word]) -> Target:
+    """sglang_router's `--prefill URL [BOOTSTRAP_PORT ...]` as its `_parse_prefill_urls`
+    reads it: the first word the URL, the second its bootstrap port (a number, or `none`:
+    none given), any further word not read at all (`prefill_args[1]`; the last was read
+    before, where the router reads the first)."""
+    _check_bootstrap_port(command, module, taken)
+    url = taken[0].text
+    port = None
+    if len(taken) > 1 and taken[1].expansion is None:
+        port = _port_word(taken[1].text)
+    return Target(url, _endpoint(url, command, "--prefill"), port)
+
+
+def _port_word(text: str) -> int | None:
+    """A bootstrap port word as the router converts it: `int(...)`, or None for `none`."""
+    return None if text.lower() == "none" else int(text)
+
+
 def _check_bootstrap_port(command: LaunchCommand, module: str, given: list[Word]) -> None:
     """sglang_router's `--prefill URL [PORT]`: what follows the URL is its bootstrap port,
-    which the router's `_parse_prefill_urls` refuses unless it is a number or `none`
-    (`--prefill http://p:30000 abc` does not name a second server; mini_lb's `--prefill`
-    is a list of URLs). A shell expansion (or a placeholder) is not known here."""
-    if module != "sglang_router.launch_router" or len(given) < 2 or given[1].expansion:
+    which the router's `_parse_prefill_urls` refuses unless `int()` reads it or it is
+    `none` (`--prefill http://p:30000 abc` does not name a second server; mini_lb's
+    `--prefill` is a list of URLs). A shell expansion (or a placeholder) is not known here."""
+    if module != LAUNCH_ROUTER or len(given) < 2 or given[1].expansion:
         return
     port = given[1].text
-    if port.isdigit() or port.lower() == "none":
-        return
-    raise InputError(
-        f"line {command.line}: {module}: Invalid bootstrap port: {port}. Must be a number "
-        "or 'none' (the router refuses the command)"
-    )
+    try:
+        _port_word(port)
+    except ValueError:
+        raise InputError(
+            f"line {command.line}: {module}: Invalid bootstrap port: {port}. Must be a "
+            "number or 'none' (the router refuses the command)"
+        ) from None
 
 
 def _nargs(module: str, flag: str) -> str:
-    return "1" if module == "sglang_router.launch_router" and flag == "--decode" else "+"
+    return "1" if module == LAUNCH_ROUTER and flag == "--decode" else "+"
 
 
 def _opt(ports: list[int] | None) -> tuple[int, ...] | None:
     return None if ports is None else tuple(ports)
 
 
-def _targets(values: list[str]) -> list[Target]:
+def _targets(values: list[str], command: LaunchCommand, flag: str) -> list[Target]:
     """URLs, each optionally followed by its bootstrap port (a number, or `none`)."""
     out: list[Target] = []
     for value in values:
@@ -497,7 +599,7 @@ def _targets(values: list[str]) -> list[Target]:
             port = int(value) if value.isdigit() else None
             out[-1] = Target(last.url, last.endpoint, port)
             continue
-        out.append(Target(value, _endpoint(value)))
+        out.append(Target(value, _endpoint(value, command, flag)))
     return out
 
 
