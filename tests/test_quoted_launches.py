@@ -124,3 +124,39 @@ def test_the_runner_decides_whether_this_shells_variables_reach_the_launch(
     run = _run(capsys, tmp_path / "one.sh", f"CUDA_VISIBLE_DEVICES=0,1 {runner} '{launch}'\n")
     assert run.code == (1 if passed else 0), run.out + run.err
     assert ("JOB-VISIBLE-DEVICES" in run.out) == passed
+
+
+def _swapped_router(quote: str | None, runner: str) -> str:
+    """Two servers and a router that lists them under each other's role, the router
+    written out (None) or quoted in `quote`s as `runner`'s one word."""
+    servers = [
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B "
+        f"--disaggregation-mode {role} --host 0.0.0.0 --port {port} --base-gpu-id {gpu}"
+        for role, port, gpu in (("prefill", 30000, 0), ("decode", 30001, 1))
+    ]
+    router = (
+        "python3 -m sglang_router.launch_router --pd-disaggregation --prefill "
+        "http://10.0.0.1:30001 --decode http://10.0.0.1:30000 --port 8000"
+    )
+    if quote is not None:
+        router = f"{runner} {quote}{router}{quote}"
+    return "\n".join([*servers, router]) + "\n"
+
+
+@pytest.mark.parametrize("runner", ["ssh node3", "bash -c"])
+@pytest.mark.parametrize("quote", ['"', "'"])
+def test_a_quoted_router_is_read_as_the_same_router_written_out(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, quote: str, runner: str
+) -> None:
+    """A router quoted as one word was not read (its servers quoted alike were): a text
+    that launched only a router was no launch, and the reader of the quoted word dropped
+    it, so a router sending prefill work to a decode server passed. Oracle: the same
+    router written out."""
+    path = tmp_path / "pd.sh"
+    written = _run(capsys, path, _swapped_router(None, runner), "--json")
+    quoted = _run(capsys, path, _swapped_router(quote, runner), "--json")
+    assert written.code == 1, written.out + written.err
+    assert quoted.code == written.code, quoted.out + quoted.err
+    want, got = (json.loads(r.out)["deployment"] for r in (written, quoted))
+    assert got["routers"] == want["routers"] == 1
+    assert got["findings"] == want["findings"]

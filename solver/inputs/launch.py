@@ -197,13 +197,21 @@ class LaunchCommand:
 
 
 def read_launch_commands(
-    text: str, *, routers: bool = False, variables: ShellVariables | None = None
+    text: str,
+    *,
+    routers: bool = False,
+    variables: ShellVariables | None = None,
+    whole: bool = True,
 ) -> tuple[LaunchCommand, ...]:
     """Every SGLang launch in `text`, in order; an `InputError` naming the problem and its
     position for text a shell would refuse or that launches no SGLang server. With
     `routers`, the PD routers' launches too (`LaunchCommand.router`), in their place.
     `variables`: the shell variables already set where `text` runs (a double-quoted
-    command's outer shell); the script's own assignments are added (`shell_vars`)."""
+    command's outer shell); the script's own assignments are added (`shell_vars`).
+    `whole`: `text` is the whole script, which must launch a server; a part of one (a
+    quoted command, `eval`'s string, a manifest's `sh -c`) may launch only a router
+    (`ssh node3 "python3 -m sglang_router.launch_router ..."`), whose servers are
+    elsewhere in the script."""
     if len(text) > MAX_CHARS:
         raise InputError(f"the launch command is {len(text)} characters; at most {MAX_CHARS}")
     if "\x00" in text:
@@ -213,7 +221,7 @@ def read_launch_commands(
     text = service.text
     listed = manifest_commands(text)
     if listed is not None:
-        return _from_manifest(listed, routers)
+        return _from_manifest(listed, routers, whole)
     source, notes = pasted_as_shell(text)
     notes[:0] = [n for n in (fenced, service.note) if n is not None]
     source, arithmetic = mask_arithmetic(source)
@@ -281,7 +289,7 @@ def read_launch_commands(
                 form="json" if service.json_words else "shell",
             )
         )
-    if not any(not c.router for c in found):
+    if whole and not any(not c.router for c in found):
         quoted = _quoted_launch([c for c, _ in ordered_commands(nodes)], newlines)
         if quoted is not None:
             raise InputError(
@@ -360,7 +368,9 @@ def _quoted_launches(
         double = text[base - 1 : base] == '"'
         outer_vars = variables if double else environment
         try:
-            inner = read_launch_commands(word.word, routers=routers, variables=outer_vars)
+            inner = read_launch_commands(
+                word.word, routers=routers, variables=outer_vars, whole=False
+            )
         except InputError:
             continue
         exact = (
@@ -435,7 +445,7 @@ def _evaluated(
     if not words or _launcher(joined.split(), routers) is None:
         return []
     try:
-        inner = read_launch_commands(joined, routers=routers, variables=variables)
+        inner = read_launch_commands(joined, routers=routers, variables=variables, whole=False)
     except InputError:
         return []
     start, line = outer
@@ -533,13 +543,15 @@ def _plain(source: str) -> list[Any] | None:
     return commands
 
 
-def _from_manifest(listed: list[ListedCommand], routers: bool) -> tuple[LaunchCommand, ...]:
+def _from_manifest(
+    listed: list[ListedCommand], routers: bool, whole: bool = True
+) -> tuple[LaunchCommand, ...]:
     """The SGLang launches among a manifest's commands (a `sh -c` script read as shell)."""
     found: list[LaunchCommand] = []
     for command in listed:
         if command.script is not None:
             try:
-                inner = read_launch_commands(command.script, routers=routers)
+                inner = read_launch_commands(command.script, routers=routers, whole=False)
             except InputError:
                 continue
             found += [
@@ -573,7 +585,7 @@ def _from_manifest(listed: list[ListedCommand], routers: bool) -> tuple[LaunchCo
                 group_size=command.group_size,
             )
         )
-    if not any(not c.router for c in found):
+    if whole and not any(not c.router for c in found):
         raise InputError("the manifest's command lists launch no SGLang server")
     return tuple(found)
 
