@@ -153,7 +153,7 @@ def test_flags_the_deployment_rules_read_are_not_listed_as_unchecked(
         f"--port 30000 {shared}\n"
         f"python -m sglang.launch_server --model-path {model} --disaggregation-mode decode "
         f"--port 30001 --base-gpu-id 1 --random-seed 7 {shared}\n"
-        "python -m sglang_router.launch_router --pd-disaggregation "
+        "python -m sglang_router.launch_router --port 8000 --pd-disaggregation "
         "--prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n"
     )
     run = run_cli(capsys, "validate", "--sglang-file", str(script))
@@ -314,7 +314,7 @@ def test_a_placeholder_host_in_a_router_url_is_one_word() -> None:
     text = (
         "python -m sglang.launch_server --model-path m --disaggregation-mode prefill "
         "--dist-init-addr <MASTER_IP>:5000 --nnodes 2 --node-rank 0\n"
-        "python -m sglang_router.launch_router --pd-disaggregation "
+        "python -m sglang_router.launch_router --port 8000 --pd-disaggregation "
         "--prefill http://<P_IP>:8000 8995 --decode http://<D_IP>:8001\n"
     )
     server, router = read_launch_commands(text, routers=True)
@@ -340,7 +340,7 @@ def test_a_regular_routers_worker_urls_are_checked() -> None:
     text = (
         "python -m sglang.launch_server --model-path m --tp 2 --port 30000\n"
         "python -m sglang.launch_server --model-path m --tp 2 --port 30001 --base-gpu-id 2\n"
-        "python -m sglang_router.launch_router --worker-urls http://127.0.0.1:30000 "
+        "python -m sglang_router.launch_router --port 8000 --worker-urls http://127.0.0.1:30000 "
         "http://127.0.0.1:30001\n"
     )
     report = verdict(text, "0.5.23")
@@ -444,7 +444,7 @@ def test_refusals_name_a_deployment_of_aggregated_servers_as_such(
     script = (
         "python -m sglang.launch_server --model-path m --tp 2 --port 30000 &\n"
         "python -m sglang.launch_server --model-path m --tp 2 --port 30001 &\n"
-        "python -m sglang_router.launch_router --worker-urls http://127.0.0.1:30000 "
+        "python -m sglang_router.launch_router --port 8000 --worker-urls http://127.0.0.1:30000 "
         "http://127.0.0.1:30001\n"
     )
     kind = "a deployment of aggregated servers behind a router"
@@ -525,7 +525,7 @@ def measured_script(row: dict[str, str]) -> str:
                 f"{role} --host {host} --port {30000 + n} {_flags(row, role)}"
             )
     router = " ".join([*urls["prefill"], *urls["decode"]])
-    lines.append(f"python -m sglang_router.launch_router --pd-disaggregation {router}")
+    lines.append(f"python -m sglang_router.launch_router --port 8000 --pd-disaggregation {router}")
     return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,7 @@ port, the machine itself (two sockets bound as uvicorn and aiohttp bind them).
 
 from __future__ import annotations
 
+import argparse
 import errno
 import socket
 from pathlib import Path
@@ -26,8 +27,11 @@ PREFILL_9000 = (
     f"{LLAMA} --disaggregation-mode prefill --port 30000 --disaggregation-bootstrap-port 9000\n"
 )
 DECODE = f"{LLAMA} --disaggregation-mode decode --port 30001 --base-gpu-id 1\n"
+#: On the servers' machine (loopback URLs): its own --port, not its default 30000, which
+#: the prefill's --port takes.
 ROUTER = (
-    "python -m sglang_router.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000"
+    "python -m sglang_router.launch_router --port 8000 --pd-disaggregation --prefill "
+    "http://127.0.0.1:30000"
 )
 
 
@@ -128,7 +132,7 @@ TWO_PREFILLS = (
     f"{LLAMA} --disaggregation-mode prefill --port 30000 --base-gpu-id 0 &\n"
     f"{LLAMA} --disaggregation-mode prefill --port 30001 --base-gpu-id 1 &\n"
     f"{LLAMA} --disaggregation-mode decode --port 30002 --base-gpu-id 2 &\n"
-    "python -m sglang_router.launch_router --pd-disaggregation --prefill "
+    "python -m sglang_router.launch_router --port 8000 --pd-disaggregation --prefill "
     "http://127.0.0.1:30000 8998 --prefill http://127.0.0.1:30001 8998 "
     "--decode http://127.0.0.1:30002\n"
 )
@@ -203,3 +207,45 @@ def test_a_bootstrap_clash_moves_the_later_prefill_and_its_url(
     fixed = {f.server: f.flags for f in result.servers}
     assert fixed["prefill@2"] == (("--disaggregation-bootstrap-port", "8999"),)
     assert fixed["prefill@1"] == ()
+
+
+def _router_listens(args: str) -> tuple[str, int]:
+    """Where sglang_router listens given `args`: its declaration's `--host`/`--port` and
+    their defaults (`RouterArgs.host = "127.0.0.1"`, `port = 30000`), parsed by argparse."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", type=str, default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=30000)
+    namespace, _ = parser.parse_known_args(args.split())
+    return namespace.host, namespace.port
+
+
+@pytest.mark.parametrize(
+    ("runner", "args"),
+    [
+        ("", ""),  # QA's r5: both on their defaults
+        ("", "--host 0.0.0.0 --port 30000"),  # QA's bp4
+        ("", "--port 8998"),  # the prefill's bootstrap server
+        ("", "--port 8000"),
+        ("", "--host 127.0.0.2 --port 30000"),
+        ("ssh node3 ", ""),  # another machine
+    ],
+)
+def test_a_router_on_a_servers_machine_and_port_clashes(runner: str, args: str) -> None:
+    """A router's own port was never compared with the servers': with no --port it listens
+    on 30000, the prefill's default `--port` too. On the prefill's machine (it reaches the
+    prefill at a loopback URL) and an address the machine refuses to bind twice
+    (`_bind_fails`), one of the two fails to start. Started over ssh, it is elsewhere."""
+    text = (
+        f"{LLAMA} --disaggregation-mode prefill\n"
+        f"{LLAMA} --disaggregation-mode decode --port 30001 --base-gpu-id 1\n"
+        f"{runner}python -m sglang_router.launch_router --pd-disaggregation "
+        f"--prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001 {args}\n"
+    )
+    host, port = _router_listens(args)
+    bound = {30000: "--port", 8998: "--disaggregation-bootstrap-port"}
+    clash = not runner and port in bound and _bind_fails("127.0.0.1", host)
+    found = [f for f in validate_deployment(text).errors if f.rule == "HOST-PORT-CLASH"]
+    assert [f.servers for f in found] == ([("prefill@1",)] if clash else [])
+    if clash:
+        assert f"({bound[port]} {port})" in found[0].message
+        assert "router on line 3" in found[0].message

@@ -186,7 +186,7 @@ PD_SCRIPT = (
     "meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode decode --port=30001 "
     "--random-seed 7 --disaggregation-transfer-backend nixl --tp 4 --dp 3 "
     "--enable-dp-attention --base-gpu-id 2\n"
-    "python -m sglang_router.launch_router --pd-disaggregation "
+    "python -m sglang_router.launch_router --port 8000 --pd-disaggregation "
     "--prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n"
 )
 

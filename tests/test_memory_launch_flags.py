@@ -193,7 +193,7 @@ def test_a_config_files_memory_flags_are_read_under_the_commands(tmp_path: Path)
 PD = (
     f"{KIMI_LAYOUT} --disaggregation-mode prefill --port 30000 --mem-fraction-static 0.895\n"
     f"{KIMI_LAYOUT} --disaggregation-mode decode --port 30001 --mem-fraction-static 0.85\n"
-    "python -m sglang_router.launch_router --pd-disaggregation "
+    "python -m sglang_router.launch_router --port 8000 --pd-disaggregation "
     "--prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n"
 )
 

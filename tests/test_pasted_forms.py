@@ -251,7 +251,7 @@ def test_a_prefill_script_whose_router_names_decode_servers_elsewhere(
     launch runs elsewhere; with no such name the finding stands."""
     prefill = f"{LAUNCH} {MODEL} --tp 8 --disaggregation-mode prefill --port 30000 &\n"
     router = (
-        "python3 -m sglang_router.launch_router --pd-disaggregation "
+        "python3 -m sglang_router.launch_router --port 8000 --pd-disaggregation "
         "--prefill http://127.0.0.1:30000 --decode http://10.0.0.2:30000\n"
     )
     path = tmp_path / "prefill.sh"
@@ -332,7 +332,7 @@ def test_a_role_that_may_be_in_unread_flags_is_not_judged(
     that says why it was not checked; with nothing unread the error stands."""
     server = f"{LAUNCH} {MODEL} --tp 8 --port 30000 {{}}&\n"
     router = (
-        "python3 -m sglang_router.launch_router --pd-disaggregation "
+        "python3 -m sglang_router.launch_router --port 8000 --pd-disaggregation "
         "--prefill http://127.0.0.1:30000 --decode http://10.0.0.2:30000\n"
     )
     path = tmp_path / "launch.sh"

@@ -172,7 +172,7 @@ def test_a_pd_server_with_an_unknown_width_is_not_refused(
         for role, port in (("prefill", 30000), ("decode", 30001))
     )
     router = (
-        "python -m sglang_router.launch_router --pd-disaggregation --prefill "
+        "python -m sglang_router.launch_router --port 8000 --pd-disaggregation --prefill "
         "http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n"
     )
     code, report = _validate(capsys, tmp_path, servers + router)

@@ -254,7 +254,7 @@ def _bootstrap_clash_repairs(deployment: Deployment) -> dict[str, int]:
         for s in deployment.servers
         for port in (s.endpoint.port, s.facts.bootstrap_port)
         if port is not None
-    }
+    } | {r.listens.port for r in deployment.routers if r.listens and r.listens.port is not None}
     ports = {s.name: s.facts.bootstrap_port for s in deployment.servers}
     prefill = deployment.of_role("prefill")
     moved: dict[str, int] = {}

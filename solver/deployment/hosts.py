@@ -166,6 +166,23 @@ def known_together(a: Server, b: Server, text: str, routers: Iterable[Router]) -
     return one_machine(a, b) and (by_hand(a) or by_hand(b))
 
 
+def router_together(router: Router, server: Server, text: str) -> bool:
+    """Whether meshsat knows a router runs on the server's machine, as a port clash
+    needs: both started by this shell (the server `may_share`; the router a shell launch
+    not started through a remote runner), no `--host` written differently, and something
+    that says one machine: the router reaches the server at a loopback URL (a loopback
+    address reaches only the router's own machine), or both write the same `--host`."""
+    command = router.command
+    if command is None or command.form != "shell" or _remote(command, text):
+        return False
+    if not may_share(server, text):
+        return False
+    mine, theirs = flag_text(command, "--host"), _hosts(server).get("--host")
+    if mine is not None and mine not in _ANY_HOST and theirs is not None:
+        return mine == theirs and "$" not in mine
+    return loopback_routed(server, (router,))
+
+
 def same_address(a: str | None, b: str | None) -> bool:
     """Whether two listening addresses of one machine take one port: the same address,
     both loopback, or either a wildcard (which binds every address). None: a shell

@@ -24,6 +24,7 @@ from meshsat.solver.catalogue.pd_pairs import (
 from meshsat.solver.deployment import hosts
 from meshsat.solver.deployment.model import Deployment, Endpoint, Facts, Router, Server, Target
 from meshsat.solver.deployment.reader import LOOPBACK, WILDCARD_HOSTS, reaches
+from meshsat.solver.inputs.launch import Word
 from meshsat.solver.lang.limits import listed
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.validation.report import Report
@@ -424,6 +425,61 @@ def _host_ports(deployment: Deployment) -> Iterator[Finding]:
     yield from (f for _, _, f in sorted(found, key=lambda f: f[:2]))
 
 
+def _port_clashes(deployment: Deployment) -> Iterator[Finding]:
+    """HOST-PORT-CLASH between servers (`_host_ports`), then between a router and a
+    server of its machine (`_router_ports_taken`)."""
+    yield from _host_ports(deployment)
+    yield from _router_ports_taken(deployment)
+
+
+def _router_ports_taken(deployment: Deployment) -> Iterator[Finding]:
+    """A router that listens (its `--port`, or its program's default: sglang_router's
+    30000, SGLang's default `--port` too) on a port a server of its machine binds
+    (`hosts.router_together`), on overlapping addresses: whichever starts second fails
+    with [Errno 98], and a URL to that port may reach the router, not the server."""
+    for router in deployment.routers:
+        listens = router.listens
+        command = router.command
+        if listens is None or listens.port is None or command is None:
+            continue
+        written = _flag_given(command.words, "--port")
+        for server in deployment.servers:
+            for what, port in _ports(server):
+                if port != listens.port:
+                    continue
+                if not hosts.same_address(listens.host, server.endpoint.host):
+                    continue
+                if not hosts.router_together(router, server, deployment.text):
+                    continue
+                finding = _finding(
+                    "HOST-PORT-CLASH",
+                    (server.name,),
+                    a=server.role,
+                    line_a=server.line,
+                    what_a=what,
+                    b="router",
+                    line_b=router.line,
+                    what_b="--port",
+                    port=port,
+                )
+                how = "--port" if written else "no --port: its default"
+                message = (
+                    f"the {server.role} server on line {server.line} ({what} {port}) and the "
+                    f"router on line {router.line} ({how} {port}) run on one machine and "
+                    f"both bind port {port}: the second to start fails with [Errno 98] "
+                    "Address already in use"
+                )
+                hint = (
+                    "give the router a --port no server of its machine binds (or start it "
+                    "on another machine: ssh/srun, or its own --host)"
+                )
+                yield replace(finding, message=message, hint=hint)
+
+
+def _flag_given(words: tuple[Word, ...], name: str) -> bool:
+    return any(w.text == name or w.text.startswith(name + "=") for w in words)
+
+
 def _same_address(entries: list[tuple[tuple[object, ...], list[int]]]) -> list[tuple[int, int]]:
     """The kinds bound to one port (by index, each with itself too) whose addresses may
     take it together, for `hosts.same_address` to settle, found through an index by
@@ -525,7 +581,7 @@ _DEPLOYMENT_CHECKS: dict[str, Callable[[Deployment], Iterator[Finding]]] = {
     "ROUTER-UNKNOWN-URL": _router_roles,
     "ROUTER-REPLICA-URLS": _router_replicas,
     "ROUTER-TWO-ROLES": _router_two_roles,
-    "HOST-PORT-CLASH": _host_ports,
+    "HOST-PORT-CLASH": _port_clashes,
 }
 
 
