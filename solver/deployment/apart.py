@@ -208,7 +208,12 @@ def moved_apart(servers: Sequence[Server], text: str, pack: Pack) -> Apart:
                     d = candidate
                     break
             else:
-                if d.visible is not None:
+                if d.visible is not None and hosts.DOCKER_GPUS in d.visible[0]:
+                    moves.short[server.name] = (
+                        f"{d.visible[0]}: give the container other GPUs by hand (docker's "
+                        "--gpus is not rewritten)"
+                    )
+                elif d.visible is not None:
                     found = _relisted(d, earlier.mine(sig, d), pack)
                     if isinstance(found, str):
                         moves.short[server.name] = found

@@ -35,6 +35,9 @@ from meshsat.solver.placement import launches
 #: The variable that lists a process's devices, per platform (CUDA's for every other).
 VISIBLE_ENV: dict[str, str] = {"npu": VISIBLE_DEVICES_ENV}
 
+#: How a message names a container's device list (`LaunchCommand.container_gpus`), which
+#: `fix` does not rewrite (`apart.moved_apart`).
+DOCKER_GPUS = "docker --gpus device"
 #: Programs that run the command they are given on another machine.
 REMOTE_RUNNERS = frozenset({"ssh", "srun", "mpirun", "mpiexec", "pdsh", "kubectl", "salloc"})
 _ANY_HOST = LOOPBACK | WILDCARD_HOSTS
@@ -98,13 +101,18 @@ def devices(server: Server, resolved: Mapping[str, Any], release: str) -> Device
     except ValueError:
         return None
     local = tuple(x.gpu for x in launches(widths.job))
-    name, given = visible_list(server.commands[0], server.layout.config.platform)
+    command = server.commands[0]
+    name, given = visible_list(command, server.layout.config.platform)
     placed = bool({"base_gpu_id", "gpu_id_step"} & server.layout.config.user_set())
-    if given is None:
+    container = command.container_gpus
+    if given is None and container is None:
         return Devices(server, local, None, frozenset(local), placed)
-    ids = visible_ids(given)
+    ids = visible_ids(given) if given is not None else tuple(range(len(container or ())))
     if ids is None:
         return None
+    if container is not None:  # the container's GPU i is the machine's container[i]
+        ids = tuple(container[i] for i in ids if 0 <= i < len(container))
+        name = DOCKER_GPUS if given is None else f"{name} of {DOCKER_GPUS}"
     physical = frozenset(ids[i] for i in local if 0 <= i < len(ids))
     return Devices(server, local, (name, ids), physical, True)
 
@@ -133,7 +141,10 @@ def by_hand(server: Server) -> bool:
     config = server.layout.config
     if {"base_gpu_id", "gpu_id_step"} & config.user_set():
         return True
-    return visible_list(server.commands[0], config.platform)[1] is not None
+    command = server.commands[0]
+    return (
+        command.container_gpus is not None or visible_list(command, config.platform)[1] is not None
+    )
 
 
 def loopback_routed(server: Server, routers: Iterable[Router]) -> bool:

@@ -24,6 +24,7 @@ Kubernetes manifests whose `command:`/`args:` lists hold the words one per item.
 from __future__ import annotations
 
 import bisect
+import csv
 import re
 import shlex
 from collections.abc import Iterator, Sequence
@@ -180,6 +181,10 @@ class LaunchCommand:
     #: other devices. (-1, -1), or absent, where the value is not written there as read
     #: (a manifest, a quoted launch with escapes, docker's `-e`, a value with escapes).
     env_spans: tuple[tuple[int, int], ...] = ()
+    #: The GPUs a container runner gives the launch (`docker run --gpus '"device=0,1"'`),
+    #: as its machine's ids in the container's order; None where none is listed (no
+    #: `--gpus`, `--gpus all`, a count, device UUIDs, a shell expansion).
+    container_gpus: tuple[int, ...] | None = None
 
     def value_span(self, name: str) -> tuple[int, int] | None:
         """Where the value the launch gives `name` last (the one it runs with) stands in
@@ -287,6 +292,7 @@ def read_launch_commands(
                 exported=tuple(pair for pair, _ in exported),
                 env_spans=tuple(at for _, at in env),
                 form="json" if service.json_words else "shell",
+                container_gpus=_docker_gpus(runner),
             )
         )
     if whole and not any(not c.router for c in found):
@@ -725,6 +731,41 @@ def _docker_env_words(texts: list[str]) -> list[str]:
         elif t.startswith("--env="):
             out.append(t[len("--env=") :])
     return out
+
+
+#: Container runners whose `--gpus` takes docker's device request (`opts/gpus.go`).
+_GPU_RUNNERS = frozenset({"docker", "podman", "nerdctl"})
+
+
+def _docker_gpus(runner: list[str]) -> tuple[int, ...] | None:
+    """The machine's GPUs `docker run --gpus VALUE` (or `--gpus=VALUE`) gives the
+    container, in its order: the container's GPU i is the list's i-th, as
+    CUDA_VISIBLE_DEVICES maps it, so the HOST-GPU rules read it as the server's placement
+    (`--gpus '"device=0,1"'` beside `'"device=2,3"'` chose disjoint GPUs; both read as
+    GPUs 0, 1 was HOST-GPU-UNPLACED). Docker reads VALUE as one CSV record
+    (`GpuOpts.Set`): `device=0,1` unquoted is two fields, `device=0` and a count `1`,
+    which docker refuses, so only the quoted list (`"device=0,1"`) names two. None for
+    `all`, a count, UUIDs, an expansion: not known here."""
+    if not any(w.rsplit("/", 1)[-1] in _GPU_RUNNERS for w in runner):
+        return None
+    value = None
+    for i, word in enumerate(runner):
+        if word == "--gpus" and i + 1 < len(runner):
+            value = runner[i + 1]
+        elif word.startswith("--gpus="):
+            value = word.removeprefix("--gpus=")
+    if value is None or "$" in value:
+        return None
+    try:
+        fields = next(csv.reader([value]))
+    except (csv.Error, StopIteration):
+        return None
+    if len(fields) != 1 or not fields[0].startswith("device="):
+        return None
+    ids = fields[0].removeprefix("device=").split(",")
+    if not all(i.strip().isdigit() for i in ids):
+        return None
+    return tuple(int(i) for i in ids)
 
 
 def _docker_names(texts: list[str]) -> list[str]:
