@@ -7,6 +7,7 @@ rules a deployment's server must report alike), and `validate` of what `--rewrit
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,27 @@ def test_a_rewrite_left_broken_names_the_servers_own_rules(
     script = PREFILL + _decode_node(0, "10.0.0.2") + _decode_node(0, "10.0.0.3") + ROUTER
     run = run_cli(capsys, "validate", "--sglang", script, "--rewrite")
     assert "still broken after the rewrite (fix by hand): JOB-NODE-RANKS" in run.err
+
+
+def test_a_node_template_pasted_twice_is_one_server_not_two(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QA's plan2_r1b: `plan`'s node commands (one line per role, `--node-rank $NODE_RANK`:
+    every node runs that line) pasted twice read as four servers of 16 GPUs (64). Oracle:
+    the same script with each line once, as `plan` prints it."""
+    node = (
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 "
+        "--pp-size 2 --disaggregation-mode {role} --host 0.0.0.0 --nnodes 2 "
+        "--node-rank $NODE_RANK --dist-init-addr $LEADER_ADDR:20000\n"
+    )
+    router = (
+        "python -m sglang_router.launch_router --pd-disaggregation "
+        "--prefill http://prefill-1:30000 --decode http://decode-1:30000\n"
+    )
+    once = node.format(role="prefill") + node.format(role="decode") + router
+    twice = 2 * node.format(role="prefill") + 2 * node.format(role="decode") + router
+    runs = [run_cli(capsys, "validate", "--sglang", text, "--json") for text in (once, twice)]
+    want, got = (json.loads(r.out)["deployment"] for r in runs)
+    assert runs[1].code == runs[0].code == 0, runs[1].err
+    assert (got["servers"], got["gpus"]) == (want["servers"], want["gpus"])
+    assert got["gpus"] == 32

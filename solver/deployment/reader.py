@@ -8,8 +8,9 @@ How launches are grouped into servers (docs/disaggregation.md):
   (a shell expansion compares as its text, so `${PREFILL_MASTER}:5000` groups the prefill
   nodes of a template) and the same N are the nodes of one server; a `--node-rank` seen
   again starts the next server of that family, unless the address is literal text (one
-  address is one rendezvous: a repeated rank is JOB-NODE-RANKS). A launch with one node is
-  a server.
+  address is one rendezvous: a repeated rank is JOB-NODE-RANKS). A node template (its
+  `--node-rank` an expansion) written again word for word is the same server's template
+  pasted twice (`_same_template`). A launch with one node is a server.
 - A manifest object's `spec.replicas` (a LeaderWorkerSet's groups) makes its server that
   many servers of the role (`Server.replicas`), each its own job of `size` nodes: one
   entry, counted that many times.
@@ -208,6 +209,9 @@ def group_servers(
             servers.append((role, [i]))
             continue
         job = open_jobs.get(family)
+        if job is not None and rank_flag is not None and _same_template(command, commands, job[0]):
+            job[0].append(i)  # one template pasted again: the same server's nodes
+            continue
         if job is None or (rank in job[1] and not _literal_addr(command)):
             job = ([i], {rank})
             open_jobs[family] = job
@@ -216,6 +220,21 @@ def group_servers(
         job[0].append(i)
         job[1].add(rank)
     return servers
+
+
+def _same_template(
+    command: LaunchCommand, commands: tuple[LaunchCommand, ...], job: list[int]
+) -> bool:
+    """Whether `command` is a node template (its `--node-rank` a shell expansion: one line
+    that every node of its server runs, `--node-rank $NODE_RANK`) written word for word as
+    one already among `job`'s launches: the same template pasted twice is the same
+    server's nodes, not a second server of as many GPUs (a plan's node commands pasted
+    twice read as twice the servers and GPUs)."""
+    rank = _flag(command, "--node-rank")
+    if rank is None or (not rank.expansion and "$" not in rank.text):
+        return False
+    words = [w.text for w in command.words]
+    return any([w.text for w in commands[j].words] == words for j in job)
 
 
 def _may_be_deployment(text: str) -> bool:
