@@ -22,7 +22,9 @@ from typing import Any
 from meshsat.solver.errors import InputError
 from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.fraction import (
+    DEFAULT_MAX_PREFILL_TOKENS,
     default_mem_fraction_static,
+    prefill_graph_breakable,
     prefill_graph_default,
     raised_fraction,
 )
@@ -145,7 +147,8 @@ def flag_options(
     """`MemoryModel` keyword arguments from the launch flags of a resolved layout (a
     `Report`'s `.resolved`, or any mapping of config fields) that size the pools beside the
     widths: `--enable-multimodal`, `--language-model-only`, `--language-only` and
-    `--disaggregation-mode` (`multimodal.py`) and a hybrid's state-pool flags
+    `--disaggregation-mode` (`multimodal.py`, and the default fraction's reserves), the
+    CUDA-graph flags (`graph_options`) and a hybrid's state-pool flags
     (`state.state_flags`, with the launch's `--mamba-full-memory-ratio`, which is not a
     layout field)."""
     return {
@@ -154,7 +157,27 @@ def flag_options(
         "language_model_only": bool(resolved.get("language_model_only")),
         "language_only": bool(resolved.get("language_only")),
         "disaggregation_mode": str(resolved.get("disaggregation_mode") or "null"),
+        **graph_options(resolved),
     }
+
+
+def graph_options(resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """`MemoryModel`'s CUDA-graph keywords from a resolved layout, as the releases'
+    `cuda_graph_hook` orders the flags (0.5.18 to 0.5.23): `--disable-cuda-graph` turns both
+    phases off, `--disable-{prefill,decode}-cuda-graph` one, and a phase's
+    `--cuda-graph-backend-*` wins over both (`disabled` turns it off)."""
+    out: dict[str, Any] = {}
+    for phase in ("decode", "prefill"):
+        backend = resolved.get(f"cuda_graph_backend_{phase}")
+        off = bool(
+            resolved.get("disable_cuda_graph") or resolved.get(f"disable_{phase}_cuda_graph")
+        )
+        if backend is not None:
+            off = str(backend) == "disabled"
+            if phase == "prefill" and not off:
+                out["prefill_graph_backend"] = str(backend)
+        out[f"{phase}_cuda_graph"] = not off
+    return out
 
 
 def fit_violation(m: Memory) -> str | None:
@@ -194,6 +217,10 @@ class MemoryModel:
         max_total_tokens: int | None = None,
         cpu_offload_gb: int = 0,
         dtype: str | None = None,
+        decode_cuda_graph: bool = True,
+        prefill_cuda_graph: bool = True,
+        prefill_graph_backend: str | None = None,
+        max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS,
     ) -> None:
         #: `dtype`: SGLang's `--dtype` (`quant.served_bytes`): unquantized weights, and the
         #: KV cache at `kv_cache_dtype` auto, in it.
@@ -222,6 +249,19 @@ class MemoryModel:
         #: refuses to start).
         self.raise_default_fraction = raise_default_fraction
         self.pack = pack
+        #: The launch's CUDA graphs as the default fraction reserves for them
+        #: (`fraction.default_mem_fraction_static`): decode graphs captured; prefill graphs
+        #: not turned off (the release's default for the layout decides whether they are
+        #: captured, `fraction.prefill_graph_default`); the prefill backend named, if any
+        #: (DeepEP's capture delta is for breakable graphs only).
+        self.decode_cuda_graph = decode_cuda_graph
+        self.prefill_cuda_graph = prefill_cuda_graph
+        self.prefill_graph_backend = prefill_graph_backend
+        #: `--disaggregation-mode`: a PD engine's default fraction leaves out the other
+        #: phase's graphs, and a decode engine's activations follow its running requests.
+        self.disaggregation_mode = disaggregation_mode
+        #: `--max-prefill-tokens`: the activations with chunked prefill off.
+        self.max_prefill_tokens = max_prefill_tokens
         #: The hybrid SWA pool's ratio where `pack` builds one for this model, else None.
         self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
         #: The flags that size a hybrid's state pool (`state.split_rest`); without `state`,
@@ -261,6 +301,7 @@ class MemoryModel:
         key = (
             p.tp, p.pp, p.attn_tp, p.attn_dp, p.ep, p.moe_tp, p.dcp, p.moe_dense_tp,
             p.dp_attention, p.dp_lm_head, p.replicas, p.chunked_prefill_size, p.attn_cp,
+            p.moe_a2a_backend,
         )  # fmt: skip
         m = self._cache.get(key)
         if m is None:
@@ -315,10 +356,32 @@ class MemoryModel:
         chunked_prefill_size: int | None = None,
         dcp: int = 1,
         attn_cp: int = 1,
+        moe_a2a_backend: str = "none",
     ) -> float:
         """The release's default `mem_fraction_static` for these widths on this GPU, times
-        its vision factor for a multimodal model (`multimodal.default_fraction_factor`)."""
+        its vision factor for a multimodal model (`multimodal.default_fraction_factor`),
+        with the launch's graphs, PD role and DeepEP reserves."""
         f = self.facts
+        prefill_graph = self.prefill_cuda_graph and prefill_graph_default(
+            self.pack,
+            self.gpu.vendor,
+            pp=pp,
+            dcp=dcp,
+            attn_cp=attn_cp,
+            multimodal=self.multimodal,
+            architecture=f.architecture,
+        )
+        backend = self.prefill_graph_backend
+        breakable = (
+            backend == "breakable"
+            if backend is not None
+            else prefill_graph_breakable(
+                self.pack,
+                self.gpu.vendor,
+                multimodal=self.multimodal,
+                architecture=f.architecture,
+            )
+        )
         return self.fraction_factor * default_mem_fraction_static(
             self.gpu.memory_mib,
             tp=tp,
@@ -327,16 +390,15 @@ class MemoryModel:
             dp=attn_dp,
             mla=f.is_mla,
             chunked_prefill_size=chunked_prefill_size,
-            prefill_cuda_graph=prefill_graph_default(
-                self.pack,
-                self.gpu.vendor,
-                pp=pp,
-                dcp=dcp,
-                attn_cp=attn_cp,
-                multimodal=self.multimodal,
-                architecture=f.architecture,
-            ),
+            prefill_cuda_graph=prefill_graph,
+            deepep=moe_a2a_backend == "deepep",
             pack=self.pack,
+            decode_cuda_graph=self.decode_cuda_graph,
+            prefill_graph_breakable=breakable,
+            disaggregation_mode=self.disaggregation_mode,
+            max_prefill_tokens=self.max_prefill_tokens,
+            max_running_requests=self.state.max_running_requests,
+            draft_tokens=self.state.draft_tokens,
         )
 
     def _compute(self, p: Parallel) -> Memory:
@@ -344,7 +406,14 @@ class MemoryModel:
         if f is not None:
             return self._at_fraction(p, f)
         default = self.default_fraction(
-            p.tp, p.pp, p.dp_attention, p.attn_dp, p.chunked_prefill_size, p.dcp, p.attn_cp
+            p.tp,
+            p.pp,
+            p.dp_attention,
+            p.attn_dp,
+            p.chunked_prefill_size,
+            p.dcp,
+            p.attn_cp,
+            p.moe_a2a_backend,
         )
         m = self._at_fraction(p, default)
         if m.fits or not self.raise_default_fraction:

@@ -54,7 +54,8 @@ _DEFAULTS: dict[str, Any] = {
     "chunked_prefill_size": None,
 }
 #: What the per-rank figures depend on, in the order of a cache key: the engine's widths
-#: (the first `_ENGINE`, which fix the budget, attention, embedding and head), then the MoE's.
+#: (the first `_ENGINE`, which fix the budget, attention, embedding and head; the all-to-all
+#: backend among them, as DeepEP moves the default fraction), then the MoE's.
 _KEY = (
     "tp_size",
     "pp_size",
@@ -66,11 +67,11 @@ _KEY = (
     "attn_dp",
     "dcp_size",
     "attn_cp_size",
+    "moe_a2a_backend",
     "ep_size",
     "moe_tp",
-    "moe_a2a_backend",
 )
-_ENGINE = 10
+_ENGINE = 11
 #: Distinct keys held before the cache is emptied (a few million layouts share far fewer).
 _CACHE_LIMIT = 1 << 20
 
@@ -270,10 +271,10 @@ def _generated(
     def engine(ek: tuple[Any, ...]) -> tuple[Any, ...]:
         """Everything one key's engine part fixes: the stages, the attention share, the
         dense MLP share, embedding and head, the KV budget and cell."""
-        tp, pp, dpa, dense, lmh, chunked, attn_tp, attn_dp, dcp, attn_cp = ek
+        tp, pp, dpa, dense, lmh, chunked, attn_tp, attn_dp, dcp, attn_cp, a2a = ek
         fr = fixed_fraction
         if fr is None:
-            fk = (tp, pp, dpa, attn_dp, chunked, dcp, attn_cp)
+            fk = (tp, pp, dpa, attn_dp, chunked, dcp, attn_cp, a2a)
             fr = fraction_cache.get(fk)
             if fr is None:
                 fr = fraction_cache[fk] = mm.default_fraction(*fk)
@@ -335,15 +336,15 @@ def _generated(
         if en is None:
             en = engine_cache[ek] = engine(ek)
         unrolled, x, y, emb, head, vis, budget, cells, dtp, g, yg, per, atp = en
-        here = -(-experts // key[10])
-        stp = wm.shared_width(key[12], ek[0], key[10], key[11])
-        z = here * expert_e(key[11]) + router_r + shared_s / stp
+        here = -(-experts // key[11])
+        stp = wm.shared_width(key[10], ek[0], key[11], key[12])
+        z = here * expert_e(key[12]) + router_r + shared_s / stp
         zg = 0.0
         if experts:
-            moe_round = wm.layer_rounding(True, atp, dtp, stp, key[11], here)
+            moe_round = wm.layer_rounding(True, atp, dtp, stp, key[12], here)
             z += moe_round
             if hybrid:
-                zg = wm.layer_rounding(True, atp, dtp, stp, key[11], here, linear=True) - moe_round
+                zg = wm.layer_rounding(True, atp, dtp, stp, key[12], here, linear=True) - moe_round
         dp = ek[7]
         worst, fewest, slots = unrolled(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp)
         if fewest <= 0 and fixed_fraction is None and mm.raise_default_fraction:

@@ -1,0 +1,129 @@
+"""The default `mem_fraction_static` of launches whose flags move SGLang's reserves.
+
+`tests/fixtures/memory_reserves/launch-fractions-0.5.23.json` is 0.5.23's own argument
+resolution (`fidelity/memory_launch_fractions.py`, its SM90 CUDA platform, the GPU's memory
+given, prefill graphs on as `default_prefill_backend` answers on a CUDA machine): DeepEP's
+all-to-all reserves, PD prefill and decode engines, chunked prefill off and the CUDA-graph
+off switches, for DeepSeek-V3 (MLA), Qwen3-30B-A3B (MoE) and Qwen3-8B at tp 8 on H200,
+H100 and B200. meshsat reads each launch through `validate` and `flag_options` and must
+reach the same fraction. 0.5.18 and 0.5.19 run the same arithmetic
+(`ServerArgs._handle_gpu_memory_settings`, `reserve_for_graph_mb`,
+`reserve_for_deepep_a2a_mb`; `arg_groups/memory_hook.py` in 0.5.19) and are checked against
+it by hand below.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meshsat.solver.memory import MemoryModel, Parallel, flag_options
+from meshsat.solver.memory.models import model_config
+from meshsat.solver.validation.validate import validate
+
+FIXTURES = Path(__file__).parent / "fixtures" / "memory_reserves"
+H200_MIB = 143771
+
+
+def _meshsat_config(args: dict[str, Any]) -> dict[str, Any]:
+    """The launch as meshsat's config fields (attention DP as the deprecated pair)."""
+    config = dict(args)
+    dpa = config.pop("attn_dp_size", None)
+    if dpa:
+        config.update(enable_dp_attention=True, dp_size=dpa)
+    return config
+
+
+def _memory(model: str, gpu: str, args: dict[str, Any], pack: str = "0.5.23") -> Any:
+    report = validate(
+        _meshsat_config(args), model_config(model), sglang_version=pack, explain=False
+    )
+    assert report.valid, report.violations
+    mm = MemoryModel(model, gpu, pack=pack, **flag_options(report.resolved, pack))
+    return mm.of(Parallel.from_resolved(report.resolved, report.derived))
+
+
+def test_the_releases_default_for_launch_flags() -> None:
+    data = json.loads((FIXTURES / "launch-fractions-0.5.23.json").read_text())
+    assert data["version"] == "0.5.23"
+    checked = 0
+    for rec in data["records"]:
+        assert "error" not in rec, rec
+        m = _memory(rec["model"], rec["gpu"], rec["args"])
+        assert m.mem_fraction_static == rec["mem_fraction_static"], rec
+        checked += 1
+    assert checked == 150
+
+
+@pytest.mark.parametrize("pack", ["0.5.18", "0.5.19", "0.5.23"])
+@pytest.mark.parametrize(
+    ("flags", "reserved"),
+    [
+        # 512 + 1.5·8192 + 1024 + 2·512 (decode graphs) + 1536 (MLA prefill graphs)
+        ({}, 512 + 12288 + 1024 + 1024 + 1536),
+        # + 1 GiB DeepEP on breakable prefill graphs, then + 2 GiB above the floor
+        (
+            {"ep_size": 8, "moe_a2a_backend": "deepep"},
+            512 + 12288 + 1024 + 1024 + 1536 + 1024 + 2048,
+        ),
+        # decode: activations max(512 running · 1, 2048), no prefill graphs, 10 GiB floor
+        ({"disaggregation_mode": "decode"}, 10240),
+        # prefill: no decode graphs
+        ({"disaggregation_mode": "prefill"}, 512 + 12288 + 1024 + 1536),
+        # chunked prefill off: activations max(max_prefill_tokens 16384, 2048)
+        ({"chunked_prefill_size": -1}, 512 + 24576 + 1024 + 1024 + 1536),
+        # no graphs at all
+        ({"disable_cuda_graph": True}, 512 + 12288 + 1024),
+    ],
+)
+def test_each_release_reserves_as_its_source(
+    pack: str, flags: dict[str, Any], reserved: float
+) -> None:
+    """DeepSeek-V3 at tp 8 on H200 (143,771 MiB): the releases' own arithmetic by hand."""
+    m = _memory("deepseek-ai/DeepSeek-V3", "H200", {"tp_size": 8, **flags}, pack)
+    assert m.mem_fraction_static == round((H200_MIB - reserved) / H200_MIB, 3)
+
+
+def test_deepep_kv_tokens() -> None:
+    """The QA figures: DeepEP at tp 8 ep 8 pools 592,399 tokens (0.865), with DP
+    attention 137,186 (0.736)."""
+    m = _memory(
+        "deepseek-ai/DeepSeek-V3", "H200", {"tp_size": 8, "ep_size": 8, "moe_a2a_backend": "deepep"}
+    )
+    assert (m.mem_fraction_static, m.kv_tokens) == (0.865, 592399)
+    args = {"tp_size": 8, "ep_size": 8, "moe_a2a_backend": "deepep", "attn_dp_size": 8}
+    m = _memory("deepseek-ai/DeepSeek-V3", "H200", args)
+    assert (m.mem_fraction_static, m.kv_tokens) == (0.736, 137186)
+
+
+def test_streaming_columns_carry_deepeps_reserve() -> None:
+    """Enumerate's columns key the default fraction by the all-to-all backend too: its
+    DeepEP layouts pool what `MemoryModel.of` does, fewer tokens than the same widths
+    without DeepEP."""
+    from meshsat import solver
+    from meshsat.solver.lang.model_spec import ModelSpec
+    from meshsat.solver.memory.models import catalogue_config
+
+    model = "deepseek-ai/DeepSeek-V3"
+    mm = MemoryModel(model, "H200", context_length=8192)
+    spec = ModelSpec.from_hf_config(catalogue_config(model))
+    read = None
+    deepep = 0
+    for lay in solver.enumerate(16, model=spec):
+        if read is None:
+            sh = lay.shape
+            read = mm.row_reader(sh.config_index, sh.constant, sh.derived_index)
+        _, tokens, _, _ = read(lay.row)
+        p = Parallel.from_resolved(lay.config, lay.derived)
+        m = mm.of(p)
+        assert abs(tokens - m.kv_tokens) <= 1
+        if p.moe_a2a_backend == "deepep":
+            deepep += 1
+            plain = MemoryModel(model, "H200", context_length=8192).default_fraction(
+                p.tp, p.pp, p.dp_attention, p.attn_dp, p.chunked_prefill_size, p.dcp, p.attn_cp
+            )
+            assert m.mem_fraction_static < plain
+    assert deepep > 10
