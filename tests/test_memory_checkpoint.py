@@ -134,7 +134,18 @@ def test_dsa_kv_auto_is_fp8_on_blackwell_as_logged() -> None:
     p = Parallel(tp=8, attn_tp=1, attn_dp=8, dp_attention=True, moe_tp=8)
     on_b200 = MemoryModel("deepseek-ai/DeepSeek-V3.2-Exp", "B200")  # kv_cache_dtype auto
     assert on_b200.kv_cache_dtype == "fp8_e4m3"
-    assert on_b200.of(p).kv_bytes_per_token == pytest.approx(logged_cell, rel=2e-3)
+    # The log (sglang PR 11309) predates `trtllm` as Blackwell's FP8 DSA default: it ran
+    # the scaled layout (656-byte latent), which flashmla_kv still reads. From 0.5.18 the
+    # default backends are `trtllm` and the latent is the raw 576-byte row
+    # (`calculate_mla_kv_cache_dim`; tests/test_memory_dsa_layout.py).
+    as_logged = MemoryModel(
+        "deepseek-ai/DeepSeek-V3.2-Exp",
+        "B200",
+        dsa_prefill_backend="flashmla_kv",
+        dsa_decode_backend="flashmla_kv",
+    )
+    assert as_logged.of(p).kv_bytes_per_token == pytest.approx(logged_cell, rel=2e-3)
+    assert on_b200.of(p).kv_bytes_per_token == (576 + 132) * 61
     assert MemoryModel("deepseek-ai/DeepSeek-V3.2-Exp", "H200").kv_cache_dtype == "bfloat16"
     assert (
         MemoryModel("deepseek-ai/DeepSeek-V3.2-Exp", "B200", pack="0.4.6.post5").kv_cache_dtype

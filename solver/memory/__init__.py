@@ -31,6 +31,9 @@ from meshsat.solver.memory.fraction import (
 from meshsat.solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
 from meshsat.solver.memory.kv import (
     dcp_widening,
+    dsa_backends,
+    dsa_page_size,
+    dsa_raw_layout,
     hybrid_swa_ratio,
     kv_bytes_per_token,
     resolved_kv_cache_dtype,
@@ -202,7 +205,7 @@ class MemoryModel:
         *,
         context_length: int = 4096,
         kv_cache_dtype: str | None = None,
-        page_size: int = 1,
+        page_size: int | None = None,
         mem_fraction_static: float | None = None,
         context_gib: float = DEFAULT_CONTEXT_GIB,
         pack: str = "0.5.23",
@@ -221,6 +224,8 @@ class MemoryModel:
         prefill_cuda_graph: bool = True,
         prefill_graph_backend: str | None = None,
         max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS,
+        dsa_prefill_backend: str | None = None,
+        dsa_decode_backend: str | None = None,
     ) -> None:
         #: `dtype`: SGLang's `--dtype` (`quant.served_bytes`): unquantized weights, and the
         #: KV cache at `kv_cache_dtype` auto, in it.
@@ -228,7 +233,7 @@ class MemoryModel:
         self.gpu = gpu_type if isinstance(gpu_type, Gpu) else gpu(gpu_type)
         if context_length < 1:
             raise InputError(f"context length must be >= 1, got {context_length}")
-        if page_size < 1:
+        if page_size is not None and page_size < 1:
             raise InputError(f"page size must be >= 1, got {page_size}")
         if max_total_tokens is not None and max_total_tokens < 1:
             # SGLang pools min(profiled, N) tokens and stops at 0 ("Not enough memory").
@@ -241,7 +246,16 @@ class MemoryModel:
         self.cpu_offload_gb = cpu_offload_gb
         #: The dtype the pool is built in: `auto` resolved as `pack` does on this GPU.
         self.kv_cache_dtype = resolved_kv_cache_dtype(self.facts, kv_cache_dtype, self.gpu, pack)
-        self.page_size = page_size
+        #: `--page-size`; not given, the release's for the model (`kv.dsa_page_size`).
+        self.page_size = page_size or dsa_page_size(self.facts, pack, self.gpu)
+        #: A DSA model's pool layout: its FP8 latent as the raw row where its attention
+        #: backends read it so (`kv.dsa_raw_layout`), its indexer key replicated on every
+        #: decode-CP rank (0.5.23).
+        prefill, decode = dsa_backends(
+            self.facts, self.kv_cache_dtype, self.gpu, dsa_prefill_backend, dsa_decode_backend
+        )
+        self.dsa_raw = dsa_raw_layout(pack, prefill, decode, disaggregation_mode)
+        self.indexer_dcp = pack == "0.5.23"
         self.fraction = mem_fraction_static
         #: With no fraction given, raise a default that leaves no KV pool to what one
         #: request needs (`fraction.raised_fraction`), as a launch with an explicit
@@ -484,7 +498,15 @@ class MemoryModel:
             w = self.weights.stage(p, s).total / GIB
             if self.cpu_offload_gb > 0:  # SGLang offloads only then
                 w -= self.weights.offloaded(p, s, self.cpu_offload_gb * GIB) / GIB
-            cell = kv_bytes_per_token(self.facts, p, s, self.kv_cache_dtype, self.swa_ratio)
+            cell = kv_bytes_per_token(
+                self.facts,
+                p,
+                s,
+                self.kv_cache_dtype,
+                self.swa_ratio,
+                dsa_raw=self.dsa_raw,
+                indexer_dcp=self.indexer_dcp,
+            )
             if per_request:
                 # The state pool first, from the same rest (`state.split_rest`).
                 rest = (self.pre_load_gib * f - w - self.multimodal_reserve_gib) * POOL_GIB

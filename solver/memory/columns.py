@@ -283,7 +283,16 @@ def _generated(
         if cells is None:
             p = Parallel(pp=pp, attn_tp=attn_tp, dcp=dcp)
             cells = cell_cache[(pp, attn_tp, dcp)] = tuple(
-                kv_bytes_per_token(f, p, s, kv_dtype, mm.swa_ratio) for s in reps
+                kv_bytes_per_token(
+                    f,
+                    p,
+                    s,
+                    kv_dtype,
+                    mm.swa_ratio,
+                    dsa_raw=mm.dsa_raw,
+                    indexer_dcp=mm.indexer_dcp,
+                )
+                for s in reps
             )
         emb_rows = wm.embedding_rows(tp, attn_tp, dpa)
         dtp = wm.dense_width(dense, tp)

@@ -6,7 +6,10 @@ Why these shapes (SGLang's KV pools):
 - MLA: one latent of `kv_lora_rank + qk_rope_head_dim` per layer, whole on every
   attention-TP rank (the latent is not split by heads);
 - DSA (DeepSeek V3.2): an FP8 latent stores one float32 scale per 128 values and keeps
-  the rope part in bf16; plus the indexer's FP8 key with one float32 scale per 128 values;
+  the rope part in bf16, except where the attention backend reads the raw row (`trtllm`,
+  Blackwell's FP8 default: 576 bytes, not 656); plus the indexer's FP8 key with one float32
+  scale per 128 values, which 0.5.23 replicates on every decode-CP rank; its pool is
+  rounded to pages of 64 tokens on CUDA (`dsa_page_size`);
 - pipeline stages hold the KV of their own layers only;
 - GatedDeltaNet hybrids (Qwen3-Next, Qwen3.5): only the full-attention layers hold KV; the
   linear-attention layers keep a per-request state in a pool of its own (`state.py`);
@@ -101,6 +104,56 @@ def hybrid_swa_ratio(
     return 0.1 if f.architecture == "DeepseekV4ForCausalLM" else DEFAULT_SWA_FULL_TOKENS_RATIO
 
 
+def dsa_backends(
+    f: ModelFacts,
+    kv_cache_dtype: str | None,
+    gpu: Gpu | None,
+    prefill: str | None = None,
+    decode: str | None = None,
+) -> tuple[str | None, str | None]:
+    """The DSA prefill and decode attention backends a DeepSeek DSA model runs with
+    (`--dsa-prefill-backend`/`--dsa-decode-backend` when given), as 0.5.18 to 0.5.23 pick
+    them (`overrides.py`): on CUDA, FP8 `trtllm` on compute capability ≥ 10 and `flashmla_kv`
+    below; bf16 `flashmla_sparse` prefill and `trtllm` (≥ 10) or `fa3` decode; None for a
+    model without DSA or a GPU that is not NVIDIA's."""
+    if not f.index_head_dim or gpu is None or gpu.vendor != "nvidia":
+        return prefill, decode
+    if kv_cache_dtype == "fp8_e4m3":
+        default = "trtllm" if gpu.sm >= 10 else "flashmla_kv"
+        return prefill or default, decode or default
+    return prefill or "flashmla_sparse", decode or ("trtllm" if gpu.sm >= 10 else "fa3")
+
+
+def dsa_raw_layout(
+    pack: str,
+    prefill: str | None,
+    decode: str | None,
+    disaggregation_mode: str = "null",
+) -> bool:
+    """Whether a DSA model's FP8 latent is the raw row (`kv_lora_rank + qk_rope_head_dim`
+    bytes, no scales: `calculate_mla_kv_cache_dim`) rather than the scaled layout: with
+    `trtllm` on either phase (0.5.23: on the engine's own phase under PD disaggregation), or
+    `tilelang` on both (0.5.23)."""
+    if pack in ("0.4.6.post5", "legacy"):
+        return False
+    if pack == "0.5.23" and disaggregation_mode == "decode":
+        trtllm = decode == "trtllm"
+    elif pack == "0.5.23" and disaggregation_mode == "prefill":
+        trtllm = prefill == "trtllm"
+    else:
+        trtllm = "trtllm" in (prefill, decode)
+    return trtllm or (pack == "0.5.23" and prefill == decode == "tilelang")
+
+
+def dsa_page_size(f: ModelFacts, pack: str, gpu: Gpu | None) -> int:
+    """The page size a release gives a DeepSeek DSA model when `--page-size` is not given:
+    64 (0.5.18 to 0.5.23, `model_overrides/deepseek_v2.py`: a page owns a whole pooled
+    index group, `64 · index_kpool`) on CUDA; 1 otherwise (ROCm's depends on its Triton)."""
+    if not f.index_head_dim or pack in ("0.4.6.post5", "legacy"):
+        return 1
+    return 64 if gpu is not None and gpu.vendor == "nvidia" else 1
+
+
 def layer_kv_bytes(
     f: ModelFacts,
     attn_tp: int,
@@ -108,11 +161,16 @@ def layer_kv_bytes(
     *,
     swa: bool = False,
     dcp: int = 1,
+    dsa_raw: bool = False,
+    indexer_dcp: bool = False,
 ) -> float:
     """KV bytes of one token in one layer on one rank (a sliding-window layer of the hybrid
-    pool with `swa`; `dcp`: decode CP, whose ranks repeat each other's heads)."""
+    pool with `swa`; `dcp`: decode CP, whose ranks repeat each other's heads). A DSA model's
+    FP8 latent in the raw layout with `dsa_raw` (`dsa_raw_layout`), and its indexer key
+    charged `dcp` times with `indexer_dcp` (0.5.23: the index-K buffer is replicated on
+    every DCP rank while the latent shards, `pool_configurator.py`)."""
     b = kv_dtype_bytes(kv_cache_dtype, f.quant.unquantized)
-    if f.is_mla and f.index_head_dim and b == 1:
+    if f.is_mla and f.index_head_dim and b == 1 and not dsa_raw:
         # DSA's FP8 layout: FP8 latent, one float32 scale per 128 values, rope part in bf16.
         r = f.kv_lora_rank
         per = r + r // INDEXER_SCALE_BLOCK * 4 + f.qk_rope_head_dim * 2.0
@@ -125,7 +183,8 @@ def layer_kv_bytes(
         heads = max(1, f.num_kv_heads // max(1, attn_tp // dcp))
         per = heads * (f.head_dim + f.v_head_dim) * b
     if f.index_head_dim:
-        per += f.index_head_dim + f.index_head_dim // INDEXER_SCALE_BLOCK * 4
+        indexer = f.index_head_dim + f.index_head_dim // INDEXER_SCALE_BLOCK * 4
+        per += indexer * (dcp if indexer_dcp else 1)
     return per
 
 
@@ -135,13 +194,19 @@ def kv_bytes_per_token(
     stage: int,
     kv_cache_dtype: str | None = None,
     swa_ratio: float | None = None,
+    *,
+    dsa_raw: bool = False,
+    indexer_dcp: bool = False,
 ) -> float:
     """Bytes one token of the pool costs on a rank of `stage` (SGLang's cell size); with
-    `swa_ratio` (`hybrid_swa_ratio`), the hybrid pool's."""
+    `swa_ratio` (`hybrid_swa_ratio`), the hybrid pool's; `dsa_raw`, `indexer_dcp`: a DSA
+    model's layout (`layer_kv_bytes`)."""
     start, end = stage_layers(f.num_layers, p.pp)[stage]
     linear = sum(1 for i in f.linear_layer_ids if start <= i < end)
     if swa_ratio is None:
-        full = layer_kv_bytes(f, p.attn_tp, kv_cache_dtype, dcp=p.dcp)
+        full = layer_kv_bytes(
+            f, p.attn_tp, kv_cache_dtype, dcp=p.dcp, dsa_raw=dsa_raw, indexer_dcp=indexer_dcp
+        )
         return (end - start - linear) * full
     full = layer_kv_bytes(f, p.attn_tp, kv_cache_dtype)  # the hybrid pool ignores DCP
     swa = sum(1 for i in f.swa_layer_ids if start <= i < end)
