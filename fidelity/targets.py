@@ -62,9 +62,43 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
         (
             "deepseek_v3",
             {"tp_size": 8, "moe_a2a_backend": "megamoe", "enable_two_batch_overlap": True},
-        )
+        ),
+        (
+            "qwen3_moe",
+            {"tp_size": 8, "moe_runner_backend": "megamoe", "enable_single_batch_overlap": True},
+        ),
     ],
     "MEGAMOE-GPU": [("deepseek_v3", {"tp_size": 8, "moe_runner_backend": "megamoe"})],
+    "A2A-MORI-DISPATCH": [
+        ("qwen3_moe", {"tp_size": 8, "moe_a2a_backend": "mori", "chunked_prefill_size": 8192}),
+        (
+            "qwen3_moe",
+            {
+                "tp_size": 8,
+                "enable_dp_attention": True,
+                "dp_size": 8,
+                "moe_a2a_backend": "mori",
+                "chunked_prefill_size": 65536,
+            },
+        ),
+    ],
+    "KV4-NVFP4-BLACKWELL": [("llama", {"tp_size": 2, "kv_cache_dtype": "nvfp4"})],
+    "KV4-NVFP4-PREFILL-BACKEND": [
+        ("llama", {"tp_size": 2, "kv_cache_dtype": "nvfp4", "attention_backend": "triton"})
+    ],
+    "KV4-NVFP4-DECODE-GPU": [("llama", {"tp_size": 2, "kv_cache_dtype": "nvfp4"})],
+    "KV4-CUDA": [("llama", {"tp_size": 2, "kv_cache_dtype": "fp4_mx_block16"})],
+    "KV4-MHA-BACKEND": [
+        ("llama", {"tp_size": 2, "kv_cache_dtype": "fp4_mx_block16", "attention_backend": "fa3"}),
+        ("qwen3_moe", {"tp_size": 4, "kv_cache_dtype": "fp4_mx_block16"}),
+    ],
+    "KV4-MLA-BACKEND": [
+        ("deepseek_v3", {"tp_size": 8, "kv_cache_dtype": "fp4_mx_block16"}),
+        (
+            "deepseek_v3",
+            {"tp_size": 8, "kv_cache_dtype": "fp4_mx_block16", "attention_backend": "triton"},
+        ),
+    ],
     "QUANT-METHOD": [(None, {"tp_size": 2, "quantization": "gptq"})],
     "QUANT-NVFP4-ONLINE-SM100": [("qwen3_moe", {"tp_size": 4, "quantization": "nvfp4_online"})],
     "ATTN-CUTEDSL-MLA-SM100": [("deepseek_v3", {"tp_size": 8, "attention_backend": "cutedsl_mla"})],

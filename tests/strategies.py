@@ -39,6 +39,7 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
     "architecture": ARCHITECTURES,
     "quant_method": (None, None, "fp8", "modelopt_fp4", "awq"),
     "quant_not_checked": (None, None, "unknown quantization scheme gguf"),
+    "kv_cache_dtype": ("auto", "auto", "fp8_e4m3", "nvfp4", "fp4_mx_block16"),
 }
 SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "node_rank": (0, 0, 1, 2),
@@ -50,7 +51,7 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "tokenizer_worker_num": (1, 1, 2),
     "max_ep_size": (None, None, 1, 4, 8, 16, 0),
     "elastic_ep_initial_size": (None, None, 2, 4),
-    "chunked_prefill_size": (None, 8192, 4096),
+    "chunked_prefill_size": (None, 8192, 4096, 65536),
     "moe_dense_tp_size": (None, None, 1, 2, 4),
     "expert_distribution_recorder_buffer_size": (None, None, 500),
     "eplb_rebalance_num_iterations": (None, None, 200),

@@ -61,6 +61,24 @@ RULES: tuple[Rule, ...] = (
         SRC,
         hint="choose one of those with --moe-runner-backend (the default auto is refused)",
     ),
+    # required_mori_dispatch_tokens_per_rank(): the resolved chunked prefill (per DP group),
+    # checked between FlashInfer's and pplx's blocks (0.5.18 to 0.5.23). Unset, it is the
+    # device's default (2048 to 16384 by GPU memory, 4096 on the recorder's machines), which
+    # meshsat does not know: assumed within the budget. Skipped on decode servers and with
+    # chunked prefill off.
+    Rule(
+        "A2A-MORI-DISPATCH",
+        (a2a == "mori")
+        & (F.disaggregation_mode != "decode")
+        & is_set(F.chunked_prefill_size)
+        & (F.chunked_prefill_size > 0),
+        F.chunked_prefill_size <= F.env_mori_max_dispatch_tokens_per_rank,
+        "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK (default 4096) must be >= the per-rank "
+        "MoRI dispatch tokens (chunked_prefill_size by default)",
+        SRC,
+        hint="set --chunked-prefill-size within the budget (per DP group), or raise "
+        "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
+    ),
     Rule(
         "A2A-PPLX-DP-ATTN",
         a2a == "pplx",
@@ -105,7 +123,7 @@ MEGAMOE_RULES: tuple[Rule, ...] = (
     Rule(
         "MEGAMOE-OVERLAP",
         _megamoe,
-        ~F.enable_two_batch_overlap,
+        ~F.enable_two_batch_overlap & ~F.enable_single_batch_overlap,
         "--moe-a2a-backend megamoe has no two-batch / single-batch overlap decomposition; "
         "disable --enable-two-batch-overlap and --enable-single-batch-overlap.",
         MEGAMOE_SRC,
@@ -204,9 +222,10 @@ DEEPEP_V2_ARCH = Rule(
 DEEPEP_V2_OVERLAP = Rule(
     "A2A-DEEPEP-V2-OVERLAP",
     _v2,
-    ~F.enable_two_batch_overlap,
+    ~F.enable_two_batch_overlap & ~F.enable_single_batch_overlap,
     "DeepEP v2 MoE has not implemented the TBO/SBO overlap hooks yet. Disable "
-    "--enable-two-batch-overlap when using --moe-a2a-backend deepep_v2.",
+    "--enable-two-batch-overlap and --enable-single-batch-overlap when using "
+    "--moe-a2a-backend deepep_v2.",
     SRC,
 )
 #: 0.5.23 only (0.5.19 accepts it, measured).

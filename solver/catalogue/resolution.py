@@ -68,6 +68,43 @@ DCP_COMM_AG_RS = Resolution(
     (assign(~is_set(F.dcp_comm_backend), quiet=True, dcp_comm_backend="ag_rs"),),
 )
 
+#: handle_a2a_moe's dispatch-mode defaults, in its order (0.5.18 to 0.5.23): MoRI runs
+#: normal dispatch, pplx low-latency dispatch on DeepGEMM, DeepEP with the CuteDSL FP4 runner
+#: low-latency dispatch (it has no normal handler); DeepEP's normal mode then turns off the
+#: decode and prefill CUDA graphs ("Cuda graph is disabled because deepep_mode=`normal`").
+#: MoRI EPv2's low_latency -> normal (0.5.23, SGLANG_MORI_EP_V2) is not modelled.
+A2A_DISPATCH_MODE = Resolution(
+    "R-A2A-DISPATCH-MODE",
+    "handle_a2a_moe",
+    "the all-to-all backend picks the DeepEP dispatch mode (MoRI normal, pplx and DeepEP "
+    "with flashinfer_cutedsl low_latency) and pplx's DeepGEMM runner; DeepEP's normal mode "
+    "runs without CUDA graphs",
+    (
+        assign((F.moe_a2a_backend == "mori") & (F.deepep_mode == "auto"), deepep_mode="normal"),
+        assign(
+            (F.moe_a2a_backend == "pplx") & (F.deepep_mode == "auto"), deepep_mode="low_latency"
+        ),
+        assign(
+            (F.moe_a2a_backend == "pplx") & (F.moe_runner_backend == "auto"),
+            moe_runner_backend="deep_gemm",
+        ),
+        assign(
+            (F.moe_a2a_backend == "deepep")
+            & (F.moe_runner_backend == "flashinfer_cutedsl")
+            & (F.deepep_mode == "auto"),
+            deepep_mode="low_latency",
+        ),
+        assign(
+            (F.moe_a2a_backend == "deepep")
+            & (F.deepep_mode == "normal")
+            & ~(F.disable_decode_cuda_graph & F.disable_prefill_cuda_graph),
+            disable_decode_cuda_graph=True,
+            disable_prefill_cuda_graph=True,
+        ),
+    ),
+)
+
+
 RESOLUTIONS: tuple[Resolution, ...] = (
     # handle_mega_moe runs first in the pipeline (0.5.19 and 0.5.23; measured by a
     # targeted fidelity record).
@@ -209,6 +246,7 @@ RESOLUTIONS: tuple[Resolution, ...] = (
         "--moe-a2a-backend ascend_tp runs the MoE as plain TP (SGLang resets it to none)",
         (assign(F.moe_a2a_backend == "ascend_tp", moe_a2a_backend="none"),),
     ),
+    A2A_DISPATCH_MODE,
     Resolution(
         "R-CPV2",
         "handle_context_parallelism",

@@ -44,6 +44,7 @@ ENV_FACTS = {
     "SGLANG_ENABLE_CP_V2": "env_enable_cp_v2",
     "SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC": "env_enable_eplb_balancedness_metric",
     "SGLANG_PPLX_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "env_pplx_max_dispatch_tokens_per_rank",
+    "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "env_mori_max_dispatch_tokens_per_rank",
 }
 #: Removed or renamed spellings that still say something about the layout:
 #: flag -> (field, value); a value of None means "the value the flag is given".

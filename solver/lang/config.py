@@ -263,6 +263,13 @@ class Config(BaseModel):
         flags=("--attention-backend",),
         group="attention",
     )
+    kv_cache_dtype: str = _f(
+        "auto",
+        "KV cache data type (nvfp4 and fp4_mx_block16 need CUDA and an attention back-end "
+        "that reads FP4: KV4-*); also what the memory model prices the KV pool in.",
+        flags=("--kv-cache-dtype",),
+        group="attention",
+    )
     enable_aiter_allreduce_fusion: bool = _f(
         False,
         "AMD aiter all-reduce fusion.",
@@ -405,6 +412,13 @@ class Config(BaseModel):
         group="moe",
         tool_only=True,
     )
+    env_mori_max_dispatch_tokens_per_rank: int = _f(
+        4096,
+        "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK in the environment (MoRI's per-rank "
+        "dispatch budget).",
+        group="moe",
+        tool_only=True,
+    )
     enable_eplb: bool = _f(
         False, "Expert-parallel load balancer.", flags=("--enable-eplb",), group="moe"
     )
@@ -497,6 +511,13 @@ class Config(BaseModel):
     )
     enable_two_batch_overlap: bool = _f(
         False, "Two-batch overlap.", flags=("--enable-two-batch-overlap",), group="dwdp"
+    )
+    enable_single_batch_overlap: bool = _f(
+        False,
+        "Single-batch overlap (0.5.x; MegaMOE and DeepEP v2 refuse it as they refuse "
+        "two-batch overlap).",
+        flags=("--enable-single-batch-overlap",),
+        group="dwdp",
     )
 
     # --- elastic expert parallelism -------------------------------------------------

@@ -17,6 +17,7 @@ from meshsat.solver.catalogue import (
     a2a,
     attention_backend,
     decode_cp,
+    kv4,
     model,
     model_arch,
     moe_kernel,
@@ -51,7 +52,9 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "apply_inkling_prefill_cuda_graph_default",
     "handle_dwdp",
     "handle_model_specific_adjustments",
+    "handle_nvfp4_prefill_kv_dequant_dtype",
     "handle_attention_backend_compatibility",
+    "handle_kv4_compatibility",
     "handle_data_parallelism",
     "_dp_lm_head_validation",
     "handle_context_parallelism",
@@ -441,6 +444,8 @@ V0_5_23 = apply(
         add_rules=(
             # check_mega_moe_compat is new in 0.5.23 (0.5.19 accepts these, measured).
             *a2a.MEGAMOE_RULES,
+            kv4.NVFP4_PREFILL,
+            kv4.NVFP4_DECODE,
             # New in 0.5.23 (its build of gemma-3-27b-it at attention TP 2 of TP 8).
             *weight_shapes.VISION_TP_REDUCE,
             decode_cp.DSA_DCP_PD,
@@ -460,6 +465,7 @@ V0_5_23 = apply(
             ),
         ),
         replace_rules=(
+            *kv4.RULES_0_5_23,
             *weight_shapes.RULES_0_5_23,
             # 0.5.23's loader no longer knows GPTQ outside Ascend (measured).
             quantization.quant_known(),
@@ -714,6 +720,7 @@ _ABSENT_0_4 = (
     "enable_elastic_expert_backup",
     "enable_prefill_context_parallel",
     "enable_prefill_cp",
+    "enable_single_batch_overlap",
     "enable_two_batch_overlap",
     "ep_join_mode",
     "ep_join_rank_offset",
@@ -842,6 +849,8 @@ V0_4_6_POST5 = apply(
             ),
         ),
         remove_resolutions=(
+            # 0.4's DeepEP modes and graphs: R-NO-GRAPHS (no MoRI, pplx or MoE runners).
+            "R-A2A-DISPATCH-MODE",
             "R-MXFP8-RUNNER",
             "R-LEGACY-CP",
             "R-DWDP",

@@ -1,0 +1,103 @@
+"""FP4 KV caches (`--kv-cache-dtype nvfp4 / fp4_mx_block16`): the GPU and attention back-end
+they need (`handle_kv4_compatibility`, 0.5.18 to 0.5.23; 0.5.23's
+`handle_nvfp4_prefill_kv_dequant_dtype` before it).
+
+Why here: SGLang refuses these while it resolves its arguments, after the attention back-end
+is filled in and before the parallel handlers, so such a layout stops there whatever its
+widths. The back-end SGLang checks is the resolved one: unset, it is the GPU's default
+(`get_default_attn_backend`: FA3 on Hopper for MHA and MLA; on SM100/SM103 trtllm_mha for
+MHA and FlashInfer for MLA; elsewhere FlashInfer for MHA and Triton for MLA; the DSA back-end
+on DeepSeek's sparse-attention models), so an unset back-end passes only on SM100/SM103, or
+where the GPU class is unknown (`gpu_sm` unset: as every GPU-class rule, assumed to hold).
+Split prefill/decode back-ends (`--prefill-attention-backend`, `--decode-attention-backend`)
+are no layout fields: SGLang only warns about them.
+"""
+
+from __future__ import annotations
+
+from meshsat.solver.lang.expr import Expr, is_set, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.model_spec import MLA_ARCHITECTURES
+from meshsat.solver.lang.rule import Rule
+
+SRC = "handle_kv4_compatibility"
+NVFP4_SRC = "handle_nvfp4_prefill_kv_dequant_dtype"
+ATTN_SRC = "handle_attention_backend_compatibility"
+
+_FP4 = one_of(F.kv_cache_dtype, "nvfp4", "fp4_mx_block16")
+_CUDA = F.platform == "cuda"
+_MLA = one_of(F.architecture, *MLA_ARCHITECTURES) | F.is_deepseek_dsa
+_MHA = is_set(F.architecture) & ~_MLA
+_backend = F.attention_backend
+
+
+def _default_passes() -> Expr:
+    """An unset back-end whose GPU default the list takes (module docstring)."""
+    return ~is_set(_backend) & ~F.is_deepseek_dsa & (~is_set(F.gpu_sm) | one_of(F.gpu_sm, 100, 103))
+
+
+def _backend_rule(rule_id: str, kind: str, choices: tuple[str, ...], dtypes: Expr) -> Rule:
+    listed = "[" + ", ".join(repr(c) for c in choices) + "]"
+    return Rule(
+        rule_id,
+        dtypes & _CUDA & (_MLA if kind == "MLA" else _MHA),
+        (is_set(_backend) & one_of(_backend, *choices)) | _default_passes(),
+        f"KV4 {kind} expects attention_backend to be one of {listed}, but got "
+        "{attention_backend}",
+        SRC,
+        hint=f"--attention-backend {choices[0]} (an unset back-end is the GPU's default)",
+    )
+
+
+_MHA_CHOICES = ("triton", "torch_native", "flex_attention", "trtllm_mha")
+
+#: handle_kv4_compatibility, in its order (0.5.18, 0.5.19: MLA also takes cutlass_mla).
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "KV4-NVFP4-BLACKWELL",
+        (F.kv_cache_dtype == "nvfp4") & _CUDA,
+        ~is_set(F.gpu_sm) | one_of(F.gpu_sm, 100, 103, 120, 121),
+        "--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120. Use "
+        "--kv-cache-dtype=fp4_mx_block16 for the block-size-16 FP4 recipe.",
+        SRC,
+        hint="--kv-cache-dtype fp4_mx_block16",
+    ),
+    _backend_rule("KV4-MLA-BACKEND", "MLA", ("cutlass_mla", "flashinfer", "trtllm_mla"), _FP4),
+    _backend_rule("KV4-MHA-BACKEND", "MHA", _MHA_CHOICES, _FP4),
+    Rule(
+        "KV4-CUDA",
+        _FP4,
+        _CUDA,
+        "KV4 is not tested on non-CUDA platforms.",
+        SRC,
+    ),
+)
+
+#: 0.5.23: nvfp4 runs prefill on an FP8 workspace (FlashInfer) or natively (trtllm_mha) and
+#: decodes on trtllm_mha (`handle_nvfp4_prefill_kv_dequant_dtype`), so the list below is
+#: fp4_mx_block16's alone, and MLA no longer takes cutlass_mla.
+_FP4_MX = F.kv_cache_dtype == "fp4_mx_block16"
+RULES_0_5_23: tuple[Rule, ...] = (
+    _backend_rule("KV4-MLA-BACKEND", "MLA", ("flashinfer", "trtllm_mla"), _FP4_MX),
+    _backend_rule("KV4-MHA-BACKEND", "MHA", _MHA_CHOICES, _FP4_MX),
+)
+_NVFP4 = F.kv_cache_dtype == "nvfp4"
+#: 0.5.23, before the attention handler: the back-end a user names must provide the FP8
+#: workspace or native NVFP4; then the decode back-end, trtllm_mha, needs its GPU classes.
+NVFP4_PREFILL = Rule(
+    "KV4-NVFP4-PREFILL-BACKEND",
+    _NVFP4 & is_set(_backend),
+    one_of(_backend, "flashinfer", "trtllm_mha"),
+    "NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but backend "
+    "'{attention_backend}' provides neither.",
+    NVFP4_SRC,
+    hint="--attention-backend flashinfer (or leave it out)",
+)
+NVFP4_DECODE = Rule(
+    "KV4-NVFP4-DECODE-GPU",
+    _NVFP4,
+    _CUDA & (~is_set(F.gpu_sm) | one_of(F.gpu_sm, 90, 100, 103, 120, 121)),
+    "TRTLLM MHA backend for decode is only supported on Hopper (SM90), Blackwell (SM100) and "
+    "(SM120) GPUs. Please use a different decode backend.",
+    ATTN_SRC,
+)
