@@ -87,6 +87,7 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
         ("llama", {"tp_size": 2, "kv_cache_dtype": "nvfp4", "attention_backend": "triton"})
     ],
     "KV4-NVFP4-DECODE-GPU": [("llama", {"tp_size": 2, "kv_cache_dtype": "nvfp4"})],
+    "KV-MXFP8-BLACKWELL": [("llama", {"tp_size": 2, "kv_cache_dtype": "mxfp8"})],
     "KV4-CUDA": [("llama", {"tp_size": 2, "kv_cache_dtype": "fp4_mx_block16"})],
     "KV4-MHA-BACKEND": [
         ("llama", {"tp_size": 2, "kv_cache_dtype": "fp4_mx_block16", "attention_backend": "fa3"}),

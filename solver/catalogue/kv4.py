@@ -51,6 +51,16 @@ def _backend_rule(rule_id: str, kind: str, choices: tuple[str, ...], dtypes: Exp
 
 _MHA_CHOICES = ("triton", "torch_native", "flex_attention", "trtllm_mha")
 
+#: handle_mxfp8_kv_cache_compatibility (0.5.18 to 0.5.23, right after the KV4 checks).
+MXFP8 = Rule(
+    "KV-MXFP8-BLACKWELL",
+    F.kv_cache_dtype == "mxfp8",
+    _CUDA & (~is_set(F.gpu_sm) | (F.gpu_sm >= 100)),
+    "--kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands "
+    "used by the FA4 MXFP8 attention path.",
+    "handle_mxfp8_kv_cache_compatibility",
+)
+
 #: handle_kv4_compatibility, in its order (0.5.18, 0.5.19: MLA also takes cutlass_mla).
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -71,6 +81,7 @@ RULES: tuple[Rule, ...] = (
         "KV4 is not tested on non-CUDA platforms.",
         SRC,
     ),
+    MXFP8,
 )
 
 #: 0.5.23: nvfp4 runs prefill on an FP8 workspace (FlashInfer) or natively (trtllm_mha) and
@@ -84,10 +95,12 @@ RULES_0_5_23: tuple[Rule, ...] = (
 _NVFP4 = F.kv_cache_dtype == "nvfp4"
 #: 0.5.23, before the attention handler: the back-end a user names must provide the FP8
 #: workspace or native NVFP4; then the decode back-end, trtllm_mha, needs its GPU classes.
+#: On CPU the platform has filled the back-end in already (intel_amx, measured), so an unset
+#: one is refused here too.
 NVFP4_PREFILL = Rule(
     "KV4-NVFP4-PREFILL-BACKEND",
-    _NVFP4 & is_set(_backend),
-    one_of(_backend, "flashinfer", "trtllm_mha"),
+    _NVFP4 & (is_set(_backend) | (F.platform == "cpu")),
+    is_set(_backend) & one_of(_backend, "flashinfer", "trtllm_mha"),
     "NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but backend "
     "'{attention_backend}' provides neither.",
     NVFP4_SRC,

@@ -55,6 +55,7 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "handle_nvfp4_prefill_kv_dequant_dtype",
     "handle_attention_backend_compatibility",
     "handle_kv4_compatibility",
+    "handle_mxfp8_kv_cache_compatibility",
     "handle_data_parallelism",
     "_dp_lm_head_validation",
     "handle_context_parallelism",
