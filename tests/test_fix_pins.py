@@ -131,3 +131,32 @@ def test_a_valid_input_that_does_not_run_its_pin_is_repaired(
     assert exc.value.code == 0 and data["unpinned"] == ["schedule_conservativeness"]
     ran = solver.validate(data["fixes"][0]["config"], explain=False)  # the newest release
     assert ran.valid and ran.resolved_env["schedule_conservativeness"] == 1.0
+
+
+def test_a_pinned_attn_dp_size_holds_as_sglang_runs_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """0.5.23's `--attn-dp-size 3` on tp 8: DWDP on 8 GPUs repairs the division but SGLang's
+    handle_dwdp then runs attn_dp_size 8, so it does not keep the pin; the fix is tp 6 (the
+    GPU count changes), as `--enable-dp-attention --dp 3 --pin dp_size` already fixed it,
+    and with tp pinned too nothing holds (DPATTN-TP-DIV)."""
+    cmd = "python -m sglang.launch_server --tp 8 --attn-dp-size 3"
+    cfg = {"tp_size": 8, "attn_dp_size": 3}
+    report = fix(cfg, pins=["attn_dp_size"], sglang_version="0.5.23")
+    best = report.best
+    assert best.config.dwdp_size == 1 and best.config.tp_size == 6
+    assert best.config.attn_dp_size == 3 and best.gpus_used == 6
+    ran = solver.validate(best.config, explain=False, sglang_version="0.5.23")
+    assert ran.valid and not any(n.field == "attn_dp_size" for n in ran.notes)
+    legacy = {"tp_size": 8, "dp_size": 3, "enable_dp_attention": True}
+    assert fix(legacy, pins=["dp_size"], sglang_version="0.5.23").best.config.tp_size == 6
+    both = fix(cfg, pins=["attn_dp_size", "tp_size"], sglang_version="0.5.23")
+    assert both.fixes == () and both.conflict is not None
+    assert "DPATTN-TP-DIV" in [r.id for r in both.conflict.rules]
+    with pytest.raises(SystemExit) as exc:
+        main(["fix", "--sglang", cmd, "--pin", "attn_dp_size", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 0
+    assert "--dwdp-size" not in data["fixes"][0]["command_line"]
+    assert "--tp 6 --attn-dp-size 3" in data["fixes"][0]["command_line"]
+    with pytest.raises(SystemExit) as exc:
+        main(["fix", "--sglang", cmd, "--pin", "attn_dp_size", "--pin", "tp_size"])
+    assert exc.value.code == 1 and "DPATTN-TP-DIV" in capsys.readouterr().out

@@ -164,7 +164,8 @@ def fix(
     )
     env = environment(cfg, spec)
     # A pin SGLang rewrites in the input itself is not kept by the input.
-    unpinned = pins_broken({n: env[n] for n in pinned}, report.resolved_env, env)
+    spelling = "attn_dp_size" not in pack.absent_fields
+    unpinned = pins_broken({n: env[n] for n in pinned}, report.resolved_env, env, spelling)
     base = _replace(base, unpinned=unpinned)
     # Valid by the rules, but its weights do not load: the fix repairs MEM-FIT too.
     heavy = memory is not None and report.valid and not _loads(memory, report)
@@ -331,7 +332,10 @@ def _result(
     advised = [w.rule for w in report.warnings if w.rule in pack.advice]
     # The pins as SGLang runs the layout, checked by the plain evaluator, not by Z3.
     unpinned = pins_broken(
-        {n: getattr(cfg, n) for n in pins}, report.resolved_env, environment(new, spec)
+        {n: getattr(cfg, n) for n in pins},
+        report.resolved_env,
+        environment(new, spec),
+        "attn_dp_size" not in pack.absent_fields,
     )
     if not report.valid or advised or unpinned or (gpus is not None and used != gpus):
         broken = ", ".join(

@@ -416,7 +416,8 @@ class Search:
         (`meshsat.solver.repair.pins`)."""
         old = self.old[name]
         key = ("pin", name, type(old).__name__, old)
-        return self.p.memo(key, self.enc.formula, pin_holds(name, old))
+        spelling = "attn_dp_size" not in self.p.key.pack.absent_fields
+        return self.p.memo(key, self.enc.formula, pin_holds(name, old, spelling))
 
     def changed(self, name: str) -> Any:
         old = self.old[name]
