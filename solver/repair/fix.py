@@ -185,6 +185,7 @@ def fix(
     prob = fp.problem(fp.Key(universe, gpus, fixed, pack, beyond))
     keep_gpus = before if gpus is None else None
     search = Search(prob, env, user, keep_gpus, Deadline(deadline_s - time.monotonic()))
+    search.prefer = violations
     if memory is not None:
         # Widths whose lightest layout cannot hold the weights are excluded before the
         # search: one at a time, each proposed, found heavy and blocked, they ran out the

@@ -153,6 +153,9 @@ class Search:
         #: Constraints of this call only (memory shapes that do not load): asserted inside
         #: each run's scope, so the cached problem never keeps them.
         self.blocked: list[Any] = []
+        #: Rules a conflict names rather than others that say the same, first most: the
+        #: input's violations as `validate` orders them (`core`).
+        self.prefer: tuple[str, ...] = ()
 
     # --- the question --------------------------------------------------------------------
     def run(self, objective: str, pins: Sequence[str], top: int, *, why: bool = True) -> Outcome:
@@ -293,27 +296,35 @@ class Search:
         next to a rule demanding the same exactness), so a core is first sought without
         it: it then names the rule `validate` reports (DPATTN-TP-DIV), whichever core the
         solver's state would have found first; FIX-EXACT-DIV is named only when no core
-        exists without it.
+        exists without it. Rules that restate each other (DPATTN-TP-DIV and TOPO-ATTN-TP)
+        leave the one tried last: the input's own violations (`prefer`) are tried last,
+        the first of them at the very end, so the conflict names the error SGLang raises.
         """
         asked = list(pin_lits.values())
-        catalogue = [lit for rule, lit in self.p.tracked.items() if rule != EXACT_RULE]
+        rank = {r: i for i, r in enumerate(self.prefer)}
+        tracked = sorted(self.p.tracked.items(), key=lambda kv: -rank.get(kv[0], len(rank)))
+        catalogue = [lit for rule, lit in tracked if rule != EXACT_RULE]
         hard = [*catalogue, *asked]
         if self.check(hard) != z3.unsat:
-            hard = [*self.p.tracked.values(), *asked]
+            hard = [*(lit for _, lit in tracked), *asked]
             if self.check(hard) != z3.unsat:
                 return None
-        core = self.unsat_core(hard)
+        # The input's violations join the solver's core, to be tried last: whichever core
+        # the solver's state met first, one that a violation can replace goes.
+        preferred = [lit for rule, lit in tracked if rule in rank]
+        core = self.unsat_core(hard, keep=preferred)
         for lit in list(core):
             if any(lit.eq(c) for c in core):
                 trial = [a for a in core if not a.eq(lit)]
                 if self.check(trial) == z3.unsat:
-                    core = self.unsat_core(trial)
+                    core = self.unsat_core(trial, keep=preferred)
         pins = tuple(n for n, lit in pin_lits.items() if any(lit.eq(c) for c in core))
         rules = tuple(r for r, lit in self.p.tracked.items() if any(lit.eq(c) for c in core))
         return pins, rules
 
-    def unsat_core(self, among: list[Any]) -> list[Any]:
-        core = self.s.unsat_core()
+    def unsat_core(self, among: list[Any], keep: Sequence[Any] = ()) -> list[Any]:
+        """The last check's core among `among`, and those of `keep` among them."""
+        core = [*self.s.unsat_core(), *keep]
         return [a for a in among if any(a.eq(c) for c in core)]
 
     def start_at_input(self) -> None:
