@@ -256,4 +256,15 @@ CASES: tuple[Golden, ...] = (
         "DWDP would also give dp = tp, but it resets the all-to-all backend to none: the "
         "chosen FlashInfer backend would stop running.",
     ),
+    Golden(
+        "cutlass-runner-ep-below-tp",
+        "EP (MoE runner)",
+        "qwen3-moe",
+        {"tp_size": 8, "ep_size": 4, "moe_runner_backend": "flashinfer_cutlass"},
+        _each("ep_size", 8),
+        "FlashInfer's CUTLASS MoE runner needs ep 1 or ep = tp. The user chose the runner and "
+        "the 16-bit weights: the answer is ep 8, not `--quantization mxfp8` (another "
+        "quantization, whose MXFP8 runner then replaces the chosen one) nor dropping the "
+        "runner.",
+    ),
 )

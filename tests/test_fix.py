@@ -581,3 +581,28 @@ def test_two_batch_overlap_is_kept_as_a_feature(capsys: pytest.CaptureFixture[st
     code, out, _ = run(["fix", "--sglang", launch], capsys)
     assert "1 feature(s) toggled" in out and "features kept" not in out
     assert "--enable-two-batch-overlap on" in out  # the relaxed tier names it
+
+
+def test_quantization_and_the_chosen_moe_runner_are_features(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """MOE-CUTLASS-EP on a 16-bit Qwen3-30B-A3B: `--quantization mxfp8` repaired it as
+    "features kept", a new weight format an operator never reaches for to fix a layout;
+    the fix is `--ep 8` (SGLang 0.5.23 accepts `--tp 8 --ep 8 --moe-runner-backend
+    flashinfer_cutlass`), and quantization switched on counts as a feature."""
+    cmd = (
+        "python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --tp 8 --ep 4 "
+        "--moe-runner-backend flashinfer_cutlass"
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["fix", "--sglang", cmd, "--top", "3", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 0
+    best = data["fixes"][0]
+    assert best["command_line"] == cmd.replace("--ep 4", "--ep 8")
+    assert best["objective"]["features_toggled"] == 0
+    for f in data["fixes"]:
+        quantized = "--quantization" in f["command_line"]
+        assert not quantized or f["objective"]["features_toggled"] >= 1
+    ran = solver.validate(best["config"], explain=False, sglang_version="0.5.23")
+    assert ran.valid and not ran.notes

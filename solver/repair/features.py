@@ -200,8 +200,35 @@ def _chosen_backends() -> tuple[Feature, ...]:
     return tuple(out)
 
 
+def _chosen_kernels() -> tuple[Feature, ...]:
+    """The weight quantization and the MoE runner are what the server computes with, not a
+    layout: a fix that repaired MOE-CUTLASS-EP by adding `--quantization mxfp8` to a 16-bit
+    Qwen3-30B-A3B said "features kept" where the operator sets `--ep 8`. Each quantization
+    is a feature (switching one on where the input had none is one, swapping it two); the
+    MoE runner you chose is kept once chosen (`off_binds` False: picking one where the
+    input left `auto` is a field change, as before; megamoe is the all-to-all backend's)."""
+    quant, runner = F.quantization.as_raw, F.moe_runner_backend.as_raw
+    out = [
+        Feature(f"quantization_{q}", f"--quantization {q}", quant == q, quant == q)
+        for q in CONFIG_SPECS["quantization"].choices
+        if q is not None
+    ]
+    out += [
+        Feature(
+            f"moe_runner_{r}",
+            f"the {r} MoE runner",
+            runner == r,
+            runner == r,
+            off_binds=False,
+        )
+        for r in CONFIG_SPECS["moe_runner_backend"].choices
+        if r not in ("auto", "megamoe")
+    ]
+    return tuple(out)
+
+
 #: Every feature, in a fixed order.
-FEATURES: tuple[Feature, ...] = (*_features(), *_switches(_features()))
+FEATURES: tuple[Feature, ...] = (*_features(), *_switches(_features()), *_chosen_kernels())
 
 
 @cache
