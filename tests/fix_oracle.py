@@ -19,7 +19,7 @@ tuple compared lexicographically:
    toggled).
    Prefill CP is on through its legacy aliases too. Which all-to-all backend was chosen
    is kept once chosen, but choosing one where none was is counted once, as "an
-   all-to-all backend";
+   all-to-all backend"; swapping the chosen one for another is two (it off, another on);
 3. changed fields the user set; 4. other changed fields (every field counts one);
 5. the size change: sum of |mbits(new) - mbits(old)| with mbits(x) = sum over prime factors
    p of x (with multiplicity) of round(1000*log2 p).
@@ -184,7 +184,9 @@ def _not_kept(name: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool
     fields, on, works = FEATURES[name]
     was_on = on(*(old[f] for f in fields))
     if not was_on and name.startswith("a2a_"):  # which backend: bound once chosen
-        return False
+        a2a_fields, a2a_on, _ = FEATURES["a2a"]
+        if not a2a_on(*(old[f] for f in a2a_fields)):  # a swap is two: theirs off, one on
+            return False
     return bool((works if was_on else on)(*(new[f] for f in fields)) != was_on)
 
 

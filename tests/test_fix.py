@@ -606,3 +606,63 @@ def test_quantization_and_the_chosen_moe_runner_are_features(
         assert not quantized or f["objective"]["features_toggled"] >= 1
     ran = solver.validate(best["config"], explain=False, sglang_version="0.5.23")
     assert ran.valid and not ran.notes
+
+
+def test_pplx_is_kept_by_dp_attention_with_chunked_prefill_on(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """pplx without DP attention on DeepSeek-V3: `--moe-runner-backend megamoe` repaired it
+    while SGLang ran megamoe for the pplx the command still said. Swapping the chosen
+    all-to-all backend is two features (pplx off, megamoe on), so the fix is attention DP,
+    as SGLang's message asks; and A2A-PPLX-DISPATCH is met by a chunk within the budget
+    (256 over 2 groups: 128 a group), not by switching chunked prefill off (0)."""
+    cmd = (
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 "
+        "--trust-remote-code --tp 8 --moe-a2a-backend pplx"
+    )
+    for pins in ([], ["--pin", "moe_a2a_backend"]):
+        with pytest.raises(SystemExit) as exc:
+            main(["fix", "--sglang", cmd, *pins, "--json"])
+        data = json.loads(capsys.readouterr().out)
+        assert exc.value.code == 0
+        best = data["fixes"][0]
+        assert best["command_line"] == f"{cmd} --chunked-prefill-size 256 --attn-dp-size 2"
+        assert best["objective"]["features_toggled"] == 1  # DP attention on
+    swap = {"tp_size": 8, "moe_a2a_backend": "pplx", "moe_runner_backend": "megamoe"}
+    from meshsat.solver.repair.features import toggled
+
+    old = Config.model_validate({"tp_size": 8, "moe_a2a_backend": "pplx"}).model_dump()
+    names = {f.name for f in toggled(old, Config.model_validate(swap).model_dump())}
+    assert names == {"a2a_pplx", "a2a_megamoe"}
+    off = Config.model_validate({"tp_size": 8, "chunked_prefill_size": 0}).model_dump()
+    assert "chunked_prefill" in {f.name for f in toggled(old, off)}
+
+
+def test_speculative_decoding_switched_off_is_a_feature_and_its_flags_go(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """TOPO-PP-SPEC (speculative decoding with PP on a server that is no PD prefill): a fix
+    that drops `--speculative-algorithm` turns a feature off (it said "features kept") and
+    leaves `--speculative-num-steps` and the rest doing nothing: they go with it."""
+    cmd = (
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 "
+        "--pp-size 2 --speculative-algorithm EAGLE --speculative-num-steps 3 "
+        "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 "
+        "--speculative-draft-model-path some/draft --port 30010"
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["fix", "--sglang", cmd, "--top", "2", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 0
+    for f in data["fixes"]:
+        assert f["objective"]["features_toggled"] == 1
+        line = f["command_line"]
+        assert ("--speculative-algorithm" in line) == ("--speculative-num-steps" in line)
+        assert ("--speculative-algorithm" in line) == ("some/draft" in line)
+        assert line.endswith("--port 30010") or "--port 30010 " in line
+        back = parse_sglang_command(line).values
+        model = ModelSpec.from_hf_config(catalogue_config("deepseek-ai/DeepSeek-V3"))
+        ran = solver.validate(back, model, explain=False, sglang_version="0.5.23")
+        assert ran.valid, line
+    off = [f for f in data["fixes"] if "--speculative-algorithm" not in f["command_line"]]
+    assert off and off[0]["config"].get("speculative_num_draft_tokens") is None

@@ -149,6 +149,13 @@ def layout_edits(
             flags = _as_typed(fields[0], flags, typed[first[0]])
         edits.append((*_with_blank_before(text, first, flags), flags))
         edits += [(*_with_blank_before(text, s, ""), "") for s in rest]
+    if old["speculative_algorithm"] is not None and target["speculative_algorithm"] is None:
+        set_at = {s[0] for spans in parsed.spans.values() for s in spans}  # edited above
+        edits += [
+            (*_with_blank_before(text, span, ""), "")
+            for span in _prefixed_flags(command, _SPECULATIVE)
+            if span[0] not in via and span[0] not in set_at
+        ]
     if target["nnodes"] == 1 and old["nnodes"] != 1:
         edits += [
             (*_with_blank_before(text, span, ""), "")
@@ -156,6 +163,24 @@ def layout_edits(
             if span[0] not in via
         ]
     return LayoutEdits(edits, env, facts, parsed.model_path, tuple(said))
+
+
+#: The flags that tune speculative decoding (`--speculative-num-steps 3`, the draft model):
+#: with the algorithm switched off they do nothing, and go with it.
+_SPECULATIVE = "--speculative-"
+
+
+def _prefixed_flags(command: LaunchCommand, prefix: str) -> list[tuple[int, int]]:
+    """Where `command` gives a flag starting with `prefix`, with its value if it takes one."""
+    spans = []
+    words = command.words
+    for i, word in enumerate(words):
+        flag, eq, _ = word.text.partition("=")
+        if not flag.startswith(prefix):
+            continue
+        value = i + 1 < len(words) and not eq and not words[i + 1].text.startswith("-")
+        spans.append((word.pos, words[i + 1].end if value else word.end))
+    return spans
 
 
 def _node_flags(command: LaunchCommand, node_rank: list[tuple[int, int]]) -> list[tuple[int, int]]:

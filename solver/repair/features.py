@@ -47,6 +47,12 @@ class Feature:
     #: it is kept, but making it costs nothing more, so picking a backend weighs one
     #: feature like DP attention or attention CP, not two.
     off_binds: bool = True
+    #: With `off_binds` False: the feature whose being on in the input makes this one bind
+    #: after all. Swapping the all-to-all backend the user chose for another turns theirs
+    #: off and another on, two features, where switching DP attention on is one (pplx
+    #: without DP attention: `--moe-runner-backend megamoe`, the alias that swaps pplx for
+    #: MegaMoE, lost to DP attention only on the count of fields).
+    binds_after: str = ""
     #: Off in the input stays off whatever it costs (a hard constraint, not a tier): it
     #: changes which job the server belongs to, so no layout of this job is bought with
     #: it; fix then gives up the GPU count, or finds no fix, rather than turn it on.
@@ -86,6 +92,9 @@ def _features() -> tuple[Feature, ...]:
     # Two spellings again: --moe-runner-backend megamoe is an alias of the MegaMoE
     # all-to-all backend (R-MEGAMOE-ALIAS).
     a2a = (F.moe_a2a_backend.as_raw != "none") | (F.moe_runner_backend.as_raw == "megamoe")
+    chunk = F.chunked_prefill_size.as_raw
+    chunked = ~is_set(chunk) | (chunk > 0)
+    speculative = is_set(F.speculative_algorithm.as_raw)
     return (
         Feature(
             "dp_attention",
@@ -138,6 +147,11 @@ def _features() -> tuple[Feature, ...]:
             hard=True,
         ),
         Feature("pp", "pipeline parallelism", F.pp_size.as_raw != 1, F.pp_size.as_raw != 1),
+        # Chunked prefill is on unless --chunked-prefill-size is 0 or below: a fix that
+        # repaired A2A-PPLX-DISPATCH by switching it off said "features kept".
+        Feature("chunked_prefill", "chunked prefill", chunked, chunked),
+        # Speculative decoding: switching it off repaired TOPO-PP-SPEC as "features kept".
+        Feature("speculative", "speculative decoding", speculative, speculative),
         # A multi-node launch stays one: the nodes are the machines the user has.
         Feature("multi_node", "a multi-node launch", F.nnodes.as_raw != 1, F.nnodes.as_raw != 1),
         *_roles(),
@@ -195,6 +209,7 @@ def _chosen_backends() -> tuple[Feature, ...]:
                 chosen,
                 works,
                 off_binds=False,
+                binds_after="a2a_backend",
             )
         )
     return tuple(out)
@@ -248,11 +263,23 @@ def turned_on(values: Mapping[str, Any]) -> tuple[bool, ...]:
     return tuple(_compiled(i, "on")(values) for i in range(len(FEATURES)))
 
 
+def binding(was_on: tuple[bool, ...]) -> tuple[bool, ...]:
+    """Per feature, given which the input has on: does keeping it count (on ones always;
+    off ones that bind, `Feature.off_binds` and `Feature.binds_after`)."""
+    on = dict(zip((f.name for f in FEATURES), was_on, strict=True))
+    return tuple(
+        w or f.off_binds or bool(f.binds_after and on[f.binds_after])
+        for f, w in zip(FEATURES, was_on, strict=True)
+    )
+
+
 def toggled(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Feature, ...]:
     """The features `new` does not keep: off ones turned on, on ones off or doing nothing."""
     out = []
-    for i, (feature, was_on) in enumerate(zip(FEATURES, turned_on(old), strict=True)):
-        if not (was_on or feature.off_binds):
+    was = turned_on(old)
+    binds = binding(was)
+    for i, (feature, was_on) in enumerate(zip(FEATURES, was, strict=True)):
+        if not binds[i]:
             continue
         if was_on != _compiled(i, "works" if was_on else "on")(new):
             out.append(feature)

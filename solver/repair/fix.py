@@ -325,9 +325,9 @@ def _result(
     tier_ms: Mapping[str, float],
     pins: tuple[str, ...] = (),
 ) -> FixResult:
-    changed = [n for n, v in values.items() if not same_value(v, getattr(cfg, n))]
     data = _fixed_values(cfg, values)
     new = Config.model_validate(data)
+    changed = [n for n in CONFIG_SPECS if not same_value(getattr(new, n), getattr(cfg, n))]
     report = validate(new, spec, explain=False, sglang_version=pack)
     used = int(report.derived["gpus_used"])
     advised = [w.rule for w in report.warnings if w.rule in pack.advice]
@@ -355,12 +355,14 @@ def _result(
         for n in CONFIG_SPECS
         if n in changed and n not in same
     )
+    # What goes with a feature switched off is shown, but the switch is what it costs.
+    dropped = frozenset(n for n in changed if n not in values)
     return FixResult(
         new,
         changes,
         report.notes,
         optimal,
-        objective_of(cfg, new, before if gpus is None else gpus, used, unchanged=same),
+        objective_of(cfg, new, before if gpus is None else gpus, used, unchanged=same | dropped),
         command_line(new, pack),
         used,
         repairs=repairs,
@@ -396,9 +398,18 @@ def _checked(pack: Pack, cfg: Config, spec: ModelSpec | None, values: Mapping[st
     return validate(new, spec, explain=False, sglang_version=pack)
 
 
+#: Fields that only tune a feature, by the field that switches it on: a fix that switches
+#: the feature off drops them with it (the command loses their flags too,
+#: `meshsat.solver.inputs.rewrite`).
+DEPENDENT = {"speculative_algorithm": ("speculative_num_draft_tokens",)}
+
+
 def _fixed_values(cfg: Config, values: Mapping[str, Any]) -> dict[str, Any]:
     changed = [n for n, v in values.items() if not same_value(v, getattr(cfg, n))]
     keep = set(cfg.user_set()) | set(changed)
+    for switch, fields in DEPENDENT.items():
+        if switch in changed and values[switch] is None:
+            keep -= set(fields)
     return {n: (values[n] if n in values else getattr(cfg, n)) for n in CONFIG_SPECS if n in keep}
 
 

@@ -33,7 +33,7 @@ from meshsat.solver.catalogue.literals import open_literals
 from meshsat.solver.lang.derived import gpus_used
 from meshsat.solver.lang.expr import Cmp, fields_of
 from meshsat.solver.lang.fields import SPECS
-from meshsat.solver.repair.features import FEATURES, turned_on
+from meshsat.solver.repair.features import FEATURES, binding, turned_on
 from meshsat.solver.repair.objective import ORDERS, prime_mbits, size_mbits
 from meshsat.solver.repair.pins import pin_holds
 from meshsat.solver.repair.problem import EXACT_RULE, Problem, changeable
@@ -148,6 +148,7 @@ class Search:
         self.fields = changeable(prob.key.pack)
         self.keep = {n: prob.is_value(n, old[n]) for n in self.fields}
         self.was_on = turned_on(old)
+        self.binds = binding(self.was_on)
         self.model: Any = None
         self.first_model: Any = None
         #: Constraints of this call only (memory shapes that do not load): asserted inside
@@ -406,7 +407,11 @@ class Search:
             "gpus": self.gpus_goal(),
             "features": self.count(
                 [
-                    self.p.memo(("toggled", i, self.was_on[i]), z3.Not, self.feature_kept(i))
+                    self.p.memo(
+                        ("toggled", i, self.was_on[i], self.binds[i]),
+                        z3.Not,
+                        self.feature_kept(i),
+                    )
                     for i in self.live_features()
                 ]
             ),
@@ -470,7 +475,7 @@ class Search:
     def feature_kept(self, i: int) -> Any:
         """The feature keeps the input's state: off stays off, on stays on and works."""
         f, on = FEATURES[i], self.was_on[i]
-        if not (on or f.off_binds):
+        if not self.binds[i]:
             return z3.BoolVal(True)
         return self.p.memo(("feature", i, on), self.enc.formula, f.works if on else ~f.on)
 
@@ -510,6 +515,13 @@ class Search:
         if isinstance(n, Num):
             if sym.is_set is None:
                 return _zigzag(n.val - old)
+            if old is None and name in _TYPED_NEAR:
+                # Nearest SGLang's own default, in round steps: the chunk a fix types for
+                # A2A-PPLX-DISPATCH under DP attention 2 is 256 (128 a group), not 1 (0 a
+                # group: chunked prefill off) nor 257.
+                target, step = _TYPED_NEAR[name]
+                near = 1 + _zigzag(target - n.val)
+                return z3.If(sym.is_set, z3.If(n.val % step == 0, near, _ROUND_FIRST + near), 0)
             if old is None:
                 return z3.If(sym.is_set, 1 + _zigzag(n.val), 0)
             return z3.If(sym.is_set, 2 * _zigzag(n.val - old), 1)
@@ -536,6 +548,12 @@ class Search:
 
 
 _LIVE: dict[frozenset[str], list[int]] = {}
+
+#: Integer fields a fix may set where the input left them unset, with the value to come
+#: nearest (SGLang's own default on an 80 GB GPU) and the step of the values preferred.
+_TYPED_NEAR = {"chunked_prefill_size": (8192, 64)}
+#: Ranks a value off the step behind every value on it (within 2**40 of the target).
+_ROUND_FIRST = 1 << 42
 
 
 def _live_features(fields: frozenset[str]) -> list[int]:
