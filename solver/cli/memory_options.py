@@ -368,8 +368,9 @@ def with_memory(
     named: str | None = None,
     launch: Mapping[str, Any] | None = None,
 ) -> tuple[Report, Memory | None]:
-    """The report with the memory verdict folded in, and the figures (None without a GPU);
-    `launch`: the command's memory flags (`memory_model`)."""
+    """The report with the memory verdict folded in, and the figures (None without a GPU,
+    or for a layout whose widths are not whole: the rules refuse it, and there is no
+    engine to size); `launch`: the command's memory flags (`memory_model`)."""
     quantization = report.resolved.get("quantization")
     mm = memory_model(
         model,
@@ -384,9 +385,10 @@ def with_memory(
         named=named,
         launch=launch,
     )
-    if mm is None:
+    p = Parallel.from_resolved(report.resolved, report.derived)
+    if mm is None or not p.whole:
         return report, None
-    mem = mm.of(Parallel.from_resolved(report.resolved, report.derived))
+    mem = mm.of(p)
     too_big = fit_violation(mem)
     if too_big is not None:
         v = Violation(

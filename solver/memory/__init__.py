@@ -544,4 +544,6 @@ def memory_of(
     """Memory of a validated layout: `report` is `meshsat.solver.validate(config, model)`'s result
     (anything with `.resolved` and `.derived`)."""
     p = Parallel.from_resolved(report.resolved, report.derived)
+    if not p.whole:
+        raise ValueError(f"the layout's widths are not whole, so it has no memory to size: {p}")
     return MemoryModel(model, gpu_type, **options).of(p)

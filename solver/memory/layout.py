@@ -61,6 +61,24 @@ class Parallel:
     def gpus(self) -> int:
         return self.ranks * self.replicas
 
+    @property
+    def whole(self) -> bool:
+        """Whether these widths are an engine SGLang could build: every width at least one,
+        attention's (attn_dp, attn_cp, attn_tp) and MoE's (moe_dp, ep, moe_tp) each
+        multiplying out to `tp` (docs/rules.md §2), the dense-MLP width and decode CP
+        dividing it. A layout the rules refuse for its widths (`--tp 8 --ep 16`: moe_tp is
+        8 // 16 = 0) is not one, and the memory model does not size it."""
+        sizes = (self.tp, self.pp, self.attn_tp, self.attn_dp, self.attn_cp, self.ep,
+                 self.moe_tp, self.moe_dp, self.dcp, self.replicas)  # fmt: skip
+        dense = self.moe_dense_tp
+        return (
+            min(sizes) >= 1
+            and self.attn_dp * self.attn_cp * self.attn_tp == self.tp
+            and self.moe_dp * self.ep * self.moe_tp == self.tp
+            and self.tp % self.dcp == 0
+            and (dense is None or (dense >= 1 and self.tp % dense == 0))
+        )
+
     @classmethod
     def from_resolved(cls, resolved: Mapping[str, Any], derived: Mapping[str, Any]) -> Parallel:
         """From a `Report`'s `.resolved` and `.derived` (or an enumerated layout's)."""
