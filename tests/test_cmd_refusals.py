@@ -135,13 +135,16 @@ def test_a_refused_flag_is_not_also_not_checked(
 def test_json_carries_an_ambiguous_flags_candidates(capsys: pytest.CaptureFixture[str]) -> None:
     """0.5.23's argparse: "ambiguous option: --cuda-graph-max-bs could match
     --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"; the releases before it had
-    the one option, so the command was written for one of them: said, and a warning."""
+    the one option, so the command was written for one of them: said, with the release to
+    pass, and an error (QA r23: it was a warning, "valid" with exit 0, though 0.5.23 exits)."""
     code, report, _ = _validate(capsys, "0.5.23", "--cuda-graph-max-bs 8")
     assert _refusal(report).endswith(
         "--cuda-graph-max-bs (ambiguous: it abbreviates --cuda-graph-max-bs-decode, "
         "--cuda-graph-max-bs-prefill; 0.4.6.post5, 0.5.18, 0.5.19 take it)"
     )
-    assert code == 0 and [w["rule"] for w in report["warnings"]] == ["CMD-UNKNOWN-FLAG"]
+    assert code == 1 and not report["valid"] and report["first"] == "CMD-UNKNOWN-FLAG"
+    (flag,) = [v for v in report["violations"] if v["rule"] == "CMD-UNKNOWN-FLAG"]
+    assert flag["hint"].endswith("pass -V 0.5.19") and not report["warnings"]
 
 
 def test_json_carries_every_accepted_choice(capsys: pytest.CaptureFixture[str]) -> None:
@@ -300,13 +303,15 @@ def test_a_typo_is_an_error_without_strict(capsys: pytest.CaptureFixture[str], t
 def test_a_typo_beside_another_releases_flag_is_two_entries(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The typo an error, the 0.4.6.post5 flag a warning naming that release."""
+    """One error: the typo, then the 0.4.6.post5 flag naming that release; no -V takes
+    both, so the hint names none."""
     code, report, _ = _validate(capsys, "0.5.23", "--cp-strategy ring --enable-ep-moe")
-    assert code == 1
-    (error,) = [v["message"] for v in report["violations"] if v["rule"] == "CMD-UNKNOWN-FLAG"]
-    (warning,) = [v["message"] for v in report["warnings"] if v["rule"] == "CMD-UNKNOWN-FLAG"]
-    assert "--cp-strategy ring" in error and "--enable-ep-moe" not in error
-    assert "--enable-ep-moe (removed; it meant ep_size = tp_size; 0.4.6.post5 takes it)" in warning
+    assert code == 1 and not report["warnings"]
+    (error,) = [v for v in report["violations"] if v["rule"] == "CMD-UNKNOWN-FLAG"]
+    typo, _, older = error["message"].partition("; 1 flag(s) SGLang 0.5.23's")
+    assert "--cp-strategy ring" in typo and "--enable-ep-moe" not in typo
+    assert "--enable-ep-moe (removed; it meant ep_size = tp_size; 0.4.6.post5 takes it)" in older
+    assert "-V" not in error["hint"]
 
 
 DSV3 = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8"
@@ -327,11 +332,15 @@ def test_fix_does_not_call_a_command_with_a_typo_valid(
     assert "--tp-sizee (did you mean --tp-size?)" in doc["unfixed"][0]["message"]
 
 
-def test_fix_goes_on_past_another_releases_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    """A flag 0.5.19 takes is a warning: the layout is fixed (exit 0), the flag kept."""
+def test_fix_fixes_the_layout_but_not_another_releases_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A flag only 0.5.19 takes stops 0.5.23's parser: the layout is fixed, the flag kept,
+    and the launch is not (exit 1), with the release that takes it."""
     run = run_cli(capsys, "fix", "--sglang", f"{DSV3} --attn-dp-size 3 --cuda-graph-max-bs 8")
-    assert run.code == 0 and "not fixed" not in run.out
-    assert "--attn-dp-size 4 --cuda-graph-max-bs 8" in run.out
+    assert run.code == 1 and "--attn-dp-size 4 --cuda-graph-max-bs 8" in run.out
+    said = " ".join(run.out.split())  # the table wraps lines
+    assert "✗ not fixed: CMD-UNKNOWN-FLAG" in said and "pass -V 0.5.19" in said
 
 
 def test_rewrite_does_not_print_a_script_with_a_typo(

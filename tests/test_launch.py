@@ -115,9 +115,9 @@ def test_flags_are_judged_by_the_chosen_releases_table(
     elsewhere: bool,
 ) -> None:
     """Against the releases' own argparse tables (recorded by fidelity/): a flag (or value)
-    the release refuses is a warning, an error with --strict, where another recorded
-    release takes it (the command was written for that one, which is named); one that no
-    recorded release takes (a typo) starts on none, an error without --strict too. `--tp`
+    the release refuses is an error, with or without --strict: where another recorded
+    release takes it (the command was written for that one) that release is named; one that
+    no recorded release takes (a typo) starts on none. `--tp`
     is argparse's unique prefix of `--tp-size`, which SGLang accepts."""
     import json
 
@@ -126,8 +126,9 @@ def test_flags_are_judged_by_the_chosen_releases_table(
         args = ["validate", "--sglang", text, "-V", release, "--json"]
         run = run_cli(capsys, *args, *(["--strict"] if strict else []))
         report = json.loads(run.out)
-        error = strict or not elsewhere
-        entries = report["violations"] if error else report["warnings"]
+        error = True
+        entries = report["violations"]
+        assert not [w for w in report["warnings"] if w["rule"] == "CMD-UNKNOWN-FLAG"]
         flagged = [v for v in entries if v["rule"] == "CMD-UNKNOWN-FLAG"]
         assert len(flagged) == (1 if refused else 0)
         for flag in refused:

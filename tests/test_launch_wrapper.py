@@ -94,9 +94,9 @@ def test_a_flag_no_release_takes_stops_the_launch_as_validate_refuses_it(
     warned = _launch(capsys, *TYPO, mode="warn")
     assert warned.code == 0 and "launching anyway" in warned.err
     assert _launch(capsys, *TYPO, mode="off").err == ""
-    # A flag of another release (0.4.6's --enable-ep-moe) is validate's warning: said, run.
+    # A flag of another release (0.4.6's --enable-ep-moe) stops it too, naming the release.
     older = _launch(capsys, *TYPO[:5], "--enable-ep-moe")
-    assert older.code == 0 and "warning [CMD-UNKNOWN-FLAG]" in older.err
+    assert older.code == 1 and "[CMD-UNKNOWN-FLAG]" in older.err and "-V 0.4.6.post5" in older.err
 
 
 def test_a_double_dash_is_refused_as_sglangs_parser_refuses_it(

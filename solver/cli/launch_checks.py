@@ -1,10 +1,10 @@
 """What a launch script says beyond its layout, as report entries: nodes of one job that
 disagree (errors: the job would hang or shard wrongly, though each node's SGLang starts) and
-flags the chosen release's parser would refuse (`CMD-UNKNOWN-FLAG`, since SGLang exits on
-them before it looks at the layout: an error when no recorded release takes them, as a typo;
-else, a flag of another release the command may have been written for, a warning, an error
-with `--strict`). Rules that read a value the launch leaves unknown (a shell expansion) are
-not decided (`undecided`)."""
+flags the chosen release's parser would refuse (`CMD-UNKNOWN-FLAG`, an error: SGLang exits
+on them before it looks at the layout, so "valid" could not promise that the release starts.
+A flag another recorded release takes, one of the release the command may have been written
+for, is named with those releases and the `-V` that would take it). Rules that read a value
+the launch leaves unknown (a shell expansion) are not decided (`undecided`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import replace
 from meshsat.solver.cli.layout_options import missing_flags_text
 from meshsat.solver.deployment.visible import visible_violations
 from meshsat.solver.inputs.layout_input import LayoutInput
+from meshsat.solver.inputs.sglang_cmdline import recorded_releases
 from meshsat.solver.validation.job_checks import job_violations, node_violations
 from meshsat.solver.validation.report import Report, Violation
 from meshsat.solver.validation.undecided import undecided
@@ -28,36 +29,21 @@ def with_launch_checks(report: Report, layout: LayoutInput, *, strict: bool) -> 
 
 
 def with_flag_checks(report: Report, layout: LayoutInput) -> Report:
-    """`report` with what `validate` (without --strict) says of the launch's flags: an
-    error for one no recorded release's parser takes, a warning for one only another
-    release takes. Why `meshsat launch` needs it: the layout check alone passed
-    `--enable-dp-atention` and ran a command SGLang exits on, which `validate` refuses."""
+    """`report` with what `validate` says of the launch's flags: an error for each the
+    chosen release's parser refuses. Why `meshsat launch` needs it: the layout check alone
+    passed `--enable-dp-atention` and ran a command SGLang exits on, which `validate`
+    refuses."""
     errors, warnings = flag_findings(layout, strict=False)
     return _with(report, errors, warnings)
 
 
 def flag_findings(layout: LayoutInput, *, strict: bool) -> tuple[list[Violation], list[Violation]]:
-    """The launch's refused flags as (errors, warnings): `unstartable` always an error; a
-    flag another recorded release takes a warning, an error with `strict`."""
-    errors: list[Violation] = []
-    warnings: list[Violation] = []
+    """The launch's refused flags as (errors, warnings): `unstartable`, an error with or
+    without `strict` (kept for the callers: a flag only another release takes was a
+    warning without it until QA found `--cuda-graph-max-bs` passed as valid on 0.5.23,
+    whose parser exits on it as ambiguous); no warnings."""
     refused = unstartable(layout)
-    if refused is not None:
-        errors.append(refused)
-    elsewhere = missing_flags_text(layout, everywhere=False)
-    if elsewhere is not None:
-        flag = Violation(
-            "CMD-UNKNOWN-FLAG",
-            elsewhere,
-            (),
-            "",
-            "remove or correct the flag (SGLang's parser exits on it), or run the release "
-            "that takes it",
-            "SGLang's argument parser",
-            severity="error" if strict else "warning",
-        )
-        (errors if strict else warnings).append(flag)
-    return errors, warnings
+    return ([refused] if refused is not None else []), []
 
 
 def _with(report: Report, errors: list[Violation], warnings: list[Violation]) -> Report:
@@ -72,19 +58,32 @@ def _with(report: Report, errors: list[Violation], warnings: list[Violation]) ->
 
 
 def unstartable(layout: LayoutInput) -> Violation | None:
-    """The launch's flags (and values) that no recorded release's parser takes, as an
-    error (`CMD-UNKNOWN-FLAG`), with or without --strict: a typo such as
-    `--moe-a2a-backend deepepp` starts on no SGLang, whichever release runs it. None when
-    there are none. `fix` and `--rewrite` edit only the layout, so they say it too."""
-    text = missing_flags_text(layout, everywhere=True)
-    if text is None:
+    """The launch's flags (and values) the chosen release's parser refuses, as one error
+    (`CMD-UNKNOWN-FLAG`), with or without --strict: a typo such as `--moe-a2a-backend
+    deepepp` starts on no SGLang, and a flag of another release (`--cuda-graph-max-bs`, an
+    ambiguous prefix on 0.5.23; 0.5.19 takes it) does not start on this one. Such a flag
+    is named with the releases that take it and the hint says which `-V` takes them all.
+    None when there are none. `fix` and `--rewrite` edit only the layout, so they say it
+    too."""
+    texts = [missing_flags_text(layout, everywhere=e) for e in (True, False)]
+    said = [t for t in texts if t is not None]
+    if not said:
         return None
+    hint = "correct or remove the flag by hand: SGLang's parser exits on it"
+    if texts[0] is None:  # every refused flag is one another recorded release takes
+        takers = [set(t) for t in layout.elsewhere.values()]
+        common = set.intersection(*takers) if takers else set()
+        newest = [r for r in recorded_releases() if r in common][-1:]
+        if newest:
+            hint += f", or run the release that takes it: pass -V {newest[0]}"
+        else:
+            hint += ", or run a release that takes it (named with each flag)"
     return Violation(
         "CMD-UNKNOWN-FLAG",
-        text,
+        "; ".join(said),
         (),
         "",
-        "correct or remove the flag by hand: SGLang's parser exits on it",
+        hint,
         "SGLang's argument parser",
         severity="error",
     )

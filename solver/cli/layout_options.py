@@ -175,8 +175,8 @@ def read_layout(
         launches = [layout.launch] if layout.launch is not None else []
         for v in visible_violations(launches, layout.config.model_dump(), release):
             note(f"{v.rule}: {v.message}")
-        # `fix` says a flag no release takes in its verdict ("✗ not fixed: ..."), once.
-        for everywhere in (False,) if command == "fix" else (True, False):
+        # `fix` says a refused flag in its verdict ("✗ not fixed: ..."), once.
+        for everywhere in () if command == "fix" else (True, False):
             said = missing_flags_text(layout, everywhere=everywhere)
             if said is not None:
                 note(said)

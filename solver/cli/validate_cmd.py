@@ -39,9 +39,9 @@ StrictOpt = Annotated[
     bool,
     typer.Option(
         "--strict",
-        help="A flag (or value) the chosen SGLang release's parser refuses is an error "
-        "(CMD-UNKNOWN-FLAG) where another recorded release takes it; without --strict it is "
-        "a warning. One no recorded release takes is an error either way.",
+        help="Kept for scripts that pass it: a flag (or value) the chosen SGLang release's "
+        "parser refuses is an error (CMD-UNKNOWN-FLAG) with or without it, naming the "
+        "recorded releases that take it.",
     ),
 ]
 
@@ -83,8 +83,8 @@ def validate_cmd(
     --page-size (this command's --mem-fraction-static and --context-length, given, win).
 
     From a launch script, also the nodes of a multi-node job that disagree (JOB-*) and
-    flags the chosen release does not have (CMD-UNKNOWN-FLAG: an error where no recorded
-    release takes them, else a warning, an error with --strict).
+    flags the chosen release does not have (CMD-UNKNOWN-FLAG: an error, naming the
+    recorded releases that take them and the -V that would).
     A script with a router or with prefill and decode servers is a PD deployment: each
     server is checked on its own (one entry per server in the JSON), then the rules
     between them (PD-*, ROUTER-*: same model, transfer backend, page size, KV dtype,
