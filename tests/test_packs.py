@@ -83,6 +83,23 @@ def test_replicas_with_attention_dp_are_rejected_on_0_5_23() -> None:
     assert report.violations[0].message.startswith("--dp-size 2 with --attn-dp-size 4")
 
 
+def test_dsa_cp_asks_about_replicas_before_its_own_assertions_on_0_5_23() -> None:
+    """The oracle (0.5.23's own resolution, QA r23): `deepseek_v32 --tp 4 --dp-size 4
+    --attn-dp-size 8 --enable-prefill-cp --disaggregation-mode decode` raises "--dp-size 4
+    with --attn-dp-size 8: data-parallel replicas combined with attention data parallelism
+    are not supported." (model_override_base.py context_parallel_attn_dp_size), not the
+    decode-role assertion model_hook.py makes after the override collection."""
+    config = {"tp_size": 4, "dp_size": 4, "attn_dp_size": 8, "enable_prefill_cp": True}
+    config["disaggregation_mode"] = "decode"
+    from meshsat.solver.lang.model_spec import ModelSpec
+    from meshsat.solver.memory.models import model_config
+
+    v32 = ModelSpec.from_hf_config(model_config("deepseek-ai/DeepSeek-V3.2-Exp"))
+    rules = [v.rule for v in validate(config, v32, sglang_version=V0523).violations]
+    assert rules[0] == "DP-REPLICAS-ATTN-DP-CP" and "CP-DSA-NOT-DECODE" in rules
+    assert rules.index("DP-REPLICAS-ATTN-DP-CP") < rules.index("CP-DSA-NOT-DECODE")
+
+
 def test_decode_cp_excludes_prefill_cp_on_0_5_23_only() -> None:
     config = {"tp_size": 8, "dcp_size": 2, "attn_cp_size": 2, "enable_prefill_cp": True}
     config["cp_strategy"] = "zigzag"

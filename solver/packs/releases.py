@@ -358,6 +358,26 @@ _DP_ATTN_WORDS_0_5_23: tuple[Rule, ...] = (
 
 # Rules 0.5.23 added inside handlers 0.5.19 already had, placed where SGLang checks them.
 _A2A_0_5_23_BEFORE: tuple[tuple[str, Rule], ...] = (
+    # context_parallel_attn_dp_size(): DeepSeek's prefill-CP override (the declarative
+    # override collection, arg_groups/model_overrides/deepseek_v2.py) asks first, in
+    # handle_model_specific_adjustments, before the DSA override's tp <= 8 assertion and
+    # model_hook.py's decode-role assertion (QA r23: --dp-size 4 --attn-dp-size 8
+    # --enable-prefill-cp --disaggregation-mode decode on V3.2 raised this one first).
+    (
+        "CP-DSA-TP8",
+        Rule(
+            "DP-REPLICAS-ATTN-DP-CP",
+            (one_of(F.architecture, *MLA_ARCHITECTURES) | F.is_deepseek_dsa)
+            & F.enable_prefill_cp
+            & (F.attn_dp_size.as_raw > 1)
+            & (F.dp_size.as_raw > 1),
+            F.dp_size.as_raw == 1,
+            "--dp-size {dp_size} with --attn-dp-size {attn_dp_size}: data-parallel "
+            "replicas combined with attention data parallelism are not supported.",
+            "handle_model_specific_adjustments",
+            hint="keep --attn-dp-size and drop --dp-size",
+        ),
+    ),
     # handle_data_parallelism asks for replicas before its DP-attention divisibility.
     (
         "DPATTN-TP-DIV",
@@ -450,20 +470,6 @@ V0_5_23 = apply(
             # New in 0.5.23 (its build of gemma-3-27b-it at attention TP 2 of TP 8).
             *weight_shapes.VISION_TP_REDUCE,
             decode_cp.DSA_DCP_PD,
-            # context_parallel_attn_dp_size(): DeepSeek's prefill-CP override asks first,
-            # in handle_model_specific_adjustments (measured on 0.5.23's own layouts).
-            Rule(
-                "DP-REPLICAS-ATTN-DP-CP",
-                (one_of(F.architecture, *MLA_ARCHITECTURES) | F.is_deepseek_dsa)
-                & F.enable_prefill_cp
-                & (F.attn_dp_size.as_raw > 1)
-                & (F.dp_size.as_raw > 1),
-                F.dp_size.as_raw == 1,
-                "--dp-size {dp_size} with --attn-dp-size {attn_dp_size}: data-parallel "
-                "replicas combined with attention data parallelism are not supported.",
-                "handle_model_specific_adjustments",
-                hint="keep --attn-dp-size and drop --dp-size",
-            ),
         ),
         replace_rules=(
             *kv4.RULES_0_5_23,
