@@ -298,7 +298,11 @@ def plan_layout(
 
 
 def groups(
-    config: Config | Mapping[str, Any], model: ModelSpec | Mapping[str, Any] | None = None
+    config: Config | Mapping[str, Any],
+    model: ModelSpec | Mapping[str, Any] | None = None,
+    *,
+    sglang_version: str | Pack | None = None,
 ) -> RankMap:
-    """The rank plan of a valid layout, after SGLang's silent changes."""
-    return plan_layout(config, model).rank_map
+    """The rank plan of a valid layout, after SGLang's silent changes, judged by the rule
+    pack of `sglang_version` (as every API call: None is the installed release's pack)."""
+    return plan_layout(config, model, sglang_version=sglang_version).rank_map

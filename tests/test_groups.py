@@ -74,6 +74,22 @@ def test_dcp_groups_that_cross_attention_tp_follow_sglang(config: dict[str, Any]
         assert m.group_of("dcp", r.rank)[r.dcp] == r.rank
 
 
+def test_groups_takes_the_release() -> None:
+    # Decode CP with prefill CP: 0.5.19 forms the groups, 0.5.23 refuses the layout.
+    config = {
+        "tp_size": 8,
+        "dcp_size": 2,
+        "enable_prefill_cp": True,
+        "attn_cp_size": 2,
+        "cp_strategy": "zigzag",
+    }
+    m = groups(config, sglang_version="0.5.19")
+    assert m.groups["dcp"] == ((0, 1), (2, 3), (4, 5), (6, 7))
+    assert m.groups["attn_cp"] == ((0, 4), (1, 5), (2, 6), (3, 7))
+    with pytest.raises(InvalidLayoutError, match=r"\[DCP-NO-PREFILL-CP\]"):
+        groups(config, sglang_version="0.5.23")
+
+
 def test_invalid_layout_is_refused_with_the_validators_messages() -> None:
     with pytest.raises(InvalidLayoutError, match=r"\[CP-DPCP-DIV\]"):
         groups({"tp_size": 8, "dp_size": 6, "attn_cp_size": 2, "enable_dp_attention": True})
