@@ -352,6 +352,15 @@ def _standing_reason(cls: str, version: str) -> str:
             "have. The CPU recorder starts no process, so resolution and check_server_args() "
             "accept it; meshsat files it as a launch check, not counted against the verdict."
         )
+    if "DCP-TP-DIV" in cls:
+        return (
+            f"meshsat's DCP-TP-DIV is SGLang {version}'s own RuntimeError, raised by "
+            "initialize_model_parallel when the model runner builds the groups on the GPUs, "
+            "after resolution and check_server_args() accepted the config (recorded apart on "
+            "a stand-in torch.distributed: fidelity/dcp_groups.py, tests/test_dcp_groups.py). "
+            "meshsat files it, and any model-load rule beside it, as a launch check, not "
+            "counted against the verdict."
+        )
     return (
         f"SGLang {version} checks these only when the model is loaded on the GPUs (derived "
         "MoE-TP width, heads and experts split over ranks, pipeline stages over layers), "

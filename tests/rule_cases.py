@@ -184,7 +184,12 @@ CASES: tuple[Case, ...] = (
         {"platform": "cuda"},
     ),
     case("DCP-REPLICATE-Q", {"dcp_replicate_q_proj": True}, {"dcp_replicate_q_proj": False}),
-    case("DCP-IN-ATTN-TP", {"tp_size": 4, "dcp_size": 3}, {"dcp_size": 2}),
+    case("DCP-TP-DIV", {"tp_size": 4, "dcp_size": 3}, {"dcp_size": 2}),
+    case(
+        "DCP-IN-ATTN-TP",
+        {"tp_size": 4, "dp_size": 2, "enable_dp_attention": True, "dcp_size": 4},
+        {"dcp_size": 2},
+    ),
     # --- data parallelism -------------------------------------------------------------
     case(
         "DPATTN-TP-DIV",

@@ -8,6 +8,8 @@ from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_dcp_validation"
+#: The model runner's group set-up (sglang/srt/distributed/parallel_state.py), at launch.
+INIT_SRC = "initialize_model_parallel"
 dcp, backend = F.dcp_size, F.dcp_comm_backend
 
 RULES: tuple[Rule, ...] = (
@@ -47,17 +49,29 @@ RULES: tuple[Rule, ...] = (
         "--dcp-size {dcp_size} --dcp-comm-backend {dcp_comm_backend}.",
         SRC,
     ),
+    # initialize_model_parallel (0.5.18 to 0.5.23) raises this when the model runner builds
+    # the groups, after every ServerArgs check: a launch error (docs/rules.md §6).
+    Rule(
+        "DCP-TP-DIV",
+        dcp > 1,
+        divides(dcp, F.tp_size),
+        "tensor_model_parallel_size ({tp_size}) must be divisible by "
+        "decode_context_parallel_size ({dcp_size})",
+        INIT_SRC,
+        hint="choose a dcp_size that divides tp_size / (attention DP · attention CP)",
+    ),
     # meshsat's advice in every pack (a warning; `enumerate` and `fix` still keep it):
     # SGLang's initialize_model_parallel cuts each TP group into runs of dcp_size ranks
-    # and asserts nothing, so a run is cut short or crosses attention-TP groups, while
+    # and asserts only DCP-TP-DIV (the runs are whole), so a run crosses attention-TP groups, while
     # the KV stays sharded by position modulo dcp_size (docs/rules.md §5).
     Rule(
         "DCP-IN-ATTN-TP",
-        (dcp > 1) & attn_tp_whole,
+        # Where dcp_size does not divide tp_size, DCP-TP-DIV is SGLang's own error.
+        (dcp > 1) & attn_tp_whole & divides(dcp, F.tp_size),
         divides(dcp, attn_tp),
         "dcp_size {dcp_size} does not divide the attention-TP width: SGLang cuts each TP "
-        "group into runs of dcp_size ranks, so a decode-CP group is cut short or spans "
-        "attention-TP groups that serve different requests.",
+        "group into runs of dcp_size ranks, so a decode-CP group spans attention-TP "
+        "groups that serve different requests.",
         "dcp_size field documentation (SGLang does not assert it)",
         hint="choose a dcp_size that divides tp_size / (attention DP · attention CP)",
     ),

@@ -73,6 +73,7 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "check_server_args",
     "SGLang launch checks",
     "derive_parallel_widths",
+    decode_cp.INIT_SRC,
     quantization.LOAD_SRC,
     "model weight sharding",
     *weight_shapes.SOURCES,
@@ -84,6 +85,7 @@ LAUNCH_SOURCES = (
     "check_server_args",
     "SGLang launch checks",
     "derive_parallel_widths",
+    decode_cp.INIT_SRC,
     quantization.LOAD_SRC,
     "model weight sharding",
     *weight_shapes.SOURCES,
@@ -206,8 +208,9 @@ _SEED_BASE = base_pack(
     RULES,
     RESOLUTIONS,
     handler_order=PIPELINE_ORDER,
-    # No release asserts it (measured: 0.5.18 to 0.5.23 accept such layouts, and their
-    # initialize_model_parallel forms the groups anyway); docs/rules.md §6.
+    # No release asserts it (measured: 0.5.18 to 0.5.23 accept a dcp_size that divides tp_size
+    # but not attn_tp, and their initialize_model_parallel forms the groups anyway; one that
+    # does not divide tp_size is DCP-TP-DIV there); docs/rules.md §6.
     advice=frozenset({"DCP-IN-ATTN-TP"}),
     absent_fields=("attn_dp_size",),
     # Measured: 0.5.19's resolution accepts every layout these alone reject.
