@@ -361,6 +361,15 @@ def _standing_reason(cls: str, version: str) -> str:
             "meshsat files it, and any model-load rule beside it, as a launch check, not "
             "counted against the verdict."
         )
+    if "TOPO-DP-REPLICA-GPUS" in cls:
+        return (
+            f"meshsat's TOPO-DP-REPLICA-GPUS: SGLang {version}'s data-parallel controller "
+            "starts replica d at GPU d·tp_size·gpu_id_step, not counting pp_size, so with "
+            "pipeline stages two replicas' schedulers share GPUs (the launch placement "
+            "recorded in tests/fixtures/placement/). The CPU recorder starts no process, so "
+            "resolution and check_server_args() accept it; meshsat files it as a launch "
+            "check, not counted against the verdict."
+        )
     return (
         f"SGLang {version} checks these only when the model is loaded on the GPUs (derived "
         "MoE-TP width, heads and experts split over ranks, pipeline stages over layers), "

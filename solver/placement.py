@@ -194,11 +194,7 @@ def seats(job: Job, gpus_per_node: int) -> tuple[Seat, ...]:
                 f"{placed[rank].node} and again on node {x.node}"
             )
         if seat in taken:
-            raise PlacementError(
-                f"--nnodes {nnodes}: SGLang would start ranks {taken[seat]} and {rank} "
-                f"both on GPU {x.gpu} of node {x.node} (gpu_id_step {job.facts.gpu_id_step} with "
-                "several pipeline stages per node)"
-            )
+            raise PlacementError(_shared_gpu(job, taken[seat], rank, seat))
         placed[rank] = seat
         taken[seat] = rank
     missing = [r for r in range(job.world) if r not in placed]
@@ -207,6 +203,32 @@ def seats(job: Job, gpus_per_node: int) -> tuple[Seat, ...]:
             f"--nnodes {nnodes}: no node starts rank(s) {_listed(missing)} ({EVEN_SPLIT})"
         )
     return tuple(placed[r] for r in range(job.world))
+
+
+def _shared_gpu(job: Job, first: int, rank: int, seat: Seat) -> str:
+    """Why two ranks got one GPU: replicas placed too close (0.4.x's replica offset counts
+    no pipeline stages), or one engine's stages and TP ranks interleaved by gpu_id_step."""
+    f = job.facts
+    engine = job.tp * job.pp
+    where = f"GPU {seat.gpu} of node {seat.node}"
+    if first // engine != rank // engine:
+        stride = replica_gpu_stride(job.tp, job.pp, f.gpu_id_step, f.release)
+        return (
+            f"--nnodes {f.nnodes}: SGLang would start rank {first} (DP replica "
+            f"{first // engine}) and rank {rank} (DP replica {rank // engine}) both on {where}: "
+            f"replicas start {stride} GPUs apart ("
+            + (
+                "tp_size·pp_size·gpu_id_step"
+                if stride == engine * f.gpu_id_step
+                else "tp_size·gpu_id_step: this release's data-parallel controller does not "
+                "count the pipeline stages"
+            )
+            + f") while each replica places {job.pp} stage(s) tp_size GPUs apart"
+        )
+    return (
+        f"--nnodes {f.nnodes}: SGLang would start ranks {first} and {rank} both on {where} "
+        f"(gpu_id_step {f.gpu_id_step} with several pipeline stages per node)"
+    )
 
 
 def _listed(ranks: list[int]) -> str:

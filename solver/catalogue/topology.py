@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from meshsat.solver.lang.derived import attn_tp_whole, replicas
-from meshsat.solver.lang.expr import TRUE, And, Expr, Named, divides, is_set, ite, named
+from meshsat.solver.lang.expr import TRUE, And, Expr, Named, Or, divides, is_set, ite, named
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
@@ -68,6 +68,43 @@ def gpu_id_range(replica_stride: Expr) -> Rule:
         SRC,
         hint="lower --base-gpu-id, else use --gpu-id-step 1 (or give the node size with "
         "--set gpus_per_node=N)",
+    )
+
+
+#: Above this pipeline depth and GPU id step both, `replicas_share_gpus_0_4` stops testing
+#: each stage distance: such a node has over 80 GPUs (the ids reach 3·step + 2·pp - 2).
+_STAGE_DISTANCES = 16
+
+
+def replicas_share_gpus_0_4() -> Rule:
+    """0.4.6.post5's data-parallel controller (`launch_dp_schedulers`) starts replica d at
+    `base_gpu_id + d·tp_size·gpu_id_step` whatever `pp_size` is, and its stage p's TP rank t
+    at `p·tp_size + t·gpu_id_step` past that (one node: `launch_tensor_parallel_group`).
+    Replica 1 lands on a GPU of replica 0 exactly when some stage distance j in 1..pp-1 has
+    `j·tp_size` a multiple of `gpu_id_step` (then `j·tp + t·step == tp·step + t'·step` for
+    some TP ranks t, t'), and replicas further apart only when replica 1 already does. That
+    is every pp > 1 at the default step; j = step always works, so pp > step does too."""
+    overlap = named(
+        "replicas_overlap",
+        Or(
+            F.pp_size > F.gpu_id_step,
+            *(
+                (F.pp_size > j) & divides(F.gpu_id_step, F.tp_size * j)
+                for j in range(1, _STAGE_DISTANCES + 1)
+            ),
+        ),
+    )
+    return Rule(
+        "TOPO-DP-REPLICA-GPUS",
+        (F.dp_size > 1) & ~F.enable_dp_attention & (F.pp_size > 1) & (F.nnodes == 1),
+        ~overlap,
+        "DP replicas share GPUs: SGLang's data-parallel controller starts replica d at GPU "
+        "base_gpu_id + d·tp_size·gpu_id_step ({tp_size}·{gpu_id_step} apart), not counting "
+        "the {pp_size} pipeline stages each replica places tp_size GPUs apart, so replica 1 "
+        "runs on GPUs of replica 0 (two schedulers on one GPU)",
+        SRC,
+        hint="use --pp-size 1 with --dp-size, or launch each replica separately with its own "
+        "--base-gpu-id (or use a 0.5 release, which offsets replicas by tp·pp)",
     )
 
 

@@ -762,8 +762,10 @@ V0_4_6_POST5 = apply(
         "auto with DP attention, --moe-dense-tp-size only 1; no CP, decode CP, DWDP, elastic "
         "EP or EPLB checks; everything inline in __post_init__.",
         # Its model classes' build, not its arguments, raises this one.
-        launch_only=SEED.launch_only | {model.EP_MOE_0_4.id},
+        launch_only=SEED.launch_only | {model.EP_MOE_0_4.id, "TOPO-DP-REPLICA-GPUS"},
         add_rules=(
+            # data_parallel_controller.py:133 and 218-222 (its replica offset ignores pp).
+            topology.replicas_share_gpus_0_4(),
             Rule(
                 "MOE-DENSE-TP1",
                 is_set(F.moe_dense_tp_size),
