@@ -14,8 +14,14 @@ from meshsat.solver.cli.layout_options import JsonOpt
 from meshsat.solver.cli.output import out
 from meshsat.solver.cli.version_option import SglangVersionOpt, chosen_pack
 from meshsat.solver.inputs.convert import accepted
-from meshsat.solver.inputs.sglang_cmdline import DEPRECATED, missing_from_release
-from meshsat.solver.lang.fields import SPECS
+from meshsat.solver.inputs.sglang_cmdline import (
+    DEPRECATED,
+    missing_from_release,
+    release_choices,
+    release_defaults,
+    release_flags,
+)
+from meshsat.solver.lang.fields import SPECS, FieldSpec
 
 
 def rules_cmd(
@@ -121,6 +127,26 @@ def _deployment_rules(release: str) -> list[dict[str, Any]]:
     ]
 
 
+def _accepts(spec: FieldSpec, version: str) -> str:
+    """What `version`'s parser takes for the field: its own choices where it lists them
+    (argparse refuses the rest), else what meshsat's field takes; unset is SGLang's None
+    (the flag left out), not the string `none` some back-end flags take."""
+    choices = release_choices(version)
+    listed = next((choices[f] for f in spec.flags if f in choices), None)
+    if listed is None and not spec.choices:
+        return accepted(spec, full=True)
+    values = list(listed) if listed is not None else [c for c in spec.choices if c is not None]
+    shown = "one of " + ", ".join(fmt_value(v) for v in values)
+    return shown + (" (or unset)" if spec.optional else "")
+
+
+def _negated(flags: list[str], parser_flags: dict[str, int]) -> list[str]:
+    """The spellings with the `--no-X` twins the release's parser has for them
+    (BooleanOptionalAction: `--dcp-replicate-q-proj` / `--no-dcp-replicate-q-proj`)."""
+    twins = ["--no-" + f[2:] for f in flags if "--no-" + f[2:] in parser_flags]
+    return flags + [t for t in twins if t not in flags]
+
+
 def fields_cmd(
     as_json: JsonOpt = False, fmt: FormatOpt = None, sglang_version: SglangVersionOpt = None
 ) -> None:
@@ -137,15 +163,18 @@ def fields_cmd(
         name: [f for f, (target, _) in DEPRECATED.items() if target == name and f not in refused]
         for name in SPECS
     }
+    parser_flags = release_flags(pack.version) or {}
     rows: list[dict[str, Any]] = [
         {
             "field": s.name,
             "type": s.describe_type(),
-            "accepts": accepted(s, full=True),
-            "default": s.default,
+            "accepts": _accepts(s, pack.version),
+            "default": release_defaults(pack.version).get(s.name, s.default),
             "flags": []
             if s.name in absent
-            else [f for f in s.flags if f not in refused] + old_spellings[s.name],
+            else _negated(
+                [f for f in s.flags if f not in refused] + old_spellings[s.name], parser_flags
+            ),
             "in_release": s.name not in absent,
             "group": s.group,
             "tool_only": s.tool_only,
@@ -171,6 +200,7 @@ def fields_cmd(
             if r["tool_only"]
             else "(no flag in this release)"
         )
-        cells = (r["field"], r["accepts"], fmt_value(r["default"]), flags, r["help"])
+        default = "unset" if r["default"] is None else fmt_value(r["default"])
+        cells = (r["field"], r["accepts"], default, flags, r["help"])
         table.add_row(*(escape(c) for c in cells))
     out.print(table)
