@@ -6,8 +6,9 @@ own action refuses them on sight with SGLang's message (`raises`: a deprecated o
 parser still lists, so it is no unknown flag, yet the launch stops on it), the default of
 each layout field's option (what leaving the flag out gives, for the commands meshsat
 prints: `meshsat.solver.inputs.command`), and the YAML keys each release's `--config`
-merger refuses (fidelity/config_refused.json). Run after `make fidelity` refreshes the flag
-dumps:
+merger refuses (fidelity/config_refused.json), and which layout field each option sets
+(`dests`: every spelling, deprecated ones included, for `meshsat diff`). Run after
+`make fidelity` refreshes the flag dumps:
 
     python -m fidelity.export_flags
 """
@@ -31,12 +32,14 @@ def main() -> None:
     choices: dict[str, dict[str, list[str]]] = {}
     defaults: dict[str, dict[str, Any]] = {}
     raises: dict[str, dict[str, str]] = {}
+    dests: dict[str, dict[str, str]] = {}
     for path in sorted((HERE / "flags").glob("*.json")):
         table = json.loads(path.read_text(encoding="utf-8"))
         flags: dict[str, int] = {}
         accepts: dict[str, list[str]] = {}
         given: dict[str, Any] = {}
         refused: dict[str, str] = {}
+        sets: dict[str, str] = {}
         for entry in table["flags"]:
             plain = entry["default"] is None or isinstance(entry["default"], bool | int | str)
             if entry["dest"] in CONFIG_SPECS and plain and entry["default"] != SUPPRESS:
@@ -48,6 +51,8 @@ def main() -> None:
             for option in entry["flags"]:
                 if option.startswith("--"):
                     flags[option] = takes
+                    if entry["dest"] in CONFIG_SPECS:
+                        sets[option] = entry["dest"]
                     if entry.get("raises"):
                         refused[option] = entry["raises"]
                     if entry.get("choices") and takes == 1:
@@ -56,6 +61,7 @@ def main() -> None:
         choices[path.stem] = dict(sorted(accepts.items()))
         defaults[path.stem] = dict(sorted(given.items()))
         raises[path.stem] = dict(sorted(refused.items()))
+        dests[path.stem] = dict(sorted(sets.items()))
     refused = json.loads((HERE / "config_refused.json").read_text(encoding="utf-8"))
     data = {
         "releases": releases,
@@ -63,6 +69,7 @@ def main() -> None:
         "defaults": defaults,
         "raises": raises,
         "config_refused": refused,
+        "dests": dests,
     }
     TARGET.write_text(json.dumps(data, separators=(",", ":")) + "\n")
     print(f"{TARGET}: {', '.join(f'{v} ({len(f)})' for v, f in releases.items())}")

@@ -74,6 +74,16 @@ def diff_cmd(
             for kind, steps in data["resolution_steps"].items()
             for step in steps
         ]
+        rows += [
+            {"what": "field", "change": kind, "id": name}
+            for kind, names in data["fields"].items()
+            for name in names
+        ]
+        rows += [
+            {"what": "flag", "change": kind, "id": f"{item['flag']} ({item['field']})"}
+            for kind, items in data["flags"].items()
+            for item in items
+        ]
         emit(chosen_fmt, data, rows, columns=("what", "change", "id"))
         return
     out.print(f"SGLang {a.version} → {b.version}", markup=False, highlight=False)
@@ -107,6 +117,10 @@ def diff_cmd(
     for key, fields in data["fields"].items():
         for name in fields:
             out.print(f"  field {key}: {name}", markup=False, highlight=False)
+    for key, spelled in data["flags"].items():
+        for item in spelled:
+            line = f"  flag {key}: {item['flag']} ({item['field']})"
+            out.print(line, markup=False, highlight=False)
     if given:
         lay = data["layout"]
         for version in (a.version, b.version):

@@ -276,6 +276,15 @@ def release_defaults(version: str) -> dict[str, Any]:
     return table
 
 
+@cache
+def release_dests(version: str) -> dict[str, str]:
+    """One recorded release's options that set a layout field -> the field (its argparse
+    dest: deprecated spellings too, `--disable-piecewise-cuda-graph` in 0.5.19)."""
+    data = _flag_table()
+    table: dict[str, str] = data.get("dests", {}).get(version, {})
+    return table
+
+
 def refused_values(given: list[tuple[str, str]], version: str) -> list[tuple[str, str | None]]:
     """The `--flag value` pairs `version`'s parser refuses as an invalid choice, each with
     the values it accepts (argparse exits before SGLang reads the layout)."""

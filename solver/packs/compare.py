@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshsat.solver.backends.render import condition, text
+from meshsat.solver.inputs.sglang_cmdline import DEPRECATED, release_dests, release_flags
 from meshsat.solver.lang import expr as ex
+from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.lang.rule import Resolution, Rule
 from meshsat.solver.packs.pack import ABSENT_PREFIX, Pack
 
@@ -25,6 +27,10 @@ class PackChanges:
     steps_changed: tuple[str, ...]
     fields_added: tuple[str, ...]
     fields_removed: tuple[str, ...]
+    #: (field, option): spellings of a field both releases have that only `new`'s parser
+    #: takes, or only `old`'s (`--disable-piecewise-cuda-graph` left after 0.5.19).
+    flags_added: tuple[tuple[str, str], ...] = ()
+    flags_removed: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         old, new = self.old.by_id, self.new.by_id
@@ -50,6 +56,10 @@ class PackChanges:
                 "changed": list(self.steps_changed),
             },
             "fields": {"added": list(self.fields_added), "removed": list(self.fields_removed)},
+            "flags": {
+                "added": [{"field": f, "flag": o} for f, o in self.flags_added],
+                "removed": [{"field": f, "flag": o} for f, o in self.flags_removed],
+            },
         }
 
 
@@ -86,6 +96,46 @@ def _step_key(res: Resolution) -> tuple[object, ...]:
     return tuple((text(s.when), tuple((n, text(v)) for n, v in s.sets), s.quiet) for s in res.steps)
 
 
+def spellings(version: str) -> dict[str, tuple[str, ...]]:
+    """Each field's option strings `version`'s parser takes: meshsat's spellings of it
+    (with the `--no-X` twin of a BooleanOptionalAction and a deprecated flag meshsat reads
+    as it), then the other options the parser stores into it (its argparse dest). Empty
+    for a release with no recorded flag table."""
+    table = release_flags(version)
+    if table is None:
+        return {}
+    own = {
+        name: [*s.flags, *(f for f, (t, _) in DEPRECATED.items() if t == name)]
+        for name, s in SPECS.items()
+    }
+    claimed = {f for flags in own.values() for f in flags}
+    out: dict[str, tuple[str, ...]] = {}
+    for name, flags in own.items():
+        listed = [f for f in flags if f in table]
+        listed += [f"--no-{f[2:]}" for f in listed if f"--no-{f[2:]}" in table]
+        listed += [
+            option
+            for option, dest in release_dests(version).items()
+            if dest == name and option not in claimed and option not in listed
+        ]
+        if listed:
+            out[name] = tuple(dict.fromkeys(listed))
+    return out
+
+
+def _flag_changes(
+    old: Pack, new: Pack
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """(added, removed) spellings of the fields both releases have."""
+    was, now = spellings(old.version), spellings(new.version)
+    if not was or not now:
+        return (), ()
+    both = [n for n in SPECS if n not in old.absent_fields and n not in new.absent_fields]
+    added = tuple((n, f) for n in both for f in now.get(n, ()) if f not in was.get(n, ()))
+    removed = tuple((n, f) for n in both for f in was.get(n, ()) if f not in now.get(n, ()))
+    return added, removed
+
+
 def compare(old: Pack, new: Pack) -> PackChanges:
     """The differences between two packs, in `new`'s order (removed ones in `old`'s)."""
     # A release's missing flags are fields, not rules: they are listed under fields.
@@ -93,6 +143,7 @@ def compare(old: Pack, new: Pack) -> PackChanges:
     new_rules = {i: r for i, r in new.by_id.items() if not i.startswith(ABSENT_PREFIX)}
     old_steps = {r.id: r for r in old.resolutions}
     new_steps = {r.id: r for r in new.resolutions}
+    flags_added, flags_removed = _flag_changes(old, new)
     return PackChanges(
         old,
         new,
@@ -112,4 +163,6 @@ def compare(old: Pack, new: Pack) -> PackChanges:
         ),
         fields_added=tuple(f for f in old.absent_fields if f not in new.absent_fields),
         fields_removed=tuple(f for f in new.absent_fields if f not in old.absent_fields),
+        flags_added=flags_added,
+        flags_removed=flags_removed,
     )
