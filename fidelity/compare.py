@@ -345,6 +345,17 @@ def _standing_reason(cls: str, version: str) -> str:
     GPUs); any other new class waits for someone to read its examples."""
     if not cls.startswith("model-load:"):
         return "UNEXPLAINED"
+    if cls == "model-load:PD-MOONCAKE-DP-REPLICAS":
+        return (
+            f"SGLang {version}'s Mooncake KV manager (mooncake/conn.py MooncakeKVManager."
+            "__init__) refuses DP replicas without DP attention on a PD server ('If "
+            "dp_attention is not enabled, dp size must be 1 in disaggregation mode.'); every "
+            "scheduler builds it at start-up, after argument resolution and "
+            "check_server_args(), which accept the config, and the recorder builds no "
+            "scheduler. The condition and words are the release's own "
+            "(tests/test_pd_server_rules.py reads them from its source); meshsat files the "
+            "rule as a launch check (stage 'launch'), not counted against the verdict."
+        )
     if "TOPO-NODE-GPUS" in cls:
         return (
             "meshsat's TOPO-NODE-GPUS: a multi-node launch whose tp·pp ranks exceed nnodes x "

@@ -179,15 +179,84 @@ def record(version: str, n: int, seed: int, n_native: int = 600, out: Path | Non
     return path
 
 
+def append_targets(version: str, rules: frozenset[str]) -> Path:
+    """Append targeted records for `rules` (rules added to the pack after the fixture was
+    recorded) to the release's fixture, numbered after its last record, without drawing
+    the corpus again: every existing record, and its id, stays as recorded. The header's
+    counts are updated and `appended` names the rules."""
+    table = _flags(version)
+    fields = frozenset(table["fields"])
+    path = FIXTURES / f"{version}.jsonl.gz"
+    with gzip.open(path, "rt") as fh:
+        lines = fh.read().splitlines()
+    header = json.loads(lines[0])
+    old = {
+        (
+            r.get("target"),
+            r["model"],
+            json.dumps(r["args"] if "args" in r else r["config"], sort_keys=True),
+        )
+        for r in map(json.loads, lines[1:])
+    }
+    start = 1 + max(json.loads(line)["id"] for line in lines[1:])
+    items: list[dict[str, Any]] = []
+    meta: list[tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any], list[str]]] = []
+    for rule, model, cfg, args, env, dropped in targeted(version, fields, rules=rules):
+        if (rule, model, json.dumps(args, sort_keys=True)) in old:
+            continue
+        items.append({"id": start + len(items), "model": model, "args": args, "env": env})
+        meta.append((rule, model, cfg, args, env, dropped))
+    verdicts = resolve(version, items)
+    out = list(lines[1:])
+    for (rule, model, config, args, env, dropped), v in zip(meta, verdicts, strict=True):
+        rec: dict[str, Any] = {"id": v["id"], "model": model, "config": config}
+        if args != config:
+            rec["args"] = args
+        if env:
+            rec["env"] = env
+        if dropped:
+            rec["dropped"] = dropped
+        rec["target"] = rule
+        if v["harness_error"]:
+            rec["harness_error"] = v["error"]
+        rec["accepted"] = v["accepted"]
+        if not v["accepted"]:
+            rec.update(error=(v["error"] or "")[:160], step=v["step"], site=v["site"])
+        else:
+            rec["resolved"] = v["resolved"]
+            if v.get("launch_error") is not None:
+                rec["launch_error"] = v["launch_error"]
+                rec["launch_site"] = v["launch_site"]
+        out.append(json.dumps(rec, separators=(",", ":")))
+    header["n"] += len(items)
+    header["targeted"] += len(items)
+    header["appended"] = sorted({*header.get("appended", ()), *rules})
+    with gzip.open(path, "wt", compresslevel=9) as fh:
+        fh.write(json.dumps(header, separators=(",", ":")) + "\n")
+        fh.write("".join(line + "\n" for line in out))
+    ok = sum(v["accepted"] for v in verdicts)
+    print(f"{version}: {len(items)} targeted records appended, {ok} accepted")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("versions", nargs="+")
     ap.add_argument("--n", type=int, default=6000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="write here, not the fixture (held-out corpus)")
+    ap.add_argument(
+        "--append-targets",
+        metavar="RULE",
+        nargs="+",
+        help="only append targeted records for these rules to the existing fixture",
+    )
     a = ap.parse_args(argv)
     for v in a.versions:
-        record(v, a.n, a.seed, out=a.out)
+        if a.append_targets:
+            append_targets(v, frozenset(a.append_targets))
+        else:
+            record(v, a.n, a.seed, out=a.out)
     return 0
 
 

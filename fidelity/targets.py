@@ -212,6 +212,44 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
             },
         )
     ],
+    # The PD handler's own checks: a prefill on the fake backend, and 0.5.23's
+    # prefill_complete allocation policy (tests/test_pd_server_rules.py, from the oracle).
+    "PD-PREFILL-FAKE-BACKEND": [
+        (None, {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "fake"})
+    ],
+    "PD-PREFILL-COMPLETE-ROLE": [
+        (None, {"disaggregation_decode_allocation_policy": "prefill_complete"})
+    ],
+    "PD-PREFILL-COMPLETE-BACKEND": [
+        (
+            None,
+            {
+                "disaggregation_mode": "decode",
+                "disaggregation_transfer_backend": "nixl",
+                "disaggregation_decode_allocation_policy": "prefill_complete",
+            },
+        )
+    ],
+    "PD-PREFILL-COMPLETE-PP-CP": [
+        (
+            "llama",
+            {
+                "disaggregation_mode": "decode",
+                "pp_size": 2,
+                "disaggregation_decode_allocation_policy": "prefill_complete",
+            },
+        )
+    ],
+    "PD-PREFILL-COMPLETE-ATTN-TP": [
+        (
+            None,
+            {
+                "disaggregation_mode": "prefill",
+                "tp_size": 2,
+                "disaggregation_decode_allocation_policy": "prefill_complete",
+            },
+        )
+    ],
     "MOE-LORA-ENABLE": [("qwen3_moe", {"tp_size": 2, "moe_runner_backend": "lora_triton"})],
     "MOE-LORA-A2A": [
         (
@@ -415,16 +453,18 @@ def targeted(
     per_rule: int = 12,
     attempts: int = 400,
     seed: int = 2,
+    rules: frozenset[str] | None = None,
 ) -> Iterator[tuple[str, str, Config, Config, Config, list[str]]]:
     """(rule, model, config, args, env, dropped) records, up to `per_rule` per rule of the
-    pack that errors or advises, in the pack's order; rules in `UNREACHABLE` are skipped."""
+    pack that errors or advises, in the pack's order; rules in `UNREACHABLE` are skipped.
+    `rules`: only these (records appended for rules added after the fixture was made)."""
     pack = get_pack(version)
     r = random.Random(seed)
     domains = _domains(version)
     release = tuple(int(x) for x in version.split(".")[:2])
     models = [m for m in TARGET_MODELS if m != "deepseek_v32" or release >= (0, 5)]
     for rule in pack.constraints:
-        if why_unreachable(rule.id, version):
+        if why_unreachable(rule.id, version) or (rules is not None and rule.id not in rules):
             continue
         seeds = _seeds(rule.id, pack)
         seen: set[str] = set()

@@ -40,6 +40,9 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
     "quant_method": (None, None, "fp8", "modelopt_fp4", "awq"),
     "quant_not_checked": (None, None, "unknown quantization scheme gguf"),
     "kv_cache_dtype": ("auto", "auto", "fp8_e4m3", "nvfp4", "fp4_mx_block16"),
+    # PD transfer backends: fake (a prefill refuses it), mooncake_tcp (0.5.x's Mooncake
+    # over TCP), nixl (0.4.6.post5's Mooncake-only DP check skips it).
+    "disaggregation_transfer_backend": ("mooncake", "mooncake", "nixl", "fake", "mooncake_tcp"),
 }
 SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "node_rank": (0, 0, 1, 2),

@@ -154,6 +154,9 @@ def test_compare_names_what_changed() -> None:
         *("WEIGHT-VISION-TP-REDUCE", "WEIGHT-VISION-TP-REDUCE-CP"),
         "FLAG-CHOICE-CUDA-GRAPH-BACKEND-DECODE",
         "FLAG-CHOICE-CUDA-GRAPH-BACKEND-PREFILL",
+        # _validate_prefill_complete (the PD hook): the new allocation policy's limits.
+        *("PD-PREFILL-COMPLETE-ROLE", "PD-PREFILL-COMPLETE-BACKEND"),
+        *("PD-PREFILL-COMPLETE-PP-CP", "PD-PREFILL-COMPLETE-ATTN-TP"),
     }
     # 0.5.23 accepts every runner and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC again, drops
     # the legacy CP and rejoin flags with their rules, and scales EP with attention TP.
@@ -171,7 +174,7 @@ def test_compare_names_what_changed() -> None:
     assert "elastic_ep_rejoin" in changes.fields_removed
     assert "CP-DPCP-DIV" in changes.rules_changed
     assert changes.steps_added == ("R-ATTN-DP-SIZE",)
-    assert changes.fields_added == ("attn_dp_size",)
+    assert changes.fields_added == ("attn_dp_size", "disaggregation_decode_allocation_policy")
     assert compare(V0523, V0523).rules_changed == ()
 
 

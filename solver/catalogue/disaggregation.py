@@ -94,3 +94,88 @@ RULES: tuple[Rule, ...] = (
     *language_model_only_rules(LANGUAGE_MODEL_ONLY_ARCHITECTURES),
     language_only_rule(ENCODER_DISAGG_ARCHITECTURES),
 )
+
+
+# --- One PD server's own checks (prefill/decode disaggregation) --------------------------
+#: 0.5.18+ pipeline step (`_handle_pd_disaggregation` in 0.5.18's __post_init__,
+#: arg_groups/pd_disaggregation_hook.py from 0.5.19), after handle_mega_moe and before
+#: the decode-CP validation in every 0.5 release (fidelity/flags/<v>.json "steps").
+PD_SRC = "handle_pd_disaggregation"
+
+#: 0.5.18, 0.5.19, 0.5.23: the fake backend only answers a decode's pulls with nothing, so
+#: a prefill server refuses it in its argument resolution (a bare assert with this text).
+PD_PREFILL_FAKE = Rule(
+    "PD-PREFILL-FAKE-BACKEND",
+    F.disaggregation_mode == "prefill",
+    F.disaggregation_transfer_backend != "fake",
+    "Prefill server does not support 'fake' as the transfer backend",
+    PD_SRC,
+    hint="give the prefill server a real --disaggregation-transfer-backend (mooncake, nixl, "
+    "...); fake is for a decode server benchmarked alone",
+)
+
+#: 0.4.6.post5 (`disaggregation/mooncake/conn.py`, `MooncakeKVManager.__init__`): the
+#: Mooncake manager every PD rank builds at start-up refuses DP replicas; DP attention is
+#: the only data parallelism PD supports there. NIXL's manager has no such check; no 0.5
+#: release has it (their managers take `attn_dp_size`). A launch check: the
+#: release's ServerArgs accepts the layout, its scheduler then raises.
+PD_MOONCAKE_DP_0_4 = Rule(
+    "PD-MOONCAKE-DP-REPLICAS",
+    (F.disaggregation_mode != "null") & (F.disaggregation_transfer_backend == "mooncake"),
+    F.enable_dp_attention | (F.dp_size == 1),
+    "If dp_attention is not enabled, dp size must be 1 in disaggregation mode.",
+    "SGLang launch checks",
+    hint="enable DP attention (--enable-dp-attention) or drop --dp-size (start replicas as "
+    "servers of their own behind the router)",
+)
+
+
+def _prefill_complete(rule_id: str, unsupported: str, holds: Expr, hint: str) -> Rule:
+    """One item of 0.5.23's `_validate_prefill_complete` list, in its own words: it raises
+    one ValueError naming every unsupported item, so each item is a rule whose message is
+    SGLang's when that item alone is broken."""
+    return Rule(
+        rule_id,
+        F.disaggregation_decode_allocation_policy == "prefill_complete",
+        holds,
+        "--disaggregation-decode-allocation-policy prefill_complete does not yet support "
+        + unsupported,
+        PD_SRC,
+        hint=hint,
+    )
+
+
+#: 0.5.23 only (the flag is new there): `_validate_prefill_complete`, the items meshsat's
+#: fields reach (PD multiplexing, role switching, encoder disaggregation, HiSparse, host
+#: KV buffering and decode radix/HiCache are flags meshsat does not read).
+PREFILL_COMPLETE_RULES: tuple[Rule, ...] = (
+    _prefill_complete(
+        "PD-PREFILL-COMPLETE-ROLE",
+        "aggregated serving",
+        F.disaggregation_mode != "null",
+        "prefill_complete is a PD policy: give the server --disaggregation-mode, or drop it",
+    ),
+    _prefill_complete(
+        "PD-PREFILL-COMPLETE-BACKEND",
+        "transfer backends other than Mooncake",
+        # mooncake_tcp is rewritten to mooncake first in the same handler.
+        one_of(F.disaggregation_transfer_backend, "mooncake", "mooncake_tcp"),
+        "use --disaggregation-transfer-backend mooncake, or the early policy",
+    ),
+    _prefill_complete(
+        "PD-PREFILL-COMPLETE-PP-CP",
+        "pipeline or attention context parallelism",
+        (F.pp_size == 1) & (F.attn_cp_size == 1) & (F.dcp_size == 1),
+        "drop --pp-size, --attn-cp-size and --dcp-size, or use the early policy",
+    ),
+    _prefill_complete(
+        "PD-PREFILL-COMPLETE-ATTN-TP",
+        "attention tensor parallelism greater than one",
+        # SGLang compares tp_size with `dp_size if enable_dp_attention else 1`, read after
+        # handle_deprecated_dp_attention has moved DP attention to attn_dp_size (and reset
+        # enable_dp_attention): any --tp above 1 is refused, --attn-dp-size or not
+        # (measured with 0.5.23's own resolution, tests/test_pd_server_rules.py).
+        F.tp_size == 1,
+        "launch the server with --tp 1 (replicas behind the router), or use the early policy",
+    ),
+)

@@ -482,6 +482,21 @@ class Config(BaseModel):
         flags=("--disaggregation-mode",),
         group="dwdp",
     )
+    disaggregation_transfer_backend: str = _f(
+        "mooncake",
+        "PD KV transfer backend (mooncake, nixl, ascend, mori, fake, mooncake_tcp; 0.4.6.post5: "
+        "mooncake or nixl). Read by the single-server PD checks (a prefill refuses fake; "
+        "0.4.6.post5's Mooncake manager refuses DP replicas).",
+        flags=("--disaggregation-transfer-backend",),
+        group="dwdp",
+    )
+    disaggregation_decode_allocation_policy: Literal["early", "prefill_complete"] = _f(
+        "early",
+        "When a PD decode reserves a request's KV (0.5.23): prefill_complete only with "
+        "Mooncake and attention TP 1, and the same policy on both roles.",
+        flags=("--disaggregation-decode-allocation-policy",),
+        group="dwdp",
+    )
     speculative_algorithm: str | None = _f(
         None, "Speculative decoding algorithm.", flags=("--speculative-algorithm",), group="dwdp"
     )

@@ -28,6 +28,9 @@ from meshsat.solver.catalogue import (
 )
 from meshsat.solver.catalogue.disaggregation import (
     ENCODER_DISAGG_ARCHITECTURES,
+    PD_MOONCAKE_DP_0_4,
+    PD_PREFILL_FAKE,
+    PREFILL_COMPLETE_RULES,
     language_model_only_rules,
     language_only_rule,
 )
@@ -47,6 +50,7 @@ SEED_VERSION = "0.5.19"
 PIPELINE_ORDER: tuple[str, ...] = (
     "argparse",
     "handle_mega_moe",
+    "handle_pd_disaggregation",
     "handle_dcp_validation",
     # The model config, with its quantization check, is first built here.
     "apply_inkling_prefill_cuda_graph_default",
@@ -198,6 +202,8 @@ _MOE_ADDED: tuple[Rule, ...] = (
     a2a.DEEPEP_V2_SPEC,
     a2a.DEEPEP_V2_BUDGET,
     *moe_kernel.LORA_RULES,
+    # 0.5.18, 0.5.19 and 0.5.23 assert it in their PD handler (0.4.6.post5 has no fake).
+    PD_PREFILL_FAKE,
 )
 
 _SEED_BASE = base_pack(
@@ -212,7 +218,8 @@ _SEED_BASE = base_pack(
     # but not attn_tp, and their initialize_model_parallel forms the groups anyway; one that
     # does not divide tp_size is DCP-TP-DIV there); docs/rules.md §6.
     advice=frozenset({"DCP-IN-ATTN-TP"}),
-    absent_fields=("attn_dp_size",),
+    # --disaggregation-decode-allocation-policy is new in 0.5.23.
+    absent_fields=("attn_dp_size", "disaggregation_decode_allocation_policy"),
     # Measured: 0.5.19's resolution accepts every layout these alone reject.
     launch_only=_LAUNCH_RULES,
     choices=_CHOICES_0_5_19,
@@ -470,6 +477,8 @@ V0_5_23 = apply(
             *a2a.MEGAMOE_RULES,
             kv4.NVFP4_PREFILL,
             kv4.NVFP4_DECODE,
+            # --disaggregation-decode-allocation-policy is new in 0.5.23 (pd hook).
+            *PREFILL_COMPLETE_RULES,
             # New in 0.5.23 (its build of gemma-3-27b-it at attention TP 2 of TP 8).
             *weight_shapes.VISION_TP_REDUCE,
             decode_cp.DSA_DCP_PD,
@@ -750,6 +759,7 @@ _ABSENT_0_4 = (
     "cuda_graph_backend_prefill",
     "deepep_v2_mode",
     "enable_lora",
+    "disaggregation_decode_allocation_policy",
 )
 
 V0_4_6_POST5 = apply(
@@ -762,7 +772,8 @@ V0_4_6_POST5 = apply(
         "auto with DP attention, --moe-dense-tp-size only 1; no CP, decode CP, DWDP, elastic "
         "EP or EPLB checks; everything inline in __post_init__.",
         # Its model classes' build, not its arguments, raises this one.
-        launch_only=SEED.launch_only | {model.EP_MOE_0_4.id, "TOPO-DP-REPLICA-GPUS"},
+        launch_only=SEED.launch_only
+        | {model.EP_MOE_0_4.id, "TOPO-DP-REPLICA-GPUS", PD_MOONCAKE_DP_0_4.id},
         add_rules=(
             # data_parallel_controller.py:133 and 218-222 (its replica offset ignores pp).
             topology.replicas_share_gpus_0_4(),
@@ -805,6 +816,7 @@ V0_4_6_POST5 = apply(
                 hint="set --deepep-mode normal or low_latency",
             ),
             model.EP_MOE_0_4,
+            PD_MOONCAKE_DP_0_4,
         ),
         # 0.4's data-parallel controller starts replica d at GPU d·tp_size·gpu_id_step.
         replace_rules=(
