@@ -209,6 +209,7 @@ _side_values: dict[str, st.SearchStrategy[Any]] = {
     "dcp": st.sampled_from([1, 2, 8]),
     "mla": st.sampled_from([None, True, False]),
     "line": st.integers(min_value=0, max_value=9),
+    "allocation_policy": st.sampled_from(["early", "prefill_complete"]),
 }
 sides = st.builds(Side, **_side_values)
 

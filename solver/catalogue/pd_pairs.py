@@ -100,6 +100,9 @@ class Side:
     mla: bool | None
     #: The server's first line in the script, for messages.
     line: int = 0
+    #: --disaggregation-decode-allocation-policy as resolved (0.5.23; "early" before it,
+    #: where the flag does not exist).
+    allocation_policy: str = "early"
 
 
 #: A rule's test: True holds, False is broken, None is not decidable from what is known.
@@ -325,6 +328,19 @@ PAIR_RULES: tuple[PairRule, ...] = (
         "give the decode the prefill's --pp-size, or 1",
         layout_fix=True,
         reads=("pp",),
+    ),
+    PairRule(
+        "PD-ALLOCATION-POLICY",
+        lambda p, d: p.allocation_policy == d.allocation_policy,
+        "Disaggregation decode allocation policy mismatch: prefill={p.allocation_policy}, "
+        "decode={d.allocation_policy}. Set --disaggregation-decode-allocation-policy "
+        "identically on both roles.",
+        "sglang/srt/disaggregation/common/conn.py: CommonKVReceiver.init (0.5.23; the decode "
+        "fails every request against the prefill's bootstrap info)",
+        ((">=0.5.23", "error"),),
+        "give the decode the prefill's --disaggregation-decode-allocation-policy",
+        layout_fix=True,
+        reads=("allocation_policy",),
     ),
     PairRule(
         "PD-DCP-PREFILL-CP",

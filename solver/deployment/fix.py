@@ -41,7 +41,8 @@ from meshsat.solver.inputs.sglang_cmdline import ONE_LAYOUT_RULE
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.fix import fix
-from meshsat.solver.repair.results import Change, FixReport
+from meshsat.solver.repair.objective import TIERS, objective_of
+from meshsat.solver.repair.results import Change, FixReport, FixResult
 
 
 @dataclass(frozen=True)
@@ -493,18 +494,23 @@ def _follow(
             return decode, None
         empty = fix(decode.layout.config, decode.layout.model, sglang_version=pack)
         return decode, ServerFix(decode.name, empty, (), tuple(flags))
-    forced = _forced(decode, d, p, pack.version)
     config = decode.layout.config
-    values = {k: getattr(config, k) for k in config.user_set()}
-    values.update({c.field: c.new for c in forced})
-    found = fix(
-        values,
-        decode.layout.model,
-        pins=(*pins, *(c.field for c in forced)),
-        objective=objective,
-        timeout_s=timeout_s,
-        sglang_version=pack,
-    )
+    options = _forced_options(decode, d, p, pack.version) or [()]
+    # Options that move a field the user pinned come last (stable: best first otherwise).
+    options.sort(key=lambda forced: any(c.field in pins for c in forced))
+    for forced in options:
+        values = {k: getattr(config, k) for k in config.user_set()}
+        values.update({c.field: c.new for c in forced})
+        found = fix(
+            values,
+            decode.layout.model,
+            pins=(*pins, *(c.field for c in forced)),
+            objective=objective,
+            timeout_s=timeout_s,
+            sglang_version=pack,
+        )
+        if found.fixes:
+            break  # else the next option (--tp 16 may split no model's heads)
     result = ServerFix(decode.name, found, forced, tuple(flags))
     if found.fixes:
         decode = _with_config(decode, found.best.config)
@@ -525,6 +531,7 @@ def _after(first: ServerFix, then: ServerFix) -> ServerFix:
     kept = [c for c in composed.values() if c.old != c.new]
     pinned = {c.field for c in then.forced}
     best = replace(then.report.best, changes=tuple(c for c in kept if c.field not in pinned))
+    best = _told_from(first.report, best)
     report = replace(
         then.report,
         fixes=(best, *then.report.fixes[1:]),
@@ -536,16 +543,42 @@ def _after(first: ServerFix, then: ServerFix) -> ServerFix:
     return replace(then, report=report, forced=forced, every_node=first.every_node)
 
 
+def _told_from(user: FixReport, best: FixResult) -> FixResult:
+    """`best`'s objective and tiers from the user's layout (`user.config`, on
+    `user.gpus_before` GPUs), not from the layout the pair rules pinned it to: the search
+    saw the forced values as its input, so `--pp-size 2 -> 1` halving the GPUs read as
+    "GPU count kept". A tier that costs more than the search's is not proven minimal (the
+    pair rules chose its values, not the search)."""
+    gpus = user.gpus if user.gpus is not None else user.gpus_before
+    told = objective_of(user.config, best.config, gpus, best.gpus_used)
+    proven = {
+        t: getattr(told, t) == 0
+        or (best.proven.get(t, True) and getattr(told, t) == getattr(best.objective, t))
+        for t in (best.proven or TIERS)
+    }
+    return replace(best, objective=told, proven=proven)
+
+
 def _forced(decode: Server, d: Side, p: Side, release: str) -> tuple[Change, ...]:
-    """The layout values a decode takes so that the pair rules of `release` hold against
-    prefill `p`: an attention TP (the prefill's first, then 1) reached through DP attention
-    when the decode's TP size is a multiple of it (its GPU count stays), else as its TP
-    size; the prefill's PP when the decode's is neither it nor 1; DCP 1 when the prefill has
-    attention CP or the pool is not MLA. The first attention TP under which every layout
-    rule holds is taken (the declared checks decide, on the decode as it would become)."""
+    """The first of `_forced_options`: the values a decode takes under the pair rules."""
+    options = _forced_options(decode, d, p, release)
+    return options[0] if options else ()
+
+
+def _forced_options(decode: Server, d: Side, p: Side, release: str) -> list[tuple[Change, ...]]:
+    """The layout values a decode may take so that the pair rules of `release` hold against
+    prefill `p`, best first: an attention TP (the prefill's first, then 1) reached through
+    DP attention when the decode's TP size is a multiple of it (its GPU count stays), else
+    as its TP size; when its PP is neither the prefill's nor 1, the prefill's PP or 1 with
+    its TP size grown by the stages it drops (`--tp 8 --pp-size 2` -> `--tp 16`: its GPU
+    count stays), then the prefill's PP alone; DCP 1 when the prefill has attention CP or
+    the pool is not MLA; the prefill's decode allocation policy. The options under which
+    every layout rule holds come first (the declared checks decide, on the decode as it
+    would become); `_follow` takes the first the decode's own rules then accept."""
     config = decode.layout.config
     rules = [r for r in PAIR_RULES if r.layout_fix and r.severity(release) == "error"]
-    first: tuple[Change, ...] | None = None
+    held: list[tuple[Change, ...]] = []
+    broken: list[tuple[Change, ...]] = []
     for attn_tp in dict.fromkeys((p.attn_tp, 1)):
         out: list[Change] = []
         side = d
@@ -564,14 +597,51 @@ def _forced(decode: Server, d: Side, p: Side, release: str) -> tuple[Change, ...
                     Change("dp_size", config.dp_size, 1),
                     Change("enable_dp_attention", config.enable_dp_attention, False),
                 ]
-        if d.pp not in (p.pp, 1):
-            side = replace(side, pp=p.pp)
-            out.append(Change("pp_size", config.pp_size, p.pp))
         if d.dcp > 1 and (p.attn_cp > 1 or d.mla is False):
             side = replace(side, dcp=1)
             out.append(Change("dcp_size", config.dcp_size, 1))
-        changes = tuple(c for c in out if c.old != c.new)
-        first = changes if first is None else first
-        if all(r.check(p, side) is not False for r in rules):
-            return changes
-    return first or ()
+        if d.allocation_policy != p.allocation_policy:
+            side = replace(side, allocation_policy=p.allocation_policy)
+            out.append(
+                Change(
+                    "disaggregation_decode_allocation_policy",
+                    config.disaggregation_decode_allocation_policy,
+                    p.allocation_policy,
+                )
+            )
+        for pp_side, pp_changes in _pp_options(config, side, d, p):
+            changes = _merged((*out, *pp_changes))
+            ok = all(r.check(p, pp_side) is not False for r in rules)
+            (held if ok else broken).append(changes)
+    return list(dict.fromkeys((*held, *broken)))
+
+
+def _pp_options(config: Any, side: Side, d: Side, p: Side) -> list[tuple[Side, list[Change]]]:
+    """PD-PP's repairs of a decode whose PP is neither the prefill's nor 1, best first: a
+    PP the rule accepts with the TP size grown by the stages dropped (the GPU count kept;
+    attention TP grows alike), then the prefill's PP alone. Nothing to do: the side as is."""
+    if d.pp in (p.pp, 1):
+        return [(side, [])]
+    out: list[tuple[Side, list[Change]]] = []
+    for pp in dict.fromkeys((p.pp, 1)):
+        if d.pp % pp == 0:
+            grow = d.pp // pp
+            tp = side.tp * grow
+            grown = replace(side, pp=pp, tp=tp, attn_tp=side.attn_tp * grow)
+            out.append(
+                (
+                    grown,
+                    [Change("tp_size", config.tp_size, tp), Change("pp_size", config.pp_size, pp)],
+                )
+            )
+    out.append((replace(side, pp=p.pp), [Change("pp_size", config.pp_size, p.pp)]))
+    return out
+
+
+def _merged(changes: tuple[Change, ...]) -> tuple[Change, ...]:
+    """Changes by field, the last value of a field winning, none that keeps its value."""
+    by_field: dict[str, Change] = {}
+    for c in changes:
+        before = by_field.get(c.field)
+        by_field[c.field] = Change(c.field, c.old if before is None else before.old, c.new)
+    return tuple(c for c in by_field.values() if c.old != c.new)

@@ -98,6 +98,7 @@ def layout_side(
         dcp=int(resolved.get("dcp_size") or 1),
         mla=mla,
         line=line,
+        allocation_policy=str(resolved.get("disaggregation_decode_allocation_policy") or "early"),
     )
 
 
