@@ -18,41 +18,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from meshsat.solver.errors import InputError
+from meshsat.solver.lang.context import CONTEXT_KEYS, DEFAULT_CONTEXT, context_length
 
-#: `CONTEXT_LENGTH_KEYS`, in SGLang's order of preference.
-CONTEXT_KEYS = (
-    "max_sequence_length",
-    "seq_length",
-    "max_seq_len",
-    "model_max_length",
-    "max_position_embeddings",
-)
-#: SGLang's default where a config names none of them.
-DEFAULT_CONTEXT = 2048
+__all__ = ["CONTEXT_KEYS", "DEFAULT_CONTEXT", "context_length"]
+
 #: meshsat's `--context-length` (`plan --rank kv`, `enumerate --gpu`, `validate --gpu`)
 #: where neither the user nor a launch command gives one, cut to the model's own where
 #: that is shorter (TinyLlama's 2,048): a request that long is all the model takes.
 DEFAULT_CONTEXT_LENGTH = 4096
-
-
-def context_length(config: Mapping[str, Any]) -> tuple[int, str]:
-    """The context length and the key it came from: the text model's (a wrapper's
-    `text_config`), times a `rope_scaling` factor unless the scaling names its original
-    length or is Llama 3's."""
-    text = config.get("text_config")
-    text = text if isinstance(text, Mapping) else config
-    scaling = text.get("rope_scaling")
-    factor: float = 1
-    if isinstance(scaling, Mapping) and scaling:
-        given = scaling.get("factor", 1)
-        factor = given if isinstance(given, int | float) else 1
-        if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3":
-            factor = 1
-    for key in CONTEXT_KEYS:
-        value = text.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return int(factor * value), key
-    return DEFAULT_CONTEXT, "SGLang's default"
 
 
 def check_request_fits(config: Mapping[str, Any], isl: int, osl: int, model: str) -> None:
