@@ -480,6 +480,20 @@ CASES: tuple[Case, ...] = (
     ),
     case("MODEL-EXPERTS", {"tp_size": 4, "ep_size": 4}, {"ep_size": 2}, model={"num_experts": 6}),
     case("MODEL-PP-LAYERS", {"pp_size": 4}, {"pp_size": 2}, model={"num_hidden_layers": 2}),
+    # --- context length and KV cache (catalogue/kv_cache.py) ------------------------------
+    case(
+        "MODEL-CONTEXT-LENGTH",
+        {"context_length": 1000000},
+        {"context_length": 131072},
+        model={"max_context_length": 131072},
+    ),
+    case(
+        "MODEL-DSA-KV-DTYPE",
+        {"tp_size": 8, "kv_cache_dtype": "fp8_e5m2"},
+        {"kv_cache_dtype": "fp8_e4m3"},
+        model={"architecture": "DeepseekV32ForCausalLM", "is_deepseek_dsa": True},
+    ),
+    case("SWA-RATIO-RANGE", {"swa_full_tokens_ratio": 1.5}, {"swa_full_tokens_ratio": 1.0}),
     # --- weight shapes (catalogue/weight_shapes.py) ------------------------------------------
     case(
         "WEIGHT-DENSE-MLP-SPLIT",
@@ -620,8 +634,13 @@ WARNING_CASES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("DWDP-DISAGG-NULL", {"tp_size": 4, "dwdp_size": 4}),
     ("EEP-REJOIN-DEPRECATED", {"elastic_ep_rejoin": True, "elastic_ep_backend": "mooncake"}),
     ("QUANT-NOT-CHECKED", {}),
+    (
+        "MODEL-CONTEXT-LENGTH-OVERRIDE",
+        {"context_length": 1000000, "env_allow_overwrite_longer_context_len": True},
+    ),
 )
 #: The model facts a warning case needs (the others need none).
 WARNING_MODELS: dict[str, dict[str, Any]] = {
     "QUANT-NOT-CHECKED": {"quant_not_checked": "unknown quantization scheme gguf"},
+    "MODEL-CONTEXT-LENGTH-OVERRIDE": {"max_context_length": 131072},
 }

@@ -39,7 +39,16 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
     "architecture": ARCHITECTURES,
     "quant_method": (None, None, "fp8", "modelopt_fp4", "awq"),
     "quant_not_checked": (None, None, "unknown quantization scheme gguf"),
-    "kv_cache_dtype": ("auto", "auto", "fp8_e4m3", "nvfp4", "fp4_mx_block16"),
+    "kv_cache_dtype": (
+        "auto",
+        "auto",
+        "fp8_e4m3",
+        "fp8_e5m2",
+        "bf16",
+        "bfloat16",
+        "nvfp4",
+        "fp4_mx_block16",
+    ),
     # PD transfer backends: fake (a prefill refuses it), mooncake_tcp (0.5.x's Mooncake
     # over TCP), nixl (0.4.6.post5's Mooncake-only DP check skips it).
     "disaggregation_transfer_backend": ("mooncake", "mooncake", "nixl", "fake", "mooncake_tcp"),
@@ -77,6 +86,13 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "quant_group_size": (None, 128, 64),
     "vision_num_heads": (None, 16, 12),
     "vision_intermediate_size": (None, 4304, 4096),
+    # A launch's --context-length on both sides of the model's (MODEL-CONTEXT-LENGTH).
+    "context_length": (None, None, 4096, 131072, 1000000),
+    "max_context_length": (None, 2048, 131072),
+}
+#: Ratios on both sides of SWA-RATIO-RANGE's (0, 1] and on its edges.
+SPECIAL_FLOATS: dict[str, tuple[Any, ...]] = {
+    "swa_full_tokens_ratio": (0.8, 0.8, 1.0, 1.5, 0.0, -0.5),
 }
 
 
@@ -119,6 +135,8 @@ def _field(name: str, zero_sizes: bool) -> st.SearchStrategy[Any]:
         return st.sampled_from(OPEN_STRINGS[name])
     if name in SPECIAL_INTS:
         return st.sampled_from(SPECIAL_INTS[name])
+    if name in SPECIAL_FLOATS:
+        return st.sampled_from(SPECIAL_FLOATS[name])
     if spec.kind == "bool":
         return st.sampled_from((spec.default, spec.default, spec.default, not spec.default))
     if spec.choices:

@@ -16,6 +16,7 @@ from meshsat.solver.catalogue import (
     elastic_ep,
     eplb,
     kv4,
+    kv_cache,
     model,
     moe_kernel,
     topology,
@@ -25,6 +26,7 @@ from meshsat.solver.catalogue.resolution import RESOLUTIONS
 from meshsat.solver.lang.rule import Resolution, Rule
 
 RULES: tuple[Rule, ...] = (
+    *kv_cache.RULES,
     *context_parallel.RULES,
     *decode_cp.RULES,
     *data_parallel.RULES,

@@ -3,9 +3,11 @@
 `--mem-fraction-static`, `--context-length`, `--kv-cache-dtype`, `--page-size`,
 `--swa-full-tokens-ratio`, `--mamba-full-memory-ratio`, `--max-total-tokens` (a cap on
 each rank's KV pool), `--cpu-offload-gb` (decoder-layer weights kept in host memory) and
-`--dtype` (what unquantized weights, and an `auto` KV cache, are served in) change no rule,
-so they are not `Config` fields; but the memory verdict (`MEM-FIT`, the KV tokens) of a
-pasted launch must be the one SGLang would reach with them, or a command `meshsat plan`
+`--dtype` (what unquantized weights, and an `auto` KV cache, are served in) size the pools.
+`--context-length`, `--kv-cache-dtype` and `--swa-full-tokens-ratio` are `Config` fields
+too (launch rules read them: solver/catalogue/kv_cache.py), and are kept here as well; the
+others change no rule, so they are not `Config` fields. The memory verdict (`MEM-FIT`,
+the KV tokens) of a pasted launch must be the one SGLang would reach with them, or a command `meshsat plan`
 printed with a raised `--mem-fraction-static` reads "does not fit" when pasted back. A
 launch command's values are kept here under the memory model's keyword names
 (`meshsat.solver.memory.MemoryModel`), and the CLI sizes memory with them

@@ -45,6 +45,7 @@ ENV_FACTS = {
     "SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC": "env_enable_eplb_balancedness_metric",
     "SGLANG_PPLX_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "env_pplx_max_dispatch_tokens_per_rank",
     "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "env_mori_max_dispatch_tokens_per_rank",
+    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "env_allow_overwrite_longer_context_len",
 }
 #: Removed or renamed spellings that still say something about the layout:
 #: flag -> (field, value); a value of None means "the value the flag is given".
@@ -547,6 +548,9 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
                     out.outside.append((flag, text))
                 else:
                     out.values[name] = coerce(name, text)
+                    if flag in MEMORY_FLAGS:  # a field that sizes memory too (--context-length)
+                        keyword, number = memory_value(flag, text)
+                        out.memory[keyword] = number
             out.spans.setdefault(name, []).append((word.pos, given.end))
         elif flag in DEPRECATED:
             target, meaning = DEPRECATED[flag]

@@ -263,13 +263,6 @@ class Config(BaseModel):
         flags=("--attention-backend",),
         group="attention",
     )
-    kv_cache_dtype: str = _f(
-        "auto",
-        "KV cache data type (nvfp4 and fp4_mx_block16 need CUDA and an attention back-end "
-        "that reads FP4: KV4-*); also what the memory model prices the KV pool in.",
-        flags=("--kv-cache-dtype",),
-        group="attention",
-    )
     enable_aiter_allreduce_fusion: bool = _f(
         False,
         "AMD aiter all-reduce fusion.",
@@ -315,6 +308,40 @@ class Config(BaseModel):
         "SGLANG_ENABLE_CP_V2 in the environment (None: unset).",
         group="attention",
         tool_only=True,
+    )
+
+    # --- KV cache and context: read by launch rules and by the memory model ----------
+    context_length: int | None = _f(
+        None,
+        "The server's context length (None: the model's, SGLang's get_context_length); "
+        "longer than the model's does not start (MODEL-CONTEXT-LENGTH) unless "
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN allows it. Also sizes the memory "
+        "verdict's requests.",
+        flags=("--context-length",),
+        group="attention",
+    )
+    env_allow_overwrite_longer_context_len: bool | None = _f(
+        None,
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN in the environment (None: unset; "
+        "0.4.6.post5 reads unset as true, 0.5.x as false).",
+        group="attention",
+        tool_only=True,
+    )
+    kv_cache_dtype: str = _f(
+        "auto",
+        "KV cache data type (DeepSeek DSA takes auto, bf16/bfloat16 or fp8_e4m3: "
+        "MODEL-DSA-KV-DTYPE; nvfp4 and fp4_mx_block16 need CUDA and an attention back-end "
+        "that reads FP4: KV4-*); also what the memory model prices the KV pool in.",
+        flags=("--kv-cache-dtype",),
+        group="attention",
+    )
+    swa_full_tokens_ratio: float = _f(
+        0.8,
+        "Sliding-window layers' KV tokens over full-attention layers' (SGLang's default 0.8; "
+        "where not given, a model may have its own, DeepSeek-V4 0.1). SGLang takes (0, 1] "
+        "(SWA-RATIO-RANGE); the memory model sizes hybrid-SWA pools with the command's value.",
+        flags=("--swa-full-tokens-ratio",),
+        group="attention",
     )
 
     # --- decode context parallelism -------------------------------------------------

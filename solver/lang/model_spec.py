@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.checkpoint_files import read_checkpoint_config
 from meshsat.solver.lang.checkpoint_quant import read_checkpoint_quant
+from meshsat.solver.lang.context import context_length
 from meshsat.solver.lang.limits import check_model_sizes, shown
 from meshsat.solver.lang.requant_source import mxfp4_requantizable
 
@@ -119,6 +120,13 @@ class ModelSpec(BaseModel):
     num_key_value_heads: int | None = Field(None, ge=1)
     num_experts: int | None = Field(None, ge=1, description="Routed experts (MoE models).")
     num_hidden_layers: int | None = Field(None, ge=1)
+    max_context_length: int | None = Field(
+        None,
+        ge=1,
+        description="The context length SGLang derives from the config (get_context_length: "
+        "max_position_embeddings or its kin, times a rope_scaling factor); a longer "
+        "--context-length does not start (MODEL-CONTEXT-LENGTH).",
+    )
     # --- weight shapes (docs/weight-shapes.md): what each rank's shard of a linear holds
     dense_intermediate_size: int | None = Field(
         None, ge=1, description="Intermediate size of the dense (non-MoE) MLP layers, if any."
@@ -276,6 +284,7 @@ class ModelSpec(BaseModel):
             # Dense models sometimes say `num_experts: 0`: no routed experts.
             num_experts=first(_EXPERTS, zero_is_none=True),
             num_hidden_layers=first(_LAYERS),
+            max_context_length=max(1, context_length(hf)[0]),
             **shapes,
             shared_experts_fusion=shared_experts_fusion(
                 arch,

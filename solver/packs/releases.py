@@ -18,6 +18,7 @@ from meshsat.solver.catalogue import (
     attention_backend,
     decode_cp,
     kv4,
+    kv_cache,
     model,
     model_arch,
     moe_kernel,
@@ -71,6 +72,8 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "handle_elastic_ep",
     "validate_experimental_sgl_marlin",
     "handle_encoder_disaggregation",
+    # --swa-full-tokens-ratio's range (SWA-RATIO-RANGE).
+    "handle_cache_compatibility",
     # The DeepEP v2 validators run last, after the speculative and encoder handlers.
     "validate_deepep_v2_speculative_draft",
     "validate_deepep_v2_dispatch_token_budget",
@@ -760,6 +763,7 @@ _ABSENT_0_4 = (
     "deepep_v2_mode",
     "enable_lora",
     "disaggregation_decode_allocation_policy",
+    "swa_full_tokens_ratio",
 )
 
 V0_4_6_POST5 = apply(
@@ -773,7 +777,12 @@ V0_4_6_POST5 = apply(
         "EP or EPLB checks; everything inline in __post_init__.",
         # Its model classes' build, not its arguments, raises this one.
         launch_only=SEED.launch_only
-        | {model.EP_MOE_0_4.id, "TOPO-DP-REPLICA-GPUS", PD_MOONCAKE_DP_0_4.id},
+        | {
+            model.EP_MOE_0_4.id,
+            "TOPO-DP-REPLICA-GPUS",
+            PD_MOONCAKE_DP_0_4.id,
+            *(r.id for r in kv_cache.RULES_0_4),
+        },
         add_rules=(
             # data_parallel_controller.py:133 and 218-222 (its replica offset ignores pp).
             topology.replicas_share_gpus_0_4(),
@@ -817,6 +826,7 @@ V0_4_6_POST5 = apply(
             ),
             model.EP_MOE_0_4,
             PD_MOONCAKE_DP_0_4,
+            *kv_cache.RULES_0_4,
         ),
         # 0.4's data-parallel controller starts replica d at GPU d·tp_size·gpu_id_step.
         replace_rules=(
