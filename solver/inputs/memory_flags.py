@@ -7,10 +7,10 @@ each rank's KV pool), `--cpu-offload-gb` (decoder-layer weights kept in host mem
 `--context-length`, `--kv-cache-dtype` and `--swa-full-tokens-ratio` are `Config` fields
 too (launch rules read them: solver/catalogue/kv_cache.py), and are kept here as well; the
 others change no rule, so they are not `Config` fields. The memory verdict (`MEM-FIT`,
-the KV tokens) of a pasted launch must be the one SGLang would reach with them, or a command `meshsat plan`
-printed with a raised `--mem-fraction-static` reads "does not fit" when pasted back. A
-launch command's values are kept here under the memory model's keyword names
-(`meshsat.solver.memory.MemoryModel`), and the CLI sizes memory with them
+the KV tokens) of a pasted launch must be the one SGLang would reach with them, or a
+command `meshsat plan` printed with a raised `--mem-fraction-static` reads "does not
+fit" when pasted back. A launch command's values are kept here under the memory model's
+keyword names (`meshsat.solver.memory.MemoryModel`), and the CLI sizes memory with them
 (`meshsat.solver.cli.memory_options`); meshsat's own option, given explicitly, wins. Flags
 the memory model has no option for (`--offload-group-size`, ...) stay "not checked by
 meshsat".
