@@ -489,6 +489,11 @@ def _follow(
         facts = replace(facts, **{name: value})
         flags.append((FACT_FLAGS[name], str(value)))
     decode = replace(decode, facts=facts)
+    # A followed fact that is a layout field too (--kv-cache-dtype) follows in the layout,
+    # or the layout's own fix would write the decode's old value back.
+    same = {k: getattr(facts, k) for k in follow if k in type(decode.layout.config).model_fields}
+    if same:
+        decode = _with_config(decode, decode.layout.config.model_copy(update=same))
     if not any(r.layout_fix for r in broken):
         if not flags:
             return decode, None
