@@ -154,9 +154,11 @@ class _Shower:
             if isinstance(e.n, ex.Named) and isinstance(e.n.body, ex.Arith):
                 # A per-rank shard: "dense_mlp_shard = 18432 / 32 = 576, not a multiple
                 # of 128 (quant_block_n)".
+                # A sum: "physical_experts = 256 + 4 = 260, not a multiple of 8 (ep_size)".
                 body = e.n.body
+                op = " / " if body.op == "//" else _OPS[body.op]
                 return [
-                    f"{e.n.name} = {self.subst(body.a)} / {self.subst(body.b)} = "
+                    f"{e.n.name} = {self.subst(body.a)}{op}{self.subst(body.b)} = "
                     f"{fmt_value(self.val(e.n))}, not a multiple of {fmt_value(self.val(e.d))}"
                     f" ({text(e.d)})"
                 ]

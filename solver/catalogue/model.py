@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from meshsat.solver.lang.derived import attn_tp, attn_tp_whole
-from meshsat.solver.lang.expr import divides, is_set, one_of
+from meshsat.solver.lang.expr import divides, is_set, named, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
 SRC = "model weight sharding"
+
+#: The experts each MoE layer holds over EP: the model's (logical) experts plus the redundant
+#: replicas EPLB places (`ExpertLocationMetadata._init_common`: `num_physical_experts %
+#: ep_size == 0`, built at model load whatever --enable-eplb says, every release; the MoE
+#: layer is built with as many, `FusedMoE` asserts the same split). An elastic EP deployment
+#: with an initial size splits them over that size instead (`_compute_elastic_expert_layout`);
+#: meshsat reads ep_size there too.
+physical_experts = named("physical_experts", F.num_experts + F.ep_num_redundant_experts)
 
 #: Where the model class builds attention over all of TP whatever DP attention says
 #: (`attention_over_tp`: llama.py asserts `total_num_heads % tp_size == 0`) and that is
@@ -90,8 +98,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "MODEL-EXPERTS",
         is_set(F.num_experts),
-        divides(F.ep_size, F.num_experts),
-        "num_experts ({num_experts}) must be divisible by ep_size ({ep_size})",
+        divides(F.ep_size, physical_experts),
+        "num_experts ({num_experts}) plus --ep-num-redundant-experts "
+        "({ep_num_redundant_experts}) must be divisible by ep_size ({ep_size})",
         SRC,
     ),
     Rule(

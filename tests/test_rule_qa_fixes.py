@@ -1,0 +1,65 @@
+"""Rules QA found disagreeing with the real SGLang, each pinned to the SGLang source
+condition it now follows (cited per test) or to the 0.5.23 oracle's recorded answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.cli_helpers import run_cli
+
+DSV3 = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3"
+RELEASES = ("0.4.6.post5", "0.5.18", "0.5.19", "0.5.23")
+
+
+def _validate(capsys: pytest.CaptureFixture[str], version: str, cmd: str) -> tuple[int, Any]:
+    run = run_cli(capsys, "validate", "--sglang-version", version, "--sglang", cmd, "--json")
+    return run.code, json.loads(run.out)
+
+
+def _rules(report: Any) -> list[str]:
+    return [v["rule"] for v in report["violations"]]
+
+
+# --- MODEL-EXPERTS: redundant experts count ----------------------------------------------
+
+
+def test_redundant_experts_make_the_lmsys_72_gpu_recipe_split(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`ExpertLocationMetadata._init_common` (eplb/expert_location.py, 0.5.18 to 0.5.23;
+    managers/expert_location.py in 0.4.6.post5), run at model load for every MoE model
+    class with expert-location config whatever --enable-eplb says, asserts
+    `(num_logical_experts + ep_num_redundant_experts) % ep_size == 0`. The LMSYS 72-GPU
+    decode recipe: 256 + 32 = 288 = 4 · 72. meshsat refused it (256 % 72)."""
+    cmd = (
+        f"{DSV3} --disaggregation-mode decode --tp 72 --dp-size 72 --enable-dp-attention "
+        "--moe-a2a-backend deepep --nnodes 9 --node-rank 0 --dist-init-addr 10.0.0.1:5757 "
+        "--ep-num-redundant-experts 32 --enable-dp-lm-head --moe-dense-tp-size 1"
+    )
+    code, report = _validate(capsys, "0.5.23", cmd)
+    assert code == 0 and report["valid"], report["violations"]
+    code, report = _validate(capsys, "0.5.23", cmd.replace("experts 32", "experts 0"))
+    assert code == 1 and _rules(report) == ["MODEL-EXPERTS"]
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_redundant_experts_that_break_the_split_are_refused(
+    capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    """256 + 4 = 260 experts over EP 8: the same assert fails in every release (meshsat
+    called it valid). The repair drops the redundant replicas."""
+    ep = "--enable-ep-moe" if version == "0.4.6.post5" else "--ep 8"
+    eplb = "" if version == "0.4.6.post5" else " --enable-eplb"
+    code, report = _validate(
+        capsys, version, f"{DSV3} --tp 8 {ep}{eplb} --ep-num-redundant-experts 4"
+    )
+    assert code == 1 and _rules(report) == ["MODEL-EXPERTS"], report["violations"]
+    (v,) = report["violations"]
+    assert v["detail"] == "physical_experts = 256 + 4 = 260, not a multiple of 8 (ep_size)"
+    code, report = _validate(
+        capsys, version, f"{DSV3} --tp 8 {ep}{eplb} --ep-num-redundant-experts 8"
+    )
+    assert code == 0, report["violations"]
