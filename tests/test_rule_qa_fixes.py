@@ -63,3 +63,39 @@ def test_redundant_experts_that_break_the_split_are_refused(
         capsys, version, f"{DSV3} --tp 8 {ep}{eplb} --ep-num-redundant-experts 8"
     )
     assert code == 0, report["violations"]
+
+
+# --- A2A-DEEPEP-V2-BUDGET: chunked prefill off falls back to --max-prefill-tokens ---------
+
+_V2 = (
+    f"{DSV3} --tp 16 --nnodes 2 --dist-init-addr 10.0.0.1:5000 --node-rank 0 "
+    "--moe-a2a-backend deepep_v2 --deepep-v2-mode hybrid"
+)
+
+
+@pytest.mark.parametrize("chunked", ["0", "-1"])
+def test_deepep_v2_budget_reads_max_prefill_tokens_with_chunked_prefill_off(
+    capsys: pytest.CaptureFixture[str], chunked: str
+) -> None:
+    """0.5.23 `required_deepep_v2_prefill_tokens_per_rank` (arg_groups/moe_hook.py): the
+    buffer is `max_prefill_buffer_tokens(...) or max_prefill_tokens`, and the former is 0
+    when chunked prefill is <= 0. The oracle (SGLang 0.5.23's own resolution) refuses both
+    with "DeepEP v2 per-rank prefill budget exceeds ...: required=1024, capacity=128"
+    (16384 / 16 ranks); meshsat exempted them. With --max-prefill-tokens 2048 (128 a rank)
+    the oracle passes the prefill budget (its next refusal is the decode CUDA graph's, a
+    GPU-memory default meshsat does not check)."""
+    code, report = _validate(capsys, "0.5.23", f"{_V2} --chunked-prefill-size {chunked}")
+    assert code == 1 and _rules(report) == ["A2A-DEEPEP-V2-BUDGET"], report["violations"]
+    assert "16384 > 128·(tp_size/attn_dp) = 128·(16/1) = 2048" in report["violations"][0]["detail"]
+    code, report = _validate(
+        capsys, "0.5.23", f"{_V2} --chunked-prefill-size {chunked} --max-prefill-tokens 2048"
+    )
+    assert code == 0, report["violations"]
+    # A positive chunk is the buffer whatever --max-prefill-tokens says (oracle: 4096 refused
+    # with required=256, 2048 past the prefill budget).
+    code, report = _validate(
+        capsys, "0.5.23", f"{_V2} --chunked-prefill-size 2048 --max-prefill-tokens 65536"
+    )
+    assert code == 0, report["violations"]
+    code, report = _validate(capsys, "0.5.23", f"{_V2} --chunked-prefill-size 4096")
+    assert _rules(report) == ["A2A-DEEPEP-V2-BUDGET"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from meshsat.solver.lang.derived import attn_dp
-from meshsat.solver.lang.expr import is_set, one_of
+from meshsat.solver.lang.expr import is_set, ite, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
@@ -261,19 +261,24 @@ PPLX_NORMAL = Rule(
 )
 
 
-#: validate_deepep_v2_dispatch_token_budget (after the MoE handlers, 0.5.23): the largest
-#: prefill chunk of one DP group, scattered over its tp/attn_dp ranks before dispatch, must
-#: fit SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK (128). Unset, chunked prefill is the
-#: device's default (4096 on the recorder's machines), which meshsat cannot see: refused
-#: as pplx's budget is. Skipped on decode servers and with chunked prefill off.
+#: validate_deepep_v2_dispatch_token_budget (after the MoE handlers, 0.5.23): the prefill
+#: buffer of one DP group, scattered over its tp/attn_dp ranks before dispatch, must fit
+#: SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK (128). The buffer is the chunked prefill
+#: size, or --max-prefill-tokens (16384) when chunked prefill is off (<= 0:
+#: `required_deepep_v2_prefill_tokens_per_rank`'s `max_prefill_buffer_tokens(...) or
+#: max_prefill_tokens`). Unset, chunked prefill is the device's default (4096 on the
+#: recorder's machines), which meshsat cannot see: refused as pplx's budget is. Skipped on
+#: decode servers. PP dynamic chunking (--enable-dynamic-chunking, not a field) can grow the
+#: buffer further; the decode CUDA-graph half of the check reads the graph's batch size,
+#: a GPU-memory default: not checked.
+_v2_prefill_buffer = ite(F.chunked_prefill_size > 0, F.chunked_prefill_size, F.max_prefill_tokens)
 DEEPEP_V2_BUDGET = Rule(
     "A2A-DEEPEP-V2-BUDGET",
-    _v2
-    & (F.disaggregation_mode != "decode")
-    & ~(is_set(F.chunked_prefill_size) & (F.chunked_prefill_size <= 0)),
-    is_set(F.chunked_prefill_size) & (F.chunked_prefill_size <= 128 * (F.tp_size // attn_dp)),
+    _v2 & (F.disaggregation_mode != "decode"),
+    is_set(F.chunked_prefill_size) & (_v2_prefill_buffer <= 128 * (F.tp_size // attn_dp)),
     "DeepEP v2 per-rank prefill budget exceeds SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK "
-    "(128): the per-DP chunked prefill size over tp/attn_dp ranks must fit it.",
+    "(128): the per-DP chunked prefill size (--max-prefill-tokens when chunked prefill is "
+    "off) over tp/attn_dp ranks must fit it.",
     "validate_deepep_v2_dispatch_token_budget",
     hint="set --chunked-prefill-size within 128 tokens per rank, or raise "
     "SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK",

@@ -275,6 +275,14 @@ class Config(BaseModel):
         flags=("--chunked-prefill-size",),
         group="attention",
     )
+    max_prefill_tokens: int = _f(
+        16384,
+        "Most tokens in one prefill batch (DeepEP v2 sizes its prefill dispatch by it when "
+        "chunked prefill is off).",
+        flags=("--max-prefill-tokens",),
+        group="attention",
+        ge=0,
+    )
     schedule_conservativeness: float = _f(
         1.0,
         "Scheduler conservativeness (x0.3 under DP attention).",
