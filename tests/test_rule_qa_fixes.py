@@ -99,3 +99,40 @@ def test_deepep_v2_budget_reads_max_prefill_tokens_with_chunked_prefill_off(
     assert code == 0, report["violations"]
     code, report = _validate(capsys, "0.5.23", f"{_V2} --chunked-prefill-size 4096")
     assert _rules(report) == ["A2A-DEEPEP-V2-BUDGET"]
+
+
+# --- TOPO-PP-SPEC: 0.5.23 takes PP with EAGLE on a PD prefill server ---------------------
+
+_SPEC = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+#: The 0.5.23 oracle's launch verdicts (check_server_args, `check_pipeline_parallel_compat`
+#: in arg_groups/validation_hook.py), recorded for these commands.
+_PP_SPEC_0_5_23 = {
+    f"--speculative-algorithm EAGLE {_SPEC} --disaggregation-mode prefill": True,
+    f"--speculative-algorithm NEXTN {_SPEC} --disaggregation-mode prefill": True,
+    f"--speculative-algorithm EAGLE {_SPEC}": False,  # "... only supported on prefill nodes"
+    f"--speculative-algorithm EAGLE {_SPEC} --disaggregation-mode decode": False,
+    # "Pipeline parallelism currently only supports EAGLE (non-multi-layer) ..."
+    "--speculative-algorithm NGRAM --disaggregation-mode prefill": False,
+}
+
+
+@pytest.mark.parametrize("args", sorted(_PP_SPEC_0_5_23))
+def test_pp_with_speculative_decoding_follows_0_5_23(
+    capsys: pytest.CaptureFixture[str], args: str
+) -> None:
+    code, report = _validate(capsys, "0.5.23", f"{DSV3} --tp 8 --pp-size 2 {args}")
+    if _PP_SPEC_0_5_23[args]:
+        assert code == 0, report["violations"]
+    else:
+        assert code == 1 and _rules(report) == ["TOPO-PP-SPEC"], report["violations"]
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
+def test_pp_with_speculative_decoding_is_refused_before_0_5_23(
+    capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    """0.5.18 (`ServerArgs.check_server_args`) and 0.5.19 (validation_hook.py) assert
+    `speculative_algorithm is None` under PP whatever the PD role."""
+    cmd = f"{DSV3} --tp 8 --pp-size 2 --speculative-algorithm EAGLE {_SPEC} "
+    code, report = _validate(capsys, version, cmd + "--disaggregation-mode prefill")
+    assert code == 1 and _rules(report) == ["TOPO-PP-SPEC"], report["violations"]

@@ -506,6 +506,25 @@ V0_5_23 = apply(
                 hint="give the width as --attn-dp-size instead of --dp-size, or launch the "
                 "replicas separately",
             ),
+            # check_pipeline_parallel_compat (arg_groups/validation_hook.py, from
+            # check_server_args when pp_size > 1): PP takes speculative decoding on a PD
+            # prefill server, EAGLE (NEXTN is its alias) or DSPARK. Up to 0.5.19 PP refuses
+            # any. SGLANG_ENABLE_PP_SPEC (the aggregated path, not a field) and
+            # --enable-multi-layer-eagle (not a field) are not read: unset.
+            Rule(
+                "TOPO-PP-SPEC",
+                F.pp_size > 1,
+                ~is_set(F.speculative_algorithm)
+                | (
+                    (F.disaggregation_mode == "prefill")
+                    & one_of(F.speculative_algorithm, "EAGLE", "NEXTN", "DSPARK")
+                ),
+                "PP + speculative decoding (MTP) is only supported on prefill nodes "
+                "(disaggregation-mode=prefill), with EAGLE (non-multi-layer) or DSPARK",
+                topology.CHECK,
+                hint="drop --speculative-algorithm, use --pp-size 1, or run PP with EAGLE on a "
+                "PD prefill server (--disaggregation-mode prefill)",
+            ),
             # handle_elastic_ep: decode graphs disabled, or `full` recaptured on CUDA (no
             # speculative decoding); prefill graphs disabled.
             Rule(
