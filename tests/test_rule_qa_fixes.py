@@ -136,3 +136,62 @@ def test_pp_with_speculative_decoding_is_refused_before_0_5_23(
     cmd = f"{DSV3} --tp 8 --pp-size 2 --speculative-algorithm EAGLE {_SPEC} "
     code, report = _validate(capsys, version, cmd + "--disaggregation-mode prefill")
     assert code == 1 and _rules(report) == ["TOPO-PP-SPEC"], report["violations"]
+
+
+# --- EEP-NO-GRAPHS on 0.5.23: the resolved graph backends, not the flags --------------------
+
+_EEP = (
+    f"{DSV3} --trust-remote-code --tp 16 --nnodes 2 --dist-init-addr 10.0.0.1:5000 "
+    "--node-rank 0 --elastic-ep-backend mooncake --max-ep-size 32 --attn-dp-size 16 --ep 16 "
+    "--enable-dp-lm-head --moe-a2a-backend nixl"
+)
+
+
+def test_elastic_scale_up_needs_no_graph_flag_on_0_5_23(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """0.5.23 handle_elastic_ep (parallel_hook.py) asserts the resolved decode backend is
+    full or disabled and the prefill one disabled. Unset, decode is `full` and the prefill
+    graph is off under nixl (`apply_cuda_graph_compatibility`: an all-to-all backend
+    breakable graphs are not validated for). The oracle accepts the launch; meshsat
+    refused it and its fix dropped --max-ep-size."""
+    code, report = _validate(capsys, "0.5.23", _EEP)
+    assert code == 0, report["violations"]
+    run = run_cli(capsys, "fix", "--sglang-version", "0.5.23", "--sglang", _EEP, "--json")
+    fixed = json.loads(run.out)
+    assert run.code == 0 and fixed["valid_input"] and not fixed["violations"], fixed
+
+
+@pytest.mark.parametrize(
+    ("extra", "ok"),
+    [
+        # The oracle's launch verdicts for these (recorded): explicit breakable graphs are
+        # kept (the user's backend is locked) and refused; EAGLE cannot recapture `full`.
+        ("--cuda-graph-backend-prefill breakable", False),
+        ("--cuda-graph-backend-decode breakable", False),
+        (
+            "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens 4",
+            False,
+        ),
+        ("--cuda-graph-backend-decode disabled", True),
+        ("--disable-cuda-graph", True),
+    ],
+)
+def test_elastic_scale_up_graph_backends_follow_0_5_23(
+    capsys: pytest.CaptureFixture[str], extra: str, ok: bool
+) -> None:
+    code, report = _validate(capsys, "0.5.23", f"{_EEP} {extra}")
+    if ok:
+        assert code == 0, report["violations"]
+    else:
+        assert code == 1 and _rules(report) == ["EEP-NO-GRAPHS"], report["violations"]
+
+
+def test_elastic_scale_up_keeps_refusing_the_default_graphs_before_0_5_23(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """0.5.19's handle_elastic_ep asserts --disable-cuda-graph (or both per-phase flags)."""
+    cmd = _EEP.replace("--attn-dp-size 16", "--dp-size 16 --enable-dp-attention")
+    code, report = _validate(capsys, "0.5.19", cmd)
+    assert code == 1 and "EEP-NO-GRAPHS" in _rules(report), report["violations"]

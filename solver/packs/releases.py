@@ -262,6 +262,34 @@ _ATTN_DP_SIZE = Resolution(
 
 _RENAMED_0_5_23 = (("handle_dcp_validation", "handle_decode_context_parallelism"),)
 
+# 0.5.23's resolved CUDA-graph backends (arg_groups/cuda_graph_hook.py
+# parse_cuda_graph_config: --cuda-graph-backend-{decode,prefill} win over the disable flags,
+# which win over the defaults; R-GRAPH-BACKEND has turned `disabled` into the flags).
+_graphs_off = F.disable_cuda_graph
+_decode_set = is_set(F.cuda_graph_backend_decode)
+_decode_graph_off = (F.cuda_graph_backend_decode == "disabled") | (
+    ~_decode_set & (_graphs_off | F.disable_decode_cuda_graph)
+)
+_decode_graph_full = (F.cuda_graph_backend_decode == "full") | (
+    ~_decode_set & ~_graphs_off & ~F.disable_decode_cuda_graph
+)
+#: `apply_cuda_graph_compatibility` turns the default prefill graph (breakable on CUDA,
+#: disabled elsewhere: `default_prefill_backend`) off under PP, decode CP, two-batch overlap
+#: and an all-to-all backend other than none/deepep/megamoe/flashinfer. Not modelled: the
+#: model checks (KDA, DeepSeek V4, multimodal, DeepSeek V3 with trtllm_mla prefill) and
+#: prefill CP without breakable-graph support, each of which turns it off too.
+_prefill_default_off = (
+    (F.platform != "cuda")
+    | (F.pp_size > 1)
+    | (F.dcp_size > 1)
+    | F.enable_two_batch_overlap
+    | ~one_of(F.moe_a2a_backend, "none", "deepep", "megamoe", "flashinfer")
+)
+_prefill_graph_off = (F.cuda_graph_backend_prefill == "disabled") | (
+    ~is_set(F.cuda_graph_backend_prefill)
+    & (_graphs_off | F.disable_prefill_cuda_graph | _prefill_default_off)
+)
+
 # 0.5.23's handle_elastic_ep (sglang/srt/arg_groups/parallel_hook.py), in its order:
 # scale-up now allows attention TP inside each attention-DP replica, so the EP sizes must
 # split into whole replicas, and it asserts the decode-CP advice itself.
@@ -525,21 +553,24 @@ V0_5_23 = apply(
                 hint="drop --speculative-algorithm, use --pp-size 1, or run PP with EAGLE on a "
                 "PD prefill server (--disaggregation-mode prefill)",
             ),
-            # handle_elastic_ep: decode graphs disabled, or `full` recaptured on CUDA (no
-            # speculative decoding); prefill graphs disabled.
+            # handle_elastic_ep reads the resolved graph config: decode `disabled`, or `full`
+            # recaptured on CUDA (no speculative decoding); prefill `disabled`. Unset, decode
+            # is `full` and prefill is `breakable` on CUDA but resolved to disabled off CUDA,
+            # under PP, decode CP, two-batch overlap or an all-to-all backend breakable
+            # graphs are not validated for (`apply_cuda_graph_compatibility`; scale-up's
+            # nixl is one), so a scale-up launch needs no graph flag on CUDA.
             Rule(
                 "EEP-NO-GRAPHS",
                 elastic_scaling,
                 (
-                    F.disable_cuda_graph
-                    | F.disable_decode_cuda_graph
+                    _decode_graph_off
                     | (
-                        (F.cuda_graph_backend_decode == "full")
+                        _decode_graph_full
                         & (F.platform == "cuda")
                         & ~is_set(F.speculative_algorithm)
                     )
                 )
-                & (F.disable_cuda_graph | F.disable_prefill_cuda_graph),
+                & _prefill_graph_off,
                 "Elastic EP runtime scale-up supports decode CUDA graph backend 'full' (on "
                 "CUDA, without speculative decoding) or 'disabled', and requires prefill CUDA "
                 "graph to be disabled.",
