@@ -7,14 +7,13 @@ arguments (or builds the model config), whatever the GPU, so `validate` says so 
 
 from __future__ import annotations
 
-from meshsat.solver.catalogue import quantization
 from meshsat.solver.lang.expr import TRUE, Expr, is_set, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
 #: `ModelConfig._derive_context_length`: the model config is first built in this step (the
-#: same step as its quantization check), 0.5.18 to 0.5.23.
-CONTEXT_SRC = quantization.SRC
+#: same step as its quantization check, `quantization.SRC`), 0.5.18 to 0.5.23.
+CONTEXT_SRC = "apply_inkling_prefill_cuda_graph_default"
 #: 0.4.6.post5 builds the model config only when the server starts (the tokenizer manager
 #: and the scheduler), after `__post_init__`.
 CONTEXT_SRC_0_4 = "SGLang launch checks"
