@@ -30,6 +30,7 @@ from fidelity.compare import sglang_resolved
 from fidelity.kept_flags import BROKEN, LAUNCHER, extra_flags, fixture_path
 from meshsat.solver.inputs.launch import LaunchCommand, read_launch_commands
 from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
+from meshsat.solver.inputs.memory_flags import MEMORY_FLAGS
 from meshsat.solver.inputs.rewrite import fixed_command, rewrite_script
 from meshsat.solver.inputs.sglang_cmdline import parse_launch
 from meshsat.solver.inputs.spelling import spelled
@@ -43,6 +44,9 @@ from tests.cli_helpers import run_cli
 VERSION = "0.5.23"
 #: Fields a flag sets, as the launch command writes them (not tool-only facts).
 WRITTEN = [n for n, s in CONFIG_SPECS.items() if s.flags and not s.tool_only and n != "node_rank"]
+#: Fields that became layout fields after the fixture was recorded (launch rules read them,
+#: solver/catalogue/kv_cache.py): its padding may set them, and the fix keeps them as typed.
+PADDED_FIELDS = frozenset({"context_length", "kv_cache_dtype", "swa_full_tokens_ratio"})
 
 
 def best(command: str) -> FixResult:
@@ -82,7 +86,11 @@ def rows() -> list[dict[str, Any]]:
 @pytest.mark.parametrize("row", rows(), ids=lambda r: r["command"][32:60])
 def test_sglang_parses_the_kept_flags_as_before(row: dict[str, Any]) -> None:
     result = best(row["command"])
-    assert layout_of(row["command"]) == layout_of(f"{LAUNCHER} {row['base']}")
+    padded_layout = layout_of(row["command"])
+    base_layout = layout_of(f"{LAUNCHER} {row['base']}")
+    assert {k: v for k, v in padded_layout.items() if k not in PADDED_FIELDS} == {
+        k: v for k, v in base_layout.items() if k not in PADDED_FIELDS
+    }
     assert printed(row["command"], result) == row["fixed"]  # what the release parsed
     assert row["fixed_error"] == row["input_error"]
     if row["input_error"] is not None:
@@ -101,6 +109,11 @@ _VALUE = st.text(st.sampled_from("abcXYZ019 _-.:/,='\"{}"), min_size=1, max_size
 )
 
 
+#: The padding's flags: not the typed memory flags (`--max-total-tokens :` is refused by
+#: SGLang's parser and by meshsat's reader alike, so it is no command to fix).
+_PADDING = [(f, a) for f, a in extra_flags(VERSION) if f not in MEMORY_FLAGS]
+
+
 @st.composite
 def padded(draw: st.DrawFn) -> tuple[str, str]:
     """A broken layout with random release flags (and values needing quotes), `--flag=value`
@@ -114,7 +127,7 @@ def padded(draw: st.DrawFn) -> tuple[str, str]:
         else:
             layout[-1] += " " + word
     extras: list[str] = []
-    for flag, arity in draw(st.lists(st.sampled_from(extra_flags(VERSION)), max_size=6)):
+    for flag, arity in draw(st.lists(st.sampled_from(_PADDING), max_size=6)):
         values = [shlex.quote(draw(_VALUE)) for _ in range(min(arity, 1 + draw(st.booleans())))]
         if arity == 1 and draw(st.booleans()):
             extras.append(f"{flag}={values[0]}")

@@ -172,6 +172,7 @@ def test_hf_config_key_spellings(tmp_path: Path) -> None:
         num_experts=256,
         num_hidden_layers=61,
         dense_mlp_fully_dp=True,  # deepseek_v2.py honours --moe-dense-tp-size 1
+        max_context_length=2048,  # no position key: SGLang's default (get_context_length)
     )
     mixtral = {
         "architectures": ["MixtralForCausalLM"],
