@@ -25,6 +25,7 @@ from typing import Any
 
 from fidelity.record import FIXTURES, _flags, asked_versions, resolve
 from meshsat.solver.inputs.layout_input import LayoutSources, load_layout
+from meshsat.solver.inputs.memory_flags import MEMORY_FLAGS
 from meshsat.solver.inputs.rewrite import fixed_command
 from meshsat.solver.inputs.sglang_cmdline import (
     DEPRECATED,
@@ -70,6 +71,8 @@ def extra_flags(version: str) -> tuple[tuple[str, int], ...]:
         and flag not in layout
         and flag not in DEPRECATED
         and flag not in _READ
+        # Memory flags meshsat reads as numbers (a random word is refused as input).
+        and flag not in MEMORY_FLAGS
         and "--" + flag[5:] not in FLAGS  # `--no-X` of a layout switch
         and flag not in ("--help", "--version")
     )
