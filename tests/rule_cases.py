@@ -494,6 +494,35 @@ CASES: tuple[Case, ...] = (
         model={"architecture": "DeepseekV32ForCausalLM", "is_deepseek_dsa": True},
     ),
     case("SWA-RATIO-RANGE", {"swa_full_tokens_ratio": 1.5}, {"swa_full_tokens_ratio": 1.0}),
+    # --- FP4/MXFP8 KV caches (handle_kv4_compatibility, handle_mxfp8_kv_cache_compatibility)
+    case(
+        "KV4-NVFP4-BLACKWELL",
+        {"kv_cache_dtype": "nvfp4", "platform": "cuda", "gpu_sm": 90},
+        {"gpu_sm": 100},
+    ),
+    case(
+        "KV4-MHA-BACKEND",
+        {"kv_cache_dtype": "fp4_mx_block16", "platform": "cuda", "attention_backend": "fa3"},
+        {"attention_backend": "triton"},
+        model={"architecture": "LlamaForCausalLM"},
+    ),
+    case(
+        "KV4-MLA-BACKEND",
+        {"kv_cache_dtype": "fp4_mx_block16", "platform": "cuda", "attention_backend": "fa3"},
+        {"attention_backend": "flashinfer"},
+        model={"architecture": "DeepseekV3ForCausalLM"},
+    ),
+    case("KV4-CUDA", {"kv_cache_dtype": "fp4_mx_block16", "platform": "hip"}, {"platform": "cuda"}),
+    case(
+        "KV-MXFP8-BLACKWELL",
+        {"kv_cache_dtype": "mxfp8", "platform": "cuda", "gpu_sm": 90},
+        {"gpu_sm": 100},
+    ),
+    case(
+        "A2A-MORI-DISPATCH",
+        {"tp_size": 8, "ep_size": 8, "moe_a2a_backend": "mori", "chunked_prefill_size": 8192},
+        {"chunked_prefill_size": 4096},
+    ),
     # --- weight shapes (catalogue/weight_shapes.py) ------------------------------------------
     case(
         "WEIGHT-DENSE-MLP-SPLIT",

@@ -184,10 +184,17 @@ def _themes() -> tuple[dict[str, Any], ...]:
     # Rules that need two uncommon values at once: an all-to-all backend with its runner
     # drawn apart, and DSA's own prefill-CP checks (the theme names the architecture).
     a2a = [{"tp_size": 8, "ep_size": 8, "moe_a2a_backend": b} for b in ("pplx", "deepep_v2")]
+    mori = {"tp_size": 8, "ep_size": 8, "moe_a2a_backend": "mori", "chunked_prefill_size": 8192}
     dsa_cp = {**prefill_cp, "architecture": "DeepseekV32ForCausalLM", "is_deepseek_dsa": True}
+    # FP4/MXFP8 KV caches with a Hopper GPU or a back-end that does not read them.
+    kv = [
+        {"kv_cache_dtype": "fp4_mx_block16", "attention_backend": "fa3"},
+        {"kv_cache_dtype": "nvfp4", "gpu_sm": 90},
+    ]
     return (
         *({}, {}, {}, EEP_PRIMARY, EEP_JOINER, DWDP, prefill_cp, legacy, dcp, hybrid, awq),
-        *(*a2a, dsa_cp),
+        # DWDP and prefill CP drawn twice: their many rules keep their share of the draws.
+        *(*a2a, mori, dsa_cp, *kv, DWDP, prefill_cp),
     )
 
 

@@ -57,7 +57,14 @@ def witness_by_fix(config: Config, pinned: set[str]) -> Config | None:
     schedule_conservativeness forbids DP attention): so an unset field SGLang's resolution
     sets that a conflict names is unpinned and the question asked again, and a fix that
     still keeps it as typed is the witness."""
-    keep = [n for n in CONFIG_SPECS if n in pinned or n not in config.user_set()]
+    # An unset attn_dp_size is the release's spelling of the DP-attention width, which
+    # dp_size holds inside: a fix pin holds the width SGLang runs, so pinning it at 1 would
+    # forbid the attention DP the config asks for (dp_size, enable_dp_attention).
+    keep = [
+        n
+        for n in CONFIG_SPECS
+        if n in pinned or (n not in config.user_set() and n != "attn_dp_size")
+    ]
     rewritten = {t for res in NEWEST.resolutions for t in res.targets}
     # fix searches the divisors of one GPU count; a witness on any count will do, so try
     # multiples of the pinned sizes first, then every small count.
