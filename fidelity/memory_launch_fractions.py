@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fidelity"))
 #: The recorder's own resolver (stdlib and the release only).
 runner: Any = importlib.import_module("runner")
+#: The recorder of the default fractions: one way of making SGLang's answers plain JSON.
+_plain = importlib.import_module("memory_fractions")._plain
 
 OUT = ROOT / "tests" / "fixtures" / "memory_reserves"
 MODELS = ("deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-8B", "Qwen/Qwen3-30B-A3B")
@@ -58,14 +60,6 @@ CASES: tuple[dict[str, Any], ...] = (
     {"disable_prefill_cuda_graph": True},
     {"disable_cuda_graph": True, "cuda_graph_backend_decode": "full"},
 )
-
-
-def _plain(o: Any) -> Any:
-    if isinstance(o, dict) or hasattr(o, "items"):
-        return {k: _plain(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [_plain(v) for v in o]
-    return o
 
 
 def main(version: str) -> None:

@@ -50,6 +50,22 @@ def asked_versions(doc: str, argv: list[str] | None, *, cached: bool = True) -> 
     return cached_versions(asked) if cached else asked
 
 
+def add_verdict(rec: dict[str, Any], v: dict[str, Any]) -> None:
+    """A release's verdict on one config, as every fixture record holds it (the whole
+    corpus and `--append-targets` write one shape, which the replay reads)."""
+    if v["harness_error"]:
+        rec["harness_error"] = v["error"]
+    rec["accepted"] = v["accepted"]
+    if not v["accepted"]:
+        rec.update(error=(v["error"] or "")[:160], step=v["step"], site=v["site"])
+    else:
+        rec["resolved"] = v["resolved"]
+        if v.get("launch_error") is not None:
+            # Resolution accepted; the launch-time check_server_args() refused.
+            rec["launch_error"] = v["launch_error"]
+            rec["launch_site"] = v["launch_site"]
+
+
 def venv_python(version: str) -> Path:
     py = CACHE / version / "bin" / "python"
     if not py.exists():
@@ -162,17 +178,7 @@ def record(version: str, n: int, seed: int, n_native: int = 600, out: Path | Non
                 rec["dropped"] = dropped
             if v["id"] in targets:
                 rec["target"] = targets[v["id"]]  # aimed at this rule (fidelity/targets.py)
-            if v["harness_error"]:
-                rec["harness_error"] = v["error"]
-            rec["accepted"] = v["accepted"]
-            if not v["accepted"]:
-                rec.update(error=(v["error"] or "")[:160], step=v["step"], site=v["site"])
-            else:
-                rec["resolved"] = v["resolved"]
-                if v.get("launch_error") is not None:
-                    # Resolution accepted; the launch-time check_server_args() refused.
-                    rec["launch_error"] = v["launch_error"]
-                    rec["launch_site"] = v["launch_site"]
+            add_verdict(rec, v)
             fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
     ok = sum(v["accepted"] for v in verdicts)
     print(f"{version}: {total} configs, {ok} accepted ({100 * ok / total:.1f} %), {secs:.0f} s")
@@ -217,16 +223,7 @@ def append_targets(version: str, rules: frozenset[str]) -> Path:
         if dropped:
             rec["dropped"] = dropped
         rec["target"] = rule
-        if v["harness_error"]:
-            rec["harness_error"] = v["error"]
-        rec["accepted"] = v["accepted"]
-        if not v["accepted"]:
-            rec.update(error=(v["error"] or "")[:160], step=v["step"], site=v["site"])
-        else:
-            rec["resolved"] = v["resolved"]
-            if v.get("launch_error") is not None:
-                rec["launch_error"] = v["launch_error"]
-                rec["launch_site"] = v["launch_site"]
+        add_verdict(rec, v)
         out.append(json.dumps(rec, separators=(",", ":")))
     header["n"] += len(items)
     header["targeted"] += len(items)
