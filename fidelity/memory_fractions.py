@@ -24,6 +24,7 @@ import importlib
 import json
 import sys
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,19 @@ def _plain(o: Any) -> Any:
     return o
 
 
-def main(version: str) -> None:
+def record(
+    version: str,
+    models: Iterable[str],
+    gpus: Iterable[str],
+    launches: Callable[[str], Iterable[dict[str, Any]]],
+    name: str,
+    prepare: Callable[[], None] = lambda: None,
+) -> Path:
+    """Resolve each model's `launches(model)` on each GPU (its memory answered through
+    `get_device_memory_capacity`) and write what the release's default fraction is, or its
+    error, to OUT/`name`-<version>.json. `prepare` runs once the release is importable (a
+    default the CPU platform cannot answer, set as a CUDA machine answers it). One loop for
+    this recorder and `memory_launch_fractions.py`."""
     from meshsat.solver.memory.gpus import gpu
     from meshsat.solver.memory.models import model_config
 
@@ -64,31 +77,39 @@ def main(version: str) -> None:
     if r.platform is None:
         raise SystemExit(f"{version} cannot be told it runs on CUDA")
     hook: Any = importlib.import_module("sglang.srt.arg_groups.memory_hook")
+    prepare()
     records = []
     with tempfile.TemporaryDirectory() as tmp:
-        for model in MODELS:
+        for model in models:
             d = Path(tmp, model.replace("/", "--"))
             d.mkdir()
             (d / "config.json").write_text(json.dumps(_plain(model_config(model))))
-            for name in GPUS:
-                mib = gpu(name).memory_mib
+            for gpu_name in gpus:
+                mib = gpu(gpu_name).memory_mib
                 hook.get_device_memory_capacity = lambda device=None, mib=mib: float(mib)
-                for tp in TPS:
-                    for extra in EXTRAS:
-                        args = {"tp_size": tp, **extra}
-                        out = r.resolve(
-                            {"id": 0, "model": str(d), "platform": "cuda", "args": args}
-                        )
-                        rec: dict[str, Any] = {"model": model, "gpu": name, "args": args}
-                        if out["accepted"]:
-                            rec["mem_fraction_static"] = out["resolved"]["mem_fraction_static"]
-                        else:
-                            rec["error"] = (out["error"] or "")[:120]
-                        records.append(rec)
+                for args in launches(model):
+                    out = r.resolve({"id": 0, "model": str(d), "platform": "cuda", "args": args})
+                    rec: dict[str, Any] = {"model": model, "gpu": gpu_name, "args": args}
+                    if out["accepted"]:
+                        rec["mem_fraction_static"] = out["resolved"]["mem_fraction_static"]
+                    else:
+                        rec["error"] = (out["error"] or "")[:120]
+                    records.append(rec)
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"fractions-{version}.json"
+    path = OUT / f"{name}-{version}.json"
     path.write_text(json.dumps({"version": version, "records": records}, indent=0) + "\n")
     print(f"{path}: {len(records)} records")
+    return path
+
+
+def main(version: str) -> None:
+    record(
+        version,
+        MODELS,
+        GPUS,
+        lambda _model: [{"tp_size": tp, **extra} for tp in TPS for extra in EXTRAS],
+        "fractions",
+    )
 
 
 if __name__ == "__main__":

@@ -21,9 +21,7 @@ records carry the prefill-graph reserve, as a launch on the GPU does.
 from __future__ import annotations
 
 import importlib
-import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fidelity"))
 #: The recorder's own resolver (stdlib and the release only).
 runner: Any = importlib.import_module("runner")
-#: The recorder of the default fractions: one way of making SGLang's answers plain JSON.
-_plain = importlib.import_module("memory_fractions")._plain
+#: The recorder of the default fractions, whose loop this one runs on its own launches.
+fractions: Any = importlib.import_module("memory_fractions")
 
 OUT = ROOT / "tests" / "fixtures" / "memory_reserves"
 MODELS = ("deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-8B", "Qwen/Qwen3-30B-A3B")
@@ -62,42 +60,23 @@ CASES: tuple[dict[str, Any], ...] = (
 )
 
 
-def main(version: str) -> None:
-    from meshsat.solver.memory.gpus import gpu
-    from meshsat.solver.memory.models import model_config
-
-    runner.RESOLVED_FIELDS = (*runner.RESOLVED_FIELDS, "mem_fraction_static")
-    runner._prepare()
-    r = runner.Resolver()
-    if r.platform is None:
-        raise SystemExit(f"{version} cannot be told it runs on CUDA")
-    hook: Any = importlib.import_module("sglang.srt.arg_groups.memory_hook")
+def _breakable_prefill_default() -> None:
     graphs: Any = importlib.import_module("sglang.srt.model_executor.cuda_graph_config")
     graphs.default_prefill_backend = lambda: graphs.Backend.BREAKABLE
-    records = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for model in MODELS:
-            d = Path(tmp, model.replace("/", "--"))
-            d.mkdir()
-            (d / "config.json").write_text(json.dumps(_plain(model_config(model))))
-            for name in GPUS:
-                mib = gpu(name).memory_mib
-                hook.get_device_memory_capacity = lambda device=None, mib=mib: float(mib)
-                for case in CASES:
-                    if case.get("ep_size") and "Qwen3-8B" in model:
-                        continue  # no experts
-                    args = {"tp_size": 8, **case}
-                    out = r.resolve({"id": 0, "model": str(d), "platform": "cuda", "args": args})
-                    rec: dict[str, Any] = {"model": model, "gpu": name, "args": args}
-                    if out["accepted"]:
-                        rec["mem_fraction_static"] = out["resolved"]["mem_fraction_static"]
-                    else:
-                        rec["error"] = (out["error"] or "")[:120]
-                    records.append(rec)
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"launch-fractions-{version}.json"
-    path.write_text(json.dumps({"version": version, "records": records}, indent=0) + "\n")
-    print(f"{path}: {len(records)} records")
+
+
+def main(version: str) -> None:
+    def launches(model: str) -> list[dict[str, Any]]:
+        # Qwen3-8B has no experts: no EP case for it.
+        return [
+            {"tp_size": 8, **case}
+            for case in CASES
+            if not (case.get("ep_size") and "Qwen3-8B" in model)
+        ]
+
+    fractions.record(
+        version, MODELS, GPUS, launches, "launch-fractions", _breakable_prefill_default
+    )
 
 
 if __name__ == "__main__":
