@@ -50,6 +50,27 @@ def asked_versions(doc: str, argv: list[str] | None, *, cached: bool = True) -> 
     return cached_versions(asked) if cached else asked
 
 
+def new_record(
+    rid: int,
+    model: str,
+    config: dict[str, Any] | None,
+    args: dict[str, Any],
+    env: dict[str, Any],
+    dropped: list[str],
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A fixture record's config part, as the whole corpus and `--append-targets` write it
+    (`extra`, the platform or the native mark, right after the config)."""
+    rec: dict[str, Any] = {"id": rid, "model": model, "config": config, **(extra or {})}
+    if args != config:
+        rec["args"] = args
+    if env:
+        rec["env"] = env
+    if dropped:
+        rec["dropped"] = dropped
+    return rec
+
+
 def add_verdict(rec: dict[str, Any], v: dict[str, Any]) -> None:
     """A release's verdict on one config, as every fixture record holds it (the whole
     corpus and `--append-targets` write one shape, which the replay reads)."""
@@ -165,17 +186,12 @@ def record(version: str, n: int, seed: int, n_native: int = 600, out: Path | Non
     with gzip.open(path, "wt", compresslevel=9) as fh:
         fh.write(json.dumps(header, separators=(",", ":")) + "\n")
         for (model, config, args, env, dropped), v in zip(meta, verdicts, strict=True):
-            rec: dict[str, Any] = {"id": v["id"], "model": model, "config": config}
+            extra: dict[str, Any] = {}
             if items[v["id"]].get("platform"):
-                rec["platform"] = items[v["id"]]["platform"]
+                extra["platform"] = items[v["id"]]["platform"]
             if config is None:
-                rec["native"] = True  # release-only layout: no meshsat spelling
-            if args != config:
-                rec["args"] = args
-            if env:
-                rec["env"] = env
-            if dropped:
-                rec["dropped"] = dropped
+                extra["native"] = True  # release-only layout: no meshsat spelling
+            rec = new_record(v["id"], model, config, args, env, dropped, extra)
             if v["id"] in targets:
                 rec["target"] = targets[v["id"]]  # aimed at this rule (fidelity/targets.py)
             add_verdict(rec, v)
@@ -215,13 +231,7 @@ def append_targets(version: str, rules: frozenset[str]) -> Path:
     verdicts = resolve(version, items)
     out = list(lines[1:])
     for (rule, model, config, args, env, dropped), v in zip(meta, verdicts, strict=True):
-        rec: dict[str, Any] = {"id": v["id"], "model": model, "config": config}
-        if args != config:
-            rec["args"] = args
-        if env:
-            rec["env"] = env
-        if dropped:
-            rec["dropped"] = dropped
+        rec = new_record(v["id"], model, config, args, env, dropped)
         rec["target"] = rule
         add_verdict(rec, v)
         out.append(json.dumps(rec, separators=(",", ":")))
