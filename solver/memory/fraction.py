@@ -71,7 +71,8 @@ def gpu_defaults(gpu_mib: float, tp: int, pack: str = "0.5.23") -> Defaults:
     return Defaults(16384, 512)
 
 
-def _prefill_graph_sizes(max_bs: int) -> int:
+def _prefill_capture_sizes(max_bs: int) -> list[int]:
+    """The prefill graph batch sizes SGLang captures up to `max_bs`."""
     sizes = (
         list(range(4, 33, 4))
         + list(range(48, 257, 16))
@@ -80,21 +81,18 @@ def _prefill_graph_sizes(max_bs: int) -> int:
         + list(range(1280, 4097, 256))
         + list(range(4608, max_bs + 1, 512))
     )
-    return sum(1 for s in sizes if s <= max_bs)
+    return [s for s in sizes if s <= max_bs]
+
+
+def _prefill_graph_sizes(max_bs: int) -> int:
+    return len(_prefill_capture_sizes(max_bs))
 
 
 def _deepep_prefill_graph_sizes() -> int:
     """The prefill graph sizes with DeepEP on breakable graphs (`apply_deepep_adjustments`,
     0.5.18 to 0.5.23): the sizes up to 2,048 ("max_bs unresolved here") rounded up to
     multiples of 8, duplicates merged."""
-    capture = (
-        list(range(4, 33, 4))
-        + list(range(48, 257, 16))
-        + list(range(288, 513, 32))
-        + list(range(576, 1025, 64))
-        + list(range(1280, 2049, 256))
-    )
-    return len({-(-c // 8) * 8 for c in capture})
+    return len({-(-c // 8) * 8 for c in _prefill_capture_sizes(2048)})
 
 
 def default_mem_fraction_static(
