@@ -139,15 +139,19 @@ def enumerate_valid(n: int) -> Valid:
     checker = compiled(PACK)
     base = environment(Config(), None)
     kept: list[dict[str, Any]] = []
+    ran: list[dict[str, Any]] = []  # as SGLang runs each: a feature works at those widths
     for row in candidates(n):
         env = {**base, **row}
         resolved, _ = checker.resolve(env)
         if not any(i in KEPT_INDEX for i in checker.violations(resolved, env)):
             kept.append(row)
+            ran.append(resolved)
     columns = {f: np.array([_code(f, r[f]) for r in kept], dtype=np.int64) for f in FIELDS}
     mbits = {f: np.array([size_mbits(r[f]) for r in kept], dtype=np.int64) for f in SIZES}
     raw = Config().model_dump()
-    flags = np.array([states({**raw, **r}) for r in kept], dtype=bool).reshape(len(kept), -1, 2)
+    flags = np.array(
+        [states({**raw, **r}, v) for r, v in zip(kept, ran, strict=True)], dtype=bool
+    ).reshape(len(kept), -1, 2)
     return Valid(columns, mbits, flags[:, :, 0], flags[:, :, 1], len(kept))
 
 

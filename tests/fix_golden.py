@@ -99,6 +99,17 @@ CASES: tuple[Golden, ...] = (
         "split: switch the strategy, keep CP.",
     ),
     Golden(
+        "dsv32-cp-width-unset",
+        "CP (DSA)",
+        "deepseek-v3.2",
+        {"tp_size": 8, "enable_prefill_cp": True},
+        _each("cp_strategy", "interleave"),
+        "Without --attn-cp-size, SGLang runs DeepSeek V3.2's prefill CP over the whole "
+        "attention-TP group (attention CP 8 here, `_deepseek_family_overrides`): naming the "
+        "interleave strategy is the whole fix; typing --attn-cp-size 2 with it would shrink "
+        "the CP SGLang runs from 8 to 2.",
+    ),
+    Golden(
         "mimo-cp-multimodal",
         "CP (MiMo)",
         "mimo-v2-flash",
@@ -123,10 +134,11 @@ CASES: tuple[Golden, ...] = (
         "decode CP",
         "deepseek-v3",
         {"tp_size": 8, "dcp_comm_backend": "a2a"},
-        _each("dcp_comm_backend", None, "ag_rs"),
+        ({"dcp_comm_backend": None},),
         "--dcp-comm-backend only picks decode CP's reduction; the user did not turn decode CP "
-        "on, so the stray backend goes back to the default (unset: SGLang picks ag_rs "
-        "without decode CP) rather than decode CP appearing.",
+        "on, so the stray flag goes (unset: SGLang picks ag_rs without decode CP) rather "
+        "than decode CP appearing. Typing `--dcp-comm-backend ag_rs` instead keeps a flag "
+        "that does nothing without decode CP.",
     ),
     # --- EPLB, DWDP, elastic EP ---------------------------------------------------------
     Golden(

@@ -11,7 +11,9 @@ tuple compared lexicographically:
 1. 1 if the GPU count differs from the input's, else 0;
 2. how many of the user's features the candidate does not keep: a feature off in the input
    and on in the candidate, or on in the input and, in the candidate, off or on at a width
-   that does nothing (DP attention at dp 1, prefill CP at attention CP 1). Written here from
+   that does nothing (DP attention at dp 1, prefill CP at attention CP 1: the attention CP
+   SGLang runs, which only an MLA or DSA model's resolution makes other than the typed
+   one, and the oracle's layouts have no model, so it reads the typed one). Written here from
    the issue's list: DP attention, prefill CP, attention CP (on when attention CP > 1 or
    prefill CP is on, working at attention CP > 1), decode CP (dcp > 1), an all-to-all backend,
    EPLB, pipeline parallelism, and each other on/off flag (the DP LM head, aiter

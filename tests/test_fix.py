@@ -16,7 +16,7 @@ from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.fields import CONFIG_SPECS
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.models import catalogue_config
-from meshsat.solver.packs import SEED
+from meshsat.solver.packs import NEWEST, SEED
 from meshsat.solver.repair import problem as fix_problem
 from meshsat.solver.repair import search as fix_search
 from meshsat.solver.repair.fix import command_line, fix
@@ -536,9 +536,15 @@ def test_explanations_name_catalogue_rules() -> None:
         cfg = invalid_layout(rng, n)
         pins = [f for f in ("dp_size", "tp_size", "attn_cp_size") if f in cfg.user_set()][:1]
         report = fix(cfg, pins=pins, gpus=n if rng.random() < 0.5 else None)
+        checked = [
+            solver.validate(c, explain=False) for c in (cfg, *(f.config for f in report.fixes[:1]))
+        ]
         for relaxed in report.relaxed:
             seen += 1
             assert fix_problem.EXACT_RULE not in {r.id for r in relaxed.rules}, relaxed.text
+            # ... and only rules that bind: each one's condition holds in the input or the fix.
+            for rule in (r for r in relaxed.rules if r.id in NEWEST.by_id):
+                assert _binds(rule.id, relaxed, *checked), (rule.id, relaxed.text)
     assert seen  # the walk met relaxed tiers
 
 
@@ -666,3 +672,120 @@ def test_speculative_decoding_switched_off_is_a_feature_and_its_flags_go(
         assert ran.valid, line
     off = [f for f in data["fixes"] if "--speculative-algorithm" not in f["command_line"]]
     assert off and off[0]["config"].get("speculative_num_draft_tokens") is None
+
+
+# --- known gaps: the width SGLang runs, a stray flag, the cited rules, duplicates -----------
+DSV32 = ModelSpec.from_hf_config(catalogue_config("deepseek-ai/DeepSeek-V3.2"))
+
+
+@pytest.mark.parametrize("strategy", [None, "zigzag"])
+def test_dsv32_prefill_cp_keeps_the_width_sglang_derives(strategy: str | None) -> None:
+    """DeepSeek V3.2 with prefill CP and no --attn-cp-size: SGLang 0.5.23 runs CP over the
+    whole attention-TP group (attention CP 8 at tp 8; its own resolution, recorded with
+    /work/shared/sglang_oracle: `tp_size 8, enable_prefill_cp, cp_strategy interleave`
+    is accepted with attn_cp_size 8). The feature tier read the typed width (1) as
+    "prefill CP does nothing", so the fix typed --attn-cp-size 2 with the strategy: two
+    changes, and CP shrunk from the 8 SGLang would run to 2. The strategy alone keeps it."""
+    cfg = {"tp_size": 8, "enable_prefill_cp": True}
+    if strategy is not None:
+        cfg["cp_strategy"] = strategy
+    best = fix(cfg, DSV32, sglang_version="0.5.23").best
+    assert best.changes == (Change("cp_strategy", strategy, "interleave"),)
+    assert best.objective.features == 0 and best.objective.fields_changed == 1
+    ran = solver.validate(best.config, DSV32, explain=False, sglang_version="0.5.23")
+    assert ran.valid and ran.resolved["attn_cp_size"] == 8
+    # The typed width that SGLang overrides is no width that works: MLA prefill CP with
+    # attention DP 8 on tp 8 runs attention CP 1, whatever --attn-cp-size says.
+    from meshsat.solver.repair.features import toggled
+
+    old = Config.model_validate(cfg).model_dump()
+    alone = Config.model_validate({**cfg, "cp_strategy": "interleave"}).model_dump()
+    assert toggled(old, alone, ran.resolved) == ()
+    assert {f.name for f in toggled(old, alone)} >= {"prefill_cp"}  # typed width 1: no CP
+
+
+def test_a_dcp_backend_without_decode_cp_is_dropped(capsys: pytest.CaptureFixture[str]) -> None:
+    """--dcp-comm-backend without decode CP (DCP-BACKEND-NEEDS-DCP; SGLang 0.5.23 refuses
+    `tp 8 --dcp-comm-backend a2a`: "only affects the decode context-parallel attention
+    reduction"). The fix typed `--dcp-comm-backend ag_rs`, a flag that still does nothing:
+    unsetting it was ranked "a value SGLang rewrites" (unset resolves to ag_rs), but
+    dropping a flag types no value. The flag goes."""
+    cmd = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8"
+    for version in ("0.5.19", "0.5.23"):
+        with pytest.raises(SystemExit) as exc:
+            main(["fix", "--sglang", f"{cmd} --dcp-comm-backend a2a", "-V", version, "--json"])
+        data = json.loads(capsys.readouterr().out)
+        assert exc.value.code == 0
+        best = data["fixes"][0]
+        assert best["changes"] == [{"field": "dcp_comm_backend", "old": "a2a", "new": None}]
+        assert best["command_line"] == cmd
+
+
+def _binds(rule_id: str, relaxed: Any, *reports: Any) -> bool:
+    """Whether a rule a relaxation cites bears on it: its condition holds in the input or
+    in the fix (these validation reports; by the tree-walking interpreter), or it reads a
+    field of what the relaxation is about (a feature it names, a pin). A rule that does
+    neither applies only where a feature the fix keeps would be toggled (DWDP-NO-TBO with
+    DWDP off in both): that feature, not the rule, is the reason."""
+    from meshsat.solver.backends.interp import evaluate
+    from meshsat.solver.lang.expr import fields_of
+    from meshsat.solver.repair.features import FEATURES
+
+    rule = NEWEST.by_id[rule_id]
+    if any(bool(evaluate(rule.when, r.resolved_env, environment_of(r))) for r in reports):
+        return True
+    named = [f for f in FEATURES if f.name in relaxed.features]
+    about = {*relaxed.pins, *(n for f in named for n in (*fields_of(f.on), *fields_of(f.works)))}
+    return not about.isdisjoint(fields_of(rule.when))
+
+
+def environment_of(report: Any) -> Any:
+    from meshsat.solver.validation.validate import environment
+
+    return environment(report.config, report.model)
+
+
+DEEPSEEK_V3_HF = ModelSpec.from_hf_config(catalogue_config("deepseek-ai/DeepSeek-V3"))
+
+
+@pytest.mark.parametrize(
+    ("cfg", "model"),
+    [
+        ({"tp_size": 8, "enable_two_batch_overlap": True}, DEEPSEEK_V3_HF),
+        ({"tp_size": 8, "moe_a2a_backend": "pplx"}, DEEPSEEK_V3_HF),
+        ({"tp_size": 16, "attn_cp_size": 8, "enable_prefill_cp": True}, DSV32),
+    ],
+)
+def test_a_relaxed_tier_cites_only_rules_that_bind(cfg: dict[str, Any], model: ModelSpec) -> None:
+    """tp 8 with two-batch overlap on DeepSeek-V3: the relaxed line read "(DWDP-NO-TBO,
+    TOPO-TBO-DP-ATTN)" with DWDP off in the input and in the fix: the core held the rule
+    where the feature "DWDP off" said the same. Each rule a relaxation names has its
+    condition hold in the input or in the fix."""
+    report = fix(cfg, model)
+    assert report.relaxed
+    before = solver.validate(cfg, model, explain=False)
+    after = solver.validate(report.best.config, model, explain=False)
+    for relaxed in report.relaxed:
+        assert relaxed.rules
+        for rule in relaxed.rules:
+            assert _binds(rule.id, relaxed, before, after), (rule.id, relaxed.text)
+        assert "DWDP-NO-TBO" not in relaxed.text
+
+
+def test_top_k_lists_each_command_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """pplx on DeepSeek-V3 with --top 8: `--dp-size 2 --enable-dp-attention` and
+    `--attn-dp-size 2` are two layouts to the search but one command on 0.5.23, which the
+    list printed twice. A later fix whose command an earlier one already prints goes."""
+    cmd = (
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 "
+        "--trust-remote-code --tp 8 --moe-a2a-backend pplx"
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["fix", "--sglang", cmd, "--top", "8", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 0
+    lines = [f["command_line"] for f in data["fixes"]]
+    assert len(lines) >= 3 and len(set(lines)) == len(lines), lines
+    report = fix({"tp_size": 8, "moe_a2a_backend": "pplx"}, DEEPSEEK_V3_HF, top=8)
+    rendered = [f.command_line for f in report.fixes]
+    assert len(set(rendered)) == len(rendered), rendered

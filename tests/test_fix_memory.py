@@ -207,3 +207,35 @@ def test_kimi_at_tp8_on_h100_is_moved_to_more_gpus_in_a_second() -> None:
     best = report.best
     assert not report.timed_out and best.optimal
     assert best.gpus_used == 16 and mm.of(Parallel(tp=16, attn_tp=16, moe_tp=16)).fits
+
+
+def test_a_fix_no_catalogued_gpu_loads_is_said_without_gpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without --gpu, fix does not weigh memory: DeepSeek-V3 at tp 2 (ep 3 fixed to 2)
+    puts about 330 GiB of weights on each GPU, more than the largest catalogued GPU holds,
+    and nothing said so. The note names the weights, the largest GPU and --gpu; with
+    --gpu the search itself keeps to layouts that load, and a layout that fits some GPU
+    (tp 8) gets no note."""
+    from meshsat.solver.cli import main
+    from meshsat.solver.memory.gpus import GPUS
+
+    largest = max((g for g in GPUS.values() if g.catalogued), key=lambda g: g.memory_mib)
+    model = ["--model", "deepseek-ai/DeepSeek-V3"]
+    with pytest.raises(SystemExit) as exc:
+        main(["fix", *model, "--set", "tp_size=2", "--set", "ep_size=3"])
+    captured = capsys.readouterr()
+    assert exc.value.code == 0 and "--ep-size 2" in captured.out
+    said = " ".join(captured.err.split())
+    assert "more than any catalogued GPU holds" in said and largest.name in said, said
+    assert "--gpu" in said
+    weights = MemoryModel("deepseek-ai/DeepSeek-V3", largest).of(
+        Parallel(tp=2, attn_tp=2, moe_tp=1, ep=2)
+    )
+    assert weights.weights_gib > largest.memory_gib  # the oracle: it does not fit
+    with pytest.raises(SystemExit) as exc:
+        main(["fix", *model, "--set", "tp_size=8", "--set", "ep_size=3"])
+    assert "catalogued GPU" not in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["fix", *model, "--set", "tp_size=2", "--set", "ep_size=3", "--gpu", "H200"])
+    assert "catalogued GPU" not in capsys.readouterr().err

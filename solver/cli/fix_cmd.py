@@ -20,6 +20,7 @@ from meshsat.solver.cli.memory_options import (
     GpuMemoryOpt,
     GpuOpt,
     LaunchMemFractionOpt,
+    beyond_every_gpu,
     layout_memory,
     report_pack,
     sizing_notes,
@@ -76,8 +77,8 @@ TopOpt = Annotated[
         "--top",
         metavar="K",
         help="Up to K best fixes; each later one leaves at least one field that each earlier "
-        "one changes as it was (the same fields set to other values are no alternative), so "
-        "fewer may come back.",
+        "one changes as it was (the same fields set to other values are no alternative) and "
+        "prints another command, so fewer may come back.",
     ),
 ]
 ObjectiveOpt = Annotated[
@@ -181,6 +182,12 @@ def fix_cmd(
     said = unknown_note(layout, report)
     if said is not None:
         note(said)
+    if memory is None and report.fixes:
+        model = sources.model or layout.model_source
+        checked = _checked(report.best, layout, sglang_version)
+        said = beyond_every_gpu(layout, model, checked, report_pack(sglang_version))
+        if said is not None:
+            note(said)
     report = with_commands(report.also_repairing(start.fitted), layout, sglang_version)
     if emit_as is not None and report.fixes:
         refused = unstartable(layout)
@@ -215,6 +222,11 @@ def fix_cmd(
         ]
         emit(chosen_fmt, fix_document(report, unfixed), rows, columns=("fix", *CHANGE_COLUMNS))
     raise typer.Exit(fix_status(report, unfixed))
+
+
+def _checked(result: FixResult, layout: LayoutInput, version: str | None) -> Any:
+    """The validation report of a fix's layout (its widths, as SGLang resolves them)."""
+    return validate(result.config, layout.model, explain=False, sglang_version=get_pack(version))
 
 
 def unknown_note(layout: LayoutInput, report: FixReport) -> str | None:
@@ -373,11 +385,12 @@ def with_commands(report: FixReport, layout: LayoutInput, version: str | None) -
     """The fixes' commands as the user will paste them: their own command, edited, when
     they gave one (`fixed_command`: every flag and environment variable the fix does not
     change stays as typed); else rendered with the model they named. `fix` and the web
-    API's `/api/fix` answer alike."""
+    API's `/api/fix` answer alike. Each command once (`FixReport.distinct`): two layouts
+    can be one command in the user's words too."""
     if layout.script is not None and layout.launch is not None:
-        return _in_user_words(report, layout, version)
+        return _in_user_words(report, layout, version).distinct()
     if layout.model_path is not None:
-        return _with_model_path(report, layout.model_path, version)
+        return _with_model_path(report, layout.model_path, version).distinct()
     return report
 
 

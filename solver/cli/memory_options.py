@@ -323,6 +323,40 @@ def layout_memory(
     )
 
 
+def beyond_every_gpu(
+    layout: LayoutInput,
+    model: Path | str | Mapping[str, Any] | None,
+    report: Report,
+    pack: str | None = None,
+) -> str | None:
+    """Without --gpu, `fix` weighs no memory: a note when the layout of `report` (a fix's,
+    validated) puts more weights on each GPU than any catalogued GPU holds (DeepSeek-V3 at
+    tp 2: about 315 GiB a GPU), which nothing said; None when one holds them, or without a
+    model the memory model knows."""
+    from meshsat.solver.memory.gpus import GPUS
+
+    p = Parallel.from_resolved(report.resolved, report.derived)
+    if model is None or not p.whole:
+        return None
+    catalogued = [g for g in GPUS.values() if g.catalogued]
+    weights = []
+    for g in catalogued:
+        try:
+            mm = layout_memory(layout, model, g.name, None, pack)
+        except InputError:  # a model the memory model cannot size: nothing to say
+            return None
+        if mm is None or mm.of(p).weights_gib <= g.memory_gib:
+            return None
+        weights.append(mm.of(p).weights_gib)
+    largest = max(catalogued, key=lambda g: g.memory_mib)
+    return (
+        f"this layout puts {min(weights):.0f} GiB of weights on each GPU, more than any "
+        f"catalogued GPU holds (the largest, {largest.name}, {largest.memory_gib:.0f} GiB): "
+        "it loads nowhere; pass --gpu NAME (or --gpu-memory) and fix proposes only layouts "
+        "that load"
+    )
+
+
 def with_gpu_class(layout: LayoutInput, gpu_name: str | None) -> LayoutInput:
     """The layout with `--gpu`'s compute capability as its `gpu_sm`, which the rules that
     need a GPU class read (an all-to-all backend on the Marlin MoE runner, FlashInfer

@@ -555,7 +555,8 @@ def _told_from(user: FixReport, best: FixResult) -> FixResult:
     "GPU count kept". A tier that costs more than the search's is not proven minimal (the
     pair rules chose its values, not the search)."""
     gpus = user.gpus if user.gpus is not None else user.gpus_before
-    told = objective_of(user.config, best.config, gpus, best.gpus_used)
+    ran = best.resolved or None  # empty where the fix was not the search's
+    told = objective_of(user.config, best.config, gpus, best.gpus_used, resolved=ran)
     proven = {
         t: getattr(told, t) == 0
         or (best.proven.get(t, True) and getattr(told, t) == getattr(best.objective, t))

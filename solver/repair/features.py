@@ -6,11 +6,15 @@ change only reshapes it. So `fix` keeps the user's feature set before it counts 
 fields: a feature the user did not turn on stays off, and one they turned on stays on with
 a width that makes it do something (DP attention with dp >= 2, prefill CP with attention
 CP >= 2; attention CP, which prefill CP implies). Each feature is two rule-language
-expressions over the user's raw values, so the Z3 search and the Python check read the
-same definition:
+expressions, so the Z3 search and the Python check read the same definition:
 
-- `on`: the user turned it on (the flag, or a width above 1 for width-enabled features);
-- `works`: it is on and does something.
+- `on`: the user turned it on (the flag, or a width above 1 for width-enabled features),
+  over the user's raw values;
+- `works`: it is on and does something. A width that makes it work is the one SGLang runs
+  (resolved), not the one typed: without `--attn-cp-size`, SGLang runs DeepSeek V3.2's
+  and MLA models' prefill CP over the whole attention-TP group (R-CP-DSA, R-CP-MLA), so
+  `--cp-strategy interleave` alone keeps CP at 8 on tp 8. Read as typed (1), that fix
+  turned prefill CP off, and the fix typed `--attn-cp-size 2` as well: CP 8 -> 2.
 
 Legacy flags are read off the declarations (a boolean field whose help says "Legacy" or
 "Deprecated"), so a legacy alias added to `Config` is a feature without an edit here; so is
@@ -103,11 +107,12 @@ def _features() -> tuple[Feature, ...]:
             dp_attention & ((F.dp_size.as_raw != 1) | (attn_dp_size > 1)),
             "dp >= 2",
         ),
+        # Works at the attention CP SGLang runs (the module docstring).
         Feature(
             "prefill_cp",
             "prefill CP",
             prefill_cp,
-            prefill_cp & (F.attn_cp_size.as_raw != 1),
+            prefill_cp & (F.attn_cp_size != 1),
             "attention CP >= 2",
         ),
         # Attention CP carves CP groups out of attention TP whether or not prefill CP is
@@ -116,7 +121,7 @@ def _features() -> tuple[Feature, ...]:
             "attention_cp",
             "attention CP",
             (F.attn_cp_size.as_raw != 1) | prefill_cp,
-            F.attn_cp_size.as_raw != 1,
+            F.attn_cp_size != 1,
             "attention CP >= 2",
         ),
         Feature("decode_cp", "decode CP", F.dcp_size.as_raw != 1, F.dcp_size.as_raw != 1),
@@ -246,21 +251,37 @@ def _chosen_kernels() -> tuple[Feature, ...]:
 FEATURES: tuple[Feature, ...] = (*_features(), *_switches(_features()), *_chosen_kernels())
 
 
+Values = Mapping[str, Any]
+
+
 @cache
-def _compiled(index: int, which: str) -> Callable[[Mapping[str, Any]], bool]:
+def _compiled(index: int, which: str) -> Callable[[Values, Values], bool]:
+    """`feature(raw, resolved)`: the feature's `on` or `works` over both environments."""
     c = PyCompiler()
     code = c.code(getattr(FEATURES[index], which))
     lines = [f"    u_{n} = u[{n!r}]" for n in c.raw_reads]
-    src = "\n".join(["def feature(u):", *lines, f"    return bool({code})"])
+    lines += [f"    v_{n} = v[{n!r}]" for n in c.reads]
+    src = "\n".join(["def feature(u, v):", *lines, f"    return bool({code})"])
     scope: dict[str, Any] = {}
     exec(compile(src, f"<feature {FEATURES[index].name}>", "exec"), scope)
-    fn: Callable[[Mapping[str, Any]], bool] = scope["feature"]
+    fn: Callable[[Values, Values], bool] = scope["feature"]
     return fn
 
 
-def turned_on(values: Mapping[str, Any]) -> tuple[bool, ...]:
+def _on_reads_raw_only() -> None:
+    """`on` is what the user typed: `turned_on` has raw values only."""
+    for f in FEATURES:
+        resolved = fields_of(f.on, raw=False)
+        if resolved:
+            raise AssertionError(f"feature {f.name}: `on` reads resolved {resolved}")
+
+
+_on_reads_raw_only()
+
+
+def turned_on(values: Values) -> tuple[bool, ...]:
     """Per feature: did the user turn it on in these raw values."""
-    return tuple(_compiled(i, "on")(values) for i in range(len(FEATURES)))
+    return tuple(_compiled(i, "on")(values, values) for i in range(len(FEATURES)))
 
 
 def binding(was_on: tuple[bool, ...]) -> tuple[bool, ...]:
@@ -273,21 +294,28 @@ def binding(was_on: tuple[bool, ...]) -> tuple[bool, ...]:
     )
 
 
-def toggled(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Feature, ...]:
-    """The features `new` does not keep: off ones turned on, on ones off or doing nothing."""
+def toggled(old: Values, new: Values, resolved: Values | None = None) -> tuple[Feature, ...]:
+    """The features `new` does not keep: off ones turned on, on ones off or doing nothing.
+    `resolved`: `new` as SGLang runs it (a `Report`'s `resolved_env`), which `works`
+    reads; without it, the typed values stand in (exact only where SGLang changes none of
+    the widths `works` reads)."""
     out = []
     was = turned_on(old)
     binds = binding(was)
+    ran = new if resolved is None else resolved
     for i, (feature, was_on) in enumerate(zip(FEATURES, was, strict=True)):
         if not binds[i]:
             continue
-        if was_on != _compiled(i, "works" if was_on else "on")(new):
+        if was_on != _compiled(i, "works" if was_on else "on")(new, ran):
             out.append(feature)
     return tuple(out)
 
 
-def states(values: Mapping[str, Any]) -> tuple[tuple[bool, bool], ...]:
-    """Per feature: (on, works) in these raw values, for callers that compare in bulk."""
+def states(values: Values, resolved: Values | None = None) -> tuple[tuple[bool, bool], ...]:
+    """Per feature: (on, works) in these raw values (`works` over `resolved`, as in
+    `toggled`), for callers that compare in bulk."""
+    ran = values if resolved is None else resolved
     return tuple(
-        (_compiled(i, "on")(values), _compiled(i, "works")(values)) for i in range(len(FEATURES))
+        (_compiled(i, "on")(values, ran), _compiled(i, "works")(values, ran))
+        for i in range(len(FEATURES))
     )

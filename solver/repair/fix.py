@@ -110,8 +110,9 @@ def fix(
     that many GPUs; `objective` is "changes" or "distance" (module docstring). A valid
     input (on `gpus` GPUs, when given) comes back unchanged as the only fix. With `top`
     above 1, each later fix keeps at least one field that each earlier fix changes (a real
-    alternative: the same fields to other values, or more fields, are not), so fewer may
-    come back. `relaxed` says which tiers the best fix gives up and why.
+    alternative: the same fields to other values, or more fields, are not) and prints
+    another command (`FixReport.distinct`), so fewer may come back. `relaxed` says which
+    tiers the best fix gives up and why.
 
     Pins that cannot all hold give `conflict`, a minimal set of pins and rules, and no fix.
     Every Z3 call is bounded by what is left of `timeout_s`: `optimal` says whether a fix
@@ -170,7 +171,16 @@ def fix(
     # Valid by the rules, but its weights do not load: the fix repairs MEM-FIT too.
     heavy = memory is not None and report.valid and not _loads(memory, report)
     if report.valid and not advised and not unpinned and gpus in (None, before) and not heavy:
-        unchanged = FixResult(cfg, (), report.notes, True, ZERO, command_line(cfg, pack), before)
+        unchanged = FixResult(
+            cfg,
+            (),
+            report.notes,
+            True,
+            ZERO,
+            command_line(cfg, pack),
+            before,
+            resolved=report.resolved_env,
+        )
         return _replace(base, valid_input=True, fixes=(unchanged,))
     from meshsat.solver.repair import problem as fp
     from meshsat.solver.repair.search import Deadline, Search
@@ -265,7 +275,7 @@ def fix(
     relaxed = tuple(
         _relaxation(pack, cfg, r, before, gpus, universe.bound) for r in outcome.relaxed
     )
-    return _replace(base, fixes=fixes, timed_out=outcome.timed_out, relaxed=relaxed)
+    return _replace(base, fixes=fixes, timed_out=outcome.timed_out, relaxed=relaxed).distinct()
 
 
 def _relaxation(
@@ -362,12 +372,20 @@ def _result(
         changes,
         report.notes,
         optimal,
-        objective_of(cfg, new, before if gpus is None else gpus, used, unchanged=same | dropped),
+        objective_of(
+            cfg,
+            new,
+            before if gpus is None else gpus,
+            used,
+            unchanged=same | dropped,
+            resolved=report.resolved_env,
+        ),
         command_line(new, pack),
         used,
         repairs=repairs,
         proven=dict(proven),
         tier_ms=dict(tier_ms),
+        resolved=report.resolved_env,
     )
 
 

@@ -7,6 +7,7 @@ values both read it without importing each other.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,9 +89,12 @@ def objective_of(
     gpus_target: int,
     gpus_after: int,
     unchanged: frozenset[str] = frozenset(),
+    resolved: Mapping[str, Any] | None = None,
 ) -> Objective:
     """The tiers of going from `old` to `new`; `gpus_target`: the count tier 1 keeps;
-    `unchanged`: fields that differ as written but that SGLang resolves to the same value."""
+    `unchanged`: fields that differ as written but that SGLang resolves to the same value;
+    `resolved`: `new` as SGLang runs it, whose widths say whether a feature works
+    (`meshsat.solver.repair.features.toggled`)."""
     user = old.user_set()
     mine = others = mbits = 0
     for name in CONFIG_SPECS:
@@ -103,7 +107,7 @@ def objective_of(
             others += 1
         if SPECS[name].size:
             mbits += abs(size_mbits(b) - size_mbits(a))
-    features = len(toggled(old.model_dump(), new.model_dump()))
+    features = len(toggled(old.model_dump(), new.model_dump(), resolved))
     return Objective(int(gpus_target != gpus_after), features, mine, others, mbits)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -39,6 +39,9 @@ class FixResult:
     proven: dict[str, bool] = field(default_factory=dict)
     #: Per tier (and "ties"), milliseconds of Z3 search.
     tier_ms: dict[str, float] = field(default_factory=dict, compare=False)
+    #: The layout as SGLang runs it (validate's `resolved_env`), which the feature tier
+    #: reads: `objective` told again from another input (a PD decode's) needs it.
+    resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def tiers(self) -> list[dict[str, Any]]:
         """Each tier, most important first: what it keeps, its cost, proven or not."""
@@ -152,6 +155,19 @@ class FixReport:
         if not self.fixes:
             raise LookupError("no fix was found")
         return self.fixes[0]
+
+    def distinct(self) -> FixReport:
+        """The report with each command once: a later fix whose command an earlier one
+        prints already goes. Two layouts of the search can be one command (0.5.23 writes
+        `--dp-size 2 --enable-dp-attention` as `--attn-dp-size 2`: pplx under `--top 8`
+        listed it twice), and an alternative that is no other command is none."""
+        seen: set[str] = set()
+        fixes = []
+        for f in self.fixes:
+            if f.command_line not in seen:
+                seen.add(f.command_line)
+                fixes.append(f)
+        return self if len(fixes) == len(self.fixes) else replace(self, fixes=tuple(fixes))
 
     def also_repairing(self, rules: Sequence[str]) -> FixReport:
         """The report with each fix also repairing `rules`: what was done to the input

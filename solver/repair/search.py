@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ import z3
 from meshsat.solver.backends.z3exp import Num
 from meshsat.solver.catalogue.literals import open_literals
 from meshsat.solver.lang.derived import gpus_used
-from meshsat.solver.lang.expr import Cmp, fields_of
+from meshsat.solver.lang.expr import And, Cmp, IsSet, fields_of
 from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.repair.features import FEATURES, binding, turned_on
 from meshsat.solver.repair.objective import ORDERS, prime_mbits, size_mbits
@@ -289,7 +289,11 @@ class Search:
             elif not self.minimize(TermGoal(self.rank(name))):
                 return
 
-    def core(self, pin_lits: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    def core(
+        self,
+        pin_lits: Mapping[str, Any],
+        loose: Callable[[Sequence[str]], Sequence[str]] | None = None,
+    ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
         """A minimal set of pins and rules that cannot hold together (deletion-based).
 
         None when the time runs out before even one conflict is shown. fix's own exactness
@@ -300,6 +304,8 @@ class Search:
         exists without it. Rules that restate each other (DPATTN-TP-DIV and TOPO-ATTN-TP)
         leave the one tried last: the input's own violations (`prefer`) are tried last,
         the first of them at the very end, so the conflict names the error SGLang raises.
+        `loose`: of the core's rules, those that do not bind (`explain`); each is swapped
+        for the literals of `pin_lits` that say the same, where they do.
         """
         asked = list(pin_lits.values())
         rank = {r: i for i, r in enumerate(self.prefer)}
@@ -313,15 +319,43 @@ class Search:
         # The input's violations join the solver's core, to be tried last: whichever core
         # the solver's state met first, one that a violation can replace goes.
         preferred = [lit for rule, lit in tracked if rule in rank]
-        core = self.unsat_core(hard, keep=preferred)
+        core = self.minimal(self.unsat_core(hard, keep=preferred), preferred)
+        if loose is not None:
+            core = self.bound(core, loose, list(pin_lits.values()), preferred)
+        pins = tuple(n for n, lit in pin_lits.items() if any(lit.eq(c) for c in core))
+        rules = tuple(r for r, lit in self.p.tracked.items() if any(lit.eq(c) for c in core))
+        return pins, rules
+
+    def minimal(self, core: list[Any], preferred: Sequence[Any]) -> list[Any]:
+        """`core` less every literal it stays unsatisfiable without, first to last."""
         for lit in list(core):
             if any(lit.eq(c) for c in core):
                 trial = [a for a in core if not a.eq(lit)]
                 if self.check(trial) == z3.unsat:
                     core = self.unsat_core(trial, keep=preferred)
-        pins = tuple(n for n, lit in pin_lits.items() if any(lit.eq(c) for c in core))
-        rules = tuple(r for r, lit in self.p.tracked.items() if any(lit.eq(c) for c in core))
-        return pins, rules
+        return core
+
+    def bound(
+        self,
+        core: list[Any],
+        loose: Callable[[Sequence[str]], Sequence[str]],
+        spare: list[Any],
+        preferred: Sequence[Any],
+    ) -> list[Any]:
+        """`core` with each rule that does not bind (`loose`) swapped for the `spare`
+        literals (pins, features) that rule out the same, where they do: a minimal core
+        is not unique, and one that holds DWDP-NO-TBO where the feature "DWDP off" (kept
+        by the fix) says the same cites a rule that applies to no layout in question."""
+        named = {r: lit for r, lit in self.p.tracked.items() if any(lit.eq(c) for c in core)}
+        for rule in loose(list(named)):
+            lit = named[rule]
+            if not any(lit.eq(c) for c in core):
+                continue
+            rest = [a for a in core if not a.eq(lit)]
+            trial = [*rest, *(x for x in spare if not any(x.eq(c) for c in rest))]
+            if self.check(trial) == z3.unsat:
+                core = self.minimal(self.unsat_core(trial, keep=preferred), preferred)
+        return core
 
     def unsat_core(self, among: list[Any], keep: Sequence[Any] = ()) -> list[Any]:
         """The last check's core among `among`, and those of `keep` among them."""
@@ -380,7 +414,9 @@ class Search:
             if self.blocked:  # the layouts that do not load, as one rule of the explanation
                 named["memory"] = z3.Bool("why:memory")
                 self.s.add(z3.Implies(named["memory"], z3.And(self.blocked)))
-            core = self.core(named)
+            givens = [x for k, x in named.items() if k != "memory"]
+            loose = None if keep_gpus else (lambda rules: self.unbound(rules, givens))
+            core = self.core(named, loose)
             if core is None:
                 return out
             pin_names, rule_ids = core
@@ -393,6 +429,22 @@ class Search:
             return out
         finally:
             self.s.pop()
+
+    def unbound(self, rules: Sequence[str], givens: Sequence[Any]) -> list[str]:
+        """Those of `rules` whose condition no layout meets under `givens` (the pins and
+        the kept states of the features, as literals): they bind only where a feature
+        the fix keeps would be toggled, which that feature's literal says itself."""
+        pack = self.p.key.pack
+        out = []
+        for rule in rules:
+            if rule not in pack.by_id:  # fix's own constraints apply to every layout
+                continue
+            applies = z3.FreshBool()
+            when = self.enc.formula(pack.by_id[rule].when)
+            self.s.add(z3.Implies(applies, z3.And(when, *self.enc.take_side())))
+            if self.check([applies, *givens]) == z3.unsat:
+                out.append(rule)
+        return out
 
     def _holds(self, term: Any) -> bool:
         """Does `term` hold in the first fix's model."""
@@ -440,13 +492,19 @@ class Search:
         return self.p.memo(("changed", name, type(old).__name__, old), z3.Not, self.keep[name])
 
     def rewritten(self, name: str) -> Any:
-        """The fix changes `name` to a value SGLang runs as another."""
+        """The fix changes `name` to a value SGLang runs as another. Unset is no value:
+        SGLang picking its own for a flag the fix drops is no rewrite of one it types
+        (`--dcp-comm-backend a2a` without decode CP was fixed to `ag_rs`, a flag that still
+        does nothing, because unset resolves to ag_rs)."""
         old = self.old[name]
-        ref = SPECS[name].ref
+        spec = SPECS[name]
+        ref = spec.ref
+        other = Cmp("!=", ref, ref.as_raw)
+        typed = And(IsSet(ref.as_raw), other) if spec.optional else other
         key = ("rewritten", name, type(old).__name__, old)
         return self.p.memo(
             key,
-            lambda: z3.And(self.changed(name), self.enc.formula(Cmp("!=", ref, ref.as_raw))),
+            lambda: z3.And(self.changed(name), self.enc.formula(typed)),
         )
 
     def same_gpus(self) -> Any:
