@@ -9,13 +9,16 @@ from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_context_parallelism"
 cp, tp, dp, moe_dp, ep = F.attn_cp_size, F.tp_size, F.dp_size, F.moe_dp_size, F.ep_size
-#: The ep_size the MoE-DP checks see: they run after the model overrides (docs/rules.md
-#: §3b), which set it to tp_size for MLA and zigzag-DSA prefill CP, and before the all-to-all
-#: handler rewrites it (docs/rules.md §6); otherwise the user's.
+#: The ep_size the MoE-DP checks and the MoE runner asserts (handle_moe_kernel_config) see:
+#: they run after DWDP (which sets it to dwdp_size) and the model overrides (docs/rules.md
+#: §3b, which set it to tp_size for MLA and zigzag-DSA prefill CP; the last writer wins),
+#: and before the all-to-all handler rewrites it (docs/rules.md §6); otherwise the user's.
+#: Measured on 0.5.18, 0.5.19 and 0.5.23: tp 4, --ep-size 2, --dwdp-size 4 passes the
+#: flashinfer_cutlass and flashinfer_cutedsl EP asserts, the same without DWDP does not.
 _model_sets_ep = F.enable_prefill_cp & (
     one_of(F.architecture, *MLA_ARCHITECTURES) | (F.is_deepseek_dsa & (F.cp_strategy == "zigzag"))
 )
-user_ep = ite(_model_sets_ep, tp, ep.as_raw)
+ep_before_a2a = ite(_model_sets_ep, tp, ite(F.dwdp_size > 1, F.dwdp_size, ep.as_raw))
 _mimo_cp_v2 = (
     one_of(F.architecture, *MIMO_V2_ARCHITECTURES)
     & F.enable_prefill_cp
@@ -96,7 +99,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "MOEDP-EP-LE",
         moe_dp > 1,
-        user_ep * moe_dp <= tp,
+        ep_before_a2a * moe_dp <= tp,
         "ep_size * moe_dp_size must be less than or equal to tp_size",
         SRC,
     ),
@@ -110,8 +113,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "MOEDP-EP-EQ",
-        (moe_dp > 1) & (user_ep > 1),
-        user_ep * moe_dp == tp,
+        (moe_dp > 1) & (ep_before_a2a > 1),
+        ep_before_a2a * moe_dp == tp,
         "ep_size * moe_dp_size must be equal to tp_size",
         SRC,
     ),

@@ -1,6 +1,7 @@
 """MoE runner kernels (handle_moe_kernel_config): which EP width and all-to-all backend each
 FlashInfer runner takes. SGLang runs this handler before handle_a2a_moe, so it reads the
-user's ep_size, not the all-to-all backend's ep_size = tp_size rewrite.
+ep_size DWDP and the model overrides left (`ep_before_a2a`: the user's where neither set
+it), not the all-to-all backend's ep_size = tp_size rewrite.
 
 `QUANT_RULES` are the quantization each runner takes (0.5.23, `--quantization`);
 a checkpoint's own quantization config is a model fact meshsat does not read, so a model
@@ -8,13 +9,13 @@ whose config.json names a quantization method is judged as its flag says."""
 
 from __future__ import annotations
 
+from meshsat.solver.catalogue.context_parallel import ep_before_a2a
 from meshsat.solver.lang.expr import is_set, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_moe_kernel_config"
 runner = F.moe_runner_backend
-user_ep = F.ep_size.as_raw
 _EP_ONE_OR_TP = "The expert parallel size must be 1 or the same as the tensor parallel size"
 
 #: Runners that take an EP width of 1 or tp_size only: (rule id, runner).
@@ -28,7 +29,7 @@ RULES: tuple[Rule, ...] = (
         Rule(
             rule_id,
             runner == backend,
-            (user_ep == 1) | (user_ep == F.tp_size),
+            (ep_before_a2a == 1) | (ep_before_a2a == F.tp_size),
             _EP_ONE_OR_TP,
             SRC,
             hint="use --ep-size 1 or the TP size",
@@ -46,16 +47,24 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+#: An unquantized model as the MoE runner asserts see it: `--quantization unquant` is None
+#: by then (0.5.18, 0.5.19 and 0.5.23 resolve it in _handle_missing_default_values, before
+#: any layout handler; measured: flashinfer_cutlass, flashinfer_trtllm(_routed) and
+#: experimental_sgl_trtllm with `unquant` are accepted, flashinfer_cutedsl refused).
+_unquantized = ~is_set(F.quantization) | (F.quantization == "unquant")
+
+
 def _quant_rule(rule_id: str, backend: str, allowed: tuple[str | None, ...], name: str) -> Rule:
     """handle_moe_kernel_config's assert that `backend` runs only these quantizations (or
-    an unquantized bfloat16 model where `allowed` ends in None)."""
+    an unquantized bfloat16 model, `--quantization unquant` included, where `allowed` ends
+    in None)."""
     plain = allowed[-1] is None
     methods = tuple(a for a in allowed if a is not None)
     ok = one_of(F.quantization, *methods)
     return Rule(
         rule_id,
         runner == backend,
-        (ok | ~is_set(F.quantization)) if plain else ok,
+        (ok | _unquantized) if plain else ok,
         f"Invalid quantization '{{quantization}}'. {name} supports only: "
         + ", ".join(methods)
         + (", or bfloat16 (None)." if plain else "."),

@@ -2,9 +2,10 @@
 
 The base is the catalogue of `meshsat.solver.catalogue` (the seed's release) with the corrections
 measured against the real SGLang applied to every pack (docs/rules.md §6): handlers in
-pipeline order, so the first violation is SGLang's first error, and the MoE-DP checks on the
-user's ep_size. What each later release changed is stated rule by rule, with the
-SGLang function that says so (`fidelity/` records what the real releases answered).
+pipeline order, so the first violation is SGLang's first error, and the MoE-DP checks and
+MoE runner asserts on the ep_size before the all-to-all rewrite. What each later release
+changed is stated rule by rule, with the SGLang function that says so (`fidelity/` records
+what the real releases answered).
 """
 
 from __future__ import annotations
