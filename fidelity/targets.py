@@ -298,6 +298,8 @@ UNREACHABLE = {
     "FLAG-CHOICE-MOE-A2A-BACKEND@0.4.6.post5": "0.4.6.post5 has no --moe-a2a-backend: a user "
     "writes the backend as --enable-deepep-moe or --enable-ep-moe, which hold no other value",
     "CP-HIP-DSV4": "needs a HIP device: the recorder runs on CPU",
+    "DCP-NPU-DSA": "needs an Ascend NPU: the recorder runs on CPU (0.5.23's answers as an NPU, "
+    "through its platform override, are replayed in tests/test_dcp_platforms.py)",
     # --context-length, --kv-cache-dtype and --swa-full-tokens-ratio became fields after the
     # corpus was recorded; SGLang 0.5.23's own answers (shared oracle) on the recorder's
     # models are replayed by tests/test_kv_cache_rules.py until it is recorded again.

@@ -149,6 +149,8 @@ def test_compare_names_what_changed() -> None:
         "EEP-DCP-ATTN-TP",
         # issue 23: check_mega_moe_compat (the other new checks are 0.5.19's too).
         *("MEGAMOE-GPU", "MEGAMOE-OVERLAP", "A2A-DEEPEP-V2-DIRECT-NODES", "DCP-DSA-PD"),
+        # The NPU's decode-CP model check (tests/test_dcp_platforms.py).
+        "DCP-NPU-DSA",
         # 0.5.23's nvfp4 prefill/decode back-ends (handle_nvfp4_prefill_kv_dequant_dtype).
         *("KV4-NVFP4-PREFILL-BACKEND", "KV4-NVFP4-DECODE-GPU"),
         *("WEIGHT-VISION-TP-REDUCE", "WEIGHT-VISION-TP-REDUCE-CP"),

@@ -88,3 +88,18 @@ DSA_DCP_PD = Rule(
     "handle_model_specific_adjustments",
     hint="drop --dcp-size, or serve this model without PD disaggregation",
 )
+
+#: handle_model_specific_adjustments (0.5.23, its first check once the model config is
+#: built): on an Ascend NPU only DeepSeek's sparse-attention models (V3.2, GLM-5) have a
+#: decode-CP implementation. CUDA, ROCm and CPU take decode CP for any model at argument
+#: time (0.5.23's resolution told it runs on each, measured: tests/test_dcp_platforms.py);
+#: 0.5.18 and 0.5.19 have no platform check on decode CP.
+NPU_DCP_DSA = Rule(
+    "DCP-NPU-DSA",
+    (F.platform == "npu") & (dcp > 1),
+    F.is_deepseek_dsa,
+    "NPU decode context parallelism is currently implemented only for DeepSeek DSA models; "
+    "got {architecture}. Set --decode-context-parallel-size=1 or use a DSA model.",
+    "handle_model_specific_adjustments",
+    hint="--dcp-size 1 (on an NPU only DeepSeek V3.2 / GLM-5 run decode CP)",
+)

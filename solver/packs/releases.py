@@ -503,7 +503,12 @@ V0_5_23 = apply(
         "excludes prefill CP; elastic EP scale-up allows attention TP.",
         add_rules_after=(*_ADDED_AFTER_0_5_23, *_A2A_0_5_23_AFTER),
         launch_only=SEED.launch_only | {r.id for r in weight_shapes.VISION_TP_REDUCE},
-        add_rules_before=(*_CP_MODEL_CHECKS_0_5_23, *_A2A_0_5_23_BEFORE),
+        add_rules_before=(
+            *_CP_MODEL_CHECKS_0_5_23,
+            *_A2A_0_5_23_BEFORE,
+            # The first check of handle_model_specific_adjustments in 0.5.23.
+            ("MODEL-DSA-KV-DTYPE", decode_cp.NPU_DCP_DSA),
+        ),
         add_rules=(
             # check_mega_moe_compat is new in 0.5.23 (0.5.19 accepts these, measured).
             *a2a.MEGAMOE_RULES,
