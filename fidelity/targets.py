@@ -324,6 +324,10 @@ UNREACHABLE = {
         "check_server_args' assert on --base-gpu-id / --gpu-id-step: recorded by "
         "fidelity/gpu_ids.py in tests/fixtures/gpu_ids/ (the corpus predates the fields)",
     ),
+    "TOPO-STAGE-GPUS": "meshsat's advice on the GPU ids the launcher gives (no release checks "
+    "them: resolution and check_server_args() accept --tp 4 --pp 2 --gpu-id-step 2 in all four); "
+    "the corpus predates --gpu-id-step: judged against the recorded launches of "
+    "tests/fixtures/placement/ (tests/test_stage_gpus.py)",
     "TOPO-GPU-ID-RANGE": "a CUDA start-up failure (torch.cuda.set_device: invalid device "
     "ordinal) that no check of SGLang raises and no CPU run reaches: the GPU ids are "
     "recorded from the launchers in tests/fixtures/placement/",

@@ -349,6 +349,8 @@ CASES: tuple[Case, ...] = (
     case("TOPO-BASE-GPU-ID", {"base_gpu_id": -1}, {"base_gpu_id": 0}),
     case("TOPO-GPU-ID-STEP", {"gpu_id_step": 0}, {"gpu_id_step": 1}),
     case("TOPO-GPU-ID-RANGE", {"tp_size": 8, "base_gpu_id": 4}, {"base_gpu_id": 0}),
+    # Stage 0 on GPUs 0 and 2, stage 1 on GPUs 2 and 4 (meshsat's advice: SGLang starts both).
+    case("TOPO-STAGE-GPUS", {"tp_size": 2, "pp_size": 2, "gpu_id_step": 2}, {"gpu_id_step": 1}),
     case("TOPO-MOE-DENSE-TP", {"tp_size": 4, "moe_dense_tp_size": 2}, {"moe_dense_tp_size": 4}),
     case(
         "TOPO-ATTN-TP",

@@ -108,6 +108,43 @@ def replicas_share_gpus_0_4() -> Rule:
     )
 
 
+#: Pipeline stages one node starts: SGLang's `max(pp_size // nnodes, 1)` on every even split
+#: (nnodes dividing pp_size, or a multiple of it); guarded so the quotient stays exact.
+_pp_per_node = ite(divides(F.nnodes, F.pp_size), F.pp_size // F.nnodes, 1)
+#: Stages `j` apart on one node share a GPU exactly when `j·tp_per_node` is a multiple of
+#: `gpu_id_step` and `j < gpu_id_step` (docstring of STAGE_GPUS).
+stages_share_gpus = named(
+    "stages_share_gpus",
+    Or(
+        *(
+            (F.gpu_id_step > j) & (_pp_per_node > j) & divides(F.gpu_id_step, tp_per_node * j)
+            for j in range(1, _STAGE_DISTANCES + 1)
+        )
+    ),
+)
+#: Two of one engine's schedulers on one GPU: every release starts stage p's TP rank t of a
+#: node on `base_gpu_id + p·tp_per_node + t·gpu_id_step` (p, t counted on the node;
+#: `Engine._launch_scheduler_processes`, `launch_tensor_parallel_group`), so stage p + j's
+#: rank t meets stage p's rank `t + j·tp_per_node / gpu_id_step` when that is a whole TP
+#: rank below tp_per_node: `gpu_id_step` divides `j·tp_per_node` and `j < gpu_id_step`.
+#: With the default step 1 no j qualifies. SGLang checks none of it (its resolution and
+#: check_server_args() accept --tp 4 --pp 2 --gpu-id-step 2 in 0.4.6.post5 to 0.5.23,
+#: measured) and starts both schedulers on the GPU: meshsat's advice in every pack. Stage
+#: distances above `_STAGE_DISTANCES` are not tested (such a node has over 16 stages).
+STAGE_GPUS = Rule(
+    "TOPO-STAGE-GPUS",
+    F.pp_size > 1,
+    ~stages_share_gpus,
+    "pipeline stages share GPUs: SGLang starts stage p's TP rank t on GPU base_gpu_id + "
+    "p·tp_per_node + t·gpu_id_step, so with --gpu-id-step {gpu_id_step} a rank of one stage "
+    "lands on the GPU of a rank of another (two schedulers on one GPU); SGLang does not "
+    "check it",
+    SRC,
+    hint="use --gpu-id-step 1 with --pp-size > 1 (or a step with no factor in common with "
+    "the TP ranks per node)",
+)
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "TOPO-POSITIVE",
@@ -138,6 +175,7 @@ RULES: tuple[Rule, ...] = (
         hint="raise --nnodes (or give the node size with --set gpus_per_node=N)",
     ),
     gpu_id_range(REPLICA_STRIDE_0_5),
+    STAGE_GPUS,
     Rule(
         "TOPO-MULTINODE-DP",
         (F.dp_size > 1) & (F.nnodes > 1),

@@ -221,7 +221,9 @@ _SEED_BASE = base_pack(
     # No release asserts it (measured: 0.5.18 to 0.5.23 accept a dcp_size that divides tp_size
     # but not attn_tp, and their initialize_model_parallel forms the groups anyway; one that
     # does not divide tp_size is DCP-TP-DIV there); docs/rules.md §6.
-    advice=frozenset({"DCP-IN-ATTN-TP"}),
+    # Nor TOPO-STAGE-GPUS: every release starts two of one engine's schedulers on one GPU
+    # (stages interleaved by --gpu-id-step) without a word.
+    advice=frozenset({"DCP-IN-ATTN-TP", "TOPO-STAGE-GPUS"}),
     # --disaggregation-decode-allocation-policy is new in 0.5.23.
     absent_fields=("attn_dp_size", "disaggregation_decode_allocation_policy"),
     # Measured: 0.5.19's resolution accepts every layout these alone reject.
@@ -769,6 +771,8 @@ _V0_4_KEPT = frozenset(
         "TOPO-BASE-GPU-ID",
         "TOPO-GPU-ID-STEP",
         "TOPO-GPU-ID-RANGE",
+        # Its launcher interleaves stages by --gpu-id-step as the 0.5 releases' do.
+        "TOPO-STAGE-GPUS",
         "MODEL-HEADS",
         "MODEL-KV-HEADS",
         "MODEL-HEADS-TP",
