@@ -62,20 +62,25 @@ def record(
     launches: Callable[[str], Iterable[dict[str, Any]]],
     name: str,
     prepare: Callable[[], None] = lambda: None,
+    platform: dict[str, Any] | None = None,
+    fields: tuple[str, ...] = (),
 ) -> Path:
     """Resolve each model's `launches(model)` on each GPU (its memory answered through
     `get_device_memory_capacity`) and write what the release's default fraction is, or its
     error, to OUT/`name`-<version>.json. `prepare` runs once the release is importable (a
-    default the CPU platform cannot answer, set as a CUDA machine answers it). One loop for
-    this recorder and `memory_launch_fractions.py`."""
+    default the CPU platform cannot answer, set as a CUDA machine answers it); `platform`:
+    the CUDA platform's facts that differ from the resolver's SM90 (an SM100 machine);
+    `fields`: resolved fields recorded beside the fraction. One loop for this recorder and
+    `memory_launch_fractions.py`."""
     from meshsat.solver.memory.gpus import gpu
     from meshsat.solver.memory.models import model_config
 
-    runner.RESOLVED_FIELDS = (*runner.RESOLVED_FIELDS, "mem_fraction_static")
+    runner.RESOLVED_FIELDS = (*runner.RESOLVED_FIELDS, "mem_fraction_static", *fields)
     runner._prepare()
     r = runner.Resolver()
     if r.platform is None:
         raise SystemExit(f"{version} cannot be told it runs on CUDA")
+    r.cuda_facts.update({k: v for k, v in (platform or {}).items() if k in r.cuda_facts})
     hook: Any = importlib.import_module("sglang.srt.arg_groups.memory_hook")
     prepare()
     records = []
@@ -91,7 +96,9 @@ def record(
                     out = r.resolve({"id": 0, "model": str(d), "platform": "cuda", "args": args})
                     rec: dict[str, Any] = {"model": model, "gpu": gpu_name, "args": args}
                     if out["accepted"]:
-                        rec["mem_fraction_static"] = out["resolved"]["mem_fraction_static"]
+                        resolved = out["resolved"]
+                        rec["mem_fraction_static"] = resolved["mem_fraction_static"]
+                        rec.update({f: resolved.get(f) for f in fields})
                     else:
                         rec["error"] = (out["error"] or "")[:120]
                     records.append(rec)

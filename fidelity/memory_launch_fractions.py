@@ -4,7 +4,10 @@ its reserves (tests/fixtures/memory_reserves/launch-fractions-<version>.json;
 DeepEP all-to-all (2 GiB with decode graphs, 1 GiB more with breakable prefill graphs), PD
 decode and prefill engines (each drops the other phase's graphs; decode sizes activations
 from its running requests), chunked prefill off (activations from `max_prefill_tokens`),
-and `--disable-cuda-graph` and its per-phase forms.
+and `--disable-cuda-graph` and its per-phase forms; and (`launch-fractions-sm100-<version>`)
+a few of them again on an SM100 platform, with the attention backend the release picks
+there (`trtllm_mla` for DeepSeek-V3, whose default prefill graph it then turns off after
+the fraction is sized).
 
 Runs inside the release venv, as `memory_fractions.py` does (`runner.Resolver` on its SM90
 CUDA platform, the GPU's memory answered by replacing `get_device_memory_capacity`):
@@ -52,11 +55,38 @@ CASES: tuple[dict[str, Any], ...] = (
     {"disaggregation_mode": "decode", "max_running_requests": 4096},
     {"disaggregation_mode": "prefill"},
     {"chunked_prefill_size": -1},
+    {"chunked_prefill_size": -1, "max_prefill_tokens": 32768},
+    {"max_prefill_tokens": 32768},
     {"chunked_prefill_size": 4096},
     {"disable_cuda_graph": True},
     {"disable_decode_cuda_graph": True},
     {"disable_prefill_cuda_graph": True},
     {"disable_cuda_graph": True, "cuda_graph_backend_decode": "full"},
+)
+
+
+#: An SM100 (B200-class) CUDA machine, where 0.5.23 picks `trtllm_mla` for DeepSeek-V3's
+#: class and then turns its default prefill CUDA graph off
+#: (`disable_prefill_cuda_graph_for_deepseek_trtllm_mla`), after `handle_gpu_memory_settings`
+#: sized the fraction with the graph's reserve.
+SM100_CUDA: dict[str, Any] = {
+    "is_sm90": False,
+    "is_sm100": True,
+    "is_sm100_or_sm110": True,
+    "is_blackwell": True,
+    "is_hopper_with_cuda_12_3": False,
+    "device_sm": 100,
+    "device_capability": (10, 0),
+}
+SM100_MODELS = ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3.2-Exp", "Qwen/Qwen3-8B")
+SM100_GPUS = ("B200", "GB200")
+SM100_CASES: tuple[dict[str, Any], ...] = (
+    {},
+    DEEPEP,
+    DPA,
+    {"disaggregation_mode": "prefill"},
+    {"cuda_graph_backend_prefill": "breakable"},
+    {"disable_prefill_cuda_graph": True},
 )
 
 
@@ -76,6 +106,20 @@ def main(version: str) -> None:
 
     fractions.record(
         version, MODELS, GPUS, launches, "launch-fractions", _breakable_prefill_default
+    )
+    fractions.record(
+        version,
+        SM100_MODELS,
+        SM100_GPUS,
+        lambda model: [
+            {"tp_size": 8, **case}
+            for case in SM100_CASES
+            if not (case.get("ep_size") and "Qwen3-8B" in model)
+        ],
+        "launch-fractions-sm100",
+        _breakable_prefill_default,
+        SM100_CUDA,
+        ("attention_backend",),
     )
 
 

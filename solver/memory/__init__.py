@@ -150,16 +150,21 @@ def flag_options(
     """`MemoryModel` keyword arguments from the launch flags of a resolved layout (a
     `Report`'s `.resolved`, or any mapping of config fields) that size the pools beside the
     widths: `--enable-multimodal`, `--language-model-only`, `--language-only` and
-    `--disaggregation-mode` (`multimodal.py`, and the default fraction's reserves), the
-    CUDA-graph flags (`graph_options`) and a hybrid's state-pool flags
-    (`state.state_flags`, with the launch's `--mamba-full-memory-ratio`, which is not a
-    layout field)."""
+    `--disaggregation-mode` (`multimodal.py`, and the default fraction's reserves),
+    `--max-prefill-tokens` (the default fraction's activations with chunked prefill off,
+    the one place SGLang's memory sizing reads it), the CUDA-graph flags
+    (`graph_options`) and a hybrid's state-pool flags (`state.state_flags`, with the
+    launch's `--mamba-full-memory-ratio`, which is not a layout field)."""
+    max_prefill = resolved.get("max_prefill_tokens")
     return {
         "state": state_flags(resolved, pack, mamba_full_memory_ratio),
         "enable_multimodal": bool(resolved.get("enable_multimodal")),
         "language_model_only": bool(resolved.get("language_model_only")),
         "language_only": bool(resolved.get("language_only")),
         "disaggregation_mode": str(resolved.get("disaggregation_mode") or "null"),
+        "max_prefill_tokens": DEFAULT_MAX_PREFILL_TOKENS
+        if max_prefill is None
+        else int(max_prefill),
         **graph_options(resolved),
     }
 
@@ -274,7 +279,11 @@ class MemoryModel:
         #: `--disaggregation-mode`: a PD engine's default fraction leaves out the other
         #: phase's graphs, and a decode engine's activations follow its running requests.
         self.disaggregation_mode = disaggregation_mode
-        #: `--max-prefill-tokens`: the activations with chunked prefill off.
+        #: `--max-prefill-tokens`: the default fraction's activations with chunked prefill
+        #: off (`_handle_gpu_memory_settings`, 0.5.18 to 0.5.23). Nothing else SGLang sizes
+        #: before the KV pool reads it: the scheduler's prefill budget, FlashInfer's
+        #: autotune and the attention backends' workspaces come after the pool, inside the
+        #: reserve (0.4.6.post5 reads it in the scheduler only).
         self.max_prefill_tokens = max_prefill_tokens
         #: The hybrid SWA pool's ratio where `pack` builds one for this model, else None.
         self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
