@@ -324,7 +324,7 @@ class MemoryModel:
         key = (
             p.tp, p.pp, p.attn_tp, p.attn_dp, p.ep, p.moe_tp, p.dcp, p.moe_dense_tp,
             p.dp_attention, p.dp_lm_head, p.replicas, p.chunked_prefill_size, p.attn_cp,
-            p.moe_a2a_backend,
+            p.moe_a2a_backend, p.redundant_experts,
         )  # fmt: skip
         m = self._cache.get(key)
         if m is None:

@@ -52,6 +52,7 @@ _DEFAULTS: dict[str, Any] = {
     "moe_a2a_backend": "none",
     "enable_dp_lm_head": False,
     "chunked_prefill_size": None,
+    "ep_num_redundant_experts": 0,
 }
 #: What the per-rank figures depend on, in the order of a cache key: the engine's widths
 #: (the first `_ENGINE`, which fix the budget, attention, embedding and head; the all-to-all
@@ -70,6 +71,7 @@ _KEY = (
     "moe_a2a_backend",
     "ep_size",
     "moe_tp",
+    "ep_num_redundant_experts",
 )
 _ENGINE = 11
 #: Distinct keys held before the cache is emptied (a few million layouts share far fewer).
@@ -345,7 +347,7 @@ def _generated(
         if en is None:
             en = engine_cache[ek] = engine(ek)
         unrolled, x, y, emb, head, vis, budget, cells, dtp, g, yg, per, atp = en
-        here = -(-experts // key[11])
+        here = wm.experts_per_rank(key[11], key[13])
         stp = wm.shared_width(key[10], ek[0], key[11], key[12])
         z = here * expert_e(key[12]) + router_r + shared_s / stp
         zg = 0.0

@@ -26,6 +26,7 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "moe_a2a_backend",
     "enable_dp_lm_head",
     "chunked_prefill_size",
+    "ep_num_redundant_experts",
 )
 DERIVED_FIELDS: tuple[str, ...] = ("attn_tp", "attn_dp", "moe_tp")
 
@@ -52,6 +53,9 @@ class Parallel:
     #: Independent engine replicas (dp_size without DP attention).
     replicas: int = 1
     chunked_prefill_size: int | None = None
+    #: `--ep-num-redundant-experts`: expert slots beyond the model's, spread over EP
+    #: (`weights.WeightModel.experts_per_rank`).
+    redundant_experts: int = 0
 
     @property
     def ranks(self) -> int:
@@ -102,4 +106,5 @@ class Parallel:
             dp_lm_head=bool(resolved.get("enable_dp_lm_head")),
             replicas=int(derived["replicas"]),
             chunked_prefill_size=resolved.get("chunked_prefill_size"),
+            redundant_experts=int(resolved.get("ep_num_redundant_experts") or 0),
         )

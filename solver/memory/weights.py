@@ -7,7 +7,8 @@ How SGLang shards each component (the reason for every divisor below):
   attention (`ATTENTION_OVER_TP_ARCHITECTURES`: Llama, Mistral, Mixtral, Qwen2, Gemma) build it
   over all of TP whatever DP attention says (`attention_width`);
 - routed experts: `num_experts / ep` experts per rank, each split over MoE TP, so replicated
-  over MoE DP;
+  over MoE DP; `(num_experts + redundant) / ep` with `--ep-num-redundant-experts` in the
+  classes that build that many slots (`REDUNDANT_SLOT_ARCHITECTURES`);
 - dense-layer MLPs: split over `moe_dense_tp_size` (all of `tp` when unset) in the model
   classes that read it (`DENSE_FULLY_DP_ARCHITECTURES`), over all of `tp` in every other;
 - shared experts: the pack's `shared_tp` rule (`catalogue/weight_shapes.py`, the width its
@@ -110,6 +111,40 @@ def rope_cache_bytes(facts: ModelFacts) -> float:
 
 #: Packs whose CPU offloader keeps MLA's `kv_b_proj` on the device (`WeightModel.offloaded`).
 _KV_B_RESIDENT_PACKS = ("0.5.23",)
+
+#: Classes that build their MoE layer with `--ep-num-redundant-experts` more expert slots
+#: (`num_experts + ep_num_redundant_experts` passed to the MoE class), read per release from
+#: its model files: 0.4.6.post5's `deepseek_v2.py` and `qwen3_moe.py`; from 0.5.18 also the
+#: classes over `DeepseekV2MoE` (V3.2, V4, GLM-5's `GlmMoeDsa`, Kimi-K2.5's language
+#: model), `Qwen2MoeSparseMoeBlock` (Qwen2-MoE, Qwen3-Next, Qwen3.5), gpt-oss, MiniMax-M2,
+#: Step 3.5, MiMo-V2 and Gemma 4. Llama 4, Mixtral and GLM-4.5/4.6 (`Glm4MoeSparseMoeBlock`)
+#: build `num_experts` slots whatever the flag says.
+_REDUNDANT_SLOTS_0_4 = frozenset(
+    {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Qwen3MoeForCausalLM"}
+)
+_REDUNDANT_SLOTS_0_5 = _REDUNDANT_SLOTS_0_4 | {
+    "DeepseekV32ForCausalLM",
+    "DeepseekV4ForCausalLM",
+    "GlmMoeDsaForCausalLM",
+    "KimiK25ForConditionalGeneration",
+    "Qwen2MoeForCausalLM",
+    "Qwen3NextForCausalLM",
+    "Qwen3_5MoeForConditionalGeneration",
+    "GptOssForCausalLM",
+    "MiniMaxM2ForCausalLM",
+    "Step3p5ForCausalLM",
+    "MiMoV2ForCausalLM",
+    "MiMoV2FlashForCausalLM",
+    "Gemma4ForCausalLM",
+    "Gemma4ForConditionalGeneration",
+}
+REDUNDANT_SLOT_ARCHITECTURES: dict[str, frozenset[str]] = {
+    "0.4.6.post5": _REDUNDANT_SLOTS_0_4,
+    "legacy": _REDUNDANT_SLOTS_0_4,
+    "0.5.18": _REDUNDANT_SLOTS_0_5,
+    "0.5.19": _REDUNDANT_SLOTS_0_5,
+    "0.5.23": _REDUNDANT_SLOTS_0_5,
+}
 
 #: Packs whose compressed-tensors WNA16 MoE picks the Triton method on SM100 by default.
 _SM100_TRITON_PACKS = ("0.5.19", "0.5.23")
@@ -258,6 +293,10 @@ class WeightModel:
         self._stage_cache: dict[Widths, StageWeights] = {}
         self._per_rank_cache: dict[Widths, float] = {}
         self._shared_rule = shared_tp_rule(pack)
+        #: Whether this class gives its MoE layer `--ep-num-redundant-experts` more slots.
+        self._redundant_slots = arch in REDUNDANT_SLOT_ARCHITECTURES.get(
+            pack, REDUNDANT_SLOT_ARCHITECTURES["0.5.23"]
+        )
         self._shared_cache: dict[tuple[str, int, int, int], int] = {}
         v = facts.vision
         if v.needs_multimodal and not enable_multimodal and pack in VISION_NEEDS_MULTIMODAL_PACKS:
@@ -478,6 +517,15 @@ class WeightModel:
             hit = self._shared_cache[key] = max(1, int(evaluate(self._shared_rule, env)))
         return hit
 
+    def experts_per_rank(self, ep: int, redundant: int = 0) -> int:
+        """Routed-expert slots one EP rank holds (the busiest, when they do not divide):
+        the model's experts, plus `--ep-num-redundant-experts` where this release's class
+        builds its MoE layer with them (`FusedMoE(num_experts=n + redundant)`, whose
+        `num_local_experts` is that over EP)."""
+        n = self.facts.num_experts
+        extra = redundant if self._redundant_slots and n else 0
+        return _ceil(n + extra, ep)
+
     def shared_tp(self, p: Parallel) -> int:
         return self.shared_width(p.moe_a2a_backend, p.tp, p.ep, p.moe_tp)
 
@@ -488,7 +536,7 @@ class WeightModel:
         layout once (`perf.ranking`, `perf.disagg`), and a backend SGLang sets by itself
         (DeepSeek's prefill CP) would otherwise list the same widths twice."""
         if not self.facts.is_moe:
-            p = replace(p, ep=1, moe_tp=p.tp, moe_dp=1)
+            p = replace(p, ep=1, moe_tp=p.tp, moe_dp=1, redundant_experts=0)
         if p.moe_a2a_backend != "none":
             plain = replace(p, moe_a2a_backend="none")
             if not self.facts.num_shared_experts or self.shared_tp(plain) == self.shared_tp(p):
@@ -515,7 +563,7 @@ class WeightModel:
         f = self.facts
         n = end - start
         moe, lin, lin_moe = self.counts(start, end)
-        experts_here = _ceil(f.num_experts, p.ep)
+        experts_here = self.experts_per_rank(p.ep, p.redundant_experts)
         vocab = f.padded_vocab
         atp = self.attention_width(p.tp, p.attn_tp)
         emb = 0.0
@@ -569,7 +617,7 @@ class WeightModel:
         tensors is not taken back (`overhead` keeps it)."""
         f = self.facts
         start, end = stage_layers(f.num_layers, p.pp)[stage]
-        here = _ceil(f.num_experts, p.ep)
+        here = self.experts_per_rank(p.ep, p.redundant_experts)
         dense_tp, shared_tp = self.dense_tp(p), self.shared_tp(p)
         atp = self.attention_width(p.tp, p.attn_tp)
         key = (start, end, atp, dense_tp, shared_tp, p.moe_tp, here, limit)
@@ -622,4 +670,5 @@ def stage_widths(p: Parallel) -> Widths:
         p.dp_attention,
         p.dp_lm_head,
         p.moe_a2a_backend,
+        p.redundant_experts,
     )
