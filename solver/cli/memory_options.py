@@ -430,7 +430,9 @@ def with_memory(
             too_big,
             ("tp_size", "pp_size", "ep_size"),
             "",
-            "more GPUs per replica (tp, pp or ep), or a quantised model",
+            "more GPUs per replica (tp, pp or ep), or a quantised model"
+            if mem.swa_holds_a_request
+            else "a larger --swa-full-tokens-ratio, or more GPUs per replica (tp, pp or ep)",
             "meshsat memory model",
         )
         report = replace(report, valid=False, violations=(*report.violations, v))

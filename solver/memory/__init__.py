@@ -37,6 +37,8 @@ from meshsat.solver.memory.kv import (
     hybrid_swa_ratio,
     kv_bytes_per_token,
     resolved_kv_cache_dtype,
+    swa_pool_tokens,
+    swa_window,
 )
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.models import CATALOGUE, model_config
@@ -113,10 +115,26 @@ class Memory:
     #: KV pool so `mem_fraction_static` was raised to what one request needs (the value a
     #: launch must pass as `--mem-fraction-static`); None otherwise.
     raised_from_fraction: float | None = None
+    #: A hybrid SWA pool's tokens on one rank (`kv.swa_pool_tokens`), the sliding window
+    #: SGLang checks it against (`kv.swa_window`; 0: no check) and the pool's page size.
+    swa_tokens: int = 0
+    swa_window: int = 0
+    page_size: int = 1
 
     @property
     def fits(self) -> bool:
-        return self.kv_tokens > 0 and (self.state_slots > 0 or not self.state_bytes_per_request)
+        return (
+            self.kv_tokens > 0
+            and (self.state_slots > 0 or not self.state_bytes_per_request)
+            and self.swa_holds_a_request
+        )
+
+    @property
+    def swa_holds_a_request(self) -> bool:
+        """Whether the hybrid SWA pool passes SGLang's start-up check (0.5.18 to 0.5.23,
+        `HybridSWAPoolConfigurator`): more tokens than the window plus a page, the SWA
+        room prefill needs to admit one request."""
+        return not self.swa_window or self.swa_tokens > self.swa_window + self.page_size
 
     @property
     def fits_one_request(self) -> bool:
@@ -189,9 +207,17 @@ def graph_options(resolved: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def fit_violation(m: Memory) -> str | None:
-    """'does not fit' with the arithmetic, or None when the pool has room."""
+    """'does not fit' with the arithmetic, or None when the pool has room; for a hybrid SWA
+    pool too small for its window, SGLang's own refusal with the full pool it came from."""
     if m.fits:
         return None
+    if m.kv_tokens > 0 and not m.swa_holds_a_request:
+        return (
+            f"does not fit: SWA pool ({m.swa_tokens} tokens) cannot hold even one request: "
+            f"the prefill admission floor is sliding_window_size ({m.swa_window}) + "
+            f"page_size ({m.page_size}). Increase --swa-full-tokens-ratio or the total KV "
+            f"budget. (The full pool beside it: {m.kv_tokens} tokens a rank on a {m.gpu}.)"
+        )
     return (
         f"does not fit: weights {m.weights_gib:.2f} GiB + reserve "
         f"{m.reserve_gib + m.multimodal_reserve_gib:.2f} GiB "
@@ -287,6 +313,8 @@ class MemoryModel:
         self.max_prefill_tokens = max_prefill_tokens
         #: The hybrid SWA pool's ratio where `pack` builds one for this model, else None.
         self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
+        #: The window SGLang checks that pool against at start-up (0: none).
+        self.swa_window = swa_window(self.facts, self.swa_ratio)
         #: The flags that size a hybrid's state pool (`state.split_rest`); without `state`,
         #: the release's defaults with `--mamba-full-memory-ratio`.
         self.state = state or state_flags({}, pack, mamba_full_memory_ratio)
@@ -439,7 +467,10 @@ class MemoryModel:
             p.moe_a2a_backend,
         )
         m = self._at_fraction(p, default)
-        if m.fits or not self.raise_default_fraction:
+        # Raised only for an empty pool, as enumerate's columns raise it: a hybrid SWA
+        # pool too small for its window (a tiny `--swa-full-tokens-ratio`, a
+        # `--max-total-tokens` cap) is the launch's own choice, refused as it stands.
+        if m.kv_tokens > 0 or not self.raise_default_fraction:
             return m
         # The default leaves no pool: SGLang refuses to start and asks for a higher
         # `--mem-fraction-static`. Raise it (to the next 0.001) to what one request of
@@ -489,7 +520,16 @@ class MemoryModel:
             state_slots=slots,
             state_pool_gib=(slots + 1) * per_request / GIB if slots else 0.0,
             multimodal_reserve_gib=self.multimodal_reserve_gib,
+            swa_tokens=self._swa_tokens(tokens),
+            swa_window=self.swa_window,
+            page_size=self.page_size,
         )
+
+    def _swa_tokens(self, tokens: int) -> int:
+        """The hybrid SWA pool beside `tokens` full-pool tokens (0 without one)."""
+        if self.swa_ratio is None:
+            return 0
+        return swa_pool_tokens(tokens, self.swa_ratio, self.page_size)
 
     def _stages(self, p: Parallel, f: float) -> tuple[int | None, float, float, int, int | None]:
         """(KV tokens of the tightest stage, weights GiB of the fullest, the largest KV

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from meshsat.solver.memory.fraction import raised_fraction
-from meshsat.solver.memory.kv import kv_bytes_per_token
+from meshsat.solver.memory.kv import kv_bytes_per_token, swa_pool_tokens
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.pool import capped_tokens
 from meshsat.solver.memory.state import SLOTS_PER_REQUEST, split_rest, state_bytes_per_request
@@ -206,6 +206,7 @@ def _generated(
         mm.column_cache.setdefault("stages", {})
     )
     swa_ids = f.swa_layer_ids if mm.swa_ratio is not None else ()
+    swa_ratio, swa_window = mm.swa_ratio or 0.0, mm.swa_window
     hybrid = bool(f.linear_layer_ids)
 
     def stages(pp: int) -> tuple[Callable[..., tuple[float, float, int]], tuple[int, ...]]:
@@ -376,7 +377,11 @@ def _generated(
             known.clear()
         # A hybrid's requests are capped by its state slots (`state.SLOTS_PER_REQUEST`).
         cap = max(slots, 0) // SLOTS_PER_REQUEST if hybrid else -1
-        hit = known[key] = (worst / GIB, tokens, tokens > 0, key[7], not key[2], cap)
+        # A hybrid SWA pool must hold one request's window (`Memory.swa_holds_a_request`).
+        fits = tokens > 0 and (
+            not swa_window or swa_pool_tokens(tokens, swa_ratio, page) > swa_window + page
+        )
+        hit = known[key] = (worst / GIB, tokens, fits, key[7], not key[2], cap)
         return hit
 
     namespace: dict[str, Any] = {"cache": cache, "miss": miss, "ctx": ctx, "limit": _CACHE_LIMIT}

@@ -135,6 +135,11 @@ class ModelFacts:
     #: Layers with a sliding window (their KV is still counted in full; see kv.py).
     num_sliding_layers: int = 0
     sliding_window: int = 0
+    #: SGLang's `ModelConfig.sliding_window_size`: the first of `sliding_window_size`,
+    #: `sliding_window`, `window_size` the text config has; and Llama 4's
+    #: `attention_chunk_size`. `kv.swa_window` reads the window a request needs from them.
+    sliding_window_size: int = 0
+    attention_chunk_size: int = 0
     #: The layers SGLang's hybrid SWA pool keeps in its sliding-window pool when the
     #: release uses one for this architecture (`get_hybrid_layer_ids`): `layer_types`'
     #: sliding layers, MiMo-V2's `hybrid_layer_pattern` ones, Llama 4's chunked layers.
@@ -359,6 +364,13 @@ def _int(src: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
         if isinstance(v, int) and not isinstance(v, bool):
             return v
     return None
+
+
+def _first_int(src: Mapping[str, Any], keys: tuple[str, ...]) -> int:
+    """The first of `keys` that is present (not None), as SGLang's `getattr` loop reads
+    them, when it is an integer; 0 otherwise."""
+    v = next((src[k] for k in keys if src.get(k) is not None), None)
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 def _require(src: Mapping[str, Any], keys: tuple[str, ...], fact: str) -> int:
@@ -708,6 +720,8 @@ def facts_from_config(hf: Mapping[str, Any], dtype: str | None = None) -> ModelF
         swa_head_dim=_int(c, ("swa_head_dim",)) or 0,
         swa_v_head_dim=_int(c, ("swa_v_head_dim",)) or _int(c, ("swa_head_dim",)) or 0,
         sliding_window=_int(c, ("sliding_window",)) or 0,
+        sliding_window_size=_first_int(c, ("sliding_window_size", "sliding_window", "window_size")),
+        attention_chunk_size=_int(c, ("attention_chunk_size",)) or 0,
         linear_layer_ids=linear_ids,
         linear_num_key_heads=_int(c, ("linear_num_key_heads",)) or 0,
         linear_num_value_heads=_int(c, ("linear_num_value_heads",)) or 0,

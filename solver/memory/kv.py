@@ -104,6 +104,38 @@ def hybrid_swa_ratio(
     return 0.1 if f.architecture == "DeepseekV4ForCausalLM" else DEFAULT_SWA_FULL_TOKENS_RATIO
 
 
+#: Classes whose `get_attention_sliding_window_size` is the config's `sliding_window - 1`
+#: (0.5.18 to 0.5.23); the others' window is `ModelConfig.sliding_window_size`, else the
+#: `attention_chunk_size` (Llama 4), as `resolve_sliding_window_size` reads them.
+_WINDOW_LESS_ONE = frozenset(
+    {"GptOssForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"}
+)
+
+
+def swa_window(f: ModelFacts, swa_ratio: float | None) -> int:
+    """The sliding window SGLang checks its hybrid SWA pool against at start-up, or 0 where
+    it checks none. `HybridSWAPoolConfigurator` (0.5.18 to 0.5.23) refuses a pool of
+    `swa_tokens <= window + page_size` ("SWA pool (N tokens) cannot hold even one
+    request"): prefill admits a request only with that much SWA room. None without a
+    hybrid pool (`swa_ratio` None), for an all-SWA model (no full pool: its one pool is
+    the budget) and for DeepSeek-V4, whose pool `DSV4PoolConfigurator` sizes its own way
+    (checked in 0.5.23 only, against its compressed and ring pools)."""
+    if swa_ratio is None or f.architecture == "DeepseekV4ForCausalLM":
+        return 0
+    if len(f.swa_layer_ids) >= f.num_layers:
+        return 0
+    if f.architecture in _WINDOW_LESS_ONE:
+        return max(f.sliding_window - 1, 0)
+    return f.sliding_window_size or f.attention_chunk_size
+
+
+def swa_pool_tokens(full_tokens: int, swa_ratio: float, page_size: int) -> int:
+    """The hybrid pool's SWA tokens for `full_tokens` full-pool tokens, as
+    `HybridSWAPoolConfigurator._solve_pool_sizes` sizes them: the ratio's share, rounded
+    down to whole pages."""
+    return int(full_tokens * swa_ratio) // page_size * page_size
+
+
 def dsa_backends(
     f: ModelFacts,
     kv_cache_dtype: str | None,

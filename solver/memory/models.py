@@ -142,6 +142,7 @@ _LLAMA4_TEXT = {
     "intermediate_size_mlp": 16384,
     "num_experts_per_tok": 1,
     "vocab_size": 202048,
+    "attention_chunk_size": 8192,
 }
 #: Llama 4's `vision_config` (Scout and Maverick share it).
 _LLAMA4_VISION = {
