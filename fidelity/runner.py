@@ -70,6 +70,7 @@ RESOLVED_FIELDS = (
     "moe_a2a_backend",
     "moe_dense_tp_size",
     "chunked_prefill_size",
+    "page_size",
     "schedule_conservativeness",
     "enable_eplb",
     "eplb_algorithm",

@@ -274,6 +274,24 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
             },
         )
     ],
+    # The page the chunk must divide is the resolved one: DeepSeek V3.2's 64 (set on CPU
+    # too), flashmla's 64 (0.4.6.post5 asserts on the typed page, 1: no record there), and
+    # under DP attention the chunk divided by the DP width (192 is a multiple of 64, 96 not).
+    "KV-CHUNK-PAGE": [
+        ("deepseek_v32", {"chunked_prefill_size": 1000}),
+        ("deepseek_v3", {"attention_backend": "flashmla", "chunked_prefill_size": 1000}),
+        (
+            "deepseek_v3",
+            {
+                "tp_size": 2,
+                "enable_dp_attention": True,
+                "dp_size": 2,
+                "attention_backend": "flashmla",
+                "chunked_prefill_size": 192,
+            },
+        ),
+        ("llama", {"page_size": 16, "chunked_prefill_size": -1}),
+    ],
 }
 
 #: The models the recorder can load in every release; DeepSeek V3.2 from 0.5.18 on.

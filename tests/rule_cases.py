@@ -496,6 +496,8 @@ CASES: tuple[Case, ...] = (
         model={"architecture": "DeepseekV32ForCausalLM", "is_deepseek_dsa": True},
     ),
     case("SWA-RATIO-RANGE", {"swa_full_tokens_ratio": 1.5}, {"swa_full_tokens_ratio": 1.0}),
+    # --- KV page size (catalogue/page_size.py): the resolved page divides the chunk -------
+    case("KV-CHUNK-PAGE", {"page_size": 16, "chunked_prefill_size": 1000}, {"page_size": 8}),
     # --- FP4/MXFP8 KV caches (handle_kv4_compatibility, handle_mxfp8_kv_cache_compatibility)
     case(
         "KV4-NVFP4-BLACKWELL",

@@ -34,7 +34,8 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
         "deepseek",
     ),
     "init_expert_location": ("trivial", "trivial", "/path/to/placement.json"),
-    "attention_backend": (None, None, "fa3", "dsa", "dsv4"),
+    # flashmla and trtllm_mha force their own KV page (R-PAGE-SIZE), fa4 on SM100 too.
+    "attention_backend": (None, None, "fa3", "dsa", "dsv4", "flashmla", "trtllm_mha", "fa4"),
     "speculative_algorithm": (None, None, None, "EAGLE"),
     "architecture": ARCHITECTURES,
     "quant_method": (None, None, "fp8", "modelopt_fp4", "awq"),
@@ -63,7 +64,13 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "tokenizer_worker_num": (1, 1, 2),
     "max_ep_size": (None, None, 1, 4, 8, 16, 0),
     "elastic_ep_initial_size": (None, None, 2, 4),
-    "chunked_prefill_size": (None, 8192, 4096, 65536),
+    # 1000: no power of two past 8 divides it (KV-CHUNK-PAGE); -1: chunked prefill off.
+    "chunked_prefill_size": (None, 8192, 4096, 65536, 1000, -1),
+    # Typed pages on both sides of what the back-ends force (R-PAGE-SIZE).
+    "page_size": (None, None, 1, 16, 64),
+    # GPU classes the rules tell apart (Hopper; Blackwell, whose default back-ends force a
+    # KV page), mostly unknown.
+    "gpu_sm": (None, None, None, 90, 100),
     "moe_dense_tp_size": (None, None, 1, 2, 4),
     "expert_distribution_recorder_buffer_size": (None, None, 500),
     "eplb_rebalance_num_iterations": (None, None, 200),
@@ -190,11 +197,33 @@ def _themes() -> tuple[dict[str, Any], ...]:
     kv = [
         {"kv_cache_dtype": "fp4_mx_block16", "attention_backend": "fa3"},
         {"kv_cache_dtype": "nvfp4", "gpu_sm": 90},
+        {"kv_cache_dtype": "mxfp8", "gpu_sm": 90},
     ]
+    # Pairs the draws seldom meet: FlashInfer's all-to-all (its DP-attention width and
+    # runner), PP with speculative decoding, decode CP's FlashInfer all-to-all off CUDA, a
+    # language-model-only server's flags, the CuteDSL runner under another all-to-all.
+    pairs = [
+        {"tp_size": 8, "ep_size": 8, "moe_a2a_backend": "flashinfer"},
+        {"pp_size": 2, "speculative_algorithm": "EAGLE"},
+        {**dcp, "dcp_comm_backend": "fi_a2a", "platform": "hip"},
+        {"language_model_only": True, "language_only": True, "mm_enable_dp_encoder": True},
+        {**mori, "moe_runner_backend": "flashinfer_cutedsl"},
+        {**EEP_PRIMARY, "enable_eplb": True, "eplb_algorithm": "deepseek"},
+        {
+            "tp_size": 8,
+            "dp_size": 2,
+            "enable_dp_attention": True,
+            "attention_over_tp": True,
+            "num_attention_heads": 12,
+            "num_key_value_heads": 4,
+        },
+    ]
+    # A chunk that a forced page (flashmla's 64) does not divide.
+    page = {"attention_backend": "flashmla", "chunked_prefill_size": 1000}
     return (
         *({}, {}, {}, EEP_PRIMARY, EEP_JOINER, DWDP, prefill_cp, legacy, dcp, hybrid, awq),
         # DWDP and prefill CP drawn twice: their many rules keep their share of the draws.
-        *(*a2a, mori, dsa_cp, *kv, DWDP, prefill_cp),
+        *(*a2a, mori, dsa_cp, *kv, page, *pairs, DWDP, prefill_cp),
     )
 
 

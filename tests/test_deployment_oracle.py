@@ -38,7 +38,7 @@ def _side(role: str, facts: dict[str, Any], *, mla: bool, dcp: int = 1) -> Side:
         model="m",
         backend="mooncake",
         bootstrap_port=8998,
-        page_size=str(facts["page_size"]),
+        page_size=int(facts["page_size"]),
         kv_cache_dtype=facts["kv_cache_dtype"],
         tp=facts["attn_tp"],
         dp=1,
@@ -87,7 +87,7 @@ def test_pair_rules_say_what_the_release_says(release: str) -> None:
 def _side_046(role: str, facts: dict[str, Any], backend: str, mla: bool) -> Side:
     tp, dp = facts["tp"], facts["dp"]
     return Side(
-        role=role, model="m", backend=backend, bootstrap_port=8998, page_size="default",
+        role=role, model="m", backend=backend, bootstrap_port=8998, page_size=1,
         kv_cache_dtype="auto", tp=tp, dp=dp, dp_attention=dp > 1, attn_tp=tp // dp,
         attn_cp=1, pp=1, dcp=1, mla=mla,
     )  # fmt: skip

@@ -198,7 +198,7 @@ _side_values: dict[str, st.SearchStrategy[Any]] = {
     "model": st.sampled_from([None, "a/X", "/mnt/X", "b/Y", "$MODEL"]),
     "backend": st.sampled_from([None, "mooncake", "nixl"]),
     "bootstrap_port": st.sampled_from([None, 8998, 9000]),
-    "page_size": st.sampled_from([None, "default", "1", "64"]),
+    "page_size": st.sampled_from([None, 1, 16, 64]),
     "kv_cache_dtype": st.sampled_from([None, "auto", "fp8_e4m3"]),
     "tp": st.sampled_from([1, 2, 4, 8, 16]),
     "dp": st.sampled_from([1, 2, 4, 8]),

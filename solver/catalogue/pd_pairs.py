@@ -16,9 +16,14 @@ Release facts (read from each release's `sglang/srt/disaggregation/`):
   a prefill whose TP size per DP rank differ are refused for non-MLA models; NIXL
   (`nixl/conn.py`, `NixlKVReceiver._get_bootstrap_info_from_server`) refuses a prefill TP
   smaller than the decode's TP per DP rank, MLA or not. Neither compares page sizes or KV
-  dtypes: a mismatch corrupts the transfer silently (meshsat's rule, an error).
+  dtypes: a mismatch corrupts the transfer silently (meshsat's rule, an error, on the pages
+  the servers resolve: 1 unless typed, 64 on flashmla, 128 on cutlass_mla).
 - 0.5.18, 0.5.19, 0.5.23 (`common/conn.py`, `CommonKVManager.try_ensure_parallel_info` and
-  `_resolve_rank_mapping`): page size and KV dtype must match (a RuntimeError naming both);
+  `_resolve_rank_mapping`): page size and KV dtype must match (a RuntimeError naming both).
+  The page compared is each side's KV pool's (`kv_args.page_size = token_to_kv_pool.page_size`
+  in `disaggregation/prefill.py` and `decode.py`), the page size its server resolved
+  (`R-PAGE-SIZE`, `catalogue/page_size.py`): a decode on flashmla runs 64 whatever it typed,
+  so it pairs only with a prefill that runs 64 too;
   differing attention TP sizes are allowed (non-MLA logs "Performance is NOT guaranteed");
   decode PP must equal prefill PP or be 1; decode DCP needs an MLA KV pool and a prefill
   without attention CP. fidelity/pd_pairs.py records what each of them says on a grid of
@@ -87,8 +92,9 @@ class Side:
     model: str | None
     backend: str | None
     bootstrap_port: int | None
-    #: As written; "default" when unset (SGLang resolves it per attention backend).
-    page_size: str | None
+    #: The KV page size the server resolves (`R-PAGE-SIZE`: typed, or its attention
+    #: back-end's or model's own, else 1); None: not known here (a shell expansion).
+    page_size: int | None
     kv_cache_dtype: str | None
     tp: int
     dp: int
@@ -161,16 +167,6 @@ def _same_model(p: Side, d: Side) -> bool | None:
     return name(p.model) == name(d.model)
 
 
-def _same_page(p: Side, d: Side) -> bool | None:
-    """Both unset is the same page size; one unset is whatever the attention backend of
-    that side resolves, which meshsat does not decide."""
-    if p.page_size == d.page_size:
-        return p.page_size is not None or None
-    if "default" in (p.page_size, d.page_size):
-        return None
-    return _same(p.page_size, d.page_size)
-
-
 def _divides(p: Side, d: Side) -> bool:
     small, large = sorted((p.attn_tp, d.attn_tp))
     return large % small == 0
@@ -239,12 +235,15 @@ PAIR_RULES: tuple[PairRule, ...] = (
     ),
     PairRule(
         "PD-PAGE-SIZE",
-        _same_page,
+        lambda p, d: _same(p.page_size, d.page_size),
         "Page size mismatch: prefill server has page_size={p.page_size}, but decode server "
         "has page_size={d.page_size}. Both servers must use the same --page-size value.",
-        _CONN_05 + " (0.5.18+); meshsat in 0.4.6.post5, which transfers pages unchecked",
+        _CONN_05 + " (0.5.18+), on the page sizes the servers resolve; meshsat in "
+        "0.4.6.post5, which transfers pages unchecked",
         ((_ALL, "error"),),
-        "give both servers the same --page-size",
+        "give both servers the same --page-size; an attention back-end may force its own "
+        "(flashmla 64; trtllm_mla 32 or 64; trtllm_mha 16 to 128; DeepSeek V3.2 64), so the "
+        "other side must run that page",
         follow=("page_size",),
         reads=("page_size",),
     ),

@@ -6,6 +6,7 @@ Every later rule reads the resolved values. Each step here is also what `fix` an
 
 from __future__ import annotations
 
+from meshsat.solver.catalogue import page_size
 from meshsat.solver.lang.config import A2A_BACKENDS
 from meshsat.solver.lang.derived import attn_dp, elastic_scaling
 from meshsat.solver.lang.expr import Expr, is_set, ite, one_of
@@ -336,4 +337,7 @@ RESOLUTIONS: tuple[Resolution, ...] = (
             ),
         ),
     ),
+    # Where SGLang resolves it (post-process passes after the model overrides) it changes
+    # only the page size, which no other step reads.
+    page_size.resolution("0.5.19"),
 )

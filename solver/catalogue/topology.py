@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from meshsat.solver.catalogue.page_size import CHUNK_PAGE
 from meshsat.solver.lang.derived import attn_tp_whole, replicas
 from meshsat.solver.lang.expr import TRUE, And, Expr, Named, Or, divides, is_set, ite, named
 from meshsat.solver.lang.fields import F
@@ -201,6 +202,9 @@ RULES: tuple[Rule, ...] = (
         CHECK,
         hint="drop --speculative-algorithm, or use --pp-size 1",
     ),
+    # check_server_args() checks the chunk against the page after the PP and LoRA checks
+    # and before two-batch overlap.
+    CHUNK_PAGE,
     # check_two_batch_overlap(), from check_server_args(); ROCm's DSA round-robin prefill
     # CP is the one exception.
     Rule(

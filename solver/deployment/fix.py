@@ -486,12 +486,16 @@ def _follow(
         value = getattr(p, name)
         if value is None or value == "default":
             continue
-        facts = replace(facts, **{name: value})
+        # Facts hold flags as written (a page size too: `Side` holds it resolved).
+        written: Any = str(value) if name == "page_size" else value
+        facts = replace(facts, **{name: written})
         flags.append((FACT_FLAGS[name], str(value)))
     decode = replace(decode, facts=facts)
-    # A followed fact that is a layout field too (--kv-cache-dtype) follows in the layout,
-    # or the layout's own fix would write the decode's old value back.
-    same = {k: getattr(facts, k) for k in follow if k in type(decode.layout.config).model_fields}
+    # A followed fact that is a layout field too (--kv-cache-dtype, --page-size) follows in
+    # the layout, or the layout's own fix would write the decode's old value back; the
+    # layout takes the prefill's resolved value (a page size is a number there).
+    fields = type(decode.layout.config).model_fields
+    same = {k: getattr(p, k) for k in follow if k in fields and getattr(p, k) is not None}
     if same:
         decode = _with_config(decode, decode.layout.config.model_copy(update=same))
     if not any(r.layout_fix for r in broken):

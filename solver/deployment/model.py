@@ -40,7 +40,8 @@ class Facts:
     model: str | None
     backend: str | None
     bootstrap_port: int | None
-    #: As written; "default" when unset (SGLang resolves it per attention backend).
+    #: As written; "default" when unset. The pair rules read the page the server resolves
+    #: (its layout's `page_size`, `R-PAGE-SIZE`); this says only whether it is known.
     page_size: str | None
     kv_cache_dtype: str | None
 

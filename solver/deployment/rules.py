@@ -82,12 +82,15 @@ def layout_side(
     chose for a role (`pair_errors`)."""
     mla = None if model is None else model.mla_q_head_dim is not None
     attn_tp = derived.get("attn_tp")
+    page = resolved.get("page_size")
     return Side(
         role=role,
         model=facts.model,
         backend=facts.backend,
         bootstrap_port=facts.bootstrap_port,
-        page_size=facts.page_size,
+        # The page the server resolves (its back-end may force one); unknown where the
+        # flag is a shell expansion.
+        page_size=None if facts.page_size is None or page is None else int(page),
         kv_cache_dtype=facts.kv_cache_dtype,
         tp=int(resolved["tp_size"]),
         dp=int(resolved.get("dp_size") or 1),

@@ -343,6 +343,16 @@ class Config(BaseModel):
         flags=("--kv-cache-dtype",),
         group="attention",
     )
+    page_size: int | None = _f(
+        None,
+        "Tokens per KV page (None: SGLang's, 1). Some attention back-ends and models force "
+        "their own (flashmla 64, DeepSeek DSA 64, ...: R-PAGE-SIZE); the resolved page must "
+        "divide the chunked prefill size (KV-CHUNK-PAGE) and match between a prefill and "
+        "its decode server (PD-PAGE-SIZE). Also what the memory model rounds pools to.",
+        flags=("--page-size",),
+        group="attention",
+        ge=1,
+    )
     swa_full_tokens_ratio: float = _f(
         0.8,
         "Sliding-window layers' KV tokens over full-attention layers' (SGLang's default 0.8; "

@@ -23,6 +23,7 @@ from meshsat.solver.catalogue import (
     model,
     model_arch,
     moe_kernel,
+    page_size,
     quantization,
     resolution,
     topology,
@@ -666,6 +667,8 @@ V0_5_23 = apply(
         replace_resolutions=(
             _DCP_COMM_0_5_23,
             _CP_DSA_0_5_23,
+            # No cutlass_mla or tokenspeed_mla back-end any more.
+            page_size.resolution("0.5.23"),
             # attn_dp_enabled_of(): a scale joiner schedules like an attention-DP rank.
             Resolution(
                 "R-DPATTN",
@@ -836,7 +839,8 @@ V0_4_6_POST5 = apply(
         "auto with DP attention, --moe-dense-tp-size only 1; no CP, decode CP, DWDP, elastic "
         "EP or EPLB checks; everything inline in __post_init__.",
         # Its model classes' build, not its arguments, raises this one.
-        launch_only=SEED.launch_only
+        # KV-CHUNK-PAGE is asserted in __post_init__ (on the typed values), not at launch.
+        launch_only=(SEED.launch_only - {page_size.CHUNK_PAGE_0_4.id})
         | {
             model.EP_MOE_0_4.id,
             "TOPO-DP-REPLICA-GPUS",
@@ -844,6 +848,8 @@ V0_4_6_POST5 = apply(
             *(r.id for r in kv_cache.RULES_0_4),
         },
         add_rules=(
+            # __post_init__'s first check, right after the chunk's default.
+            page_size.CHUNK_PAGE_0_4,
             # data_parallel_controller.py:133 and 218-222 (its replica offset ignores pp).
             topology.replicas_share_gpus_0_4(),
             Rule(
@@ -915,6 +921,7 @@ V0_4_6_POST5 = apply(
             ),
         ),
         replace_resolutions=(
+            page_size.RESOLUTION_0_4,
             # meshsat's "auto" is 0.4's unset value, its round_robin default.
             Resolution(
                 "R-LOAD-BALANCE",

@@ -1,0 +1,161 @@
+"""The KV page size a server runs with, and the chunked prefill size it must divide.
+
+Why a resolution step and not the typed flag: several attention back-ends and models run
+only on their own page size, and SGLang rewrites `--page-size` for them with a warning
+(`_mla_backend_page_constraints`, `_fa4_page_constraint`, the DeepSeek model overrides;
+`_page_size_default` then turns an unset page into 1). What the KV pool, the chunk check and
+the prefill/decode handshake (PD-PAGE-SIZE, `catalogue/pd_pairs.py`) read is that resolved
+page, so `--attention-backend flashmla` with no `--page-size` runs pages of 64.
+
+Release facts (each release's own source, and its own resolution on CPU; 0.5.23's also on
+an H100 and with B200 platform facts through the shared oracle, tests/test_page_size.py):
+- 0.5.18 to 0.5.23, in the order they apply: a DeepSeek sparse-attention model (V3.2, GLM-5)
+  runs `64 * index_kpool` (its config's `index_kpool`, 1 unless given: 64 here) on CUDA and
+  CPU, whatever was typed; not on NPU or XPU, and on ROCm 1 or 64 by its aiter kernels (not
+  modelled: left as typed). DeepSeek V4 runs 256 (NPU 128).
+  Then the back-end: flashmla 64; cutlass_mla 128 (0.5.18, 0.5.19; 0.5.23 has no such
+  choice); trtllm_mla, cutedsl_mla and tokenspeed_mla (not 0.5.23) keep 32 or 64, else 64;
+  trtllm_mha keeps 16, 32, 64 or 128, else 64; hpc_ops 64; fa4 on SM100 for a non-MLA model
+  128. An unset back-end is the GPU's default (`get_default_attn_backend`): on SM100/SM103
+  trtllm_mha for MHA models (fa4 for MiMo V2, whose K and V widths differ) and, through the
+  DeepSeek family override, trtllm_mla for DeepSeek V3 and its kin; FA3 on Hopper and
+  FlashInfer/Triton elsewhere keep any page. With a speculative algorithm an MHA model's
+  default depends on `--speculative-eagle-topk`, which is no field: nothing is forced then.
+  Split prefill/decode back-ends, intel_xpu and the model overrides of Qwen3.5, MiniMax M3
+  and Nemotron-H are not modelled.
+- 0.4.6.post5 (`__post_init__`): `--page-size` defaults to 1; flashmla 64, cutlass_mla 128.
+
+The chunk check (`chunked_prefill_size % page_size == 0`):
+- 0.5.18 to 0.5.23, `check_server_args` (at launch): on the resolved values (the chunk after
+  DP attention divides it, the resolved page), skipped when chunked prefill is off (<= 0) or
+  on a PD decode server. An unset chunk is a GPU-memory default (2,048 to 16,384) that
+  meshsat does not know: not checked.
+- 0.4.6.post5, a bare assert in `__post_init__`, before the back-end's page and DP
+  attention's division: on the chunk and page as typed, a chunk of -1 included.
+"""
+
+from __future__ import annotations
+
+from meshsat.solver.lang.expr import Expr, divides, is_set, ite, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.model_spec import (
+    DSA_ARCHITECTURES,
+    MIMO_V2_ARCHITECTURES,
+    MLA_ARCHITECTURES,
+)
+from meshsat.solver.lang.rule import Assign, Resolution, Rule, assign
+
+#: SGLang's wording (every release; 0.4.6.post5 asserts it bare).
+MESSAGE = "chunked_prefill_size must be divisible by page_size"
+_HINT = (
+    "a --chunked-prefill-size that is a multiple of the page size the server runs (with "
+    "DP attention a multiple of dp_size times it: the chunk is divided by dp_size first), "
+    "or a --page-size that divides the chunk where the attention back-end leaves it free"
+)
+
+_PAGE = F.page_size
+_BACKEND = F.attention_backend
+#: An MLA model (`use_mla_backend`): the back-end defaults and fa4's page read it.
+_MLA = (
+    one_of(F.architecture, *MLA_ARCHITECTURES, *DSA_ARCHITECTURES)
+    | F.is_deepseek_dsa
+    | is_set(F.mla_q_head_dim)
+)
+#: The DeepSeek family override's classes without sparse attention that every 0.5.x
+#: registers (`_deepseek_family_overrides`): on SM100 an unset back-end becomes trtllm_mla.
+_TRTLLM_MLA_DEFAULT = (
+    "DeepseekV3ForCausalLM",
+    "KimiK25ForConditionalGeneration",
+    "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration",
+    "LongcatFlashForCausalLM",
+    "LongcatFlashForCausalLMNextN",
+)
+_SM100 = (F.platform == "cuda") & is_set(F.gpu_sm) & one_of(F.gpu_sm, 100, 103)
+#: The GPU picks the back-end; for an MHA model only without a speculative algorithm,
+#: whose `--speculative-eagle-topk` (no field) decides it otherwise.
+_DEFAULT = ~is_set(_BACKEND) & _SM100
+_KNOWN_MHA = is_set(F.architecture) & ~_MLA & ~is_set(F.speculative_algorithm)
+_ASYMMETRIC_KV = one_of(F.architecture, *MIMO_V2_ARCHITECTURES)
+#: Where the DSA override sets 64 (off NPU and XPU; ROCm's depends on its kernels).
+_DSA = F.is_deepseek_dsa & ~one_of(F.platform, "npu", "hip")
+_DSV4 = F.architecture == "DeepseekV4ForCausalLM"
+
+
+def _runs(backend: str, default: Expr | None = None) -> Expr:
+    """The back-end is `backend`: named, or the GPU's default where `default` holds."""
+    named = is_set(_BACKEND) & one_of(_BACKEND, backend)
+    return named if default is None else named | (_DEFAULT & default)
+
+
+def _keeps(backend: Expr, *pages: int) -> Assign:
+    """`backend` runs only these page sizes: any other (or none) becomes 64."""
+    return assign(backend & ~(is_set(_PAGE) & one_of(_PAGE, *pages)), page_size=64)
+
+
+def resolution(release: str) -> Resolution:
+    """R-PAGE-SIZE for a 0.5.x release ("0.5.18", "0.5.19", "0.5.23"): the module
+    docstring's steps, in SGLang's order (the model overrides, then the back-ends, then
+    the default)."""
+    old = release in ("0.5.18", "0.5.19")
+    trtllm_mla = one_of(F.architecture, *_TRTLLM_MLA_DEFAULT) & ~F.is_deepseek_dsa
+    steps: list[Assign] = [
+        assign(_DSA, page_size=64),
+        assign(_DSV4, page_size=ite(F.platform == "npu", 128, 256)),
+        assign(_runs("flashmla"), page_size=64),
+    ]
+    if old:
+        steps.append(assign(_runs("cutlass_mla"), page_size=128))
+    steps.append(_keeps(_runs("trtllm_mla", trtllm_mla), 32, 64))
+    if old:
+        steps.append(_keeps(_runs("tokenspeed_mla"), 32, 64))
+    steps += [
+        _keeps(_runs("cutedsl_mla"), 32, 64),
+        _keeps(_runs("trtllm_mha", _KNOWN_MHA & ~_ASYMMETRIC_KV), 16, 32, 64, 128),
+        _keeps(_runs("hpc_ops"), 64),
+        assign(_runs("fa4", _KNOWN_MHA & _ASYMMETRIC_KV) & ~_MLA & _SM100, page_size=128),
+        assign(~is_set(_PAGE), quiet=True, page_size=1),
+    ]
+    return Resolution(
+        "R-PAGE-SIZE",
+        "_mla_backend_page_constraints",
+        "the attention back-end (or the model) runs its own KV page size",
+        tuple(steps),
+    )
+
+
+#: 0.4.6.post5's `__post_init__`: the page defaults to 1; flashmla and cutlass_mla force theirs.
+RESOLUTION_0_4 = Resolution(
+    "R-PAGE-SIZE",
+    "__post_init__",
+    "the attention back-end runs its own KV page size",
+    (
+        assign(_runs("flashmla"), page_size=64),
+        assign(_runs("cutlass_mla"), page_size=128),
+        assign(~is_set(_PAGE), quiet=True, page_size=1),
+    ),
+)
+
+_CHUNK = F.chunked_prefill_size
+#: check_server_args (validation_hook.py; server_args.py in 0.5.18), at launch, on the
+#: resolved chunk and page.
+CHUNK_PAGE = Rule(
+    "KV-CHUNK-PAGE",
+    is_set(_CHUNK) & (_CHUNK > 0) & (F.disaggregation_mode != "decode"),
+    ~is_set(_PAGE) | divides(_PAGE, _CHUNK),
+    MESSAGE,
+    "check_server_args",
+    hint=_HINT,
+)
+#: 0.4.6.post5's bare assert in `__post_init__`, on the typed values (before the back-end's
+#: page and DP attention's division), a chunk of -1 included.
+_RAW_CHUNK, _RAW_PAGE = _CHUNK.as_raw, _PAGE.as_raw
+CHUNK_PAGE_0_4 = Rule(
+    "KV-CHUNK-PAGE",
+    is_set(_RAW_CHUNK) & is_set(_RAW_PAGE),
+    divides(_RAW_PAGE, _RAW_CHUNK),
+    "AssertionError (a bare assert: chunked_prefill_size % page_size == 0): " + MESSAGE,
+    "__post_init__",
+    hint="a --chunked-prefill-size that is a multiple of --page-size (-1, chunked prefill "
+    "off, only with --page-size 1)",
+)
