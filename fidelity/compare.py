@@ -172,6 +172,8 @@ def release_config(rec: dict[str, Any]) -> dict[str, Any]:
     for name in ENV_FIELDS:
         if name in (rec["config"] or {}):
             cfg[name] = rec["config"][name]
+    if "lora_paths" in cfg:  # the adapters: meshsat reads whether there are any
+        cfg["lora_paths"] = bool(cfg["lora_paths"])
     return cfg
 
 

@@ -250,6 +250,10 @@ def configs(n: int, seed: int = 0) -> Iterator[tuple[str, Config]]:
 LEGACY_MODE = {"in-seq-split": "zigzag", "round-robin-split": "interleave"}
 
 
+#: The adapter a record's --lora-paths names (meshsat's `lora_paths`: any adapter at all).
+LORA_ADAPTER = "meshsat=/tmp/meshsat-lora"
+
+
 def spell(
     release: str, config: Config, fields: frozenset[str], *, keep_absent: bool = False
 ) -> tuple[Config, Config, list[str]]:
@@ -266,6 +270,10 @@ def spell(
         env["SGLANG_ENABLE_CP_V2"] = "1" if v else "0"
     if c.pop("env_enable_eplb_balancedness_metric", False):
         env["SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC"] = "1"
+    if c.pop("lora_paths", False):
+        # meshsat reads only whether --lora-paths names an adapter: one, by name (resolution
+        # reads no adapter file).
+        c["lora_paths"] = [LORA_ADAPTER]
     major = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
     if "attn_dp_size" in fields and c.get("enable_dp_attention"):
         # 0.5.23: `--attn-dp-size N` is what `--enable-dp-attention --dp-size N` became.

@@ -57,6 +57,8 @@ _FI_MEGA: Config = {
     "moe_a2a_backend": "flashinfer_megamoe",
     "quantization": "mxfp8",
 }
+#: LoRA adapters on the triton_v2 back-end (--lora-paths turns LoRA on: R-LORA-PATHS).
+_LORA_V2: Config = {"lora_paths": True, "lora_backend": "triton_v2"}
 RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
     "MEGAMOE-OVERLAP": [
         (
@@ -251,28 +253,22 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
         )
     ],
     "MOE-LORA-ENABLE": [("qwen3_moe", {"tp_size": 2, "moe_runner_backend": "lora_triton"})],
-    "MOE-LORA-A2A": [
-        (
-            "qwen3_moe",
-            {
-                "tp_size": 2,
-                "moe_runner_backend": "lora_triton",
-                "enable_lora": True,
-                "moe_a2a_backend": "deepep",
-            },
+    **{
+        rule: [("qwen3_moe", {**_LORA_V2, "tp_size": 2, "moe_runner_backend": "lora_triton", **c})]
+        for rule, c in (
+            ("MOE-LORA-A2A", {"ep_size": 2, "moe_a2a_backend": "deepep"}),
+            ("MOE-LORA-PLACEMENT", {"ep_size": 2, "enable_eplb": True}),
+            ("MOE-LORA-BACKEND", {"lora_backend": "csgmv"}),
+            ("MOE-LORA-DP-ATTN", {"enable_dp_attention": True, "dp_size": 2}),
+            ("MOE-LORA-TBO", {"enable_two_batch_overlap": True}),
+            ("MOE-LORA-QUANT", {"quantization": "w8a8_fp8"}),
+            ("MOE-LORA-NVFP4", {"quantization": "modelopt_fp4"}),
+            ("MOE-LORA-EEP", {"elastic_ep_backend": "mooncake", "ep_join_mode": "recover"}),
         )
-    ],
-    "MOE-LORA-PLACEMENT": [
-        (
-            "qwen3_moe",
-            {
-                "tp_size": 2,
-                "ep_size": 2,
-                "moe_runner_backend": "lora_triton",
-                "enable_lora": True,
-                "enable_eplb": True,
-            },
-        )
+    },
+    # LoRA on triton_v2 with another MoE runner (check_lora_server_args).
+    "LORA-V2-DP-ATTN": [
+        (None, {**_LORA_V2, "tp_size": 4, "enable_dp_attention": True, "dp_size": 2})
     ],
     # The page the chunk must divide is the resolved one: DeepSeek V3.2's 64 (set on CPU
     # too), flashmla's 64 (0.4.6.post5 asserts on the typed page, 1: no record there), and
@@ -292,6 +288,7 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
         ),
         ("llama", {"page_size": 16, "chunked_prefill_size": -1}),
     ],
+    "LORA-V2-TBO": [(None, {**_LORA_V2, "tp_size": 2, "enable_two_batch_overlap": True})],
 }
 
 #: The models the recorder can load in every release; DeepSeek V3.2 from 0.5.18 on.

@@ -133,7 +133,10 @@ WEIGHT_FACTS = (
     "quant_experts",
     "quant_shared_experts",
 )
-_UNIFORM = sorted(set(SPECS) - set(WEIGHT_FACTS))
+#: LoRA's adapters and back-end: set by the LoRA theme only (`_themes`), for the same
+#: reason (the lora_* MoE runner checks read them together with the runner).
+LORA_FIELDS = ("lora_paths", "lora_backend")
+_UNIFORM = sorted(set(SPECS) - set(WEIGHT_FACTS) - set(LORA_FIELDS))
 
 
 def _field(name: str, zero_sizes: bool) -> st.SearchStrategy[Any]:
@@ -220,8 +223,11 @@ def _themes() -> tuple[dict[str, Any], ...]:
     ]
     # A chunk that a forced page (flashmla's 64) does not divide.
     page = {"attention_backend": "flashmla", "chunked_prefill_size": 1000}
+    # LoRA adapters (--lora-paths turns LoRA on) on a lora_* MoE runner and its triton_v2
+    # back-end, whose modes and weights the runner checks ask for.
+    lora = {"lora_paths": True, "lora_backend": "triton_v2", "moe_runner_backend": "lora_triton"}
     return (
-        *({}, {}, {}, EEP_PRIMARY, EEP_JOINER, DWDP, prefill_cp, legacy, dcp, hybrid, awq),
+        *({}, {}, {}, EEP_PRIMARY, EEP_JOINER, DWDP, prefill_cp, legacy, dcp, hybrid, awq, lora),
         # DWDP and prefill CP drawn twice: their many rules keep their share of the draws.
         *(*a2a, mori, dsa_cp, *kv, page, *pairs, DWDP, prefill_cp),
     )

@@ -19,8 +19,8 @@ from meshsat.solver.lang.model_spec import MODEL_FACT_NAMES, ModelSpec
 from meshsat.solver.packs import NEWEST
 from meshsat.solver.repair.problem import (
     EXACT_RULE,
+    FIXED_FACTS,
     GPUS_RULE,
-    HARDWARE,
     Key,
     changeable,
     live_fields,
@@ -92,7 +92,7 @@ def test_live_fields_exclude_what_no_rule_reads() -> None:
     assert "chunked_prefill_size" in live
     for name in ("schedule_conservativeness", "expert_distribution_recorder_buffer_size"):
         assert name not in live
-    assert not set(HARDWARE) & set(changeable(NEWEST))
+    assert not set(FIXED_FACTS) & set(changeable(NEWEST))
     assert not set(MODEL_FACT_NAMES) & set(changeable(NEWEST))
     assert (
         "eplb_algorithm" in open_literals()
@@ -138,7 +138,7 @@ def test_every_rule_agrees_with_python(n: int) -> None:
         env = environment(cfg, model)
         resolved, _ = checker.resolve(env)
         failed = {ERRORS_INDEX[k] for k in checker.violations(resolved, env) if k in ERRORS_INDEX}
-        fixed = tuple((f, env[f]) for f in (*HARDWARE, *MODEL_FACT_NAMES))
+        fixed = tuple((f, env[f]) for f in (*FIXED_FACTS, *MODEL_FACT_NAMES))
         prob = problem(Key(Universe.dividing(n), n, fixed, NEWEST))
         s = prob.solver
         s.push()

@@ -159,12 +159,16 @@ def test_compare_names_what_changed() -> None:
         # _validate_prefill_complete (the PD hook): the new allocation policy's limits.
         *("PD-PREFILL-COMPLETE-ROLE", "PD-PREFILL-COMPLETE-BACKEND"),
         *("PD-PREFILL-COMPLETE-PP-CP", "PD-PREFILL-COMPLETE-ATTN-TP"),
+        # lora_hook.py: the triton_v2 LoRA back-end (new) and what the LoRA runners need.
+        *("LORA-V2-DP-ATTN", "LORA-V2-TBO", "MOE-LORA-BACKEND", "MOE-LORA-DP-ATTN"),
+        *("MOE-LORA-TBO", "MOE-LORA-QUANT", "MOE-LORA-NVFP4", "MOE-LORA-EEP"),
     }
     # 0.5.23 accepts every runner and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC again, drops
     # the legacy CP and rejoin flags with their rules, and scales EP with attention TP.
     assert set(changes.rules_removed) == {
         "FLAG-CHOICE-MOE-RUNNER-BACKEND",
         "FLAG-CHOICE-MOE-A2A-BACKEND",
+        "FLAG-CHOICE-LORA-BACKEND",
         "METRICS-ENV",
         "CP-LEGACY-MODE-CHOICE",
         "CP-LEGACY-XOR",

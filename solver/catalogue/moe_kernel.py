@@ -10,7 +10,8 @@ whose config.json names a quantization method is judged as its flag says."""
 from __future__ import annotations
 
 from meshsat.solver.catalogue.context_parallel import ep_before_a2a
-from meshsat.solver.lang.expr import is_set, one_of
+from meshsat.solver.lang.derived import attn_dp
+from meshsat.solver.lang.expr import Expr, is_set, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
@@ -144,16 +145,17 @@ MARLIN_EP = Rule(
 
 
 #: check_lora_moe_runner_args (check_server_args, 0.5.23): the LoRA MoE runners serve
-#: adapter traffic on standard dispatch with trivial expert placement. (--lora-backend
-#: triton_v2, which they also need, is not a layout field: not checked by meshsat.)
+#: adapter traffic on standard dispatch with trivial expert placement. They read the
+#: resolved --enable-lora (R-LORA-PATHS: --lora-paths turns it on).
 _lora = one_of(runner, "lora_cutedsl", "lora_triton", "lora_marlin")
+_LORA_SRC = "check_server_args"
 LORA_RULES: tuple[Rule, ...] = (
     Rule(
         "MOE-LORA-ENABLE",
         _lora,
         F.enable_lora,
         "--moe-runner-backend {moe_runner_backend} requires --enable-lora (or --lora-paths)",
-        "check_server_args",
+        _LORA_SRC,
         hint="--enable-lora",
     ),
     Rule(
@@ -162,7 +164,7 @@ LORA_RULES: tuple[Rule, ...] = (
         F.moe_a2a_backend == "none",
         "--moe-runner-backend {moe_runner_backend} requires Standard dispatch, got "
         "--moe-a2a-backend {moe_a2a_backend}",
-        "check_server_args",
+        _LORA_SRC,
     ),
     Rule(
         "MOE-LORA-PLACEMENT",
@@ -170,6 +172,78 @@ LORA_RULES: tuple[Rule, ...] = (
         ~F.enable_eplb & (F.init_expert_location == "trivial") & (F.ep_num_redundant_experts == 0),
         "--moe-runner-backend {moe_runner_backend} currently requires trivial expert placement "
         "without EPLB or redundant experts",
-        "check_server_args",
+        _LORA_SRC,
     ),
+)
+
+#: _check_v2_lora_modes (lora_hook.py, 0.5.23): what the triton_v2 LoRA back-end cannot
+#: run yet, as (rule suffix, holds, SGLang's name for the mode). Not modelled: PD
+#: multiplexing (--enable-pdmux, no meshsat field), SGLANG_EXPERIMENTAL_LORA_OPTI and ROCm.
+_V2_MODES = (
+    ("DP-ATTN", attn_dp <= 1, "DP-attention with --attn-dp-size > 1"),
+    ("TBO", ~F.enable_two_batch_overlap, "two-batch overlap"),
+)
+
+
+def _v2_rules(prefix: str, when: Expr, option: str) -> tuple[Rule, ...]:
+    """One rule per mode of _check_v2_lora_modes, which `option` (SGLang's words for what
+    asked for triton_v2) does not support yet."""
+    return tuple(
+        Rule(
+            f"{prefix}-{suffix}",
+            when,
+            holds,
+            f"{option} does not yet support {mode}",
+            _LORA_SRC,
+        )
+        for suffix, holds, mode in _V2_MODES
+    )
+
+
+#: check_lora_server_args (0.5.23), before check_lora_moe_runner_args: LoRA on the
+#: triton_v2 back-end with any other MoE runner (for a lora_* runner the runner's own
+#: check below asks the same).
+LORA_V2_RULES: tuple[Rule, ...] = _v2_rules(
+    "LORA-V2",
+    F.enable_lora & (F.lora_backend == "triton_v2") & ~_lora,
+    "--lora-backend triton_v2",
+)
+#: check_lora_moe_runner_args (0.5.23) after MOE-LORA-ENABLE, in its order: the lora_*
+#: runners run on the triton_v2 back-end only, in its modes, on BF16, 128-block FP8 or
+#: (lora_marlin alone) ModelOpt NVFP4 weights (`--quantization unquant` is None by then).
+LORA_RUNNER_RULES: tuple[Rule, ...] = (
+    Rule(
+        "MOE-LORA-BACKEND",
+        _lora,
+        F.lora_backend == "triton_v2",
+        "--moe-runner-backend {moe_runner_backend} requires --lora-backend triton_v2",
+        _LORA_SRC,
+        hint="--lora-backend triton_v2",
+    ),
+    *_v2_rules("MOE-LORA", _lora, "--moe-runner-backend {moe_runner_backend}"),
+    Rule(
+        "MOE-LORA-QUANT",
+        _lora,
+        one_of(F.quantization, "fp8", "modelopt_fp4") | _unquantized,
+        "--moe-runner-backend {moe_runner_backend} supports unquantized BF16, 128-block FP8 "
+        "and ModelOpt NVFP4 MoE, got --quantization {quantization}",
+        _LORA_SRC,
+    ),
+    Rule(
+        "MOE-LORA-NVFP4",
+        _lora & (F.quantization == "modelopt_fp4"),
+        runner == "lora_marlin",
+        "--moe-runner-backend {moe_runner_backend} cannot run ModelOpt NVFP4 MoE; use "
+        "--moe-runner-backend lora_marlin",
+        _LORA_SRC,
+        hint="--moe-runner-backend lora_marlin",
+    ),
+)
+#: check_lora_moe_runner_args (0.5.23), between MOE-LORA-A2A and MOE-LORA-PLACEMENT.
+LORA_EEP = Rule(
+    "MOE-LORA-EEP",
+    _lora,
+    ~is_set(F.ep_join_mode),
+    "--moe-runner-backend {moe_runner_backend} does not yet support elastic EP",
+    _LORA_SRC,
 )

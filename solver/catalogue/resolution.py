@@ -340,4 +340,13 @@ RESOLUTIONS: tuple[Resolution, ...] = (
     # Where SGLang resolves it (post-process passes after the model overrides) it changes
     # only the page size, which no other step reads.
     page_size.resolution("0.5.19"),
+    # check_lora_server_args (check_server_args, 0.5.18 on): "--enable-lora is set to True
+    # because --lora-paths is provided" (a flag the CLI cannot turn off: store_true on None).
+    # The LoRA checks after it (MOE-LORA-*, LORA-V2-*) read the resolved value.
+    Resolution(
+        "R-LORA-PATHS",
+        "check_lora_server_args",
+        "--lora-paths names adapters: LoRA is on (--enable-lora)",
+        (assign(F.lora_paths & ~F.enable_lora, enable_lora=True),),
+    ),
 )

@@ -53,6 +53,9 @@ DEPRECATED: dict[str, tuple[str, Any]] = {
     "--enable-deepep-moe": ("moe_a2a_backend", "deepep"),
     "--enable-ep-moe": ("ep_size", "tp_size"),  # ep_size = tp_size, read after every flag
 }
+#: SGLang flags that take a list (nargs *) of which meshsat reads only whether it names
+#: anything: flag -> its boolean field (`--lora-paths a=/x b=/y`: SGLang turns LoRA on).
+LIST_FACTS: dict[str, str] = {"--lora-paths": "lora_paths"}
 #: Where a node's own schedulers sit: each node's process reads its own (SGLang's
 #: `gpu_id = base_gpu_id + … + (tp_rank % tp_per_node)·gpu_id_step` in
 #: `launch_tensor_parallel_group`, 0.4.6.post5 to 0.5.23; no other code reads them across
@@ -563,6 +566,8 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
             given, i = _value(words, i, word if eq else None, flag, command.line)
             text = given.text.partition("=")[2] if eq else given.text
             out.model_path = None if given.expansion is not None else text
+        elif flag in LIST_FACTS:
+            i = _list_fact(words, i, word if eq else None, LIST_FACTS[flag], out)
         elif flag == "--dist-init-addr":
             given, i = _value(words, i, word if eq else None, flag, command.line)
             out.dist_init_addr = given.text.partition("=")[2] if eq else given.text
@@ -614,6 +619,24 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
     if "--device" not in out.flags:  # a named device, whatever it is, is not overruled
         out.ascend_signs = ascend_signs(out.given, [var for var, _ in command.env])
     return out
+
+
+def _list_fact(
+    words: tuple[Word, ...], i: int, inline: Word | None, name: str, out: ParsedCommandLine
+) -> int:
+    """Read a list flag's words (`--lora-paths a=/x b=/y`, or `--lora-paths=a=/x`) into
+    whether it names anything: SGLang tests the list's truth, so a bare `--lora-paths` is
+    False. Words that only a shell expansion gives leave the field unset, with a note.
+    Returns the index of the next flag."""
+    items: list[Word] = [inline] if inline is not None else []
+    while inline is None and i < len(words) and not _is_flag(words[i].text):
+        items.append(words[i])
+        i += 1
+    if any(w.expansion is None for w in items) or not items:
+        out.values[name] = bool(items)
+    else:
+        out.unknown_values[name] = " ".join(w.expansion or w.text for w in items)
+    return i
 
 
 def _end_of_options(rest: Sequence[Word], line: int, pos: int) -> str:

@@ -431,6 +431,22 @@ class Config(BaseModel):
         flags=("--enable-lora",),
         group="moe",
     )
+    # SGLang's --lora-paths takes a list of adapters; meshsat reads only whether it names
+    # any (SGLang then turns --enable-lora on, R-LORA-PATHS). A fact of the launch, like
+    # the GPUs: fix never adds or drops adapters, and no command meshsat writes spells it.
+    lora_paths: bool = _f(
+        False,
+        "--lora-paths names at least one LoRA adapter (meshsat reads only that much of it).",
+        group="moe",
+        tool_only=True,
+    )
+    lora_backend: Literal["triton", "csgmv", "ascend", "torch_native", "triton_v2"] = _f(
+        "csgmv",
+        "LoRA kernel back-end: the lora_* MoE runners need triton_v2, which refuses DP "
+        "attention and two-batch overlap (0.5.23).",
+        flags=("--lora-backend",),
+        group="moe",
+    )
     ep_num_redundant_experts: int = _f(
         0,
         "Redundant expert replicas EPLB places beside the model's experts.",

@@ -132,8 +132,11 @@ _QUANT_0_4 = (
 )
 _GRAPHS_0_5_23 = tuple(g for g in get_args(GraphBackend) if g != "tc_piecewise")
 _BALANCE_0_5 = ("auto", "round_robin", "total_requests", "total_tokens", "follow_bootstrap_room")
+#: --lora-backend: triton_v2 is new in 0.5.23 (0.4.6.post5 takes any string).
+_LORA_0_5_19 = ("triton", "csgmv", "ascend", "torch_native")
 _CHOICES_0_5_19 = (
     ("load_balance_method", _BALANCE_0_5),
+    ("lora_backend", _LORA_0_5_19),
     ("moe_runner_backend", _RUNNERS_0_5_19),
     ("moe_a2a_backend", _A2A_0_5_19),
     ("quantization", _QUANT_0_5_19),
@@ -193,6 +196,12 @@ _MOE_BEFORE: tuple[tuple[str, Rule], ...] = (
     *moe_kernel.QUANT_RULES,
     ("MOE-CUTLASS-QUANT", attention_backend.QUANT_NVFP4_ONLINE),
 )
+# check_server_args runs check_lora_server_args (and in it check_lora_moe_runner_args)
+# before check_two_batch_overlap (0.5.23, measured: a lora_* runner with two-batch overlap
+# and no attention DP stops at the LoRA check).
+_LORA_BEFORE: tuple[tuple[str, Rule], ...] = tuple(
+    ("TOPO-TBO-DP-ATTN", r) for r in moe_kernel.LORA_RULES
+)
 _MOE_AFTER: tuple[tuple[str, Rule], ...] = (
     ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_V2_OVERLAP),
     *(("MOE-CUTEDSL-A2A", r) for r in reversed(moe_kernel.QUANT_RULES_AFTER)),
@@ -206,7 +215,6 @@ _MOE_ADDED: tuple[Rule, ...] = (
     moe_kernel.MARLIN_EP,
     a2a.DEEPEP_V2_SPEC,
     a2a.DEEPEP_V2_BUDGET,
-    *moe_kernel.LORA_RULES,
     # 0.5.18, 0.5.19 and 0.5.23 assert it in their PD handler (0.4.6.post5 has no fake).
     PD_PREFILL_FAKE,
 )
@@ -237,7 +245,7 @@ SEED = apply(
         SEED_VERSION,
         _SEED_BASE.released,
         _SEED_BASE.summary,
-        add_rules_before=_MOE_BEFORE,
+        add_rules_before=(*_MOE_BEFORE, *_LORA_BEFORE),
         add_rules_after=_MOE_AFTER,
         add_rules=_MOE_ADDED,
         add_resolutions=(_MXFP8_RUNNER, _LOAD_BALANCE),
@@ -496,6 +504,16 @@ _CP_DSA_0_5_23 = Resolution(
     ),
 )
 
+# 0.5.23's LoRA checks (arg_groups/lora_hook.py, from check_server_args, at launch), each
+# where SGLang asks it: check_lora_server_args refuses the triton_v2 back-end's unsupported
+# modes, then check_lora_moe_runner_args asks for the back-end, its modes and the weights
+# between MOE-LORA-ENABLE and MOE-LORA-A2A, and for elastic EP before the placement.
+_LORA_0_5_23: tuple[tuple[str, Rule], ...] = (
+    *(("MOE-LORA-ENABLE", r) for r in moe_kernel.LORA_V2_RULES),
+    *(("MOE-LORA-A2A", r) for r in moe_kernel.LORA_RUNNER_RULES),
+    ("MOE-LORA-PLACEMENT", moe_kernel.LORA_EEP),
+)
+
 V0_5_23 = apply(
     SEED,
     PackDiff(
@@ -505,10 +523,13 @@ V0_5_23 = apply(
         "replicas again); the legacy CP flags and --elastic-ep-rejoin are gone; decode CP "
         "excludes prefill CP; elastic EP scale-up allows attention TP.",
         add_rules_after=(*_ADDED_AFTER_0_5_23, *_A2A_0_5_23_AFTER),
-        launch_only=SEED.launch_only | {r.id for r in weight_shapes.VISION_TP_REDUCE},
+        launch_only=SEED.launch_only
+        | {r.id for r in weight_shapes.VISION_TP_REDUCE}
+        | {r.id for _, r in _LORA_0_5_23},
         add_rules_before=(
             *_CP_MODEL_CHECKS_0_5_23,
             *_A2A_0_5_23_BEFORE,
+            *_LORA_0_5_23,
             # The first check of handle_model_specific_adjustments in 0.5.23.
             ("MODEL-DSA-KV-DTYPE", decode_cp.NPU_DCP_DSA),
         ),
@@ -689,7 +710,6 @@ V0_5_23 = apply(
         ),
         rename_handlers=_RENAMED_0_5_23,
         handler_order=tuple(dict(_RENAMED_0_5_23).get(h, h) for h in PIPELINE_ORDER),
-        # check_lora_moe_runner_args runs in check_server_args(), at launch.
         present_fields=("attn_dp_size",),
         choices=(
             ("load_balance_method", _BALANCE_0_5),
@@ -756,6 +776,7 @@ V0_5_18 = apply(
             ("moe_a2a_backend", _A2A_0_5_18),
             ("moe_runner_backend", _RUNNERS_0_5_18),
             ("quantization", _QUANT_0_5_19),
+            ("lora_backend", _LORA_0_5_19),
         ),
     ),
 )
@@ -965,6 +986,8 @@ V0_4_6_POST5 = apply(
             "R-ELASTIC-REJOIN",
             "R-ELASTIC-EPLB",
             "R-ELASTIC-INIT",
+            # No --enable-lora yet (its __post_init__ reads --lora-paths alone).
+            "R-LORA-PATHS",
         ),
         handler_order=(
             "argparse",

@@ -191,7 +191,7 @@ def fix(
             rule = _rule_ref(pack, fp.DIVIDE_RULE, gpus, universe.bound)
             return _replace(base, conflict=Conflict(((name, value),), (rule,)))
     beyond = fp.resolved_beyond(pack, frozenset(pinned))
-    fixed = tuple((n, env[n]) for n in (*fp.HARDWARE, *MODEL_FACT_NAMES, *sorted(beyond)))
+    fixed = tuple((n, env[n]) for n in (*fp.FIXED_FACTS, *MODEL_FACT_NAMES, *sorted(beyond)))
     prob = fp.problem(fp.Key(universe, gpus, fixed, pack, beyond))
     keep_gpus = before if gpus is None else None
     search = Search(prob, env, user, keep_gpus, Deadline(deadline_s - time.monotonic()))

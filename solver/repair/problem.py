@@ -33,6 +33,9 @@ DIVIDE_RULE = "FIX-GPUS-DIVIDE"
 EXACT_RULE = "FIX-EXACT-DIV"
 #: Hardware facts: what the machine is, not a choice fix may revise.
 HARDWARE = ("gpus_per_node", "platform")
+#: Facts of the launch fix keeps as given: the machine, and the LoRA adapters it serves
+#: (--lora-paths, which no command meshsat writes spells).
+FIXED_FACTS = (*HARDWARE, "lora_paths")
 #: Cached per-field terms per problem; the cache is emptied beyond this many.
 _MEMO_LIMIT = 50_000
 
@@ -105,7 +108,7 @@ def live_resolutions(pack: Pack, beyond: frozenset[str] = frozenset()) -> tuple[
 def changeable(pack: Pack) -> tuple[str, ...]:
     """Config fields fix may change, in declaration order."""
     live = live_fields(pack)
-    return tuple(n for n in CONFIG_SPECS if n in live and n not in HARDWARE)
+    return tuple(n for n in CONFIG_SPECS if n in live and n not in FIXED_FACTS)
 
 
 @dataclass(frozen=True)

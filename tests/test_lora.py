@@ -1,0 +1,136 @@
+"""LoRA's launch checks (lora_hook.py of 0.5.23: check_lora_server_args and
+check_lora_moe_runner_args, from check_server_args) and --lora-paths turning LoRA on.
+
+Each row is a command line and the first error SGLang 0.5.23 raised on it, word for word, or
+None where it launched: its own argument resolution and check_server_args() on CPU with
+H100 facts (/work/shared/sglang_oracle/oracle.py --launch, platform cuda, 2026-12).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fidelity.compare import model
+from meshsat.solver.inputs import parse_sglang_command
+from meshsat.solver.packs import get_pack
+from meshsat.solver.validation.validate import validate
+
+PATHS = "--lora-paths a=/tmp/a"
+V2 = f"{PATHS} --lora-backend triton_v2"
+LORA_TRITON = f"--moe-runner-backend lora_triton {V2}"
+
+#: (model, flags after --tp 4, SGLang 0.5.23's first error or None).
+ROWS: tuple[tuple[str, str, str | None], ...] = (
+    # --lora-paths turns LoRA on; the default back-end is csgmv.
+    (
+        "qwen3_moe",
+        f"--moe-runner-backend lora_triton {PATHS}",
+        "--moe-runner-backend lora_triton requires --lora-backend triton_v2",
+    ),
+    ("qwen3_moe", LORA_TRITON, None),
+    (
+        "qwen3_moe",
+        "--moe-runner-backend lora_triton --lora-backend triton_v2",
+        "--moe-runner-backend lora_triton requires --enable-lora (or --lora-paths)",
+    ),
+    (
+        "qwen3_moe",
+        "--moe-runner-backend lora_marlin --lora-paths a=/tmp/a b=/tmp/b --lora-backend "
+        "triton_v2 --attn-dp-size 2",
+        "--moe-runner-backend lora_marlin does not yet support DP-attention with "
+        "--attn-dp-size > 1",
+    ),
+    # Before check_two_batch_overlap's own demand for attention DP.
+    (
+        "qwen3_moe",
+        f"--moe-runner-backend lora_cutedsl {V2} --enable-two-batch-overlap",
+        "--moe-runner-backend lora_cutedsl does not yet support two-batch overlap",
+    ),
+    (
+        "qwen3_moe",
+        f"{LORA_TRITON} --quantization modelopt_fp4",
+        "--moe-runner-backend lora_triton cannot run ModelOpt NVFP4 MoE; use "
+        "--moe-runner-backend lora_marlin",
+    ),
+    ("qwen3_moe", f"--moe-runner-backend lora_marlin {V2} --quantization modelopt_fp4", None),
+    (
+        "qwen3_moe",
+        f"{LORA_TRITON} --quantization awq",
+        "--moe-runner-backend lora_triton supports unquantized BF16, 128-block FP8 and "
+        "ModelOpt NVFP4 MoE, got --quantization awq",
+    ),
+    ("qwen3_moe", f"{LORA_TRITON} --quantization unquant", None),
+    ("qwen3_moe", f"{LORA_TRITON} --quantization fp8", None),
+    # An MXFP8 checkpoint swaps the runner for flashinfer_trtllm first (R-MXFP8-RUNNER).
+    ("qwen3_moe", f"{LORA_TRITON} --quantization mxfp8", None),
+    (
+        "qwen3_moe",
+        f"{LORA_TRITON} --elastic-ep-backend mooncake --elastic-ep-join-mode recover",
+        "--moe-runner-backend lora_triton does not yet support elastic EP",
+    ),
+    (
+        "qwen3_moe",
+        f"{LORA_TRITON} --moe-a2a-backend deepep",
+        "--moe-runner-backend lora_triton requires Standard dispatch, got --moe-a2a-backend deepep",
+    ),
+    (
+        "qwen3_moe",
+        f"{LORA_TRITON} --ep 4 --enable-eplb",
+        "--moe-runner-backend lora_triton currently requires trivial expert placement "
+        "without EPLB or redundant experts",
+    ),
+    # triton_v2 under any other MoE runner: check_lora_server_args, only with LoRA on.
+    (
+        "llama",
+        f"{V2} --attn-dp-size 2",
+        "--lora-backend triton_v2 does not yet support DP-attention with --attn-dp-size > 1",
+    ),
+    ("llama", "--lora-backend triton_v2 --attn-dp-size 2", None),
+    ("llama", f"{PATHS} --attn-dp-size 2", None),
+    (
+        "qwen3_moe",
+        f"--ep 4 --moe-a2a-backend deepep --enable-two-batch-overlap {V2}",
+        "--lora-backend triton_v2 does not yet support two-batch overlap",
+    ),
+)
+
+
+def _judge(name: str, flags: str, version: str = "0.5.23") -> Any:
+    parsed = parse_sglang_command(f"python -m sglang.launch_server --model-path x --tp 4 {flags}")
+    return validate(parsed.values, model(name), sglang_version=get_pack(version), explain=False)
+
+
+@pytest.mark.parametrize("name,flags,error", ROWS, ids=[f"{m}:{f}" for m, f, _ in ROWS])
+def test_first_error_is_sglangs(name: str, flags: str, error: str | None) -> None:
+    report = _judge(name, flags)
+    # Violations are in SGLang's handler order: the first is the error it stops at.
+    first = report.violations[0].message if report.violations else None
+    assert first == error, [v.rule for v in report.violations]
+
+
+def test_lora_paths_turn_lora_on_from_0_5_18() -> None:
+    """check_lora_server_args sets --enable-lora (None on the CLI) when --lora-paths names
+    adapters, in 0.5.18 (`_late_resolution`) as in 0.5.19 and 0.5.23; 0.4.6.post5 has no
+    --enable-lora, so nothing turns it on (and no flag of its is refused)."""
+    for version in ("0.5.18", "0.5.19", "0.5.23"):
+        report = _judge("qwen3_moe", PATHS, version)
+        assert report.valid and report.resolved_env["enable_lora"] is True, version
+    old = _judge("llama", PATHS, "0.4.6.post5")
+    assert old.valid and old.resolved_env["enable_lora"] is False
+
+
+def test_lora_paths_are_read_as_whether_any_adapter_is_named() -> None:
+    """--lora-paths takes any number of words (SGLang tests the list's truth); an adapter
+    given only by a shell expansion leaves it unknown, and the next flag is read."""
+
+    def read(flags: str) -> Any:
+        return parse_sglang_command(f"python -m sglang.launch_server --model-path x {flags}")
+
+    several = read("--lora-paths a=/x b=/y --tp 2")
+    assert several.values["lora_paths"] is True and several.values["tp_size"] == 2
+    assert read("--lora-paths --tp 2").values["lora_paths"] is False
+    assert read("--lora-paths=a=/x").values["lora_paths"] is True
+    unknown = read('--lora-paths "$ADAPTERS" --tp 2')
+    assert "lora_paths" not in unknown.values and "lora_paths" in unknown.unknown_values
