@@ -14,6 +14,7 @@ import pytest
 
 from fidelity.compare import model
 from meshsat.solver.inputs import parse_sglang_command
+from meshsat.solver.lang.config import Config
 from meshsat.solver.packs import get_pack
 from meshsat.solver.validation.validate import validate
 
@@ -134,3 +135,16 @@ def test_lora_paths_are_read_as_whether_any_adapter_is_named() -> None:
     assert read("--lora-paths=a=/x").values["lora_paths"] is True
     unknown = read('--lora-paths "$ADAPTERS" --tp 2')
     assert "lora_paths" not in unknown.values and "lora_paths" in unknown.unknown_values
+
+
+def test_fix_keeps_the_adapters_and_the_runner() -> None:
+    """fix repairs a LoRA runner without LoRA by turning it on (with triton_v2), not by an
+    MXFP8 checkpoint that swaps the runner away; it never adds or drops adapters."""
+    from meshsat.solver.repair.fix import fix
+
+    for paths in (False, True):
+        cfg = Config(tp_size=4, moe_runner_backend="lora_triton", lora_paths=paths)
+        out = fix(cfg, model("qwen3_moe"), sglang_version=get_pack("0.5.23"))
+        changed = {c.field: c.new for c in out.fixes[0].changes}
+        wanted = {"lora_backend": "triton_v2"} | ({} if paths else {"enable_lora": True})
+        assert changed == wanted, paths

@@ -226,7 +226,9 @@ def _chosen_kernels() -> tuple[Feature, ...]:
     Qwen3-30B-A3B said "features kept" where the operator sets `--ep 8`. Each quantization
     is a feature (switching one on where the input had none is one, swapping it two); the
     MoE runner you chose is kept once chosen (`off_binds` False: picking one where the
-    input left `auto` is a field change, as before; megamoe is the all-to-all backend's)."""
+    input left `auto` is a field change, as before; megamoe is the all-to-all backend's),
+    and kept running: `--quantization mxfp8` swaps most runners for flashinfer_trtllm
+    (R-MXFP8-RUNNER), which repaired every LoRA runner check by dropping the runner."""
     quant, runner = F.quantization.as_raw, F.moe_runner_backend.as_raw
     out = [
         Feature(f"quantization_{q}", f"--quantization {q}", quant == q, quant == q)
@@ -238,7 +240,7 @@ def _chosen_kernels() -> tuple[Feature, ...]:
             f"moe_runner_{r}",
             f"the {r} MoE runner",
             runner == r,
-            runner == r,
+            (runner == r) & (F.moe_runner_backend == r),
             off_binds=False,
         )
         for r in CONFIG_SPECS["moe_runner_backend"].choices
