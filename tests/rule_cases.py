@@ -516,6 +516,30 @@ CASES: tuple[Case, ...] = (
         {"attention_backend": "flashinfer"},
         model={"architecture": "DeepseekV3ForCausalLM"},
     ),
+    # An FA4 prefill asks the decode back-end of its own list (a pair that differs otherwise
+    # only warns).
+    case(
+        "KV4-FA4-MHA-BACKEND",
+        {
+            "kv_cache_dtype": "fp4_mx_block16",
+            "platform": "cuda",
+            "prefill_attention_backend": "fa4",
+            "decode_attention_backend": "fa3",
+        },
+        {"decode_attention_backend": "triton"},
+        model={"architecture": "LlamaForCausalLM"},
+    ),
+    case(
+        "KV4-FA4-MLA-BACKEND",
+        {
+            "kv_cache_dtype": "fp4_mx_block16",
+            "platform": "cuda",
+            "prefill_attention_backend": "fa4",
+            "decode_attention_backend": "fa3",
+        },
+        {"decode_attention_backend": "flashinfer"},
+        model={"architecture": "DeepseekV3ForCausalLM"},
+    ),
     case("KV4-CUDA", {"kv_cache_dtype": "fp4_mx_block16", "platform": "hip"}, {"platform": "cuda"}),
     case(
         "KV-MXFP8-BLACKWELL",

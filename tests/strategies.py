@@ -36,6 +36,19 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
     "init_expert_location": ("trivial", "trivial", "/path/to/placement.json"),
     # flashmla and trtllm_mha force their own KV page (R-PAGE-SIZE), fa4 on SM100 too.
     "attention_backend": (None, None, "fa3", "dsa", "dsv4", "flashmla", "trtllm_mha", "fa4"),
+    # Split back-ends: mostly unset, equal to each other now and then, and the GPU- and
+    # phase-bound ones (TRTLLM, CuteDSL, FA4) the attention and KV4 rules read.
+    "prefill_attention_backend": (None, None, None, "fa3", "fa4", "triton", "trtllm_mha"),
+    "decode_attention_backend": (
+        None,
+        None,
+        None,
+        "fa3",
+        "triton",
+        "trtllm_mha",
+        "trtllm_mla",
+        "cutedsl_mla",
+    ),
     "speculative_algorithm": (None, None, None, "EAGLE"),
     "architecture": ARCHITECTURES,
     "quant_method": (None, None, "fp8", "modelopt_fp4", "awq"),

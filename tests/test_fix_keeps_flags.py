@@ -45,8 +45,17 @@ VERSION = "0.5.23"
 #: Fields a flag sets, as the launch command writes them (not tool-only facts).
 WRITTEN = [n for n, s in CONFIG_SPECS.items() if s.flags and not s.tool_only and n != "node_rank"]
 #: Fields that became layout fields after the fixture was recorded (launch rules read them,
-#: solver/catalogue/kv_cache.py): its padding may set them, and the fix keeps them as typed.
-PADDED_FIELDS = frozenset({"context_length", "kv_cache_dtype", "swa_full_tokens_ratio"})
+#: solver/catalogue/kv_cache.py, attention_backend.py): its padding may set them, and the fix
+#: keeps them as typed.
+PADDED_FIELDS = frozenset(
+    {
+        "context_length",
+        "kv_cache_dtype",
+        "swa_full_tokens_ratio",
+        "prefill_attention_backend",
+        "decode_attention_backend",
+    }
+)
 
 
 def best(command: str) -> FixResult:

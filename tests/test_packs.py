@@ -153,6 +153,7 @@ def test_compare_names_what_changed() -> None:
         "DCP-NPU-DSA",
         # 0.5.23's nvfp4 prefill/decode back-ends (handle_nvfp4_prefill_kv_dequant_dtype).
         *("KV4-NVFP4-PREFILL-BACKEND", "KV4-NVFP4-DECODE-GPU"),
+        *("KV4-NVFP4-NATIVE-SM100", "KV4-NVFP4-DECODE-BACKEND"),
         *("WEIGHT-VISION-TP-REDUCE", "WEIGHT-VISION-TP-REDUCE-CP"),
         "FLAG-CHOICE-CUDA-GRAPH-BACKEND-DECODE",
         "FLAG-CHOICE-CUDA-GRAPH-BACKEND-PREFILL",
@@ -176,10 +177,12 @@ def test_compare_names_what_changed() -> None:
         "EEP-REJOIN-CONFLICT",
         "EEP-DP-EQ-TP",
         "CP-DSA-INTERLEAVE-DP",
+        # tokenspeed_mla is an alias of cutedsl_mla (R-ATTN-ALIAS).
+        *("ATTN-TOKENSPEED-MLA-BLACKWELL", "ATTN-TOKENSPEED-MLA-KV"),
     }
     assert "elastic_ep_rejoin" in changes.fields_removed
     assert "CP-DPCP-DIV" in changes.rules_changed
-    assert changes.steps_added == ("R-ATTN-DP-SIZE",)
+    assert changes.steps_added == ("R-ATTN-DP-SIZE", "R-ATTN-ALIAS")
     assert changes.fields_added == ("attn_dp_size", "disaggregation_decode_allocation_policy")
     assert compare(V0523, V0523).rules_changed == ()
 

@@ -9,12 +9,18 @@ widths. The back-end SGLang checks is the resolved one: unset, it is the GPU's d
 MHA and FlashInfer for MLA; elsewhere FlashInfer for MHA and Triton for MLA; the DSA back-end
 on DeepSeek's sparse-attention models), so an unset back-end passes only on SM100/SM103, or
 where the GPU class is unknown (`gpu_sm` unset: as every GPU-class rule, assumed to hold).
-Split prefill/decode back-ends (`--prefill-attention-backend`, `--decode-attention-backend`)
-are no layout fields: SGLang only warns about them.
+With split back-ends (`--prefill-attention-backend`, `--decode-attention-backend`) SGLang
+reads the resolved pair (`attention_backends_of`, `prefill_backend` / `decode_backend` here):
+a pair that differs, FA4 prefill aside, only warns ("Compatibility issues are unlikely");
+an FA4 prefill asks the decode back-end of its own list (KV4-FA4-*); an equal pair is the
+attention backend (R-ATTN-BACKEND) and takes the lists above. meshsat does not resolve an
+unset back-end to the GPU's default, so a split field beside it is taken to differ from it
+(SGLang compares it with Hopper's FA3 and may check the list instead).
 """
 
 from __future__ import annotations
 
+from meshsat.solver.catalogue.attention_backend import DECODE, PREFILL
 from meshsat.solver.lang.expr import Expr, is_set, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.model_spec import MLA_ARCHITECTURES
@@ -36,11 +42,21 @@ def _default_passes() -> Expr:
     return ~is_set(_backend) & ~F.is_deepseek_dsa & (~is_set(F.gpu_sm) | one_of(F.gpu_sm, 100, 103))
 
 
+#: The lists below are asked of an equal pair that is not FA4 (`attention_backend`), or of an
+#: FA4 prefill's decode back-end (KV4-FA4-*); a differing pair only warns.
+_SAME_PAIR = (PREFILL == DECODE) & (PREFILL != "fa4")
+_FA4_PREFILL = PREFILL == "fa4"
+
+
+def _listed(choices: tuple[str, ...]) -> str:
+    return "[" + ", ".join(repr(c) for c in choices) + "]"
+
+
 def _backend_rule(rule_id: str, kind: str, choices: tuple[str, ...], dtypes: Expr) -> Rule:
-    listed = "[" + ", ".join(repr(c) for c in choices) + "]"
+    listed = _listed(choices)
     return Rule(
         rule_id,
-        dtypes & _CUDA & (_MLA if kind == "MLA" else _MHA),
+        dtypes & _CUDA & (_MLA if kind == "MLA" else _MHA) & _SAME_PAIR,
         (is_set(_backend) & one_of(_backend, *choices)) | _default_passes(),
         f"KV4 {kind} expects attention_backend to be one of {listed}, but got "
         "{attention_backend}",
@@ -49,7 +65,26 @@ def _backend_rule(rule_id: str, kind: str, choices: tuple[str, ...], dtypes: Exp
     )
 
 
+def _fa4_rule(kind: str, choices: tuple[str, ...], dtypes: Expr) -> Rule:
+    """An FA4 prefill's decode back-end. Unset (with the base back-end unset) it is the GPU's
+    default: FlashInfer for MLA on SM100/SM103, never one of the MHA list on a known GPU."""
+    default = ~is_set(F.decode_attention_backend) & ~is_set(_backend) & ~is_set(F.gpu_sm)
+    if kind == "MLA":
+        default = ~is_set(F.decode_attention_backend) & _default_passes()
+    return Rule(
+        f"KV4-FA4-{kind}-BACKEND",
+        dtypes & _CUDA & (_MLA if kind == "MLA" else _MHA) & _FA4_PREFILL,
+        one_of(DECODE, *choices) | default,
+        f"KV4 FA4 {kind} expects decode_attention_backend to be one of {_listed(choices)}, "
+        "but got {decode_backend}",
+        SRC,
+        hint=f"--decode-attention-backend {choices[0]}",
+    )
+
+
 _MHA_CHOICES = ("triton", "torch_native", "flex_attention", "trtllm_mha")
+_FA4_MHA_CHOICES = ("triton", "torch_native", "flex_attention")
+_MLA_CHOICES = ("cutlass_mla", "flashinfer", "trtllm_mla")
 
 #: handle_mxfp8_kv_cache_compatibility (0.5.18 to 0.5.23, right after the KV4 checks).
 MXFP8 = Rule(
@@ -72,7 +107,9 @@ RULES: tuple[Rule, ...] = (
         SRC,
         hint="--kv-cache-dtype fp4_mx_block16",
     ),
-    _backend_rule("KV4-MLA-BACKEND", "MLA", ("cutlass_mla", "flashinfer", "trtllm_mla"), _FP4),
+    _fa4_rule("MLA", _MLA_CHOICES, _FP4),
+    _fa4_rule("MHA", _FA4_MHA_CHOICES, _FP4),
+    _backend_rule("KV4-MLA-BACKEND", "MLA", _MLA_CHOICES, _FP4),
     _backend_rule("KV4-MHA-BACKEND", "MHA", _MHA_CHOICES, _FP4),
     Rule(
         "KV4-CUDA",
@@ -89,22 +126,44 @@ RULES: tuple[Rule, ...] = (
 #: fp4_mx_block16's alone, and MLA no longer takes cutlass_mla.
 _FP4_MX = F.kv_cache_dtype == "fp4_mx_block16"
 RULES_0_5_23: tuple[Rule, ...] = (
+    _fa4_rule("MLA", ("flashinfer", "trtllm_mla"), _FP4_MX),
+    _fa4_rule("MHA", _FA4_MHA_CHOICES, _FP4_MX),
     _backend_rule("KV4-MLA-BACKEND", "MLA", ("flashinfer", "trtllm_mla"), _FP4_MX),
     _backend_rule("KV4-MHA-BACKEND", "MHA", _MHA_CHOICES, _FP4_MX),
 )
 _NVFP4 = F.kv_cache_dtype == "nvfp4"
-#: 0.5.23, before the attention handler: the back-end a user names must provide the FP8
-#: workspace or native NVFP4; then the decode back-end, trtllm_mha, needs its GPU classes.
-#: On CPU the platform has filled the back-end in already (intel_amx, measured), so an unset
-#: one is refused here too.
+#: 0.5.23, before the attention handler: the back-end a user names for prefill
+#: (`--prefill-attention-backend`, else `--attention-backend`) must provide the FP8 workspace
+#: (flashinfer) or native NVFP4 (trtllm_mha, SM100 only); a decode back-end named must be
+#: trtllm_mha, which then needs its GPU classes. On CPU the platform has filled the back-end
+#: in already (intel_amx, measured), so an unset one is refused here too.
 NVFP4_PREFILL = Rule(
     "KV4-NVFP4-PREFILL-BACKEND",
-    _NVFP4 & (is_set(_backend) | (F.platform == "cpu")),
-    is_set(_backend) & one_of(_backend, "flashinfer", "trtllm_mha"),
+    _NVFP4 & (is_set(F.prefill_attention_backend) | is_set(_backend) | (F.platform == "cpu")),
+    one_of(PREFILL, "flashinfer", "trtllm_mha"),
     "NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but backend "
-    "'{attention_backend}' provides neither.",
+    "'{prefill_backend}' provides neither.",
     NVFP4_SRC,
     hint="--attention-backend flashinfer (or leave it out)",
+)
+NVFP4_NATIVE = Rule(
+    "KV4-NVFP4-NATIVE-SM100",
+    _NVFP4 & (PREFILL == "trtllm_mha"),
+    _CUDA & (~is_set(F.gpu_sm) | one_of(F.gpu_sm, 100, 103)),
+    "Native NVFP4 prefill currently requires SM100; use "
+    "--prefill-kv-cache-dequant-dtype=fp8_e4m3 on this platform.",
+    NVFP4_SRC,
+    hint="--attention-backend flashinfer (FP8 prefill workspace)",
+)
+NVFP4_DECODE_BACKEND = Rule(
+    "KV4-NVFP4-DECODE-BACKEND",
+    _NVFP4 & is_set(F.decode_attention_backend),
+    F.decode_attention_backend == "trtllm_mha",
+    "NVFP4 decode requires --decode-attention-backend=trtllm_mha; got "
+    "'{decode_attention_backend}'. Remove the backend option; NVFP4 selects the supported "
+    "decode implementation automatically.",
+    NVFP4_SRC,
+    hint="leave --decode-attention-backend out",
 )
 NVFP4_DECODE = Rule(
     "KV4-NVFP4-DECODE-GPU",

@@ -106,6 +106,36 @@ A2A_DISPATCH_MODE = Resolution(
 )
 
 
+#: handle_attention_backend_compatibility's own changes, in its order (0.5.18 to 0.5.23):
+#: equal split back-ends become the base one (`_attention_backend_default`, which otherwise
+#: fills an unset base with the GPU's default: not modelled, unset stays unset); a CuteDSL
+#: MLA decode prefills with trtllm_mla (`_cutedsl_prefill_backend_fill`, once its checks
+#: pass: SM100 and the KV dtypes it takes, so never for an FP4 cache); FA3 takes FP8 only as
+#: e4m3, so fp8_e5m2 runs on Triton (`_attention_backend_fa3_fp8_fallback`).
+_P, _D = F.prefill_attention_backend, F.decode_attention_backend
+_CUTEDSL_FILL = (
+    ((F.attention_backend == "cutedsl_mla") | (_D == "cutedsl_mla"))
+    & ~is_set(_P)
+    & one_of(F.kv_cache_dtype, "fp8_e4m3", "bf16", "bfloat16", "auto")
+    & (F.platform == "cuda")
+    & (~is_set(F.gpu_sm) | one_of(F.gpu_sm, 100, 103))
+)
+ATTN_BACKEND = Resolution(
+    "R-ATTN-BACKEND",
+    "handle_attention_backend_compatibility",
+    "equal --prefill-attention-backend and --decode-attention-backend are the attention "
+    "backend; a cutedsl_mla decode prefills with trtllm_mla; FA3 with an fp8_e5m2 KV cache "
+    "falls back to Triton",
+    (
+        assign(is_set(_P) & (_P == _D), attention_backend=_P),
+        assign(_CUTEDSL_FILL, prefill_attention_backend="trtllm_mla"),
+        assign(
+            (F.attention_backend == "fa3") & (F.kv_cache_dtype == "fp8_e5m2"),
+            attention_backend="triton",
+        ),
+    ),
+)
+
 RESOLUTIONS: tuple[Resolution, ...] = (
     # handle_mega_moe runs first in the pipeline (0.5.19 and 0.5.23; measured by a
     # targeted fidelity record).
@@ -173,6 +203,7 @@ RESOLUTIONS: tuple[Resolution, ...] = (
             ),
         ),
     ),
+    ATTN_BACKEND,
     Resolution(
         "R-DP1",
         "_data_parallelism_defaults",

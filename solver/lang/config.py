@@ -263,6 +263,19 @@ class Config(BaseModel):
         flags=("--attention-backend",),
         group="attention",
     )
+    prefill_attention_backend: str | None = _f(
+        None,
+        "Prefill attention backend (None: --attention-backend's); equal to the decode one, "
+        "it becomes --attention-backend (0.5.x).",
+        flags=("--prefill-attention-backend",),
+        group="attention",
+    )
+    decode_attention_backend: str | None = _f(
+        None,
+        "Decode attention backend (None: --attention-backend's).",
+        flags=("--decode-attention-backend",),
+        group="attention",
+    )
     enable_aiter_allreduce_fusion: bool = _f(
         False,
         "AMD aiter all-reduce fusion.",

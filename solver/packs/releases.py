@@ -514,6 +514,31 @@ _LORA_0_5_23: tuple[tuple[str, Rule], ...] = (
     ("MOE-LORA-PLACEMENT", moe_kernel.LORA_EEP),
 )
 
+# _handle_deprecated_args (0.5.23, serving_hook.py): tokenspeed_mla is a deprecated alias of
+# cutedsl_mla (decode-only: as the prefill back-end it becomes trtllm_mla) and keeps the FP8
+# KV cache it implied.
+_TOKENSPEED = (F.attention_backend == "tokenspeed_mla") | (
+    F.decode_attention_backend == "tokenspeed_mla"
+)
+_ATTN_ALIAS_0_5_23 = Resolution(
+    "R-ATTN-ALIAS",
+    "_handle_deprecated_args",
+    "--attention-backend tokenspeed_mla is a deprecated alias of cutedsl_mla (a prefill "
+    "back-end: trtllm_mla) with an fp8_e4m3 KV cache",
+    (
+        assign(_TOKENSPEED & (F.kv_cache_dtype != "fp8_e4m3"), kv_cache_dtype="fp8_e4m3"),
+        assign(F.attention_backend == "tokenspeed_mla", attention_backend="cutedsl_mla"),
+        assign(
+            F.decode_attention_backend == "tokenspeed_mla",
+            decode_attention_backend="cutedsl_mla",
+        ),
+        assign(
+            F.prefill_attention_backend == "tokenspeed_mla",
+            prefill_attention_backend="trtllm_mla",
+        ),
+    ),
+)
+
 V0_5_23 = apply(
     SEED,
     PackDiff(
@@ -537,6 +562,8 @@ V0_5_23 = apply(
             # check_mega_moe_compat is new in 0.5.23 (0.5.19 accepts these, measured).
             *a2a.MEGAMOE_RULES,
             kv4.NVFP4_PREFILL,
+            kv4.NVFP4_NATIVE,
+            kv4.NVFP4_DECODE_BACKEND,
             kv4.NVFP4_DECODE,
             # --disaggregation-decode-allocation-policy is new in 0.5.23 (pd hook).
             *PREFILL_COMPLETE_RULES,
@@ -546,6 +573,13 @@ V0_5_23 = apply(
         ),
         replace_rules=(
             *kv4.RULES_0_5_23,
+            # _mla_kv_cache_dtype_checks no longer lists fp4_e2m1; nvfp4's own decode
+            # back-end is KV4-NVFP4-DECODE-GPU's; no legacy CP flag to read.
+            attention_backend.trtllm_mla_kv(
+                ("fp8_e4m3", "bf16", "auto"), "fp8_e4m3, bf16, or auto"
+            ),
+            attention_backend.trtllm_mha_decode_gpu(nvfp4_own=True),
+            attention_backend.trtllm_mha_cp(legacy=False),
             *weight_shapes.RULES_0_5_23,
             # 0.5.23's loader no longer knows GPTQ outside Ascend (measured).
             quantization.quant_known(),
@@ -673,6 +707,8 @@ V0_5_23 = apply(
             "EEP-REJOIN-CONFLICT",
             "EEP-DP-EQ-TP",
             "CP-DSA-INTERLEAVE-DP",
+            # tokenspeed_mla is an alias of cutedsl_mla now (R-ATTN-ALIAS).
+            *(r.id for r in attention_backend.TOKENSPEED_RULES),
         ),
         absent_fields=(
             "enable_prefill_context_parallel",
@@ -681,7 +717,7 @@ V0_5_23 = apply(
             "dsa_prefill_cp_mode",
             "elastic_ep_rejoin",
         ),
-        add_resolutions=(_ATTN_DP_SIZE,),
+        add_resolutions=(_ATTN_DP_SIZE, _ATTN_ALIAS_0_5_23),
         # SGLANG_ENABLE_CP_V2 is "Removed without replacement" (environ.py's deprecated
         # table, which only warns): no step sets it and nothing reads it.
         remove_resolutions=("R-CPV2",),
@@ -761,10 +797,17 @@ V0_5_18 = apply(
             language_only_rule(
                 tuple(a for a in ENCODER_DISAGG_ARCHITECTURES if a != "Dots3NoteForCausalLM")
             ),
+            attention_backend.TRTLLM_MHA_GPU_0_5_18,
         ),
         # deepep_v2 is not a --moe-a2a-backend choice yet (the choice rule refuses it);
         # its WNA16 MoE takes Triton whatever the weights.
-        remove_rules=("A2A-DEEPEP-V2-RUNNER", "MOE-TRITON-WNA16"),
+        # Its TRTLLM MHA prefill runs on SM100 only, with no SM120 or prefill-CP check.
+        remove_rules=(
+            "A2A-DEEPEP-V2-RUNNER",
+            "MOE-TRITON-WNA16",
+            attention_backend.TRTLLM_MHA_SM120_FP8.id,
+            "ATTN-TRTLLM-MHA-CP-SM100",
+        ),
         # Its __post_init__ mirrors the legacy CP flags before the DeepSeek-family override
         # sets a DSA model's attention backend (measured on GLM-5: the non-DSA spelling).
         replace_resolutions=(resolution.legacy_cp(dsa_default=False),),
@@ -848,6 +891,8 @@ _ABSENT_0_4 = (
     "enable_lora",
     "disaggregation_decode_allocation_policy",
     "swa_full_tokens_ratio",
+    "prefill_attention_backend",
+    "decode_attention_backend",
 )
 
 V0_4_6_POST5 = apply(
@@ -973,6 +1018,8 @@ V0_4_6_POST5 = apply(
         remove_resolutions=(
             # 0.4's DeepEP modes and graphs: R-NO-GRAPHS (no MoRI, pplx or MoE runners).
             "R-A2A-DISPATCH-MODE",
+            # No split back-ends and no FA3 fallback for fp8_e5m2 in its __post_init__.
+            "R-ATTN-BACKEND",
             "R-MXFP8-RUNNER",
             "R-LEGACY-CP",
             "R-DWDP",
