@@ -311,6 +311,34 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
             },
         )
     ],
+    # Speculative decoding (handle_speculative_decoding; the base cases are in
+    # tests/rule_cases.py): 0.4.6.post5 compares an unset top-k only over pages, and has
+    # neither NGRAM nor STANDALONE (argparse's choices).
+    "SPEC-EAGLE-TOPK-SET": [
+        (None, {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "page_size": 16})
+    ],
+    "FLAG-CHOICE-SPECULATIVE-ALGORITHM": [
+        (None, {"speculative_algorithm": "NGRAM"}),
+        (None, {"speculative_algorithm": "STANDALONE", "tp_size": 2}),
+    ],
+    "SPEC-NGRAM-PAGE": [
+        ("deepseek_v32", {"tp_size": 8, "speculative_algorithm": "NGRAM"}),
+        ("llama", {"speculative_algorithm": "NGRAM", "page_size": 64}),
+    ],
+    "SPEC-EAGLE-PAGE-TREE": [
+        (
+            "deepseek_v3",
+            {
+                "tp_size": 8,
+                "speculative_algorithm": "EAGLE",
+                "speculative_num_steps": 3,
+                "speculative_eagle_topk": 4,
+                "speculative_num_draft_tokens": 8,
+                "attention_backend": "flashmla",
+            },
+        ),
+        ("llama", {"speculative_algorithm": "EAGLE", "page_size": 16}),
+    ],
     "MOE-LORA-ENABLE": [("qwen3_moe", {"tp_size": 2, "moe_runner_backend": "lora_triton"})],
     **{
         rule: [("qwen3_moe", {**_LORA_V2, "tp_size": 2, "moe_runner_backend": "lora_triton", **c})]
@@ -520,7 +548,8 @@ def _seeds(rule_id: str, pack: Pack) -> list[tuple[str | None, Config]]:
     if rule_id.startswith(CHOICE_PREFIX):
         name, allowed = next(c for c in pack.choices if rule_id == _choice_id(c[0]))
         values = [v for v in CONFIG_SPECS[name].choices if v is not None and v not in allowed]
-        return [(None, {name: v}) for v in values]
+        # An open field (any string) lists no choices: its seeds name the values.
+        return [(None, {name: v}) for v in values] + RELEASE_SEEDS.get(rule_id, [])
     from tests.rule_cases import CASES
 
     out: list[tuple[str | None, Config]] = [

@@ -39,6 +39,14 @@ EEP_JOINER: dict[str, Any] = {
     "elastic_ep_initial_size": 4,
 }
 DWDP: dict[str, Any] = {"tp_size": 4, "dwdp_size": 4, "disaggregation_mode": "prefill"}
+#: DP attention over two groups, and an explicit EAGLE tree (3 steps, top-k 4, 8 tokens).
+SPEC_DP: dict[str, Any] = {"tp_size": 2, "dp_size": 2, "enable_dp_attention": True}
+SPEC_TREE: dict[str, Any] = {
+    "speculative_algorithm": "EAGLE",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 4,
+    "speculative_num_draft_tokens": 8,
+}
 SCALE_JOIN = {
     "elastic_ep_backend": "mooncake",
     "ep_join_mode": "scale",
@@ -217,6 +225,44 @@ CASES: tuple[Case, ...] = (
         "DWDP-NO-TBO",
         {**DWDP, "enable_two_batch_overlap": True},
         {"enable_two_batch_overlap": False},
+    ),
+    # --- speculative decoding (handle_speculative_decoding) --------------------------------
+    case(
+        "SPEC-STANDALONE-DP-ATTN",
+        {**SPEC_DP, "speculative_algorithm": "STANDALONE"},
+        {"speculative_algorithm": "EAGLE"},
+    ),
+    case(
+        "SPEC-EAGLE-AUTO-PARAMS",
+        {"speculative_algorithm": "EAGLE", "speculative_eagle_topk": 2},
+        {"speculative_num_steps": 3},
+    ),
+    case(
+        "SPEC-EAGLE-TOPK-SET",
+        {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3},
+        {"speculative_eagle_topk": 1},
+    ),
+    # TRT-LLM MHA also pages by 64 (R-PAGE-SIZE), which a tree cannot use on it.
+    case(
+        "SPEC-TRTLLM-MHA-TOPK",
+        {**SPEC_TREE, "attention_backend": "trtllm_mha"},
+        {"speculative_eagle_topk": 1},
+        "SPEC-EAGLE-PAGE-TREE",
+    ),
+    case(
+        "SPEC-EAGLE-PAGE-TREE",
+        {**SPEC_TREE, "page_size": 16, "attention_backend": "torch_native"},
+        {"attention_backend": "flashinfer"},
+    ),
+    case(
+        "SPEC-NGRAM-PAGE",
+        {"speculative_algorithm": "NGRAM", "page_size": 16, "attention_backend": "triton"},
+        {"attention_backend": "flashinfer"},
+    ),
+    case(
+        "SPEC-NGRAM-DP-ATTN",
+        {**SPEC_DP, "speculative_algorithm": "NGRAM"},
+        {"enable_dp_attention": False},
     ),
     # --- elastic EP ------------------------------------------------------------------------
     case(

@@ -34,8 +34,22 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
         "deepseek",
     ),
     "init_expert_location": ("trivial", "trivial", "/path/to/placement.json"),
-    # flashmla and trtllm_mha force their own KV page (R-PAGE-SIZE), fa4 on SM100 too.
-    "attention_backend": (None, None, "fa3", "dsa", "dsv4", "flashmla", "trtllm_mha", "fa4"),
+    # flashmla, trtllm_mha and cutlass_mla force their own KV page (R-PAGE-SIZE), fa4 on SM100
+    # too; flashinfer, fa3 and triton take a draft tree over pages (SPEC-EAGLE-PAGE-TREE).
+    "attention_backend": (
+        None,
+        None,
+        "fa3",
+        "dsa",
+        "dsv4",
+        "flashinfer",
+        "triton",
+        "torch_native",
+        "flashmla",
+        "trtllm_mha",
+        "cutlass_mla",
+        "fa4",
+    ),
     # Split back-ends: mostly unset, equal to each other now and then, and the GPU- and
     # phase-bound ones (TRTLLM, CuteDSL, FA4) the attention and KV4 rules read.
     "prefill_attention_backend": (None, None, None, "fa3", "fa4", "triton", "trtllm_mha"),
@@ -49,7 +63,8 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
         "trtllm_mla",
         "cutedsl_mla",
     ),
-    "speculative_algorithm": (None, None, None, "EAGLE"),
+    # NEXTN is EAGLE's alias; NGRAM and STANDALONE refuse attention DP.
+    "speculative_algorithm": (None, None, None, "EAGLE", "NEXTN", "EAGLE3", "STANDALONE", "NGRAM"),
     "architecture": ARCHITECTURES,
     "quant_method": (None, None, "fp8", "modelopt_fp4", "awq"),
     "quant_not_checked": (None, None, "unknown quantization scheme gguf"),
@@ -106,6 +121,12 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "quant_group_size": (None, 128, 64),
     "vision_num_heads": (None, 16, 12),
     "vision_intermediate_size": (None, 4304, 4096),
+    # Speculative parameters on both sides of SGLang's: all three unset (it picks them),
+    # a chain (top-k 1) or a tree, over pages or not (page_size above).
+    "speculative_num_steps": (None, None, 3, 5),
+    "speculative_eagle_topk": (None, None, 1, 4),
+    "speculative_num_draft_tokens": (None, None, 4, 8),
+    "speculative_ngram_max_bfs_breadth": (10, 10, 1, 4),
     # A launch's --context-length on both sides of the model's (MODEL-CONTEXT-LENGTH).
     "context_length": (None, None, 4096, 131072, 1000000),
     "max_context_length": (None, 2048, 131072),
@@ -149,7 +170,17 @@ WEIGHT_FACTS = (
 #: LoRA's adapters and back-end: set by the LoRA theme only (`_themes`), for the same
 #: reason (the lora_* MoE runner checks read them together with the runner).
 LORA_FIELDS = ("lora_paths", "lora_backend")
-_UNIFORM = sorted(set(SPECS) - set(WEIGHT_FACTS) - set(LORA_FIELDS))
+#: Speculative decoding's parameters and the page size its checks read: drawn as a group
+#: too (a tree needs several at once: the algorithm, steps, top-k, pages).
+SPECULATIVE = (
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "speculative_ngram_max_bfs_breadth",
+    "page_size",
+)
+_UNIFORM = sorted(set(SPECS) - set(WEIGHT_FACTS) - set(SPECULATIVE) - set(LORA_FIELDS))
 
 
 def _field(name: str, zero_sizes: bool) -> st.SearchStrategy[Any]:
@@ -259,6 +290,8 @@ def raw_envs(draw: st.DrawFn, zero_sizes: bool = True) -> dict[str, Any]:
     names = draw(st.lists(st.sampled_from(_UNIFORM), min_size=1, max_size=14, unique=True))
     if draw(st.booleans()):  # a checkpoint's weight shapes, drawn together
         names += [n for n in WEIGHT_FACTS if draw(st.booleans())]
+    if draw(st.integers(0, 3)) == 0:  # speculative decoding, drawn together
+        names += [n for n in SPECULATIVE if draw(st.booleans())]
     for core in ("tp_size", "dp_size", "attn_cp_size", "ep_size", "moe_dp_size"):
         if core not in names and draw(st.booleans()):
             names.append(core)

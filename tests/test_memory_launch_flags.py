@@ -155,7 +155,8 @@ def test_a_kv_dtype_the_model_cannot_price_is_said_and_left_to_the_default(
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        # A layout field too (the KV page's rules): refused as every field's value is.
+        # A layout field too (the KV page's rules and the speculative page-tree checks read
+        # it): refused as every field's value is.
         ("--page-size big", "page_size must be a positive integer or none, got 'big'"),
         ("--cpu-offload-gb 1.5", "--cpu-offload-gb expects an integer, got '1.5'"),
         (

@@ -19,10 +19,11 @@ from meshsat.solver.catalogue import (
     kv_cache,
     model,
     moe_kernel,
+    resolution,
+    speculative,
     topology,
     weight_shapes,
 )
-from meshsat.solver.catalogue.resolution import RESOLUTIONS
 from meshsat.solver.lang.rule import Resolution, Rule
 
 RULES: tuple[Rule, ...] = (
@@ -36,11 +37,15 @@ RULES: tuple[Rule, ...] = (
     *moe_kernel.RULES,
     *a2a.RULES,
     *eplb.RULES,
+    *speculative.RULES,
     *disaggregation.RULES,
     *topology.RULES,
     *model.RULES,
     *weight_shapes.RULES,
 )
+#: SGLang's silent changes in its order; the speculative handler's (and the page size its
+#: checks read) come last, as that handler runs after the parallel ones.
+RESOLUTIONS: tuple[Resolution, ...] = (*resolution.RESOLUTIONS, *speculative.RESOLUTIONS)
 ERRORS: tuple[Rule, ...] = tuple(r for r in RULES if r.severity == "error")
 WARNINGS: tuple[Rule, ...] = tuple(r for r in RULES if r.severity == "warning")
 BY_ID: dict[str, Rule] = {r.id: r for r in RULES}

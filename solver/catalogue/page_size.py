@@ -20,7 +20,8 @@ an H100 and with B200 platform facts through the shared oracle, tests/test_page_
   trtllm_mha for MHA models (fa4 for MiMo V2, whose K and V widths differ) and, through the
   DeepSeek family override, trtllm_mla for DeepSeek V3 and its kin; FA3 on Hopper and
   FlashInfer/Triton elsewhere keep any page. With a speculative algorithm an MHA model's
-  default depends on `--speculative-eagle-topk`, which is no field: nothing is forced then.
+  default depends on the typed `--speculative-eagle-topk` (and pages), not modelled here:
+  nothing is forced then.
   Split prefill/decode back-ends, intel_xpu and the model overrides of Qwen3.5, MiniMax M3
   and Nemotron-H are not modelled.
 - 0.4.6.post5 (`__post_init__`): `--page-size` defaults to 1; flashmla 64, cutlass_mla 128.
@@ -73,7 +74,7 @@ _TRTLLM_MLA_DEFAULT = (
 )
 _SM100 = (F.platform == "cuda") & is_set(F.gpu_sm) & one_of(F.gpu_sm, 100, 103)
 #: The GPU picks the back-end; for an MHA model only without a speculative algorithm,
-#: whose `--speculative-eagle-topk` (no field) decides it otherwise.
+#: whose typed `--speculative-eagle-topk` decides it otherwise (not modelled here).
 _DEFAULT = ~is_set(_BACKEND) & _SM100
 _KNOWN_MHA = is_set(F.architecture) & ~_MLA & ~is_set(F.speculative_algorithm)
 _ASYMMETRIC_KV = one_of(F.architecture, *MIMO_V2_ARCHITECTURES)

@@ -5,12 +5,13 @@
 each rank's KV pool), `--cpu-offload-gb` (decoder-layer weights kept in host memory) and
 `--dtype` (what unquantized weights, and an `auto` KV cache, are served in) size the pools.
 `--context-length`, `--kv-cache-dtype`, `--swa-full-tokens-ratio` and `--page-size` are
-`Config` fields too (rules read them: solver/catalogue/kv_cache.py, page_size.py), and are
-kept here as well; the others change no rule, so they are not `Config` fields. The memory
-verdict (`MEM-FIT`, the KV tokens) of a pasted launch must be the one SGLang would reach
-with them, or a command `meshsat plan` printed with a raised `--mem-fraction-static` reads "does not
-fit" when pasted back. A launch command's values are kept here under the memory model's
-keyword names (`meshsat.solver.memory.MemoryModel`), and the CLI sizes memory with them
+`Config` fields too (rules read them: solver/catalogue/kv_cache.py, page_size.py, and the
+speculative page-tree checks, speculative.py), and are kept here as well; the others change
+no rule, so they are not `Config` fields. The memory verdict (`MEM-FIT`, the KV tokens) of a
+pasted launch must be the one SGLang would reach with them, or a command `meshsat plan`
+printed with a raised `--mem-fraction-static` reads "does not fit" when pasted back. A
+launch command's values are kept here under the memory model's keyword names
+(`meshsat.solver.memory.MemoryModel`), and the CLI sizes memory with them
 (`meshsat.solver.cli.memory_options`); meshsat's own option, given explicitly, wins. Flags
 the memory model has no option for (`--offload-group-size`, ...) stay "not checked by
 meshsat".

@@ -361,7 +361,9 @@ class Config(BaseModel):
         "Tokens per KV page (None: SGLang's, 1). Some attention back-ends and models force "
         "their own (flashmla 64, DeepSeek DSA 64, ...: R-PAGE-SIZE); the resolved page must "
         "divide the chunked prefill size (KV-CHUNK-PAGE) and match between a prefill and "
-        "its decode server (PD-PAGE-SIZE). Also what the memory model rounds pools to.",
+        "its decode server (PD-PAGE-SIZE), and a draft tree (speculative top-k above 1) over "
+        "pages needs a back-end that implements it (SPEC-EAGLE-PAGE-TREE, SPEC-NGRAM-PAGE). "
+        "Also what the memory model rounds pools to.",
         flags=("--page-size",),
         group="attention",
         ge=1,
@@ -572,12 +574,41 @@ class Config(BaseModel):
         group="dwdp",
     )
     speculative_algorithm: str | None = _f(
-        None, "Speculative decoding algorithm.", flags=("--speculative-algorithm",), group="dwdp"
+        None,
+        "Speculative decoding algorithm (EAGLE, EAGLE3, NEXTN, an alias of EAGLE, "
+        "STANDALONE, NGRAM, ...; 0.4.6.post5: EAGLE, EAGLE3, NEXTN).",
+        flags=("--speculative-algorithm",),
+        group="dwdp",
+    )
+    speculative_num_steps: int | None = _f(
+        None,
+        "Draft steps (None: with EAGLE, EAGLE3 and STANDALONE the release picks steps, "
+        "top-k and draft tokens together by architecture, and then none of the three may "
+        "be given).",
+        flags=("--speculative-num-steps",),
+        group="dwdp",
+        ge=1,
+    )
+    speculative_eagle_topk: int | None = _f(
+        None,
+        "Tokens drafted per step (a tree above 1; NGRAM's is its BFS breadth, whatever is "
+        "given here). A tree over KV pages needs a back-end that implements it.",
+        flags=("--speculative-eagle-topk",),
+        group="dwdp",
+        ge=1,
+    )
+    speculative_ngram_max_bfs_breadth: int = _f(
+        10,
+        "NGRAM's BFS breadth, which SGLang makes its top-k (0.5.x).",
+        flags=("--speculative-ngram-max-bfs-breadth",),
+        group="dwdp",
+        ge=1,
     )
     speculative_num_draft_tokens: int | None = _f(
         None,
-        "Draft tokens verified per step (None: the release's default for the algorithm); "
-        "read by the memory model, which sizes a hybrid's speculative state slots with it.",
+        "Draft tokens verified per step (None: the release's default for the algorithm; "
+        "with top-k 1 SGLang makes it steps + 1); read by the memory model, which sizes a "
+        "hybrid's speculative state slots with it.",
         flags=("--speculative-num-draft-tokens",),
         group="dwdp",
         ge=1,

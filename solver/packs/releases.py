@@ -26,6 +26,7 @@ from meshsat.solver.catalogue import (
     page_size,
     quantization,
     resolution,
+    speculative,
     topology,
     weight_shapes,
 )
@@ -73,6 +74,8 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "handle_expert_distribution_metrics",
     "handle_elastic_ep",
     "validate_experimental_sgl_marlin",
+    # After the parallel handlers: NGRAM/STANDALONE with attention DP, draft trees over pages.
+    speculative.SRC,
     "handle_encoder_disaggregation",
     # --swa-full-tokens-ratio's range (SWA-RATIO-RANGE).
     "handle_cache_compatibility",
@@ -687,6 +690,9 @@ V0_5_23 = apply(
                     "Cosmos3EdgeForConditionalGeneration",
                 )
             ),
+            # handle_speculative_decoding asks attn_dp_enabled_of() (a scale joiner too).
+            speculative.standalone_dp(joiner=True),
+            speculative.ngram_dp(joiner=True),
             language_only_rule(
                 (
                     *ENCODER_DISAGG_ARCHITECTURES,
@@ -757,7 +763,10 @@ V0_5_23 = apply(
 )
 
 #: 0.5.18 runs the same handlers as `ServerArgs._handle_*` methods from `__post_init__`.
-_RENAMED_0_5_18 = tuple((h, "_" + h) for h in PIPELINE_ORDER if h.startswith("handle_"))
+#: `handle_speculative_decoding` is a function of arg_groups/speculative_hook.py there too.
+_RENAMED_0_5_18 = tuple(
+    (h, "_" + h) for h in PIPELINE_ORDER if h.startswith("handle_") and h != speculative.SRC
+)
 
 V0_5_18 = apply(
     SEED,
@@ -893,6 +902,7 @@ _ABSENT_0_4 = (
     "swa_full_tokens_ratio",
     "prefill_attention_backend",
     "decode_attention_backend",
+    "speculative_ngram_max_bfs_breadth",
 )
 
 V0_4_6_POST5 = apply(
@@ -959,6 +969,7 @@ V0_4_6_POST5 = apply(
             model.EP_MOE_0_4,
             PD_MOONCAKE_DP_0_4,
             *kv_cache.RULES_0_4,
+            *speculative.RULES_0_4,
         ),
         # 0.4's data-parallel controller starts replica d at GPU d·tp_size·gpu_id_step.
         replace_rules=(
@@ -1001,6 +1012,9 @@ V0_4_6_POST5 = apply(
                     ),
                 ),
             ),
+            # Speculative decoding inline: FlashMLA's and Cutlass MLA's page sizes, NEXTN,
+            # (5, 4, 8) for every model, a tree over pages made a chain (top-k 1).
+            *speculative.RESOLUTIONS_0_4,
             # The copy of eplb_rebalance_num_iterations is commented out ("TODO pr-chain").
             Resolution(
                 "R-METRICS",
@@ -1035,6 +1049,8 @@ V0_4_6_POST5 = apply(
             "R-ELASTIC-INIT",
             # No --enable-lora yet (its __post_init__ reads --lora-paths alone).
             "R-LORA-PATHS",
+            # No NGRAM.
+            "R-SPEC-NGRAM",
         ),
         handler_order=(
             "argparse",
@@ -1055,6 +1071,8 @@ V0_4_6_POST5 = apply(
                 "attention_backend",
                 ("aiter", "flashinfer", "triton", "torch_native", "fa3", "flashmla", "cutlass_mla"),
             ),
+            # No NGRAM or STANDALONE yet.
+            ("speculative_algorithm", ("EAGLE", "EAGLE3", "NEXTN")),
         ),
     ),
 )

@@ -419,7 +419,14 @@ def _checked(pack: Pack, cfg: Config, spec: ModelSpec | None, values: Mapping[st
 #: Fields that only tune a feature, by the field that switches it on: a fix that switches
 #: the feature off drops them with it (the command loses their flags too,
 #: `meshsat.solver.inputs.rewrite`).
-DEPENDENT = {"speculative_algorithm": ("speculative_num_draft_tokens",)}
+DEPENDENT = {
+    "speculative_algorithm": (
+        "speculative_num_draft_tokens",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_ngram_max_bfs_breadth",
+    )
+}
 
 
 def _fixed_values(cfg: Config, values: Mapping[str, Any]) -> dict[str, Any]:
