@@ -597,6 +597,130 @@ CASES: tuple[Case, ...] = (
         {"tp_size": 8, "ep_size": 8, "moe_a2a_backend": "mori", "chunked_prefill_size": 8192},
         {"chunked_prefill_size": 4096},
     ),
+    # --- caches and scheduling (catalogue/serving.py) ----------------------------------------
+    case(
+        "HICACHE-BUFFER-STORAGE",
+        {"enable_hierarchical_cache": True, "hicache_host_memory_mode": "buffer_only"},
+        {"hicache_storage_backend": "file"},
+    ),
+    case(
+        "HICACHE-BUFFER-DECODE",
+        {
+            "disaggregation_mode": "decode",
+            "hicache_host_memory_mode": "buffer_only",
+            "hicache_storage_backend": "file",
+        },
+        {"hicache_host_memory_mode": "cache"},
+    ),
+    # DeepSeek V3 without its facts: whether it is MLA is not known (HICACHE-DCP-MLA quiet).
+    case(
+        "HICACHE-DCP-STORAGE",
+        {
+            "tp_size": 4,
+            "dcp_size": 2,
+            "enable_hierarchical_cache": True,
+            "hicache_storage_backend": "file",
+        },
+        {"hicache_storage_backend": None},
+        model=DSV3,
+    ),
+    case(
+        "HICACHE-DCP-SPEC",
+        {
+            "tp_size": 4,
+            "dcp_size": 2,
+            "enable_hierarchical_cache": True,
+            "speculative_algorithm": "EAGLE",
+        },
+        {"speculative_algorithm": "DSPARK"},
+        model=DSV3,
+    ),
+    case(
+        "HICACHE-DCP-MLA",
+        {"tp_size": 4, "dcp_size": 2, "enable_hierarchical_cache": True},
+        {"dcp_size": 1},
+        model={"architecture": "LlamaForCausalLM", "mla_attention": False},
+    ),
+    case(
+        "HOST-POOL-DECODE",
+        {"disaggregation_decode_retraction_backup": "host_pool"},
+        {"disaggregation_decode_retraction_backup": "cpu_tensor"},
+    ),
+    case(
+        "HOST-POOL-DCP",
+        {
+            "tp_size": 4,
+            "dcp_size": 2,
+            "disaggregation_mode": "decode",
+            "disaggregation_decode_retraction_backup": "host_pool",
+        },
+        {"disaggregation_decode_retraction_backup": "cpu_tensor"},
+    ),
+    case(
+        "HOST-POOL-PRIORITY",
+        {
+            "disaggregation_mode": "decode",
+            "disaggregation_decode_retraction_backup": "host_pool",
+            "enable_priority_scheduling": True,
+        },
+        {"disable_priority_preemption": True},
+    ),
+    case(
+        "HICACHE-RADIX",
+        {"enable_hierarchical_cache": True, "disable_radix_cache": True},
+        {"disable_radix_cache": False},
+    ),
+    case("PP-MICRO-BATCH", {"pp_max_micro_batch_size": 0}, {"pp_max_micro_batch_size": 4}),
+    case(
+        "GRAPH-PADDING-COMPILE",
+        {"disable_cuda_graph_padding": True, "enable_torch_compile": True},
+        {"enable_torch_compile": False},
+    ),
+    case(
+        "PP-MIN-FREE-SLOTS",
+        {"tp_size": 2, "pp_size": 2, "min_free_slots_delay": 4},
+        {"min_free_slots_delay": None},
+    ),
+    case(
+        "PDMUX-PP",
+        {
+            "pp_size": 2,
+            "enable_pdmux": True,
+            "chunked_prefill_size": -1,
+            "disable_overlap_schedule": True,
+        },
+        {"pp_size": 1},
+    ),
+    case(
+        "PDMUX-CHUNKED",
+        {"enable_pdmux": True, "disable_overlap_schedule": True},
+        {"chunked_prefill_size": -1},
+    ),
+    case(
+        "PDMUX-DISAGG",
+        {
+            "enable_pdmux": True,
+            "chunked_prefill_size": -1,
+            "disable_overlap_schedule": True,
+            "disaggregation_mode": "prefill",
+        },
+        {"disaggregation_mode": "null"},
+    ),
+    case(
+        "PDMUX-OVERLAP",
+        {"enable_pdmux": True, "chunked_prefill_size": -1},
+        {"disable_overlap_schedule": True},
+    ),
+    case(
+        "PRIORITY-SCHEDULE-POLICY",
+        {"enable_priority_scheduling": True, "schedule_policy": "lpm"},
+        {"schedule_policy": "lof"},
+    ),
+    case(
+        "PRIORITY-RETRACTION",
+        {"retraction_policy": "priority"},
+        {"enable_priority_scheduling": True},
+    ),
     # --- weight shapes (catalogue/weight_shapes.py) ------------------------------------------
     case(
         "WEIGHT-DENSE-MLP-SPLIT",

@@ -81,6 +81,10 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
     # PD transfer backends: fake (a prefill refuses it), mooncake_tcp (0.5.x's Mooncake
     # over TCP), nixl (0.4.6.post5's Mooncake-only DP check skips it).
     "disaggregation_transfer_backend": ("mooncake", "mooncake", "nixl", "fake", "mooncake_tcp"),
+    # Priority scheduling takes fcfs and lof only (PRIORITY-SCHEDULE-POLICY).
+    "schedule_policy": ("fcfs", "fcfs", "lof", "lpm", "priority"),
+    # HiCache's storage tier: set or not is what the HICACHE-* rules read.
+    "hicache_storage_backend": (None, None, "file", "mooncake"),
 }
 SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "node_rank": (0, 0, 1, 2),
@@ -130,6 +134,9 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     # A launch's --context-length on both sides of the model's (MODEL-CONTEXT-LENGTH).
     "context_length": (None, None, 4096, 131072, 1000000),
     "max_context_length": (None, 2048, 131072),
+    # SGLang's bounds: a micro-batch of at least 1 (PP-MICRO-BATCH), no slot delay with PP.
+    "pp_max_micro_batch_size": (None, None, 4, 1, 0, -1),
+    "min_free_slots_delay": (None, None, 4),
 }
 #: Ratios on both sides of SWA-RATIO-RANGE's (0, 1] and on its edges.
 SPECIAL_FLOATS: dict[str, tuple[Any, ...]] = {
@@ -180,7 +187,66 @@ SPECULATIVE = (
     "speculative_ngram_max_bfs_breadth",
     "page_size",
 )
-_UNIFORM = sorted(set(SPECS) - set(WEIGHT_FACTS) - set(SPECULATIVE) - set(LORA_FIELDS))
+#: The cache and scheduling fields (catalogue/serving.py), drawn as a group too: they
+#: would otherwise thin out the draws of every layout field.
+SERVING_FIELDS = (
+    "enable_hierarchical_cache",
+    "disable_radix_cache",
+    "hicache_host_memory_mode",
+    "hicache_storage_backend",
+    "disaggregation_decode_enable_radix_cache",
+    "disaggregation_decode_retraction_backup",
+    "schedule_policy",
+    "enable_priority_scheduling",
+    "disable_priority_preemption",
+    "retraction_policy",
+    "pp_max_micro_batch_size",
+    "min_free_slots_delay",
+    "disable_overlap_schedule",
+    "enable_pdmux",
+    "enable_torch_compile",
+    "disable_cuda_graph_padding",
+    "mla_attention",
+)
+_UNIFORM = sorted(
+    set(SPECS) - set(WEIGHT_FACTS) - set(SPECULATIVE) - set(LORA_FIELDS) - set(SERVING_FIELDS)
+)
+#: Combinations the serving rules need at once (a PD decode with buffer_only HiCache and
+#: storage; HiCache under decode CP on a non-MLA model with a draft, on ROCm with FlashInfer's
+#: DCP backend; a decode's host-pool backup under decode CP with priority scheduling;
+#: PD-Multiplexing with PP, a draft and a slot delay, torch.compile without graph padding),
+#: drawn inside the serving group so that the layout themes keep their share of the draws.
+SERVING_THEMES: tuple[dict[str, Any], ...] = (
+    {
+        "enable_hierarchical_cache": True,
+        "hicache_host_memory_mode": "buffer_only",
+        "hicache_storage_backend": "file",
+        "disaggregation_mode": "decode",
+    },
+    {
+        "enable_hierarchical_cache": True,
+        "dcp_size": 2,
+        "hicache_storage_backend": "file",
+        "speculative_algorithm": "EAGLE",
+        "mla_attention": False,
+        "dcp_comm_backend": "fi_a2a",
+        "platform": "hip",
+    },
+    {
+        "disaggregation_mode": "decode",
+        "disaggregation_decode_retraction_backup": "host_pool",
+        "dcp_size": 2,
+        "enable_priority_scheduling": True,
+    },
+    {
+        "enable_pdmux": True,
+        "pp_size": 2,
+        "speculative_algorithm": "EAGLE",
+        "min_free_slots_delay": 4,
+        "enable_torch_compile": True,
+        "disable_cuda_graph_padding": True,
+    },
+)
 
 
 def _field(name: str, zero_sizes: bool) -> st.SearchStrategy[Any]:
@@ -292,6 +358,9 @@ def raw_envs(draw: st.DrawFn, zero_sizes: bool = True) -> dict[str, Any]:
         names += [n for n in WEIGHT_FACTS if draw(st.booleans())]
     if draw(st.integers(0, 3)) == 0:  # speculative decoding, drawn together
         names += [n for n in SPECULATIVE if draw(st.booleans())]
+    if draw(st.booleans()):  # cache and scheduling flags, drawn together
+        env.update(draw(st.sampled_from(({}, {}, {}, {}, *SERVING_THEMES))))
+        names += [n for n in SERVING_FIELDS if draw(st.booleans())]
     for core in ("tp_size", "dp_size", "attn_cp_size", "ep_size", "moe_dp_size"):
         if core not in names and draw(st.booleans()):
             names.append(core)

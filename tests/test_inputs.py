@@ -173,6 +173,7 @@ def test_hf_config_key_spellings(tmp_path: Path) -> None:
         num_hidden_layers=61,
         dense_mlp_fully_dp=True,  # deepseek_v2.py honours --moe-dense-tp-size 1
         max_context_length=2048,  # no position key: SGLang's default (get_context_length)
+        mla_attention=False,  # no kv_lora_rank: SGLang runs it as MHA (HICACHE-DCP-MLA)
     )
     mixtral = {
         "architectures": ["MixtralForCausalLM"],
@@ -189,6 +190,9 @@ def test_hf_config_key_spellings(tmp_path: Path) -> None:
     }
     spec = ModelSpec.from_hf_config(wrapped)
     assert spec.is_multimodal and spec.num_attention_heads == 64 and spec.num_experts == 384
+    mla = {**wrapped, "text_config": {**wrapped["text_config"], "kv_lora_rank": 512}}
+    assert ModelSpec.from_hf_config(mla).mla_attention  # the text model's key counts too
+    assert ModelSpec().mla_attention is None  # no config: not known
     v32 = {"architectures": ["DeepseekV3ForCausalLM"], "index_topk": 2048}
     assert ModelSpec.from_hf_config(v32).is_deepseek_dsa
     (tmp_path / "config.json").write_text(json.dumps(deepseek))

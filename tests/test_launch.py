@@ -39,12 +39,14 @@ def test_shell_expansions_are_unknown_not_errors() -> None:
 
 def test_flags_are_sorted_into_known_and_unknown() -> None:
     parsed = parse_sglang_command(
-        "sglang serve --model-path x --tp 2 --enable-torch-compile --tp-sizee 4"
+        "sglang serve --model-path x --tp 2 --trust-remote-code --enable-torch-compile --tp-sizee 4"
     )
-    assert parsed.ignored == ["--enable-torch-compile"]
+    assert parsed.ignored == ["--trust-remote-code"]
     assert parsed.model_path == "x"
     assert parsed.unknown_flags == ["--tp-sizee"]
-    assert parsed.values == {"tp_size": 2}
+    # --enable-torch-compile is read: check_server_args refuses it with
+    # --disable-cuda-graph-padding (GRAPH-PADDING-COMPILE).
+    assert parsed.values == {"tp_size": 2, "enable_torch_compile": True}
 
 
 def job_rules(text: str) -> list[tuple[str, int]]:

@@ -163,10 +163,18 @@ def test_compare_names_what_changed() -> None:
         # lora_hook.py: the triton_v2 LoRA back-end (new) and what the LoRA runners need.
         *("LORA-V2-DP-ATTN", "LORA-V2-TBO", "MOE-LORA-BACKEND", "MOE-LORA-DP-ATTN"),
         *("MOE-LORA-TBO", "MOE-LORA-QUANT", "MOE-LORA-NVFP4", "MOE-LORA-EEP"),
+        *("PD-PREFILL-COMPLETE-PDMUX", "PD-PREFILL-COMPLETE-DECODE-CACHE"),
+        # DSA decode CP refuses HiCache (_dsa_dcp_overrides); FlashInfer all-to-all needs
+        # chunked prefill (validate_flashinfer_a2a_token_budget): tests/test_serving_rules.py.
+        *("DCP-DSA-HICACHE", "A2A-FLASHINFER-CHUNKED"),
     }
     # 0.5.23 accepts every runner and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC again, drops
     # the legacy CP and rejoin flags with their rules, and scales EP with attention TP.
     assert set(changes.rules_removed) == {
+        # 0.5.23's PD handler no longer refuses decode CP with a radix cache or HiCache.
+        *("PD-DCP-BACKEND", "PD-DCP-RADIX", "PD-DCP-HICACHE"),
+        # 0.5.23 added 'none' to --disaggregation-decode-retraction-backup.
+        "FLAG-CHOICE-DISAGGREGATION-DECODE-RETRACTION-BACKUP",
         "FLAG-CHOICE-MOE-RUNNER-BACKEND",
         "FLAG-CHOICE-MOE-A2A-BACKEND",
         "FLAG-CHOICE-LORA-BACKEND",

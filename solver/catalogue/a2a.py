@@ -40,6 +40,19 @@ FLASHINFER_TOPOLOGY_0_5_23 = replace(
     message="Flashinfer MoE A2A requires --attn-dp-size equal to --tp-size, except for Muse "
     "Spark TP4/EP4 or TP8/EP8 prefill sequence parallelism.",
 )
+#: 0.5.23's validate_flashinfer_a2a_token_budget (arg_groups/moe_hook.py, after the MoE
+#: handlers): a server that prefills needs chunked prefill on, read as resolved (divided by
+#: the attention-DP width). Unset is SGLang's default chunk, positive. Its budget check
+#: after this one reads the CUDA-graph batch sizes, which are no fields.
+FLASHINFER_CHUNKED = Rule(
+    "A2A-FLASHINFER-CHUNKED",
+    (a2a == "flashinfer") & (F.disaggregation_mode != "decode"),
+    ~is_set(F.chunked_prefill_size) | (F.chunked_prefill_size > 0),
+    "FlashInfer MoE A2A requires chunked prefill: eager prefill dispatches the whole per-rank "
+    "extend batch through a fixed-size workspace, so --chunked-prefill-size must be > 0.",
+    "validate_flashinfer_a2a_token_budget",
+    hint="a positive --chunked-prefill-size (or leave it out) with --moe-a2a-backend flashinfer",
+)
 
 RULES: tuple[Rule, ...] = (
     Rule(

@@ -114,6 +114,85 @@ PD_PREFILL_FAKE = Rule(
     "...); fake is for a decode server benchmarked alone",
 )
 
+_decode_dcp = (F.disaggregation_mode == "decode") & (F.dcp_size > 1)
+
+
+def pd_dcp_backend(fake: bool) -> Rule:
+    """0.5.18 and 0.5.19's PD handler (not 0.5.23): decode CP on a decode server needs a
+    transfer backend that relayouts DCP KV; 0.5.19 also takes the fake one (`fake`).
+    mooncake_tcp is mooncake by then (the same handler rewrites it first)."""
+    allowed = ("mooncake", "mooncake_tcp", "nixl", *(("fake",) if fake else ()))
+    said = "mooncake, nixl, or fake for synthetic benchmarking" if fake else "mooncake or nixl"
+    return Rule(
+        "PD-DCP-BACKEND",
+        _decode_dcp,
+        one_of(F.disaggregation_transfer_backend, *allowed),
+        f"PD decode DCP requires --disaggregation-transfer-backend {said}, got "
+        "'{disaggregation_transfer_backend}'.",
+        PD_SRC,
+        hint="--disaggregation-transfer-backend mooncake or nixl with --dcp-size > 1",
+    )
+
+
+#: 0.5.18 and 0.5.19 (not 0.5.23): next, a PD decode server with decode CP runs a chunk
+#: cache, so its handler refuses the decode radix cache and HiCache.
+PD_DCP_CACHE_RULES: tuple[Rule, ...] = tuple(
+    Rule(
+        rule_id,
+        _decode_dcp,
+        ~flag,
+        f"PD decode DCP currently requires chunk cache; {spelled} is not supported.",
+        PD_SRC,
+        hint=f"drop {spelled} on a decode server with --dcp-size > 1 (or use SGLang 0.5.23)",
+    )
+    for rule_id, flag, spelled in (
+        (
+            "PD-DCP-RADIX",
+            F.disaggregation_decode_enable_radix_cache,
+            "--disaggregation-decode-enable-radix-cache",
+        ),
+        ("PD-DCP-HICACHE", F.enable_hierarchical_cache, "--enable-hierarchical-cache"),
+    )
+)
+
+_decode_radix = (F.disaggregation_mode == "decode") & F.disaggregation_decode_enable_radix_cache
+#: The PD handler's checks of a decode's radix cache (0.5.18 to 0.5.23; HiSparse, the first,
+#: is no field): not on the fake transfer backend.
+PD_DECODE_RADIX_FAKE = Rule(
+    "PD-DECODE-RADIX-FAKE",
+    _decode_radix,
+    F.disaggregation_transfer_backend != "fake",
+    "--disaggregation-decode-enable-radix-cache is incompatible with "
+    "--disaggregation-transfer-backend fake",
+    PD_SRC,
+    hint="drop --disaggregation-decode-enable-radix-cache with the fake backend",
+)
+
+
+def decode_radix_spec(allowed: tuple[str, ...], source: str) -> Rule:
+    """A decode's radix cache with speculative decoding: 0.5.18 and 0.5.19 refuse any
+    algorithm in the PD handler; 0.5.23 checks in its speculative handler, after NEXTN
+    became EAGLE, and takes EAGLE, EAGLE3 and DSPARK (`allowed`)."""
+    spec = F.speculative_algorithm
+    return Rule(
+        "PD-DECODE-RADIX-SPEC",
+        _decode_radix & is_set(spec),
+        one_of(spec, *allowed) if allowed else ~is_set(spec),
+        "--disaggregation-decode-enable-radix-cache is incompatible with speculative decoding "
+        "(--speculative-algorithm {speculative_algorithm})",
+        source,
+        hint="drop --disaggregation-decode-enable-radix-cache or --speculative-algorithm",
+    )
+
+
+#: The PD handler's decode checks of 0.5.18 and 0.5.19, in their order.
+PD_DECODE_CACHE_RULES: tuple[Rule, ...] = (
+    pd_dcp_backend(fake=True),
+    *PD_DCP_CACHE_RULES,
+    PD_DECODE_RADIX_FAKE,
+    decode_radix_spec((), PD_SRC),
+)
+
 #: 0.4.6.post5 (`disaggregation/mooncake/conn.py`, `MooncakeKVManager.__init__`): the
 #: Mooncake manager every PD rank builds at start-up refuses DP replicas; DP attention is
 #: the only data parallelism PD supports there. NIXL's manager has no such check; no 0.5
@@ -146,8 +225,9 @@ def _prefill_complete(rule_id: str, unsupported: str, holds: Expr, hint: str) ->
 
 
 #: 0.5.23 only (the flag is new there): `_validate_prefill_complete`, the items meshsat's
-#: fields reach (PD multiplexing, role switching, encoder disaggregation, HiSparse, host
-#: KV buffering and decode radix/HiCache are flags meshsat does not read).
+#: fields reach, in its order (decoupled speculation, role switching, encoder
+#: disaggregation, HiSparse, host KV buffering, prefill HiCache's write policy, staging
+#: buffers and the Rust registry are flags or variables meshsat does not read).
 PREFILL_COMPLETE_RULES: tuple[Rule, ...] = (
     _prefill_complete(
         "PD-PREFILL-COMPLETE-ROLE",
@@ -177,5 +257,20 @@ PREFILL_COMPLETE_RULES: tuple[Rule, ...] = (
         # (measured with 0.5.23's own resolution, tests/test_pd_server_rules.py).
         F.tp_size == 1,
         "launch the server with --tp 1 (replicas behind the router), or use the early policy",
+    ),
+    _prefill_complete(
+        "PD-PREFILL-COMPLETE-PDMUX",
+        "PD multiplexing or decoupled speculation",
+        ~F.enable_pdmux,
+        "drop --enable-pdmux, or use the early policy",
+    ),
+    # The user's flags (the PD handler asks before it turns the decode's radix cache off).
+    _prefill_complete(
+        "PD-PREFILL-COMPLETE-DECODE-CACHE",
+        "decode radix cache or decode HiCache",
+        (F.disaggregation_mode != "decode")
+        | ~(F.disaggregation_decode_enable_radix_cache | F.enable_hierarchical_cache),
+        "drop --disaggregation-decode-enable-radix-cache and --enable-hierarchical-cache on the "
+        "decode server, or use the early policy",
     ),
 )

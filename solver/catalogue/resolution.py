@@ -136,6 +136,24 @@ ATTN_BACKEND = Resolution(
     ),
 )
 
+#: handle_pd_disaggregation (0.5.18 to 0.5.23): a PD decode server runs without its radix
+#: cache ("Radix cache is disabled for decode server") unless
+#: --disaggregation-decode-enable-radix-cache, which turns it on whatever
+#: --disable-radix-cache says. HiCache then reads it (HICACHE-RADIX).
+DECODE_RADIX = Resolution(
+    "R-DECODE-RADIX",
+    "handle_pd_disaggregation",
+    "a PD decode server turns the radix cache off (on with "
+    "--disaggregation-decode-enable-radix-cache)",
+    (
+        assign(
+            F.disaggregation_mode == "decode",
+            quiet=True,
+            disable_radix_cache=~F.disaggregation_decode_enable_radix_cache,
+        ),
+    ),
+)
+
 RESOLUTIONS: tuple[Resolution, ...] = (
     # handle_mega_moe runs first in the pipeline (0.5.19 and 0.5.23; measured by a
     # targeted fidelity record).
@@ -169,6 +187,7 @@ RESOLUTIONS: tuple[Resolution, ...] = (
             ),
         ),
     ),
+    DECODE_RADIX,
     DCP_COMM_AG_RS,
     Resolution(
         "R-DWDP",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from meshsat.solver.catalogue.page_size import CHUNK_PAGE
+from meshsat.solver.catalogue.serving import CHECKS_AFTER_CHUNK, CHECKS_BEFORE_PP, CHECKS_LAST_PP
 from meshsat.solver.lang.derived import attn_tp_whole, replicas
 from meshsat.solver.lang.expr import TRUE, And, Expr, Named, Or, divides, is_set, ite, named
 from meshsat.solver.lang.fields import F
@@ -163,6 +164,8 @@ RULES: tuple[Rule, ...] = (
         CHECK,
         hint="every node runs the same number of ranks: choose --nnodes dividing tp_size·pp_size",
     ),
+    # check_server_args() asserts these next (catalogue/serving.py).
+    *CHECKS_BEFORE_PP,
     # Each node starts tp·pp/nnodes ranks, one GPU each: a multi-node launch whose ranks do
     # not fit its nodes fails when a rank asks for a GPU the node does not have. With one
     # node meshsat does not know the machine (gpus_per_node is only a default there).
@@ -202,9 +205,13 @@ RULES: tuple[Rule, ...] = (
         CHECK,
         hint="drop --speculative-algorithm, or use --pp-size 1",
     ),
+    # The last of its pipeline-parallel checks (catalogue/serving.py).
+    *CHECKS_LAST_PP,
     # check_server_args() checks the chunk against the page after the PP and LoRA checks
     # and before two-batch overlap.
     CHUNK_PAGE,
+    # Then PD-Multiplexing and priority scheduling (catalogue/serving.py).
+    *CHECKS_AFTER_CHUNK,
     # check_two_batch_overlap(), from check_server_args(); ROCm's DSA round-robin prefill
     # CP is the one exception.
     Rule(

@@ -92,6 +92,8 @@ Quantization = Literal[
     "marlin",
     "qoq",
 ]
+#: --disaggregation-decode-retraction-backup ('none', keep no backup, from 0.5.23).
+RetractionBackup = Literal["cpu_tensor", "host_pool", "none"]
 #: --cuda-graph-backend-{decode,prefill} (tc_piecewise only up to 0.5.19).
 GraphBackend = Literal["full", "breakable", "tc_piecewise", "disabled"]
 #: Tool-only fields a GPU type sets (`memory.gpus.Gpu.layout_fields`): no SGLang flag says
@@ -638,6 +640,118 @@ class Config(BaseModel):
         "two-batch overlap).",
         flags=("--enable-single-batch-overlap",),
         group="dwdp",
+    )
+
+    # --- caches and scheduling: read by argument and launch checks -------------------
+    # Not layout widths, but SGLang refuses some of their combinations at argument time
+    # (handle_hicache, handle_cache_compatibility) or in check_server_args(), so a launch
+    # that sets them is judged with them (solver/catalogue/serving.py).
+    enable_hierarchical_cache: bool = _f(
+        False,
+        "HiCache: the KV cache spills to host memory (and a storage backend). Refused with "
+        "the radix cache off (a PD decode server turns it off unless "
+        "--disaggregation-decode-enable-radix-cache) and, under decode CP, on non-MLA models.",
+        flags=("--enable-hierarchical-cache", "--enable-hicache"),
+        group="serving",
+    )
+    disable_radix_cache: bool = _f(
+        False,
+        "Turn the radix (prefix) cache off; SGLang refuses it with HiCache.",
+        flags=("--disable-radix-cache",),
+        group="serving",
+    )
+    hicache_host_memory_mode: Literal["cache", "buffer_only"] = _f(
+        "cache",
+        "HiCache host memory as a cache tier, or only a staging buffer in front of the "
+        "storage backend (buffer_only needs --hicache-storage-backend; not on a PD decode).",
+        flags=("--hicache-host-memory-mode",),
+        group="serving",
+    )
+    hicache_storage_backend: str | None = _f(
+        None,
+        "HiCache's storage tier (file, mooncake, hf3fs, nixl, ...; unset: none).",
+        flags=("--hicache-storage-backend",),
+        group="serving",
+    )
+    disaggregation_decode_enable_radix_cache: bool = _f(
+        False,
+        "Keep the radix cache on a PD decode server (SGLang turns it off there otherwise).",
+        flags=("--disaggregation-decode-enable-radix-cache",),
+        group="serving",
+    )
+    disaggregation_decode_retraction_backup: RetractionBackup | None = _f(
+        None,
+        "Where a PD decode keeps a retracted request's KV (unset: inferred; host_pool "
+        "and unset run the HiCache checks on a decode server; 'none' from 0.5.23).",
+        flags=("--disaggregation-decode-retraction-backup",),
+        group="serving",
+    )
+    schedule_policy: str = _f(
+        "fcfs",
+        "Request scheduling policy (lpm, random, fcfs, dfs-weight, lof, priority, ...); "
+        "priority scheduling takes only fcfs or lof.",
+        flags=("--schedule-policy",),
+        group="serving",
+    )
+    enable_priority_scheduling: bool = _f(
+        False,
+        "Schedule requests by their priority (with --schedule-policy fcfs or lof).",
+        flags=("--enable-priority-scheduling",),
+        group="serving",
+    )
+    disable_priority_preemption: bool = _f(
+        False,
+        "Priority scheduling without preemption (a PD decode's host_pool retraction backup "
+        "needs it with priority scheduling).",
+        flags=("--disable-priority-preemption",),
+        group="serving",
+    )
+    retraction_policy: Literal["length", "priority"] = _f(
+        "length",
+        "Which decode requests are retracted first when the KV cache is full (priority "
+        "needs --enable-priority-scheduling).",
+        flags=("--retraction-policy",),
+        group="serving",
+    )
+    pp_max_micro_batch_size: int | None = _f(
+        None,
+        "Most requests in one pipeline micro-batch (None: computed); SGLang takes a "
+        "positive integer.",
+        flags=("--pp-max-micro-batch-size",),
+        group="serving",
+    )
+    min_free_slots_delay: int | None = _f(
+        None,
+        "Hold new prefills until this many running-request slots are free (not with "
+        "pipeline parallelism).",
+        flags=("--min-free-slots-delay",),
+        group="serving",
+    )
+    disable_overlap_schedule: bool = _f(
+        False,
+        "Turn off the overlap scheduler (PD-Multiplexing needs it off; pipeline "
+        "parallelism turns it off).",
+        flags=("--disable-overlap-schedule",),
+        group="serving",
+    )
+    enable_pdmux: bool = _f(
+        False,
+        "PD-Multiplexing: prefill and decode on CUDA green-context streams (pp 1, chunked "
+        "prefill off, no PD role, overlap scheduler off).",
+        flags=("--enable-pdmux",),
+        group="serving",
+    )
+    enable_torch_compile: bool = _f(
+        False,
+        "Compile the model with torch.compile (not with --disable-cuda-graph-padding).",
+        flags=("--enable-torch-compile",),
+        group="serving",
+    )
+    disable_cuda_graph_padding: bool = _f(
+        False,
+        "Run eagerly where a batch would need CUDA-graph padding (not with torch.compile).",
+        flags=("--disable-cuda-graph-padding",),
+        group="serving",
     )
 
     # --- elastic expert parallelism -------------------------------------------------

@@ -116,6 +116,12 @@ class ModelSpec(BaseModel):
     architecture: str | None = Field(None, description="First entry of `architectures`.")
     is_multimodal: bool = Field(False, description="Has a vision or audio tower.")
     is_deepseek_dsa: bool = Field(False, description="DeepSeek sparse attention (V3.2, GLM-5).")
+    mla_attention: bool | None = Field(
+        None,
+        description="SGLang runs the model's attention as MLA (`ModelConfig.attention_arch`: "
+        "the config has a kv_lora_rank, DeepSeek V2/V3/V3.2, Kimi, GLM-5, ...; not "
+        "DeepSeek-V4); None: no model config given. HiCache under decode CP needs it.",
+    )
     num_attention_heads: int | None = Field(None, ge=1)
     num_key_value_heads: int | None = Field(None, ge=1)
     num_experts: int | None = Field(None, ge=1, description="Routed experts (MoE models).")
@@ -279,6 +285,8 @@ class ModelSpec(BaseModel):
             architecture=arch,
             is_multimodal=multimodal,
             is_deepseek_dsa=dsa,
+            mla_attention=_fact(hf, text, "kv_lora_rank") is not None
+            and not str(arch).startswith("DeepseekV4"),
             num_attention_heads=heads,
             num_key_value_heads=kv,
             # Dense models sometimes say `num_experts: 0`: no routed experts.

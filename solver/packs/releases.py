@@ -26,17 +26,22 @@ from meshsat.solver.catalogue import (
     page_size,
     quantization,
     resolution,
+    serving,
     speculative,
     topology,
     weight_shapes,
 )
 from meshsat.solver.catalogue.disaggregation import (
     ENCODER_DISAGG_ARCHITECTURES,
+    PD_DCP_CACHE_RULES,
+    PD_DECODE_CACHE_RULES,
     PD_MOONCAKE_DP_0_4,
     PD_PREFILL_FAKE,
     PREFILL_COMPLETE_RULES,
+    decode_radix_spec,
     language_model_only_rules,
     language_only_rule,
+    pd_dcp_backend,
 )
 from meshsat.solver.lang.config import A2A_BACKENDS, GraphBackend, MoeRunnerBackend, Quantization
 from meshsat.solver.lang.derived import attn_dp, attn_tp, elastic_scaling
@@ -64,6 +69,8 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "handle_attention_backend_compatibility",
     "handle_kv4_compatibility",
     "handle_mxfp8_kv_cache_compatibility",
+    # HiCache's host memory mode and its decode-CP checks (HICACHE-*).
+    "handle_hicache",
     "handle_data_parallelism",
     "_dp_lm_head_validation",
     "handle_context_parallelism",
@@ -74,10 +81,13 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "handle_expert_distribution_metrics",
     "handle_elastic_ep",
     "validate_experimental_sgl_marlin",
-    # After the parallel handlers: NGRAM/STANDALONE with attention DP, draft trees over pages.
+    # After the parallel handlers: NGRAM/STANDALONE with attention DP, draft trees over pages;
+    # 0.5.23: a decode's radix cache with speculative decoding (PD-DECODE-RADIX-SPEC).
     speculative.SRC,
+    # 0.5.23: FlashInfer all-to-all needs chunked prefill (A2A-FLASHINFER-CHUNKED).
+    "validate_flashinfer_a2a_token_budget",
     "handle_encoder_disaggregation",
-    # --swa-full-tokens-ratio's range (SWA-RATIO-RANGE).
+    # --swa-full-tokens-ratio's range (SWA-RATIO-RANGE), HiCache without the radix cache.
     "handle_cache_compatibility",
     # The DeepEP v2 validators run last, after the speculative and encoder handlers.
     "validate_deepep_v2_speculative_draft",
@@ -137,7 +147,10 @@ _GRAPHS_0_5_23 = tuple(g for g in get_args(GraphBackend) if g != "tc_piecewise")
 _BALANCE_0_5 = ("auto", "round_robin", "total_requests", "total_tokens", "follow_bootstrap_room")
 #: --lora-backend: triton_v2 is new in 0.5.23 (0.4.6.post5 takes any string).
 _LORA_0_5_19 = ("triton", "csgmv", "ascend", "torch_native")
+#: --disaggregation-decode-retraction-backup before 0.5.23 added 'none'.
+_RETRACTION_BACKUP_0_5_19 = ("disaggregation_decode_retraction_backup", ("cpu_tensor", "host_pool"))
 _CHOICES_0_5_19 = (
+    _RETRACTION_BACKUP_0_5_19,
     ("load_balance_method", _BALANCE_0_5),
     ("lora_backend", _LORA_0_5_19),
     ("moe_runner_backend", _RUNNERS_0_5_19),
@@ -201,9 +214,10 @@ _MOE_BEFORE: tuple[tuple[str, Rule], ...] = (
 )
 # check_server_args runs check_lora_server_args (and in it check_lora_moe_runner_args)
 # before check_two_batch_overlap (0.5.23, measured: a lora_* runner with two-batch overlap
-# and no attention DP stops at the LoRA check).
+# and no attention DP stops at the LoRA check), and before its chunk/page, PD-Multiplexing
+# and priority-scheduling asserts (validation_hook.py's order).
 _LORA_BEFORE: tuple[tuple[str, Rule], ...] = tuple(
-    ("TOPO-TBO-DP-ATTN", r) for r in moe_kernel.LORA_RULES
+    ("KV-CHUNK-PAGE", r) for r in moe_kernel.LORA_RULES
 )
 _MOE_AFTER: tuple[tuple[str, Rule], ...] = (
     ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_V2_OVERLAP),
@@ -218,6 +232,10 @@ _MOE_ADDED: tuple[Rule, ...] = (
     moe_kernel.MARLIN_EP,
     a2a.DEEPEP_V2_SPEC,
     a2a.DEEPEP_V2_BUDGET,
+    # 0.5.18 and 0.5.19's PD handler: decode CP on a decode server takes no radix cache
+    # or HiCache (0.5.23 removed it), and a decode's radix cache no fake backend and no
+    # speculative decoding.
+    *PD_DECODE_CACHE_RULES,
     # 0.5.18, 0.5.19 and 0.5.23 assert it in their PD handler (0.4.6.post5 has no fake).
     PD_PREFILL_FAKE,
 )
@@ -560,6 +578,9 @@ V0_5_23 = apply(
             *_LORA_0_5_23,
             # The first check of handle_model_specific_adjustments in 0.5.23.
             ("MODEL-DSA-KV-DTYPE", decode_cp.NPU_DCP_DSA),
+            # --disaggregation-decode-allocation-policy is new in 0.5.23: the PD hook
+            # validates it first, before the decode radix and prefill fake-backend checks.
+            *(("PD-DECODE-RADIX-FAKE", r) for r in PREFILL_COMPLETE_RULES),
         ),
         add_rules=(
             # check_mega_moe_compat is new in 0.5.23 (0.5.19 accepts these, measured).
@@ -568,10 +589,12 @@ V0_5_23 = apply(
             kv4.NVFP4_NATIVE,
             kv4.NVFP4_DECODE_BACKEND,
             kv4.NVFP4_DECODE,
-            # --disaggregation-decode-allocation-policy is new in 0.5.23 (pd hook).
-            *PREFILL_COMPLETE_RULES,
+            # validate_flashinfer_a2a_token_budget is new in 0.5.23.
+            a2a.FLASHINFER_CHUNKED,
             # New in 0.5.23 (its build of gemma-3-27b-it at attention TP 2 of TP 8).
             *weight_shapes.VISION_TP_REDUCE,
+            # _dsa_dcp_overrides: HiCache first, then PD.
+            decode_cp.DSA_DCP_HICACHE,
             decode_cp.DSA_DCP_PD,
         ),
         replace_rules=(
@@ -584,6 +607,13 @@ V0_5_23 = apply(
             attention_backend.trtllm_mha_decode_gpu(nvfp4_own=True),
             attention_backend.trtllm_mha_cp(legacy=False),
             *weight_shapes.RULES_0_5_23,
+            # resolve_hicache_dcp_compatibility takes a storage backend under decode CP,
+            # only not with buffer_only host memory.
+            serving.dcp_storage_rule(buffer_only_only=True),
+            # handle_speculative_decoding asks, after NEXTN became EAGLE.
+            decode_radix_spec(
+                ("EAGLE", "EAGLE3", "NEXTN", "DSPARK"), "handle_speculative_decoding"
+            ),
             # 0.5.23's loader no longer knows GPTQ outside Ascend (measured).
             quantization.quant_known(),
             # The same condition, 0.5.23's own words (arg_groups/moe_hook.py).
@@ -706,6 +736,8 @@ V0_5_23 = apply(
         # The flags of the legacy CP and rejoin rules are gone (absent_fields below), and
         # scale-up no longer asks dp_size == tp_size (measured, fidelity/targets.py).
         remove_rules=(
+            *(r.id for r in PD_DCP_CACHE_RULES),
+            "PD-DCP-BACKEND",
             "METRICS-ENV",
             "CP-LEGACY-MODE-CHOICE",
             "CP-LEGACY-XOR",
@@ -807,23 +839,29 @@ V0_5_18 = apply(
                 tuple(a for a in ENCODER_DISAGG_ARCHITECTURES if a != "Dots3NoteForCausalLM")
             ),
             attention_backend.TRTLLM_MHA_GPU_0_5_18,
+            # Its PD handler's decode CP takes mooncake or nixl only (0.5.19 adds fake).
+            pd_dcp_backend(fake=False),
         ),
         # deepep_v2 is not a --moe-a2a-backend choice yet (the choice rule refuses it);
         # its WNA16 MoE takes Triton whatever the weights.
         # Its TRTLLM MHA prefill runs on SM100 only, with no SM120 or prefill-CP check.
+        # It has no --hicache-host-memory-mode (nor its checks).
         remove_rules=(
             "A2A-DEEPEP-V2-RUNNER",
             "MOE-TRITON-WNA16",
             attention_backend.TRTLLM_MHA_SM120_FP8.id,
             "ATTN-TRTLLM-MHA-CP-SM100",
+            serving.BUFFER_STORAGE.id,
+            serving.BUFFER_DECODE.id,
         ),
         # Its __post_init__ mirrors the legacy CP flags before the DeepSeek-family override
         # sets a DSA model's attention backend (measured on GLM-5: the non-DSA spelling).
         replace_resolutions=(resolution.legacy_cp(dsa_default=False),),
         rename_handlers=_RENAMED_0_5_18,
         handler_order=tuple(dict(_RENAMED_0_5_18).get(h, h) for h in PIPELINE_ORDER),
-        absent_fields=(*SEED.absent_fields, "deepep_v2_mode"),
+        absent_fields=(*SEED.absent_fields, "deepep_v2_mode", "hicache_host_memory_mode"),
         choices=(
+            _RETRACTION_BACKUP_0_5_19,
             ("load_balance_method", _BALANCE_0_5),
             ("moe_a2a_backend", _A2A_0_5_18),
             ("moe_runner_backend", _RUNNERS_0_5_18),
@@ -902,6 +940,19 @@ _ABSENT_0_4 = (
     "swa_full_tokens_ratio",
     "prefill_attention_backend",
     "decode_attention_backend",
+    # Cache and scheduling flags 0.4.6.post5 lacks (it has --enable-hierarchical-cache,
+    # --disable-radix-cache, --schedule-policy, --disable-overlap-schedule,
+    # --enable-torch-compile and --disable-cuda-graph-padding, and checks none of them).
+    "hicache_host_memory_mode",
+    "hicache_storage_backend",
+    "disaggregation_decode_enable_radix_cache",
+    "disaggregation_decode_retraction_backup",
+    "enable_priority_scheduling",
+    "disable_priority_preemption",
+    "retraction_policy",
+    "pp_max_micro_batch_size",
+    "min_free_slots_delay",
+    "enable_pdmux",
     "speculative_ngram_max_bfs_breadth",
 )
 
@@ -999,6 +1050,14 @@ V0_4_6_POST5 = apply(
         ),
         replace_resolutions=(
             page_size.RESOLUTION_0_4,
+            # __post_init__: "KV cache is forced as chunk cache for decode server" (no flag
+            # keeps it).
+            Resolution(
+                "R-DECODE-RADIX",
+                _POST_INIT,
+                "a PD decode server runs without the radix cache",
+                (assign(F.disaggregation_mode == "decode", quiet=True, disable_radix_cache=True),),
+            ),
             # meshsat's "auto" is 0.4's unset value, its round_robin default.
             Resolution(
                 "R-LOAD-BALANCE",
