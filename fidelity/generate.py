@@ -303,7 +303,7 @@ def spell(
             c["enable_deepep_moe"] = True
         elif c.get("ep_size", 1) > 1:
             c["enable_ep_moe"] = True
-    for tool in ("platform", "gpus_per_node"):
+    for tool in ("platform", "gpus_per_node", "gpu_sm"):
         c.pop(tool, None)
     dropped = [] if keep_absent else sorted(k for k in c if k not in fields)
     for k in dropped:

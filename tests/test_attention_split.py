@@ -296,3 +296,17 @@ def test_a_launch_command_sets_the_split_fields() -> None:
     assert parsed.values["prefill_attention_backend"] == "fa3"
     assert parsed.values["decode_attention_backend"] == "trtllm_mla"
     assert not parsed.ignored
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.19", "0.5.23"])
+def test_intel_xpu_prefills_mla_models_from_0_5_23(version: str) -> None:
+    """0.5.18/0.5.19 refuse an MLA model whose resolved prefill back-end is intel_xpu
+    (recorded: fidelity records 6739/6778, deepseek_v3 with --prefill-attention-backend
+    intel_xpu); 0.5.23 dropped the check. The page then resolves to 128
+    (`_intel_xpu_page_constraint`), which also reads the decode side."""
+    xpu = {"tp_size": 4, **_split(prefill="intel_xpu")}
+    expected = [] if version == "0.5.23" else ["ATTN-XPU-MLA-PREFILL"]
+    assert _rules(version, "deepseek_v3", xpu, {"platform": "cuda"}) == expected
+    assert _rules(version, "llama", xpu, {"platform": "cuda"}) == []
+    decode = _report(version, "llama", {"tp_size": 2, **_split(decode="intel_xpu")}, H100)
+    assert decode.resolved["page_size"] == 128

@@ -31,9 +31,11 @@ FLOORS: dict[str, tuple[float, float, float, float]] = {
     "0.4.6.post5": (100.0, 100.0, 100.0, 100.0),
     # Launch 99.97 -> 99.89 (2026-12-06): the re-recorded corpus holds 4 flag-sweep records
     # of --enable-lora alone (check_lora_server_args; not a layout field, listed), not 1.
+    # First error 100 -> 99.95 on 0.5.23 (2026-12-06): two mxfp4 records the CPU recorder
+    # refuses at the model config (it registers no mxfp4 there), listed; measured 99.958.
     "0.5.18": (99.98, 100.0, 99.97, 99.89),
     "0.5.19": (99.98, 100.0, 100.0, 99.89),
-    "0.5.23": (100.0, 100.0, 100.0, 99.93),
+    "0.5.23": (100.0, 100.0, 99.95, 99.93),
 }
 
 

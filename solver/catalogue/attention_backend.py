@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from meshsat.solver.lang.expr import FALSE, Expr, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.model_spec import DSA_ARCHITECTURES, MLA_ARCHITECTURES
 from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_attention_backend_compatibility"
@@ -43,6 +44,12 @@ def _base_or_decode(backend: str) -> Expr:
     return (_base == backend) | (_decode == backend)
 
 
+#: use_mla_backend(): an MLA (or DeepSeek sparse-attention) model.
+USES_MLA = (
+    one_of(F.architecture, *MLA_ARCHITECTURES, *DSA_ARCHITECTURES)
+    | F.is_deepseek_dsa
+    | is_set(F.mla_q_head_dim)
+)
 _BLACKWELL = (100, 103, 120, 121)
 _TRTLLM_MLA = _base_or_decode("trtllm_mla")
 _CUTEDSL = _base_or_decode("cutedsl_mla")
@@ -179,6 +186,19 @@ def trtllm_mha_decode_gpu(nvfp4_own: bool) -> Rule:
     )
 
 
+#: 0.5.18 and 0.5.19 (gone in 0.5.23): after the platform fallbacks, an MLA model's resolved
+#: prefill back-end may not be intel_xpu (its MLA kernel decodes only).
+XPU_MLA_PREFILL = Rule(
+    "ATTN-XPU-MLA-PREFILL",
+    USES_MLA & (PREFILL == "intel_xpu"),
+    FALSE,
+    "intel_xpu backend is only supported on decode for MLA models, please set "
+    "--decode-attention-backend to intel_xpu and do not set --attention-backend or "
+    "--prefill-attention-backend to intel_xpu for prefill instead use triton.",
+    SRC,
+    hint="--decode-attention-backend intel_xpu --prefill-attention-backend triton",
+)
+
 RULES: tuple[Rule, ...] = (
     TRTLLM_MLA_BLACKWELL,
     TRTLLM_MLA_KV,
@@ -188,6 +208,7 @@ RULES: tuple[Rule, ...] = (
     TRTLLM_MHA_SM120_FP8,
     trtllm_mha_decode_gpu(nvfp4_own=False),
     trtllm_mha_cp(legacy=True),
+    XPU_MLA_PREFILL,
 )
 
 #: _moe_runner_backend_quant_constraints (handle_moe_kernel_config): NVIDIA Blackwell only.

@@ -22,8 +22,11 @@ an H100 and with B200 platform facts through the shared oracle, tests/test_page_
   FlashInfer/Triton elsewhere keep any page. With a speculative algorithm an MHA model's
   default depends on the typed `--speculative-eagle-topk` (and pages), not modelled here:
   nothing is forced then.
-  Split prefill/decode back-ends, intel_xpu and the model overrides of Qwen3.5, MiniMax M3
-  and Nemotron-H are not modelled.
+  The split back-ends count where the constraint reads them (flashmla, cutlass_mla,
+  trtllm_mla, tokenspeed_mla: the decode one; cutedsl_mla, trtllm_mha, hpc_ops: either).
+  Before them, intel_xpu as the effective decode back-end (0.5.23: or prefill) keeps 64 or
+  128 (an MLA model also 16 or 32), else 128 (`_intel_xpu_page_constraint`). The model
+  overrides of Qwen3.5, MiniMax M3 and Nemotron-H are not modelled.
 - 0.4.6.post5 (`__post_init__`): `--page-size` defaults to 1; flashmla 64, cutlass_mla 128.
 
 The chunk check (`chunked_prefill_size % page_size == 0`):
@@ -37,12 +40,11 @@ The chunk check (`chunked_prefill_size % page_size == 0`):
 
 from __future__ import annotations
 
+from meshsat.solver.catalogue.attention_backend import USES_MLA
 from meshsat.solver.lang.expr import Expr, divides, is_set, ite, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.model_spec import (
-    DSA_ARCHITECTURES,
     MIMO_V2_ARCHITECTURES,
-    MLA_ARCHITECTURES,
 )
 from meshsat.solver.lang.rule import Assign, Resolution, Rule, assign
 
@@ -56,12 +58,9 @@ _HINT = (
 
 _PAGE = F.page_size
 _BACKEND = F.attention_backend
+_SPLIT = {"decode": F.decode_attention_backend, "prefill": F.prefill_attention_backend}
 #: An MLA model (`use_mla_backend`): the back-end defaults and fa4's page read it.
-_MLA = (
-    one_of(F.architecture, *MLA_ARCHITECTURES, *DSA_ARCHITECTURES)
-    | F.is_deepseek_dsa
-    | is_set(F.mla_q_head_dim)
-)
+_MLA = USES_MLA
 #: The DeepSeek family override's classes without sparse attention that every 0.5.x
 #: registers (`_deepseek_family_overrides`): on SM100 an unset back-end becomes trtllm_mla.
 _TRTLLM_MLA_DEFAULT = (
@@ -83,10 +82,35 @@ _DSA = F.is_deepseek_dsa & ~one_of(F.platform, "npu", "hip")
 _DSV4 = F.architecture == "DeepseekV4ForCausalLM"
 
 
-def _runs(backend: str, default: Expr | None = None) -> Expr:
-    """The back-end is `backend`: named, or the GPU's default where `default` holds."""
-    named = is_set(_BACKEND) & one_of(_BACKEND, backend)
+def _named(field: Expr, backend: str) -> Expr:
+    return is_set(field) & one_of(field, backend)
+
+
+def _runs(backend: str, default: Expr | None = None, split: tuple[str, ...] = ()) -> Expr:
+    """The back-end is `backend`: named (as `--attention-backend`, or as one of the split
+    back-ends in `split`, "decode"/"prefill", where SGLang's check reads them), or the GPU's
+    default where `default` holds."""
+    named = _named(_BACKEND, backend)
+    for side in split:
+        named = named | _named(_SPLIT[side], backend)
     return named if default is None else named | (_DEFAULT & default)
+
+
+def _effective_is(side: str, backend: str) -> Expr:
+    """`attention_backends_of`: a split back-end left out is `--attention-backend`."""
+    field = _SPLIT[side]
+    return ite(is_set(field), field == backend, _named(_BACKEND, backend))
+
+
+def _intel_xpu(release: str) -> Assign:
+    """`_intel_xpu_page_constraint`: pages of 64 or 128 (MLA also 16, 32), else 128; on
+    the effective decode back-end (0.5.23: the prefill one too)."""
+    sides = ("prefill", "decode") if release == "0.5.23" else ("decode",)
+    runs = _effective_is(sides[0], "intel_xpu")
+    for side in sides[1:]:
+        runs = runs | _effective_is(side, "intel_xpu")
+    fits = is_set(_PAGE) & ite(_MLA, one_of(_PAGE, 16, 32, 64, 128), one_of(_PAGE, 64, 128))
+    return assign(runs & ~fits, page_size=128)
 
 
 def _keeps(backend: Expr, *pages: int) -> Assign:
@@ -100,20 +124,23 @@ def resolution(release: str) -> Resolution:
     the default)."""
     old = release in ("0.5.18", "0.5.19")
     trtllm_mla = one_of(F.architecture, *_TRTLLM_MLA_DEFAULT) & ~F.is_deepseek_dsa
+    d, both = ("decode",), ("decode", "prefill")
     steps: list[Assign] = [
         assign(_DSA, page_size=64),
         assign(_DSV4, page_size=ite(F.platform == "npu", 128, 256)),
-        assign(_runs("flashmla"), page_size=64),
+        # The attention hook's own pass, before the MLA/TRT-LLM constraints.
+        _intel_xpu(release),
+        assign(_runs("flashmla", split=d), page_size=64),
     ]
     if old:
-        steps.append(assign(_runs("cutlass_mla"), page_size=128))
-    steps.append(_keeps(_runs("trtllm_mla", trtllm_mla), 32, 64))
+        steps.append(assign(_runs("cutlass_mla", split=d), page_size=128))
+    steps.append(_keeps(_runs("trtllm_mla", trtllm_mla, split=d), 32, 64))
     if old:
-        steps.append(_keeps(_runs("tokenspeed_mla"), 32, 64))
+        steps.append(_keeps(_runs("tokenspeed_mla", split=d), 32, 64))
     steps += [
-        _keeps(_runs("cutedsl_mla"), 32, 64),
-        _keeps(_runs("trtllm_mha", _KNOWN_MHA & ~_ASYMMETRIC_KV), 16, 32, 64, 128),
-        _keeps(_runs("hpc_ops"), 64),
+        _keeps(_runs("cutedsl_mla", split=both), 32, 64),
+        _keeps(_runs("trtllm_mha", _KNOWN_MHA & ~_ASYMMETRIC_KV, split=both), 16, 32, 64, 128),
+        _keeps(_runs("hpc_ops", split=both), 64),
         assign(_runs("fa4", _KNOWN_MHA & _ASYMMETRIC_KV) & ~_MLA & _SM100, page_size=128),
         assign(~is_set(_PAGE), quiet=True, page_size=1),
     ]

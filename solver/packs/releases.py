@@ -747,6 +747,8 @@ V0_5_23 = apply(
             "CP-DSA-INTERLEAVE-DP",
             # tokenspeed_mla is an alias of cutedsl_mla now (R-ATTN-ALIAS).
             *(r.id for r in attention_backend.TOKENSPEED_RULES),
+            # intel_xpu prefills MLA models in 0.5.23.
+            attention_backend.XPU_MLA_PREFILL.id,
         ),
         absent_fields=(
             "enable_prefill_context_parallel",
