@@ -6,7 +6,7 @@ Every later rule reads the resolved values. Each step here is also what `fix` an
 
 from __future__ import annotations
 
-from meshsat.solver.catalogue import page_size
+from meshsat.solver.catalogue.page_size import resolution as page_resolution
 from meshsat.solver.lang.config import A2A_BACKENDS
 from meshsat.solver.lang.derived import attn_dp, elastic_scaling
 from meshsat.solver.lang.expr import Expr, is_set, ite, one_of
@@ -389,7 +389,7 @@ RESOLUTIONS: tuple[Resolution, ...] = (
     ),
     # Where SGLang resolves it (post-process passes after the model overrides) it changes
     # only the page size, which no other step reads.
-    page_size.resolution("0.5.19"),
+    page_resolution("0.5.19"),
     # check_lora_server_args (check_server_args, 0.5.18 on): "--enable-lora is set to True
     # because --lora-paths is provided" (a flag the CLI cannot turn off: store_true on None).
     # The LoRA checks after it (MOE-LORA-*, LORA-V2-*) read the resolved value.
