@@ -22,6 +22,7 @@ from meshsat.solver.memory.quant import quant_from_config
 from meshsat.solver.memory.quantized_checkpoints import VARIANTS
 from meshsat.solver.memory.state import StateFlags
 from meshsat.solver.memory.weights import WeightModel
+from tests.memory_rows import column_rows
 
 # ---- parameter counts against published figures --------------------------------------
 
@@ -377,14 +378,8 @@ def test_streaming_columns_agree_with_the_full_value(
 
     mm = MemoryModel(model, gpu_name, context_length=8192, state=state)
     spec = ModelSpec.from_hf_config(catalogue_config(model))
-    read = None
     seen = 0
-    for lay in solver.enumerate(gpus, model=spec):
-        if read is None:
-            sh = lay.shape
-            read = mm.row_reader(sh.config_index, sh.constant, sh.derived_index)
-        weights, tokens, requests, fits = read(lay.row)
-        m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
+    for (weights, tokens, requests, fits), _, m in column_rows(mm, gpus, spec):
         assert math.isclose(weights, m.weights_gib, rel_tol=1e-9)
         assert abs(tokens - m.kv_tokens) <= 1  # float summation order only
         assert fits == m.fits

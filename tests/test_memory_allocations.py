@@ -19,6 +19,7 @@ from meshsat.solver.memory.models import catalogue_config
 from meshsat.solver.memory.pool import pool_tokens
 from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
 from meshsat.solver.memory.weights import WeightModel
+from tests.memory_rows import column_rows
 
 _INT4 = {
     "quant_method": "compressed-tensors",
@@ -102,14 +103,8 @@ def test_the_column_reader_raises_the_fraction_as_of_does() -> None:
     model = "deepseek-ai/DeepSeek-R1"
     spec = ModelSpec.from_hf_config(catalogue_config(model))
     mm = MemoryModel(model, "B200", context_length=4096, raise_default_fraction=True)
-    read = None
     raised = 0
-    for lay in solver.enumerate(4, model=spec):
-        if read is None:
-            sh = lay.shape
-            read = mm.row_reader(sh.config_index, sh.constant, sh.derived_index)
-        _, tokens, _, fits = read(lay.row)
-        m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
+    for (_, tokens, _, fits), _, m in column_rows(mm, 4, spec):
         assert abs(tokens - m.kv_tokens) <= 1 and fits == m.fits
         raised += m.raised_from_fraction is not None
     assert raised, "no layout needed a raised fraction: the path was not exercised"

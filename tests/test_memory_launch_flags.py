@@ -26,6 +26,7 @@ from meshsat.solver.memory.models import catalogue_config
 from meshsat.solver.web.api import prepare
 from meshsat.solver.web.work import Answer, Work
 from tests.cli_helpers import Run, run_cli
+from tests.memory_rows import column_rows
 
 SERVE = "python -m sglang.launch_server"
 KIMI = "moonshotai/Kimi-K2-Instruct"
@@ -366,20 +367,14 @@ def test_cpu_offload_turns_does_not_fit_into_fits(capsys: pytest.CaptureFixture[
 
 def test_the_streaming_columns_cap_as_the_full_value_does() -> None:
     """enumerate's and plan's columns (`row_reader`) against `MemoryModel.of`, capped."""
-    from meshsat.solver import enumerate as enumerate_layouts
     from meshsat.solver.lang.model_spec import ModelSpec
-    from meshsat.solver.memory import MemoryModel, Parallel
+    from meshsat.solver.memory import MemoryModel
 
     model = "Qwen/Qwen3-30B-A3B"
     mm = MemoryModel(model, "H100", max_total_tokens=150_010, page_size=16)
-    read = None
     capped = 0
-    for lay in enumerate_layouts(4, model=ModelSpec.from_hf_config(catalogue_config(model))):
-        if read is None:
-            sh = lay.shape
-            read = mm.row_reader(sh.config_index, sh.constant, sh.derived_index)
-        _weights, tokens, _requests, _fits = read(lay.row)
-        m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
+    spec = ModelSpec.from_hf_config(catalogue_config(model))
+    for (_, tokens, _, _), _, m in column_rows(mm, 4, spec):
         assert abs(tokens - m.kv_tokens) <= 16  # float summation order, in whole pages
         assert tokens <= 150_000  # 150,010 // 16 · 16
         capped += tokens == m.kv_tokens == 150_000

@@ -26,6 +26,7 @@ import pytest
 from meshsat.solver.memory import MemoryModel, Parallel, flag_options
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.validation.validate import validate
+from tests.memory_rows import column_rows
 
 FIXTURES = Path(__file__).parent / "fixtures" / "memory_reserves"
 H200_MIB = 143771
@@ -162,22 +163,14 @@ def test_streaming_columns_carry_deepeps_reserve() -> None:
     """Enumerate's columns key the default fraction by the all-to-all backend too: its
     DeepEP layouts pool what `MemoryModel.of` does, fewer tokens than the same widths
     without DeepEP."""
-    from meshsat import solver
     from meshsat.solver.lang.model_spec import ModelSpec
     from meshsat.solver.memory.models import catalogue_config
 
     model = "deepseek-ai/DeepSeek-V3"
     mm = MemoryModel(model, "H200", context_length=8192)
     spec = ModelSpec.from_hf_config(catalogue_config(model))
-    read = None
     deepep = 0
-    for lay in solver.enumerate(16, model=spec):
-        if read is None:
-            sh = lay.shape
-            read = mm.row_reader(sh.config_index, sh.constant, sh.derived_index)
-        _, tokens, _, _ = read(lay.row)
-        p = Parallel.from_resolved(lay.config, lay.derived)
-        m = mm.of(p)
+    for (_, tokens, _, _), p, m in column_rows(mm, 16, spec):
         assert abs(tokens - m.kv_tokens) <= 1
         if p.moe_a2a_backend == "deepep":
             deepep += 1

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from meshsat import solver
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel, memory_of
 from meshsat.solver.memory.models import catalogue_config, model_config
 from meshsat.solver.memory.weights import WeightModel
 from meshsat.solver.validation.validate import validate
+from tests.memory_rows import column_rows
 
 GIB = 1 << 30
 DSV3 = "deepseek-ai/DeepSeek-V3"
@@ -92,16 +92,9 @@ def test_enumerate_columns_count_the_redundant_experts() -> None:
     mm = MemoryModel(model, "H100", context_length=8192)
     spec = ModelSpec.from_hf_config(catalogue_config(model))
     base = {"ep_num_redundant_experts": 8, "enable_eplb": True}
-    read = None
     seen = set()
-    for lay in solver.enumerate(8, base=base, model=spec):
-        if read is None:
-            sh = lay.shape
-            read = mm.row_reader(sh.config_index, sh.constant, sh.derived_index)
-        weights, tokens, _, fits = read(lay.row)
-        p = Parallel.from_resolved(lay.config, lay.derived)
+    for (weights, tokens, _, fits), p, m in column_rows(mm, 8, spec, base):
         assert p.redundant_experts == 8
-        m = mm.of(p)
         assert weights == pytest.approx(m.weights_gib, abs=1e-9)
         assert abs(tokens - m.kv_tokens) <= 1 and fits == m.fits
         plain = mm.of(Parallel(**{**p.__dict__, "redundant_experts": 0}))

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from meshsat import solver
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel, fit_violation, load_facts
 from meshsat.solver.memory.kv import hybrid_swa_ratio, swa_window
 from meshsat.solver.memory.models import catalogue_config
 from tests.cli_helpers import run_cli
+from tests.memory_rows import column_rows
 
 GPT_OSS = "openai/gpt-oss-20b"
 SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
@@ -157,14 +157,8 @@ def test_enumerate_columns_agree_on_the_swa_check() -> None:
     spec = ModelSpec.from_hf_config(catalogue_config(GPT_OSS))
     for cap, expect in ((160, False), (162, True)):
         mm = MemoryModel(GPT_OSS, "H100", max_total_tokens=cap)
-        read = None
         rows = 0
-        for lay in solver.enumerate(4, model=spec):
-            if read is None:
-                sh = lay.shape
-                read = mm.row_reader(sh.config_index, sh.constant, sh.derived_index)
-            _, tokens, _, fits = read(lay.row)
-            m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
+        for (_, tokens, _, fits), _, m in column_rows(mm, 4, spec):
             assert (tokens, fits) == (m.kv_tokens, m.fits)
             assert fits == (expect and m.kv_tokens > 0)
             rows += 1
