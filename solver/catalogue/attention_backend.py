@@ -44,7 +44,11 @@ def _base_or_decode(backend: str) -> Expr:
     return (_base == backend) | (_decode == backend)
 
 
-#: use_mla_backend(): an MLA (or DeepSeek sparse-attention) model.
+#: An MLA model by its architecture, or one with DeepSeek's sparse attention: what the
+#: rules that ask "an MLA model" without reading its config test.
+MLA_MODEL = one_of(F.architecture, *MLA_ARCHITECTURES) | F.is_deepseek_dsa
+#: use_mla_backend(): an MLA (or DeepSeek sparse-attention) model, a config that gives MLA
+#: head widths included.
 USES_MLA = (
     one_of(F.architecture, *MLA_ARCHITECTURES, *DSA_ARCHITECTURES)
     | F.is_deepseek_dsa

@@ -20,10 +20,9 @@ unset back-end to the GPU's default, so a split field beside it is taken to diff
 
 from __future__ import annotations
 
-from meshsat.solver.catalogue.attention_backend import DECODE, PREFILL
+from meshsat.solver.catalogue.attention_backend import DECODE, MLA_MODEL, PREFILL
 from meshsat.solver.lang.expr import Expr, is_set, one_of
 from meshsat.solver.lang.fields import F
-from meshsat.solver.lang.model_spec import MLA_ARCHITECTURES
 from meshsat.solver.lang.rule import Rule
 
 SRC = "handle_kv4_compatibility"
@@ -32,8 +31,7 @@ ATTN_SRC = "handle_attention_backend_compatibility"
 
 _FP4 = one_of(F.kv_cache_dtype, "nvfp4", "fp4_mx_block16")
 _CUDA = F.platform == "cuda"
-_MLA = one_of(F.architecture, *MLA_ARCHITECTURES) | F.is_deepseek_dsa
-_MHA = is_set(F.architecture) & ~_MLA
+_MHA = is_set(F.architecture) & ~MLA_MODEL
 _backend = F.attention_backend
 
 
@@ -56,7 +54,7 @@ def _backend_rule(rule_id: str, kind: str, choices: tuple[str, ...], dtypes: Exp
     listed = _listed(choices)
     return Rule(
         rule_id,
-        dtypes & _CUDA & (_MLA if kind == "MLA" else _MHA) & _SAME_PAIR,
+        dtypes & _CUDA & (MLA_MODEL if kind == "MLA" else _MHA) & _SAME_PAIR,
         (is_set(_backend) & one_of(_backend, *choices)) | _default_passes(),
         f"KV4 {kind} expects attention_backend to be one of {listed}, but got "
         "{attention_backend}",
@@ -73,7 +71,7 @@ def _fa4_rule(kind: str, choices: tuple[str, ...], dtypes: Expr) -> Rule:
         default = ~is_set(F.decode_attention_backend) & _default_passes()
     return Rule(
         f"KV4-FA4-{kind}-BACKEND",
-        dtypes & _CUDA & (_MLA if kind == "MLA" else _MHA) & _FA4_PREFILL,
+        dtypes & _CUDA & (MLA_MODEL if kind == "MLA" else _MHA) & _FA4_PREFILL,
         one_of(DECODE, *choices) | default,
         f"KV4 FA4 {kind} expects decode_attention_backend to be one of {_listed(choices)}, "
         "but got {decode_backend}",

@@ -43,9 +43,7 @@ from __future__ import annotations
 from meshsat.solver.catalogue.attention_backend import USES_MLA
 from meshsat.solver.lang.expr import Expr, divides, is_set, ite, one_of
 from meshsat.solver.lang.fields import F
-from meshsat.solver.lang.model_spec import (
-    MIMO_V2_ARCHITECTURES,
-)
+from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
 from meshsat.solver.lang.rule import Assign, Resolution, Rule, assign
 
 #: SGLang's wording (every release; 0.4.6.post5 asserts it bare).
@@ -59,8 +57,6 @@ _HINT = (
 _PAGE = F.page_size
 _BACKEND = F.attention_backend
 _SPLIT = {"decode": F.decode_attention_backend, "prefill": F.prefill_attention_backend}
-#: An MLA model (`use_mla_backend`): the back-end defaults and fa4's page read it.
-_MLA = USES_MLA
 #: The DeepSeek family override's classes without sparse attention that every 0.5.x
 #: registers (`_deepseek_family_overrides`): on SM100 an unset back-end becomes trtllm_mla.
 _TRTLLM_MLA_DEFAULT = (
@@ -75,7 +71,7 @@ _SM100 = (F.platform == "cuda") & is_set(F.gpu_sm) & one_of(F.gpu_sm, 100, 103)
 #: The GPU picks the back-end; for an MHA model only without a speculative algorithm,
 #: whose typed `--speculative-eagle-topk` decides it otherwise (not modelled here).
 _DEFAULT = ~is_set(_BACKEND) & _SM100
-_KNOWN_MHA = is_set(F.architecture) & ~_MLA & ~is_set(F.speculative_algorithm)
+_KNOWN_MHA = is_set(F.architecture) & ~USES_MLA & ~is_set(F.speculative_algorithm)
 _ASYMMETRIC_KV = one_of(F.architecture, *MIMO_V2_ARCHITECTURES)
 #: Where the DSA override sets 64 (off NPU and XPU; ROCm's depends on its kernels).
 _DSA = F.is_deepseek_dsa & ~one_of(F.platform, "npu", "hip")
@@ -109,7 +105,7 @@ def _intel_xpu(release: str) -> Assign:
     runs = _effective_is(sides[0], "intel_xpu")
     for side in sides[1:]:
         runs = runs | _effective_is(side, "intel_xpu")
-    fits = is_set(_PAGE) & ite(_MLA, one_of(_PAGE, 16, 32, 64, 128), one_of(_PAGE, 64, 128))
+    fits = is_set(_PAGE) & ite(USES_MLA, one_of(_PAGE, 16, 32, 64, 128), one_of(_PAGE, 64, 128))
     return assign(runs & ~fits, page_size=128)
 
 
@@ -141,7 +137,7 @@ def resolution(release: str) -> Resolution:
         _keeps(_runs("cutedsl_mla", split=both), 32, 64),
         _keeps(_runs("trtllm_mha", _KNOWN_MHA & ~_ASYMMETRIC_KV, split=both), 16, 32, 64, 128),
         _keeps(_runs("hpc_ops", split=both), 64),
-        assign(_runs("fa4", _KNOWN_MHA & _ASYMMETRIC_KV) & ~_MLA & _SM100, page_size=128),
+        assign(_runs("fa4", _KNOWN_MHA & _ASYMMETRIC_KV) & ~USES_MLA & _SM100, page_size=128),
         assign(~is_set(_PAGE), quiet=True, page_size=1),
     ]
     return Resolution(

@@ -6,6 +6,7 @@ Every later rule reads the resolved values. Each step here is also what `fix` an
 
 from __future__ import annotations
 
+from meshsat.solver.catalogue.attention_backend import MLA_MODEL
 from meshsat.solver.catalogue.page_size import resolution as page_resolution
 from meshsat.solver.lang.config import A2A_BACKENDS
 from meshsat.solver.lang.derived import attn_dp, elastic_scaling
@@ -214,10 +215,7 @@ RESOLUTIONS: tuple[Resolution, ...] = (
         "on before the data-parallel handler)",
         (
             assign(
-                (one_of(F.architecture, *MLA_ARCHITECTURES) | F.is_deepseek_dsa)
-                & F.enable_prefill_cp
-                & (F.dp_size > 1)
-                & ~F.enable_dp_attention,
+                MLA_MODEL & F.enable_prefill_cp & (F.dp_size > 1) & ~F.enable_dp_attention,
                 enable_dp_attention=True,
             ),
         ),

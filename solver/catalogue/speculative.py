@@ -33,9 +33,9 @@ checks assume it passes, as every GPU-class rule does.
 
 from __future__ import annotations
 
+from meshsat.solver.catalogue.attention_backend import MLA_MODEL
 from meshsat.solver.lang.expr import TRUE, Expr, Named, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
-from meshsat.solver.lang.model_spec import MLA_ARCHITECTURES
 from meshsat.solver.lang.rule import Assign, Resolution, Rule, assign
 
 SRC = "handle_speculative_decoding"
@@ -62,7 +62,6 @@ paged: Expr = is_set(_page) & (_page > 1)
 
 
 # --- the attention back-end an unset --attention-backend resolves to -------------------
-_mla = one_of(F.architecture, *MLA_ARCHITECTURES) | F.is_deepseek_dsa
 _dsa_gpu = F.is_deepseek_dsa & one_of(F.platform, "cuda", "hip")
 _hopper = (F.platform == "cuda") & (F.gpu_sm == 90)
 #: `is_no_spec_infer_or_topk_one`, asked before the speculative handler: the user's top-k.
@@ -70,7 +69,7 @@ _raw_topk, _raw_page = _topk.as_raw, _page.as_raw
 _topk_one = ~is_set(_raw_topk) | ((_raw_topk == 1) & (~is_set(_raw_page) | (_raw_page <= 1)))
 #: Hopper picks FA3 for MLA, and for MHA unless the user asked for a tree (then FlashInfer or
 #: Triton, by what is installed: not known here).
-_hopper_fa3 = _hopper & (_mla | _topk_one)
+_hopper_fa3 = _hopper & (MLA_MODEL | _topk_one)
 #: Where meshsat knows the default (a Named, so that a report says so in one phrase).
 _default_known = named(
     "default_attention_backend_known", (F.platform == "cpu") | _dsa_gpu | _hopper_fa3

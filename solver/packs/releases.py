@@ -47,7 +47,7 @@ from meshsat.solver.lang.config import A2A_BACKENDS, GraphBackend, MoeRunnerBack
 from meshsat.solver.lang.derived import attn_dp, attn_tp, elastic_scaling
 from meshsat.solver.lang.expr import divides, is_set, ite, one_of
 from meshsat.solver.lang.fields import F
-from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES, MLA_ARCHITECTURES
+from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
 from meshsat.solver.lang.rule import Resolution, Rule, assign
 from meshsat.solver.packs.pack import Pack, PackDiff, apply, base_pack
 
@@ -441,7 +441,7 @@ _A2A_0_5_23_BEFORE: tuple[tuple[str, Rule], ...] = (
         "CP-DSA-TP8",
         Rule(
             "DP-REPLICAS-ATTN-DP-CP",
-            (one_of(F.architecture, *MLA_ARCHITECTURES) | F.is_deepseek_dsa)
+            attention_backend.MLA_MODEL
             & F.enable_prefill_cp
             & (F.attn_dp_size.as_raw > 1)
             & (F.dp_size.as_raw > 1),
