@@ -37,6 +37,7 @@ from meshsat.solver.memory.kv import (
     hybrid_swa_ratio,
     kv_bytes_per_token,
     resolved_kv_cache_dtype,
+    swa_holds_a_request,
     swa_pool_tokens,
     swa_window,
 )
@@ -131,10 +132,8 @@ class Memory:
 
     @property
     def swa_holds_a_request(self) -> bool:
-        """Whether the hybrid SWA pool passes SGLang's start-up check (0.5.18 to 0.5.23,
-        `HybridSWAPoolConfigurator`): more tokens than the window plus a page, the SWA
-        room prefill needs to admit one request."""
-        return not self.swa_window or self.swa_tokens > self.swa_window + self.page_size
+        """Whether the hybrid SWA pool passes SGLang's start-up check (`kv.swa_holds_a_request`)."""
+        return swa_holds_a_request(self.swa_tokens, self.swa_window, self.page_size)
 
     @property
     def fits_one_request(self) -> bool:

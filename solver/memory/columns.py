@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from meshsat.solver.memory.fraction import raised_fraction
-from meshsat.solver.memory.kv import kv_bytes_per_token, swa_pool_tokens
+from meshsat.solver.memory.kv import kv_bytes_per_token, swa_holds_a_request, swa_pool_tokens
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.pool import capped_tokens
 from meshsat.solver.memory.state import SLOTS_PER_REQUEST, split_rest, state_bytes_per_request
@@ -378,8 +378,8 @@ def _generated(
         # A hybrid's requests are capped by its state slots (`state.SLOTS_PER_REQUEST`).
         cap = max(slots, 0) // SLOTS_PER_REQUEST if hybrid else -1
         # A hybrid SWA pool must hold one request's window (`Memory.swa_holds_a_request`).
-        fits = tokens > 0 and (
-            not swa_window or swa_pool_tokens(tokens, swa_ratio, page) > swa_window + page
+        fits = tokens > 0 and swa_holds_a_request(
+            swa_pool_tokens(tokens, swa_ratio, page), swa_window, page
         )
         hit = known[key] = (worst / GIB, tokens, fits, key[7], not key[2], cap)
         return hit

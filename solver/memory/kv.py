@@ -129,6 +129,13 @@ def swa_window(f: ModelFacts, swa_ratio: float | None) -> int:
     return f.sliding_window_size or f.attention_chunk_size
 
 
+def swa_holds_a_request(swa_tokens: int, window: int, page_size: int) -> bool:
+    """SGLang's start-up check of a hybrid SWA pool (`HybridSWAPoolConfigurator`, 0.5.18
+    to 0.5.23): more tokens than the window plus a page, the SWA room prefill needs to
+    admit one request (`window` 0: no check)."""
+    return not window or swa_tokens > window + page_size
+
+
 def swa_pool_tokens(full_tokens: int, swa_ratio: float, page_size: int) -> int:
     """The hybrid pool's SWA tokens for `full_tokens` full-pool tokens, as
     `HybridSWAPoolConfigurator._solve_pool_sizes` sizes them: the ratio's share, rounded
