@@ -59,6 +59,12 @@ _FI_MEGA: Config = {
 }
 #: LoRA adapters on the triton_v2 back-end (--lora-paths turns LoRA on: R-LORA-PATHS).
 _LORA_V2: Config = {"lora_paths": True, "lora_backend": "triton_v2"}
+#: PD-Multiplexing with what it needs (chunked prefill and the overlap scheduler off).
+_PDMUX: Config = {
+    "enable_pdmux": True,
+    "chunked_prefill_size": -1,
+    "disable_overlap_schedule": True,
+}
 RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
     "MEGAMOE-OVERLAP": [
         (
@@ -321,6 +327,11 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
         (None, {"speculative_algorithm": "NGRAM"}),
         (None, {"speculative_algorithm": "STANDALONE", "tp_size": 2}),
     ],
+    # 0.5.23's DFLASH and DSPARK handlers open with the device (the CPU recorder's).
+    "SPEC-DFLASH-DEVICE": [(None, {"speculative_algorithm": "DFLASH"})],
+    "SPEC-DSPARK-DEVICE": [(None, {"speculative_algorithm": "dspark", "tp_size": 2})],
+    # 0.4.6.post5's check_server_args: LoRA adapters without the radix cache.
+    "LORA-PATHS-RADIX": [(None, {"lora_paths": True}), (None, {"lora_paths": True, "tp_size": 2})],
     "SPEC-NGRAM-PAGE": [
         ("deepseek_v32", {"tp_size": 8, "speculative_algorithm": "NGRAM"}),
         ("llama", {"speculative_algorithm": "NGRAM", "page_size": 64}),
@@ -478,6 +489,11 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
         ("llama", {"page_size": 16, "chunked_prefill_size": -1}),
     ],
     "LORA-V2-TBO": [(None, {**_LORA_V2, "tp_size": 2, "enable_two_batch_overlap": True})],
+    # PD-Multiplexing (chunked prefill and the overlap scheduler off, as it needs them).
+    "LORA-V2-PDMUX": [(None, {**_LORA_V2, "tp_size": 2, **_PDMUX})],
+    "MOE-LORA-PDMUX": [
+        ("qwen3_moe", {**_LORA_V2, "tp_size": 2, "moe_runner_backend": "lora_triton", **_PDMUX})
+    ],
 }
 
 #: The models the recorder can load in every release; DeepSeek V3.2 from 0.5.18 on.
@@ -524,6 +540,29 @@ UNREACHABLE = {
     "FLAG-CHOICE-MOE-A2A-BACKEND@0.4.6.post5": "0.4.6.post5 has no --moe-a2a-backend: a user "
     "writes the backend as --enable-deepep-moe or --enable-ep-moe, which hold no other value",
     "CP-HIP-DSV4": "needs a HIP device: the recorder runs on CPU",
+    **dict.fromkeys(
+        ("LORA-V2-ROCM", "MOE-LORA-ROCM"),
+        "needs a HIP device: the recorder runs on CPU (the triton_v2 mode check, "
+        "tests/test_lora.py)",
+    ),
+    "SPEC-NGRAM-DEVICE": "needs an Ascend NPU: the recorder runs on CPU (the releases' "
+    "_handle_ngram device check, tests/test_speculative_rules.py)",
+    # The DFLASH and DSPARK handlers' layout checks follow their device check, which the
+    # CPU recorder fails first; SGLang 0.5.23's answers with H100 facts (shared oracle) are
+    # replayed in tests/test_speculative_rules.py.
+    **dict.fromkeys(
+        (
+            "SPEC-DFLASH-DP-LM-HEAD",
+            "SPEC-DFLASH-DP-CP",
+            "SPEC-DFLASH-PP",
+            "SPEC-DSPARK-DP-LM-HEAD",
+            "SPEC-DSPARK-DP-A2A",
+            "SPEC-DSPARK-DP-CP",
+            "SPEC-DSPARK-PP",
+        ),
+        "behind SPEC-DFLASH-DEVICE / SPEC-DSPARK-DEVICE on the CPU recorder (0.5.23's "
+        "answers on an H100 in tests/test_speculative_rules.py)",
+    ),
     "DCP-NPU-DSA": "needs an Ascend NPU: the recorder runs on CPU (0.5.23's answers as an NPU, "
     "through its platform override, are replayed in tests/test_dcp_platforms.py)",
     # --context-length, --kv-cache-dtype and --swa-full-tokens-ratio became fields after the

@@ -264,6 +264,11 @@ CASES: tuple[Case, ...] = (
         {**SPEC_DP, "speculative_algorithm": "NGRAM"},
         {"enable_dp_attention": False},
     ),
+    case(
+        "SPEC-NGRAM-DEVICE",
+        {"speculative_algorithm": "NGRAM", "platform": "npu"},
+        {"speculative_algorithm": "EAGLE"},
+    ),
     # --- elastic EP ------------------------------------------------------------------------
     case(
         "EEP-REJOIN-CONFLICT",

@@ -63,8 +63,12 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
         "trtllm_mla",
         "cutedsl_mla",
     ),
-    # NEXTN is EAGLE's alias; NGRAM and STANDALONE refuse attention DP.
-    "speculative_algorithm": (None, None, None, "EAGLE", "NEXTN", "EAGLE3", "STANDALONE", "NGRAM"),
+    # NEXTN is EAGLE's alias; NGRAM and STANDALONE refuse attention DP; SGLang upper-cases
+    # the name (0.5.x: R-SPEC-CASE); DFLASH and DSPARK check the device, DP and PP (0.5.23).
+    "speculative_algorithm": (
+        *(None, None, None, "EAGLE", "NEXTN", "EAGLE3", "STANDALONE", "NGRAM"),
+        *("ngram", "nextn", "DFLASH", "DSPARK"),
+    ),
     "architecture": ARCHITECTURES,
     "quant_method": (None, None, "fp8", "modelopt_fp4", "awq"),
     "quant_not_checked": (None, None, "unknown quantization scheme gguf"),

@@ -21,6 +21,7 @@ from meshsat.solver.validation.validate import validate
 PATHS = "--lora-paths a=/tmp/a"
 V2 = f"{PATHS} --lora-backend triton_v2"
 LORA_TRITON = f"--moe-runner-backend lora_triton {V2}"
+PDMUX = "--enable-pdmux --chunked-prefill-size -1 --disable-overlap-schedule"
 
 #: (model, flags after --tp 4, SGLang 0.5.23's first error or None).
 ROWS: tuple[tuple[str, str, str | None], ...] = (
@@ -95,6 +96,20 @@ ROWS: tuple[tuple[str, str, str | None], ...] = (
         f"--ep 4 --moe-a2a-backend deepep --enable-two-batch-overlap {V2}",
         "--lora-backend triton_v2 does not yet support two-batch overlap",
     ),
+    # PD-Multiplexing: triton_v2's mode check, before PD-Multiplexing's own demands
+    # (chunked prefill and the overlap scheduler off) in check_server_args.
+    ("llama", f"{V2} {PDMUX}", "--lora-backend triton_v2 does not yet support PD-multiplexing"),
+    (
+        "llama",
+        f"{V2} --enable-pdmux",
+        "--lora-backend triton_v2 does not yet support PD-multiplexing",
+    ),
+    (
+        "qwen3_moe",
+        f"{LORA_TRITON} {PDMUX}",
+        "--moe-runner-backend lora_triton does not yet support PD-multiplexing",
+    ),
+    ("llama", f"{PATHS} {PDMUX}", None),
 )
 
 
@@ -114,11 +129,12 @@ def test_first_error_is_sglangs(name: str, flags: str, error: str | None) -> Non
 def test_lora_paths_turn_lora_on_from_0_5_18() -> None:
     """check_lora_server_args sets --enable-lora (None on the CLI) when --lora-paths names
     adapters, in 0.5.18 (`_late_resolution`) as in 0.5.19 and 0.5.23; 0.4.6.post5 has no
-    --enable-lora, so nothing turns it on (and no flag of its is refused)."""
+    --enable-lora, so nothing turns it on (and no flag of its is refused; it wants the radix
+    cache off, LORA-PATHS-RADIX)."""
     for version in ("0.5.18", "0.5.19", "0.5.23"):
         report = _judge("qwen3_moe", PATHS, version)
         assert report.valid and report.resolved_env["enable_lora"] is True, version
-    old = _judge("llama", PATHS, "0.4.6.post5")
+    old = _judge("llama", f"{PATHS} --disable-radix-cache", "0.4.6.post5")
     assert old.valid and old.resolved_env["enable_lora"] is False
 
 
@@ -148,3 +164,37 @@ def test_fix_keeps_the_adapters_and_the_runner() -> None:
         changed = {c.field: c.new for c in out.fixes[0].changes}
         wanted = {"lora_backend": "triton_v2"} | ({} if paths else {"enable_lora": True})
         assert changed == wanted, paths
+
+
+def test_triton_v2_refuses_rocm() -> None:
+    """_check_v2_lora_modes' last mode (0.5.23, source: `get_platform().is_hip`; the
+    oracle has no ROCm facts): triton_v2 under any runner, the lora_* runners' too."""
+    hip = {"platform": "hip", "tp_size": 2, "lora_paths": True, "lora_backend": "triton_v2"}
+    first = _rules("llama", hip)
+    assert first[:1] == ["LORA-V2-ROCM"]
+    runner = {**hip, "moe_runner_backend": "lora_triton"}
+    assert _rules("qwen3_moe", runner)[:1] == ["MOE-LORA-ROCM"]
+    assert not _rules("llama", {**hip, "platform": "cuda"})
+    assert not _rules("llama", {**hip, "lora_backend": "triton"})
+
+
+def test_0_4_6_post5_refuses_lora_paths_with_the_radix_cache() -> None:
+    """0.4.6.post5's check_server_args asserts `lora_paths is None or disable_radix_cache`
+    (a refusal, not a silent change). Its own answers (ServerArgs + check_server_args on
+    CPU): refused with adapters alone or at TP 2, accepted with --disable-radix-cache or on
+    a PD decode server (its __post_init__ turns the radix cache off)."""
+    assert _rules("llama", {"lora_paths": True}, "0.4.6.post5") == ["LORA-PATHS-RADIX"]
+    assert _rules("llama", {"lora_paths": True, "tp_size": 2}, "0.4.6.post5") == [
+        "LORA-PATHS-RADIX"
+    ]
+    for ok in ({"disable_radix_cache": True}, {"disaggregation_mode": "decode"}):
+        assert not _rules("llama", {"lora_paths": True, **ok}, "0.4.6.post5")
+    assert not _rules("llama", {"disable_radix_cache": True}, "0.4.6.post5")
+    # 0.5.x takes adapters with the radix cache.
+    for version in ("0.5.18", "0.5.19", "0.5.23"):
+        assert not _rules("llama", {"lora_paths": True}, version)
+
+
+def _rules(name: str, config: dict[str, Any], version: str = "0.5.23") -> list[str]:
+    report = validate(config, model(name), sglang_version=version, explain=False)
+    return [v.rule for v in report.violations]

@@ -164,6 +164,12 @@ def test_compare_names_what_changed() -> None:
         *("LORA-V2-DP-ATTN", "LORA-V2-TBO", "MOE-LORA-BACKEND", "MOE-LORA-DP-ATTN"),
         *("MOE-LORA-TBO", "MOE-LORA-QUANT", "MOE-LORA-NVFP4", "MOE-LORA-EEP"),
         *("PD-PREFILL-COMPLETE-PDMUX", "PD-PREFILL-COMPLETE-DECODE-CACHE"),
+        # _check_v2_lora_modes' PD-Multiplexing and ROCm modes (tests/test_lora.py).
+        *("LORA-V2-PDMUX", "LORA-V2-ROCM", "MOE-LORA-PDMUX", "MOE-LORA-ROCM"),
+        # _handle_dflash and _handle_dspark (tests/test_speculative_rules.py).
+        *("SPEC-DFLASH-DEVICE", "SPEC-DFLASH-DP-LM-HEAD", "SPEC-DFLASH-DP-CP", "SPEC-DFLASH-PP"),
+        *("SPEC-DSPARK-DEVICE", "SPEC-DSPARK-DP-LM-HEAD", "SPEC-DSPARK-DP-A2A"),
+        *("SPEC-DSPARK-DP-CP", "SPEC-DSPARK-PP"),
         # DSA decode CP refuses HiCache (_dsa_dcp_overrides); FlashInfer all-to-all needs
         # chunked prefill (validate_flashinfer_a2a_token_budget): tests/test_serving_rules.py.
         *("DCP-DSA-HICACHE", "A2A-FLASHINFER-CHUNKED"),

@@ -167,3 +167,129 @@ def test_0_4_6_post5_makes_a_tree_over_a_forced_page_a_chain() -> None:
         1,
         4,
     )
+
+
+def _first(version: str, name: str, **config: Any) -> tuple[str, str] | None:
+    """The first error meshsat reports (rule, message), or None."""
+    report = validate(config, _model(name), explain=False, sglang_version=version)
+    return (report.violations[0].rule, report.violations[0].message) if report.violations else None
+
+
+H100: dict[str, Any] = {"platform": "cuda", "gpu_sm": 90}
+_TREE = {"speculative_num_steps": 3, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8}
+
+#: SGLang 0.5.23's own first error on lower- and mixed-case names (oracle --launch, H100
+#: facts): (algorithm, layout, the words it opens with).
+CASE_ANSWERS: tuple[tuple[str, dict[str, Any], str], ...] = (
+    ("ngram", {"attn_dp_size": 2, "tp_size": 2}, "Currently ngram speculative decoding"),
+    ("Ngram", {"attn_dp_size": 2, "tp_size": 2}, "Currently ngram speculative decoding"),
+    ("standalone", {"attn_dp_size": 2, "tp_size": 2}, "Currently standalone speculative"),
+    ("eagle", {"attention_backend": "trtllm_mha", **_TREE}, "trtllm_mha backend only supports"),
+    ("nextn", {"speculative_eagle_topk": 4}, "AssertionError"),
+    ("Eagle", {"speculative_num_steps": 3}, "'>' not supported between"),
+    ("eagle3", {"attention_backend": "flashmla", **_TREE}, "speculative_eagle_topk > 1 with"),
+    ("ngram", {"page_size": 16, "attention_backend": "fa3"}, "speculative_eagle_topk(10) > 1"),
+)
+
+
+@pytest.mark.parametrize(("name", "layout", "words"), CASE_ANSWERS)
+def test_lower_case_names_are_sglangs_upper_case_ones(
+    name: str, layout: dict[str, Any], words: str
+) -> None:
+    """handle_speculative_decoding upper-cases the name first (0.5.18 to 0.5.23, read in
+    each release's speculative_hook.py; 0.5.23's answers measured): every check reads NGRAM,
+    EAGLE, ... (R-SPEC-CASE); 0.4.6.post5's argparse takes the upper-case choices only.
+    0.5.18 and 0.5.19 answer as they do to the upper-case name."""
+    first = _first("0.5.23", "llama", speculative_algorithm=name, **layout, **H100)
+    assert first is not None and _opens_with(first[1], words), first
+    assert _first("0.5.23", "llama", speculative_algorithm=name, **H100) is None
+    for version in ("0.5.18", "0.5.19"):
+        cfg = dict(layout)
+        if "attn_dp_size" in cfg:
+            cfg.update(enable_dp_attention=True, dp_size=cfg.pop("attn_dp_size"))
+        upper = _first(version, "llama", speculative_algorithm=name.upper(), **cfg, **H100)
+        assert upper is not None and upper[0].startswith(("SPEC-", "ATTN-")), (version, upper)
+        assert _first(version, "llama", speculative_algorithm=name, **cfg, **H100) == upper
+    old = _first("0.4.6.post5", "llama", speculative_algorithm="eagle", **H100)
+    assert old is not None and old[0] == "FLAG-CHOICE-SPECULATIVE-ALGORITHM"
+
+
+def test_the_resolved_name_is_upper_case() -> None:
+    report = validate({"speculative_algorithm": "nextn", **H100}, _model("llama"), explain=False)
+    assert report.resolved_env["speculative_algorithm"] == "EAGLE"
+    assert [n.resolution for n in report.notes][:2] == ["R-SPEC-CASE", "R-SPEC-NEXTN"]
+
+
+def test_ngram_is_refused_on_npu() -> None:
+    """`_handle_ngram` opens with the device (0.5.18 and 0.5.19: CUDA or CPU; 0.5.23 adds
+    XPU; ROCm's device is cuda): read in each release's source, the oracle has no NPU."""
+    for version, devices in (
+        ("0.5.18", "CUDA or CPU"),
+        ("0.5.19", "CUDA or CPU"),
+        ("0.5.23", "CUDA, CPU, or XPU"),
+    ):
+        first = _first(version, "llama", speculative_algorithm="ngram", platform="npu")
+        assert first == (
+            "SPEC-NGRAM-DEVICE",
+            f"Ngram speculative decoding only supports {devices} devices.",
+        )
+        for platform in ("cuda", "hip", "cpu"):
+            assert (
+                _first(version, "llama", speculative_algorithm="NGRAM", platform=platform) is None
+            )
+
+
+_DP = {"tp_size": 2, "attn_dp_size": 2}
+#: SGLang 0.5.23's first error (oracle --launch; `None`: it went past every layout check
+#: to the draft checkpoint, which meshsat assumes given), on CPU and with H100 facts.
+DRAFT_ANSWERS: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
+    ("DFLASH", "cpu", {}, "DFLASH speculative decoding is not supported by SRTPlatform"),
+    ("dspark", "cpu", {"pp_size": 2}, "DSpark speculative decoding only supports CUDA"),
+    ("DFLASH", "cuda", {}, None),
+    ("DFLASH", "cuda", {"pp_size": 2}, "Currently DFLASH speculative decoding only supports pp"),
+    ("dflash", "cuda", _DP, "DFLASH with dp attention requires --enable-dp-lm-head."),
+    ("DFLASH", "cuda", {**_DP, "enable_dp_lm_head": True}, None),
+    (
+        "DFLASH",
+        "cuda",
+        {**_DP, "tp_size": 4, "attn_cp_size": 2, "enable_dp_lm_head": True},
+        "DFLASH with dp attention does not support context parallel.",
+    ),
+    ("DSPARK", "cuda", {}, None),
+    ("DSPARK", "cuda", {"pp_size": 2}, "DSpark pipeline parallelism requires PD prefill"),
+    ("DSPARK", "cuda", {"pp_size": 2, "disaggregation_mode": "prefill"}, None),
+    ("DSPARK", "cuda", _DP, "DSpark with dp attention requires --enable-dp-lm-head."),
+    (
+        "dspark",
+        "cuda",
+        {**_DP, "tp_size": 4, "attn_cp_size": 2, "enable_dp_lm_head": True},
+        "DSpark with dp attention does not support context parallel (attn_cp_size=2).",
+    ),
+)
+
+
+@pytest.mark.parametrize(("name", "platform", "layout", "error"), DRAFT_ANSWERS)
+def test_dflash_and_dspark_check_the_layout_0_5_23(
+    name: str, platform: str, layout: dict[str, Any], error: str | None
+) -> None:
+    facts = H100 if platform == "cuda" else {"platform": "cpu"}
+    first = _first("0.5.23", "llama", speculative_algorithm=name, **layout, **facts)
+    assert (first and first[1]) == error or (
+        error is not None and first is not None and _opens_with(first[1], error)
+    ), first
+
+
+def test_dspark_with_attention_dp_takes_three_all_to_all_backends() -> None:
+    """0.5.23 on Qwen3-MoE with H100 facts: deepep refused, none/mori/megamoe go on."""
+    moe = {"tp_size": 2, "ep_size": 2, "attn_dp_size": 2, "enable_dp_lm_head": True, **H100}
+    first = _first(
+        "0.5.23", "qwen3_moe", speculative_algorithm="DSPARK", moe_a2a_backend="deepep", **moe
+    )
+    assert first is not None and first[0] == "SPEC-DSPARK-DP-A2A"
+    for backend in ("mori", "megamoe"):
+        rules = _first(
+            "0.5.23", "qwen3_moe", speculative_algorithm="DSPARK", moe_a2a_backend=backend, **moe
+        )
+        assert rules is None or not rules[0].startswith("SPEC-DSPARK"), (backend, rules)
+    # 0.5.19 has no such checks in meshsat's packs (its handlers differ: left alone).
+    assert _first("0.5.19", "llama", speculative_algorithm="DFLASH", platform="cpu") is None

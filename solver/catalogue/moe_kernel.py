@@ -177,11 +177,13 @@ LORA_RULES: tuple[Rule, ...] = (
 )
 
 #: _check_v2_lora_modes (lora_hook.py, 0.5.23): what the triton_v2 LoRA back-end cannot
-#: run yet, as (rule suffix, holds, SGLang's name for the mode). Not modelled: PD
-#: multiplexing (--enable-pdmux, no meshsat field), SGLANG_EXPERIMENTAL_LORA_OPTI and ROCm.
+#: run yet, as (rule suffix, holds, SGLang's name for the mode), in its order. Not
+#: modelled: SGLANG_EXPERIMENTAL_LORA_OPTI (asked before ROCm; assumed unset).
 _V2_MODES = (
     ("DP-ATTN", attn_dp <= 1, "DP-attention with --attn-dp-size > 1"),
+    ("PDMUX", ~F.enable_pdmux, "PD-multiplexing"),
     ("TBO", ~F.enable_two_batch_overlap, "two-batch overlap"),
+    ("ROCM", F.platform != "hip", "ROCm"),
 )
 
 
@@ -246,4 +248,17 @@ LORA_EEP = Rule(
     ~is_set(F.ep_join_mode),
     "--moe-runner-backend {moe_runner_backend} does not yet support elastic EP",
     _LORA_SRC,
+)
+
+#: 0.4.6.post5's check_server_args (at launch, between its multi-node DP and base GPU id
+#: asserts): LoRA adapters run without the radix cache (later releases take both). A
+#: refusal, not a silent change; a PD decode server's radix cache is off already
+#: (R-DECODE-RADIX, __post_init__).
+LORA_RADIX_0_4 = Rule(
+    "LORA-PATHS-RADIX",
+    F.lora_paths,
+    F.disable_radix_cache,
+    "compatibility of lora and cuda graph and radix attention is in progress",
+    _LORA_SRC,
+    hint="--disable-radix-cache",
 )

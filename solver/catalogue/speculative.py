@@ -7,7 +7,8 @@ STANDALONE refuse attention DP, and a draft tree (top-k above 1) over a paged KV
 attention back-end that implements the two-pass page-tree cascade. What those checks read is
 resolved first, silently:
 
-- the algorithm: NEXTN is EAGLE (`_resolve_speculative_algorithm_alias`; a Gemma 4 draft's
+- the algorithm: upper-cased first (0.5.x), then NEXTN is EAGLE
+  (`_resolve_speculative_algorithm_alias`; a Gemma 4 draft's
   FROZEN_KV_MTP needs the draft checkpoint, which meshsat does not read);
 - EAGLE, EAGLE3 and STANDALONE without `--speculative-num-steps` take (steps, top-k, draft
   tokens) by architecture (`_auto_choose_speculative_params`: (5, 4, 8) for Llama and Grok,
@@ -34,6 +35,7 @@ checks assume it passes, as every GPU-class rule does.
 from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import MLA_MODEL
+from meshsat.solver.lang.derived import attn_dp
 from meshsat.solver.lang.expr import TRUE, Expr, Named, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Assign, Resolution, Rule, assign
@@ -94,6 +96,40 @@ def backend_in(*allowed: str) -> Expr:
 
 
 # --- silent changes ---------------------------------------------------------------------
+#: The algorithm names SGLang knows (`SpeculativeAlgorithm`, 0.5.18 to 0.5.23; UNO from
+#: 0.5.23) and its NEXTN alias.
+ALGORITHMS = (
+    "EAGLE",
+    "EAGLE3",
+    "NEXTN",
+    "STANDALONE",
+    "NGRAM",
+    "DFLASH",
+    "DSPARK",
+    "FROZEN_KV_MTP",
+    "UNO",
+)
+
+
+def _spellings(name: str) -> tuple[str, ...]:
+    """The other spellings of `name` a user types (lower case, capitalised): SGLang
+    upper-cases any string, and meshsat's string fields hold only literals it names."""
+    return tuple(sorted({name.lower(), name.capitalize(), name.title()} - {name}))
+
+
+#: `handle_speculative_decoding` opens with `speculative_algorithm.upper()` (0.5.18 to 0.5.23;
+#: 0.4.6.post5's argparse takes EAGLE, EAGLE3 and NEXTN only), before the NEXTN alias and
+#: every check of the handler: `--speculative-algorithm ngram` is NGRAM to them all.
+UPPER_CASE = Resolution(
+    "R-SPEC-CASE",
+    SRC,
+    "SGLang upper-cases --speculative-algorithm (ngram is NGRAM)",
+    tuple(
+        assign(one_of(_alg, *_spellings(name)), speculative_algorithm=name) for name in ALGORITHMS
+    ),
+)
+
+
 def nextn(source: str = SRC) -> Resolution:
     return Resolution(
         "R-SPEC-NEXTN",
@@ -195,6 +231,7 @@ DRAFT_CHAIN_0_4 = Resolution(
 #: The speculative handler's own, in SGLang's order (after R-PAGE-SIZE, which resolves the
 #: page they and the page-tree checks read).
 RESOLUTIONS: tuple[Resolution, ...] = (
+    UPPER_CASE,
     nextn(),
     AUTO_PARAMS,
     NGRAM_PARAMS,
@@ -310,6 +347,20 @@ NGRAM_PAGE = Rule(
     hint="--speculative-ngram-max-bfs-breadth 1, --page-size 1, or --attention-backend flashinfer",
 )
 
+
+def ngram_device(devices: str) -> Rule:
+    """`_handle_ngram` opens with the device: no NGRAM on Ascend (`devices`: the release's
+    list, 0.5.23 adds XPU). ROCm's device is `cuda`."""
+    return Rule(
+        "SPEC-NGRAM-DEVICE",
+        ngram,
+        F.platform != "npu",
+        f"Ngram speculative decoding only supports {devices} devices.",
+        SRC,
+        hint="use EAGLE (or no speculative decoding) on NPU",
+    )
+
+
 #: `handle_speculative_decoding` in its order (0.5.18, 0.5.19; 0.5.23 asks attention DP
 #: through `attn_dp_enabled_of`): `_handle_eagle_family`, then `_handle_ngram`.
 RULES: tuple[Rule, ...] = (
@@ -318,8 +369,98 @@ RULES: tuple[Rule, ...] = (
     topk_set(SRC, EAGLE_FAMILY, only_paged=False),
     TRTLLM_MHA_TOPK,
     EAGLE_PAGE_TREE,
+    ngram_device("CUDA or CPU"),
     NGRAM_PAGE,
     ngram_dp(),
+)
+#: 0.5.23's wording (it runs NGRAM on XPU too).
+NGRAM_DEVICE_0_5_23 = ngram_device("CUDA, CPU, or XPU")
+
+# --- 0.5.23's DFLASH and DSPARK handlers (`_handle_dflash`, `_handle_dspark`) -----------
+# The checks that read the layout, in their order; each handler then asks for the draft
+# checkpoint (--speculative-draft-model-path, or DSPARK's bundled draft), which meshsat
+# does not read: it assumes one is given. The DP spec/prefill coordination and ragged
+# verify variables are assumed at their defaults.
+_dflash, _dspark = _alg == "DFLASH", _alg == "DSPARK"
+#: `_handle_dflash` asks `attn_dp_enabled_of` (a scale joiner too), `_handle_dspark` the
+#: width alone.
+_dflash_dp = _dflash & _dp_attention(True) & (F.platform != "npu")
+_dspark_dp = _dspark & (attn_dp > 1)
+DFLASH_DSPARK_0_5_23: tuple[Rule, ...] = (
+    Rule(
+        "SPEC-DFLASH-DEVICE",
+        _dflash,
+        F.platform != "cpu",
+        "DFLASH speculative decoding is not supported by SRTPlatform on device 'cpu'.",
+        SRC,
+        hint="run DFLASH on CUDA, ROCm or NPU",
+    ),
+    Rule(
+        "SPEC-DFLASH-DP-LM-HEAD",
+        _dflash_dp,
+        F.enable_dp_lm_head,
+        "DFLASH with dp attention requires --enable-dp-lm-head.",
+        SRC,
+        hint="--enable-dp-lm-head",
+    ),
+    Rule(
+        "SPEC-DFLASH-DP-CP",
+        _dflash_dp,
+        F.attn_cp_size == 1,
+        "DFLASH with dp attention does not support context parallel.",
+        SRC,
+        hint="--attn-cp-size 1, or drop attention DP",
+    ),
+    Rule(
+        "SPEC-DFLASH-PP",
+        _dflash,
+        F.pp_size == 1,
+        "Currently DFLASH speculative decoding only supports pp_size == 1.",
+        SRC,
+        hint="--pp-size 1",
+    ),
+    Rule(
+        "SPEC-DSPARK-DEVICE",
+        _dspark,
+        F.platform != "cpu",
+        "DSpark speculative decoding only supports CUDA, NPU or XPU device.",
+        SRC,
+        hint="run DSPARK on CUDA, ROCm or NPU",
+    ),
+    Rule(
+        "SPEC-DSPARK-DP-LM-HEAD",
+        _dspark_dp,
+        F.enable_dp_lm_head,
+        "DSpark with dp attention requires --enable-dp-lm-head.",
+        SRC,
+        hint="--enable-dp-lm-head",
+    ),
+    Rule(
+        "SPEC-DSPARK-DP-A2A",
+        _dspark_dp & (F.platform != "npu"),
+        one_of(F.moe_a2a_backend, "none", "megamoe", "mori"),
+        "DSpark with dp attention supports moe_a2a_backend 'none' (built-in TP MoE), "
+        "'megamoe', or 'mori', got '{moe_a2a_backend}'.",
+        SRC,
+        hint="--moe-a2a-backend none, megamoe or mori",
+    ),
+    Rule(
+        "SPEC-DSPARK-DP-CP",
+        _dspark_dp,
+        F.attn_cp_size <= 1,
+        "DSpark with dp attention does not support context parallel (attn_cp_size={attn_cp_size}).",
+        SRC,
+        hint="--attn-cp-size 1, or drop attention DP",
+    ),
+    Rule(
+        "SPEC-DSPARK-PP",
+        _dspark & (F.pp_size != 1),
+        F.disaggregation_mode == "prefill",
+        "DSpark pipeline parallelism requires PD prefill; decode and non-disaggregated "
+        "serving require pp_size == 1.",
+        SRC,
+        hint="--pp-size 1, or run PP on a PD prefill server",
+    ),
 )
 #: 0.4.6.post5's `__post_init__`: EAGLE and EAGLE3 only (NGRAM and STANDALONE are no choice).
 RULES_0_4: tuple[Rule, ...] = (

@@ -535,6 +535,16 @@ _LORA_0_5_23: tuple[tuple[str, Rule], ...] = (
     ("MOE-LORA-PLACEMENT", moe_kernel.LORA_EEP),
 )
 
+# 0.5.23's DFLASH and DSPARK handlers (speculative_hook.py), after _handle_ngram's checks
+# (one algorithm runs: their place among the algorithms' is moot), each after the last.
+_SPEC_0_5_23_AFTER: tuple[tuple[str, Rule], ...] = tuple(
+    zip(
+        ("SPEC-NGRAM-DP-ATTN", *(r.id for r in speculative.DFLASH_DSPARK_0_5_23[:-1])),
+        speculative.DFLASH_DSPARK_0_5_23,
+        strict=True,
+    )
+)
+
 # _handle_deprecated_args (0.5.23, serving_hook.py): tokenspeed_mla is a deprecated alias of
 # cutedsl_mla (decode-only: as the prefill back-end it becomes trtllm_mla) and keeps the FP8
 # KV cache it implied.
@@ -568,7 +578,7 @@ V0_5_23 = apply(
         "--attn-dp-size replaces --enable-dp-attention + --dp-size (dp_size counts "
         "replicas again); the legacy CP flags and --elastic-ep-rejoin are gone; decode CP "
         "excludes prefill CP; elastic EP scale-up allows attention TP.",
-        add_rules_after=(*_ADDED_AFTER_0_5_23, *_A2A_0_5_23_AFTER),
+        add_rules_after=(*_ADDED_AFTER_0_5_23, *_A2A_0_5_23_AFTER, *_SPEC_0_5_23_AFTER),
         launch_only=SEED.launch_only
         | {r.id for r in weight_shapes.VISION_TP_REDUCE}
         | {r.id for _, r in _LORA_0_5_23},
@@ -721,6 +731,7 @@ V0_5_23 = apply(
                 )
             ),
             # handle_speculative_decoding asks attn_dp_enabled_of() (a scale joiner too).
+            speculative.NGRAM_DEVICE_0_5_23,
             speculative.standalone_dp(joiner=True),
             speculative.ngram_dp(joiner=True),
             language_only_rule(
@@ -974,6 +985,7 @@ V0_4_6_POST5 = apply(
             model.EP_MOE_0_4.id,
             "TOPO-DP-REPLICA-GPUS",
             PD_MOONCAKE_DP_0_4.id,
+            moe_kernel.LORA_RADIX_0_4.id,
             *(r.id for r in kv_cache.RULES_0_4),
         },
         add_rules=(
@@ -1024,6 +1036,7 @@ V0_4_6_POST5 = apply(
             *kv_cache.RULES_0_4,
             *speculative.RULES_0_4,
         ),
+        add_rules_before=(("TOPO-BASE-GPU-ID", moe_kernel.LORA_RADIX_0_4),),
         # 0.4's data-parallel controller starts replica d at GPU d·tp_size·gpu_id_step.
         replace_rules=(
             *weight_shapes.RULES_0_4,
@@ -1112,6 +1125,8 @@ V0_4_6_POST5 = apply(
             "R-LORA-PATHS",
             # No NGRAM.
             "R-SPEC-NGRAM",
+            # Its argparse takes the upper-case names only (FLAG-CHOICE refuses the rest).
+            speculative.UPPER_CASE.id,
         ),
         handler_order=(
             "argparse",
