@@ -84,12 +84,13 @@ def test_dcp_replicates_the_indexer_key_in_0523(pack: str, indexer_copies: int) 
 
 
 def test_the_pool_is_whole_pages_of_64() -> None:
-    """H200 tp 8: 589,218 rows fit; SGLang keeps 589,184 (9,206 pages of 64)."""
+    """H200 tp 8: 589,218 rows fit; SGLang keeps 589,184 (9,206 pages of 64), a typed
+    `--page-size 1` too: the DeepSeek override sets 64 whatever was typed (R-PAGE-SIZE)."""
     mm, m = _memory("H200", {"tp_size": 8})
     assert mm.page_size == 64
     rest = (m.pre_load_gib * m.mem_fraction_static - m.weights_gib) * (1 << 30)
     rows = int(rest // m.kv_bytes_per_token)
     assert rows == 589218
     assert m.kv_tokens == rows // 64 * 64 == 589184
-    _, given = _memory("H200", {"tp_size": 8}, page_size=1)
-    assert given.kv_tokens == rows
+    typed, given = _memory("H200", {"tp_size": 8, "page_size": 1}, page_size=1)
+    assert (typed.page_size, given.page_size, given.kv_tokens) == (64, 64, 589184)

@@ -133,10 +133,12 @@ def test_each_memory_flag_of_a_command_sizes_memory_as_the_model_api_does(
     assert checked.code == 0, checked.out
     assert flag not in checked.err  # not among the flags "not checked by meshsat"
     keyword, kind = MEMORY_FLAGS[flag]
-    report = validate(config_from_values({"tp_size": tp}))
+    # `--page-size` is a layout field too: the pool follows the page the layout resolves.
+    page = {"page_size": kind(text)} if keyword == "page_size" else {}
+    report = validate(config_from_values({"tp_size": tp, **page}))
     config = catalogue_config(model)
     expected = memory_of(report, config, "H100", pack="0.5.23", **{keyword: kind(text)})
-    plain = memory_of(report, config, "H100", pack="0.5.23")
+    plain = memory_of(validate(config_from_values({"tp_size": tp})), config, "H100", pack="0.5.23")
     assert json.loads(checked.out)["memory"] == expected.to_dict() != plain.to_dict()
 
 
@@ -374,7 +376,8 @@ def test_the_streaming_columns_cap_as_the_full_value_does() -> None:
     mm = MemoryModel(model, "H100", max_total_tokens=150_010, page_size=16)
     capped = 0
     spec = ModelSpec.from_hf_config(catalogue_config(model))
-    for (_, tokens, _, _), _, m in column_rows(mm, 4, spec):
+    # The layouts carry the page they resolve: the typed 16, as a launch sets it.
+    for (_, tokens, _, _), _, m in column_rows(mm, 4, spec, {"page_size": 16}):
         assert abs(tokens - m.kv_tokens) <= 16  # float summation order, in whole pages
         assert tokens <= 150_000  # 150,010 // 16 · 16
         capped += tokens == m.kv_tokens == 150_000

@@ -88,13 +88,13 @@ def test_the_window_sglang_checks(config: str | dict[str, Any], window: int) -> 
 def test_gpt_oss_boundary_as_sglang_refuses_it() -> None:
     """gpt-oss-20b capped at 160 full tokens: its SWA pool is int(160 · 0.8) = 128 tokens,
     not more than 127 + 1, so SGLang refuses; at 162 it is 129 and starts."""
-    m = MemoryModel(GPT_OSS, "B200", max_total_tokens=160).of(Parallel())
+    m = MemoryModel(GPT_OSS, "H200", max_total_tokens=160).of(Parallel())
     assert (m.kv_tokens, m.swa_tokens, m.swa_window, m.page_size) == (160, 128, 127, 1)
     assert not m.fits
     said = fit_violation(m)
     assert said is not None and said.startswith("does not fit: " + SGLANG_SAYS)
-    assert MemoryModel(GPT_OSS, "B200", max_total_tokens=161).of(Parallel()).swa_tokens == 128
-    ok = MemoryModel(GPT_OSS, "B200", max_total_tokens=162).of(Parallel())
+    assert MemoryModel(GPT_OSS, "H200", max_total_tokens=161).of(Parallel()).swa_tokens == 128
+    ok = MemoryModel(GPT_OSS, "H200", max_total_tokens=162).of(Parallel())
     assert (ok.swa_tokens, ok.fits, fit_violation(ok)) == (129, True, None)
 
 
@@ -106,7 +106,7 @@ def test_the_ratio_and_the_page_size_move_the_floor() -> None:
 
     def mem(ratio: float, cap: int, page: int = 1) -> Any:
         mm = MemoryModel(
-            GPT_OSS, "B200", max_total_tokens=cap, swa_full_tokens_ratio=ratio, page_size=page
+            GPT_OSS, "H200", max_total_tokens=cap, swa_full_tokens_ratio=ratio, page_size=page
         )
         return mm.of(Parallel())
 
@@ -137,14 +137,14 @@ def test_validate_reports_it_as_mem_fit(capsys: pytest.CaptureFixture[str]) -> N
     """The pasted launch's `--max-total-tokens 160` sizes the pool: MEM-FIT with SGLang's
     wording and a hint at the ratio; 162 passes."""
     run = run_cli(
-        capsys, "validate", "--model", GPT_OSS, "--gpu", "B200", "--json",
+        capsys, "validate", "--model", GPT_OSS, "--gpu", "H200", "--json",
         "--sglang", "python -m sglang.launch_server --max-total-tokens 160",
     )  # fmt: skip
     assert run.code == 1, run.err
     assert "MEM-FIT" in run.out and "cannot hold even one request" in run.out
     assert "--swa-full-tokens-ratio" in run.out
     run = run_cli(
-        capsys, "validate", "--model", GPT_OSS, "--gpu", "B200", "--json",
+        capsys, "validate", "--model", GPT_OSS, "--gpu", "H200", "--json",
         "--sglang", "python -m sglang.launch_server --max-total-tokens 162",
     )  # fmt: skip
     assert "MEM-FIT" not in run.out

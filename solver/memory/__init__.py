@@ -32,7 +32,6 @@ from meshsat.solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
 from meshsat.solver.memory.kv import (
     dcp_widening,
     dsa_backends,
-    dsa_page_size,
     dsa_raw_layout,
     hybrid_swa_ratio,
     kv_bytes_per_token,
@@ -48,6 +47,7 @@ from meshsat.solver.memory.multimodal import (
     is_multimodal,
     runtime_reserve_mib,
 )
+from meshsat.solver.memory.page import resolved_page_size
 from meshsat.solver.memory.pool import GIB as POOL_GIB
 from meshsat.solver.memory.pool import capped_tokens, pool_tokens, requests_that_fit
 from meshsat.solver.memory.state import (
@@ -276,8 +276,11 @@ class MemoryModel:
         self.cpu_offload_gb = cpu_offload_gb
         #: The dtype the pool is built in: `auto` resolved as `pack` does on this GPU.
         self.kv_cache_dtype = resolved_kv_cache_dtype(self.facts, kv_cache_dtype, self.gpu, pack)
-        #: `--page-size`; not given, the release's for the model (`kv.dsa_page_size`).
-        self.page_size = page_size or dsa_page_size(self.facts, pack, self.gpu)
+        #: The page of a layout that carries none of its own (`Parallel.page_size`, the
+        #: resolved page, wins): `--page-size` as the release resolves it for this model on
+        #: this GPU (`page.resolved_page_size`: a DSA model's 64 on CUDA, trtllm_mha's 64
+        #: for an MHA model on SM100, ...).
+        self.page_size = resolved_page_size(self.facts, self.gpu, pack, page_size)
         #: A DSA model's pool layout: its FP8 latent as the raw row where its attention
         #: backends read it so (`kv.dsa_raw_layout`), its indexer key replicated on every
         #: decode-CP rank (0.5.23).
@@ -351,7 +354,7 @@ class MemoryModel:
         key = (
             p.tp, p.pp, p.attn_tp, p.attn_dp, p.ep, p.moe_tp, p.dcp, p.moe_dense_tp,
             p.dp_attention, p.dp_lm_head, p.replicas, p.chunked_prefill_size, p.attn_cp,
-            p.moe_a2a_backend, p.redundant_experts,
+            p.moe_a2a_backend, p.redundant_experts, p.page_size,
         )  # fmt: skip
         m = self._cache.get(key)
         if m is None:
@@ -487,13 +490,18 @@ class MemoryModel:
             return m
         return replace(self._at_fraction(p, raised), raised_from_fraction=default)
 
+    def page(self, p: Parallel) -> int:
+        """The page `p`'s pool is rounded to: its resolved page, else this model's."""
+        return p.page_size or self.page_size
+
     def _at_fraction(self, p: Parallel, f: float) -> Memory:
-        key = (f, p.attn_dp, p.pp, p.dcp, *stage_widths(p))
+        page = self.page(p)
+        key = (f, p.attn_dp, p.pp, p.dcp, page, *stage_widths(p))
         stages = self._stages_cache.get(key)
         if stages is None:
-            stages = self._stages_cache[key] = self._stages(p, f)
+            stages = self._stages_cache[key] = self._stages(p, f, page)
         tokens, weights, cell_max, per_request, slots = stages
-        tokens = capped_tokens(tokens or 0, self.max_total_tokens, self.page_size)
+        tokens = capped_tokens(tokens or 0, self.max_total_tokens, page)
         total = tokens * dcp_widening(self.swa_ratio, p.dcp)
         pools = p.attn_dp * p.replicas
         requests = requests_that_fit(total, self.context_length, pools)
@@ -519,18 +527,20 @@ class MemoryModel:
             state_slots=slots,
             state_pool_gib=(slots + 1) * per_request / GIB if slots else 0.0,
             multimodal_reserve_gib=self.multimodal_reserve_gib,
-            swa_tokens=self._swa_tokens(tokens),
+            swa_tokens=self._swa_tokens(tokens, page),
             swa_window=self.swa_window,
-            page_size=self.page_size,
+            page_size=page,
         )
 
-    def _swa_tokens(self, tokens: int) -> int:
+    def _swa_tokens(self, tokens: int, page: int) -> int:
         """The hybrid SWA pool beside `tokens` full-pool tokens (0 without one)."""
         if self.swa_ratio is None:
             return 0
-        return swa_pool_tokens(tokens, self.swa_ratio, self.page_size)
+        return swa_pool_tokens(tokens, self.swa_ratio, page)
 
-    def _stages(self, p: Parallel, f: float) -> tuple[int | None, float, float, int, int | None]:
+    def _stages(
+        self, p: Parallel, f: float, page: int
+    ) -> tuple[int | None, float, float, int, int | None]:
         """(KV tokens of the tightest stage, weights GiB of the fullest, the largest KV
         cell, state bytes per request, state slots) at fraction `f`, stage by stage.
         They read `f`, the attention DP and PP widths, the widths a stage's weights read
@@ -567,14 +577,14 @@ class MemoryModel:
                     # nothing (SGLang's `has_kv_on_another_pp_stage`).
                     weights = max(weights, w)
                     continue
-                t = int(kv_bytes // cell) // self.page_size * self.page_size if room else 0
+                t = int(kv_bytes // cell) // page * page if room else 0
             else:
                 t = pool_tokens(
                     self.pre_load_gib,
                     w,
                     f,
                     cell,
-                    page_size=self.page_size,
+                    page_size=page,
                     reserve_gib=self.multimodal_reserve_gib,
                 )
             tokens = t if tokens is None else min(tokens, t)

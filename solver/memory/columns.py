@@ -53,10 +53,12 @@ _DEFAULTS: dict[str, Any] = {
     "enable_dp_lm_head": False,
     "chunked_prefill_size": None,
     "ep_num_redundant_experts": 0,
+    "page_size": None,
 }
 #: What the per-rank figures depend on, in the order of a cache key: the engine's widths
 #: (the first `_ENGINE`, which fix the budget, attention, embedding and head; the all-to-all
-#: backend among them, as DeepEP moves the default fraction), then the MoE's.
+#: backend among them, as DeepEP moves the default fraction), then the MoE's, then the
+#: resolved KV page the pool is rounded to (None: the model's, `MemoryModel.page_size`).
 _KEY = (
     "tp_size",
     "pp_size",
@@ -72,6 +74,7 @@ _KEY = (
     "ep_size",
     "moe_tp",
     "ep_num_redundant_experts",
+    "page_size",
 )
 _ENGINE = 11
 #: Distinct keys held before the cache is emptied (a few million layouts share far fewer).
@@ -370,16 +373,17 @@ def _generated(
                     x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp
                 )
         tokens = int(fewest) if 0 < fewest < float("inf") else 0
-        if page > 1:
-            tokens = tokens // page * page
-        tokens = capped_tokens(tokens, cap_tokens, page)
+        pg = key[14] or page
+        if pg > 1:
+            tokens = tokens // pg * pg
+        tokens = capped_tokens(tokens, cap_tokens, pg)
         if len(known) >= _CACHE_LIMIT:
             known.clear()
         # A hybrid's requests are capped by its state slots (`state.SLOTS_PER_REQUEST`).
         cap = max(slots, 0) // SLOTS_PER_REQUEST if hybrid else -1
         # A hybrid SWA pool must hold one request's window (`Memory.swa_holds_a_request`).
         fits = tokens > 0 and swa_holds_a_request(
-            swa_pool_tokens(tokens, swa_ratio, page), swa_window, page
+            swa_pool_tokens(tokens, swa_ratio, pg), swa_window, pg
         )
         hit = known[key] = (worst / GIB, tokens, fits, key[7], not key[2], cap)
         return hit

@@ -9,7 +9,7 @@ Why these shapes (SGLang's KV pools):
   the rope part in bf16, except where the attention backend reads the raw row (`trtllm`,
   Blackwell's FP8 default: 576 bytes, not 656); plus the indexer's FP8 key with one float32
   scale per 128 values, which 0.5.23 replicates on every decode-CP rank; its pool is
-  rounded to pages of 64 tokens on CUDA (`dsa_page_size`);
+  rounded to pages of 64 tokens on CUDA (R-PAGE-SIZE, `page.py`);
 - pipeline stages hold the KV of their own layers only;
 - GatedDeltaNet hybrids (Qwen3-Next, Qwen3.5): only the full-attention layers hold KV; the
   linear-attention layers keep a per-request state in a pool of its own (`state.py`);
@@ -182,15 +182,6 @@ def dsa_raw_layout(
     else:
         trtllm = "trtllm" in (prefill, decode)
     return trtllm or (pack == "0.5.23" and prefill == decode == "tilelang")
-
-
-def dsa_page_size(f: ModelFacts, pack: str, gpu: Gpu | None) -> int:
-    """The page size a release gives a DeepSeek DSA model when `--page-size` is not given:
-    64 (0.5.18 to 0.5.23, `model_overrides/deepseek_v2.py`: a page owns a whole pooled
-    index group, `64 · index_kpool`) on CUDA; 1 otherwise (ROCm's depends on its Triton)."""
-    if not f.index_head_dim or pack in ("0.4.6.post5", "legacy"):
-        return 1
-    return 64 if gpu is not None and gpu.vendor == "nvidia" else 1
 
 
 def layer_kv_bytes(

@@ -27,6 +27,7 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "enable_dp_lm_head",
     "chunked_prefill_size",
     "ep_num_redundant_experts",
+    "page_size",
 )
 DERIVED_FIELDS: tuple[str, ...] = ("attn_tp", "attn_dp", "moe_tp")
 
@@ -56,6 +57,9 @@ class Parallel:
     #: `--ep-num-redundant-experts`: expert slots beyond the model's, spread over EP
     #: (`weights.WeightModel.experts_per_rank`).
     redundant_experts: int = 0
+    #: The KV page the server runs, as R-PAGE-SIZE resolved it (`page.py`); None: the
+    #: layout carries none, and the memory model resolves its own (`MemoryModel.page_size`).
+    page_size: int | None = None
 
     @property
     def ranks(self) -> int:
@@ -107,4 +111,5 @@ class Parallel:
             replicas=int(derived["replicas"]),
             chunked_prefill_size=resolved.get("chunked_prefill_size"),
             redundant_experts=int(resolved.get("ep_num_redundant_experts") or 0),
+            page_size=int(page) if (page := resolved.get("page_size")) else None,
         )
