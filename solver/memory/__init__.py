@@ -24,12 +24,14 @@ from meshsat.solver.memory.facts import ModelFacts, facts_from_config
 from meshsat.solver.memory.fraction import (
     DEFAULT_MAX_PREFILL_TOKENS,
     default_mem_fraction_static,
+    gpu_defaults,
     prefill_graph_breakable,
     prefill_graph_default,
     raised_fraction,
 )
 from meshsat.solver.memory.gpus import GIB, Gpu, custom_gpu, gpu
 from meshsat.solver.memory.kv import (
+    SwaRequestCap,
     dcp_widening,
     dsa_backends,
     dsa_raw_layout,
@@ -38,6 +40,7 @@ from meshsat.solver.memory.kv import (
     resolved_kv_cache_dtype,
     swa_holds_a_request,
     swa_pool_tokens,
+    swa_request_cap,
     swa_window,
 )
 from meshsat.solver.memory.layout import Parallel
@@ -116,8 +119,9 @@ class Memory:
     #: KV pool so `mem_fraction_static` was raised to what one request needs (the value a
     #: launch must pass as `--mem-fraction-static`); None otherwise.
     raised_from_fraction: float | None = None
-    #: A hybrid SWA pool's tokens on one rank (`kv.swa_pool_tokens`), the sliding window
-    #: SGLang checks it against (`kv.swa_window`; 0: no check) and the pool's page size.
+    #: A hybrid SWA pool's tokens on one rank (`kv.swa_pool_tokens`, or 0.5.23's
+    #: request-capped pool, `kv.SwaRequestCap`), the sliding window SGLang checks it
+    #: against (`kv.swa_window`; 0: no check, as for the capped pool) and the pool's page.
     swa_tokens: int = 0
     swa_window: int = 0
     page_size: int = 1
@@ -170,10 +174,13 @@ def flag_options(
     `--disaggregation-mode` (`multimodal.py`, and the default fraction's reserves),
     `--max-prefill-tokens` (the default fraction's activations with chunked prefill off,
     the one place SGLang's memory sizing reads it), the CUDA-graph flags
-    (`graph_options`) and a hybrid's state-pool flags (`state.state_flags`, with the
-    launch's `--mamba-full-memory-ratio`, which is not a layout field)."""
+    (`graph_options`), a hybrid's state-pool flags (`state.state_flags`, with the
+    launch's `--mamba-full-memory-ratio`, which is not a layout field) and 0.5.23's
+    request-capped SWA pool (`kv.swa_request_cap`: `--max-running-requests` with the radix
+    cache off)."""
     max_prefill = resolved.get("max_prefill_tokens")
     return {
+        "swa_cap": swa_request_cap(resolved, pack),
         "state": state_flags(resolved, pack, mamba_full_memory_ratio),
         "enable_multimodal": bool(resolved.get("enable_multimodal")),
         "language_model_only": bool(resolved.get("language_model_only")),
@@ -256,6 +263,7 @@ class MemoryModel:
         max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS,
         dsa_prefill_backend: str | None = None,
         dsa_decode_backend: str | None = None,
+        swa_cap: SwaRequestCap | None = None,
     ) -> None:
         #: `dtype`: SGLang's `--dtype` (`quant.served_bytes`): unquantized weights, and the
         #: KV cache at `kv_cache_dtype` auto, in it.
@@ -317,6 +325,9 @@ class MemoryModel:
         self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
         #: The window SGLang checks that pool against at start-up (0: none).
         self.swa_window = swa_window(self.facts, self.swa_ratio)
+        #: 0.5.23 sizes that pool for `--max-running-requests` instead, with the radix
+        #: cache off (`kv.SwaRequestCap`), where the model has a window and full layers.
+        self.swa_cap = swa_cap if self.swa_window else None
         #: The flags that size a hybrid's state pool (`state.split_rest`); without `state`,
         #: the release's defaults with `--mamba-full-memory-ratio`.
         self.state = state or state_flags({}, pack, mamba_full_memory_ratio)
@@ -340,7 +351,7 @@ class MemoryModel:
         self.model_gib = self.weights.model_bytes() / GIB
         self._cache: dict[tuple[Any, ...], Memory] = {}
         self._stages_cache: dict[
-            tuple[Any, ...], tuple[int | None, float, float, int, int | None]
+            tuple[Any, ...], tuple[int | None, float, float, int, int | None, float]
         ] = {}
         #: The column reader's caches (`meshsat.solver.memory.columns`), shared by its readers.
         self.column_cache: dict[str, Any] = {}
@@ -494,14 +505,33 @@ class MemoryModel:
         """The page `p`'s pool is rounded to: its resolved page, else this model's."""
         return p.page_size or self.page_size
 
+    def swa_capped_tokens(self, p: Parallel, page: int) -> int:
+        """0.5.23's request-capped SWA pool of `p` (`kv.SwaRequestCap`), 0 where the ratio
+        sizes it. An unset chunk is the GPU's default (`fraction.gpu_defaults`), divided
+        by the attention-DP width as DP attention divides it (`_handle_data_parallelism`)."""
+        if self.swa_cap is None:
+            return 0
+        chunk = p.chunked_prefill_size
+        if chunk is None:
+            chunk = gpu_defaults(self.gpu.memory_mib, p.tp, self.pack).chunked_prefill_size
+            chunk //= p.attn_dp if p.dp_attention else 1
+        return self.swa_cap.tokens(self.swa_window, page, p.attn_dp, p.attn_dp * p.replicas, chunk)
+
     def _at_fraction(self, p: Parallel, f: float) -> Memory:
         page = self.page(p)
-        key = (f, p.attn_dp, p.pp, p.dcp, page, *stage_widths(p))
+        fixed = self.swa_capped_tokens(p, page)
+        key = (f, p.attn_dp, p.pp, p.dcp, page, fixed, *stage_widths(p))
         stages = self._stages_cache.get(key)
         if stages is None:
-            stages = self._stages_cache[key] = self._stages(p, f, page)
-        tokens, weights, cell_max, per_request, slots = stages
-        tokens = capped_tokens(tokens or 0, self.max_total_tokens, page)
+            stages = self._stages_cache[key] = self._stages(p, f, page, fixed)
+        profiled, weights, cell_max, per_request, slots, swa_cell = stages
+        tokens = capped_tokens(profiled or 0, self.max_total_tokens, page)
+        swa = self._swa_tokens(tokens, page)
+        if fixed:
+            # `calculate_pool_sizes_from_max_tokens`: a cap below the profiled pool
+            # leaves the SWA pool at most the cap.
+            cap = self.max_total_tokens
+            swa = fixed if cap is None or cap >= (profiled or 0) else min(fixed, cap)
         total = tokens * dcp_widening(self.swa_ratio, p.dcp)
         pools = p.attn_dp * p.replicas
         requests = requests_that_fit(total, self.context_length, pools)
@@ -517,7 +547,7 @@ class MemoryModel:
             kv_bytes_per_token=cell_max,
             mem_fraction_static=f,
             reserve_gib=self.pre_load_gib * (1 - f),
-            kv_pool_gib=tokens * cell_max / GIB,
+            kv_pool_gib=(tokens * cell_max + (swa * swa_cell if fixed else 0)) / GIB,
             kv_tokens=tokens,
             max_total_num_tokens=total,
             pools=pools,
@@ -527,8 +557,9 @@ class MemoryModel:
             state_slots=slots,
             state_pool_gib=(slots + 1) * per_request / GIB if slots else 0.0,
             multimodal_reserve_gib=self.multimodal_reserve_gib,
-            swa_tokens=self._swa_tokens(tokens, page),
-            swa_window=self.swa_window,
+            swa_tokens=swa,
+            # The capped pool is not checked against the window: it holds one by design.
+            swa_window=0 if fixed else self.swa_window,
             page_size=page,
         )
 
@@ -539,32 +570,27 @@ class MemoryModel:
         return swa_pool_tokens(tokens, self.swa_ratio, page)
 
     def _stages(
-        self, p: Parallel, f: float, page: int
-    ) -> tuple[int | None, float, float, int, int | None]:
+        self, p: Parallel, f: float, page: int, fixed: int = 0
+    ) -> tuple[int | None, float, float, int, int | None, float]:
         """(KV tokens of the tightest stage, weights GiB of the fullest, the largest KV
         cell, state bytes per request, state slots) at fraction `f`, stage by stage.
         They read `f`, the attention DP and PP widths, the widths a stage's weights read
         (`stage_widths`, attention TP among them) and DCP (a GQA cell's heads), not the
         replicas or chunk size: `_at_fraction` memoises them on those (a planner's layouts
-        differ mostly in replicas: 24,000 layouts on 256 GPUs, each up to 61 stages)."""
+        differ mostly in replicas: 24,000 layouts on 256 GPUs, each up to 61 stages).
+        `fixed`: a request-capped SWA pool's tokens (`swa_capped_tokens`), whose bytes
+        each stage pays first, its full pool charging the full layers only; the last
+        value is the largest SWA cell (bytes of one SWA token over a stage's layers)."""
         tokens = None
         weights = 0.0
-        cell_max = 0.0
+        cell_max = swa_max = 0.0
         per_request = state_bytes_per_request(self.facts, p.attn_tp, p.pp)
         slots = None
         for s in range(p.pp):
             w = self.weights.stage(p, s).total / GIB
             if self.cpu_offload_gb > 0:  # SGLang offloads only then
                 w -= self.weights.offloaded(p, s, self.cpu_offload_gb * GIB) / GIB
-            cell = kv_bytes_per_token(
-                self.facts,
-                p,
-                s,
-                self.kv_cache_dtype,
-                self.swa_ratio,
-                dsa_raw=self.dsa_raw,
-                indexer_dcp=self.indexer_dcp,
-            )
+            cell, swa_cell = self.stage_cells(p, s, bool(fixed))
             if per_request:
                 # The state pool first, from the same rest (`state.split_rest`).
                 rest = (self.pre_load_gib * f - w - self.multimodal_reserve_gib) * POOL_GIB
@@ -586,11 +612,34 @@ class MemoryModel:
                     cell,
                     page_size=page,
                     reserve_gib=self.multimodal_reserve_gib,
+                    fixed_bytes=fixed * swa_cell,
                 )
             tokens = t if tokens is None else min(tokens, t)
             weights = max(weights, w)
             cell_max = max(cell_max, cell)
-        return tokens, weights, cell_max, per_request, slots
+            swa_max = max(swa_max, swa_cell)
+        return tokens, weights, cell_max, per_request, slots, swa_max
+
+    def stage_cells(self, p: Parallel, stage: int, capped: bool) -> tuple[float, float]:
+        """(the pool's cell, one SWA token's bytes) on `stage`: the hybrid pool's cell at
+        the ratio, or with a request-capped SWA pool (`capped`) the full layers' cell and
+        the sliding layers' own (`_full_cell_bytes`, `_swa_cell_bytes`)."""
+
+        def at(ratio: float | None) -> float:
+            return kv_bytes_per_token(
+                self.facts,
+                p,
+                stage,
+                self.kv_cache_dtype,
+                ratio,
+                dsa_raw=self.dsa_raw,
+                indexer_dcp=self.indexer_dcp,
+            )
+
+        if not capped:
+            return at(self.swa_ratio), 0.0
+        full = at(0.0)
+        return full, at(1.0) - full
 
 
 def memory_of(

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from meshsat.solver.memory.fraction import raised_fraction
-from meshsat.solver.memory.kv import kv_bytes_per_token, swa_holds_a_request, swa_pool_tokens
+from meshsat.solver.memory.kv import swa_holds_a_request, swa_pool_tokens
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.pool import capped_tokens
 from meshsat.solver.memory.state import SLOTS_PER_REQUEST, split_rest, state_bytes_per_request
@@ -149,8 +150,12 @@ def _generated(
     # the rows share are left out and filled in on a miss); a layout whose key was seen
     # costs one dictionary lookup.
     in_row = {**config_index, **derived_index}
-    short = ", ".join(read_of(n) for n in _KEY if n in in_row)
-    full = ", ".join(read_of(n) for n in _KEY)
+    # A PD decode engine's request-capped SWA pool also reads the replicas
+    # (`SwaRequestCap.tokens`' extra slots): only then is dp_size part of the key.
+    capped_swa = mm.swa_cap is not None
+    fields = (*_KEY, "dp_size") if mm.swa_cap is not None and mm.swa_cap.decode else _KEY
+    short = ", ".join(read_of(n) for n in fields if n in in_row)
+    full = ", ".join(read_of(n) for n in fields)
     # The generated code names everything its figures depend on (the rounding too), so it
     # can key the cache of generated functions below.
     rounding = "" if weights_digits is None else f"    w = round(w, {weights_digits!r})\n"
@@ -196,7 +201,7 @@ def _generated(
         raise ValueError("the streaming columns do not size --cpu-offload-gb")
     f = mm.facts
     wm = mm.weights
-    kv_dtype, page, ctx = mm.kv_cache_dtype, mm.page_size, mm.context_length
+    page, ctx = mm.page_size, mm.context_length
     cap_tokens = mm.max_total_tokens
     pre, fixed_fraction = mm.pre_load_gib, mm.fraction
     reserve = mm.multimodal_reserve_gib
@@ -248,6 +253,9 @@ def _generated(
                     f"((r{k} // cells[{k}] if cells[{k}] else inf) if k{k} > 0 and r{k} > 0 else 0)"
                 )
                 slots.append(f"k{k}")
+            elif capped_swa:
+                # The request-capped SWA pool's bytes first (`MemoryModel.stage_cells`).
+                tokens.append(f"(budget - w{k} - fixed[{k}]) // cells[{k}]")
             else:
                 tokens.append(f"(budget - w{k}) // cells[{k}]")
         ws = [f"w{k}" for k in range(len(kinds))]
@@ -257,7 +265,7 @@ def _generated(
             "0" if not slots else slots[0] if len(slots) == 1 else f"min({', '.join(slots)})"
         )
         source = (
-            "def stages(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp):\n"
+            "def stages(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp, fixed):\n"
             + "".join(weights)
             + f"    return {worst}, {fewest}, {few_slots}\n"
         )
@@ -285,21 +293,15 @@ def _generated(
             if fr is None:
                 fr = fraction_cache[fk] = mm.default_fraction(*fk)
         unrolled, reps = stages(pp)
-        cells = cell_cache.get((pp, attn_tp, dcp))
-        if cells is None:
+        both = cell_cache.get((pp, attn_tp, dcp))
+        if both is None:
             p = Parallel(pp=pp, attn_tp=attn_tp, dcp=dcp)
-            cells = cell_cache[(pp, attn_tp, dcp)] = tuple(
-                kv_bytes_per_token(
-                    f,
-                    p,
-                    s,
-                    kv_dtype,
-                    mm.swa_ratio,
-                    dsa_raw=mm.dsa_raw,
-                    indexer_dcp=mm.indexer_dcp,
-                )
-                for s in reps
+            pairs = [mm.stage_cells(p, s, capped_swa) for s in reps]
+            both = cell_cache[(pp, attn_tp, dcp)] = (
+                tuple(c for c, _ in pairs),
+                tuple(w for _, w in pairs),
             )
+        cells, swa_cells = both
         emb_rows = wm.embedding_rows(tp, attn_tp, dpa)
         dtp = wm.dense_width(dense, tp)
         # Attention's weights by the class's own width; the KV cells above by attention TP.
@@ -325,11 +327,12 @@ def _generated(
             else 0.0,
             state_bytes_per_request(f, attn_tp, pp),
             atp,
+            swa_cells,
         )
 
     fraction_cache: dict[tuple[Any, ...], float] = mm.column_cache.setdefault("fraction", {})
-    cell_cache: dict[tuple[int, int, int], tuple[float, ...]] = mm.column_cache.setdefault(
-        "cells", {}
+    cell_cache: dict[tuple[int, int, int], tuple[tuple[float, ...], tuple[float, ...]]] = (
+        mm.column_cache.setdefault("cells", {})
     )
     # Keyed by values, not row positions: shared by every reader of this model, so a second
     # enumeration (another N, another filter) starts warm.
@@ -350,7 +353,7 @@ def _generated(
         en = engine_cache.get(ek)
         if en is None:
             en = engine_cache[ek] = engine(ek)
-        unrolled, x, y, emb, head, vis, budget, cells, dtp, g, yg, per, atp = en
+        unrolled, x, y, emb, head, vis, budget, cells, dtp, g, yg, per, atp, swa_cells = en
         here = wm.experts_per_rank(key[11], key[13])
         stp = wm.shared_width(key[10], ek[0], key[11], key[12])
         z = here * expert_e(key[12]) + router_r + shared_s / stp
@@ -361,7 +364,16 @@ def _generated(
             if hybrid:
                 zg = wm.layer_rounding(True, atp, dtp, stp, key[12], here, linear=True) - moe_round
         dp = ek[7]
-        worst, fewest, slots = unrolled(x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp)
+        pg = key[14] or page
+        swa_fixed = 0
+        if capped_swa:
+            replicas = 1 if ek[2] or len(key) <= 15 else key[15]
+            widths = Parallel(tp=ek[0], attn_dp=dp, dp_attention=ek[2], replicas=replicas)
+            swa_fixed = mm.swa_capped_tokens(replace(widths, chunked_prefill_size=ek[5]), pg)
+        fixed = tuple(swa_fixed * c for c in swa_cells)
+        worst, fewest, slots = unrolled(
+            x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp, fixed
+        )
         if fewest <= 0 and fixed_fraction is None and mm.raise_default_fraction:
             # As `MemoryModel._compute`: a default fraction that leaves no pool is raised.
             raised = raised_fraction(
@@ -370,10 +382,9 @@ def _generated(
             if raised is not None:
                 budget = (pre * raised - reserve) * GIB
                 worst, fewest, slots = unrolled(
-                    x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp
+                    x, y, z, g, yg, zg, emb, head, vis, budget, cells, per, dp, fixed
                 )
         tokens = int(fewest) if 0 < fewest < float("inf") else 0
-        pg = key[14] or page
         if pg > 1:
             tokens = tokens // pg * pg
         tokens = capped_tokens(tokens, cap_tokens, pg)
@@ -382,8 +393,10 @@ def _generated(
         # A hybrid's requests are capped by its state slots (`state.SLOTS_PER_REQUEST`).
         cap = max(slots, 0) // SLOTS_PER_REQUEST if hybrid else -1
         # A hybrid SWA pool must hold one request's window (`Memory.swa_holds_a_request`).
-        fits = tokens > 0 and swa_holds_a_request(
-            swa_pool_tokens(tokens, swa_ratio, pg), swa_window, pg
+        # (The request-capped SWA pool is not checked: `Memory.swa_window` 0.)
+        fits = tokens > 0 and (
+            bool(swa_fixed)
+            or swa_holds_a_request(swa_pool_tokens(tokens, swa_ratio, pg), swa_window, pg)
         )
         hit = known[key] = (worst / GIB, tokens, fits, key[7], not key[2], cap)
         return hit

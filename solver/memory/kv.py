@@ -25,7 +25,9 @@ Why these shapes (SGLang's KV pools):
   lists: gpt-oss, MiMo-V2, Llama 4, DeepSeek-V4, Step 3.5, Gemma 4, ...): the sliding-window
   layers get a pool of `swa_full_tokens_ratio` (default 0.8; DeepSeek-V4 0.1) times the full
   layers' tokens, so one token of `max_total_num_tokens` costs
-  `full_layers·full_cell + ratio·swa_layers·swa_cell` (`HybridSWAPoolConfigurator`).
+  `full_layers·full_cell + ratio·swa_layers·swa_cell` (`HybridSWAPoolConfigurator`);
+  0.5.23 with `--max-running-requests` and the radix cache off sizes the SWA pool for
+  those requests instead and gives the full pool the rest (`SwaRequestCap`);
   Gemma 2/3 turn the hybrid pool off (`disable_hybrid_swa_memory`) and 0.4.6.post5 has
   none: their sliding layers are charged in full;
 - `--kv-cache-dtype auto` is the model's dtype, except where the release picks for the
@@ -36,6 +38,10 @@ Why these shapes (SGLang's KV pools):
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
@@ -134,6 +140,62 @@ def swa_holds_a_request(swa_tokens: int, window: int, page_size: int) -> bool:
     to 0.5.23): more tokens than the window plus a page, the SWA room prefill needs to
     admit one request (`window` 0: no check)."""
     return not window or swa_tokens > window + page_size
+
+
+#: `SGLANG_SWA_EVICTION_INTERVAL`'s default (0.5.23): tokens a request's SWA tail may run
+#: past its window before the scheduler evicts.
+SWA_EVICTION_INTERVAL = 128
+
+
+@dataclass(frozen=True)
+class SwaRequestCap:
+    """0.5.23's `SWARequestCapPoolConfigurator`: with `--max-running-requests` given and the
+    radix cache off (a PD decode engine's default), a hybrid SWA pool is sized to the worst
+    case of that many running requests, not `swa_full_tokens_ratio` times the full pool,
+    and the full pool gets the rest of the budget (`compute_swa_request_cap`). Without
+    speculative decoding only (its per-request decode allocation is not modelled)."""
+
+    #: `--max-running-requests`, over all attention-DP ranks.
+    max_running_requests: int
+    #: Two prefill chunks in flight with the overlap scheduler, one without.
+    overlap: bool = True
+    #: A PD decode engine: no prefill chunk, but its extra transfer slots.
+    decode: bool = False
+
+    def tokens(self, window: int, page: int, attn_dp: int, dp_ranks: int, chunk: int) -> int:
+        """The SGLang SWA pool of one rank: `window` the sliding window, `chunk` the
+        resolved `--chunked-prefill-size` (per attention-DP rank), `dp_ranks` replicas
+        times attention DP (`num_dp_ranks_of`, what the decode slots divide by); 0 where
+        SGLang keeps the ratio (chunked prefill off on an engine that prefills)."""
+        if not self.decode and chunk <= 0:
+            return 0
+        draft_tokens = 1  # `speculative_num_draft_tokens or 1`
+        per_request = window + SWA_EVICTION_INTERVAL * draft_tokens + page + page
+        requests = max(1, self.max_running_requests // attn_dp)
+        if self.decode:
+            # `--disaggregation-decode-extra-slots` unset: twice a small batch, else none.
+            per_worker = max(1, self.max_running_requests // dp_ranks)
+            extra = 2 * per_worker if per_worker <= 32 else 0
+            total = per_request * requests + (window + page) * extra
+        else:
+            total = per_request * requests + (2 if self.overlap else 1) * chunk + page
+        return -(-total // page) * page  # `ceil_align`
+
+
+def swa_request_cap(resolved: Mapping[str, Any], pack: str) -> SwaRequestCap | None:
+    """The `SwaRequestCap` a resolved layout's flags ask for, or None where the release
+    sizes the SWA pool by the ratio (before 0.5.23; no `--max-running-requests`; the
+    radix cache on; speculative decoding, not modelled)."""
+    running = resolved.get("max_running_requests")
+    if pack != "0.5.23" or running is None or not resolved.get("disable_radix_cache"):
+        return None
+    if resolved.get("speculative_algorithm") is not None:
+        return None
+    return SwaRequestCap(
+        int(running),
+        overlap=not resolved.get("disable_overlap_schedule"),
+        decode=resolved.get("disaggregation_mode") == "decode",
+    )
 
 
 def swa_pool_tokens(full_tokens: int, swa_ratio: float, page_size: int) -> int:

@@ -27,14 +27,17 @@ def pool_tokens(
     *,
     page_size: int = 1,
     reserve_gib: float = 0.0,
+    fixed_bytes: float = 0.0,
 ) -> int:
     """Tokens in one rank's KV pool (0 when the weights leave nothing); `reserve_gib` is
-    what the release keeps back beside the fraction (`multimodal.runtime_reserve_mib`)."""
+    what the release keeps back beside the fraction (`multimodal.runtime_reserve_mib`);
+    `fixed_bytes` a pool sized before the tokens (0.5.23's request-capped SWA pool,
+    `kv.SwaRequestCap`), taken from the rest first."""
     avail = pre_load_gib - weights_gib - reserve_gib
-    rest = avail - pre_load_gib * (1 - fraction)
+    rest = (avail - pre_load_gib * (1 - fraction)) * GIB - fixed_bytes
     if rest <= 0 or cell_bytes <= 0:
         return 0
-    tokens = int(rest * GIB // cell_bytes)
+    tokens = int(rest // cell_bytes)
     return tokens // page_size * page_size
 
 
