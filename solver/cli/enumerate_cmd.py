@@ -449,11 +449,11 @@ def _memory_columns(
     mem_fraction_static: float | None = None,
     free_memory: str | None = None,
 ) -> MemoryColumns | None:
-    """The memory stage when a GPU is given; a memory filter without one is refused."""
+    """The memory stage when a GPU is given; a memory filter without one is refused. The
+    stage sizes each layout by its own resolved flags (`MemoryColumns`), not the base's."""
     mm = memory_model(
         sources.model, gpu_name, gpu_memory, context_length, e.query.pack.version,
         mem_fraction_static, free_memory, quantization=getattr(e.base, "quantization", None),
-        flags=e.base.model_dump(),
     )  # fmt: skip
     if mm is None:
         if filters:
@@ -487,7 +487,7 @@ def _perf_columns(
         raise InputError(
             "--perf needs --model and --gpu (a GPU type: the estimate reads its speeds)"
         )
-    from meshsat.solver.memory import flag_options
+    from meshsat.solver.memory import flag_options, sizing_flags
     from meshsat.solver.memory.gpus import gpu as gpu_type
     from meshsat.solver.perf import PerfModel
     from meshsat.solver.perf.workload import cli_workload
@@ -504,7 +504,12 @@ def _perf_columns(
         memory_options={
             "pack": e.query.pack.version,  # the memory columns' sizing
             **sizing_options(gpu_type(gpu_name), mem_fraction_static, free_memory),
-            **flag_options(e.base.model_dump(), e.query.pack.version),
+            # The sizing flags every layout shares, as resolved (`sizing_flags`): the
+            # estimate's KV limit is then the memory columns' (flags a row holds itself,
+            # varied or resolved per layout, are the base's here).
+            **flag_options(
+                sizing_flags(e.shape.constant, e.base.model_dump()), e.query.pack.version
+            ),
         },
     )
     return PerfColumns(e, columns, pm, filters)

@@ -371,25 +371,6 @@ def with_gpu_class(layout: LayoutInput, gpu_name: str | None) -> LayoutInput:
     return replace(layout, config=layout.config.model_copy(update=fields))
 
 
-#: The CUDA-graph flags as the user gave them: SGLang sizes the default fraction
-#: (`handle_gpu_memory_settings`) before `handle_a2a_moe` turns DeepEP normal mode's graphs
-#: off (R-A2A-DISPATCH-MODE), so its reserves count the graphs the launch asked for.
-_GRAPH_FLAGS = (
-    "disable_cuda_graph",
-    "disable_decode_cuda_graph",
-    "disable_prefill_cuda_graph",
-    "cuda_graph_backend_decode",
-    "cuda_graph_backend_prefill",
-)
-
-
-def _fraction_flags(report: Report) -> dict[str, Any]:
-    """The resolved layout with the graph flags SGLang's memory step sees (`_GRAPH_FLAGS`);
-    R-GRAPH-BACKEND's rewrite of a disabled backend is read from the backend itself."""
-    raw = report.config.model_dump()
-    return {**report.resolved, **{k: raw[k] for k in _GRAPH_FLAGS if k in raw}}
-
-
 def with_memory(
     report: Report,
     model: Path | Mapping[str, Any] | None,
@@ -415,14 +396,16 @@ def with_memory(
         mem_fraction_static,
         free_memory,
         quantization=str(quantization) if quantization else None,
-        flags=_fraction_flags(report),
         named=named,
         launch=launch,
     )
     p = Parallel.from_resolved(report.resolved, report.derived)
     if mm is None or not p.whole:
         return report, None
-    mem = mm.of(p)
+    # The layout's own sizing flags, as resolved (the graph flags as typed: SGLang sizes
+    # the default fraction before R-A2A-DISPATCH-MODE turns DeepEP normal mode's graphs
+    # off), as fix, enumerate and plan read them (`MemoryModel.of_layout`).
+    mem = mm.of_layout(report.resolved, report.derived, report.config.model_dump())
     too_big = fit_violation(mem)
     if too_big is not None:
         v = Violation(

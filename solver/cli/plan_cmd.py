@@ -60,7 +60,7 @@ from meshsat.solver.groups import Widths
 from meshsat.solver.inputs.command import model_path_of
 from meshsat.solver.lang.limits import MAX_GPUS, MAX_PLAN_TOP, shown
 from meshsat.solver.lang.model_spec import ModelSpec
-from meshsat.solver.memory import MemoryModel, Parallel
+from meshsat.solver.memory import MemoryModel
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.memory.quantized_checkpoints import with_quantization_flag
@@ -146,7 +146,11 @@ def _fitting(
     for seen, lay in enumerate(layouts, 1):
         if read is None:
             shape = lay.shape
-            read = mm.row_reader(shape.config_index, shape.constant, shape.derived_index)
+            # Each layout sized by its own resolved flags, as validate sizes it.
+            read = mm.row_reader(
+                shape.config_index, shape.constant, shape.derived_index,
+                typed=given or {}, vary=shape.vary,
+            )  # fmt: skip
         _weights, kv_tokens, _requests, fits = read(lay.row)
         if fits:
             c, d = lay.config, lay.derived
@@ -244,7 +248,7 @@ def plan_layouts(
     rows = []
     for i, (neg_cap, cross, lay) in enumerate(scored[:top], 1):
         c, d = lay.config, lay.derived
-        m = mm.of(Parallel.from_resolved(c, d))
+        m = mm.of_layout(c, d, {**given, **lay.values})
         rows.append(
             PlanRow(
                 rank=i,

@@ -82,9 +82,15 @@ class MemoryColumns:
     def __init__(self, e: Enumerator, mm: MemoryModel, filters: Sequence[Expr] = ()) -> None:
         shape = e.shape
         # The generated loop appends the four columns itself and rounds once per width key,
-        # so an unfiltered stage adds no frame of its own per row.
+        # so an unfiltered stage adds no frame of its own per row. Each row is sized by its
+        # own resolved flags, as validate sizes the layout (`MemoryModel.of_layout`).
         self.extend = mm.row_extender(
-            shape.config_index, shape.constant, shape.derived_index, weights_digits=2
+            shape.config_index,
+            shape.constant,
+            shape.derived_index,
+            weights_digits=2,
+            typed=e.base.model_dump(),
+            vary=shape.vary,
         )
         self.columns: tuple[str, ...] = (*e.columns, *MEMORY_COLUMNS)
         self.filters = tuple(filters)

@@ -14,6 +14,7 @@ Entry points:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,6 +54,7 @@ from meshsat.solver.memory.multimodal import (
 from meshsat.solver.memory.page import resolved_page_size
 from meshsat.solver.memory.pool import GIB as POOL_GIB
 from meshsat.solver.memory.pool import capped_tokens, pool_tokens, requests_that_fit
+from meshsat.solver.memory.sizing import GRAPH_FLAGS, SIZING_FIELDS, Sizing, sizing_flags
 from meshsat.solver.memory.state import (
     DEFAULT_STATE_RATIO,
     SLOTS_PER_REQUEST,
@@ -69,6 +71,8 @@ DEFAULT_CONTEXT_GIB = 1.0
 
 __all__ = [
     "CATALOGUE",
+    "GRAPH_FLAGS",
+    "SIZING_FIELDS",
     "Gpu",
     "Memory",
     "MemoryModel",
@@ -80,6 +84,7 @@ __all__ = [
     "gpu",
     "load_facts",
     "memory_of",
+    "sizing_flags",
 ]
 
 
@@ -169,15 +174,17 @@ def flag_options(
     resolved: Mapping[str, Any], pack: str, mamba_full_memory_ratio: float = DEFAULT_STATE_RATIO
 ) -> dict[str, Any]:
     """`MemoryModel` keyword arguments from the launch flags of a resolved layout (a
-    `Report`'s `.resolved`, or any mapping of config fields) that size the pools beside the
-    widths: `--enable-multimodal`, `--language-model-only`, `--language-only` and
+    `Report`'s `.resolved`, or any mapping of config fields; `sizing_flags` picks them)
+    that size the pools beside the widths: `--enable-multimodal`, `--language-model-only`,
+    `--language-only` and
     `--disaggregation-mode` (`multimodal.py`, and the default fraction's reserves),
     `--max-prefill-tokens` (the default fraction's activations with chunked prefill off,
     the one place SGLang's memory sizing reads it), the CUDA-graph flags
     (`graph_options`), a hybrid's state-pool flags (`state.state_flags`, with the
     launch's `--mamba-full-memory-ratio`, which is not a layout field) and 0.5.23's
     request-capped SWA pool (`kv.swa_request_cap`: `--max-running-requests` with the radix
-    cache off)."""
+    cache off). It reads `SIZING_FIELDS` only."""
+    resolved = Sizing(resolved)
     max_prefill = resolved.get("max_prefill_tokens")
     return {
         "swa_cap": swa_request_cap(resolved, pack),
@@ -292,10 +299,9 @@ class MemoryModel:
         #: A DSA model's pool layout: its FP8 latent as the raw row where its attention
         #: backends read it so (`kv.dsa_raw_layout`), its indexer key replicated on every
         #: decode-CP rank (0.5.23).
-        prefill, decode = dsa_backends(
+        self._dsa_backends = dsa_backends(
             self.facts, self.kv_cache_dtype, self.gpu, dsa_prefill_backend, dsa_decode_backend
         )
-        self.dsa_raw = dsa_raw_layout(pack, prefill, decode, disaggregation_mode)
         self.indexer_dcp = pack == "0.5.23"
         self.fraction = mem_fraction_static
         #: With no fraction given, raise a default that leaves no KV pool to what one
@@ -304,6 +310,46 @@ class MemoryModel:
         #: refuses to start).
         self.raise_default_fraction = raise_default_fraction
         self.pack = pack
+        #: The hybrid SWA pool's ratio where `pack` builds one for this model, else None.
+        self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
+        #: The window SGLang checks that pool against at start-up (0: none).
+        self.swa_window = swa_window(self.facts, self.swa_ratio)
+        self.pre_load_gib = self.gpu.memory_gib - context_gib
+        #: This model under other sizing flags (`with_flags`), by their values: one dict
+        #: shared by every model derived from this one.
+        self._siblings: dict[tuple[Any, ...], MemoryModel] = {}
+        self._flags_key: tuple[Any, ...] | None = None
+        self._set_flags(
+            swa_cap=swa_cap,
+            state=state or state_flags({}, pack, mamba_full_memory_ratio),
+            enable_multimodal=enable_multimodal,
+            language_model_only=language_model_only,
+            language_only=language_only,
+            disaggregation_mode=disaggregation_mode,
+            decode_cuda_graph=decode_cuda_graph,
+            prefill_cuda_graph=prefill_cuda_graph,
+            prefill_graph_backend=prefill_graph_backend,
+            max_prefill_tokens=max_prefill_tokens,
+        )
+        # Validate the dtype once, not per layout.
+        kv_bytes_per_token(self.facts, Parallel(), 0, self.kv_cache_dtype)
+
+    def _set_flags(
+        self,
+        *,
+        swa_cap: SwaRequestCap | None,
+        state: StateFlags,
+        enable_multimodal: bool,
+        language_model_only: bool,
+        language_only: bool,
+        disaggregation_mode: str,
+        decode_cuda_graph: bool,
+        prefill_cuda_graph: bool,
+        max_prefill_tokens: int,
+        prefill_graph_backend: str | None = None,
+    ) -> None:
+        """What the launch flags beside the widths set (`flag_options`' keywords), and
+        empty caches: `__init__`'s, and `with_flags`' for a layout's own flags."""
         #: The launch's CUDA graphs as the default fraction reserves for them
         #: (`fraction.default_mem_fraction_static`): decode graphs captured; prefill graphs
         #: not turned off (the release's default for the layout decides whether they are
@@ -315,39 +361,40 @@ class MemoryModel:
         #: `--disaggregation-mode`: a PD engine's default fraction leaves out the other
         #: phase's graphs, and a decode engine's activations follow its running requests.
         self.disaggregation_mode = disaggregation_mode
+        #: A DSA model's pool layout: its FP8 latent as the raw row where its attention
+        #: backends read it so (`kv.dsa_raw_layout`), its indexer key replicated on every
+        #: decode-CP rank (0.5.23).
+        self.dsa_raw = dsa_raw_layout(self.pack, *self._dsa_backends, disaggregation_mode)
         #: `--max-prefill-tokens`: the default fraction's activations with chunked prefill
         #: off (`_handle_gpu_memory_settings`, 0.5.18 to 0.5.23). Nothing else SGLang sizes
         #: before the KV pool reads it: the scheduler's prefill budget, FlashInfer's
         #: autotune and the attention backends' workspaces come after the pool, inside the
         #: reserve (0.4.6.post5 reads it in the scheduler only).
         self.max_prefill_tokens = max_prefill_tokens
-        #: The hybrid SWA pool's ratio where `pack` builds one for this model, else None.
-        self.swa_ratio = hybrid_swa_ratio(self.facts, pack, swa_full_tokens_ratio)
-        #: The window SGLang checks that pool against at start-up (0: none).
-        self.swa_window = swa_window(self.facts, self.swa_ratio)
-        #: 0.5.23 sizes that pool for `--max-running-requests` instead, with the radix
+        #: 0.5.23 sizes the SWA pool for `--max-running-requests` instead, with the radix
         #: cache off (`kv.SwaRequestCap`), where the model has a window and full layers.
         self.swa_cap = swa_cap if self.swa_window else None
         #: The flags that size a hybrid's state pool (`state.split_rest`); without `state`,
         #: the release's defaults with `--mamba-full-memory-ratio`.
-        self.state = state or state_flags({}, pack, mamba_full_memory_ratio)
+        self.state = state
         #: Whether the release serves the model as multimodal, and the GiB it keeps back
         #: from each rank's pool for it (`multimodal.py`).
         self.multimodal = is_multimodal(
-            self.facts, pack, language_model_only, enable_multimodal=enable_multimodal
+            self.facts, self.pack, language_model_only, enable_multimodal=enable_multimodal
         )
-        self.multimodal_reserve_gib = runtime_reserve_mib(pack, self.multimodal) / 1024
+        self.multimodal_reserve_gib = runtime_reserve_mib(self.pack, self.multimodal) / 1024
         #: What the release multiplies its default fraction by for this model and launch.
         self.fraction_factor = default_fraction_factor(
             self.facts.vision_fraction_factor,
             self.multimodal,
-            pack,
+            self.pack,
             language_only=language_only,
             language_model_only=language_model_only,
             disaggregation_mode=disaggregation_mode,
         )
-        self.pre_load_gib = self.gpu.memory_gib - context_gib
-        self.weights = WeightModel(self.facts, self.gpu, pack, enable_multimodal=enable_multimodal)
+        self.weights = WeightModel(
+            self.facts, self.gpu, self.pack, enable_multimodal=enable_multimodal
+        )
         self.model_gib = self.weights.model_bytes() / GIB
         self._cache: dict[tuple[Any, ...], Memory] = {}
         self._stages_cache: dict[
@@ -355,8 +402,38 @@ class MemoryModel:
         ] = {}
         #: The column reader's caches (`meshsat.solver.memory.columns`), shared by its readers.
         self.column_cache: dict[str, Any] = {}
-        # Validate the dtype once, not per layout.
-        kv_bytes_per_token(self.facts, Parallel(), 0, self.kv_cache_dtype)
+
+    def with_flags(self, flags: Mapping[str, Any]) -> MemoryModel:
+        """This model (the same model, GPU and launch options) for a layout whose sizing
+        flags are `flags` (`sizing_flags`): its own where they are the ones it was built
+        with, else one built once per distinct value of them and kept. Why per value: a
+        layout's resolution can change what sizes its pools (a PD decode engine's radix
+        cache, which R-DECODE-RADIX turns off, gives 0.5.23's request-capped SWA pool), so
+        the flags of the launch as typed are not the layout's; and an enumeration's layouts
+        share a handful of values, so each costs one dictionary lookup."""
+        key = tuple(flags.get(n) for n in SIZING_FIELDS)
+        if key == self._flags_key:
+            return self
+        hit = self._siblings.get(key)
+        if hit is None:
+            hit = copy.copy(self)
+            hit._set_flags(**flag_options(flags, self.pack, self.state.ratio))
+            hit._flags_key = key
+            self._siblings[key] = hit
+        return hit
+
+    def of_layout(
+        self,
+        resolved: Mapping[str, Any],
+        derived: Mapping[str, Any],
+        typed: Mapping[str, Any] | None = None,
+    ) -> Memory:
+        """Memory of one resolved layout (a `Report`'s `.resolved` and `.derived`, an
+        enumerated `Layout`'s `.config` and `.derived`) with its own sizing flags
+        (`sizing_flags(resolved, typed)`, `typed`: what the launch gave, for the graph
+        flags): what validate, fix and plan read, and what enumerate's columns stream."""
+        model = self.with_flags(sizing_flags(resolved, typed))
+        return model.of(Parallel.from_resolved(resolved, derived))
 
     def of(self, p: Parallel) -> Memory:
         # Every width `_compute` reads: attention CP too, which moves the default
@@ -380,10 +457,15 @@ class MemoryModel:
         *,
         extend: bool = False,
         weights_digits: int | None = None,
+        typed: Mapping[str, Any] | None = None,
+        vary: Iterable[str] = (),
     ) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
         """Enumerate's columns (weights_gib, kv_tokens, max_requests, fits) per layout row,
         at streaming speed (with `extend`, the row with them appended; with
-        `weights_digits`, weights_gib rounded); see `meshsat.solver.memory.columns`."""
+        `weights_digits`, weights_gib rounded); see `meshsat.solver.memory.columns`. With
+        `typed` (the launch's fields beside the varied ones, `vary`: an enumeration's
+        base), each row is sized by its own flags as `of_layout` sizes the layout; without,
+        by this model's."""
         from meshsat.solver.memory.columns import column_reader
 
         return column_reader(
@@ -393,6 +475,8 @@ class MemoryModel:
             derived_index,
             extend=extend,
             weights_digits=weights_digits,
+            typed=typed,
+            vary=vary,
         )
 
     def row_extender(
@@ -402,13 +486,21 @@ class MemoryModel:
         derived_index: Mapping[str, int],
         *,
         weights_digits: int | None = None,
+        typed: Mapping[str, Any] | None = None,
+        vary: Iterable[str] = (),
     ) -> Callable[[Iterable[tuple[Any, ...]]], Iterator[tuple[Any, ...]]]:
         """`row_reader(..., extend=True)` over a whole stream of rows, as one generator:
         what enumerate streams (see `meshsat.solver.memory.columns.column_rows`)."""
         from meshsat.solver.memory.columns import column_rows
 
         return column_rows(
-            self, config_index, constant, derived_index, weights_digits=weights_digits
+            self,
+            config_index,
+            constant,
+            derived_index,
+            weights_digits=weights_digits,
+            typed=typed,
+            vary=vary,
         )
 
     def default_fraction(

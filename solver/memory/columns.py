@@ -32,6 +32,7 @@ from meshsat.solver.memory.fraction import raised_fraction
 from meshsat.solver.memory.kv import swa_holds_a_request, swa_pool_tokens
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.pool import capped_tokens
+from meshsat.solver.memory.sizing import GRAPH_FLAGS, SIZING_FIELDS, sizing_flags
 from meshsat.solver.memory.state import SLOTS_PER_REQUEST, split_rest, state_bytes_per_request
 from meshsat.solver.memory.weights import rope_cache_bytes, stage_layers
 
@@ -94,13 +95,17 @@ def column_reader(
     *,
     extend: bool = False,
     weights_digits: int | None = None,
+    typed: Mapping[str, Any] | None = None,
+    vary: Iterable[str] = (),
 ) -> Callable[[tuple[Any, ...]], Any]:
     """A function from an enumerated layout's row (`Layout.row`, with the three mappings of
     its `Layout.shape`) to (weights_gib, kv_tokens, max_requests, fits); with `extend`, to
     the row with those four appended. With `weights_digits`, weights_gib comes `round`ed to
-    that many digits, once per key rather than per row."""
+    that many digits, once per key rather than per row. With `typed` (the fields the
+    launch gives beside the varied ones, `vary`), each row is sized by its own sizing flags
+    as `MemoryModel.of_layout` sizes it (`_sizing`); without, by the model's own."""
     read: Callable[[tuple[Any, ...]], Any] = _generated(
-        mm, config_index, constant, derived_index, extend, weights_digits
+        mm, config_index, constant, derived_index, extend, weights_digits, typed, tuple(vary)
     )["read"]
     return read
 
@@ -112,14 +117,38 @@ def column_rows(
     derived_index: Mapping[str, int],
     *,
     weights_digits: int | None = None,
+    typed: Mapping[str, Any] | None = None,
+    vary: Iterable[str] = (),
 ) -> Callable[[Iterable[tuple[Any, ...]]], Iterator[tuple[Any, ...]]]:
     """What enumerate streams: a generator function from rows to the rows with the four
     columns appended. The same arithmetic as `column_reader(..., extend=True)`, as one loop:
     resuming a generator costs about half of `map`'s Python call per row."""
     rows: Callable[[Iterable[tuple[Any, ...]]], Iterator[tuple[Any, ...]]] = _generated(
-        mm, config_index, constant, derived_index, True, weights_digits
+        mm, config_index, constant, derived_index, True, weights_digits, typed, tuple(vary)
     )["rows"]
     return rows
+
+
+def _sizing(
+    mm: MemoryModel,
+    config_index: Mapping[str, int],
+    constant: Mapping[str, Any],
+    typed: Mapping[str, Any] | None,
+    vary: tuple[str, ...],
+) -> tuple[MemoryModel, dict[str, Any] | None, tuple[str, ...]]:
+    """How the rows' sizing flags (`memory.sizing_flags`) reach the figures: (the model
+    for the flags every row shares, those flags, the sizing fields each row holds itself).
+    Without `typed`, the model's own flags and none per row. The resolved flags the rows
+    share are `constant`'s, the graph flags `typed`'s, each as `MemoryModel.of_layout`
+    reads a layout's; a row holds a field that resolution sets per layout (a dependent
+    column) or that is varied (a graph flag only then: its typed value is the row's)."""
+    if typed is None:
+        return mm, None, ()
+    shared = sizing_flags(constant, typed)
+    per_row = tuple(
+        n for n in SIZING_FIELDS if n in config_index and (n not in GRAPH_FLAGS or n in vary)
+    )
+    return (mm if per_row else mm.with_flags(shared)), shared, per_row
 
 
 def _generated(
@@ -129,8 +158,13 @@ def _generated(
     derived_index: Mapping[str, int],
     extend: bool,
     weights_digits: int | None,
+    typed: Mapping[str, Any] | None = None,
+    vary: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """The namespace of the generated `read(row)` and `rows(rows)`."""
+    """The namespace of the generated `read(row)` and `rows(rows)`. Rows that hold sizing
+    flags of their own (`_sizing`) add them to the key, and a miss sizes the row with the
+    model for its flags (`MemoryModel.with_flags`, one per distinct value)."""
+    mm, shared, per_row = _sizing(mm, config_index, constant, typed, vary)
 
     def shared_value(name: str) -> Any:
         """The value every row has for a field the rows do not hold."""
@@ -151,11 +185,12 @@ def _generated(
     # costs one dictionary lookup.
     in_row = {**config_index, **derived_index}
     # A PD decode engine's request-capped SWA pool also reads the replicas
-    # (`SwaRequestCap.tokens`' extra slots): only then is dp_size part of the key.
-    capped_swa = mm.swa_cap is not None
-    fields = (*_KEY, "dp_size") if mm.swa_cap is not None and mm.swa_cap.decode else _KEY
-    short = ", ".join(read_of(n) for n in fields if n in in_row)
-    full = ", ".join(read_of(n) for n in fields)
+    # (`SwaRequestCap.tokens`' extra slots): only then is dp_size part of the key (with
+    # sizing flags per row, any row may be one). The row's sizing flags end the key.
+    decode_cap = mm.swa_cap is not None and mm.swa_cap.decode
+    fields = (*_KEY, "dp_size") if decode_cap or per_row else _KEY
+    short = ", ".join(read_of(n) for n in (*fields, *per_row) if n in in_row)
+    full = ", ".join(read_of(n) for n in (*fields, *per_row))
     # The generated code names everything its figures depend on (the rounding too), so it
     # can key the cache of generated functions below.
     rounding = "" if weights_digits is None else f"    w = round(w, {weights_digits!r})\n"
@@ -191,16 +226,59 @@ def _generated(
     # Kept per model by the code itself, which inlines the row positions and the shared
     # values it reads: the same enumeration again (another filter, another format) reuses
     # the compiled functions and their row cache.
-    generated: dict[str, dict[str, Any]] = mm.column_cache.setdefault("generated", {})
-    hit = generated.get(source)
+    generated: dict[Any, dict[str, Any]] = mm.column_cache.setdefault("generated", {})
+    # Rows with flags of their own share the model's caches with other flags besides.
+    label = (source, tuple(shared.items())) if per_row and shared is not None else source
+    hit = generated.get(label)
     if hit is not None:
         return hit
+    if per_row and shared is not None:
+        miss = _per_row_miss(mm, shared, per_row, len(fields))
+    else:
+        miss = _miss(mm)
+    cache: dict[tuple[Any, ...], tuple[float, int, bool, int, bool, int]] = {}
+    namespace: dict[str, Any] = {
+        "cache": cache,
+        "miss": miss,
+        "ctx": mm.context_length,
+        "limit": _CACHE_LIMIT,
+    }
+    exec(compile(source, "<meshsat:memory-columns>", "exec"), namespace)
+    generated[label] = namespace
+    return namespace
 
+
+def _per_row_miss(
+    mm: MemoryModel, shared: Mapping[str, Any], per_row: tuple[str, ...], widths: int
+) -> Callable[[tuple[Any, ...]], tuple[float, int, bool, int, bool, int]]:
+    """A miss of a key whose last values are the row's own sizing flags (`per_row`):
+    the figures of its widths (the first `widths` values) from the model for its flags."""
+    models: dict[tuple[Any, ...], Callable[..., tuple[float, int, bool, int, bool, int]]] = {}
+
+    def miss(key: tuple[Any, ...]) -> tuple[float, int, bool, int, bool, int]:
+        own = key[widths:]
+        of = models.get(own)
+        if of is None:
+            flags = {**shared, **dict(zip(per_row, own, strict=True))}
+            of = models[own] = _miss(mm.with_flags(flags))
+        return of(key[:widths])
+
+    return miss
+
+
+def _miss(mm: MemoryModel) -> Callable[[tuple[Any, ...]], tuple[float, int, bool, int, bool, int]]:
+    """The figures of one width key (`_KEY`, dp_size after it where the model caps a PD
+    decode engine's SWA pool) under `mm`'s flags, with every cache they read kept on
+    `mm`: made once per model."""
+    made = mm.column_cache.get("miss")
+    if made is not None:
+        return made  # type: ignore[no-any-return]
     if mm.cpu_offload_gb > 0:
         # The offloaded prefix depends on each stage's first layers: `MemoryModel.of` only.
         raise ValueError("the streaming columns do not size --cpu-offload-gb")
     f = mm.facts
     wm = mm.weights
+    capped_swa = mm.swa_cap is not None
     page, ctx = mm.page_size, mm.context_length
     cap_tokens = mm.max_total_tokens
     pre, fixed_fraction = mm.pre_load_gib, mm.fraction
@@ -340,7 +418,6 @@ def _generated(
     known: dict[tuple[Any, ...], tuple[float, int, bool, int, bool, int]] = (
         mm.column_cache.setdefault("figures", {})
     )
-    cache: dict[tuple[Any, ...], tuple[float, int, bool, int, bool, int]] = {}
 
     def miss(key: tuple[Any, ...]) -> tuple[float, int, bool, int, bool, int]:
         """The per-rank figures of one key: (weights GiB, tokens, fits, attention-DP
@@ -401,7 +478,5 @@ def _generated(
         hit = known[key] = (worst / GIB, tokens, fits, key[7], not key[2], cap)
         return hit
 
-    namespace: dict[str, Any] = {"cache": cache, "miss": miss, "ctx": ctx, "limit": _CACHE_LIMIT}
-    exec(compile(source, "<meshsat:memory-columns>", "exec"), namespace)
-    generated[source] = namespace
-    return namespace
+    mm.column_cache["miss"] = miss
+    return miss

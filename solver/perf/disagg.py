@@ -44,7 +44,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from meshsat.solver.memory import Memory, Parallel
+from meshsat.solver.memory import SIZING_FIELDS, Memory, MemoryModel, Parallel, sizing_flags
 from meshsat.solver.perf.aic import EngineUnavailable
 from meshsat.solver.perf.estimator import BATCHES, PerfModel
 from meshsat.solver.perf.ranking import Keep
@@ -474,16 +474,18 @@ def role_layouts(
     #: The mappings are kept as given, not copied: the enumeration's are read-only views
     #: of one row each (some hundred fields), and on 256 GPUs most layouts are the first
     #: of their widths (19,850 of 25,080), of which the search reads a few fields.
-    shapes: dict[tuple[Parallel, bool], tuple[Mapping[str, Any], ...]] = {}
-    count: dict[tuple[Parallel, bool], int] = {}
+    shapes: dict[tuple[Parallel, bool, MemoryModel], tuple[Mapping[str, Any], ...]] = {}
+    count: dict[tuple[Parallel, bool, MemoryModel], int] = {}
+    models = _RoleModels(pm.memory, mode)
     for i, lay in enumerate(layouts):
         if beat is not None and i % BEAT == 0:
             beat()
         cfg, der = lay.config, lay.derived
-        p = pm.memory.weights.canonical(Parallel.from_resolved(cfg, der))
-        if not pm.memory.of(p).fits:
+        mm = models.of(lay)
+        p = mm.weights.canonical(Parallel.from_resolved(cfg, der))
+        if not mm.of(p).fits:
             continue
-        key = (p, _dwdp(cfg))
+        key = (p, _dwdp(cfg), mm)
         if key in count:
             count[key] += 1
             continue
@@ -493,9 +495,33 @@ def role_layouts(
         count[key] = 1
         shapes[key] = (cfg, der, values)
     return [
-        RoleLayout(mode, values, cfg, der, p, pm.memory.of(p), "", count[(p, dw)] - 1)
-        for (p, dw), (cfg, der, values) in shapes.items()
+        RoleLayout(mode, values, cfg, der, p, mm.of(p), "", count[(p, dw, mm)] - 1)
+        for (p, dw, mm), (cfg, der, values) in shapes.items()
     ]
+
+
+class _RoleModels:
+    """The memory model of each role layout: `memory` under the layout's own resolved
+    sizing flags (`MemoryModel.with_flags`, as validate sizes the server), so a decode
+    role is sized as the PD decode engine it runs (its default fraction without prefill
+    graphs, its radix cache off: R-DECODE-RADIX). An enumeration's layouts share the flags
+    unless a row holds one of them (`Layout.shape.config_index`): those are read once per
+    shape, the others per layout."""
+
+    def __init__(self, memory: MemoryModel, mode: str) -> None:
+        self.memory, self.mode = memory, mode
+        self._by_shape: dict[int, tuple[Any, MemoryModel]] = {}
+
+    def of(self, lay: Any) -> MemoryModel:
+        shape = getattr(lay, "shape", None)
+        hit = self._by_shape.get(id(shape)) if shape is not None else None
+        if hit is not None and hit[0] is shape:
+            return hit[1]
+        typed = {**dict(getattr(lay, "values", lay.config)), "disaggregation_mode": self.mode}
+        mm = self.memory.with_flags(sizing_flags(lay.config, typed))
+        if shape is not None and not set(SIZING_FIELDS) & set(shape.config_index):
+            self._by_shape[id(shape)] = (shape, mm)
+        return mm
 
 
 def measured_role(pm: PerfModel, mode: str, p: Parallel, values: Mapping[str, Any]) -> RoleLayout:

@@ -393,6 +393,9 @@ def _result(
 #: on these load the same.
 #: `chunked_prefill_size` moves the default `mem_fraction_static` too, but it is open-ended (any
 #: integer): blocking it value by value never ends, so a shape is blocked at every chunk size.
+#: So are the sizing flags (`memory.SIZING_FIELDS`, which `_loads` reads as each candidate
+#: resolves them): a search that fails to fit would otherwise try each of their values in
+#: turn before it gives up.
 _MEMORY_FIELDS = (
     "tp_size", "pp_size", "dp_size", "attn_cp_size", "ep_size", "moe_dp_size", "dcp_size",
     "moe_dense_tp_size", "enable_dp_attention", "enable_dp_lm_head",
@@ -511,10 +514,15 @@ def _too_heavy_widths(
     ]
 
 
-def _loads(memory: MemoryModel, report: Any) -> bool:
-    from meshsat.solver.memory import Parallel
+def _memory(memory: MemoryModel, report: Any) -> Any:
+    """The `Memory` of a validated layout, sized by its own resolved flags as validate
+    sizes it (`MemoryModel.of_layout`): a fix that makes a server a PD decode engine runs
+    it without the radix cache, whatever the input typed."""
+    return memory.of_layout(report.resolved, report.derived, report.config.model_dump())
 
-    return bool(memory.of(Parallel.from_resolved(report.resolved, report.derived)).fits)
+
+def _loads(memory: MemoryModel, report: Any) -> bool:
+    return bool(_memory(memory, report).fits)
 
 
 def _weights_alone_too_heavy(memory: MemoryModel, report: Any) -> bool:
@@ -523,7 +531,7 @@ def _weights_alone_too_heavy(memory: MemoryModel, report: Any) -> bool:
     from meshsat.solver.memory import Parallel
 
     p = Parallel.from_resolved(report.resolved, report.derived)
-    return bool(memory.of(p).weights_gib >= _ceiling_gib(memory, p.tp, p.pp))
+    return bool(_memory(memory, report).weights_gib >= _ceiling_gib(memory, p.tp, p.pp))
 
 
 def _other_shape(

@@ -33,7 +33,7 @@ from meshsat.solver.errors import InputError
 from meshsat.solver.inputs.command import launch_command, model_path_of
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
-from meshsat.solver.memory import MemoryModel, Parallel
+from meshsat.solver.memory import MemoryModel
 from meshsat.solver.memory.gpus import Gpu, custom_gpu, gpu, typed_fields
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.packs import get_pack
@@ -246,7 +246,7 @@ def layout_space(
     # The GPU class the rules read, as `validate --gpu` sets it.
     base = g.layout_fields
     for lay in enumerate_layouts(gpus, base=base, model=spec, where=filters, sglang_version=pack):
-        m = mm.of(Parallel.from_resolved(lay.config, lay.derived))
+        m = mm.of_layout(lay.config, lay.derived, {**base, **lay.values})
         if m.fits:
             found.append((lay, m.max_total_num_tokens * m.pools, m.weights_gib))
     if not found:
