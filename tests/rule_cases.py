@@ -647,6 +647,30 @@ CASES: tuple[Case, ...] = (
         model={"architecture": "LlamaForCausalLM", "mla_attention": False},
     ),
     case(
+        "HICACHE-DCP-LMCACHE",
+        {
+            "tp_size": 4,
+            "dcp_size": 2,
+            "enable_hierarchical_cache": True,
+            "enable_lmcache": True,
+        },
+        {"enable_lmcache": False},
+        model=DSV3,
+    ),
+    # HiSparse needs the radix cache off, HiCache on: they never hold together.
+    case(
+        "HICACHE-DCP-HISPARSE",
+        {
+            "tp_size": 4,
+            "dcp_size": 2,
+            "enable_hierarchical_cache": True,
+            "enable_hisparse": True,
+        },
+        {"enable_hisparse": False},
+        "HISPARSE-RADIX",
+        model=DSV32,
+    ),
+    case(
         "HOST-POOL-DECODE",
         {"disaggregation_decode_retraction_backup": "host_pool"},
         {"disaggregation_decode_retraction_backup": "cpu_tensor"},
@@ -675,6 +699,33 @@ CASES: tuple[Case, ...] = (
         {"enable_hierarchical_cache": True, "disable_radix_cache": True},
         {"disable_radix_cache": False},
     ),
+    case(
+        "DECODE-OFFLOAD-DECODE",
+        {"disaggregation_decode_enable_offload_kvcache": True, "hicache_storage_backend": "file"},
+        {"disaggregation_mode": "decode"},
+    ),
+    case(
+        "DECODE-OFFLOAD-STORAGE",
+        {"disaggregation_mode": "decode", "disaggregation_decode_enable_offload_kvcache": True},
+        {"hicache_storage_backend": "file"},
+    ),
+    case(
+        "DECODE-OFFLOAD-HOST-POOL",
+        {
+            "disaggregation_mode": "decode",
+            "disaggregation_decode_enable_offload_kvcache": True,
+            "hicache_storage_backend": "file",
+            "disaggregation_decode_retraction_backup": "host_pool",
+        },
+        {"disaggregation_decode_retraction_backup": "cpu_tensor"},
+    ),
+    case(
+        "HISPARSE-MODEL",
+        {"enable_hisparse": True, "disable_radix_cache": True},
+        {"enable_hisparse": False},
+        model={"architecture": "LlamaForCausalLM"},
+    ),
+    case("HISPARSE-RADIX", {"enable_hisparse": True}, {"disable_radix_cache": True}, model=DSV32),
     case("PP-MICRO-BATCH", {"pp_max_micro_batch_size": 0}, {"pp_max_micro_batch_size": 4}),
     case(
         "GRAPH-PADDING-COMPILE",

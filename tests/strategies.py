@@ -210,6 +210,9 @@ SERVING_FIELDS = (
     "enable_pdmux",
     "enable_torch_compile",
     "disable_cuda_graph_padding",
+    "enable_lmcache",
+    "disaggregation_decode_enable_offload_kvcache",
+    "enable_hisparse",
     "mla_attention",
 )
 _UNIFORM = sorted(
@@ -241,6 +244,25 @@ SERVING_THEMES: tuple[dict[str, Any], ...] = (
         "disaggregation_decode_retraction_backup": "host_pool",
         "dcp_size": 2,
         "enable_priority_scheduling": True,
+    },
+    # LMCache beside HiCache under decode CP, on a PD server with a draft and attention DP;
+    # a decode's KV offload with the host-pool backup and no storage; HiSparse with the
+    # decode radix cache (QA s2: catalogue/serving.py's LMCACHE-*, DECODE-OFFLOAD-*,
+    # HISPARSE-* and PD-DECODE-RADIX-HISPARSE).
+    {
+        "enable_lmcache": True,
+        "enable_hierarchical_cache": True,
+        "dcp_size": 2,
+        "disaggregation_mode": "prefill",
+        "speculative_algorithm": "EAGLE",
+        "enable_dp_attention": True,
+    },
+    {
+        "disaggregation_mode": "decode",
+        "disaggregation_decode_enable_offload_kvcache": True,
+        "disaggregation_decode_retraction_backup": "host_pool",
+        "enable_hisparse": True,
+        "disaggregation_decode_enable_radix_cache": True,
     },
     {
         "enable_pdmux": True,

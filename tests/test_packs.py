@@ -173,6 +173,9 @@ def test_compare_names_what_changed() -> None:
         # DSA decode CP refuses HiCache (_dsa_dcp_overrides); FlashInfer all-to-all needs
         # chunked prefill (validate_flashinfer_a2a_token_budget): tests/test_serving_rules.py.
         *("DCP-DSA-HICACHE", "A2A-FLASHINFER-CHUNKED"),
+        # handle_cache_compatibility's LMCache block (tests/test_cache_hooks.py).
+        *("LMCACHE-HICACHE", "LMCACHE-RADIX", "LMCACHE-SPEC", "LMCACHE-DP-ATTN"),
+        *("LMCACHE-DCP", "LMCACHE-BUFFER-ONLY", "LMCACHE-PD"),
     }
     # 0.5.23 accepts every runner and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC again, drops
     # the legacy CP and rejoin flags with their rules, and scales EP with attention TP.

@@ -79,15 +79,15 @@ RULES: tuple[Rule, ...] = (
 
 
 #: DeepSeek's DSA decode-CP override (handle_model_specific_adjustments, 0.5.23,
-#: `_dsa_dcp_overrides`): DSA decode CP takes no HiCache (nor HiSparse, which is no field),
+#: `_dsa_dcp_overrides`): DSA decode CP takes no HiCache nor HiSparse,
 #: then serves no PD deployment.
 DSA_DCP_HICACHE = Rule(
     "DCP-DSA-HICACHE",
     F.is_deepseek_dsa & (dcp > 1),
-    ~F.enable_hierarchical_cache,
+    ~F.enable_hierarchical_cache & ~F.enable_hisparse,
     "DSA DCP does not support HiSparse or HiCache.",
     "handle_model_specific_adjustments",
-    hint="drop --enable-hierarchical-cache or --dcp-size",
+    hint="drop --enable-hierarchical-cache / --enable-hisparse, or --dcp-size",
 )
 DSA_DCP_PD = Rule(
     "DCP-DSA-PD",

@@ -156,8 +156,16 @@ PD_DCP_CACHE_RULES: tuple[Rule, ...] = tuple(
 )
 
 _decode_radix = (F.disaggregation_mode == "decode") & F.disaggregation_decode_enable_radix_cache
-#: The PD handler's checks of a decode's radix cache (0.5.18 to 0.5.23; HiSparse, the first,
-#: is no field): not on the fake transfer backend.
+#: The PD handler's checks of a decode's radix cache (0.5.18 to 0.5.23), in its order: not
+#: with HiSparse, not on the fake transfer backend.
+PD_DECODE_RADIX_HISPARSE = Rule(
+    "PD-DECODE-RADIX-HISPARSE",
+    _decode_radix,
+    ~F.enable_hisparse,
+    "--disaggregation-decode-enable-radix-cache is incompatible with --enable-hisparse",
+    PD_SRC,
+    hint="drop --disaggregation-decode-enable-radix-cache (HiSparse runs without the radix cache)",
+)
 PD_DECODE_RADIX_FAKE = Rule(
     "PD-DECODE-RADIX-FAKE",
     _decode_radix,
@@ -189,6 +197,7 @@ def decode_radix_spec(allowed: tuple[str, ...], source: str) -> Rule:
 PD_DECODE_CACHE_RULES: tuple[Rule, ...] = (
     pd_dcp_backend(fake=True),
     *PD_DCP_CACHE_RULES,
+    PD_DECODE_RADIX_HISPARSE,
     PD_DECODE_RADIX_FAKE,
     decode_radix_spec((), PD_SRC),
 )

@@ -155,6 +155,29 @@ DECODE_RADIX = Resolution(
     ),
 )
 
+#: _dsa_kv_cache_dtype_default (handle_model_specific_adjustments' DeepSeek-family branch,
+#: 0.5.18 to 0.5.23; before MODEL-DSA-KV-DTYPE's assert and every attention check): a DSA
+#: model's `auto` KV cache is fp8_e4m3 on compute capability 10 and later, bfloat16 below
+#: (ROCm's Instinct GPUs report 9.x); `bf16` is spelled bfloat16. NPU keeps what was given;
+#: on CUDA with no `gpu_sm` the choice is not known and `auto` stays. Not read: 0.5.23's
+#: `learnable_sink` (it keeps bfloat16; no field). The memory model sizes the pool in this
+#: step's answer (memory/kv.py `resolved_kv_cache_dtype` evaluates it from the pack).
+_DSA_KV = F.is_deepseek_dsa & one_of(F.platform, "cuda", "hip")
+_SM100 = (F.platform == "cuda") & is_set(F.gpu_sm) & (F.gpu_sm >= 100)
+DSA_KV_DTYPE = Resolution(
+    "R-DSA-KV-DTYPE",
+    "handle_model_specific_adjustments",
+    "a DeepSeek DSA model's KV cache defaults to bfloat16 (fp8_e4m3 on SM100 and later); "
+    "bf16 is bfloat16",
+    (
+        assign(
+            _DSA_KV & (F.kv_cache_dtype == "auto") & ((F.platform == "hip") | is_set(F.gpu_sm)),
+            kv_cache_dtype=ite(_SM100, "fp8_e4m3", "bfloat16"),
+        ),
+        assign(_DSA_KV & (F.kv_cache_dtype == "bf16"), kv_cache_dtype="bfloat16"),
+    ),
+)
+
 RESOLUTIONS: tuple[Resolution, ...] = (
     # handle_mega_moe runs first in the pipeline (0.5.19 and 0.5.23; measured by a
     # targeted fidelity record).
@@ -220,6 +243,7 @@ RESOLUTIONS: tuple[Resolution, ...] = (
             ),
         ),
     ),
+    DSA_KV_DTYPE,
     ATTN_BACKEND,
     Resolution(
         "R-DP1",

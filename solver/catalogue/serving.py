@@ -11,7 +11,7 @@ arguments resolve (`handle_hicache`, `handle_cache_compatibility`); the rest in
 
 from __future__ import annotations
 
-from meshsat.solver.lang.expr import is_set
+from meshsat.solver.lang.expr import is_set, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
@@ -23,11 +23,13 @@ CACHE_SRC = "handle_cache_compatibility"
 CHECK = "check_server_args"
 
 _backup = F.disaggregation_decode_retraction_backup
-#: `handle_hicache` returns at once unless HiCache is on or a PD decode keeps its retracted
-#: KV in a HiCache host pool (the backup unset or host_pool). Its third way in,
-#: `--disaggregation-decode-enable-offload-kvcache`, is not a field (off).
-HICACHE_ACTIVE = F.enable_hierarchical_cache | (
-    (F.disaggregation_mode == "decode") & (~is_set(_backup) | (_backup == "host_pool"))
+#: `handle_hicache` returns at once unless HiCache is on, a PD decode offloads its KV
+#: (`--disaggregation-decode-enable-offload-kvcache`) or keeps its retracted KV in a HiCache
+#: host pool (the backup unset or host_pool).
+HICACHE_ACTIVE = (
+    F.enable_hierarchical_cache
+    | F.disaggregation_decode_enable_offload_kvcache
+    | ((F.disaggregation_mode == "decode") & (~is_set(_backup) | (_backup == "host_pool")))
 )
 _buffer_only = F.hicache_host_memory_mode == "buffer_only"
 _storage = is_set(F.hicache_storage_backend)
@@ -93,6 +95,26 @@ DCP_SPEC = Rule(
     HICACHE_SRC,
     hint="drop --speculative-algorithm (or use DSPARK), HiCache, or decode CP",
 )
+#: The same function (0.5.18 to 0.5.23), next: LMCache and HiSparse host pools have no
+#: DCP index translation either.
+DCP_LMCACHE = Rule(
+    "HICACHE-DCP-LMCACHE",
+    _hicache_dcp,
+    ~F.enable_lmcache,
+    "--enable-lmcache with --dcp-size > 1 is not supported: LMCache has no DCP-aware index "
+    "translation.",
+    HICACHE_SRC,
+    hint="drop --enable-lmcache (0.5.23 refuses it with HiCache anyway) or --dcp-size",
+)
+DCP_HISPARSE = Rule(
+    "HICACHE-DCP-HISPARSE",
+    _hicache_dcp,
+    ~F.enable_hisparse,
+    "--enable-hisparse with --dcp-size > 1 is not supported: the HiSparse host pool is "
+    "constructed without DCP translation.",
+    HICACHE_SRC,
+    hint="drop --enable-hisparse, HiCache or --dcp-size",
+)
 #: The same function's last check, on SGLang's `use_mla_backend()` (the model's attention
 #: architecture; meshsat's `mla_attention`, unknown without a model config).
 DCP_MLA = Rule(
@@ -148,6 +170,107 @@ HICACHE_RADIX = Rule(
     CACHE_SRC,
     hint="drop --disable-radix-cache or --enable-hierarchical-cache (a PD decode server keeps "
     "its radix cache with --disaggregation-decode-enable-radix-cache)",
+)
+
+#: handle_cache_compatibility (0.5.18 to 0.5.23), right after HICACHE-RADIX: a PD decode's KV
+#: offload to the HiCache storage backend.
+_offload = F.disaggregation_decode_enable_offload_kvcache
+OFFLOAD_RULES: tuple[Rule, ...] = (
+    Rule(
+        "DECODE-OFFLOAD-DECODE",
+        _offload,
+        F.disaggregation_mode == "decode",
+        "The argument disaggregation-decode-enable-offload-kvcache is only supported for "
+        "decode side.",
+        CACHE_SRC,
+        hint="drop --disaggregation-decode-enable-offload-kvcache (a PD decode setting)",
+    ),
+    Rule(
+        "DECODE-OFFLOAD-STORAGE",
+        _offload,
+        _storage,
+        "The argument disaggregation-decode-enable-offload-kvcache is only supported when "
+        "hicache-storage-backend is provided.",
+        CACHE_SRC,
+        hint="add --hicache-storage-backend (file, mooncake, ...)",
+    ),
+    Rule(
+        "DECODE-OFFLOAD-HOST-POOL",
+        _offload,
+        ~_host_pool,
+        "The arguments disaggregation-decode-enable-offload-kvcache and "
+        "disaggregation-decode-retraction-backup=host_pool are mutually exclusive: both "
+        "build a decode host pool.",
+        CACHE_SRC,
+        hint="use --disaggregation-decode-retraction-backup cpu_tensor with the offload",
+    ),
+)
+
+#: handle_cache_compatibility's LMCache checks, last in it (0.5.23 only: 0.5.18 and 0.5.19
+#: check LMCache only under decode CP, HICACHE-DCP-LMCACHE). The unified-cache linker and
+#: streaming sessions it also refuses are no fields (off). "Is speculative" is any
+#: algorithm; DP attention is `attn_dp_enabled_of()` (a scale joiner too).
+_lmcache = F.enable_lmcache
+_LMC = "LMCacheUnifiedRadixCache"
+LMCACHE_RULES: tuple[Rule, ...] = (
+    Rule(
+        "LMCACHE-HICACHE",
+        _lmcache,
+        ~F.enable_hierarchical_cache,
+        "--enable-lmcache and --enable-hierarchical-cache are mutually exclusive",
+        CACHE_SRC,
+        hint="use one of --enable-lmcache and --enable-hierarchical-cache",
+    ),
+    # On the resolved radix flag: a PD decode server has turned it off (R-DECODE-RADIX).
+    Rule(
+        "LMCACHE-RADIX",
+        _lmcache,
+        ~F.disable_radix_cache,
+        "--enable-lmcache requires radix cache to be enabled",
+        CACHE_SRC,
+        hint="drop --disable-radix-cache (LMCache extends the radix cache)",
+    ),
+    Rule(
+        "LMCACHE-SPEC",
+        _lmcache,
+        ~is_set(F.speculative_algorithm),
+        f"{_LMC} does not yet support speculative decoding",
+        CACHE_SRC,
+        hint="drop --speculative-algorithm or --enable-lmcache",
+    ),
+    Rule(
+        "LMCACHE-DP-ATTN",
+        _lmcache,
+        ~F.enable_dp_attention & (F.ep_join_mode != "scale"),
+        f"{_LMC} does not yet support DP attention",
+        CACHE_SRC,
+        hint="drop --attn-dp-size (DP attention) or --enable-lmcache",
+    ),
+    Rule(
+        "LMCACHE-DCP",
+        _lmcache,
+        F.dcp_size <= 1,
+        "--enable-lmcache with --dcp-size > 1 is not supported: LMCache has no DCP-aware "
+        "index translation",
+        CACHE_SRC,
+        hint="drop --dcp-size or --enable-lmcache",
+    ),
+    Rule(
+        "LMCACHE-BUFFER-ONLY",
+        _lmcache,
+        ~_buffer_only,
+        "--hicache-host-memory-mode=buffer_only is a HiCache-only mode",
+        CACHE_SRC,
+        hint="drop --hicache-host-memory-mode buffer_only with --enable-lmcache",
+    ),
+    Rule(
+        "LMCACHE-PD",
+        _lmcache,
+        F.disaggregation_mode == "null",
+        f"{_LMC} currently supports colocated prefill/decode scheduling only",
+        CACHE_SRC,
+        hint="drop --disaggregation-mode or --enable-lmcache",
+    ),
 )
 
 # --- check_server_args(), in its order (0.5.18 to 0.5.23: the same asserts) ---------------
@@ -241,6 +364,38 @@ PRIORITY_RETRACTION = Rule(
     hint="add --enable-priority-scheduling, or use --retraction-policy length",
 )
 
+
+#: validate_hisparse (hisparse_hook.py), from check_server_args() after the priority checks
+#: (0.5.18 to 0.5.23): the model class (an unknown model: not asked), then the resolved
+#: radix flag (a PD decode server has turned it off: R-DECODE-RADIX). 0.5.23 adds MiniMax M3.
+_V4_ARCHS = ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark")
+_M3_ARCHS = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")
+
+
+def hisparse_model_rule(minimax_m3: bool) -> Rule:
+    """The model-class assert: DSA and DeepSeek V4 (0.5.18, 0.5.19), MiniMax M3 too (0.5.23)."""
+    archs = (*_V4_ARCHS, *(_M3_ARCHS if minimax_m3 else ()))
+    said = ", DeepSeek V4, and MiniMax M3 now. " if minimax_m3 else " and DeepSeek V4 now. "
+    return Rule(
+        "HISPARSE-MODEL",
+        F.enable_hisparse & is_set(F.architecture),
+        F.is_deepseek_dsa | one_of(F.architecture, *archs),
+        "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models "
+        f"(e.g., DeepSeek V3.2, GLM-5){said}",
+        CHECK,
+        hint="drop --enable-hisparse (it needs a DeepSeek V3.2/GLM-5 class model)",
+    )
+
+
+HISPARSE_RADIX = Rule(
+    "HISPARSE-RADIX",
+    F.enable_hisparse,
+    F.disable_radix_cache,
+    "Hierarchical sparse attention currently requires --disable-radix-cache.",
+    CHECK,
+    hint="add --disable-radix-cache with --enable-hisparse",
+)
+
 #: The resolution-time rules of the base catalogue (0.5.19), in handler order; the
 #: check_server_args() ones are placed by topology.RULES.
 HICACHE_RULES: tuple[Rule, ...] = (
@@ -248,12 +403,21 @@ HICACHE_RULES: tuple[Rule, ...] = (
     BUFFER_DECODE,
     dcp_storage_rule(buffer_only_only=False),
     DCP_SPEC,
+    DCP_LMCACHE,
+    DCP_HISPARSE,
     DCP_MLA,
     *HOST_POOL_RULES,
     HICACHE_RADIX,
+    *OFFLOAD_RULES,
 )
 #: check_server_args() before its pipeline-parallel checks, last among them, and after its
 #: chunk/page check (KV-CHUNK-PAGE).
 CHECKS_BEFORE_PP: tuple[Rule, ...] = (PP_MICRO_BATCH, COMPILE_PADDING)
 CHECKS_LAST_PP: tuple[Rule, ...] = (PP_MIN_FREE_SLOTS,)
-CHECKS_AFTER_CHUNK: tuple[Rule, ...] = (*PDMUX_RULES, PRIORITY_POLICY, PRIORITY_RETRACTION)
+CHECKS_AFTER_CHUNK: tuple[Rule, ...] = (
+    *PDMUX_RULES,
+    PRIORITY_POLICY,
+    PRIORITY_RETRACTION,
+    hisparse_model_rule(minimax_m3=False),
+    HISPARSE_RADIX,
+)

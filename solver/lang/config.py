@@ -753,6 +753,29 @@ class Config(BaseModel):
         flags=("--disable-cuda-graph-padding",),
         group="serving",
     )
+    enable_lmcache: bool = _f(
+        False,
+        "LMCache as the KV cache's external tier (0.5.23 refuses it with HiCache, the radix "
+        "cache off, speculative decoding, attention DP, decode CP, buffer_only host memory "
+        "and any PD role; every 0.5 release refuses it with HiCache under decode CP).",
+        flags=("--enable-lmcache",),
+        group="serving",
+    )
+    disaggregation_decode_enable_offload_kvcache: bool = _f(
+        False,
+        "A PD decode server offloads its KV to the HiCache storage backend (decode only, "
+        "with --hicache-storage-backend, not with the host_pool retraction backup).",
+        flags=("--disaggregation-decode-enable-offload-kvcache",),
+        group="serving",
+    )
+    enable_hisparse: bool = _f(
+        False,
+        "Hierarchical sparse attention (DeepSeek DSA, V4, MiniMax M3 only; needs the radix "
+        "cache off, so no --disaggregation-decode-enable-radix-cache; not under decode CP "
+        "with HiCache).",
+        flags=("--enable-hisparse",),
+        group="serving",
+    )
 
     # --- elastic expert parallelism -------------------------------------------------
     elastic_ep_backend: Literal["none", "mooncake", "nixl"] | None = _f(

@@ -31,23 +31,27 @@ Why these shapes (SGLang's KV pools):
   Gemma 2/3 turn the hybrid pool off (`disable_hybrid_swa_memory`) and 0.4.6.post5 has
   none: their sliding layers are charged in full;
 - `--kv-cache-dtype auto` is the model's dtype, except where the release picks for the
-  model and device: FP8 (`fp8_e4m3`) for DeepSeek DSA models on compute capability ≥ 10
-  from 0.5.18 on (`_dsa_kv_cache_dtype_default`; 0.5.23 keeps bf16 when the model has
-  attention sinks), for DeepSeek-V4 everywhere but NPUs, and from 0.5.18 for a checkpoint
-  whose quantization config says `kv_cache_quant_algo: FP8` (ModelOpt releases).
+  model and device: for DeepSeek DSA models from 0.5.18 on, the pack's own step
+  (`R-DSA-KV-DTYPE`, `_dsa_kv_cache_dtype_default`: FP8 `fp8_e4m3` on compute capability
+  ≥ 10, else bfloat16, and `bf16` spelled bfloat16), so the pool and `validate`'s report
+  read one answer; FP8 for DeepSeek-V4 everywhere but NPUs, and from 0.5.18 for a
+  checkpoint whose quantization config says `kv_cache_quant_algo: FP8` (ModelOpt releases).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+from meshsat.solver.backends.interp import evaluate
 from meshsat.solver.memory.facts import ModelFacts
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.quant import kv_dtype_bytes
 from meshsat.solver.memory.weights import stage_layers
+from meshsat.solver.packs.registry import get_pack
 
 INDEXER_SCALE_BLOCK = 128
 
@@ -58,19 +62,37 @@ def resolved_kv_cache_dtype(
     """What `--kv-cache-dtype` (None or `auto` when not given) becomes in `pack` on `gpu`:
     the server-argument defaults first (DeepSeek-V4, DSA), then the model runner's
     (`kv_cache_quant_algo: FP8` in the quantization config)."""
-    if kv_cache_dtype not in (None, "auto"):
-        return kv_cache_dtype
     if pack in ("0.4.6.post5", "legacy"):
+        return kv_cache_dtype
+    if f.index_head_dim:
+        return dsa_kv_cache_dtype(kv_cache_dtype or "auto", gpu, pack)
+    if kv_cache_dtype not in (None, "auto"):
         return kv_cache_dtype
     if f.architecture == "DeepseekV4ForCausalLM":
         return "fp8_e4m3"
-    if f.index_head_dim:
-        sinks_keep_bf16 = pack == "0.5.23" and f.attention_sinks
-        on_blackwell = gpu is not None and gpu.sm >= 10
-        return "fp8_e4m3" if on_blackwell and not sinks_keep_bf16 else "bfloat16"
     if f.kv_cache_quant_algo.upper() == "FP8":
         return "fp8_e4m3"
     return kv_cache_dtype
+
+
+@lru_cache(maxsize=64)
+def dsa_kv_cache_dtype(kv_cache_dtype: str, gpu: Gpu | None, pack: str) -> str:
+    """A DeepSeek DSA model's KV cache dtype as `pack` resolves it on `gpu`: the pack's
+    `R-DSA-KV-DTYPE` step, evaluated on what the memory model knows (the GPU's platform and
+    compute capability; an NVIDIA GPU given by its memory only is the default class the
+    memory model assumes for it). A pack without the step keeps the dtype given."""
+    steps = [r for r in get_pack(pack).resolutions if r.id == "R-DSA-KV-DTYPE"]
+    amd = gpu is not None and gpu.vendor == "amd"
+    env: dict[str, Any] = {
+        "is_deepseek_dsa": True,
+        "platform": "hip" if amd else "cuda",
+        "gpu_sm": None if gpu is None or amd else gpu.compute_capability,
+        "kv_cache_dtype": kv_cache_dtype,
+    }
+    for step in (s for r in steps for s in r.steps):
+        if evaluate(step.when, env):
+            env.update({name: evaluate(value, env) for name, value in step.sets})
+    return str(env["kv_cache_dtype"])
 
 
 #: Architectures SGLang (0.5.18 to 0.5.23, `configs/model_config.py`) gives the hybrid pool.

@@ -590,7 +590,7 @@ V0_5_23 = apply(
             ("MODEL-DSA-KV-DTYPE", decode_cp.NPU_DCP_DSA),
             # --disaggregation-decode-allocation-policy is new in 0.5.23: the PD hook
             # validates it first, before the decode radix and prefill fake-backend checks.
-            *(("PD-DECODE-RADIX-FAKE", r) for r in PREFILL_COMPLETE_RULES),
+            *(("PD-DECODE-RADIX-HISPARSE", r) for r in PREFILL_COMPLETE_RULES),
         ),
         add_rules=(
             # check_mega_moe_compat is new in 0.5.23 (0.5.19 accepts these, measured).
@@ -606,6 +606,8 @@ V0_5_23 = apply(
             # _dsa_dcp_overrides: HiCache first, then PD.
             decode_cp.DSA_DCP_HICACHE,
             decode_cp.DSA_DCP_PD,
+            # handle_cache_compatibility's LMCache checks are new in 0.5.23 (last in it).
+            *serving.LMCACHE_RULES,
         ),
         replace_rules=(
             *kv4.RULES_0_5_23,
@@ -620,6 +622,8 @@ V0_5_23 = apply(
             # resolve_hicache_dcp_compatibility takes a storage backend under decode CP,
             # only not with buffer_only host memory.
             serving.dcp_storage_rule(buffer_only_only=True),
+            # validate_hisparse takes MiniMax M3 too.
+            serving.hisparse_model_rule(minimax_m3=True),
             # handle_speculative_decoding asks, after NEXTN became EAGLE.
             decode_radix_spec(
                 ("EAGLE", "EAGLE3", "NEXTN", "DSPARK"), "handle_speculative_decoding"
@@ -967,6 +971,9 @@ _ABSENT_0_4 = (
     "min_free_slots_delay",
     "enable_pdmux",
     "speculative_ngram_max_bfs_breadth",
+    "enable_lmcache",
+    "disaggregation_decode_enable_offload_kvcache",
+    "enable_hisparse",
 )
 
 V0_4_6_POST5 = apply(
@@ -1127,6 +1134,8 @@ V0_4_6_POST5 = apply(
             "R-SPEC-NGRAM",
             # Its argparse takes the upper-case names only (FLAG-CHOICE refuses the rest).
             speculative.UPPER_CASE.id,
+            # No DSA model class: its KV cache dtype stays as given.
+            "R-DSA-KV-DTYPE",
         ),
         handler_order=(
             "argparse",
