@@ -11,8 +11,9 @@ Three fields name a back-end: `--attention-backend` and the split `--prefill-att
 (`_mla_kv_cache_dtype_checks`, `_cutedsl_prefill_backend_fill`) the base and decode fields as
 given (after R-ATTN-BACKEND), the TRTLLM MHA checks the resolved pair (`attention_backends_of`:
 a split field left out is the base back-end's), named `prefill_backend` / `decode_backend`
-here. An unset base back-end is the GPU's default, which meshsat does not resolve (unset reads
-as None in the pair).
+here. An unset base back-end is the GPU's and model's default, which R-ATTN-BACKEND fills in
+where meshsat knows both (`attention_default`); where it does not (no `gpu_sm`, a model with
+its own override) it stays unset and reads as None in the pair.
 """
 
 from __future__ import annotations

@@ -13,15 +13,17 @@ With split back-ends (`--prefill-attention-backend`, `--decode-attention-backend
 reads the resolved pair (`attention_backends_of`, `prefill_backend` / `decode_backend` here):
 a pair that differs, FA4 prefill aside, only warns ("Compatibility issues are unlikely");
 an FA4 prefill asks the decode back-end of its own list (KV4-FA4-*); an equal pair is the
-attention backend (R-ATTN-BACKEND) and takes the lists above. meshsat does not resolve an
-unset back-end to the GPU's default, so a split field beside it is taken to differ from it
-(SGLang compares it with Hopper's FA3 and may check the list instead).
+attention backend (R-ATTN-BACKEND) and takes the lists above. R-ATTN-BACKEND fills an unset
+base with the GPU's default where meshsat knows it (`attention_default`), so a split
+`--prefill-attention-backend fa3` alone on Hopper is the pair (fa3, fa3) and takes the list,
+as in SGLang; where the default is not known the checks above fall back to the guesses of
+`_default_passes`.
 """
 
 from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import DECODE, MLA_MODEL, PREFILL
-from meshsat.solver.lang.expr import Expr, is_set, one_of
+from meshsat.solver.lang.expr import Expr, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
@@ -131,22 +133,30 @@ RULES_0_5_23: tuple[Rule, ...] = (
 )
 _NVFP4 = F.kv_cache_dtype == "nvfp4"
 #: 0.5.23, before the attention handler: the back-end a user names for prefill
-#: (`--prefill-attention-backend`, else `--attention-backend`) must provide the FP8 workspace
-#: (flashinfer) or native NVFP4 (trtllm_mha, SM100 only); a decode back-end named must be
-#: trtllm_mha, which then needs its GPU classes. On CPU the platform has filled the back-end
-#: in already (intel_amx, measured), so an unset one is refused here too.
+#: (`--prefill-attention-backend`, else `--attention-backend`, as typed: the default
+#: back-end and the equal-split step of R-ATTN-BACKEND come after this handler) must
+#: provide the FP8 workspace (flashinfer) or native NVFP4 (trtllm_mha, SM100 only); a decode
+#: back-end named must be trtllm_mha, which then needs its GPU classes. On CPU the platform
+#: has filled the back-end in already (intel_amx, measured), so an unset one is refused here
+#: too. (0.5.23's tokenspeed_mla alias, R-ATTN-ALIAS, runs before it: a typed tokenspeed_mla
+#: is refused here too, SGLang naming it trtllm_mla.)
+_TYPED_PREFILL_FIELD = F.prefill_attention_backend.as_raw
+TYPED_PREFILL = named(
+    "typed_prefill_backend",
+    ite(is_set(_TYPED_PREFILL_FIELD), _TYPED_PREFILL_FIELD, _backend.as_raw),
+)
 NVFP4_PREFILL = Rule(
     "KV4-NVFP4-PREFILL-BACKEND",
-    _NVFP4 & (is_set(F.prefill_attention_backend) | is_set(_backend) | (F.platform == "cpu")),
-    one_of(PREFILL, "flashinfer", "trtllm_mha"),
+    _NVFP4 & (is_set(_TYPED_PREFILL_FIELD) | is_set(_backend.as_raw) | (F.platform == "cpu")),
+    one_of(TYPED_PREFILL, "flashinfer", "trtllm_mha"),
     "NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but backend "
-    "'{prefill_backend}' provides neither.",
+    "'{typed_prefill_backend}' provides neither.",
     NVFP4_SRC,
     hint="--attention-backend flashinfer (or leave it out)",
 )
 NVFP4_NATIVE = Rule(
     "KV4-NVFP4-NATIVE-SM100",
-    _NVFP4 & (PREFILL == "trtllm_mha"),
+    _NVFP4 & (TYPED_PREFILL == "trtllm_mha"),
     _CUDA & (~is_set(F.gpu_sm) | one_of(F.gpu_sm, 100, 103)),
     "Native NVFP4 prefill currently requires SM100; use "
     "--prefill-kv-cache-dequant-dtype=fp8_e4m3 on this platform.",

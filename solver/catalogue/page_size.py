@@ -15,13 +15,15 @@ an H100 and with B200 platform facts through the shared oracle, tests/test_page_
   modelled: left as typed). DeepSeek V4 runs 256 (NPU 128).
   Then the back-end: flashmla 64; cutlass_mla 128 (0.5.18, 0.5.19; 0.5.23 has no such
   choice); trtllm_mla, cutedsl_mla and tokenspeed_mla (not 0.5.23) keep 32 or 64, else 64;
-  trtllm_mha keeps 16, 32, 64 or 128, else 64; hpc_ops 64; fa4 on SM100 for a non-MLA model
-  128. An unset back-end is the GPU's default (`get_default_attn_backend`): on SM100/SM103
-  trtllm_mha for MHA models (fa4 for MiMo V2, whose K and V widths differ) and, through the
-  DeepSeek family override, trtllm_mla for DeepSeek V3 and its kin; FA3 on Hopper and
-  FlashInfer/Triton elsewhere keep any page. With a speculative algorithm an MHA model's
-  default depends on the typed `--speculative-eagle-topk` (and pages), not modelled here:
-  nothing is forced then.
+  trtllm_mha keeps 16, 32, 64 or 128, else 64; hpc_ops 64; fa4 (any of the three fields) on
+  SM100 for a non-MLA model 128, unless the typed top-k asks for a draft tree.
+  An unset back-end is the GPU's default (`get_default_attn_backend`), which R-ATTN-BACKEND
+  (before this step) fills in where meshsat knows it (`attention_default`: speculative
+  decoding included); the guesses below serve only where it does not (a model with its own
+  override on SM100/SM103): trtllm_mha for MHA models (fa4 for MiMo V2, whose K and V widths
+  differ) and, through the DeepSeek family override, trtllm_mla for DeepSeek V3 and its kin,
+  without a speculative algorithm. FA3 on Hopper and FlashInfer/Triton elsewhere keep any
+  page.
   The split back-ends count where the constraint reads them (flashmla, cutlass_mla,
   trtllm_mla, tokenspeed_mla: the decode one; cutedsl_mla, trtllm_mha, hpc_ops: either).
   Before them, intel_xpu as the effective decode back-end (0.5.23: or prefill) keeps 64 or
@@ -137,7 +139,15 @@ def resolution(release: str) -> Resolution:
         _keeps(_runs("cutedsl_mla", split=both), 32, 64),
         _keeps(_runs("trtllm_mha", _KNOWN_MHA & ~_ASYMMETRIC_KV, split=both), 16, 32, 64, 128),
         _keeps(_runs("hpc_ops", split=both), 64),
-        assign(_runs("fa4", _KNOWN_MHA & _ASYMMETRIC_KV) & ~USES_MLA & _SM100, page_size=128),
+        # `_fa4_page_constraint`: any of the three fields; not for a typed draft tree
+        # (top-k above 1: its page-tree cascade runs on pages of 1).
+        assign(
+            _runs("fa4", _KNOWN_MHA & _ASYMMETRIC_KV, split=both)
+            & ~USES_MLA
+            & _SM100
+            & ~(is_set(F.speculative_eagle_topk) & (F.speculative_eagle_topk > 1)),
+            page_size=128,
+        ),
         assign(~is_set(_PAGE), quiet=True, page_size=1),
     ]
     return Resolution(

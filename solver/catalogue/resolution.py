@@ -7,6 +7,7 @@ Every later rule reads the resolved values. Each step here is also what `fix` an
 from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import MLA_MODEL
+from meshsat.solver.catalogue.attention_default import default_backend
 from meshsat.solver.catalogue.page_size import resolution as page_resolution
 from meshsat.solver.lang.config import A2A_BACKENDS
 from meshsat.solver.lang.derived import attn_dp, elastic_scaling
@@ -109,10 +110,11 @@ A2A_DISPATCH_MODE = Resolution(
 
 #: handle_attention_backend_compatibility's own changes, in its order (0.5.18 to 0.5.23):
 #: equal split back-ends become the base one (`_attention_backend_default`, which otherwise
-#: fills an unset base with the GPU's default: not modelled, unset stays unset); a CuteDSL
-#: MLA decode prefills with trtllm_mla (`_cutedsl_prefill_backend_fill`, once its checks
-#: pass: SM100 and the KV dtypes it takes, so never for an FP4 cache); FA3 takes FP8 only as
-#: e4m3, so fp8_e5m2 runs on Triton (`_attention_backend_fa3_fp8_fallback`).
+#: fills an unset base with the default of the GPU and model: `attention_default`, where
+#: meshsat knows both, with the model overrides' picks before it); a CuteDSL MLA decode
+#: prefills with trtllm_mla (`_cutedsl_prefill_backend_fill`, once its checks pass: SM100
+#: and the KV dtypes it takes, so never for an FP4 cache); FA3 takes FP8 only as e4m3, so
+#: fp8_e5m2 runs on Triton (`_attention_backend_fa3_fp8_fallback`).
 _P, _D = F.prefill_attention_backend, F.decode_attention_backend
 _CUTEDSL_FILL = (
     ((F.attention_backend == "cutedsl_mla") | (_D == "cutedsl_mla"))
@@ -121,21 +123,30 @@ _CUTEDSL_FILL = (
     & (F.platform == "cuda")
     & (~is_set(F.gpu_sm) | one_of(F.gpu_sm, 100, 103))
 )
-ATTN_BACKEND = Resolution(
-    "R-ATTN-BACKEND",
-    "handle_attention_backend_compatibility",
-    "equal --prefill-attention-backend and --decode-attention-backend are the attention "
-    "backend; a cutedsl_mla decode prefills with trtllm_mla; FA3 with an fp8_e5m2 KV cache "
-    "falls back to Triton",
-    (
-        assign(is_set(_P) & (_P == _D), attention_backend=_P),
-        assign(_CUTEDSL_FILL, prefill_attention_backend="trtllm_mla"),
-        assign(
-            (F.attention_backend == "fa3") & (F.kv_cache_dtype == "fp8_e5m2"),
-            attention_backend="triton",
+
+
+def attn_backend(release: str) -> Resolution:
+    """R-ATTN-BACKEND of a 0.5.x release ("0.5.18", "0.5.19", "0.5.23": the default differs
+    for DFLASH and MiMo V2, `attention_default`)."""
+    return Resolution(
+        "R-ATTN-BACKEND",
+        "handle_attention_backend_compatibility",
+        "equal --prefill-attention-backend and --decode-attention-backend are the attention "
+        "backend, else an unset one is the GPU's and model's default; a cutedsl_mla decode "
+        "prefills with trtllm_mla; FA3 with an fp8_e5m2 KV cache falls back to Triton",
+        (
+            assign(is_set(_P) & (_P == _D), attention_backend=_P),
+            default_backend(release),
+            assign(_CUTEDSL_FILL, prefill_attention_backend="trtllm_mla"),
+            assign(
+                (F.attention_backend == "fa3") & (F.kv_cache_dtype == "fp8_e5m2"),
+                attention_backend="triton",
+            ),
         ),
-    ),
-)
+    )
+
+
+ATTN_BACKEND = attn_backend("0.5.19")
 
 #: handle_pd_disaggregation (0.5.18 to 0.5.23): a PD decode server runs without its radix
 #: cache ("Radix cache is disabled for decode server") unless

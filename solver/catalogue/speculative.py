@@ -24,17 +24,19 @@ attention back-end before this handler runs, so `--attention-backend flashmla` w
 `R-ATTN-BACKEND` (equal split back-ends are the base one; FA3 with an fp8_e5m2 cache runs
 Triton), as SGLang's handler reads the resolved `attention_backend`.
 
-The attention back-end an unset `--attention-backend` resolves to is read only where it is
-certain (`attention_backend_used`): torch-native (or Intel AMX, which falls back to it) on
-CPU, the DSA back-end on a DeepSeek sparse-attention model, and FA3 on Hopper (`gpu_sm` 90)
-unless the user's own top-k asks for a tree (`get_default_attn_backend`). Elsewhere (other GPU
-classes, ROCm, NPU, an unknown `gpu_sm`) the GPU's default is not known here and the back-end
-checks assume it passes, as every GPU-class rule does.
+An unset `--attention-backend` is SGLang's default after R-ATTN-BACKEND wherever meshsat
+knows it (a CUDA GPU of a known class, `attention_default`), so these checks read it as a
+named one. Where it stays unset, `attention_backend_used` still reads the defaults that are
+certain: torch-native (or Intel AMX, which falls back to it) on CPU, the DSA back-end on a
+DeepSeek sparse-attention model, FA3 on Hopper unless the user's own top-k asks for a tree
+(a model whose own override R-ATTN-BACKEND leaves alone). Elsewhere (ROCm, NPU, an unknown
+`gpu_sm`) the checks assume the default passes, as every GPU-class rule does. The TRT-LLM MHA
+top-k check reads the resolved pair (a split field included).
 """
 
 from __future__ import annotations
 
-from meshsat.solver.catalogue.attention_backend import MLA_MODEL
+from meshsat.solver.catalogue.attention_backend import DECODE, MLA_MODEL, PREFILL
 from meshsat.solver.lang.derived import attn_dp
 from meshsat.solver.lang.expr import TRUE, Expr, Named, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
@@ -315,13 +317,14 @@ def topk_set(source: str, families: tuple[str, ...], only_paged: bool) -> Rule:
     )
 
 
+#: `"trtllm_mha" in attention_backends_of(...)`: either side of the resolved pair (0.5.18 on).
 TRTLLM_MHA_TOPK = Rule(
     "SPEC-TRTLLM-MHA-TOPK",
-    eagle_family & (_backend == "trtllm_mha") & is_set(_topk),
+    eagle_family & ((PREFILL == "trtllm_mha") | (DECODE == "trtllm_mha")) & is_set(_topk),
     _topk <= 1,
     "trtllm_mha backend only supports topk = 1 for speculative decoding.",
     SRC,
-    hint="--speculative-eagle-topk 1, or another --attention-backend",
+    hint="--speculative-eagle-topk 1, or another attention back-end (prefill and decode)",
 )
 
 EAGLE_PAGE_TREE = Rule(

@@ -779,6 +779,8 @@ V0_5_23 = apply(
         replace_resolutions=(
             _DCP_COMM_0_5_23,
             _CP_DSA_0_5_23,
+            # The default back-end: DFLASH counts as top-k 1 on SM100, MiMo V2's override.
+            resolution.attn_backend("0.5.23"),
             # No cutlass_mla or tokenspeed_mla back-end any more.
             page_size.resolution("0.5.23"),
             # attn_dp_enabled_of(): a scale joiner schedules like an attention-DP rank.

@@ -1,0 +1,191 @@
+"""The attention back-end SGLang picks when `--attention-backend` is unset (0.5.18 to 0.5.23).
+
+Why a resolution step: every check after the attention handler reads the resolved back-end
+(`attention_backends_of`, the KV4 lists, the TRT-LLM MLA dtypes, the page size, the
+speculative page-tree check), so a split `--prefill-attention-backend fa3` beside an unset
+base on an H100 is the pair (fa3, fa3), not (fa3, None). SGLang fills it in two places:
+
+1. The model overrides (`handle_model_specific_adjustments`), only when none of the three
+   back-end flags is given (`is_attention_backend_not_set`): DeepSeek's sparse-attention
+   models (V3.2, GLM-5) take `dsa` on any GPU; DeepSeek V3 and its MLA kin take
+   `trtllm_mla` on SM100; MiMo V2 takes `fa4` on SM100 (0.5.23 only).
+2. `_attention_backend_default` (the attention handler's first pass), when the base is still
+   unset and the split back-ends differ (`get_default_attn_backend`):
+   - MHA model: FA3 on Hopper (SM9x) unless the user asked for a draft tree
+     (`is_no_spec_infer_or_topk_one`: a typed top-k above 1, or top-k 1 over pages); on
+     SM100/SM103 trtllm_mha (fa4 where K and V widths differ: MiMo V2) under the same
+     condition and, with a speculative algorithm, only with a typed top-k (0.5.23: or
+     DFLASH, which forces top-k 1); otherwise FlashInfer, or Triton for a model with
+     attention sinks (gpt-oss, Granite SWA, IQuest Q1).
+   - MLA model (`use_mla_backend`): FA3 on Hopper, FlashInfer on SM100, Triton elsewhere.
+   - Whisper: FlashInfer.
+
+What meshsat needs for it, and where it leaves the back-end unset (as before, and every
+check then assumes the unknown default passes, as GPU-class rules do):
+- a CUDA machine of a known class (`gpu_sm`; `--gpu` sets it). No GPU named: unset. ROCm
+  (aiter by KV heads), NPU, XPU and CPU defaults are platform fall-backs meshsat does not
+  model: unset. The DSA back-end needs no GPU class (CUDA or ROCm).
+- a known architecture (MLA or not). Architectures whose own model override picks a
+  back-end (gpt-oss, Qwen3.5/Next, Llama 4, Gemma 4, MiniMax M3, Nemotron-H, DeepSeek V4, ...:
+  `OVERRIDDEN_ARCHITECTURES`, from the three releases' override registries): unset.
+- MiMo V2 where the choice is FlashInfer or Triton: its attention sinks are config flags
+  (`add_*_attention_sink_bias`) meshsat does not read: unset.
+- FlashInfer is taken to be installed (SGLang's CUDA wheels depend on it) and Hopper's CUDA to
+  be 12.3 or later. A model whose config sets `learnable_sink` (sinks meshsat cannot see)
+  would run Triton where this says FlashInfer.
+
+0.4.6.post5 picks its default in the model runner, after every argument check: not here.
+"""
+
+from __future__ import annotations
+
+from meshsat.solver.catalogue.attention_backend import USES_MLA
+from meshsat.solver.lang.expr import Expr, is_set, ite, one_of
+from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
+from meshsat.solver.lang.rule import Assign, assign
+
+_base, _prefill, _decode = (
+    F.attention_backend,
+    F.prefill_attention_backend,
+    F.decode_attention_backend,
+)
+
+#: `_deepseek_family_overrides`' classes without sparse attention (every 0.5.x): on SM100,
+#: with no back-end named, trtllm_mla.
+TRTLLM_MLA_FAMILY = (
+    "DeepseekV3ForCausalLM",
+    "KimiK25ForConditionalGeneration",
+    "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration",
+    "LongcatFlashForCausalLM",
+    "LongcatFlashForCausalLMNextN",
+)
+#: Architectures whose model override writes an attention back-end that is not modelled
+#: here (0.5.18, 0.5.19 and 0.5.23's registries, read with the releases' own sources), and
+#: the DeepSeek family's classes whose MLA-ness or sparse attention meshsat cannot tell.
+OVERRIDDEN_ARCHITECTURES = (
+    "BeamForCausalLM",
+    "DeepseekV4ForCausalLM",
+    "DiffusionGemmaForBlockDiffusion",
+    "Dots3NoteForCausalLM",
+    "EmbeddingGemma2Model",
+    "Exaone4ForCausalLM",
+    "ExaoneMoEForCausalLM",
+    "ExaoneMoeForCausalLM",
+    "FalconH1ForCausalLM",
+    "Gemma4ForCausalLM",
+    "Gemma4ForConditionalGeneration",
+    "Gemma4UnifiedForConditionalGeneration",
+    "Glm5NextForConditionalGeneration",
+    "GptOssForCausalLM",
+    "GraniteMoeHybridForCausalLM",
+    "HYV4ForCausalLM",
+    "HYV4ForCausalLMNextN",
+    "IQuestQ1ForCausalLM",
+    "IQuestQ1MTP",
+    "InklingForConditionalGeneration",
+    "InklingForConditionalGenerationMTP",
+    "InternS2MobiusForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration",
+    "JetNemotronForCausalLM",
+    "JetVLMForConditionalGeneration",
+    "KimiK3ForConditionalGeneration",
+    "Lfm2ForCausalLM",
+    "Lfm2MoeForCausalLM",
+    "Llama4ForCausalLM",
+    "Llama4ForConditionalGeneration",
+    "LongcatFlashForCausalLM",
+    "LongcatFlashForCausalLMNextN",
+    "MiniCPMForCausalLM",
+    "MiniCPMSALAForCausalLM",
+    "MiniCPMV4_6ForConditionalGeneration",
+    "MiniCPMV4_7ForConditionalGeneration",
+    "MiniMaxM3SparseForCausalLM",
+    "MiniMaxM3SparseForConditionalGeneration",
+    "MistralLarge3ForCausalLM",
+    "MossVLForConditionalGeneration",
+    "NemotronHForCausalLM",
+    "NemotronHPuzzleForCausalLM",
+    "Olmo2ForCausalLM",
+    "PixtralForConditionalGeneration",
+    "Qwen3NextForCausalLM",
+    "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration",
+    "Step3p5ForCausalLM",
+    "Step3p7ForConditionalGeneration",
+)
+#: `SWA_SINK_ARCHS` without an override of their own: FlashInfer takes no attention sinks.
+_SINK_ARCHITECTURES = ("GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM")
+
+_NONE_NAMED = ~is_set(_base) & ~is_set(_prefill) & ~is_set(_decode)
+_CUDA_GPU = (F.platform == "cuda") & is_set(F.gpu_sm)
+#: `is_hopper_with_cuda_12_3` and `is_sm100`: the capability's major digit, 9 or 10.
+HOPPER = _CUDA_GPU & (F.gpu_sm >= 90) & (F.gpu_sm < 100)
+SM100 = _CUDA_GPU & (F.gpu_sm >= 100) & (F.gpu_sm < 110)
+
+#: `is_no_spec_infer_or_topk_one`, asked before the speculative handler: the typed top-k and
+#: page (read at this step, before R-PAGE-SIZE and R-SPEC-*, they are still as typed; a DSA
+#: model's page override never matters here: its back-end is dsa).
+_raw_topk, _raw_page = F.speculative_eagle_topk, F.page_size
+TOPK_ONE = ~is_set(_raw_topk) | ((_raw_topk == 1) & (~is_set(_raw_page) | (_raw_page == 1)))
+_MIMO = one_of(F.architecture, *MIMO_V2_ARCHITECTURES)
+_DSA = F.is_deepseek_dsa & one_of(F.platform, "cuda", "hip")
+
+
+def _sm100_trtllm(release: str) -> Expr:
+    """SM100's trtllm_mha (or fa4) branch: no draft tree, and with a speculative algorithm
+    a typed top-k (0.5.23: or DFLASH, whose top-k is 1)."""
+    alg = F.speculative_algorithm
+    typed = ~is_set(alg) | is_set(_raw_topk)
+    if release == "0.5.23":
+        typed = typed | (alg == "DFLASH") | (alg == "dflash")
+    return SM100 & TOPK_ONE & typed
+
+
+def _overridden(release: str) -> tuple[tuple[Expr, str], ...]:
+    """The model overrides, in their order, each (when, back-end); none named only."""
+    cases: list[tuple[Expr, str]] = [
+        (_NONE_NAMED & _DSA, "dsa"),
+        (
+            _NONE_NAMED & ~F.is_deepseek_dsa & one_of(F.architecture, *TRTLLM_MLA_FAMILY) & SM100,
+            "trtllm_mla",
+        ),
+    ]
+    if release == "0.5.23":
+        cases.append((_NONE_NAMED & _MIMO & SM100, "fa4"))
+    return tuple(cases)
+
+
+def _generic(release: str) -> tuple[Expr, Expr]:
+    """(known, back-end) of `get_default_attn_backend` on a CUDA GPU of a known class."""
+    trtllm = _sm100_trtllm(release)
+    mha = ite(
+        HOPPER & TOPK_ONE,
+        "fa3",
+        ite(
+            trtllm,
+            ite(_MIMO, "fa4", "trtllm_mha"),
+            ite(one_of(F.architecture, *_SINK_ARCHITECTURES), "triton", "flashinfer"),
+        ),
+    )
+    mla = ite(HOPPER, "fa3", ite(SM100, "flashinfer", "triton"))
+    whisper = F.architecture == "WhisperForConditionalGeneration"
+    backend = ite(whisper, "flashinfer", ite(USES_MLA, mla, mha))
+    # MiMo V2's sinks decide between FlashInfer and Triton.
+    mimo_sinks = _MIMO & ~(HOPPER & TOPK_ONE) & ~trtllm
+    architecture_known = is_set(F.architecture) & ~one_of(F.architecture, *OVERRIDDEN_ARCHITECTURES)
+    return _CUDA_GPU & architecture_known & ~mimo_sinks, backend
+
+
+def default_backend(release: str) -> Assign:
+    """R-ATTN-BACKEND's fill of an unset base back-end, where meshsat knows it (module
+    docstring); after the equal-split step, as `_attention_backend_default` returns there."""
+    known, backend = _generic(release)
+    for when, name in reversed(_overridden(release)):
+        known = when | known
+        backend = ite(when, name, backend)
+    return assign(~is_set(_base) & known, attention_backend=backend)
