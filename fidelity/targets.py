@@ -125,6 +125,24 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
             },
         ),
     ],
+    # QA sweep s2 (0.5.23's answers on an H100): refused in the attention handler.
+    "ATTN-FLEX-SPEC": [
+        (
+            "llama",
+            {"tp_size": 1, "speculative_algorithm": "NGRAM", "attention_backend": "flex_attention"},
+        ),
+        (
+            "qwen3_moe",
+            {
+                "tp_size": 2,
+                "speculative_algorithm": "EAGLE",
+                "speculative_num_steps": 3,
+                "speculative_eagle_topk": 1,
+                "speculative_num_draft_tokens": 4,
+                "attention_backend": "flex_attention",
+            },
+        ),
+    ],
     "ATTN-TRTLLM-MHA-GPU": [
         ("llama", {"tp_size": 2, "attention_backend": "trtllm_mha"}),
         (

@@ -269,6 +269,34 @@ CASES: tuple[Case, ...] = (
         {"speculative_algorithm": "NGRAM", "platform": "npu"},
         {"speculative_algorithm": "EAGLE"},
     ),
+    case(
+        "SPEC-UNKNOWN-ALGORITHM",
+        {"speculative_algorithm": "MTP"},
+        {"speculative_algorithm": "NGRAM"},
+    ),
+    # --- deterministic inference -----------------------------------------------------------
+    case(
+        "DET-ATTN-BACKEND",
+        {"enable_deterministic_inference": True, "attention_backend": "torch_native"},
+        {"attention_backend": "triton"},
+    ),
+    case(
+        "DET-MLA-BACKEND",
+        {"enable_deterministic_inference": True, "attention_backend": "flashinfer"},
+        {"attention_backend": "fa3"},
+        model=DSV3,
+    ),
+    case(
+        "DET-MLA-FA4-SM",
+        {
+            "enable_deterministic_inference": True,
+            "attention_backend": "fa4",
+            "platform": "cuda",
+            "gpu_sm": 90,
+        },
+        {"gpu_sm": 100},
+        model=DSV3,
+    ),
     # --- elastic EP ------------------------------------------------------------------------
     case(
         "EEP-REJOIN-CONFLICT",

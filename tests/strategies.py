@@ -90,6 +90,11 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
     # HiCache's storage tier: set or not is what the HICACHE-* rules read.
     "hicache_storage_backend": (None, None, "file", "mooncake"),
 }
+# A name SGLang does not know (SPEC-UNKNOWN-ALGORITHM), and flex attention, which takes no
+# speculative decoding (ATTN-FLEX-SPEC); --enable-deterministic-inference (a plain flag,
+# drawn like every flag) reads the same back-ends.
+OPEN_STRINGS["speculative_algorithm"] += ("MTP",)
+OPEN_STRINGS["attention_backend"] += ("flex_attention",)
 SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     "node_rank": (0, 0, 1, 2),
     # SGLang's own bounds (>= 0, >= 1) and ids that run past a node of 8 or 4 GPUs.

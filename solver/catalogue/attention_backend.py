@@ -88,6 +88,17 @@ def trtllm_mha_cp(legacy: bool) -> Rule:
     )
 
 
+#: The handler's first check, once the base back-end is resolved (equal split back-ends are
+#: it, R-ATTN-BACKEND): flex attention runs no draft model (0.5.18 to 0.5.23; 0.4.6.post5
+#: has no flex_attention).
+FLEX_SPEC = Rule(
+    "ATTN-FLEX-SPEC",
+    _base == "flex_attention",
+    ~is_set(F.speculative_algorithm),
+    "Speculative decoding is currently not supported with Flex Attention backend",
+    SRC,
+    hint="drop --speculative-algorithm, or use another --attention-backend",
+)
 #: In SGLang's order; the seed's release (0.5.19). 0.5.18 and 0.5.23: releases.py.
 TRTLLM_MLA_BLACKWELL = Rule(
     "ATTN-TRTLLM-MLA-BLACKWELL",
@@ -205,6 +216,7 @@ XPU_MLA_PREFILL = Rule(
 )
 
 RULES: tuple[Rule, ...] = (
+    FLEX_SPEC,
     TRTLLM_MLA_BLACKWELL,
     TRTLLM_MLA_KV,
     *TOKENSPEED_RULES,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import MLA_MODEL
 from meshsat.solver.catalogue.attention_default import default_backend
+from meshsat.solver.catalogue.deterministic import DETERMINISTIC
 from meshsat.solver.catalogue.page_size import resolution as page_resolution
 from meshsat.solver.lang.config import A2A_BACKENDS
 from meshsat.solver.lang.derived import attn_dp, elastic_scaling
@@ -189,6 +190,19 @@ DSA_KV_DTYPE = Resolution(
     ),
 )
 
+def pp_overlap(source: str) -> Resolution:
+    """Pipeline parallelism turns the overlap scheduler off, in every release
+    (`_pipeline_parallel_overlap_disable`, 0.5.18 to 0.5.23, after elastic EP and before the
+    speculative handler; inline in 0.4.6.post5's `__post_init__`). The one place meshsat
+    says so: check_server_args' PP and PD-Multiplexing asserts read the resolved flag."""
+    return Resolution(
+        "R-PP-OVERLAP",
+        source,
+        "pipeline parallelism is incompatible with the overlap scheduler (turned off)",
+        (assign((F.pp_size > 1) & ~F.disable_overlap_schedule, disable_overlap_schedule=True),),
+    )
+
+
 RESOLUTIONS: tuple[Resolution, ...] = (
     # handle_mega_moe runs first in the pipeline (0.5.19 and 0.5.23; measured by a
     # targeted fidelity record).
@@ -255,6 +269,8 @@ RESOLUTIONS: tuple[Resolution, ...] = (
         ),
     ),
     DSA_KV_DTYPE,
+    # handle_deterministic_inference runs right before the attention handler.
+    DETERMINISTIC,
     ATTN_BACKEND,
     Resolution(
         "R-DP1",
@@ -420,6 +436,7 @@ RESOLUTIONS: tuple[Resolution, ...] = (
             ),
         ),
     ),
+    pp_overlap("_pipeline_parallel_overlap_disable"),
     # Where SGLang resolves it (post-process passes after the model overrides) it changes
     # only the page size, which no other step reads.
     page_resolution("0.5.19"),

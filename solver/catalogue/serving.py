@@ -334,9 +334,10 @@ PDMUX_RULES: tuple[Rule, ...] = (
         CHECK,
         hint="drop --enable-pdmux or --disaggregation-mode",
     ),
-    # The flag, or what turns the scheduler off for it at pp 1: speculative decoding on
-    # CPU (the EAGLE family and NGRAM, `_disable_overlap_schedule_for_cpu`; 0.5.18 to 0.5.23).
-    # PP does too, and is refused above; diffusion LLMs and MPS are no fields.
+    # The resolved flag (PP turns it on, R-PP-OVERLAP, but PDMUX-PP refuses PP first), or
+    # what turns the scheduler off at pp 1: speculative decoding on CPU (the EAGLE family and
+    # NGRAM, `_disable_overlap_schedule_for_cpu`; 0.5.18 to 0.5.23). Diffusion LLMs and MPS
+    # are no fields.
     Rule(
         "PDMUX-OVERLAP",
         _pdmux & (F.pp_size == 1),

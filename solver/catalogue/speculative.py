@@ -470,3 +470,50 @@ RULES_0_4: tuple[Rule, ...] = (
     auto_params_assert("__post_init__", ("EAGLE", "EAGLE3")),
     topk_set("__post_init__", ("EAGLE", "EAGLE3"), only_paged=True),
 )
+
+
+# --- the algorithm's name ----------------------------------------------------------------
+#: `SpeculativeAlgorithm`'s members (NONE is one: no speculative decoding) and its NEXTN alias
+#: (0.5.18, 0.5.19; 0.5.23 adds UNO). 0.4.6.post5's argparse takes EAGLE, EAGLE3 and NEXTN.
+KNOWN_ALGORITHMS = (
+    "DFLASH",
+    "DSPARK",
+    "EAGLE",
+    "EAGLE3",
+    "FROZEN_KV_MTP",
+    "STANDALONE",
+    "NGRAM",
+    "NONE",
+    "NEXTN",
+)
+KNOWN_ALGORITHMS_0_5_23 = (*KNOWN_ALGORITHMS, "UNO")
+
+
+#: The mixed-case spellings SGLang's own docs and model cards use.
+_CAMEL = ("NextN", "NGram", "DFlash", "DSpark")
+
+
+def _cased(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The spellings whose upper case is one of `names` that a user types (upper, lower,
+    capitalised, title case, the docs' camel case): SGLang compares `name.upper()`, and
+    meshsat's string fields hold only the literals its rules name, so a rarer mixing of
+    cases is refused here though SGLang takes it."""
+    spelled = {s for n in names for s in (n, n.lower(), n.capitalize(), n.title())}
+    return tuple(sorted(spelled | {c for c in _CAMEL if c.upper() in names}))
+
+
+def unknown_algorithm(names: tuple[str, ...]) -> Rule:
+    """`SpeculativeAlgorithm.from_string`, called by `handle_speculative_decoding` before any
+    algorithm's own handler (the CLI takes any string): an unknown name is refused."""
+    return Rule(
+        "SPEC-UNKNOWN-ALGORITHM",
+        is_set(_alg),
+        one_of(_alg, *_cased(names)),
+        "Unknown speculative algorithm name: {speculative_algorithm}",
+        SRC,
+        hint="one of " + ", ".join(n for n in names if n != "NONE"),
+    )
+
+
+UNKNOWN_ALGORITHM = unknown_algorithm(KNOWN_ALGORITHMS)
+RULES = (*RULES, UNKNOWN_ALGORITHM)

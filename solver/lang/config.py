@@ -284,6 +284,15 @@ class Config(BaseModel):
         flags=("--enable-aiter-allreduce-fusion",),
         group="attention",
     )
+    enable_deterministic_inference: bool = _f(
+        False,
+        "Batch-invariant (deterministic) inference: the attention backend must be one of "
+        "the deterministic ones (unset: fa3, or flashinfer/triton on SM100/SM120); off the "
+        "radix-capable ones (fa3, fa4, triton, ascend) the radix cache is turned off "
+        "(0.5.18 on).",
+        flags=("--enable-deterministic-inference",),
+        group="attention",
+    )
     chunked_prefill_size: int | None = _f(
         None,
         "Chunked prefill size (divided by dp under DP attention).",

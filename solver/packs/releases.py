@@ -18,6 +18,7 @@ from meshsat.solver.catalogue import (
     a2a,
     attention_backend,
     decode_cp,
+    deterministic,
     kv4,
     kv_cache,
     model,
@@ -65,6 +66,8 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "apply_inkling_prefill_cuda_graph_default",
     "handle_dwdp",
     "handle_model_specific_adjustments",
+    # Right before the attention handler (DET-*, R-DETERMINISTIC).
+    "handle_deterministic_inference",
     "handle_nvfp4_prefill_kv_dequant_dtype",
     "handle_attention_backend_compatibility",
     "handle_kv4_compatibility",
@@ -617,6 +620,10 @@ V0_5_23 = apply(
                 ("fp8_e4m3", "bf16", "auto"), "fp8_e4m3, bf16, or auto"
             ),
             attention_backend.trtllm_mha_decode_gpu(nvfp4_own=True),
+            # handle_deterministic_inference's absorbed-MLA list adds GLM-5 Next.
+            *deterministic.RULES_0_5_23,
+            # SpeculativeAlgorithm gains UNO.
+            speculative.unknown_algorithm(speculative.KNOWN_ALGORITHMS_0_5_23),
             attention_backend.trtllm_mha_cp(legacy=False),
             *weight_shapes.RULES_0_5_23,
             # resolve_hicache_dcp_compatibility takes a storage backend under decode CP,
@@ -858,6 +865,8 @@ V0_5_18 = apply(
                 tuple(a for a in ENCODER_DISAGG_ARCHITECTURES if a != "Dots3NoteForCausalLM")
             ),
             attention_backend.TRTLLM_MHA_GPU_0_5_18,
+            # DETERMINISTIC_ATTENTION_BACKEND_CHOICES has no intel_xpu yet.
+            *deterministic.RULES_0_5_18,
             # Its PD handler's decode CP takes mooncake or nixl only (0.5.19 adds fake).
             pd_dcp_backend(fake=False),
         ),
@@ -931,6 +940,7 @@ _ABSENT_0_4 = (
     "elastic_ep_rejoin",
     "elastic_ep_scale_timeout",
     "enable_aiter_allreduce_fusion",
+    "enable_deterministic_inference",
     "enable_dsa_prefill_context_parallel",
     "enable_elastic_expert_backup",
     "enable_prefill_context_parallel",
@@ -1074,6 +1084,8 @@ V0_4_6_POST5 = apply(
         ),
         replace_resolutions=(
             page_size.RESOLUTION_0_4,
+            # __post_init__: "Pipeline parallelism is incompatible with overlap schedule."
+            resolution.pp_overlap(_POST_INIT),
             # __post_init__: "KV cache is forced as chunk cache for decode server" (no flag
             # keeps it).
             Resolution(
@@ -1132,6 +1144,8 @@ V0_4_6_POST5 = apply(
             "R-ELASTIC-INIT",
             # No --enable-lora yet (its __post_init__ reads --lora-paths alone).
             "R-LORA-PATHS",
+            # No --enable-deterministic-inference.
+            "R-DETERMINISTIC",
             # No NGRAM.
             "R-SPEC-NGRAM",
             # Its argparse takes the upper-case names only (FLAG-CHOICE refuses the rest).
