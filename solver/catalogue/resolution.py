@@ -190,6 +190,7 @@ DSA_KV_DTYPE = Resolution(
     ),
 )
 
+
 def pp_overlap(source: str) -> Resolution:
     """Pipeline parallelism turns the overlap scheduler off, in every release
     (`_pipeline_parallel_overlap_disable`, 0.5.18 to 0.5.23, after elastic EP and before the
