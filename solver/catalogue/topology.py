@@ -166,6 +166,19 @@ RULES: tuple[Rule, ...] = (
     ),
     # check_server_args() asserts these next (catalogue/serving.py).
     *CHECKS_BEFORE_PP,
+    # Then, when pp_size > 1, its pipeline-parallel checks (every release: inline up to
+    # 0.5.19, check_pipeline_parallel_compat in 0.5.23), before the multi-node DP, GPU id and
+    # dense-TP asserts below: a layout breaking both meets these first (measured on 0.5.23).
+    Rule(
+        "TOPO-PP-SPEC",
+        F.pp_size > 1,
+        ~is_set(F.speculative_algorithm),
+        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding",
+        CHECK,
+        hint="drop --speculative-algorithm, or use --pp-size 1",
+    ),
+    # The last of its pipeline-parallel checks (catalogue/serving.py).
+    *CHECKS_LAST_PP,
     # Each node starts tp·pp/nnodes ranks, one GPU each: a multi-node launch whose ranks do
     # not fit its nodes fails when a rank asks for a GPU the node does not have. With one
     # node meshsat does not know the machine (gpus_per_node is only a default there).
@@ -197,16 +210,6 @@ RULES: tuple[Rule, ...] = (
         "moe_dense_tp_size only supports None, 1, or tp_size currently",
         CHECK,
     ),
-    Rule(
-        "TOPO-PP-SPEC",
-        F.pp_size > 1,
-        ~is_set(F.speculative_algorithm),
-        "Pipeline parallelism is not compatible with overlap schedule, speculative decoding",
-        CHECK,
-        hint="drop --speculative-algorithm, or use --pp-size 1",
-    ),
-    # The last of its pipeline-parallel checks (catalogue/serving.py).
-    *CHECKS_LAST_PP,
     # check_server_args() checks the chunk against the page after the PP and LoRA checks
     # and before two-batch overlap.
     CHUNK_PAGE,
