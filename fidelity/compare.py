@@ -366,6 +366,15 @@ def _standing_reason(cls: str, version: str) -> str:
             "have. The CPU recorder starts no process, so resolution and check_server_args() "
             "accept it; meshsat files it as a launch check, not counted against the verdict."
         )
+    if "TOPO-NODE-RANK" in cls:
+        return (
+            f"meshsat's TOPO-NODE-RANK: SGLang {version} does not check --node-rank against "
+            "--nnodes; a node at or past nnodes starts schedulers for ranks past the world "
+            "size, which torch.distributed refuses when the process group forms (gloo: "
+            "'rank < size'). The CPU recorder starts no process, so resolution and "
+            "check_server_args() accept it; meshsat files it, and any model-load rule beside "
+            "it, as a launch check, not counted against the verdict."
+        )
     if "DCP-TP-DIV" in cls:
         return (
             f"meshsat's DCP-TP-DIV is SGLang {version}'s own RuntimeError, raised by "

@@ -420,6 +420,8 @@ CASES: tuple[Case, ...] = (
     case("TOPO-POSITIVE", {"gpus_per_node": 0}, {"gpus_per_node": 8}, raw_only=True),
     case("TOPO-NNODES", {"tp_size": 4, "nnodes": 3}, {"nnodes": 2}),
     case("TOPO-NODE-GPUS", {"tp_size": 32, "nnodes": 2}, {"nnodes": 4}),
+    # Node 2 of 2 would start pipeline rank 1 of an engine of one stage (ranks 4 and 5 of 4).
+    case("TOPO-NODE-RANK", {"tp_size": 4, "nnodes": 2, "node_rank": 2}, {"node_rank": 1}),
     case(
         "TOPO-MULTINODE-DP",
         {"tp_size": 2, "dp_size": 2, "nnodes": 2},

@@ -147,6 +147,26 @@ STAGE_GPUS = Rule(
 )
 
 
+#: No release checks --node-rank against --nnodes (resolution and check_server_args()
+#: accept --tp 4 --nnodes 2 --node-rank 2, 0.5.23 measured; 0.4.6.post5 to 0.5.19 read).
+#: The launcher then gives node r the stages from max(pp/nnodes, 1)·(r //
+#: max(nnodes/pp, 1)) on (`_calculate_rank_ranges`; 0.4.6.post5 inline), past pp_size for
+#: every r >= nnodes on an even split: its schedulers ask torch.distributed for ranks past
+#: the world size tp·pp, which it refuses (gloo: "rank < size"), or wait for ever for the
+#: node that was meant. A scale joiner runs alone at --node-rank 1 (EEP-SCALE-NODE).
+NODE_RANK = Rule(
+    "TOPO-NODE-RANK",
+    F.ep_join_mode != "scale",
+    F.node_rank < F.nnodes,
+    "--node-rank {node_rank} is not below --nnodes {nnodes}: SGLang does not check it, and "
+    "that node starts schedulers for pipeline ranks past pp_size, global ranks past the "
+    "world size tp_size * pp_size that torch.distributed does not take (the launch fails "
+    "or waits for ever)",
+    SRC,
+    hint="number the nodes --node-rank 0 .. nnodes-1 (or raise --nnodes)",
+)
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "TOPO-POSITIVE",
@@ -191,6 +211,7 @@ RULES: tuple[Rule, ...] = (
         SRC,
         hint="raise --nnodes (or give the node size with --set gpus_per_node=N)",
     ),
+    NODE_RANK,
     gpu_id_range(REPLICA_STRIDE_0_5),
     STAGE_GPUS,
     Rule(

@@ -913,6 +913,8 @@ _V0_4_KEPT = frozenset(
         "TOPO-BASE-GPU-ID",
         "TOPO-GPU-ID-STEP",
         "TOPO-GPU-ID-RANGE",
+        # Its launcher splits nodes by --node-rank with the same arithmetic, unchecked.
+        "TOPO-NODE-RANK",
         # Its launcher interleaves stages by --gpu-id-step as the 0.5 releases' do.
         "TOPO-STAGE-GPUS",
         "MODEL-HEADS",
