@@ -206,7 +206,8 @@ def plan(w: Widths) -> RankMap:
     """The rank plan for these widths (a pure function; no validation of rules)."""
     w.check()
     a_tp, m_tp = w.attn_tp, w.moe_tp
-    where = seats(w.job, w.gpus_per_node)
+    # Stages sharing a GPU are SGLang's placement (TOPO-STAGE-GPUS warns): shown, not refused.
+    where = seats(w.job, w.gpus_per_node, stages_may_share=True)
     ranks = []
     for rank in range(w.world):
         replica, in_engine = divmod(rank, w.tp * w.pp)

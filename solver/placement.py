@@ -168,12 +168,16 @@ def global_rank(job: Job, replica: int, pp_rank: int, tp_rank: int) -> int:
     return (replica * job.pp + pp_rank) * job.tp + tp_rank
 
 
-def seats(job: Job, gpus_per_node: int) -> tuple[Seat, ...]:
+def seats(job: Job, gpus_per_node: int, *, stages_may_share: bool = False) -> tuple[Seat, ...]:
     """Node and local GPU of every global rank (index = rank).
 
     Not `placed` (nnodes 1, default GPU ids): the planning view (`gpus_per_node` ranks per
     node in rank order). Otherwise SGLang's placement, or `PlacementError` when it does not
-    start every rank exactly once on a GPU of its own."""
+    start every rank exactly once on a GPU of its own. With `stages_may_share`, two ranks of
+    one engine on one GPU (stages interleaved by --gpu-id-step) are placed as SGLang places
+    them: SGLang starts both schedulers there, and TOPO-STAGE-GPUS only advises against it,
+    so a rank plan of the layout `validate` accepts shows them on their one GPU. Replicas on
+    one GPU (0.4.6.post5's offset, TOPO-DP-REPLICA-GPUS, an error) are still refused."""
     nnodes = job.facts.nnodes
     if not job.facts.placed:
         return tuple(Seat(r // gpus_per_node, r % gpus_per_node) for r in range(job.world))
@@ -193,10 +197,10 @@ def seats(job: Job, gpus_per_node: int) -> tuple[Seat, ...]:
                 f"--nnodes {nnodes}: SGLang would start rank {rank} on node "
                 f"{placed[rank].node} and again on node {x.node}"
             )
-        if seat in taken:
+        if seat in taken and not (stages_may_share and _one_engine(job, taken[seat], rank)):
             raise PlacementError(_shared_gpu(job, taken[seat], rank, seat))
         placed[rank] = seat
-        taken[seat] = rank
+        taken.setdefault(seat, rank)
     missing = [r for r in range(job.world) if r not in placed]
     if missing:
         raise PlacementError(
@@ -205,13 +209,19 @@ def seats(job: Job, gpus_per_node: int) -> tuple[Seat, ...]:
     return tuple(placed[r] for r in range(job.world))
 
 
+def _one_engine(job: Job, first: int, rank: int) -> bool:
+    """Two global ranks of one DP replica (one engine of tp·pp ranks)."""
+    engine = job.tp * job.pp
+    return first // engine == rank // engine
+
+
 def _shared_gpu(job: Job, first: int, rank: int, seat: Seat) -> str:
     """Why two ranks got one GPU: replicas placed too close (0.4.x's replica offset counts
     no pipeline stages), or one engine's stages and TP ranks interleaved by gpu_id_step."""
     f = job.facts
     engine = job.tp * job.pp
     where = f"GPU {seat.gpu} of node {seat.node}"
-    if first // engine != rank // engine:
+    if not _one_engine(job, first, rank):
         stride = replica_gpu_stride(job.tp, job.pp, f.gpu_id_step, f.release)
         return (
             f"--nnodes {f.nnodes}: SGLang would start rank {first} (DP replica "

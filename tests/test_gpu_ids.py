@@ -25,7 +25,7 @@ from meshsat.solver.enumeration.layouts import enumerate_layouts
 from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.packs import get_pack
-from meshsat.solver.placement import Job, LaunchFacts
+from meshsat.solver.placement import Job, LaunchFacts, global_rank
 from meshsat.solver.validation.validate import environment
 from tests.cli_helpers import run_cli
 from tests.test_placement import RELEASES, _well_formed, job_of, recorded, rows
@@ -248,19 +248,32 @@ def test_fix_and_enumerate_never_invent_gpu_ids() -> None:
     assert not list(enumerate_layouts(8, base={"base_gpu_id": 4}, sglang_version="0.5.23"))
 
 
-def test_groups_refuses_two_stages_on_one_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+def test_groups_shows_two_stages_on_one_gpu_with_the_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """With a step above 1 and several stages on the one node, SGLang's own arithmetic gives
-    two schedulers one GPU (stage offsets are tp apart, not tp·step): the ids fit the node,
-    so the layout validates, but `groups` refuses it, naming the GPU, as for --nnodes."""
+    two schedulers one GPU (stage offsets are tp apart, not tp·step) and starts both there:
+    the layout validates with TOPO-STAGE-GPUS's warning, so `groups` shows the ranks on the
+    GPUs SGLang's launcher gives them (brute force: `rows`), the warning on stderr (was:
+    exit 2, "both on GPU 2 of node 0")."""
     job = Job(2, 2, 1, LaunchFacts(gpu_id_step=2))
     gpus = [x[4] for x in rows(job)]
     assert len(set(gpus)) < len(gpus)  # SGLang's placement, brute force: GPU 2 twice
-    assert validate({"tp_size": 2, "pp_size": 2, "gpu_id_step": 2}, explain=False).valid
-    run = run_cli(
-        capsys, "groups", "--set", "tp_size=2", "--set", "pp_size=2", "--set", "gpu_id_step=2"
-    )
-    assert run.code == 2
-    assert run.err.startswith("meshsat: error:") and "both on GPU 2 of node 0" in run.err
+    report = validate({"tp_size": 2, "pp_size": 2, "gpu_id_step": 2}, explain=False)
+    assert report.valid and [w.rule for w in report.warnings] == ["TOPO-STAGE-GPUS"]
+    args = ("groups", "--set", "tp_size=2", "--set", "pp_size=2", "--set", "gpu_id_step=2")
+    run = run_cli(capsys, *args, "--json")
+    assert run.code == 0, run.err
+    placed = {r["rank"]: r["local_gpu"] for r in json.loads(run.out)["ranks"]}
+    launched = {global_rank(job, x[1], x[2], x[3]): x[4] for x in rows(job)}
+    assert placed == launched == {0: 0, 1: 2, 2: 2, 3: 4}
+    assert "warning [TOPO-STAGE-GPUS] " + report.warnings[0].message in " ".join(run.err.split())
+    table = run_cli(capsys, *args)
+    assert table.code == 0 and "TOPO-STAGE-GPUS" in table.err and "pipeline stage 1" in table.out
+    # Replicas on one GPU are an error (0.4.6.post5, TOPO-DP-REPLICA-GPUS): still refused.
+    old = ("groups", "-V", "0.4.6.post5", "--set", "tp_size=2", "--set", "pp_size=2")
+    refused = run_cli(capsys, *old, "--set", "dp_size=2", "--set", "base_gpu_id=1")
+    assert refused.code == 1 and "TOPO-DP-REPLICA-GPUS" in refused.out + refused.err
 
 
 @pytest.mark.parametrize(

@@ -66,7 +66,9 @@ def groups_cmd(
 
     Follows SGLang's rank layout: inside a stage, attention splits ranks as
     (dp, cp, tp) and MoE as (moe_dp, ep, moe_tp), the last coordinate fastest.
-    An invalid layout exits 1 with the validator's messages. A launch script that
+    An invalid layout exits 1 with the validator's messages; a valid layout's warnings
+    (`validate`'s, such as two pipeline stages on one GPU) go to stderr after its groups
+    are computed, and the groups are shown. A launch script that
     `validate` refuses for its launch alone (nodes of one job that disagree, a
     LeaderWorkerSet whose --nnodes is not its group size, a visible-devices list too short:
     the JOB-* rules) also exits 1, after the groups of its first node's layout, each reason
@@ -111,6 +113,7 @@ def groups_cmd(
             emit(chosen_fmt, invalid.report.to_dict(), rows, columns=VIOLATION_COLUMNS)
         raise typer.Exit(1) from None
     wrong = launch_violations(planned.report, layout)
+    _warn(planned.report.warnings)
     _groups(planned, rank, chosen_fmt, wrong)
     if wrong:
         if chosen_fmt is OutputFormat.table:
@@ -119,6 +122,14 @@ def groups_cmd(
                 f"[red]✗ the launch would not start:[/red] {rules} (`meshsat validate` says why)"
             )
         raise typer.Exit(1)
+
+
+def _warn(warnings: tuple[Violation, ...] | list[Violation]) -> None:
+    """The layout's warnings, as `validate` words them, on stderr: a valid layout's groups
+    are shown whatever it warns of (two stages on one GPU, TOPO-STAGE-GPUS: SGLang starts
+    both schedulers there, and the groups show it), and the warning says what to mind."""
+    for w in warnings:
+        note(f"warning [{w.rule}] {w.message}")
 
 
 def _groups(
