@@ -109,3 +109,48 @@ def test_pp_repair_that_changes_the_gpus_says_so() -> None:
     assert best.gpus_used != decode.report.gpus_before
     assert told["objective"]["gpus_changed"] is True
     assert {t["tier"]: t for t in told["tiers"]}["gpus"]["kept"] is False
+
+
+_DSV3 = "--model-path deepseek-ai/DeepSeek-V3 --trust-remote-code --tp 8"
+
+
+def _page_script(prefill: str, decode: str) -> str:
+    return (
+        f"python -m sglang.launch_server {_DSV3} --disaggregation-mode prefill "
+        f"--host 10.0.0.1 --port 30000{prefill}\n"
+        f"python -m sglang.launch_server {_DSV3} --disaggregation-mode decode "
+        f"--host 10.0.0.2 --port 30000{decode}\n" + _ROUTER
+    )
+
+
+@pytest.mark.parametrize("version", ["0.5.19", "0.5.23"])
+@pytest.mark.parametrize("chunk", ["", " --chunked-prefill-size 1000"])
+def test_a_decode_s_forced_page_moves_the_prefill(version: str, chunk: str) -> None:
+    """flashmla runs pages of 64 whatever --page-size says (R-PAGE-SIZE, measured in
+    tests/test_page_size.py): the decode cannot follow its prefill's page 1, so the
+    prefill, whose back-end leaves the page free, takes --page-size 64 (its chunk of 1000,
+    no longer a multiple, repaired by its own fix) and the decode keeps its flags. Was:
+    --page-size 1 written on the decode, which still ran 64, the pair still broken."""
+    script = _page_script(chunk, " --attention-backend flashmla")
+    before = validate_deployment(script, sglang_version=version)
+    assert "PD-PAGE-SIZE" in {f.rule for f in before.errors}
+    fixed = fix_deployment(script, sglang_version=version)
+    assert fixed.after is not None and fixed.after.valid, fixed.after
+    prefill, decode = fixed.servers
+    assert prefill.flags == (("--page-size", "64"),)
+    assert decode.flags == () and decode.forced == ()
+    if chunk:
+        assert [(c.field, c.old) for c in prefill.report.best.changes] == [
+            ("chunked_prefill_size", 1000)
+        ]
+
+
+def test_two_forced_pages_are_left_to_the_hint() -> None:
+    """0.5.19's cutlass_mla runs 128 and flashmla 64: neither side can take the other's
+    page, so fix writes no --page-size (one on the decode changed nothing) and the pair
+    rule stays."""
+    script = _page_script(" --attention-backend cutlass_mla", " --attention-backend flashmla")
+    fixed = fix_deployment(script, sglang_version="0.5.19")
+    assert all(s.flags == () for s in fixed.servers)
+    assert fixed.after is not None
+    assert "PD-PAGE-SIZE" in {f.rule for f in fixed.after.errors}

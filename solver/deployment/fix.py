@@ -43,6 +43,7 @@ from meshsat.solver.packs import Pack, get_pack
 from meshsat.solver.repair.fix import fix
 from meshsat.solver.repair.objective import TIERS, objective_of
 from meshsat.solver.repair.results import Change, FixReport, FixResult
+from meshsat.solver.validation.validate import validate
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,8 @@ def fix_deployment(
         )
     prefill = [fixed[s.name] for s in deployment.of_role("prefill")]
     if prefill:
+        _prefill_takes_forced_page(deployment, fixed, fixes, pack, pins, objective, timeout_s)
+        prefill = [fixed[s.name] for s in deployment.of_role("prefill")]
         reference = prefill[0]
         p_side = side_of(reference, server_report(reference, pack))
         for server in deployment.of_role("decode"):
@@ -466,6 +469,93 @@ def _relisted(server: Server, found: ServerFix, relisted: Relisted) -> tuple[Ser
     return moved, replace(found, report=report, relisted=relisted)
 
 
+def _resolved_page(server: Server, page: int, pack: Pack) -> int | None:
+    """The page `server` runs given `--page-size page` (R-PAGE-SIZE: its attention back-end
+    or model may force its own)."""
+    config = server.layout.config.model_copy(update={"page_size": page})
+    report = validate(config, server.layout.model, explain=False, sglang_version=pack)
+    value = report.resolved.get("page_size")
+    return None if value is None else int(value)
+
+
+def _forced_page(decode: Server, p: Side, pack: Pack) -> int | None:
+    """The page a decode runs whatever it is told, where that is not the prefill's page: its
+    back-end forces it (flashmla 64), so following the prefill's `--page-size` would leave
+    PD-PAGE-SIZE broken (the decode still runs its own). None: the decode can follow."""
+    if p.page_size is None or decode.facts.page_size is None:
+        return None
+    page = _resolved_page(decode, p.page_size, pack)
+    return None if page is None or page == p.page_size else page
+
+
+def _prefill_takes_forced_page(
+    deployment: Deployment,
+    fixed: dict[str, Server],
+    fixes: dict[str, ServerFix],
+    pack: Pack,
+    pins: tuple[str, ...],
+    objective: str,
+    timeout_s: float,
+) -> None:
+    """PD-PAGE-SIZE repaired on the prefill side where the decode cannot move: when a decode
+    server's attention back-end forces a page (`_forced_page`, the first such decode's), and
+    every prefill server runs that page when told it (its own back-end leaves it free), each
+    prefill takes `--page-size` of it, found again by its own `fix` with the page pinned (a
+    chunk that no longer divides is repaired there). The decodes then follow as usual, and
+    already run the page. Otherwise (no prefill can run it, or two decodes force different
+    pages) nothing changes here and the pair rule stays, its hint saying why."""
+    prefills = [fixed[s.name] for s in deployment.of_role("prefill")]
+    p_side = side_of(prefills[0], server_report(prefills[0], pack))
+    forced = {
+        page
+        for s in deployment.of_role("decode")
+        if (page := _forced_page(fixed[s.name], p_side, pack)) is not None
+    }
+    if len(forced) != 1:
+        return
+    (page,) = forced
+    if "page_size" in pins or any(
+        s.facts.page_size is None or _resolved_page(s, page, pack) != page for s in prefills
+    ):
+        return
+    moved: dict[str, tuple[Server, ServerFix]] = {}
+    for server in prefills:
+        taken = _take_page(server, page, pack, pins, objective, timeout_s)
+        if taken is None:
+            return
+        moved[server.name] = taken
+    for name, (server, then) in moved.items():
+        fixed[name] = server
+        fixes[name] = _after(fixes[name], then)
+
+
+def _take_page(
+    server: Server,
+    page: int,
+    pack: Pack,
+    pins: tuple[str, ...],
+    objective: str,
+    timeout_s: float,
+) -> tuple[Server, ServerFix] | None:
+    """`server` told `--page-size page` (a flag edit, as a decode follows its prefill) and
+    fixed again with the page pinned; None where no layout keeps that page."""
+    server = replace(server, facts=replace(server.facts, page_size=str(page)))
+    config = server.layout.config
+    values = {k: getattr(config, k) for k in config.user_set()} | {"page_size": page}
+    found = fix(
+        values,
+        server.layout.model,
+        pins=(*pins, "page_size"),
+        objective=objective,
+        timeout_s=timeout_s,
+        sglang_version=pack,
+    )
+    if not found.fixes:
+        return None
+    server = _with_config(server, found.best.config)
+    return server, ServerFix(server.name, found, (), ((FACT_FLAGS["page_size"], str(page)),))
+
+
 def _follow(
     decode: Server,
     p: Side,
@@ -480,6 +570,10 @@ def _follow(
         r for r in PAIR_RULES if r.severity(pack.version) == "error" and r.check(p, d) is False
     ]
     follow = {name for r in broken for name in r.follow}
+    if "page_size" in follow and _forced_page(decode, p, pack) is not None:
+        # Its back-end runs its own page whatever it is told: writing the prefill's would
+        # change nothing (`_prefill_takes_forced_page` moves the prefill where it can).
+        follow.discard("page_size")
     facts = decode.facts
     flags: list[tuple[str, str]] = []
     for name in sorted(follow):
