@@ -22,6 +22,7 @@ from meshsat.solver.repair import search as fix_search
 from meshsat.solver.repair.fix import command_line, fix
 from meshsat.solver.repair.objective import Objective
 from meshsat.solver.repair.results import Change, FixSelfCheckError
+from meshsat.solver.validation.validate import validate
 from tests.fix_oracle import CHOICES, PACK, SIZES, divisors, nearest, objective_between, z3_accepts
 
 DP_CP = {
@@ -789,3 +790,58 @@ def test_top_k_lists_each_command_once(capsys: pytest.CaptureFixture[str]) -> No
     report = fix({"tp_size": 8, "moe_a2a_backend": "pplx"}, DEEPSEEK_V3_HF, top=8)
     rendered = [f.command_line for f in report.fixes]
     assert len(set(rendered)) == len(rendered), rendered
+
+
+#: The chunk 0.5.18 to 0.5.23 give an unset --chunked-prefill-size by the GPU's memory
+#: (`_handle_gpu_memory_settings`, read from their source; 4096 where none is known), before
+#: `_handle_data_parallelism` divides it by the DP-attention width.
+_SGLANG_DEFAULT_CHUNKS = (2048, 4096, 8192, 16384)
+
+
+def _chunk_check_holds(resolved: dict[str, Any]) -> bool:
+    """check_server_args's chunk assert on every GPU: the resolved chunk, or each default
+    divided as DP attention divides it, a multiple of the resolved page."""
+    page = resolved["page_size"]
+    chunk = resolved["chunked_prefill_size"]
+    if chunk is not None:
+        return chunk <= 0 or chunk % page == 0
+    dp = resolved["dp_size"] if resolved["enable_dp_attention"] else 1
+    return all((d // dp) % page == 0 for d in _SGLANG_DEFAULT_CHUNKS)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        # 0.5.23 measured: with no chunk it runs 4096 // 3 = 1365 and refuses it at launch
+        # ("chunked_prefill_size must be divisible by page_size").
+        {"tp_size": 3, "dp_size": 3, "enable_dp_attention": True, "page_size": 64},
+        {"tp_size": 3, "dp_size": 3, "enable_dp_attention": True, "attention_backend": "flashmla"},
+        {
+            "tp_size": 3,
+            "dp_size": 3,
+            "enable_dp_attention": True,
+            "attention_backend": "flashmla",
+            "chunked_prefill_size": 1000,
+        },
+    ],
+)
+def test_fix_never_leaves_the_chunk_to_a_default_that_breaks_the_page(
+    config: dict[str, Any],
+) -> None:
+    """Unsetting --chunked-prefill-size was fix's repair of KV-CHUNK-PAGE, though SGLang's
+    own chunk over DP attention 3 is a multiple of 64 on no GPU: every fix now holds on
+    every GPU, as the check is written above (not through meshsat's rules)."""
+    report = fix(config, sglang_version="0.5.23")
+    assert report.fixes
+    for found in report.fixes:
+        assert _chunk_check_holds(dict(found.resolved)), found.changes
+
+
+def test_the_default_chunk_is_advice_in_validate() -> None:
+    """dp 3 with pages of 64 warns; dp 2 (0.5.23 measured: 2048 // 2 = 1024, accepted)
+    and a chunk typed to fit (576 // 3 = 192, accepted) do not."""
+    base = {"tp_size": 3, "dp_size": 3, "enable_dp_attention": True, "page_size": 64}
+    report = validate(base, explain=False, sglang_version="0.5.23")
+    assert report.valid and [w.rule for w in report.warnings] == ["KV-CHUNK-DEFAULT-PAGE"]
+    for fine in ({**base, "tp_size": 2, "dp_size": 2}, {**base, "chunked_prefill_size": 576}):
+        assert not validate(fine, explain=False, sglang_version="0.5.23").warnings

@@ -35,7 +35,9 @@ The chunk check (`chunked_prefill_size % page_size == 0`):
 - 0.5.18 to 0.5.23, `check_server_args` (at launch): on the resolved values (the chunk after
   DP attention divides it, the resolved page), skipped when chunked prefill is off (<= 0) or
   on a PD decode server. An unset chunk is a GPU-memory default (2,048 to 16,384) that
-  meshsat does not know: not checked.
+  meshsat does not know: not an error, but KV-CHUNK-DEFAULT-PAGE (advice) asks every
+  default, as DP attention divides it, to hold, so `fix` never leaves it to SGLang where
+  it may not.
 - 0.4.6.post5, a bare assert in `__post_init__`, before the back-end's page and DP
   attention's division: on the chunk and page as typed, a chunk of -1 included.
 """
@@ -43,7 +45,7 @@ The chunk check (`chunked_prefill_size % page_size == 0`):
 from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import USES_MLA
-from meshsat.solver.lang.expr import Expr, divides, is_set, ite, one_of
+from meshsat.solver.lang.expr import And, Expr, divides, is_set, ite, lift, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
 from meshsat.solver.lang.rule import Assign, Resolution, Rule, assign
@@ -180,6 +182,35 @@ CHUNK_PAGE = Rule(
     MESSAGE,
     "check_server_args",
     hint=_HINT,
+)
+#: The chunk SGLang gives an unset --chunked-prefill-size (`_handle_gpu_memory_settings`,
+#: by the GPU's memory: 2048 under 20 GB, 4096 under 60 GB or with no GPU known, 8192 under
+#: 160 GB, 16384 above; 0.5.18 to 0.5.23), before DP attention divides it by dp_size.
+MEMORY_DEFAULT_CHUNKS = (2048, 4096, 8192, 16384)
+_DP_SHARE = ite(F.enable_dp_attention, F.dp_size, 1)
+#: KV-CHUNK-PAGE on the chunk SGLang picks itself: every default above, divided as DP
+#: attention divides it (`_handle_data_parallelism`), must be a multiple of the page. Not an
+#: error: meshsat does not know the GPU's memory, and some GPU may pass (dp 64 with pages
+#: of 64: 16384 // 64 = 256 does, 2048 // 64 = 32 does not); where none passes (dp 3 with
+#: pages of 64: 682, 1365, 2730, 5461) SGLang 0.5.23 refuses it at launch with
+#: KV-CHUNK-PAGE's words (measured: --tp 3 --attn-dp-size 3 --page-size 64, chunk 1365).
+#: meshsat's advice, so `fix` and `enumerate` never leave the chunk to SGLang where it may
+#: break the check: a fix that unset --chunked-prefill-size was no repair there.
+CHUNK_DEFAULT_PAGE = Rule(
+    "KV-CHUNK-DEFAULT-PAGE",
+    ~is_set(_CHUNK) & (F.disaggregation_mode != "decode"),
+    # (D // dp) % page == 0 written without the quotient, which the exponent encoding
+    # would otherwise ask to be exact of every layout: D % (dp·page) < dp (D = dp·q + r,
+    # q = page·m + s: the remainder is dp·s + r, below dp exactly when s = 0).
+    ~is_set(_PAGE)
+    | And(*((lift(d) % (_DP_SHARE * _PAGE)) < _DP_SHARE for d in MEMORY_DEFAULT_CHUNKS)),
+    "with no --chunked-prefill-size SGLang sizes the chunk by the GPU's memory (2048, 4096, "
+    "8192 or 16384) and DP attention divides it by dp_size {dp_size}: on some GPUs that "
+    "chunk is not a multiple of the page size {page_size}, and check_server_args refuses "
+    "it: " + MESSAGE,
+    "check_server_args",
+    hint="give a --chunked-prefill-size that is a multiple of dp_size times the page size "
+    "(with DP attention) or of the page size",
 )
 #: 0.4.6.post5's bare assert in `__post_init__`, on the typed values (before the back-end's
 #: page and DP attention's division), a chunk of -1 included.

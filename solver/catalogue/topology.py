@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from meshsat.solver.catalogue.page_size import CHUNK_PAGE
+from meshsat.solver.catalogue.page_size import CHUNK_DEFAULT_PAGE, CHUNK_PAGE
 from meshsat.solver.catalogue.serving import CHECKS_AFTER_CHUNK, CHECKS_BEFORE_PP, CHECKS_LAST_PP
 from meshsat.solver.lang.derived import attn_tp_whole, replicas
 from meshsat.solver.lang.expr import TRUE, And, Expr, Named, Or, divides, is_set, ite, named
@@ -234,6 +234,8 @@ RULES: tuple[Rule, ...] = (
     # check_server_args() checks the chunk against the page after the PP and LoRA checks
     # and before two-batch overlap.
     CHUNK_PAGE,
+    # The same check on the chunk SGLang sizes itself (meshsat's advice).
+    CHUNK_DEFAULT_PAGE,
     # Then PD-Multiplexing and priority scheduling (catalogue/serving.py).
     *CHECKS_AFTER_CHUNK,
     # check_two_batch_overlap(), from check_server_args(); ROCm's DSA round-robin prefill

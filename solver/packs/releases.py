@@ -256,7 +256,8 @@ _SEED_BASE = base_pack(
     # does not divide tp_size is DCP-TP-DIV there); docs/rules.md §6.
     # Nor TOPO-STAGE-GPUS: every release starts two of one engine's schedulers on one GPU
     # (stages interleaved by --gpu-id-step) without a word.
-    advice=frozenset({"DCP-IN-ATTN-TP", "TOPO-STAGE-GPUS"}),
+    # Nor KV-CHUNK-DEFAULT-PAGE: the chunk SGLang sizes itself depends on the GPU's memory.
+    advice=frozenset({"DCP-IN-ATTN-TP", "TOPO-STAGE-GPUS", page_size.CHUNK_DEFAULT_PAGE.id}),
     # --disaggregation-decode-allocation-policy is new in 0.5.23.
     absent_fields=("attn_dp_size", "disaggregation_decode_allocation_policy"),
     # Measured: 0.5.19's resolution accepts every layout these alone reject.
