@@ -25,7 +25,7 @@ import statistics
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -544,6 +544,77 @@ def repeats_line(
     )
 
 
+@dataclass(frozen=True)
+class CampaignOffsets:
+    """How much of an estimate's error is one factor per measurement campaign (one SGLang
+    build, model, GPU and quantization: rows a single benchmark session produced)."""
+
+    campaigns: int
+    #: Each campaign's median estimate / measurement, the smallest and the largest.
+    lowest: float
+    highest: float
+    #: Median |error| as estimated, and with each campaign's median ratio divided out.
+    as_is: float
+    within: float
+    #: Each campaign's median estimate / measurement.
+    ratios: dict[Hashable, float]
+
+
+def campaign_offsets(
+    pairs: Iterable[tuple[Hashable, float, float]],
+) -> CampaignOffsets:
+    """`pairs`: (campaign, estimate, measurement). Why: an estimate sees the layout, the
+    model, the GPU and the workload, never the session; if a campaign's rows are off by one
+    common factor, no estimate from those inputs can remove it, and `within` is what the
+    estimate would score were that factor known (a floor a better layout model does not
+    lower)."""
+    logs: dict[Hashable, list[float]] = defaultdict(list)
+    for key, est, meas in pairs:
+        logs[key].append(math.log(est / meas))
+    if not logs:
+        raise ValueError("no rows")
+    centre = {k: statistics.median(v) for k, v in logs.items()}
+    as_is = [abs(math.exp(x) - 1) for v in logs.values() for x in v]
+    within = [abs(math.exp(x - centre[k]) - 1) for k, v in logs.items() for x in v]
+    ratios = {k: math.exp(c) for k, c in centre.items()}
+    return CampaignOffsets(
+        len(logs),
+        min(ratios.values()),
+        max(ratios.values()),
+        statistics.median(as_is),
+        statistics.median(within),
+        ratios,
+    )
+
+
+def campaigns_line(rows: Sequence[Row], preds: dict[int, tuple[float, float]]) -> str:
+    """The TTFT and TPOT error split into one factor per campaign and the rest."""
+    sel = [r for r in rows if id(r) in preds]
+    key = lambda r: (r.run.build, r.run.model, r.run.gpu, r.run.quant)  # noqa: E731
+    t = campaign_offsets((key(r), preds[id(r)][0], r.run.ttft_ms) for r in sel)
+    p = campaign_offsets((key(r), preds[id(r)][1], r.run.tpot_ms) for r in sel)
+    # The same model, GPU and quantization in several builds' campaigns: how far apart.
+    setups: dict[Hashable, list[float]] = defaultdict(list)
+    for k, ratio in t.ratios.items():
+        assert isinstance(k, tuple)
+        setups[k[1:]].append(ratio)
+    spread = max((max(v) / min(v), k) for k, v in setups.items() if len(v) > 1)
+    model, gpu, quant = spread[1]
+    return (
+        f"Campaigns ({DEFAULT}, leave-one-model-out; a campaign: one SGLang build, model, GPU "
+        f"and quantization, {t.campaigns} of them): each campaign's median TTFT estimate / "
+        f"measurement lies between {t.lowest:.2f} and {t.highest:.2f} (TPOT {p.lowest:.2f} to "
+        f"{p.highest:.2f}). With that one factor per campaign divided out, the median TTFT "
+        f"|error| would be {100 * t.within:.1f} % instead of {100 * t.as_is:.1f} % (TPOT "
+        f"{100 * p.within:.1f} % instead of {100 * p.as_is:.1f} %): most of the TTFT miss is a "
+        "factor shared by every row of one benchmark session (its client, its queueing, its "
+        "build). Part of it follows the model and GPU, which the estimate sees, but not "
+        f"all: for {model} {quant} on {gpu}, measured in {len(setups[spread[1]])} builds' "
+        f"campaigns, the campaigns' median ratios differ by up to {spread[0]:.1f}x "
+        "(`campaign_offsets`)."
+    )
+
+
 def builds_line(rows: Sequence[Row], preds: dict[int, tuple[float, float]]) -> str:
     """The across-build same-GPU-count comparisons split by whether one build ran all their
     layouts: where none did, the measured order mixes releases, not layouts alone."""
@@ -772,6 +843,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         builds_line(rows, preds[f"{DEFAULT}, leave-one-model-out"]),
         "",
         repeats_line(rows, runs, preds[f"{DEFAULT}, leave-one-model-out"]),
+        "",
+        campaigns_line(rows, preds[f"{DEFAULT}, leave-one-model-out"]),
         "",
         "Not estimable by the engine (rows): "
         + "; ".join(f"{k}: {v}" for k, v in skipped.most_common()),

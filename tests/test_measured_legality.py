@@ -4,10 +4,13 @@ refused as recorded, legal with flags the row does not record, or legal. The ora
 
 from __future__ import annotations
 
+import math
 import shlex
 from typing import Any
 
-from benchmarks.perf_accuracy import RECORDED_FIELDS, Verdict, judge
+import pytest
+
+from benchmarks.perf_accuracy import RECORDED_FIELDS, Verdict, campaign_offsets, judge
 from meshsat.solver import fix, validate
 from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
@@ -83,3 +86,18 @@ def test_fix_of_large_ep_decode_is_the_recipe() -> None:
     # changed value as typed (not `--moe-runner-backend megamoe`, its alias).
     ran = validate(best.config, spec, sglang_version=PACK).resolved_env
     assert all(ran[c.field] == c.new for c in best.changes), best.changes
+
+
+def test_campaign_offsets_divide_out_one_factor_per_campaign() -> None:
+    """Two campaigns, each off by its own factor (0.5x and 2x) with a little spread: as
+    estimated every row is 50 % or 100 % off; with each campaign's median ratio divided out
+    only the spread is left."""
+    rows = [("a", 0.5 * m * s, m) for m, s in ((100, 1.0), (200, 1.1), (300, 0.9))]
+    rows += [("b", 2.0 * m * s, m) for m, s in ((10, 1.0), (20, 1.2), (30, 0.8))]
+    c = campaign_offsets(rows)
+    assert c.campaigns == 2
+    assert math.isclose(c.lowest, 0.5) and math.isclose(c.highest, 2.0)
+    # |error| as estimated: 0.45, 0.5, 0.55 and 0.6, 1.0, 1.4; with the factor out: 0, 0.1,
+    # 0.1 and 0, 0.2, 0.2.
+    assert c.as_is == pytest.approx(0.575)
+    assert c.within == pytest.approx(0.1, rel=0.05)
