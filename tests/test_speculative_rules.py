@@ -294,3 +294,30 @@ def test_dspark_with_attention_dp_takes_three_all_to_all_backends() -> None:
         assert rules is None or not rules[0].startswith("SPEC-DSPARK"), (backend, rules)
     # 0.5.19 has no such checks in meshsat's packs (its handlers differ: left alone).
     assert _first("0.5.19", "llama", speculative_algorithm="DFLASH", platform="cpu") is None
+
+
+#: SGLang 0.5.23's verdict on an EAGLE tree (top-k 4) with trtllm_mha as one phase's back-end
+#: only (oracle --launch, H100 facts; 0.5.19 answers the same): its check reads
+#: `attention_backends_of`, the resolved (prefill, decode) pair. (base, prefill, decode,
+#: refused).
+SPLIT_TRTLLM: tuple[tuple[str | None, str | None, str | None, bool], ...] = (
+    (None, None, "trtllm_mha", True),
+    (None, "trtllm_mha", None, True),
+    ("fa3", "trtllm_mha", "fa3", True),
+    ("fa3", "fa3", "trtllm_mha", True),
+    ("triton", None, "fa3", False),
+    (None, "fa3", "fa3", False),
+)
+
+
+@pytest.mark.parametrize(("base", "prefill", "decode", "refused"), SPLIT_TRTLLM)
+@pytest.mark.parametrize("version", ["0.5.19", "0.5.23"])
+def test_trtllm_mha_as_one_phases_back_end_takes_top_k_1(
+    version: str, base: str | None, prefill: str | None, decode: str | None, refused: bool
+) -> None:
+    split = {"prefill_attention_backend": prefill, "decode_attention_backend": decode}
+    layout = {"attention_backend": base, **split, **_TREE, **H100}
+    first = _first(version, "llama", speculative_algorithm="EAGLE", **layout)
+    assert (first is not None and first[0] == "SPEC-TRTLLM-MHA-TOPK") == refused, first
+    chain = {**layout, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+    assert _first(version, "llama", speculative_algorithm="EAGLE", **chain) is None

@@ -317,7 +317,9 @@ def topk_set(source: str, families: tuple[str, ...], only_paged: bool) -> Rule:
     )
 
 
-#: `"trtllm_mha" in attention_backends_of(...)`: either side of the resolved pair (0.5.18 on).
+#: `"trtllm_mha" in attention_backends_of(...)`: the resolved (prefill, decode) pair, a split
+#: back-end left out being the base one's, so trtllm_mha as the prefill or decode back-end
+#: alone counts too.
 TRTLLM_MHA_TOPK = Rule(
     "SPEC-TRTLLM-MHA-TOPK",
     eagle_family & ((PREFILL == "trtllm_mha") | (DECODE == "trtllm_mha")) & is_set(_topk),
