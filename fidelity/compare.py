@@ -172,8 +172,9 @@ def release_config(rec: dict[str, Any]) -> dict[str, Any]:
     for name in ENV_FIELDS:
         if name in (rec["config"] or {}):
             cfg[name] = rec["config"][name]
-    if "lora_paths" in cfg:  # the adapters: meshsat reads whether there are any
-        cfg["lora_paths"] = bool(cfg["lora_paths"])
+    for name in ("lora_paths", "lora_target_modules"):  # meshsat reads whether any is named
+        if name in cfg:
+            cfg[name] = bool(cfg[name])
     return cfg
 
 

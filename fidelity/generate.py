@@ -252,6 +252,8 @@ LEGACY_MODE = {"in-seq-split": "zigzag", "round-robin-split": "interleave"}
 
 #: The adapter a record's --lora-paths names (meshsat's `lora_paths`: any adapter at all).
 LORA_ADAPTER = "meshsat=/tmp/meshsat-lora"
+#: The modules a record's --lora-target-modules names (meshsat's `lora_target_modules`: any).
+LORA_MODULES = ["q_proj", "v_proj"]
 
 
 def spell(
@@ -274,6 +276,8 @@ def spell(
         # meshsat reads only whether --lora-paths names an adapter: one, by name (resolution
         # reads no adapter file).
         c["lora_paths"] = [LORA_ADAPTER]
+    if c.pop("lora_target_modules", False):
+        c["lora_target_modules"] = list(LORA_MODULES)
     major = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
     if "attn_dp_size" in fields and c.get("enable_dp_attention"):
         # 0.5.23: `--attn-dp-size N` is what `--enable-dp-attention --dp-size N` became.

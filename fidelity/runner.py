@@ -396,10 +396,13 @@ class Resolver:
             act = self.actions.get(name)
             if act is None or val is None or isinstance(val, bool):
                 continue
-            if act.choices is not None and val not in act.choices:
-                return f"argument {act.option_strings[0]}: invalid choice: {val!r}"
-            if act.type is int and not isinstance(val, int):
-                return f"argument {act.option_strings[0]}: invalid int value: {val!r}"
+            # A list flag (nargs "*", `--lora-target-modules q_proj v_proj`): argparse
+            # checks each word.
+            for one in val if isinstance(val, list) else [val]:
+                if act.choices is not None and one not in act.choices:
+                    return f"argument {act.option_strings[0]}: invalid choice: {one!r}"
+                if act.type is int and not isinstance(one, int):
+                    return f"argument {act.option_strings[0]}: invalid int value: {one!r}"
         return None
 
     def resolve(self, item: dict[str, Any]) -> dict[str, Any]:

@@ -350,6 +350,12 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
     "SPEC-DSPARK-DEVICE": [(None, {"speculative_algorithm": "dspark", "tp_size": 2})],
     # 0.4.6.post5's check_server_args: LoRA adapters without the radix cache.
     "LORA-PATHS-RADIX": [(None, {"lora_paths": True}), (None, {"lora_paths": True, "tp_size": 2})],
+    # LoRA on with no adapter named at launch: a rank alone, modules alone, neither.
+    "LORA-RANK-MODULES": [
+        (None, {"enable_lora": True}),
+        (None, {"enable_lora": True, "max_lora_rank": 8}),
+        (None, {"enable_lora": True, "lora_target_modules": True, "tp_size": 2}),
+    ],
     "SPEC-NGRAM-PAGE": [
         ("deepseek_v32", {"tp_size": 8, "speculative_algorithm": "NGRAM"}),
         ("llama", {"speculative_algorithm": "NGRAM", "page_size": 64}),

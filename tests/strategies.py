@@ -100,6 +100,8 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     # SGLang's own bounds (>= 0, >= 1) and ids that run past a node of 8 or 4 GPUs.
     "base_gpu_id": (0, 0, 1, 2, 4, 6, -1),
     "gpu_id_step": (1, 1, 2, 3, 0),
+    # SGLang tests the rank's truth: 0 is as good as none (LORA-RANK-MODULES).
+    "max_lora_rank": (None, None, 0, 8, 64),
     "ep_join_rank_offset": (0, 0, 0, 2, 4, 8, -1),
     "elastic_ep_scale_timeout": (600, 600, 0),
     "tokenizer_worker_num": (1, 1, 2),
@@ -183,9 +185,10 @@ WEIGHT_FACTS = (
     "quant_experts",
     "quant_shared_experts",
 )
-#: LoRA's adapters and back-end: set by the LoRA theme only (`_themes`), for the same
-#: reason (the lora_* MoE runner checks read them together with the runner).
-LORA_FIELDS = ("lora_paths", "lora_backend")
+#: LoRA's adapters, back-end and start-up shapes: set by the LoRA theme (`_themes`) or drawn
+#: as a group, for the same reason (the LoRA checks read them together: the lora_* MoE
+#: runners with the back-end, LORA-RANK-MODULES the adapters with the rank and modules).
+LORA_FIELDS = ("lora_paths", "lora_backend", "max_lora_rank", "lora_target_modules")
 #: Speculative decoding's parameters and the page size its checks read: drawn as a group
 #: too (a tree needs several at once: the algorithm, steps, top-k, pages).
 SPECULATIVE = (
@@ -389,6 +392,8 @@ def raw_envs(draw: st.DrawFn, zero_sizes: bool = True) -> dict[str, Any]:
         names += [n for n in WEIGHT_FACTS if draw(st.booleans())]
     if draw(st.integers(0, 3)) == 0:  # speculative decoding, drawn together
         names += [n for n in SPECULATIVE if draw(st.booleans())]
+    if draw(st.integers(0, 3)) == 0:  # LoRA, drawn together (LoRA on: its start-up shapes)
+        names += [n for n in ("enable_lora", *LORA_FIELDS) if draw(st.booleans())]
     if draw(st.booleans()):  # cache and scheduling flags, drawn together
         env.update(draw(st.sampled_from(({}, {}, {}, {}, *SERVING_THEMES))))
         names += [n for n in SERVING_FIELDS if draw(st.booleans())]

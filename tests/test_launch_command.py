@@ -191,8 +191,9 @@ def test_rendering_a_recorded_input_gives_the_release_the_same_namespace(version
             and not (v is False and k in defaults and defaults[k] is None)
             for k, v in args.items()
         )
-        # --lora-paths' adapters: meshsat reads only whether there are any and writes none.
-        typable = typable and "lora_paths" not in args
+        # --lora-paths' adapters, --lora-target-modules' modules: meshsat reads only whether
+        # there are any and writes none.
+        typable = typable and not {"lora_paths", "lora_target_modules"} & set(args)
         if not rec["accepted"] or not typable or set(args) & set(OLD_SPELLINGS):
             continue
         command = launch_command(Config(**release_config(rec)), version, model_path="m")

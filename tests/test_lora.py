@@ -155,15 +155,79 @@ def test_lora_paths_are_read_as_whether_any_adapter_is_named() -> None:
 
 def test_fix_keeps_the_adapters_and_the_runner() -> None:
     """fix repairs a LoRA runner without LoRA by turning it on (with triton_v2), not by an
-    MXFP8 checkpoint that swaps the runner away; it never adds or drops adapters."""
+    MXFP8 checkpoint that swaps the runner away; it never adds or drops adapters, nor the
+    rank and modules LoRA starts without them on (LORA-RANK-MODULES): with neither, LoRA
+    cannot start, and the runner goes."""
     from meshsat.solver.repair.fix import fix
 
-    for paths in (False, True):
-        cfg = Config(tp_size=4, moe_runner_backend="lora_triton", lora_paths=paths)
+    shapes = {"max_lora_rank": 8, "lora_target_modules": True}
+    for facts, wanted in (
+        ({"lora_paths": True}, {"lora_backend": "triton_v2"}),
+        (shapes, {"lora_backend": "triton_v2", "enable_lora": True}),
+        ({}, {"moe_runner_backend": "auto"}),
+    ):
+        cfg = Config(tp_size=4, moe_runner_backend="lora_triton", **facts)
         out = fix(cfg, model("qwen3_moe"), sglang_version=get_pack("0.5.23"))
         changed = {c.field: c.new for c in out.fixes[0].changes}
-        wanted = {"lora_backend": "triton_v2"} | ({} if paths else {"enable_lora": True})
-        assert changed == wanted, paths
+        assert changed == wanted, facts
+
+
+#: SGLang's own answers (0.5.18, 0.5.19 and 0.5.23 alike: each release's resolution and
+#: check_server_args on CPU, its own parser reading the words, fidelity/runner.py; 0.5.23
+#: also with H100 facts) to LoRA turned on with no adapter named: it needs both a rank
+#: (not 0) and a module list (not empty). (flags, refused).
+NO_ADAPTER: tuple[tuple[str, bool], ...] = (
+    ("--enable-lora", True),
+    ("--enable-lora --max-lora-rank 8", True),
+    ("--enable-lora --lora-target-modules q_proj", True),
+    ("--enable-lora --max-lora-rank 0 --lora-target-modules q_proj", True),
+    ("--enable-lora --max-lora-rank 8 --lora-target-modules", True),
+    ("--enable-lora --max-lora-rank 8 --lora-target-modules q_proj", False),
+    ("--enable-lora --max-lora-rank 8 --lora-target-modules all", False),
+    (f"--enable-lora {PATHS}", False),
+    (f"{PATHS} --max-lora-rank 0", False),
+    ("--max-lora-rank 8", False),
+)
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.19", "0.5.23"])
+@pytest.mark.parametrize("flags,refused", NO_ADAPTER)
+def test_lora_without_adapters_needs_a_rank_and_modules(
+    version: str, flags: str, refused: bool
+) -> None:
+    report = _judge("llama", flags, version)
+    rules = [v.rule for v in report.violations]
+    assert rules == (["LORA-RANK-MODULES"] if refused else []), rules
+    if refused:
+        assert report.violations[0].message == (
+            "When no initial --lora-paths is provided, you need to specify both "
+            "--max-lora-rank and --lora-target-modules for LoRA initialization."
+        )
+
+
+def test_the_rank_and_modules_are_read_from_a_pasted_command() -> None:
+    """--max-lora-rank is a number; --lora-target-modules a list, read as whether it names a
+    module (a bare flag: none); fix prints the words of both as typed (they are facts)."""
+    from meshsat.solver.inputs.launch import read_launch_commands
+    from meshsat.solver.inputs.rewrite import fixed_command
+    from meshsat.solver.repair.fix import fix
+
+    line = (
+        "python -m sglang.launch_server --model-path x --tp 3 --enable-lora "
+        "--max-lora-rank 16 --lora-target-modules q_proj v_proj --tp 4 --dp 3 "
+        "--enable-dp-attention"
+    )
+    values = parse_sglang_command(line).values
+    assert (values["max_lora_rank"], values["lora_target_modules"]) == (16, True)
+    bare = parse_sglang_command("python -m sglang.launch_server --lora-target-modules --tp 2")
+    assert bare.values["lora_target_modules"] is False and bare.values["tp_size"] == 2
+    # 0.4.6.post5 has neither flag.
+    old = _judge("llama", "--max-lora-rank 8", "0.4.6.post5")
+    assert [v.rule for v in old.violations] == ["FLAG-ABSENT-MAX-LORA-RANK"]
+    result = fix(Config(**values), model("llama"), sglang_version=get_pack("0.5.23")).best
+    (launch,) = read_launch_commands(line)
+    printed = fixed_command(line, launch, result.config, attn_dp_spelling=True)
+    assert "--max-lora-rank 16 --lora-target-modules q_proj v_proj" in printed
 
 
 def test_triton_v2_refuses_rocm() -> None:

@@ -176,6 +176,20 @@ LORA_RULES: tuple[Rule, ...] = (
     ),
 )
 
+#: check_lora_server_args (0.5.18 to 0.5.23, at launch; before check_lora_moe_runner_args):
+#: LoRA on with no adapter named at launch shapes its buffers from --max-lora-rank and
+#: --lora-target-modules, so it asserts both (their truth: a rank of 0 or an empty module
+#: list is none). --enable-lora as typed: --lora-paths turns it on only with adapters.
+LORA_RANK_MODULES = Rule(
+    "LORA-RANK-MODULES",
+    F.enable_lora & ~F.lora_paths,
+    is_set(F.max_lora_rank) & (F.max_lora_rank != 0) & F.lora_target_modules,
+    "When no initial --lora-paths is provided, you need to specify both --max-lora-rank and "
+    "--lora-target-modules for LoRA initialization.",
+    _LORA_SRC,
+    hint="--max-lora-rank and --lora-target-modules, or --lora-paths with an adapter",
+)
+
 #: _check_v2_lora_modes (lora_hook.py, 0.5.23): what the triton_v2 LoRA back-end cannot
 #: run yet, as (rule suffix, holds, SGLang's name for the mode), in its order. Not
 #: modelled: SGLANG_EXPERIMENTAL_LORA_OPTI (asked before ROCm; assumed unset).

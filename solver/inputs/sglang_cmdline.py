@@ -55,7 +55,10 @@ DEPRECATED: dict[str, tuple[str, Any]] = {
 }
 #: SGLang flags that take a list (nargs *) of which meshsat reads only whether it names
 #: anything: flag -> its boolean field (`--lora-paths a=/x b=/y`: SGLang turns LoRA on).
-LIST_FACTS: dict[str, str] = {"--lora-paths": "lora_paths"}
+LIST_FACTS: dict[str, str] = {
+    "--lora-paths": "lora_paths",
+    "--lora-target-modules": "lora_target_modules",
+}
 #: Where a node's own schedulers sit: each node's process reads its own (SGLang's
 #: `gpu_id = base_gpu_id + … + (tp_rank % tp_per_node)·gpu_id_step` in
 #: `launch_tensor_parallel_group`, 0.4.6.post5 to 0.5.23; no other code reads them across

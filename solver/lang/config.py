@@ -466,6 +466,23 @@ class Config(BaseModel):
         group="moe",
         tool_only=True,
     )
+    # What LoRA's buffers are shaped for when no adapter is named at launch (0.5.x: SGLang
+    # then needs both, LORA-RANK-MODULES). Facts of the launch, as the adapters are: fix
+    # keeps them. --lora-target-modules is a list of which meshsat reads only whether it
+    # names a module (SGLang tests its truth).
+    max_lora_rank: int | None = _f(
+        None,
+        "Largest LoRA adapter rank (None: inferred from --lora-paths' adapters; 0 is "
+        "SGLang's 'not given' too).",
+        flags=("--max-lora-rank",),
+        group="moe",
+    )
+    lora_target_modules: bool = _f(
+        False,
+        "--lora-target-modules names at least one module (meshsat reads only that much of it).",
+        group="moe",
+        tool_only=True,
+    )
     lora_backend: Literal["triton", "csgmv", "ascend", "torch_native", "triton_v2"] = _f(
         "csgmv",
         "LoRA kernel back-end: the lora_* MoE runners need triton_v2, which refuses DP "

@@ -220,7 +220,7 @@ _MOE_BEFORE: tuple[tuple[str, Rule], ...] = (
 # and no attention DP stops at the LoRA check), and before its chunk/page, PD-Multiplexing
 # and priority-scheduling asserts (validation_hook.py's order).
 _LORA_BEFORE: tuple[tuple[str, Rule], ...] = tuple(
-    ("KV-CHUNK-PAGE", r) for r in moe_kernel.LORA_RULES
+    ("KV-CHUNK-PAGE", r) for r in (moe_kernel.LORA_RANK_MODULES, *moe_kernel.LORA_RULES)
 )
 _MOE_AFTER: tuple[tuple[str, Rule], ...] = (
     ("A2A-DEEPEP-V2-RUNNER", a2a.DEEPEP_V2_OVERLAP),
@@ -277,7 +277,7 @@ SEED = apply(
         handler_order=PIPELINE_ORDER,
         # check_lora_moe_runner_args runs in check_server_args(), at launch.
         launch_only=_LAUNCH_RULES
-        | {r.id for r in moe_kernel.LORA_RULES}
+        | {r.id for r in (moe_kernel.LORA_RANK_MODULES, *moe_kernel.LORA_RULES)}
         | {quantization.QUANT_REQUANT_SOURCE.id},
     ),
 )
@@ -531,10 +531,11 @@ _CP_DSA_0_5_23 = Resolution(
 
 # 0.5.23's LoRA checks (arg_groups/lora_hook.py, from check_server_args, at launch), each
 # where SGLang asks it: check_lora_server_args refuses the triton_v2 back-end's unsupported
-# modes, then check_lora_moe_runner_args asks for the back-end, its modes and the weights
-# between MOE-LORA-ENABLE and MOE-LORA-A2A, and for elastic EP before the placement.
+# modes (before it asks for the rank and modules), then check_lora_moe_runner_args asks for
+# the back-end, its modes and the weights between MOE-LORA-ENABLE and MOE-LORA-A2A, and for
+# elastic EP before the placement.
 _LORA_0_5_23: tuple[tuple[str, Rule], ...] = (
-    *(("MOE-LORA-ENABLE", r) for r in moe_kernel.LORA_V2_RULES),
+    *(("LORA-RANK-MODULES", r) for r in moe_kernel.LORA_V2_RULES),
     *(("MOE-LORA-A2A", r) for r in moe_kernel.LORA_RUNNER_RULES),
     ("MOE-LORA-PLACEMENT", moe_kernel.LORA_EEP),
 )
@@ -968,6 +969,9 @@ _ABSENT_0_4 = (
     "cuda_graph_backend_prefill",
     "deepep_v2_mode",
     "enable_lora",
+    # (--lora-target-modules too, a tool fact with no flag of its own: a pasted command
+    # with it is refused as a flag this release lacks, CMD-UNKNOWN-FLAG.)
+    "max_lora_rank",
     "disaggregation_decode_allocation_policy",
     "swa_full_tokens_ratio",
     "prefill_attention_backend",
