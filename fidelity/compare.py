@@ -175,6 +175,8 @@ def release_config(rec: dict[str, Any]) -> dict[str, Any]:
     for name in ("lora_paths", "lora_target_modules"):  # meshsat reads whether any is named
         if name in cfg:
             cfg[name] = bool(cfg[name])
+    if "uno_lora_path" in cfg:  # UNO's draft adapter: meshsat reads whether one is given
+        cfg["uno_lora_path"] = cfg["uno_lora_path"] is not None
     return cfg
 
 

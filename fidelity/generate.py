@@ -254,6 +254,8 @@ LEGACY_MODE = {"in-seq-split": "zigzag", "round-robin-split": "interleave"}
 LORA_ADAPTER = "meshsat=/tmp/meshsat-lora"
 #: The modules a record's --lora-target-modules names (meshsat's `lora_target_modules`: any).
 LORA_MODULES = ["q_proj", "v_proj"]
+#: The draft adapter a record's --uno-lora-path gives (meshsat's `uno_lora_path`: one given).
+UNO_LORA = "/tmp/meshsat-uno-lora"
 
 
 def spell(
@@ -278,6 +280,8 @@ def spell(
         c["lora_paths"] = [LORA_ADAPTER]
     if c.pop("lora_target_modules", False):
         c["lora_target_modules"] = list(LORA_MODULES)
+    if c.pop("uno_lora_path", False):
+        c["uno_lora_path"] = UNO_LORA
     major = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
     if "attn_dp_size" in fields and c.get("enable_dp_attention"):
         # 0.5.23: `--attn-dp-size N` is what `--enable-dp-attention --dp-size N` became.

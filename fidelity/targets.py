@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any
 
 from fidelity.generate import DOMAINS, MODELS, Config, sample, spell
+from meshsat.solver.catalogue.speculative import UNO_0_5_23
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.config import Config as MeshsatConfig
 from meshsat.solver.lang.fields import CONFIG_SPECS
@@ -347,6 +348,10 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
     ],
     # 0.5.23's DFLASH and DSPARK handlers open with the device (the CPU recorder's).
     "SPEC-DFLASH-DEVICE": [(None, {"speculative_algorithm": "DFLASH"})],
+    "SPEC-UNO-DEVICE": [
+        (None, {"speculative_algorithm": "UNO", "uno_lora_path": True}),
+        (None, {"speculative_algorithm": "uno", "speculative_num_draft_tokens": 4}),
+    ],
     "SPEC-DSPARK-DEVICE": [(None, {"speculative_algorithm": "dspark", "tp_size": 2})],
     # 0.4.6.post5's check_server_args: LoRA adapters without the radix cache.
     "LORA-PATHS-RADIX": [(None, {"lora_paths": True}), (None, {"lora_paths": True, "tp_size": 2})],
@@ -621,6 +626,12 @@ UNREACHABLE = {
         "behind SPEC-DFLASH-DEVICE / SPEC-DSPARK-DEVICE on the CPU recorder (0.5.23's "
         "answers on an H100 in tests/test_speculative_rules.py)",
     ),
+    # UNO's layout checks follow its device check likewise.
+    **{
+        rule.id: "behind SPEC-UNO-DEVICE on the CPU recorder (0.5.23's answers on an H100 in "
+        "tests/test_speculative_rules.py)"
+        for rule in UNO_0_5_23[1:]
+    },
     "DCP-NPU-DSA": "needs an Ascend NPU: the recorder runs on CPU (0.5.23's answers as an NPU, "
     "through its platform override, are replayed in tests/test_dcp_platforms.py)",
     # --context-length, --kv-cache-dtype and --swa-full-tokens-ratio became fields after the

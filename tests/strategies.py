@@ -64,10 +64,11 @@ OPEN_STRINGS: dict[str, tuple[Any, ...]] = {
         "cutedsl_mla",
     ),
     # NEXTN is EAGLE's alias; NGRAM and STANDALONE refuse attention DP; SGLang upper-cases
-    # the name (0.5.x: R-SPEC-CASE); DFLASH and DSPARK check the device, DP and PP (0.5.23).
+    # the name (0.5.x: R-SPEC-CASE); DFLASH and DSPARK check the device, DP and PP, UNO its
+    # adapter, tree, TP/PP 1 and FA3 (0.5.23).
     "speculative_algorithm": (
         *(None, None, None, "EAGLE", "NEXTN", "EAGLE3", "STANDALONE", "NGRAM"),
-        *("ngram", "nextn", "DFLASH", "DSPARK"),
+        *("ngram", "nextn", "DFLASH", "DSPARK", "UNO"),
     ),
     "architecture": ARCHITECTURES,
     "quant_method": (None, None, "fp8", "modelopt_fp4", "awq"),
@@ -140,7 +141,7 @@ SPECIAL_INTS: dict[str, tuple[Any, ...]] = {
     # a chain (top-k 1) or a tree, over pages or not (page_size above).
     "speculative_num_steps": (None, None, 3, 5),
     "speculative_eagle_topk": (None, None, 1, 4),
-    "speculative_num_draft_tokens": (None, None, 4, 8),
+    "speculative_num_draft_tokens": (None, None, 4, 8, 130),
     "speculative_ngram_max_bfs_breadth": (10, 10, 1, 4),
     # A launch's --context-length on both sides of the model's (MODEL-CONTEXT-LENGTH).
     "context_length": (None, None, 4096, 131072, 1000000),
@@ -198,6 +199,7 @@ SPECULATIVE = (
     "speculative_num_draft_tokens",
     "speculative_ngram_max_bfs_breadth",
     "page_size",
+    "uno_lora_path",
 )
 #: The cache and scheduling fields (catalogue/serving.py), drawn as a group too: they
 #: would otherwise thin out the draws of every layout field.

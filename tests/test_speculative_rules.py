@@ -321,3 +321,101 @@ def test_trtllm_mha_as_one_phases_back_end_takes_top_k_1(
     assert (first is not None and first[0] == "SPEC-TRTLLM-MHA-TOPK") == refused, first
     chain = {**layout, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
     assert _first(version, "llama", speculative_algorithm="EAGLE", **chain) is None
+
+
+_UNO = {"uno_lora_path": True, "speculative_num_draft_tokens": 4}
+_UNO_TREE = {**_UNO, "speculative_eagle_topk": 4, "speculative_num_steps": 3}
+_FA3 = {"attention_backend": "fa3"}
+#: SGLang 0.5.23's first error on UNO layouts (oracle --launch, Llama, H100 facts unless
+#: `platform` says CPU; None: launched). meshsat's words are the release's, but for a tree
+#: whose Q overflows its capacity: SGLang says so first, meshsat (which does not model the
+#: capacity) says the parent-list check, which every such layout fails too.
+UNO_ANSWERS: tuple[tuple[dict[str, Any], str | None], ...] = (
+    (_UNO, None),
+    ({**_UNO, "speculative_num_steps": 3, "speculative_eagle_topk": 1}, None),
+    ({**_UNO, "platform": "cpu"}, "UNO only supports CUDA."),
+    ({"speculative_num_draft_tokens": 4}, "UNO requires --uno-lora-path."),
+    ({"uno_lora_path": True}, "UNO requires --speculative-num-draft-tokens to be a positive"),
+    ({**_UNO, "tp_size": 2}, "UNO requires TP=PP=1."),
+    ({**_UNO, "pp_size": 2}, "UNO requires TP=PP=1."),
+    ({**_UNO, "tp_size": 2, "attn_dp_size": 2}, "UNO requires TP=PP=1."),
+    ({**_UNO, "dp_size": 2}, None),
+    ({**_UNO, "enable_lora": True}, "UNO does not support public Multi-LoRA serving."),
+    ({**_UNO, "lora_paths": True}, "UNO does not support public Multi-LoRA serving."),
+    (
+        {**_UNO, "attention_backend": "triton"},
+        "UNO requires FA3 for both prefill and decode attention; got prefill='triton', "
+        "decode='triton'.",
+    ),
+    (
+        {**_UNO, **_FA3, "decode_attention_backend": "triton"},
+        "UNO requires FA3 for both prefill and decode attention; got prefill='fa3', "
+        "decode='triton'.",
+    ),
+    (
+        {**_UNO, "attention_backend": "trtllm_mha"}
+        | {"prefill_attention_backend": "fa3", "decode_attention_backend": "fa3"},
+        None,
+    ),
+    # A tree (top-k above 1) on an unset back-end: Hopper's default is then FlashInfer or
+    # Triton (the oracle has no FlashInfer: Triton), never FA3.
+    ({**_UNO_TREE}, "UNO requires FA3 for both prefill and decode attention"),
+    ({**_UNO_TREE, **_FA3}, None),
+    (
+        {**_UNO_TREE, **_FA3, "speculative_num_steps": None},
+        "UNO tree mode requires --speculative-num-steps so its draft width F",
+    ),
+    (
+        {**_UNO_TREE, **_FA3, "speculative_num_draft_tokens": 2},
+        "UNO tree mode requires Q >= F; got Q=2, F=4.",
+    ),
+    (
+        {**_UNO_TREE, **_FA3, "speculative_num_draft_tokens": 130},
+        "UNO tree mode currently supports at most Q=128 verify nodes, got Q=130.",
+    ),
+    (
+        {
+            **_UNO_TREE,
+            **_FA3,
+            "speculative_eagle_topk": 17,
+            "speculative_num_steps": 9,
+            "speculative_num_draft_tokens": 128,
+        },
+        "UNO tree mode currently supports Q*K <= 2048; got Q*K=128*17=2176.",
+    ),
+    (
+        {**_UNO_TREE, **_FA3, "speculative_num_steps": 2, "speculative_num_draft_tokens": 8},
+        "UNO tree mode cannot represent the requested Q in EAGLE's parent-list ABI: Q-1=7 "
+        "exceeds K*(F-2)+1=5 for F=3, K=4.",
+    ),
+    (
+        {**_UNO_TREE, **_FA3, "enable_pdmux": True, "chunked_prefill_size": -1}
+        | {"disable_overlap_schedule": True},
+        "UNO tree mode does not yet support PDMux.",
+    ),
+    (
+        {**_UNO_TREE, **_FA3, "enable_two_batch_overlap": True},
+        "UNO tree mode does not yet support two-batch overlap.",
+    ),
+)
+
+
+@pytest.mark.parametrize(("layout", "error"), UNO_ANSWERS)
+def test_uno_checks_the_layout_0_5_23(layout: dict[str, Any], error: str | None) -> None:
+    cfg = {**H100, **{k: v for k, v in layout.items() if v is not None}}
+    for name in ("UNO", "uno"):
+        first = _first("0.5.23", "llama", speculative_algorithm=name, **cfg)
+        assert (first and first[1]) == error or (
+            error is not None and first is not None and _opens_with(first[1], error)
+        ), first
+
+
+def test_uno_lora_path_is_read_as_given() -> None:
+    """--uno-lora-path takes one value (any, an expansion's too); SGLang asks `is not None`.
+    Releases before 0.5.23 have no such flag (their parser refuses it)."""
+    from meshsat.solver.inputs import parse_sglang_command
+
+    line = "python -m sglang.launch_server --model-path x --speculative-algorithm UNO"
+    read = parse_sglang_command(f'{line} --uno-lora-path "$UNO" --tp 2').values
+    assert read["uno_lora_path"] is True and read["tp_size"] == 2
+    assert "uno_lora_path" not in parse_sglang_command(line).values

@@ -519,3 +519,179 @@ def unknown_algorithm(names: tuple[str, ...]) -> Rule:
 
 UNKNOWN_ALGORITHM = unknown_algorithm(KNOWN_ALGORITHMS)
 RULES = (*RULES, UNKNOWN_ALGORITHM)
+# --- 0.5.23's UNO handler (`_handle_uno`) ------------------------------------------------
+# UNO drafts with a LoRA adapter on the target model itself: its checks, in their order.
+# Not read: --speculative-draft-model-path (UNO refuses one; assumed not given), the
+# deterministic / strict-thinking / rejection-sampling switches and the accept thresholds
+# (assumed at their defaults), and the tree-capacity check, whose every failure also fails
+# the parent-list check after it (SPEC-UNO-TREE-PARENT: the verdict is the same, the words
+# are not). The steps and top-k UNO then takes (1 and 1 outside tree mode) are not resolved.
+_uno = _alg == "UNO"
+#: Tree mode: top-k above 1 (`--speculative-eagle-topk` unset is 1; UNO resolves no default
+#: before its checks, so the value is the user's).
+_uno_tree = _uno & tree
+_uno_q = is_set(_draft)
+#: F, Q*K and Q-1 against K*(F-2)+1, as `_handle_uno` words them.
+_uno_width = named("uno_draft_width", _steps + 1)
+_uno_slots = named("uno_frontier_slots", _draft * _topk)
+_uno_parent = named("uno_parent_width", _topk * (_steps - 1) + 1)
+_uno_q_1 = named("uno_verify_width_minus_1", _draft - 1)
+#: The default UNO runs on where `--attention-backend` is unset: `attention_backend_used`
+#: where certain; on Hopper a tree's default is FlashInfer or Triton (by what is installed),
+#: never FA3, so it is named FlashInfer, SGLang's pick where it is installed.
+_hopper_tree = _hopper & ~_dsa_gpu & ~_hopper_fa3
+_uno_default = ite(_hopper_tree, "flashinfer", attention_backend_used)
+#: Elsewhere (another GPU class, ROCm, an unknown one) the default is not known here: the
+#: check assumes FA3, as every GPU-class rule assumes it passes.
+_uno_default_fa3 = (_default_known & (_uno_default == "fa3")) | (~_default_known & ~_hopper)
+#: `attention_backends_of(resolved_view(...))`: each phase's back-end, the base one where
+#: its own is unset, and the GPU's default where that is unset too.
+_uno_prefill = named(
+    "uno_prefill_backend",
+    ite(
+        is_set(F.prefill_attention_backend),
+        F.prefill_attention_backend,
+        ite(is_set(_backend), _backend, _uno_default),
+    ),
+)
+_uno_decode = named(
+    "uno_decode_backend",
+    ite(
+        is_set(F.decode_attention_backend),
+        F.decode_attention_backend,
+        ite(is_set(_backend), _backend, _uno_default),
+    ),
+)
+
+
+def _phase_fa3(phase: Expr, used: Expr) -> Expr:
+    """One phase runs FA3 (`used`: its own back-end, else the base one, else the default),
+    or both are unset and the default is not known here. The user's back-ends are tested
+    on the fields themselves, so that `fix` sees the literals."""
+    given = (phase == "fa3") | (~is_set(phase) & (_backend == "fa3"))
+    default = ~is_set(phase) & ~is_set(_backend) & _uno_default_fa3
+    return (used == "fa3") & (given | default)
+
+
+UNO_0_5_23: tuple[Rule, ...] = (
+    Rule(
+        "SPEC-UNO-DEVICE",
+        _uno,
+        one_of(F.platform, "cuda", "hip"),
+        "UNO only supports CUDA.",
+        SRC,
+        hint="run UNO on CUDA",
+    ),
+    Rule(
+        "SPEC-UNO-LORA-PATH",
+        _uno,
+        F.uno_lora_path,
+        "UNO requires --uno-lora-path.",
+        SRC,
+        hint="--uno-lora-path (UNO's draft LoRA checkpoint)",
+    ),
+    Rule(
+        "SPEC-UNO-DRAFT-TOKENS",
+        _uno,
+        _uno_q,
+        "UNO requires --speculative-num-draft-tokens to be a positive integer denoting the "
+        "linear width or tree verify width Q.",
+        SRC,
+        hint="--speculative-num-draft-tokens Q",
+    ),
+    Rule(
+        "SPEC-UNO-TREE-STEPS",
+        _uno_tree,
+        is_set(_steps),
+        "UNO tree mode requires --speculative-num-steps so its draft width F can be derived "
+        "as speculative_num_steps + 1.",
+        SRC,
+        hint="--speculative-num-steps, or --speculative-eagle-topk 1",
+    ),
+    Rule(
+        "SPEC-UNO-TREE-WIDTH",
+        _uno_tree & _uno_q & is_set(_steps),
+        _draft >= _uno_width,
+        "UNO tree mode requires Q >= F; got Q={speculative_num_draft_tokens}, F={uno_draft_width}.",
+        SRC,
+        hint="--speculative-num-draft-tokens at least --speculative-num-steps + 1",
+    ),
+    Rule(
+        "SPEC-UNO-TREE-Q",
+        _uno_tree & _uno_q,
+        _draft <= 128,
+        "UNO tree mode currently supports at most Q=128 verify nodes, "
+        "got Q={speculative_num_draft_tokens}.",
+        SRC,
+        hint="--speculative-num-draft-tokens 128 or fewer",
+    ),
+    Rule(
+        "SPEC-UNO-TREE-SLOTS",
+        _uno_tree & _uno_q,
+        _uno_slots <= 2048,
+        "UNO tree mode currently supports Q*K <= 2048; got "
+        "Q*K={speculative_num_draft_tokens}*{speculative_eagle_topk}={uno_frontier_slots}.",
+        SRC,
+        hint="fewer draft tokens or a smaller --speculative-eagle-topk",
+    ),
+    Rule(
+        "SPEC-UNO-TREE-PARENT",
+        _uno_tree & _uno_q & is_set(_steps) & (_uno_width > 1),
+        _uno_q_1 <= _uno_parent,
+        "UNO tree mode cannot represent the requested Q in EAGLE's parent-list ABI: "
+        "Q-1={uno_verify_width_minus_1} exceeds K*(F-2)+1={uno_parent_width} for "
+        "F={uno_draft_width}, K={speculative_eagle_topk}.",
+        SRC,
+        hint="fewer draft tokens, more steps or a larger --speculative-eagle-topk",
+    ),
+    Rule(
+        "SPEC-UNO-TREE-PDMUX",
+        _uno_tree,
+        ~F.enable_pdmux,
+        "UNO tree mode does not yet support PDMux.",
+        SRC,
+        hint="drop --enable-pdmux, or --speculative-eagle-topk 1",
+    ),
+    Rule(
+        "SPEC-UNO-TREE-TBO",
+        _uno_tree,
+        ~F.enable_two_batch_overlap,
+        "UNO tree mode does not yet support two-batch overlap.",
+        SRC,
+        hint="drop --enable-two-batch-overlap, or --speculative-eagle-topk 1",
+    ),
+    Rule(
+        "SPEC-UNO-TP-PP",
+        _uno,
+        (F.tp_size == 1) & (F.pp_size == 1),
+        "UNO requires TP=PP=1.",
+        SRC,
+        hint="--tp-size 1 --pp-size 1",
+    ),
+    Rule(
+        "SPEC-UNO-DP-CP",
+        _uno,
+        ~_dp_attention(True) & (F.attn_cp_size == 1),
+        "UNO does not support DP attention or context parallelism.",
+        SRC,
+        hint="drop attention DP (--attn-dp-size) and --attn-cp-size",
+    ),
+    Rule(
+        "SPEC-UNO-LORA",
+        _uno,
+        ~F.enable_lora & ~F.lora_paths,
+        "UNO does not support public Multi-LoRA serving.",
+        SRC,
+        hint="drop --enable-lora and --lora-paths",
+    ),
+    Rule(
+        "SPEC-UNO-FA3",
+        _uno,
+        _phase_fa3(F.prefill_attention_backend, _uno_prefill)
+        & _phase_fa3(F.decode_attention_backend, _uno_decode),
+        "UNO requires FA3 for both prefill and decode attention; got "
+        "prefill='{uno_prefill_backend}', decode='{uno_decode_backend}'.",
+        SRC,
+        hint="--attention-backend fa3 (and no other prefill or decode back-end)",
+    ),
+)

@@ -59,6 +59,9 @@ LIST_FACTS: dict[str, str] = {
     "--lora-paths": "lora_paths",
     "--lora-target-modules": "lora_target_modules",
 }
+#: SGLang flags of one value of which meshsat reads only whether it is given: flag -> its
+#: boolean field (`--uno-lora-path /x`: SGLang asks `is not None`).
+GIVEN_FACTS: dict[str, str] = {"--uno-lora-path": "uno_lora_path"}
 #: Where a node's own schedulers sit: each node's process reads its own (SGLang's
 #: `gpu_id = base_gpu_id + … + (tp_rank % tp_per_node)·gpu_id_step` in
 #: `launch_tensor_parallel_group`, 0.4.6.post5 to 0.5.23; no other code reads them across
@@ -571,6 +574,9 @@ def parse_launch(command: LaunchCommand) -> ParsedCommandLine:
             out.model_path = None if given.expansion is not None else text
         elif flag in LIST_FACTS:
             i = _list_fact(words, i, word if eq else None, LIST_FACTS[flag], out)
+        elif flag in GIVEN_FACTS:  # any value, an expansion's too, is one given
+            _, i = _value(words, i, word if eq else None, flag, command.line)
+            out.values[GIVEN_FACTS[flag]] = True
         elif flag == "--dist-init-addr":
             given, i = _value(words, i, word if eq else None, flag, command.line)
             out.dist_init_addr = given.text.partition("=")[2] if eq else given.text

@@ -608,6 +608,15 @@ class Config(BaseModel):
         flags=("--speculative-algorithm",),
         group="dwdp",
     )
+    # UNO's draft LoRA checkpoint (0.5.23): meshsat reads only whether one is given (SGLang
+    # asks `is not None`). A fact of the launch: fix keeps it, no command meshsat writes
+    # spells it.
+    uno_lora_path: bool = _f(
+        False,
+        "--uno-lora-path is given (UNO's draft adapter, 0.5.23; meshsat reads only that).",
+        group="dwdp",
+        tool_only=True,
+    )
     speculative_num_steps: int | None = _f(
         None,
         "Draft steps (None: with EAGLE, EAGLE3 and STANDALONE the release picks steps, "

@@ -540,12 +540,13 @@ _LORA_0_5_23: tuple[tuple[str, Rule], ...] = (
     ("MOE-LORA-PLACEMENT", moe_kernel.LORA_EEP),
 )
 
-# 0.5.23's DFLASH and DSPARK handlers (speculative_hook.py), after _handle_ngram's checks
+# 0.5.23's DFLASH, DSPARK and UNO handlers (speculative_hook.py), after _handle_ngram's checks
 # (one algorithm runs: their place among the algorithms' is moot), each after the last.
+_SPEC_0_5_23 = (*speculative.DFLASH_DSPARK_0_5_23, *speculative.UNO_0_5_23)
 _SPEC_0_5_23_AFTER: tuple[tuple[str, Rule], ...] = tuple(
     zip(
-        ("SPEC-NGRAM-DP-ATTN", *(r.id for r in speculative.DFLASH_DSPARK_0_5_23[:-1])),
-        speculative.DFLASH_DSPARK_0_5_23,
+        ("SPEC-NGRAM-DP-ATTN", *(r.id for r in _SPEC_0_5_23[:-1])),
+        _SPEC_0_5_23,
         strict=True,
     )
 )

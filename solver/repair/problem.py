@@ -35,8 +35,9 @@ EXACT_RULE = "FIX-EXACT-DIV"
 HARDWARE = ("gpus_per_node", "platform")
 #: Facts of the launch fix keeps as given: the machine, and the LoRA adapters it serves
 #: (--lora-paths, which no command meshsat writes spells) and the shapes LoRA is set up
-#: for without them (--max-lora-rank, --lora-target-modules).
-FIXED_FACTS = (*HARDWARE, "lora_paths", "max_lora_rank", "lora_target_modules")
+#: for without them (--max-lora-rank, --lora-target-modules), and UNO's draft adapter
+#: (--uno-lora-path).
+FIXED_FACTS = (*HARDWARE, "lora_paths", "max_lora_rank", "lora_target_modules", "uno_lora_path")
 #: Cached per-field terms per problem; the cache is emptied beyond this many.
 _MEMO_LIMIT = 50_000
 
