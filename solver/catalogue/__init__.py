@@ -40,6 +40,8 @@ RULES: tuple[Rule, ...] = (
     *moe_kernel.RULES,
     *a2a.RULES,
     *serving.HICACHE_RULES,
+    # handle_cache_compatibility checks the ratio after its host-pool and offload checks.
+    kv_cache.SWA_RATIO,
     *eplb.RULES,
     *speculative.RULES,
     *disaggregation.RULES,

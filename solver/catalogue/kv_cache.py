@@ -93,6 +93,9 @@ DSA_KV_DTYPE = Rule(
 
 #: `handle_cache_compatibility` (kv_cache_hook.py; `_handle_cache_compatibility` in 0.5.18's
 #: server_args.py): the effective ratio must be in (0, 1]. 0.4.6.post5 has no such flag.
+#: SGLang asks it after the handler's host-pool, HiCache-radix and decode-offload checks
+#: (0.5.18 to 0.5.23; 0.5.23's LMCache checks follow it), so the catalogue lists it after
+#: `serving.HICACHE_RULES`, not among these.
 SWA_RATIO = Rule(
     "SWA-RATIO-RANGE",
     TRUE,
@@ -103,7 +106,7 @@ SWA_RATIO = Rule(
 )
 
 #: Seed catalogue order: the model config (context) is built before the model-specific
-#: handler runs, and the cache handler runs after both.
-RULES: tuple[Rule, ...] = (CONTEXT_LENGTH, CONTEXT_LENGTH_OVERRIDE, DSA_KV_DTYPE, SWA_RATIO)
+#: handler runs (SWA_RATIO: see above).
+RULES: tuple[Rule, ...] = (CONTEXT_LENGTH, CONTEXT_LENGTH_OVERRIDE, DSA_KV_DTYPE)
 #: 0.4.6.post5: the context check only (no DSA class, no --swa-full-tokens-ratio), at launch.
 RULES_0_4: tuple[Rule, ...] = (CONTEXT_LENGTH_0_4, CONTEXT_LENGTH_OVERRIDE_0_4)
