@@ -223,6 +223,7 @@ SERVING_FIELDS = (
     "enable_lmcache",
     "disaggregation_decode_enable_offload_kvcache",
     "enable_hisparse",
+    "enable_mixed_chunk",
     "mla_attention",
 )
 _UNIFORM = sorted(
@@ -273,6 +274,7 @@ SERVING_THEMES: tuple[dict[str, Any], ...] = (
         "disaggregation_decode_retraction_backup": "host_pool",
         "enable_hisparse": True,
         "disaggregation_decode_enable_radix_cache": True,
+        "enable_mixed_chunk": True,
     },
     {
         "enable_pdmux": True,

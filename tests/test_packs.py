@@ -179,6 +179,8 @@ def test_compare_names_what_changed() -> None:
         # handle_cache_compatibility's LMCache block (tests/test_cache_hooks.py).
         *("LMCACHE-HICACHE", "LMCACHE-RADIX", "LMCACHE-SPEC", "LMCACHE-DP-ATTN"),
         *("LMCACHE-DCP", "LMCACHE-BUFFER-ONLY", "LMCACHE-PD"),
+        # validate_hisparse's feature checks (tests/test_nvfp4_v4_hisparse.py).
+        *("HISPARSE-MIXED-CHUNK", "HISPARSE-SPEC-TOPK"),
     }
     # 0.5.23 accepts every runner and SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC again, drops
     # the legacy CP and rejoin flags with their rules, and scales EP with attention TP.
@@ -204,7 +206,7 @@ def test_compare_names_what_changed() -> None:
     }
     assert "elastic_ep_rejoin" in changes.fields_removed
     assert "CP-DPCP-DIV" in changes.rules_changed
-    assert changes.steps_added == ("R-ATTN-DP-SIZE", "R-ATTN-ALIAS")
+    assert changes.steps_added == ("R-ATTN-DP-SIZE", "R-ATTN-ALIAS", "R-NVFP4-BACKENDS")
     assert changes.fields_added == ("attn_dp_size", "disaggregation_decode_allocation_policy")
     assert compare(V0523, V0523).rules_changed == ()
 

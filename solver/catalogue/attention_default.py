@@ -5,6 +5,9 @@ Why a resolution step: every check after the attention handler reads the resolve
 speculative page-tree check), so a split `--prefill-attention-backend fa3` beside an unset
 base on an H100 is the pair (fa3, fa3), not (fa3, None). SGLang fills it in two places:
 
+0. DeepSeek V4's override (`_deepseek_v4_overrides`, every 0.5.x release) writes dsv4
+   whatever the user named (`FORCED`, R-ATTN-MODEL, before the deterministic handler, which
+   then refuses it; on NPU it writes the split fields too: not modelled).
 1. The model overrides (`handle_model_specific_adjustments`), only when none of the three
    back-end flags is given (`is_attention_backend_not_set`): DeepSeek's sparse-attention
    models (V3.2, GLM-5) take `dsa` on any GPU; DeepSeek V3 and its MLA kin take
@@ -40,7 +43,7 @@ check then assumes the unknown default passes, as GPU-class rules do):
 from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import USES_MLA
-from meshsat.solver.lang.expr import Expr, is_set, ite, one_of
+from meshsat.solver.lang.expr import FALSE, Expr, is_set, ite, lift, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
 from meshsat.solver.lang.rule import Assign, assign
@@ -158,6 +161,33 @@ def _overridden(release: str) -> tuple[tuple[Expr, str], ...]:
     if release == "0.5.23":
         cases.append((_NONE_NAMED & _MIMO & SM100, "fa4"))
     return tuple(cases)
+
+
+def model_pick(release: str) -> tuple[Expr, Expr]:
+    """(picks, back-end) of the none-named model overrides: 0.5.23's NVFP4 handler runs after
+    them and reads their pick as the user's (`kv4.nvfp4_backends`)."""
+    cases = _overridden(release)
+    picks: Expr = FALSE
+    for when, _ in cases:
+        picks = picks | when
+    backend = lift(cases[-1][1])
+    for when, name in reversed(cases[:-1]):
+        backend = ite(when, name, backend)
+    return picks, backend
+
+
+#: Model overrides that write the base back-end whatever the user named, (architecture,
+#: back-end): `_deepseek_v4_overrides` (0.5.18 to 0.5.23).
+FORCED: tuple[tuple[str, str], ...] = (("DeepseekV4ForCausalLM", "dsv4"),)
+
+
+def forced_backend() -> Assign:
+    """R-ATTN-MODEL: `FORCED`'s back-end, in the model handler (before the deterministic and
+    attention handlers, which read it)."""
+    backend = lift(FORCED[-1][1])
+    for arch, name in reversed(FORCED[:-1]):
+        backend = ite(F.architecture == arch, name, backend)
+    return assign(one_of(F.architecture, *(a for a, _ in FORCED)), attention_backend=backend)
 
 
 def _generic(release: str) -> tuple[Expr, Expr]:

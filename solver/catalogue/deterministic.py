@@ -27,6 +27,7 @@ is not a field) and the NCCL/all-reduce settings for TP > 1 (no rule reads them)
 from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import MLA_MODEL
+from meshsat.solver.catalogue.attention_default import FORCED
 from meshsat.solver.lang.expr import Expr, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
@@ -101,11 +102,14 @@ _cpu = F.platform == "cpu"
 #: `handle_cpu_backends`' intel_amx; with none named, the model override's pick or this
 #: handler's fill (the resolved back-end). With only split back-ends named the checks read
 #: the fill, which passes them all: not checked.
+#: A model override that names its back-end whatever was typed (DeepSeek V4's dsv4,
+#: `attention_default.FORCED`, R-ATTN-MODEL) is what the checks read.
+_FORCED = one_of(F.architecture, *(arch for arch, _ in FORCED))
 SEEN = named(
     "deterministic_attention_backend",
-    ite(is_set(_raw), _raw, ite(_cpu, "intel_amx", _base)),
+    ite(_FORCED, _base, ite(is_set(_raw), _raw, ite(_cpu, "intel_amx", _base))),
 )
-_CHECKED = _det & (is_set(_raw) | _cpu | (_none_named(raw=True) & is_set(_base)))
+_CHECKED = _det & (_FORCED | is_set(_raw) | _cpu | (_none_named(raw=True) & is_set(_base)))
 
 
 def _words(backends: tuple[str, ...]) -> str:

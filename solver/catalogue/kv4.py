@@ -23,9 +23,10 @@ as in SGLang; where the default is not known the checks above fall back to the g
 from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import DECODE, MLA_MODEL, PREFILL
-from meshsat.solver.lang.expr import Expr, is_set, ite, named, one_of
+from meshsat.solver.catalogue.attention_default import model_pick
+from meshsat.solver.lang.expr import Expr, is_set, ite, one_of
 from meshsat.solver.lang.fields import F
-from meshsat.solver.lang.rule import Rule
+from meshsat.solver.lang.rule import Resolution, Rule, assign
 
 SRC = "handle_kv4_compatibility"
 NVFP4_SRC = "handle_nvfp4_prefill_kv_dequant_dtype"
@@ -35,6 +36,7 @@ _FP4 = one_of(F.kv_cache_dtype, "nvfp4", "fp4_mx_block16")
 _CUDA = F.platform == "cuda"
 _MHA = is_set(F.architecture) & ~MLA_MODEL
 _backend = F.attention_backend
+_P, _D = F.prefill_attention_backend, F.decode_attention_backend
 
 
 def _default_passes() -> Expr:
@@ -121,42 +123,81 @@ RULES: tuple[Rule, ...] = (
     MXFP8,
 )
 
-#: 0.5.23: nvfp4 runs prefill on an FP8 workspace (FlashInfer) or natively (trtllm_mha) and
-#: decodes on trtllm_mha (`handle_nvfp4_prefill_kv_dequant_dtype`), so the list below is
-#: fp4_mx_block16's alone, and MLA no longer takes cutlass_mla.
-_FP4_MX = F.kv_cache_dtype == "fp4_mx_block16"
+#: 0.5.23: MLA no longer takes cutlass_mla. nvfp4 takes the same lists, on the pair
+#: R-NVFP4-BACKENDS wrote (FlashInfer or trtllm_mha prefill, trtllm_mha decode): an equal
+#: trtllm_mha pair is the MHA list's, and an MLA model's, which its list refuses.
 RULES_0_5_23: tuple[Rule, ...] = (
-    _fa4_rule("MLA", ("flashinfer", "trtllm_mla"), _FP4_MX),
-    _fa4_rule("MHA", _FA4_MHA_CHOICES, _FP4_MX),
-    _backend_rule("KV4-MLA-BACKEND", "MLA", ("flashinfer", "trtllm_mla"), _FP4_MX),
-    _backend_rule("KV4-MHA-BACKEND", "MHA", _MHA_CHOICES, _FP4_MX),
+    _fa4_rule("MLA", ("flashinfer", "trtllm_mla"), _FP4),
+    _fa4_rule("MHA", _FA4_MHA_CHOICES, _FP4),
+    _backend_rule("KV4-MLA-BACKEND", "MLA", ("flashinfer", "trtllm_mla"), _FP4),
+    _backend_rule("KV4-MHA-BACKEND", "MHA", _MHA_CHOICES, _FP4),
 )
 _NVFP4 = F.kv_cache_dtype == "nvfp4"
-#: 0.5.23, before the attention handler: the back-end a user names for prefill
-#: (`--prefill-attention-backend`, else `--attention-backend`, as typed: the default
-#: back-end and the equal-split step of R-ATTN-BACKEND come after this handler) must
-#: provide the FP8 workspace (flashinfer) or native NVFP4 (trtllm_mha, SM100 only); a decode
-#: back-end named must be trtllm_mha, which then needs its GPU classes. On CPU the platform
-#: has filled the back-end in already (intel_amx, measured), so an unset one is refused here
-#: too. (0.5.23's tokenspeed_mla alias, R-ATTN-ALIAS, runs before it: a typed tokenspeed_mla
-#: is refused here too, SGLang naming it trtllm_mla.)
-_TYPED_PREFILL_FIELD = F.prefill_attention_backend.as_raw
-TYPED_PREFILL = named(
-    "typed_prefill_backend",
-    ite(is_set(_TYPED_PREFILL_FIELD), _TYPED_PREFILL_FIELD, _backend.as_raw),
-)
+_NVFP4_BACKENDS = ("flashinfer", "trtllm_mha")
+_IS_SM100 = _CUDA & one_of(F.gpu_sm, 100, 103)
+
+
+def nvfp4_backends(release: str) -> Resolution:
+    """R-NVFP4-BACKENDS (0.5.23, `handle_nvfp4_prefill_kv_dequant_dtype`, right before the
+    attention handler): an nvfp4 cache prefills on FlashInfer's FP8 workspace or natively on
+    trtllm_mha and decodes on trtllm_mha, whatever split back-ends were unset.
+
+    The back-end it reads is the one the user named for prefill (`--prefill-attention-backend`,
+    else `--attention-backend`, after R-ATTN-ALIAS and the deterministic fill) or the model
+    overrides' pick (`attention_default.model_pick`, which meshsat applies in R-ATTN-BACKEND
+    but SGLang before this handler); none named, SM100 prefills natively and every other GPU
+    on the FP8 workspace (no `gpu_sm`: not known, only the decode back-end is set). Where a
+    check of the handler fails (KV4-NVFP4-*) nothing is set but an override's pick, which
+    KV4-NVFP4-PREFILL-BACKEND then names as SGLang does."""
+    picks, pick = model_pick(release)
+    named_one = is_set(_P) | is_set(_backend) | picks
+    explicit = ite(is_set(_P), _P, ite(is_set(_backend), _backend, pick))
+    target = ite(named_one, explicit, ite(_IS_SM100, "trtllm_mha", "flashinfer"))
+    known = named_one | ((F.platform == "cuda") & is_set(F.gpu_sm)) | (F.platform != "cuda")
+    passes = (
+        _NVFP4
+        & (F.platform != "cpu")
+        & (~named_one | one_of(explicit, *_NVFP4_BACKENDS))
+        & ((target != "trtllm_mha") | _IS_SM100 | ((F.platform == "cuda") & ~is_set(F.gpu_sm)))
+        & (~is_set(_D) | (_D == "trtllm_mha"))
+    )
+    return Resolution(
+        "R-NVFP4-BACKENDS",
+        NVFP4_SRC,
+        "an nvfp4 KV cache prefills on FlashInfer (FP8 workspace) or trtllm_mha (native, "
+        "SM100) and decodes on trtllm_mha",
+        (
+            assign(
+                passes & known,
+                prefill_attention_backend=target,
+                decode_attention_backend="trtllm_mha",
+            ),
+            assign(passes & ~known, decode_attention_backend="trtllm_mha"),
+            assign(
+                _NVFP4 & ~passes & ~is_set(_P) & ~is_set(_backend) & picks,
+                attention_backend=pick,
+            ),
+        ),
+    )
+
+
+#: 0.5.23's handler checks, on the back-ends R-NVFP4-BACKENDS leaves: where the handler passes
+#: they are its own picks (which hold), else what it read (prefill first, as SGLang's
+#: `prefill or attention_backend`; R-ATTN-BACKEND fills no default after a failed handler).
+#: On CPU the platform has named the back-end already (intel_amx, measured), so an unset one
+#: is refused too. A typed tokenspeed_mla prefill is trtllm_mla by then (R-ATTN-ALIAS).
 NVFP4_PREFILL = Rule(
     "KV4-NVFP4-PREFILL-BACKEND",
-    _NVFP4 & (is_set(_TYPED_PREFILL_FIELD) | is_set(_backend.as_raw) | (F.platform == "cpu")),
-    one_of(TYPED_PREFILL, "flashinfer", "trtllm_mha"),
+    _NVFP4 & (is_set(_P) | is_set(_backend) | (F.platform == "cpu")),
+    one_of(PREFILL, *_NVFP4_BACKENDS),
     "NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but backend "
-    "'{typed_prefill_backend}' provides neither.",
+    "'{prefill_backend}' provides neither.",
     NVFP4_SRC,
     hint="--attention-backend flashinfer (or leave it out)",
 )
 NVFP4_NATIVE = Rule(
     "KV4-NVFP4-NATIVE-SM100",
-    _NVFP4 & (TYPED_PREFILL == "trtllm_mha"),
+    _NVFP4 & (PREFILL == "trtllm_mha"),
     _CUDA & (~is_set(F.gpu_sm) | one_of(F.gpu_sm, 100, 103)),
     "Native NVFP4 prefill currently requires SM100; use "
     "--prefill-kv-cache-dequant-dtype=fp8_e4m3 on this platform.",

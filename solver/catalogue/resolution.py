@@ -6,8 +6,10 @@ Every later rule reads the resolved values. Each step here is also what `fix` an
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from meshsat.solver.catalogue.attention_backend import MLA_MODEL
-from meshsat.solver.catalogue.attention_default import default_backend
+from meshsat.solver.catalogue.attention_default import default_backend, forced_backend
 from meshsat.solver.catalogue.deterministic import DETERMINISTIC
 from meshsat.solver.catalogue.page_size import resolution as page_resolution
 from meshsat.solver.lang.config import A2A_BACKENDS
@@ -128,7 +130,13 @@ _CUTEDSL_FILL = (
 
 def attn_backend(release: str) -> Resolution:
     """R-ATTN-BACKEND of a 0.5.x release ("0.5.18", "0.5.19", "0.5.23": the default differs
-    for DFLASH and MiMo V2, `attention_default`)."""
+    for DFLASH and MiMo V2, `attention_default`). 0.5.23: after a failed NVFP4 handler (an
+    nvfp4 cache whose decode back-end R-NVFP4-BACKENDS did not set) SGLang fills nothing, so
+    the back-end its checks name stays the one it read."""
+    default = default_backend(release)
+    if release == "0.5.23":
+        handled = (F.kv_cache_dtype != "nvfp4") | (is_set(_D) & (_D == "trtllm_mha"))
+        default = replace(default, when=default.when & handled)
     return Resolution(
         "R-ATTN-BACKEND",
         "handle_attention_backend_compatibility",
@@ -137,7 +145,7 @@ def attn_backend(release: str) -> Resolution:
         "prefills with trtllm_mla; FA3 with an fp8_e5m2 KV cache falls back to Triton",
         (
             assign(is_set(_P) & (_P == _D), attention_backend=_P),
-            default_backend(release),
+            default,
             assign(_CUTEDSL_FILL, prefill_attention_backend="trtllm_mla"),
             assign(
                 (F.attention_backend == "fa3") & (F.kv_cache_dtype == "fp8_e5m2"),
@@ -268,6 +276,13 @@ RESOLUTIONS: tuple[Resolution, ...] = (
                 enable_dp_attention=True,
             ),
         ),
+    ),
+    # DeepSeek V4's model override names dsv4 whatever the user named.
+    Resolution(
+        "R-ATTN-MODEL",
+        "handle_model_specific_adjustments",
+        "DeepSeek V4 runs the dsv4 attention back-end (its model override)",
+        (forced_backend(),),
     ),
     DSA_KV_DTYPE,
     # handle_deterministic_inference runs right before the attention handler.

@@ -11,7 +11,7 @@ arguments resolve (`handle_hicache`, `handle_cache_compatibility`); the rest in
 
 from __future__ import annotations
 
-from meshsat.solver.lang.expr import is_set, one_of
+from meshsat.solver.lang.expr import FALSE, is_set, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
@@ -395,6 +395,34 @@ HISPARSE_RADIX = Rule(
     "Hierarchical sparse attention currently requires --disable-radix-cache.",
     CHECK,
     hint="add --disable-radix-cache with --enable-hisparse",
+)
+
+#: validate_hisparse's feature checks, right after HISPARSE-RADIX (0.5.23 only): a mixed
+#: batch, a draft tree (the resolved top-k, `or 1`: unset and 0 pass) with any speculative
+#: algorithm. Not modelled: `--speculative-adaptive` and `--dsa-{prefill,decode}-backend`
+#: (no fields); its KV dtype check, which a DSA model's MODEL-DSA-KV-DTYPE (same dtypes,
+#: asked first) leaves unreachable, and DeepSeek V4's KV dtype, which meshsat does not resolve.
+HISPARSE_0_5_23: tuple[Rule, ...] = (
+    Rule(
+        "HISPARSE-MIXED-CHUNK",
+        F.enable_hisparse & F.enable_mixed_chunk,
+        FALSE,
+        "--enable-hisparse does not support --enable-mixed-chunk yet.",
+        CHECK,
+        hint="drop --enable-mixed-chunk with --enable-hisparse",
+    ),
+    Rule(
+        "HISPARSE-SPEC-TOPK",
+        F.enable_hisparse
+        & is_set(F.speculative_algorithm)
+        & ~one_of(F.speculative_algorithm, "NONE", "none")
+        & is_set(F.speculative_eagle_topk),
+        one_of(F.speculative_eagle_topk, 0, 1),
+        "The minimal HiSparse spec integration supports linear speculation only; use "
+        "--speculative-eagle-topk 1.",
+        CHECK,
+        hint="--speculative-eagle-topk 1",
+    ),
 )
 
 #: The resolution-time rules of the base catalogue (0.5.19), in handler order; the

@@ -811,6 +811,13 @@ class Config(BaseModel):
         flags=("--enable-hisparse",),
         group="serving",
     )
+    enable_mixed_chunk: bool = _f(
+        False,
+        "Mix prefill chunks into decode batches (0.5.23: not with --enable-hisparse, "
+        "HISPARSE-MIXED-CHUNK).",
+        flags=("--enable-mixed-chunk",),
+        group="serving",
+    )
 
     # --- elastic expert parallelism -------------------------------------------------
     elastic_ep_backend: Literal["none", "mooncake", "nixl"] | None = _f(

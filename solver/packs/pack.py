@@ -132,6 +132,8 @@ class PackDiff:
     replace_rules: tuple[Rule, ...] = ()
     remove_rules: tuple[str, ...] = ()
     add_resolutions: tuple[Resolution, ...] = ()  # run before the base's steps
+    #: (id, step): the step runs right before step `id` (a handler between two of the base's).
+    add_resolutions_before: tuple[tuple[str, Resolution], ...] = ()
     replace_resolutions: tuple[Resolution, ...] = ()
     remove_resolutions: tuple[str, ...] = ()
     #: SGLang's handler order for this release, by rule `source`; unnamed sources keep
@@ -159,6 +161,11 @@ def apply(base: Pack, diff: PackDiff) -> Pack:
         steps = tuple(
             replace(r, source=renamed[r.source]) if r.source in renamed else r for r in steps
         )
+    for anchor, res in diff.add_resolutions_before:
+        at = next((i for i, r in enumerate(steps) if r.id == anchor), None)
+        if at is None:  # pragma: no cover - guards the declarations
+            raise RuntimeError(f"pack diff places {res.id} before unknown step {anchor}")
+        steps = (*steps[:at], res, *steps[at:])
     placed = [(at, 1, rule) for at, rule in diff.add_rules_after]
     placed += [(at, 0, rule) for at, rule in diff.add_rules_before]
     for anchor, after, rule in placed:  # in order: a rule may follow an added one

@@ -90,7 +90,8 @@ PIPELINE_ORDER: tuple[str, ...] = (
     # 0.5.23: FlashInfer all-to-all needs chunked prefill (A2A-FLASHINFER-CHUNKED).
     "validate_flashinfer_a2a_token_budget",
     "handle_encoder_disaggregation",
-    # --swa-full-tokens-ratio's range (SWA-RATIO-RANGE), HiCache without the radix cache.
+    # The decode host pool, HiCache without the radix cache, the decode offload, then
+    # --swa-full-tokens-ratio's range (SWA-RATIO-RANGE); 0.5.23: LMCache last.
     "handle_cache_compatibility",
     # The DeepEP v2 validators run last, after the speculative and encoder handlers.
     "validate_deepep_v2_speculative_draft",
@@ -584,10 +585,18 @@ V0_5_23 = apply(
         "--attn-dp-size replaces --enable-dp-attention + --dp-size (dp_size counts "
         "replicas again); the legacy CP flags and --elastic-ep-rejoin are gone; decode CP "
         "excludes prefill CP; elastic EP scale-up allows attention TP.",
-        add_rules_after=(*_ADDED_AFTER_0_5_23, *_A2A_0_5_23_AFTER, *_SPEC_0_5_23_AFTER),
+        add_rules_after=(
+            *_ADDED_AFTER_0_5_23,
+            *_A2A_0_5_23_AFTER,
+            *_SPEC_0_5_23_AFTER,
+            # validate_hisparse's feature checks (hisparse_hook.py), new in 0.5.23.
+            ("HISPARSE-RADIX", serving.HISPARSE_0_5_23[0]),
+            ("HISPARSE-MIXED-CHUNK", serving.HISPARSE_0_5_23[1]),
+        ),
         launch_only=SEED.launch_only
         | {r.id for r in weight_shapes.VISION_TP_REDUCE}
-        | {r.id for _, r in _LORA_0_5_23},
+        | {r.id for _, r in _LORA_0_5_23}
+        | {r.id for r in serving.HISPARSE_0_5_23},
         add_rules_before=(
             *_CP_MODEL_CHECKS_0_5_23,
             *_A2A_0_5_23_BEFORE,
@@ -783,6 +792,8 @@ V0_5_23 = apply(
             "elastic_ep_rejoin",
         ),
         add_resolutions=(_ATTN_DP_SIZE, _ATTN_ALIAS_0_5_23),
+        # handle_nvfp4_prefill_kv_dequant_dtype, right before the attention handler.
+        add_resolutions_before=(("R-ATTN-BACKEND", kv4.nvfp4_backends("0.5.23")),),
         # SGLANG_ENABLE_CP_V2 is "Removed without replacement" (environ.py's deprecated
         # table, which only warns): no step sets it and nothing reads it.
         remove_resolutions=("R-CPV2",),
@@ -1160,6 +1171,8 @@ V0_4_6_POST5 = apply(
             speculative.UPPER_CASE.id,
             # No DSA model class: its KV cache dtype stays as given.
             "R-DSA-KV-DTYPE",
+            # No DeepSeek V4 (nor its dsv4 back-end).
+            "R-ATTN-MODEL",
         ),
         handler_order=(
             "argparse",

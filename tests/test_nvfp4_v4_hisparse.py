@@ -1,0 +1,151 @@
+"""0.5.23's NVFP4 back-end rewrite (R-NVFP4-BACKENDS, KV4-NVFP4-*), DeepSeek V4's dsv4
+override (R-ATTN-MODEL), validate_hisparse's feature checks (HISPARSE-MIXED-CHUNK,
+HISPARSE-SPEC-TOPK) and handle_cache_compatibility's order (SWA-RATIO-RANGE after the
+host-pool, HiCache and offload checks), against SGLang's own answers.
+
+Each row was answered by SGLang 0.5.23's resolution and check_server_args() (the shared
+oracle, `oracle.py --launch`, platform cuda with the row's GPU class installed as platform
+facts, FlashInfer available); DeepSeek V4 is a hand-made `DeepseekV4ForCausalLM` config (the
+oracle has none). The corpus predates these steps, so the answers are kept here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fidelity.compare import model
+from meshsat.solver import validate
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.model_spec import ModelSpec
+
+_NEITHER = "NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but backend "
+_V4 = ModelSpec(architecture="DeepseekV4ForCausalLM")
+
+#: (config, model, the start of SGLang's first error or None, its resolved attention_backend
+#: when it accepts).
+ORACLE_0_5_23: tuple[tuple[dict[str, Any], str, str | None, str | None], ...] = (
+    # A typed tokenspeed_mla prefill is trtllm_mla by the time the NVFP4 handler reads it.
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "nvfp4", "prefill_attention_backend": "tokenspeed_mla"},
+        "llama",
+        _NEITHER + "'trtllm_mla' provides neither.",
+        None,
+    ),
+    # DeepSeek V3's SM100 override (trtllm_mla) runs before the handler, which refuses it.
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "nvfp4"},
+        "deepseek_v3",
+        _NEITHER + "'trtllm_mla' provides neither.",
+        None,
+    ),
+    # SM100 prefills natively: the pair (trtllm_mha, trtllm_mha) is the base back-end.
+    ({"gpu_sm": 100, "kv_cache_dtype": "nvfp4"}, "llama", None, "trtllm_mha"),
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "nvfp4", "attention_backend": "flashinfer"},
+        "llama",
+        None,
+        "flashinfer",
+    ),
+    # SM120: the FP8 workspace (FlashInfer prefill, trtllm_mha decode) beside the default.
+    ({"gpu_sm": 120, "kv_cache_dtype": "nvfp4"}, "qwen3_moe", None, "flashinfer"),
+    (
+        {"gpu_sm": 90, "kv_cache_dtype": "nvfp4", "decode_attention_backend": "flashinfer"},
+        "llama",
+        "NVFP4 decode requires --decode-attention-backend=trtllm_mha; got 'flashinfer'.",
+        None,
+    ),
+    # DeepSeek V4 runs dsv4 whatever was typed, and deterministic inference refuses it.
+    ({"gpu_sm": 90, "tp_size": 8, "attention_backend": "fa3"}, "v4", None, "dsv4"),
+    (
+        {"gpu_sm": 100, "tp_size": 8, "enable_deterministic_inference": True},
+        "v4",
+        "Currently only ['ascend', 'fa3', 'fa4', 'flashinfer', 'intel_xpu', 'triton'] "
+        "attention backends are supported for deterministic inference, but you explicitly "
+        "specified 'dsv4'.",
+        None,
+    ),
+    (
+        {
+            "gpu_sm": 90,
+            "tp_size": 8,
+            "enable_hisparse": True,
+            "disable_radix_cache": True,
+            "enable_mixed_chunk": True,
+        },
+        "deepseek_v32",
+        "--enable-hisparse does not support --enable-mixed-chunk yet.",
+        None,
+    ),
+    # handle_cache_compatibility: the host pool, then the offload, then the ratio.
+    (
+        {
+            "gpu_sm": 90,
+            "swa_full_tokens_ratio": 0.0,
+            "disaggregation_decode_retraction_backup": "host_pool",
+            "enable_hierarchical_cache": True,
+            "disable_radix_cache": True,
+            "disaggregation_decode_enable_offload_kvcache": True,
+        },
+        "llama",
+        "--disaggregation-decode-retraction-backup=host_pool is only supported on a PD",
+        None,
+    ),
+    (
+        {
+            "gpu_sm": 90,
+            "swa_full_tokens_ratio": 1.5,
+            "disaggregation_decode_enable_offload_kvcache": True,
+        },
+        "llama",
+        "The argument disaggregation-decode-enable-offload-kvcache is only supported for",
+        None,
+    ),
+    (
+        {"gpu_sm": 90, "swa_full_tokens_ratio": 1.5},
+        "llama",
+        "--swa-full-tokens-ratio should be in range (0, 1.0].",
+        None,
+    ),
+)
+
+
+@pytest.mark.parametrize(("config", "name", "error", "backend"), ORACLE_0_5_23)
+def test_0_5_23_answers(
+    config: dict[str, Any], name: str, error: str | None, backend: str | None
+) -> None:
+    spec = _V4 if name == "v4" else model(name)
+    report = validate(
+        Config(platform="cuda", **config), spec, explain=False, sglang_version="0.5.23"
+    )
+    errors = [v for v in report.violations if v.severity == "error"]
+    if error is None:
+        assert errors == []
+        assert report.resolved["attention_backend"] == backend
+    else:
+        assert errors, "SGLang refuses this layout"
+        assert errors[0].message.startswith(error), errors[0].message
+
+
+def test_hisparse_linear_speculation_only_in_0_5_23() -> None:
+    """validate_hisparse's top-k check (0.5.23): a draft tree is refused, top-k 1 passes;
+    0.5.19 has no such check."""
+    base = {
+        "tp_size": 8,
+        "enable_hisparse": True,
+        "disable_radix_cache": True,
+        "speculative_algorithm": "EAGLE",
+        "speculative_num_steps": 3,
+        "speculative_num_draft_tokens": 8,
+    }
+    dsa = model("deepseek_v32")
+
+    def ids(version: str, topk: int) -> set[str]:
+        cfg = Config(**base, speculative_eagle_topk=topk)
+        report = validate(cfg, dsa, explain=False, sglang_version=version)
+        return {v.rule for v in report.violations}
+
+    assert "HISPARSE-SPEC-TOPK" in ids("0.5.23", 4)
+    assert "HISPARSE-SPEC-TOPK" not in ids("0.5.23", 1)
+    assert "HISPARSE-SPEC-TOPK" not in ids("0.5.19", 4)
