@@ -284,3 +284,89 @@ def test_the_default_is_the_releases_source(release: str) -> None:
         assert got == expected, (release, arch, sm, algorithm, topk, page, split)
         seen += 1
     assert seen == 6 * 7 * 3 * 3 * 3 * 4
+
+
+# --- deterministic inference's fill, which leaves the model overrides' picks alone --------
+DSV2 = "DeepseekV2ForCausalLM"
+MISTRAL = "MistralLarge3ForCausalLM"
+#: `_deterministic_is_deepseek_model` (0.5.18 to 0.5.23).
+_DET_DEEPSEEK = (DSV2, DSV3, DSV32, MISTRAL)
+
+
+def sglang_deterministic(release: str, arch: str, sm: int) -> str | None:
+    """The base back-end with `--enable-deterministic-inference` and no back-end flag: the
+    model overrides first (the same ones as `sglang_default`: DeepSeek V2 has none, MiMo V2
+    picks fa4 on SM100 in 0.5.23 only), then `_deterministic_attention_backend`'s fill. None:
+    an override meshsat does not model (gpt-oss) may pick it."""
+    sm100 = sm // 10 == 10
+    if arch == DSV32:
+        return "dsa"
+    if arch in (DSV3, MISTRAL) and sm100:
+        return "trtllm_mla"
+    if release == "0.5.23" and arch == MIMO and sm100:
+        return "fa4"
+    if arch == GPT_OSS:
+        return None
+    if sm // 10 in (10, 12):
+        return "triton" if arch in _DET_DEEPSEEK else "flashinfer"
+    return "fa3"
+
+
+@pytest.mark.parametrize("release", ["0.5.18", "0.5.19", "0.5.23"])
+def test_the_deterministic_fill_is_the_releases_source(release: str) -> None:
+    """R-DETERMINISTIC reads the model overrides' picks from `attention_default` (one
+    declaration): where one names the back-end, it is theirs, else the fill's."""
+    archs = (LLAMA, DSV2, DSV3, DSV32, MISTRAL, MIMO, GPT_OSS)
+    for arch, sm in itertools.product(archs, (80, 90, 100, 103, 120)):
+        spec = ModelSpec(architecture=arch, is_deepseek_dsa=arch == DSV32)
+        report = validate(
+            {
+                "tp_size": 8,
+                "platform": "cuda",
+                "gpu_sm": sm,
+                "enable_deterministic_inference": True,
+            },
+            spec,
+            explain=False,
+            sglang_version=release,
+        )
+        got = report.resolved["attention_backend"]
+        assert got == sglang_deterministic(release, arch, sm), (release, arch, sm, got)
+
+
+#: SGLang 0.5.23's verdict and resolved back-end (oracle --launch, deterministic inference,
+#: no back-end flag, per GPU class): a model override's pick outside the deterministic
+#: back-ends is refused (DeepSeek V3.2's dsa, V3's trtllm_mla on SM100).
+DETERMINISTIC_RECORDED: dict[str, dict[int, tuple[bool, str]]] = {
+    "llama": {
+        80: (True, "fa3"),
+        90: (True, "fa3"),
+        100: (True, "flashinfer"),
+        120: (True, "flashinfer"),
+    },
+    "deepseek_v3": {
+        80: (True, "fa3"),
+        90: (True, "fa3"),
+        100: (False, "trtllm_mla"),
+        120: (True, "triton"),
+    },
+    "deepseek_v32": {
+        80: (False, "dsa"),
+        90: (False, "dsa"),
+        100: (False, "dsa"),
+        120: (False, "dsa"),
+    },
+    "mimo_v2": {
+        80: (True, "fa3"),
+        90: (True, "fa3"),
+        100: (True, "fa4"),
+        120: (True, "flashinfer"),
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(DETERMINISTIC_RECORDED))
+def test_deterministic_inference_answers_as_sglang_0_5_23(name: str) -> None:
+    for sm, (accepted, backend) in DETERMINISTIC_RECORDED[name].items():
+        report = _report(ORACLE_MODELS[name], {"enable_deterministic_inference": True}, sm)
+        assert (report.valid, report.resolved["attention_backend"]) == (accepted, backend), sm

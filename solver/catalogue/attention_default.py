@@ -121,6 +121,11 @@ OVERRIDDEN_ARCHITECTURES = (
     "Step3p5ForCausalLM",
     "Step3p7ForConditionalGeneration",
 )
+#: The architectures whose override may name a back-end that is not modelled here: every
+#: `OVERRIDDEN_ARCHITECTURES` class but the DeepSeek family's that `TRTLLM_MLA_FAMILY` covers
+#: (listed there for their unknown MLA-ness only: their override's pick, `model_picks`, is
+#: modelled).
+UNMODELLED_PICKS = tuple(a for a in OVERRIDDEN_ARCHITECTURES if a not in TRTLLM_MLA_FAMILY)
 #: `SWA_SINK_ARCHS` without an override of their own: FlashInfer takes no attention sinks.
 _SINK_ARCHITECTURES = ("GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM")
 
@@ -149,8 +154,12 @@ def _sm100_trtllm(release: str) -> Expr:
     return SM100 & TOPK_ONE & typed
 
 
-def _overridden(release: str) -> tuple[tuple[Expr, str], ...]:
-    """The model overrides, in their order, each (when, back-end); none named only."""
+def model_picks(release: str) -> tuple[tuple[Expr, str], ...]:
+    """The model overrides' picks (`handle_model_specific_adjustments`), in their order, each
+    (when, back-end), none of the three back-end flags named: the one declaration of them,
+    which R-ATTN-BACKEND's default and R-DETERMINISTIC's fill (which leaves them alone) read.
+    DSA's dsa on a GPU (CUDA or ROCm), the DeepSeek family's trtllm_mla on SM100, and
+    (0.5.23) MiMo V2's fa4 on SM100."""
     cases: list[tuple[Expr, str]] = [
         (_NONE_NAMED & _DSA, "dsa"),
         (
@@ -166,7 +175,7 @@ def _overridden(release: str) -> tuple[tuple[Expr, str], ...]:
 def model_pick(release: str) -> tuple[Expr, Expr]:
     """(picks, back-end) of the none-named model overrides: 0.5.23's NVFP4 handler runs after
     them and reads their pick as the user's (`kv4.nvfp4_backends`)."""
-    cases = _overridden(release)
+    cases = model_picks(release)
     picks: Expr = FALSE
     for when, _ in cases:
         picks = picks | when
@@ -188,6 +197,17 @@ def forced_backend() -> Assign:
     for arch, name in reversed(FORCED[:-1]):
         backend = ite(F.architecture == arch, name, backend)
     return assign(one_of(F.architecture, *(a for a, _ in FORCED)), attention_backend=backend)
+
+
+def model_override_names(release: str) -> Expr:
+    """A model override names the back-end before the deterministic and attention handlers
+    fill an unset one: one of `model_picks`, or an architecture whose override may name one
+    that meshsat does not model (`UNMODELLED_PICKS`: taken to name it, so that no fill
+    claims a back-end the server may not run)."""
+    named_by = one_of(F.architecture, *UNMODELLED_PICKS)
+    for when, _ in model_picks(release):
+        named_by = named_by | when
+    return named_by
 
 
 def _generic(release: str) -> tuple[Expr, Expr]:
@@ -215,7 +235,7 @@ def default_backend(release: str) -> Assign:
     """R-ATTN-BACKEND's fill of an unset base back-end, where meshsat knows it (module
     docstring); after the equal-split step, as `_attention_backend_default` returns there."""
     known, backend = _generic(release)
-    for when, name in reversed(_overridden(release)):
+    for when, name in reversed(model_picks(release)):
         known = when | known
         backend = ite(when, name, backend)
     return assign(~is_set(_base) & known, attention_backend=backend)

@@ -7,10 +7,10 @@ what it decides is read by every check after it. In its order:
 - `--enable-aiter-allreduce-fusion` is turned off (the CP and MoE-DP checks read it);
 - an unset `--attention-backend` is filled (`_deterministic_attention_backend`): fa3, or on
   SM100/SM120 triton for DeepSeek's MLA family and flashinfer for the rest. The model
-  overrides run first and name a back-end where none of the three back-end flags is given
-  (DeepSeek's sparse attention: dsa; DeepSeek's MLA family and MiMo V2 on SM100: trtllm_mla /
-  fa4): that pick is theirs (R-ATTN-BACKEND's default), not filled here. meshsat fills it only
-  on a CUDA GPU of a known class; other architectures' own overrides are not modelled;
+  overrides run first and may name a back-end: their picks are declared once, in
+  `attention_default.model_picks` (R-ATTN-BACKEND's default applies them), and where one
+  fires, or an architecture's override is one meshsat does not model, nothing is filled
+  here (`model_override_names`). meshsat fills it only on a CUDA GPU of a known class;
 - a named back-end outside `DETERMINISTIC_ATTENTION_BACKEND_CHOICES` is refused
   (DET-ATTN-BACKEND), on CPU too, where `handle_cpu_backends` has already named intel_amx
   (or torch_native on Arm) for an unset one;
@@ -26,11 +26,9 @@ is not a field) and the NCCL/all-reduce settings for TP > 1 (no rule reads them)
 
 from __future__ import annotations
 
-from meshsat.solver.catalogue.attention_backend import MLA_MODEL
-from meshsat.solver.catalogue.attention_default import FORCED
+from meshsat.solver.catalogue.attention_default import FORCED, model_override_names
 from meshsat.solver.lang.expr import Expr, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
-from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
 from meshsat.solver.lang.rule import Resolution, Rule, assign
 
 SRC = "handle_deterministic_inference"
@@ -70,31 +68,36 @@ def _none_named(raw: bool) -> Expr:
     return ~(named_one[0] | named_one[1] | named_one[2])
 
 
-#: The model overrides name the back-end before this handler (left to them: not filled).
-_MODEL_PICK = _none_named(raw=False) & (
-    F.is_deepseek_dsa | (_sm10 & (MLA_MODEL | one_of(F.architecture, *MIMO_V2_ARCHITECTURES)))
-)
 _FILL = ite(
     _sm10 | _sm12,
     ite(one_of(F.architecture, *DEEPSEEK_ARCHITECTURES), "triton", "flashinfer"),
     "fa3",
 )
 
-DETERMINISTIC = Resolution(
-    "R-DETERMINISTIC",
-    SRC,
-    "deterministic inference turns aiter all-reduce fusion off, fills an unset attention "
-    "backend (fa3; flashinfer, or triton for DeepSeek, on SM100/SM120) and turns the radix "
-    "cache off on a backend without deterministic radix support",
-    (
-        assign(_det & F.enable_aiter_allreduce_fusion, enable_aiter_allreduce_fusion=False),
-        assign(_det & ~is_set(_base) & _cuda_sm & ~_MODEL_PICK, attention_backend=_FILL),
-        assign(
-            _det & is_set(_base) & ~one_of(_base, *RADIX_BACKENDS) & ~F.disable_radix_cache,
-            disable_radix_cache=True,
+
+def deterministic(release: str) -> Resolution:
+    """R-DETERMINISTIC of a 0.5.x release ("0.5.18", "0.5.19", "0.5.23": the model overrides
+    it leaves alone differ, `attention_default.model_override_names`)."""
+    model_pick = model_override_names(release)
+    return Resolution(
+        "R-DETERMINISTIC",
+        SRC,
+        "deterministic inference turns aiter all-reduce fusion off, fills an unset attention "
+        "backend (fa3; flashinfer, or triton for DeepSeek, on SM100/SM120) and turns the radix "
+        "cache off on a backend without deterministic radix support",
+        (
+            assign(_det & F.enable_aiter_allreduce_fusion, enable_aiter_allreduce_fusion=False),
+            assign(_det & ~is_set(_base) & _cuda_sm & ~model_pick, attention_backend=_FILL),
+            assign(
+                _det & is_set(_base) & ~one_of(_base, *RADIX_BACKENDS) & ~F.disable_radix_cache,
+                disable_radix_cache=True,
+            ),
         ),
-    ),
-)
+    )
+
+
+#: The seed's release (0.5.19; 0.5.18 the same); 0.5.23's: releases.py.
+DETERMINISTIC = deterministic("0.5.19")
 
 # --- rules -------------------------------------------------------------------------------
 _cpu = F.platform == "cpu"

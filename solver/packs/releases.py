@@ -802,6 +802,8 @@ V0_5_23 = apply(
             _CP_DSA_0_5_23,
             # The default back-end: DFLASH counts as top-k 1 on SM100, MiMo V2's override.
             resolution.attn_backend("0.5.23"),
+            # The deterministic fill leaves MiMo V2's SM100 pick (fa4) to its override.
+            deterministic.deterministic("0.5.23"),
             # No cutlass_mla or tokenspeed_mla back-end any more.
             page_size.resolution("0.5.23"),
             # attn_dp_enabled_of(): a scale joiner schedules like an attention-DP rank.
