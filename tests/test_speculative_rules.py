@@ -19,6 +19,11 @@ from typing import Any
 import pytest
 
 from meshsat.solver import validate
+from meshsat.solver.catalogue.speculative import (
+    KNOWN_ALGORITHMS,
+    KNOWN_ALGORITHMS_0_5_23,
+    spellings,
+)
 from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.packs import get_pack
 
@@ -219,6 +224,82 @@ def test_the_resolved_name_is_upper_case() -> None:
     assert report.resolved_env["speculative_algorithm"] == "EAGLE"
     spec = [n.resolution for n in report.notes if n.resolution.startswith("R-SPEC-")]
     assert spec[:2] == ["R-SPEC-CASE", "R-SPEC-NEXTN"]
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.19", "0.5.23"])
+def test_every_spelling_the_unknown_check_takes_is_upper_cased(version: str) -> None:
+    """R-SPEC-CASE and SPEC-UNKNOWN-ALGORITHM read one list of names per release: every
+    spelling of a known name (camel NextN, NGram, DFlash, DSpark included) resolves to the
+    upper-case name, NEXTN then to EAGLE, and no spelling passes the check un-cased."""
+    names = KNOWN_ALGORITHMS_0_5_23 if version == "0.5.23" else KNOWN_ALGORITHMS
+    for name in names:
+        for typed in (name, *spellings(name)):
+            r = validate({"speculative_algorithm": typed}, _model("llama"), sglang_version=version)
+            want = "EAGLE" if name == "NEXTN" else typed if name == "NONE" else name
+            assert r.resolved["speculative_algorithm"] == want, (version, typed)
+            assert "SPEC-UNKNOWN-ALGORITHM" not in {v.rule for v in r.violations}, typed
+    # UNO is a name from 0.5.23 on (SGLang 0.5.19: "Unknown speculative algorithm name").
+    uno = _first("0.5.19", "llama", speculative_algorithm="Uno", **H100)
+    assert uno is not None and uno[0] == "SPEC-UNKNOWN-ALGORITHM"
+
+
+def test_nextn_in_camel_case_is_eagle() -> None:
+    """`NextN` (SGLang's docs spell it so) is NEXTN, so EAGLE: it takes EAGLE's automatic
+    parameters ((5, 4, 8) for Llama), as SGLang 0.5.23 accepted it (oracle --launch)."""
+    r = validate(
+        {"speculative_algorithm": "NextN", **H100}, _model("llama"), sglang_version="0.5.23"
+    )
+    assert r.valid and r.resolved["speculative_algorithm"] == "EAGLE"
+    assert r.resolved["speculative_eagle_topk"] == 4
+
+
+#: SGLang 0.5.23's verdicts (oracle --launch, Llama, steps 3 / top-k 1 / 4 draft tokens,
+#: PD-Multiplexing with chunked prefill off): on CPU the EAGLE family and NGRAM turn the
+#: overlap scheduler off, so PD-Multiplexing starts; FROZEN_KV_MTP keeps it, as CUDA does.
+PDMUX_ANSWERS: tuple[tuple[str, str, bool], ...] = (
+    ("EAGLE", "cpu", True),
+    ("NextN", "cpu", True),
+    ("ngram", "cpu", True),
+    ("Eagle3", "cpu", True),
+    ("FROZEN_KV_MTP", "cpu", False),
+    ("EAGLE", "cuda", False),
+    ("NGram", "cuda", False),
+    ("FROZEN_KV_MTP", "cuda", False),
+)
+
+
+@pytest.mark.parametrize(("algorithm", "platform", "accepted"), PDMUX_ANSWERS)
+def test_speculative_decoding_on_cpu_turns_the_overlap_scheduler_off(
+    algorithm: str, platform: str, accepted: bool
+) -> None:
+    """R-SPEC-OVERLAP (`_disable_overlap_schedule_for_cpu`) resolves the flag that
+    PDMUX-OVERLAP reads."""
+    config: dict[str, Any] = {
+        "platform": platform,
+        "speculative_algorithm": algorithm,
+        "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4,
+    }
+    if platform == "cuda":
+        config["gpu_sm"] = 90
+    plain = validate(config, _model("llama"), sglang_version="0.5.23")
+    assert plain.resolved["disable_overlap_schedule"] is accepted
+    pdmux = {**config, "enable_pdmux": True, "chunked_prefill_size": -1}
+    report = validate(pdmux, _model("llama"), sglang_version="0.5.23")
+    assert report.valid is accepted, [v.rule for v in report.violations]
+
+
+def test_eagle_turns_the_overlap_scheduler_off_everywhere_in_0_4() -> None:
+    """0.4.6.post5's `__post_init__`: EAGLE and EAGLE3 run without it on any platform."""
+    r = validate(
+        {"speculative_algorithm": "EAGLE", **H100}, _model("llama"), sglang_version="0.4.6.post5"
+    )
+    assert r.resolved["disable_overlap_schedule"] is True
+    r = validate(
+        {"speculative_algorithm": "EAGLE", **H100}, _model("llama"), sglang_version="0.5.23"
+    )
+    assert not r.resolved["disable_overlap_schedule"]
 
 
 def test_ngram_is_refused_on_npu() -> None:

@@ -334,14 +334,13 @@ PDMUX_RULES: tuple[Rule, ...] = (
         CHECK,
         hint="drop --enable-pdmux or --disaggregation-mode",
     ),
-    # The resolved flag (PP turns it on, R-PP-OVERLAP, but PDMUX-PP refuses PP first), or
-    # what turns the scheduler off at pp 1: speculative decoding on CPU (the EAGLE family and
-    # NGRAM, `_disable_overlap_schedule_for_cpu`; 0.5.18 to 0.5.23). Diffusion LLMs and MPS
-    # are no fields.
+    # The resolved flag: speculative decoding on CPU turns the scheduler off
+    # (R-SPEC-OVERLAP), PP too (R-PP-OVERLAP, but PDMUX-PP refuses PP first). Diffusion
+    # LLMs and MPS are no fields.
     Rule(
         "PDMUX-OVERLAP",
         _pdmux & (F.pp_size == 1),
-        F.disable_overlap_schedule | ((F.platform == "cpu") & is_set(F.speculative_algorithm)),
+        F.disable_overlap_schedule,
         "PD-Multiplexing is not compatible with overlap schedule.",
         CHECK,
         hint="add --disable-overlap-schedule with --enable-pdmux",

@@ -98,38 +98,53 @@ def backend_in(*allowed: str) -> Expr:
 
 
 # --- silent changes ---------------------------------------------------------------------
-#: The algorithm names SGLang knows (`SpeculativeAlgorithm`, 0.5.18 to 0.5.23; UNO from
-#: 0.5.23) and its NEXTN alias.
-ALGORITHMS = (
-    "EAGLE",
-    "EAGLE3",
-    "NEXTN",
-    "STANDALONE",
-    "NGRAM",
+#: `SpeculativeAlgorithm`'s members (NONE is one: no speculative decoding) and its NEXTN alias
+#: (0.5.18, 0.5.19; 0.5.23 adds UNO): the one list of names per release that R-SPEC-CASE
+#: and SPEC-UNKNOWN-ALGORITHM both read. 0.4.6.post5's argparse takes EAGLE, EAGLE3 and
+#: NEXTN (FLAG-CHOICE).
+KNOWN_ALGORITHMS = (
     "DFLASH",
     "DSPARK",
+    "EAGLE",
+    "EAGLE3",
     "FROZEN_KV_MTP",
-    "UNO",
+    "STANDALONE",
+    "NGRAM",
+    "NONE",
+    "NEXTN",
 )
+KNOWN_ALGORITHMS_0_5_23 = (*KNOWN_ALGORITHMS, "UNO")
+#: The mixed-case spellings SGLang's own docs and model cards use, by name.
+_CAMEL = {"NEXTN": "NextN", "NGRAM": "NGram", "DFLASH": "DFlash", "DSPARK": "DSpark"}
 
 
-def _spellings(name: str) -> tuple[str, ...]:
-    """The other spellings of `name` a user types (lower case, capitalised): SGLang
-    upper-cases any string, and meshsat's string fields hold only literals it names."""
-    return tuple(sorted({name.lower(), name.capitalize(), name.title()} - {name}))
+def spellings(name: str) -> tuple[str, ...]:
+    """The spellings of `name` other than its own that a user types (lower case,
+    capitalised, title case, the docs' camel case): SGLang upper-cases any string, and
+    meshsat's string fields hold only the literals its rules name (there is no upper-case
+    operation), so a rarer mixing of cases stays unknown here though SGLang takes it."""
+    typed = {name.lower(), name.capitalize(), name.title(), _CAMEL.get(name, name)}
+    return tuple(sorted(typed - {name}))
 
 
-#: `handle_speculative_decoding` opens with `speculative_algorithm.upper()` (0.5.18 to 0.5.23;
-#: 0.4.6.post5's argparse takes EAGLE, EAGLE3 and NEXTN only), before the NEXTN alias and
-#: every check of the handler: `--speculative-algorithm ngram` is NGRAM to them all.
-UPPER_CASE = Resolution(
-    "R-SPEC-CASE",
-    SRC,
-    "SGLang upper-cases --speculative-algorithm (ngram is NGRAM)",
-    tuple(
-        assign(one_of(_alg, *_spellings(name)), speculative_algorithm=name) for name in ALGORITHMS
-    ),
-)
+def upper_case(names: tuple[str, ...]) -> Resolution:
+    """`handle_speculative_decoding` opens with `speculative_algorithm.upper()` (0.5.18 to
+    0.5.23), before the NEXTN alias and every check of the handler: `--speculative-algorithm
+    ngram` is NGRAM, `NextN` is NEXTN (then EAGLE) to them all. NONE (no algorithm) is left
+    as typed."""
+    return Resolution(
+        "R-SPEC-CASE",
+        SRC,
+        "SGLang upper-cases --speculative-algorithm (ngram is NGRAM)",
+        tuple(
+            assign(one_of(_alg, *spellings(name)), speculative_algorithm=name)
+            for name in names
+            if name != "NONE"
+        ),
+    )
+
+
+UPPER_CASE = upper_case(KNOWN_ALGORITHMS)
 
 
 def nextn(source: str = SRC) -> Resolution:
@@ -230,11 +245,40 @@ DRAFT_CHAIN_0_4 = Resolution(
 )
 
 
+def overlap_off(when: Expr, source: str, why: str) -> Resolution:
+    """The speculative handler turns the overlap scheduler off where `when` holds: the one
+    place meshsat says so (PDMUX-OVERLAP and the memory model read the resolved flag)."""
+    return Resolution(
+        "R-SPEC-OVERLAP",
+        source,
+        why,
+        (assign(when & ~F.disable_overlap_schedule, disable_overlap_schedule=True),),
+    )
+
+
+#: `_disable_overlap_schedule_for_cpu` (0.5.18 to 0.5.23): the EAGLE family's and NGRAM's
+#: handlers turn it off on CPU ("Overlap schedule is not implemented for speculative decoding
+#: on CPU"); DFLASH and DSPARK refuse CPU first, FROZEN_KV_MTP and UNO (0.5.23) keep it.
+SPEC_OVERLAP = overlap_off(
+    (F.platform == "cpu") & (eagle_family | ngram),
+    SRC,
+    "speculative decoding on CPU runs without the overlap scheduler (turned off)",
+)
+#: 0.4.6.post5's `__post_init__`: EAGLE and EAGLE3 turn it off on every platform ("Overlap
+#: scheduler is disabled because of using eagle speculative decoding").
+SPEC_OVERLAP_0_4 = overlap_off(
+    one_of(_alg, "EAGLE", "EAGLE3"),
+    "__post_init__",
+    "EAGLE speculative decoding runs without the overlap scheduler (turned off)",
+)
+
+
 #: The speculative handler's own, in SGLang's order (after R-PAGE-SIZE, which resolves the
 #: page they and the page-tree checks read).
 RESOLUTIONS: tuple[Resolution, ...] = (
     UPPER_CASE,
     nextn(),
+    SPEC_OVERLAP,
     AUTO_PARAMS,
     NGRAM_PARAMS,
     draft_chain(EAGLE_FAMILY),
@@ -242,6 +286,7 @@ RESOLUTIONS: tuple[Resolution, ...] = (
 #: 0.4.6.post5's, each replacing the step of the same id (no NGRAM there).
 RESOLUTIONS_0_4: tuple[Resolution, ...] = (
     nextn("__post_init__"),
+    SPEC_OVERLAP_0_4,
     AUTO_PARAMS_0_4,
     DRAFT_CHAIN_0_4,
 )
@@ -475,42 +520,15 @@ RULES_0_4: tuple[Rule, ...] = (
 
 
 # --- the algorithm's name ----------------------------------------------------------------
-#: `SpeculativeAlgorithm`'s members (NONE is one: no speculative decoding) and its NEXTN alias
-#: (0.5.18, 0.5.19; 0.5.23 adds UNO). 0.4.6.post5's argparse takes EAGLE, EAGLE3 and NEXTN.
-KNOWN_ALGORITHMS = (
-    "DFLASH",
-    "DSPARK",
-    "EAGLE",
-    "EAGLE3",
-    "FROZEN_KV_MTP",
-    "STANDALONE",
-    "NGRAM",
-    "NONE",
-    "NEXTN",
-)
-KNOWN_ALGORITHMS_0_5_23 = (*KNOWN_ALGORITHMS, "UNO")
-
-
-#: The mixed-case spellings SGLang's own docs and model cards use.
-_CAMEL = ("NextN", "NGram", "DFlash", "DSpark")
-
-
-def _cased(names: tuple[str, ...]) -> tuple[str, ...]:
-    """The spellings whose upper case is one of `names` that a user types (upper, lower,
-    capitalised, title case, the docs' camel case): SGLang compares `name.upper()`, and
-    meshsat's string fields hold only the literals its rules name, so a rarer mixing of
-    cases is refused here though SGLang takes it."""
-    spelled = {s for n in names for s in (n, n.lower(), n.capitalize(), n.title())}
-    return tuple(sorted(spelled | {c for c in _CAMEL if c.upper() in names}))
-
-
 def unknown_algorithm(names: tuple[str, ...]) -> Rule:
     """`SpeculativeAlgorithm.from_string`, called by `handle_speculative_decoding` before any
-    algorithm's own handler (the CLI takes any string): an unknown name is refused."""
+    algorithm's own handler (the CLI takes any string): an unknown name is refused. It reads
+    the name R-SPEC-CASE has upper-cased from the same `names` (NEXTN is EAGLE by then), and
+    NONE as typed."""
     return Rule(
         "SPEC-UNKNOWN-ALGORITHM",
         is_set(_alg),
-        one_of(_alg, *_cased(names)),
+        one_of(_alg, *names, *spellings("NONE")),
         "Unknown speculative algorithm name: {speculative_algorithm}",
         SRC,
         hint="one of " + ", ".join(n for n in names if n != "NONE"),

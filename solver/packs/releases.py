@@ -804,6 +804,8 @@ V0_5_23 = apply(
             resolution.attn_backend("0.5.23"),
             # The deterministic fill leaves MiMo V2's SM100 pick (fa4) to its override.
             deterministic.deterministic("0.5.23"),
+            # UNO is a name too: its spellings are upper-cased like the rest.
+            speculative.upper_case(speculative.KNOWN_ALGORITHMS_0_5_23),
             # No cutlass_mla or tokenspeed_mla back-end any more.
             page_size.resolution("0.5.23"),
             # attn_dp_enabled_of(): a scale joiner schedules like an attention-DP rank.
