@@ -15,18 +15,24 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
+from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory import MemoryModel, Parallel, load_facts
 from meshsat.solver.memory.kv import kv_bytes_per_token
+from meshsat.solver.memory.sizing import sizing_flags
 from meshsat.solver.memory.state import (
     SLOTS_PER_REQUEST,
     StateFlags,
     layer_state_bytes,
+    slots_per_request,
     split_rest,
     state_bytes_per_request,
+    state_flags,
 )
+from meshsat.solver.validation.validate import validate
 
 QWEN35 = "Qwen/Qwen3.5-397B-A17B"
 NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+NEXT_ARCH = "Qwen3NextForCausalLM"
 
 
 def test_layer_types_and_interval_give_the_same_linear_layers() -> None:
@@ -117,3 +123,40 @@ def test_the_memory_line_names_the_state_pool_only_for_hybrids() -> None:
     assert f"state pool {hybrid.state_pool_gib:.2f} GiB = {hybrid.state_slots} request" in line
     assert "22.9 MiB" in line  # 24,007,680 B
     assert "state pool" not in memory_line(MemoryModel("Qwen/Qwen3-235B-A22B", "H200").of(p))
+
+
+def test_pp_turns_the_overlap_scheduler_off_and_a_request_takes_four_slots() -> None:
+    """With pp > 1 SGLang resolves the overlap scheduler off (R-PP-OVERLAP) after the model
+    overrides picked the `extra_buffer` strategy, so `_calculate_mamba_ratio` counts 3 + 1
+    slots a request, not 3 + 2; the radix cache off, 1. The speculative split divides the
+    draft tokens by the same number. Numbers: SGLang 0.5.23's own `_handle_max_mamba_cache`
+    (run on a stand-in configurator, rest 37.25 GB, 24,007,680 B a slot, 4 draft tokens, 48
+    running requests): 435 slots and 23.119179 GB of KV with the scheduler on, 392 and
+    24.080611 GB with it off."""
+    assert slots_per_request(overlap=True) == SLOTS_PER_REQUEST == 5
+    assert slots_per_request(overlap=False) == 4
+    assert slots_per_request(overlap=True, radix_cache=False) == 1
+    rest, per = 37.25 * (1 << 30), 24_007_680
+    for spr, want_slots, want_gb in ((5, 435, 23.119179), (4, 392, 24.080611)):
+        flags = StateFlags(draft_tokens=4, max_running_requests=48, slots_per_request=spr)
+        slots, kv = split_rest(rest, per, flags)
+        assert slots == want_slots and round(kv / (1 << 30), 6) == want_gb
+    # The flags come from the resolved layout: pp 2 resolves the scheduler off.
+    report = validate({"tp_size": 4, "pp_size": 2}, ModelSpec(architecture=NEXT_ARCH))
+    assert report.resolved["disable_overlap_schedule"] is True
+    assert state_flags(sizing_flags(report.resolved), "0.5.23").slots_per_request == 4
+    assert state_flags(sizing_flags({}), "0.5.23").slots_per_request == 5
+
+
+def test_pp_caps_a_hybrids_requests_at_a_quarter_of_its_slots() -> None:
+    """The request cap of one layout under its resolved flags: `slots // 4` with the overlap
+    scheduler off (PP), `slots // 5` with it on. Qwen3-Next on 8 H200 (tp 4, pp 2, 4,096
+    tokens of context): 5,601 state slots either way, so 1,400 requests against 1,120 (the
+    KV pool would hold 2,389)."""
+    mm = MemoryModel(NEXT, "H200", context_length=4096)
+    p = Parallel(tp=4, attn_tp=4, moe_tp=4, pp=2)
+    on = mm.with_flags({}).of(p)
+    off = mm.with_flags({"disable_overlap_schedule": True}).of(p)
+    assert on.state_slots == off.state_slots == 5601
+    assert on.kv_tokens // 4096 > off.max_requests
+    assert (on.max_requests, off.max_requests) == (5601 // 5, 5601 // 4) == (1120, 1400)

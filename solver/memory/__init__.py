@@ -57,7 +57,6 @@ from meshsat.solver.memory.pool import capped_tokens, pool_tokens, requests_that
 from meshsat.solver.memory.sizing import GRAPH_FLAGS, SIZING_FIELDS, Sizing, sizing_flags
 from meshsat.solver.memory.state import (
     DEFAULT_STATE_RATIO,
-    SLOTS_PER_REQUEST,
     StateFlags,
     split_rest,
     state_bytes_per_request,
@@ -629,7 +628,7 @@ class MemoryModel:
         requests = requests_that_fit(total, self.context_length, pools)
         slots = max(slots or 0, 0)
         if per_request:
-            requests = min(requests, pools * (slots // SLOTS_PER_REQUEST))
+            requests = min(requests, pools * (slots // self.state.slots_per_request))
         return Memory(
             gpu=self.gpu.name,
             gpu_memory_gib=self.gpu.memory_gib,

@@ -33,7 +33,7 @@ from meshsat.solver.memory.kv import swa_holds_a_request, swa_pool_tokens
 from meshsat.solver.memory.layout import Parallel
 from meshsat.solver.memory.pool import capped_tokens
 from meshsat.solver.memory.sizing import GRAPH_FLAGS, SIZING_FIELDS, sizing_flags
-from meshsat.solver.memory.state import SLOTS_PER_REQUEST, split_rest, state_bytes_per_request
+from meshsat.solver.memory.state import split_rest, state_bytes_per_request
 from meshsat.solver.memory.weights import rope_cache_bytes, stage_layers
 
 if TYPE_CHECKING:
@@ -467,8 +467,8 @@ def _miss(mm: MemoryModel) -> Callable[[tuple[Any, ...]], tuple[float, int, bool
         tokens = capped_tokens(tokens, cap_tokens, pg)
         if len(known) >= _CACHE_LIMIT:
             known.clear()
-        # A hybrid's requests are capped by its state slots (`state.SLOTS_PER_REQUEST`).
-        cap = max(slots, 0) // SLOTS_PER_REQUEST if hybrid else -1
+        # A hybrid's requests are capped by its state slots (`state.slots_per_request`).
+        cap = max(slots, 0) // mm.state.slots_per_request if hybrid else -1
         # A hybrid SWA pool must hold one request's window (`Memory.swa_holds_a_request`).
         # (The request-capped SWA pool is not checked: `Memory.swa_window` 0.)
         fits = tokens > 0 and (

@@ -28,10 +28,16 @@ padding slot) and the KV pool gets the rest. `K` is
   the intermediate states are charged the same way on top. SGLang sets
   `--max-running-requests 48` for speculative decoding when none is given.
 Under PP a rank charges the most GatedDeltaNet layers any stage has. The scheduler then caps
-`max_running_requests` at `K // slots_per_request` (`resolve_max_num_reqs`): 3 slots a
-request plus 2 for the `extra_buffer` radix-cache strategy, which `auto` picks for these
-architectures with the overlap scheduler on (the default, speculative decoding included),
-so 5. SGLang 0.4.6.post5 has no model class for them. `tests/test_memory_reserves.py` replays
+`max_running_requests` at `K // slots_per_request` (`resolve_max_num_reqs`), and the
+speculative split above divides `D` by the same number (`_calculate_mamba_ratio`,
+`slots_per_request` here): 3 slots a request plus the `extra_buffer` radix-cache strategy's
+ping-pong slots, 2 with the overlap scheduler on and 1 without (`get_mamba_tracking_slots`),
+so 5, or 4 where the resolved flags turn the scheduler off (PP, R-PP-OVERLAP, after the
+strategy was picked); 1 with the radix cache off. `auto` picks `extra_buffer` for these
+architectures in the model overrides, with the overlap scheduler on or a page above 1; a
+`--disable-overlap-schedule` typed with page 1 picks `no_buffer` (3 slots), which meshsat
+does not tell from PP's (it reads the resolved flag): 4 there. SGLang 0.4.6.post5 has no
+model class for them. `tests/test_memory_reserves.py` replays
 the release's own `_handle_max_mamba_cache` (`fidelity/memory_reserves.py`).
 
 Not modelled: `--max-running-requests` with the radix cache off (it then sizes the pool),
@@ -52,8 +58,21 @@ from meshsat.solver.memory.weights import stage_layers
 #: `--mamba-full-memory-ratio`'s default (0.5.18 to 0.5.23).
 DEFAULT_STATE_RATIO = 0.9
 #: State slots one running request takes: `MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO` (3)
-#: plus `MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP` (2) for the `extra_buffer` strategy.
-SLOTS_PER_REQUEST = 5
+#: plus the `extra_buffer` strategy's tracking slots (`slots_per_request`).
+BASE_SLOTS = 3
+#: ... with the overlap scheduler on (2 tracking slots): the default.
+SLOTS_PER_REQUEST = BASE_SLOTS + 2
+
+
+def slots_per_request(overlap: bool, radix_cache: bool = True) -> int:
+    """`_calculate_mamba_ratio` (0.5.18 to 0.5.23): 1 with the radix cache off, else 3 plus
+    the `extra_buffer` strategy's tracking slots (`get_mamba_tracking_slots`: 2 with the
+    overlap scheduler on, 1 without; not lazy, the decode lock not skipped)."""
+    if not radix_cache:
+        return 1
+    return BASE_SLOTS + (2 if overlap else 1)
+
+
 #: `--max-running-requests` SGLang sets for speculative decoding when none is given
 #: (`_handle_eagle_family`, `_handle_ngram`).
 SPECULATIVE_RUNNING_REQUESTS = 48
@@ -100,6 +119,8 @@ class StateFlags:
     max_running_requests: int | None = None
     #: 0.5.23 reads at least one request per attention-DP rank (`max(1, ...)`).
     at_least_one_request: bool = True
+    #: State slots a running request takes (`slots_per_request` of the resolved flags).
+    slots_per_request: int = SLOTS_PER_REQUEST
 
 
 def split_rest(
@@ -114,7 +135,7 @@ def split_rest(
         slots = flags.max_mamba_cache_size // attn_dp
     elif draft is not None:
         budget = rest_bytes * flags.ratio / (1 + flags.ratio)
-        step = per_request * (1 + draft / SLOTS_PER_REQUEST)
+        step = per_request * (1 + draft / flags.slots_per_request)
         slots = int((budget - per_request * (1 + draft)) // step)
     else:
         budget = rest_bytes * flags.ratio / (1 + flags.ratio)
@@ -124,7 +145,7 @@ def split_rest(
         running //= attn_dp
         if flags.at_least_one_request:
             running = max(1, running)
-        capped = min(running, slots // SLOTS_PER_REQUEST)
+        capped = min(running, slots // flags.slots_per_request)
         rest_bytes -= per_request * (capped + 1) * draft
     return slots, rest_bytes - (slots + 1) * per_request
 
@@ -145,7 +166,8 @@ def state_flags(
     resolved: Mapping[str, Any], pack: str, ratio: float = DEFAULT_STATE_RATIO
 ) -> StateFlags:
     """The `StateFlags` of a resolved layout (a `Report`'s `.resolved`), as `pack` reads
-    them."""
+    them: the slots a request takes from the resolved overlap scheduler and radix cache
+    (PP turns the scheduler off, R-PP-OVERLAP; a PD decode server the radix cache)."""
     algorithm = resolved.get("speculative_algorithm")
     draft = resolved.get("speculative_num_draft_tokens")
     if algorithm is None:
@@ -163,4 +185,8 @@ def state_flags(
         draft_tokens=draft,
         max_running_requests=resolved.get("max_running_requests"),
         at_least_one_request=pack not in ("0.5.18", "0.5.19"),
+        slots_per_request=slots_per_request(
+            overlap=not resolved.get("disable_overlap_schedule"),
+            radix_cache=not resolved.get("disable_radix_cache"),
+        ),
     )
