@@ -583,6 +583,13 @@ UNREACHABLE = {
     "KV4-NVFP4-BLACKWELL": (
         "behind the CPU platform's nvfp4 checks on the recorder (tests/test_qa_oracle_b.py)"
     ),
+    # The SM100 native-NVFP4 refusals need an SM100 GPU (and the nvfp4 checks the CPU
+    # recorder fails first); 0.5.23's answers with SM100/SM103/SM120 facts are replayed.
+    **dict.fromkeys(
+        ("KV4-NVFP4-NATIVE-PD", "KV4-NVFP4-NATIVE-HICACHE"),
+        "needs an SM100 GPU: the recorder runs on CPU (0.5.23's answers with SM100 facts in "
+        "tests/test_nvfp4_v4_hisparse.py)",
+    ),
     # The attention handler's dtype and SM120 checks come after its GPU-class checks, which
     # the CPU recorder fails first; held to the releases' source in
     # tests/test_attention_split.py (with 0.5.23's answers on an H100).

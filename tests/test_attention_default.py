@@ -21,8 +21,11 @@ from typing import Any
 
 import pytest
 
+from meshsat.solver.backends.interp import evaluate
+from meshsat.solver.catalogue.attention_default import sinks_decide
+from meshsat.solver.lang.config import Config
 from meshsat.solver.lang.model_spec import ModelSpec
-from meshsat.solver.validation.validate import Report, validate
+from meshsat.solver.validation.validate import Report, environment, validate
 
 LLAMA = "LlamaForCausalLM"
 QWEN3_MOE = "Qwen3MoeForCausalLM"
@@ -117,6 +120,21 @@ def test_the_default_is_sglang_0_5_23s_on_each_gpu_class(name: str) -> None:
                 assert got is None, (sm, spec)
             else:
                 assert got == expected, (name, sm, spec)
+
+
+@pytest.mark.parametrize("sm", [80, 90, 100, 120])
+def test_sinks_decide_is_where_the_mimo_default_stays_unset(sm: int) -> None:
+    """`sinks_decide` (which UNO's FA3 check reads after the speculative handler, with the
+    typed top-k) holds exactly where R-ATTN-BACKEND leaves MiMo V2's back-end unset, and
+    never for a model without sinks to decide."""
+    sinks = sinks_decide("0.5.23", raw=True)
+    for name, spec in itertools.product(("mimo_v2", "llama"), SPECS):
+        architecture = ORACLE_MODELS[name]
+        report = _report(architecture, SPECS[spec], sm)
+        typed = Config(tp_size=8, platform="cuda", gpu_sm=sm, **SPECS[spec])
+        raw = environment(typed, spec_of(architecture))
+        unset = report.resolved["attention_backend"] is None
+        assert evaluate(sinks, {**raw, **report.resolved}, raw) is unset, (name, sm, spec)
 
 
 #: (model, GPU class, config, SGLang 0.5.23's first error or None): configs meshsat judged

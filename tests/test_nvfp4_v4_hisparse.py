@@ -1,4 +1,5 @@
-"""0.5.23's NVFP4 back-end rewrite (R-NVFP4-BACKENDS, KV4-NVFP4-*), DeepSeek V4's dsv4
+"""0.5.23's NVFP4 back-end rewrite (R-NVFP4-BACKENDS, KV4-NVFP4-*, the native layout's PD and
+HiCache refusals KV4-NVFP4-NATIVE-PD / -HICACHE), DeepSeek V4's dsv4
 override (R-ATTN-MODEL), validate_hisparse's feature checks (HISPARSE-MIXED-CHUNK,
 HISPARSE-SPEC-TOPK) and handle_cache_compatibility's order (SWA-RATIO-RANGE after the
 host-pool, HiCache and offload checks), against SGLang's own answers.
@@ -22,6 +23,8 @@ from meshsat.solver.lang.model_spec import ModelSpec
 
 _NEITHER = "NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but backend "
 _V4 = ModelSpec(architecture="DeepseekV4ForCausalLM")
+_NATIVE_PD = "SM100 native NVFP4 with trtllm_mha does not yet support PD disaggregation because"
+_NATIVE_HICACHE = "SM100 native NVFP4 with trtllm_mha does not yet support hierarchical KV cache"
 
 #: (config, model, the start of SGLang's first error or None, its resolved attention_backend
 #: when it accepts).
@@ -77,6 +80,48 @@ ORACLE_0_5_23: tuple[tuple[dict[str, Any], str, str | None, str | None], ...] = 
         "deepseek_v32",
         "--enable-hisparse does not support --enable-mixed-chunk yet.",
         None,
+    ),
+    # handle_kv4_compatibility: SM100 (SM103 too) native NVFP4, trtllm_mha in either phase of
+    # the resolved pair (R-NVFP4-BACKENDS decodes every nvfp4 cache on it), refuses PD
+    # disaggregation and HiCache / LMCache, PD first, before the cache handler's checks.
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "nvfp4", "enable_hierarchical_cache": True},
+        "llama",
+        _NATIVE_HICACHE,
+        None,
+    ),
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "nvfp4", "attention_backend": "flashinfer"}
+        | {"enable_lmcache": True},
+        "qwen3_moe",
+        _NATIVE_HICACHE,
+        None,
+    ),
+    (
+        {"gpu_sm": 103, "kv_cache_dtype": "nvfp4", "disaggregation_mode": "decode"},
+        "llama",
+        _NATIVE_PD,
+        None,
+    ),
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "nvfp4", "prefill_attention_backend": "flashinfer"}
+        | {"disaggregation_mode": "decode", "enable_hierarchical_cache": True},
+        "llama",
+        _NATIVE_PD,
+        None,
+    ),
+    # SM120 is not SM100: the same pair serves PD and HiCache.
+    (
+        {"gpu_sm": 120, "kv_cache_dtype": "nvfp4", "disaggregation_mode": "decode"},
+        "llama",
+        None,
+        "flashinfer",
+    ),
+    (
+        {"gpu_sm": 120, "kv_cache_dtype": "nvfp4", "enable_lmcache": True},
+        "qwen3_moe",
+        None,
+        "flashinfer",
     ),
     # handle_cache_compatibility: the host pool, then the offload, then the ratio.
     (

@@ -155,6 +155,8 @@ def test_compare_names_what_changed() -> None:
         # 0.5.23's nvfp4 prefill/decode back-ends (handle_nvfp4_prefill_kv_dequant_dtype).
         *("KV4-NVFP4-PREFILL-BACKEND", "KV4-NVFP4-DECODE-GPU"),
         *("KV4-NVFP4-NATIVE-SM100", "KV4-NVFP4-DECODE-BACKEND"),
+        # handle_kv4_compatibility's SM100 native layout (tests/test_nvfp4_v4_hisparse.py).
+        *("KV4-NVFP4-NATIVE-PD", "KV4-NVFP4-NATIVE-HICACHE"),
         *("WEIGHT-VISION-TP-REDUCE", "WEIGHT-VISION-TP-REDUCE-CP"),
         "FLAG-CHOICE-CUDA-GRAPH-BACKEND-DECODE",
         "FLAG-CHOICE-CUDA-GRAPH-BACKEND-PREFILL",

@@ -439,7 +439,7 @@ UNO_ANSWERS: tuple[tuple[dict[str, Any], str | None], ...] = (
         None,
     ),
     # A tree (top-k above 1) on an unset back-end: Hopper's default is then FlashInfer or
-    # Triton (the oracle has no FlashInfer: Triton), never FA3.
+    # Triton (the oracle has no FlashInfer: Triton), never FA3 (R-ATTN-BACKEND: FlashInfer).
     ({**_UNO_TREE}, "UNO requires FA3 for both prefill and decode attention"),
     ({**_UNO_TREE, **_FA3}, None),
     (
@@ -489,6 +489,57 @@ def test_uno_checks_the_layout_0_5_23(layout: dict[str, Any], error: str | None)
         assert (first and first[1]) == error or (
             error is not None and first is not None and _opens_with(first[1], error)
         ), first
+
+
+_MIMO = "MiMoV2FlashForCausalLM"
+_UNO_FA3_WORDS = "UNO requires FA3 for both prefill and decode attention; got "
+#: SGLang 0.5.23's answer on UNO's back-end check off Hopper and on other models (oracle
+#: --launch, each GPU class's platform facts, FlashInfer installed): `_handle_uno` runs after
+#: the attention handler, so it reads the resolved pair, the GPU's and model's default
+#: included (R-ATTN-BACKEND); MiMo V2's FlashInfer-or-Triton default (its sinks decide, which
+#: meshsat does not read) is not FA3 either way. (gpu_sm, model, layout, the pair it names,
+#: or None: launched.)
+UNO_DEFAULTS: tuple[tuple[int, str, dict[str, Any], str | None], ...] = (
+    (90, "deepseek_v3", _UNO_TREE, None),
+    (90, "mimo_v2", _UNO, None),
+    (90, "mimo_v2", _UNO_TREE, "prefill='flashinfer', decode='flashinfer'."),
+    (90, "deepseek_v32", _UNO, "prefill='dsa', decode='dsa'."),
+    (100, "llama", _UNO, "prefill='flashinfer', decode='flashinfer'."),
+    (100, "deepseek_v3", _UNO, "prefill='trtllm_mla', decode='trtllm_mla'."),
+    (100, "mimo_v2", _UNO, "prefill='fa4', decode='fa4'."),
+    (100, "mimo_v2", {**_UNO, "prefill_attention_backend": "fa3"}, "prefill='fa3', decode='fl"),
+    (100, "mimo_v2", {**_UNO, **_FA3}, None),
+    (120, "deepseek_v3", _UNO, "prefill='triton', decode='triton'."),
+    (120, "mimo_v2", _UNO, "prefill='flashinfer', decode='flashinfer'."),
+    (80, "mimo_v2", {**_UNO, "decode_attention_backend": "fa3"}, "prefill='flashinfer', decode="),
+    (80, "qwen3_moe", {**_UNO, "prefill_attention_backend": "fa3"}, "prefill='fa3', decode='fl"),
+    (80, "llama", {**_UNO, **_FA3}, None),
+)
+
+
+@pytest.mark.parametrize(("gpu_sm", "name", "layout", "pair"), UNO_DEFAULTS)
+def test_uno_reads_the_resolved_default_back_ends(
+    gpu_sm: int, name: str, layout: dict[str, Any], pair: str | None
+) -> None:
+    cfg = {"platform": "cuda", "gpu_sm": gpu_sm, "speculative_algorithm": "UNO", **layout}
+    # The recorder has no MiMo V2 checkpoint: its architecture is what the default reads.
+    spec = ModelSpec(architecture=_MIMO) if name == "mimo_v2" else _model(name)
+    report = validate(cfg, spec, explain=False, sglang_version="0.5.23")
+    first = (report.violations[0].rule, report.violations[0].message) if report.violations else None
+    if pair is None:
+        assert first is None, first
+    else:
+        assert first is not None and first[0] == "SPEC-UNO-FA3", first
+        assert first[1].startswith(_UNO_FA3_WORDS + pair), first
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.19", "0.5.23"])
+def test_an_unknown_algorithm_is_named_upper_cased(version: str) -> None:
+    """SGLang upper-cases the name before it looks it up, so it quotes an unknown one so
+    (0.5.18, 0.5.19 and 0.5.23 runners: "Unknown speculative algorithm name: MTP")."""
+    for typed in ("mtp", "Mtp", "MTP"):
+        first = _first(version, "llama", speculative_algorithm=typed)
+        assert first == ("SPEC-UNKNOWN-ALGORITHM", "Unknown speculative algorithm name: MTP")
 
 
 def test_uno_lora_path_is_read_as_given() -> None:

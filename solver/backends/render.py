@@ -235,6 +235,17 @@ def format_message(rule: Rule, resolved: Mapping[str, Any]) -> str:
     return rule.message.format_map(_Values(resolved, rule))
 
 
+class _Shown(str):
+    """A placeholder's text. `{field:upper}` shows it upper-cased, as SGLang quotes a value
+    it has upper-cased itself (`--speculative-algorithm mtp` is "MTP" in its words) where
+    meshsat keeps the value as typed (a name it does not know has no resolved spelling)."""
+
+    __slots__ = ()
+
+    def __format__(self, spec: str) -> str:
+        return self.upper() if spec == "upper" else format(str(self), spec)
+
+
 class _Values(dict[str, str]):
     """Placeholders: a field's resolved value, or a derived width the rule reads
     (`{mlp_tp}`, `{dense_mlp_shard}`), so a message can quote SGLang's own numbers."""
@@ -246,8 +257,8 @@ class _Values(dict[str, str]):
 
     def __missing__(self, key: str) -> str:
         if key in self.env:
-            return fmt_value(self.env[key])
+            return _Shown(fmt_value(self.env[key]))
         width = ex.named_in(self.rule.when, self.rule.holds).get(key)
         if width is None:
             raise KeyError(key)
-        return fmt_value(evaluate(width, self.env, self.env))
+        return _Shown(fmt_value(evaluate(width, self.env, self.env)))

@@ -32,7 +32,8 @@ check then assumes the unknown default passes, as GPU-class rules do):
   back-end (gpt-oss, Qwen3.5/Next, Llama 4, Gemma 4, MiniMax M3, Nemotron-H, DeepSeek V4, ...:
   `OVERRIDDEN_ARCHITECTURES`, from the three releases' override registries): unset.
 - MiMo V2 where the choice is FlashInfer or Triton: its attention sinks are config flags
-  (`add_*_attention_sink_bias`) meshsat does not read: unset.
+  (`add_*_attention_sink_bias`) meshsat does not read: unset (`sinks_decide`: a check that
+  only asks whether the default is FA3, UNO's, reads it as neither).
 - FlashInfer is taken to be installed (SGLang's CUDA wheels depend on it) and Hopper's CUDA to
   be 12.3 or later. A model whose config sets `learnable_sink` (sinks meshsat cannot see)
   would run Triton where this says FlashInfer.
@@ -43,7 +44,7 @@ check then assumes the unknown default passes, as GPU-class rules do):
 from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import USES_MLA
-from meshsat.solver.lang.expr import FALSE, Expr, is_set, ite, lift, one_of
+from meshsat.solver.lang.expr import FALSE, Expr, Field, is_set, ite, lift, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
 from meshsat.solver.lang.rule import Assign, assign
@@ -129,46 +130,78 @@ UNMODELLED_PICKS = tuple(a for a in OVERRIDDEN_ARCHITECTURES if a not in TRTLLM_
 #: `SWA_SINK_ARCHS` without an override of their own: FlashInfer takes no attention sinks.
 _SINK_ARCHITECTURES = ("GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM")
 
-_NONE_NAMED = ~is_set(_base) & ~is_set(_prefill) & ~is_set(_decode)
+
 _CUDA_GPU = (F.platform == "cuda") & is_set(F.gpu_sm)
 #: `is_hopper_with_cuda_12_3` and `is_sm100`: the capability's major digit, 9 or 10.
 HOPPER = _CUDA_GPU & (F.gpu_sm >= 90) & (F.gpu_sm < 100)
 SM100 = _CUDA_GPU & (F.gpu_sm >= 100) & (F.gpu_sm < 110)
 
-#: `is_no_spec_infer_or_topk_one`, asked before the speculative handler: the typed top-k and
-#: page (read at this step, before R-PAGE-SIZE and R-SPEC-*, they are still as typed; a DSA
-#: model's page override never matters here: its back-end is dsa).
-_raw_topk, _raw_page = F.speculative_eagle_topk, F.page_size
-TOPK_ONE = ~is_set(_raw_topk) | ((_raw_topk == 1) & (~is_set(_raw_page) | (_raw_page == 1)))
+
+def _typed(field: Field, raw: bool) -> Field:
+    """What the default reads of a field the speculative handlers resolve later: at its own
+    step the field itself (still as typed), in a check after them the typed value."""
+    return field.as_raw if raw else field
+
+
+def _none_named(raw: bool = False) -> Expr:
+    """`is_attention_backend_not_set`: none of the three back-end flags is given."""
+    return (
+        ~is_set(_typed(_base, raw)) & ~is_set(_typed(_prefill, raw)) & ~is_set(_typed(_decode, raw))
+    )
+
+
+def _topk_one(raw: bool = False) -> Expr:
+    """`is_no_spec_infer_or_topk_one`, asked before the speculative handler: the typed top-k
+    and page (read at this step, before R-PAGE-SIZE and R-SPEC-*, they are still as typed; a
+    DSA model's page override never matters here: its back-end is dsa)."""
+    topk, page = _typed(F.speculative_eagle_topk, raw), _typed(F.page_size, raw)
+    return ~is_set(topk) | ((topk == 1) & (~is_set(page) | (page == 1)))
+
+
+TOPK_ONE = _topk_one()
 _MIMO = one_of(F.architecture, *MIMO_V2_ARCHITECTURES)
 _DSA = F.is_deepseek_dsa & one_of(F.platform, "cuda", "hip")
 
 
-def _sm100_trtllm(release: str) -> Expr:
+def _sm100_trtllm(release: str, raw: bool = False) -> Expr:
     """SM100's trtllm_mha (or fa4) branch: no draft tree, and with a speculative algorithm
     a typed top-k (0.5.23: or DFLASH, whose top-k is 1)."""
-    alg = F.speculative_algorithm
-    typed = ~is_set(alg) | is_set(_raw_topk)
+    alg = _typed(F.speculative_algorithm, raw)
+    typed = ~is_set(alg) | is_set(_typed(F.speculative_eagle_topk, raw))
     if release == "0.5.23":
         typed = typed | (alg == "DFLASH") | (alg == "dflash")
-    return SM100 & TOPK_ONE & typed
+    return SM100 & _topk_one(raw) & typed
 
 
-def model_picks(release: str) -> tuple[tuple[Expr, str], ...]:
+def sinks_decide(release: str, *, raw: bool = False) -> Expr:
+    """MiMo V2 on a CUDA GPU of a known class where `get_default_attn_backend` picks
+    FlashInfer, or Triton for a model with attention sinks (config flags meshsat does not
+    read): R-ATTN-BACKEND leaves the base unset there, but the default is one of the two,
+    never FA3 nor any other; not where its own override picks fa4 first (`model_picks`). A
+    check after the speculative handler (UNO's) reads it with `raw`: the typed top-k, page,
+    algorithm and back-end flags, as the default read them."""
+    generic = _CUDA_GPU & _MIMO & ~(HOPPER & _topk_one(raw)) & ~_sm100_trtllm(release, raw)
+    for when, _ in model_picks(release, raw=raw):
+        generic = generic & ~when
+    return generic
+
+
+def model_picks(release: str, *, raw: bool = False) -> tuple[tuple[Expr, str], ...]:
     """The model overrides' picks (`handle_model_specific_adjustments`), in their order, each
     (when, back-end), none of the three back-end flags named: the one declaration of them,
     which R-ATTN-BACKEND's default and R-DETERMINISTIC's fill (which leaves them alone) read.
     DSA's dsa on a GPU (CUDA or ROCm), the DeepSeek family's trtllm_mla on SM100, and
-    (0.5.23) MiMo V2's fa4 on SM100."""
+    (0.5.23) MiMo V2's fa4 on SM100. `raw`: the flags as typed, for a check after them."""
+    none = _none_named(raw)
     cases: list[tuple[Expr, str]] = [
-        (_NONE_NAMED & _DSA, "dsa"),
+        (none & _DSA, "dsa"),
         (
-            _NONE_NAMED & ~F.is_deepseek_dsa & one_of(F.architecture, *TRTLLM_MLA_FAMILY) & SM100,
+            none & ~F.is_deepseek_dsa & one_of(F.architecture, *TRTLLM_MLA_FAMILY) & SM100,
             "trtllm_mla",
         ),
     ]
     if release == "0.5.23":
-        cases.append((_NONE_NAMED & _MIMO & SM100, "fa4"))
+        cases.append((none & _MIMO & SM100, "fa4"))
     return tuple(cases)
 
 
@@ -225,10 +258,8 @@ def _generic(release: str) -> tuple[Expr, Expr]:
     mla = ite(HOPPER, "fa3", ite(SM100, "flashinfer", "triton"))
     whisper = F.architecture == "WhisperForConditionalGeneration"
     backend = ite(whisper, "flashinfer", ite(USES_MLA, mla, mha))
-    # MiMo V2's sinks decide between FlashInfer and Triton.
-    mimo_sinks = _MIMO & ~(HOPPER & TOPK_ONE) & ~trtllm
     architecture_known = is_set(F.architecture) & ~one_of(F.architecture, *OVERRIDDEN_ARCHITECTURES)
-    return _CUDA_GPU & architecture_known & ~mimo_sinks, backend
+    return _CUDA_GPU & architecture_known & ~sinks_decide(release), backend
 
 
 def default_backend(release: str) -> Assign:

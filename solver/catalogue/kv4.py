@@ -222,3 +222,31 @@ NVFP4_DECODE = Rule(
     "(SM120) GPUs. Please use a different decode backend.",
     ATTN_SRC,
 )
+
+#: `uses_sm100_trtllm_nvfp4` (0.5.23's `handle_kv4_compatibility`): an nvfp4 cache on SM100
+#: (SM100/SM103) whose resolved pair (`attention_backends_of`, after R-NVFP4-BACKENDS, which
+#: decodes every nvfp4 cache on trtllm_mha) runs trtllm_mha in either phase keeps SGLang's
+#: kernel-native block scales, which neither the PD transfer path nor the host pools of
+#: HiCache and LMCache preserve. No `gpu_sm`: not known, assumed to pass, as every GPU-class
+#: rule.
+_SM100_TRTLLM_NVFP4 = _NVFP4 & _IS_SM100 & ((PREFILL == "trtllm_mha") | (DECODE == "trtllm_mha"))
+NVFP4_NATIVE_PD = Rule(
+    "KV4-NVFP4-NATIVE-PD",
+    _SM100_TRTLLM_NVFP4,
+    F.disaggregation_mode == "null",
+    "SM100 native NVFP4 with trtllm_mha does not yet support PD disaggregation because its "
+    "physical block-scale layout is not implemented by the KV transfer path.",
+    SRC,
+    hint="--kv-cache-dtype fp8_e4m3 (or another cache dtype) for PD disaggregation",
+)
+NVFP4_NATIVE_HICACHE = Rule(
+    "KV4-NVFP4-NATIVE-HICACHE",
+    _SM100_TRTLLM_NVFP4,
+    ~F.enable_hierarchical_cache & ~F.enable_lmcache,
+    "SM100 native NVFP4 with trtllm_mha does not yet support hierarchical KV cache or LMCache "
+    "because their host pools do not preserve the physical block-scale layout.",
+    SRC,
+    hint="drop --enable-hierarchical-cache and --enable-lmcache, or another --kv-cache-dtype",
+)
+#: The two, in `handle_kv4_compatibility`'s order: after the Blackwell check, before the lists.
+NVFP4_NATIVE_RULES: tuple[Rule, ...] = (NVFP4_NATIVE_PD, NVFP4_NATIVE_HICACHE)

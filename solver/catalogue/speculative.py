@@ -37,8 +37,9 @@ top-k check reads the resolved pair (a split field included).
 from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import DECODE, MLA_MODEL, PREFILL
+from meshsat.solver.catalogue.attention_default import sinks_decide
 from meshsat.solver.lang.derived import attn_dp
-from meshsat.solver.lang.expr import TRUE, Expr, Named, is_set, ite, named, one_of
+from meshsat.solver.lang.expr import TRUE, Expr, Field, Named, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Assign, Resolution, Rule, assign
 
@@ -524,12 +525,14 @@ def unknown_algorithm(names: tuple[str, ...]) -> Rule:
     """`SpeculativeAlgorithm.from_string`, called by `handle_speculative_decoding` before any
     algorithm's own handler (the CLI takes any string): an unknown name is refused. It reads
     the name R-SPEC-CASE has upper-cased from the same `names` (NEXTN is EAGLE by then), and
-    NONE as typed."""
+    NONE as typed. SGLang has upper-cased every name by then, so it quotes an unknown one
+    upper-cased ("mtp" is "MTP"); meshsat keeps an unknown name as typed (no resolution
+    names every string) and upper-cases it in the message (`{...:upper}`)."""
     return Rule(
         "SPEC-UNKNOWN-ALGORITHM",
         is_set(_alg),
         one_of(_alg, *names, *spellings("NONE")),
-        "Unknown speculative algorithm name: {speculative_algorithm}",
+        "Unknown speculative algorithm name: {speculative_algorithm:upper}",
         SRC,
         hint="one of " + ", ".join(n for n in names if n != "NONE"),
     )
@@ -554,41 +557,39 @@ _uno_width = named("uno_draft_width", _steps + 1)
 _uno_slots = named("uno_frontier_slots", _draft * _topk)
 _uno_parent = named("uno_parent_width", _topk * (_steps - 1) + 1)
 _uno_q_1 = named("uno_verify_width_minus_1", _draft - 1)
-#: The default UNO runs on where `--attention-backend` is unset: `attention_backend_used`
-#: where certain; on Hopper a tree's default is FlashInfer or Triton (by what is installed),
-#: never FA3, so it is named FlashInfer, SGLang's pick where it is installed.
-_hopper_tree = _hopper & ~_dsa_gpu & ~_hopper_fa3
-_uno_default = ite(_hopper_tree, "flashinfer", attention_backend_used)
-#: Elsewhere (another GPU class, ROCm, an unknown one) the default is not known here: the
-#: check assumes FA3, as every GPU-class rule assumes it passes.
-_uno_default_fa3 = (_default_known & (_uno_default == "fa3")) | (~_default_known & ~_hopper)
-#: `attention_backends_of(resolved_view(...))`: each phase's back-end, the base one where
-#: its own is unset, and the GPU's default where that is unset too.
+#: `attention_backends_of(resolved_view(...))`: `_handle_uno` runs in the speculative handler,
+#: after the attention handler has filled an unset back-end, so it reads the resolved pair
+#: (PREFILL, DECODE: each phase's own back-end, else the base one after R-ATTN-BACKEND and
+#: R-NVFP4-BACKENDS). Where R-ATTN-BACKEND leaves the base unset only because MiMo V2's
+#: attention sinks decide between FlashInfer and Triton (`attention_default.sinks_decide`,
+#: read with the typed top-k) the default is not FA3 either way: named FlashInfer, SGLang's
+#: pick without sinks. Any other unset phase is a default meshsat does not know (ROCm, no
+#: `gpu_sm`, a model whose override picks it): assumed FA3, as every GPU-class rule assumes
+#: it passes.
+_sinks_decide = sinks_decide("0.5.23", raw=True)
+
+
+def _phase_unset(phase: Field) -> Expr:
+    """The phase's resolved back-end is unset: its own and the base one."""
+    return ~is_set(phase) & ~is_set(_backend)
+
+
 _uno_prefill = named(
     "uno_prefill_backend",
-    ite(
-        is_set(F.prefill_attention_backend),
-        F.prefill_attention_backend,
-        ite(is_set(_backend), _backend, _uno_default),
-    ),
+    ite(_phase_unset(F.prefill_attention_backend) & _sinks_decide, "flashinfer", PREFILL),
 )
 _uno_decode = named(
     "uno_decode_backend",
-    ite(
-        is_set(F.decode_attention_backend),
-        F.decode_attention_backend,
-        ite(is_set(_backend), _backend, _uno_default),
-    ),
+    ite(_phase_unset(F.decode_attention_backend) & _sinks_decide, "flashinfer", DECODE),
 )
 
 
-def _phase_fa3(phase: Expr, used: Expr) -> Expr:
-    """One phase runs FA3 (`used`: its own back-end, else the base one, else the default),
-    or both are unset and the default is not known here. The user's back-ends are tested
-    on the fields themselves, so that `fix` sees the literals."""
+def _phase_fa3(phase: Field, used: Expr) -> Expr:
+    """One phase's resolved back-end (`used`, which the message names) is FA3, or it is
+    unset and the default is neither known here nor MiMo's FlashInfer-or-Triton. The
+    back-ends are tested on the fields too, so that `fix` sees the literals."""
     given = (phase == "fa3") | (~is_set(phase) & (_backend == "fa3"))
-    default = ~is_set(phase) & ~is_set(_backend) & _uno_default_fa3
-    return (used == "fa3") & (given | default)
+    return ((used == "fa3") & given) | (_phase_unset(phase) & ~_sinks_decide)
 
 
 UNO_0_5_23: tuple[Rule, ...] = (

@@ -606,6 +606,9 @@ V0_5_23 = apply(
             # --disaggregation-decode-allocation-policy is new in 0.5.23: the PD hook
             # validates it first, before the decode radix and prefill fake-backend checks.
             *(("PD-DECODE-RADIX-HISPARSE", r) for r in PREFILL_COMPLETE_RULES),
+            # handle_kv4_compatibility's SM100 native-NVFP4 refusals (new in 0.5.23): after
+            # its Blackwell check, before its back-end lists.
+            *(("KV4-FA4-MLA-BACKEND", r) for r in kv4.NVFP4_NATIVE_RULES),
         ),
         add_rules=(
             # check_mega_moe_compat is new in 0.5.23 (0.5.19 accepts these, measured).

@@ -582,7 +582,7 @@ def _rule_ref(pack: Pack, rule_id: str, gpus: int | None, bound: int) -> RuleRef
     if rule_id in pack.by_id:
         rule = pack.by_id[rule_id]
         # The wording's {field} placeholders have no single value in a conflict.
-        return RuleRef(rule_id, condition(rule), re.sub(r"\{\w+\}", "…", rule.message))
+        return RuleRef(rule_id, condition(rule), re.sub(r"\{\w+(?::\w+)?\}", "…", rule.message))
     if rule_id == "MEM-FIT":
         return RuleRef(
             rule_id,
