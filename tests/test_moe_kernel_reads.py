@@ -9,6 +9,9 @@ a row says otherwise): accepted, or the first error it raised, as meshsat's rule
 - The DeepSeek model overrides set ep_size = tp_size for MLA and zigzag-DSA prefill CP.
 - `--quantization unquant` is None from _handle_missing_default_values on, so the runners
   that take a bfloat16 model take it (0.5.18 record 6594); CuteDSL still refuses it.
+- The FP8/MXFP8 Cutlass runner's `ep_size == 1` assert reads that ep_size too, not the
+  all-to-all backend's ep = tp one step later (QA s3: meshsat refused `--moe-a2a-backend
+  deepep --moe-runner-backend cutlass --quantization fp8`; rows measured 2026-12-08).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from meshsat.solver.validation.validate import validate
 RELEASES = ("0.5.18", "0.5.19", "0.5.23")
 FP4_DSL = {"moe_runner_backend": "flashinfer_cutedsl", "quantization": "modelopt_fp4"}
 FP4_CUTLASS = {"moe_runner_backend": "flashinfer_cutlass", "quantization": "modelopt_fp4"}
+FP8_CUTLASS = {"moe_runner_backend": "cutlass", "quantization": "fp8"}
 
 #: (model, config, first error per release: one value for all three, or a dict).
 ROWS: tuple[tuple[str, dict[str, Any], str | dict[str, str | None] | None], ...] = (
@@ -87,6 +91,30 @@ ROWS: tuple[tuple[str, dict[str, Any], str | dict[str, str | None] | None], ...]
         "qwen3_moe",
         {"tp_size": 4, "moe_runner_backend": "flashinfer_cutedsl", "quantization": "unquant"},
         "MOE-CUTEDSL-QUANT",
+    ),
+    *(
+        (
+            "qwen3_moe",
+            {"tp_size": 4, "moe_a2a_backend": a2a, **FP8_CUTLASS, "quantization": q},
+            None,
+        )
+        for a2a, q in (("deepep", "fp8"), ("mooncake", "mxfp8"))
+    ),
+    (
+        "qwen3_moe",
+        {"tp_size": 4, "ep_size": 4, "moe_a2a_backend": "deepep", **FP8_CUTLASS},
+        "MOE-CUTLASS-FP8-EP",
+    ),
+    ("qwen3_moe", {"tp_size": 4, "ep_size": 4, **FP8_CUTLASS}, "MOE-CUTLASS-FP8-EP"),
+    (
+        "qwen3_moe",
+        {"tp_size": 4, "dwdp_size": 4, "disaggregation_mode": "prefill", **FP8_CUTLASS},
+        "MOE-CUTLASS-FP8-EP",
+    ),
+    (
+        "deepseek_v3",
+        {"tp_size": 4, "enable_prefill_cp": True, "cp_strategy": "interleave", **FP8_CUTLASS},
+        "MOE-CUTLASS-FP8-EP",
     ),
 )
 

@@ -123,10 +123,14 @@ QUANT_RULES_AFTER: tuple[Rule, ...] = (
         ("fp8", "mxfp8", "modelopt_fp4", "modelopt_mixed", "nvfp4_online", None),
         "FlashInfer TRTLLM routed MOE",
     ),
+    # The resolved ep_size of this handler, not the a2a backend's ep = tp one step later:
+    # 0.5.23's oracle takes `--tp 8 --moe-a2a-backend deepep --moe-runner-backend cutlass
+    # --quantization fp8` and refuses it with `--ep-size 8` (or DWDP, or a model override
+    # that sets ep = tp); the same order in 0.5.18 (__post_init__) and 0.5.19 (pipeline).
     Rule(
         "MOE-CUTLASS-FP8-EP",
         (runner == "cutlass") & one_of(F.quantization, "fp8", "mxfp8"),
-        F.ep_size == 1,
+        ep_before_a2a == 1,
         "FP8/MXFP8 Cutlass MoE is only supported with ep_size == 1",
         SRC,
         hint="--ep-size 1",
