@@ -279,6 +279,21 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
     "DCP-DSA-PD": [
         ("deepseek_v32", {"tp_size": 8, "dcp_size": 2, "disaggregation_mode": "decode"})
     ],
+    # 0.5.23's CPU recorder refuses it (fidelity/runner.py, measured; 0.5.18/0.5.19 take it).
+    "DCP-DSA-TOPK": [
+        (
+            "deepseek_v32",
+            {
+                "tp_size": 8,
+                "dcp_size": 2,
+                "attention_backend": "fa3",
+                "speculative_algorithm": "EAGLE",
+                "speculative_num_steps": 1,
+                "speculative_eagle_topk": 2,
+                "speculative_num_draft_tokens": 4,
+            },
+        )
+    ],
     "A2A-DEEPEP-V2-SPEC": [
         (
             "qwen3_moe",

@@ -16,6 +16,8 @@ from meshsat.solver.lang.model_spec import (
 )
 
 SIZES = (1, 1, 1, 2, 2, 3, 4, 4, 6, 8, 8, 12, 16)
+#: A theme that names DeepSeek V3.2 (a DSA model).
+DSV32_ARCH: dict[str, Any] = {"architecture": "DeepseekV32ForCausalLM", "is_deepseek_dsa": True}
 ARCHITECTURES = (
     None,
     None,
@@ -343,7 +345,7 @@ def _themes() -> tuple[dict[str, Any], ...]:
     # drawn apart, and DSA's own prefill-CP checks (the theme names the architecture).
     a2a = [{"tp_size": 8, "ep_size": 8, "moe_a2a_backend": b} for b in ("pplx", "deepep_v2")]
     mori = {"tp_size": 8, "ep_size": 8, "moe_a2a_backend": "mori", "chunked_prefill_size": 8192}
-    dsa_cp = {**prefill_cp, "architecture": "DeepseekV32ForCausalLM", "is_deepseek_dsa": True}
+    dsa_cp = {**prefill_cp, **DSV32_ARCH}
     # FP4/MXFP8 KV caches with a Hopper GPU or a back-end that does not read them.
     kv = [
         {"kv_cache_dtype": "fp4_mx_block16", "attention_backend": "fa3"},
@@ -356,6 +358,19 @@ def _themes() -> tuple[dict[str, Any], ...]:
     pairs = [
         {"tp_size": 8, "ep_size": 8, "moe_a2a_backend": "flashinfer"},
         {"pp_size": 2, "speculative_algorithm": "EAGLE"},
+        # QA s3: MiMo-V2's override makes that EAGLE multi-layer, which PP refuses even on a
+        # PD prefill server (TOPO-PP-SPEC); a draft tree under DSA decode CP (DCP-DSA-TOPK);
+        # the FP8 Cutlass runner under an all-to-all backend (MOE-CUTLASS-FP8-EP reads the
+        # ep_size before the backend's ep = tp).
+        {
+            "pp_size": 2,
+            "speculative_algorithm": "EAGLE",
+            "disaggregation_mode": "prefill",
+            "architecture": "MiMoV2FlashForCausalLM",
+        },
+        {**dcp, **DSV32_ARCH, "speculative_eagle_topk": 4},
+        {"tp_size": 8, "moe_a2a_backend": "deepep", "moe_runner_backend": "cutlass"}
+        | {"quantization": "fp8"},
         {**dcp, "dcp_comm_backend": "fi_a2a", "platform": "hip"},
         {"language_model_only": True, "language_only": True, "mm_enable_dp_encoder": True},
         {**mori, "moe_runner_backend": "flashinfer_cutedsl"},

@@ -178,6 +178,8 @@ def test_compare_names_what_changed() -> None:
         # DSA decode CP refuses HiCache (_dsa_dcp_overrides); FlashInfer all-to-all needs
         # chunked prefill (validate_flashinfer_a2a_token_budget): tests/test_serving_rules.py.
         *("DCP-DSA-HICACHE", "A2A-FLASHINFER-CHUNKED"),
+        # Its top-k check (tests/test_rule_qa_fixes.py).
+        "DCP-DSA-TOPK",
         # handle_cache_compatibility's LMCache block (tests/test_cache_hooks.py).
         *("LMCACHE-HICACHE", "LMCACHE-RADIX", "LMCACHE-SPEC", "LMCACHE-DP-ATTN"),
         *("LMCACHE-DCP", "LMCACHE-BUFFER-ONLY", "LMCACHE-PD"),

@@ -8,6 +8,12 @@ from typing import Any
 
 import pytest
 
+from fidelity.compare import model
+from meshsat.solver.catalogue import speculative
+from meshsat.solver.lang.config import Config
+from meshsat.solver.lang.model_spec import ModelSpec
+from meshsat.solver.packs import get_pack
+from meshsat.solver.validation.validate import validate
 from tests.cli_helpers import run_cli
 
 DSV3 = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3"
@@ -195,3 +201,126 @@ def test_elastic_scale_up_keeps_refusing_the_default_graphs_before_0_5_23(
     cmd = _EEP.replace("--attn-dp-size 16", "--dp-size 16 --enable-dp-attention")
     code, report = _validate(capsys, "0.5.19", cmd)
     assert code == 1 and "EEP-NO-GRAPHS" in _rules(report), report["violations"]
+
+
+# --- QA s3: model overrides the checks after them read --------------------------------------
+
+
+def _stage_rules(cfg: dict[str, Any], spec: ModelSpec, version: str = "0.5.23") -> list[str]:
+    """meshsat's errors among the checks the oracle runs (resolution and launch), in order."""
+    report = validate(Config(**cfg), spec, explain=False, sglang_version=version)
+    pack = get_pack(version)
+    return [
+        v.rule
+        for v in report.violations
+        if pack.stage(v.rule) == "resolution" or v.source == "check_server_args"
+    ]
+
+
+_H100 = {"platform": "cuda", "gpu_sm": 90}
+_PP_PREFILL = {"tp_size": 4, "pp_size": 2, "disaggregation_mode": "prefill", **_H100}
+#: SGLang 0.5.23's oracle (`oracle.py --launch`, H100 facts) on MiMo-V2-Flash and, as the
+#: control, DeepSeek V3: (extra fields, MiMo's first error, DeepSeek V3's). The MiMo-V2 model
+#: override sets enable_multi_layer_eagle for `--speculative-algorithm EAGLE` as typed, and
+#: check_pipeline_parallel_compat then asserts "Pipeline parallelism currently only supports
+#: EAGLE (non-multi-layer) ..."; NEXTN (EAGLE only later) and a lower-case `eagle` stay
+#: single-layer. meshsat took MiMo's EAGLE on a PD prefill server.
+_PP_MULTI_LAYER: tuple[tuple[dict[str, Any], str | None, str | None], ...] = (
+    ({"speculative_algorithm": "EAGLE"}, "TOPO-PP-SPEC", None),
+    ({"speculative_algorithm": "NEXTN"}, None, None),
+    ({"speculative_algorithm": "eagle"}, None, None),
+    ({"speculative_algorithm": "EAGLE", "gpu_sm": 100}, "TOPO-PP-SPEC", None),
+    ({"speculative_algorithm": "EAGLE3"}, "TOPO-PP-SPEC", "TOPO-PP-SPEC"),
+    (
+        {"speculative_algorithm": "EAGLE", "disaggregation_mode": "null"},
+        "TOPO-PP-SPEC",
+        "TOPO-PP-SPEC",
+    ),
+    (
+        {"speculative_algorithm": "NEXTN", "disaggregation_mode": "null"},
+        "TOPO-PP-SPEC",
+        "TOPO-PP-SPEC",
+    ),
+    ({}, None, None),
+    # Without PP the flag is read by nothing meshsat models.
+    ({"speculative_algorithm": "EAGLE", "pp_size": 1, "tp_size": 8}, None, None),
+)
+
+
+@pytest.mark.parametrize(("extra", "mimo", "dsv3"), _PP_MULTI_LAYER)
+def test_pp_refuses_the_multi_layer_eagle_a_model_override_turns_on(
+    extra: dict[str, Any], mimo: str | None, dsv3: str | None
+) -> None:
+    cfg = {**_PP_PREFILL, **extra}
+    mimo_spec = ModelSpec(architecture="MiMoV2FlashForCausalLM")
+    assert _stage_rules(cfg, mimo_spec)[:1] == ([mimo] if mimo else [])
+    assert _stage_rules(cfg, model("deepseek_v3"))[:1] == ([dsv3] if dsv3 else [])
+
+
+@pytest.mark.parametrize("architecture", speculative.MULTI_LAYER_EAGLE_ARCHITECTURES)
+def test_every_multi_layer_eagle_override_is_read(architecture: str) -> None:
+    """The other overrides of 0.5.23's source that set enable_multi_layer_eagle for EAGLE
+    (`_step3p_overrides`, `_gigachat35_overrides`; no oracle model): the same refusal."""
+    spec = ModelSpec(architecture=architecture)
+    assert _stage_rules({**_PP_PREFILL, "speculative_algorithm": "EAGLE"}, spec) == ["TOPO-PP-SPEC"]
+    assert _stage_rules({**_PP_PREFILL, "speculative_algorithm": "DSPARK"}, spec) == []
+
+
+_TOPK = {"speculative_num_steps": 1, "speculative_num_draft_tokens": 8}
+_DCP_FA3 = {"tp_size": 8, "attention_backend": "fa3", **_H100}
+#: SGLang 0.5.23's oracle (H100 facts; 0.5.23's CPU recorder, fidelity/runner.py, also
+#: refuses dcp 2 with top-k 2, EAGLE on fa3 or no algorithm, which 0.5.18 and 0.5.19 take):
+#: `_dsa_dcp_overrides`
+#: (model_overrides/deepseek_v2.py) raises "DSA DCP requires --speculative-eagle-topk 1."
+#: for a typed top-k other than 1 under DSA decode CP, after its HiCache and PD checks and
+#: before the speculative handler's page-tree check. meshsat had no such rule.
+_REFUSED = "DCP-DSA-TOPK"
+_DSA_DCP_TOPK: tuple[tuple[dict[str, Any], str | None], ...] = (
+    (
+        {"dcp_size": 8, "speculative_algorithm": "EAGLE", "speculative_eagle_topk": 4},
+        "DCP-DSA-TOPK",
+    ),
+    (
+        {"dcp_size": 2, "speculative_algorithm": "NEXTN", "speculative_eagle_topk": 2},
+        "DCP-DSA-TOPK",
+    ),
+    ({"dcp_size": 2, "speculative_eagle_topk": 2}, "DCP-DSA-TOPK"),
+    ({"dcp_size": 2, "speculative_algorithm": "EAGLE", "speculative_eagle_topk": 1}, None),
+    ({"dcp_size": 8, "speculative_algorithm": "EAGLE"}, None),
+    ({"dcp_size": 1, "speculative_algorithm": "EAGLE", "speculative_eagle_topk": 4}, None),
+    (
+        {"dcp_size": 8, "speculative_algorithm": "EAGLE", "speculative_eagle_topk": 4}
+        | {"disaggregation_mode": "decode"},
+        "DCP-DSA-PD",
+    ),
+    (
+        {"dcp_size": 8, "speculative_algorithm": "EAGLE", "speculative_eagle_topk": 4}
+        | {"enable_hierarchical_cache": True},
+        "DCP-DSA-HICACHE",
+    ),
+    # The default back-end (page 64): the page-tree check comes later.
+    (
+        {"dcp_size": 2, "speculative_algorithm": "EAGLE", "speculative_eagle_topk": 2}
+        | {"attention_backend": None},
+        "DCP-DSA-TOPK",
+    ),
+)
+
+
+@pytest.mark.parametrize(("extra", "first"), _DSA_DCP_TOPK)
+def test_dsa_decode_cp_requires_top_k_one(extra: dict[str, Any], first: str | None) -> None:
+    # Steps and draft tokens go with a typed top-k under an algorithm (SGLang picks all
+    # three or none).
+    both = "speculative_algorithm" in extra and "speculative_eagle_topk" in extra
+    cfg = {**_DCP_FA3, **(_TOPK if both else {}), **extra}
+    assert _stage_rules(cfg, model("deepseek_v32"))[:1] == ([first] if first else [])
+    # DeepSeek V3 is no DSA model: the override never asks.
+    assert "DCP-DSA-TOPK" not in _stage_rules(cfg, model("deepseek_v3"))
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
+def test_dsa_decode_cp_top_k_is_0_5_23s_check(version: str) -> None:
+    """0.5.18 and 0.5.19 have no `_dsa_dcp_overrides` (their CPU recorders take the fa3 row)."""
+    cfg = {**_DCP_FA3, **_TOPK, "dcp_size": 2, "speculative_algorithm": "EAGLE"}
+    cfg["speculative_eagle_topk"] = 2
+    assert "DCP-DSA-TOPK" not in _stage_rules(cfg, model("deepseek_v32"), version)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from meshsat.solver.lang.derived import attn_tp, attn_tp_whole
-from meshsat.solver.lang.expr import TRUE, divides, one_of
+from meshsat.solver.lang.expr import TRUE, divides, is_set, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Rule
 
@@ -80,7 +80,7 @@ RULES: tuple[Rule, ...] = (
 
 #: DeepSeek's DSA decode-CP override (handle_model_specific_adjustments, 0.5.23,
 #: `_dsa_dcp_overrides`): DSA decode CP takes no HiCache nor HiSparse,
-#: then serves no PD deployment.
+#: then serves no PD deployment, then drafts no EAGLE tree (DCP-DSA-TOPK).
 DSA_DCP_HICACHE = Rule(
     "DCP-DSA-HICACHE",
     F.is_deepseek_dsa & (dcp > 1),
@@ -96,6 +96,19 @@ DSA_DCP_PD = Rule(
     "DSA DCP does not support PD disaggregation.",
     "handle_model_specific_adjustments",
     hint="drop --dcp-size, or serve this model without PD disaggregation",
+)
+#: The override's third check reads --speculative-eagle-topk as typed: it runs in the model
+#: overrides, before the speculative handler picks or adjusts a top-k (R-SPEC-AUTO,
+#: R-SPEC-DRAFT), so an unset top-k passes whatever the algorithm, and a typed one is asked
+#: even without one (0.5.23's oracle: EAGLE or NEXTN with top-k 2 or 4 refused at dcp 2 and
+#: 8, top-k 1 or unset taken; never on DeepSeek V3, not DSA).
+DSA_DCP_TOPK = Rule(
+    "DCP-DSA-TOPK",
+    F.is_deepseek_dsa & (dcp > 1),
+    ~is_set(F.speculative_eagle_topk.as_raw) | (F.speculative_eagle_topk.as_raw == 1),
+    "DSA DCP requires --speculative-eagle-topk 1.",
+    "handle_model_specific_adjustments",
+    hint="--speculative-eagle-topk 1 (a draft chain, not a tree), or drop --dcp-size",
 )
 
 #: handle_model_specific_adjustments (0.5.23, its first check once the model config is

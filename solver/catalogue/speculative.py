@@ -41,6 +41,7 @@ from meshsat.solver.catalogue.attention_default import sinks_decide
 from meshsat.solver.lang.derived import attn_dp
 from meshsat.solver.lang.expr import TRUE, Expr, Field, Named, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
+from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
 from meshsat.solver.lang.rule import Assign, Resolution, Rule, assign
 
 SRC = "handle_speculative_decoding"
@@ -64,6 +65,27 @@ ngram: Expr = _alg == "NGRAM"
 tree: Expr = is_set(_topk) & (_topk > 1)
 #: A paged KV cache once resolved (SGLang's unset page size is 1).
 paged: Expr = is_set(_page) & (_page > 1)
+
+#: The model overrides that turn on multi-layer EAGLE (0.5.23, handle_model_specific_
+#: adjustments: `_mimo_v2_overrides`, `_step3p_overrides` (an architecture name containing
+#: Step3p5ForCausalLM or Step3p7ForConditionalGeneration), `_gigachat35_overrides`; 0.5.18
+#: and 0.5.19 the MiMo-V2 and Step-3.5 ones).
+MULTI_LAYER_EAGLE_ARCHITECTURES = (
+    *MIMO_V2_ARCHITECTURES,
+    "Step3p5ForCausalLM",
+    "Step3p7ForConditionalGeneration",
+    "GigaChat35ForCausalLM",
+    "GigaChat35ForCausalLMNextN",
+)
+#: SGLang's resolved `enable_multi_layer_eagle` as far as meshsat reads it: those overrides
+#: set it for `--speculative-algorithm EAGLE` as typed (they run before the speculative
+#: handler upper-cases the name and makes NEXTN EAGLE, so MiMo-V2 with NEXTN stays
+#: single-layer: 0.5.23's oracle takes it under PP on a PD prefill server, refuses EAGLE).
+#: `--enable-multi-layer-eagle` typed for another model is not a field: read as unset.
+multi_layer_eagle: Named = named(
+    "multi_layer_eagle",
+    one_of(F.architecture, *MULTI_LAYER_EAGLE_ARCHITECTURES) & (_alg.as_raw == "EAGLE"),
+)
 
 
 # --- the attention back-end an unset --attention-backend resolves to -------------------

@@ -621,9 +621,10 @@ V0_5_23 = apply(
             a2a.FLASHINFER_CHUNKED,
             # New in 0.5.23 (its build of gemma-3-27b-it at attention TP 2 of TP 8).
             *weight_shapes.VISION_TP_REDUCE,
-            # _dsa_dcp_overrides: HiCache first, then PD.
+            # _dsa_dcp_overrides: HiCache first, then PD, then the top-k.
             decode_cp.DSA_DCP_HICACHE,
             decode_cp.DSA_DCP_PD,
+            decode_cp.DSA_DCP_TOPK,
             # handle_cache_compatibility's LMCache checks are new in 0.5.23 (last in it).
             *serving.LMCACHE_RULES,
         ),
@@ -669,9 +670,10 @@ V0_5_23 = apply(
             ),
             # check_pipeline_parallel_compat (arg_groups/validation_hook.py, from
             # check_server_args when pp_size > 1): PP takes speculative decoding on a PD
-            # prefill server, EAGLE (NEXTN is its alias) or DSPARK. Up to 0.5.19 PP refuses
-            # any. SGLANG_ENABLE_PP_SPEC (the aggregated path, not a field) and
-            # --enable-multi-layer-eagle (not a field) are not read: unset.
+            # prefill server, EAGLE (NEXTN is its alias) or DSPARK, but not multi-layer
+            # EAGLE, which the MiMo-V2, Step-3.5 and GigaChat 3.5 model overrides turn on
+            # for EAGLE (`speculative.multi_layer_eagle`). Up to 0.5.19 PP refuses any.
+            # SGLANG_ENABLE_PP_SPEC (the aggregated path, not a field) is not read: unset.
             Rule(
                 "TOPO-PP-SPEC",
                 F.pp_size > 1,
@@ -679,12 +681,14 @@ V0_5_23 = apply(
                 | (
                     (F.disaggregation_mode == "prefill")
                     & one_of(F.speculative_algorithm, "EAGLE", "NEXTN", "DSPARK")
+                    & ~speculative.multi_layer_eagle
                 ),
                 "PP + speculative decoding (MTP) is only supported on prefill nodes "
                 "(disaggregation-mode=prefill), with EAGLE (non-multi-layer) or DSPARK",
                 topology.CHECK,
                 hint="drop --speculative-algorithm, use --pp-size 1, or run PP with EAGLE on a "
-                "PD prefill server (--disaggregation-mode prefill)",
+                "PD prefill server (--disaggregation-mode prefill; MiMo-V2, Step-3.5 and "
+                "GigaChat 3.5 make EAGLE multi-layer there)",
             ),
             # handle_elastic_ep reads the resolved graph config: decode `disabled`, or `full`
             # recaptured on CUDA (no speculative decoding); prefill `disabled`. Unset, decode
