@@ -301,6 +301,25 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
         )
     ],
     "A2A-DEEPEP-V2-BUDGET": [("qwen3_moe", {"tp_size": 8, "moe_a2a_backend": "deepep_v2"})],
+    # A decode server's graph of 256 requests per DP rank (the recorder's own default, 160,
+    # is refused too).
+    "A2A-DEEPEP-V2-DECODE-BUDGET": [
+        (
+            "qwen3_moe",
+            {
+                "tp_size": 4,
+                "enable_dp_attention": True,
+                "dp_size": 4,
+                "moe_a2a_backend": "deepep_v2",
+                "disaggregation_mode": "decode",
+                "cuda_graph_max_bs_decode": 256,
+            },
+        )
+    ],
+    # No chunk typed: the recorder's default 4096 over DP attention 3 is 1365.
+    "KV-CHUNK-DEFAULT-PAGE-CERTAIN": [
+        (None, {"tp_size": 3, "enable_dp_attention": True, "dp_size": 3, "page_size": 16})
+    ],
     "ATTN-TRTLLM-MHA-CP-SM100": [
         (
             "llama",

@@ -580,12 +580,14 @@ CASES: tuple[Case, ...] = (
     # --- KV page size (catalogue/page_size.py): the resolved page divides the chunk -------
     case("KV-CHUNK-PAGE", {"page_size": 16, "chunked_prefill_size": 1000}, {"page_size": 8}),
     # SGLang's own chunk (2048 to 16384 by GPU memory) over DP attention 3: 682, 1365, 2730,
-    # 5461, none a multiple of 64 (0.5.23 measured: 1365); 576 // 3 = 192 is.
+    # 5461, none a multiple of 64 (0.5.23 measured: 1365): SGLang's error; 576 // 3 = 192 is.
     case(
-        "KV-CHUNK-DEFAULT-PAGE",
+        "KV-CHUNK-DEFAULT-PAGE-CERTAIN",
         {"tp_size": 3, "dp_size": 3, "enable_dp_attention": True, "page_size": 64},
         {"chunked_prefill_size": 576},
     ),
+    # Pages of 4096 with the GPU's memory unknown: 2048 fails, 4096 to 16384 pass (advice).
+    case("KV-CHUNK-DEFAULT-PAGE", {"page_size": 4096}, {"chunked_prefill_size": 4096}),
     # --- FP4/MXFP8 KV caches (handle_kv4_compatibility, handle_mxfp8_kv_cache_compatibility)
     case(
         "KV4-NVFP4-BLACKWELL",

@@ -837,11 +837,22 @@ def test_fix_never_leaves_the_chunk_to_a_default_that_breaks_the_page(
         assert _chunk_check_holds(dict(found.resolved)), found.changes
 
 
-def test_the_default_chunk_is_advice_in_validate() -> None:
-    """dp 3 with pages of 64 warns; dp 2 (0.5.23 measured: 2048 // 2 = 1024, accepted)
-    and a chunk typed to fit (576 // 3 = 192, accepted) do not."""
+def test_the_default_chunk_is_an_error_where_certain_and_advice_where_not() -> None:
+    """dp 3 with pages of 64 fails on every GPU (0.5.23 measured: 4096 // 3 = 1365,
+    refused at launch): SGLang's error. Pages of 4096 fail only the smallest GPUs' 2048:
+    advice, unless `gpu_sm` names the GPU (an H100's 8192 passes). dp 2 (0.5.23 measured:
+    2048 // 2 = 1024, accepted) and a chunk typed to fit (576 // 3 = 192) pass."""
     base = {"tp_size": 3, "dp_size": 3, "enable_dp_attention": True, "page_size": 64}
     report = validate(base, explain=False, sglang_version="0.5.23")
-    assert report.valid and [w.rule for w in report.warnings] == ["KV-CHUNK-DEFAULT-PAGE"]
+    assert not report.valid
+    assert [v.rule for v in report.violations] == ["KV-CHUNK-DEFAULT-PAGE-CERTAIN"]
+    assert report.violations[0].message.startswith(
+        "chunked_prefill_size must be divisible by page_size"
+    )
+    some = validate({"page_size": 4096}, explain=False, sglang_version="0.5.23")
+    assert some.valid and [w.rule for w in some.warnings] == ["KV-CHUNK-DEFAULT-PAGE"]
+    h100 = {"page_size": 4096, "platform": "cuda", "gpu_sm": 90}
+    assert not validate(h100, explain=False, sglang_version="0.5.23").warnings
     for fine in ({**base, "tp_size": 2, "dp_size": 2}, {**base, "chunked_prefill_size": 576}):
-        assert not validate(fine, explain=False, sglang_version="0.5.23").warnings
+        fine_report = validate(fine, explain=False, sglang_version="0.5.23")
+        assert fine_report.valid and not fine_report.warnings

@@ -210,7 +210,12 @@ def test_compare_names_what_changed() -> None:
     }
     assert "elastic_ep_rejoin" in changes.fields_removed
     assert "CP-DPCP-DIV" in changes.rules_changed
-    assert changes.steps_added == ("R-ATTN-DP-SIZE", "R-ATTN-ALIAS", "R-NVFP4-BACKENDS")
+    assert changes.steps_added == (
+        "R-ATTN-DP-SIZE",
+        "R-ATTN-ALIAS",
+        "R-NVFP4-BACKENDS",
+        "R-SM100-MOE-RUNNER",
+    )
     assert changes.fields_added == ("attn_dp_size", "disaggregation_decode_allocation_policy")
     assert compare(V0523, V0523).rules_changed == ()
 

@@ -282,8 +282,7 @@ PPLX_NORMAL = Rule(
 #: max_prefill_tokens`). Unset, chunked prefill is the device's default (4096 on the
 #: recorder's machines), which meshsat cannot see: refused as pplx's budget is. Skipped on
 #: decode servers. PP dynamic chunking (--enable-dynamic-chunking, not a field) can grow the
-#: buffer further; the decode CUDA-graph half of the check reads the graph's batch size,
-#: a GPU-memory default: not checked.
+#: buffer further; the decode CUDA-graph half is DEEPEP_V2_DECODE_BUDGET below.
 _v2_prefill_buffer = ite(F.chunked_prefill_size > 0, F.chunked_prefill_size, F.max_prefill_tokens)
 DEEPEP_V2_BUDGET = Rule(
     "A2A-DEEPEP-V2-BUDGET",
@@ -295,6 +294,54 @@ DEEPEP_V2_BUDGET = Rule(
     "validate_deepep_v2_dispatch_token_budget",
     hint="set --chunked-prefill-size within 128 tokens per rank, or raise "
     "SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
+)
+
+
+#: validate_deepep_v2_dispatch_token_budget's decode half (0.5.19, 0.5.23): the largest
+#: decode CUDA graph of one DP rank (its batch, at most --max-running-requests over the
+#: attention-DP groups, times the draft tokens a request verifies: 1 without speculative
+#: decoding, which DeepEP v2 allows only as NGRAM) must fit the same 128 tokens. Skipped on a
+#: PD prefill server and without decode graphs. The batch is --cuda-graph-max-bs-decode, or
+#: the GPU-memory default of `_handle_gpu_memory_settings` (capped by --max-running-requests):
+#: 256 (tp < 4) or 512 on every SM90 GPU (H100/H800 80 GB, H20/H100 NVL/GH200 96 GB, H200
+#: 141 GB: 60 to 160 GB), 512 on SM100/SM103 (B200, GB200, B300: 160 GB and up). On another
+#: GPU, or with no gpu_sm, the default is not known: not checked (the recorder's CPU
+#: fallback is 160, which refuses every such decode server there too).
+_GRAPH_MEMORY_CLASS = (F.platform == "cuda") & is_set(F.gpu_sm) & one_of(F.gpu_sm, 90, 100, 103)
+_GRAPH_DEFAULT = ite((F.gpu_sm == 90) & (F.tp_size < 4), 256, 512)
+_MRR = F.max_running_requests
+_graph_bs = ite(
+    is_set(F.cuda_graph_max_bs_decode),
+    F.cuda_graph_max_bs_decode,
+    ite(is_set(_MRR) & (_MRR < _GRAPH_DEFAULT), _MRR, _GRAPH_DEFAULT),
+)
+_spec = is_set(F.speculative_algorithm)
+_tokens_per_request = ite(
+    _spec & is_set(F.speculative_num_draft_tokens), F.speculative_num_draft_tokens, 1
+)
+DEEPEP_V2_DECODE_BUDGET = Rule(
+    "A2A-DEEPEP-V2-DECODE-BUDGET",
+    _v2
+    & (F.disaggregation_mode != "prefill")
+    & ~F.disable_cuda_graph
+    & ~F.disable_decode_cuda_graph
+    & (is_set(F.cuda_graph_max_bs_decode) | _GRAPH_MEMORY_CLASS),
+    (_graph_bs * _tokens_per_request <= 128)
+    # min(graph, max(1, requests // attn_dp)) · tokens <= 128, the quotient written as
+    # (requests - requests % attn_dp) so the exponent encoding needs no exact division.
+    | (
+        is_set(_MRR)
+        & (_tokens_per_request <= 128)
+        & ((_MRR - _MRR % attn_dp) * _tokens_per_request <= 128 * attn_dp)
+    ),
+    "DeepEP v2 per-rank decode CUDA graph exceeds "
+    "SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK: required > capacity=128 (requests: "
+    "the decode CUDA graph's largest batch, --cuda-graph-max-bs-decode {cuda_graph_max_bs_decode} "
+    "or the GPU's default; tokens/request: the draft tokens verified). Raise the "
+    "environment value or lower --cuda-graph-max-bs-decode.",
+    "validate_deepep_v2_dispatch_token_budget",
+    hint="--cuda-graph-max-bs-decode 128 (or --max-running-requests within 128 per DP "
+    "group), or raise SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
 )
 
 

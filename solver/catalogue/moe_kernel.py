@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from meshsat.solver.catalogue.context_parallel import ep_before_a2a
 from meshsat.solver.lang.derived import attn_dp
-from meshsat.solver.lang.expr import Expr, is_set, one_of
+from meshsat.solver.lang.expr import FALSE, Expr, is_set, one_of
 from meshsat.solver.lang.fields import F
-from meshsat.solver.lang.rule import Rule
+from meshsat.solver.lang.rule import Resolution, Rule, assign
 
 SRC = "handle_moe_kernel_config"
 runner = F.moe_runner_backend
@@ -279,4 +279,74 @@ LORA_RADIX_0_4 = Rule(
     "compatibility of lora and cuda graph and radix attention is in progress",
     _LORA_SRC,
     hint="--disable-radix-cache",
+)
+
+
+# --- the SM100 model overrides' MoE runner (0.5.23) ----------------------------------------
+#: `_DEEPSEEK_FAMILY_ARCHS` (overrides.py), which `_deepseek_moe_quant_resolution` reads.
+DEEPSEEK_FAMILY_ARCHS = (
+    "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "KimiK25ForConditionalGeneration",
+    "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration",
+    "GlmMoeDsaForCausalLM",
+    "Glm5NextForConditionalGeneration",
+    "HYV4ForCausalLM",
+    "HYV4ForCausalLMNextN",
+    "Dots3NoteForCausalLM",
+)
+#: `_qwen3_moe_family_overrides` (model_overrides/qwen3_moe.py).
+QWEN3_MOE_FAMILY_ARCHS = (
+    "Qwen3MoeForCausalLM",
+    "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3NextForCausalLM",
+    "Qwen3_5MoeForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration",
+)
+_IS_SM100 = (F.platform == "cuda") & is_set(F.gpu_sm) & one_of(F.gpu_sm, 100, 103)
+
+
+def _quant_is(*methods: str, none: bool = True) -> Expr:
+    """The quantization the override reads: the typed one, else the checkpoint's
+    (`get_quantization_config`); `none`: no quantization at all counts too. A DeepSeek V3
+    checkpoint that states none is read as fp8 or kept unquantized by its safetensors,
+    both of which count where `none` does."""
+    typed = is_set(F.quantization) & one_of(F.quantization, *methods)
+    stated = ~is_set(F.quantization) & is_set(F.quant_method) & one_of(F.quant_method, *methods)
+    unquantized = ~is_set(F.quantization) & ~is_set(F.quant_method)
+    return typed | stated | (unquantized if none else FALSE)
+
+
+_AUTO_NO_A2A = (F.moe_a2a_backend == "none") & (F.moe_runner_backend == "auto")
+#: On SM100/SM103 the DeepSeek family (not LongCat, left out of the list above) and the
+#: Qwen3-MoE family run their MoE on flashinfer_trtllm when the runner is auto and no
+#: all-to-all backend is set (oracle 0.5.23 with B200 facts: 132 + 121 configs of the s3
+#: sweep that meshsat called auto). Not modelled: the Kimi K2 thinking INT4 recipe
+#: (compressed-tensors groups of 32), which DeepSeek's override also sends there, and a
+#: ModelOpt mixed checkpoint with W4A16 NVFP4 MoE layers, which Qwen3's sends to marlin
+#: (meshsat cannot see the layer algorithms: modelopt_mixed stays auto for Qwen3).
+SM100_MOE_RUNNER = Resolution(
+    "R-SM100-MOE-RUNNER",
+    "handle_model_specific_adjustments",
+    "on SM100 the DeepSeek and Qwen3-MoE model overrides turn the auto MoE runner into "
+    "flashinfer_trtllm (no all-to-all backend, FP8/ModelOpt FP4 or unquantized weights)",
+    (
+        assign(
+            _IS_SM100
+            & _AUTO_NO_A2A
+            & one_of(F.architecture, *DEEPSEEK_FAMILY_ARCHS)
+            & _quant_is("fp8", "modelopt_fp8", "modelopt_fp4", "modelopt_mixed"),
+            moe_runner_backend="flashinfer_trtllm",
+        ),
+        assign(
+            _IS_SM100
+            & _AUTO_NO_A2A
+            & one_of(F.architecture, *QWEN3_MOE_FAMILY_ARCHS)
+            & _quant_is("fp8", "modelopt_fp4"),
+            moe_runner_backend="flashinfer_trtllm",
+        ),
+    ),
 )

@@ -35,9 +35,11 @@ The chunk check (`chunked_prefill_size % page_size == 0`):
 - 0.5.18 to 0.5.23, `check_server_args` (at launch): on the resolved values (the chunk after
   DP attention divides it, the resolved page), skipped when chunked prefill is off (<= 0) or
   on a PD decode server. An unset chunk is a GPU-memory default (2,048 to 16,384) that
-  meshsat does not know: not an error, but KV-CHUNK-DEFAULT-PAGE (advice) asks every
-  default, as DP attention divides it, to hold, so `fix` never leaves it to SGLang where
-  it may not.
+  meshsat knows from `gpu_sm` alone on SM90 (8192) and SM100/SM103 (16384): there
+  KV-CHUNK-DEFAULT-PAGE-CERTAIN (SGLang's error) checks that chunk, as DP attention divides
+  it; on another or an unknown GPU it is the error where no default holds, and where only
+  some fail KV-CHUNK-DEFAULT-PAGE (advice) asks every default to hold, so `fix` never
+  leaves it to SGLang where it may not.
 - 0.4.6.post5, a bare assert in `__post_init__`, before the back-end's page and DP
   attention's division: on the chunk and page as typed, a chunk of -1 included.
 """
@@ -45,7 +47,7 @@ The chunk check (`chunked_prefill_size % page_size == 0`):
 from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import USES_MLA
-from meshsat.solver.lang.expr import And, Expr, divides, is_set, ite, lift, one_of
+from meshsat.solver.lang.expr import And, Expr, Or, divides, is_set, ite, lift, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
 from meshsat.solver.lang.rule import Assign, Resolution, Rule, assign
@@ -188,22 +190,52 @@ CHUNK_PAGE = Rule(
 #: 160 GB, 16384 above; 0.5.18 to 0.5.23), before DP attention divides it by dp_size.
 MEMORY_DEFAULT_CHUNKS = (2048, 4096, 8192, 16384)
 _DP_SHARE = ite(F.enable_dp_attention, F.dp_size, 1)
-#: KV-CHUNK-PAGE on the chunk SGLang picks itself: every default above, divided as DP
-#: attention divides it (`_handle_data_parallelism`), must be a multiple of the page. Not an
-#: error: meshsat does not know the GPU's memory, and some GPU may pass (dp 64 with pages
-#: of 64: 16384 // 64 = 256 does, 2048 // 64 = 32 does not); where none passes (dp 3 with
-#: pages of 64: 682, 1365, 2730, 5461) SGLang 0.5.23 refuses it at launch with
-#: KV-CHUNK-PAGE's words (measured: --tp 3 --attn-dp-size 3 --page-size 64, chunk 1365).
-#: meshsat's advice, so `fix` and `enumerate` never leave the chunk to SGLang where it may
-#: break the check: a fix that unset --chunked-prefill-size was no repair there.
+
+
+#: KV-CHUNK-PAGE on the chunk SGLang picks itself where the GPU's memory is not known: every
+#: default above, divided as DP attention divides it (`_handle_data_parallelism`), must be a
+#: multiple of the page. Not an error where some GPU passes (dp 64 with pages of 64:
+#: 16384 // 64 = 256 does, 2048 // 64 = 32 does not); where none passes, or the GPU's own
+#: default fails, it is KV-CHUNK-DEFAULT-PAGE-CERTAIN above. meshsat's advice, so `fix` and
+#: `enumerate` never leave the chunk to SGLang where it may break the check: a fix that
+#: unset --chunked-prefill-size was no repair there.
+def _default_holds(chunk: int) -> Expr:
+    """(chunk // dp) % page == 0 written without the quotient, which the exponent encoding
+    would otherwise ask to be exact of every layout: chunk % (dp·page) < dp (chunk = dp·q + r,
+    q = page·m + s: the remainder is dp·s + r, below dp exactly when s = 0)."""
+    return (lift(chunk) % (_DP_SHARE * _PAGE)) < _DP_SHARE
+
+
+#: The GPU classes whose memory band, and so whose default chunk, `gpu_sm` tells: every SM90
+#: GPU has 60 to 160 GB (H100/H800 80, H20/H100 NVL/GH200 96, H200 141: 8192), every
+#: SM100/SM103 one 160 GB or more (B200, GB200, B300, GB300: 16384).
+_GPU_CHUNK = {90: 8192, 100: 16384, 103: 16384}
+_GPU_KNOWN = (F.platform == "cuda") & is_set(F.gpu_sm) & one_of(F.gpu_sm, *_GPU_CHUNK)
+_GPU_DEFAULT_HOLDS = Or(
+    *((F.gpu_sm == sm) & _default_holds(chunk) for sm, chunk in _GPU_CHUNK.items())
+)
+_DEFAULT_CHUNK = ~is_set(_CHUNK) & (F.disaggregation_mode != "decode") & is_set(_PAGE)
+#: KV-CHUNK-PAGE where it is certain on the chunk SGLang picks itself: the default of the GPU
+#: `gpu_sm` names, or, with the GPU's memory unknown, every default (dp 3 with pages above 1:
+#: 682, 1365, 2730, 5461 are odd). SGLang's error and wording (check_server_args, at launch;
+#: 0.5.23 measured: --tp 3 --attn-dp-size 3 --page-size 16 refused with chunk 1365).
+CHUNK_DEFAULT_PAGE_CERTAIN = Rule(
+    "KV-CHUNK-DEFAULT-PAGE-CERTAIN",
+    _DEFAULT_CHUNK,
+    ite(_GPU_KNOWN, _GPU_DEFAULT_HOLDS, Or(*(_default_holds(d) for d in MEMORY_DEFAULT_CHUNKS))),
+    MESSAGE + " (no --chunked-prefill-size: SGLang's default chunk for the GPU's memory, "
+    "2048 to 16384, 8192 on SM90, 16384 on SM100, over DP attention's dp_size {dp_size}, "
+    "is not a multiple of the page size {page_size})",
+    "check_server_args",
+    hint="give a --chunked-prefill-size that is a multiple of dp_size times the page size "
+    "(with DP attention) or of the page size",
+)
 CHUNK_DEFAULT_PAGE = Rule(
     "KV-CHUNK-DEFAULT-PAGE",
-    ~is_set(_CHUNK) & (F.disaggregation_mode != "decode"),
-    # (D // dp) % page == 0 written without the quotient, which the exponent encoding
-    # would otherwise ask to be exact of every layout: D % (dp·page) < dp (D = dp·q + r,
-    # q = page·m + s: the remainder is dp·s + r, below dp exactly when s = 0).
-    ~is_set(_PAGE)
-    | And(*((lift(d) % (_DP_SHARE * _PAGE)) < _DP_SHARE for d in MEMORY_DEFAULT_CHUNKS)),
+    # Where the GPU names the default, KV-CHUNK-DEFAULT-PAGE-CERTAIN decides alone; where
+    # no default holds, it is that error, not this advice.
+    _DEFAULT_CHUNK & ~_GPU_KNOWN & Or(*(_default_holds(d) for d in MEMORY_DEFAULT_CHUNKS)),
+    And(*(_default_holds(d) for d in MEMORY_DEFAULT_CHUNKS)),
     "with no --chunked-prefill-size SGLang sizes the chunk by the GPU's memory (2048, 4096, "
     "8192 or 16384) and DP attention divides it by dp_size {dp_size}: on some GPUs that "
     "chunk is not a multiple of the page size {page_size}, and check_server_args refuses "

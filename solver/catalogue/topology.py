@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from meshsat.solver.catalogue.page_size import CHUNK_DEFAULT_PAGE, CHUNK_PAGE
+from meshsat.solver.catalogue.page_size import (
+    CHUNK_DEFAULT_PAGE,
+    CHUNK_DEFAULT_PAGE_CERTAIN,
+    CHUNK_PAGE,
+)
 from meshsat.solver.catalogue.serving import CHECKS_AFTER_CHUNK, CHECKS_BEFORE_PP, CHECKS_LAST_PP
 from meshsat.solver.lang.derived import attn_tp_whole, replicas
 from meshsat.solver.lang.expr import TRUE, And, Expr, Named, Or, divides, is_set, ite, named
@@ -234,7 +238,9 @@ RULES: tuple[Rule, ...] = (
     # check_server_args() checks the chunk against the page after the PP and LoRA checks
     # and before two-batch overlap.
     CHUNK_PAGE,
-    # The same check on the chunk SGLang sizes itself (meshsat's advice).
+    # The same check on the chunk SGLang sizes itself: an error where it is certain,
+    # meshsat's advice where it depends on the GPU's memory.
+    CHUNK_DEFAULT_PAGE_CERTAIN,
     CHUNK_DEFAULT_PAGE,
     # Then PD-Multiplexing and priority scheduling (catalogue/serving.py).
     *CHECKS_AFTER_CHUNK,

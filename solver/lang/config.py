@@ -658,6 +658,15 @@ class Config(BaseModel):
         group="dwdp",
         ge=1,
     )
+    cuda_graph_max_bs_decode: int | None = _f(
+        None,
+        "Largest decode CUDA-graph batch (None: SGLang sizes it by the GPU's memory, 256 or "
+        "512 on an H100/H200, 512 on a B200, capped by --max-running-requests); read by "
+        "A2A-DEEPEP-V2-DECODE-BUDGET.",
+        flags=("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"),
+        group="dwdp",
+        ge=1,
+    )
     max_mamba_cache_size: int | None = _f(
         None,
         "State slots of a linear-attention hybrid's pool, over all attention-DP ranks "

@@ -236,6 +236,7 @@ _MOE_ADDED: tuple[Rule, ...] = (
     moe_kernel.MARLIN_EP,
     a2a.DEEPEP_V2_SPEC,
     a2a.DEEPEP_V2_BUDGET,
+    a2a.DEEPEP_V2_DECODE_BUDGET,
     # 0.5.18 and 0.5.19's PD handler: decode CP on a decode server takes no radix cache
     # or HiCache (0.5.23 removed it), and a decode's radix cache no fake backend and no
     # speculative decoding.
@@ -487,15 +488,28 @@ _A2A_0_5_23_AFTER: tuple[tuple[str, Rule], ...] = (
     ),
 )
 
-# _dcp_comm_backend_default (0.5.23): unset, the backend is a2a on CUDA/ROCm with decode CP
-# on (fi_a2a on an SM100 MNNVL domain, which meshsat cannot see: it says a2a), else ag_rs;
-# DeepSeek's DSA DCP override then replicates the Q projection for the a2a backends.
+# _dcp_comm_backend_default (0.5.23): unset, with decode CP on, the backend is fi_a2a where
+# `is_fi_a2a_supported` holds (SM100/SM103, and an MNNVL fabric or the TP ranks on one node,
+# `tp_size // max(nnodes // pp_size, 1)`, a multiple of dcp_size), else a2a on CUDA/ROCm,
+# else ag_rs. The MNNVL branch meshsat cannot see (it says a2a there); the node branch it
+# reads from gpu_sm and the topology (oracle 0.5.23 with B200 facts: 17 configs of the s3
+# sweep that meshsat called a2a). DeepSeek's DSA DCP override then replicates the Q
+# projection for the a2a backends.
 _A2A_DCP = (F.dcp_size > 1) & one_of(F.platform, "cuda", "hip")
+_FI_A2A_DCP = (
+    (F.dcp_size > 1)
+    & (F.platform == "cuda")
+    & is_set(F.gpu_sm)
+    & one_of(F.gpu_sm, 100, 103)
+    & divides(F.dcp_size, topology.tp_per_node)
+)
 _DCP_COMM_0_5_23 = Resolution(
     "R-DCP-COMM",
     "handle_decode_context_parallelism",
-    "decode CP on CUDA/ROCm without --dcp-comm-backend uses the a2a backend",
+    "decode CP without --dcp-comm-backend uses fi_a2a on SM100 where the TP ranks on one "
+    "node are a multiple of dcp_size, else a2a on CUDA/ROCm",
     (
+        assign(~is_set(F.dcp_comm_backend) & _FI_A2A_DCP, dcp_comm_backend="fi_a2a"),
         assign(~is_set(F.dcp_comm_backend) & _A2A_DCP, dcp_comm_backend="a2a"),
         assign(~is_set(F.dcp_comm_backend), quiet=True, dcp_comm_backend="ag_rs"),
         assign(
@@ -800,7 +814,13 @@ V0_5_23 = apply(
         ),
         add_resolutions=(_ATTN_DP_SIZE, _ATTN_ALIAS_0_5_23),
         # handle_nvfp4_prefill_kv_dequant_dtype, right before the attention handler.
-        add_resolutions_before=(("R-ATTN-BACKEND", kv4.nvfp4_backends("0.5.23")),),
+        add_resolutions_before=(
+            ("R-ATTN-BACKEND", kv4.nvfp4_backends("0.5.23")),
+            # handle_model_specific_adjustments' slot pass: after the MegaMOE alias, DWDP and
+            # the DeepSeek prefill-CP overrides have set the all-to-all backend (oracle
+            # 0.5.23: prefill CP's DeepEP keeps auto), before the MoE handlers read the runner.
+            ("R-A2A-EP", moe_kernel.SM100_MOE_RUNNER),
+        ),
         # SGLANG_ENABLE_CP_V2 is "Removed without replacement" (environ.py's deprecated
         # table, which only warns): no step sets it and nothing reads it.
         remove_resolutions=("R-CPV2",),
