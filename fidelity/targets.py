@@ -21,7 +21,7 @@ from functools import cache
 from typing import Any
 
 from fidelity.generate import DOMAINS, MODELS, Config, sample, spell
-from meshsat.solver.catalogue.speculative import UNO_0_5_23
+from meshsat.solver.catalogue.speculative_dflash_uno import UNO_0_5_23
 from meshsat.solver.errors import InputError
 from meshsat.solver.lang.config import Config as MeshsatConfig
 from meshsat.solver.lang.fields import CONFIG_SPECS

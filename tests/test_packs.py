@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from meshsat.solver import InputError, MeshsatWarning, check, validate
 from meshsat.solver.backends.interp import evaluate
 from meshsat.solver.backends.pyeval import compiled
-from meshsat.solver.catalogue import speculative
+from meshsat.solver.catalogue import speculative_dflash_uno
 from meshsat.solver.lang.fields import SPECS
 from meshsat.solver.packs import NEWEST, PACKS, SEED, Pack, get_pack, installed_pack
 from meshsat.solver.packs.compare import compare
@@ -174,7 +174,7 @@ def test_compare_names_what_changed() -> None:
         *("SPEC-DSPARK-DEVICE", "SPEC-DSPARK-DP-LM-HEAD", "SPEC-DSPARK-DP-A2A"),
         *("SPEC-DSPARK-DP-CP", "SPEC-DSPARK-PP"),
         # _handle_uno (tests/test_speculative_rules.py).
-        *(r.id for r in speculative.UNO_0_5_23),
+        *(r.id for r in speculative_dflash_uno.UNO_0_5_23),
         # DSA decode CP refuses HiCache (_dsa_dcp_overrides); FlashInfer all-to-all needs
         # chunked prefill (validate_flashinfer_a2a_token_budget): tests/test_serving_rules.py.
         *("DCP-DSA-HICACHE", "A2A-FLASHINFER-CHUNKED"),

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from meshsat.solver import validate
-from meshsat.solver.catalogue.speculative import (
+from meshsat.solver.catalogue.speculative_names import (
     KNOWN_ALGORITHMS,
     KNOWN_ALGORITHMS_0_5_23,
     spellings,
@@ -551,3 +551,46 @@ def test_uno_lora_path_is_read_as_given() -> None:
     read = parse_sglang_command(f'{line} --uno-lora-path "$UNO" --tp 2').values
     assert read["uno_lora_path"] is True and read["tp_size"] == 2
     assert "uno_lora_path" not in parse_sglang_command(line).values
+
+
+#: A DeepSeek V3.2 with only `--prefill-attention-backend fa3` named: its model override then
+#: names no back-end and `get_default_attn_backend` picks the base by GPU class. 0.5.23's
+#: resolution with each class's facts (2026-12-07): SM90 fa3, SM100 flashinfer, SM80 triton;
+#: the page-tree checks (pages of 64) then refuse NGRAM on fa3 and triton, and never see dsa.
+#: With no GPU class the default is one meshsat does not know: assumed to pass.
+_V32_SPLIT = {"tp_size": 8, "prefill_attention_backend": "fa3"}
+_V32_TREE = {
+    "speculative_algorithm": "EAGLE",
+    "speculative_eagle_topk": 4,
+    "speculative_num_steps": 3,
+}
+PAGE_TREE_DEFAULTS = (
+    (90, {"speculative_algorithm": "NGRAM"}, "SPEC-NGRAM-PAGE"),
+    (100, {"speculative_algorithm": "NGRAM"}, None),
+    (80, {"speculative_algorithm": "NGRAM"}, "SPEC-NGRAM-PAGE"),
+    (None, {"speculative_algorithm": "NGRAM"}, None),
+    (90, _V32_TREE, None),
+    (100, _V32_TREE, None),
+    (80, _V32_TREE, None),
+    (None, _V32_TREE, None),
+)
+
+
+@pytest.mark.parametrize(("gpu_sm", "spec", "refused_by"), PAGE_TREE_DEFAULTS)
+def test_the_page_tree_checks_read_the_resolved_default(
+    gpu_sm: int | None, spec: dict[str, Any], refused_by: str | None
+) -> None:
+    cfg: dict[str, Any] = {"platform": "cuda", **_V32_SPLIT, **spec}
+    if gpu_sm is not None:
+        cfg["gpu_sm"] = gpu_sm
+    report = validate(cfg, _model("deepseek_v32"), explain=False, sglang_version="0.5.23")
+    assert [v.rule for v in report.violations] == ([refused_by] if refused_by else [])
+
+
+def test_cpu_runs_its_platform_back_end_under_a_page_tree() -> None:
+    """On CPU the platform names the back-end (torch_native on the oracle's host, intel_amx
+    with AMX: neither a page-tree back-end), which R-ATTN-BACKEND does not fill."""
+    cfg = {"platform": "cpu", "page_size": 16, **_V32_TREE}
+    report = validate(cfg, _model("llama"), explain=False, sglang_version="0.5.23")
+    assert [v.rule for v in report.violations] == ["SPEC-EAGLE-PAGE-TREE"]
+    assert "got attention_backend='torch_native'" in report.violations[0].message

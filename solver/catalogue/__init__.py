@@ -23,6 +23,7 @@ from meshsat.solver.catalogue import (
     resolution,
     serving,
     speculative,
+    speculative_names,
     topology,
     weight_shapes,
 )
@@ -44,14 +45,20 @@ RULES: tuple[Rule, ...] = (
     kv_cache.SWA_RATIO,
     *eplb.RULES,
     *speculative.RULES,
+    speculative_names.UNKNOWN_ALGORITHM,
     *disaggregation.RULES,
     *topology.RULES,
     *model.RULES,
     *weight_shapes.RULES,
 )
 #: SGLang's silent changes in its order; the speculative handler's (and the page size its
-#: checks read) come last, as that handler runs after the parallel ones.
-RESOLUTIONS: tuple[Resolution, ...] = (*resolution.RESOLUTIONS, *speculative.RESOLUTIONS)
+#: checks read) come last, as that handler runs after the parallel ones: it opens by
+#: upper-casing the algorithm's name.
+RESOLUTIONS: tuple[Resolution, ...] = (
+    *resolution.RESOLUTIONS,
+    speculative_names.UPPER_CASE,
+    *speculative.RESOLUTIONS,
+)
 ERRORS: tuple[Rule, ...] = tuple(r for r in RULES if r.severity == "error")
 WARNINGS: tuple[Rule, ...] = tuple(r for r in RULES if r.severity == "warning")
 BY_ID: dict[str, Rule] = {r.id: r for r in RULES}

@@ -44,7 +44,7 @@ check then assumes the unknown default passes, as GPU-class rules do):
 from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import USES_MLA
-from meshsat.solver.lang.expr import FALSE, Expr, Field, is_set, ite, lift, one_of
+from meshsat.solver.lang.expr import FALSE, Expr, Field, Named, is_set, ite, lift, named, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
 from meshsat.solver.lang.rule import Assign, assign
@@ -129,6 +129,29 @@ OVERRIDDEN_ARCHITECTURES = (
 UNMODELLED_PICKS = tuple(a for a in OVERRIDDEN_ARCHITECTURES if a not in TRTLLM_MLA_FAMILY)
 #: `SWA_SINK_ARCHS` without an override of their own: FlashInfer takes no attention sinks.
 _SINK_ARCHITECTURES = ("GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM")
+
+
+#: On CPU the platform handler (`handle_cpu_backends`, before the model overrides) names an
+#: unset base back-end intel_amx (torch_native on an Arm host), and the attention handler's
+#: platform fall-back makes intel_amx torch_native on a host without AMX. Which one runs
+#: depends on the host, which meshsat does not see, so R-ATTN-BACKEND leaves it unset. Both
+#: are CPU back-ends outside every list of GPU kernels a check asks for (`resolved_in`); a
+#: report names torch_native, as on the oracle's host (no AMX).
+CPU_BACKEND = "torch_native"
+#: The base back-end a check after the attention handler reads, in its words: R-ATTN-BACKEND's,
+#: else CPU's (`CPU_BACKEND`). Anywhere else an unset one is a default not known here, which
+#: `resolved_in` lets pass (so this value is never shown there).
+backend_used: Named = named("attention_backend_used", ite(is_set(_base), _base, CPU_BACKEND))
+
+
+def resolved_in(*allowed: str) -> Expr:
+    """The base back-end a check after the attention handler reads is one of `allowed`. Where
+    it stays unset: on CPU the platform's (`backend_used`); elsewhere (ROCm, NPU, no
+    `gpu_sm`, no architecture or one whose own override picks it) a default meshsat does not
+    know, assumed to pass as every GPU-class rule does. The back-end is tested on the field
+    itself, so that `fix` sees the literals."""
+    unset_passes = (F.platform != "cpu") | one_of(backend_used, *allowed)
+    return one_of(_base, *allowed) | (~is_set(_base) & unset_passes)
 
 
 _CUDA_GPU = (F.platform == "cuda") & is_set(F.gpu_sm)

@@ -29,6 +29,8 @@ from meshsat.solver.catalogue import (
     resolution,
     serving,
     speculative,
+    speculative_dflash_uno,
+    speculative_names,
     topology,
     weight_shapes,
 )
@@ -557,7 +559,7 @@ _LORA_0_5_23: tuple[tuple[str, Rule], ...] = (
 
 # 0.5.23's DFLASH, DSPARK and UNO handlers (speculative_hook.py), after _handle_ngram's checks
 # (one algorithm runs: their place among the algorithms' is moot), each after the last.
-_SPEC_0_5_23 = (*speculative.DFLASH_DSPARK_0_5_23, *speculative.UNO_0_5_23)
+_SPEC_0_5_23 = (*speculative_dflash_uno.DFLASH_DSPARK_0_5_23, *speculative_dflash_uno.UNO_0_5_23)
 _SPEC_0_5_23_AFTER: tuple[tuple[str, Rule], ...] = tuple(
     zip(
         ("SPEC-NGRAM-DP-ATTN", *(r.id for r in _SPEC_0_5_23[:-1])),
@@ -653,7 +655,7 @@ V0_5_23 = apply(
             # handle_deterministic_inference's absorbed-MLA list adds GLM-5 Next.
             *deterministic.RULES_0_5_23,
             # SpeculativeAlgorithm gains UNO.
-            speculative.unknown_algorithm(speculative.KNOWN_ALGORITHMS_0_5_23),
+            speculative_names.unknown_algorithm(speculative_names.KNOWN_ALGORITHMS_0_5_23),
             attention_backend.trtllm_mha_cp(legacy=False),
             *weight_shapes.RULES_0_5_23,
             # resolve_hicache_dcp_compatibility takes a storage backend under decode CP,
@@ -832,7 +834,7 @@ V0_5_23 = apply(
             # The deterministic fill leaves MiMo V2's SM100 pick (fa4) to its override.
             deterministic.deterministic("0.5.23"),
             # UNO is a name too: its spellings are upper-cased like the rest.
-            speculative.upper_case(speculative.KNOWN_ALGORITHMS_0_5_23),
+            speculative_names.upper_case(speculative_names.KNOWN_ALGORITHMS_0_5_23),
             # No cutlass_mla or tokenspeed_mla back-end any more.
             page_size.resolution("0.5.23"),
             # attn_dp_enabled_of(): a scale joiner schedules like an attention-DP rank.
@@ -1199,7 +1201,7 @@ V0_4_6_POST5 = apply(
             # No NGRAM.
             "R-SPEC-NGRAM",
             # Its argparse takes the upper-case names only (FLAG-CHOICE refuses the rest).
-            speculative.UPPER_CASE.id,
+            speculative_names.UPPER_CASE.id,
             # No DSA model class: its KV cache dtype stays as given.
             "R-DSA-KV-DTYPE",
             # No DeepSeek V4 (nor its dsv4 back-end).
