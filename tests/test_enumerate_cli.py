@@ -30,6 +30,8 @@ COLUMNS = [
     "cp_strategy",
     # 0.5.23 resolves an unset decode-CP backend by dcp_size (a2a with decode CP on CUDA).
     "dcp_comm_backend",
+    # Every release turns the overlap scheduler off under pipeline parallelism (R-PP-OVERLAP).
+    "disable_overlap_schedule",
     "attn_dp",
     "attn_tp",
     "moe_tp",
@@ -95,6 +97,7 @@ def test_table_is_aligned(capsys: pytest.CaptureFixture[str]) -> None:
         "enable_prefill_cp",
         "cp_strategy",
         "dcp_comm_backend",
+        "disable_overlap_schedule",
         "attn_dp",
         "attn_tp",
         "moe_tp",
