@@ -607,6 +607,12 @@ UNREACHABLE = {
     # models (DeepSeek V4, MiniMax M3) are not among the recorder's.
     "HISPARSE-SPEC-TOPK": "behind the speculative handler's top-k-over-pages check on a DSA "
     "model (its page size is 64); tests/test_nvfp4_v4_hisparse.py holds the condition",
+    # KV4's CUDA branch: the CPU recorder takes the KV4-CUDA / nvfp4 prefill refusals first
+    # (0.5.23's answers on SM100/SM120 facts in tests/test_nvfp4_v4_hisparse.py).
+    "KV4-UNIFIED-MEMORY": (
+        "the FP4 unified-memory check is in handle_kv4_compatibility's CUDA branch; the CPU "
+        "recorder is refused before it (tests/test_nvfp4_v4_hisparse.py)"
+    ),
     # The recorder runs each release on CPU, whose platform refuses an FP4 KV cache first
     # (fp4_mx_block16: KV4-CUDA, "KV4 is not tested on non-CUDA platforms"; nvfp4: the
     # prefill back-end the CPU platform picks, intel_amx, KV4-NVFP4-PREFILL-BACKEND), so
@@ -620,7 +626,13 @@ UNREACHABLE = {
     # The SM100 native-NVFP4 refusals need an SM100 GPU (and the nvfp4 checks the CPU
     # recorder fails first); 0.5.23's answers with SM100/SM103/SM120 facts are replayed.
     **dict.fromkeys(
-        ("KV4-NVFP4-NATIVE-PD", "KV4-NVFP4-NATIVE-HICACHE"),
+        (
+            "KV4-NVFP4-NATIVE-PD",
+            "KV4-NVFP4-NATIVE-HICACHE",
+            "KV4-NVFP4-NATIVE-SPEC-PREFIX",
+            "KV4-NVFP4-NATIVE-SPEC-ALGORITHM",
+            "KV4-NVFP4-NATIVE-NGRAM-BREADTH",
+        ),
         "needs an SM100 GPU: the recorder runs on CPU (0.5.23's answers with SM100 facts in "
         "tests/test_nvfp4_v4_hisparse.py)",
     ),

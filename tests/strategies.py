@@ -223,6 +223,7 @@ SERVING_FIELDS = (
     "enable_torch_compile",
     "disable_cuda_graph_padding",
     "enable_lmcache",
+    "enable_unified_memory",
     "disaggregation_decode_enable_offload_kvcache",
     "enable_hisparse",
     "enable_mixed_chunk",

@@ -1,5 +1,5 @@
-"""0.5.23's NVFP4 back-end rewrite (R-NVFP4-BACKENDS, KV4-NVFP4-*, the native layout's PD and
-HiCache refusals KV4-NVFP4-NATIVE-PD / -HICACHE), DeepSeek V4's dsv4
+"""0.5.23's NVFP4 back-end rewrite (R-NVFP4-BACKENDS, KV4-NVFP4-*, the native layout's
+speculative, PD and HiCache refusals KV4-NVFP4-NATIVE-*, KV4-UNIFIED-MEMORY), DeepSeek V4's dsv4
 override (R-ATTN-MODEL), validate_hisparse's feature checks (HISPARSE-MIXED-CHUNK,
 HISPARSE-SPEC-TOPK) and handle_cache_compatibility's order (SWA-RATIO-RANGE after the
 host-pool, HiCache and offload checks), against SGLang's own answers.
@@ -25,6 +25,11 @@ _NEITHER = "NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but ba
 _V4 = ModelSpec(architecture="DeepseekV4ForCausalLM")
 _NATIVE_PD = "SM100 native NVFP4 with trtllm_mha does not yet support PD disaggregation because"
 _NATIVE_HICACHE = "SM100 native NVFP4 with trtllm_mha does not yet support hierarchical KV cache"
+_UNIFIED = "FP4 KV cache does not yet support --enable-unified-memory: the unified MHA pool"
+_NATIVE_SPEC = (
+    "SM100 native NVFP4 speculative decoding supports EAGLE, EAGLE3, NEXTN, and breadth-1 "
+    "NGRAM; got "
+)
 
 #: (config, model, the start of SGLang's first error or None, its resolved attention_backend
 #: when it accepts).
@@ -120,6 +125,79 @@ ORACLE_0_5_23: tuple[tuple[dict[str, Any], str, str | None, str | None], ...] = 
     (
         {"gpu_sm": 120, "kv_cache_dtype": "nvfp4", "enable_lmcache": True},
         "qwen3_moe",
+        None,
+        "flashinfer",
+    ),
+    # handle_kv4_compatibility (0.5.23), after its Blackwell check: --enable-unified-memory
+    # with either FP4 dtype on any CUDA GPU, then, on the SM100 native layout, DFlash/DSpark,
+    # any algorithm outside EAGLE/EAGLE3/NEXTN/NGRAM (UNO and a typed NONE too) and an NGRAM
+    # tree wider than 1 (its default breadth is 10), before the PD check.
+    (
+        {"gpu_sm": 120, "kv_cache_dtype": "nvfp4", "enable_unified_memory": True},
+        "llama",
+        _UNIFIED,
+        None,
+    ),
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "fp4_mx_block16", "attention_backend": "triton"}
+        | {"enable_unified_memory": True, "speculative_algorithm": "UNO"},
+        "llama",
+        _UNIFIED,
+        None,
+    ),
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "nvfp4", "speculative_algorithm": "DFLASH"}
+        | {"disaggregation_mode": "decode"},
+        "llama",
+        "SM100 native NVFP4 speculative decoding does not yet support DFLASH; use EAGLE/NEXTN "
+        "or NGRAM.",
+        None,
+    ),
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "nvfp4", "speculative_algorithm": "FROZEN_KV_MTP"},
+        "llama",
+        _NATIVE_SPEC + "FROZEN_KV_MTP.",
+        None,
+    ),
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "nvfp4", "attention_backend": "flashinfer"}
+        | {"speculative_algorithm": "NONE"},
+        "llama",
+        _NATIVE_SPEC + "NONE.",
+        None,
+    ),
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "nvfp4", "speculative_algorithm": "UNO"}
+        | {"uno_lora_path": True, "speculative_num_draft_tokens": 4},
+        "llama",
+        _NATIVE_SPEC + "UNO.",
+        None,
+    ),
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "nvfp4", "speculative_algorithm": "NGRAM"},
+        "llama",
+        "SM100 native NVFP4 NGRAM speculative decoding requires "
+        "--speculative-ngram-max-bfs-breadth=1 because trtllm_mha supports linear target "
+        "verification only; got 10.",
+        None,
+    ),
+    (
+        {"gpu_sm": 100, "kv_cache_dtype": "nvfp4", "speculative_algorithm": "ngram"}
+        | {"speculative_ngram_max_bfs_breadth": 1},
+        "llama",
+        None,
+        "trtllm_mha",
+    ),
+    # SM120 is not the native layout: FROZEN_KV_MTP and a wide NGRAM tree pass.
+    (
+        {"gpu_sm": 120, "kv_cache_dtype": "nvfp4", "speculative_algorithm": "FROZEN_KV_MTP"},
+        "llama",
+        None,
+        "flashinfer",
+    ),
+    (
+        {"gpu_sm": 120, "kv_cache_dtype": "nvfp4", "speculative_algorithm": "NGRAM"},
+        "llama",
         None,
         "flashinfer",
     ),

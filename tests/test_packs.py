@@ -157,6 +157,8 @@ def test_compare_names_what_changed() -> None:
         *("KV4-NVFP4-NATIVE-SM100", "KV4-NVFP4-DECODE-BACKEND"),
         # handle_kv4_compatibility's SM100 native layout (tests/test_nvfp4_v4_hisparse.py).
         *("KV4-NVFP4-NATIVE-PD", "KV4-NVFP4-NATIVE-HICACHE"),
+        *("KV4-UNIFIED-MEMORY", "KV4-NVFP4-NATIVE-SPEC-PREFIX"),
+        *("KV4-NVFP4-NATIVE-SPEC-ALGORITHM", "KV4-NVFP4-NATIVE-NGRAM-BREADTH"),
         *("WEIGHT-VISION-TP-REDUCE", "WEIGHT-VISION-TP-REDUCE-CP"),
         "FLAG-CHOICE-CUDA-GRAPH-BACKEND-DECODE",
         "FLAG-CHOICE-CUDA-GRAPH-BACKEND-PREFILL",

@@ -248,5 +248,72 @@ NVFP4_NATIVE_HICACHE = Rule(
     SRC,
     hint="drop --enable-hierarchical-cache and --enable-lmcache, or another --kv-cache-dtype",
 )
-#: The two, in `handle_kv4_compatibility`'s order: after the Blackwell check, before the lists.
-NVFP4_NATIVE_RULES: tuple[Rule, ...] = (NVFP4_NATIVE_PD, NVFP4_NATIVE_HICACHE)
+
+#: `handle_kv4_compatibility` (0.5.23), right after its Blackwell check, on any CUDA GPU and
+#: either FP4 dtype: the unified MHA pool allocates neither FP4 block scales nor the prefill
+#: dequant workspace. 0.5.18 and 0.5.19 take the flag without this check (measured).
+UNIFIED_MEMORY = Rule(
+    "KV4-UNIFIED-MEMORY",
+    _FP4 & _CUDA,
+    ~F.enable_unified_memory,
+    "FP4 KV cache does not yet support --enable-unified-memory: the unified MHA pool does "
+    "not allocate FP4 block scales or the prefill dequant workspace.",
+    SRC,
+    hint="drop --enable-unified-memory (or another --kv-cache-dtype)",
+)
+
+#: The speculative algorithms SGLang lets the native layout verify (`supported_native_spec_
+#: algorithms`). SGLang reads the upper-cased name R-SPEC-CASE leaves (NEXTN, an alias, is
+#: EAGLE by then in meshsat; listed all the same, as SGLang does). An unset algorithm passes;
+#: a typed NONE is a name outside the set, which SGLang refuses ("got NONE", measured).
+_NATIVE_SPEC = ("EAGLE", "EAGLE3", "NEXTN", "NGRAM")
+_alg = F.speculative_algorithm
+
+#: DFlash and DSpark commit a prefix of a dense candidate block through a writer that does not
+#: produce the native layout's scales (checked first, with its own message).
+NVFP4_NATIVE_SPEC_PREFIX = Rule(
+    "KV4-NVFP4-NATIVE-SPEC-PREFIX",
+    _SM100_TRTLLM_NVFP4 & is_set(_alg),
+    ~one_of(_alg, "DFLASH", "DSPARK"),
+    "SM100 native NVFP4 speculative decoding does not yet support {speculative_algorithm}; "
+    "use EAGLE/NEXTN or NGRAM.",
+    SRC,
+    hint="--speculative-algorithm EAGLE (or another --kv-cache-dtype)",
+)
+#: Any other algorithm (STANDALONE, FROZEN_KV_MTP, UNO, a typed NONE): SGLang does not treat
+#: them as EAGLE, their draft and commit contracts having no native-layout coverage.
+NVFP4_NATIVE_SPEC_ALGORITHM = Rule(
+    "KV4-NVFP4-NATIVE-SPEC-ALGORITHM",
+    _SM100_TRTLLM_NVFP4 & is_set(_alg),
+    one_of(_alg, *_NATIVE_SPEC),
+    "SM100 native NVFP4 speculative decoding supports EAGLE, EAGLE3, NEXTN, and breadth-1 "
+    "NGRAM; got {speculative_algorithm}.",
+    SRC,
+    hint="--speculative-algorithm EAGLE (or another --kv-cache-dtype)",
+)
+#: trtllm_mha verifies a linear chain only; NGRAM's default BFS breadth is a tree of 10.
+NVFP4_NATIVE_NGRAM = Rule(
+    "KV4-NVFP4-NATIVE-NGRAM-BREADTH",
+    _SM100_TRTLLM_NVFP4 & (_alg == "NGRAM"),
+    F.speculative_ngram_max_bfs_breadth == 1,
+    "SM100 native NVFP4 NGRAM speculative decoding requires "
+    "--speculative-ngram-max-bfs-breadth=1 because trtllm_mha supports linear target "
+    "verification only; got {speculative_ngram_max_bfs_breadth}.",
+    SRC,
+    hint="--speculative-ngram-max-bfs-breadth 1",
+)
+#: Not modelled: the handler then gives a draft model's worker trtllm_mha
+#: (`--speculative-draft-attention-backend`, filled when unset, refused when another back-end
+#: is named). meshsat has no field for the draft back-end, so the fill changes nothing it
+#: reads and the refusal is not argument-decidable here; nor the mixed pair's
+#: `--speculative-attention-mode prefill` to decode override, which only warns.
+
+#: In `handle_kv4_compatibility`'s order (0.5.23): after the Blackwell check, before the lists.
+NVFP4_NATIVE_RULES: tuple[Rule, ...] = (
+    UNIFIED_MEMORY,
+    NVFP4_NATIVE_SPEC_PREFIX,
+    NVFP4_NATIVE_SPEC_ALGORITHM,
+    NVFP4_NATIVE_NGRAM,
+    NVFP4_NATIVE_PD,
+    NVFP4_NATIVE_HICACHE,
+)

@@ -805,6 +805,13 @@ class Config(BaseModel):
         flags=("--enable-lmcache",),
         group="serving",
     )
+    enable_unified_memory: bool = _f(
+        False,
+        "One unified (CUDA managed) memory pool for the KV cache (0.5.18 to 0.5.23; 0.5.23 "
+        "refuses it with an FP4 KV cache, KV4-UNIFIED-MEMORY).",
+        flags=("--enable-unified-memory",),
+        group="serving",
+    )
     disaggregation_decode_enable_offload_kvcache: bool = _f(
         False,
         "A PD decode server offloads its KV to the HiCache storage backend (decode only, "

@@ -1036,6 +1036,7 @@ _ABSENT_0_4 = (
     "enable_pdmux",
     "speculative_ngram_max_bfs_breadth",
     "enable_lmcache",
+    "enable_unified_memory",
     "disaggregation_decode_enable_offload_kvcache",
     "enable_hisparse",
 )
