@@ -43,6 +43,7 @@ check then assumes the unknown default passes, as GPU-class rules do):
 
 from __future__ import annotations
 
+from meshsat.solver.catalogue import cpu_backends
 from meshsat.solver.catalogue.attention_backend import USES_MLA
 from meshsat.solver.lang.expr import FALSE, Expr, Field, Named, is_set, ite, lift, named, one_of
 from meshsat.solver.lang.fields import F
@@ -131,13 +132,11 @@ UNMODELLED_PICKS = tuple(a for a in OVERRIDDEN_ARCHITECTURES if a not in TRTLLM_
 _SINK_ARCHITECTURES = ("GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM")
 
 
-#: On CPU the platform handler (`handle_cpu_backends`, before the model overrides) names an
-#: unset base back-end intel_amx (torch_native on an Arm host), and the attention handler's
-#: platform fall-back makes intel_amx torch_native on a host without AMX. Which one runs
-#: depends on the host, which meshsat does not see, so R-ATTN-BACKEND leaves it unset. Both
-#: are CPU back-ends outside every list of GPU kernels a check asks for (`resolved_in`); a
-#: report names torch_native, as on the oracle's host (no AMX).
-CPU_BACKEND = "torch_native"
+#: On CPU a check after the attention handler reads the back-end after its AMX fall-back
+#: (`cpu_backends`, which says why there are two names). Both are CPU back-ends outside every
+#: list of GPU kernels a check asks for (`resolved_in`); a report names torch_native, as on
+#: the oracle's host (no AMX).
+CPU_BACKEND = cpu_backends.AFTER_FALLBACK
 #: The base back-end a check after the attention handler reads, in its words: R-ATTN-BACKEND's,
 #: else CPU's (`CPU_BACKEND`). Anywhere else an unset one is a default not known here, which
 #: `resolved_in` lets pass (so this value is never shown there).
