@@ -48,7 +48,7 @@ from meshsat.solver.catalogue.disaggregation import (
 )
 from meshsat.solver.lang.config import A2A_BACKENDS, GraphBackend, MoeRunnerBackend, Quantization
 from meshsat.solver.lang.derived import attn_dp, attn_tp, elastic_scaling
-from meshsat.solver.lang.expr import divides, is_set, ite, one_of
+from meshsat.solver.lang.expr import divides, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
 from meshsat.solver.lang.rule import Resolution, Rule, assign
@@ -593,6 +593,33 @@ _ATTN_ALIAS_0_5_23 = Resolution(
     ),
 )
 
+#: check_pipeline_parallel_compat's verdict on a speculative algorithm under PP (0.5.23), in
+#: its words per branch ("" where it passes; SGLANG_ENABLE_PP_SPEC, an environment variable,
+#: unset): DSPARK needs a PD prefill server (never reached: `_handle_dspark` refuses the same
+#: layouts first, SPEC-DSPARK-PP, in its own words); any algorithm but EAGLE (NEXTN is its
+#: alias by then, a typed NONE is a name) or a multi-layer EAGLE is refused outright; EAGLE
+#: then needs a PD prefill server (the prefill-only assert).
+_PP_PREFILL = F.disaggregation_mode == "prefill"
+_PP_SPEC_REFUSAL = named(
+    "pp_spec_refusal",
+    ite(
+        F.speculative_algorithm == "DSPARK",
+        ite(_PP_PREFILL, "", "Pipeline parallel DSPARK requires disaggregation-mode=prefill"),
+        ite(
+            one_of(F.speculative_algorithm, "EAGLE", "NEXTN") & ~speculative.multi_layer_eagle,
+            ite(
+                _PP_PREFILL,
+                "",
+                "PP + speculative decoding (MTP) is only supported on prefill nodes "
+                "(disaggregation-mode=prefill)",
+            ),
+            "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative "
+            "decoding",
+        ),
+    ),
+)
+
+
 V0_5_23 = apply(
     SEED,
     PackDiff(
@@ -690,17 +717,13 @@ V0_5_23 = apply(
             # EAGLE, which the MiMo-V2, Step-3.5 and GigaChat 3.5 model overrides turn on
             # for EAGLE (`speculative.multi_layer_eagle`). Up to 0.5.19 PP refuses any.
             # SGLANG_ENABLE_PP_SPEC (the aggregated path, not a field) is not read: unset.
+            # SGLang words each branch apart: the rule passes where `_PP_SPEC_REFUSAL`, SGLang's
+            # message for the layout, is empty, and quotes it where not.
             Rule(
                 "TOPO-PP-SPEC",
                 F.pp_size > 1,
-                ~is_set(F.speculative_algorithm)
-                | (
-                    (F.disaggregation_mode == "prefill")
-                    & one_of(F.speculative_algorithm, "EAGLE", "NEXTN", "DSPARK")
-                    & ~speculative.multi_layer_eagle
-                ),
-                "PP + speculative decoding (MTP) is only supported on prefill nodes "
-                "(disaggregation-mode=prefill), with EAGLE (non-multi-layer) or DSPARK",
+                ~is_set(F.speculative_algorithm) | (_PP_SPEC_REFUSAL == ""),
+                "{pp_spec_refusal}",
                 topology.CHECK,
                 hint="drop --speculative-algorithm, use --pp-size 1, or run PP with EAGLE on a "
                 "PD prefill server (--disaggregation-mode prefill; MiMo-V2, Step-3.5 and "
