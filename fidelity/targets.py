@@ -316,6 +316,36 @@ RELEASE_SEEDS: dict[str, list[tuple[str | None, Config]]] = {
             },
         )
     ],
+    # pplx's budget takes --cuda-graph-max-bs-decode as typed beside the chunk (0.5.18 to
+    # 0.5.23; 0.5.23's oracle refuses this one, takes it with 128).
+    "A2A-PPLX-DISPATCH": [
+        (
+            "deepseek_v3",
+            {
+                "tp_size": 8,
+                "enable_dp_attention": True,
+                "dp_size": 8,
+                "ep_size": 8,
+                "moe_a2a_backend": "pplx",
+                "chunked_prefill_size": 64,
+                "cuda_graph_max_bs_decode": 256,
+            },
+        )
+    ],
+    # A typed --enable-multi-layer-eagle on a model no override makes multi-layer (0.5.23's
+    # oracle refuses it at launch; 0.5.18 and 0.5.19 refuse PP with any algorithm).
+    "TOPO-PP-SPEC": [
+        (
+            "deepseek_v3",
+            {
+                "tp_size": 4,
+                "pp_size": 2,
+                "disaggregation_mode": "prefill",
+                "speculative_algorithm": "EAGLE",
+                "enable_multi_layer_eagle": True,
+            },
+        )
+    ],
     # No chunk typed: the recorder's default 4096 over DP attention 3 is 1365.
     "KV-CHUNK-DEFAULT-PAGE-CERTAIN": [
         (None, {"tp_size": 3, "enable_dp_attention": True, "dp_size": 3, "page_size": 16})

@@ -202,6 +202,7 @@ SPECULATIVE = (
     "speculative_ngram_max_bfs_breadth",
     "page_size",
     "uno_lora_path",
+    "enable_multi_layer_eagle",
 )
 #: The cache and scheduling fields (catalogue/serving.py), drawn as a group too: they
 #: would otherwise thin out the draws of every layout field.

@@ -54,6 +54,8 @@ PADDED_FIELDS = frozenset(
         "swa_full_tokens_ratio",
         "prefill_attention_backend",
         "decode_attention_backend",
+        # speculative.multi_layer_eagle reads it (TOPO-PP-SPEC).
+        "enable_multi_layer_eagle",
     }
 )
 

@@ -109,19 +109,30 @@ RULES: tuple[Rule, ...] = (
     ),
     # required_pplx_dispatch_tokens_per_rank(): the resolved chunked prefill (per DP group);
     # unset, it is the device's default, which is larger than the default budget on every
-    # platform (2048 or more). Skipped on decode servers and with chunked prefill off.
+    # platform (2048 or more); and --cuda-graph-max-bs-decode as typed (0.5.18 to 0.5.23).
+    # Not the decode graph's batch A2A-DEEPEP-V2-DECODE-BUDGET reads (`_graph_bs`): pplx asks
+    # the field only, so an unset one (the GPU's default graph) costs nothing, and a typed one
+    # counts whole, with decode graphs off or --max-running-requests below it (0.5.23's
+    # oracle, H100 facts: chunk 64 with a typed 256 refused, also with 8 running requests and
+    # --disable-cuda-graph; chunk 64 alone and with 128 taken). Skipped on decode servers
+    # and with chunked prefill off.
     Rule(
         "A2A-PPLX-DISPATCH",
         (a2a == "pplx")
         & (F.disaggregation_mode != "decode")
         & ~(is_set(F.chunked_prefill_size) & (F.chunked_prefill_size <= 0)),
         is_set(F.chunked_prefill_size)
-        & (F.chunked_prefill_size <= F.env_pplx_max_dispatch_tokens_per_rank),
+        & (F.chunked_prefill_size <= F.env_pplx_max_dispatch_tokens_per_rank)
+        & (
+            ~is_set(F.cuda_graph_max_bs_decode)
+            | (F.cuda_graph_max_bs_decode <= F.env_pplx_max_dispatch_tokens_per_rank)
+        ),
         "SGLANG_PPLX_NUM_MAX_DISPATCH_TOKENS_PER_RANK (default 128) must be >= the per-rank "
         "pplx dispatch tokens (chunked_prefill_size, or the decode cuda-graph batch size)",
         SRC,
-        hint="set --chunked-prefill-size within the budget (the device default exceeds it), "
-        "or raise SGLANG_PPLX_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
+        hint="set --chunked-prefill-size and --cuda-graph-max-bs-decode within the budget "
+        "(the chunk's device default exceeds it), or raise "
+        "SGLANG_PPLX_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
     ),
 )
 

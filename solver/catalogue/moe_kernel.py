@@ -282,30 +282,42 @@ LORA_RADIX_0_4 = Rule(
 )
 
 
-# --- the SM100 model overrides' MoE runner (0.5.23) ----------------------------------------
-#: `_DEEPSEEK_FAMILY_ARCHS` (overrides.py), which `_deepseek_moe_quant_resolution` reads.
-DEEPSEEK_FAMILY_ARCHS = (
+# --- the SM100 model overrides' MoE runner (0.5.18, 0.5.19, 0.5.23) -------------------------
+#: `_DEEPSEEK_FAMILY_ARCHS` (overrides.py), which `_deepseek_moe_quant_resolution` reads, as
+#: 0.5.19 lists it (LongCat, also listed, never takes the runner: left out). Each release
+#: declares its difference from this one below.
+DEEPSEEK_FAMILY_ARCHS_0_5_19 = (
     "DeepseekV3ForCausalLM",
     "DeepseekV32ForCausalLM",
     "KimiK25ForConditionalGeneration",
     "MistralLarge3ForCausalLM",
     "PixtralForConditionalGeneration",
     "GlmMoeDsaForCausalLM",
+    "Dots3NoteForCausalLM",
+)
+#: 0.5.18's list has no Dots3Note.
+DEEPSEEK_FAMILY_ARCHS_0_5_18 = tuple(
+    a for a in DEEPSEEK_FAMILY_ARCHS_0_5_19 if a != "Dots3NoteForCausalLM"
+)
+#: 0.5.23 adds GLM-5 Next and HunYuan V4 (with its NextN draft).
+DEEPSEEK_FAMILY_ARCHS = (
+    *DEEPSEEK_FAMILY_ARCHS_0_5_19,
     "Glm5NextForConditionalGeneration",
     "HYV4ForCausalLM",
     "HYV4ForCausalLMNextN",
-    "Dots3NoteForCausalLM",
 )
-#: `_qwen3_moe_family_overrides` (model_overrides/qwen3_moe.py).
-QWEN3_MOE_FAMILY_ARCHS = (
+#: `_qwen3_moe_family_overrides`' registered architectures (arg_groups/overrides.py in
+#: 0.5.18, model_overrides/qwen3_moe.py in 0.5.19: the same six).
+QWEN3_MOE_FAMILY_ARCHS_0_5_19 = (
     "Qwen3MoeForCausalLM",
     "Qwen3VLMoeForConditionalGeneration",
     "Qwen3NextForCausalLM",
     "Qwen3_5MoeForConditionalGeneration",
     "InternS2PreviewForConditionalGeneration",
     "Qwen3_5ForConditionalGeneration",
-    "Qwen4ExpForConditionalGeneration",
 )
+#: 0.5.23 registers Qwen4Exp too.
+QWEN3_MOE_FAMILY_ARCHS = (*QWEN3_MOE_FAMILY_ARCHS_0_5_19, "Qwen4ExpForConditionalGeneration")
 _IS_SM100 = (F.platform == "cuda") & is_set(F.gpu_sm) & one_of(F.gpu_sm, 100, 103)
 
 
@@ -321,32 +333,47 @@ def _quant_is(*methods: str, none: bool = True) -> Expr:
 
 
 _AUTO_NO_A2A = (F.moe_a2a_backend == "none") & (F.moe_runner_backend == "auto")
-#: On SM100/SM103 the DeepSeek family (not LongCat, left out of the list above) and the
-#: Qwen3-MoE family run their MoE on flashinfer_trtllm when the runner is auto and no
-#: all-to-all backend is set (oracle 0.5.23 with B200 facts: 132 + 121 configs of the s3
-#: sweep that meshsat called auto). Not modelled: the Kimi K2 thinking INT4 recipe
-#: (compressed-tensors groups of 32), which DeepSeek's override also sends there, and a
-#: ModelOpt mixed checkpoint with W4A16 NVFP4 MoE layers, which Qwen3's sends to marlin
-#: (meshsat cannot see the layer algorithms: modelopt_mixed stays auto for Qwen3).
-SM100_MOE_RUNNER = Resolution(
-    "R-SM100-MOE-RUNNER",
-    "handle_model_specific_adjustments",
-    "on SM100 the DeepSeek and Qwen3-MoE model overrides turn the auto MoE runner into "
-    "flashinfer_trtllm (no all-to-all backend, FP8/ModelOpt FP4 or unquantized weights)",
-    (
-        assign(
-            _IS_SM100
-            & _AUTO_NO_A2A
-            & one_of(F.architecture, *DEEPSEEK_FAMILY_ARCHS)
-            & _quant_is("fp8", "modelopt_fp8", "modelopt_fp4", "modelopt_mixed"),
-            moe_runner_backend="flashinfer_trtllm",
+
+
+def sm100_moe_runner(deepseek: tuple[str, ...], qwen3: tuple[str, ...]) -> Resolution:
+    """On SM100/SM103 (`is_sm100`: compute capability 10.x in all three releases) the DeepSeek
+    family (not LongCat) and the Qwen3-MoE family run their MoE on flashinfer_trtllm when the
+    runner is auto and no all-to-all backend is set (oracle 0.5.23 with B200 facts: 132 + 121
+    configs of the s3 sweep that meshsat called auto). The conditions are the same in 0.5.18,
+    0.5.19 and 0.5.23 (source read); the releases differ in the architecture lists only.
+    Qwen3's quantization list (fp8, modelopt_fp4) is 0.5.18's and 0.5.19's whole list;
+    0.5.23's also takes modelopt_mixed unless its MoE layers are W4A16 NVFP4 (then marlin),
+    which meshsat cannot see: modelopt_mixed stays auto for Qwen3. Not modelled either: the
+    Kimi K2 thinking INT4 recipe (compressed-tensors groups of 32), which DeepSeek's
+    override also sends there."""
+    return Resolution(
+        "R-SM100-MOE-RUNNER",
+        "handle_model_specific_adjustments",
+        "on SM100 the DeepSeek and Qwen3-MoE model overrides turn the auto MoE runner into "
+        "flashinfer_trtllm (no all-to-all backend, FP8/ModelOpt FP4 or unquantized weights)",
+        (
+            assign(
+                _IS_SM100
+                & _AUTO_NO_A2A
+                & one_of(F.architecture, *deepseek)
+                & _quant_is("fp8", "modelopt_fp8", "modelopt_fp4", "modelopt_mixed"),
+                moe_runner_backend="flashinfer_trtllm",
+            ),
+            assign(
+                _IS_SM100
+                & _AUTO_NO_A2A
+                & one_of(F.architecture, *qwen3)
+                & _quant_is("fp8", "modelopt_fp4"),
+                moe_runner_backend="flashinfer_trtllm",
+            ),
         ),
-        assign(
-            _IS_SM100
-            & _AUTO_NO_A2A
-            & one_of(F.architecture, *QWEN3_MOE_FAMILY_ARCHS)
-            & _quant_is("fp8", "modelopt_fp4"),
-            moe_runner_backend="flashinfer_trtllm",
-        ),
-    ),
+    )
+
+
+SM100_MOE_RUNNER_0_5_19 = sm100_moe_runner(
+    DEEPSEEK_FAMILY_ARCHS_0_5_19, QWEN3_MOE_FAMILY_ARCHS_0_5_19
 )
+SM100_MOE_RUNNER_0_5_18 = sm100_moe_runner(
+    DEEPSEEK_FAMILY_ARCHS_0_5_18, QWEN3_MOE_FAMILY_ARCHS_0_5_19
+)
+SM100_MOE_RUNNER = sm100_moe_runner(DEEPSEEK_FAMILY_ARCHS, QWEN3_MOE_FAMILY_ARCHS)

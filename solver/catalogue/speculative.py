@@ -74,14 +74,16 @@ MULTI_LAYER_EAGLE_ARCHITECTURES = (
     "GigaChat35ForCausalLM",
     "GigaChat35ForCausalLMNextN",
 )
-#: SGLang's resolved `enable_multi_layer_eagle` as far as meshsat reads it: those overrides
-#: set it for `--speculative-algorithm EAGLE` as typed (they run before the speculative
-#: handler upper-cases the name and makes NEXTN EAGLE, so MiMo-V2 with NEXTN stays
-#: single-layer: 0.5.23's oracle takes it under PP on a PD prefill server, refuses EAGLE).
-#: `--enable-multi-layer-eagle` typed for another model is not a field: read as unset.
+#: SGLang's resolved `enable_multi_layer_eagle`: `--enable-multi-layer-eagle` as typed (any
+#: model, any algorithm: nothing turns it off), or those overrides, which set it for
+#: `--speculative-algorithm EAGLE` as typed (they run before the speculative handler
+#: upper-cases the name and makes NEXTN EAGLE, so MiMo-V2 with NEXTN stays single-layer:
+#: 0.5.23's oracle takes it under PP on a PD prefill server, refuses EAGLE). Every reader
+#: asks this one fact, never the field alone.
 multi_layer_eagle: Named = named(
     "multi_layer_eagle",
-    one_of(F.architecture, *MULTI_LAYER_EAGLE_ARCHITECTURES) & (_alg.as_raw == "EAGLE"),
+    F.enable_multi_layer_eagle
+    | (one_of(F.architecture, *MULTI_LAYER_EAGLE_ARCHITECTURES) & (_alg.as_raw == "EAGLE")),
 )
 
 

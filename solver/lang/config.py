@@ -617,6 +617,15 @@ class Config(BaseModel):
         group="dwdp",
         tool_only=True,
     )
+    enable_multi_layer_eagle: bool = _f(
+        False,
+        "--enable-multi-layer-eagle (0.5.18 to 0.5.23): EAGLE drafts with several MTP layers; "
+        "the MiMo-V2, Step-3.5/3.7 and GigaChat 3.5 overrides also turn it on for "
+        "--speculative-algorithm EAGLE. Read by TOPO-PP-SPEC (PP takes single-layer EAGLE "
+        "only).",
+        flags=("--enable-multi-layer-eagle",),
+        group="dwdp",
+    )
     speculative_num_steps: int | None = _f(
         None,
         "Draft steps (None: with EAGLE, EAGLE3 and STANDALONE the release picks steps, "
@@ -662,7 +671,7 @@ class Config(BaseModel):
         None,
         "Largest decode CUDA-graph batch (None: SGLang sizes it by the GPU's memory, 256 or "
         "512 on an H100/H200, 512 on a B200, capped by --max-running-requests); read by "
-        "A2A-DEEPEP-V2-DECODE-BUDGET.",
+        "A2A-DEEPEP-V2-DECODE-BUDGET, and as typed by A2A-PPLX-DISPATCH.",
         flags=("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"),
         group="dwdp",
         ge=1,

@@ -278,6 +278,11 @@ SEED = apply(
         add_rules_after=_MOE_AFTER,
         add_rules=_MOE_ADDED,
         add_resolutions=(_MXFP8_RUNNER, _LOAD_BALANCE),
+        # handle_model_specific_adjustments' slot pass (`_deepseek_moe_quant_resolution`,
+        # inside the DeepSeek branch after the registry overrides) and the Qwen3-MoE
+        # override: after the DeepSeek prefill-CP overrides have set the all-to-all backend,
+        # before the MoE handlers read the runner. 0.5.18 and 0.5.23 differ in their lists.
+        add_resolutions_before=(("R-A2A-EP", moe_kernel.SM100_MOE_RUNNER_0_5_19),),
         handler_order=PIPELINE_ORDER,
         # check_lora_moe_runner_args runs in check_server_args(), at launch.
         launch_only=_LAUNCH_RULES
@@ -715,7 +720,8 @@ V0_5_23 = apply(
             # check_server_args when pp_size > 1): PP takes speculative decoding on a PD
             # prefill server, EAGLE (NEXTN is its alias) or DSPARK, but not multi-layer
             # EAGLE, which the MiMo-V2, Step-3.5 and GigaChat 3.5 model overrides turn on
-            # for EAGLE (`speculative.multi_layer_eagle`). Up to 0.5.19 PP refuses any.
+            # for EAGLE, or --enable-multi-layer-eagle as typed (`speculative.multi_layer_
+            # eagle`); DSPARK's branch does not ask it. Up to 0.5.19 PP refuses any.
             # SGLANG_ENABLE_PP_SPEC (the aggregated path, not a field) is not read: unset.
             # SGLang words each branch apart: the rule passes where `_PP_SPEC_REFUSAL`, SGLang's
             # message for the layout, is empty, and quotes it where not.
@@ -839,17 +845,14 @@ V0_5_23 = apply(
         ),
         add_resolutions=(_ATTN_DP_SIZE, _ATTN_ALIAS_0_5_23),
         # handle_nvfp4_prefill_kv_dequant_dtype, right before the attention handler.
-        add_resolutions_before=(
-            ("R-ATTN-BACKEND", kv4.nvfp4_backends("0.5.23")),
-            # handle_model_specific_adjustments' slot pass: after the MegaMOE alias, DWDP and
-            # the DeepSeek prefill-CP overrides have set the all-to-all backend (oracle
-            # 0.5.23: prefill CP's DeepEP keeps auto), before the MoE handlers read the runner.
-            ("R-A2A-EP", moe_kernel.SM100_MOE_RUNNER),
-        ),
+        add_resolutions_before=(("R-ATTN-BACKEND", kv4.nvfp4_backends("0.5.23")),),
         # SGLANG_ENABLE_CP_V2 is "Removed without replacement" (environ.py's deprecated
         # table, which only warns): no step sets it and nothing reads it.
         remove_resolutions=("R-CPV2",),
         replace_resolutions=(
+            # The same SM100 MoE-runner overrides (oracle 0.5.23: prefill CP's DeepEP keeps
+            # auto); its lists add GLM-5 Next, HunYuan V4 and Qwen4Exp.
+            moe_kernel.SM100_MOE_RUNNER,
             _DCP_COMM_0_5_23,
             _CP_DSA_0_5_23,
             # The default back-end: DFLASH counts as top-k 1 on SM100, MiMo V2's override.
@@ -954,7 +957,11 @@ V0_5_18 = apply(
         ),
         # Its __post_init__ mirrors the legacy CP flags before the DeepSeek-family override
         # sets a DSA model's attention backend (measured on GLM-5: the non-DSA spelling).
-        replace_resolutions=(resolution.legacy_cp(dsa_default=False),),
+        replace_resolutions=(
+            resolution.legacy_cp(dsa_default=False),
+            # Its DeepSeek-family list has no Dots3Note (arg_groups/overrides.py).
+            moe_kernel.SM100_MOE_RUNNER_0_5_18,
+        ),
         rename_handlers=_RENAMED_0_5_18,
         handler_order=tuple(dict(_RENAMED_0_5_18).get(h, h) for h in PIPELINE_ORDER),
         absent_fields=(*SEED.absent_fields, "deepep_v2_mode", "hicache_host_memory_mode"),
@@ -1036,6 +1043,7 @@ _ABSENT_0_4 = (
     "cuda_graph_backend_decode",
     "cuda_graph_backend_prefill",
     "deepep_v2_mode",
+    "enable_multi_layer_eagle",
     "enable_lora",
     # (--lora-target-modules too, a tool fact with no flag of its own: a pasted command
     # with it is refused as a flag this release lacks, CMD-UNKNOWN-FLAG.)
@@ -1206,6 +1214,8 @@ V0_4_6_POST5 = apply(
             # No split back-ends and no FA3 fallback for fp8_e5m2 in its __post_init__.
             "R-ATTN-BACKEND",
             "R-MXFP8-RUNNER",
+            # No SM100 model overrides of the MoE runner (0.4 has no --moe-runner-backend).
+            "R-SM100-MOE-RUNNER",
             "R-LEGACY-CP",
             "R-DWDP",
             "R-CP-MODEL-DPATTN",
