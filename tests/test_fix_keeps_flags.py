@@ -56,6 +56,8 @@ PADDED_FIELDS = frozenset(
         "decode_attention_backend",
         # speculative.multi_layer_eagle reads it (TOPO-PP-SPEC).
         "enable_multi_layer_eagle",
+        # KV4-UNIFIED-MEMORY reads it; the fixture predates the field.
+        "enable_unified_memory",
     }
 )
 
