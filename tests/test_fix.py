@@ -295,6 +295,26 @@ def test_a_tiny_timeout_returns_quickly_without_a_wrong_claim() -> None:
     assert report.timed_out and report.fixes == () and report.conflict is None
 
 
+def test_a_stalled_shared_problem_is_asked_again_fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared solver's first check on a problem that has served before gets a slice of
+    the time; when it runs out (here: made to), the question goes to a fresh problem, which
+    answers it, rather than the whole timeout going to one stuck check."""
+    fix_problem.problem.cache_clear()
+    first = fix(DP_CP, gpus=64)
+    real = fix_search.Search.check
+    slices: list[int | None] = []
+
+    def stuck(self: fix_search.Search, assumptions: Any, cap_ms: int | None = None) -> Any:
+        slices.append(cap_ms)
+        return fix_search.z3.unknown if cap_ms is not None else real(self, assumptions)
+
+    monkeypatch.setattr(fix_search.Search, "check", stuck)
+    shared = fix_problem.problem.cache_info().currsize
+    again = fix(DP_CP, gpus=64)
+    assert shared >= 1 and slices[0] is not None and slices[0] >= fix_problem.STALE_CHECK_MS
+    assert not again.timed_out and again.best.config == first.best.config
+
+
 # --- bad input ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("kwargs", "match"),

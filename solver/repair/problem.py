@@ -132,6 +132,8 @@ class Problem:
         self.key = key
         #: Calls share the solver (push/pop): one at a time.
         self.lock = threading.Lock()
+        #: How many `fix` calls have asked it (under `lock`).
+        self.calls = 0
         self.enc = ExpEncoder(key.universe, live_resolutions(key.pack, key.beyond), dict(key.fixed))
         self.solver = z3.SimpleSolver()  # the SMT core: it honours set_initial_value
         self.solver.add(*self.enc.domain)
@@ -173,3 +175,18 @@ class Problem:
 @lru_cache(maxsize=16)
 def problem(key: Key) -> Problem:
     return Problem(key)
+
+
+#: The least time (ms) the first check on a problem that has served before gets (a quarter
+#: of what is left, at least this) before `fix` calls it stale. Why: the shared solver keeps
+#: lemmas from earlier questions; after fifteen padded `fix` calls of
+#: `fidelity.kept_flags`, `--tp 16 --ep 3 --moe-dp-size 2` ran out 120 s on the shared
+#: solver and took 0.2 s on a fresh one.
+STALE_CHECK_MS = 1500
+
+
+def fresh_problem(key: Key) -> Problem:
+    """A new `Problem` for `key`, in the cache from now on (the cache has no per-key
+    eviction: it is emptied, the other problems are rebuilt when next asked)."""
+    problem.cache_clear()
+    return problem(key)

@@ -67,6 +67,9 @@ class Outcome:
     #: (pins, rule ids) of a minimal conflict.
     conflict: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     timed_out: bool = False
+    #: The first check ran out its slice (`Search.first_check_ms`) with time left: ask a
+    #: fresh problem.
+    stalled: bool = False
     #: Why the first fix relaxes a tier, per relaxed tier.
     relaxed: list[Relaxed] = field(default_factory=list)
 
@@ -151,6 +154,8 @@ class Search:
         self.binds = binding(self.was_on)
         self.model: Any = None
         self.first_model: Any = None
+        #: The most time (ms) the first feasibility check may take (None: all that is left).
+        self.first_check_ms: int | None = None
         #: Constraints of this call only (memory shapes that do not load): asserted inside
         #: each run's scope, so the cached problem never keeps them.
         self.blocked: list[Any] = []
@@ -189,13 +194,14 @@ class Search:
             # assert, but an exactness condition met here must hold like the others.
             self.s.add(*self.enc.take_side())
             self.start_at_input()
-            result = self.check([self.p.all, *pin_lits.values()])
+            result = self.check([self.p.all, *pin_lits.values()], self.first_check_ms)
             if result == z3.unsat:
                 out.conflict = self.core(pin_lits)
                 out.timed_out = out.conflict is None
                 return out
             if result != z3.sat:
                 out.timed_out = True
+                out.stalled = self.first_check_ms is not None and self.deadline.ms() > 0
                 return out
             self.model = self.s.model()
             self.s.add(self.p.all, *pin_lits.values())
@@ -251,8 +257,8 @@ class Search:
         finally:
             self.s.pop()
 
-    def check(self, assumptions: Sequence[Any]) -> Any:
-        ms = self.deadline.ms()
+    def check(self, assumptions: Sequence[Any], cap_ms: int | None = None) -> Any:
+        ms = self.deadline.ms() if cap_ms is None else min(cap_ms, self.deadline.ms())
         if ms <= 0:
             return z3.unknown
         self.s.set("timeout", ms)
