@@ -899,6 +899,14 @@ _RENAMED_0_5_18 = tuple(
     (h, "_" + h) for h in PIPELINE_ORDER if h.startswith("handle_") and h != speculative.SRC
 )
 
+#: 0.5.18's _handle_a2a_moe reads the FlashInfer all-to-all from the object: as typed,
+#: unless the megamoe alias (run first) or DWDP wrote it.
+_FLASHINFER_AS_TYPED_0_5_18 = (
+    (F.moe_a2a_backend.as_raw == "flashinfer")
+    & (F.moe_runner_backend.as_raw != "megamoe")
+    & (F.dwdp_size <= 1)
+)
+
 V0_5_18 = apply(
     SEED,
     PackDiff(
@@ -912,10 +920,12 @@ V0_5_18 = apply(
             model.marlin_a2a_rule(sm100_triton=False),
             # _handle_a2a_moe tests `self.moe_a2a_backend`, the user's value: an MLA prefill-CP
             # override to deepep does not save a FlashInfer request (measured, 3 layouts);
-            # _handle_dwdp, before it, does (it writes none on the object; measured, 3).
+            # _handle_dwdp, before it, does (it writes none on the object; measured, 3); so
+            # does `--moe-runner-backend megamoe`, whose alias writes megamoe on the object
+            # first (_handle_moe_runner_backend_alias; recorded, 1 layout).
             Rule(
                 "TOPO-A2A-FLASHINFER",
-                (F.moe_a2a_backend.as_raw == "flashinfer") & (F.dwdp_size <= 1),
+                _FLASHINFER_AS_TYPED_0_5_18,
                 F.enable_dp_attention & (F.dp_size == F.tp_size),
                 "Flashinfer MoE A2A is only supported with dp_size == tp_size and "
                 "--enable-dp-attention",
@@ -923,7 +933,7 @@ V0_5_18 = apply(
             ),
             Rule(
                 "A2A-FLASHINFER-RUNNER",
-                (F.moe_a2a_backend.as_raw == "flashinfer") & (F.dwdp_size <= 1),
+                _FLASHINFER_AS_TYPED_0_5_18,
                 one_of(
                     F.moe_runner_backend,
                     "flashinfer_cutlass",
