@@ -33,9 +33,16 @@ FLOORS: dict[str, tuple[float, float, float, float]] = {
     # of --enable-lora alone (check_lora_server_args; not a layout field, listed), not 1.
     # First error 100 -> 99.95 on 0.5.23 (2026-12-06): two mxfp4 records the CPU recorder
     # refuses at the model config (it registers no mxfp4 there), listed; measured 99.958.
-    "0.5.18": (99.98, 100.0, 99.97, 99.89),
-    "0.5.19": (99.98, 100.0, 100.0, 99.89),
-    "0.5.23": (100.0, 100.0, 99.95, 99.93),
+    # Re-recorded 2026-12-06 (second session) with today's fields, all listed: verdict
+    # 0.5.23 100 -> 99.88 and 0.5.19 99.98 -> 99.84 (10 DeepEP v2 decode-budget records the
+    # CPU recorder passes for want of a decode graph, and 1-3 --enable-unified-memory
+    # records its torch_native default fails), 0.5.18 99.98 -> 99.96 (3 of the latter, a
+    # page-major check meshsat lacks); launch 99.89 -> 99.73 on 0.5.18/0.5.19 (11 records
+    # of --page-size 4096 against the recorder's 2048 chunk). First error 0.5.18 and
+    # 0.5.23 -> 100 (measured 100.000).
+    "0.5.18": (99.96, 100.0, 100.0, 99.73),
+    "0.5.19": (99.84, 100.0, 100.0, 99.73),
+    "0.5.23": (99.88, 100.0, 100.0, 99.93),
 }
 
 
