@@ -43,8 +43,8 @@ check then assumes the unknown default passes, as GPU-class rules do):
 
 from __future__ import annotations
 
-from meshsat.solver.catalogue import cpu_backends
 from meshsat.solver.catalogue.attention_backend import USES_MLA
+from meshsat.solver.catalogue.cpu_backends import AFTER_FALLBACK
 from meshsat.solver.lang.expr import FALSE, Expr, Field, Named, is_set, ite, lift, named, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
@@ -136,7 +136,7 @@ _SINK_ARCHITECTURES = ("GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM")
 #: (`cpu_backends`, which says why there are two names). Both are CPU back-ends outside every
 #: list of GPU kernels a check asks for (`resolved_in`); a report names torch_native, as on
 #: the oracle's host (no AMX).
-CPU_BACKEND = cpu_backends.AFTER_FALLBACK
+CPU_BACKEND = AFTER_FALLBACK
 #: The base back-end a check after the attention handler reads, in its words: R-ATTN-BACKEND's,
 #: else CPU's (`CPU_BACKEND`). Anywhere else an unset one is a default not known here, which
 #: `resolved_in` lets pass (so this value is never shown there).

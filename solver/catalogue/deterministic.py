@@ -26,8 +26,8 @@ is not a field) and the NCCL/all-reduce settings for TP > 1 (no rule reads them)
 
 from __future__ import annotations
 
-from meshsat.solver.catalogue import cpu_backends
 from meshsat.solver.catalogue.attention_default import FORCED, model_override_names
+from meshsat.solver.catalogue.cpu_backends import PLATFORM_PICK
 from meshsat.solver.lang.expr import Expr, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Resolution, Rule, assign
@@ -103,7 +103,7 @@ DETERMINISTIC = deterministic("0.5.19")
 # --- rules -------------------------------------------------------------------------------
 _cpu = F.platform == "cpu"
 #: The back-end the handler's checks read: the one the user named; on CPU an unset one is
-#: `handle_cpu_backends`' (`cpu_backends.PLATFORM_PICK`: this handler runs before the AMX
+#: `handle_cpu_backends`' (`PLATFORM_PICK`: this handler runs before the AMX
 #: fall-back); with none named, the model override's pick or this
 #: handler's fill (the resolved back-end). With only split back-ends named the checks read
 #: the fill, which passes them all: not checked.
@@ -112,7 +112,7 @@ _cpu = F.platform == "cpu"
 _FORCED = one_of(F.architecture, *(arch for arch, _ in FORCED))
 SEEN = named(
     "deterministic_attention_backend",
-    ite(_FORCED, _base, ite(is_set(_raw), _raw, ite(_cpu, cpu_backends.PLATFORM_PICK, _base))),
+    ite(_FORCED, _base, ite(is_set(_raw), _raw, ite(_cpu, PLATFORM_PICK, _base))),
 )
 _CHECKED = _det & (_FORCED | is_set(_raw) | _cpu | (_none_named(raw=True) & is_set(_base)))
 

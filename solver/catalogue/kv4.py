@@ -22,9 +22,9 @@ as in SGLang; where the default is not known the checks above fall back to the g
 
 from __future__ import annotations
 
-from meshsat.solver.catalogue import cpu_backends
 from meshsat.solver.catalogue.attention_backend import DECODE, MLA_MODEL, PREFILL
 from meshsat.solver.catalogue.attention_default import model_pick
+from meshsat.solver.catalogue.cpu_backends import PLATFORM_PICK
 from meshsat.solver.lang.expr import Expr, is_set, ite, named, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.rule import Resolution, Rule, assign
@@ -185,14 +185,14 @@ def nvfp4_backends(release: str) -> Resolution:
 #: 0.5.23's handler checks, on the back-ends R-NVFP4-BACKENDS leaves: where the handler passes
 #: they are its own picks (which hold), else what it read (prefill first, as SGLang's
 #: `prefill or attention_backend`; R-ATTN-BACKEND fills no default after a failed handler).
-#: On CPU the platform has named the back-end already (`cpu_backends.PLATFORM_PICK`: this
+#: On CPU the platform has named the back-end already (`PLATFORM_PICK`: this
 #: handler runs before the AMX fall-back; measured), so an unset one is refused too, quoted
 #: as SGLang does. A typed tokenspeed_mla prefill is trtllm_mla by then (R-ATTN-ALIAS).
 _NVFP4_SEEN = named(
     "nvfp4_prefill_backend",
     ite(
         (F.platform == "cpu") & ~is_set(_P) & ~is_set(_backend),
-        cpu_backends.PLATFORM_PICK,
+        PLATFORM_PICK,
         PREFILL,
     ),
 )
