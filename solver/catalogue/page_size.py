@@ -47,6 +47,7 @@ The chunk check (`chunked_prefill_size % page_size == 0`):
 from __future__ import annotations
 
 from meshsat.solver.catalogue.attention_backend import USES_MLA
+from meshsat.solver.catalogue.attention_default import TRTLLM_MLA_FAMILY
 from meshsat.solver.lang.expr import And, Expr, Or, divides, is_set, ite, lift, one_of
 from meshsat.solver.lang.fields import F
 from meshsat.solver.lang.model_spec import MIMO_V2_ARCHITECTURES
@@ -63,16 +64,6 @@ _HINT = (
 _PAGE = F.page_size
 _BACKEND = F.attention_backend
 _SPLIT = {"decode": F.decode_attention_backend, "prefill": F.prefill_attention_backend}
-#: The DeepSeek family override's classes without sparse attention that every 0.5.x
-#: registers (`_deepseek_family_overrides`): on SM100 an unset back-end becomes trtllm_mla.
-_TRTLLM_MLA_DEFAULT = (
-    "DeepseekV3ForCausalLM",
-    "KimiK25ForConditionalGeneration",
-    "MistralLarge3ForCausalLM",
-    "PixtralForConditionalGeneration",
-    "LongcatFlashForCausalLM",
-    "LongcatFlashForCausalLMNextN",
-)
 _SM100 = (F.platform == "cuda") & is_set(F.gpu_sm) & one_of(F.gpu_sm, 100, 103)
 #: The GPU picks the back-end; for an MHA model only without a speculative algorithm,
 #: whose typed `--speculative-eagle-topk` decides it otherwise (not modelled here).
@@ -125,7 +116,7 @@ def resolution(release: str) -> Resolution:
     docstring's steps, in SGLang's order (the model overrides, then the back-ends, then
     the default)."""
     old = release in ("0.5.18", "0.5.19")
-    trtllm_mla = one_of(F.architecture, *_TRTLLM_MLA_DEFAULT) & ~F.is_deepseek_dsa
+    trtllm_mla = one_of(F.architecture, *TRTLLM_MLA_FAMILY) & ~F.is_deepseek_dsa
     d, both = ("decode",), ("decode", "prefill")
     steps: list[Assign] = [
         assign(_DSA, page_size=64),
