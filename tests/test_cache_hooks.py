@@ -22,6 +22,7 @@ from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 from meshsat.solver.lang.config import Config
 from meshsat.solver.memory import MemoryModel
 from meshsat.solver.memory.kv import dsa_kv_cache_dtype
+from tests.sglang_answers import assert_sglang_answer, rule_ids
 
 _LMC = "LMCacheUnifiedRadixCache"
 _CACHE = "handle_cache_compatibility"
@@ -207,16 +208,7 @@ def test_0_5_23_refuses_what_it_refuses(
 ) -> None:
     cfg = Config(**config, platform="cuda", gpu_sm=90)
     report = validate(cfg, model(name), explain=False, sglang_version="0.5.23")
-    assert report.valid == (error is None), report.violations
-    if error is not None:
-        first = report.violations[0]
-        assert first.message.startswith(error), first.message
-        assert first.source == step
-
-
-def _rules(config: dict[str, Any], name: str, version: str) -> list[str]:
-    report = validate(Config(**config), model(name), explain=False, sglang_version=version)
-    return [v.rule for v in report.violations]
+    assert_sglang_answer(report, error, step)
 
 
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
@@ -229,23 +221,26 @@ def test_before_0_5_23_lmcache_is_checked_only_under_hicache_decode_cp(version: 
         {"enable_lmcache": True, "disable_radix_cache": True},
         {"enable_lmcache": True, "disaggregation_mode": "prefill"},
     ):
-        assert _rules(alone, "llama", version) == []
-        assert _rules(alone, "llama", "0.5.23")[0].startswith("LMCACHE-")
+        assert rule_ids(alone, "llama", version) == []
+        assert rule_ids(alone, "llama", "0.5.23")[0].startswith("LMCACHE-")
     dcp = {"tp_size": 4, "dcp_size": 2, "enable_hierarchical_cache": True, "enable_lmcache": True}
-    assert _rules(dcp, "deepseek_v3", version) == ["HICACHE-DCP-LMCACHE"]
+    assert rule_ids(dcp, "deepseek_v3", version) == ["HICACHE-DCP-LMCACHE"]
 
 
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
 def test_offload_and_hisparse_checks_in_every_0_5_release(version: str) -> None:
     offload = {"disaggregation_decode_enable_offload_kvcache": True}
-    assert _rules(offload, "llama", version) == ["DECODE-OFFLOAD-DECODE", "DECODE-OFFLOAD-STORAGE"]
+    assert rule_ids(offload, "llama", version) == [
+        "DECODE-OFFLOAD-DECODE",
+        "DECODE-OFFLOAD-STORAGE",
+    ]
     decode_radix = {
         "tp_size": 8,
         "disaggregation_mode": "decode",
         "disaggregation_decode_enable_radix_cache": True,
         "enable_hisparse": True,
     }
-    assert _rules(decode_radix, "deepseek_v32", version)[0] == "PD-DECODE-RADIX-HISPARSE"
+    assert rule_ids(decode_radix, "deepseek_v32", version)[0] == "PD-DECODE-RADIX-HISPARSE"
     # 0.5.18/0.5.19's model assert names no MiniMax M3 (0.5.23's does).
     llama = validate(
         Config(enable_hisparse=True, disable_radix_cache=True),
@@ -260,7 +255,7 @@ def test_offload_and_hisparse_checks_in_every_0_5_release(version: str) -> None:
 def test_0_4_6_has_none_of_the_flags() -> None:
     for field in ("enable_lmcache", "disaggregation_decode_enable_offload_kvcache"):
         flag = field.upper().replace("_", "-")
-        assert _rules({field: True}, "llama", "0.4.6.post5") == [f"FLAG-ABSENT-{flag}"]
+        assert rule_ids({field: True}, "llama", "0.4.6.post5") == [f"FLAG-ABSENT-{flag}"]
 
 
 def test_a_pasted_command_reads_the_flags() -> None:

@@ -17,6 +17,7 @@ import pytest
 from meshsat.solver import validate
 from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 from meshsat.solver.packs import get_pack
+from tests.sglang_answers import assert_sglang_answer
 
 LLAMA = {"architecture": "LlamaForCausalLM", "max_context_length": 4096}
 DSA = {"architecture": "DeepseekV32ForCausalLM", "is_deepseek_dsa": True}
@@ -61,11 +62,7 @@ def test_0_5_23_refuses_what_its_resolution_refuses(
 ) -> None:
     pack = get_pack("0.5.23")
     report = validate(config, model, explain=False, sglang_version=pack)
-    assert report.valid == (error is None), report.violations
-    if error is not None:
-        first = report.violations[0]
-        assert first.message.startswith(error)
-        assert first.source == step
+    assert_sglang_answer(report, error, step)
 
 
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.19", "0.5.23"])

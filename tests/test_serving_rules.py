@@ -18,6 +18,7 @@ from fidelity.compare import model
 from meshsat.solver import validate
 from meshsat.solver.inputs.sglang_cmdline import parse_sglang_command
 from meshsat.solver.lang.config import Config
+from tests.sglang_answers import assert_sglang_answer, rule_ids
 
 #: (config, recorder model, the start of SGLang 0.5.23's first error or None, the step that
 #: raised it: a resolution handler, or check_server_args at launch)
@@ -403,16 +404,7 @@ def test_0_5_23_refuses_what_it_refuses(
     config: dict[str, Any], name: str, error: str | None, step: str | None
 ) -> None:
     report = validate(Config(**config), model(name), explain=False, sglang_version="0.5.23")
-    assert report.valid == (error is None), report.violations
-    if error is not None:
-        first = report.violations[0]
-        assert first.message.startswith(error)
-        assert first.source == step
-
-
-def _rules(config: dict[str, Any], name: str, version: str) -> list[str]:
-    report = validate(Config(**config), model(name), explain=False, sglang_version=version)
-    return [v.rule for v in report.violations]
+    assert_sglang_answer(report, error, step)
 
 
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
@@ -425,29 +417,31 @@ def test_before_0_5_23_decode_cp_refuses_any_storage_backend(version: str) -> No
         "enable_hierarchical_cache": True,
         "hicache_storage_backend": "file",
     }
-    assert _rules(storage, "deepseek_v3", version) == ["HICACHE-DCP-STORAGE"]
-    assert _rules(storage, "deepseek_v3", "0.5.23") == []
-    assert _rules({**storage, "hicache_storage_backend": None}, "deepseek_v3", version) == []
+    assert rule_ids(storage, "deepseek_v3", version) == ["HICACHE-DCP-STORAGE"]
+    assert rule_ids(storage, "deepseek_v3", "0.5.23") == []
+    assert rule_ids({**storage, "hicache_storage_backend": None}, "deepseek_v3", version) == []
 
 
 def test_0_5_18_has_no_host_memory_mode_and_0_4_6_no_checks() -> None:
     """0.5.18's parser has no --hicache-host-memory-mode; 0.4.6.post5 has HiCache and the
     radix flag but checks neither (nor priority scheduling, which it lacks)."""
     buffer = {"enable_hierarchical_cache": True, "hicache_host_memory_mode": "buffer_only"}
-    assert _rules(buffer, "llama", "0.5.18") == ["FLAG-ABSENT-HICACHE-HOST-MEMORY-MODE"]
-    assert _rules(buffer, "llama", "0.5.19") == ["HICACHE-BUFFER-STORAGE"]
+    assert rule_ids(buffer, "llama", "0.5.18") == ["FLAG-ABSENT-HICACHE-HOST-MEMORY-MODE"]
+    assert rule_ids(buffer, "llama", "0.5.19") == ["HICACHE-BUFFER-STORAGE"]
     both = {"enable_hierarchical_cache": True, "disable_radix_cache": True}
-    assert _rules(both, "llama", "0.4.6.post5") == []
-    assert _rules(both, "llama", "0.5.18") == ["HICACHE-RADIX"]
+    assert rule_ids(both, "llama", "0.4.6.post5") == []
+    assert rule_ids(both, "llama", "0.5.18") == ["HICACHE-RADIX"]
     priority = {"enable_priority_scheduling": True}
-    assert _rules(priority, "llama", "0.4.6.post5") == ["FLAG-ABSENT-ENABLE-PRIORITY-SCHEDULING"]
+    assert rule_ids(priority, "llama", "0.4.6.post5") == ["FLAG-ABSENT-ENABLE-PRIORITY-SCHEDULING"]
 
 
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
 def test_none_is_a_retraction_backup_from_0_5_23(version: str) -> None:
     none = {"disaggregation_mode": "decode", "disaggregation_decode_retraction_backup": "none"}
-    assert _rules(none, "llama", version) == ["FLAG-CHOICE-DISAGGREGATION-DECODE-RETRACTION-BACKUP"]
-    assert _rules(none, "llama", "0.5.23") == []
+    assert rule_ids(none, "llama", version) == [
+        "FLAG-CHOICE-DISAGGREGATION-DECODE-RETRACTION-BACKUP"
+    ]
+    assert rule_ids(none, "llama", "0.5.23") == []
 
 
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
@@ -457,32 +451,32 @@ def test_before_0_5_23_a_decode_with_decode_cp_runs_a_chunk_cache(version: str) 
     takes no speculative decoding (0.5.23: only EAGLE, EAGLE3, NEXTN and DSPARK)."""
     dcp = {"tp_size": 8, "dcp_size": 2, "disaggregation_mode": "decode"}
     fake = {**dcp, "disaggregation_transfer_backend": "fake"}
-    assert _rules(fake, "deepseek_v3", version) == (
+    assert rule_ids(fake, "deepseek_v3", version) == (
         ["PD-DCP-BACKEND"] if version == "0.5.18" else []
     )
     hicache = {**dcp, "enable_hierarchical_cache": True}
-    assert _rules(hicache, "deepseek_v3", version)[0] == "PD-DCP-HICACHE"
-    assert _rules(hicache, "deepseek_v3", "0.5.23") == ["HICACHE-RADIX"]
+    assert rule_ids(hicache, "deepseek_v3", version)[0] == "PD-DCP-HICACHE"
+    assert rule_ids(hicache, "deepseek_v3", "0.5.23") == ["HICACHE-RADIX"]
     radix = {**dcp, "disaggregation_decode_enable_radix_cache": True}
-    assert _rules(radix, "deepseek_v3", version) == ["PD-DCP-RADIX"]
-    assert _rules(radix, "deepseek_v3", "0.5.23") == []
+    assert rule_ids(radix, "deepseek_v3", version) == ["PD-DCP-RADIX"]
+    assert rule_ids(radix, "deepseek_v3", "0.5.23") == []
     spec = {
         "tp_size": 8,
         "disaggregation_mode": "decode",
         "disaggregation_decode_enable_radix_cache": True,
         "speculative_algorithm": "EAGLE",
     }
-    assert _rules(spec, "deepseek_v3", version) == ["PD-DECODE-RADIX-SPEC"]
-    assert _rules(spec, "deepseek_v3", "0.5.23") == []
+    assert rule_ids(spec, "deepseek_v3", version) == ["PD-DECODE-RADIX-SPEC"]
+    assert rule_ids(spec, "deepseek_v3", "0.5.23") == []
     ngram = {**spec, "speculative_algorithm": "NGRAM"}
-    assert _rules(ngram, "deepseek_v3", "0.5.23") == ["PD-DECODE-RADIX-SPEC"]
+    assert rule_ids(ngram, "deepseek_v3", "0.5.23") == ["PD-DECODE-RADIX-SPEC"]
 
 
 def test_0_5_23_only_checks_are_its_own() -> None:
     """DSA decode CP's HiCache refusal and FlashInfer's chunked prefill are new in 0.5.23."""
     dsa = {"tp_size": 8, "dcp_size": 2, "enable_hierarchical_cache": True}
-    assert _rules(dsa, "deepseek_v32", "0.5.23") == ["DCP-DSA-HICACHE"]
-    assert "DCP-DSA-HICACHE" not in _rules(dsa, "deepseek_v32", "0.5.19")
+    assert rule_ids(dsa, "deepseek_v32", "0.5.23") == ["DCP-DSA-HICACHE"]
+    assert "DCP-DSA-HICACHE" not in rule_ids(dsa, "deepseek_v32", "0.5.19")
     fi = {
         "tp_size": 8,
         "enable_dp_attention": True,
@@ -492,8 +486,8 @@ def test_0_5_23_only_checks_are_its_own() -> None:
         "moe_runner_backend": "flashinfer_cutlass",
         "chunked_prefill_size": -1,
     }
-    assert _rules(fi, "qwen3_moe", "0.5.23") == ["A2A-FLASHINFER-CHUNKED"]
-    assert _rules(fi, "qwen3_moe", "0.5.19") == []
+    assert rule_ids(fi, "qwen3_moe", "0.5.23") == ["A2A-FLASHINFER-CHUNKED"]
+    assert rule_ids(fi, "qwen3_moe", "0.5.19") == []
 
 
 def test_launch_checks_are_launch_stage() -> None:
