@@ -8,7 +8,10 @@ every `intra_node` group kind stays in a node (`meshsat.solver.groups.plan`).
 
 Two cuts keep it affordable, both implied by the rules and written without consulting
 them: the GPU count must be tp·pp or dp·tp·pp, and the widths SGLang carves out of one
-stage must fit in it (attn_dp·attn_cp·dcp and moe_dp·ep divide tp). If a cut ever
+stage must fit in it (attn_dp·attn_cp·dcp and moe_dp·ep divide tp). Three more are the
+conditions of the rules that rejected most candidates at 384 GPUs (1.9 million
+candidates, 45,000 legal): decode CP with prefill CP (DCP-NO-PREFILL-CP), MoE DP with
+PP (MOEDP-NO-PP) or with a different attention CP (CP-MOEDP-MATCH). If a cut ever
 dropped a legal layout, the generator would list it and the comparison in the tests
 would fail, so the cuts are checked too.
 """
@@ -78,22 +81,28 @@ def candidates(
         attn_dp = dp if point.get("enable_dp_attention", base.enable_dp_attention) else 1
         if tp % attn_dp:
             continue
-        yield from _within_tp(point, base, varied, tp, attn_dp)
+        yield from _within_tp(point, base, varied, tp, attn_dp, pp)
 
 
 def _within_tp(
-    point: dict[str, Any], base: Config, varied: set[str], tp: int, attn_dp: int
+    point: dict[str, Any], base: Config, varied: set[str], tp: int, attn_dp: int, pp: int
 ) -> Iterator[dict[str, Any]]:
     """attn_dp·attn_cp·dcp and moe_dp·ep divide tp: the products SGLang's rank layout
-    carves out of one stage (a varied size ranges over what is left of tp)."""
+    carves out of one stage (a varied size ranges over what is left of tp). The rule
+    cuts (module docstring) skip what one rule alone rejects."""
 
     def over(name: str, limit: int) -> tuple[int, ...]:
         return divisors(limit) if name in varied else (getattr(base, name),)
 
+    prefill_cp = point.get("enable_prefill_cp", base.enable_prefill_cp)
     for cp in over("attn_cp_size", tp // attn_dp):
         attn_tp = tp // (attn_dp * cp) if tp % (attn_dp * cp) == 0 else 1
         for dcp in over("dcp_size", attn_tp):
+            if dcp > 1 and prefill_cp:  # DCP-NO-PREFILL-CP
+                continue
             for moe_dp in over("moe_dp_size", tp):
+                if moe_dp > 1 and (pp > 1 or cp != moe_dp):  # MOEDP-NO-PP, CP-MOEDP-MATCH
+                    continue
                 ep_limit = tp // moe_dp if tp % moe_dp == 0 else 1
                 for ep in over("ep_size", ep_limit):
                     full = dict(point)
@@ -139,11 +148,13 @@ def brute_force(
                 continue
             if any(resolved[f] != point[f] for f in fields):
                 continue
+            if checker.derived(resolved)["gpus_used"] != n:
+                continue
             report = validate(cfg.model_copy(update=point), spec, explain=False)
             if not report.valid:  # pragma: no cover - the two paths are one procedure
                 raise AssertionError(f"validate() rejects {point}")
-            if report.derived["gpus_used"] != n:
-                continue
+            if report.derived["gpus_used"] != n:  # pragma: no cover - as checked above
+                raise AssertionError(f"validate() uses {report.derived['gpus_used']} GPUs")
             if not all(evaluate(w, report.resolved_env) for w in filters):
                 continue
             if kinds:
