@@ -544,7 +544,7 @@ def _sorted(
     held = list(itertools.islice(rows, MAX_SORTED + 1))
     if len(held) > MAX_SORTED:
         raise InputError(
-            f"--sort holds every layout in memory and stops at {MAX_SORTED} layouts; "
+            f"--sort holds every layout in memory and stops at {MAX_SORTED:,} layouts; "
             "add --limit K (keeps only the first K) or narrow with --where"
         )
     return sorted(held, key=key, reverse=descending)
