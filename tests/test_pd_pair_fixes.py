@@ -16,13 +16,18 @@ _ROUTER = (
 _POLICY = " --disaggregation-decode-allocation-policy prefill_complete"
 
 
-def _policy_script(prefill: str, decode: str) -> str:
+def _pd_script(model: str, prefill: str, decode: str) -> str:
+    """A prefill server, a decode server (`model` and each side's own flags) and a router."""
     return (
-        f"python -m sglang.launch_server {_LLAMA} --disaggregation-mode prefill "
-        f"--host 10.0.0.1 --port 30000 --tp 1{prefill}\n"
-        f"python -m sglang.launch_server {_LLAMA} --disaggregation-mode decode "
-        f"--host 10.0.0.2 --port 30000 --tp 1{decode}\n" + _ROUTER
+        f"python -m sglang.launch_server {model} --disaggregation-mode prefill "
+        f"--host 10.0.0.1 --port 30000{prefill}\n"
+        f"python -m sglang.launch_server {model} --disaggregation-mode decode "
+        f"--host 10.0.0.2 --port 30000{decode}\n" + _ROUTER
     )
+
+
+def _policy_script(prefill: str, decode: str) -> str:
+    return _pd_script(_LLAMA, f" --tp 1{prefill}", f" --tp 1{decode}")
 
 
 @pytest.mark.parametrize(("prefill", "decode"), [("", _POLICY), (_POLICY, "")])
@@ -115,12 +120,7 @@ _DSV3 = "--model-path deepseek-ai/DeepSeek-V3 --trust-remote-code --tp 8"
 
 
 def _page_script(prefill: str, decode: str) -> str:
-    return (
-        f"python -m sglang.launch_server {_DSV3} --disaggregation-mode prefill "
-        f"--host 10.0.0.1 --port 30000{prefill}\n"
-        f"python -m sglang.launch_server {_DSV3} --disaggregation-mode decode "
-        f"--host 10.0.0.2 --port 30000{decode}\n" + _ROUTER
-    )
+    return _pd_script(_DSV3, prefill, decode)
 
 
 @pytest.mark.parametrize("version", ["0.5.19", "0.5.23"])
