@@ -10,6 +10,7 @@ import math
 import statistics
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,16 @@ from meshsat.solver.memory import Parallel
 from meshsat.solver.perf import PerfModel, Workload
 from meshsat.solver.perf.aic import MESSAGE_CHARS, engine_error
 from meshsat.solver.perf.context import context_length
-from meshsat.solver.perf.estimator import _Unavailable
+from meshsat.solver.perf.estimator import _Unavailable, prefill_budget
 from meshsat.solver.perf.roofline import RooflineSteps
-from meshsat.solver.perf.schedule import AIC_CALIBRATION, Calibration, Pieces, combine
+from meshsat.solver.perf.schedule import (
+    AIC_CALIBRATION,
+    Calibration,
+    Pieces,
+    combine,
+    prompt_ms,
+    rank_budget,
+)
 from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
 from tests.cli_helpers import run_cli
 
@@ -83,6 +91,56 @@ def test_schedule_formulas_on_hand_numbers() -> None:
     assert held.tpot_ms == pytest.approx(pt.tpot_ms)
     assert held.ttft_ms == pytest.approx(ttft3 + 6 / 3 * (ttft3 + 100 * pt.tpot_ms))
     assert combine(pc, 9, 4096, 101, cal, capacity=9) == pt
+
+
+class _Passes:
+    """Step latencies with a closed form: 3 ms a pass, 0.01 ms a computed token, and 1e-6
+    ms a (token, earlier token) pair attended. A prompt's chunks telescope: whatever the
+    chunking, the tokens and pairs are the prompt's, only the passes add up."""
+
+    label = "passes"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, int]] = []
+
+    def prefill_ms(self, requests: int, isl: int, prefix: int = 0) -> float:
+        self.calls.append((requests, isl, prefix))
+        new = isl - prefix
+        return 3.0 + requests * (0.01 * new + 1e-6 * new * (isl + prefix) / 2)
+
+    def decode_ms(self, batch: int, isl: int, osl: int) -> float:
+        return 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(isl=st.integers(1, 40000), budget=st.integers(1, 20000))
+def test_a_long_prompt_is_prefilled_in_chunks_of_the_pass_budget(isl: int, budget: int) -> None:
+    steps = _Passes()
+    passes = -(-isl // budget)
+    got = prompt_ms(steps, isl, budget)
+    assert got == pytest.approx(3.0 * passes + 0.01 * isl + 1e-6 * isl * isl / 2)
+    # one pass a chunk, in order, each reading the chunks before it as cached prefix
+    assert [(s, e) for _, e, s in steps.calls] == [
+        (s, min(isl, s + budget)) for s in range(0, isl, budget)
+    ]
+
+
+def test_the_pass_budget_is_sglangs_chunk_divided_by_the_dp_attention_width() -> None:
+    assert rank_budget() == 16384
+    assert rank_budget(8) == 2048 == prefill_budget(DP8)
+    assert rank_budget(2, 4096) == 2048
+    assert rank_budget(4, -1) == 16384  # chunking typed off: nothing to divide
+    assert prefill_budget(TP8_EP8) == 16384
+
+
+def test_dp_attention_prefills_a_long_prompt_in_passes_of_its_share() -> None:
+    pm = PerfModel("deepseek-ai/DeepSeek-V3", "H200", Workload(8192, 256), engine="roofline")
+    chunked = pm.estimate(DP8, concurrency=8)
+    whole = pm.estimate(replace(DP8, chunked_prefill_size=8 * 8192), concurrency=8)
+    assert prefill_budget(replace(DP8, chunked_prefill_size=8 * 8192)) == 8192
+    # four passes of 2,048 tokens against one of 8,192: the same work, three more passes
+    assert chunked.ttft_ms > whole.ttft_ms
+    assert chunked.tpot_ms == pytest.approx(whole.tpot_ms, rel=0.05)
 
 
 def test_fallback_labels_say_where_each_estimate_comes_from() -> None:

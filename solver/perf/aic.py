@@ -241,9 +241,10 @@ class AicSteps:
             raise EngineUnavailable(f"{name}{a} returned {v}")
         return v
 
-    def prefill_ms(self, requests: int, isl: int) -> float:
-        """One prefill pass over `requests` prompts of `isl` tokens on one attention-DP rank."""
-        return self._call("predict_prefill_latency", requests, isl, 0)
+    def prefill_ms(self, requests: int, isl: int, prefix: int = 0) -> float:
+        """One prefill pass over `requests` prompts of `isl` tokens on one attention-DP rank,
+        the first `prefix` of each cached (the engine's own `prefix` argument)."""
+        return self._call("predict_prefill_latency", requests, isl, prefix)
 
     def decode_ms(self, batch: int, isl: int, osl: int) -> float:
         """One decode step of `batch` requests per attention-DP rank (contexts from isl to

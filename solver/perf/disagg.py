@@ -46,15 +46,15 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from meshsat.solver.memory import SIZING_FIELDS, Memory, MemoryModel, Parallel, sizing_flags
 from meshsat.solver.perf.aic import EngineUnavailable
-from meshsat.solver.perf.estimator import BATCHES, PerfModel
+from meshsat.solver.perf.estimator import BATCHES, PerfModel, prefill_budget
 from meshsat.solver.perf.ranking import Keep
 from meshsat.solver.perf.roofline import RooflineSteps
 from meshsat.solver.perf.schedule import (
     AIC_CALIBRATION,
-    PREFILL_TOKENS,
     ROOFLINE_CALIBRATION,
     Calibration,
     isl_factor,
+    prompt_ms,
 )
 from meshsat.solver.perf.workload import Workload
 
@@ -379,13 +379,14 @@ class RoleCosts:
         if check_memory and role.memory.max_total_num_tokens < isl:
             return None  # one prompt does not fit the prefill server's pool
         full_n = pass_prompts(role.parallel, isl)
+        budget = prefill_budget(role.parallel)
 
         def ask(steps: Any) -> tuple[float, float]:
             def answer() -> tuple[float, float]:
-                one = float(steps.prefill_ms(1, isl))
+                one = float(prompt_ms(steps, isl, budget))
                 return one, float(steps.prefill_ms(full_n, isl)) if full_n > 1 else one
 
-            return self._shared(steps, ("prefill", isl, full_n), answer)
+            return self._shared(steps, ("prefill", isl, full_n, budget), answer)
 
         got = self._ask(role, ask)
         if got is None:
@@ -424,12 +425,12 @@ class RoleCosts:
 
 
 def pass_prompts(p: Parallel, isl: int) -> int:
-    """Prompts of `isl` tokens one prefill pass of one attention-DP rank batches. SGLang
-    divides `chunked_prefill_size` by `dp_size` under DP attention (`handle_data_
-    parallelism`: "chunked prefill size is adjusted"), so each rank of a DP-attention
-    prefill server batches `PREFILL_TOKENS / attn_dp` tokens, not the server's budget
-    (a longer prompt is chunked: one prompt a pass)."""
-    return max(1, PREFILL_TOKENS // max(1, p.attn_dp) // isl)
+    """Prompts of `isl` tokens one prefill pass of one attention-DP rank batches: its
+    budget (`estimator.prefill_budget`; SGLang divides `chunked_prefill_size` by `dp_size`
+    under DP attention, so each rank of a DP-attention prefill server batches
+    `PREFILL_TOKENS / attn_dp` tokens, not the server's budget); a longer prompt is
+    chunked, one prompt a pass (`schedule.prompt_ms`)."""
+    return max(1, prefill_budget(p) // isl)
 
 
 def _dwdp(config: Mapping[str, Any]) -> bool:

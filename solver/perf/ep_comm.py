@@ -35,9 +35,9 @@ class WithEpComm:
     def label(self) -> str:
         return f"{self.engine.label} + {EP_LABEL}"
 
-    def prefill_ms(self, requests: int, isl: int) -> float:
-        a2a = self.roofline.ep_journey_s(requests * isl)
-        return self.engine.prefill_ms(requests, isl) + 1e3 * a2a
+    def prefill_ms(self, requests: int, isl: int, prefix: int = 0) -> float:
+        a2a = self.roofline.ep_journey_s(requests * (isl - prefix))
+        return self.engine.prefill_ms(requests, isl, prefix) + 1e3 * a2a
 
     def decode_ms(self, batch: int, isl: int, osl: int) -> float:
         return self.engine.decode_ms(batch, isl, osl) + 1e3 * self.roofline.ep_journey_s(batch)

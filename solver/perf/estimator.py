@@ -52,6 +52,7 @@ from meshsat.solver.perf.schedule import (
     admission_capacity,
     output_tokens_per_s,
     point,
+    rank_budget,
 )
 from meshsat.solver.perf.workload import Workload
 
@@ -297,7 +298,7 @@ class PerfModel:
         # Beyond the requests the scheduler admits the rest queue (only an explicit
         # concurrency gets there: the SLA search stops at the whole-context KV limit, below).
         cap = admission_capacity(kv_tokens, w.isl, w.osl)
-        pt = point(steps, b, w.isl, w.osl, cal, capacity=cap)
+        pt = point(steps, b, w.isl, w.osl, cal, capacity=cap, budget=prefill_budget(p))
         conc = b * ranks
         tps = output_tokens_per_s(conc, w.osl, pt.ttft_ms, pt.tpot_ms)
         # The SLA is judged on the latencies the estimate carries, so that a check of them
@@ -322,6 +323,12 @@ class PerfModel:
         return Estimate(source, 0, nan, nan, 0.0, 0.0, 0.0, p.gpus, False, kv_conc)
 
 
+def prefill_budget(p: Parallel) -> int:
+    """Prompt tokens one prefill pass of one of the layout's attention-DP ranks takes
+    (`schedule.rank_budget` of its DP-attention width and typed chunk size)."""
+    return rank_budget(p.attn_dp, p.chunked_prefill_size)
+
+
 class _Memo:
     """One estimate's step latencies, each asked once (the SLA search repeats the one-prompt
     prefill at every batch, and the batched prefill once the prefill budget is full)."""
@@ -329,13 +336,13 @@ class _Memo:
     def __init__(self, steps: Steps) -> None:
         self._steps = steps
         self.label = steps.label
-        self._prefill: dict[tuple[int, int], float] = {}
+        self._prefill: dict[tuple[int, int, int], float] = {}
 
-    def prefill_ms(self, requests: int, isl: int) -> float:
-        key = (requests, isl)
+    def prefill_ms(self, requests: int, isl: int, prefix: int = 0) -> float:
+        key = (requests, isl, prefix)
         v = self._prefill.get(key)
         if v is None:
-            v = self._prefill[key] = self._steps.prefill_ms(requests, isl)
+            v = self._prefill[key] = self._steps.prefill_ms(requests, isl, prefix)
         return v
 
     def decode_ms(self, batch: int, isl: int, osl: int) -> float:

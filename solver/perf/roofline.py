@@ -196,11 +196,13 @@ class RooflineSteps:
         return t + STEP_OVERHEAD_MS * 1e-3
 
     # ---- the interface schedule.py reads -------------------------------------------------
-    def prefill_ms(self, requests: int, isl: int) -> float:
+    def prefill_ms(self, requests: int, isl: int, prefix: int = 0) -> float:
         pp = self.p.pp
         m = max(1, min(requests, pp))  # micro-batches (module docstring, last point)
         per = requests / m
-        return 1e3 * (m + pp - 1) * self._pass_s(per * isl, isl / 2, per * isl / 2)
+        new = isl - prefix  # tokens computed; each attends to the prefix and half the rest
+        span = prefix + new / 2
+        return 1e3 * (m + pp - 1) * self._pass_s(per * new, span, per * span)
 
     def decode_ms(self, batch: int, isl: int, osl: int) -> float:
         ctx = isl + osl / 2

@@ -5,8 +5,10 @@ The model, per attention-DP rank holding `b` of the deployment's concurrent requ
 (closed loop: a finished request is replaced at once, as `bench_serving --max-concurrency`
 does), of which `r = min(b, capacity)` run at once (`capacity`: the requests the scheduler
 admits from the KV cache, `admission_capacity`; the rest wait in the server's queue):
-- prefill runs ahead of decode and batches up to `PREFILL_TOKENS` of prompts, so a new
-  request's prompt costs `Pb = prefill(n, isl) / n` with `n` prompts per pass;
+- prefill runs ahead of decode and batches up to the rank's pass budget of prompts
+  (`rank_budget`), so a new request's prompt costs `Pb = prefill(n, isl) / n` with `n`
+  prompts per pass; a prompt longer than the budget is prefilled in chunks of it, each
+  pass reading the chunks before it as cached prefix (`prompt_ms`);
 - TTFT = overhead + prefill(1, isl) + queue · (r - 1)/2 · Pb · min(1, 1024 / isl)^isl_power
   + wait: requests arrive in cohorts (equal lengths keep them in step) and a request waits
   for part of its cohort's prompts; measured queueing grows with the prompts ahead but
@@ -44,7 +46,10 @@ class Steps(Protocol):
     @property
     def label(self) -> str: ...
 
-    def prefill_ms(self, requests: int, isl: int) -> float: ...
+    def prefill_ms(self, requests: int, isl: int, prefix: int = 0) -> float:
+        """One pass over `requests` prompts of `isl` tokens each, the first `prefix` of
+        them already cached (computed: `isl - prefix` a prompt)."""
+        ...
 
     def decode_ms(self, batch: int, isl: int, osl: int) -> float: ...
 
@@ -93,16 +98,49 @@ class Point:
     tpot_ms: float
 
 
-def prompt_cost_ms(steps: Steps, batch: int, isl: int) -> float:
-    """Per-prompt cost when `batch` prompts share prefill passes. Between one prompt and a
-    full prefill budget the pass time is interpolated linearly in the prompts (prefill at
-    >= 1k tokens a prompt is close to linear in tokens): two engine calls per layout
-    instead of one per batch size, which is what keeps a 64-GPU plan under 10 s."""
-    full = max(1, PREFILL_TOKENS // isl)
-    n = min(batch, full)
-    if n == 1:
+def rank_budget(attn_dp: int = 1, chunked_prefill_size: int | None = None) -> int:
+    """Prompt tokens one prefill pass of one attention-DP rank takes: the typed
+    `--chunked-prefill-size` (else `PREFILL_TOKENS`), divided by the DP-attention width
+    as SGLang divides it (`handle_data_parallelism`: "DP attention is enabled. chunked
+    prefill size is adjusted from X to X // dp_size"). Chunked prefill typed off (<= 0)
+    leaves nothing to divide: a pass takes `PREFILL_TOKENS` (SGLang's
+    `max_prefill_tokens` default)."""
+    if chunked_prefill_size is not None and chunked_prefill_size <= 0:
+        return PREFILL_TOKENS
+    return max(1, (chunked_prefill_size or PREFILL_TOKENS) // max(1, attn_dp))
+
+
+def prompt_ms(steps: Steps, isl: int, budget: int = PREFILL_TOKENS) -> float:
+    """One prompt of `isl` tokens on a rank whose passes take `budget` tokens: one pass,
+    or, for a longer prompt, one pass per chunk of `budget` tokens with the chunks before
+    it as cached prefix (SGLang's chunked prefill). Why it matters: under DP attention the
+    budget is divided by the DP width (`rank_budget`), so an 8,192-token prompt on a
+    DP-8 DeepSeek rank takes four passes of 2,048 tokens, each with the whole pass's
+    fixed costs (the MoE's all-gather or all-to-all, small-GEMM efficiency). On the
+    measured disaggregated DeepSeek-V3 runs this moved the TTFT error of DP-attention
+    prefill pools (benchmarks/RESULTS-perf.md)."""
+    if isl <= budget:
         return steps.prefill_ms(1, isl)
-    one, top = steps.prefill_ms(1, isl), steps.prefill_ms(full, isl)
+    total, done = 0.0, 0
+    while done < isl:
+        end = min(isl, done + budget)
+        total += steps.prefill_ms(1, end, done)
+        done = end
+    return total
+
+
+def prompt_cost_ms(steps: Steps, batch: int, isl: int, budget: int = PREFILL_TOKENS) -> float:
+    """Per-prompt cost when `batch` prompts share prefill passes of `budget` tokens.
+    Between one prompt and a full prefill budget the pass time is interpolated linearly in
+    the prompts (prefill at >= 1k tokens a prompt is close to linear in tokens): two
+    engine calls per layout instead of one per batch size, which is what keeps a 64-GPU
+    plan under 10 s."""
+    full = max(1, budget // isl)
+    n = min(batch, full)
+    one = prompt_ms(steps, isl, budget)
+    if n == 1:
+        return one
+    top = steps.prefill_ms(full, isl)
     return (one + (n - 1) * (top - one) / (full - 1)) / n
 
 
@@ -141,13 +179,14 @@ def admission_capacity(kv_tokens: int, isl: int, osl: int) -> int:
     return kv_tokens // max(reserve, 1)
 
 
-def pieces(steps: Steps, batch: int, isl: int, osl: int) -> Pieces:
-    """The step latencies at `batch` requests: the decode step and the prefill passes are
-    those of the client's concurrency even beyond the admission `capacity`, which is
-    an estimate (on the measured runs SGLang's TPOT beyond it is that of the full batch)."""
+def pieces(steps: Steps, batch: int, isl: int, osl: int, budget: int = PREFILL_TOKENS) -> Pieces:
+    """The step latencies at `batch` requests on a rank whose prefill passes take `budget`
+    tokens: the decode step and the prefill passes are those of the client's concurrency
+    even beyond the admission `capacity`, which is an estimate (on the measured runs
+    SGLang's TPOT beyond it is that of the full batch)."""
     return Pieces(
-        steps.prefill_ms(1, isl),
-        prompt_cost_ms(steps, batch, isl),
+        prompt_ms(steps, isl, budget),
+        prompt_cost_ms(steps, batch, isl, budget),
         steps.decode_ms(batch, isl, osl),
     )
 
@@ -177,11 +216,17 @@ def combine(
 
 
 def point(
-    steps: Steps, batch: int, isl: int, osl: int, cal: Calibration, capacity: int | None = None
+    steps: Steps,
+    batch: int,
+    isl: int,
+    osl: int,
+    cal: Calibration,
+    capacity: int | None = None,
+    budget: int = PREFILL_TOKENS,
 ) -> Point:
     """TTFT and TPOT of `batch` concurrent requests on one attention-DP rank whose KV cache
-    holds `capacity` of them at once."""
-    return combine(pieces(steps, batch, isl, osl), batch, isl, osl, cal, capacity)
+    holds `capacity` of them at once and whose prefill passes take `budget` tokens."""
+    return combine(pieces(steps, batch, isl, osl, budget), batch, isl, osl, cal, capacity)
 
 
 def output_tokens_per_s(concurrency: int, osl: int, ttft_ms: float, tpot_ms: float) -> float:
