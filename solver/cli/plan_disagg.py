@@ -37,6 +37,7 @@ from meshsat.solver.lang.model_spec import ModelSpec
 from meshsat.solver.memory.gpus import Gpu
 from meshsat.solver.packs.registry import get_pack
 from meshsat.solver.perf import Workload
+from meshsat.solver.perf.accuracy import DISAGG
 from meshsat.solver.perf.disagg import (
     DisaggPlan,
     DisaggSearch,
@@ -378,6 +379,7 @@ def disagg_document(
         "workload": asdict(w),
         "verdict": v.winner,
         "verdict_note": v.text,
+        "accuracy": asdict(DISAGG),
         "aggregated_best": None if agg is None else _finite(asdict(agg)),
         "role_layouts": {
             "prefill": search.prefill_layouts,
@@ -406,6 +408,7 @@ def emit(
     note(ranking_note(w))
     if fmt == "csv":
         write_csv([_finite(asdict(r)) for r in rows], list(DisaggRow.__dataclass_fields__))
+        note(DISAGG.text())
         note(verdict(rows, agg, gpus).text)
         return
     out.print(
@@ -428,6 +431,7 @@ def emit(
             soft_wrap=True,
         )
     note(search_note(search))
+    note(DISAGG.text())
     note(verdict(rows, agg, gpus).text)
 
 

@@ -31,6 +31,7 @@ from meshsat.solver.memory import Memory
 from meshsat.solver.memory.gpus import Gpu, typed_fields
 from meshsat.solver.memory.models import model_config
 from meshsat.solver.perf import PerfModel, Workload
+from meshsat.solver.perf.accuracy import AGGREGATED
 from meshsat.solver.perf.ranking import Ranked, rank_layouts
 from meshsat.solver.perf.workload import DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
 
@@ -438,6 +439,7 @@ def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, planned: Planned, estim
     note(head)
     if fmt == "csv":
         write_csv([asdict(r) for r in rows], list(PerfRow.__dataclass_fields__))
+        note(AGGREGATED.text())
         return
     out.print(
         "rank  tp  pp  dp dpa  ep attn_tp cp dcp   conc  ttft_ms tpot_ms tok/s/gpu tok/s/user"
@@ -457,6 +459,7 @@ def emit(rows: Sequence[PerfRow], fmt: str, w: Workload, planned: Planned, estim
         )
     note(f"{estimated} layout shapes estimated (layouts that differ only in flags the estimate "
          "does not read share one)")  # fmt: skip
+    note(AGGREGATED.text())
 
 
 def perf_document(
@@ -468,6 +471,7 @@ def perf_document(
         **asdict(planned),
         "workload": asdict(w),
         "layouts_estimated": estimated,
+        "accuracy": asdict(AGGREGATED),
         "layouts": [_json_row(r) for r in rows],
     }
 

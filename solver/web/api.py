@@ -258,6 +258,7 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         ranking_note,
     )
     from meshsat.solver.memory.models import catalogue_config
+    from meshsat.solver.perf.accuracy import AGGREGATED
     from meshsat.solver.perf.context import checked_context_length
     from meshsat.solver.perf.workload import cli_workload
 
@@ -329,6 +330,8 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
             model, model_path or "the model", quantization, g, gpus, version, tuple(where)
         )
     notes = () if found else (none,)
+    if params["rank"] is Rank.perf and found:
+        notes = (AGGREGATED.text(),)
     return Answer(document, 0 if found else 1, (ranking, *notes))
 
 
@@ -353,6 +356,7 @@ def disagg_answer(
         verdict,
     )
     from meshsat.solver.cli.plan_perf import Planned
+    from meshsat.solver.perf.accuracy import DISAGG
 
     gpus = params["gpus"]
     rows, search, agg, workload = disagg_plan(
@@ -366,7 +370,8 @@ def disagg_answer(
         return Answer(disagg_lws_document(rows, params, g, model_path), 0, ())
     planned = Planned.of(model_path, g, gpus, params.get("sglang_version"))
     document = disagg_document(rows, search, agg, workload, planned)
-    notes = [ranking_note(workload), search_note(search), verdict(rows, agg, gpus).text]
+    notes = [ranking_note(workload), search_note(search), DISAGG.text()]
+    notes.append(verdict(rows, agg, gpus).text)
     if not rows:
         notes.append(none_note(params["model"], gpus, g.name))
     return Answer(document, 0 if rows else 1, tuple(notes))
