@@ -117,8 +117,9 @@ def prompt_ms(steps: Steps, isl: int, budget: int = PREFILL_TOKENS) -> float:
     budget is divided by the DP width (`rank_budget`), so an 8,192-token prompt on a
     DP-8 DeepSeek rank takes four passes of 2,048 tokens, each with the whole pass's
     fixed costs (the MoE's all-gather or all-to-all, small-GEMM efficiency). On the
-    measured disaggregated DeepSeek-V3 runs this moved the TTFT error of DP-attention
-    prefill pools (benchmarks/RESULTS-perf.md)."""
+    measured disaggregated runs with worker counts, whose DeepSeek-V3 prefill servers
+    mostly run DP attention, the TTFT median error went 40.3 -> 39.6 % held out by model
+    (DeepSeek-V3 on B200 37 -> 32 %; benchmarks/RESULTS-perf.md)."""
     if isl <= budget:
         return steps.prefill_ms(1, isl)
     total, done = 0.0, 0
