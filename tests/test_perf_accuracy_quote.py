@@ -18,49 +18,36 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = re.escape("meshsat default (AIC steps, + EP all-to-all with EP), leave-one-model-out")
 
 
-def _first(pattern: str, text: str) -> re.Match[str]:
+def _figures(pattern: str, text: str) -> tuple[float, ...]:
+    """The numbers `pattern`'s groups capture in the first line it matches."""
     m = re.search(pattern, text, re.M)
     assert m is not None, pattern
-    return m
+    return tuple(float(g) for g in m.groups())
 
 
 def test_the_quotes_are_the_comparisons_last_figures() -> None:
     text = (ROOT / SOURCE).read_text()
+    top1 = r"^\| same-GPU-count top-1 >= 70 % \({}\) \| (\d+) % \w+ \((\d+)\)"
     # the first table scores every estimable row (a later one each measurement once)
-    row = _first(rf"^\| {DEFAULT} \| (\d+) \| ([\d.]+) \| [\d.]+ \| ([\d.]+) \|", text)
-    one = _first(
-        r"^\| same-GPU-count top-1 >= 70 % \(within one build\) \| (\d+) % \w+ \((\d+)\)", text
+    a = AGGREGATED
+    assert (a.runs, a.ttft_median_pct, a.tpot_median_pct) == _figures(
+        rf"^\| {DEFAULT} \| (\d+) \| ([\d.]+) \| [\d.]+ \| ([\d.]+) \|", text
     )
-    mix = _first(
-        r"^\| same-GPU-count top-1 >= 70 % \(across builds\) \| (\d+) % \w+ \((\d+)\)", text
+    assert (a.same_build_top1_pct, a.same_build_groups) == _figures(
+        top1.format("within one build"), text
     )
-    assert (AGGREGATED.runs, AGGREGATED.ttft_median_pct, AGGREGATED.tpot_median_pct) == (
-        int(row[1]),
-        float(row[2]),
-        float(row[3]),
+    assert (a.across_builds_top1_pct, a.across_builds_groups) == _figures(
+        top1.format("across builds"), text
     )
-    assert (AGGREGATED.same_build_top1_pct, AGGREGATED.same_build_groups) == (
-        int(one[1]),
-        int(one[2]),
-    )
-    assert (AGGREGATED.across_builds_top1_pct, AGGREGATED.across_builds_groups) == (
-        int(mix[1]),
-        int(mix[2]),
-    )
-    dis = _first(
+    d = DISAGG
+    assert (d.runs, d.ttft_median_pct, d.tpot_median_pct) == _figures(
         r"^\| meshsat, leave-one-model-out, complete rows "
         r"\| (\d+) \| ([\d.]+) \| [\d.]+ \| ([\d.]+) \|",
         text,
     )
-    groups = _first(
+    assert (d.groups, d.groups_within_10pct) == _figures(
         r"^\| meshsat, leave-one-model-out, all groups \| (\d+) \| \d+ \| (\d+) \(", text
     )
-    assert (DISAGG.runs, DISAGG.ttft_median_pct, DISAGG.tpot_median_pct) == (
-        int(dis[1]),
-        float(dis[2]),
-        float(dis[3]),
-    )
-    assert (DISAGG.groups, DISAGG.groups_within_10pct) == (int(groups[1]), int(groups[2]))
 
 
 @pytest.mark.parametrize("fmt", ["table", "json"])
