@@ -195,22 +195,6 @@ def fix(
     key = fp.Key(universe, gpus, fixed, pack, beyond)
     keep_gpus = before if gpus is None else None
 
-    def _search(prob: fp.Problem) -> Search:
-        search = Search(prob, env, user, keep_gpus, Deadline(deadline_s - time.monotonic()))
-        search.prefer = violations
-        if memory is not None:
-            # Widths whose lightest layout cannot hold the weights are excluded before the
-            # search: one at a time, each proposed, found heavy and blocked, they ran out the
-            # timeout (Qwen3-235B at `--tp 6` on H100: no fix in 60 s).
-            tp, pp = SPECS["tp_size"].ref, SPECS["pp_size"].ref
-            attn_tp = next(w for w in DERIVED if w.name == "attn_tp")
-            for t, s, a in _too_heavy_widths(memory, universe, gpus):
-                these = And(
-                    Cmp("==", tp, lift(t)), Cmp("==", pp, lift(s)), Cmp("==", attn_tp, lift(a))
-                )
-                search.blocked.append(prob.enc.formula(Not(these)))
-        return search
-
     def _fitting(search: Search, objective: str, pins: list[str], top: int) -> Outcome:
         """The search, again each time a fix does not load: its memory shape (every value the
         memory model reads) is excluded and the question asked anew, so what comes back is
@@ -245,27 +229,38 @@ def fix(
                 heavy_weights = _weights_alone_too_heavy(memory, r)
                 fields = _WEIGHT_FIELDS if heavy_weights else _MEMORY_FIELDS
                 read = _WEIGHT_WIDTHS if heavy_weights else widths
-                search.blocked.append(prob.enc.formula(_other_shape(r, live, fields, read)))
+                search.blocked.append(search.enc.formula(_other_shape(r, live, fields, read)))
 
     searched = set(fp.changeable(pack)) | beyond  # the others hold as they are
     wanted = [n for n in pinned if n in searched]
-    prob = fp.problem(key)
-    search = _search(prob)
-    with prob.lock:
-        # A shared solver keeps what earlier questions taught it, which now and then makes
-        # a later one pathologically slow (`fp.STALE_CHECK`): on a problem that has served
-        # before, the first check gets a slice of the time, and a stall is asked again of
-        # a fresh problem with what is left.
-        if prob.calls:
-            search.first_check_ms = max(fp.STALE_CHECK_MS, search.deadline.ms() // 4)
-        prob.calls += 1
-        outcome = _fitting(search, objective, wanted, top)
-    if outcome.stalled:
-        prob = fp.fresh_problem(key)
-        search = _search(prob)
+
+    def _ask(prob: fp.Problem, guarded: bool) -> tuple[Search, Outcome]:
+        """The question on `prob`, under its lock. `guarded`: a shared solver keeps what
+        earlier questions taught it, which now and then makes a later one pathologically
+        slow (`fp.STALE_CHECK_MS`), so on a problem that has served before the first check
+        gets a slice of the time (a stall is then asked again of a fresh problem)."""
+        search = Search(prob, env, user, keep_gpus, Deadline(deadline_s - time.monotonic()))
+        search.prefer = violations
+        if memory is not None:
+            # Widths whose lightest layout cannot hold the weights are excluded before the
+            # search: one at a time, each proposed, found heavy and blocked, they ran out the
+            # timeout (Qwen3-235B at `--tp 6` on H100: no fix in 60 s).
+            tp, pp = SPECS["tp_size"].ref, SPECS["pp_size"].ref
+            attn_tp = next(w for w in DERIVED if w.name == "attn_tp")
+            for t, s, a in _too_heavy_widths(memory, universe, gpus):
+                these = And(
+                    Cmp("==", tp, lift(t)), Cmp("==", pp, lift(s)), Cmp("==", attn_tp, lift(a))
+                )
+                search.blocked.append(prob.enc.formula(Not(these)))
         with prob.lock:
+            if guarded and prob.calls:
+                search.first_check_ms = max(fp.STALE_CHECK_MS, search.deadline.ms() // 4)
             prob.calls += 1
-            outcome = _fitting(search, objective, wanted, top)
+            return search, _fitting(search, objective, wanted, top)
+
+    search, outcome = _ask(fp.problem(key), guarded=True)
+    if outcome.stalled:  # with what is left of the time
+        search, outcome = _ask(fp.fresh_problem(key), guarded=False)
     if search.blocked and outcome.conflict is not None:
         return _replace(base, conflict=_no_fit(cfg, pinned, memory))
     if search.blocked and not outcome.found:  # out of time before a layout that loads
