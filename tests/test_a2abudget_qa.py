@@ -9,17 +9,22 @@ from typing import Any
 
 import pytest
 
+from meshsat.solver.validation.report import Report
 from meshsat.solver.validation.validate import validate
 
 DSV3 = {"architecture": "DeepseekV3ForCausalLM"}
 _MODEL_KEYS = ("architecture",)
 
 
-def _errors(config: dict[str, Any], version: str = "0.5.23") -> list[str]:
+def _report(config: dict[str, Any], version: str) -> Report:
+    """`config`'s model facts and layout, split apart, validated on `version`."""
     model = {k: v for k, v in config.items() if k in _MODEL_KEYS} or None
     layout = {k: v for k, v in config.items() if k not in _MODEL_KEYS}
-    report = validate(layout, model, explain=False, sglang_version=version)
-    return [v.rule for v in report.violations]
+    return validate(layout, model, explain=False, sglang_version=version)
+
+
+def _errors(config: dict[str, Any], version: str = "0.5.23") -> list[str]:
+    return [v.rule for v in _report(config, version).violations]
 
 
 _PPLX = {
@@ -135,9 +140,7 @@ def test_multi_layer_eagle_is_no_flag_of_0_4() -> None:
 
 
 def _runner(config: dict[str, Any], version: str) -> Any:
-    model = {k: v for k, v in config.items() if k in _MODEL_KEYS}
-    layout = {k: v for k, v in config.items() if k not in _MODEL_KEYS}
-    report = validate(layout, model, explain=False, sglang_version=version)
+    report = _report(config, version)
     assert report.valid, report.violations
     return report.resolved_env["moe_runner_backend"]
 

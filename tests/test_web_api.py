@@ -164,6 +164,21 @@ def test_a_pasted_config_plans_like_the_catalogue_entry(server: MeshsatServer) -
         assert {**a, "command": "", "node_command": ""} == {**b, "command": "", "node_command": ""}
 
 
+def test_a_perf_plan_says_its_accuracy_and_a_kv_plan_does_not(server: MeshsatServer) -> None:
+    """The note and the JSON field the CLI's `plan` prints (solver/perf/accuracy.py)."""
+    from dataclasses import asdict
+
+    from meshsat.solver.perf.accuracy import AGGREGATED
+
+    base = {"model": "Qwen/Qwen3-32B", "gpu": "H100", "gpus": 2, "top": 1}
+    _, headers, doc = call(server, "POST", "/api/plan", {**base, "engine": "roofline"})
+    assert AGGREGATED.text() in json.loads(headers["X-Meshsat-Notes"])
+    assert doc["accuracy"] == asdict(AGGREGATED)
+    _, headers, doc = call(server, "POST", "/api/plan", {**base, "rank": "kv"})
+    assert AGGREGATED.text() not in json.loads(headers["X-Meshsat-Notes"])
+    assert "accuracy" not in doc
+
+
 @pytest.mark.parametrize(
     ("body", "argv", "field"),
     [

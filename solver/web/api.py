@@ -329,9 +329,10 @@ def plan_answer(body: Mapping[str, Any], params: Mapping[str, Any], work: Work) 
         none = no_layout(
             model, model_path or "the model", quantization, g, gpus, version, tuple(where)
         )
-    notes = () if found else (none,)
-    if params["rank"] is Rank.perf and found:
-        notes = (AGGREGATED.text(),)
+    if not found:
+        notes: tuple[str, ...] = (none,)
+    else:  # under --rank perf, how far its estimates were from measured runs
+        notes = (AGGREGATED.text(),) if params["rank"] is Rank.perf else ()
     return Answer(document, 0 if found else 1, (ranking, *notes))
 
 
@@ -370,8 +371,12 @@ def disagg_answer(
         return Answer(disagg_lws_document(rows, params, g, model_path), 0, ())
     planned = Planned.of(model_path, g, gpus, params.get("sglang_version"))
     document = disagg_document(rows, search, agg, workload, planned)
-    notes = [ranking_note(workload), search_note(search), DISAGG.text()]
-    notes.append(verdict(rows, agg, gpus).text)
+    notes = [
+        ranking_note(workload),
+        search_note(search),
+        DISAGG.text(),
+        verdict(rows, agg, gpus).text,
+    ]
     if not rows:
         notes.append(none_note(params["model"], gpus, g.name))
     return Answer(document, 0 if rows else 1, tuple(notes))
